@@ -1,0 +1,26 @@
+"""squall: compile PyTorch programs onto a marketplace of executors.
+
+    import squall
+    fast = squall.jit(model)          # a function or an nn.Module
+    fast(x)                           # traced, planned and generated on the first call
+    squall.last_traces(fast)          # as traced, as planned, as executed
+"""
+from __future__ import annotations
+
+from squall import extend
+from squall.jit import JittedFunction, JittedModule, jit, last_traces
+from squall.ltorch.base import DataDependentError, SquallWarning
+from squall.planner import PlanningError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "jit",
+    "last_traces",
+    "extend",
+    "JittedFunction",
+    "JittedModule",
+    "SquallWarning",
+    "DataDependentError",
+    "PlanningError",
+]

@@ -1,0 +1,109 @@
+"""Code generation: an execution plan becomes the source of one Python function.
+
+The function unpacks its inputs, calls each executor's implementation in order,
+deletes every intermediate after its last use, and returns the output structure.
+Its source is registered with `linecache` so tracebacks and debuggers show it.
+"""
+from __future__ import annotations
+
+import itertools
+import linecache
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from squall.proxies import TensorProxy, type_string
+from squall.symbol import BoundSymbol
+from squall.trace import ValuePrinter
+
+__all__ = ["InputBinding", "generate", "GeneratedFunction"]
+
+_counter = itertools.count()
+
+
+@dataclass(frozen=True)
+class InputBinding:
+    """Where an input proxy comes from: a path of indexes into the function's arguments.
+
+    The path starts at "params" (a module's parameters and buffers, a list),
+    "args" (positional arguments, a tuple) or "kwargs" (a dict).
+    """
+
+    proxy: TensorProxy
+    path: tuple  # e.g. ("args", 1, "k")
+
+
+@dataclass
+class GeneratedFunction:
+    fn: Callable
+    source: str
+    filename: str
+
+
+def _output_expression(output: Any, printer: ValuePrinter) -> str:
+    # Plain containers print as literals; anything else is rebuilt from its pytree spec.
+    def literal(x) -> bool:
+        if isinstance(x, (TensorProxy, bool, int, float, complex, str)) or x is None:
+            return True
+        if type(x) in (tuple, list):
+            return all(literal(v) for v in x)
+        if type(x) is dict:
+            return all(isinstance(k, (str, int)) and literal(v) for k, v in x.items())
+        return False
+
+    if literal(output):
+        return printer(output)
+    leaves, spec = tree_flatten(output)
+    unflatten = printer.name_for(tree_unflatten, "tree_unflatten")
+    return f"{unflatten}({printer(leaves)}, {printer.name_for(spec, 'output_spec')})"
+
+
+def generate(
+    name: str,
+    bindings: list[InputBinding],
+    bsyms: list[BoundSymbol],
+    output: Any,
+    constants: dict[str, Any],
+    *,
+    takes_params: bool,
+) -> GeneratedFunction:
+    """Python source and callable for `bsyms`, with executor implementations bound as globals."""
+    printer = ValuePrinter(dict(constants))
+    signature = "params, *args, **kwargs" if takes_params else "*args, **kwargs"
+    lines = [f"def {name}({signature}):"]
+
+    for b in bindings:
+        access = b.path[0] + "".join(f"[{printer(k)}]" for k in b.path[1:])
+        lines.append(f'  {b.proxy.name} = {access}  # "{type_string(b.proxy)}"')
+
+    impl_names: dict[int, str] = {}
+    for bsym in bsyms:
+        if id(bsym.impl) not in impl_names:
+            impl_names[id(bsym.impl)] = printer.name_for(bsym.impl, f"{bsym.executor.name}_{bsym.sym.name}")
+
+    # last use of every name, so intermediates are freed as soon as possible
+    returned = {p.name for p in tree_flatten(output)[0] if isinstance(p, TensorProxy)}
+    last_use: dict[str, int] = {}
+    for i, bsym in enumerate(bsyms):
+        for p in bsym.input_proxies():
+            last_use[p.name] = i
+    for i, bsym in enumerate(bsyms):
+        target = f"{printer(bsym.output)} = " if bsym.output is not None else ""
+        lines.append(f"  {target}{printer.call(impl_names[id(bsym.impl)], bsym)}")
+        outs = bsym.output_proxies()
+        dead = sorted(
+            {p.name for p in bsym.input_proxies() if last_use.get(p.name) == i and p.name not in returned and p.name not in constants}
+            | {p.name for p in outs if p.name not in last_use and p.name not in returned}
+        )
+        if dead:
+            lines.append(f"  del {', '.join(dead)}")
+    lines.append(f"  return {_output_expression(output, printer)}")
+    source = "\n".join(lines) + "\n"
+
+    filename = f"<squall-generated-{name}-{next(_counter)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = printer.globals
+    exec(compile(source, filename, "exec"), namespace)
+    return GeneratedFunction(namespace[name], source, filename)

@@ -1,0 +1,370 @@
+"""The front door: trace on a new input signature, plan, generate, cache, call.
+
+The cache-hit path is the product's hot path: one key built from the inputs in a
+single cheap pass, one dict lookup, one call of the generated function.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import keyword
+import re
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from squall import ltorch
+from squall.codegen import GeneratedFunction, InputBinding, generate
+from squall.executors.torch import make_executor
+from squall.extend import Executor
+from squall.ltorch.base import SquallWarning, TorchLanguage, TracingMode
+from squall.planner import Plan, plan
+from squall.prims import copy_
+from squall.proxies import TensorProxy, TracingContext, tracing
+from squall.trace import Trace
+
+__all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces", "trace_program"]
+
+
+@functools.cache
+def _torch_table() -> dict:
+    return ltorch.torch_table()
+
+
+# --- input names ------------------------------------------------------------------------------
+
+_RESERVED = {"torch", "params", "args", "kwargs"}
+_GENERATED = re.compile(r"^[tc]\d+$")
+
+
+def _local_name(hint: str, taken: set[str]) -> str:
+    """A local variable name for an input, derived from a user's name but never clashing."""
+    base = re.sub(r"\W", "_", hint).lstrip("_") or "a"
+    if base[0].isdigit():
+        base = "a" + base
+    if keyword.iskeyword(base) or base in _RESERVED or _GENERATED.match(base):
+        base += "_"
+    name, n = base, 1
+    while name in taken:
+        name = f"{base}_{n}"
+        n += 1
+    taken.add(name)
+    return name
+
+
+def _argument_names(fn: Callable, nargs: int) -> list[str]:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i in range(nargs):
+        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY, params[i].POSITIONAL_OR_KEYWORD):
+            names.append(params[i].name)
+        elif params and params[-1].kind == params[-1].VAR_POSITIONAL:
+            names.append(f"{params[-1].name}{i}")
+        else:
+            names.append(f"a{i}")
+    return names
+
+
+# --- tracing ----------------------------------------------------------------------------------
+
+
+def _module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[str]]:
+    """One (owner dict, key) slot and one dotted name per distinct parameter or buffer."""
+    slots: list[tuple[dict, str]] = []
+    names: list[str] = []
+    seen: set[int] = set()
+    for prefix, sub in module.named_modules(remove_duplicate=False):
+        for store in (sub._parameters, sub._buffers):
+            for key, value in store.items():
+                if value is None or id(value) in seen:
+                    continue
+                seen.add(id(value))
+                slots.append((store, key))
+                names.append(f"{prefix}.{key}" if prefix else key)
+    return slots, names
+
+
+def trace_program(
+    fn: Callable,
+    args: tuple,
+    kwargs: dict,
+    *,
+    module: torch.nn.Module | None = None,
+    name: str = "computation",
+) -> tuple[Trace, list[InputBinding]]:
+    """Trace `fn(*args, **kwargs)` (or `module(...)`) into a Trace of ltorch calls."""
+    language = TorchLanguage(_torch_table())
+    ctx = TracingContext(language.dispatch)
+    taken: set[str] = set()
+    paths: list[tuple] = []
+
+    def proxify(x, path: tuple, hint: str):
+        if isinstance(x, torch.Tensor):
+            p = TensorProxy(
+                _local_name(hint, taken), shape=x.shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad
+            )
+            ctx.inputs.append(p)
+            paths.append(path)
+            return p
+        if type(x) in (list, tuple):
+            return type(x)(proxify(v, (*path, i), f"{hint}_{i}") for i, v in enumerate(x))
+        if type(x) is dict:
+            return {k: proxify(v, (*path, k), f"{hint}_{k}") for k, v in x.items()}
+        return x
+
+    swapped: list[tuple[dict, str, Any]] = []
+    with tracing(ctx):
+        if module is not None:
+            slots, names = _module_slots(module)
+            for i, ((store, key), dotted) in enumerate(zip(slots, names)):
+                real = store[key]
+                proxy = proxify(real, ("params", i), "p_" + dotted)
+                # every slot holding this tensor (tied weights) sees the same proxy
+                for prefix, sub in module.named_modules(remove_duplicate=False):
+                    for other in (sub._parameters, sub._buffers):
+                        for k, v in other.items():
+                            if v is real:
+                                swapped.append((other, k, v))
+                                other[k] = proxy
+        arg_names = _argument_names(module.forward if module is not None else fn, len(args))
+        p_args = tuple(proxify(a, ("args", i), arg_names[i]) for i, a in enumerate(args))
+        p_kwargs = {k: proxify(v, ("kwargs", k), k) for k, v in kwargs.items()}
+        try:
+            with TracingMode(language):
+                result = (module if module is not None else fn)(*p_args, **p_kwargs)
+                result = tree_map(lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x, result)
+                for original, handle in ctx.mutated_inputs.values():
+                    copy_(original, handle)
+        finally:
+            for store, key, value in reversed(swapped):
+                store[key] = value
+    bindings = [InputBinding(p, path) for p, path in zip(ctx.inputs, paths)]
+    trace = Trace(name, list(ctx.inputs), ctx.scopes[0], result, constants=ctx.constants, context=ctx)
+    return trace, bindings
+
+
+# --- the cache key ------------------------------------------------------------------------------
+
+_SCALARS = frozenset({int, float, bool, str, complex, type(None)})
+_Tensor = torch.Tensor
+
+
+def _value_key(x: Any, where: str) -> Any:
+    """The key part of one argument: metadata for tensors, values for everything else."""
+    if isinstance(x, _Tensor):
+        return (x.shape, x.dtype, x.device, x.requires_grad)
+    t = type(x)
+    if t in _SCALARS:
+        return (t, x)
+    if t in (list, tuple):
+        return (t, tuple(_value_key(v, f"{where}[{i}]") for i, v in enumerate(x)))
+    if t is dict:
+        return (t, tuple((k, _value_key(v, f"{where}[{k!r}]")) for k, v in x.items()))
+    leaves, spec = tree_flatten(x)
+    if not (len(leaves) == 1 and leaves[0] is x):
+        return (spec, tuple(_value_key(v, where) for v in leaves))
+    try:
+        hash(x)
+    except TypeError:
+        raise TypeError(
+            f"squall.jit: {where} is a {t.__name__}, which is neither a tensor, a number, nor a "
+            "container of them, and is not hashable, so calls cannot be told apart by it"
+        ) from None
+    return (t, x)
+
+
+def _key_parts(args: tuple, kwargs: dict, names: list[str]) -> dict[str, Any]:
+    """The key, part by part, labelled with the input each part comes from (for warnings)."""
+    parts = {f"argument {names[i]!r}": _value_key(a, f"argument {names[i]!r}") for i, a in enumerate(args)}
+    parts.update({f"keyword argument {k!r}": _value_key(v, f"keyword argument {k!r}") for k, v in kwargs.items()})
+    return parts
+
+
+# --- compiled entries and the jitted callable ----------------------------------------------------
+
+
+@dataclass
+class CompiledEntry:
+    """One compiled signature: its traces, plan, generated function, and compile time."""
+
+    traced: Trace
+    plan: Plan
+    generated: GeneratedFunction
+    compile_seconds: float
+
+    @property
+    def source(self) -> str:
+        return self.generated.source
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    changes: dict[str, int] = field(default_factory=dict)  # input label -> times it changed
+
+
+def default_executors() -> list[Executor]:
+    return [make_executor()]
+
+
+class JittedFunction:
+    """A compiled function: calls with a known input signature go straight to generated code."""
+
+    def __init__(
+        self,
+        fn: Callable,
+        *,
+        executors: Sequence[Executor] | None = None,
+        recompile_limit: int = 8,
+    ):
+        if not callable(fn):
+            raise TypeError(f"squall.jit expects a function or an nn.Module, got {type(fn).__name__}")
+        self.fn = fn
+        self.module = fn if isinstance(fn, torch.nn.Module) else None
+        self.executors = list(executors) if executors is not None else default_executors()
+        self.recompile_limit = recompile_limit
+        self._cache: dict[Any, Callable] = {}
+        self._entries: dict[Any, CompiledEntry] = {}
+        self.last_entry: CompiledEntry | None = None
+        self.stats = CacheStats()
+        self._last_parts: dict[str, Any] | None = None
+        self._warned = False
+        self._slots: list[tuple[dict, str]] = []
+        self._submodules: list[torch.nn.Module] = []
+        if self.module is not None:
+            self._slots, _ = _module_slots(self.module)
+            self._submodules = list(self.module.modules())
+        functools.update_wrapper(self, fn if self.module is None else type(fn).forward, updated=())
+
+    def _key(self, args: tuple, kwargs: dict, params: list | None) -> tuple:
+        key = [torch.is_grad_enabled(), torch.get_default_dtype()]
+        append = key.append
+        for a in args:
+            if isinstance(a, _Tensor):
+                append((a.shape, a.dtype, a.device, a.requires_grad))
+            elif type(a) in _SCALARS:
+                append((type(a), a))
+            else:
+                append(_value_key(a, "an argument"))
+        if kwargs:
+            append(tuple((k, _value_key(v, f"keyword argument {k!r}")) for k, v in kwargs.items()))
+        if params is not None:
+            for p in params:
+                append((p.shape, p.dtype, p.device, p.requires_grad))
+            append(tuple(m.training for m in self._submodules))
+        return tuple(key)
+
+    def __call__(self, *args, **kwargs):
+        if self.module is None:
+            key = self._key(args, kwargs, None)
+            fn = self._cache.get(key)
+            if fn is None:
+                fn = self._compile(args, kwargs, key, None)
+            else:
+                self.stats.hits += 1
+            return fn(*args, **kwargs)
+        params = [store[k] for store, k in self._slots]
+        key = self._key(args, kwargs, params)
+        fn = self._cache.get(key)
+        if fn is None:
+            fn = self._compile(args, kwargs, key, params)
+        else:
+            self.stats.hits += 1
+        return fn(params, *args, **kwargs)
+
+    def _compile(self, args: tuple, kwargs: dict, key: tuple, params: list | None) -> Callable:
+        start = time.perf_counter()
+        self.stats.misses += 1
+        self._note_changes(args, kwargs)
+        trace, bindings = trace_program(self.fn, args, kwargs, module=self.module)
+        needs_grad = torch.is_grad_enabled() and any(p.requires_grad for p in trace.inputs)
+        execution = plan(trace, self.executors, autograd=needs_grad)
+        generated = generate(trace.name, bindings, execution.bsyms, trace.output, trace.constants, takes_params=params is not None)
+        entry = CompiledEntry(trace, execution, generated, time.perf_counter() - start)
+        self._entries[key] = entry
+        self._cache[key] = generated.fn
+        self.last_entry = entry
+        return generated.fn
+
+    def _note_changes(self, args: tuple, kwargs: dict) -> None:
+        fn = self.module.forward if self.module is not None else self.fn
+        parts = _key_parts(args, kwargs, _argument_names(fn, len(args)))
+        if self._last_parts is not None:
+            for label, part in parts.items():
+                if self._last_parts.get(label) != part:
+                    self.stats.changes[label] = self.stats.changes.get(label, 0) + 1
+        self._last_parts = parts
+        if self.stats.misses > self.recompile_limit and not self._warned:
+            self._warned = True
+            culprit = max(self.stats.changes.items(), key=lambda kv: kv[1], default=("its inputs", 0))[0]
+            warnings.warn(
+                f"squall.jit({getattr(self.fn, '__name__', type(self.fn).__name__)}) has compiled "
+                f"{self.stats.misses} times; {culprit} keeps changing (shape, dtype, device, "
+                "requires_grad, or value). Each new signature is traced, planned and generated again.",
+                SquallWarning,
+                stacklevel=4,
+            )
+
+    def cache_info(self) -> CacheStats:
+        """Hits, misses, and which inputs changed between compilations."""
+        return self.stats
+
+
+class JittedModule(torch.nn.Module):
+    """An nn.Module whose forward runs compiled; parameters and buffers stay the original's."""
+
+    def __init__(self, module: torch.nn.Module, jitted: JittedFunction):
+        super().__init__()
+        self._orig_mod = module
+        self._jitted = jitted
+
+    def forward(self, *args, **kwargs):
+        return self._jitted(*args, **kwargs)
+
+    def __call__(self, *args, **kwargs):
+        # skips nn.Module.__call__'s hook machinery: the hot path
+        return self._jitted(*args, **kwargs)
+
+
+def jit(fn: Callable, *, executors: Sequence[Executor] | None = None, recompile_limit: int = 8) -> Any:
+    """Compile `fn` (a function or an nn.Module); the result is called like the original."""
+    if isinstance(fn, torch.nn.Module):
+        return JittedModule(fn, JittedFunction(fn, executors=executors, recompile_limit=recompile_limit))
+    return JittedFunction(fn, executors=executors, recompile_limit=recompile_limit)
+
+
+@dataclass
+class LastTraces:
+    """The traces of the most recent compilation: as traced, as planned, as executed (source)."""
+
+    traced: Trace
+    plan: Plan
+    executed: str
+
+    def __iter__(self):
+        return iter((self.traced, self.plan, self.executed))
+
+
+def _jitted(jfn: Any) -> JittedFunction:
+    if isinstance(jfn, JittedModule):
+        return jfn._jitted
+    if isinstance(jfn, JittedFunction):
+        return jfn
+    raise TypeError(f"expected a function returned by squall.jit, got {type(jfn).__name__}")
+
+
+def last_traces(jfn: Any) -> LastTraces:
+    """The traces of `jfn`'s most recent compilation."""
+    entry = _jitted(jfn).last_entry
+    if entry is None:
+        raise RuntimeError("this function has not been compiled yet: call it first")
+    return LastTraces(entry.traced, entry.plan, entry.source)

@@ -1,0 +1,183 @@
+"""Broadcasting and type promotion, shared by torch-language ops; never seen in traces."""
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+import torch
+
+from squall import prims
+from squall.prims.base import canonical_dim, canonical_dims, check, dtype_category, is_number
+from squall.proxies import TensorProxy
+
+__all__ = [
+    "Promotion",
+    "result_dtype",
+    "promote",
+    "broadcast_shapes",
+    "broadcast_to",
+    "broadcast",
+    "to_dtype",
+    "canonical_dim",
+    "canonical_dims",
+    "check",
+    "is_number",
+    "is_tensor",
+    "computation_dtype",
+]
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, TensorProxy)
+
+
+def _number_dtype(x) -> torch.dtype:
+    if isinstance(x, bool):
+        return torch.bool
+    if isinstance(x, int):
+        return torch.int64
+    if isinstance(x, complex):
+        return torch.complex128 if torch.get_default_dtype() == torch.float64 else torch.complex64
+    return torch.get_default_dtype()
+
+
+def _promote(a: torch.dtype | None, b: torch.dtype | None) -> torch.dtype | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return torch.promote_types(a, b)
+
+
+def _combine_categories(higher: torch.dtype | None, lower: torch.dtype | None) -> torch.dtype | None:
+    # PyTorch's rule (c10 ResultTypeState): operands of lower priority (0-d tensors, then
+    # Python numbers) only matter when they are of a higher category.
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if higher.is_complex:
+        return higher
+    if lower.is_complex:
+        if higher.is_floating_point:
+            return higher.to_complex()
+        return lower
+    if higher.is_floating_point:
+        return higher
+    if higher == torch.bool or lower.is_floating_point:
+        return _promote(higher, lower)
+    return higher
+
+
+def result_dtype(*operands) -> torch.dtype:
+    """The dtype torch gives an elementwise op over these tensors and numbers."""
+    dim_result = zero_result = number_result = None
+    for x in operands:
+        if isinstance(x, TensorProxy):
+            if x.ndim > 0:
+                dim_result = _promote(dim_result, x.dtype)
+            else:
+                zero_result = _promote(zero_result, x.dtype)
+        elif is_number(x):
+            number_result = _promote(number_result, _number_dtype(x))
+        elif x is not None:
+            raise TypeError(f"expected a tensor or a number, got {type(x).__name__}")
+    out = _combine_categories(dim_result, _combine_categories(zero_result, number_result))
+    if out is None:
+        raise TypeError("type promotion needs at least one tensor or number")
+    return out
+
+
+class Promotion(enum.Enum):
+    """How an elementwise op's result dtype follows from the promoted dtype."""
+
+    DEFAULT = "default"  # the promoted dtype
+    INT_TO_FLOAT = "int_to_float"  # bool and integer results become the default float dtype
+    ALWAYS_BOOL = "always_bool"  # comparisons
+    COMPLEX_TO_FLOAT = "complex_to_float"  # abs: complex results become real
+    BOOL_TO_LONG = "bool_to_long"  # sum-like: bool becomes int64
+
+
+def promote(*operands, kind: Promotion = Promotion.DEFAULT) -> tuple[torch.dtype, torch.dtype]:
+    """(computation dtype, result dtype) for operands under `kind`."""
+    dtype = result_dtype(*operands)
+    if kind is Promotion.INT_TO_FLOAT and dtype_category(dtype) < 2:
+        dtype = torch.get_default_dtype()
+    if kind is Promotion.BOOL_TO_LONG and dtype_category(dtype) < 2:
+        dtype = torch.int64
+    result = dtype
+    if kind is Promotion.ALWAYS_BOOL:
+        result = torch.bool
+    elif kind is Promotion.COMPLEX_TO_FLOAT and dtype.is_complex:
+        result = dtype.to_real()
+    return dtype, result
+
+
+def computation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Low-precision floats are computed in float32, as PyTorch's kernels do (its opmath type)."""
+    if dtype in (torch.float16, torch.bfloat16):
+        return torch.float32
+    if dtype == torch.complex32:
+        return torch.complex64
+    return dtype
+
+
+def to_dtype(x, dtype: torch.dtype):
+    """`x` converted to `dtype`: a tensor gets a convert_element_type, a number a Python cast."""
+    if isinstance(x, TensorProxy):
+        return x if x.dtype == dtype else prims.convert_element_type(x, dtype)
+    if x is None:
+        return x
+    if dtype == torch.bool:
+        return bool(x)
+    if dtype.is_complex:
+        return complex(x)
+    if dtype.is_floating_point:
+        return float(x)
+    if isinstance(x, (float, complex)):
+        # e.g. an int tensor and a float number whose promoted type is integral cannot happen,
+        # but truncation would be silent: refuse it.
+        raise TypeError(f"cannot convert {x!r} to {dtype} without losing its value")
+    return int(x)
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """The broadcast of shapes, with torch's error message when they do not broadcast."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        for i, n in enumerate(s):
+            j = ndim - len(s) + i
+            if out[j] == 1:
+                out[j] = n
+            elif n != 1 and n != out[j]:
+                raise RuntimeError(
+                    f"The size of tensor a ({out[j]}) must match the size of tensor b ({n}) at "
+                    f"non-singleton dimension {i}; shapes {[list(x) for x in shapes]} do not broadcast"
+                )
+    return tuple(out)
+
+
+def broadcast_to(a: TensorProxy, shape: Sequence[int]) -> TensorProxy:
+    """`a` broadcast to `shape` (right-aligned, as torch does)."""
+    shape = tuple(shape)
+    if tuple(a.shape) == shape:
+        return a
+    offset = len(shape) - a.ndim
+    check(offset >= 0, lambda: f"cannot broadcast shape {list(a.shape)} to {list(shape)}", RuntimeError)
+    for i, n in enumerate(a.shape):
+        check(
+            n == 1 or n == shape[offset + i],
+            lambda: f"The expanded size of the tensor ({shape[offset + i]}) must match the existing size ({n}) at non-singleton dimension {offset + i}.  Target sizes: {list(shape)}.  Tensor sizes: {list(a.shape)}",
+            RuntimeError,
+        )
+    return prims.broadcast_in_dim(a, shape, tuple(range(offset, len(shape))))
+
+
+def broadcast(*operands):
+    """Tensors among `operands` broadcast to one shape; numbers pass through."""
+    shapes = [x.shape for x in operands if isinstance(x, TensorProxy)]
+    if not shapes:
+        return operands
+    shape = broadcast_shapes(*shapes)
+    return tuple(broadcast_to(x, shape) if isinstance(x, TensorProxy) else x for x in operands)

@@ -1,0 +1,30 @@
+"""Primitives: the few, strict operations every torch-language op decomposes into.
+
+A prim does not broadcast, promote types or fill in defaults; its meta function
+checks its inputs, raising an error that names the problem, and returns proxies
+for its outputs. Each family lives in its own module.
+"""
+from __future__ import annotations
+
+from squall.prims.base import PrimIDs, make_prim
+from squall.prims.elementwise import *  # noqa: F401,F403
+from squall.prims.factories import *  # noqa: F401,F403
+from squall.prims.indexing import *  # noqa: F401,F403
+from squall.prims.linalg import *  # noqa: F401,F403
+from squall.prims.reductions import *  # noqa: F401,F403
+from squall.prims.shape import *  # noqa: F401,F403
+from squall.prims import elementwise, factories, indexing, linalg, reductions, shape
+from squall.symbol import Symbol
+
+_FAMILIES = (elementwise, factories, indexing, linalg, reductions, shape)
+
+
+def all_prims() -> dict[str, Symbol]:
+    """Every prim, by id."""
+    found = {}
+    for module in _FAMILIES:
+        for name in module.__all__:
+            sym = getattr(module, name)
+            if isinstance(sym, Symbol):
+                found[sym.id] = sym
+    return found

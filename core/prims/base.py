@@ -1,0 +1,190 @@
+"""make_prim, the closed list of prim ids, and the checks meta functions share."""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+from squall.proxies import TensorProxy
+from squall.symbol import Symbol
+
+__all__ = ["PrimIDs", "make_prim", "check", "check_tensor", "check_same_device", "canonical_dim", "canonical_dims"]
+
+
+class PrimIDs:
+    """Every prim's id. A new prim gets its id here first: the list is closed on purpose."""
+
+    # elementwise unary
+    ABS = "prims.abs"
+    NEG = "prims.neg"
+    EXP = "prims.exp"
+    EXPM1 = "prims.expm1"
+    EXP2 = "prims.exp2"
+    LOG = "prims.log"
+    LOG1P = "prims.log1p"
+    LOG2 = "prims.log2"
+    LOG10 = "prims.log10"
+    SQRT = "prims.sqrt"
+    RSQRT = "prims.rsqrt"
+    SIN = "prims.sin"
+    COS = "prims.cos"
+    TAN = "prims.tan"
+    ASIN = "prims.asin"
+    ACOS = "prims.acos"
+    ATAN = "prims.atan"
+    ASINH = "prims.asinh"
+    ACOSH = "prims.acosh"
+    ATANH = "prims.atanh"
+    SINH = "prims.sinh"
+    COSH = "prims.cosh"
+    TANH = "prims.tanh"
+    ERF = "prims.erf"
+    ERFC = "prims.erfc"
+    ERFINV = "prims.erfinv"
+    LGAMMA = "prims.lgamma"
+    DIGAMMA = "prims.digamma"
+    FLOOR = "prims.floor"
+    CEIL = "prims.ceil"
+    ROUND = "prims.round"
+    TRUNC = "prims.trunc"
+    SIGN = "prims.sign"
+    SIGNBIT = "prims.signbit"
+    RECIPROCAL = "prims.reciprocal"
+    ISFINITE = "prims.isfinite"
+    ISNAN = "prims.isnan"
+    ISINF = "prims.isinf"
+    LOGICAL_NOT = "prims.logical_not"
+    BITWISE_NOT = "prims.bitwise_not"
+    REAL = "prims.real"
+    IMAG = "prims.imag"
+    # elementwise binary
+    ADD = "prims.add"
+    SUB = "prims.sub"
+    MUL = "prims.mul"
+    DIV = "prims.div"
+    POW = "prims.pow"
+    REMAINDER = "prims.remainder"
+    FMOD = "prims.fmod"
+    ATAN2 = "prims.atan2"
+    HYPOT = "prims.hypot"
+    COPYSIGN = "prims.copysign"
+    NEXTAFTER = "prims.nextafter"
+    MAXIMUM = "prims.maximum"
+    MINIMUM = "prims.minimum"
+    EQ = "prims.eq"
+    NE = "prims.ne"
+    LT = "prims.lt"
+    LE = "prims.le"
+    GT = "prims.gt"
+    GE = "prims.ge"
+    LOGICAL_AND = "prims.logical_and"
+    LOGICAL_OR = "prims.logical_or"
+    LOGICAL_XOR = "prims.logical_xor"
+    BITWISE_AND = "prims.bitwise_and"
+    BITWISE_OR = "prims.bitwise_or"
+    BITWISE_XOR = "prims.bitwise_xor"
+    BITWISE_LEFT_SHIFT = "prims.bitwise_left_shift"
+    BITWISE_RIGHT_SHIFT = "prims.bitwise_right_shift"
+    # elementwise ternary
+    WHERE = "prims.where"
+    # conversions and side effects
+    CONVERT_ELEMENT_TYPE = "prims.convert_element_type"
+    COPY_ = "prims.copy_"
+    # reductions
+    SUM = "prims.sum"
+    PROD = "prims.prod"
+    AMAX = "prims.amax"
+    AMIN = "prims.amin"
+    ARGMAX = "prims.argmax"
+    ARGMIN = "prims.argmin"
+    VAR = "prims.var"
+    CUMSUM = "prims.cumsum"
+    CUMPROD = "prims.cumprod"
+    TOPK = "prims.topk"
+    SORT = "prims.sort"
+    # shape
+    BROADCAST_IN_DIM = "prims.broadcast_in_dim"
+    RESHAPE = "prims.reshape"
+    TRANSPOSE = "prims.transpose"
+    SLICE = "prims.slice"
+    SQUEEZE = "prims.squeeze"
+    CAT = "prims.cat"
+    PAD = "prims.pad"
+    FLIP = "prims.flip"
+    UNFOLD = "prims.unfold"
+    # gather, scatter, indexing
+    TAKE = "prims.take"
+    TAKE_ALONG_AXIS = "prims.take_along_axis"
+    INDEX = "prims.index"
+    INDEX_PUT = "prims.index_put"
+    INDEX_ADD = "prims.index_add"
+    INDEX_COPY = "prims.index_copy"
+    SCATTER = "prims.scatter"
+    SCATTER_ADD = "prims.scatter_add"
+    # factories
+    FULL = "prims.full"
+    IOTA = "prims.iota"
+    UNIFORM = "prims.uniform"
+    UNIFORM_PHILOX = "prims.uniform_philox"
+    NORMAL = "prims.normal"
+    # linear algebra
+    MATMUL = "prims.matmul"
+    CONVOLUTION = "prims.convolution"
+
+
+def make_prim(id: str, name: str, *, meta: Callable, tags: Sequence[str] = ()) -> Symbol:
+    """Declare a prim: its id (from PrimIDs), its name in traces, and its meta function."""
+    return Symbol(id, name, meta, is_prim=True, tags=tuple(tags))
+
+
+def check(cond: bool, message: Callable[[], str], exc: type[Exception] = RuntimeError) -> None:
+    """Raise `exc(message())` unless `cond`; the message is built only on failure."""
+    if not cond:
+        raise exc(message())
+
+
+def check_tensor(name: str, x, what: str = "a tensor") -> None:
+    check(isinstance(x, TensorProxy), lambda: f"{name} expected {what}, got {type(x).__name__}", TypeError)
+
+
+def check_same_device(name: str, *tensors: TensorProxy) -> None:
+    devices = {t.device for t in tensors if isinstance(t, TensorProxy) and t.ndim > 0}
+    check(len(devices) <= 1, lambda: f"{name} expected tensors on one device, got {sorted(map(str, devices))}")
+
+
+def canonical_dim(ndim: int, dim: int, *, name: str = "dim") -> int:
+    """`dim` wrapped into [0, ndim); a 0-d tensor accepts -1 and 0."""
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise TypeError(f"{name} must be an int, got {type(dim).__name__}")
+    bound = max(ndim, 1)
+    if not -bound <= dim < bound:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-bound}, {bound - 1}], but got {dim})")
+    return dim % bound
+
+
+def canonical_dims(ndim: int, dims: Sequence[int]) -> tuple[int, ...]:
+    out = tuple(canonical_dim(ndim, d) for d in dims)
+    check(len(set(out)) == len(out), lambda: f"dims {tuple(dims)} repeat a dimension", ValueError)
+    return out
+
+
+def is_number(x) -> bool:
+    return isinstance(x, (int, float, complex)) and not isinstance(x, torch.Tensor)
+
+
+_CATEGORY = {bool: 0, int: 1, float: 2, complex: 3}
+
+
+def dtype_category(dtype: torch.dtype) -> int:
+    """0 bool, 1 integer, 2 floating point, 3 complex: the order of type promotion."""
+    if dtype == torch.bool:
+        return 0
+    if dtype.is_complex:
+        return 3
+    if dtype.is_floating_point:
+        return 2
+    return 1
+
+
+def number_category(x) -> int:
+    return _CATEGORY[type(x)] if type(x) in _CATEGORY else _CATEGORY[float]

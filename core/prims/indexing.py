@@ -1,0 +1,4 @@
+"""indexing prims."""
+from __future__ import annotations
+
+__all__: list[str] = []

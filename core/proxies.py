@@ -1,0 +1,346 @@
+"""Proxies: the stand-ins for tensors while a program is traced.
+
+A `TensorProxy` carries only metadata (shape, dtype, device, requires_grad) and a
+name. Every torch call on it is routed to the active `TracingContext`, which maps
+it onto the torch language (`squall.ltorch`) and records it. Python numbers are
+not proxied: a compiled function is specialised on their values.
+"""
+from __future__ import annotations
+
+import contextvars
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+__all__ = [
+    "TensorProxy",
+    "TracingContext",
+    "current_context",
+    "tracing",
+    "short_dtype",
+    "type_string",
+]
+
+
+class TracingContext:
+    """What a trace is being recorded into: names, nested scopes, the language dispatcher."""
+
+    def __init__(self, dispatch: Callable[[Callable, tuple, dict], Any] | None = None):
+        self._counters: dict[str, int] = {}
+        # scopes[0] collects the top-level bound symbols; a symbol being called
+        # pushes a scope that collects its decomposition.
+        self.scopes: list[list] = [[]]
+        self.dispatch = dispatch
+        self.constants: dict[str, Any] = {}
+        self._constant_proxies: dict[int, TensorProxy] = {}
+        self.inputs: list[TensorProxy] = []
+        # an input or constant that an in-place op changed: its name -> (its proxy, the handle
+        # that holds its newest value); the value is copied back when the program ends
+        self.mutated_inputs: dict[str, tuple[TensorProxy, TensorProxy]] = {}
+
+    def rebind(self, handle: TensorProxy, value: TensorProxy) -> TensorProxy:
+        """Make `handle` (a proxy the program holds) stand for `value` from now on.
+
+        This is how in-place operations become functional: the calls recorded so far
+        keep seeing the old value under its old name, and a tensor the caller passed in
+        (or a captured constant) gets its final value written back when the program ends.
+        """
+        old = TensorProxy(handle.name, like=handle)
+        mapping = {id(handle): old}
+        for scope in self.scopes:
+            for bsym in scope:
+                bsym.replace_proxies(mapping)
+        if any(x is handle for x in self.inputs) or handle.name in self.constants:
+            self.inputs = [old if x is handle else x for x in self.inputs]
+            self._constant_proxies = {k: (old if v is handle else v) for k, v in self._constant_proxies.items()}
+            self.mutated_inputs[old.name] = (old, handle)
+        # a handle rebound a second time keeps its write-back entry: it holds the newest value
+        handle.name = value.name
+        handle.shape = value.shape
+        handle.dtype = value.dtype
+        handle.device = value.device
+        handle.requires_grad = value.requires_grad
+        return handle
+
+    def new_name(self, prefix: str = "t") -> str:
+        n = self._counters.get(prefix, 0)
+        self._counters[prefix] = n + 1
+        return f"{prefix}{n}"
+
+    def constant(self, value: torch.Tensor) -> TensorProxy:
+        """The proxy standing for a real tensor the program captured (a global, a default)."""
+        p = self._constant_proxies.get(id(value))
+        if p is None:
+            p = TensorProxy(
+                self.new_name("c"),
+                shape=value.shape,
+                dtype=value.dtype,
+                device=value.device,
+                requires_grad=value.requires_grad,
+            )
+            self.constants[p.name] = value
+            self._constant_proxies[id(value)] = p
+        return p
+
+
+_current: contextvars.ContextVar[TracingContext | None] = contextvars.ContextVar("squall_tracing", default=None)
+
+
+def current_context() -> TracingContext | None:
+    """The tracing context in force, or None outside tracing."""
+    return _current.get()
+
+
+@contextmanager
+def tracing(ctx: TracingContext) -> Iterator[TracingContext]:
+    """Make `ctx` the context that proxies and symbols record into."""
+    token = _current.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _current.reset(token)
+
+
+def _require_context() -> TracingContext:
+    ctx = _current.get()
+    if ctx is None:
+        raise RuntimeError("squall: a TensorProxy was used outside of tracing")
+    return ctx
+
+
+_SHORT_DTYPES = {
+    torch.float32: "f32",
+    torch.float64: "f64",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.complex64: "c64",
+    torch.complex128: "c128",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.int16: "i16",
+    torch.int8: "i8",
+    torch.uint8: "u8",
+    torch.bool: "b8",
+}
+
+
+def short_dtype(dtype: torch.dtype) -> str:
+    """A compact dtype name for trace annotations (f32, bf16, i64, b8, ...)."""
+    return _SHORT_DTYPES.get(dtype) or str(dtype).removeprefix("torch.")
+
+
+def type_string(p: TensorProxy) -> str:
+    """The annotation a trace prints for a proxy, e.g. 'cpu f32[8, 12]'."""
+    return f'{p.device} {short_dtype(p.dtype)}[{", ".join(map(str, p.shape))}]'
+
+
+class TensorProxy:
+    """A tensor's metadata under a name; torch operations on it are traced, not run."""
+
+    __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "__weakref__")
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        like: TensorProxy | None = None,
+        shape: Any = None,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+        requires_grad: bool | None = None,
+    ):
+        if like is not None:
+            shape = like.shape if shape is None else shape
+            dtype = like.dtype if dtype is None else dtype
+            device = like.device if device is None else device
+            requires_grad = like.requires_grad if requires_grad is None else requires_grad
+        if shape is None or dtype is None or device is None:
+            raise ValueError("TensorProxy needs a shape, a dtype and a device (or like=)")
+        self.name = name if name is not None else _require_context().new_name()
+        self.shape = torch.Size(shape)
+        self.dtype = dtype
+        self.device = device if isinstance(device, torch.device) else torch.device(device)
+        self.requires_grad = bool(requires_grad)
+
+    # --- metadata, answered without tracing -------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def ndimension(self) -> int:
+        return len(self.shape)
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return self.shape
+        return self.shape[dim]
+
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return torch.empty((), dtype=self.dtype, device="meta").element_size()
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device.type == "cpu"
+
+    @property
+    def is_meta(self) -> bool:
+        return self.device.type == "meta"
+
+    @property
+    def is_sparse(self) -> bool:
+        return False
+
+    @property
+    def is_quantized(self) -> bool:
+        return False
+
+    @property
+    def is_nested(self) -> bool:
+        return False
+
+    @property
+    def layout(self) -> torch.layout:
+        return torch.strided
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def is_complex(self) -> bool:
+        return self.dtype.is_complex
+
+    def is_contiguous(self, memory_format=torch.contiguous_format) -> bool:
+        # squall does not model strides: every op produces a value, and executors
+        # accept any layout, so a contiguity question has only this safe answer.
+        return True
+
+    def get_device(self) -> int:
+        return self.device.index if self.device.type == "cuda" else -1
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __repr__(self) -> str:
+        return f'<TensorProxy {self.name}: "{type_string(self)}">'
+
+    __hash__ = object.__hash__
+
+    # --- values that tracing cannot know ------------------------------------------------
+    def _data_dependent(self, what: str):
+        raise RuntimeError(
+            f"squall: {what} needs the value of tensor {self.name}, which is not known while "
+            "tracing; control flow may depend on shapes and Python numbers, not on tensor data"
+        )
+
+    def __bool__(self):
+        self._data_dependent("bool(tensor)")
+
+    def __int__(self):
+        self._data_dependent("int(tensor)")
+
+    def __float__(self):
+        self._data_dependent("float(tensor)")
+
+    def __index__(self):
+        self._data_dependent("using a tensor as an index")
+
+    def item(self):
+        self._data_dependent("tensor.item()")
+
+    def tolist(self):
+        self._data_dependent("tensor.tolist()")
+
+    def numpy(self):
+        self._data_dependent("tensor.numpy()")
+
+    # --- everything else goes through torch's own dispatch --------------------------------
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return _require_context().dispatch(func, args, kwargs or {})
+
+    def __getattr__(self, name: str):
+        # Tensor methods (x.softmax, x.view, ...) trace as the torch method they name.
+        attr = getattr(torch.Tensor, name, None)
+        if attr is None or name.startswith("_"):
+            raise AttributeError(f"'TensorProxy' has no attribute {name!r}")
+        if isinstance(attr, property) or type(attr).__name__ == "getset_descriptor":
+            return _require_context().dispatch(attr.__get__, (self,), {})
+        return functools.partial(_dispatch_method, attr, self)
+
+    @property
+    def T(self):
+        return _require_context().dispatch(torch.Tensor.T.__get__, (self,), {})
+
+    @property
+    def mT(self):
+        return _require_context().dispatch(torch.Tensor.mT.__get__, (self,), {})
+
+    @property
+    def real(self):
+        return _require_context().dispatch(torch.Tensor.real.__get__, (self,), {})
+
+    @property
+    def imag(self):
+        return _require_context().dispatch(torch.Tensor.imag.__get__, (self,), {})
+
+    @property
+    def data(self):
+        return _require_context().dispatch(torch.Tensor.detach, (self,), {})
+
+    @property
+    def grad(self):
+        return None
+
+    @property
+    def is_leaf(self) -> bool:
+        return True
+
+
+def _dispatch_method(method, self, *args, **kwargs):
+    return _require_context().dispatch(method, (self, *args), kwargs)
+
+
+def _install_operators() -> None:
+    # Python operators are torch.Tensor's own dunder methods, dispatched like any call.
+    names = """add radd sub rsub mul rmul truediv rtruediv floordiv rfloordiv mod rmod pow rpow
+        matmul rmatmul and rand or ror xor rxor lshift rlshift rshift rrshift neg pos abs invert
+        eq ne lt le gt ge getitem setitem iadd isub imul itruediv ifloordiv imod ipow iand ior ixor
+        imatmul""".split()
+    for n in names:
+        dunder = f"__{n}__"
+        method = getattr(torch.Tensor, dunder, None)
+        if method is None:
+            continue
+
+        def op(self, *args, _method=method):
+            return _require_context().dispatch(_method, (self, *args), {})
+
+        op.__name__ = dunder
+        setattr(TensorProxy, dunder, op)
+
+
+_install_operators()

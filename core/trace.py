@@ -1,0 +1,146 @@
+"""Trace: a program as an ordered list of bound symbols, printable as Python.
+
+A traced trace prints each torch-language call with its decomposition below it as
+comments, down to prims; every line carries the result's device, dtype and shape.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from squall.proxies import TensorProxy, type_string
+from squall.symbol import BoundSymbol
+
+__all__ = ["Trace", "ValuePrinter"]
+
+
+class ValuePrinter:
+    """Prints argument values as Python source; what has no literal form becomes a named global.
+
+    Every name it emits is generated here: user and plugin text reaches source only
+    through `repr` of plain strings and numbers.
+    """
+
+    def __init__(self, globals_: dict[str, Any] | None = None):
+        self.globals = globals_ if globals_ is not None else {}
+        self._named: dict[int, str] = {}
+
+    def name_for(self, obj: Any, hint: str) -> str:
+        """A global name bound to `obj` (one per object), built from a sanitized hint."""
+        key = id(obj)
+        if key in self._named:
+            return self._named[key]
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in hint).strip("_") or "obj"
+        if base[0].isdigit():
+            base = "_" + base
+        name, n = base, 1
+        while name in self.globals:
+            name = f"{base}_{n}"
+            n += 1
+        self.globals[name] = obj
+        self._named[key] = name
+        return name
+
+    def __call__(self, x: Any) -> str:
+        if isinstance(x, TensorProxy):
+            return x.name
+        if x is None or x is Ellipsis or isinstance(x, (bool, int, str)):
+            return "..." if x is Ellipsis else repr(x)
+        if isinstance(x, float):
+            if math.isnan(x):
+                return "float('nan')"
+            if math.isinf(x):
+                return "float('inf')" if x > 0 else "-float('inf')"
+            return repr(x)
+        if isinstance(x, complex):
+            return f"complex({self(x.real)}, {self(x.imag)})"
+        if isinstance(x, (torch.dtype, torch.memory_format, torch.layout)):
+            self.globals["torch"] = torch
+            return str(x)
+        if isinstance(x, torch.device):
+            self.globals["torch"] = torch
+            return f"torch.device({str(x)!r})"
+        if isinstance(x, slice):
+            return f"slice({self(x.start)}, {self(x.stop)}, {self(x.step)})"
+        if type(x) is tuple or isinstance(x, torch.Size):
+            inner = ", ".join(self(v) for v in x)
+            return f"({inner},)" if len(x) == 1 else f"({inner})"
+        if type(x) is list:
+            return f"[{', '.join(self(v) for v in x)}]"
+        if type(x) is dict:
+            return "{" + ", ".join(f"{self(k)}: {self(v)}" for k, v in x.items()) + "}"
+        return self.name_for(x, f"_k_{type(x).__name__}")
+
+    def call(self, callee: str, bsym: BoundSymbol) -> str:
+        parts = [self(a) for a in bsym.args]
+        parts += [f"{k}={self(v)}" for k, v in bsym.kwargs.items()]
+        return f"{callee}({', '.join(parts)})"
+
+
+def _annotation(bsym: BoundSymbol) -> str:
+    outs = bsym.output_proxies()
+    if not outs:
+        return ""
+    return "  # " + ", ".join(f'{p.name}: "{type_string(p)}"' for p in outs)
+
+
+def _targets(bsym: BoundSymbol, printer: ValuePrinter) -> str:
+    if bsym.output is None:
+        return ""
+    return printer(bsym.output) + " = "
+
+
+def default_callee(bsym: BoundSymbol) -> str:
+    return f"{'prims' if bsym.sym.id.startswith('prims.') else 'ltorch'}.{bsym.sym.name}"
+
+
+class Trace:
+    """A traced program: named inputs, bound symbols in order, an output pytree."""
+
+    def __init__(
+        self,
+        name: str,
+        inputs: list[TensorProxy],
+        bsyms: list[BoundSymbol],
+        output: Any,
+        *,
+        constants: dict[str, Any] | None = None,
+        context: Any = None,
+    ):
+        self.name = name
+        self.inputs = inputs
+        self.bsyms = bsyms
+        self.output = output
+        self.constants = constants or {}
+        self.context = context  # the TracingContext that made it; planning keeps naming from it
+
+    def python(self, *, decompositions: bool = True, callee: Callable[[BoundSymbol], str] = default_callee) -> str:
+        """The trace as Python source, each ltorch call followed by its decomposition as comments."""
+        printer = ValuePrinter()
+        lines = [f"def {self.name}({', '.join(p.name for p in self.inputs)}):"]
+        for p in self.inputs:
+            lines.append(f'  # {p.name}: "{type_string(p)}"')
+        for name, value in self.constants.items():
+            if isinstance(value, torch.Tensor):
+                lines.append(f'  # {name}: "{value.device} {value.dtype}{list(value.shape)}" (a captured constant)')
+
+        def emit(bsym: BoundSymbol, depth: int) -> None:
+            text = f"{_targets(bsym, printer)}{printer.call(callee(bsym), bsym)}{_annotation(bsym)}"
+            lines.append("  " + ("  " * depth + "# " if depth else "") + text)
+            if decompositions:
+                for sub in bsym.subsymbols:
+                    emit(sub, depth + 1)
+
+        for bsym in self.bsyms:
+            emit(bsym, 0)
+        lines.append(f"  return {printer(self.output)}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.python()
+
+    def __repr__(self) -> str:
+        return f"<Trace {self.name}: {len(self.bsyms)} calls>"

@@ -1,0 +1,118 @@
+"""Every OpInfo sample through every executor configuration, against the torch reference."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import squall
+from squall.executors.torch import PRIM_IMPLS, make_executor
+from squall.extend import OperatorExecutor
+from opinfos import ALL_TYPES, OpInfo, all_opinfos
+
+OPINFOS = all_opinfos()
+
+
+def _prims_only_executor() -> OperatorExecutor:
+    """Torch for prims only: every ltorch op must then run through its decomposition."""
+    ex = OperatorExecutor("torch_prims", supports_autograd=True)
+    for prim_id, fn in PRIM_IMPLS.items():
+        ex.register_implementation(prim_id, fn)
+    return ex
+
+
+CONFIGS = {
+    "torch": [make_executor()],
+    "decomposed": [_prims_only_executor()],
+}
+
+
+def _compile(op):
+    def program(*args, **kwargs):
+        return op(*args, **kwargs)
+
+    return program
+
+
+def _cases():
+    for info in OPINFOS:
+        for config in CONFIGS:
+            for dtype in ALL_TYPES:
+                if dtype not in info.dtypes:
+                    continue
+                marks = []
+                reason = info.skip_reason(config, dtype)
+                if reason:
+                    marks.append(pytest.mark.skip(reason=reason))
+                yield pytest.param(info, config, dtype, id=f"{info.name}-{config}-{str(dtype).removeprefix('torch.')}", marks=marks)
+
+
+def _tolerance(info: OpInfo, dtype: torch.dtype) -> dict:
+    if dtype in info.tolerances:
+        rtol, atol = info.tolerances[dtype]
+        return {"rtol": rtol, "atol": atol}
+    if dtype == torch.bfloat16:
+        return {"rtol": 1.6e-2, "atol": 1e-2}
+    return {}
+
+
+@pytest.mark.parametrize("info,config,dtype", list(_cases()))
+def test_consistency(info: OpInfo, config: str, dtype: torch.dtype):
+    ran = 0
+    for sample in info.sample_inputs(dtype, "cpu"):
+        jfn = squall.jit(_compile(info.op), executors=CONFIGS[config])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", squall.SquallWarning)  # no op may fall back to opaque
+            if info.random:
+                torch.manual_seed(1234)
+            actual = jfn(*sample.args, **sample.kwargs)
+        if info.random:
+            torch.manual_seed(1234)
+        expected = info.ref()(*sample.args, **sample.kwargs)
+        if info.random:
+            _assert_same_structure(actual, expected, sample)
+        else:
+            torch.testing.assert_close(actual, expected, equal_nan=True, **_tolerance(info, dtype), msg=lambda m: f"{sample}: {m}")
+        ran += 1
+    assert ran, f"{info.name} produced no samples for {dtype}"
+
+
+def _assert_same_structure(actual, expected, sample):
+    from torch.utils._pytree import tree_flatten
+
+    a, sa = tree_flatten(actual)
+    e, se = tree_flatten(expected)
+    assert sa == se, f"{sample}: output structure {sa} != {se}"
+    for x, y in zip(a, e):
+        if isinstance(y, torch.Tensor):
+            assert x.shape == y.shape and x.dtype == y.dtype and x.device == y.device, f"{sample}: {x.shape} {x.dtype} vs {y.shape} {y.dtype}"
+
+
+def _error_cases():
+    for info in OPINFOS:
+        if info.error_inputs is not None:
+            yield pytest.param(info, id=info.name)
+
+
+@pytest.mark.parametrize("info", list(_error_cases()))
+def test_errors(info: OpInfo):
+    ran = 0
+    for err in info.error_inputs("cpu"):
+        s = err.sample
+        if err.torch_raises:
+            with pytest.raises(err.exc_type):
+                info.ref()(*s.args, **s.kwargs)
+        jfn = squall.jit(_compile(info.op))
+        with pytest.raises(err.exc_type, match=err.match):
+            jfn(*s.args, **s.kwargs)
+        ran += 1
+    assert ran
+
+
+def test_opinfo_coverage_counts_ltorch_ops():
+    from squall import ltorch
+
+    covered = {info.symbol for info in OPINFOS if info.symbol}
+    unknown = covered - set(ltorch.all_symbols())
+    assert not unknown, f"OpInfos name ops that ltorch does not have: {sorted(unknown)}"
