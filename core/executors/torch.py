@@ -112,10 +112,19 @@ PRIM_IMPLS = {
     PrimIDs.WHERE: torch.where,
     PrimIDs.CONVERT_ELEMENT_TYPE: lambda a, dtype: a.to(dtype),
     PrimIDs.COPY_: lambda dst, src: dst.copy_(src),
-    # shape
+    # --- shape prims ---
     PrimIDs.BROADCAST_IN_DIM: _broadcast_in_dim,
     PrimIDs.RESHAPE: torch.reshape,
     PrimIDs.TRANSPOSE: torch.permute,
+    # --- end shape prims ---
+    # --- reduction prims ---
+    # --- end reduction prims ---
+    # --- indexing prims ---
+    # --- end indexing prims ---
+    # --- factory prims ---
+    # --- end factory prims ---
+    # --- linalg prims ---
+    # --- end linalg prims ---
 }
 
 

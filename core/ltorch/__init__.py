@@ -8,12 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from squall.ltorch import elementwise
+from squall.ltorch import conversions, elementwise, factories, indexing, linalg, losses, nn, reductions, shape
 from squall.ltorch.base import DataDependentError, SquallWarning, TorchLanguage, TracingMode, qualified_name, torchsymbol
+from squall.ltorch.conversions import *  # noqa: F401,F403
 from squall.ltorch.elementwise import *  # noqa: F401,F403
+from squall.ltorch.factories import *  # noqa: F401,F403
+from squall.ltorch.indexing import *  # noqa: F401,F403
+from squall.ltorch.linalg import *  # noqa: F401,F403
+from squall.ltorch.losses import *  # noqa: F401,F403
+from squall.ltorch.nn import *  # noqa: F401,F403
+from squall.ltorch.reductions import *  # noqa: F401,F403
+from squall.ltorch.shape import *  # noqa: F401,F403
 from squall.symbol import Symbol
 
-FAMILIES = (elementwise,)
+FAMILIES = (elementwise, conversions, factories, reductions, shape, indexing, linalg, nn, losses)
 
 
 def _ops() -> list:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-FAMILIES = ("elementwise",)
+FAMILIES = ("elementwise", "conversions", "factories", "reductions", "shape", "indexing", "linalg", "nn", "losses")
 
 # The dtypes OpInfos are run for (as the issue asks): ops declare which they support.
 FLOATING = (torch.float32, torch.float64, torch.bfloat16)
