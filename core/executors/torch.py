@@ -34,6 +34,18 @@ def _with_tensor_first(fn):
     return impl
 
 
+# --- shape impl helpers ---
+# --- end shape impl helpers ---
+# --- reduction impl helpers ---
+# --- end reduction impl helpers ---
+# --- indexing impl helpers ---
+# --- end indexing impl helpers ---
+# --- factory impl helpers ---
+# --- end factory impl helpers ---
+# --- linalg impl helpers ---
+# --- end linalg impl helpers ---
+
+
 # prim id -> the torch callable that computes it, with the prim's exact signature and result
 PRIM_IMPLS = {
     # elementwise unary
