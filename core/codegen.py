@@ -68,15 +68,31 @@ def generate(
     constants: dict[str, Any],
     *,
     takes_params: bool,
+    nargs: int,
 ) -> GeneratedFunction:
     """Python source and callable for `bsyms`, with executor implementations bound as globals."""
-    printer = ValuePrinter(dict(constants))
-    signature = "params, *args, **kwargs" if takes_params else "*args, **kwargs"
-    lines = [f"def {name}({signature}):"]
-
+    local_names = {b.proxy.name for b in bindings} | {p.name for bsym in bsyms for p in bsym.output_proxies()}
+    printer = ValuePrinter(dict(constants), reserved=local_names | {"params", "kwargs"})
+    # Positional arguments are parameters of the generated function, named after the input
+    # they carry; parameters and buffers unpack from one list; the rest is reached by index.
+    positional: dict[int, str] = {b.path[1]: b.proxy.name for b in bindings if b.path[0] == "args" and len(b.path) == 2}
+    params = [b.proxy.name for b in bindings if b.path[0] == "params"]
+    signature = (["params"] if takes_params else []) + [positional.get(i, f"_a{i}") for i in range(nargs)]
+    lines = [f"def {name}({', '.join(signature + ['**kwargs'])}):"]
+    if params:
+        lines.append(f"  {', '.join(params)}, = params")
     for b in bindings:
-        access = b.path[0] + "".join(f"[{printer(k)}]" for k in b.path[1:])
-        lines.append(f'  {b.proxy.name} = {access}  # "{type_string(b.proxy)}"')
+        if b.path[0] == "args" and len(b.path) == 2:
+            continue
+        if b.path[0] == "args":
+            access = f"_a{b.path[1]}" + "".join(f"[{printer(k)}]" for k in b.path[2:])
+        elif b.path[0] == "kwargs":
+            access = "kwargs" + "".join(f"[{printer(k)}]" for k in b.path[1:])
+        else:
+            continue
+        lines.append(f"  {b.proxy.name} = {access}")
+    for b in bindings:
+        lines.append(f'  # {b.proxy.name}: "{type_string(b.proxy)}"')
 
     impl_names: dict[int, str] = {}
     for bsym in bsyms:

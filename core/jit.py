@@ -155,6 +155,8 @@ def trace_program(
 
 _SCALARS = frozenset({int, float, bool, str, complex, type(None)})
 _Tensor = torch.Tensor
+_is_grad_enabled = torch.is_grad_enabled
+_get_default_dtype = torch.get_default_dtype
 
 
 def _value_key(x: Any, where: str) -> Any:
@@ -232,6 +234,8 @@ class JittedFunction:
         self.module = fn if isinstance(fn, torch.nn.Module) else None
         self.executors = list(executors) if executors is not None else default_executors()
         self.recompile_limit = recompile_limit
+        # the executor configuration in force, as part of every cache key
+        self._config_key: tuple = (tuple(ex.name for ex in self.executors),)
         self._cache: dict[Any, Callable] = {}
         self._entries: dict[Any, CompiledEntry] = {}
         self.last_entry: CompiledEntry | None = None
@@ -245,27 +249,22 @@ class JittedFunction:
             self._submodules = list(self.module.modules())
         functools.update_wrapper(self, fn if self.module is None else type(fn).forward, updated=())
 
-    def _key(self, args: tuple, kwargs: dict, params: list | None) -> tuple:
-        key = [torch.is_grad_enabled(), torch.get_default_dtype()]
-        append = key.append
-        for a in args:
-            if isinstance(a, _Tensor):
-                append((a.shape, a.dtype, a.device, a.requires_grad))
-            elif type(a) in _SCALARS:
-                append((type(a), a))
-            else:
-                append(_value_key(a, "an argument"))
-        if kwargs:
-            append(tuple((k, _value_key(v, f"keyword argument {k!r}")) for k, v in kwargs.items()))
-        if params is not None:
-            for p in params:
-                append((p.shape, p.dtype, p.device, p.requires_grad))
-            append(tuple(m.training for m in self._submodules))
-        return tuple(key)
-
     def __call__(self, *args, **kwargs):
+        # The hot path. One flat key: a tensor adds (shape, dtype, device, requires_grad),
+        # which starts with a torch.Size; a number adds (type, value), which starts with a
+        # type; anything else adds one nested tuple; so the groups cannot be confused.
+        key = (_is_grad_enabled(), _get_default_dtype())
+        for a in args:
+            if type(a) is _Tensor:
+                key += (a.shape, a.dtype, a.device, a.requires_grad)
+            elif type(a) in _SCALARS:
+                key += (type(a), a)
+            else:
+                key += (_value_key(a, "an argument"),)
+        if kwargs:
+            key += (tuple((k, _value_key(v, f"keyword argument {k!r}")) for k, v in kwargs.items()),)
         if self.module is None:
-            key = self._key(args, kwargs, None)
+            key += self._config_key
             fn = self._cache.get(key)
             if fn is None:
                 fn = self._compile(args, kwargs, key, None)
@@ -273,7 +272,9 @@ class JittedFunction:
                 self.stats.hits += 1
             return fn(*args, **kwargs)
         params = [store[k] for store, k in self._slots]
-        key = self._key(args, kwargs, params)
+        for p in params:
+            key += (p.shape, p.dtype, p.device, p.requires_grad)
+        key += (tuple([m.training for m in self._submodules]),) + self._config_key
         fn = self._cache.get(key)
         if fn is None:
             fn = self._compile(args, kwargs, key, params)
@@ -288,7 +289,9 @@ class JittedFunction:
         trace, bindings = trace_program(self.fn, args, kwargs, module=self.module)
         needs_grad = torch.is_grad_enabled() and any(p.requires_grad for p in trace.inputs)
         execution = plan(trace, self.executors, autograd=needs_grad)
-        generated = generate(trace.name, bindings, execution.bsyms, trace.output, trace.constants, takes_params=params is not None)
+        generated = generate(
+            trace.name, bindings, execution.bsyms, trace.output, trace.constants, takes_params=params is not None, nargs=len(args)
+        )
         entry = CompiledEntry(trace, execution, generated, time.perf_counter() - start)
         self._entries[key] = entry
         self._cache[key] = generated.fn

@@ -24,8 +24,9 @@ class ValuePrinter:
     through `repr` of plain strings and numbers.
     """
 
-    def __init__(self, globals_: dict[str, Any] | None = None):
+    def __init__(self, globals_: dict[str, Any] | None = None, reserved: set[str] = frozenset()):
         self.globals = globals_ if globals_ is not None else {}
+        self.reserved = reserved  # local names the generated function uses
         self._named: dict[int, str] = {}
 
     def name_for(self, obj: Any, hint: str) -> str:
@@ -37,7 +38,7 @@ class ValuePrinter:
         if base[0].isdigit():
             base = "_" + base
         name, n = base, 1
-        while name in self.globals:
+        while name in self.globals or name in self.reserved:
             name = f"{base}_{n}"
             n += 1
         self.globals[name] = obj
