@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.utils._pytree import is_structseq_instance
 
 from squall.proxies import TensorProxy, type_string
 from squall.symbol import BoundSymbol
@@ -34,7 +35,7 @@ class ValuePrinter:
         key = id(obj)
         if key in self._named:
             return self._named[key]
-        base = "".join(c if c.isalnum() or c == "_" else "_" for c in hint).strip("_") or "obj"
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in hint).lstrip("_") or "obj"
         if base[0].isdigit():
             base = "_" + base
         name, n = base, 1
@@ -66,7 +67,8 @@ class ValuePrinter:
             return f"torch.device({str(x)!r})"
         if isinstance(x, slice):
             return f"slice({self(x.start)}, {self(x.stop)}, {self(x.step)})"
-        if type(x) is tuple or isinstance(x, torch.Size):
+        # a torch.return_types result (values, indices) unpacks like the tuple it is
+        if type(x) is tuple or isinstance(x, torch.Size) or is_structseq_instance(x):
             inner = ", ".join(self(v) for v in x)
             return f"({inner},)" if len(x) == 1 else f"({inner})"
         if type(x) is list:

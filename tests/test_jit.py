@@ -1,0 +1,245 @@
+"""The front door: inputs and outputs, caching, modules, in-place ops, fallbacks, errors."""
+from __future__ import annotations
+
+import traceback
+import warnings
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import squall
+from squall.symbol import Tags
+
+
+def test_pytree_inputs_and_outputs():
+    def f(x, pair, table, scale, flag, nothing=None):
+        a, b = pair
+        y = x * scale + a - table["w"] * b
+        return {"y": y, "parts": [a, (b, scale)], "flag": flag, "none": nothing}
+
+    x, a, b, w = (torch.randn(3, 4) for _ in range(4))
+    jf = squall.jit(f)
+    out = jf(x, [a, b], {"w": w}, 2.5, True)
+    assert_close(out["y"], f(x, [a, b], {"w": w}, 2.5, True)["y"])
+    assert out["parts"][0] is a  # a returned input is the caller's tensor
+    assert out["parts"][1][1] == 2.5 and out["flag"] is True and out["none"] is None
+    assert isinstance(out["parts"], list) and isinstance(out["parts"][1], tuple)
+
+
+def test_keyword_arguments_and_python_control_flow_on_numbers_and_shapes():
+    def f(x, *, power=2, mode="add"):
+        for _ in range(power):
+            x = x * x if x.shape[0] > 2 else x + 1
+        return x + 1 if mode == "add" else x - 1
+
+    jf = squall.jit(f)
+    x = torch.rand(3)
+    assert_close(jf(x, power=3), f(x, power=3))
+    assert_close(jf(x, power=1, mode="sub"), f(x, power=1, mode="sub"))
+    small = torch.rand(2)
+    assert_close(jf(small), f(small))
+    assert jf.cache_info().misses == 3
+
+
+def test_cache_hits_and_recompiles_on_signature_changes():
+    jf = squall.jit(lambda a, b: a + b)
+    a = torch.randn(4)
+    jf(a, a)
+    jf(a, a)
+    jf(torch.randn(4), torch.randn(4))
+    assert (jf.cache_info().hits, jf.cache_info().misses) == (2, 1)
+    jf(a.double(), a.double())  # dtype
+    jf(torch.randn(5), torch.randn(5))  # shape
+    jf(a, 1)  # a number instead of a tensor
+    jf(a, 2)  # its value
+    jf(a, 2.0)  # its type, though 2 == 2.0
+    assert jf.cache_info().misses == 6
+    assert_close(jf(a, 2.0), a + 2.0)
+
+
+def test_repeated_recompiles_warn_naming_the_changing_input():
+    jf = squall.jit(lambda x, y: x * y, recompile_limit=3)
+    y = torch.randn(1)
+    with pytest.warns(squall.SquallWarning, match="argument 'x' keeps changing"):
+        for n in range(1, 6):
+            jf(torch.randn(n), y)
+
+
+def test_nn_module_parameters_buffers_and_training_flag():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(4))
+            self.register_buffer("shift", torch.randn(4))
+
+        def forward(self, x):
+            y = x * self.w + self.shift
+            return y * 2 if self.training else y
+
+    net = Net()
+    jnet = squall.jit(net)
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        assert_close(jnet(x), net(x))
+        net.eval()
+        assert_close(jnet(x), net(x))
+        # parameters are read at every call, not baked in
+        net.w.copy_(torch.ones(4))
+        assert_close(jnet(x), net(x))
+    assert list(jnet.parameters())[0] is net.w
+
+
+def test_gradients_flow_through_torch_executor():
+    def f(x, w):
+        return torch.tanh(x * w).exp()
+
+    x = torch.randn(5, requires_grad=True)
+    w = torch.randn(5, requires_grad=True)
+    jf = squall.jit(f)
+    out = jf(x, w)
+    gx, gw = torch.autograd.grad(out.sum(), (x, w))
+    ex, ew = torch.autograd.grad(f(x, w).sum(), (x, w))
+    assert_close(gx, ex)
+    assert_close(gw, ew)
+
+
+def test_no_grad_and_grad_modes_compile_separately():
+    jf = squall.jit(lambda x: x * 2)
+    x = torch.randn(3, requires_grad=True)
+    with torch.no_grad():
+        assert not jf(x).requires_grad
+    assert jf(x).requires_grad
+    assert jf.cache_info().misses == 2
+
+
+def test_last_traces_show_decomposition_annotations_and_executors():
+    jf = squall.jit(lambda x: torch.exp(x) + 1)
+    jf(torch.randn(2, 3))
+    traced, plan, executed = squall.last_traces(jf)
+    text = str(traced)
+    assert 't0 = ltorch.exp(x)  # t0: "cpu f32[2, 3]"' in text
+    assert "    # t0 = prims.exp(x)" in text
+    assert "torch_exp(x)" in executed
+    assert [d.executor for d in plan.decisions] == ["torch", "torch"]
+
+
+def test_generated_source_appears_in_tracebacks():
+    jf = squall.jit(lambda x, y: x + y)
+    jf(torch.ones(2), torch.ones(2))
+    (generated,) = jf._cache.values()
+    with pytest.raises(RuntimeError) as info:
+        generated(torch.ones(2), torch.ones(3))  # the shapes the code was generated for are bypassed
+    frames = traceback.extract_tb(info.value.__traceback__)
+    generated_frames = [f for f in frames if f.filename.startswith("<squall-generated")]
+    assert generated_frames and "torch_add(x, y)" in generated_frames[0].line
+
+
+def test_inplace_on_intermediate_is_functional():
+    def f(x):
+        y = x * 2
+        y.add_(1)
+        y *= 3
+        return y
+
+    jf = squall.jit(f)
+    x = torch.randn(4)
+    assert_close(jf(x), f(x))
+    traced = squall.last_traces(jf).traced
+    assert all("_" != b.sym.name[-1] for b in traced.bsyms)
+
+
+def test_inplace_on_input_writes_back():
+    def f(x, y):
+        x.mul_(2)
+        x += y
+        return x * 1
+
+    x1, y = torch.randn(4), torch.randn(4)
+    x2 = x1.clone()
+    jf = squall.jit(f)
+    out = jf(x1, y)
+    expected = f(x2, y)
+    assert_close(out, expected)
+    assert_close(x1, x2)  # the caller's tensor was updated like eager's
+    assert "torch_copy_(x, t1)" in squall.last_traces(jf).executed
+
+
+def test_captured_tensor_becomes_a_constant():
+    table = torch.randn(4)
+
+    def f(x):
+        return x + table
+
+    jf = squall.jit(f)
+    x = torch.randn(4)
+    assert_close(jf(x), x + table)
+    assert "c0" in str(squall.last_traces(jf).traced)
+
+
+def test_unknown_torch_op_runs_opaque_with_one_warning():
+    def f(x):
+        return torch.special.bessel_j0(x) + 1
+
+    jf = squall.jit(f)
+    x = torch.randn(5)
+    with pytest.warns(squall.SquallWarning, match=r"torch\.special\.bessel_j0 is not in squall's torch language"):
+        out = jf(x)
+    assert_close(out, f(x))
+    traced = squall.last_traces(jf).traced
+    assert any(Tags.OPAQUE in b.sym.tags for b in traced.bsyms)
+
+
+def test_data_dependent_ops_raise_naming_the_op():
+    jf = squall.jit(lambda x: torch.nonzero(x))
+    with pytest.raises(squall.DataDependentError, match=r"torch\.nonzero"):
+        jf(torch.randn(4))
+
+
+def test_control_flow_on_tensor_values_is_a_clear_error():
+    def f(x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+    with pytest.raises(RuntimeError, match="value of tensor"):
+        squall.jit(f)(torch.randn(3))
+
+
+def test_bad_inputs_are_clear_errors():
+    with pytest.raises(TypeError, match="expects a function or an nn.Module"):
+        squall.jit(42)
+
+    class Unhashable:
+        __hash__ = None
+
+    with pytest.raises(TypeError, match="not hashable"):
+        squall.jit(lambda x, o: x)(torch.ones(1), Unhashable())
+    with pytest.raises(RuntimeError, match="not been compiled yet"):
+        squall.last_traces(squall.jit(lambda x: x))
+    with pytest.raises(TypeError, match="returned by squall.jit"):
+        squall.last_traces(lambda x: x)
+
+
+def test_prim_meta_errors_name_the_problem():
+    from squall import prims
+    from squall.proxies import TensorProxy, TracingContext, tracing
+
+    with tracing(TracingContext()):
+        a = TensorProxy(shape=(2, 3), dtype=torch.float32, device="cpu")
+        b = TensorProxy(shape=(3,), dtype=torch.float32, device="cpu")
+        i = TensorProxy(shape=(2, 3), dtype=torch.int64, device="cpu")
+        with pytest.raises(ValueError, match=r"one shape, got \[2, 3\] and \[3\]"):
+            prims.add(a, b)
+        with pytest.raises(TypeError, match="one dtype"):
+            prims.add(a, i)
+        with pytest.raises(TypeError, match="floating point or complex tensor, got torch.int64"):
+            prims.exp(i)
+        with pytest.raises(TypeError, match="cannot combine a float with a torch.int64 tensor"):
+            prims.mul(i, 2.5)
+
+
+def test_warnings_filter_is_not_left_modified():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        squall.jit(lambda x: x + 1)(torch.ones(1))
