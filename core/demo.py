@@ -153,8 +153,11 @@ def main(executors: list[str] | None = None, *, batch: int = 4, seq: int = 64, e
     traced, plan, executed = squall.last_traces(jitted)
     print(f"squall demo: a {model.cfg.n_layer}-layer GPT ({sum(p.numel() for p in model.parameters()):,} parameters), "
           f"input {list(idx.shape)}, torch {torch.__version__}\n")
-    print(f"trace (first {excerpt_lines} lines of {len(str(traced).splitlines())}):")
-    for line in str(traced).splitlines()[:excerpt_lines]:
+    lines = str(traced).splitlines()
+    body = [i for i, line in enumerate(lines) if not line.lstrip().startswith("#")][1]  # after the inputs
+    print(f"trace excerpt (lines {body + 1}-{body + excerpt_lines} of {len(lines)}; inputs are "
+          f"{len(traced.inputs)} parameters and the token ids):")
+    for line in lines[body : body + excerpt_lines]:
         print("  " + line)
     print("\nwhich executor took which operation:")
     taken = Counter((d.executor, d.bsym.sym.id) for d in plan.decisions if d.executor is not None)

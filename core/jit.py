@@ -20,9 +20,9 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from squall import ltorch
 from squall.codegen import GeneratedFunction, InputBinding, generate
-from squall.executors.torch import make_executor
+from squall.config import ExecutorPriority, resolve_executors
 from squall.extend import Executor
-from squall.ltorch.base import SquallWarning, TorchLanguage, TracingMode
+from squall.ltorch.base import SquallWarning, TorchLanguage, TracingMode, check_not_stale
 from squall.planner import Plan, plan
 from squall.prims import copy_
 from squall.proxies import TensorProxy, TracingContext, tracing
@@ -141,6 +141,9 @@ def trace_program(
             with TracingMode(language):
                 result = (module if module is not None else fn)(*p_args, **p_kwargs)
                 result = tree_map(lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x, result)
+                if ctx.stale:
+                    check_not_stale(ctx, "the function's output", result)
+                    check_not_stale(ctx, "a tensor passed in (eager would modify it)", ctx.inputs)
                 for original, handle in ctx.mutated_inputs.values():
                     copy_(original, handle)
         finally:
@@ -214,8 +217,9 @@ class CacheStats:
     changes: dict[str, int] = field(default_factory=dict)  # input label -> times it changed
 
 
-def default_executors() -> list[Executor]:
-    return [make_executor()]
+def default_executors() -> ExecutorPriority:
+    """The priority list in force now: $SQUALL_EXECUTORS, pyproject.toml, or the installed defaults."""
+    return resolve_executors(None)
 
 
 class JittedFunction:
@@ -232,7 +236,8 @@ class JittedFunction:
             raise TypeError(f"squall.jit expects a function or an nn.Module, got {type(fn).__name__}")
         self.fn = fn
         self.module = fn if isinstance(fn, torch.nn.Module) else None
-        self.executors = list(executors) if executors is not None else default_executors()
+        # resolved once, when jit is called: names, +name/-name, env, pyproject (squall.config)
+        self.executors = resolve_executors(executors) if executors is not None else default_executors()
         self.recompile_limit = recompile_limit
         # the executor configuration in force, as part of every cache key
         self._config_key: tuple = (tuple(ex.name for ex in self.executors),)

@@ -3,20 +3,25 @@
 For each top-level call, in order, executors are asked by rank; the first that
 implements the operation and whose checker accepts the arguments wins. If nobody
 takes it, the call is replaced by its decomposition and each piece is offered the
-same way, down to prims. Fusion executors then group what they claimed. Every
-decision is recorded.
+same way, down to prims. Fusion executors then group what they claimed into
+regions, and a final pass hands whatever a fusion pass left out to the other
+executors (torch last). Every decision is recorded.
+
+Planning calls no hooks: executors were collected when the marketplace was built,
+and asking one is a dictionary lookup plus, where it has one, its checker.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from squall.extend import Executor, FusionExecutor, Implementation
+from squall.extend import FUSION_REGION, UNAVAILABLE, Executor, FusionExecutor, Implementation
 from squall.proxies import tracing
 from squall.symbol import BoundSymbol, Tags, flat_proxies
 from squall.trace import Trace
 
-__all__ = ["PlanDecision", "Plan", "plan", "PlanningError"]
+__all__ = ["PlanDecision", "Plan", "RegionRecord", "plan", "PlanningError", "remove_dead_code"]
 
 
 class PlanningError(RuntimeError):
@@ -31,10 +36,22 @@ class PlanDecision:
     depth: int  # 0 for a call in the program, 1 for a piece of its decomposition, ...
     executor: str | None  # None: decomposed
     declined: list[tuple[str, str]] = field(default_factory=list)  # (executor name, reason)
+    region: int | None = None  # index into Plan.regions when a fusion region runs it
 
     @property
     def decomposed(self) -> bool:
         return self.executor is None
+
+
+@dataclass
+class RegionRecord:
+    """One fusion region in the plan: who fused it, which operations, and whether it reused a compilation."""
+
+    executor: str
+    ops: list[str]
+    inputs: list[str]
+    outputs: list[str]
+    reused: bool  # an identical region earlier in this plan (or an earlier plan) was compiled already
 
 
 @dataclass
@@ -44,20 +61,9 @@ class Plan:
     bsyms: list[BoundSymbol]
     decisions: list[PlanDecision]
     unavailable: dict[str, str]  # executor name -> why it was passed over
-
-
-def _ask(ex: Executor, bsym: BoundSymbol) -> tuple[Implementation | None, str]:
-    impl = ex.implementation_for(bsym.sym)
-    if impl is None:
-        return None, "not implemented"
-    if impl.checker is not None:
-        try:
-            accepted = impl.checker(*bsym.args, **bsym.kwargs)
-        except Exception as e:  # noqa: BLE001 - a plugin's fault must not break compilation
-            return None, f"checker raised {type(e).__name__}: {e}"
-        if not accepted:
-            return None, "checker declined"
-    return impl, ""
+    regions: list[RegionRecord] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # plugin faults met while planning (checkers, fusion passes)
+    executors: tuple[str, ...] = ()  # the priority list it was planned with
 
 
 def _transform(ex: Executor, impl: Implementation, bsym: BoundSymbol, trace: Trace) -> list[BoundSymbol]:
@@ -77,42 +83,66 @@ def _transform(ex: Executor, impl: Implementation, bsym: BoundSymbol, trace: Tra
         r_impl = ex.implementation_for(r.sym)
         if r_impl is None or r_impl.impl is None:
             raise PlanningError(f"executor {ex.name}'s transform for {bsym.sym.id} called {r.sym.id}, which it does not implement")
-        result.append(r.with_executor(ex, r_impl.impl))
+        result.append(BoundSymbol(r.sym, r.args, r.kwargs, r.output, r.subsymbols, bsym.source, ex, r_impl.impl))
     return result
 
 
-def plan(trace: Trace, executors: Sequence[Executor], *, autograd: bool = False) -> Plan:
-    """Assign every operation of `trace` to an executor from `executors` (highest priority first).
+class _Planner:
+    """One planning run: the usable executors, the decisions, the calls planned so far."""
 
-    With `autograd`, only executors PyTorch's autograd can differentiate through are asked.
-    """
-    usable: list[Executor] = []
-    unavailable: dict[str, str] = {}
-    for ex in executors:
-        availability = ex.is_available()
-        if not availability:
-            unavailable[ex.name] = availability.reason or "unavailable"
-        elif autograd and not ex.supports_autograd:
-            unavailable[ex.name] = "gradients are required and it does not support autograd"
-        else:
-            usable.append(ex)
+    def __init__(self, trace: Trace, executors: Sequence[Executor], per_op: Mapping[str, Sequence[Executor]], autograd: bool):
+        self.trace = trace
+        self.unavailable: dict[str, str] = {}
+        self.decisions: list[PlanDecision] = []
+        self.errors: list[str] = []
+        self.decision_of: dict[int, PlanDecision] = {}  # id(planned bsym) -> its decision
+        self.per_op = {op: self._filter(exs, autograd) for op, exs in per_op.items()}
+        self.executors = self._filter(executors, autograd)
 
-    out: list[BoundSymbol] = []
-    decisions: list[PlanDecision] = []
+    def _filter(self, executors: Sequence[Executor], autograd: bool) -> list[tuple[Executor, str]]:
+        """Each executor with "" when usable, or why not."""
+        out = []
+        for ex in executors:
+            availability = ex.availability()
+            if not availability:
+                why = availability.reason or "unavailable"
+            elif autograd and not ex.supports_autograd:
+                why = "gradients are required and it does not support autograd"
+            else:
+                why = ""
+            if why:
+                self.unavailable[ex.name] = why
+            out.append((ex, why))
+        return out
 
-    def claim(bsym: BoundSymbol, depth: int) -> None:
+    def claim(self, bsym: BoundSymbol, depth: int, out: list[BoundSymbol], *, fusion: bool = True) -> None:
         decision = PlanDecision(bsym, depth, None)
-        decisions.append(decision)
-        for ex in usable:
-            impl, reason = _ask(ex, bsym)
+        self.decisions.append(decision)
+        self._claim(bsym, decision, out, fusion=fusion)
+
+    def _claim(self, bsym: BoundSymbol, decision: PlanDecision, out: list[BoundSymbol], *, fusion: bool) -> None:
+        for ex, why in self.per_op.get(bsym.sym.id, self.executors):
+            if not fusion and isinstance(ex, FusionExecutor):
+                continue
+            if why:
+                # an unavailable executor only matters for what it would have taken
+                known = ex.implementation_for(bsym.sym) is not None
+                decision.declined.append((ex.name, f"{UNAVAILABLE}: {why}" if known else "not implemented"))
+                continue
+            impl, reason = ex.offer(bsym)
             if impl is None:
                 decision.declined.append((ex.name, reason))
+                if reason.startswith("checker raised"):
+                    self.errors.append(f"{ex.name}'s checker for {bsym.sym.id} raised: {reason.removeprefix('checker raised ')}")
                 continue
             decision.executor = ex.name
             if impl.execution_transform is not None:
-                out.extend(_transform(ex, impl, bsym, trace))
+                planned = _transform(ex, impl, bsym, self.trace)
             else:
-                out.append(bsym.with_executor(ex, impl.impl))
+                planned = [bsym.with_executor(ex, impl.impl)]
+            for p in planned:
+                self.decision_of[id(p)] = decision
+            out.extend(planned)
             return
         if not bsym.subsymbols:
             if bsym.sym.is_prim:
@@ -122,17 +152,87 @@ def plan(trace: Trace, executors: Sequence[Executor], *, autograd: bool = False)
                 )
             return  # an op with nothing to compute (it returned its input)
         for sub in bsym.subsymbols:
-            claim(sub, depth + 1)
+            self.claim(sub, decision.depth + 1, out, fusion=fusion)
 
+    def fuse(self, bsyms: list[BoundSymbol], regions: list[RegionRecord]) -> list[BoundSymbol]:
+        seen_impls: set[int] = set()
+        recorded: set[int] = set()
+        for ex, why in self.executors:
+            if why or not isinstance(ex, FusionExecutor):
+                continue
+            before = len(ex.compile_errors)
+            compiled_before = {id(fn) for fn in ex._compiled.values()}
+            try:
+                fused = ex.fusion_pass(bsyms, self.trace.output)
+            except Exception as e:  # noqa: BLE001 - a failed fusion pass leaves its calls to the final pass
+                self.errors.append(f"{ex.name}'s fusion pass raised {type(e).__name__}: {e}")
+                continue
+            self.errors.extend(f"{ex.name}: {msg}" for msg in ex.compile_errors[before:])
+            for b in fused:
+                if FUSION_REGION not in b.sym.tags or b.executor is not ex or id(b) in recorded:
+                    continue
+                recorded.add(id(b))
+                inputs = [p.name for p in b.input_proxies()]
+                outputs = [p.name for p in b.output_proxies()]
+                reused = id(b.impl) in seen_impls or id(b.impl) in compiled_before
+                regions.append(RegionRecord(ex.name, [m.sym.id for m in b.subsymbols], inputs, outputs, reused))
+                seen_impls.add(id(b.impl))
+                for m in b.subsymbols:
+                    if id(m) in self.decision_of:
+                        self.decision_of[id(m)].region = len(regions) - 1
+            bsyms = fused
+        return bsyms
+
+    def pick_up(self, bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
+        """The final pass: calls a fusion executor claimed but left out of its regions go to the others."""
+        out: list[BoundSymbol] = []
+        for b in bsyms:
+            if not (isinstance(b.executor, FusionExecutor) and b.impl is None):
+                out.append(b)
+                continue
+            decision = self.decision_of.get(id(b)) or PlanDecision(b, 0, None)
+            decision.declined.append((b.executor.name, "claimed it, but its fusion pass left it out"))
+            decision.executor = None
+            unclaimed = BoundSymbol(b.sym, b.args, b.kwargs, b.output, b.subsymbols, b.source)
+            self._claim(unclaimed, decision, out, fusion=False)
+        return out
+
+
+def plan(
+    trace: Trace,
+    executors: Sequence[Executor],
+    *,
+    autograd: bool = False,
+    per_op: Mapping[str, Sequence[Executor]] | None = None,
+) -> Plan:
+    """Assign every operation of `trace` to an executor from `executors` (highest priority first).
+
+    `per_op` maps operation ids to their own priority lists (defaults to the `per_op` of
+    an `ExecutorPriority` from `squall.config`). With `autograd`, only executors PyTorch's
+    autograd can differentiate through are used.
+    """
+    if per_op is None:
+        per_op = getattr(executors, "per_op", None) or {}
+    planner = _Planner(trace, executors, per_op, autograd)
+    out: list[BoundSymbol] = []
     for bsym in trace.bsyms:
-        claim(bsym, 0)
-    for ex in usable:
-        if isinstance(ex, FusionExecutor):
-            out = ex.fusion_pass(out)
-    return Plan(remove_dead_code(out, trace.output), decisions, unavailable)
+        planner.claim(bsym, 0, out)
+    out = remove_dead_code(out, trace.output)
+    regions: list[RegionRecord] = []
+    if any(isinstance(ex, FusionExecutor) for ex, why in planner.executors if not why):
+        out = planner.fuse(out, regions)
+    out = planner.pick_up(out)
+    return Plan(
+        remove_dead_code(out, trace.output),
+        planner.decisions,
+        planner.unavailable,
+        regions,
+        planner.errors,
+        tuple(ex.name for ex in executors),
+    )
 
 
-def remove_dead_code(bsyms: list[BoundSymbol], output) -> list[BoundSymbol]:
+def remove_dead_code(bsyms: list[BoundSymbol], output: Any) -> list[BoundSymbol]:
     """Drop calls whose results nobody uses (side effects are always kept)."""
     live = {p.name for p in flat_proxies(output)}
     kept = []

@@ -40,6 +40,12 @@ class TracingContext:
         # an input or constant that an in-place op changed: its name -> (its proxy, the handle
         # that holds its newest value); the value is copied back when the program ends
         self.mutated_inputs: dict[str, tuple[TensorProxy, TensorProxy]] = {}
+        # Views: torch lets a view and its base share memory, a functional trace cannot.
+        # After an in-place op through one of them, the others hold stale values; using
+        # one is an error (see ltorch.base) rather than a silently different result.
+        self.view_base: dict[int, TensorProxy] = {}  # id(view) -> the root tensor it views
+        self.view_family: dict[int, list[TensorProxy]] = {}  # id(root) -> [root, views...]
+        self.stale: dict[int, str] = {}  # id(proxy) -> why its value is out of date
 
     def rebind(self, handle: TensorProxy, value: TensorProxy) -> TensorProxy:
         """Make `handle` (a proxy the program holds) stand for `value` from now on.
@@ -190,7 +196,7 @@ class TensorProxy:
     nelement = numel
 
     def element_size(self) -> int:
-        return torch.empty((), dtype=self.dtype, device="meta").element_size()
+        return self.dtype.itemsize
 
     @property
     def is_cuda(self) -> bool:

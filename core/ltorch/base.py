@@ -122,7 +122,48 @@ def rebind_inplace(name: str, a, value):
             raise RuntimeError(f"{name}: result type {value.dtype} can't be cast to the desired output type {a.dtype}")
         value = prims.convert_element_type(value, a.dtype)
     ctx = current_context()
+    root = ctx.view_base.get(id(a), a)
+    for other in ctx.view_family.get(id(root), ()):
+        if other is not a:
+            ctx.stale[id(other)] = (
+                f"{name} modified {'its base' if other is root else 'another view of the same tensor'} in place"
+            )
     return ctx.rebind(a, value)
+
+
+# ltorch ops whose torch counterparts return views sharing memory with their input.
+VIEW_OPS = frozenset(
+    f"torch.{name}"
+    for name in """Tensor.view Tensor.view_as Tensor.reshape Tensor.reshape_as Tensor.flatten Tensor.unflatten
+    Tensor.squeeze Tensor.unsqueeze Tensor.permute Tensor.expand Tensor.expand_as Tensor.split Tensor.unfold
+    Tensor.T Tensor.mT Tensor.H Tensor.mH Tensor.__getitem__ transpose swapaxes swapdims t movedim diagonal
+    narrow split chunk unbind tensor_split broadcast_to broadcast_tensors""".split()
+)
+
+
+def note_views(ctx, op, args: tuple, out) -> None:
+    """Record that the tensors `op` returned view its first tensor argument."""
+    base = next((x for x in args if isinstance(x, TensorProxy)), None)
+    if base is None:
+        return
+    root = ctx.view_base.get(id(base), base)
+    family = ctx.view_family.setdefault(id(root), [root])
+    for view in tree_flatten(out)[0]:
+        if isinstance(view, TensorProxy) and view is not base:
+            ctx.view_base[id(view)] = root
+            family.append(view)
+
+
+def check_not_stale(ctx, name: str, values) -> None:
+    """Refuse a tensor whose value an in-place op through an aliasing view has changed."""
+    for x in tree_flatten(values)[0]:
+        why = ctx.stale.get(id(x)) if isinstance(x, TensorProxy) else None
+        if why is not None:
+            raise NotImplementedError(
+                f"squall: {name} uses tensor {x.name}, but {why}; in eager PyTorch the two share "
+                "memory, which squall's functional traces do not model. Write the in-place op out of "
+                "place (y = y.add(1)), or apply it to the tensor you read afterwards."
+            )
 
 
 def torch_inplace(op: Callable, *torchfns: Callable) -> InplaceOp:
@@ -158,6 +199,19 @@ def data_dependent_error(name: str) -> DataDependentError:
     )
 
 
+def _scan(values, has_proxy: bool, has_tensor: bool) -> tuple[bool, bool]:
+    """Whether `values` (and the lists and tuples in them) hold proxies or real tensors."""
+    for x in values:
+        t = type(x)
+        if t is TensorProxy:
+            has_proxy = True
+        elif t is list or t is tuple:
+            has_proxy, has_tensor = _scan(x, has_proxy, has_tensor)
+        elif isinstance(x, torch.Tensor):
+            has_tensor = True
+    return has_proxy, has_tensor
+
+
 class TorchLanguage:
     """Routes torch calls made while tracing to ltorch ops, or to opaque torch ops."""
 
@@ -168,14 +222,20 @@ class TorchLanguage:
 
     def dispatch(self, func: Callable, args: tuple, kwargs: dict) -> Any:
         op = self.table.get(func)
-        flat, _ = tree_flatten((args, kwargs))
-        has_proxy = any(isinstance(x, TensorProxy) for x in flat)
+        has_proxy, has_tensor = _scan(args, False, False)
+        if kwargs:
+            has_proxy, has_tensor = _scan(kwargs.values(), has_proxy, has_tensor)
         if op is not None:
-            if any(isinstance(x, torch.Tensor) for x in flat):
-                ctx = current_context()
+            ctx = current_context()
+            if has_tensor:
                 as_proxy = lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x
                 args, kwargs = tree_map(as_proxy, args), tree_map(as_proxy, kwargs)
-            return op(*args, **kwargs)
+            if ctx.stale:
+                check_not_stale(ctx, qualified_name(func), (args, kwargs))
+            out = op(*args, **kwargs)
+            if getattr(op, "id", None) in VIEW_OPS:
+                note_views(ctx, op, args, out)
+            return out
         if not has_proxy:
             # A torch call on constants only (a property of a captured tensor, torch.finfo, ...)
             return func(*args, **kwargs)
@@ -197,7 +257,9 @@ class TorchLanguage:
             return x
 
         try:
-            meta_out = func(*tree_map(to_meta, args), **tree_map(to_meta, kwargs))
+            # the tracing mode may be active (a method call on a proxy enters here directly)
+            with torch._C.DisableTorchFunction():
+                meta_out = func(*tree_map(to_meta, args), **tree_map(to_meta, kwargs))
         except Exception as e:  # noqa: BLE001 - any failure here means squall cannot model the op
             raise RuntimeError(
                 f"squall: {name} is not in squall's torch language, and running it on the meta "

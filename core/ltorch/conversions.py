@@ -1,10 +1,196 @@
-"""Torch-language ops: conversions."""
+"""Torch-language ops: dtype conversions (Tensor.to, Tensor.float, type_as, Tensor.type, ...).
+
+A conversion that changes nothing returns its input itself, as torch returns `self`, and
+records nothing in the trace. Moving a tensor to another device needs a device-transfer
+prim squall does not have yet, so only the tensor's own device is accepted.
+"""
 from __future__ import annotations
 
 import torch
 
 from squall import prims
-from squall.ltorch.base import torch_inplace, torchsymbol
-from squall.ltorch import helpers
+from squall.ltorch.base import qualified_name
+from squall.ltorch.helpers import check
+from squall.proxies import TensorProxy
+from squall.symbol import Symbol, Tags
+
+_T = torch.Tensor
 
 __all__: list[str] = []
+
+
+class ConversionSymbol(Symbol):
+    """A conversion op: `plan(*args, **kwargs)` gives (tensor, target dtype, copy wanted), and the op
+    is recorded only when the dtype changes or a copy is asked for."""
+
+    __slots__ = ("plan",)
+
+    def __init__(self, name: str, fn, plan, *torchfns):
+        super().__init__(qualified_name(torchfns[0]), name, fn, is_prim=False, tags=(Tags.ELEMENTWISE,), torchfns=torchfns)
+        self.plan = plan
+
+    def __call__(self, *args, **kwargs):
+        a, dtype, copy = self.plan(*args, **kwargs)
+        if dtype == a.dtype and not copy:
+            return a
+        return super().__call__(*args, **kwargs)
+
+
+def _check_tensor(name: str, a) -> None:
+    check(isinstance(a, TensorProxy), lambda: f"{name}(): expected a Tensor as self, got {type(a).__name__}", TypeError)
+
+
+def _check_device(name: str, a: TensorProxy, device) -> None:
+    device = torch.device(device)
+    same = device.type == a.device.type and (device.index is None or device.index == a.device.index)
+    check(
+        same,
+        lambda: f"squall: {name} from {a.device} to {device} needs a device-transfer prim, which squall does not have yet; "
+        "move the tensor before calling the compiled function",
+        NotImplementedError,
+    )
+
+
+def _convert(a: TensorProxy, dtype: torch.dtype, copy: bool) -> TensorProxy:
+    # a copy of the same dtype is still a new tensor: an in-place op on it must not reach `a`
+    return prims.convert_element_type(a, dtype) if dtype != a.dtype or copy else a
+
+
+def _plan_to(self, *args, **kwargs):
+    """Tensor.to's three call forms: (dtype, ...), (device=None, dtype=None, ...), (other, ...)."""
+    _check_tensor("to", self)
+    args = list(args)
+    device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    if args and isinstance(args[0], TensorProxy):
+        other = args.pop(0)
+        device, dtype = other.device, other.dtype
+    elif args and isinstance(args[0], torch.dtype):
+        dtype = args.pop(0)
+    elif args and (args[0] is None or isinstance(args[0], (str, torch.device, int))) and not isinstance(args[0], bool):
+        device = args.pop(0)
+        if args and (args[0] is None or isinstance(args[0], torch.dtype)):
+            dtype = args.pop(0)
+    flags = dict(zip(("non_blocking", "copy"), args))
+    check(len(args) <= 2, lambda: f"to() received too many positional arguments: {tuple(args)}", TypeError)
+    for name in ("non_blocking", "copy", "memory_format"):
+        if name in kwargs:
+            check(name not in flags, lambda: f"to() got multiple values for argument '{name}'", TypeError)
+            flags[name] = kwargs.pop(name)
+    check(not kwargs, lambda: f"to() got unexpected keyword arguments {sorted(kwargs)}", TypeError)
+    for name in ("non_blocking", "copy"):
+        check(isinstance(flags.get(name, False), bool), lambda: f"to(): argument '{name}' must be bool, not {type(flags[name]).__name__}", TypeError)
+    memory_format = flags.get("memory_format", torch.preserve_format)
+    check(isinstance(memory_format, torch.memory_format), lambda: f"to(): argument 'memory_format' must be torch.memory_format, not {type(memory_format).__name__}", TypeError)
+    check(dtype is None or isinstance(dtype, torch.dtype), lambda: f"to(): argument 'dtype' must be torch.dtype, not {type(dtype).__name__}", TypeError)
+    if device is not None:
+        _check_device("to", self, device)
+    # squall does not model strides, so a memory format changes no value: only dtype and copy matter
+    return self, dtype or self.dtype, flags.get("copy", False)
+
+
+def _to(self, *args, **kwargs):
+    return _convert(*_plan_to(self, *args, **kwargs))
+
+
+to = ConversionSymbol("to", _to, _plan_to, _T.to)
+
+
+def _method(name: str, dtype: torch.dtype):
+    """Tensor.float, Tensor.long, ...: conversion to one dtype."""
+    torchfn = getattr(_T, name)
+
+    def plan(self, memory_format=torch.preserve_format):
+        _check_tensor(name, self)
+        return self, dtype, False
+
+    def op(self, memory_format=torch.preserve_format):
+        return _convert(*plan(self, memory_format))
+
+    return ConversionSymbol(name, op, plan, torchfn)
+
+
+to_float = _method("float", torch.float32)
+to_double = _method("double", torch.float64)
+to_half = _method("half", torch.float16)
+to_bfloat16 = _method("bfloat16", torch.bfloat16)
+to_int = _method("int", torch.int32)
+to_long = _method("long", torch.int64)
+to_short = _method("short", torch.int16)
+to_char = _method("char", torch.int8)
+to_byte = _method("byte", torch.uint8)
+to_bool = _method("bool", torch.bool)
+to_cfloat = _method("cfloat", torch.complex64)
+to_cdouble = _method("cdouble", torch.complex128)
+
+
+def _plan_type_as(self, other):
+    _check_tensor("type_as", self)
+    check(isinstance(other, TensorProxy), lambda: f"type_as(): argument 'other' must be Tensor, not {type(other).__name__}", TypeError)
+    _check_device("type_as", self, other.device)
+    return self, other.dtype, False
+
+
+def _type_as(self, other):
+    return _convert(*_plan_type_as(self, other))
+
+
+type_as = ConversionSymbol("type_as", _type_as, _plan_type_as, _T.type_as)
+
+# the legacy tensor type names Tensor.type speaks
+_TYPE_NAMES = {
+    torch.float32: "FloatTensor",
+    torch.float64: "DoubleTensor",
+    torch.float16: "HalfTensor",
+    torch.bfloat16: "BFloat16Tensor",
+    torch.int64: "LongTensor",
+    torch.int32: "IntTensor",
+    torch.int16: "ShortTensor",
+    torch.int8: "CharTensor",
+    torch.uint8: "ByteTensor",
+    torch.bool: "BoolTensor",
+    torch.complex64: "ComplexFloatTensor",
+    torch.complex128: "ComplexDoubleTensor",
+}
+_DTYPES_BY_NAME = {n: d for d, n in _TYPE_NAMES.items()}
+
+
+def _type_name(a: TensorProxy) -> str:
+    prefix = "torch." if a.device.type == "cpu" else f"torch.{a.device.type}."
+    return prefix + _TYPE_NAMES.get(a.dtype, str(a.dtype))
+
+
+def _plan_type(self, dtype=None, non_blocking=False, **kwargs):
+    _check_tensor("type", self)
+    if dtype is None:
+        return self, self.dtype, False
+    if isinstance(dtype, type):  # torch.FloatTensor and friends
+        dtype = f"{dtype.__module__}.{dtype.__name__}"
+    if isinstance(dtype, str):
+        module, _, name = dtype.rpartition(".")
+        check(module in ("torch", "torch.cuda") and name in _DTYPES_BY_NAME, lambda: f"invalid type: '{dtype}'", ValueError)
+        _check_device("type", self, "cpu" if module == "torch" else "cuda")
+        dtype = _DTYPES_BY_NAME[name]
+    check(isinstance(dtype, torch.dtype), lambda: f"type(): argument 'dtype' must be torch.dtype or str, not {type(dtype).__name__}", TypeError)
+    return self, dtype, False
+
+
+def _type(self, dtype=None, non_blocking=False, **kwargs):
+    return _convert(*_plan_type(self, dtype, non_blocking, **kwargs))
+
+
+class _TypeSymbol(ConversionSymbol):
+    """Tensor.type: with no dtype it names the tensor's type (a string), and records nothing."""
+
+    __slots__ = ()
+
+    def __call__(self, self_=None, dtype=None, *args, **kwargs):
+        if dtype is None:
+            _check_tensor("type", self_)
+            return _type_name(self_)
+        return super().__call__(self_, dtype, *args, **kwargs)
+
+
+tensor_type = _TypeSymbol("type", _type, _plan_type, _T.type)
+
+# module names avoid the builtins (float, int, bool, type) that `from ... import *` would shadow
+__all__ += [n for n, v in list(globals().items()) if isinstance(v, ConversionSymbol)]

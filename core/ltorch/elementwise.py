@@ -1,106 +1,398 @@
-"""Elementwise torch-language ops: math, comparisons, logical and bitwise ops, where."""
+"""Elementwise torch-language ops: arithmetic, comparisons, logical and bitwise ops, where, clamp.
+
+The unary ops live in `squall.ltorch.elementwise_unary` and are re-exported here, so
+`from squall.ltorch.elementwise import exp, add` finds both.
+"""
 from __future__ import annotations
 
 import torch
 
 from squall import prims
-from squall.ltorch.base import torch_inplace, torchsymbol
-from squall.ltorch.helpers import Promotion, broadcast, check, computation_dtype, is_tensor, promote, to_dtype
+from squall.ltorch.base import data_dependent_error, torch_inplace, torchsymbol
+from squall.ltorch.elementwise_unary import *  # noqa: F401,F403
+from squall.ltorch.elementwise_unary import check_input, not_implemented_for
+from squall.ltorch.helpers import Promotion, broadcast, check, computation_dtype, is_number, is_tensor, promote, result_dtype, to_dtype
+from squall.prims.base import dtype_category
 from squall.symbol import Tags
 
-__all__: list[str] = []
+_T = torch.Tensor
+_TAGS = (Tags.ELEMENTWISE,)
 
 
-def _export(*ops):
-    for op in ops:
-        __all__.append(op.name if hasattr(op, "name") else op.__name__)
+def _floating(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point or dtype.is_complex
 
 
-def _unary(name: str, prim, kind: Promotion, *torchfns):
-    """An ltorch unary op computed by `prim` in the promoted dtype (low precision in float32)."""
-
-    def op(a):
-        check(is_tensor(a), lambda: f"{name}(): argument 'input' must be Tensor, not {type(a).__name__}", TypeError)
-        compute, result = promote(a, kind=kind)
-        if kind is not Promotion.ALWAYS_BOOL:
-            compute = computation_dtype(compute)
-        return to_dtype(prim(to_dtype(a, compute)), result)
-
-    op.__name__ = name
-    return torchsymbol(*torchfns, tags=(Tags.ELEMENTWISE,))(op)
+def _is_integral(dtype: torch.dtype) -> bool:  # bool included, as torch's isIntegralType(t, true)
+    return dtype_category(dtype) < 2
 
 
-def _binary_core(name: str, prim, kind: Promotion, a, b, **prim_kwargs):
+def _check_operands(name: str, a, b, operands: str) -> None:
+    """`operands`: "any" (a number may stand for either), "tensor_first", or "tensors"."""
+    for what, x in (("input", a), ("other", b)):
+        check(is_tensor(x) or is_number(x), lambda: f"{name}(): argument '{what}' must be Tensor or Number, not {type(x).__name__}", TypeError)
     check(is_tensor(a) or is_tensor(b), lambda: f"{name}(): expected at least one tensor argument", TypeError)
+    if operands != "any":
+        check_input(name, a)
+    if operands == "tensors":
+        check_input(name, b, "other")
+
+
+def _binary_core(name: str, prim, kind: Promotion, a, b, *, exact: bool = False, refuse=None, **prim_kwargs):
+    """`prim` over `a` and `b` promoted and broadcast as torch does; low precision in float32 unless `exact`."""
     compute, result = promote(a, b, kind=kind)
-    if kind is not Promotion.ALWAYS_BOOL:
+    if refuse is not None:
+        check(not refuse(compute), lambda: f"{name}(): not implemented for {compute} tensors", NotImplementedError)
+    a, b = broadcast(to_dtype(a, compute), to_dtype(b, compute))  # torch casts operands to the common dtype first
+    if not exact and kind is not Promotion.ALWAYS_BOOL:
         compute = computation_dtype(compute)
-    a, b = broadcast(a, b)
-    out = prim(to_dtype(a, compute), to_dtype(b, compute), **prim_kwargs)
-    return to_dtype(out, result)
+    return to_dtype(prim(to_dtype(a, compute), to_dtype(b, compute), **prim_kwargs), result)
 
 
-def _binary(name: str, prim, kind: Promotion, *torchfns):
-    def op(a, b):
-        return _binary_core(name, prim, kind, a, b)
+def _binary(name: str, prim, kind: Promotion, *torchfns, operands: str = "any", exact: bool = False, refuse=None):
+    def op(input, other):
+        _check_operands(name, input, other, operands)
+        return _binary_core(name, prim, kind, input, other, exact=exact, refuse=refuse)
 
     op.__name__ = name
-    return torchsymbol(*torchfns, tags=(Tags.ELEMENTWISE,))(op)
+    return torchsymbol(*torchfns, tags=_TAGS)(op)
 
 
-exp = _unary("exp", prims.exp, Promotion.INT_TO_FLOAT, torch.exp, torch.Tensor.exp)
-tanh = _unary("tanh", prims.tanh, Promotion.INT_TO_FLOAT, torch.tanh, torch.Tensor.tanh, torch.nn.functional.tanh)
-neg = _unary("neg", prims.neg, Promotion.DEFAULT, torch.neg, torch.Tensor.neg, torch.Tensor.__neg__, torch.negative)
+def _reflected(op, dunder: str):
+    """`other <op> self` for a reflected dunder such as Tensor.__rpow__."""
+
+    def reflected(self, other):
+        return op(other, self)
+
+    reflected.__name__ = f"r{op.name}"
+    # named by its dunder: torch defines __rtruediv__ as an alias of __rdiv__
+    return torchsymbol(getattr(_T, dunder), id=f"torch.Tensor.{dunder}", tags=_TAGS)(reflected)
 
 
-@torchsymbol(torch.add, torch.Tensor.add, torch.Tensor.__add__, tags=(Tags.ELEMENTWISE,))
-def add(a, b, *, alpha=None):
-    if alpha is not None:
-        b = mul(b, alpha) if is_tensor(b) else b * alpha
-    return _binary_core("add", prims.add, Promotion.DEFAULT, a, b)
+# --- add, sub, mul, div --------------------------------------------------------------------
 
 
-@torchsymbol(torch.Tensor.__radd__, tags=(Tags.ELEMENTWISE,))
-def radd(a, b):
-    return add(b, a)
+def _with_alpha(name: str, prim, a, b, alpha):
+    compute, result = promote(a, b)
+    check(not (_is_integral(result) and isinstance(alpha, float)), lambda: "For integral input tensors, argument alpha must not be a floating point number.")
+    check(not (isinstance(alpha, bool) and result != torch.bool), lambda: "Boolean alpha only supported for Boolean results.")
+    a, b = broadcast(to_dtype(a, compute), to_dtype(b, compute))
+    compute = computation_dtype(compute)
+    a, b = to_dtype(a, compute), to_dtype(b, compute)
+    if alpha is not True and alpha != 1:
+        b = prims.mul(b, to_dtype(alpha, compute)) if is_tensor(b) else b * alpha
+    return to_dtype(prim(a, b), result)
 
 
-@torchsymbol(torch.sub, torch.Tensor.sub, torch.Tensor.__sub__, torch.subtract, tags=(Tags.ELEMENTWISE,))
-def sub(a, b, *, alpha=None):
-    if alpha is not None:
-        b = mul(b, alpha) if is_tensor(b) else b * alpha
-    return _binary_core("sub", prims.sub, Promotion.DEFAULT, a, b)
+@torchsymbol(torch.add, _T.add, _T.__add__, tags=_TAGS)
+def add(input, other, *, alpha=1):
+    _check_operands("add", input, other, "any")
+    return _with_alpha("add", prims.add, input, other, alpha)
 
 
-@torchsymbol(torch.Tensor.__rsub__, tags=(Tags.ELEMENTWISE,))
-def rsub(a, b):
-    return sub(b, a)
+def _check_sub_bool(a, b) -> None:
+    def is_bool(x):
+        return x.dtype == torch.bool if is_tensor(x) else isinstance(x, bool)
+
+    check(not (is_bool(a) and is_bool(b)), lambda: "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead.")
+    check(
+        not (is_bool(a) or is_bool(b)),
+        lambda: "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.",
+    )
 
 
-mul = _binary("mul", prims.mul, Promotion.DEFAULT, torch.mul, torch.Tensor.mul, torch.Tensor.__mul__, torch.multiply)
+@torchsymbol(torch.sub, _T.sub, _T.__sub__, torch.subtract, _T.subtract, tags=_TAGS)
+def sub(input, other, *, alpha=1):
+    _check_operands("sub", input, other, "any")
+    _check_sub_bool(input, other)
+    return _with_alpha("sub", prims.sub, input, other, alpha)
 
 
-@torchsymbol(torch.Tensor.__rmul__, tags=(Tags.ELEMENTWISE,))
-def rmul(a, b):
-    return mul(b, a)
+@torchsymbol(torch.rsub, _T.__rsub__, tags=_TAGS)
+def rsub(input, other, *, alpha=1):
+    return sub(other, input, alpha=alpha)
 
 
-@torchsymbol(torch.div, torch.Tensor.div, torch.Tensor.__truediv__, torch.divide, torch.true_divide, tags=(Tags.ELEMENTWISE,))
-def div(a, b, *, rounding_mode=None):
-    check(rounding_mode in (None, "trunc", "floor"), lambda: f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'", ValueError)
+mul = _binary("mul", prims.mul, Promotion.DEFAULT, torch.mul, _T.mul, _T.__mul__, torch.multiply, _T.multiply)
+radd = _reflected(add, "__radd__")
+rmul = _reflected(mul, "__rmul__")
+
+
+def _div(name: str, a, b, rounding_mode):
+    _check_operands(name, a, b, "any")
+    check(rounding_mode in (None, "trunc", "floor"), lambda: f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
     if rounding_mode is None:
-        return _binary_core("div", prims.div, Promotion.INT_TO_FLOAT, a, b)
-    return _binary_core("div", prims.div, Promotion.DEFAULT, a, b, rounding_mode=rounding_mode)
+        return _binary_core(name, prims.div, Promotion.INT_TO_FLOAT, a, b)
+    # exact: torch rounds the quotient to a low-precision dtype before truncating or flooring it
+    return _binary_core(name, prims.div, Promotion.DEFAULT, a, b, exact=True, refuse=lambda d: d == torch.bool, rounding_mode=rounding_mode)
 
 
-@torchsymbol(torch.Tensor.__rtruediv__, tags=(Tags.ELEMENTWISE,))
-def rtruediv(a, b):
-    return div(b, a)
+@torchsymbol(torch.div, _T.div, _T.__truediv__, _T.__div__, torch.divide, _T.divide, tags=_TAGS)
+def div(input, other, *, rounding_mode=None):
+    return _div("div", input, other, rounding_mode)
 
 
-add_ = torch_inplace(add, torch.Tensor.add_, torch.Tensor.__iadd__)
-sub_ = torch_inplace(sub, torch.Tensor.sub_, torch.Tensor.__isub__)
-mul_ = torch_inplace(mul, torch.Tensor.mul_, torch.Tensor.__imul__)
-div_ = torch_inplace(div, torch.Tensor.div_, torch.Tensor.__itruediv__)
+@torchsymbol(torch.true_divide, _T.true_divide, tags=_TAGS)
+def true_divide(dividend, divisor):
+    return _div("true_divide", dividend, divisor, None)
 
-__all__ += [n for n, v in list(globals().items()) if not n.startswith("_") and hasattr(v, "torchfns") and n not in ("torchsymbol",)]
+
+@torchsymbol(torch.floor_divide, _T.floor_divide, _T.__floordiv__, tags=_TAGS)
+def floor_divide(input, other):
+    return _div("floor_divide", input, other, "floor")
+
+
+rdiv = _reflected(div, "__rtruediv__")
+rfloor_divide = _reflected(floor_divide, "__rfloordiv__")
+
+# --- powers, remainders, and friends -----------------------------------------------------
+
+
+@torchsymbol(torch.pow, _T.pow, _T.__pow__, tags=_TAGS)
+def pow(input, exponent):
+    _check_operands("pow", input, exponent, "any")
+    check(
+        not (is_tensor(input) and _is_integral(input.dtype) and isinstance(exponent, int) and exponent < 0),
+        lambda: "Integers to negative integer powers are not allowed.",
+    )
+    return _binary_core("pow", prims.pow, Promotion.DEFAULT, input, exponent, refuse=lambda d: d == torch.bool)
+
+
+rpow = _reflected(pow, "__rpow__")
+
+
+@torchsymbol(torch.float_power, _T.float_power, tags=_TAGS)
+def float_power(input, exponent):
+    _check_operands("float_power", input, exponent, "any")
+    # always computed and returned in double precision
+    dtype = torch.complex128 if result_dtype(input, exponent).is_complex else torch.float64
+    input, exponent = broadcast(input, exponent)
+    return prims.pow(to_dtype(input, dtype), to_dtype(exponent, dtype))
+
+
+def _float_power_inplace(input, exponent):
+    out = float_power(input, exponent)
+    check(input.dtype == out.dtype, lambda: f"the base given to float_power_ has dtype {input.dtype} but the operation's result requires dtype {out.dtype}")
+    return out
+
+
+_no_bool = lambda d: d == torch.bool  # noqa: E731
+_not_float = lambda d: not _floating(d)  # noqa: E731
+remainder = _binary("remainder", prims.remainder, Promotion.DEFAULT, torch.remainder, _T.remainder, _T.__mod__, refuse=_no_bool)
+rremainder = _reflected(remainder, "__rmod__")
+fmod = _binary("fmod", prims.fmod, Promotion.DEFAULT, torch.fmod, _T.fmod, operands="tensor_first", refuse=_no_bool)
+atan2 = _binary("atan2", prims.atan2, Promotion.INT_TO_FLOAT, torch.atan2, _T.atan2, torch.arctan2, _T.arctan2, operands="tensors")
+hypot = _binary("hypot", prims.hypot, Promotion.DEFAULT, torch.hypot, _T.hypot, operands="tensors", refuse=_not_float)
+copysign = _binary("copysign", prims.copysign, Promotion.INT_TO_FLOAT, torch.copysign, _T.copysign, operands="tensor_first")
+# nextafter is exact by definition: it must step in the result dtype itself
+nextafter = _binary("nextafter", prims.nextafter, Promotion.DEFAULT, torch.nextafter, _T.nextafter, operands="tensors", exact=True, refuse=_not_float)
+maximum = _binary("maximum", prims.maximum, Promotion.DEFAULT, torch.maximum, _T.maximum, operands="tensors", exact=True)
+minimum = _binary("minimum", prims.minimum, Promotion.DEFAULT, torch.minimum, _T.minimum, operands="tensors", exact=True)
+
+
+def _nan_ignoring(name: str, prim, *torchfns):
+    """fmax/fmin: like maximum/minimum, but a NaN loses to a number."""
+
+    def op(input, other):
+        _check_operands(name, input, other, "tensors")
+        dtype = result_dtype(input, other)
+        a, b = broadcast(to_dtype(input, dtype), to_dtype(other, dtype))
+        if not dtype.is_floating_point:
+            return prim(a, b)
+        return prims.where(prims.isnan(a), b, prims.where(prims.isnan(b), a, prim(a, b)))
+
+    op.__name__ = name
+    return torchsymbol(*torchfns, tags=_TAGS)(op)
+
+
+fmax = _nan_ignoring("fmax", prims.maximum, torch.fmax, _T.fmax)
+fmin = _nan_ignoring("fmin", prims.minimum, torch.fmin, _T.fmin)
+
+# --- comparisons ---------------------------------------------------------------------------
+
+_BOOL = Promotion.ALWAYS_BOOL
+eq = _binary("eq", prims.eq, _BOOL, torch.eq, _T.eq, _T.__eq__, operands="tensor_first")
+ne = _binary("ne", prims.ne, _BOOL, torch.ne, _T.ne, _T.__ne__, torch.not_equal, _T.not_equal, operands="tensor_first")
+lt = _binary("lt", prims.lt, _BOOL, torch.lt, _T.lt, _T.__lt__, torch.less, _T.less, operands="tensor_first")
+le = _binary("le", prims.le, _BOOL, torch.le, _T.le, _T.__le__, torch.less_equal, _T.less_equal, operands="tensor_first")
+gt = _binary("gt", prims.gt, _BOOL, torch.gt, _T.gt, _T.__gt__, torch.greater, _T.greater, operands="tensor_first")
+ge = _binary("ge", prims.ge, _BOOL, torch.ge, _T.ge, _T.__ge__, torch.greater_equal, _T.greater_equal, operands="tensor_first")
+
+# --- logical and bitwise -------------------------------------------------------------------
+
+
+def _logical(name: str, prim, *torchfns):
+    def op(input, other):
+        _check_operands(name, input, other, "tensors")
+        a, b = broadcast(input, other)
+        return prim(to_dtype(a, torch.bool), to_dtype(b, torch.bool))  # nonzero (NaN included) is True
+
+    op.__name__ = name
+    return torchsymbol(*torchfns, tags=_TAGS)(op)
+
+
+logical_and = _logical("logical_and", prims.logical_and, torch.logical_and, _T.logical_and)
+logical_or = _logical("logical_or", prims.logical_or, torch.logical_or, _T.logical_or)
+logical_xor = _logical("logical_xor", prims.logical_xor, torch.logical_xor, _T.logical_xor)
+
+_not_integral = lambda d: _floating(d)  # noqa: E731
+_not_int = lambda d: _floating(d) or d == torch.bool  # noqa: E731
+_D = Promotion.DEFAULT
+bitwise_and = _binary("bitwise_and", prims.bitwise_and, _D, torch.bitwise_and, _T.bitwise_and, _T.__and__, exact=True, refuse=_not_integral)
+bitwise_or = _binary("bitwise_or", prims.bitwise_or, _D, torch.bitwise_or, _T.bitwise_or, _T.__or__, exact=True, refuse=_not_integral)
+bitwise_xor = _binary("bitwise_xor", prims.bitwise_xor, _D, torch.bitwise_xor, _T.bitwise_xor, _T.__xor__, exact=True, refuse=_not_integral)
+bitwise_left_shift = _binary("bitwise_left_shift", prims.bitwise_left_shift, _D, torch.bitwise_left_shift, _T.bitwise_left_shift, _T.__lshift__, exact=True, refuse=_not_int)
+bitwise_right_shift = _binary("bitwise_right_shift", prims.bitwise_right_shift, _D, torch.bitwise_right_shift, _T.bitwise_right_shift, _T.__rshift__, exact=True, refuse=_not_int)
+rbitwise_and = _reflected(bitwise_and, "__rand__")
+rbitwise_or = _reflected(bitwise_or, "__ror__")
+rbitwise_xor = _reflected(bitwise_xor, "__rxor__")
+rbitwise_left_shift = _reflected(bitwise_left_shift, "__rlshift__")
+rbitwise_right_shift = _reflected(bitwise_right_shift, "__rrshift__")
+
+# --- where, clamp, lerp, addcmul, addcdiv ----------------------------------------------------
+
+
+@torchsymbol(torch.where, tags=_TAGS)
+def where(condition, input=None, other=None):
+    if input is None and other is None:
+        raise data_dependent_error("torch.where(condition)")
+    check_input("where", condition, "condition")
+    check(condition.dtype == torch.bool, lambda: f"where expected condition to be a boolean tensor, but got a tensor with dtype {condition.dtype}")
+    for what, x in (("input", input), ("other", other)):
+        check(is_tensor(x) or is_number(x), lambda: f"where(): argument '{what}' must be Tensor or Number, not {type(x).__name__}", TypeError)
+    dtype = result_dtype(input, other)
+    cond, a, b = broadcast(condition, input, other)
+    a, b = to_dtype(a, dtype), to_dtype(b, dtype)
+    if not is_tensor(a) and not is_tensor(b):
+        # the prim needs one tensor operand: `a` filled into the condition's shape
+        a = prims.add(prims.mul(to_dtype(cond, dtype), to_dtype(0, dtype)), a)
+    return prims.where(cond, a, b)
+
+
+@torchsymbol(_T.where, tags=_TAGS)
+def tensor_where(input, condition, other):
+    return where(condition, input, other)
+
+
+@torchsymbol(torch.clamp, _T.clamp, torch.clip, _T.clip, tags=_TAGS)
+def clamp(input, min=None, max=None):
+    check_input("clamp", input)
+    check(min is not None or max is not None, lambda: "torch.clamp: At least one of 'min' or 'max' must not be None")
+    for what, x in (("min", min), ("max", max)):
+        check(x is None or is_tensor(x) or is_number(x), lambda: f"clamp(): argument '{what}' must be Tensor or Number, not {type(x).__name__}", TypeError)
+    check(
+        min is None or max is None or is_tensor(min) == is_tensor(max),
+        lambda: "clamp(): min and max must both be tensors or both be numbers",
+        TypeError,
+    )
+    dtype = result_dtype(input, min, max)
+    check(dtype != torch.bool, lambda: "clamp(): not implemented for torch.bool tensors", NotImplementedError)
+    a, lo, hi = (to_dtype(x, dtype) for x in broadcast(input, min, max))
+    # comparisons and selections are exact in any dtype; NaN in the input stays NaN
+    keep_nan = (lambda x, c: prims.logical_or(c, prims.isnan(x))) if dtype.is_floating_point else (lambda x, c: c)
+    if lo is not None:
+        a = prims.where(keep_nan(a, prims.ge(a, lo)), a, lo)
+    if hi is not None:
+        a = prims.where(keep_nan(a, prims.le(a, hi)), a, hi)
+    return a
+
+
+@torchsymbol(torch.clamp_min, _T.clamp_min, tags=_TAGS)
+def clamp_min(input, min):
+    return clamp(input, min=min)
+
+
+@torchsymbol(torch.clamp_max, _T.clamp_max, tags=_TAGS)
+def clamp_max(input, max):
+    return clamp(input, max=max)
+
+
+@torchsymbol(torch.lerp, _T.lerp, tags=_TAGS)
+def lerp(input, end, weight):
+    check_input("lerp", input)
+    check_input("lerp", end, "end")
+    check(is_tensor(weight) or is_number(weight), lambda: f"lerp(): argument 'weight' must be Tensor or Number, not {type(weight).__name__}", TypeError)
+    check(end.dtype == input.dtype, lambda: f"expected dtype {input.dtype} for `end` but got dtype {end.dtype}")
+    check(not is_tensor(weight) or weight.dtype == input.dtype, lambda: f"expected dtype {input.dtype} for `weight` but got dtype {weight.dtype}")
+    not_implemented_for("lerp", input, not _floating(input.dtype))
+    compute = computation_dtype(input.dtype)
+    a, e, w = (to_dtype(x, compute) for x in broadcast(input, end, weight))
+    diff = prims.sub(e, a)
+    # torch's formula: from the nearer end, so that weight 0 and 1 give the ends exactly
+    low = lambda: prims.add(a, prims.mul(w, diff))  # noqa: E731
+    high = lambda: prims.sub(e, prims.mul(diff, prims.sub(1.0, w) if is_tensor(w) else 1.0 - w))  # noqa: E731
+    if not is_tensor(w):
+        out = low() if -0.5 < w < 0.5 else high()
+    else:
+        out = prims.where(prims.lt(prims.abs(w), 0.5), low(), high())
+    return to_dtype(out, input.dtype)
+
+
+def _addc(name: str, prim, input, tensor1, tensor2, value):
+    for what, x in (("input", input), ("tensor1", tensor1), ("tensor2", tensor2)):
+        check_input(name, x, what)
+    check(is_number(value), lambda: f"{name}(): argument 'value' must be Number, not {type(value).__name__}", TypeError)
+    compute, result = promote(input, tensor1, tensor2)
+    check(result != torch.bool, lambda: f"{name}(): not implemented for torch.bool tensors", NotImplementedError)
+    operands = broadcast(*(to_dtype(x, compute) for x in (input, tensor1, tensor2)))
+    compute = computation_dtype(compute)
+    a, t1, t2 = (to_dtype(x, compute) for x in operands)
+    if value != 1:
+        # torch casts value to the tensors' type (an integral one truncates it)
+        t1 = prims.mul(t1, int(value) if _is_integral(compute) else to_dtype(value, compute))
+    return to_dtype(prims.add(a, prim(t1, t2)), result)
+
+
+@torchsymbol(torch.addcmul, _T.addcmul, tags=_TAGS)
+def addcmul(input, tensor1, tensor2, *, value=1):
+    return _addc("addcmul", prims.mul, input, tensor1, tensor2, value)
+
+
+@torchsymbol(torch.addcdiv, _T.addcdiv, tags=_TAGS)
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    if is_tensor(tensor1) and is_tensor(tensor2):
+        check(
+            not (_is_integral(tensor1.dtype) and _is_integral(tensor2.dtype)),
+            lambda: "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a true division of tensor1 and tensor2. Use torch.addcmul with torch.true_divide instead.",
+        )
+    return _addc("addcdiv", prims.div, input, tensor1, tensor2, value)
+
+
+# --- in-place forms --------------------------------------------------------------------------
+
+add_ = torch_inplace(add, _T.add_, _T.__iadd__)
+sub_ = torch_inplace(sub, _T.sub_, _T.__isub__, _T.subtract_)
+mul_ = torch_inplace(mul, _T.mul_, _T.__imul__, _T.multiply_)
+div_ = torch_inplace(div, _T.div_, _T.__itruediv__, _T.__idiv__, _T.divide_)
+true_divide_ = torch_inplace(true_divide, _T.true_divide_)
+floor_divide_ = torch_inplace(floor_divide, _T.floor_divide_, _T.__ifloordiv__)
+pow_ = torch_inplace(pow, _T.pow_, _T.__ipow__)
+float_power_ = torch_inplace(_float_power_inplace, _T.float_power_)
+remainder_ = torch_inplace(remainder, _T.remainder_, _T.__imod__)
+fmod_ = torch_inplace(fmod, _T.fmod_)
+atan2_ = torch_inplace(atan2, _T.atan2_, _T.arctan2_)
+hypot_ = torch_inplace(hypot, _T.hypot_)
+copysign_ = torch_inplace(copysign, _T.copysign_)
+nextafter_ = torch_inplace(nextafter, _T.nextafter_)
+eq_ = torch_inplace(eq, _T.eq_)
+ne_ = torch_inplace(ne, _T.ne_, _T.not_equal_)
+lt_ = torch_inplace(lt, _T.lt_, _T.less_)
+le_ = torch_inplace(le, _T.le_, _T.less_equal_)
+gt_ = torch_inplace(gt, _T.gt_, _T.greater_)
+ge_ = torch_inplace(ge, _T.ge_, _T.greater_equal_)
+logical_and_ = torch_inplace(logical_and, _T.logical_and_)
+logical_or_ = torch_inplace(logical_or, _T.logical_or_)
+logical_xor_ = torch_inplace(logical_xor, _T.logical_xor_)
+bitwise_and_ = torch_inplace(bitwise_and, _T.bitwise_and_, _T.__iand__)
+bitwise_or_ = torch_inplace(bitwise_or, _T.bitwise_or_, _T.__ior__)
+bitwise_xor_ = torch_inplace(bitwise_xor, _T.bitwise_xor_, _T.__ixor__)
+bitwise_left_shift_ = torch_inplace(bitwise_left_shift, _T.bitwise_left_shift_, _T.__ilshift__)
+bitwise_right_shift_ = torch_inplace(bitwise_right_shift, _T.bitwise_right_shift_, _T.__irshift__)
+clamp_ = torch_inplace(clamp, _T.clamp_, _T.clip_, torch.clamp_, torch.clip_)
+clamp_min_ = torch_inplace(clamp_min, _T.clamp_min_)
+clamp_max_ = torch_inplace(clamp_max, _T.clamp_max_)
+lerp_ = torch_inplace(lerp, _T.lerp_)
+addcmul_ = torch_inplace(addcmul, _T.addcmul_)
+addcdiv_ = torch_inplace(addcdiv, _T.addcdiv_)
+
+__all__ = [n for n, v in list(globals().items()) if not n.startswith("_") and hasattr(v, "torchfns")]

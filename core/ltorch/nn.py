@@ -1,10 +1,400 @@
-"""Torch-language ops: nn."""
+"""Torch-language ops: activations, softmax and its relatives, glu.
+
+Activations compute like PyTorch's CPU kernels: bf16/f16 inputs in float32 (the
+opmath type), cast back at the end, so results match eager bit for bit or close to it.
+Functional activations with an `inplace=` flag are routed by `_InplaceFlag`: the value
+is traced functionally and, when `inplace=True`, the input's handle is rebound to it.
+"""
 from __future__ import annotations
+
+import inspect
+import math
+import warnings
+from collections.abc import Callable
 
 import torch
 
 from squall import prims
-from squall.ltorch.base import torch_inplace, torchsymbol
-from squall.ltorch import helpers
+from squall.ltorch.base import qualified_name, rebind_inplace, torch_inplace, torchsymbol
+from squall.ltorch.helpers import canonical_dim, check, computation_dtype, is_tensor, to_dtype
+from squall.proxies import TensorProxy
+from squall.symbol import Tags
+
+F = torch.nn.functional
 
 __all__: list[str] = []
+
+
+# --- shared helpers (never seen in traces) ------------------------------------------------
+
+
+def _check_input(name: str, a) -> None:
+    check(is_tensor(a), lambda: f"{name}(): argument 'input' must be Tensor, not {type(a).__name__}", TypeError)
+
+
+def _check_floating(name: str, a: TensorProxy) -> None:
+    # torch's kernels are only instantiated for floating types and say so with NotImplementedError
+    _check_input(name, a)
+    check(
+        a.dtype.is_floating_point,
+        lambda: f"{name}: not implemented for {a.dtype} tensors (floating point tensors only)",
+        NotImplementedError,
+    )
+
+
+def _upcast(a: TensorProxy) -> TensorProxy:
+    return to_dtype(a, computation_dtype(a.dtype))
+
+
+def _clamp(x: TensorProxy, lo, hi) -> TensorProxy:
+    """x limited to [lo, hi] (None: unbounded); NaN passes through, as in torch.clamp."""
+    if lo is not None:
+        x = prims.where(prims.lt(x, lo), lo, x)
+    if hi is not None:
+        x = prims.where(prims.gt(x, hi), hi, x)
+    return x
+
+
+def _sigmoid(x: TensorProxy) -> TensorProxy:
+    return prims.div(1.0, prims.add(prims.exp(prims.neg(x)), 1.0))
+
+
+def keep_dims(r: TensorProxy, shape, dims) -> TensorProxy:
+    """A reduction's result `r` (dims removed) broadcast back to `shape`."""
+    return prims.broadcast_in_dim(r, tuple(shape), tuple(i for i in range(len(shape)) if i not in dims))
+
+
+class _InplaceFlag:
+    """A functional activation with `inplace=`: traced as `op`, then rebound when inplace=True."""
+
+    __slots__ = ("op", "torchfns", "name", "signature")
+
+    def __init__(self, op: Callable, torchfn: Callable):
+        self.op = op
+        self.torchfns = (torchfn,)
+        self.name = qualified_name(torchfn)
+        self.signature = inspect.signature(torchfn)
+
+    def __call__(self, *args, **kwargs):
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{self.name}(): {e}") from None
+        arguments = dict(bound.arguments)
+        inplace = arguments.pop("inplace", False)
+        a = arguments.pop("input")
+        value = self.op(a, **arguments)
+        return rebind_inplace(self.name, a, value) if inplace else value
+
+
+# --- softmax family -------------------------------------------------------------------------
+
+
+def _softmax_dim(name: str, ndim: int) -> int:
+    # torch.nn.functional's legacy rule for dim=None, with its deprecation warning
+    warnings.warn(
+        f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as an argument.",
+        UserWarning,
+        stacklevel=4,
+    )
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def _softmax_core(name: str, a, dim, dtype, *, log: bool) -> TensorProxy:
+    _check_input(name, a)
+    check(dtype is None or isinstance(dtype, torch.dtype), lambda: f"{name}(): dtype must be a torch.dtype, got {dtype!r}", TypeError)
+    if dtype is not None:
+        a = to_dtype(a, dtype)
+    _check_floating(name, a)
+    d = canonical_dim(a.ndim, dim)
+    out_dtype = a.dtype
+    if a.ndim == 0:
+        # softmax over a 0-d tensor is softmax over one element
+        return prims.reshape(_softmax_core(name, prims.reshape(a, (1,)), 0, None, log=log), ())
+    x = _upcast(a)
+    if x.shape[d] > 0:
+        # subtracting the maximum keeps exp from overflowing; it cancels in the ratio
+        x = prims.sub(x, keep_dims(prims.amax(x, (d,)), x.shape, (d,)))
+    e = prims.exp(x)
+    total = keep_dims(prims.sum(e, (d,)), x.shape, (d,))
+    out = prims.sub(x, prims.log(total)) if log else prims.div(e, total)
+    return to_dtype(out, out_dtype)
+
+
+@torchsymbol(torch.softmax, torch.Tensor.softmax, torch.special.softmax)
+def softmax(input, dim, dtype=None):
+    """Softmax over `dim`, computed as exp(x - max) / sum."""
+    return _softmax_core("softmax", input, dim, dtype, log=False)
+
+
+@torchsymbol(torch.log_softmax, torch.Tensor.log_softmax, torch.special.log_softmax)
+def log_softmax(input, dim, dtype=None):
+    """Log-softmax over `dim`, computed as (x - max) - log(sum(exp(x - max)))."""
+    return _softmax_core("log_softmax", input, dim, dtype, log=True)
+
+
+@torchsymbol(F.softmax)
+def softmax_functional(input, dim=None, _stacklevel=3, dtype=None):
+    """torch.nn.functional.softmax: as torch.softmax, with the legacy dim=None rule."""
+    _check_input("softmax", input)
+    dim = _softmax_dim("softmax", input.ndim) if dim is None else dim
+    return _softmax_core("softmax", input, dim, dtype, log=False)
+
+
+@torchsymbol(F.log_softmax)
+def log_softmax_functional(input, dim=None, _stacklevel=3, dtype=None):
+    """torch.nn.functional.log_softmax: as torch.log_softmax, with the legacy dim=None rule."""
+    _check_input("log_softmax", input)
+    dim = _softmax_dim("log_softmax", input.ndim) if dim is None else dim
+    return _softmax_core("log_softmax", input, dim, dtype, log=True)
+
+
+@torchsymbol(F.softmin)
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """Softmin: softmax of -input (negated after the dtype= cast, as torch does)."""
+    _check_input("softmin", input)
+    dim = _softmax_dim("softmin", input.ndim) if dim is None else dim
+    if dtype is not None:
+        input = to_dtype(input, dtype)
+    check(input.dtype != torch.bool, lambda: "Negation, the `-` operator, on a bool tensor is not supported.", RuntimeError)
+    _check_floating("softmin", input)
+    return _softmax_core("softmin", prims.neg(input), dim, None, log=False)
+
+
+# --- rectifiers and clamps ------------------------------------------------------------------
+
+
+def _check_not_bool(name: str, a, message: str) -> None:
+    _check_input(name, a)
+    check(a.dtype != torch.bool, lambda: message, RuntimeError)
+    check(not a.dtype.is_complex, lambda: f"{name} does not support complex tensors, got {a.dtype}", RuntimeError)
+
+
+def _bound_for(a: TensorProxy, v):
+    # integer tensors see integer bounds (torch converts the scalar to the tensor's type)
+    return v if a.dtype.is_floating_point else int(v)
+
+
+@torchsymbol(torch.relu, torch.Tensor.relu, tags=(Tags.ELEMENTWISE,))
+def relu(input):
+    """max(input, 0); NaN stays NaN."""
+    _check_not_bool("relu", input, "Boolean inputs not supported for relu")
+    return prims.where(prims.le(input, 0), 0, input)
+
+
+@torchsymbol(torch._C._nn.hardtanh, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.hardtanh")
+def hardtanh(input, min_val=-1.0, max_val=1.0):
+    """input clamped to [min_val, max_val]."""
+    _check_not_bool("hardtanh", input, "Bool inputs not supported for hardtanh")
+    check(min_val <= max_val, lambda: f"min_val cannot be greater than max_val (got {min_val} and {max_val})", ValueError)
+    return _clamp(input, _bound_for(input, min_val), _bound_for(input, max_val))
+
+
+@torchsymbol(torch._C._nn.relu6, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.relu6")
+def relu6(input):
+    """input clamped to [0, 6]."""
+    _check_not_bool("relu6", input, "Bool inputs not supported for hardtanh")
+    return _clamp(input, 0, 6)
+
+
+@torchsymbol(torch._C._nn.leaky_relu, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.leaky_relu")
+def leaky_relu(input, negative_slope=0.01):
+    """input where positive, negative_slope * input elsewhere."""
+    _check_floating("leaky_relu", input)
+    x = _upcast(input)
+    return to_dtype(prims.where(prims.gt(x, 0), x, prims.mul(x, float(negative_slope))), input.dtype)
+
+
+@torchsymbol(torch.threshold, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.threshold")
+def threshold(input, threshold, value):
+    """value where input <= threshold, input elsewhere."""
+    _check_input("threshold", input)
+    check(input.dtype != torch.bool, lambda: "threshold: not implemented for torch.bool tensors", NotImplementedError)
+    return prims.where(prims.le(input, _bound_for(input, threshold)), _bound_for(input, value), input)
+
+
+# --- exponential-linear units ---------------------------------------------------------------
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _elu_core(name: str, a, alpha: float, scale: float, input_scale: float) -> TensorProxy:
+    _check_floating(name, a)
+    x = _upcast(a)
+    negative = prims.mul(prims.expm1(prims.mul(x, float(input_scale))), float(alpha) * float(scale))
+    return to_dtype(prims.where(prims.gt(x, 0), prims.mul(x, float(scale)), negative), a.dtype)
+
+
+@torchsymbol(torch._C._nn.elu, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.elu")
+def elu(input, alpha=1.0, scale=1.0, input_scale=1.0):
+    """scale * input where positive, alpha * scale * expm1(input * input_scale) elsewhere."""
+    return _elu_core("elu", input, alpha, scale, input_scale)
+
+
+@torchsymbol(torch.selu, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.selu")
+def selu(input):
+    """elu with the self-normalising constants."""
+    return _elu_core("selu", input, _SELU_ALPHA, _SELU_SCALE, 1.0)
+
+
+@torchsymbol(torch.celu, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.celu")
+def celu(input, alpha=1.0):
+    """max(0, x) + min(0, alpha * expm1(x / alpha))."""
+    check(alpha != 0, lambda: "ZeroDivisionError: alpha cannot be 0 for CELU", RuntimeError)
+    return _elu_core("celu", input, alpha, 1.0, 1.0 / alpha)
+
+
+# --- smooth activations ---------------------------------------------------------------------
+
+
+@torchsymbol(F.gelu, tags=(Tags.ELEMENTWISE,))
+def gelu(input, approximate="none"):
+    """x * Phi(x), exactly ('none', via erf) or with torch's tanh approximation."""
+    check(approximate in ("none", "tanh"), lambda: "approximate argument must be either none or tanh.", RuntimeError)
+    _check_floating("gelu", input)
+    x = _upcast(input)
+    if approximate == "none":
+        cdf = prims.mul(prims.add(prims.erf(prims.mul(x, math.sqrt(0.5))), 1.0), 0.5)
+        return to_dtype(prims.mul(x, cdf), input.dtype)
+    beta = math.sqrt(2.0) * (2.0 / math.sqrt(math.pi)) * 0.5
+    cube = prims.mul(prims.mul(x, x), x)
+    inner = prims.mul(prims.add(x, prims.mul(cube, 0.044715)), beta)
+    out = prims.mul(prims.mul(x, 0.5), prims.add(prims.tanh(inner), 1.0))
+    return to_dtype(out, input.dtype)
+
+
+@torchsymbol(torch._C._nn.silu, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.silu")
+def silu(input):
+    """x * sigmoid(x)."""
+    _check_floating("silu", input)
+    x = _upcast(input)
+    return to_dtype(prims.div(x, prims.add(prims.exp(prims.neg(x)), 1.0)), input.dtype)
+
+
+@torchsymbol(torch._C._nn.mish, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.mish")
+def mish(input):
+    """x * tanh(softplus(x))."""
+    _check_floating("mish", input)
+    x = _upcast(input)
+    return to_dtype(prims.mul(x, prims.tanh(prims.log1p(prims.exp(x)))), input.dtype)
+
+
+@torchsymbol(F.softplus, tags=(Tags.ELEMENTWISE,))
+def softplus(input, beta=1, threshold=20):
+    """log1p(exp(beta * x)) / beta, linear above `threshold` for stability."""
+    _check_floating("softplus", input)
+    x = _upcast(input)
+    scaled = prims.mul(x, float(beta))
+    soft = prims.div(prims.log1p(prims.exp(scaled)), float(beta))
+    return to_dtype(prims.where(prims.gt(scaled, float(threshold)), x, soft), input.dtype)
+
+
+@torchsymbol(torch._C._nn.hardsigmoid, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.hardsigmoid")
+def hardsigmoid(input):
+    """clamp(x + 3, 0, 6) / 6."""
+    _check_floating("hardsigmoid", input)
+    x = _upcast(input)
+    return to_dtype(prims.div(_clamp(prims.add(x, 3.0), 0.0, 6.0), 6.0), input.dtype)
+
+
+@torchsymbol(torch._C._nn.hardswish, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.hardswish")
+def hardswish(input):
+    """x * clamp(x + 3, 0, 6) / 6."""
+    _check_floating("hardswish", input)
+    x = _upcast(input)
+    return to_dtype(prims.div(prims.mul(x, _clamp(prims.add(x, 3.0), 0.0, 6.0)), 6.0), input.dtype)
+
+
+@torchsymbol(F.logsigmoid, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.logsigmoid")
+def logsigmoid(input):
+    """log(sigmoid(x)) as min(x, 0) - log1p(exp(-|x|)), stable for large |x|."""
+    _check_floating("logsigmoid", input)
+    x = _upcast(input)
+    low = prims.where(prims.lt(x, 0.0), x, 0.0)
+    return to_dtype(prims.sub(low, prims.log1p(prims.exp(prims.neg(prims.abs(x))))), input.dtype)
+
+
+def _float_result(name: str, a) -> tuple[TensorProxy, torch.dtype]:
+    # these torch ops are compositions of torch calls: integers promote to the default float dtype
+    _check_input(name, a)
+    check(a.dtype != torch.bool, lambda: f"{name}: not implemented for torch.bool tensors", NotImplementedError)
+    result = a.dtype if a.dtype.is_floating_point else torch.get_default_dtype()
+    return to_dtype(a, computation_dtype(result)), result
+
+
+@torchsymbol(F.softsign, tags=(Tags.ELEMENTWISE,))
+def softsign(input):
+    """x / (1 + |x|)."""
+    x, result = _float_result("softsign", input)
+    return to_dtype(prims.div(x, prims.add(prims.abs(x), 1.0)), result)
+
+
+@torchsymbol(F.tanhshrink, tags=(Tags.ELEMENTWISE,))
+def tanhshrink(input):
+    """x - tanh(x)."""
+    x, result = _float_result("tanhshrink", input)
+    return to_dtype(prims.sub(x, prims.tanh(x)), result)
+
+
+@torchsymbol(torch.hardshrink, torch.Tensor.hardshrink, tags=(Tags.ELEMENTWISE,))
+def hardshrink(input, lambd=0.5):
+    """0 where |x| <= lambd, x elsewhere."""
+    _check_floating("hardshrink", input)
+    inside = prims.logical_and(prims.ge(input, -lambd), prims.le(input, lambd))
+    return prims.where(inside, 0.0, input)
+
+
+@torchsymbol(torch._C._nn.softshrink, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.softshrink")
+def softshrink(input, lambd=0.5):
+    """x - lambd above lambd, x + lambd below -lambd, 0 between."""
+    _check_floating("softshrink", input)
+    check(lambd >= 0, lambda: f"lambda must be greater or equal to 0, but found to be {lambd}.", RuntimeError)
+    x = _upcast(input)
+    # the middle is x * 0, not 0, so that NaN stays NaN as in torch's kernel
+    middle = prims.where(prims.lt(x, -lambd), prims.add(x, lambd), prims.mul(x, 0.0))
+    out = prims.where(prims.gt(x, lambd), prims.sub(x, lambd), middle)
+    return to_dtype(out, input.dtype)
+
+
+@torchsymbol(F.glu)
+def glu(input, dim=-1):
+    """First half of `dim` times the sigmoid of the second half."""
+    _check_input("glu", input)
+    check(input.ndim > 0, lambda: "glu does not support scalars because halving size must be even", RuntimeError)
+    d = canonical_dim(input.ndim, dim)
+    n = input.shape[d]
+    check(n % 2 == 0, lambda: f"Halving dimension must be even, but dimension {d} is size {n}", RuntimeError)
+    _check_floating("glu", input)
+    x = _upcast(input)
+    half = n // 2
+    ones = (1,) * x.ndim
+    first = prims.slice(x, (0,) * x.ndim, tuple(half if i == d else s for i, s in enumerate(x.shape)), ones)
+    second = prims.slice(x, tuple(half if i == d else 0 for i in range(x.ndim)), tuple(x.shape), ones)
+    return to_dtype(prims.mul(first, _sigmoid(second)), input.dtype)
+
+
+# --- in-place forms -----------------------------------------------------------------------------
+
+relu_functional = _InplaceFlag(relu, F.relu)
+relu6_functional = _InplaceFlag(relu6, F.relu6)
+hardtanh_functional = _InplaceFlag(hardtanh, F.hardtanh)
+leaky_relu_functional = _InplaceFlag(leaky_relu, F.leaky_relu)
+threshold_functional = _InplaceFlag(threshold, F.threshold)
+elu_functional = _InplaceFlag(elu, F.elu)
+selu_functional = _InplaceFlag(selu, F.selu)
+celu_functional = _InplaceFlag(celu, F.celu)
+silu_functional = _InplaceFlag(silu, F.silu)
+mish_functional = _InplaceFlag(mish, F.mish)
+hardsigmoid_functional = _InplaceFlag(hardsigmoid, F.hardsigmoid)
+hardswish_functional = _InplaceFlag(hardswish, F.hardswish)
+
+relu_ = torch_inplace(relu, torch.relu_, torch.Tensor.relu_)
+hardtanh_ = torch_inplace(hardtanh, F.hardtanh_)
+leaky_relu_ = torch_inplace(leaky_relu, F.leaky_relu_)
+threshold_ = torch_inplace(threshold, torch.threshold_)
+elu_ = torch_inplace(elu, F.elu_)
+selu_ = torch_inplace(selu, torch.selu_)
+celu_ = torch_inplace(celu, torch.celu_)
+
+__all__ += [n for n, v in list(globals().items()) if not n.startswith("_") and hasattr(v, "torchfns")]

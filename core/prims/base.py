@@ -121,6 +121,7 @@ class PrimIDs:
     INDEX_COPY = "prims.index_copy"
     SCATTER = "prims.scatter"
     SCATTER_ADD = "prims.scatter_add"
+    SCATTER_REDUCE = "prims.scatter_reduce"
     # factories
     FULL = "prims.full"
     IOTA = "prims.iota"

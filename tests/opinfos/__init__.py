@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-FAMILIES = ("elementwise", "conversions", "factories", "reductions", "shape", "indexing", "linalg", "nn", "losses")
+FAMILIES = ("elementwise", "conversions", "factories", "random_ops", "reductions", "shape", "subscript", "indexing", "linalg", "linalg_nn", "linalg_extra", "nn", "nn_norms", "losses")
 
 # The dtypes OpInfos are run for (as the issue asks): ops declare which they support.
 FLOATING = (torch.float32, torch.float64, torch.bfloat16)

@@ -1,8 +1,88 @@
-"""OpInfos for conversions ops."""
+"""OpInfos for dtype conversions: Tensor.to, Tensor.float and friends, type_as, Tensor.type."""
 from __future__ import annotations
 
 import torch
 
-from opinfos import FLOATING, NUMERIC, ALL_TYPES, ErrorInput, OpInfo, SampleInput, make_tensor
+from opinfos import ALL_TYPES, ErrorInput, OpInfo, SampleInput, make_tensor
 
-opinfos: list[OpInfo] = []
+_SHAPES = ((), (5,), (4, 3), (2, 0, 3))
+
+
+def _to(a, *args, **kwargs):
+    return a.to(*args, **kwargs)
+
+
+def _to_samples(dtype, device):
+    a = make_tensor((4, 3), dtype, device)
+    for target in (torch.float64, torch.float32, torch.bfloat16, torch.int64, torch.bool, dtype):
+        yield SampleInput((a, target))
+    for shape in _SHAPES:
+        yield SampleInput((make_tensor(shape, dtype, device), torch.float64))
+    yield SampleInput((make_tensor((4, 6), dtype, device, noncontiguous=True), torch.int32))
+    yield SampleInput((a, "cpu"))
+    yield SampleInput((a, torch.device("cpu"), torch.int64))
+    yield SampleInput((a, make_tensor((2,), torch.float64, device)))  # another tensor as the template
+    yield SampleInput((a,), {"dtype": torch.float32, "copy": True})
+    yield SampleInput((a, torch.int64, True, True))  # non_blocking, copy
+    yield SampleInput((a,), {"device": "cpu", "dtype": torch.bfloat16, "non_blocking": True})
+    yield SampleInput((a, torch.float64), {"memory_format": torch.preserve_format})
+
+
+def _to_errors(device):
+    a = make_tensor((3,), torch.float32, device)
+    # squall has no device-transfer prim: it names what is missing (torch itself would move the tensor)
+    yield ErrorInput(SampleInput((a, "meta")), NotImplementedError, "needs a device-transfer prim", torch_raises=False)
+    yield ErrorInput(SampleInput((a, torch.device("cuda", 0))), NotImplementedError, "from cpu to cuda:0", torch_raises=False)
+    yield ErrorInput(SampleInput((a, torch.float32, "yes")), TypeError, "'non_blocking' must be bool")
+    yield ErrorInput(SampleInput((a, torch.float32), {"foo": 1}), TypeError, "unexpected keyword arguments")
+
+
+def _unchanged(a):
+    """Conversions that change nothing return the tensor itself, as torch does."""
+    same = torch.float32 if a.dtype == torch.float32 else a.dtype
+    return a.to(a.dtype) is a and a.to("cpu") is a and a.type_as(a) is a and a.type(same) is a and a.to(a) is a
+
+
+def _method_samples(dtype, device):
+    for shape in _SHAPES:
+        yield SampleInput((make_tensor(shape, dtype, device),))
+    yield SampleInput((make_tensor((4, 6), dtype, device, noncontiguous=True),))
+    yield SampleInput((make_tensor((3, 2), dtype, device),), {"memory_format": torch.preserve_format})
+
+
+def _method(name: str) -> OpInfo:
+    return OpInfo(f"Tensor.{name}", lambda a, **kw: getattr(a, name)(**kw), _method_samples, ALL_TYPES, symbol=f"torch.Tensor.{name}")
+
+
+def _type_as_samples(dtype, device):
+    for other in (torch.float64, torch.int64, torch.bool, dtype):
+        yield SampleInput((make_tensor((4, 3), dtype, device), make_tensor((2,), other, device)))
+    yield SampleInput((make_tensor((), dtype, device), make_tensor((0,), torch.bfloat16, device)))
+
+
+def _type_samples(dtype, device):
+    a = make_tensor((4, 3), dtype, device)
+    for target in (torch.float64, "torch.LongTensor", "torch.BoolTensor", torch.bfloat16, torch.FloatTensor):
+        yield SampleInput((a, target))
+    yield SampleInput((make_tensor((2, 0), dtype, device), torch.float32))
+
+
+def _type_errors(device):
+    a = make_tensor((3,), torch.float32, device)
+    yield ErrorInput(SampleInput((a, "torch.NoSuchTensor")), ValueError, "invalid type")
+
+
+opinfos: list[OpInfo] = [
+    OpInfo("Tensor.to", _to, _to_samples, ALL_TYPES, error_inputs=_to_errors, symbol="torch.Tensor.to"),
+    OpInfo("Tensor.to_unchanged_is_self", _unchanged, lambda dtype, device: [SampleInput((make_tensor((3,), dtype, device),))], ALL_TYPES, symbol="torch.Tensor.to"),
+    *[_method(n) for n in ("float", "double", "half", "bfloat16", "int", "long", "short", "char", "byte", "bool")],
+    OpInfo("Tensor.type_as", lambda a, b: a.type_as(b), _type_as_samples, ALL_TYPES, symbol="torch.Tensor.type_as"),
+    OpInfo("Tensor.type", lambda a, t: a.type(t), _type_samples, ALL_TYPES, error_inputs=_type_errors, symbol="torch.Tensor.type"),
+    OpInfo(
+        "Tensor.type_name",
+        lambda a: a.type() == {torch.float32: "torch.FloatTensor", torch.int64: "torch.LongTensor"}.get(a.dtype, a.type()),
+        lambda dtype, device: [SampleInput((make_tensor((3,), dtype, device),))],
+        ALL_TYPES,
+        symbol="torch.Tensor.type",
+    ),
+]

@@ -1,8 +1,238 @@
-"""OpInfos for linalg ops."""
+"""OpInfos for linalg ops: matrix products, linear, einsum."""
 from __future__ import annotations
 
 import torch
 
-from opinfos import FLOATING, NUMERIC, ALL_TYPES, ErrorInput, OpInfo, SampleInput, make_tensor
+from opinfos import FLOATING, NUMERIC, ErrorInput, OpInfo, SampleInput, make_tensor
 
-opinfos: list[OpInfo] = []
+_MATMUL_DTYPES = NUMERIC  # torch has no bool matrix products
+
+
+def _t(shape, dtype, device, **kw):
+    # small values keep integer products exact and bf16 sums well inside tolerance
+    return make_tensor(shape, dtype, device, low=-3, high=3, **kw)
+
+
+def _pairs(pairs, dtype, device):
+    for a, b in pairs:
+        yield SampleInput((_t(a, dtype, device), _t(b, dtype, device)))
+
+
+def _matmul_samples(dtype, device):
+    pairs = [
+        ((4,), (4,)),
+        ((3, 4), (4,)),
+        ((4,), (4, 5)),
+        ((3, 4), (4, 5)),
+        ((2, 3, 4), (4,)),
+        ((4,), (2, 4, 5)),
+        ((2, 3, 4), (4, 5)),
+        ((3, 4), (2, 4, 5)),
+        ((2, 1, 3, 4), (5, 4, 2)),
+        ((0, 3), (3, 2)),
+        ((3, 0), (0, 2)),
+    ]
+    yield from _pairs(pairs, dtype, device)
+    yield SampleInput((_t((3, 4), dtype, device, noncontiguous=True), _t((5, 4), dtype, device).T))
+
+
+def _matmul_errors(device):
+    f = torch.float32
+    yield ErrorInput(SampleInput((make_tensor((), f, device), make_tensor((3,), f, device))), RuntimeError, "at least 1D")
+    yield ErrorInput(SampleInput((make_tensor((3, 4), f, device), make_tensor((5, 6), f, device))), RuntimeError, r"cannot be multiplied \(3x4 and 5x6\)")
+    yield ErrorInput(SampleInput((make_tensor((3, 4), f, device), make_tensor((4, 2), torch.float64, device))), RuntimeError, "one dtype")
+    yield ErrorInput(SampleInput((make_tensor((2, 3, 4), f, device), make_tensor((3, 4, 5), f, device))), RuntimeError, "must match the size")
+    b = torch.bool
+    yield ErrorInput(SampleInput((make_tensor((2, 2), b, device), make_tensor((2, 2), b, device))), NotImplementedError, "Bool")
+
+
+def _mm_samples(dtype, device):
+    yield from _pairs([((3, 4), (4, 5)), ((1, 1), (1, 1)), ((0, 4), (4, 2)), ((3, 0), (0, 2))], dtype, device)
+    yield SampleInput((_t((4, 3), dtype, device).T, _t((4, 5), dtype, device, noncontiguous=True)))
+
+
+def _mm_errors(device):
+    f = torch.float32
+    yield ErrorInput(SampleInput((make_tensor((3,), f, device), make_tensor((3, 4), f, device))), RuntimeError, "self must be a matrix")
+    yield ErrorInput(SampleInput((make_tensor((3, 4), f, device), make_tensor((4,), f, device))), RuntimeError, "mat2 must be a matrix")
+    yield ErrorInput(SampleInput((make_tensor((3, 4), f, device), make_tensor((5, 6), f, device))), RuntimeError, r"\(3x4 and 5x6\)")
+    yield ErrorInput(SampleInput((make_tensor((3, 4), f, device), make_tensor((4, 2), torch.float64, device))), RuntimeError, "one dtype")
+
+
+def _bmm_samples(dtype, device):
+    yield from _pairs([((2, 3, 4), (2, 4, 5)), ((1, 1, 1), (1, 1, 1)), ((0, 3, 4), (0, 4, 2)), ((2, 3, 0), (2, 0, 4))], dtype, device)
+    yield SampleInput((_t((2, 3, 4), dtype, device, noncontiguous=True), _t((2, 5, 4), dtype, device).transpose(1, 2)))
+
+
+def _bmm_errors(device):
+    f = torch.float32
+    yield ErrorInput(SampleInput((make_tensor((3, 4), f, device), make_tensor((2, 4, 5), f, device))), RuntimeError, "batch1 must be a 3D")
+    yield ErrorInput(SampleInput((make_tensor((2, 3, 4), f, device), make_tensor((3, 4, 5), f, device))), RuntimeError, r"Expected size for first two dimensions of batch2 tensor to be: \[2, 4\]")
+    yield ErrorInput(SampleInput((make_tensor((2, 3, 4), f, device), make_tensor((2, 5, 5), f, device))), RuntimeError, "batch2")
+
+
+def _mv_samples(dtype, device):
+    yield from _pairs([((3, 4), (4,)), ((1, 1), (1,)), ((0, 4), (4,)), ((3, 0), (0,))], dtype, device)
+    yield SampleInput((_t((4, 3), dtype, device).T, _t((4,), dtype, device, noncontiguous=True)))
+
+
+def _mv_errors(device):
+    f = torch.float32
+    yield ErrorInput(SampleInput((make_tensor((4,), f, device), make_tensor((4,), f, device))), RuntimeError, "matrix @ vector expected")
+    yield ErrorInput(SampleInput((make_tensor((3, 4), f, device), make_tensor((5,), f, device))), RuntimeError, "size mismatch")
+
+
+def _dot_samples(dtype, device):
+    yield from _pairs([((5,), (5,)), ((1,), (1,)), ((0,), (0,))], dtype, device)
+    yield SampleInput((_t((6,), dtype, device, noncontiguous=True), _t((6,), dtype, device)))
+
+
+def _dot_errors(device):
+    f = torch.float32
+    yield ErrorInput(SampleInput((make_tensor((4, 1), f, device), make_tensor((4,), f, device))), RuntimeError, "1D tensors expected, but got 2D and 1D")
+    yield ErrorInput(SampleInput((make_tensor((4,), f, device), make_tensor((5,), f, device))), RuntimeError, "inconsistent tensor size")
+    yield ErrorInput(SampleInput((make_tensor((4,), f, device), make_tensor((4,), torch.float64, device))), RuntimeError, "one dtype")
+
+
+def _outer_samples(dtype, device):
+    yield from _pairs([((3,), (4,)), ((1,), (1,)), ((0,), (3,))], dtype, device)
+    yield SampleInput((_t((3,), dtype, device), _t((2,), torch.float64, device)))  # promotes like mul
+    yield SampleInput((_t((5,), dtype, device, noncontiguous=True), _t((2,), dtype, device)))
+
+
+def _outer_errors(device):
+    f = torch.float32
+    yield ErrorInput(SampleInput((make_tensor((4, 2), f, device), make_tensor((4,), f, device))), RuntimeError, "Expected 1-D argument self, but got 2-D")
+    yield ErrorInput(SampleInput((make_tensor((4,), f, device), make_tensor((4, 2), f, device))), RuntimeError, "Expected 1-D argument vec2")
+
+
+def _addmm_samples(dtype, device):
+    for shape in ((3, 5), (5,), (3, 1), ()):
+        yield SampleInput((_t(shape, dtype, device), _t((3, 4), dtype, device), _t((4, 5), dtype, device)))
+    yield SampleInput((_t((3, 5), dtype, device), _t((3, 4), dtype, device), _t((4, 5), dtype, device)), {"beta": 2, "alpha": 3})
+    yield SampleInput((_t((0, 2), dtype, device), _t((0, 4), dtype, device), _t((4, 2), dtype, device)), {"alpha": 2})
+    yield SampleInput((_t((3, 2), dtype, device), _t((3, 0), dtype, device), _t((0, 2), dtype, device)), {"beta": 2})
+    if dtype.is_floating_point:
+        yield SampleInput((_t((3, 5), dtype, device), _t((3, 4), dtype, device), _t((4, 5), dtype, device)), {"beta": 0.5, "alpha": -1.5})
+        nan = torch.full((3, 5), float("nan"), dtype=dtype, device=device)
+        yield SampleInput((nan, _t((3, 4), dtype, device), _t((4, 5), dtype, device)), {"beta": 0})  # beta=0 ignores NaN
+
+
+def _addmm_errors(device):
+    f = torch.float32
+    yield ErrorInput(SampleInput((make_tensor((3,), f, device), make_tensor((3, 4), f, device), make_tensor((4, 2), f, device))), RuntimeError, "expanded size")
+    yield ErrorInput(SampleInput((make_tensor((3, 2), f, device), make_tensor((3, 4), torch.int64, device), make_tensor((4, 2), torch.int64, device))), RuntimeError, "same dtype")
+    yield ErrorInput(SampleInput((make_tensor((3, 2), f, device), make_tensor((3, 4), f, device), make_tensor((5, 2), f, device))), RuntimeError, "cannot be multiplied")
+
+
+def _addmm_inplace_samples(dtype, device):
+    # an in-place result keeps the input's shape: no broadcasting of input
+    yield SampleInput((_t((3, 5), dtype, device), _t((3, 4), dtype, device), _t((4, 5), dtype, device)))
+    yield SampleInput((_t((3, 5), dtype, device), _t((3, 4), dtype, device), _t((4, 5), dtype, device)), {"beta": 0.5, "alpha": 2})
+
+
+def _addmv_samples(dtype, device):
+    for shape in ((3,), (1,), ()):
+        yield SampleInput((_t(shape, dtype, device), _t((3, 4), dtype, device), _t((4,), dtype, device)))
+    yield SampleInput((_t((3,), dtype, device), _t((3, 4), dtype, device), _t((4,), dtype, device)), {"beta": 2, "alpha": -1})
+    yield SampleInput((_t((0,), dtype, device), _t((0, 4), dtype, device), _t((4,), dtype, device)))
+
+
+def _baddbmm_samples(dtype, device):
+    for shape in ((2, 3, 5), (3, 5), (1, 1, 5)):
+        yield SampleInput((_t(shape, dtype, device), _t((2, 3, 4), dtype, device), _t((2, 4, 5), dtype, device)))
+    yield SampleInput((_t((2, 3, 5), dtype, device), _t((2, 3, 4), dtype, device), _t((2, 4, 5), dtype, device)), {"beta": 3, "alpha": 2})
+    yield SampleInput((_t((0, 3, 5), dtype, device), _t((0, 3, 4), dtype, device), _t((0, 4, 5), dtype, device)))
+
+
+def _addbmm_samples(dtype, device):
+    for shape in ((3, 5), (5,)):
+        yield SampleInput((_t(shape, dtype, device), _t((2, 3, 4), dtype, device), _t((2, 4, 5), dtype, device)))
+    yield SampleInput((_t((3, 5), dtype, device), _t((2, 3, 4), dtype, device), _t((2, 4, 5), dtype, device)), {"beta": 2, "alpha": 3})
+    yield SampleInput((_t((3, 5), dtype, device), _t((0, 3, 4), dtype, device), _t((0, 4, 5), dtype, device)))
+
+
+def _linear_samples(dtype, device):
+    for x, w, b in (((3, 4), (5, 4), (5,)), ((3, 4), (5, 4), None), ((4,), (5, 4), (5,)), ((2, 3, 4), (5, 4), (5,)), ((3, 4), (4,), None), ((4,), (4,), ()), ((2, 1, 3, 4), (4,), ()), ((0, 4), (5, 4), (5,)), ((3, 0), (5, 0), (5,))):
+        yield SampleInput((_t(x, dtype, device), _t(w, dtype, device), None if b is None else _t(b, dtype, device)))
+    yield SampleInput((_t((3, 4), dtype, device, noncontiguous=True), _t((5, 4), dtype, device)), {"bias": _t((5,), dtype, device)})
+
+
+def _linear_errors(device):
+    f = torch.float32
+    yield ErrorInput(SampleInput((make_tensor((3, 4), f, device), make_tensor((5, 3), f, device))), RuntimeError, r"cannot be multiplied \(3x4 and 3x5\)")
+    yield ErrorInput(SampleInput((make_tensor((3, 4), f, device), make_tensor((2, 5, 4), f, device))), RuntimeError, "1-D or 2-D")
+    yield ErrorInput(SampleInput((make_tensor((3, 4), f, device), make_tensor((5, 4), f, device), make_tensor((3,), f, device))), RuntimeError, "expanded size")
+    yield ErrorInput(SampleInput((make_tensor((3, 4), f, device), make_tensor((4,), f, device), make_tensor((), f, device))), RuntimeError, "mat2 must be a matrix")
+
+
+_EINSUM = [
+    ("ij,jk->ik", ((3, 4), (4, 5))),
+    ("ij,jk", ((3, 4), (4, 5))),
+    ("bij,bjk->bik", ((2, 3, 4), (2, 4, 5))),
+    ("i,i->", ((5,), (5,))),
+    ("i,j->ij", ((3,), (4,))),
+    ("ij->ji", ((3, 4),)),
+    ("ij->", ((3, 4),)),
+    ("ii->i", ((3, 3),)),
+    ("iij->ji", ((3, 3, 2),)),
+    ("...ij,...jk", ((2, 3, 4), (4, 5))),
+    ("i...j,j...->...", ((2, 7, 3), (3, 7))),
+    ("...ij->ij", ((2, 3, 4),)),
+    ("bhqd,bhkd->bhqk", ((2, 3, 4, 5), (2, 3, 6, 5))),
+    ("ij,jk,kl->il", ((2, 3), (3, 4), (4, 5))),
+    ("ab,bc,ca->", ((2, 3), (3, 4), (4, 2))),
+    ("ij,ij->ij", ((3, 1), (1, 3))),
+    ("Ba,aB", ((2, 3), (3, 2))),
+    ("ij,jk->ik", ((0, 4), (4, 5))),
+    ("ij,jk->ik", ((3, 0), (0, 5))),
+]
+
+
+def _einsum_samples(dtype, device):
+    for eq, shapes in _EINSUM:
+        yield SampleInput((eq, *(_t(s, dtype, device) for s in shapes)))
+    yield SampleInput(("ij,jk", [_t((3, 4), dtype, device, noncontiguous=True), _t((4, 2), dtype, device)]))
+    yield SampleInput((_t((2, 3), dtype, device), [0, 1], _t((3, 4), dtype, device), [1, 2], [0, 2]))
+    yield SampleInput((_t((5, 2, 3), dtype, device), [Ellipsis, 1], _t((3, 4), dtype, device), [1, 2]))
+
+
+def _einsum_errors(device):
+    f = torch.float32
+
+    def s(eq, *shapes, dtype=f):
+        return SampleInput((eq, *(make_tensor(x, dtype, device) for x in shapes)))
+
+    yield ErrorInput(s("ij,jk", (2, 3)), RuntimeError, "fewer operands")
+    yield ErrorInput(s("ij", (2, 3), (2,)), RuntimeError, "more operands")
+    yield ErrorInput(s("ijk", (2, 3)), RuntimeError, r"subscripts in the equation \(3\) does not match the number of dimensions \(2\)")
+    yield ErrorInput(s("ij->k", (2, 3)), RuntimeError, "output subscript k does not appear")
+    yield ErrorInput(s("ij->ii", (2, 3)), RuntimeError, "output subscript i appears more than once")
+    yield ErrorInput(s("i1->i", (2, 3)), RuntimeError, "invalid subscript given at index 1")
+    yield ErrorInput(s("ij,ij->ij", (2, 3), (3, 3)), RuntimeError, "subscript i has size 3 for operand 1")
+    yield ErrorInput(s("ii", (2, 3)), RuntimeError, "subscript i is repeated for operand 0")
+    yield ErrorInput(s("ij.k", (2, 3, 4)), RuntimeError, "not part of any ellipsis")
+    yield ErrorInput(s("ij,jk", (2, 3), (3, 4), dtype=torch.bool), NotImplementedError, "Bool")
+    yield ErrorInput(SampleInput(("ij,jk", make_tensor((2, 3), f, device), make_tensor((3, 4), torch.float64, device))), RuntimeError, "one dtype")
+
+
+_SMALL_BF16 = {torch.bfloat16: (3e-2, 5e-2)}
+
+opinfos = [
+    OpInfo("matmul", torch.matmul, _matmul_samples, _MATMUL_DTYPES, error_inputs=_matmul_errors, symbol="torch.matmul"),
+    OpInfo("matmul_operator", lambda a, b: a @ b, _matmul_samples, FLOATING, symbol="torch.matmul"),
+    OpInfo("rmatmul", lambda a, b: torch.Tensor.__rmatmul__(b, a), _matmul_samples, FLOATING, symbol="torch.Tensor.__rmatmul__"),
+    OpInfo("mm", torch.mm, _mm_samples, _MATMUL_DTYPES, error_inputs=_mm_errors, symbol="torch.mm"),
+    OpInfo("bmm", torch.bmm, _bmm_samples, _MATMUL_DTYPES, error_inputs=_bmm_errors, symbol="torch.bmm"),
+    OpInfo("mv", torch.mv, _mv_samples, _MATMUL_DTYPES, error_inputs=_mv_errors, symbol="torch.mv"),
+    OpInfo("dot", torch.dot, _dot_samples, _MATMUL_DTYPES, error_inputs=_dot_errors, symbol="torch.dot"),
+    OpInfo("vdot", torch.vdot, _dot_samples, _MATMUL_DTYPES, symbol="torch.vdot"),
+    OpInfo("outer", torch.outer, _outer_samples, _MATMUL_DTYPES, error_inputs=_outer_errors, symbol="torch.outer"),
+    OpInfo("addmm", torch.addmm, _addmm_samples, _MATMUL_DTYPES, error_inputs=_addmm_errors, symbol="torch.addmm", tolerances=_SMALL_BF16),
+    OpInfo("addmm_inplace", lambda i, a, b, **kw: (i * 1).addmm_(a, b, **kw), _addmm_inplace_samples, FLOATING, symbol="torch.addmm", tolerances=_SMALL_BF16),
+    OpInfo("addmv", torch.addmv, _addmv_samples, _MATMUL_DTYPES, symbol="torch.addmv", tolerances=_SMALL_BF16),
+    OpInfo("baddbmm", torch.baddbmm, _baddbmm_samples, _MATMUL_DTYPES, symbol="torch.baddbmm", tolerances=_SMALL_BF16),
+    OpInfo("addbmm", torch.addbmm, _addbmm_samples, _MATMUL_DTYPES, symbol="torch.addbmm", tolerances=_SMALL_BF16),
+    OpInfo("linear", torch.nn.functional.linear, _linear_samples, _MATMUL_DTYPES, error_inputs=_linear_errors, symbol="torch.nn.functional.linear", tolerances=_SMALL_BF16),
+    OpInfo("einsum", torch.einsum, _einsum_samples, _MATMUL_DTYPES, error_inputs=_einsum_errors, symbol="torch.einsum", tolerances=_SMALL_BF16),
+]

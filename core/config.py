@@ -1,0 +1,187 @@
+"""Executor priority lists: which executors a compilation asks, in what order.
+
+Highest first:
+
+1. `squall.jit(fn, executors=[...])`
+2. the environment variable `SQUALL_EXECUTORS=a,b`
+3. `[tool.squall] executors = [...]` in the nearest pyproject.toml (from the working
+   directory up), with per-operation overrides under `[tool.squall.ops]`:
+   `"torch.nn.functional.cross_entropy" = ["apex_xentropy", "torch"]`
+4. the defaults: every installed, available executor that joins the defaults, by its
+   declared rank, torch last.
+
+A list of names is *absolute* (it is the whole list; torch is appended if it is not
+named) or *relative*, made only of "+name" (put in front of the defaults, in the order
+given) and "-name" (removed from the defaults). An absolute list from the jit call or the
+environment replaces everything, per-operation overrides included; a relative one keeps
+the project's per-operation overrides. A list of Executor objects is used exactly as given.
+An unknown name is an `UnknownExecutorError` listing the installed ones; a named but
+unavailable executor is a warning saying why (the planner then passes it over).
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from squall.extend import Executor, resolve_operation
+from squall.ltorch.base import SquallWarning
+from squall.plugins import Marketplace, default_marketplace
+
+__all__ = ["ExecutorPriority", "UnknownExecutorError", "resolve_executors", "find_pyproject", "read_pyproject", "ENV_VAR"]
+
+ENV_VAR = "SQUALL_EXECUTORS"
+
+
+class UnknownExecutorError(ValueError):
+    """A priority list names an executor that is not installed."""
+
+
+class ExecutorPriority(list):
+    """A resolved priority list: the executors, highest first, plus per-operation lists.
+
+    `key` (the executor names, and the per-operation lists) identifies the configuration
+    in a cache key; `source` says where the list came from.
+    """
+
+    def __init__(self, executors: Sequence[Executor], *, per_op: Mapping[str, Sequence[Executor]] | None = None, source: str = ""):
+        super().__init__(executors)
+        self.per_op: dict[str, tuple[Executor, ...]] = {k: tuple(v) for k, v in (per_op or {}).items()}
+        self.source = source
+        self.key: tuple = (
+            tuple(ex.name for ex in self),
+            tuple(sorted((op, tuple(ex.name for ex in exs)) for op, exs in self.per_op.items())),
+        )
+
+    @property
+    def names(self) -> list[str]:
+        return [ex.name for ex in self]
+
+    def __repr__(self) -> str:
+        extra = f", per_op={ {k: [e.name for e in v] for k, v in self.per_op.items()} }" if self.per_op else ""
+        return f"ExecutorPriority({self.names}{extra}, source={self.source!r})"
+
+
+def find_pyproject(start: str | os.PathLike | None = None) -> Path | None:
+    """The nearest pyproject.toml from `start` (the working directory) upwards."""
+    here = Path(start if start is not None else os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def read_pyproject(path: Path) -> dict[str, Any]:
+    """The `[tool.squall]` table of `path` (empty when absent); malformed settings are errors."""
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f).get("tool", {}).get("squall", {})
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"squall: cannot read {path}: {e}") from e
+    executors = table.get("executors")
+    if executors is not None and not (isinstance(executors, list) and all(isinstance(n, str) for n in executors)):
+        raise ValueError(f"squall: [tool.squall] executors in {path} must be a list of executor names")
+    ops = table.get("ops", {})
+    if not isinstance(ops, dict) or not all(isinstance(v, list) and all(isinstance(n, str) for n in v) for v in ops.values()):
+        raise ValueError(f"squall: [tool.squall.ops] in {path} must map operation names to lists of executor names")
+    return table
+
+
+def _lookup(name: str, market: Marketplace) -> Executor:
+    ex = market.get(name)
+    if ex is None:
+        installed = ", ".join(market.names()) or "none"
+        failed = market.load_error_for(name)
+        why = f" (its plugin failed to load: {failed.error})" if failed else ""
+        others = "".join(f"; {e}" for e in market.load_errors if e is not failed)
+        raise UnknownExecutorError(f"squall: unknown executor {name!r}{why}; installed executors: {installed}{others}")
+    availability = ex.availability()
+    if not availability:
+        warnings.warn(
+            f"squall: executor {name!r} is unavailable here ({availability.reason}); it will be passed over",
+            SquallWarning,
+            stacklevel=5,
+        )
+    return ex
+
+
+def _is_relative(entry: Any) -> bool:
+    return isinstance(entry, str) and entry[:1] in "+-" and entry != ""
+
+
+def _apply(entries: Sequence[Any], base: Sequence[Executor], market: Marketplace, where: str) -> tuple[list[Executor], bool]:
+    """The list `entries` describes, given `base` for relative entries; and whether it was relative."""
+    entries = list(entries)
+    relative = [e for e in entries if _is_relative(e)]
+    if relative and len(relative) != len(entries):
+        raise ValueError(f"squall: {where} mixes plain names with +name/-name entries: {entries}")
+    if relative:
+        front = [_lookup(e[1:], market) for e in relative if e[0] == "+"]
+        removed = {_lookup(e[1:], market).name for e in relative if e[0] == "-"}
+        front_names = {ex.name for ex in front}
+        rest = [ex for ex in base if ex.name not in front_names]
+        return [ex for ex in front + rest if ex.name not in removed], True
+    out: list[Executor] = []
+    for e in entries:
+        ex = e if isinstance(e, Executor) else _lookup(e, market) if isinstance(e, str) else None
+        if ex is None:
+            raise TypeError(f"squall: {where} entries are executor names or Executor objects, got {type(e).__name__}")
+        if ex.name not in {x.name for x in out}:
+            out.append(ex)
+    torch_ex = market.get("torch")
+    if torch_ex is not None and "torch" not in {ex.name for ex in out}:
+        out.append(torch_ex)  # so that every program still runs
+    return out, False
+
+
+def _split(value: str) -> list[str]:
+    return [n.strip() for n in value.split(",") if n.strip()]
+
+
+def resolve_executors(
+    requested: Sequence[Executor | str] | None = None,
+    *,
+    marketplace: Marketplace | None = None,
+    environ: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike | None = None,
+) -> ExecutorPriority:
+    """The priority list in force for a compilation (see the module docstring for the rules)."""
+    if requested is not None and not isinstance(requested, (str, bytes)) and all(isinstance(e, Executor) for e in requested):
+        return ExecutorPriority(list(requested), source="jit(executors=...)")
+    if isinstance(requested, str):
+        requested = _split(requested)
+    market = marketplace if marketplace is not None else default_marketplace()
+    env = os.environ if environ is None else environ
+    defaults = market.default_executors()
+    env_list = _split(env.get(ENV_VAR, ""))
+    pyproject: Path | None = None
+    project: dict[str, Any] = {}
+    if requested is None and not env_list or any(_is_relative(e) for e in (requested or env_list)):
+        # the project's settings matter only where no absolute list is given above them
+        pyproject = find_pyproject(cwd)
+        project = read_pyproject(pyproject) if pyproject is not None else {}
+
+    if requested is not None:
+        chosen, relative = _apply(requested, defaults, market, "executors=")
+        source = "jit(executors=...)"
+    elif env_list:
+        chosen, relative = _apply(env_list, defaults, market, f"${ENV_VAR}")
+        source = f"${ENV_VAR}"
+    elif project.get("executors") is not None:
+        chosen, relative = _apply(project["executors"], defaults, market, f"[tool.squall] executors in {pyproject}")
+        source = str(pyproject)
+    else:
+        chosen, relative, source = list(defaults), True, "defaults"
+
+    per_op: dict[str, list[Executor]] = {}
+    for op_name, entries in project.get("ops", {}).items():
+        try:
+            op_id = resolve_operation(op_name, market.operations).id
+        except KeyError as e:
+            raise ValueError(f"squall: [tool.squall.ops] in {pyproject}: {e.args[0]}") from None
+        per_op[op_id], _ = _apply(entries, chosen, market, f"[tool.squall.ops] {op_name!r} in {pyproject}")
+    return ExecutorPriority(chosen, per_op=per_op, source=source)

@@ -1,0 +1,234 @@
+"""Explain: what the marketplace did with a program, and what is on the market.
+
+`explain(fn, *args, **kwargs)` traces and plans `fn` as `squall.jit` would (nothing is
+run or cached) and returns a report that prints as a table: each operation with its
+line in the user's code, the executor that took it, the ones that declined and why,
+fusion regions, and opaque fallbacks. `executors()` lists what is installed.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from squall.config import ExecutorPriority, resolve_executors
+from squall.jit import JittedFunction, JittedModule, trace_program
+from squall.planner import Plan, RegionRecord, plan
+from squall.plugins import Marketplace, default_marketplace
+from squall.proxies import type_string
+from squall.symbol import Tags
+
+__all__ = ["explain", "executors", "ExplainReport", "OperationRow", "ExecutorRow", "ExecutorTable"]
+
+
+def _table(header: list[str], rows: list[list[str]], *, max_width: int = 60) -> str:
+    cells = [[c if len(c) <= max_width else c[: max_width - 1] + "…" for c in row] for row in [header, *rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+@dataclass
+class OperationRow:
+    """One operation of the program (depth 0) or of a decomposition (depth > 0)."""
+
+    op: str
+    depth: int
+    executor: str | None  # None: decomposed into the rows below it
+    declined: list[tuple[str, str]]
+    output: str
+    source: tuple[str, int, str] | None = None
+    region: int | None = None
+    opaque: bool = False
+
+    @property
+    def where(self) -> str:
+        return f"{os.path.basename(self.source[0])}:{self.source[1]}" if self.source else ""
+
+
+@dataclass
+class ExplainReport:
+    """The planning decisions for one program, printable as a table; `to_dict()` for JSON."""
+
+    function: str
+    executors: list[str]
+    config_source: str
+    per_op: dict[str, list[str]]
+    rows: list[OperationRow]
+    regions: list[RegionRecord]
+    unavailable: dict[str, str]
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    plan: Plan | None = field(default=None, repr=False)
+
+    @property
+    def opaque(self) -> list[str]:
+        return sorted({r.op.removeprefix("opaque.") for r in self.rows if r.opaque})
+
+    def taken_by(self, op: str) -> list[str | None]:
+        """The executor of every call of `op` (None where it was decomposed)."""
+        return [r.executor for r in self.rows if r.op == op]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "function": self.function,
+            "executors": self.executors,
+            "config_source": self.config_source,
+            "per_op": self.per_op,
+            "operations": [
+                {
+                    "op": r.op,
+                    "depth": r.depth,
+                    "executor": r.executor,
+                    "declined": [{"executor": n, "reason": why} for n, why in r.declined],
+                    "output": r.output,
+                    "source": {"file": r.source[0], "line": r.source[1], "text": r.source[2]} if r.source else None,
+                    "region": r.region,
+                    "opaque": r.opaque,
+                }
+                for r in self.rows
+            ],
+            "regions": [asdict(r) for r in self.regions],
+            "unavailable": self.unavailable,
+            "opaque": self.opaque,
+            "errors": self.errors,
+            "warnings": self.warnings,
+        }
+
+    def __str__(self) -> str:
+        order = " > ".join(self.executors)
+        lines = [f"squall.explain({self.function}): executors {order} (from {self.config_source})"]
+        for op, names in self.per_op.items():
+            lines.append(f"  for {op}: {' > '.join(names)}")
+        body = []
+        for r in self.rows:
+            taken = r.executor if r.executor is not None else "(decomposed)"
+            if r.region is not None:
+                taken += f" [region {r.region}]"
+            declined = "; ".join(f"{n}: {why}" for n, why in r.declined)
+            text = r.source[2] if r.source and r.depth == 0 else ""
+            body.append([r.where if r.depth == 0 else "", "  " * r.depth + r.op, taken, declined, text])
+        lines.append(_table(["where", "operation", "taken by", "declined (why)", "source"], body))
+        for i, region in enumerate(self.regions):
+            reused = ", reusing an identical region's compilation" if region.reused else ""
+            lines.append(f"region {i} ({region.executor}): {len(region.ops)} ops, {len(region.inputs)} inputs -> "
+                         f"{len(region.outputs)} outputs{reused}: {', '.join(region.ops)}")
+        lines.append(f"opaque fallbacks: {', '.join(self.opaque) or 'none'}")
+        for name, why in self.unavailable.items():
+            lines.append(f"passed over: {name} ({why})")
+        for message in self.errors + self.warnings:
+            lines.append(f"note: {message}")
+        return "\n".join(lines)
+
+
+def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
+    """How squall would run `fn(*args, **kwargs)`: traced and planned, not run.
+
+    `fn` is a function, an nn.Module, or the result of `squall.jit` (whose executor
+    list is then used; otherwise the configuration in force is).
+    """
+    if isinstance(fn, JittedModule):
+        fn = fn._jitted
+    if isinstance(fn, JittedFunction):
+        target, module, priority = fn.fn, fn.module, fn.executors
+    else:
+        target, module, priority = fn, fn if isinstance(fn, torch.nn.Module) else None, resolve_executors(None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trace, _ = trace_program(target, args, kwargs, module=module)
+        needs_grad = torch.is_grad_enabled() and any(p.requires_grad for p in trace.inputs)
+        execution = plan(trace, priority, autograd=needs_grad)
+    rows = [
+        OperationRow(
+            d.bsym.sym.id,
+            d.depth,
+            d.executor,
+            list(d.declined),
+            ", ".join(type_string(p) for p in d.bsym.output_proxies()),
+            d.bsym.source,
+            d.region,
+            Tags.OPAQUE in d.bsym.sym.tags,
+        )
+        for d in execution.decisions
+    ]
+    per_op = {op: [ex.name for ex in exs] for op, exs in getattr(priority, "per_op", {}).items()}
+    name = getattr(target, "__name__", type(target).__name__)
+    return ExplainReport(
+        name,
+        [ex.name for ex in priority],
+        priority.source if isinstance(priority, ExecutorPriority) else "jit(executors=...)",
+        per_op,
+        rows,
+        execution.regions,
+        execution.unavailable,
+        list(execution.errors),
+        sorted({str(w.message) for w in caught}),
+        execution,
+    )
+
+
+@dataclass
+class ExecutorRow:
+    """One installed executor."""
+
+    name: str
+    version: str
+    distribution: str
+    plugin: str
+    available: bool
+    reason: str
+    rank: int
+    default: bool
+    ops: list[str]
+
+
+@dataclass
+class ExecutorTable:
+    """What is installed: executors with availability and claims, and plugins that failed to load."""
+
+    rows: list[ExecutorRow]
+    load_errors: list[str]
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, name: str) -> ExecutorRow:
+        for row in self.rows:
+            if row.name == name:
+                return row
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"executors": [asdict(r) for r in self.rows], "load_errors": self.load_errors}
+
+    def __str__(self) -> str:
+        body = [
+            [r.name, r.version or "-", r.distribution or "-", "yes" if r.available else f"no: {r.reason}",
+             str(len(r.ops)), str(r.rank), "yes" if r.default else "only when named"]
+            for r in self.rows
+        ]
+        text = _table(["executor", "version", "distribution", "available", "ops", "rank", "default"], body, max_width=70)
+        for error in self.load_errors:
+            text += f"\nnot loaded: {error}"
+        return text
+
+
+def executors(marketplace: Marketplace | None = None) -> ExecutorTable:
+    """The installed executors (name, version, distribution, availability, rank, operations claimed)."""
+    market = marketplace if marketplace is not None else default_marketplace()
+    rows = []
+    for ex in market.executors():
+        availability = ex.availability()
+        rows.append(ExecutorRow(
+            ex.name, ex.version, ex.distribution, market.plugin_of(ex.name), bool(availability),
+            availability.reason, ex.default_rank, market.in_defaults(ex.name), ex.claimed_ops(),
+        ))
+    return ExecutorTable(rows, [str(e) for e in market.load_errors])

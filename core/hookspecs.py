@@ -1,0 +1,54 @@
+"""The plugin contract: the hooks an executor package implements.
+
+A plugin is a module (or any object) with functions marked `@hookimpl`, found through
+the entry-point group `squall`:
+
+    [project.entry-points.squall]
+    my_kernels = "squall_my_kernels"
+
+Hooks are called once each, when the marketplace is built (the first compilation, or
+`squall executors`), never while planning: hooks register, dictionary lookups plan.
+Calls are keyword-only, so an implementation may accept any subset of the arguments
+a spec names, and a spec can grow an argument without breaking existing plugins.
+Each plugin's implementation is called on its own: one that raises is recorded in
+the marketplace's load errors and skipped, and the others still register.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from squall.extend import Executor, OperationRegistry
+
+__all__ = ["hookspec", "hookimpl", "squall_register_operations", "squall_register_executors"]
+
+hookspec = pluggy.HookspecMarker("squall")
+hookimpl = pluggy.HookimplMarker("squall")
+
+
+@hookspec
+def squall_register_operations(registry: OperationRegistry) -> None:
+    """Add new operations (custom ops) that user code can call and executors can implement.
+
+    Called once per marketplace, for every plugin, before any `squall_register_executors`,
+    so every executor may register implementations for every plugin's operations.
+    Define an operation with `registry.define(name, meta=..., reference=...)`: `meta`
+    receives proxies and returns output proxies; `reference`, a torch function with the
+    same signature, runs it eagerly outside squall and is what the built-in torch
+    executor uses when no other executor takes it. The return value is ignored.
+    """
+
+
+@hookspec
+def squall_register_executors(operations: OperationRegistry) -> list[Executor]:
+    """Return the executors this plugin puts on the market.
+
+    Called once per marketplace, for every plugin, after all operations are defined
+    (`operations` holds them, to look up custom-op symbols). Results from all plugins
+    are collected; executor names must be unique across plugins (a duplicate is
+    recorded as a load error and skipped). An executor's `is_available()` is asked
+    later, when priority lists are resolved, so return executors even if their
+    library or device is missing here: users then see why they are unavailable.
+    """

@@ -1,0 +1,519 @@
+"""Torch-language ops built on matrix products and windows: convolution, pooling, attention, resizing."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from squall import prims
+from squall.ltorch.base import torchsymbol
+from squall.ltorch.helpers import check, computation_dtype, is_tensor, to_dtype
+from squall.proxies import TensorProxy
+
+__all__: list[str] = []
+
+
+def _ntuple(name: str, arg: str, value, n: int) -> tuple[int, ...]:
+    """An int or a sequence of 1 or n ints, as n ints (torch's expand_param_if_needed)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value,) * n
+    check(
+        isinstance(value, (tuple, list)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value),
+        lambda: f"{name}(): argument '{arg}' must be an int or a tuple of ints, not {value!r}",
+        TypeError,
+    )
+    check(
+        len(value) in (1, n),
+        lambda: f"{name}(): expected {arg} to be a single integer value or a list of {n} values to match the convolution dimensions, but got {arg}={list(value)}",
+        RuntimeError,
+    )
+    return tuple(value) * n if len(value) == 1 else tuple(value)
+
+
+def _sizes(values) -> str:
+    return " x ".join(map(str, values))
+
+
+def _batched(name: str, input, n: int) -> tuple[TensorProxy, bool]:
+    """`input` with a batch dimension (added when unbatched), and whether one was added."""
+    check(is_tensor(input), lambda: f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
+    check(
+        input.ndim in (n + 1, n + 2),
+        lambda: f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to {name}, but got input of size: {list(input.shape)}",
+        RuntimeError,
+    )
+    if input.ndim == n + 1:
+        return prims.reshape(input, (1, *input.shape)), True
+    return input, False
+
+
+def _unbatch(out: TensorProxy, added: bool) -> TensorProxy:
+    return prims.reshape(out, out.shape[1:]) if added else out
+
+
+# --- convolution -------------------------------------------------------------------------
+
+
+def _check_conv_operands(name: str, x, weight, bias, n: int) -> None:
+    check(is_tensor(weight), lambda: f"{name}(): argument 'weight' must be Tensor, not {type(weight).__name__}", TypeError)
+    check(weight.ndim == n + 2, lambda: f"{name}(): expected a {n + 2}-D weight, got a weight of size {list(weight.shape)}", RuntimeError)
+    check(x.dtype == weight.dtype, lambda: f"{name}(): Input type ({x.dtype}) and weight type ({weight.dtype}) should be the same", RuntimeError)
+    check(x.dtype != torch.bool, lambda: f"{name}(): not implemented for 'Bool'", NotImplementedError)
+    if bias is not None:
+        check(is_tensor(bias), lambda: f"{name}(): argument 'bias' must be Tensor, not {type(bias).__name__}", TypeError)
+        check(bias.dtype == x.dtype, lambda: f"{name}(): Input type ({x.dtype}) and bias type ({bias.dtype}) should be the same", RuntimeError)
+
+
+def _check_conv_params(stride, dilation, groups) -> None:
+    check(all(s > 0 for s in stride), lambda: f"non-positive stride is not supported, got stride={list(stride)}", RuntimeError)
+    check(all(d > 0 for d in dilation), lambda: f"dilation should be greater than zero, but got {list(dilation)}", RuntimeError)
+    check(isinstance(groups, int) and groups > 0, lambda: f"non-positive groups is not supported, got groups={groups}", RuntimeError)
+
+
+def _convnd(name: str, n: int, input, weight, bias, stride, padding, dilation, groups) -> TensorProxy:
+    x, added = _batched(name, input, n)
+    _check_conv_operands(name, x, weight, bias, n)
+    stride = _ntuple(name, "stride", stride, n)
+    dilation = _ntuple(name, "dilation", dilation, n)
+    _check_conv_params(stride, dilation, groups)
+    kernel = weight.shape[2:]
+    if isinstance(padding, str):
+        check(padding in ("same", "valid"), lambda: f"Invalid padding string: '{padding}'", RuntimeError)
+        if padding == "valid":
+            padding = (0,) * n
+        else:
+            check(all(s == 1 for s in stride), lambda: "padding='same' is not supported for strided convolutions", RuntimeError)
+            total = [d * (k - 1) for d, k in zip(dilation, kernel)]
+            padding = tuple(t // 2 for t in total)
+            # an odd total puts the extra element on the right, as torch does
+            extra = [t - 2 * p for t, p in zip(total, padding)]
+            if any(extra):
+                x = prims.pad(x, 0, [(0, 0, 0), (0, 0, 0)] + [(0, e, 0) for e in extra])
+    else:
+        padding = _ntuple(name, "padding", padding, n)
+        check(all(p >= 0 for p in padding), lambda: f"negative padding is not supported, got padding={list(padding)}", RuntimeError)
+    wshape = list(weight.shape)
+    check(
+        weight.shape[0] % groups == 0,
+        lambda: f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, but got weight of size {wshape} instead",
+        RuntimeError,
+    )
+    check(
+        x.shape[1] == weight.shape[1] * groups,
+        lambda: f"Given groups={groups}, weight of size {wshape}, expected input{list(x.shape)} to have {weight.shape[1] * groups} channels, but got {x.shape[1]} channels instead",
+        RuntimeError,
+    )
+    if bias is not None:
+        check(
+            bias.shape == (weight.shape[0],),
+            lambda: f"Given weight of size {wshape}, expected bias to be 1-dimensional with {weight.shape[0]} elements, but got bias of size {list(bias.shape)} instead",
+            RuntimeError,
+        )
+    padded = [i + 2 * p for i, p in zip(x.shape[2:], padding)]
+    dilated = [d * (k - 1) + 1 for d, k in zip(dilation, kernel)]
+    check(
+        all(p >= k for p, k in zip(padded, dilated)),
+        lambda: f"Calculated padded input size per channel: ({_sizes(padded)}). Kernel size: ({_sizes(dilated)}). Kernel size can't be greater than actual input size",
+        RuntimeError,
+    )
+    out = prims.convolution(x, weight, bias, stride, padding, dilation, False, (0,) * n, groups)
+    return _unbatch(out, added)
+
+
+@torchsymbol(torch.nn.functional.conv1d)
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """torch.nn.functional.conv1d (padding: int, tuple, 'same' or 'valid')."""
+    return _convnd("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
+
+
+@torchsymbol(torch.nn.functional.conv2d)
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """torch.nn.functional.conv2d (padding: int, tuple, 'same' or 'valid')."""
+    return _convnd("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
+
+@torchsymbol(torch.nn.functional.conv3d)
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """torch.nn.functional.conv3d (padding: int, tuple, 'same' or 'valid')."""
+    return _convnd("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
+
+
+def _conv_transposend(name: str, n: int, input, weight, bias, stride, padding, output_padding, groups, dilation) -> TensorProxy:
+    x, added = _batched(name, input, n)
+    _check_conv_operands(name, x, weight, bias, n)
+    stride = _ntuple(name, "stride", stride, n)
+    dilation = _ntuple(name, "dilation", dilation, n)
+    check(not isinstance(padding, str), lambda: f"{name}(): argument 'padding' must be tuple of ints, not str", TypeError)
+    padding = _ntuple(name, "padding", padding, n)
+    output_padding = _ntuple(name, "output_padding", output_padding, n)
+    _check_conv_params(stride, dilation, groups)
+    check(all(p >= 0 for p in padding), lambda: f"negative padding is not supported, got padding={list(padding)}", RuntimeError)
+    check(all(p >= 0 for p in output_padding), lambda: f"negative output_padding is not supported, got output_padding={list(output_padding)}", RuntimeError)
+    check(
+        all(op < max(s, d) for op, s, d in zip(output_padding, stride, dilation)),
+        lambda: f"output padding must be smaller than either stride or dilation, but got output_padding={list(output_padding)}, stride={list(stride)}, dilation={list(dilation)}",
+        RuntimeError,
+    )
+    wshape = list(weight.shape)
+    check(
+        weight.shape[0] % groups == 0,
+        lambda: f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, but got weight of size {wshape} instead",
+        RuntimeError,
+    )
+    check(
+        x.shape[1] == weight.shape[0],
+        lambda: f"Given transposed=1, weight of size {wshape}, expected input{list(x.shape)} to have {weight.shape[0]} channels, but got {x.shape[1]} channels instead",
+        RuntimeError,
+    )
+    out_channels = weight.shape[1] * groups
+    if bias is not None:
+        check(
+            bias.shape == (out_channels,),
+            lambda: f"Given transposed=1, weight of size {wshape}, expected bias to be 1-dimensional with {out_channels} elements, but got bias of size {list(bias.shape)} instead",
+            RuntimeError,
+        )
+    sizes = [(i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, s, p, d, k, op in zip(x.shape[2:], stride, padding, dilation, weight.shape[2:], output_padding)]
+    check(
+        all(s > 0 for s in sizes),
+        lambda: f"Given input size per channel: ({_sizes(x.shape[2:])}). Calculated output size per channel: ({_sizes(sizes)}). Output size is too small",
+        RuntimeError,
+    )
+    out = prims.convolution(x, weight, bias, stride, padding, dilation, True, output_padding, groups)
+    return _unbatch(out, added)
+
+
+@torchsymbol(torch.nn.functional.conv_transpose1d)
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """torch.nn.functional.conv_transpose1d."""
+    return _conv_transposend("conv_transpose1d", 1, input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+@torchsymbol(torch.nn.functional.conv_transpose2d)
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """torch.nn.functional.conv_transpose2d."""
+    return _conv_transposend("conv_transpose2d", 2, input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+@torchsymbol(torch.nn.functional.conv_transpose3d)
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """torch.nn.functional.conv_transpose3d."""
+    return _conv_transposend("conv_transpose3d", 3, input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+@torchsymbol(torch.convolution)
+def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """torch.convolution: every parameter explicit (sequences of one value per spatial dimension)."""
+    check(is_tensor(weight), lambda: f"convolution(): argument 'weight' must be Tensor, not {type(weight).__name__}", TypeError)
+    n = weight.ndim - 2
+    check(
+        is_tensor(input) and input.ndim == weight.ndim,
+        lambda: f"Expected {weight.ndim}-dimensional input for {weight.ndim}-dimensional weight {list(weight.shape)}, but got {getattr(input, 'ndim', 0)}-dimensional input of size {list(getattr(input, 'shape', ()))} instead",
+        RuntimeError,
+    )
+    if transposed:
+        return _conv_transposend("convolution", n, input, weight, bias, stride, padding, output_padding, groups, dilation)
+    check(all(p == 0 for p in _ntuple("convolution", "output_padding", output_padding, n)), lambda: "convolution(): output_padding must be 0 unless transposed", RuntimeError)
+    return _convnd("convolution", n, input, weight, bias, stride, padding, dilation, groups)
+
+
+# --- pooling -----------------------------------------------------------------------------
+
+
+def _pool_param(name: str, arg: str, value, n: int) -> tuple[int, ...]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value,) * n
+    check(
+        isinstance(value, (tuple, list)) and len(value) in (1, n) and all(isinstance(v, int) and not isinstance(v, bool) for v in value),
+        lambda: f"{name}: {arg} must either be a single int, or a tuple of {n} ints, got {value!r}",
+        RuntimeError,
+    )
+    return tuple(value) * n if len(value) == 1 else tuple(value)
+
+
+def _pool_output_size(L: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+    """torch's pooling_output_shape: the last window must start inside the input or left padding."""
+    out = (L + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= L + p:
+        out -= 1
+    return out
+
+
+def _pool_setup(name: str, n: int, input, kernel_size, stride, padding, dilation, ceil_mode, *, max_pool: bool):
+    """Checks shared by the pools; returns (batched input, added batch?, kernel, stride, padding, dilation, output sizes)."""
+    check(is_tensor(input), lambda: f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
+    check(
+        input.ndim in (n + 1, n + 2) and all(s > 0 for s in input.shape[-n - 1 :]),
+        lambda: f"{name}: Expected {n + 1}D or {n + 2}D (batch mode) tensor with optional 0 dim batch size for input, but got:{list(input.shape)}",
+        RuntimeError,
+    )
+    kernel = _pool_param(name, "kernel_size", kernel_size, n)
+    stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else _pool_param(name, "stride", stride, n)
+    padding = _pool_param(name, "padding", padding, n)
+    dilation = _pool_param(name, "dilation", dilation, n)
+    check(all(s != 0 for s in stride), lambda: "stride should not be zero", RuntimeError)
+    check(all(k > 0 for k in kernel), lambda: f"kernel_size must be greater than zero, but got {list(kernel)}", RuntimeError)
+    check(all(s > 0 for s in stride), lambda: f"stride should be greater than zero, but got {list(stride)}", RuntimeError)
+    check(all(d > 0 for d in dilation), lambda: f"dilation should be greater than zero, but got {list(dilation)}", RuntimeError)
+    for k, p, d in zip(kernel, padding, dilation):
+        check(p >= 0, lambda: f"{name}: pad must be non-negative, but got pad={p}", RuntimeError)
+        if max_pool:
+            check(p <= (d * (k - 1) + 1) // 2, lambda: f"pad should be at most half of effective kernel size, but got pad={p}, kernel_size={k} and dilation={d}", RuntimeError)
+        else:
+            check(p <= k // 2, lambda: f"pad should be at most half of kernel size, but got pad={p} and kernel_size={k}", RuntimeError)
+    x, added = _batched(name, input, n)
+    sizes = [_pool_output_size(L, k, s, p, d, ceil_mode) for L, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation)]
+    check(
+        all(o > 0 for o in sizes),
+        lambda: f"Given input size: ({_sizes(x.shape[1:])}). Calculated output size: ({_sizes([x.shape[1], *sizes])}). Output size is too small",
+        RuntimeError,
+    )
+    return x, added, kernel, stride, padding, dilation, sizes
+
+
+def _windows(x: TensorProxy, kernel, stride, padding, dilation, sizes, fill) -> TensorProxy:
+    """(N, C, *spatial) -> (N, C, *out, *kernel): every pooling window, padded with `fill`."""
+    for i, (k, s, p, d, out) in enumerate(zip(kernel, stride, padding, dilation, sizes)):
+        dim = 2 + i
+        span = d * (k - 1) + 1
+        # ceil_mode's last window may run past the right padding: pad enough for it
+        right = max(p, (out - 1) * s + span - x.shape[dim] - p)
+        if p or right:
+            config = [(0, 0, 0)] * x.ndim
+            config[dim] = (p, right, 0)
+            x = prims.pad(x, fill, config)
+        x = prims.unfold(x, dim, span, s)
+        if x.shape[dim] != out:
+            x = prims.slice(x, [0] * x.ndim, [out if j == dim else m for j, m in enumerate(x.shape)], [1] * x.ndim)
+        if d > 1:
+            x = prims.slice(x, [0] * x.ndim, list(x.shape), [1] * (x.ndim - 1) + [d])
+    return x
+
+
+def _lowest(dtype: torch.dtype):
+    return -math.inf if dtype.is_floating_point else torch.iinfo(dtype).min
+
+
+def _max_pool(name: str, n: int, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices) -> TensorProxy:
+    check(not return_indices, lambda: f"{name}(): return_indices=True is not supported by squall yet", NotImplementedError)
+    x, added, kernel, stride, padding, dilation, sizes = _pool_setup(name, n, input, kernel_size, stride, padding, dilation, ceil_mode, max_pool=True)
+    check(x.dtype != torch.bool, lambda: f"{name}(): not implemented for 'Bool'", NotImplementedError)
+    w = _windows(x, kernel, stride, padding, dilation, sizes, _lowest(x.dtype))
+    return _unbatch(prims.amax(w, list(range(2 + n, 2 + 2 * n))), added)
+
+
+@torchsymbol(torch.nn.functional.max_pool1d, torch.max_pool1d)
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """torch.nn.functional.max_pool1d (return_indices=True is not supported)."""
+    return _max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+@torchsymbol(torch.nn.functional.max_pool2d, torch.max_pool2d)
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """torch.nn.functional.max_pool2d (return_indices=True is not supported)."""
+    return _max_pool("max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+@torchsymbol(torch.nn.functional.max_pool3d, torch.max_pool3d)
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """torch.nn.functional.max_pool3d (return_indices=True is not supported)."""
+    return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def _avg_divisor(x: TensorProxy, kernel, stride, padding, sizes, count_include_pad: bool):
+    """How many elements each window averages: a number when all agree, else an (*out) tensor."""
+    per_dim = []
+    for L, k, s, p, out in zip(x.shape[2:], kernel, stride, padding, sizes):
+        counts = []
+        for o in range(out):
+            start = o * s - p
+            end = min(start + k, L + p)  # padding counts; the ceil_mode overhang does not
+            if not count_include_pad:
+                start, end = max(start, 0), min(end, L)
+            counts.append(end - start)
+        per_dim.append(counts)
+    if all(len(set(c)) == 1 for c in per_dim):
+        return math.prod(c[0] for c in per_dim)
+    divisor = None
+    for i, counts in enumerate(per_dim):
+        # counts are piecewise constant in the position: build them from iota comparisons
+        col = _counts_tensor(counts, x.device)
+        col = prims.broadcast_in_dim(col, sizes, [i])
+        divisor = col if divisor is None else prims.mul(divisor, col)
+    return divisor
+
+
+def _counts_tensor(counts: list[int], device) -> TensorProxy:
+    """A 1-D int64 tensor holding `counts` (known at trace time), without a captured constant."""
+    pos = prims.iota(len(counts), start=0, step=1, device=device, dtype=torch.int64)
+    out = prims.full((len(counts),), counts[0], device=device, dtype=torch.int64)
+    for o in range(1, len(counts)):
+        if counts[o] != counts[o - 1]:
+            # from position o on, the count changes by the difference
+            step = prims.convert_element_type(prims.ge(pos, o), torch.int64)
+            out = prims.add(out, prims.mul(step, counts[o] - counts[o - 1]))
+    return out
+
+
+def _avg_pool(name: str, n: int, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override) -> TensorProxy:
+    x, added, kernel, stride, padding, _, sizes = _pool_setup(name, n, input, kernel_size, stride, padding, 1, ceil_mode, max_pool=False)
+    check(x.dtype != torch.bool, lambda: f"{name}(): not implemented for 'Bool'", NotImplementedError)
+    check(divisor_override is None or divisor_override != 0, lambda: "divisor must be not zero", RuntimeError)
+    dtype = x.dtype
+    compute = computation_dtype(dtype)
+    w = _windows(to_dtype(x, compute), kernel, stride, padding, (1,) * n, sizes, 0)
+    total = prims.sum(w, list(range(2 + n, 2 + 2 * n)))
+    divisor = divisor_override if divisor_override is not None else _avg_divisor(x, kernel, stride, padding, sizes, count_include_pad)
+    if is_tensor(divisor):
+        divisor = prims.broadcast_in_dim(to_dtype(divisor, compute), total.shape, list(range(2, 2 + n)))
+    # integer averages truncate toward zero, as torch's integer kernels do
+    out = prims.div(total, divisor if is_tensor(divisor) else to_dtype(divisor, compute), **({} if compute.is_floating_point else {"rounding_mode": "trunc"}))
+    return _unbatch(to_dtype(out, dtype), added)
+
+
+@torchsymbol(torch.nn.functional.avg_pool1d)
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    """torch.nn.functional.avg_pool1d."""
+    return _avg_pool("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode, count_include_pad, None)
+
+
+@torchsymbol(torch.nn.functional.avg_pool2d)
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    """torch.nn.functional.avg_pool2d."""
+    return _avg_pool("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+@torchsymbol(torch.nn.functional.avg_pool3d)
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    """torch.nn.functional.avg_pool3d."""
+    return _avg_pool("avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+# --- adaptive pooling --------------------------------------------------------------------
+# Output cell i of a dimension of size L pools input [floor(i*L/out), ceil((i+1)*L/out)).
+
+
+def _adaptive_setup(name: str, n: int, input, output_size):
+    check(is_tensor(input), lambda: f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
+    check(input.ndim in (n + 1, n + 2), lambda: f"{name}(): Expected {n + 1}D or {n + 2}D tensor, but got {list(input.shape)}", RuntimeError)
+    for d in range(input.ndim - n, input.ndim):
+        check(
+            input.shape[d] > 0,
+            lambda: f"{name}(): Expected input to have non-zero size for non-batch dimensions, but input has sizes {list(input.shape)} with dimension {d} being empty",
+            RuntimeError,
+        )
+    if isinstance(output_size, int) or output_size is None:
+        output_size = (output_size,) * n
+    check(isinstance(output_size, (tuple, list)) and len(output_size) == n, lambda: f"{name}: output_size must be {n}", RuntimeError)
+    spatial = input.shape[input.ndim - n :]
+    sizes = tuple(L if o is None else o for o, L in zip(output_size, spatial))
+    check(all(isinstance(o, int) and o >= 0 for o in sizes), lambda: f"{name}: elements of output_size must be greater than or equal to 0 but received {list(output_size)}", RuntimeError)
+    return sizes
+
+
+def _bounds(L: int, out: int, device) -> tuple[TensorProxy, TensorProxy]:
+    """(start, end) of every output cell, as int64 tensors of length `out`."""
+    i = prims.iota(out, start=0, step=1, device=device, dtype=torch.int64)
+    start = prims.div(prims.mul(i, L), out, rounding_mode="floor")
+    end = prims.div(prims.add(prims.mul(i, L), L + out - 1), out, rounding_mode="floor")
+    return start, end
+
+
+def _move_last(x: TensorProxy, dim: int) -> list[int]:
+    return [d for d in range(x.ndim) if d != dim] + [dim]
+
+
+def _cells(x: TensorProxy, dim: int, out: int) -> tuple[TensorProxy, TensorProxy, TensorProxy]:
+    """Every cell of `dim` gathered into a new dim after it, each padded to the widest cell by
+    repeating its last element; with the (out, widest) mask of real elements and the cell sizes."""
+    L = x.shape[dim]
+    widest = max(-(-((i + 1) * L) // out) - (i * L) // out for i in range(out)) if out else 1
+    start, end = _bounds(L, out, x.device)
+    k = prims.broadcast_in_dim(prims.iota(widest, start=0, step=1, device=x.device, dtype=torch.int64), (out, widest), [1])
+    first = prims.add(prims.broadcast_in_dim(start, (out, widest), [0]), k)
+    last = prims.broadcast_in_dim(prims.sub(end, 1), (out, widest), [0])
+    gathered = prims.take(x, prims.reshape(prims.minimum(first, last), (out * widest,)), dim)
+    shape = list(x.shape)
+    shape[dim : dim + 1] = [out, widest]
+    return prims.reshape(gathered, shape), prims.le(first, last), prims.sub(end, start)
+
+
+def _adaptive_avg_dim(x: TensorProxy, dim: int, out: int) -> TensorProxy:
+    """Average `dim` of `x` (in its computation dtype) down to `out` cells."""
+    L = x.shape[dim]
+    if out == L:
+        return x
+    if out > 0 and L % out == 0:
+        # equal cells: a reshape and a sum
+        shape = list(x.shape)
+        shape[dim : dim + 1] = [out, L // out]
+        return prims.div(prims.sum(prims.reshape(x, shape), [dim + 1]), float(L // out))
+    cells, real, counts = _cells(x, dim, out)
+    # a select, not a multiply by the mask: a NaN must stay inside its own cells
+    dims = [dim, dim + 1]
+    real = prims.broadcast_in_dim(real, cells.shape, dims)
+    total = prims.sum(prims.where(real, cells, 0.0), [dim + 1])
+    counts = prims.broadcast_in_dim(prims.convert_element_type(counts, x.dtype), total.shape, [dim])
+    return prims.div(total, counts)
+
+
+def _adaptive_max_dim(x: TensorProxy, dim: int, out: int) -> TensorProxy:
+    """The max over each of `out` cells of `dim` (repeated elements do not change a max)."""
+    if out == x.shape[dim]:
+        return x
+    return prims.amax(_cells(x, dim, out)[0], [dim + 1])
+
+
+def _adaptive_avg_pool(name: str, n: int, input, output_size) -> TensorProxy:
+    sizes = _adaptive_setup(name, n, input, output_size)
+    check(input.dtype.is_floating_point, lambda: f"{name}(): not implemented for '{input.dtype}'", NotImplementedError)
+    x = to_dtype(input, computation_dtype(input.dtype))
+    for i, out in enumerate(sizes):
+        x = _adaptive_avg_dim(x, input.ndim - n + i, out)
+    return to_dtype(x, input.dtype)
+
+
+@torchsymbol(torch.nn.functional.adaptive_avg_pool1d)
+def adaptive_avg_pool1d(input, output_size):
+    """torch.nn.functional.adaptive_avg_pool1d."""
+    return _adaptive_avg_pool("adaptive_avg_pool1d", 1, input, output_size)
+
+
+@torchsymbol(torch.nn.functional.adaptive_avg_pool2d)
+def adaptive_avg_pool2d(input, output_size):
+    """torch.nn.functional.adaptive_avg_pool2d (None in output_size keeps that input size)."""
+    return _adaptive_avg_pool("adaptive_avg_pool2d", 2, input, output_size)
+
+
+@torchsymbol(torch.nn.functional.adaptive_avg_pool3d)
+def adaptive_avg_pool3d(input, output_size):
+    """torch.nn.functional.adaptive_avg_pool3d (None in output_size keeps that input size)."""
+    return _adaptive_avg_pool("adaptive_avg_pool3d", 3, input, output_size)
+
+
+def _adaptive_max_pool(name: str, n: int, input, output_size, return_indices) -> TensorProxy:
+    check(not return_indices, lambda: f"{name}(): return_indices=True is not supported by squall yet", NotImplementedError)
+    sizes = _adaptive_setup(name, n, input, output_size)
+    check(input.dtype.is_floating_point, lambda: f"{name}(): not implemented for '{input.dtype}'", NotImplementedError)
+    x = input
+    for i, out in enumerate(sizes):
+        x = _adaptive_max_dim(x, input.ndim - n + i, out)
+    return x
+
+
+@torchsymbol(torch.nn.functional.adaptive_max_pool1d)
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """torch.nn.functional.adaptive_max_pool1d (return_indices=True is not supported)."""
+    return _adaptive_max_pool("adaptive_max_pool1d", 1, input, output_size, return_indices)
+
+
+@torchsymbol(torch.nn.functional.adaptive_max_pool2d)
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """torch.nn.functional.adaptive_max_pool2d (return_indices=True is not supported)."""
+    return _adaptive_max_pool("adaptive_max_pool2d", 2, input, output_size, return_indices)
+
+
+__all__ += [
+    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convolution",
+    "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+]  # fmt: skip

@@ -1,0 +1,382 @@
+"""Torch-language ops: normalizations (layer, RMS, group, batch, instance) and vector norms of nn.
+
+Statistics are computed in float32 for bf16/f16 inputs, as PyTorch's kernels do, and
+the result is cast back to the input's dtype. batch_norm in training mode also updates
+the running statistics the caller passed: its symbol returns the new values and the
+router below rebinds the caller's tensors to them, so buffers are written back.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+
+import torch
+
+from squall import prims
+from squall.ltorch.base import rebind_inplace, torchsymbol
+from squall.ltorch.helpers import broadcast, canonical_dim, check, computation_dtype, is_tensor, result_dtype, to_dtype
+from squall.ltorch.nn import keep_dims
+from squall.proxies import TensorProxy
+
+F = torch.nn.functional
+
+__all__: list[str] = []
+
+
+# --- shared helpers (never seen in traces) ------------------------------------------------
+
+
+def _check_input(name: str, a, what: str = "input") -> None:
+    check(is_tensor(a), lambda: f"{name}(): argument '{what}' must be Tensor, not {type(a).__name__}", TypeError)
+
+
+def _check_floating(name: str, a: TensorProxy) -> None:
+    check(a.dtype.is_floating_point, lambda: f"{name}: expected a floating point input, got {a.dtype}", RuntimeError)
+
+
+def _mean(x: TensorProxy, dims: tuple[int, ...]) -> TensorProxy:
+    n = math.prod(x.shape[d] for d in dims)
+    return prims.div(prims.sum(x, dims), float(n))
+
+
+def _stats(x: TensorProxy, dims: tuple[int, ...]) -> tuple[TensorProxy, TensorProxy]:
+    """Mean and biased variance over `dims`, reduced (dims removed)."""
+    return _mean(x, dims), prims.var(x, dims, correction=0)
+
+
+def _affine_vector(t, shape, dim: int, dtype: torch.dtype):
+    """A per-channel vector (weight, bias, running stat) broadcast along `dim` of `shape`."""
+    if t is None:
+        return None
+    return prims.broadcast_in_dim(to_dtype(t, dtype), tuple(shape), (dim,))
+
+
+def vector_norm(x: TensorProxy, p: float, dims: tuple[int, ...], keepdim: bool = False) -> TensorProxy:
+    """The p-norm of `x` over `dims` in x's dtype (callers upcast first), as torch.linalg.vector_norm."""
+    a = prims.abs(x)
+    if p == math.inf:
+        r = prims.amax(a, dims)
+    elif p == -math.inf:
+        r = prims.amin(a, dims)
+    elif p == 0:
+        r = prims.sum(to_dtype(prims.ne(a, 0), x.dtype), dims)
+    elif p == 1:
+        r = prims.sum(a, dims)
+    elif p == 2:
+        r = prims.sqrt(prims.sum(prims.mul(a, a), dims))
+    else:
+        r = prims.pow(prims.sum(prims.pow(a, float(p)), dims), 1.0 / p)
+    if keepdim:
+        return prims.reshape(r, tuple(1 if i in dims else n for i, n in enumerate(x.shape)))
+    return r
+
+
+# --- layer, RMS and group norm ---------------------------------------------------------------
+
+
+def _normalized_dims(name: str, input: TensorProxy, normalized_shape) -> tuple[int, ...]:
+    check(
+        isinstance(normalized_shape, (list, tuple, torch.Size)) and all(isinstance(n, int) for n in normalized_shape),
+        lambda: f"{name}(): argument 'normalized_shape' must be tuple of ints, not {type(normalized_shape).__name__}",
+        TypeError,
+    )
+    shape = tuple(normalized_shape)
+    k = len(shape)
+    check(
+        k <= input.ndim and tuple(input.shape[input.ndim - k :]) == shape,
+        lambda: f"Given normalized_shape={list(shape)}, expected input with shape [*, {', '.join(map(str, shape))}], but got input of size{list(input.shape)}",
+        RuntimeError,
+    )
+    return tuple(range(input.ndim - k, input.ndim))
+
+
+def _check_param_shape(what: str, t, shape: tuple[int, ...]) -> None:
+    if t is None:
+        return
+    _check_input("layer_norm", t, what)
+    check(
+        tuple(t.shape) == shape,
+        lambda: f"Expected {what} to be of same shape as normalized_shape, but got {what} of shape {list(t.shape)} and normalized_shape = {list(shape)}",
+        RuntimeError,
+    )
+
+
+@torchsymbol(F.layer_norm)
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
+    """(x - mean) / sqrt(var + eps) over the trailing `normalized_shape`, then weight and bias."""
+    _check_input("layer_norm", input)
+    dims = _normalized_dims("layer_norm", input, normalized_shape)
+    shape = tuple(normalized_shape)
+    _check_param_shape("weight", weight, shape)
+    _check_param_shape("bias", bias, shape)
+    _check_floating("layer_norm", input)
+    compute = computation_dtype(input.dtype)
+    x = to_dtype(input, compute)
+    mean, var = _stats(x, dims)
+    rstd = prims.rsqrt(prims.add(var, float(eps)))
+    out = prims.mul(prims.sub(x, keep_dims(mean, x.shape, dims)), keep_dims(rstd, x.shape, dims))
+    if weight is not None:
+        out = prims.mul(out, prims.broadcast_in_dim(to_dtype(weight, compute), x.shape, dims))
+    if bias is not None:
+        out = prims.add(out, prims.broadcast_in_dim(to_dtype(bias, compute), x.shape, dims))
+    return to_dtype(out, input.dtype)
+
+
+@torchsymbol(F.rms_norm, torch.rms_norm)
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """x / sqrt(mean(x^2) + eps) over the trailing `normalized_shape`, times weight.
+
+    eps=None means the machine epsilon of the computation dtype (float32 for bf16/f16), as in torch.
+    """
+    _check_input("rms_norm", input)
+    dims = _normalized_dims("rms_norm", input, normalized_shape)
+    _check_param_shape("weight", weight, tuple(normalized_shape))
+    _check_floating("rms_norm", input)
+    compute = computation_dtype(input.dtype)
+    eps = torch.finfo(compute).eps if eps is None else float(eps)
+    x = to_dtype(input, compute)
+    rstd = prims.rsqrt(prims.add(_mean(prims.mul(x, x), dims), eps))
+    out = prims.mul(x, keep_dims(rstd, x.shape, dims))
+    if weight is not None:
+        out = prims.mul(out, prims.broadcast_in_dim(to_dtype(weight, compute), x.shape, dims))
+    return to_dtype(out, input.dtype)
+
+
+def _check_channel_vector(name: str, what: str, t, channels: int, message) -> None:
+    if t is None:
+        return
+    _check_input(name, t, what)
+    check(t.numel() == channels, message, RuntimeError)
+
+
+@torchsymbol(F.group_norm)
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
+    """Normalise each of `num_groups` channel groups per sample, then per-channel weight and bias."""
+    _check_input("group_norm", input)
+    check(input.ndim >= 2, lambda: f"Expected at least 2 dimensions for input tensor but received {input.ndim}", RuntimeError)
+    n, c = input.shape[0], input.shape[1]
+    check(isinstance(num_groups, int) and num_groups > 0, lambda: f"group_norm expects a positive int num_groups, got {num_groups!r}", RuntimeError)
+    check(
+        c % num_groups == 0,
+        lambda: f"Expected number of channels in input to be divisible by num_groups, but got input of shape {list(input.shape)} and num_groups={num_groups}",
+        RuntimeError,
+    )
+    for what, t in (("weight", weight), ("bias", bias)):
+        _check_channel_vector(
+            "group_norm", what, t, c,
+            lambda: f"Expected {what} to be a vector of size equal to the number of channels in input, but got {what} of shape {list(t.shape)} and input of shape {list(input.shape)}",
+        )
+    _check_floating("group_norm", input)
+    compute = computation_dtype(input.dtype)
+    x = to_dtype(input, compute)
+    grouped = prims.reshape(x, (n, num_groups, (c // num_groups) * math.prod(input.shape[2:])))
+    mean, var = _stats(grouped, (2,))
+    rstd = prims.rsqrt(prims.add(var, float(eps)))
+    out = prims.mul(prims.sub(grouped, keep_dims(mean, grouped.shape, (2,))), keep_dims(rstd, grouped.shape, (2,)))
+    out = prims.reshape(out, tuple(input.shape))
+    if weight is not None:
+        out = prims.mul(out, _affine_vector(weight, input.shape, 1, compute))
+    if bias is not None:
+        out = prims.add(out, _affine_vector(bias, input.shape, 1, compute))
+    return to_dtype(out, input.dtype)
+
+
+# --- batch and instance norm ------------------------------------------------------------------
+
+
+def _eager_batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps):
+    """What the torch executor runs for `batch_norm`: F.batch_norm on copies of the running stats.
+
+    Returns (output, new running mean, new running var) when it updates running stats, so the
+    op stays functional (the caller's buffers get the new values when the program ends), and
+    the output alone otherwise.
+    """
+    if training and running_mean is not None and running_var is not None:
+        running_mean, running_var = running_mean.clone(), running_var.clone()
+        out = F.batch_norm(input, running_mean, running_var, weight, bias, True, momentum, eps)
+        return out, running_mean, running_var
+    return F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+@torchsymbol(_eager_batch_norm, id="torch.nn.functional.batch_norm")
+def batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps):
+    """Batch norm over every dim but 1; in training, also the updated running statistics.
+
+    Training with running stats, returns (output, new_running_mean, new_running_var), the new
+    stats as torch computes them: (1 - momentum) * old + momentum * batch statistic, with the
+    unbiased batch variance. Otherwise returns the output alone.
+    """
+    _check_input("batch_norm", input)
+    check(input.ndim >= 2, lambda: f"Dimension out of range (expected to be in range of [-1, 0], but got 1)", IndexError)
+    c = input.shape[1]
+    dims = tuple(d for d in range(input.ndim) if d != 1)
+    count = math.prod(input.shape[d] for d in dims)
+    if training:
+        check(count > 1, lambda: f"Expected more than 1 value per channel when training, got input size {input.shape}", ValueError)
+    check(training or running_mean is not None, lambda: "running_mean must be defined in evaluation mode", RuntimeError)
+    check(training or running_var is not None, lambda: "running_var must be defined in evaluation mode", RuntimeError)
+    for what, t in (("weight", weight), ("bias", bias), ("running_mean", running_mean), ("running_var", running_var)):
+        _check_channel_vector("batch_norm", what, t, c, lambda: f"{what} should contain {c} elements not {t.numel()}")
+    check(isinstance(momentum, (int, float)) and not isinstance(momentum, bool), lambda: f"batch_norm(): argument 'momentum' must be float, not {type(momentum).__name__}", TypeError)
+    _check_floating("batch_norm", input)
+    _check_param_dtypes(input, weight, bias, running_mean, running_var)
+    compute = computation_dtype(input.dtype)
+    x = to_dtype(input, compute)
+    new_mean = new_var = None
+    if training:
+        mean, var = _stats(x, dims)
+        if training and running_mean is not None:
+            # running stats use the unbiased variance
+            unbiased = prims.mul(var, count / (count - 1))
+            new_mean = _running_update(running_mean, mean, momentum)
+            new_var = _running_update(running_var, unbiased, momentum)
+    else:
+        mean, var = to_dtype(running_mean, compute), to_dtype(running_var, compute)
+    rstd = prims.rsqrt(prims.add(var, float(eps)))
+    out = prims.mul(prims.sub(x, _affine_vector(mean, x.shape, 1, compute)), _affine_vector(rstd, x.shape, 1, compute))
+    if weight is not None:
+        out = prims.mul(out, _affine_vector(weight, x.shape, 1, compute))
+    if bias is not None:
+        out = prims.add(out, _affine_vector(bias, x.shape, 1, compute))
+    out = to_dtype(out, input.dtype)
+    return out if new_mean is None else (out, new_mean, new_var)
+
+
+def _check_param_dtypes(input: TensorProxy, *params) -> None:
+    # torch's CPU kernel takes parameters of the input's dtype, or all float32 for a bf16/f16 input
+    dtypes = {t.dtype for t in params if t is not None}
+    if input.device.type != "cpu" or not dtypes:
+        return
+    check(
+        dtypes == {input.dtype} or dtypes == {computation_dtype(input.dtype)},
+        lambda: f"mixed dtype (CPU): all inputs must share same datatype (input {input.dtype}, parameters {sorted(map(str, dtypes))})",
+        RuntimeError,
+    )
+
+
+def _running_update(running: TensorProxy, stat: TensorProxy, momentum: float) -> TensorProxy:
+    compute = computation_dtype(running.dtype)
+    old = to_dtype(running, compute)
+    new = prims.add(prims.mul(old, 1.0 - momentum), prims.mul(to_dtype(stat, compute), float(momentum)))
+    return to_dtype(new, running.dtype)
+
+
+class _BatchNormCall:
+    """torch.nn.functional.batch_norm: runs the functional `batch_norm` op, then writes back running stats."""
+
+    torchfns = (F.batch_norm,)
+    name = "torch.nn.functional.batch_norm"
+    signature = inspect.signature(F.batch_norm)
+
+    def __call__(self, *args, **kwargs):
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"batch_norm(): {e}") from None
+        bound.apply_defaults()
+        a = bound.arguments
+        result = batch_norm(
+            a["input"], a["running_mean"], a["running_var"], a["weight"], a["bias"], a["training"], a["momentum"], a["eps"]
+        )
+        if isinstance(result, TensorProxy):
+            return result
+        out, new_mean, new_var = result
+        rebind_inplace("batch_norm (running_mean)", a["running_mean"], new_mean)
+        rebind_inplace("batch_norm (running_var)", a["running_var"], new_var)
+        return out
+
+
+batch_norm_functional = _BatchNormCall()
+
+
+@torchsymbol(F.instance_norm)
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True, momentum=0.1, eps=1e-05):
+    """Normalise each (sample, channel) over its spatial dims; per-channel weight and bias.
+
+    Updating running statistics (running stats given with use_input_stats=True) is not
+    supported: it raises NotImplementedError rather than silently skipping the update.
+    """
+    _check_input("instance_norm", input)
+    check(input.ndim >= 3, lambda: f"instance_norm expects an input with at least 3 dimensions (N, C, *), got shape {list(input.shape)}", ValueError)
+    c = input.shape[1]
+    for what, t in (("weight", weight), ("bias", bias), ("running_mean", running_mean), ("running_var", running_var)):
+        _check_channel_vector("instance_norm", what, t, c, lambda: f"{what} should contain {c} elements not {t.numel()}")
+    check(
+        not (use_input_stats and (running_mean is not None or running_var is not None)),
+        lambda: "squall: instance_norm with running statistics and use_input_stats=True (which updates them) is not supported",
+        NotImplementedError,
+    )
+    check(use_input_stats or (running_mean is not None and running_var is not None), lambda: "Expected running_mean and running_var to be defined when use_input_stats is false", ValueError)
+    _check_floating("instance_norm", input)
+    compute = computation_dtype(input.dtype)
+    x = to_dtype(input, compute)
+    dims = tuple(range(2, input.ndim))
+    if use_input_stats:
+        check(math.prod(input.shape[2:]) > 1, lambda: f"Expected more than 1 spatial element when training, got input size {input.shape}", ValueError)
+        mean, var = _stats(x, dims)
+        centered = prims.sub(x, keep_dims(mean, x.shape, dims))
+        out = prims.mul(centered, keep_dims(prims.rsqrt(prims.add(var, float(eps))), x.shape, dims))
+    else:
+        rstd = prims.rsqrt(prims.add(to_dtype(running_var, compute), float(eps)))
+        out = prims.mul(prims.sub(x, _affine_vector(running_mean, x.shape, 1, compute)), _affine_vector(rstd, x.shape, 1, compute))
+    if weight is not None:
+        out = prims.mul(out, _affine_vector(weight, x.shape, 1, compute))
+    if bias is not None:
+        out = prims.add(out, _affine_vector(bias, x.shape, 1, compute))
+    return to_dtype(out, input.dtype)
+
+
+# --- vector norms: normalize, cosine similarity, pairwise distance ----------------------------
+
+
+@torchsymbol(F.normalize)
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """input / max(||input||_p over dim, eps)."""
+    _check_input("normalize", input)
+    check(out is None, lambda: "squall: normalize(out=...) is not supported; use the returned tensor", NotImplementedError)
+    d = canonical_dim(input.ndim, dim)
+    check(input.dtype.is_floating_point, lambda: f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {input.dtype}", RuntimeError)
+    x = to_dtype(input, computation_dtype(input.dtype))
+    if x.ndim == 0:
+        x = prims.reshape(x, (1,))
+    norm = keep_dims(vector_norm(x, p, (d,)), x.shape, (d,))
+    norm = prims.where(prims.lt(norm, float(eps)), float(eps), norm)
+    return to_dtype(prims.reshape(prims.div(x, norm), tuple(input.shape)), input.dtype)
+
+
+def _pair(name: str, x1, x2) -> tuple[TensorProxy, TensorProxy, torch.dtype]:
+    _check_input(name, x1, "x1")
+    _check_input(name, x2, "x2")
+    dtype = result_dtype(x1, x2)
+    check(dtype.is_floating_point, lambda: f"expected common dtype to be floating point, yet common dtype is {dtype}", RuntimeError)
+    x1, x2 = broadcast(x1, x2)
+    compute = computation_dtype(dtype)
+    return to_dtype(x1, compute), to_dtype(x2, compute), dtype
+
+
+@torchsymbol(torch.cosine_similarity)
+def cosine_similarity(x1, x2, dim=1, eps=1e-08):
+    """sum over dim of (x1 / max(||x1||, eps)) * (x2 / max(||x2||, eps))."""
+    a, b, dtype = _pair("cosine_similarity", x1, x2)
+    d = canonical_dim(a.ndim, dim)
+    if a.ndim == 0:
+        a, b = prims.reshape(a, (1,)), prims.reshape(b, (1,))
+    na = keep_dims(vector_norm(a, 2, (d,)), a.shape, (d,))
+    nb = keep_dims(vector_norm(b, 2, (d,)), b.shape, (d,))
+    na = prims.where(prims.lt(na, float(eps)), float(eps), na)
+    nb = prims.where(prims.lt(nb, float(eps)), float(eps), nb)
+    return to_dtype(prims.sum(prims.mul(prims.div(a, na), prims.div(b, nb)), (d,)), dtype)
+
+
+@torchsymbol(torch.pairwise_distance)
+def pairwise_distance(x1, x2, p=2.0, eps=1e-06, keepdim=False):
+    """||x1 - x2 + eps||_p over the last dimension."""
+    a, b, dtype = _pair("pairwise_distance", x1, x2)
+    diff = prims.add(prims.sub(a, b), float(eps))
+    if diff.ndim == 0:
+        # a 0-d pair has one element: its norm is 0-d with or without keepdim
+        return to_dtype(vector_norm(prims.reshape(diff, (1,)), p, (0,)), dtype)
+    return to_dtype(vector_norm(diff, p, (diff.ndim - 1,), keepdim=keepdim), dtype)
+
+
+__all__ += [n for n, v in list(globals().items()) if not n.startswith("_") and hasattr(v, "torchfns")]

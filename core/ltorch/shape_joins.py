@@ -1,0 +1,353 @@
+"""Torch-language ops: shape ops that join, split, flip, roll, pad and mask tensors."""
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import torch
+
+from squall import prims
+from squall.ltorch.base import data_dependent_error, torchsymbol
+from squall.ltorch.helpers import canonical_dim, check, is_tensor
+from squall.ltorch import shape as _shape
+from squall.ltorch.shape import _dims, _sizes, _slice_dim, flatten, transpose, unsqueeze
+from squall.proxies import TensorProxy
+
+__all__: list[str] = []
+
+
+# --- joins ----------------------------------------------------------------------------------
+
+
+def _check_sequence(name: str, tensors) -> list[TensorProxy]:
+    check(isinstance(tensors, (tuple, list)), lambda: f"{name}(): argument 'tensors' must be tuple of Tensors, not {type(tensors).__name__}", TypeError)
+    check(all(is_tensor(x) for x in tensors), lambda: f"{name}(): expected a sequence of Tensors, got {[type(x).__name__ for x in tensors]}", TypeError)
+    return list(tensors)
+
+
+def _cat(tensors, dim: int) -> TensorProxy:
+    tensors = _check_sequence("cat", tensors)
+    check(len(tensors) > 0, lambda: "torch.cat(): expected a non-empty list of Tensors", ValueError)
+    for i, x in enumerate(tensors):
+        check(x.ndim > 0, lambda: f"zero-dimensional tensor (at position {i}) cannot be concatenated")
+    dtype = functools.reduce(torch.promote_types, (x.dtype for x in tensors))
+    # torch still skips 1-D empty tensors of any other shape (a legacy rule)
+    numbered = [(i, x) for i, x in enumerate(tensors) if tuple(x.shape) != (0,)] or [(0, tensors[0])]
+    kept = [x for _, x in numbered]
+    first = kept[0]
+    d = canonical_dim(first.ndim, dim)
+    for i, x in numbered:
+        check(x.ndim == first.ndim, lambda: f"Tensors must have same number of dimensions: got {first.ndim} and {x.ndim}")
+        for j in range(first.ndim):
+            check(
+                j == d or x.shape[j] == first.shape[j],
+                lambda: f"Sizes of tensors must match except in dimension {d}. Expected size {first.shape[j]} but got size {x.shape[j]} for tensor number {i} in the list.",
+            )
+    kept = [x if x.dtype == dtype else prims.convert_element_type(x, dtype) for x in kept]
+    return prims.cat(kept, d)
+
+
+@torchsymbol(torch.cat, torch.concat)
+def cat(tensors, dim=0):
+    return _cat(tensors, dim)
+
+
+@torchsymbol(torch.concatenate)
+def concatenate(tensors, axis=0):
+    return _cat(tensors, axis)
+
+
+@torchsymbol(torch.stack)
+def stack(tensors, dim=0):
+    tensors = _check_sequence("stack", tensors)
+    check(len(tensors) > 0, lambda: "stack expects a non-empty TensorList")
+    for i, x in enumerate(tensors):
+        check(
+            x.shape == tensors[0].shape,
+            lambda: f"stack expects each tensor to be equal size, but got {list(tensors[0].shape)} at entry 0 and {list(x.shape)} at entry {i}",
+        )
+    d = canonical_dim(tensors[0].ndim + 1, dim)
+    return _cat([unsqueeze(x, d) for x in tensors], d)
+
+
+def _atleast(x: TensorProxy, n: int) -> TensorProxy:
+    if x.ndim >= n:
+        return x
+    if n == 3 and x.ndim == 2:
+        return prims.reshape(x, (*x.shape, 1))
+    if n == 3 and x.ndim == 1:
+        return prims.reshape(x, (1, x.shape[0], 1))
+    return prims.reshape(x, (1,) * (n - x.ndim) + tuple(x.shape))
+
+
+@torchsymbol(torch.hstack)
+def hstack(tensors):
+    tensors = [_atleast(x, 1) for x in _check_sequence("hstack", tensors)]
+    check(len(tensors) > 0, lambda: "hstack expects a non-empty TensorList")
+    return _cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+
+
+@torchsymbol(torch.vstack, torch.row_stack)
+def vstack(tensors):
+    tensors = [_atleast(x, 2) for x in _check_sequence("vstack", tensors)]
+    check(len(tensors) > 0, lambda: "vstack expects a non-empty TensorList")
+    return _cat(tensors, 0)
+
+
+@torchsymbol(torch.dstack)
+def dstack(tensors):
+    tensors = [_atleast(x, 3) for x in _check_sequence("dstack", tensors)]
+    check(len(tensors) > 0, lambda: "dstack expects a non-empty TensorList")
+    return _cat(tensors, 2)
+
+
+# --- splits ---------------------------------------------------------------------------------
+
+
+def _split_sizes(a: TensorProxy, d: int, split_size) -> list[int]:
+    n = a.shape[d]
+    if isinstance(split_size, int):
+        check(split_size >= 0, lambda: f"split expects split_size be non-negative, but got split_size={split_size}")
+        check(split_size > 0 or n == 0, lambda: f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
+        if n == 0:
+            return [0]
+        return [split_size] * (n // split_size) + ([n % split_size] if n % split_size else [])
+    sizes = _sizes("split", (split_size,))
+    check(
+        sum(sizes) == n and all(s >= 0 for s in sizes),
+        lambda: f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at dimension {d}), but got split_sizes={list(sizes)}",
+    )
+    return list(sizes)
+
+
+def _pieces(a: TensorProxy, d: int, sizes: Sequence[int]) -> tuple[TensorProxy, ...]:
+    out, start = [], 0
+    for s in sizes:
+        out.append(_slice_dim(a, d, start, start + s))
+        start += s
+    return tuple(out)
+
+
+def _split(a, split_size, dim):
+    check(a.ndim > 0, lambda: "split expects at least a 1-dimensional tensor")
+    d = canonical_dim(a.ndim, dim)
+    return _pieces(a, d, _split_sizes(a, d, split_size))
+
+
+@torchsymbol(torch.split)
+def split(tensor, split_size_or_sections, dim=0):
+    return _split(tensor, split_size_or_sections, dim)
+
+
+@torchsymbol(torch.Tensor.split)
+def split_method(self, split_size, dim=0):
+    return _split(self, split_size, dim)
+
+
+@torchsymbol(torch.chunk, torch.Tensor.chunk)
+def chunk(input, chunks, dim=0):
+    check(input.ndim > 0, lambda: "chunk expects at least a 1-dimensional tensor")
+    check(chunks > 0, lambda: f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    d = canonical_dim(input.ndim, dim)
+    n = input.shape[d]
+    if n == 0:
+        return _pieces(input, d, [0] * chunks)
+    return _split(input, (n + chunks - 1) // chunks, d)
+
+
+@torchsymbol(torch.unbind, torch.Tensor.unbind)
+def unbind(input, dim=0):
+    check(input.ndim > 0, lambda: "Dimension specified as 0 but tensor has no dimensions", IndexError)
+    d = canonical_dim(input.ndim, dim)
+    return tuple(prims.squeeze(p, (d,)) for p in _pieces(input, d, [1] * input.shape[d]))
+
+
+@torchsymbol(torch.tensor_split, torch.Tensor.tensor_split)
+def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indices=None, tensor_indices_or_sections=None):
+    arg = next((x for x in (indices_or_sections, sections, indices, tensor_indices_or_sections) if x is not None), None)
+    if is_tensor(arg):
+        raise data_dependent_error("torch.tensor_split with a tensor of indices or sections")
+    check(input.ndim > 0, lambda: f"tensor_split expected at least a 1-dimensional tensor, but got a tensor with {input.ndim} dims")
+    d = canonical_dim(input.ndim, dim)
+    n = input.shape[d]
+    if isinstance(arg, int):
+        check(arg > 0, lambda: f"number of sections must be larger than 0, got {arg}")
+        small, extra = divmod(n, arg)
+        return _pieces(input, d, [small + 1] * extra + [small] * (arg - extra))
+    bounds = list(_sizes("tensor_split", (arg,)))
+    out, prev = [], 0
+    for stop in [*bounds, n]:
+        # each piece is input[prev:stop] along d, with Python's clamping of slice bounds
+        lo = min(max(prev + n if prev < 0 else prev, 0), n)
+        hi = min(max(stop + n if stop < 0 else stop, 0), n)
+        out.append(_slice_dim(input, d, lo, max(lo, hi)))
+        prev = stop
+    return tuple(out)
+
+
+@torchsymbol(torch.narrow, torch.Tensor.narrow)
+def narrow(input, dim, start, length):
+    check(input.ndim > 0, lambda: "narrow() cannot be applied to a 0-dim tensor.")
+    check(not is_tensor(start), lambda: "squall: narrow with a tensor start needs its value", NotImplementedError)
+    d = canonical_dim(input.ndim, dim)
+    n = input.shape[d]
+    check(-n <= start <= n, lambda: f"start out of range (expected to be in range of [{-n}, {n}], but got {start})", IndexError)
+    check(length >= 0, lambda: "narrow(): length must be non-negative.")
+    start = start + n if start < 0 else start
+    check(start + length <= n, lambda: f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return _slice_dim(input, d, start, start + length)
+
+
+@torchsymbol(torch.Tensor.unfold)
+def unfold(a, dimension, size, step):
+    d = canonical_dim(a.ndim, dimension)
+    n = a.shape[d] if a.ndim else 1
+    check(size <= n, lambda: f"maximum size for tensor at dimension {d} is {n} but size is {size}")
+    check(size >= 0, lambda: f"size is {size} but must be >= 0")
+    check(step > 0, lambda: f"step is {step} but must be > 0")
+    if a.ndim == 0:
+        return prims.reshape(a, (size,))
+    return prims.unfold(a, d, size, step)
+
+
+# --- flips and rolls ------------------------------------------------------------------------
+
+
+@torchsymbol(torch.Tensor.flip, torch.flip)
+def flip(input, *dims_args, dims=None):
+    dims = _sizes("flip", dims_args, dims)
+    canon = [canonical_dim(input.ndim, d) for d in dims]
+    for c in canon:
+        check(canon.count(c) == 1, lambda: f"dim {c} appears multiple times in the list of dims")
+    return prims.flip(input, tuple(c for c in canon if input.ndim))
+
+
+@torchsymbol(torch.fliplr)
+def fliplr(input):
+    check(input.ndim >= 2, lambda: "Input must be >= 2-d.")
+    return prims.flip(input, (1,))
+
+
+@torchsymbol(torch.flipud)
+def flipud(input):
+    check(input.ndim >= 1, lambda: "Input must be >= 1-d.")
+    return prims.flip(input, (0,))
+
+
+def _roll_dim(a: TensorProxy, shift: int, d: int) -> TensorProxy:
+    n = a.shape[d]
+    if n == 0 or shift % n == 0:
+        return a
+    s = shift % n
+    return prims.cat([_slice_dim(a, d, n - s, n), _slice_dim(a, d, 0, n - s)], d)
+
+
+@torchsymbol(torch.roll, torch.Tensor.roll)
+def roll(input, shifts, dims=None):
+    shifts, dims = _dims(shifts), (() if dims is None else _dims(dims))
+    if not dims:
+        check(len(shifts) == 1, lambda: f"shifts and dimensions must align. shifts: {len(shifts)}, dims:0")
+        return prims.reshape(_roll_dim(flatten(input), shifts[0], 0), input.shape)
+    check(len(shifts) == len(dims), lambda: f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    out = input
+    for s, d in zip(shifts, dims):
+        out = _roll_dim(out, s, canonical_dim(input.ndim, d))
+    return out if out is not input else prims.reshape(input, input.shape)
+
+
+@torchsymbol(torch.rot90, torch.Tensor.rot90)
+def rot90(input, k=1, dims=(0, 1)):
+    dims = tuple(dims)
+    check(len(dims) == 2, lambda: f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    check(input.ndim >= 2, lambda: f"expected total dims >= 2, but got total dims = {input.ndim}")
+    d0, d1 = canonical_dim(input.ndim, dims[0]), canonical_dim(input.ndim, dims[1])
+    check(d0 != d1, lambda: f"expected rotation dims to be different, but got dim0 = {d0} and dim1 = {d1}")
+    k %= 4
+    if k == 1:
+        return transpose(prims.flip(input, (d1,)), d0, d1)
+    if k == 2:
+        return prims.flip(input, (d0, d1))
+    if k == 3:
+        return transpose(prims.flip(input, (d0,)), d0, d1)
+    return prims.reshape(input, input.shape)
+
+
+# --- padding ----------------------------------------------------------------------------------
+
+
+def _edge_pad(a: TensorProxy, d: int, lo: int, hi: int, mode: str) -> TensorProxy:
+    n = a.shape[d]
+    if mode == "replicate":
+        check(n > 0 or lo + hi == 0, lambda: f"padding size should be less than the corresponding input dimension, but got: padding ({lo}, {hi}) at dimension {d} of input {list(a.shape)}")
+        left = [_slice_dim(a, d, 0, 1)] * lo
+        right = [_slice_dim(a, d, n - 1, n)] * hi
+    elif mode == "reflect":
+        check(lo < n and hi < n, lambda: f"Argument #4: Padding size should be less than the corresponding input dimension, but got: padding ({lo}, {hi}) at dimension {d} of input {list(a.shape)}")
+        left = [prims.flip(_slice_dim(a, d, 1, lo + 1), (d,))] if lo else []
+        right = [prims.flip(_slice_dim(a, d, n - 1 - hi, n - 1), (d,))] if hi else []
+    else:  # circular
+        check(lo <= n and hi <= n, lambda: f"Padding value causes wrapping around more than once.")
+        left = [_slice_dim(a, d, n - lo, n)] if lo else []
+        right = [_slice_dim(a, d, 0, hi)] if hi else []
+    return prims.cat([*left, a, *right], d) if left or right else a
+
+
+@torchsymbol(torch.nn.functional.pad)
+def pad(input, pad, mode="constant", value=None):
+    pad = _sizes("pad", (pad,))
+    check(len(pad) % 2 == 0, lambda: "Padding length must be divisible by 2")
+    check(
+        len(pad) // 2 <= input.ndim,
+        lambda: f"Padding length should be less than or equal to two times the input dimension but got padding length {len(pad)} and input of dimension {input.ndim}",
+    )
+    # pad lists (low, high) pairs from the last dimension backwards
+    pairs = {input.ndim - 1 - i: (pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)}
+    if mode == "constant":
+        fill = 0 if value is None else value
+        fill = bool(fill) if input.dtype == torch.bool else (fill if input.dtype.is_floating_point or input.dtype.is_complex else int(fill))
+        return prims.pad(input, fill, [(*pairs.get(d, (0, 0)), 0) for d in range(input.ndim)])
+    check(mode in ("reflect", "replicate", "circular"), lambda: f"Unrecognised padding mode {mode}", NotImplementedError)
+    check(value is None or value == 0, lambda: f"Padding mode \"{mode}\" doesn't take in value argument", ValueError)
+    n_pad = len(pairs)
+    check(
+        n_pad in (1, 2, 3) and input.ndim in (n_pad + 1, n_pad + 2),
+        lambda: f"Padding size {len(pad)} is not supported for {input.ndim}D input tensor.",
+        NotImplementedError,
+    )
+    check(all(v >= 0 for v in pad), lambda: f"squall: negative padding in mode {mode!r} is not supported", NotImplementedError)
+    out = input
+    for d, (lo, hi) in sorted(pairs.items()):
+        out = _edge_pad(out, d, lo, hi, mode)
+    return out if out is not input else prims.reshape(input, input.shape)
+
+
+# --- triangles --------------------------------------------------------------------------------
+
+
+def _triangle(name: str, a: TensorProxy, diagonal: int, lower: bool) -> TensorProxy:
+    check(a.ndim >= 2, lambda: f"{name}: input tensor must have at least 2 dimensions")
+    rows, cols = a.shape[-2], a.shape[-1]
+    r = prims.iota(rows, start=0, step=1, device=a.device, dtype=torch.int64)
+    c = prims.iota(cols, start=0, step=1, device=a.device, dtype=torch.int64)
+    offset = prims.sub(prims.broadcast_in_dim(c, (rows, cols), (1,)), prims.broadcast_in_dim(r, (rows, cols), (0,)))
+    # an element (i, j) is on or below the diagonal-th diagonal when j - i <= diagonal
+    keep = prims.le(offset, diagonal) if lower else prims.ge(offset, diagonal)
+    keep = prims.broadcast_in_dim(keep, a.shape, (a.ndim - 2, a.ndim - 1))
+    return prims.where(keep, a, False if a.dtype == torch.bool else 0)
+
+
+@torchsymbol(torch.tril, torch.Tensor.tril)
+def tril(input, diagonal=0):
+    return _triangle("tril", input, diagonal, lower=True)
+
+
+@torchsymbol(torch.triu, torch.Tensor.triu)
+def triu(input, diagonal=0):
+    return _triangle("triu", input, diagonal, lower=False)
+
+
+__all__ += [
+    n
+    for n, v in list(globals().items())
+    if not n.startswith("_") and hasattr(v, "torchfns") and n != "torchsymbol" and getattr(_shape, n, None) is not v
+]

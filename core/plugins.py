@@ -1,0 +1,331 @@
+"""Discovery: the marketplace of executors, filled by plugins through pluggy.
+
+A `Marketplace` owns a `pluggy.PluginManager` for the hooks in `squall.hookspecs`. It
+registers the built-in torch executor module and every entry point of the group
+`squall`, then calls each plugin's hooks once: operations first, executors second.
+Whatever goes wrong in someone else's package (an import error, a hook that raises,
+a hook returning nonsense) is recorded in `load_errors` and that plugin is skipped:
+compilation never breaks because of it.
+
+Marketplaces are objects; tests build their own. `default_marketplace()` builds the
+one `squall.jit` uses, lazily, on first use.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+from squall import hookspecs
+from squall.proxies import current_context
+from squall.symbol import Symbol
+
+if TYPE_CHECKING:
+    from squall.extend import Executor
+
+__all__ = [
+    "CustomOperation",
+    "OperationRegistry",
+    "PluginError",
+    "Marketplace",
+    "default_marketplace",
+    "reset_default_marketplace",
+    "BUILTIN_PLUGINS",
+]
+
+ENTRY_POINT_GROUP = "squall"
+DISABLE_ENV = "SQUALL_DISABLE_PLUGINS"
+# plugin name -> module; registered before entry points, through the same hooks
+BUILTIN_PLUGINS = {"torch": "squall.executors.torch"}
+USER = "<user>"  # the plugin name of executors added from plain code (add_operator_executor)
+
+
+class CustomOperation:
+    """An operation a plugin (or user) adds: a symbol with a meta function, callable from user code.
+
+    Called while squall traces, it records a call of `symbol`, which executors implement by
+    its id; called outside squall, it runs `reference` (a torch function of the same signature).
+    """
+
+    def __init__(self, id: str, *, meta: Callable, reference: Callable | None = None, tags: Iterable[str] = ()):
+        namespace, _, name = id.rpartition(".")
+        if not namespace or not all(part.isidentifier() for part in id.split(".")):
+            raise ValueError(f"a custom operation's id is '<namespace>.<name>' of identifiers, got {id!r}")
+        torchfns = (reference,) if reference is not None else ()
+        self.symbol = Symbol(id, name, meta, is_prim=True, tags=tuple(tags), torchfns=torchfns)
+        self.reference = reference
+
+    @property
+    def id(self) -> str:
+        return self.symbol.id
+
+    def __call__(self, *args, **kwargs):
+        if current_context() is not None:
+            return self.symbol(*args, **kwargs)
+        if self.reference is None:
+            raise RuntimeError(f"{self.id} has no reference implementation: call it inside a squall.jit function")
+        return self.reference(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<CustomOperation {self.id}>"
+
+
+class OperationRegistry:
+    """The custom operations defined in one marketplace, by id."""
+
+    def __init__(self) -> None:
+        self._ops: dict[str, CustomOperation] = {}
+
+    def define(self, id: str, *, meta: Callable, reference: Callable | None = None, tags: Iterable[str] = ()) -> CustomOperation:
+        """Create and add the operation `id` ("<namespace>.<name>"); see `CustomOperation`."""
+        return self.add(CustomOperation(id, meta=meta, reference=reference, tags=tags))
+
+    def add(self, op: CustomOperation) -> CustomOperation:
+        """Add an operation built elsewhere (e.g. at a plugin module's top level)."""
+        known = self._ops.get(op.id)
+        if known is not None and known is not op:
+            raise ValueError(f"operation {op.id!r} is already defined")
+        self._ops[op.id] = op
+        return op
+
+    def get(self, id: str) -> CustomOperation | None:
+        return self._ops.get(id)
+
+    def __contains__(self, id: object) -> bool:
+        return id in self._ops
+
+    def __iter__(self) -> Iterator[CustomOperation]:
+        return iter(list(self._ops.values()))
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+
+@dataclass(frozen=True)
+class PluginError:
+    """A plugin that could not contribute: which one, from which distribution, at what stage, why."""
+
+    plugin: str
+    distribution: str
+    stage: str  # "import", a hook name, or "disable"
+    error: str
+
+    def __str__(self) -> str:
+        where = f" (distribution {self.distribution})" if self.distribution else ""
+        return f"plugin {self.plugin!r}{where} failed at {self.stage}: {self.error}"
+
+
+def _describe(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+def _is_executor(x: Any) -> bool:
+    # duck-typed: extend imports this module (add_operator_executor), so this one cannot import extend
+    return isinstance(getattr(x, "name", None), str) and callable(getattr(x, "implementation_for", None))
+
+
+def _disabled_from_env() -> frozenset[str]:
+    return frozenset(n.strip() for n in os.environ.get(DISABLE_ENV, "").split(",") if n.strip())
+
+
+class Marketplace:
+    """Installed executors by name, custom operations, and what failed to load.
+
+    `entry_point_group=None` skips entry-point discovery, `builtin=False` leaves out the
+    torch executor, and `plugins` registers extra plugin objects (name, object) as if they
+    had been found through entry points. `disabled` defaults to $SQUALL_DISABLE_PLUGINS.
+    """
+
+    def __init__(
+        self,
+        *,
+        entry_point_group: str | None = ENTRY_POINT_GROUP,
+        builtin: bool = True,
+        plugins: Iterable[tuple[str, object]] = (),
+        disabled: Iterable[str] | None = None,
+    ):
+        self.plugin_manager = pluggy.PluginManager("squall")
+        self.plugin_manager.add_hookspecs(hookspecs)
+        self.operations = OperationRegistry()
+        self.load_errors: list[PluginError] = []
+        self.disabled = frozenset(disabled) if disabled is not None else _disabled_from_env()
+        self._executors: dict[str, Executor] = {}
+        self._origin: dict[str, str] = {}  # executor name -> plugin name
+        self._defaults: dict[str, bool] = {}  # executor name -> in the default list
+        self._distributions: dict[str, str] = {}  # plugin name -> distribution
+        for name in self.disabled:
+            if name in BUILTIN_PLUGINS:
+                self.load_errors.append(PluginError(name, "squall", "disable", "built-in plugins cannot be disabled"))
+            else:
+                self.plugin_manager.set_blocked(name)
+        fresh: list[str] = []
+        if builtin:
+            for name, module in BUILTIN_PLUGINS.items():
+                if self._register(name, lambda module=module: importlib.import_module(module), "squall"):
+                    fresh.append(name)
+        for name, obj in plugins:
+            if self._register(name, lambda obj=obj: obj, ""):
+                fresh.append(name)
+        if entry_point_group is not None:
+            fresh.extend(self._load_entry_points(entry_point_group))
+        self._collect(fresh)
+        for name in BUILTIN_PLUGINS if builtin else ():
+            failed = next((e for e in self.load_errors if e.plugin == name and e.stage != "disable"), None)
+            if failed is not None:
+                # squall's own executor failing is a bug in squall, not someone else's package
+                raise RuntimeError(f"squall: the built-in {str(failed).removeprefix('plugin ')}")
+
+    # --- loading ---
+
+    def _register(self, name: str, load: Callable[[], object], distribution: str) -> bool:
+        if self.plugin_manager.is_blocked(name):
+            return False
+        try:
+            self.plugin_manager.register(load(), name=name)
+        except Exception as e:  # noqa: BLE001 - someone else's package must not break ours
+            self.load_errors.append(PluginError(name, distribution, "import", _describe(e)))
+            return False
+        self._distributions[name] = distribution
+        return True
+
+    def _load_entry_points(self, group: str) -> list[str]:
+        """Load each entry point on its own, so that one broken package does not hide the others."""
+        loaded = []
+        # by name, so that which of two clashing plugins wins does not depend on sys.path order
+        for ep in sorted(importlib.metadata.entry_points(group=group), key=lambda ep: ep.name):
+            pm = self.plugin_manager
+            if pm.is_blocked(ep.name) or pm.get_plugin(ep.name) is not None:
+                continue
+            dist = ep.dist.name if ep.dist is not None else ""
+            try:
+                pm.load_setuptools_entrypoints(group, name=ep.name)
+            except Exception as e:  # noqa: BLE001 - an import error in a plugin is recorded, not raised
+                self.load_errors.append(PluginError(ep.name, dist, "import", _describe(e)))
+                continue
+            if pm.get_plugin(ep.name) is not None:
+                self._distributions[ep.name] = dist
+                loaded.append(ep.name)
+        return loaded
+
+    def _call_each(self, hook: str, plugin_names: list[str], **kwargs: Any) -> list[tuple[str, Any]]:
+        """Call `hook` of each named plugin separately; a raising implementation is recorded."""
+        wanted = set(plugin_names)
+        results = []
+        for impl in getattr(self.plugin_manager.hook, hook).get_hookimpls():
+            if impl.plugin_name not in wanted:
+                continue
+            try:
+                result = impl.function(**{k: kwargs[k] for k in impl.argnames})
+            except Exception as e:  # noqa: BLE001 - a plugin's hook that raises is skipped
+                self.load_errors.append(PluginError(impl.plugin_name, self._distributions.get(impl.plugin_name, ""), hook, _describe(e)))
+                continue
+            results.append((impl.plugin_name, result))
+        return results
+
+    def _collect(self, plugin_names: list[str]) -> None:
+        self._call_each("squall_register_operations", plugin_names, registry=self.operations)
+        for plugin, result in self._call_each("squall_register_executors", plugin_names, operations=self.operations):
+            dist = self._distributions.get(plugin, "")
+            if result is None:
+                continue
+            items = result if isinstance(result, (list, tuple)) else [result]
+            for ex in items:
+                if not _is_executor(ex):
+                    error = f"returned {type(ex).__name__}, not an Executor"
+                    self.load_errors.append(PluginError(plugin, dist, "squall_register_executors", error))
+                    continue
+                if ex.name in self._executors:
+                    error = f"executor {ex.name!r} is already provided by plugin {self._origin[ex.name]!r}"
+                    self.load_errors.append(PluginError(plugin, dist, "squall_register_executors", error))
+                    continue
+                if not ex.distribution and dist:
+                    ex.distribution = dist
+                if not ex.version and dist:
+                    try:
+                        ex.version = importlib.metadata.version(dist)
+                    except importlib.metadata.PackageNotFoundError:
+                        pass
+                self._add(ex, plugin, default=getattr(ex, "default", True))
+
+    def _add(self, ex: Executor, plugin: str, *, default: bool) -> None:
+        self._executors[ex.name] = ex
+        self._origin[ex.name] = plugin
+        self._defaults[ex.name] = default
+
+    def register_plugin(self, plugin: object, *, name: str, distribution: str = "") -> bool:
+        """Register one more plugin object and collect its operations and executors."""
+        if not self._register(name, lambda: plugin, distribution):
+            return False
+        self._collect([name])
+        return True
+
+    # --- executors added from plain code ---
+
+    def add_executor(self, ex: Executor, *, default: bool = True) -> None:
+        """Put `ex` on the market (replacing an executor added the same way under the same name)."""
+        origin = self._origin.get(ex.name)
+        if origin is not None and origin != USER:
+            raise ValueError(f"executor name {ex.name!r} is taken by plugin {origin!r}")
+        self._add(ex, USER, default=default)
+
+    def remove_executor(self, name: str) -> Executor:
+        """Take an executor off the market; returns it."""
+        if name not in self._executors:
+            raise KeyError(f"no executor named {name!r}; installed: {', '.join(self.names())}")
+        self._origin.pop(name)
+        self._defaults.pop(name)
+        return self._executors.pop(name)
+
+    # --- queries ---
+
+    def names(self) -> list[str]:
+        """Installed executor names, in default-rank order."""
+        return [ex.name for ex in self.executors()]
+
+    def executors(self) -> list[Executor]:
+        """Every installed executor, available or not, by default rank (torch last)."""
+        return sorted(self._executors.values(), key=lambda ex: (ex.name == "torch", ex.default_rank, ex.name))
+
+    def get(self, name: str) -> Executor | None:
+        return self._executors.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._executors
+
+    def plugin_of(self, name: str) -> str:
+        """The plugin that provided executor `name`."""
+        return self._origin[name]
+
+    def in_defaults(self, name: str) -> bool:
+        """Whether executor `name` joins the default list when available."""
+        return self._defaults.get(name, False)
+
+    def default_executors(self) -> list[Executor]:
+        """Every installed, available executor that joins the defaults, by declared rank, torch last."""
+        return [ex for ex in self.executors() if self._defaults[ex.name] and ex.availability()]
+
+    def load_error_for(self, name: str) -> PluginError | None:
+        """The recorded failure of plugin `name`, if any (explains why an executor is missing)."""
+        return next((e for e in self.load_errors if e.plugin == name), None)
+
+
+_default: Marketplace | None = None
+
+
+def default_marketplace() -> Marketplace:
+    """The marketplace `squall.jit` uses: built on first use from the installed plugins."""
+    global _default
+    if _default is None:
+        _default = Marketplace()
+    return _default
+
+
+def reset_default_marketplace() -> None:
+    """Forget the default marketplace; the next use discovers plugins again."""
+    global _default
+    _default = None

@@ -1,0 +1,215 @@
+"""OpInfos for convolution, pooling, attention and resizing ops."""
+from __future__ import annotations
+
+import torch
+
+from opinfos import FLOATING, NUMERIC, ErrorInput, OpInfo, SampleInput, make_tensor
+
+F = torch.nn.functional
+_CONV_DTYPES = NUMERIC  # torch's CPU convolutions take int64 too, not bool
+_CONV_TOL = {torch.bfloat16: (3e-2, 8e-2)}
+
+
+def _t(shape, dtype, device, **kw):
+    return make_tensor(shape, dtype, device, low=-3, high=3, **kw)
+
+
+def _conv_samples(n: int):
+    def samples(dtype, device):
+        s = (6, 5, 7)[:n]
+        k = (3, 2, 3)[:n]
+        x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
+        yield SampleInput((x(2, 4, *s), x(6, 4, *k)))
+        yield SampleInput((x(2, 4, *s), x(6, 4, *k), x(6)), {"stride": 2, "padding": 1})
+        yield SampleInput((x(4, *s), x(6, 4, *k)), {"bias": x(6)})  # unbatched
+        yield SampleInput((x(2, 4, *s), x(6, 2, *k)), {"groups": 2, "dilation": 2, "padding": tuple(range(1, n + 1))})
+        yield SampleInput((x(2, 4, *s, noncontiguous=True), x(6, 4, *k)), {"padding": "same"})
+        yield SampleInput((x(1, 4, *s), x(4, 1, *k)), {"padding": "same", "dilation": 2, "groups": 4})
+        yield SampleInput((x(2, 4, *s), x(6, 4, *k)), {"padding": "valid", "stride": (2,) * n})
+        yield SampleInput((x(0, 4, *s), x(6, 4, *k)))
+
+    return samples
+
+
+def _conv_errors(n: int):
+    fn = (F.conv1d, F.conv2d, F.conv3d)[n - 1]
+
+    def errors(device):
+        f = torch.float32
+        s, k = (5,) * n, (3,) * n
+        x = lambda *shape, dtype=f: make_tensor(shape, dtype, device)
+        yield ErrorInput(SampleInput((x(*s), x(4, 4, *k))), RuntimeError, f"Expected {n + 1}D \\(unbatched\\) or {n + 2}D \\(batched\\) input to conv{n}d")
+        yield ErrorInput(SampleInput((x(1, 3, *s), x(4, 2, *k))), RuntimeError, "expected input.* to have 2 channels, but got 3 channels")
+        yield ErrorInput(SampleInput((x(1, 4, *s), x(4, 2, *k)), {"groups": 3}), RuntimeError, "expected weight to be divisible by 3")
+        yield ErrorInput(SampleInput((x(1, 4, *(2,) * n), x(4, 4, *k))), RuntimeError, "Kernel size can't be greater than actual input size")
+        yield ErrorInput(SampleInput((x(1, 4, *s), x(4, 4, *k), x(3))), RuntimeError, "expected bias to be 1-dimensional with 4 elements")
+        yield ErrorInput(SampleInput((x(1, 4, *s), x(4, 4, *k)), {"stride": (1,) * (n + 1)}), RuntimeError, "expected stride to be a single integer value or a list")
+        yield ErrorInput(SampleInput((x(1, 4, *s), x(4, 4, *k)), {"stride": 0}), RuntimeError, "non-positive stride")
+        yield ErrorInput(SampleInput((x(1, 4, *s), x(4, 4, *k)), {"padding": -1}), RuntimeError, "negative padding")
+        yield ErrorInput(SampleInput((x(1, 4, *s), x(4, 4, *k)), {"padding": "same", "stride": 2}), RuntimeError, "not supported for strided convolutions")
+        yield ErrorInput(SampleInput((x(1, 4, *s), x(4, 4, *k)), {"padding": "foo"}), RuntimeError, "Invalid padding string")
+        yield ErrorInput(SampleInput((x(1, 4, *s), x(4, 4, *k)), {"dilation": 0}), RuntimeError, "dilation should be greater than zero")
+        yield ErrorInput(SampleInput((x(1, 4, *s), x(4, 4, *k)), {"groups": 0}), RuntimeError, "non-positive groups")
+        yield ErrorInput(SampleInput((x(1, 4, *s), x(4, 4, *k, dtype=torch.float64))), RuntimeError, "should be the same")
+        yield ErrorInput(SampleInput((x(1, 4, *s, dtype=torch.bool), x(4, 4, *k, dtype=torch.bool))), NotImplementedError, "Bool")
+
+    return errors
+
+
+def _conv_transpose_samples(n: int):
+    def samples(dtype, device):
+        s = (5, 4, 3)[:n]
+        k = (3, 2, 3)[:n]
+        x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
+        yield SampleInput((x(2, 4, *s), x(4, 3, *k)))
+        yield SampleInput((x(2, 4, *s), x(4, 3, *k), x(3)), {"stride": 2, "padding": 1, "output_padding": 1})
+        yield SampleInput((x(4, *s), x(4, 3, *k)), {"bias": x(3)})  # unbatched
+        yield SampleInput((x(2, 4, *s), x(4, 2, *k), x(4)), {"groups": 2, "dilation": 2, "output_padding": 1})
+        yield SampleInput((x(2, 4, *s, noncontiguous=True), x(4, 3, *k)), {"stride": (2,) * n, "padding": (1,) * n})
+        yield SampleInput((x(0, 4, *s), x(4, 3, *k)))
+
+    return samples
+
+
+def _conv_transpose_errors(n: int):
+    def errors(device):
+        f = torch.float32
+        s, k = (5,) * n, (3,) * n
+        x = lambda *shape: make_tensor(shape, f, device)
+        yield ErrorInput(SampleInput((x(1, 4, *s), x(4, 4, *k)), {"output_padding": 2, "stride": 2}), RuntimeError, "output padding must be smaller than either stride or dilation")
+        yield ErrorInput(SampleInput((x(1, 4, *s), x(3, 4, *k))), RuntimeError, "expected input.* to have 3 channels, but got 4 channels")
+        yield ErrorInput(SampleInput((x(1, 4, *s), x(4, 4, *k)), {"padding": 5}), RuntimeError, "Output size is too small")
+        yield ErrorInput(SampleInput((x(1, 4, *s), x(4, 2, *k)), {"groups": 3}), RuntimeError, "expected weight to be divisible by 3")
+        yield ErrorInput(SampleInput((x(1, 4, *s), x(4, 2, *k), x(2)), {"groups": 2}), RuntimeError, "expected bias to be 1-dimensional with 4 elements")
+
+    return errors
+
+
+def _convolution_samples(dtype, device):
+    x = lambda *shape: _t(shape, dtype, device)
+    yield SampleInput((x(2, 4, 6, 5), x(6, 2, 3, 2), x(6), (2, 1), (1, 0), (1, 2), False, (0, 0), 2))
+    yield SampleInput((x(2, 4, 5), x(4, 3, 3), None, (2,), (1,), (1,), True, (1,), 1))
+
+
+opinfos = [
+    OpInfo("conv1d", F.conv1d, _conv_samples(1), _CONV_DTYPES, error_inputs=_conv_errors(1), symbol="torch.nn.functional.conv1d", tolerances=_CONV_TOL),
+    OpInfo("conv2d", F.conv2d, _conv_samples(2), _CONV_DTYPES, error_inputs=_conv_errors(2), symbol="torch.nn.functional.conv2d", tolerances=_CONV_TOL),
+    OpInfo("conv3d", F.conv3d, _conv_samples(3), FLOATING, error_inputs=_conv_errors(3), symbol="torch.nn.functional.conv3d", tolerances=_CONV_TOL),
+    OpInfo("conv_transpose1d", F.conv_transpose1d, _conv_transpose_samples(1), _CONV_DTYPES, error_inputs=_conv_transpose_errors(1), symbol="torch.nn.functional.conv_transpose1d", tolerances=_CONV_TOL),
+    OpInfo("conv_transpose2d", F.conv_transpose2d, _conv_transpose_samples(2), _CONV_DTYPES, error_inputs=_conv_transpose_errors(2), symbol="torch.nn.functional.conv_transpose2d", tolerances=_CONV_TOL),
+    OpInfo("conv_transpose3d", F.conv_transpose3d, _conv_transpose_samples(3), FLOATING, symbol="torch.nn.functional.conv_transpose3d", tolerances=_CONV_TOL),
+    OpInfo("convolution", torch.convolution, _convolution_samples, _CONV_DTYPES, symbol="torch.convolution", tolerances=_CONV_TOL),
+]
+
+
+def _max_pool_samples(n: int):
+    def samples(dtype, device):
+        s = (7, 6, 5)[:n]
+        x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
+        yield SampleInput((x(2, 3, *s), 2))
+        yield SampleInput((x(3, *s), 3), {"stride": 2, "padding": 1})  # unbatched
+        yield SampleInput((x(2, 3, *s), (2, 3, 2)[:n]), {"stride": 1, "dilation": 2})
+        yield SampleInput((x(2, 3, *s, noncontiguous=True), 3), {"stride": 2, "ceil_mode": True})
+        yield SampleInput((x(1, 2, *s), 2), {"stride": 3, "padding": 1, "ceil_mode": True})
+        yield SampleInput((x(0, 3, *s), 2))
+        if dtype.is_floating_point:
+            t = x(1, 2, *s)
+            t.view(-1)[3] = float("nan")
+            yield SampleInput((t, 2))
+
+    return samples
+
+
+def _pool_errors(fn, n: int, max_pool: bool):
+    def errors(device):
+        f = torch.float32
+        s = (5,) * n
+        x = lambda *shape, dtype=f: make_tensor(shape, dtype, device)
+        # torch's avg_pool2d fails this one with an IndexError from its own size lookup
+        yield ErrorInput(SampleInput((x(*s), 2)), RuntimeError, "Expected", torch_raises=fn is not F.avg_pool2d)
+        yield ErrorInput(SampleInput((x(1, 2, 0, *s[1:]), 2)), RuntimeError, "Expected")
+        yield ErrorInput(SampleInput((x(1, 2, *s), 3), {"padding": 2}), RuntimeError, "pad should be at most half of")
+        yield ErrorInput(SampleInput((x(1, 2, *s), 2), {"stride": 0}), RuntimeError, "stride should not be zero")
+        yield ErrorInput(SampleInput((x(1, 2, *(1,) * n), 2)), RuntimeError, "Output size is too small")
+        yield ErrorInput(SampleInput((x(1, 2, *s), (2,) * (n + 1))), RuntimeError, "kernel_size must either be a single int, or a tuple of")
+        yield ErrorInput(SampleInput((x(1, 2, *s, dtype=torch.bool), 2)), NotImplementedError, "Bool")
+        if max_pool:
+            yield ErrorInput(SampleInput((x(1, 2, *s), 2), {"dilation": 0}), RuntimeError, "dilation should be greater than zero")
+        elif n > 1:
+            yield ErrorInput(SampleInput((x(1, 2, *s), 2), {"divisor_override": 0}), RuntimeError, "divisor must be not zero")
+
+    return errors
+
+
+def _avg_pool_samples(n: int):
+    def samples(dtype, device):
+        s = (7, 6, 5)[:n]
+        x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
+        yield SampleInput((x(2, 3, *s), 2))
+        yield SampleInput((x(3, *s), 3), {"stride": 2, "padding": 1})  # unbatched
+        yield SampleInput((x(2, 3, *s), 3), {"stride": 2, "padding": 1, "count_include_pad": False})
+        yield SampleInput((x(2, 3, *s, noncontiguous=True), 3), {"stride": 2, "ceil_mode": True})
+        yield SampleInput((x(1, 2, *s), 2), {"stride": 3, "padding": 1, "ceil_mode": True, "count_include_pad": False})
+        yield SampleInput((x(1, 2, *s), tuple(range(2, n + 2))), {"stride": 1, "padding": 1, "ceil_mode": True})
+        yield SampleInput((x(0, 3, *s), 2))
+        if n > 1:
+            yield SampleInput((x(1, 2, *s), 3), {"padding": 1, "divisor_override": 4})
+
+    return samples
+
+
+# torch's CPU kernels lack int64 max_pool1d and bfloat16 avg_pool3d; squall's decompositions have no such gaps
+_POOL_DTYPES = {"max_pool1d": FLOATING, "avg_pool3d": (torch.float32, torch.float64, torch.int64)}
+
+opinfos += [
+    OpInfo(f"max_pool{n}d", fn, _max_pool_samples(n), _POOL_DTYPES.get(f"max_pool{n}d", NUMERIC), error_inputs=_pool_errors(fn, n, True), symbol=f"torch.nn.functional.max_pool{n}d")
+    for n, fn in ((1, F.max_pool1d), (2, F.max_pool2d), (3, F.max_pool3d))
+]
+opinfos += [
+    OpInfo(f"avg_pool{n}d", fn, _avg_pool_samples(n), _POOL_DTYPES.get(f"avg_pool{n}d", NUMERIC), error_inputs=_pool_errors(fn, n, False), symbol=f"torch.nn.functional.avg_pool{n}d")
+    for n, fn in ((1, F.avg_pool1d), (2, F.avg_pool2d), (3, F.avg_pool3d))
+]
+opinfos.append(OpInfo("max_pool2d_torch_namespace", lambda x, k, **kw: torch.max_pool2d(x, k, **kw), _max_pool_samples(2), FLOATING, symbol="torch.nn.functional.max_pool2d"))
+
+
+def _adaptive_samples(n: int):
+    def samples(dtype, device):
+        s = (7, 6, 5)[:n]
+        x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
+        yield SampleInput((x(2, 3, *s), 3))  # unequal cells
+        yield SampleInput((x(3, *s), 1))  # unbatched, global pooling
+        yield SampleInput((x(2, 3, *s, noncontiguous=True), (4, 3, 5)[:n]))
+        yield SampleInput((x(1, 2, *s), (7, 2, 5)[:n]))  # equal cells and identity
+        yield SampleInput((x(1, 2, *s), (9, 8, 6)[:n]))  # more cells than inputs: overlapping
+        yield SampleInput((x(0, 3, *s), 2))
+        if n > 1:
+            yield SampleInput((x(1, 2, *s), (None,) * (n - 1) + (2,)))
+            yield SampleInput((x(1, 2, *s), (0,) + (2,) * (n - 1)))
+        if dtype.is_floating_point:
+            t = x(1, 2, *s)
+            t.view(-1)[5] = float("nan")
+            yield SampleInput((t, 2))
+
+    return samples
+
+
+def _adaptive_errors(n: int, max_pool: bool):
+    def errors(device):
+        f = torch.float32
+        s = (5,) * n
+        x = lambda *shape, dtype=f: make_tensor(shape, dtype, device)
+        yield ErrorInput(SampleInput((x(1, 2, 0, *s[1:]), 2)), RuntimeError, "non-zero size for non-batch dimensions")
+        yield ErrorInput(SampleInput((x(1, 2, *s), (2,) * (n + 1))), RuntimeError, f"output_size must be {n}")
+        yield ErrorInput(SampleInput((x(1, 2, *s, dtype=torch.int64), 2)), NotImplementedError, "not implemented")
+
+    return errors
+
+
+opinfos += [
+    OpInfo(fn.__name__, fn, _adaptive_samples(n), FLOATING, error_inputs=_adaptive_errors(n, "max" in fn.__name__), symbol=f"torch.nn.functional.{fn.__name__}", tolerances=_CONV_TOL)
+    for n, fn in ((1, F.adaptive_avg_pool1d), (2, F.adaptive_avg_pool2d), (3, F.adaptive_avg_pool3d))
+]
+opinfos += [
+    OpInfo(f"adaptive_max_pool{n}d", fn, _adaptive_samples(n), FLOATING, error_inputs=_adaptive_errors(n, True), symbol=f"torch.nn.functional.adaptive_max_pool{n}d")
+    for n, fn in ((1, F.adaptive_max_pool1d), (2, F.adaptive_max_pool2d))
+]

@@ -1,0 +1,181 @@
+"""The planner: ranks, checkers, decomposition, faults, and fusion regions."""
+from __future__ import annotations
+
+import torch
+
+import squall
+from squall.executors.torch import PRIM_IMPLS, make_executor
+from squall.extend import Availability, FusionExecutor, OperatorExecutor
+from squall.proxies import TensorProxy
+
+
+def _prims_only() -> OperatorExecutor:
+    """Torch for prims only: every ltorch op then runs through its decomposition."""
+    ex = OperatorExecutor("torch_prims")
+    for prim_id, fn in PRIM_IMPLS.items():
+        ex.register_implementation(prim_id, fn)
+    return ex
+
+
+def _decisions(fn, op: str) -> list:
+    return [d for d in squall.last_traces(fn).plan.decisions if d.bsym.sym.id == op]
+
+
+def test_checker_takes_exactly_the_calls_it_accepts():
+    ex = OperatorExecutor("f32_2d")
+    seen = []
+
+    def checker(a):
+        return isinstance(a, TensorProxy) and a.dtype == torch.float32 and a.ndim == 2
+
+    def impl(a):
+        seen.append((a.dtype, a.ndim))
+        return torch.exp(a)
+
+    ex.register_implementation("torch.exp", impl, checker=checker)
+
+    def program(a, b, c):
+        return torch.exp(a), torch.exp(b), torch.exp(c)
+
+    fn = squall.jit(program, executors=[ex, make_executor()])
+    a, b, c = torch.randn(2, 3), torch.randn(2, 3, dtype=torch.float64), torch.randn(4)
+    for got, x in zip(fn(a, b, c), (a, b, c)):
+        torch.testing.assert_close(got, torch.exp(x))
+    assert seen == [(torch.float32, 2)]
+    assert [d.executor for d in _decisions(fn, "torch.exp")] == ["f32_2d", "torch", "torch"]
+    assert _decisions(fn, "torch.exp")[1].declined == [("f32_2d", "checker declined")]
+
+
+def test_prims_are_taken_from_inside_decomposed_ops():
+    mine = OperatorExecutor("exp_kernels")
+    ran = []
+    mine.register_implementation("prims.exp", lambda a: ran.append(a.shape) or torch.exp(a))
+    fn = squall.jit(lambda x: torch.softmax(x, -1), executors=[mine, _prims_only()])
+    x = torch.randn(3, 5)
+    torch.testing.assert_close(fn(x), torch.softmax(x, -1))
+    assert ran == [torch.Size([3, 5])]
+    (top,) = _decisions(fn, "torch.softmax")
+    assert top.decomposed and top.declined == [("exp_kernels", "not implemented"), ("torch_prims", "not implemented")]
+    (exp,) = _decisions(fn, "prims.exp")
+    assert exp.executor == "exp_kernels" and exp.depth >= 1
+
+
+def test_checker_that_raises_is_declined_and_reported():
+    ex = OperatorExecutor("flaky")
+    ex.register_implementation("torch.exp", torch.exp, checker=lambda a: 1 / 0)
+    fn = squall.jit(torch.exp, executors=[ex, make_executor()])
+    x = torch.randn(3)
+    torch.testing.assert_close(fn(x), torch.exp(x))
+    (d,) = _decisions(fn, "torch.exp")
+    assert d.executor == "torch"
+    assert d.declined == [("flaky", "checker raised ZeroDivisionError: division by zero")]
+    assert squall.last_traces(fn).plan.errors == ["flaky's checker for torch.exp raised: ZeroDivisionError: division by zero"]
+
+
+def test_unavailable_executor_is_passed_over_with_its_reason():
+    class NeedsGPU(OperatorExecutor):
+        def is_available(self) -> Availability:
+            return Availability(False, "no CUDA device")
+
+    ex = NeedsGPU("gpu_only")
+    ex.register_implementation("torch.exp", torch.exp)
+    fn = squall.jit(lambda x: torch.exp(x).sin(), executors=[ex, make_executor()])
+    x = torch.randn(3)
+    torch.testing.assert_close(fn(x), torch.exp(x).sin())
+    plan = squall.last_traces(fn).plan
+    assert plan.unavailable == {"gpu_only": "no CUDA device"}
+    assert _decisions(fn, "torch.exp")[0].declined == [("gpu_only", "unavailable: no CUDA device")]
+    assert _decisions(fn, "torch.sin")[0].declined == [("gpu_only", "not implemented")]
+
+
+# --- fusion -------------------------------------------------------------------------------------
+
+FUSIBLE = ("prims.exp", "prims.add", "prims.mul", "prims.convert_element_type", "prims.broadcast_in_dim")
+
+
+class PyFuser(FusionExecutor):
+    """A real fusion executor: each region becomes one generated Python function of torch calls."""
+
+    def __init__(self, name: str = "pyfuse", min_region_size: int = 1):
+        super().__init__(name, default_rank=50)
+        self.min_region_size = min_region_size
+        self.compiled_sources: list[str] = []
+        for op in FUSIBLE:
+            self.register_supported(op)
+
+    def compile_region(self, region):
+        names = {p.name: f"i{k}" for k, p in enumerate(region.inputs)}
+        env = {"impls": PRIM_IMPLS}
+        lines = [f"def region({', '.join(names.values())}):"]
+        for n, call in enumerate(region.calls):
+            args = []
+            for a in call.args:
+                if isinstance(a, TensorProxy):
+                    args.append(names[a.name])
+                else:
+                    env[f"k{n}_{len(args)}"] = a
+                    args.append(f"k{n}_{len(args)}")
+            out = f"v{n}"
+            names[call.output.name] = out
+            lines.append(f"    {out} = impls[{call.sym.id!r}]({', '.join(args)})")
+        lines.append(f"    return ({''.join(names[p.name] + ', ' for p in region.outputs)})")
+        source = "\n".join(lines)
+        self.compiled_sources.append(source)
+        exec(source, env)
+        return env["region"]
+
+
+def test_fusion_regions_merge_along_data_flow_and_compile_once():
+    fuser = PyFuser()
+
+    def program(x):
+        a = torch.exp(x) * 2.0  # region 0
+        s = torch.sin(a)  # not fusible: cuts the data flow
+        b = torch.exp(s) * 2.0  # cannot join region 0 (it would need sin, which needs region 0)
+        return b + 1.0, a
+
+    fn = squall.jit(program, executors=[fuser, make_executor()])
+    x = torch.randn(8)
+    got = fn(x)
+    torch.testing.assert_close(got[1], torch.exp(x) * 2.0)
+    torch.testing.assert_close(got[0], torch.exp(torch.sin(torch.exp(x) * 2.0)) * 2.0 + 1.0)
+    plan = squall.last_traces(fn).plan
+    assert len(plan.regions) == 2
+    assert plan.regions[0].ops == ["torch.exp", "torch.mul"]
+    assert plan.regions[1].ops == ["torch.exp", "torch.mul", "torch.add"]
+    assert [d.executor for d in _decisions(fn, "torch.sin")] == ["torch"]
+    executed = squall.last_traces(fn).executed
+    assert executed.count("pyfuse_region") == 2 and "torch_sin" in executed
+    # the two regions differ (the second adds 1.0): two compilations
+    assert len(fuser.compiled_sources) == 2
+
+
+def test_identical_regions_compile_once():
+    fuser = PyFuser()
+
+    def program(x):
+        a = torch.exp(x) * 2.0
+        b = torch.exp(torch.sin(a)) * 2.0
+        return torch.sin(b)
+
+    fn = squall.jit(program, executors=[fuser, make_executor()])
+    x = torch.randn(4, 4)
+    torch.testing.assert_close(fn(x), torch.sin(torch.exp(torch.sin(torch.exp(x) * 2.0)) * 2.0))
+    plan = squall.last_traces(fn).plan
+    assert [r.reused for r in plan.regions] == [False, True]
+    assert len(fuser.compiled_sources) == 1
+
+
+def test_calls_a_fusion_pass_leaves_out_go_to_torch():
+    fuser = PyFuser(min_region_size=3)
+
+    def program(x):
+        return torch.sin(torch.exp(x))  # exp alone: a region of one op, below the minimum
+
+    fn = squall.jit(program, executors=[fuser, make_executor()])
+    x = torch.randn(5)
+    torch.testing.assert_close(fn(x), torch.sin(torch.exp(x)))
+    (d,) = _decisions(fn, "torch.exp")
+    assert d.executor == "torch"
+    assert d.declined == [("pyfuse", "claimed it, but its fusion pass left it out")]
+    assert squall.last_traces(fn).plan.regions == []

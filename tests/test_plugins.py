@@ -1,0 +1,243 @@
+"""Discovery through real package metadata, custom operations, faults, add_operator_executor."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import squall
+from squall import plugins
+from squall.cli import main
+from squall.extend import add_operator_executor
+from squall.plugins import Marketplace
+from example_executor.install import activate, deactivate, install_distribution, install_example
+
+EXAMPLE_MODULES = ("squall_example_executor", "broken_plugin", "raising_plugin", "junk_plugin", "twin_plugin")
+
+BROKEN = "import squall\nraise ImportError('needs libfoo.so, which is not installed')\n"
+RAISING = """
+from squall.extend import hookimpl
+@hookimpl
+def squall_register_executors():
+    raise RuntimeError('license server unreachable')
+"""
+JUNK = """
+from squall.extend import hookimpl
+@hookimpl
+def squall_register_executors():
+    return ["not an executor"]
+"""
+TWIN = """
+from squall.extend import OperatorExecutor, hookimpl
+@hookimpl
+def squall_register_executors():
+    return [OperatorExecutor("example")]
+"""
+
+
+@pytest.fixture
+def site(tmp_path):
+    """The example executor installed in a fresh site folder on sys.path; the default market rebuilt."""
+    path = install_example(tmp_path / "site")
+    activate(path)
+    plugins.reset_default_marketplace()
+    sys.modules.pop("squall_example_executor", None)
+    yield path
+    deactivate(path, EXAMPLE_MODULES)
+    plugins.reset_default_marketplace()
+
+
+def _faulty(site: Path) -> None:
+    for plugin, source in [("broken_plugin", BROKEN), ("raising_plugin", RAISING), ("junk_plugin", JUNK), ("twin_plugin", TWIN)]:
+        install_distribution(site, f"squall-{plugin.replace('_', '-')}", "1.0", {plugin: plugin}, {f"{plugin}.py": source})
+
+
+def _calls():
+    import squall_example_executor
+
+    return squall_example_executor.CALLS
+
+
+def test_discovered_through_installed_metadata_and_used_by_the_planner(site):
+    market = Marketplace()
+    assert market.names() == ["example", "torch"]
+    ex = market.get("example")
+    assert (ex.distribution, ex.version, market.plugin_of("example")) == ("squall-example-executor", "0.3.1", "example")
+
+    fn = squall.jit(lambda x: torch.exp(x) * 2)
+    x = torch.randn(3, 4)
+    before = dict(_calls())
+    torch.testing.assert_close(fn(x), torch.exp(x) * 2)
+    executed = squall.last_traces(fn).executed
+    assert "example_exp" in executed  # the example executor's implementation is what the code calls
+    assert _calls()["exp"] == before.get("exp", 0) + 1
+    assert fn.executors.names == ["example", "torch"]
+
+
+def test_cli_lists_the_installed_executor(site, capsys):
+    assert main(["executors", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["executors"]}
+    assert rows["example"]["distribution"] == "squall-example-executor"
+    assert rows["example"]["available"] is True
+    assert sorted(rows["example"]["ops"]) == ["example.scaled_tanh", "example.tanh_scale", "prims.mul", "torch.exp"]
+    assert main(["executors"]) == 0
+    table = capsys.readouterr().out
+    assert "example" in table and "squall-example-executor" in table and "0.3.1" in table
+
+
+def test_python_dash_m_finds_the_plugin_in_a_fresh_process(site):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-m", "squall", "executors", "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    names = [r["name"] for r in json.loads(done.stdout)["executors"]]
+    assert names == ["example", "torch"]
+
+
+def test_custom_operation_from_a_plugin(site):
+    market = Marketplace()
+    plugins._default = market
+    scaled_tanh = market.operations.get("example.scaled_tanh")
+    x = torch.randn(5)
+    expected = torch.tanh(x) * 3.0
+    torch.testing.assert_close(scaled_tanh(x, 3.0), expected)  # eagerly: its reference
+
+    fn = squall.jit(lambda x: scaled_tanh(x, 3.0) + 1)
+    before = _calls()["scaled_tanh"]
+    torch.testing.assert_close(fn(x), expected + 1)
+    assert _calls()["scaled_tanh"] == before + 1
+    assert "example_tanh_scale" in squall.last_traces(fn).executed
+
+    # without the example executor, torch runs the reference the operation was defined with
+    fn = squall.jit(lambda x: scaled_tanh(x, 3.0) + 1, executors=["torch"])
+    torch.testing.assert_close(fn(x), expected + 1)
+    assert _calls()["scaled_tanh"] == before + 1
+
+
+def test_faulty_plugins_are_recorded_and_skipped(site, capsys):
+    _faulty(site)
+    market = Marketplace()
+    errors = {e.plugin: e for e in market.load_errors}
+    assert errors["broken_plugin"].stage == "import"
+    assert errors["broken_plugin"].distribution == "squall-broken-plugin"
+    assert "libfoo.so" in errors["broken_plugin"].error
+    assert errors["raising_plugin"].stage == "squall_register_executors"
+    assert "license server unreachable" in errors["raising_plugin"].error
+    assert "not an Executor" in errors["junk_plugin"].error
+    assert "already provided by plugin 'example'" in errors["twin_plugin"].error
+    assert market.names() == ["example", "torch"]
+
+    # compilation goes on with what did load
+    fn = squall.jit(lambda x: torch.exp(x))
+    x = torch.randn(2)
+    torch.testing.assert_close(fn(x), torch.exp(x))
+    assert "example_exp" in squall.last_traces(fn).executed
+
+    # `squall executors` shows the failures and says so in its exit code
+    assert main(["executors"]) == 1
+    out = capsys.readouterr().out
+    assert "not loaded: plugin 'broken_plugin' (distribution squall-broken-plugin) failed at import" in out
+
+    # naming the broken one is an error that says why it is missing
+    with pytest.raises(squall.config.UnknownExecutorError, match="libfoo.so"):
+        squall.jit(lambda x: x, executors=["broken_plugin"])
+
+
+def test_disable_plugins_by_environment(site, monkeypatch):
+    monkeypatch.setenv("SQUALL_DISABLE_PLUGINS", "example, other")
+    market = Marketplace()
+    assert market.names() == ["torch"]
+    assert market.load_errors == []
+    monkeypatch.setenv("SQUALL_DISABLE_PLUGINS", "torch")
+    market = Marketplace()
+    assert market.names() == ["example", "torch"]  # the built-in executor cannot be disabled
+    assert market.load_errors[0].stage == "disable"
+
+
+def test_plugin_objects_register_through_the_same_hooks():
+    class Plugin:
+        @squall.extend.hookimpl
+        def squall_register_executors(self):
+            return [squall.extend.OperatorExecutor("mine", default_rank=5)]
+
+    market = Marketplace(entry_point_group=None, plugins=[("mine", Plugin())])
+    assert market.names() == ["mine", "torch"]
+    assert market.plugin_of("torch") == "torch"
+    assert Marketplace(entry_point_group=None, builtin=False).names() == []
+
+
+# --- add_operator_executor, exactly as the docs show it ---------------------------------------
+
+
+def apex_xentropy_checker(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean", label_smoothing=0.0):
+    return weight is None and label_smoothing == 0.0 and reduction == "mean" and input.ndim == 2
+
+
+def apex_xentropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean", label_smoothing=0.0):
+    apex_xentropy.calls += 1
+    logp = torch.log_softmax(input.float(), dim=1)
+    keep = target != ignore_index
+    picked = logp.gather(1, target.clamp(min=0).unsqueeze(1)).squeeze(1)
+    return (-(picked * keep).sum() / keep.sum()).to(input.dtype)
+
+
+apex_xentropy.calls = 0
+
+
+@pytest.fixture
+def clean_default_market():
+    plugins.reset_default_marketplace()
+    yield plugins.default_marketplace()
+    plugins.reset_default_marketplace()
+
+
+def test_add_operator_executor_as_in_the_docs(clean_default_market):
+    squall.extend.add_operator_executor(
+        "apex_xentropy",
+        {"torch.nn.functional.cross_entropy": ("apex_xentropy", apex_xentropy_checker, apex_xentropy)},
+        add_to_default_executors=True)
+
+    def loss(logits, target):
+        return F.cross_entropy(logits, target)
+
+    fn = squall.jit(loss)
+    assert fn.executors.names == ["apex_xentropy", "torch"]
+    logits, target = torch.randn(6, 5), torch.tensor([0, 4, 2, -100, 1, 3])
+    before = apex_xentropy.calls
+    torch.testing.assert_close(fn(logits, target), F.cross_entropy(logits, target))
+    assert apex_xentropy.calls == before + 1
+    assert "= apex_xentropy_apex_xentropy(logits, target" in squall.last_traces(fn).executed
+
+    # the checker declines label smoothing: torch takes that call
+    smooth = squall.jit(lambda a, b: F.cross_entropy(a, b, label_smoothing=0.1))
+    torch.testing.assert_close(smooth(logits, target), F.cross_entropy(logits, target, label_smoothing=0.1))
+    assert apex_xentropy.calls == before + 1
+    report = squall.explain(smooth, logits, target)
+    assert ("apex_xentropy", "checker declined") in report.rows[0].declined
+
+
+def test_add_operator_executor_with_an_op_of_today_and_only_when_named(clean_default_market):
+    calls = []
+
+    def exp_impl(a):
+        calls.append(a.shape)
+        return torch.exp(a)
+
+    add_operator_executor("my_exp", {"torch.exp": ("fast_exp", None, exp_impl)}, add_to_default_executors=False)
+    x = torch.randn(3)
+    squall.jit(torch.exp)(x)
+    assert calls == []  # not in the defaults
+    fn = squall.jit(lambda x: torch.exp(x), executors=["my_exp"])
+    torch.testing.assert_close(fn(x), torch.exp(x))
+    assert calls == [torch.Size([3])]
+    assert "my_exp_fast_exp" in squall.last_traces(fn).executed
+
+    with pytest.raises(KeyError, match="torch.exq"):
+        add_operator_executor("bad", {"torch.exq": ("e", None, exp_impl)})
+    with pytest.raises(TypeError, match="operator name, checker or None, implementation"):
+        add_operator_executor("bad", {"torch.exp": (exp_impl,)})
