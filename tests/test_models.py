@@ -209,3 +209,10 @@ def test_losses_on_a_classifier_head():
         warnings.simplefilter("error", squall.SquallWarning)
         actual = jitted(*args)
     assert_close(actual, losses(*args))
+
+
+def test_l1_loss_weight_that_torch_drops_is_an_error_not_a_wrong_answer():
+    # torch's F.l1_loss leaves weight= out of its __torch_function__ call
+    x, y, w = torch.randn(4), torch.randn(4), torch.rand(4)
+    with pytest.raises(NotImplementedError, match="does not pass weight="):
+        squall.jit(lambda x, y, w: F.l1_loss(x, y, weight=w))(x, y, w)

@@ -5,6 +5,7 @@ bf16/f16), reduces ('none', 'mean', 'sum'), and rounds once to the result dtype.
 """
 from __future__ import annotations
 
+import sys
 import warnings
 
 import torch
@@ -100,8 +101,25 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 @torchsymbol(F.l1_loss)
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean absolute error."""
+    if weight is None and _weight_dropped_by_torch() is not None:
+        raise NotImplementedError(
+            "squall: this torch's torch.nn.functional.l1_loss does not pass weight= on to "
+            "__torch_function__, so a traced call cannot see it; write the weighted loss out "
+            "(e.g. (weight * (input - target).abs()).mean()) or call l1_loss outside squall.jit"
+        )
     reduction = _reduction(size_average, reduce, reduction)
     return _pointwise_loss("l1_loss", prims.abs, input, target, reduction, weight, weighted_mean_divides_by_weight=True)
+
+
+def _weight_dropped_by_torch():
+    """The weight= a caller gave torch.nn.functional.l1_loss, found in its frame (torch drops it)."""
+    frame = sys._getframe(1)
+    code = torch.nn.functional.l1_loss.__code__
+    while frame is not None:
+        if frame.f_code is code:
+            return frame.f_locals.get("weight")
+        frame = frame.f_back
+    return None
 
 
 def _huber_term(delta: float, *, scale: float):
