@@ -15,7 +15,7 @@ from torch.utils._pytree import tree_flatten
 
 from squall import prims
 from squall.ltorch.base import torchsymbol
-from squall.ltorch.helpers import check, is_number, is_tensor
+from squall.ltorch.helpers import cast_number, check, is_number, is_tensor, number_dtype
 from squall.proxies import TensorProxy, current_context
 
 __all__: list[str] = []
@@ -56,28 +56,6 @@ def check_factory_kwargs(name: str, *, layout=None, out=None, pin_memory=False, 
     check(out is None, lambda: f"squall: {name}(out=...) is not supported; use the returned tensor", NotImplementedError)
     check(not pin_memory, lambda: f"squall: {name}(pin_memory=True) is not supported while tracing", NotImplementedError)
     check(generator is None, lambda: f"squall: {name}(generator=...) is not supported; seed torch's global generator instead", NotImplementedError)
-
-
-def number_dtype(x) -> torch.dtype:
-    """The dtype torch infers for a tensor filled with the Python number `x`."""
-    if isinstance(x, bool):
-        return torch.bool
-    if isinstance(x, int):
-        return torch.int64
-    if isinstance(x, complex):
-        return torch.complex128 if torch.get_default_dtype() == torch.float64 else torch.complex64
-    return torch.get_default_dtype()
-
-
-def cast_number(x, dtype: torch.dtype):
-    """`x` as torch stores it in a `dtype` tensor (truncation toward zero for integers)."""
-    if dtype == torch.bool:
-        return bool(x)
-    if dtype.is_complex:
-        return complex(x)
-    if dtype.is_floating_point:
-        return float(x.real if isinstance(x, complex) else x)
-    return int(x.real if isinstance(x, complex) else x)
 
 
 def filled(shape: Sequence[int], value, *, device: torch.device, dtype: torch.dtype) -> TensorProxy:

@@ -24,6 +24,8 @@ __all__ = [
     "is_number",
     "is_tensor",
     "computation_dtype",
+    "number_dtype",
+    "cast_number",
 ]
 
 
@@ -31,7 +33,8 @@ def is_tensor(x) -> bool:
     return isinstance(x, TensorProxy)
 
 
-def _number_dtype(x) -> torch.dtype:
+def number_dtype(x) -> torch.dtype:
+    """The dtype torch infers for a tensor filled with the Python number `x`."""
     if isinstance(x, bool):
         return torch.bool
     if isinstance(x, int):
@@ -39,6 +42,17 @@ def _number_dtype(x) -> torch.dtype:
     if isinstance(x, complex):
         return torch.complex128 if torch.get_default_dtype() == torch.float64 else torch.complex64
     return torch.get_default_dtype()
+
+
+def cast_number(x, dtype: torch.dtype):
+    """`x` as torch stores it in a `dtype` tensor (C++ static_cast: truncation toward zero)."""
+    if dtype == torch.bool:
+        return bool(x)
+    if dtype.is_complex:
+        return complex(x)
+    if dtype.is_floating_point:
+        return float(x.real if isinstance(x, complex) else x)
+    return int(x.real if isinstance(x, complex) else x)
 
 
 def _promote(a: torch.dtype | None, b: torch.dtype | None) -> torch.dtype | None:
@@ -79,7 +93,7 @@ def result_dtype(*operands) -> torch.dtype:
             else:
                 zero_result = _promote(zero_result, x.dtype)
         elif is_number(x):
-            number_result = _promote(number_result, _number_dtype(x))
+            number_result = _promote(number_result, number_dtype(x))
         elif x is not None:
             raise TypeError(f"expected a tensor or a number, got {type(x).__name__}")
     out = _combine_categories(dim_result, _combine_categories(zero_result, number_result))

@@ -13,7 +13,7 @@ import torch
 
 from squall import prims
 from squall.ltorch.base import data_dependent_error, torch_inplace, torchsymbol
-from squall.ltorch.helpers import broadcast, broadcast_shapes, broadcast_to, canonical_dim, check, is_number, is_tensor
+from squall.ltorch.helpers import broadcast, broadcast_shapes, broadcast_to, canonical_dim, cast_number, check, is_number, is_tensor
 from squall.proxies import TensorProxy
 
 __all__: list[str] = []
@@ -34,24 +34,13 @@ def _long(index: TensorProxy) -> TensorProxy:
     return index if index.dtype == torch.int64 else prims.convert_element_type(index, torch.int64)
 
 
-def _cast_number(x, dtype: torch.dtype):
-    """A Python number as torch stores it in a tensor of `dtype` (C++ static_cast: truncation)."""
-    if dtype == torch.bool:
-        return bool(x)
-    if dtype.is_complex:
-        return complex(x)
-    if dtype.is_floating_point:
-        return float(x.real if isinstance(x, complex) else x)
-    return int(x.real if isinstance(x, complex) else x)
-
-
 def _zero(dtype: torch.dtype):
-    return _cast_number(0, dtype)
+    return cast_number(0, dtype)
 
 
 def _full(shape: Sequence[int], value, like: TensorProxy, dtype: torch.dtype | None = None) -> TensorProxy:
     dtype = like.dtype if dtype is None else dtype
-    return prims.full(tuple(shape), _cast_number(value, dtype), device=like.device, dtype=dtype)
+    return prims.full(tuple(shape), cast_number(value, dtype), device=like.device, dtype=dtype)
 
 
 def _fill_value(name: str, value, a: TensorProxy, shape: Sequence[int]) -> TensorProxy | int | float | bool | complex:
@@ -61,7 +50,7 @@ def _fill_value(name: str, value, a: TensorProxy, shape: Sequence[int]) -> Tenso
         v = value if value.dtype == a.dtype else prims.convert_element_type(value, a.dtype)
         return prims.broadcast_in_dim(v, tuple(shape), ())
     check(is_number(value), lambda: f"{name}: value must be a number or a 0-d tensor, got {type(value).__name__}", TypeError)
-    return _cast_number(value, a.dtype)
+    return cast_number(value, a.dtype)
 
 
 def _check_input(name: str, a) -> None:
@@ -275,7 +264,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     one = _full(input.shape, 1 if include_self else 0, input)
     count = _scatter_with(prims.scatter_add, one, dim, index, _full(index.shape, 1, input))
     # untouched positions (count 0) keep their value: divide them by 1
-    count = prims.where(prims.eq(count, _zero(input.dtype)), _cast_number(1, input.dtype), count)
+    count = prims.where(prims.eq(count, _zero(input.dtype)), cast_number(1, input.dtype), count)
     if input.dtype.is_floating_point or input.dtype.is_complex:
         return prims.div(total, count)
     return prims.div(total, count, rounding_mode="floor")
