@@ -20,7 +20,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from squall import ltorch
 from squall.codegen import GeneratedFunction, InputBinding, generate
-from squall.config import ExecutorPriority, resolve_executors
+from squall.config import resolve_executors
 from squall.extend import Executor
 from squall.ltorch.base import SquallWarning, TorchLanguage, TracingMode, check_not_stale
 from squall.planner import Plan, plan
@@ -217,11 +217,6 @@ class CacheStats:
     changes: dict[str, int] = field(default_factory=dict)  # input label -> times it changed
 
 
-def default_executors() -> ExecutorPriority:
-    """The priority list in force now: $SQUALL_EXECUTORS, pyproject.toml, or the installed defaults."""
-    return resolve_executors(None)
-
-
 class JittedFunction:
     """A compiled function: calls with a known input signature go straight to generated code."""
 
@@ -237,10 +232,10 @@ class JittedFunction:
         self.fn = fn
         self.module = fn if isinstance(fn, torch.nn.Module) else None
         # resolved once, when jit is called: names, +name/-name, env, pyproject (squall.config)
-        self.executors = resolve_executors(executors) if executors is not None else default_executors()
+        self.executors = resolve_executors(executors)
         self.recompile_limit = recompile_limit
-        # the executor configuration in force, as part of every cache key
-        self._config_key: tuple = (tuple(ex.name for ex in self.executors),)
+        # the executor configuration in force (names and per-operation lists), in every cache key
+        self._config_key: tuple = (self.executors.key,)
         self._cache: dict[Any, Callable] = {}
         self._entries: dict[Any, CompiledEntry] = {}
         self.last_entry: CompiledEntry | None = None
