@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import linecache
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -123,15 +124,19 @@ def flat_proxies(tree: Any) -> list[TensorProxy]:
     return [x for x in tree_flatten(tree)[0] if isinstance(x, TensorProxy)]
 
 
-_SQUALL_DIR = __file__.rsplit("/", 1)[0]
+_SQUALL_DIR = os.path.dirname(os.path.abspath(__file__))
+# the files that run while a program is traced; any other frame is the program's own
+_TRACING_MACHINERY = tuple(
+    os.path.join(_SQUALL_DIR, part) for part in ("ltorch" + os.sep, "prims" + os.sep, "proxies.py", "symbol.py")
+)
 
 
 def user_source() -> tuple[str, int, str] | None:
-    """The innermost frame of the calling program outside squall and torch, for explain."""
+    """The innermost frame of the traced program (not squall's tracing machinery, not torch)."""
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
-        if not fn.startswith(_SQUALL_DIR) and "/torch/" not in fn and not fn.startswith("<"):
+        if not fn.startswith(_TRACING_MACHINERY) and f"{os.sep}torch{os.sep}" not in fn and not fn.startswith("<"):
             return fn, f.f_lineno, linecache.getline(fn, f.f_lineno).strip()
         f = f.f_back
     return None
