@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from squall.config import ExecutorPriority, resolve_executors
-from squall.jit import JittedFunction, JittedModule, trace_program
+from squall.jit import JittedFunction, JittedModule, jitted_state, trace_program
 from squall.planner import Plan, RegionRecord, plan
 from squall.plugins import Marketplace, default_marketplace
 from squall.proxies import type_string
@@ -132,8 +132,8 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
     `fn` is a function, an nn.Module, or the result of `squall.jit` (whose executor
     list is then used; otherwise the configuration in force is).
     """
-    if isinstance(fn, JittedModule):
-        fn = fn._jitted
+    if isinstance(fn, JittedModule) or hasattr(fn, "__squall__"):
+        fn = jitted_state(fn)
     if isinstance(fn, JittedFunction):
         target, module, priority = fn.fn, fn.module, fn.executors
     else:

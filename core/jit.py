@@ -195,6 +195,42 @@ def _key_parts(args: tuple, kwargs: dict, names: list[str]) -> dict[str, Any]:
 
 # --- compiled entries and the jitted callable ----------------------------------------------------
 
+# The hot path, written once for functions and modules. One flat key: a tensor adds (shape,
+# dtype, device, requires_grad), which starts with a torch.Size; a number adds (type, value),
+# which starts with a type; anything else adds one nested tuple; so the groups cannot be
+# confused. The executor configuration is fixed when jit is called and every jitted function
+# has its own cache, so it needs no place in the key.
+_ENTRY_POINT = """
+def compiled(*args, **kwargs):
+    key = (_is_grad_enabled(), _get_default_dtype())
+    for a in args:
+        if type(a) is _Tensor:
+            key += (a.shape, a.dtype, a.device, a.requires_grad)
+        elif type(a) in _SCALARS:
+            key += (type(a), a)
+        else:
+            key += (_value_key(a, "an argument"),)
+    if kwargs:
+        key += (tuple([(k, _value_key(v, f"keyword argument {{k!r}}")) for k, v in kwargs.items()]),)
+{params_key}
+    fn = cache.get(key)
+    if fn is None:
+        fn = compile_(args, kwargs, key, {params})
+    else:
+        hits[0] += 1
+    return fn({params_arg}*args, **kwargs)
+"""
+_FUNCTION_PARTS = {"params_key": "", "params": "None", "params_arg": ""}
+_MODULE_PARTS = {
+    # parameters and buffers are read at every call, so optimizer steps and load_state_dict are seen
+    "params_key": """    params = [store[k] for store, k in slots]
+    for p in params:
+        key += (p.shape, p.dtype, p.device, p.requires_grad)
+    key += (tuple([m.training for m in submodules]),)""",
+    "params": "params",
+    "params_arg": "params, ",
+}
+
 
 @dataclass
 class CompiledEntry:
@@ -234,8 +270,6 @@ class JittedFunction:
         # resolved once, when jit is called: names, +name/-name, env, pyproject (squall.config)
         self.executors = resolve_executors(executors)
         self.recompile_limit = recompile_limit
-        # the executor configuration in force (names and per-operation lists), in every cache key
-        self._config_key: tuple = (self.executors.key,)
         self._cache: dict[Any, Callable] = {}
         self._entries: dict[Any, CompiledEntry] = {}
         self.last_entry: CompiledEntry | None = None
@@ -247,40 +281,34 @@ class JittedFunction:
         if self.module is not None:
             self._slots, _ = _module_slots(self.module)
             self._submodules = list(self.module.modules())
-        functools.update_wrapper(self, fn if self.module is None else type(fn).forward, updated=())
+        self.entry_point = self._make_entry_point()
+
+    def _make_entry_point(self) -> Callable:
+        """The function users call: the hot path, generated once, closed over this state."""
+        namespace = {
+            "cache": self._cache,
+            "compile_": self._compile,
+            "hits": [0],
+            "slots": self._slots,
+            "submodules": self._submodules,
+            "_is_grad_enabled": _is_grad_enabled,
+            "_get_default_dtype": _get_default_dtype,
+            "_Tensor": _Tensor,
+            "_SCALARS": _SCALARS,
+            "_value_key": _value_key,
+        }
+        source = _ENTRY_POINT.format(**(_MODULE_PARTS if self.module is not None else _FUNCTION_PARTS))
+        exec(compile(source, f"<squall-entry-point-{type(self.fn).__name__}>", "exec"), namespace)
+        compiled = namespace["compiled"]
+        self._hits = lambda: namespace["hits"][0]
+        compiled.__squall__ = self
+        compiled.cache_info = self.cache_info
+        compiled.executors = self.executors  # the priority list in force
+        functools.update_wrapper(compiled, self.fn if self.module is None else type(self.fn).forward, updated=())
+        return compiled
 
     def __call__(self, *args, **kwargs):
-        # The hot path. One flat key: a tensor adds (shape, dtype, device, requires_grad),
-        # which starts with a torch.Size; a number adds (type, value), which starts with a
-        # type; anything else adds one nested tuple; so the groups cannot be confused.
-        key = (_is_grad_enabled(), _get_default_dtype())
-        for a in args:
-            if type(a) is _Tensor:
-                key += (a.shape, a.dtype, a.device, a.requires_grad)
-            elif type(a) in _SCALARS:
-                key += (type(a), a)
-            else:
-                key += (_value_key(a, "an argument"),)
-        if kwargs:
-            key += (tuple((k, _value_key(v, f"keyword argument {k!r}")) for k, v in kwargs.items()),)
-        if self.module is None:
-            key += self._config_key
-            fn = self._cache.get(key)
-            if fn is None:
-                fn = self._compile(args, kwargs, key, None)
-            else:
-                self.stats.hits += 1
-            return fn(*args, **kwargs)
-        params = [store[k] for store, k in self._slots]
-        for p in params:
-            key += (p.shape, p.dtype, p.device, p.requires_grad)
-        key += (tuple([m.training for m in self._submodules]),) + self._config_key
-        fn = self._cache.get(key)
-        if fn is None:
-            fn = self._compile(args, kwargs, key, params)
-        else:
-            self.stats.hits += 1
-        return fn(params, *args, **kwargs)
+        return self.entry_point(*args, **kwargs)
 
     def _compile(self, args: tuple, kwargs: dict, key: tuple, params: list | None) -> Callable:
         start = time.perf_counter()
@@ -319,6 +347,7 @@ class JittedFunction:
 
     def cache_info(self) -> CacheStats:
         """Hits, misses, and which inputs changed between compilations."""
+        self.stats.hits = self._hits()
         return self.stats
 
 
@@ -340,9 +369,10 @@ class JittedModule(torch.nn.Module):
 
 def jit(fn: Callable, *, executors: Sequence[Executor] | None = None, recompile_limit: int = 8) -> Any:
     """Compile `fn` (a function or an nn.Module); the result is called like the original."""
+    state = JittedFunction(fn, executors=executors, recompile_limit=recompile_limit)
     if isinstance(fn, torch.nn.Module):
-        return JittedModule(fn, JittedFunction(fn, executors=executors, recompile_limit=recompile_limit))
-    return JittedFunction(fn, executors=executors, recompile_limit=recompile_limit)
+        return JittedModule(fn, state)
+    return state.entry_point
 
 
 @dataclass
@@ -357,17 +387,21 @@ class LastTraces:
         return iter((self.traced, self.plan, self.executed))
 
 
-def _jitted(jfn: Any) -> JittedFunction:
+def jitted_state(jfn: Any) -> JittedFunction:
+    """The compilation state behind a function or module returned by squall.jit."""
     if isinstance(jfn, JittedModule):
         return jfn._jitted
     if isinstance(jfn, JittedFunction):
         return jfn
+    state = getattr(jfn, "__squall__", None)
+    if isinstance(state, JittedFunction):
+        return state
     raise TypeError(f"expected a function returned by squall.jit, got {type(jfn).__name__}")
 
 
 def last_traces(jfn: Any) -> LastTraces:
     """The traces of `jfn`'s most recent compilation."""
-    entry = _jitted(jfn).last_entry
+    entry = jitted_state(jfn).last_entry
     if entry is None:
         raise RuntimeError("this function has not been compiled yet: call it first")
     return LastTraces(entry.traced, entry.plan, entry.source)

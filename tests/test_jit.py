@@ -127,7 +127,7 @@ def test_last_traces_show_decomposition_annotations_and_executors():
 def test_generated_source_appears_in_tracebacks():
     jf = squall.jit(lambda x, y: x + y)
     jf(torch.ones(2), torch.ones(2))
-    (generated,) = jf._cache.values()
+    (generated,) = jf.__squall__._cache.values()
     with pytest.raises(RuntimeError) as info:
         generated(torch.ones(2), torch.ones(3))  # the shapes the code was generated for are bypassed
     frames = traceback.extract_tb(info.value.__traceback__)

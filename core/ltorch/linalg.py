@@ -7,8 +7,8 @@ import torch
 
 from squall import prims
 from squall.ltorch.base import torch_inplace, torchsymbol
-from squall.ltorch.elementwise import mul
-from squall.ltorch.helpers import broadcast_shapes, broadcast_to, check, computation_dtype, is_tensor, to_dtype
+from squall.ltorch.elementwise import add, mul
+from squall.ltorch.helpers import broadcast_shapes, broadcast_to, canonical_dim, canonical_dims, check, computation_dtype, is_tensor, to_dtype
 from squall.proxies import TensorProxy
 
 __all__: list[str] = []
@@ -30,22 +30,26 @@ def _shape_str(t: TensorProxy) -> str:
     return "x".join(map(str, t.shape))
 
 
+def _permute(a: TensorProxy, perm) -> TensorProxy:
+    """prims.transpose, left out of the trace when it would not move anything."""
+    return a if list(perm) == list(range(a.ndim)) else prims.transpose(a, perm)
+
+
+def _reshape(a: TensorProxy, shape) -> TensorProxy:
+    """prims.reshape, left out of the trace when the shape does not change."""
+    return a if tuple(shape) == tuple(a.shape) else prims.reshape(a, shape)
+
+
 def _unsqueeze(a: TensorProxy, dim: int) -> TensorProxy:
     shape = list(a.shape)
     shape.insert(dim, 1)
-    return prims.reshape(a, shape)
-
-
-def _mT(a: TensorProxy) -> TensorProxy:
-    perm = list(range(a.ndim))
-    perm[-2], perm[-1] = perm[-1], perm[-2]
-    return prims.transpose(a, perm)
+    return _reshape(a, shape)
 
 
 # --- matrix products ---------------------------------------------------------------------
 
 
-@torchsymbol(torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__)
+@torchsymbol(torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.linalg.matmul)
 def matmul(input, other, *, out=None):
     """torch.matmul: 1-D operands as vectors, batch dimensions broadcast."""
     check(out is None, lambda: "matmul(): out= is not supported by squall (results are new tensors)", NotImplementedError)
@@ -59,16 +63,16 @@ def matmul(input, other, *, out=None):
         return prims.matmul(a, b)
     if b.ndim <= 2:
         # (..., n, k) @ (k, p): one 2-D product over the folded leading dims, as torch does
-        folded = prims.reshape(a, (math.prod(a.shape[:-1]), a.shape[-1]))
+        folded = _reshape(a, (math.prod(a.shape[:-1]), a.shape[-1]))
         out_shape = tuple(a.shape[:-1]) + tuple(b.shape[1:])
-        return prims.reshape(prims.matmul(folded, b), out_shape)
+        return _reshape(prims.matmul(folded, b), out_shape)
     a2 = _unsqueeze(a, 0) if a.ndim == 1 else a
     batch = broadcast_shapes(a2.shape[:-2], b.shape[:-2])
     a2 = broadcast_to(a2, batch + tuple(a2.shape[-2:]))
     b2 = broadcast_to(b, batch + tuple(b.shape[-2:]))
     result = prims.matmul(a2, b2)
     if a.ndim == 1:
-        result = prims.reshape(result, batch + (b.shape[-1],))
+        result = _reshape(result, batch + (b.shape[-1],))
     return result
 
 
@@ -219,8 +223,8 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     b, n, k = batch1.shape
     p = batch2.shape[2]
     # summing products over the batch is one product over (batch, k): (n, b*k) @ (b*k, p)
-    lhs = prims.reshape(prims.transpose(batch1, (1, 0, 2)), (n, b * k))
-    rhs = prims.reshape(batch2, (b * k, p))
+    lhs = _reshape(_permute(batch1, (1, 0, 2)), (n, b * k))
+    rhs = _reshape(batch2, (b * k, p))
     return _scaled_sum("addbmm", input, prims.matmul(lhs, rhs), beta, alpha)
 
 
@@ -241,7 +245,7 @@ def linear(input, weight, bias=None):
         lambda: f"linear(): mat2 must be a matrix, got 1-D tensor (a 1-D weight with a bias needs a 1-D or 4-D+ input, got {input.ndim}-D)",
         RuntimeError,
     )
-    out = matmul(input, weight if weight.ndim == 1 else prims.transpose(weight, (1, 0)))
+    out = matmul(input, weight if weight.ndim == 1 else _permute(weight, (1, 0)))
     if bias is None:
         return out
     check(is_tensor(bias), lambda: f"linear(): argument 'bias' must be Tensor, not {type(bias).__name__}", TypeError)
@@ -249,6 +253,168 @@ def linear(input, weight, bias=None):
     bias = broadcast_to(bias, out.shape)
     compute = computation_dtype(out.dtype)
     return to_dtype(prims.add(to_dtype(out, compute), to_dtype(bias, compute)), out.dtype)
+
+
+# --- contractions over named dimensions ------------------------------------------------
+
+
+def _contract_dims(a: TensorProxy, b: TensorProxy, dims_a: list[int], dims_b: list[int]) -> TensorProxy:
+    """Sum a * b over the paired dims: free dims of a, then free dims of b, as one matmul."""
+    free_a = [d for d in range(a.ndim) if d not in dims_a]
+    free_b = [d for d in range(b.ndim) if d not in dims_b]
+    m = math.prod(a.shape[d] for d in free_a)
+    k = math.prod(a.shape[d] for d in dims_a)
+    n = math.prod(b.shape[d] for d in free_b)
+    lhs = _reshape(_permute(a, free_a + dims_a), (m, k))
+    rhs = _reshape(_permute(b, dims_b + free_b), (k, n))
+    shape = [a.shape[d] for d in free_a] + [b.shape[d] for d in free_b]
+    return _reshape(prims.matmul(lhs, rhs), shape)
+
+
+@torchsymbol(torch.tensordot)
+def tensordot(a, b, dims=2, out=None):
+    """torch.tensordot: contract the last `dims` dims of a with the first of b, or the listed pairs."""
+    check(out is None, lambda: "tensordot(): out= is not supported by squall", NotImplementedError)
+    _check_tensors("tensordot", a=a, b=b)
+    check(a.dtype == b.dtype, lambda: f"tensordot(): both inputs should have same dtype, got {a.dtype} and {b.dtype}", RuntimeError)
+    check(a.dtype != torch.bool, lambda: "tensordot(): not implemented for 'Bool'", NotImplementedError)
+    if isinstance(dims, int) and not isinstance(dims, bool):
+        check(dims >= 0, lambda: f"tensordot expects dims >= 0, but got dims={dims}", RuntimeError)
+        check(dims <= min(a.ndim, b.ndim), lambda: f"tensordot expects dims < ndim_a or ndim_b, but got dims={dims}", RuntimeError)
+        dims_a, dims_b = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        check(isinstance(dims, (list, tuple)) and len(dims) == 2, lambda: f"tensordot(): dims must be an int or a pair of dim lists, got {dims!r}", TypeError)
+        dims_a, dims_b = ([d] if isinstance(d, int) else list(d) for d in dims)
+        check(len(dims_a) == len(dims_b), lambda: "both dimension lists should have same length", RuntimeError)
+        dims_a, dims_b = list(canonical_dims(a.ndim, dims_a)), list(canonical_dims(b.ndim, dims_b))
+    for da, db in zip(dims_a, dims_b):
+        check(
+            a.shape[da] == b.shape[db],
+            lambda: f"contracted dimensions need to match, but first has size {a.shape[da]} in dim {da} and second has size {b.shape[db]} in dim {db}",
+            RuntimeError,
+        )
+    return _contract_dims(a, b, dims_a, dims_b)
+
+
+@torchsymbol(torch.inner, torch.Tensor.inner)
+def inner(input, other, *, out=None):
+    """torch.inner: contract the last dims (a 0-d operand multiplies, with type promotion)."""
+    check(out is None, lambda: "inner(): out= is not supported by squall", NotImplementedError)
+    _check_tensors("inner", input=input, other=other)
+    if input.ndim == 0 or other.ndim == 0:
+        return mul(input, other)
+    check(
+        input.shape[-1] == other.shape[-1],
+        lambda: f"inner() the last dimension must match on both input tensors but got shapes {list(input.shape)} and {list(other.shape)}",
+        RuntimeError,
+    )
+    check(input.dtype == other.dtype, lambda: f"inner(): both inputs should have same dtype, got {input.dtype} and {other.dtype}", RuntimeError)
+    check(input.dtype != torch.bool, lambda: "inner(): not implemented for 'Bool'", NotImplementedError)
+    return _contract_dims(input, other, [input.ndim - 1], [other.ndim - 1])
+
+
+@torchsymbol(torch.linalg.vecdot)
+def vecdot(x, y, *, dim=-1, out=None):
+    """torch.linalg.vecdot: sum(x * y) over `dim`, batch dimensions broadcast."""
+    check(out is None, lambda: "linalg.vecdot(): out= is not supported by squall", NotImplementedError)
+    _check_tensors("linalg.vecdot", x=x, y=y)
+    check(x.dtype == y.dtype, lambda: f"linalg.vecdot: Expected x and y to have the same dtype, but found x of type {x.dtype} and y of type {y.dtype} instead", RuntimeError)
+    check(x.dtype.is_floating_point, lambda: f"linalg.vecdot: Expected a floating point or complex tensor as input. Got {x.dtype}", RuntimeError)
+    shape = broadcast_shapes(x.shape, y.shape)
+    d = canonical_dim(len(shape), dim)
+    product = mul(broadcast_to(x, shape), broadcast_to(y, shape))
+    compute = computation_dtype(x.dtype)
+    return to_dtype(prims.sum(to_dtype(product, compute), [d]), x.dtype)
+
+
+@torchsymbol(torch.linalg.multi_dot)
+def multi_dot(tensors, *, out=None):
+    """torch.linalg.multi_dot: a chain of matrix products; the first and last may be vectors."""
+    check(out is None, lambda: "linalg.multi_dot(): out= is not supported by squall", NotImplementedError)
+    tensors = list(tensors)
+    check(len(tensors) >= 2, lambda: f"multi_dot(): expected at least 2 tensors but got {len(tensors)}", RuntimeError)
+    for i, t in enumerate(tensors):
+        check(is_tensor(t), lambda: f"multi_dot(): expected a sequence of tensors, got {type(t).__name__} at {i}", TypeError)
+        check(t.dtype == tensors[0].dtype, lambda: f"multi_dot(): all tensors must have be the same dtype but tensor 0 is {tensors[0].dtype} and tensor {i} {t.dtype}", RuntimeError)
+    n = len(tensors)
+    check(tensors[0].ndim in (1, 2), lambda: f"multi_dot(): the first tensor must be 1D or 2D but got {tensors[0].ndim}D", RuntimeError)
+    check(tensors[-1].ndim in (1, 2), lambda: f"multi_dot(): the last tensor must be 1D or 2D but got {tensors[-1].ndim}D", RuntimeError)
+    for i in range(1, n - 1):
+        check(tensors[i].ndim == 2, lambda: f"multi_dot(): tensor {i} must be 2D but got {tensors[i].ndim}D", RuntimeError)
+    first, last = tensors[0].ndim == 1, tensors[-1].ndim == 1
+    mats = [_unsqueeze(tensors[0], 0) if first else tensors[0], *tensors[1:-1], _unsqueeze(tensors[-1], 1) if last else tensors[-1]]
+    _check_dtypes("multi_dot", *mats)
+    for i in range(n - 1):
+        check(
+            mats[i].shape[1] == mats[i + 1].shape[0],
+            lambda: f"multi_dot(): tensors {i} and {i + 1} with shapes {list(tensors[i].shape)} and {list(tensors[i + 1].shape)} cannot be multiplied",
+            RuntimeError,
+        )
+    result = mats[0]
+    for m in mats[1:]:
+        result = prims.matmul(result, m)
+    out_shape = ([] if first else [result.shape[0]]) + ([] if last else [result.shape[1]])
+    return _reshape(result, out_shape)
+
+
+@torchsymbol(torch.addr, torch.Tensor.addr)
+def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
+    """torch.addr: beta * input + alpha * outer(vec1, vec2), with type promotion."""
+    check(out is None, lambda: "addr(): out= is not supported by squall", NotImplementedError)
+    check(is_tensor(input), lambda: f"addr(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
+    product = outer(vec1, vec2)
+    if alpha != 1:
+        product = mul(product, alpha)
+    if beta == 0:
+        # beta == 0 ignores input (NaN included) but still broadcasts it and promotes with it
+        dtype = torch.promote_types(input.dtype, product.dtype)
+        return to_dtype(broadcast_to(product, broadcast_shapes(input.shape, product.shape)), dtype)
+    return add(input if beta == 1 else mul(input, beta), product)
+
+
+addr_ = torch_inplace(addr, torch.Tensor.addr_)
+
+
+@torchsymbol(torch.nn.functional.bilinear)
+def bilinear(input1, input2, weight, bias=None):
+    """torch.nn.functional.bilinear: y[..., o] = input1[..., i] * weight[o, i, j] * input2[..., j] + bias[o]."""
+    _check_tensors("bilinear", input1=input1, input2=input2, weight=weight)
+    check(
+        input1.dtype == input2.dtype == weight.dtype and (bias is None or bias.dtype == weight.dtype),
+        lambda: f"All tensors must have the same dtype, got input1: {input1.dtype}, input2: {input2.dtype}, weight: {weight.dtype}",
+        RuntimeError,
+    )
+    check(weight.ndim == 3, lambda: f"bilinear(): weight must be three-dimensional, got a weight of size {list(weight.shape)}", RuntimeError)
+    check(input1.ndim == input2.ndim, lambda: f"bilinear(): input dimensions do not match: got {input1.ndim} and {input2.ndim}", RuntimeError)
+    for d in range(input1.ndim - 1):
+        check(input1.shape[d] == input2.shape[d], lambda: f"bilinear(): input batch dimensions do not match at dim {d}: got {input1.shape[d]} and {input2.shape[d]}", RuntimeError)
+    o, i, j = weight.shape
+    check(input1.shape[-1] == i, lambda: f"bilinear(): input1 size does not match weight size: got {input1.shape[-1]} but expected {i}", RuntimeError)
+    check(input2.shape[-1] == j, lambda: f"bilinear(): input2 size does not match weight size: got {input2.shape[-1]} but expected {j}", RuntimeError)
+    if bias is not None:
+        check(bias.shape == (o,), lambda: f"bilinear(): bias size does not match weight size: got {bias.shape[-1] if bias.ndim else 0} but expected {o}", RuntimeError)
+    batch = tuple(input1.shape[:-1])
+    b = math.prod(batch)
+    # (b, i) @ (i, o*j), then per row: (o, j) @ (j, 1)
+    left = prims.matmul(_reshape(input1, (b, i)), _reshape(_permute(weight, (1, 0, 2)), (i, o * j)))
+    y = prims.matmul(_reshape(left, (b, o, j)), _reshape(input2, (b, j, 1)))
+    y = _reshape(y, (*batch, o))
+    if bias is None:
+        return y
+    compute = computation_dtype(y.dtype)
+    return to_dtype(prims.add(to_dtype(y, compute), to_dtype(broadcast_to(bias, y.shape), compute)), y.dtype)
+
+
+@torchsymbol(torch.chain_matmul)
+def chain_matmul(*matrices, out=None):
+    """torch.chain_matmul (deprecated): multi_dot over 2-D matrices."""
+    check(out is None, lambda: "chain_matmul(): out= is not supported by squall", NotImplementedError)
+    check(len(matrices) >= 1, lambda: "chain_matmul(): Expected one or more matrices", RuntimeError)
+    for i, m in enumerate(matrices):
+        check(is_tensor(m) and m.ndim == 2, lambda: f"chain_matmul(): Tensor dimension is {getattr(m, 'ndim', None)}, expected 2 instead (tensor {i})", RuntimeError)
+    if len(matrices) == 1:
+        return matrices[0]
+    return multi_dot(matrices)
 
 
 # --- einsum ------------------------------------------------------------------------------
@@ -311,8 +477,8 @@ def _take_diagonal(a: TensorProxy, labels: list) -> tuple[TensorProxy, list]:
             continue
         others = [i for i in range(a.ndim) if i not in where]
         n, r = a.shape[where[0]], len(where)
-        a = prims.transpose(a, others + where)
-        a = prims.reshape(a, [a.shape[i] for i in range(len(others))] + [n**r])
+        a = _permute(a, others + where)
+        a = _reshape(a, [a.shape[i] for i in range(len(others))] + [n**r])
         # in the flattened block the diagonal entries sit 1 + n + ... + n^(r-1) apart
         step = max(sum(n**j for j in range(r)), 1)
         ndim = a.ndim
@@ -345,13 +511,13 @@ def _contract(a, la, b, lb, kept) -> tuple[TensorProxy, list]:
         full = [size[l] for l in lt]
         if list(t.shape) != full:
             t = prims.broadcast_in_dim(t, full, list(range(t.ndim)))
-        return prims.transpose(t, [lt.index(l) for l in order])
+        return _permute(t, [lt.index(l) for l in order])
 
     nb, m, k, p = (math.prod(size[l] for l in ls) for ls in (batch, a_free, contracted, b_free))
-    lhs = prims.reshape(arrange(a, la, batch + a_free + contracted), (nb, m, k) if batch else (m, k))
-    rhs = prims.reshape(arrange(b, lb, batch + contracted + b_free), (nb, k, p) if batch else (k, p))
+    lhs = _reshape(arrange(a, la, batch + a_free + contracted), (nb, m, k) if batch else (m, k))
+    rhs = _reshape(arrange(b, lb, batch + contracted + b_free), (nb, k, p) if batch else (k, p))
     out_labels = batch + a_free + b_free
-    return prims.reshape(prims.matmul(lhs, rhs), [size[l] for l in out_labels]), out_labels
+    return _reshape(prims.matmul(lhs, rhs), [size[l] for l in out_labels]), out_labels
 
 
 @torchsymbol(torch.einsum)
@@ -421,7 +587,7 @@ def einsum(*args):
         cur, cur_labels = _contract(cur, cur_labels, op, labels, kept)
     cur, cur_labels = _sum_out(cur, cur_labels, set(out_labels))
     full = [sizes[l] if cur.shape[cur_labels.index(l)] == 1 else cur.shape[cur_labels.index(l)] for l in out_labels]
-    cur = prims.transpose(cur, [cur_labels.index(l) for l in out_labels])
+    cur = _permute(cur, [cur_labels.index(l) for l in out_labels])
     if list(cur.shape) != full:
         cur = prims.broadcast_in_dim(cur, full, list(range(cur.ndim)))
     return cur
@@ -430,5 +596,5 @@ def einsum(*args):
 __all__ += [
     "matmul", "rmatmul", "mm", "bmm", "mv", "dot", "vdot", "outer",
     "addmm", "addmv", "baddbmm", "addbmm", "addmm_", "addmv_", "baddbmm_", "addbmm_",
-    "linear", "einsum",
+    "linear", "einsum", "tensordot", "inner", "vecdot", "multi_dot", "addr", "addr_", "bilinear", "chain_matmul",
 ]  # fmt: skip

@@ -1,5 +1,5 @@
-"""Torch-language ops for attention and image resizing: scaled_dot_product_attention,
-pixel_shuffle / pixel_unshuffle, interpolate."""
+"""Torch-language ops for attention, distances and resizing: scaled_dot_product_attention,
+adaptive pooling (any output size), cdist, pixel_shuffle / pixel_unshuffle, interpolate."""
 from __future__ import annotations
 
 import math
@@ -8,9 +8,8 @@ import torch
 
 from squall import prims
 from squall.ltorch.base import torchsymbol
-from squall.ltorch.helpers import broadcast_to, check, computation_dtype, is_tensor, to_dtype
+from squall.ltorch.helpers import broadcast_shapes, broadcast_to, check, computation_dtype, is_tensor, to_dtype
 from squall.ltorch.linalg import matmul
-from squall.ltorch.linalg_nn import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 from squall.proxies import TensorProxy
 
 __all__: list[str] = []
@@ -111,6 +110,220 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         scaled = prims.mul(probs, 1.0 / (1.0 - dropout_p)) if dropout_p < 1 else probs
         probs = prims.where(kept, scaled, 0.0)
     return to_dtype(matmul(probs, v), dtype)
+
+
+# --- adaptive pooling --------------------------------------------------------------------
+# Output cell i of a dimension of size L pools input [floor(i*L/out), ceil((i+1)*L/out)).
+
+
+def _adaptive_setup(name: str, n: int, input, output_size):
+    check(is_tensor(input), lambda: f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
+    check(input.ndim in (n + 1, n + 2), lambda: f"{name}(): Expected {n + 1}D or {n + 2}D tensor, but got {list(input.shape)}", RuntimeError)
+    for d in range(input.ndim - n, input.ndim):
+        check(
+            input.shape[d] > 0,
+            lambda: f"{name}(): Expected input to have non-zero size for non-batch dimensions, but input has sizes {list(input.shape)} with dimension {d} being empty",
+            RuntimeError,
+        )
+    if isinstance(output_size, int) or output_size is None:
+        output_size = (output_size,) * n
+    check(isinstance(output_size, (tuple, list)) and len(output_size) == n, lambda: f"{name}: output_size must be {n}", RuntimeError)
+    spatial = input.shape[input.ndim - n :]
+    sizes = tuple(L if o is None else o for o, L in zip(output_size, spatial))
+    check(all(isinstance(o, int) and o >= 0 for o in sizes), lambda: f"{name}: elements of output_size must be greater than or equal to 0 but received {list(output_size)}", RuntimeError)
+    return sizes
+
+
+def _bounds(L: int, out: int, device) -> tuple[TensorProxy, TensorProxy]:
+    """(start, end) of every output cell, as int64 tensors of length `out`."""
+    i = prims.iota(out, start=0, step=1, device=device, dtype=torch.int64)
+    start = prims.div(prims.mul(i, L), out, rounding_mode="floor")
+    end = prims.div(prims.add(prims.mul(i, L), L + out - 1), out, rounding_mode="floor")
+    return start, end
+
+
+def _cell_positions(L: int, out: int, device) -> tuple[TensorProxy, TensorProxy, TensorProxy]:
+    """(out, widest) input positions of every cell, padded to the widest cell by repeating its last
+    position; with the (out, widest) mask of real positions and the cell sizes."""
+    widest = max(-(-((i + 1) * L) // out) - (i * L) // out for i in range(out)) if out else 1
+    start, end = _bounds(L, out, device)
+    k = prims.broadcast_in_dim(prims.iota(widest, start=0, step=1, device=device, dtype=torch.int64), (out, widest), [1])
+    first = prims.add(prims.broadcast_in_dim(start, (out, widest), [0]), k)
+    last = prims.broadcast_in_dim(prims.sub(end, 1), (out, widest), [0])
+    return prims.minimum(first, last), prims.le(first, last), prims.sub(end, start)
+
+
+def _cells(x: TensorProxy, dim: int, out: int, positions: TensorProxy | None = None) -> tuple[TensorProxy, TensorProxy, TensorProxy]:
+    """Every cell of `dim` gathered into a new dim after it (see _cell_positions), the mask, the sizes."""
+    real = counts = None
+    if positions is None:
+        positions, real, counts = _cell_positions(x.shape[dim], out, x.device)
+    widest = positions.shape[1]
+    gathered = prims.take(x, prims.reshape(positions, (out * widest,)), dim)
+    shape = list(x.shape)
+    shape[dim : dim + 1] = [out, widest]
+    return prims.reshape(gathered, shape), real, counts
+
+
+def _adaptive_avg_dim(x: TensorProxy, dim: int, out: int) -> TensorProxy:
+    """Average `dim` of `x` (in its computation dtype) down to `out` cells."""
+    L = x.shape[dim]
+    if out == L:
+        return x
+    if out > 0 and L % out == 0:
+        # equal cells: a reshape and a sum
+        shape = list(x.shape)
+        shape[dim : dim + 1] = [out, L // out]
+        return prims.div(prims.sum(prims.reshape(x, shape), [dim + 1]), float(L // out))
+    cells, real, counts = _cells(x, dim, out)
+    # a select, not a multiply by the mask: a NaN must stay inside its own cells
+    dims = [dim, dim + 1]
+    real = prims.broadcast_in_dim(real, cells.shape, dims)
+    total = prims.sum(prims.where(real, cells, 0.0), [dim + 1])
+    counts = prims.broadcast_in_dim(prims.convert_element_type(counts, x.dtype), total.shape, [dim])
+    return prims.div(total, counts)
+
+
+def _adaptive_max_dim(x: TensorProxy, dim: int, out: int) -> TensorProxy:
+    """The max over each of `out` cells of `dim` (repeated elements do not change a max)."""
+    if out == x.shape[dim]:
+        return x
+    return prims.amax(_cells(x, dim, out)[0], [dim + 1])
+
+
+def _adaptive_avg_pool(name: str, n: int, input, output_size) -> TensorProxy:
+    sizes = _adaptive_setup(name, n, input, output_size)
+    check(input.dtype.is_floating_point, lambda: f"{name}(): not implemented for '{input.dtype}'", NotImplementedError)
+    x = to_dtype(input, computation_dtype(input.dtype))
+    for i, out in enumerate(sizes):
+        x = _adaptive_avg_dim(x, input.ndim - n + i, out)
+    return to_dtype(x, input.dtype)
+
+
+@torchsymbol(torch.nn.functional.adaptive_avg_pool1d)
+def adaptive_avg_pool1d(input, output_size):
+    """torch.nn.functional.adaptive_avg_pool1d."""
+    return _adaptive_avg_pool("adaptive_avg_pool1d", 1, input, output_size)
+
+
+@torchsymbol(torch.nn.functional.adaptive_avg_pool2d)
+def adaptive_avg_pool2d(input, output_size):
+    """torch.nn.functional.adaptive_avg_pool2d (None in output_size keeps that input size)."""
+    return _adaptive_avg_pool("adaptive_avg_pool2d", 2, input, output_size)
+
+
+@torchsymbol(torch.nn.functional.adaptive_avg_pool3d)
+def adaptive_avg_pool3d(input, output_size):
+    """torch.nn.functional.adaptive_avg_pool3d (None in output_size keeps that input size)."""
+    return _adaptive_avg_pool("adaptive_avg_pool3d", 3, input, output_size)
+
+
+def _adaptive_max_with_indices(x: TensorProxy, n: int, sizes) -> tuple[TensorProxy, TensorProxy]:
+    """Values and flat spatial positions of each cell's maximum (the first maximum, or a NaN, wins)."""
+    lead = x.ndim - n
+    spatial = x.shape[lead:]
+    positions = [_cell_positions(L, out, x.device)[0] for L, out in zip(spatial, sizes)]
+    widths = [p.shape[1] for p in positions]
+    cells = x
+    for i, p in enumerate(positions):
+        cells = _cells(cells, lead + 2 * i, sizes[i], p)[0]
+    # (*lead, o0, w0, o1, w1, ...) -> (*lead, o0, o1, ..., w0 * w1 * ...)
+    order = [*range(lead), *(lead + 2 * i for i in range(n)), *(lead + 2 * i + 1 for i in range(n))]
+    k = math.prod(widths)
+    cells = prims.reshape(prims.transpose(cells, order), (*x.shape[:lead], *sizes, k))
+    # the flat position of every cell element, laid out the same way: sum of position * stride
+    grid = (*sizes, *widths)
+    flat, stride = None, 1
+    for i in reversed(range(n)):
+        term = prims.broadcast_in_dim(prims.mul(positions[i], stride), grid, [i, n + i])
+        flat = term if flat is None else prims.add(flat, term)
+        stride *= spatial[i]
+    flat = prims.broadcast_in_dim(prims.reshape(flat, (*sizes, k)), cells.shape, list(range(lead, cells.ndim)))
+    best = prims.reshape(prims.argmax(cells, cells.ndim - 1), (*cells.shape[:-1], 1))
+    out_shape = cells.shape[:-1]
+    values = prims.reshape(prims.take_along_axis(cells, best, cells.ndim - 1), out_shape)
+    return values, prims.reshape(prims.take_along_axis(flat, best, cells.ndim - 1), out_shape)
+
+
+def _adaptive_max_pool(name: str, n: int, input, output_size, return_indices):
+    sizes = _adaptive_setup(name, n, input, output_size)
+    check(input.dtype.is_floating_point, lambda: f"{name}(): not implemented for '{input.dtype}'", NotImplementedError)
+    if return_indices:
+        return _adaptive_max_with_indices(input, n, sizes)
+    x = input
+    for i, out in enumerate(sizes):
+        x = _adaptive_max_dim(x, input.ndim - n + i, out)
+    return x
+
+
+@torchsymbol(torch.nn.functional.adaptive_max_pool1d)
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """torch.nn.functional.adaptive_max_pool1d."""
+    return _adaptive_max_pool("adaptive_max_pool1d", 1, input, output_size, return_indices)
+
+
+@torchsymbol(torch.nn.functional.adaptive_max_pool2d)
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """torch.nn.functional.adaptive_max_pool2d."""
+    return _adaptive_max_pool("adaptive_max_pool2d", 2, input, output_size, return_indices)
+
+
+@torchsymbol(torch.nn.functional.adaptive_max_pool1d_with_indices)
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
+    """adaptive_max_pool1d(..., return_indices=True): values and flat positions of the maxima."""
+    return _adaptive_max_pool("adaptive_max_pool1d", 1, input, output_size, True)
+
+
+@torchsymbol(torch.nn.functional.adaptive_max_pool2d_with_indices)
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
+    """adaptive_max_pool2d(..., return_indices=True): values and flat positions of the maxima."""
+    return _adaptive_max_pool("adaptive_max_pool2d", 2, input, output_size, True)
+
+
+# --- distances ---------------------------------------------------------------------------
+
+_CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
+
+
+@torchsymbol(torch.cdist)
+def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """torch.cdist: p-norm distances between the rows of x1 and x2, batch dimensions broadcast."""
+    for arg, t in (("x1", x1), ("x2", x2)):
+        check(is_tensor(t), lambda: f"cdist(): argument '{arg}' must be Tensor, not {type(t).__name__}", TypeError)
+    check(compute_mode in _CDIST_MODES, lambda: f"{compute_mode} is not a valid value for compute_mode", ValueError)
+    check(x1.ndim >= 2, lambda: f"cdist only supports at least 2D tensors, X1 got: {x1.ndim}D", RuntimeError)
+    check(x2.ndim >= 2, lambda: f"cdist only supports at least 2D tensors, X2 got: {x2.ndim}D", RuntimeError)
+    check(x1.shape[-1] == x2.shape[-1], lambda: f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}", RuntimeError)
+    check(x1.dtype.is_floating_point, lambda: f"cdist only supports floating-point dtypes, X1 got: {x1.dtype}", RuntimeError)
+    check(x1.dtype == x2.dtype, lambda: f"cdist(): expected X1 and X2 of one dtype, got {x1.dtype} and {x2.dtype}", RuntimeError)
+    check(p >= 0, lambda: "cdist only supports non-negative p values", RuntimeError)
+    batch = broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    (P, M), R = x1.shape[-2:], x2.shape[-2]
+    compute = computation_dtype(x1.dtype)
+    a = to_dtype(broadcast_to(x1, (*batch, P, M)), compute)
+    b = to_dtype(broadcast_to(x2, (*batch, R, M)), compute)
+    nb = len(batch)
+    if p == 2 and (compute_mode == "use_mm_for_euclid_dist" or (compute_mode == _CDIST_MODES[0] and (P > 25 or R > 25))):
+        # |a|^2 + |b|^2 - 2 a.b with one matmul, clamped at 0 against rounding, as torch does
+        sq_a = prims.broadcast_in_dim(prims.sum(prims.mul(a, a), [nb + 1]), (*batch, P, R), list(range(nb + 1)))
+        sq_b = prims.broadcast_in_dim(prims.sum(prims.mul(b, b), [nb + 1]), (*batch, P, R), [*range(nb), nb + 1])
+        cross = prims.matmul(a, prims.transpose(b, [*range(nb), nb + 1, nb]))
+        dist2 = prims.add(prims.add(prims.mul(cross, -2.0), sq_a), sq_b)
+        return to_dtype(prims.sqrt(prims.maximum(dist2, 0.0)), x1.dtype)
+    shape = (*batch, P, R, M)
+    diff = prims.sub(prims.broadcast_in_dim(a, shape, [*range(nb), nb, nb + 2]), prims.broadcast_in_dim(b, shape, [*range(nb), nb + 1, nb + 2]))
+    last = [nb + 2]
+    if p == 0:
+        out = prims.sum(prims.convert_element_type(prims.ne(diff, 0.0), compute), last)
+    elif p == math.inf:
+        out = prims.amax(prims.abs(diff), last) if M else prims.sum(diff, last)
+    elif p == 1:
+        out = prims.sum(prims.abs(diff), last)
+    elif p == 2:
+        out = prims.sqrt(prims.sum(prims.mul(diff, diff), last))
+    else:
+        out = prims.pow(prims.sum(prims.pow(prims.abs(diff), float(p)), last), 1.0 / p)
+    return to_dtype(out, x1.dtype)
 
 
 # --- pixel shuffle -----------------------------------------------------------------------
@@ -255,4 +468,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     return to_dtype(x, input.dtype)
 
 
-__all__ += ["scaled_dot_product_attention", "pixel_shuffle", "pixel_unshuffle", "interpolate"]
+__all__ += [
+    "scaled_dot_product_attention",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+    "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+    "cdist", "pixel_shuffle", "pixel_unshuffle", "interpolate",
+]  # fmt: skip

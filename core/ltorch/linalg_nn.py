@@ -1,4 +1,4 @@
-"""Torch-language ops built on matrix products and windows: convolution, pooling, attention, resizing."""
+"""Torch-language ops over sliding windows: convolution, (max, average) pooling, unfold and fold."""
 from __future__ import annotations
 
 import math
@@ -293,29 +293,42 @@ def _lowest(dtype: torch.dtype):
     return -math.inf if dtype.is_floating_point else torch.iinfo(dtype).min
 
 
-def _max_pool(name: str, n: int, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices) -> TensorProxy:
-    check(not return_indices, lambda: f"{name}(): return_indices=True is not supported by squall yet", NotImplementedError)
+def _max_pool(name: str, n: int, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     x, added, kernel, stride, padding, dilation, sizes = _pool_setup(name, n, input, kernel_size, stride, padding, dilation, ceil_mode, max_pool=True)
     check(x.dtype != torch.bool, lambda: f"{name}(): not implemented for 'Bool'", NotImplementedError)
     w = _windows(x, kernel, stride, padding, dilation, sizes, _lowest(x.dtype))
-    return _unbatch(prims.amax(w, list(range(2 + n, 2 + 2 * n))), added)
+    if not return_indices:
+        return _unbatch(prims.amax(w, list(range(2 + n, 2 + 2 * n))), added)
+    # the flat spatial position of every window element, windowed exactly like the values
+    spatial = x.shape[2:]
+    positions = prims.iota(math.prod(spatial), start=0, step=1, device=x.device, dtype=torch.int64)
+    positions = _windows(prims.reshape(positions, (1, 1, *spatial)), kernel, stride, padding, dilation, sizes, -1)
+    k = math.prod(kernel)
+    flat = prims.reshape(w, (*w.shape[: 2 + n], k))
+    # argmax keeps the first maximum (and a NaN), as torch's kernels do
+    best = prims.reshape(prims.argmax(flat, 2 + n), (*flat.shape[:-1], 1))
+    positions = prims.broadcast_in_dim(prims.reshape(positions, (1, 1, *sizes, k)), flat.shape, list(range(flat.ndim)))
+    values = prims.take_along_axis(flat, best, 2 + n)
+    indices = prims.take_along_axis(positions, best, 2 + n)
+    shape = (*flat.shape[:-1],)
+    return _unbatch(prims.reshape(values, shape), added), _unbatch(prims.reshape(indices, shape), added)
 
 
 @torchsymbol(torch.nn.functional.max_pool1d, torch.max_pool1d)
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """torch.nn.functional.max_pool1d (return_indices=True is not supported)."""
+    """torch.nn.functional.max_pool1d."""
     return _max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
 
 @torchsymbol(torch.nn.functional.max_pool2d, torch.max_pool2d)
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """torch.nn.functional.max_pool2d (return_indices=True is not supported)."""
+    """torch.nn.functional.max_pool2d."""
     return _max_pool("max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
 
 @torchsymbol(torch.nn.functional.max_pool3d, torch.max_pool3d)
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """torch.nn.functional.max_pool3d (return_indices=True is not supported)."""
+    """torch.nn.functional.max_pool3d."""
     return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
 
@@ -370,6 +383,24 @@ def _avg_pool(name: str, n: int, input, kernel_size, stride, padding, ceil_mode,
     return _unbatch(to_dtype(out, dtype), added)
 
 
+@torchsymbol(torch.nn.functional.max_pool1d_with_indices)
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """max_pool1d(..., return_indices=True): values and flat positions of the maxima."""
+    return _max_pool("max_pool1d_with_indices", 1, input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+@torchsymbol(torch.nn.functional.max_pool2d_with_indices)
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """max_pool2d(..., return_indices=True): values and flat positions of the maxima."""
+    return _max_pool("max_pool2d_with_indices", 2, input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+@torchsymbol(torch.nn.functional.max_pool3d_with_indices)
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """max_pool3d(..., return_indices=True): values and flat positions of the maxima."""
+    return _max_pool("max_pool3d_with_indices", 3, input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
 @torchsymbol(torch.nn.functional.avg_pool1d)
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
     """torch.nn.functional.avg_pool1d."""
@@ -388,132 +419,90 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     return _avg_pool("avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 
-# --- adaptive pooling --------------------------------------------------------------------
-# Output cell i of a dimension of size L pools input [floor(i*L/out), ceil((i+1)*L/out)).
+# --- unfold (im2col) and fold (col2im) ---------------------------------------------------
 
 
-def _adaptive_setup(name: str, n: int, input, output_size):
-    check(is_tensor(input), lambda: f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
-    check(input.ndim in (n + 1, n + 2), lambda: f"{name}(): Expected {n + 1}D or {n + 2}D tensor, but got {list(input.shape)}", RuntimeError)
-    for d in range(input.ndim - n, input.ndim):
-        check(
-            input.shape[d] > 0,
-            lambda: f"{name}(): Expected input to have non-zero size for non-batch dimensions, but input has sizes {list(input.shape)} with dimension {d} being empty",
-            RuntimeError,
-        )
-    if isinstance(output_size, int) or output_size is None:
-        output_size = (output_size,) * n
-    check(isinstance(output_size, (tuple, list)) and len(output_size) == n, lambda: f"{name}: output_size must be {n}", RuntimeError)
-    spatial = input.shape[input.ndim - n :]
-    sizes = tuple(L if o is None else o for o, L in zip(output_size, spatial))
-    check(all(isinstance(o, int) and o >= 0 for o in sizes), lambda: f"{name}: elements of output_size must be greater than or equal to 0 but received {list(output_size)}", RuntimeError)
-    return sizes
+def _block_params(name: str, kernel_size, dilation, padding, stride):
+    def pair(arg, value):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return (value, value)
+        check(isinstance(value, (tuple, list)), lambda: f"{name}(): {arg} must be an int or a tuple of ints, got {value!r}", TypeError)
+        check(len(value) == 2, lambda: f"It is expected {arg} equals to 2, but got size {len(value)}", RuntimeError)
+        return tuple(value)
+
+    kernel, dilation, padding, stride = (pair(a, v) for a, v in (("kernel_size", kernel_size), ("dilation", dilation), ("padding", padding), ("stride", stride)))
+    check(all(k > 0 for k in kernel), lambda: f"kernel size should be greater than zero, but got kernel_size={kernel}", RuntimeError)
+    check(all(d > 0 for d in dilation), lambda: f"dilation should be greater than zero, but got dilation={dilation}", RuntimeError)
+    check(all(p >= 0 for p in padding), lambda: f"padding should be non-negative, but got padding={padding}", RuntimeError)
+    check(all(s > 0 for s in stride), lambda: f"stride should be greater than zero, but got stride={stride}", RuntimeError)
+    return kernel, dilation, padding, stride
 
 
-def _bounds(L: int, out: int, device) -> tuple[TensorProxy, TensorProxy]:
-    """(start, end) of every output cell, as int64 tensors of length `out`."""
-    i = prims.iota(out, start=0, step=1, device=device, dtype=torch.int64)
-    start = prims.div(prims.mul(i, L), out, rounding_mode="floor")
-    end = prims.div(prims.add(prims.mul(i, L), L + out - 1), out, rounding_mode="floor")
-    return start, end
+def _blocks(spatial, kernel, dilation, padding, stride) -> list[int]:
+    return [(L + 2 * p - d * (k - 1) - 1) // s + 1 for L, k, d, p, s in zip(spatial, kernel, dilation, padding, stride)]
 
 
-def _move_last(x: TensorProxy, dim: int) -> list[int]:
-    return [d for d in range(x.ndim) if d != dim] + [dim]
+@torchsymbol(torch.nn.functional.unfold)
+def im2col(input, kernel_size, dilation=1, padding=0, stride=1):
+    """torch.nn.functional.unfold (im2col): (N, C, H, W) -> (N, C * kh * kw, blocks)."""
+    check(is_tensor(input), lambda: f"unfold(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
+    check(input.ndim in (3, 4), lambda: f"Input Error: Only 3D or 4D input Tensors are supported (got {input.ndim}D)", RuntimeError)
+    kernel, dilation, padding, stride = _block_params("unfold", kernel_size, dilation, padding, stride)
+    x, added = (prims.reshape(input, (1, *input.shape)), True) if input.ndim == 3 else (input, False)
+    sizes = _blocks(x.shape[2:], kernel, dilation, padding, stride)
+    check(
+        all(b > 0 for b in sizes),
+        lambda: f"Given input with spatial size {tuple(x.shape[2:])}, kernel_size={kernel}, dilation={dilation}, padding={padding}, calculated shape of the array of sliding blocks as {tuple(sizes)}, but its components must be at least one.",
+        RuntimeError,
+    )
+    w = _windows(x, kernel, stride, padding, dilation, sizes, False if x.dtype == torch.bool else 0)
+    n, c = x.shape[:2]
+    w = prims.transpose(w, (0, 1, 4, 5, 2, 3))
+    return _unbatch(prims.reshape(w, (n, c * kernel[0] * kernel[1], sizes[0] * sizes[1])), added)
 
 
-def _cells(x: TensorProxy, dim: int, out: int) -> tuple[TensorProxy, TensorProxy, TensorProxy]:
-    """Every cell of `dim` gathered into a new dim after it, each padded to the widest cell by
-    repeating its last element; with the (out, widest) mask of real elements and the cell sizes."""
-    L = x.shape[dim]
-    widest = max(-(-((i + 1) * L) // out) - (i * L) // out for i in range(out)) if out else 1
-    start, end = _bounds(L, out, x.device)
-    k = prims.broadcast_in_dim(prims.iota(widest, start=0, step=1, device=x.device, dtype=torch.int64), (out, widest), [1])
-    first = prims.add(prims.broadcast_in_dim(start, (out, widest), [0]), k)
-    last = prims.broadcast_in_dim(prims.sub(end, 1), (out, widest), [0])
-    gathered = prims.take(x, prims.reshape(prims.minimum(first, last), (out * widest,)), dim)
-    shape = list(x.shape)
-    shape[dim : dim + 1] = [out, widest]
-    return prims.reshape(gathered, shape), prims.le(first, last), prims.sub(end, start)
-
-
-def _adaptive_avg_dim(x: TensorProxy, dim: int, out: int) -> TensorProxy:
-    """Average `dim` of `x` (in its computation dtype) down to `out` cells."""
-    L = x.shape[dim]
-    if out == L:
-        return x
-    if out > 0 and L % out == 0:
-        # equal cells: a reshape and a sum
-        shape = list(x.shape)
-        shape[dim : dim + 1] = [out, L // out]
-        return prims.div(prims.sum(prims.reshape(x, shape), [dim + 1]), float(L // out))
-    cells, real, counts = _cells(x, dim, out)
-    # a select, not a multiply by the mask: a NaN must stay inside its own cells
-    dims = [dim, dim + 1]
-    real = prims.broadcast_in_dim(real, cells.shape, dims)
-    total = prims.sum(prims.where(real, cells, 0.0), [dim + 1])
-    counts = prims.broadcast_in_dim(prims.convert_element_type(counts, x.dtype), total.shape, [dim])
-    return prims.div(total, counts)
-
-
-def _adaptive_max_dim(x: TensorProxy, dim: int, out: int) -> TensorProxy:
-    """The max over each of `out` cells of `dim` (repeated elements do not change a max)."""
-    if out == x.shape[dim]:
-        return x
-    return prims.amax(_cells(x, dim, out)[0], [dim + 1])
-
-
-def _adaptive_avg_pool(name: str, n: int, input, output_size) -> TensorProxy:
-    sizes = _adaptive_setup(name, n, input, output_size)
-    check(input.dtype.is_floating_point, lambda: f"{name}(): not implemented for '{input.dtype}'", NotImplementedError)
-    x = to_dtype(input, computation_dtype(input.dtype))
-    for i, out in enumerate(sizes):
-        x = _adaptive_avg_dim(x, input.ndim - n + i, out)
-    return to_dtype(x, input.dtype)
-
-
-@torchsymbol(torch.nn.functional.adaptive_avg_pool1d)
-def adaptive_avg_pool1d(input, output_size):
-    """torch.nn.functional.adaptive_avg_pool1d."""
-    return _adaptive_avg_pool("adaptive_avg_pool1d", 1, input, output_size)
-
-
-@torchsymbol(torch.nn.functional.adaptive_avg_pool2d)
-def adaptive_avg_pool2d(input, output_size):
-    """torch.nn.functional.adaptive_avg_pool2d (None in output_size keeps that input size)."""
-    return _adaptive_avg_pool("adaptive_avg_pool2d", 2, input, output_size)
-
-
-@torchsymbol(torch.nn.functional.adaptive_avg_pool3d)
-def adaptive_avg_pool3d(input, output_size):
-    """torch.nn.functional.adaptive_avg_pool3d (None in output_size keeps that input size)."""
-    return _adaptive_avg_pool("adaptive_avg_pool3d", 3, input, output_size)
-
-
-def _adaptive_max_pool(name: str, n: int, input, output_size, return_indices) -> TensorProxy:
-    check(not return_indices, lambda: f"{name}(): return_indices=True is not supported by squall yet", NotImplementedError)
-    sizes = _adaptive_setup(name, n, input, output_size)
-    check(input.dtype.is_floating_point, lambda: f"{name}(): not implemented for '{input.dtype}'", NotImplementedError)
-    x = input
-    for i, out in enumerate(sizes):
-        x = _adaptive_max_dim(x, input.ndim - n + i, out)
-    return x
-
-
-@torchsymbol(torch.nn.functional.adaptive_max_pool1d)
-def adaptive_max_pool1d(input, output_size, return_indices=False):
-    """torch.nn.functional.adaptive_max_pool1d (return_indices=True is not supported)."""
-    return _adaptive_max_pool("adaptive_max_pool1d", 1, input, output_size, return_indices)
-
-
-@torchsymbol(torch.nn.functional.adaptive_max_pool2d)
-def adaptive_max_pool2d(input, output_size, return_indices=False):
-    """torch.nn.functional.adaptive_max_pool2d (return_indices=True is not supported)."""
-    return _adaptive_max_pool("adaptive_max_pool2d", 2, input, output_size, return_indices)
+@torchsymbol(torch.nn.functional.fold)
+def col2im(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """torch.nn.functional.fold (col2im): sums the blocks back into (N, C, *output_size)."""
+    check(is_tensor(input), lambda: f"fold(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
+    check(
+        input.ndim in (2, 3) and all(s > 0 for s in input.shape[-2:]),
+        lambda: f"Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions for input, but got: {list(input.shape)}",
+        RuntimeError,
+    )
+    out_size = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    check(len(out_size) == 2, lambda: f"It is expected output_size equals to 2, but got size {len(out_size)}", RuntimeError)
+    kernel, dilation, padding, stride = _block_params("fold", kernel_size, dilation, padding, stride)
+    x, added = (prims.reshape(input, (1, *input.shape)), True) if input.ndim == 2 else (input, False)
+    k = kernel[0] * kernel[1]
+    check(
+        x.shape[1] % k == 0,
+        lambda: f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, but got input.size(1)={x.shape[1]} and kernel_size={kernel}.",
+        RuntimeError,
+    )
+    blocks = _blocks(out_size, kernel, dilation, padding, stride)
+    check(
+        all(b > 0 for b in blocks) and x.shape[2] == blocks[0] * blocks[1],
+        lambda: f"Given output_size={out_size}, kernel_size={kernel}, dilation={dilation}, padding={padding}, stride={stride}, expected size of input's dimension 2 to match the calculated number of sliding blocks {blocks[0]} * {blocks[1]} = {blocks[0] * blocks[1]}, but got input.size(2)={x.shape[2]}.",
+        RuntimeError,
+    )
+    # col2im is a transposed convolution whose weight routes channel (c, i, j) to output c at
+    # kernel offset (i, j): an identity per group
+    dtype = x.dtype
+    compute = torch.float32 if dtype == torch.bool else computation_dtype(dtype)
+    n, c = x.shape[0], x.shape[1] // k
+    iota = prims.iota(k, start=0, step=1, device=x.device, dtype=torch.int64)
+    eye = prims.eq(prims.broadcast_in_dim(iota, (c, k, k), [1]), prims.broadcast_in_dim(iota, (c, k, k), [2]))
+    weight = prims.reshape(prims.convert_element_type(eye, compute), (c * k, 1, *kernel))
+    cols = prims.reshape(to_dtype(x, compute), (n, c * k, *blocks))
+    extra = tuple(o - ((b - 1) * s - 2 * p + d * (kk - 1) + 1) for o, b, s, p, d, kk in zip(out_size, blocks, stride, padding, dilation, kernel))
+    out = prims.convolution(cols, weight, None, stride, padding, dilation, True, extra, c)
+    out = prims.ne(out, 0.0) if dtype == torch.bool else to_dtype(out, dtype)
+    return _unbatch(out, added)
 
 
 __all__ += [
     "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convolution",
-    "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+    "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "im2col", "col2im",  # torch.nn.functional.unfold / fold (torch.Tensor.unfold is another op)
 ]  # fmt: skip

@@ -216,6 +216,31 @@ def _einsum_errors(device):
     yield ErrorInput(SampleInput(("ij,jk", make_tensor((2, 3), f, device), make_tensor((3, 4), torch.float64, device))), RuntimeError, "one dtype")
 
 
+def _addmv_errors(device):
+    x = lambda *shape: make_tensor(shape, torch.float32, device)
+    yield ErrorInput(SampleInput((x(3), x(3, 4), x(5))), RuntimeError, "size mismatch")
+    yield ErrorInput(SampleInput((x(2), x(3, 4), x(4))), RuntimeError, "expanded size")
+
+
+def _baddbmm_errors(device):
+    x = lambda *shape: make_tensor(shape, torch.float32, device)
+    yield ErrorInput(SampleInput((x(2, 3, 5), x(2, 3, 4), x(3, 4, 5))), RuntimeError, "Expected size for first two dimensions of batch2 tensor")
+    yield ErrorInput(SampleInput((x(2, 3, 4), x(2, 3, 4), x(2, 4, 5))), RuntimeError, "expanded size")
+    yield ErrorInput(SampleInput((x(3, 5), x(2, 3, 4), x(2, 5, 5))), RuntimeError, "batch2")
+
+
+def _addbmm_errors(device):
+    x = lambda *shape: make_tensor(shape, torch.float32, device)
+    yield ErrorInput(SampleInput((x(3, 5), x(2, 3, 4), x(3, 4, 5))), RuntimeError, "Expected size for first two dimensions of batch2 tensor")
+    yield ErrorInput(SampleInput((x(3, 4), x(2, 3, 4), x(2, 4, 5))), RuntimeError, "expanded size")
+
+
+def _chain_errors(device):
+    x = lambda *shape: make_tensor(shape, torch.float32, device)
+    yield ErrorInput(SampleInput((x(3), x(3, 4))), RuntimeError, "Tensor dimension is 1, expected 2")
+    yield ErrorInput(SampleInput(()), RuntimeError, "Expected one or more matrices")
+
+
 _SMALL_BF16 = {torch.bfloat16: (3e-2, 5e-2)}
 
 opinfos = [
@@ -226,13 +251,138 @@ opinfos = [
     OpInfo("bmm", torch.bmm, _bmm_samples, _MATMUL_DTYPES, error_inputs=_bmm_errors, symbol="torch.bmm"),
     OpInfo("mv", torch.mv, _mv_samples, _MATMUL_DTYPES, error_inputs=_mv_errors, symbol="torch.mv"),
     OpInfo("dot", torch.dot, _dot_samples, _MATMUL_DTYPES, error_inputs=_dot_errors, symbol="torch.dot"),
-    OpInfo("vdot", torch.vdot, _dot_samples, _MATMUL_DTYPES, symbol="torch.vdot"),
+    OpInfo("vdot", torch.vdot, _dot_samples, _MATMUL_DTYPES, error_inputs=_dot_errors, symbol="torch.vdot"),
     OpInfo("outer", torch.outer, _outer_samples, _MATMUL_DTYPES, error_inputs=_outer_errors, symbol="torch.outer"),
     OpInfo("addmm", torch.addmm, _addmm_samples, _MATMUL_DTYPES, error_inputs=_addmm_errors, symbol="torch.addmm", tolerances=_SMALL_BF16),
     OpInfo("addmm_inplace", lambda i, a, b, **kw: (i * 1).addmm_(a, b, **kw), _addmm_inplace_samples, FLOATING, symbol="torch.addmm", tolerances=_SMALL_BF16),
-    OpInfo("addmv", torch.addmv, _addmv_samples, _MATMUL_DTYPES, symbol="torch.addmv", tolerances=_SMALL_BF16),
-    OpInfo("baddbmm", torch.baddbmm, _baddbmm_samples, _MATMUL_DTYPES, symbol="torch.baddbmm", tolerances=_SMALL_BF16),
-    OpInfo("addbmm", torch.addbmm, _addbmm_samples, _MATMUL_DTYPES, symbol="torch.addbmm", tolerances=_SMALL_BF16),
+    OpInfo("addmv", torch.addmv, _addmv_samples, _MATMUL_DTYPES, error_inputs=_addmv_errors, symbol="torch.addmv", tolerances=_SMALL_BF16),
+    OpInfo("baddbmm", torch.baddbmm, _baddbmm_samples, _MATMUL_DTYPES, error_inputs=_baddbmm_errors, symbol="torch.baddbmm", tolerances=_SMALL_BF16),
+    OpInfo("addbmm", torch.addbmm, _addbmm_samples, _MATMUL_DTYPES, error_inputs=_addbmm_errors, symbol="torch.addbmm", tolerances=_SMALL_BF16),
     OpInfo("linear", torch.nn.functional.linear, _linear_samples, _MATMUL_DTYPES, error_inputs=_linear_errors, symbol="torch.nn.functional.linear", tolerances=_SMALL_BF16),
     OpInfo("einsum", torch.einsum, _einsum_samples, _MATMUL_DTYPES, error_inputs=_einsum_errors, symbol="torch.einsum", tolerances=_SMALL_BF16),
 ]
+
+
+def _tensordot_samples(dtype, device):
+    x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
+    yield SampleInput((x(2, 3, 4), x(3, 4, 5)))
+    yield SampleInput((x(2, 3, 4), x(4, 5)), {"dims": 1})
+    yield SampleInput((x(2, 3), x(4,)), {"dims": 0})
+    yield SampleInput((x(2, 3, 4), x(3, 2, 5)), {"dims": ([0, 1], [1, 0])})
+    yield SampleInput((x(2, 3, 4, noncontiguous=True), x(3, 4)), {"dims": [[-1], [-1]]})
+    yield SampleInput((x(0, 3), x(3, 2)), {"dims": 1})
+
+
+def _tensordot_errors(device):
+    f = torch.float32
+    x = lambda *shape, dtype=f: make_tensor(shape, dtype, device)
+    yield ErrorInput(SampleInput((x(2, 3, 4), x(5, 5)), {"dims": 1}), RuntimeError, "contracted dimensions need to match")
+    yield ErrorInput(SampleInput((x(2, 3, 4), x(4, 5, dtype=torch.float64)), {"dims": 1}), RuntimeError, "same dtype")
+    yield ErrorInput(SampleInput((x(2, 3, 4), x(3, 2, 5)), {"dims": ([0, 1], [1])}), RuntimeError, "same length")
+    yield ErrorInput(SampleInput((x(2, 3), x(3, 4)), {"dims": -1}), RuntimeError, "dims >= 0")
+    yield ErrorInput(SampleInput((x(2, 3), x(3, 4)), {"dims": 3}), RuntimeError, "dims < ndim_a or ndim_b")
+
+
+def _inner_samples(dtype, device):
+    x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
+    yield SampleInput((x(2, 3, 4), x(5, 4)))
+    yield SampleInput((x(4), x(4)))
+    yield SampleInput((x(2, 3), x(2, 3, noncontiguous=True)))
+    yield SampleInput((x(2, 3), _t((), torch.float64, device)))  # 0-d: a promoting multiply
+    yield SampleInput((x(0, 3), x(2, 3)))
+
+
+def _inner_errors(device):
+    x = lambda *shape: make_tensor(shape, torch.float32, device)
+    yield ErrorInput(SampleInput((x(2, 3, 4), x(5, 3))), RuntimeError, "the last dimension must match")
+
+
+def _vecdot_samples(dtype, device):
+    x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
+    yield SampleInput((x(2, 3, 4), x(4)))
+    yield SampleInput((x(2, 3, 4), x(3, 1)), {"dim": -2})
+    yield SampleInput((x(5), x(5, noncontiguous=True)))
+    yield SampleInput((x(2, 0), x(2, 0)))
+
+
+def _vecdot_errors(device):
+    f = torch.float32
+    x = lambda *shape, dtype=f: make_tensor(shape, dtype, device)
+    yield ErrorInput(SampleInput((x(2, 4), x(4, dtype=torch.float64))), RuntimeError, "same dtype")
+    yield ErrorInput(SampleInput((x(2, 4, dtype=torch.int64), x(4, dtype=torch.int64))), RuntimeError, "floating point or complex")
+    yield ErrorInput(SampleInput((x(2, 4), x(5))), RuntimeError, "must match the size")
+
+
+def _multi_dot_samples(dtype, device):
+    x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
+    yield SampleInput(([x(2, 3), x(3, 4)],))
+    yield SampleInput(([x(3), x(3, 4), x(4)],))
+    yield SampleInput(([x(2, 3), x(3, 4, noncontiguous=True), x(4, 5), x(5)],))
+    yield SampleInput(([x(3), x(3, 0), x(0, 2)],))
+
+
+def _multi_dot_errors(device):
+    f = torch.float32
+    x = lambda *shape, dtype=f: make_tensor(shape, dtype, device)
+    yield ErrorInput(SampleInput(([x(3)],)), RuntimeError, "expected at least 2 tensors")
+    yield ErrorInput(SampleInput(([x(3), x(4, 4), x(4)],)), RuntimeError, "tensors 0 and 1 with shapes")
+    yield ErrorInput(SampleInput(([x(3, 2, 2), x(2, 4)],)), RuntimeError, "first tensor must be 1D or 2D")
+    yield ErrorInput(SampleInput(([x(3, 2), x(2), x(2, 3)],)), RuntimeError, "tensor 1 must be 2D")
+    yield ErrorInput(SampleInput(([x(3, 2), x(2, 3, dtype=torch.float64)],)), RuntimeError, "same dtype")
+
+
+opinfos += [
+    OpInfo("linalg_matmul", torch.linalg.matmul, _matmul_samples, FLOATING, symbol="torch.matmul"),
+    OpInfo("tensordot", torch.tensordot, _tensordot_samples, _MATMUL_DTYPES, error_inputs=_tensordot_errors, symbol="torch.tensordot"),
+    OpInfo("inner", torch.inner, _inner_samples, _MATMUL_DTYPES, error_inputs=_inner_errors, symbol="torch.inner"),
+    OpInfo("vecdot", torch.linalg.vecdot, _vecdot_samples, FLOATING, error_inputs=_vecdot_errors, symbol="torch.linalg.vecdot"),
+    OpInfo("multi_dot", torch.linalg.multi_dot, _multi_dot_samples, _MATMUL_DTYPES, error_inputs=_multi_dot_errors, symbol="torch.linalg.multi_dot", tolerances=_SMALL_BF16),
+]
+
+
+def _addr_samples(dtype, device):
+    x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
+    yield SampleInput((x(3, 4), x(3), x(4)))
+    yield SampleInput((x(4), x(3), x(4)), {"beta": 2, "alpha": 3})  # input broadcasts
+    yield SampleInput((x(3, 4), x(3, noncontiguous=True), _t((4,), torch.float64, device)))  # promotes
+    yield SampleInput((x(0, 4), x(0), x(4)))
+    if dtype.is_floating_point:
+        yield SampleInput((torch.full((3, 4), float("nan"), dtype=dtype), x(3), x(4)), {"beta": 0, "alpha": 0.5})
+
+
+def _addr_errors(device):
+    x = lambda *shape: make_tensor(shape, torch.float32, device)
+    yield ErrorInput(SampleInput((x(3, 4), x(3, 1), x(4))), RuntimeError, "Expected 1-D argument self")
+    yield ErrorInput(SampleInput((x(2, 4), x(3), x(4))), RuntimeError, "must match the size")
+
+
+def _bilinear_samples(dtype, device):
+    x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
+    yield SampleInput((x(2, 3), x(2, 4), x(5, 3, 4), x(5)))
+    yield SampleInput((x(2, 7, 3), x(2, 7, 4, noncontiguous=True), x(5, 3, 4)))
+    yield SampleInput((x(3), x(4), x(5, 3, 4), x(5)))
+    yield SampleInput((x(0, 3), x(0, 4), x(5, 3, 4)))
+
+
+def _bilinear_errors(device):
+    f = torch.float32
+    x = lambda *shape, dtype=f: make_tensor(shape, dtype, device)
+    yield ErrorInput(SampleInput((x(2, 3), x(3, 4), x(5, 3, 4))), RuntimeError, "input batch dimensions do not match at dim 0: got 2 and 3")
+    yield ErrorInput(SampleInput((x(2, 3), x(2, 4), x(5, 4, 4))), RuntimeError, "input1 size does not match weight size: got 3 but expected 4")
+    yield ErrorInput(SampleInput((x(2, 3), x(2, 4), x(5, 3, 3))), RuntimeError, "input2 size does not match weight size: got 4 but expected 3")
+    yield ErrorInput(SampleInput((x(2, 3), x(2, 4), x(5, 3, 4), x(4))), RuntimeError, "bias size does not match weight size: got 4 but expected 5")
+    yield ErrorInput(SampleInput((x(2, 3), x(2, 4, dtype=torch.float64), x(5, 3, 4))), RuntimeError, "same dtype")
+
+
+def _chain_samples(dtype, device):
+    x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
+    yield SampleInput((x(2, 3), x(3, 4), x(4, 2)))
+    yield SampleInput((x(2, 3, noncontiguous=True), x(3, 0)))
+
+
+opinfos += [
+    OpInfo("addr", torch.addr, _addr_samples, _MATMUL_DTYPES, error_inputs=_addr_errors, symbol="torch.addr", tolerances=_SMALL_BF16),
+    OpInfo("bilinear", torch.nn.functional.bilinear, _bilinear_samples, _MATMUL_DTYPES, error_inputs=_bilinear_errors, symbol="torch.nn.functional.bilinear", tolerances={torch.bfloat16: (5e-2, 1e-1)}),
+    OpInfo("chain_matmul", torch.chain_matmul, _chain_samples, _MATMUL_DTYPES, error_inputs=_chain_errors, symbol="torch.chain_matmul", tolerances=_SMALL_BF16),
+]
+

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from opinfos import ALL_TYPES, FLOATING, NUMERIC, ErrorInput, OpInfo, SampleInput, make_tensor
+from opinfos import ALL_TYPES, FLOATING, ErrorInput, OpInfo, SampleInput, make_tensor
 
 F = torch.nn.functional
 _ATTN_TOL = {torch.bfloat16: (3e-2, 3e-2), torch.float32: (1e-4, 1e-5)}
@@ -119,3 +119,29 @@ opinfos = [
     OpInfo("interpolate_linear", F.interpolate, _interp_samples(("linear", "bilinear", "trilinear")), FLOATING, symbol="torch.nn.functional.interpolate", tolerances={torch.bfloat16: (1.6e-2, 3e-2)}),
     OpInfo("interpolate_area", F.interpolate, _interp_samples(("area",)), FLOATING, symbol="torch.nn.functional.interpolate"),
 ]
+
+
+def _cdist_samples(dtype, device):
+    x = lambda *shape, **kw: make_tensor(shape, dtype, device, **kw)
+    for p in (2.0, 1.0, 0.0, 3.0, float("inf")):
+        yield SampleInput((x(3, 4), x(5, 4)), {"p": p})
+    yield SampleInput((x(2, 1, 3, 4), x(5, 5, 4, noncontiguous=True)))  # batch dims broadcast
+    yield SampleInput((x(30, 4), x(6, 4)))  # more than 25 rows: the matmul form
+    yield SampleInput((x(2, 3, 4), x(2, 5, 4)), {"compute_mode": "use_mm_for_euclid_dist"})
+    yield SampleInput((x(0, 4), x(5, 4)))
+    yield SampleInput((x(3, 0), x(5, 0)), {"p": 1.5})
+
+
+def _cdist_errors(device):
+    f = torch.float32
+    x = lambda *shape, dtype=f: make_tensor(shape, dtype, device)
+    yield ErrorInput(SampleInput((x(4), x(5, 4))), RuntimeError, "at least 2D tensors, X1 got: 1D")
+    yield ErrorInput(SampleInput((x(3, 4), x(5, 3))), RuntimeError, "same number of columns. X1: 4 X2: 3")
+    yield ErrorInput(SampleInput((x(3, 4), x(5, 4)), {"p": -1}), RuntimeError, "non-negative p values")
+    yield ErrorInput(SampleInput((x(3, 4), x(5, 4)), {"compute_mode": "foo"}), ValueError, "not a valid value for compute_mode")
+    yield ErrorInput(SampleInput((x(3, 4, dtype=torch.int64), x(5, 4, dtype=torch.int64))), RuntimeError, "floating-point dtypes")
+    yield ErrorInput(SampleInput((x(3, 4), x(5, 4, dtype=torch.float64))), RuntimeError, "dtype")
+
+
+# torch has no bfloat16 cdist kernel on CPU
+opinfos.append(OpInfo("cdist", torch.cdist, _cdist_samples, (torch.float32, torch.float64), error_inputs=_cdist_errors, symbol="torch.cdist", tolerances={torch.float32: (1e-4, 1e-4)}))

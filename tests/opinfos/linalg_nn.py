@@ -91,6 +91,13 @@ def _convolution_samples(dtype, device):
     yield SampleInput((x(2, 4, 5), x(4, 3, 3), None, (2,), (1,), (1,), True, (1,), 1))
 
 
+def _convolution_errors(device):
+    x = lambda *shape: make_tensor(shape, torch.float32, device)
+    args = ((1, 1), (0, 0), (1, 1), False, (0, 0), 1)
+    yield ErrorInput(SampleInput((x(4, 5, 5), x(4, 4, 3, 3), None, *args)), RuntimeError, "Expected 4-dimensional input for 4-dimensional weight")
+    yield ErrorInput(SampleInput((x(1, 3, 5, 5), x(4, 4, 3, 3), None, *args)), RuntimeError, "to have 4 channels, but got 3 channels")
+
+
 opinfos = [
     OpInfo("conv1d", F.conv1d, _conv_samples(1), _CONV_DTYPES, error_inputs=_conv_errors(1), symbol="torch.nn.functional.conv1d", tolerances=_CONV_TOL),
     OpInfo("conv2d", F.conv2d, _conv_samples(2), _CONV_DTYPES, error_inputs=_conv_errors(2), symbol="torch.nn.functional.conv2d", tolerances=_CONV_TOL),
@@ -98,7 +105,7 @@ opinfos = [
     OpInfo("conv_transpose1d", F.conv_transpose1d, _conv_transpose_samples(1), _CONV_DTYPES, error_inputs=_conv_transpose_errors(1), symbol="torch.nn.functional.conv_transpose1d", tolerances=_CONV_TOL),
     OpInfo("conv_transpose2d", F.conv_transpose2d, _conv_transpose_samples(2), _CONV_DTYPES, error_inputs=_conv_transpose_errors(2), symbol="torch.nn.functional.conv_transpose2d", tolerances=_CONV_TOL),
     OpInfo("conv_transpose3d", F.conv_transpose3d, _conv_transpose_samples(3), FLOATING, symbol="torch.nn.functional.conv_transpose3d", tolerances=_CONV_TOL),
-    OpInfo("convolution", torch.convolution, _convolution_samples, _CONV_DTYPES, symbol="torch.convolution", tolerances=_CONV_TOL),
+    OpInfo("convolution", torch.convolution, _convolution_samples, _CONV_DTYPES, error_inputs=_convolution_errors, symbol="torch.convolution", tolerances=_CONV_TOL),
 ]
 
 
@@ -193,7 +200,7 @@ def _adaptive_samples(n: int):
     return samples
 
 
-def _adaptive_errors(n: int, max_pool: bool):
+def _adaptive_errors(n: int):
     def errors(device):
         f = torch.float32
         s = (5,) * n
@@ -206,10 +213,58 @@ def _adaptive_errors(n: int, max_pool: bool):
 
 
 opinfos += [
-    OpInfo(fn.__name__, fn, _adaptive_samples(n), FLOATING, error_inputs=_adaptive_errors(n, "max" in fn.__name__), symbol=f"torch.nn.functional.{fn.__name__}", tolerances=_CONV_TOL)
+    OpInfo(fn.__name__, fn, _adaptive_samples(n), FLOATING, error_inputs=_adaptive_errors(n), symbol=f"torch.nn.functional.{fn.__name__}", tolerances=_CONV_TOL)
     for n, fn in ((1, F.adaptive_avg_pool1d), (2, F.adaptive_avg_pool2d), (3, F.adaptive_avg_pool3d))
 ]
 opinfos += [
-    OpInfo(f"adaptive_max_pool{n}d", fn, _adaptive_samples(n), FLOATING, error_inputs=_adaptive_errors(n, True), symbol=f"torch.nn.functional.adaptive_max_pool{n}d")
+    OpInfo(f"adaptive_max_pool{n}d", fn, _adaptive_samples(n), FLOATING, error_inputs=_adaptive_errors(n), symbol=f"torch.nn.functional.adaptive_max_pool{n}d")
     for n, fn in ((1, F.adaptive_max_pool1d), (2, F.adaptive_max_pool2d))
+]
+opinfos += [
+    OpInfo(f"max_pool{n}d_return_indices", lambda x, k, _fn=fn, **kw: _fn(x, k, return_indices=True, **kw), _max_pool_samples(n), FLOATING, symbol=f"torch.nn.functional.max_pool{n}d_with_indices")
+    for n, fn in ((1, F.max_pool1d), (2, F.max_pool2d), (3, F.max_pool3d))
+]
+opinfos += [
+    OpInfo(f"adaptive_max_pool{n}d_return_indices", lambda x, size, _fn=fn: _fn(x, size, return_indices=True), _adaptive_samples(n), FLOATING, symbol=f"torch.nn.functional.adaptive_max_pool{n}d_with_indices")
+    for n, fn in ((1, F.adaptive_max_pool1d), (2, F.adaptive_max_pool2d))
+]
+
+
+def _unfold_samples(dtype, device):
+    x = lambda *shape, **kw: make_tensor(shape, dtype, device, **kw)
+    yield SampleInput((x(2, 3, 5, 6), 2))
+    yield SampleInput((x(3, 5, 6), (2, 3)), {"stride": 2, "padding": 1})  # unbatched
+    yield SampleInput((x(2, 3, 7, 6, noncontiguous=True), 3), {"dilation": (2, 1), "padding": (1, 0), "stride": (1, 2)})
+    yield SampleInput((x(0, 3, 5, 5), 2))
+
+
+def _unfold_errors(device):
+    x = lambda *shape: make_tensor(shape, torch.float32, device)
+    yield ErrorInput(SampleInput((x(2, 3, 5, 5), 6)), RuntimeError, "must be at least one")
+    yield ErrorInput(SampleInput((x(2, 3, 5, 5), (2, 2, 2))), RuntimeError, "expected kernel_size equals to 2")
+    yield ErrorInput(SampleInput((x(2, 3, 5, 5), 2), {"padding": -1}), RuntimeError, "padding should be non-negative")
+    yield ErrorInput(SampleInput((x(2, 3, 5, 5), 2), {"stride": 0}), RuntimeError, "stride should be greater than zero")
+    yield ErrorInput(SampleInput((x(5, 5), 2)), RuntimeError, "Only 3D or 4D input", torch_raises=False)  # torch: IndexError
+
+
+def _fold_samples(dtype, device):
+    x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
+    yield SampleInput((x(2, 12, 16), (5, 5), 2))
+    yield SampleInput((x(12, 9), 5, 2), {"stride": 2, "padding": 1})  # unbatched, overlapping blocks
+    yield SampleInput((x(2, 6, 4, noncontiguous=True), (6, 5), (3, 2)), {"dilation": (2, 1), "stride": (1, 2)})
+    yield SampleInput((x(2, 4, 4), (7, 7), 2), {"stride": 3})  # blocks do not cover the output
+    yield SampleInput((x(0, 12, 16), (5, 5), 2))
+
+
+def _fold_errors(device):
+    x = lambda *shape: make_tensor(shape, torch.float32, device)
+    yield ErrorInput(SampleInput((x(2, 12, 15), (5, 5), 2)), RuntimeError, "match the calculated number of sliding blocks")
+    yield ErrorInput(SampleInput((x(2, 13, 16), (5, 5), 2)), RuntimeError, "divisible by the product of kernel_size")
+    yield ErrorInput(SampleInput((x(2, 12, 16), (5, 5, 5), 2)), RuntimeError, "expected output_size equals to 2")
+    yield ErrorInput(SampleInput((x(2, 12, 16, 1), (5, 5), 2)), RuntimeError, "Expected 2D or 3D")
+
+
+opinfos += [
+    OpInfo("unfold_im2col", F.unfold, _unfold_samples, FLOATING + (torch.bool,), error_inputs=_unfold_errors, symbol="torch.nn.functional.unfold"),
+    OpInfo("fold_col2im", F.fold, _fold_samples, FLOATING + (torch.bool,), error_inputs=_fold_errors, symbol="torch.nn.functional.fold", tolerances=_CONV_TOL),
 ]
