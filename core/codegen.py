@@ -69,6 +69,7 @@ def generate(
     *,
     takes_params: bool,
     nargs: int,
+    takes_kwargs: bool,
 ) -> GeneratedFunction:
     """Python source and callable for `bsyms`, with executor implementations bound as globals."""
     local_names = {b.proxy.name for b in bindings} | {p.name for bsym in bsyms for p in bsym.output_proxies()}
@@ -78,7 +79,7 @@ def generate(
     positional: dict[int, str] = {b.path[1]: b.proxy.name for b in bindings if b.path[0] == "args" and len(b.path) == 2}
     params = [b.proxy.name for b in bindings if b.path[0] == "params"]
     signature = (["params"] if takes_params else []) + [positional.get(i, f"_a{i}") for i in range(nargs)]
-    lines = [f"def {name}({', '.join(signature + ['**kwargs'])}):"]
+    lines = [f"def {name}({', '.join(signature + (['**kwargs'] if takes_kwargs else []))}):"]
     if params:
         lines.append(f"  {', '.join(params)}, = params")
     for b in bindings:

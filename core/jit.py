@@ -202,6 +202,7 @@ def _key_parts(args: tuple, kwargs: dict, names: list[str]) -> dict[str, Any]:
 # has its own cache, so it needs no place in the key.
 _ENTRY_POINT = """
 def compiled(*args, **kwargs):
+{fast_path}
     key = (_is_grad_enabled(), _get_default_dtype())
     for a in args:
         if type(a) is _Tensor:
@@ -221,6 +222,34 @@ def compiled(*args, **kwargs):
     return fn({params_arg}*args, **kwargs)
 """
 _FUNCTION_PARTS = {"params_key": "", "params": "None", "params_arg": ""}
+
+# For a function of a fixed number of positional parameters, the call with that many plain
+# tensors builds the same key in one tuple display, without the loop.
+_FAST_PATH = """    if len(args) == {n} and not kwargs:
+        {names}, = args
+        if {tensor_checks}:
+            fn = cache.get((_is_grad_enabled(), _get_default_dtype(), {metadata}))
+            if fn is not None:
+                hits[0] += 1
+                return fn({names})"""
+
+
+def _fast_path(fn: Callable) -> str:
+    """The fast path of the entry point, for functions whose positional arity is fixed."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return ""
+    fixed = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in params)
+    if not fixed or not 1 <= len(params) <= 8:
+        return ""
+    names = [f"a{i}" for i in range(len(params))]
+    return _FAST_PATH.format(
+        n=len(names),
+        names=", ".join(names),
+        tensor_checks=" and ".join(f"type({a}) is _Tensor" for a in names),
+        metadata=", ".join(f"{a}.shape, {a}.dtype, {a}.device, {a}.requires_grad" for a in names),
+    )
 _MODULE_PARTS = {
     # parameters and buffers are read at every call, so optimizer steps and load_state_dict are seen
     "params_key": """    params = [store[k] for store, k in slots]
@@ -297,7 +326,10 @@ class JittedFunction:
             "_SCALARS": _SCALARS,
             "_value_key": _value_key,
         }
-        source = _ENTRY_POINT.format(**(_MODULE_PARTS if self.module is not None else _FUNCTION_PARTS))
+        if self.module is not None:
+            source = _ENTRY_POINT.format(fast_path="", **_MODULE_PARTS)
+        else:
+            source = _ENTRY_POINT.format(fast_path=_fast_path(self.fn), **_FUNCTION_PARTS)
         exec(compile(source, f"<squall-entry-point-{type(self.fn).__name__}>", "exec"), namespace)
         compiled = namespace["compiled"]
         self._hits = lambda: namespace["hits"][0]
@@ -318,7 +350,7 @@ class JittedFunction:
         needs_grad = torch.is_grad_enabled() and any(p.requires_grad for p in trace.inputs)
         execution = plan(trace, self.executors, autograd=needs_grad)
         generated = generate(
-            trace.name, bindings, execution.bsyms, trace.output, trace.constants, takes_params=params is not None, nargs=len(args)
+            trace.name, bindings, execution.bsyms, trace.output, trace.constants, takes_params=params is not None, nargs=len(args), takes_kwargs=bool(kwargs)
         )
         entry = CompiledEntry(trace, execution, generated, time.perf_counter() - start)
         self._entries[key] = entry
