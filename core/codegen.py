@@ -107,8 +107,9 @@ def generate(
         for p in bsym.input_proxies():
             last_use[p.name] = i
     for i, bsym in enumerate(bsyms):
-        target = f"{printer(bsym.output)} = " if bsym.output is not None else ""
-        lines.append(f"  {target}{printer.call(impl_names[id(bsym.impl)], bsym)}")
+        target, picks = printer.assignment(bsym.output) if bsym.output is not None else ("", [])
+        lines.append(f"  {target + ' = ' if target else ''}{printer.call(impl_names[id(bsym.impl)], bsym)}")
+        lines.extend(f"  {line}" for line in picks)
         outs = bsym.output_proxies()
         dead = sorted(
             {p.name for p in bsym.input_proxies() if last_use.get(p.name) == i and p.name not in returned and p.name not in constants}

@@ -5,12 +5,13 @@ comments, down to prims; every line carries the result's device, dtype and shape
 """
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.utils._pytree import is_structseq_instance
+from torch.utils._pytree import MappingKey, SequenceKey, is_structseq_instance, tree_flatten_with_path
 
 from squall.proxies import TensorProxy, type_string
 from squall.symbol import BoundSymbol
@@ -29,6 +30,7 @@ class ValuePrinter:
         self.globals = globals_ if globals_ is not None else {}
         self.reserved = reserved  # local names the generated function uses
         self._named: dict[int, str] = {}
+        self._temps = itertools.count()
 
     def name_for(self, obj: Any, hint: str) -> str:
         """A global name bound to `obj` (one per object), built from a sanitized hint."""
@@ -77,6 +79,37 @@ class ValuePrinter:
             return "{" + ", ".join(f"{self(k)}: {self(v)}" for k, v in x.items()) + "}"
         return self.name_for(x, f"_k_{type(x).__name__}")
 
+    def assignment(self, output: Any) -> tuple[str, list[str]]:
+        """A target to assign a call's `output` to, and statements picking out what it cannot unpack.
+
+        Tuples and lists unpack in place, with `_` for their non-tensor entries (an op may
+        return `(out, None)`); a dict or another structure holding proxies is bound to a
+        temporary first and indexed.
+        """
+        if isinstance(output, TensorProxy):
+            return output.name, []
+        if type(output) in (tuple, list) or is_structseq_instance(output):
+            parts, extra = zip(*(self.assignment(v) for v in output)) if len(output) else ((), ())
+            inner = ", ".join(parts)
+            return (f"({inner},)" if len(parts) == 1 else f"({inner})"), [s for e in extra for s in e]
+        leaves, _ = tree_flatten_with_path(output)
+        picks = [(path, v) for path, v in leaves if isinstance(v, TensorProxy)]
+        if not picks:
+            return "_", []
+        temp = f"_r{next(self._temps)}"  # no other generated name starts with _r
+        lines = []
+        for path, v in picks:
+            access = temp
+            for k in path:
+                if isinstance(k, MappingKey):
+                    access = f"{access}[{self(k.key)}]"
+                elif isinstance(k, SequenceKey):
+                    access = f"{access}[{k.idx}]"
+                else:
+                    access = f"getattr({access}, {self(k.name)})"
+            lines.append(f"{v.name} = {access}")
+        return temp, lines + [f"del {temp}"]
+
     def call(self, callee: str, bsym: BoundSymbol) -> str:
         parts = [self(a) for a in bsym.args]
         parts += [f"{k}={self(v)}" for k, v in bsym.kwargs.items()]
@@ -93,7 +126,7 @@ def _annotation(bsym: BoundSymbol) -> str:
 def _targets(bsym: BoundSymbol, printer: ValuePrinter) -> str:
     if bsym.output is None:
         return ""
-    return printer(bsym.output) + " = "
+    return printer.assignment(bsym.output)[0] + " = "
 
 
 def default_callee(bsym: BoundSymbol) -> str:

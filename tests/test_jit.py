@@ -269,3 +269,26 @@ def test_inplace_through_a_view_is_safe_or_a_clear_error():
 
     with pytest.raises(NotImplementedError, match="a tensor passed in"):
         squall.jit(modifies_a_view_of_an_input)(x)
+
+
+def test_opaque_op_returning_a_tuple_with_none():
+    # nn.MultiheadAttention's forward returns (output, None) from an op squall does not model
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True).eval()
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad(), pytest.warns(squall.SquallWarning, match="multi_head_attention_forward"):
+        out = squall.jit(layer)(x)
+    with torch.no_grad():
+        assert_close(out, layer(x))
+
+
+def test_op_returning_a_structure_unpacks_in_generated_code():
+    def f(x):
+        mins, maxs = torch.aminmax(x, dim=0)
+        return {"range": maxs - mins, "both": torch.aminmax(x, dim=1)}
+
+    jf = squall.jit(f)
+    x = torch.randn(3, 4)
+    out, expected = jf(x), f(x)
+    assert_close(out["range"], expected["range"])
+    assert_close(tuple(out["both"]), tuple(expected["both"]))
+    assert type(out["both"]) is type(expected["both"])
