@@ -1,6 +1,7 @@
 """The `squall` command line (also `python -m squall`).
 
     squall executors [--json]                  what is installed, available or why not
+    squall executors --ops NAME [--json]       the operations executor NAME claims, with notes
     squall explain [--executors a,b] [--json]  how the demo model is planned
     squall demo [--executors a,b]              compile and run the demo model
 
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("executors", help="list installed executors: version, distribution, availability, ops claimed, rank")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    p.add_argument("--ops", metavar="NAME", help="list the operations executor NAME claims, one per line")
 
     p = sub.add_parser("explain", help="show which executor takes each operation of the demo model")
     p.add_argument("--executors", metavar="LIST", help="priority list, e.g. 'my_kernels,torch' or '+my_kernels,-other'")
@@ -43,9 +45,28 @@ def _executor_list(text: str | None) -> list[str] | None:
 def _cmd_executors(args: argparse.Namespace) -> int:
     import squall
 
+    if args.ops:
+        return _print_ops(args.ops, as_json=args.json)
     table = squall.executors()
     print(json.dumps(table.to_dict(), indent=2) if args.json else table)
     return 1 if table.load_errors else 0
+
+
+def _print_ops(name: str, *, as_json: bool) -> int:
+    from squall.plugins import default_marketplace
+
+    market = default_marketplace()
+    ex = market.get(name)
+    if ex is None:
+        raise ValueError(f"no executor named {name!r}; installed: {', '.join(market.names())}")
+    describe = getattr(ex, "describe_op", lambda op: "")  # a duck-typed executor may lack it
+    rows = [(op, describe(op)) for op in ex.claimed_ops()]
+    if as_json:
+        print(json.dumps({"executor": name, "ops": [{"op": op, "note": note} for op, note in rows]}, indent=2))
+    else:
+        width = max((len(op) for op, _ in rows), default=0)
+        print("\n".join(f"{op.ljust(width)}  {note}".rstrip() for op, note in rows))
+    return 0
 
 
 def _demo_model(batch: int, seq: int):

@@ -205,6 +205,10 @@ class Executor:
         """The ids of the operations this executor implements."""
         return []
 
+    def describe_op(self, op: str) -> str:
+        """A short note on how this executor runs the claimed `op` (shown by `squall executors --ops`)."""
+        return ""
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
 
