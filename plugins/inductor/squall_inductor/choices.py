@@ -1,0 +1,96 @@
+"""Measured choices: which offer wins a region on its real shapes, remembered on disk.
+
+When inductor and the torch executor both can run a region, the executor times both
+on example inputs with the region's exact metadata and keeps the faster one. The winner
+is written to a small JSON file keyed by the region's signature, the torch version, the
+device and the thread count, so a later process skips both the timing and, where torch
+won, inductor's compilation.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+__all__ = ["default_choices_path", "ChoiceStore", "best_time", "region_key"]
+
+
+def default_choices_path() -> Path:
+    """$SQUALL_CACHE_DIR, else $XDG_CACHE_HOME/squall, else ~/.cache/squall; the file inductor_choices.json."""
+    root = os.environ.get("SQUALL_CACHE_DIR")
+    if not root:
+        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(xdg, "squall")
+    return Path(root) / "inductor_choices.json"
+
+
+def region_key(signature: tuple, device: str) -> str:
+    """A stable key for a region's signature on this machine's configuration."""
+    text = repr((signature, torch.__version__, device, torch.get_num_threads()))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+class ChoiceStore:
+    """Winners by region key, read once from `path` and rewritten (atomically) when one is added."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self._choices: dict[str, dict] | None = None
+
+    def _load(self) -> dict[str, dict]:
+        if self._choices is None:
+            self._choices = {}
+            if self.path is not None:
+                try:
+                    loaded = json.loads(self.path.read_text())
+                    if isinstance(loaded, dict):
+                        self._choices = {k: v for k, v in loaded.items() if isinstance(v, dict) and "winner" in v}
+                except (OSError, ValueError):
+                    pass  # no file yet, or a damaged one: measure again
+        return self._choices
+
+    def get(self, key: str) -> dict | None:
+        """The remembered choice for `key`: {"winner": "inductor" | "torch", "torch_s": ..., "inductor_s": ...}."""
+        return self._load().get(key)
+
+    def put(self, key: str, choice: dict) -> None:
+        """Remember `choice` for `key`; a cache folder that cannot be written only costs re-measuring."""
+        self._load()[key] = choice
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".inductor_choices-")
+            with os.fdopen(fd, "w") as f:
+                json.dump(self._choices, f, indent=1, sort_keys=True)
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def best_time(fn: Callable, args: list, *, device: str = "cpu", budget_s: float = 0.1, rounds: int = 3) -> float:
+    """The best per-call time of `fn(*args)` over `rounds` rounds, each about budget_s / rounds long."""
+    start = time.perf_counter()
+    fn(*args)
+    _sync(device)
+    once = max(time.perf_counter() - start, 1e-6)
+    number = max(1, min(1000, int(budget_s / rounds / once)))
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn(*args)
+        _sync(device)
+        best = min(best, (time.perf_counter() - start) / number)
+    return best

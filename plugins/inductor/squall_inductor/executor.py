@@ -1,0 +1,227 @@
+"""The inductor fusion executor: fusion regions compiled with torch.compile.
+
+It claims what inductor does well — elementwise chains, reductions, normalizations,
+softmax, losses, and the views between them — as whole torch-language ops, so inductor
+sees `layer_norm`, not its fifteen prims. Matmuls, convolutions and attention stay with
+the torch executor unless `include_matmuls` (or SQUALL_INDUCTOR_MATMULS=1) says otherwise.
+
+Each region becomes a function of torch calls (`regions.region_function`), compiled with
+`torch.compile(fullgraph=True, dynamic=False)` and called once on example inputs at plan
+time, so a region inductor cannot compile falls back to the torch executor with a warning
+instead of failing at run time. With `autotune` (the default; SQUALL_INDUCTOR_AUTOTUNE=0
+turns it off) the compiled region is timed against the torch executor's calls on the
+region's real shapes and kept only when it is faster; the winner is remembered on disk
+(`choices.ChoiceStore`). Identical regions share one compilation (squall's FusionExecutor).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from squall.extend import CHECKER_DECLINED, NOT_IMPLEMENTED, Availability, FusionExecutor, FusionRegion, Implementation
+from squall.ltorch.base import SquallWarning
+from squall.prims import all_prims
+from squall.prims.base import PrimIDs
+from squall.symbol import BoundSymbol, Symbol, Tags
+
+from squall_inductor.choices import ChoiceStore, best_time, default_choices_path, region_key
+from squall_inductor.regions import example_inputs, region_function
+
+__all__ = ["InductorExecutor", "FUSIBLE_PRIMS", "MATMUL_PRIMS", "cpp_compiler", "env_flag"]
+
+# prims inductor fuses well, beyond every elementwise, reduction and view prim
+_EXTRA_PRIMS = {
+    PrimIDs.CAT, PrimIDs.PAD, PrimIDs.FLIP, PrimIDs.FULL, PrimIDs.IOTA,
+    PrimIDs.TAKE, PrimIDs.TAKE_ALONG_AXIS,
+}
+# not claimed: random draws (inductor's RNG differs from eager's), in-place copies, scatters,
+# sorts and scans (no fusion win), opaque torch calls
+FUSIBLE_PRIMS: frozenset[str] = frozenset(
+    pid for pid, p in all_prims().items()
+    if (p.tags & {Tags.ELEMENTWISE, Tags.REDUCTION, Tags.SHAPE_ONLY} or pid in _EXTRA_PRIMS)
+    and not p.tags & {Tags.RANDOM, Tags.SIDE_EFFECT}
+)
+# on CPU inductor calls the same BLAS/oneDNN kernels for these; opt in with include_matmuls
+MATMUL_PRIMS: frozenset[str] = frozenset({PrimIDs.MATMUL, PrimIDs.CONVOLUTION})
+_MATMUL_HINT = "matmuls, convolutions and attention stay with torch unless SQUALL_INDUCTOR_MATMULS=1"
+# a region must beat the torch executor by this factor to be kept: timing noise is not a win
+_MARGIN = 0.97
+
+
+def env_flag(name: str, default: bool) -> bool:
+    """A boolean environment setting ("1"/"true"/"yes" or "0"/"false"/"no")."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    return default
+
+
+def cpp_compiler() -> str | None:
+    """The C++ compiler inductor's CPU backend would use ($CXX, else its configured default), if found."""
+    candidates = [os.environ["CXX"]] if os.environ.get("CXX") else []
+    if not candidates:
+        try:
+            from torch._inductor import config  # optional: only what torch.compile itself reads
+
+            cxx = config.cpp.cxx
+            candidates = [c for c in (cxx if isinstance(cxx, tuple) else (cxx,)) if c] + ["g++", "clang++"]
+        except Exception:  # noqa: BLE001 - an unusable inductor is reported by is_available
+            candidates = ["g++", "clang++"]
+    for c in candidates:
+        found = shutil.which(c)
+        if found:
+            return found
+    return None
+
+
+def _walk_prims(bsym: BoundSymbol):
+    for b in bsym.walk():
+        if b.sym.is_prim:
+            yield b
+
+
+class InductorExecutor(FusionExecutor):
+    """Fuses elementwise, reduction and normalization regions and compiles each with torch.compile."""
+
+    def __init__(
+        self,
+        name: str = "inductor",
+        *,
+        include_matmuls: bool | None = None,
+        autotune: bool | None = None,
+        choices_path: Path | None | str = "default",
+        default_rank: int = 50,
+    ):
+        super().__init__(name, version=torch.__version__, default_rank=default_rank)
+        self.include_matmuls = env_flag("SQUALL_INDUCTOR_MATMULS", False) if include_matmuls is None else include_matmuls
+        self.autotune = env_flag("SQUALL_INDUCTOR_AUTOTUNE", True) if autotune is None else autotune
+        path = default_choices_path() if choices_path == "default" else (Path(choices_path) if choices_path else None)
+        self.choices = ChoiceStore(path)
+        self.prims = FUSIBLE_PRIMS | (MATMUL_PRIMS if self.include_matmuls else frozenset())
+        # what happened to each region signature compiled here: "inductor", or why torch runs it
+        self.outcomes: list[tuple[list[str], str]] = []
+        self._backends: frozenset[str] | None = None
+
+    # --- availability -----------------------------------------------------------------------
+    def backends(self) -> frozenset[str]:
+        """The device types inductor can compile for here: "cpu" with a C++ compiler, "cuda" with Triton."""
+        if self._backends is None:
+            found = set()
+            if cpp_compiler() is not None:
+                found.add("cpu")
+            if torch.cuda.is_available() and Availability.of_library("triton"):
+                found.add("cuda")
+            self._backends = frozenset(found)
+        return self._backends
+
+    def is_available(self) -> Availability:
+        try:
+            import torch._dynamo  # noqa: F401 - torch.compile's front end
+
+            supported = torch._dynamo.is_dynamo_supported()
+        except Exception as e:  # noqa: BLE001
+            return Availability(False, f"torch.compile cannot be imported: {type(e).__name__}: {e}")
+        if not supported:
+            return Availability(False, f"torch.compile does not support Python {sys.version_info.major}.{sys.version_info.minor} with torch {torch.__version__}")
+        if not self.backends():
+            cxx = os.environ.get("CXX")
+            compiler = f"the C++ compiler $CXX={cxx!r} is not found" if cxx else "no C++ compiler (g++ or clang++) is found"
+            cuda = "CUDA is not available" if not torch.cuda.is_available() else "triton is not installed"
+            return Availability(False, f"inductor has no backend here: {compiler} for CPU, and {cuda}")
+        return Availability(True)
+
+    # --- claims -----------------------------------------------------------------------------
+    def implementation_for(self, sym: Symbol) -> Implementation | None:
+        # torch-language ops are claimed whole (when their decomposition is fusible, see offer)
+        # so that regions keep the high-level op for inductor
+        if sym.is_prim:
+            return Implementation(None) if sym.id in self.prims else None
+        if Tags.OPAQUE in sym.tags or not sym.torchfns:
+            return None
+        return Implementation(None)
+
+    def claimed_ops(self) -> list[str]:
+        return sorted(self.prims)
+
+    def offer(self, bsym: BoundSymbol) -> tuple[Implementation | None, str]:
+        if self.implementation_for(bsym.sym) is None:
+            hint = f" ({_MATMUL_HINT})" if bsym.sym.id in MATMUL_PRIMS else ""
+            return None, NOT_IMPLEMENTED + hint
+        for p in _walk_prims(bsym):
+            if p.sym.id not in self.prims:
+                hint = f"; {_MATMUL_HINT}" if p.sym.id in MATMUL_PRIMS else ""
+                return None, f"{NOT_IMPLEMENTED} (in its decomposition, {p.sym.id}{hint})"
+        inputs, outputs = bsym.input_proxies(), bsym.output_proxies()
+        if not outputs or {id(p) for p in outputs} & {id(p) for p in inputs}:
+            return None, f"{CHECKER_DECLINED}: it returns its input, there is nothing to compute"
+        for p in inputs + outputs:
+            if p.device.type not in self.backends():
+                return None, f"{CHECKER_DECLINED}: inductor has no {p.device.type} backend here"
+            if p.dtype.is_complex:
+                return None, f"{CHECKER_DECLINED}: complex tensors"
+        return Implementation(None), ""
+
+    # --- compilation --------------------------------------------------------------------------
+    def compile_region(self, region: FusionRegion) -> Callable | None:
+        """The region compiled by inductor, or None where the torch executor should run it."""
+        ops = [b.sym.id for b in region.calls]
+        why = self._decline_statically(region)
+        if why:
+            self.outcomes.append((ops, why))
+            return None
+        device = str(region.inputs[0].device if region.inputs else region.outputs[0].device)
+        key = region_key(region.signature(), device) if self.autotune else ""
+        remembered = self.choices.get(key) if self.autotune else None
+        if remembered is not None and remembered["winner"] == "torch":
+            self.outcomes.append((ops, _torch_won(remembered, "remembered")))
+            return None
+        eager, _ = region_function(region)
+        compiled = torch.compile(eager, fullgraph=True, dynamic=False)
+        args = example_inputs(region.inputs)
+        try:
+            compiled(*args)  # torch.compile is lazy: compile now, so a failure falls back here
+        except Exception as e:  # noqa: BLE001 - any inductor failure means "run it with torch"
+            message = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            warnings.warn(
+                f"squall-inductor: inductor could not compile a region of {len(ops)} ops ({', '.join(ops)}); "
+                f"it runs on the torch executor instead ({message})",
+                SquallWarning,
+                stacklevel=2,
+            )
+            self.compile_errors.append(f"region ({', '.join(ops)}) falls back to torch: {message}")
+            self.outcomes.append((ops, f"inductor failed: {message}"))
+            return None
+        if self.autotune and remembered is None:
+            torch_s = best_time(eager, args, device=device)
+            inductor_s = best_time(compiled, args, device=device)
+            remembered = {"winner": "inductor" if inductor_s < torch_s * _MARGIN else "torch",
+                          "torch_s": torch_s, "inductor_s": inductor_s, "ops": ops}
+            self.choices.put(key, remembered)
+            if remembered["winner"] == "torch":
+                self.outcomes.append((ops, _torch_won(remembered, "measured")))
+                return None
+        self.outcomes.append((ops, "inductor"))
+        return compiled
+
+    def _decline_statically(self, region: FusionRegion) -> str:
+        if not region.outputs:
+            return "no outputs"
+        if all(Tags.SHAPE_ONLY in p.sym.tags for b in region.calls for p in _walk_prims(b)):
+            return "pure metadata (views and reshapes): nothing to fuse"
+        compute = [b for b in region.calls if any(Tags.SHAPE_ONLY not in p.sym.tags for p in _walk_prims(b))]
+        if not self.autotune and len(compute) == 1 and sum(1 for _ in _walk_prims(compute[0])) < 3:
+            return "a single simple op: nothing to fuse"
+        return ""
+
+
+def _torch_won(choice: dict, how: str) -> str:
+    return (f"torch was faster on these shapes ({how}: torch {choice['torch_s'] * 1e3:.3f} ms, "
+            f"inductor {choice['inductor_s'] * 1e3:.3f} ms)")

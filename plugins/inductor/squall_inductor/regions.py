@@ -1,0 +1,64 @@
+"""A fusion region as a plain Python function of torch calls, and example inputs for it.
+
+The function is what the torch executor would run for the region's calls, one after
+another (prims through `PRIM_IMPLS`, torch-language ops through the torch callable they
+stand for), so inductor sees the high-level ops (softmax, layer_norm, cross_entropy)
+and eager and compiled runs of a region compute the same thing.
+"""
+from __future__ import annotations
+
+import itertools
+import linecache
+from collections.abc import Callable
+
+import torch
+
+from squall.executors.torch import PRIM_IMPLS
+from squall.extend import FusionRegion
+from squall.proxies import TensorProxy
+from squall.symbol import BoundSymbol
+from squall.trace import ValuePrinter
+
+__all__ = ["torch_callable", "region_function", "example_inputs"]
+
+_counter = itertools.count()
+
+
+def torch_callable(bsym: BoundSymbol) -> Callable:
+    """The torch callable the built-in torch executor runs for this call."""
+    if bsym.sym.is_prim:
+        return PRIM_IMPLS[bsym.sym.id]
+    return bsym.sym.torchfns[0]
+
+
+def region_function(region: FusionRegion) -> tuple[Callable, str]:
+    """(function, source): the region's calls as one function of its inputs returning a tuple of its outputs."""
+    names = {p.name for p in region.inputs} | {p.name for b in region.calls for p in b.output_proxies()}
+    printer = ValuePrinter({}, reserved=names)
+    lines = [f"def region({', '.join(p.name for p in region.inputs)}):"]
+    for b in region.calls:
+        callee = printer.name_for(torch_callable(b), f"torch_{b.sym.name}")
+        target = f"{printer(b.output)} = " if b.output is not None else ""
+        lines.append(f"  {target}{printer.call(callee, b)}")
+    lines.append(f"  return ({''.join(p.name + ', ' for p in region.outputs)})")
+    source = "\n".join(lines) + "\n"
+    # registered with linecache so dynamo's and Python's tracebacks show the region's source
+    filename = f"<squall-inductor-region-{next(_counter)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = printer.globals
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace["region"], source
+
+
+def example_inputs(proxies: list[TensorProxy]) -> list[torch.Tensor]:
+    """Real tensors with the proxies' metadata: normal floats, zero integers and booleans.
+
+    Zeros are valid as class targets and indices, so a region that gathers or indexes runs.
+    """
+    out = []
+    for p in proxies:
+        if p.dtype.is_floating_point or p.dtype.is_complex:
+            out.append(torch.randn(tuple(p.shape), dtype=p.dtype, device=p.device))
+        else:
+            out.append(torch.zeros(tuple(p.shape), dtype=p.dtype, device=p.device))
+    return out
