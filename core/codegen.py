@@ -18,7 +18,7 @@ from squall.proxies import TensorProxy, type_string
 from squall.symbol import BoundSymbol
 from squall.trace import ValuePrinter
 
-__all__ = ["InputBinding", "generate", "GeneratedFunction"]
+__all__ = ["InputBinding", "generate", "GeneratedFunction", "load_source"]
 
 _counter = itertools.count()
 
@@ -119,9 +119,16 @@ def generate(
             lines.append(f"  del {', '.join(dead)}")
     lines.append(f"  return {_output_expression(output, printer)}")
     source = "\n".join(lines) + "\n"
+    filename = load_source(source, f"generated-{name}", printer.globals)
+    return GeneratedFunction(printer.globals[name], source, filename)
 
-    filename = f"<squall-generated-{name}-{next(_counter)}>"
+
+def load_source(source: str, label: str, namespace: dict[str, Any]) -> str:
+    """Execute generated `source` into `namespace`; tracebacks and debuggers can show it.
+
+    Returns the pseudo file name the source is registered under in `linecache`.
+    """
+    filename = f"<squall-{label}-{next(_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = printer.globals
     exec(compile(source, filename, "exec"), namespace)
-    return GeneratedFunction(namespace[name], source, filename)
+    return filename

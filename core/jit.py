@@ -19,7 +19,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from squall import ltorch
-from squall.codegen import GeneratedFunction, InputBinding, generate
+from squall.codegen import GeneratedFunction, InputBinding, generate, load_source
 from squall.config import resolve_executors
 from squall.extend import Executor
 from squall.ltorch.base import SquallWarning, TorchLanguage, TracingMode, check_not_stale
@@ -330,7 +330,7 @@ class JittedFunction:
             source = _ENTRY_POINT.format(fast_path="", **_MODULE_PARTS)
         else:
             source = _ENTRY_POINT.format(fast_path=_fast_path(self.fn), **_FUNCTION_PARTS)
-        exec(compile(source, f"<squall-entry-point-{type(self.fn).__name__}>", "exec"), namespace)
+        load_source(source, "entry-point", namespace)
         compiled = namespace["compiled"]
         self._hits = lambda: namespace["hits"][0]
         compiled.__squall__ = self

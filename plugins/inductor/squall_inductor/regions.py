@@ -7,22 +7,18 @@ and eager and compiled runs of a region compute the same thing.
 """
 from __future__ import annotations
 
-import itertools
-import linecache
 from collections.abc import Callable
 
 import torch
 
 from squall.executors.torch import PRIM_IMPLS
+from squall.codegen import load_source
 from squall.extend import FusionRegion
 from squall.proxies import TensorProxy
 from squall.symbol import BoundSymbol
 from squall.trace import ValuePrinter
 
 __all__ = ["torch_callable", "region_function", "example_inputs"]
-
-_counter = itertools.count()
-
 
 def torch_callable(bsym: BoundSymbol) -> Callable:
     """The torch callable the built-in torch executor runs for this call."""
@@ -38,16 +34,14 @@ def region_function(region: FusionRegion) -> tuple[Callable, str]:
     lines = [f"def region({', '.join(p.name for p in region.inputs)}):"]
     for b in region.calls:
         callee = printer.name_for(torch_callable(b), f"torch_{b.sym.name}")
-        target = f"{printer(b.output)} = " if b.output is not None else ""
-        lines.append(f"  {target}{printer.call(callee, b)}")
+        target, picks = printer.assignment(b.output) if b.output is not None else ("", [])
+        lines.append(f"  {target + ' = ' if target else ''}{printer.call(callee, b)}")
+        lines.extend(f"  {line}" for line in picks)
     lines.append(f"  return ({''.join(p.name + ', ' for p in region.outputs)})")
     source = "\n".join(lines) + "\n"
     # registered with linecache so dynamo's and Python's tracebacks show the region's source
-    filename = f"<squall-inductor-region-{next(_counter)}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = printer.globals
-    exec(compile(source, filename, "exec"), namespace)
-    return namespace["region"], source
+    load_source(source, "inductor-region", printer.globals)
+    return printer.globals["region"], source
 
 
 def example_inputs(proxies: list[TensorProxy]) -> list[torch.Tensor]:
