@@ -1,6 +1,7 @@
 import os
 import sys
 
+import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -8,4 +9,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 # (each plugin tests itself with the core, beside its own code); tests of the marketplace
 # set their own priority lists.
 os.environ.setdefault("SQUALL_EXECUTORS", "torch")
-torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    # the same samples whichever worker runs a test, and in whatever order
+    torch.manual_seed(0)

@@ -327,6 +327,30 @@ def vecdot(x, y, *, dim=-1, out=None):
     return to_dtype(prims.sum(to_dtype(product, compute), [d]), x.dtype)
 
 
+def _chain_product(mats: list) -> TensorProxy:
+    """The product of a matrix chain in the cheapest order, the order torch's multi_dot uses too
+    (in low precision the association order changes the rounding)."""
+    n = len(mats)
+    dims = [mats[0].shape[0]] + [m.shape[1] for m in mats]
+    # cost[i][j]: fewest multiplications for mats[i..j]; split[i][j]: where that product splits
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j], split[i][j] = min(
+                (cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1], k) for k in range(i, j)
+            )
+
+    def product(i: int, j: int) -> TensorProxy:
+        if i == j:
+            return mats[i]
+        k = split[i][j]
+        return prims.matmul(product(i, k), product(k + 1, j))
+
+    return product(0, n - 1)
+
+
 @torchsymbol(torch.linalg.multi_dot)
 def multi_dot(tensors, *, out=None):
     """torch.linalg.multi_dot: a chain of matrix products; the first and last may be vectors."""
@@ -350,9 +374,7 @@ def multi_dot(tensors, *, out=None):
             lambda: f"multi_dot(): tensors {i} and {i + 1} with shapes {list(tensors[i].shape)} and {list(tensors[i + 1].shape)} cannot be multiplied",
             RuntimeError,
         )
-    result = mats[0]
-    for m in mats[1:]:
-        result = prims.matmul(result, m)
+    result = _chain_product(mats)
     out_shape = ([] if first else [result.shape[0]]) + ([] if last else [result.shape[1]])
     return _reshape(result, out_shape)
 
