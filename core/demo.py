@@ -166,6 +166,13 @@ def main(executors: list[str] | None = None, *, batch: int = 4, seq: int = 64, e
         by_executor.setdefault(executor, []).append(f"{op.removeprefix('torch.')} x{n}" if n > 1 else op.removeprefix("torch."))
     for executor, ops in by_executor.items():
         print(f"  {executor}: {', '.join(ops)}")
+    for region in plan.regions:
+        print(f"  {region.executor} region{' (reused)' if region.reused else ''}: {', '.join(op.removeprefix('torch.') for op in region.ops)}")
+    handed_back = Counter(name for d in plan.decisions for name, why in d.declined if "fusion pass left it out" in why)
+    for name, n in handed_back.items():
+        print(f"  {name} claimed {n} operations but handed them back (see its README: e.g. torch timed faster here)")
+    for name, why in plan.unavailable.items():
+        print(f"  passed over: {name} ({why})")
     decomposed = sorted({d.bsym.sym.id for d in plan.decisions if d.decomposed})
     if decomposed:
         print(f"  decomposed (no executor took them whole): {', '.join(decomposed)}")
