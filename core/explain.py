@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from squall.config import ExecutorPriority, resolve_executors
+from squall.extend import LEFT_OUT
 from squall.jit import JittedFunction, JittedModule, jitted_state, trace_program
 from squall.planner import Plan, RegionRecord, plan
 from squall.plugins import Marketplace, default_marketplace
@@ -118,6 +119,16 @@ class ExplainReport:
             reused = ", reusing an identical region's compilation" if region.reused else ""
             lines.append(f"region {i} ({region.executor}): {len(region.ops)} ops, {len(region.inputs)} inputs -> "
                          f"{len(region.outputs)} outputs{reused}: {', '.join(region.ops)}")
+        # the table cuts long cells: each reason a fusion executor gave for handing calls back, whole
+        handed_back: dict[tuple[str, str], list[str]] = {}
+        for r in self.rows:
+            for n, why in r.declined:
+                if why.startswith(f"{LEFT_OUT}: "):
+                    handed_back.setdefault((n, why.removeprefix(f"{LEFT_OUT}: ")), []).append(r.op)
+        for (name, why), ops in handed_back.items():
+            counts = {op: ops.count(op) for op in ops}
+            listed = ", ".join(op if k == 1 else f"{op} x{k}" for op, k in counts.items())
+            lines.append(f"handed back by {name} ({listed}): {why}")
         lines.append(f"opaque fallbacks: {', '.join(self.opaque) or 'none'}")
         for name, why in self.unavailable.items():
             lines.append(f"passed over: {name} ({why})")

@@ -35,6 +35,7 @@ __all__ = [
     "OperatorExecutor",
     "FusionExecutor",
     "FusionRegion",
+    "Declined",
     "CustomOperation",
     "OperationRegistry",
     "form_regions",
@@ -45,6 +46,7 @@ __all__ = [
     "NOT_IMPLEMENTED",
     "CHECKER_DECLINED",
     "FUSION_REGION",
+    "LEFT_OUT",
 ]
 
 # why an executor did not take an operation; reasons start with one of these
@@ -53,6 +55,7 @@ CHECKER_DECLINED = "checker declined"
 CHECKER_RAISED = "checker raised"
 UNAVAILABLE = "unavailable"
 FUSION_REGION = "fusion_region"  # the tag on a fusion region's symbol
+LEFT_OUT = "fusion pass left it out"  # a fusion executor claimed a call, then handed it back
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -297,6 +300,18 @@ class FusionRegion:
         return (tuple(parts), tuple(local[p.name] for p in self.outputs), meta)
 
 
+@dataclass(frozen=True)
+class Declined:
+    """What `compile_region` returns to hand a region back *with a reason*.
+
+    The region's calls go to the other executors, as when it returns None, and the
+    reason ("torch was faster on these shapes (...)") is shown by `squall explain` for
+    each of them. Identical regions are declined once, for the same reason.
+    """
+
+    reason: str
+
+
 def form_regions(bsyms: Sequence[BoundSymbol], claimed: Callable[[BoundSymbol], bool]) -> tuple[list[list[int]], list[list[int]]]:
     """Group the claimed calls into maximal regions along data flow, never creating a cycle.
 
@@ -376,8 +391,9 @@ class FusionExecutor(Executor):
     decomposition it supports. Its `fusion_pass` groups the claimed calls into maximal
     regions (`form_regions`) and asks `compile_region` for one callable per region;
     identical regions compile once. A region smaller than `min_region_size`, or one
-    `compile_region` declines (returns None) or fails on, is left to the planner's final
-    pass, which hands its calls to the other executors.
+    `compile_region` declines (returns None, or `Declined(reason)`) or fails on, is left
+    to the planner's final pass, which hands its calls to the other executors and asks
+    `left_out_reason` why, for `squall explain`.
     """
 
     min_region_size = 1
@@ -388,6 +404,17 @@ class FusionExecutor(Executor):
         self._compiled: dict[tuple, Callable | None] = {}
         self.region_symbol = Symbol(f"{name}.region", "region", lambda *a: None, is_prim=True, tags=(FUSION_REGION,))
         self.compile_errors: list[str] = []
+        # the calls the latest fusion pass handed back, with why: id(bsym) -> (bsym, reason)
+        self._left_out: dict[int, tuple[BoundSymbol, str]] = {}
+
+    def left_out_reason(self, bsym: BoundSymbol) -> str:
+        """Why the latest fusion pass handed `bsym` back ("" when it gave no reason)."""
+        entry = getattr(self, "_left_out", {}).get(id(bsym))
+        return entry[1] if entry is not None and entry[0] is bsym else ""
+
+    def _hand_back(self, members: Sequence[BoundSymbol], reason: str) -> None:
+        for b in members:
+            self._left_out[id(b)] = (b, reason)
 
     def register_supported(self, op: Symbol | CustomOperation | str, checker: Callable[..., bool] | None = None) -> None:
         """Declare that this executor can fuse `op` (when `checker`, given proxies, agrees)."""
@@ -417,13 +444,14 @@ class FusionExecutor(Executor):
             return [bsym]
         return [c for sub in bsym.subsymbols for c in self._expand(sub)]
 
-    def compile_region(self, region: FusionRegion) -> Callable | None:
-        """One callable for `region`, or None to decline it; subclasses compile here."""
+    def compile_region(self, region: FusionRegion) -> Callable | Declined | None:
+        """One callable for `region`, or `Declined(reason)` (or None) to hand it back; subclasses compile here."""
         return None
 
     def fusion_pass(self, bsyms: list[BoundSymbol], output: Any) -> list[BoundSymbol]:
         """Replace the calls this executor claimed by region calls; `output` is the program's output."""
         mine = lambda b: b.executor is self and b.impl is None
+        self._left_out = {}
         groups, order = form_regions(bsyms, mine)
         consumers: dict[str, set[int]] = {}
         for i, b in enumerate(bsyms):
@@ -433,6 +461,9 @@ class FusionExecutor(Executor):
         result: list[BoundSymbol] = []
         for unit in order:
             if not mine(bsyms[unit[0]]) or len(unit) < self.min_region_size:
+                if mine(bsyms[unit[0]]):
+                    self._hand_back([bsyms[i] for i in unit], f"a region of {len(unit)} ops, "
+                                    f"below this executor's minimum of {self.min_region_size}")
                 result.extend(bsyms[i] for i in unit)
                 continue
             region_call = self._region(bsyms, unit, consumers, returned)
@@ -461,9 +492,10 @@ class FusionExecutor(Executor):
                 self._compiled[key] = self.compile_region(region)
             except Exception as e:  # noqa: BLE001 - a region that fails to compile runs unfused
                 self.compile_errors.append(f"compile_region raised {type(e).__name__}: {e}")
-                self._compiled[key] = None
+                self._compiled[key] = Declined(f"compile_region raised {type(e).__name__}: {e}")
         fn = self._compiled[key]
-        if fn is None:
+        if fn is None or isinstance(fn, Declined):
+            self._hand_back(members, fn.reason if fn is not None else "")
             return None
         return BoundSymbol(
             self.region_symbol, tuple(region.inputs), {}, tuple(region.outputs), tuple(members),

@@ -350,7 +350,14 @@ class JittedFunction:
         needs_grad = torch.is_grad_enabled() and any(p.requires_grad for p in trace.inputs)
         execution = plan(trace, self.executors, autograd=needs_grad)
         generated = generate(
-            trace.name, bindings, execution.bsyms, trace.output, trace.constants, takes_params=params is not None, nargs=len(args), takes_kwargs=bool(kwargs)
+            trace.name,
+            bindings,
+            execution.bsyms,
+            trace.output,
+            trace.constants,
+            takes_params=params is not None,
+            nargs=len(args),
+            takes_kwargs=bool(kwargs),
         )
         entry = CompiledEntry(trace, execution, generated, time.perf_counter() - start)
         self._entries[key] = entry

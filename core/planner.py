@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from squall.extend import FUSION_REGION, UNAVAILABLE, Executor, FusionExecutor, Implementation
+from squall.extend import FUSION_REGION, LEFT_OUT, UNAVAILABLE, Executor, FusionExecutor, Implementation
 from squall.proxies import tracing
 from squall.symbol import BoundSymbol, Tags, flat_proxies
 from squall.trace import Trace
@@ -191,7 +191,8 @@ class _Planner:
                 out.append(b)
                 continue
             decision = self.decision_of.get(id(b)) or PlanDecision(b, 0, None)
-            decision.declined.append((b.executor.name, "claimed it, but its fusion pass left it out"))
+            why = b.executor.left_out_reason(b)
+            decision.declined.append((b.executor.name, f"{LEFT_OUT}: {why}" if why else f"claimed it, but its {LEFT_OUT}"))
             decision.executor = None
             unclaimed = BoundSymbol(b.sym, b.args, b.kwargs, b.output, b.subsymbols, b.source)
             self._claim(unclaimed, decision, out, fusion=False)
