@@ -100,17 +100,22 @@ def trace_program(
     module: torch.nn.Module | None = None,
     name: str = "computation",
 ) -> tuple[Trace, list[InputBinding]]:
-    """Trace `fn(*args, **kwargs)` (or `module(...)`) into a Trace of ltorch calls."""
+    """Trace `fn(*args, **kwargs)` (or `module(...)`) into a Trace of ltorch calls.
+
+    Tensors in the arguments become input proxies; so do TensorProxy stand-ins, which
+    let a plugin trace a program for a CUDA device on a machine without one.
+    """
     language = TorchLanguage(_torch_table())
     ctx = TracingContext(language.dispatch)
     taken: set[str] = set()
     paths: list[tuple] = []
 
     def proxify(x, path: tuple, hint: str):
-        if isinstance(x, torch.Tensor):
-            p = TensorProxy(
-                _local_name(hint, taken), shape=x.shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad
-            )
+        # a TensorProxy given as an input stands in for a tensor of its metadata (and name):
+        # it lets a program be traced for a device this machine lacks
+        if isinstance(x, (torch.Tensor, TensorProxy)):
+            name = _local_name(x.name if isinstance(x, TensorProxy) else hint, taken)
+            p = TensorProxy(name, shape=x.shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad)
             ctx.inputs.append(p)
             paths.append(path)
             return p

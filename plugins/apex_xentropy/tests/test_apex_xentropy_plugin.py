@@ -18,12 +18,10 @@ import torch.nn.functional as F
 import squall
 from squall.codegen import InputBinding, generate
 from squall.extend import Availability
-from squall.jit import _torch_table
-from squall.ltorch.base import TorchLanguage, TracingMode
+from squall.jit import trace_program
 from squall.planner import plan
 from squall.plugins import Marketplace
 from squall.proxies import TensorProxy, TracingContext, tracing
-from squall.trace import Trace
 
 from squall_apex_xentropy import availability_from, cross_entropy_checker, make_executor
 from squall_apex_xentropy.executor import _reduce_loss
@@ -146,15 +144,9 @@ def test_checker_declines_the_rest(case):
 
 
 def _trace_cuda(fn, *proxies_spec):
-    """Trace `fn` on CUDA-device proxies, as squall.jit would on CUDA tensors (no GPU needed)."""
-    language = TorchLanguage(_torch_table())
-    ctx = TracingContext(language.dispatch)
-    with tracing(ctx):
-        inputs = [TensorProxy(f"a{i}", shape=s, dtype=d, device="cuda") for i, (s, d) in enumerate(proxies_spec)]
-        ctx.inputs = list(inputs)
-        with TracingMode(language):
-            out = fn(*inputs)
-    return Trace("computation", inputs, ctx.scopes[0], out, context=ctx)
+    """Trace `fn` on CUDA-device stand-ins, as squall.jit would on CUDA tensors (no GPU needed)."""
+    stand_ins = tuple(TensorProxy(f"a{i}", shape=s, dtype=d, device="cuda") for i, (s, d) in enumerate(proxies_spec))
+    return trace_program(fn, stand_ins, {})[0]
 
 
 def test_planned_as_apex_calls_where_it_is_available():

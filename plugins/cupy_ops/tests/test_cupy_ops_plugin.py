@@ -19,13 +19,11 @@ import torch.nn.functional as F
 import squall
 from squall import prims
 from squall.extend import Availability, FusionRegion
-from squall.jit import _torch_table
-from squall.ltorch.base import TorchLanguage, TracingMode
+from squall.jit import trace_program
 from squall.planner import plan
 from squall.plugins import Marketplace
 from squall.prims.base import PrimIDs
 from squall.proxies import TensorProxy, TracingContext, tracing
-from squall.trace import Trace
 
 from squall_cupy_ops import availability_from, claimed_prims, make_executor
 from squall_cupy_ops.kernels import plan_region
@@ -58,15 +56,9 @@ def _torch_executor():
 
 
 def _trace_cuda(fn, *spec):
-    """Trace `fn` on CUDA-device proxies, as squall.jit would on CUDA tensors (no GPU needed)."""
-    language = TorchLanguage(_torch_table())
-    ctx = TracingContext(language.dispatch)
-    with tracing(ctx):
-        inputs = [TensorProxy(f"a{i}", shape=s, dtype=d, device="cuda") for i, (s, d) in enumerate(spec)]
-        ctx.inputs = list(inputs)
-        with TracingMode(language):
-            out = fn(*inputs)
-    return Trace("computation", inputs, ctx.scopes[0], out, context=ctx)
+    """Trace `fn` on CUDA-device stand-ins, as squall.jit would on CUDA tensors (no GPU needed)."""
+    stand_ins = tuple(TensorProxy(f"a{i}", shape=s, dtype=d, device="cuda") for i, (s, d) in enumerate(spec))
+    return trace_program(fn, stand_ins, {})[0]
 
 
 # --- installation, discovery, availability --------------------------------------------------
