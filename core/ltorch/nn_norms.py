@@ -16,6 +16,7 @@ from squall import prims
 from squall.ltorch.base import rebind_inplace, torchsymbol
 from squall.ltorch.helpers import broadcast, canonical_dim, check, computation_dtype, is_tensor, result_dtype, to_dtype
 from squall.ltorch.nn import keep_dims
+from squall.ltorch.reductions import vector_norm
 from squall.proxies import TensorProxy
 
 F = torch.nn.functional
@@ -49,26 +50,6 @@ def _affine_vector(t, shape, dim: int, dtype: torch.dtype):
     if t is None:
         return None
     return prims.broadcast_in_dim(to_dtype(t, dtype), tuple(shape), (dim,))
-
-
-def vector_norm(x: TensorProxy, p: float, dims: tuple[int, ...], keepdim: bool = False) -> TensorProxy:
-    """The p-norm of `x` over `dims` in x's dtype (callers upcast first), as torch.linalg.vector_norm."""
-    a = prims.abs(x)
-    if p == math.inf:
-        r = prims.amax(a, dims)
-    elif p == -math.inf:
-        r = prims.amin(a, dims)
-    elif p == 0:
-        r = prims.sum(to_dtype(prims.ne(a, 0), x.dtype), dims)
-    elif p == 1:
-        r = prims.sum(a, dims)
-    elif p == 2:
-        r = prims.sqrt(prims.sum(prims.mul(a, a), dims))
-    else:
-        r = prims.pow(prims.sum(prims.pow(a, float(p)), dims), 1.0 / p)
-    if keepdim:
-        return prims.reshape(r, tuple(1 if i in dims else n for i, n in enumerate(x.shape)))
-    return r
 
 
 # --- layer, RMS and group norm ---------------------------------------------------------------
