@@ -25,7 +25,7 @@ from squall.extend import Executor
 from squall.ltorch.base import SquallWarning, TorchLanguage, TracingMode, check_not_stale
 from squall.planner import Plan, plan
 from squall.prims import copy_
-from squall.proxies import TensorProxy, TracingContext, tracing
+from squall.proxies import TensorProxy, TracingContext, current_context, tracing
 from squall.trace import Trace
 
 __all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces", "trace_program"]
@@ -348,6 +348,10 @@ class JittedFunction:
         return self.entry_point(*args, **kwargs)
 
     def _compile(self, args: tuple, kwargs: dict, key: tuple, params: list | None) -> Callable:
+        if current_context() is not None:
+            # called from inside a program squall is tracing: trace through it, inline
+            original = self.fn
+            return (lambda params, *a, **k: original(*a, **k)) if params is not None else original
         start = time.perf_counter()
         self.stats.misses += 1
         self._note_changes(args, kwargs)

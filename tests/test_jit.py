@@ -292,3 +292,13 @@ def test_op_returning_a_structure_unpacks_in_generated_code():
     assert_close(out["range"], expected["range"])
     assert_close(tuple(out["both"]), tuple(expected["both"]))
     assert type(out["both"]) is type(expected["both"])
+
+
+def test_a_jitted_function_called_while_tracing_is_traced_inline():
+    inner = squall.jit(lambda x: torch.exp(x) * 2)
+    outer = squall.jit(lambda x: inner(x) + 1)
+    x = torch.randn(3)
+    assert_close(outer(x), torch.exp(x) * 2 + 1)
+    assert [b.sym.id for b in squall.last_traces(outer).traced.bsyms] == ["torch.exp", "torch.mul", "torch.add"]
+    assert inner.cache_info().misses == 0  # nothing was compiled or cached for proxies
+    assert_close(inner(x), torch.exp(x) * 2)
