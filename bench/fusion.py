@@ -1,18 +1,24 @@
 """Fusion benchmark on CPU: eager, torch.compile, squall (torch only), squall (inductor first).
 
-    python bench/fusion.py                # with the caches a user has (inductor's, squall's choices)
-    python bench/fusion.py --fresh-cache  # with empty inductor and squall caches: cold first calls
+    python bench/fusion.py                # per-call table, first calls (fresh processes), compile vs depth
+    python bench/fusion.py --first-call-only CONTENDER WORKLOAD   # one first call, as JSON (used by the above)
 
-One thread, best of three rounds. Prints per-call times and ratios to eager, first-call
-(compile) times, and squall-with-inductor compile time for 1, 4 and 16 stacked identical
-GPT blocks (fresh executor, no remembered choices, inductor's graph cache off, so each
-depth pays for its own compilations).
+One thread, best of three rounds. Per-call times are measured in this process, with squall's
+and inductor's caches in fresh temporary folders. Each contender's first call is measured in a
+fresh process of its own (`--first-call-only`), so no contender warms a cache for another:
+"cold" with empty inductor and squall caches (fresh temporary folders), then "warm disk" in a
+second fresh process sharing that contender's now-filled caches (what a user's next run pays).
+Last, squall-with-inductor compile time for 1, 4 and 16 stacked identical GPT blocks (fresh
+executor, no remembered choices, inductor's graph cache off, so each depth pays for its own
+compilations).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -20,15 +26,19 @@ import time
 
 def _parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fresh-cache", action="store_true", help="empty inductor and squall caches (cold first calls)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", nargs="*", default=None, help="workloads to run (default: all)")
     parser.add_argument("--skip-depth", action="store_true", help="skip the 1/4/16-block compile-time section")
+    parser.add_argument("--skip-first-call", action="store_true", help="skip the first-call section (fresh processes)")
+    parser.add_argument("--first-call-only", nargs=2, metavar=("CONTENDER", "WORKLOAD"),
+                        help="time one contender's first call on one workload in this process; print JSON")
     return parser.parse_args()
 
 
 ARGS = _parse()
-if ARGS.fresh_cache:
-    # before torch is imported: inductor reads its cache folder from the environment
+if not ARGS.first_call_only:
+    # before torch is imported: inductor reads its cache folder from the environment. A
+    # --first-call-only child gets its folders from its parent, through the environment.
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-inductor-")
     os.environ["SQUALL_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-squall-")
 
@@ -37,20 +47,6 @@ import torch.nn.functional as F  # noqa: E402
 
 import squall  # noqa: E402
 from squall.demo import Block, GPTConfig  # noqa: E402
-
-
-def best_time(fn, args, rounds: int, budget_s: float = 0.6) -> float:
-    start = time.perf_counter()
-    fn(*args)
-    once = time.perf_counter() - start
-    number = max(1, min(500, int(budget_s / rounds / max(once, 1e-6))))
-    best = math.inf
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn(*args)
-        best = min(best, (time.perf_counter() - start) / number)
-    return best
 
 
 def first_call(fn, args) -> tuple[float, object]:
@@ -82,36 +78,112 @@ def cross_entropy(logits, target):
     return F.cross_entropy(logits, target)
 
 
-def workloads():
+WORKLOADS = {
+    "elementwise": "elementwise (64x1024)",
+    "softmax": "softmax (64x1024)",
+    "mlp": "layer_norm+gelu MLP (4x128x256)",
+    "gpt_block": "GPT block (4x128x256)",
+    "cross_entropy": "cross_entropy (4096x8192)",
+}
+
+
+def make_workload(key: str):
+    """(function or module, example inputs) for one workload, the same in every process."""
     torch.manual_seed(0)
-    cfg = GPTConfig(n_embd=256, n_head=4, block_size=128, n_layer=1)
-    yield "elementwise (64x1024)", elementwise, (torch.randn(64, 1024), torch.randn(1024), torch.randn(1024))
-    yield "softmax (64x1024)", softmax, (torch.randn(64, 1024),)
-    yield "layer_norm+gelu MLP (4x128x256)", MLP().eval(), (torch.randn(4, 128, 256),)
-    yield "GPT block (4x128x256)", Block(cfg).eval(), (torch.randn(4, 128, 256),)
-    yield "cross_entropy (4096x8192)", cross_entropy, (torch.randn(4096, 8192), torch.randint(0, 8192, (4096,)))
+    if key == "elementwise":
+        return elementwise, (torch.randn(64, 1024), torch.randn(1024), torch.randn(1024))
+    if key == "softmax":
+        return softmax, (torch.randn(64, 1024),)
+    if key == "mlp":
+        return MLP().eval(), (torch.randn(4, 128, 256),)
+    if key == "gpt_block":
+        return Block(GPTConfig(n_embd=256, n_head=4, block_size=128, n_layer=1)).eval(), (torch.randn(4, 128, 256),)
+    if key == "cross_entropy":
+        return cross_entropy, (torch.randn(4096, 8192), torch.randint(0, 8192, (4096,)))
+    raise KeyError(f"unknown workload {key!r}; one of {', '.join(WORKLOADS)}")
 
 
-def run_workload(name, fn, args, rounds):
-    row = {"name": name}
-    row["eager"] = best_time(fn, args, rounds)
-    expected = fn(*args)
-    from squall_inductor import InductorExecutor
+def contenders(fn) -> dict:
+    """Each contender's constructor; nothing is compiled until the first call."""
 
-    # squall first: any one-time warm-up of dynamo and inductor in this process then favours torch.compile
-    variants = {
+    def inductor_mm():
+        from squall_inductor import InductorExecutor
+
+        return squall.jit(fn, executors=[InductorExecutor(include_matmuls=True), "torch"])
+
+    return {
+        "eager": lambda: fn,
+        "torch.compile": lambda: torch.compile(fn),
         "squall(torch)": lambda: squall.jit(fn, executors=["torch"]),
         "squall(inductor)": lambda: squall.jit(fn, executors=["inductor", "torch"]),
-        "squall(inductor+mm)": lambda: squall.jit(fn, executors=[InductorExecutor(include_matmuls=True), "torch"]),
-        "torch.compile": lambda: torch.compile(fn),
+        "squall(inductor+mm)": inductor_mm,
     }
-    for label, make in variants.items():
-        compiled = make()
-        row[f"{label} first"], out = first_call(compiled, args)
+
+
+def first_call_only(contender: str, key: str) -> int:
+    """In a fresh process: build, compile and run one contender once; print the time as JSON."""
+    torch.set_num_threads(1)
+    fn, args = make_workload(key)
+    make = contenders(fn)[contender]
+    with torch.no_grad():
+        start = time.perf_counter()
+        out = make()(*args)
+        seconds = time.perf_counter() - start
+        # checked after timing, so eager's own warm-up does not help the contender
+        torch.testing.assert_close(out, fn(*args), rtol=1e-4, atol=1e-4)
+    print(json.dumps({"contender": contender, "workload": key, "seconds": seconds}))
+    return 0
+
+
+def first_calls_in_fresh_processes(keys, labels) -> dict:
+    """{(workload, contender): (cold s, warm-disk s)}, each from its own fresh process."""
+    results = {}
+    for key in keys:
+        for label in labels:
+            env = dict(os.environ)
+            env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-first-inductor-")
+            env["SQUALL_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-first-squall-")
+            times = []
+            for _ in ("cold", "warm disk"):
+                done = subprocess.run([sys.executable, os.path.abspath(__file__), "--first-call-only", label, key],
+                                      capture_output=True, text=True, env=env, timeout=900)
+                if done.returncode != 0:
+                    raise RuntimeError(f"first call of {label} on {key} failed:\n{done.stderr[-3000:]}")
+                times.append(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
+            results[(key, label)] = tuple(times)
+            print(f"  first call {label} on {key}: cold {times[0]:.2f} s, warm disk {times[1]:.2f} s", file=sys.stderr)
+    return results
+
+
+def run_workload(key, rounds, budget_s: float = 0.6):
+    """Per-call times of every contender on one workload, in this process (compiled before timing).
+
+    Rounds are interleaved (each round times every contender in turn) and the best round
+    counts, so a change in the machine's load hits every contender alike.
+    """
+    fn, args = make_workload(key)
+    row = {"name": WORKLOADS[key]}
+    expected = fn(*args)
+    compiled = {}
+    for label, make in contenders(fn).items():
+        compiled[label] = make()
+        out = compiled[label](*args)  # compiles; not timed here (see the first-call section)
         torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
-        row[label] = best_time(compiled, args, rounds)
         if label.startswith("squall(inductor"):
-            row[f"{label} regions"] = len(squall.last_traces(compiled).plan.regions)
+            row[f"{label} regions"] = len(squall.last_traces(compiled[label]).plan.regions)
+    number = {}
+    for label, f in compiled.items():
+        start = time.perf_counter()
+        f(*args)
+        number[label] = max(1, min(500, int(budget_s / rounds / max(time.perf_counter() - start, 1e-6))))
+    best = {label: math.inf for label in compiled}
+    for _ in range(rounds):
+        for label, f in compiled.items():
+            start = time.perf_counter()
+            for _ in range(number[label]):
+                f(*args)
+            best[label] = min(best[label], (time.perf_counter() - start) / number[label])
+    row.update(best)
     return row
 
 
@@ -141,35 +213,44 @@ def depth_section(rounds):
 
 
 def main() -> int:
+    if ARGS.first_call_only:
+        return first_call_only(*ARGS.first_call_only)
     torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread, best of {ARGS.rounds} rounds, "
-          f"{'fresh (cold) caches' if ARGS.fresh_cache else 'existing caches'}; times per call in ms\n")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread, best of {ARGS.rounds} rounds; "
+          f"times per call in ms\n")
     rows = []
     with torch.no_grad():
-        for name, fn, args in workloads():
-            rows.append(run_workload(name, fn, args, ARGS.rounds))
-            print(f"  done {name}", file=sys.stderr)
+        keys = [k for k in WORKLOADS if ARGS.only is None or k in ARGS.only]
+        for key in keys:
+            rows.append(run_workload(key, ARGS.rounds))
+            print(f"  done {key}", file=sys.stderr)
     labels = ("torch.compile", "squall(torch)", "squall(inductor)", "squall(inductor+mm)")
     header = (f"{'workload':32} {'eager':>8} " + " ".join(f"{k:>19}" for k in labels)
-              + f" {'vs best':>8} {'+mm vs best':>11}")
+              + f" {'vs best':>8} {'+mm vs best':>11} {'regions':>8}")
     print(header)
     print("-" * len(header))
     for r in rows:
         best = min(r["eager"], r["torch.compile"])
-        cells = [f"{r[k] * 1e3:8.3f} ({r['eager'] / r[k]:4.2f}x)" for k in labels]
+        cells = [f"{r[k] * 1e3:8.3f} ({r[k] / r['eager']:4.2f}x)" for k in labels]
         print(f"{r['name']:32} {r['eager'] * 1e3:8.3f} " + " ".join(f"{c:>19}" for c in cells)
-              + f" {r['squall(inductor)'] / best:7.2f}x {r['squall(inductor+mm)'] / best:10.2f}x")
-    print("\n(x) = speed-up over eager; 'vs best' = squall time / min(eager, torch.compile), lower is better;")
-    print("+mm = InductorExecutor(include_matmuls=True), i.e. SQUALL_INDUCTOR_MATMULS=1\n")
-    print(f"{'first call (s)':32} {'compile':>8} {'squall(torch)':>14} {'squall(ind)':>12} {'ratio':>6} {'regions':>8}"
-          f" {'squall(ind+mm)':>15} {'ratio':>6} {'regions':>8}")
-    for r in rows:
-        c = r["torch.compile first"]
-        print(f"{r['name']:32} {c:8.2f} {r['squall(torch) first']:14.3f} {r['squall(inductor) first']:12.2f} "
-              f"{r['squall(inductor) first'] / c:6.2f} {r['squall(inductor) regions']:8d} "
-              f"{r['squall(inductor+mm) first']:15.2f} {r['squall(inductor+mm) first'] / c:6.2f} {r['squall(inductor+mm) regions']:8d}")
+              + f" {r['squall(inductor)'] / best:7.2f}x {r['squall(inductor+mm)'] / best:10.2f}x"
+              + f" {r['squall(inductor) regions']:>3d}/{r['squall(inductor+mm) regions']:<3d}")
+    print("\n(x) = time / eager's time, lower is better; 'vs best' = squall(inductor) time / min(eager, torch.compile);")
+    print("+mm = InductorExecutor(include_matmuls=True), i.e. SQUALL_INDUCTOR_MATMULS=1; regions = inductor regions kept (plain/+mm)\n")
+    if not ARGS.skip_first_call:
+        first_labels = ("eager", "torch.compile", "squall(torch)", "squall(inductor)", "squall(inductor+mm)")
+        first = first_calls_in_fresh_processes(keys, first_labels)
+        print("first call (s), each in its own fresh process; cold = empty inductor and squall caches, "
+              "warm = a second fresh process sharing that contender's caches")
+        print(f"{'workload':32} " + " ".join(f"{k:>20}" for k in first_labels) + f" {'ind/compile cold':>17} {'warm':>6}")
+        for key in keys:
+            cells = [f"{first[key, k][0]:7.2f} / {first[key, k][1]:7.2f}" for k in first_labels]
+            c, i = first[key, "torch.compile"], first[key, "squall(inductor)"]
+            print(f"{WORKLOADS[key]:32} " + " ".join(f"{x:>20}" for x in cells)
+                  + f" {i[0] / c[0]:17.2f} {i[1] / c[1]:6.2f}")
+        print()
     if not ARGS.skip_depth:
-        print("\ncompile time of squall.jit with inductor, stacked identical GPT blocks (no remembered choices, graph cache off):")
+        print("compile time of squall.jit with inductor, stacked identical GPT blocks (no remembered choices, graph cache off):")
         with torch.no_grad():
             results = depth_section(ARGS.rounds)
         base = results[0][1]

@@ -462,7 +462,7 @@ class FusionExecutor(Executor):
         for unit in order:
             if not mine(bsyms[unit[0]]) or len(unit) < self.min_region_size:
                 if mine(bsyms[unit[0]]):
-                    self._hand_back([bsyms[i] for i in unit], f"a region of {len(unit)} ops, "
+                    self._hand_back([bsyms[i] for i in unit], f"a region of {len(unit)} call{'s' * (len(unit) != 1)}, "
                                     f"below this executor's minimum of {self.min_region_size}")
                 result.extend(bsyms[i] for i in unit)
                 continue

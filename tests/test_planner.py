@@ -5,7 +5,7 @@ import torch
 
 import squall
 from squall.executors.torch import PRIM_IMPLS, make_executor
-from squall.extend import Availability, FusionExecutor, OperatorExecutor
+from squall.extend import Availability, Declined, FusionExecutor, OperatorExecutor
 from squall.proxies import TensorProxy
 
 
@@ -177,5 +177,68 @@ def test_calls_a_fusion_pass_leaves_out_go_to_torch():
     torch.testing.assert_close(fn(x), torch.sin(torch.exp(x)))
     (d,) = _decisions(fn, "torch.exp")
     assert d.executor == "torch"
-    assert d.declined == [("pyfuse", "claimed it, but its fusion pass left it out")]
+    assert d.declined == [("pyfuse", "fusion pass left it out: a region of 1 call, below this executor's minimum of 3")]
     assert squall.last_traces(fn).plan.regions == []
+
+
+class _Handback(PyFuser):
+    """A fuser that hands back every region holding an add, saying why."""
+
+    def __init__(self):
+        super().__init__("handback")
+        self.declined_regions = 0
+
+    def compile_region(self, region):
+        if any(c.sym.id == "prims.add" for c in region.calls):
+            self.declined_regions += 1
+            return Declined("adds are slow here (measured: 2 ms against 1 ms)")
+        return super().compile_region(region)
+
+
+def test_a_region_handed_back_with_a_reason_says_why_in_explain():
+    fuser = _Handback()
+
+    def program(x):
+        a = torch.exp(x) + 1.0  # region 0: handed back, with a reason
+        b = torch.sin(a)  # not fusible
+        return torch.exp(b) * 2.0  # region 1: compiled
+
+    fn = squall.jit(program, executors=[fuser, make_executor()])
+    x = torch.randn(6)
+    torch.testing.assert_close(fn(x), torch.exp(torch.sin(torch.exp(x) + 1.0)) * 2.0)
+    plan = squall.last_traces(fn).plan
+    assert [r.ops for r in plan.regions] == [["torch.exp", "torch.mul"]]
+    why = "fusion pass left it out: adds are slow here (measured: 2 ms against 1 ms)"
+    for op in ("torch.exp", "torch.add"):
+        first = _decisions(fn, op)[0]
+        assert first.executor == "torch" and first.declined == [("handback", why)]
+    assert [d.declined for d in _decisions(fn, "torch.mul")] == [[]]  # compiled in region 1
+    text = str(squall.explain(fn, x))
+    assert "handed back by handback (torch.exp, torch.add): adds are slow here (measured: 2 ms against 1 ms)" in text
+    assert fuser.declined_regions == 1  # planned twice (jit, explain): the declined region is remembered
+
+
+def test_a_region_whose_compile_raises_is_handed_back_with_the_error():
+    class Broken(PyFuser):
+        def compile_region(self, region):
+            raise RuntimeError("no kernel today")
+
+    fn = squall.jit(lambda x: torch.exp(x) * 2.0, executors=[Broken("broken"), make_executor()])
+    x = torch.randn(3)
+    torch.testing.assert_close(fn(x), torch.exp(x) * 2.0)
+    (d,) = _decisions(fn, "torch.exp")
+    assert d.declined == [("broken", "fusion pass left it out: compile_region raised RuntimeError: no kernel today")]
+    assert any("no kernel today" in e for e in squall.last_traces(fn).plan.errors)
+
+
+def test_a_region_declined_without_a_reason_gets_the_generic_message():
+    class Silent(PyFuser):
+        def compile_region(self, region):
+            return None
+
+    fn = squall.jit(lambda x: torch.exp(x) * 2.0, executors=[Silent("silent"), make_executor()])
+    x = torch.randn(3)
+    torch.testing.assert_close(fn(x), torch.exp(x) * 2.0)
+    (d,) = _decisions(fn, "torch.exp")
+    assert d.declined == [("silent", "claimed it, but its fusion pass left it out")]
+    assert "handed back by" not in str(squall.explain(fn, x))

@@ -15,6 +15,7 @@ region's real shapes and kept only when it is faster; the winner is remembered o
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from squall.extend import CHECKER_DECLINED, NOT_IMPLEMENTED, Availability, FusionExecutor, FusionRegion, Implementation
+from squall.extend import CHECKER_DECLINED, NOT_IMPLEMENTED, Availability, Declined, FusionExecutor, FusionRegion, Implementation
 from squall.ltorch.base import SquallWarning
 from squall.prims import all_prims
 from squall.prims.base import PrimIDs
@@ -67,14 +68,16 @@ def env_flag(name: str, default: bool) -> bool:
 def cpp_compiler() -> str | None:
     """The C++ compiler inductor's CPU backend would use ($CXX, else its configured default), if found."""
     candidates = [os.environ["CXX"]] if os.environ.get("CXX") else []
-    if not candidates:
+    config = sys.modules.get("torch._inductor.config")
+    if not candidates and config is not None:
+        # read inductor's setting only where it is already imported: importing torch._inductor
+        # costs seconds (it loads dynamo), too much for a question `squall.jit(..., ["torch"])` asks
         try:
-            from torch._inductor import config  # optional: only what torch.compile itself reads
-
             cxx = config.cpp.cxx
             candidates = [c for c in (cxx if isinstance(cxx, tuple) else (cxx,)) if c] + ["g++", "clang++"]
-        except Exception:  # noqa: BLE001 - an unusable inductor is reported by is_available
-            candidates = ["g++", "clang++"]
+        except Exception:  # noqa: BLE001 - an unusable inductor shows when a region compiles
+            pass
+    candidates = candidates or ["g++", "clang++"]  # inductor's own default: $CXX, else g++ (clang++ on macOS)
     for c in candidates:
         found = shutil.which(c)
         if found:
@@ -109,6 +112,7 @@ class InductorExecutor(FusionExecutor):
         # what happened to each region signature compiled here: "inductor", or why torch runs it
         self.outcomes: list[tuple[list[str], str]] = []
         self._backends: frozenset[str] | None = None
+        self._unsupported: str | None = None  # why torch.compile cannot run here; None: not asked yet
 
     # --- availability -----------------------------------------------------------------------
     def backends(self) -> frozenset[str]:
@@ -123,14 +127,15 @@ class InductorExecutor(FusionExecutor):
         return self._backends
 
     def is_available(self) -> Availability:
+        # cheap on purpose: every squall.jit asks (even one naming only "torch"), and importing
+        # torch._dynamo costs seconds; whether dynamo supports this Python is asked at the first
+        # region (`_dynamo_unsupported`), which then goes back to torch saying why
         try:
-            import torch._dynamo  # noqa: F401 - torch.compile's front end
-
-            supported = torch._dynamo.is_dynamo_supported()
-        except Exception as e:  # noqa: BLE001
-            return Availability(False, f"torch.compile cannot be imported: {type(e).__name__}: {e}")
-        if not supported:
-            return Availability(False, f"torch.compile does not support Python {sys.version_info.major}.{sys.version_info.minor} with torch {torch.__version__}")
+            found = importlib.util.find_spec("torch._dynamo") is not None
+        except (ImportError, ValueError) as e:
+            return Availability(False, f"torch.compile cannot be found: {type(e).__name__}: {e}")
+        if not found:
+            return Availability(False, f"torch {torch.__version__} has no torch.compile (torch._dynamo)")
         if not self.backends():
             cxx = os.environ.get("CXX")
             compiler = f"the C++ compiler $CXX={cxx!r} is not found" if cxx else "no C++ compiler (g++ or clang++) is found"
@@ -170,19 +175,17 @@ class InductorExecutor(FusionExecutor):
         return Implementation(None), ""
 
     # --- compilation --------------------------------------------------------------------------
-    def compile_region(self, region: FusionRegion) -> Callable | None:
-        """The region compiled by inductor, or None where the torch executor should run it."""
+    def compile_region(self, region: FusionRegion) -> Callable | Declined:
+        """The region compiled by inductor, or `Declined(why)` where the torch executor should run it."""
         ops = [b.sym.id for b in region.calls]
-        why = self._decline_statically(region)
+        why = self._dynamo_unsupported() or self._decline_statically(region)
         if why:
-            self.outcomes.append((ops, why))
-            return None
+            return self._declined(ops, why)
         device = str(region.inputs[0].device if region.inputs else region.outputs[0].device)
         key = region_key(region.signature(), device) if self.autotune else ""
         remembered = self.choices.get(key) if self.autotune else None
         if remembered is not None and remembered["winner"] == "torch":
-            self.outcomes.append((ops, _torch_won(remembered, "remembered")))
-            return None
+            return self._declined(ops, _torch_won(remembered, "remembered"))
         eager, _ = region_function(region)
         compiled = torch.compile(eager, fullgraph=True, dynamic=False)
         args = example_inputs(region.inputs)
@@ -197,8 +200,7 @@ class InductorExecutor(FusionExecutor):
                 stacklevel=2,
             )
             self.compile_errors.append(f"region ({', '.join(ops)}) falls back to torch: {message}")
-            self.outcomes.append((ops, f"inductor failed: {message}"))
-            return None
+            return self._declined(ops, f"inductor could not compile it: {message}")
         if self.autotune and remembered is None:
             torch_s = best_time(eager, args, device=device)
             inductor_s = best_time(compiled, args, device=device)
@@ -206,10 +208,27 @@ class InductorExecutor(FusionExecutor):
                           "torch_s": torch_s, "inductor_s": inductor_s, "ops": ops}
             self.choices.put(key, remembered)
             if remembered["winner"] == "torch":
-                self.outcomes.append((ops, _torch_won(remembered, "measured")))
-                return None
+                return self._declined(ops, _torch_won(remembered, "measured"))
         self.outcomes.append((ops, "inductor"))
         return compiled
+
+    def _dynamo_unsupported(self) -> str:
+        """Why torch.compile cannot run here ("" when it can); asked once, at the first region."""
+        if self._unsupported is None:
+            try:
+                import torch._dynamo  # torch.compile's front end: seconds to import
+
+                supported = torch._dynamo.is_dynamo_supported()
+                self._unsupported = "" if supported else (
+                    f"torch.compile does not support Python {sys.version_info.major}.{sys.version_info.minor} "
+                    f"with torch {torch.__version__}")
+            except Exception as e:  # noqa: BLE001
+                self._unsupported = f"torch.compile cannot be imported: {type(e).__name__}: {e}"
+        return self._unsupported
+
+    def _declined(self, ops: list[str], why: str) -> Declined:
+        self.outcomes.append((ops, why))
+        return Declined(why)
 
     def _decline_statically(self, region: FusionRegion) -> str:
         if not region.outputs:

@@ -68,6 +68,16 @@ def test_squall_executors_lists_it_in_a_fresh_process():
     assert "prims.exp" in rows["inductor"]["ops"] and "prims.matmul" not in rows["inductor"]["ops"]
 
 
+def test_asking_availability_does_not_import_torch_compile():
+    # every squall.jit asks every installed executor, even one naming only "torch": importing
+    # torch._dynamo (seconds) there made squall's own first call cost seconds
+    code = ("import sys, torch, squall; squall.jit(lambda x: x + 1, executors=['torch'])(torch.ones(2)); "
+            "print(squall.executors()['inductor'].available, 'torch._dynamo' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(HAS_CPU_BACKEND or torch.cuda.is_available()), "False"]
+
+
 def test_unavailable_without_a_compiler_says_why(monkeypatch):
     monkeypatch.setenv("CXX", "/nonexistent/bin/c++")
     ex = InductorExecutor(choices_path=None)
@@ -188,6 +198,14 @@ def test_a_region_remembered_as_slower_is_not_compiled(tmp_path):
     torch.testing.assert_close(jfn(x), fn(x))
     assert not squall.last_traces(jfn).plan.regions
     assert fresh.outcomes and "remembered" in fresh.outcomes[0][1]
+    # explain gives the reason for every call handed back, not a generic "left it out"
+    why = (f"torch was faster on these shapes (remembered: torch {choice['torch_s'] * 1e3:.3f} ms, "
+           f"inductor {choice['inductor_s'] * 1e3:.3f} ms)")
+    report = squall.explain(jfn, x)
+    assert report.taken_by("torch.sigmoid") == ["torch"]
+    (sigmoid,) = [r for r in report.rows if r.op == "torch.sigmoid"]
+    assert sigmoid.declined == [("inductor", f"fusion pass left it out: {why}")]
+    assert f"handed back by inductor (torch.mul, torch.add, torch.sigmoid): {why}" in str(report)
 
 
 # --- real inductor regions (CPU, a C++ compiler) ---------------------------------------------------
@@ -231,3 +249,7 @@ def test_a_region_inductor_cannot_compile_falls_back_to_torch_with_a_warning():
     plan = squall.last_traces(jfn).plan
     assert not plan.regions and any("falls back to torch" in e for e in plan.errors)
     assert all(d.executor == "torch" for d in plan.decisions)
+    (cos,) = [d for d in plan.decisions if d.bsym.sym.id == "torch.cos"]
+    assert cos.declined[0][0] == "inductor"
+    assert cos.declined[0][1].startswith("fusion pass left it out: inductor could not compile it: ")
+    assert "InvalidCxxCompiler" in cos.declined[0][1]
