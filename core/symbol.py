@@ -136,7 +136,8 @@ def user_source() -> tuple[str, int, str] | None:
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
-        if not fn.startswith(_TRACING_MACHINERY) and f"{os.sep}torch{os.sep}" not in fn and not fn.startswith("<"):
+        # "<stdin>", "<string>" and notebook cells are the program's; "<squall-...>" is generated code
+        if not fn.startswith(_TRACING_MACHINERY) and f"{os.sep}torch{os.sep}" not in fn and not fn.startswith("<squall-"):
             return fn, f.f_lineno, linecache.getline(fn, f.f_lineno).strip()
         f = f.f_back
     return None
