@@ -17,14 +17,15 @@ import torch.nn.functional as F
 from torch import nn
 
 import squall
+from squall.jit import jitted_state
 
 __all__ = ["GPTConfig", "GPT", "Block", "main"]
 
 
 @dataclass
 class GPTConfig:
-    vocab_size: int = 512
-    block_size: int = 64
+    vocab_size: int = 8192  # a realistic vocabulary makes the loss a real workload
+    block_size: int = 128
     n_layer: int = 2
     n_head: int = 4
     n_embd: int = 128
@@ -133,7 +134,7 @@ def _best_time(fn, *args, rounds: int = 3, number: int = 20) -> float:
     return best
 
 
-def main(executors: list[str] | None = None, *, batch: int = 4, seq: int = 64, excerpt_lines: int = 14) -> int:
+def main(executors: list[str] | None = None, *, batch: int = 4, seq: int = 128, excerpt_lines: int = 14) -> int:
     """Compile the demo GPT, print what happened, return an exit code."""
     torch.manual_seed(0)
     model = GPT(GPTConfig()).eval()
@@ -145,7 +146,7 @@ def main(executors: list[str] | None = None, *, batch: int = 4, seq: int = 64, e
         warnings.simplefilter("always", squall.SquallWarning)
         start = time.perf_counter()
         logits, loss = jitted(idx, targets)
-        compile_s = time.perf_counter() - start
+        first_call_s = time.perf_counter() - start
         expected_logits, expected_loss = model(idx, targets)
         eager_s = _best_time(model, idx, targets)
         compiled_s = _best_time(jitted, idx, targets)
@@ -182,7 +183,8 @@ def main(executors: list[str] | None = None, *, batch: int = 4, seq: int = 64, e
     for message in other_warnings:
         print(f"  warning: {message}")
     diff = max((logits - expected_logits).abs().max().item(), (loss - expected_loss).abs().item())
-    print(f"\ncompile (trace + plan + generate): {compile_s * 1e3:.1f} ms")
+    compile_s = jitted_state(jitted).last_entry.compile_seconds
+    print(f"\ncompile (trace + plan + generate): {compile_s * 1e3:.1f} ms; first call (compile and run): {first_call_s * 1e3:.1f} ms")
     print(f"per call: eager {eager_s * 1e3:.3f} ms, squall {compiled_s * 1e3:.3f} ms ({compiled_s / eager_s:.2f}x eager)")
     print(f"max |squall - eager| over logits and loss: {diff:.3g}")
     return 0 if diff < 1e-4 else 1
