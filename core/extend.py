@@ -26,7 +26,7 @@ from squall import ltorch, prims
 from squall.hookspecs import hookimpl
 from squall.plugins import CustomOperation, Marketplace, OperationRegistry, default_marketplace
 from squall.proxies import TensorProxy, current_context
-from squall.symbol import BoundSymbol, Symbol, Tags, flat_proxies
+from squall.symbol import BoundSymbol, Symbol, flat_proxies
 
 __all__ = [
     "Availability",
@@ -557,7 +557,3 @@ def add_operator_executor(
 
 def _call(operator: Symbol, *args, **kwargs):
     return operator(*args, **kwargs)
-
-
-def is_side_effect(sym: Symbol) -> bool:
-    return Tags.SIDE_EFFECT in sym.tags

@@ -12,20 +12,14 @@ from torch.testing import assert_close
 
 import squall
 from squall.demo import GPT, Block, GPTConfig
-from squall.executors.torch import PRIM_IMPLS
-from squall.extend import OperatorExecutor
+from opinfos import prims_only_executor
 
 
-def _prims_only() -> OperatorExecutor:
-    ex = OperatorExecutor("torch_prims", supports_autograd=True)
-    for prim_id, fn in PRIM_IMPLS.items():
-        ex.register_implementation(prim_id, fn)
-    return ex
 
 
 def _check(model: nn.Module, *inputs, decomposed: bool = True, **tolerances):
     """squall matches eager, whole ops on torch and (optionally) everything decomposed to prims."""
-    configs = [None] + ([[_prims_only()]] if decomposed else [])
+    configs = [None] + ([[prims_only_executor()]] if decomposed else [])
     with torch.no_grad():
         expected = model(*inputs)
         for executors in configs:

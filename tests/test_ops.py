@@ -7,24 +7,17 @@ import pytest
 import torch
 
 import squall
-from squall.executors.torch import PRIM_IMPLS, make_executor
-from squall.extend import OperatorExecutor
-from opinfos import ALL_TYPES, OpInfo, all_opinfos
+from squall.executors.torch import make_executor
+from opinfos import ALL_TYPES, OpInfo, all_opinfos, prims_only_executor
 
 OPINFOS = all_opinfos()
 
 
-def _prims_only_executor() -> OperatorExecutor:
-    """Torch for prims only: every ltorch op must then run through its decomposition."""
-    ex = OperatorExecutor("torch_prims", supports_autograd=True)
-    for prim_id, fn in PRIM_IMPLS.items():
-        ex.register_implementation(prim_id, fn)
-    return ex
 
 
 CONFIGS = {
     "torch": [make_executor()],
-    "decomposed": [_prims_only_executor()],
+    "decomposed": [prims_only_executor()],
 }
 
 

@@ -7,14 +7,9 @@ import squall
 from squall.executors.torch import PRIM_IMPLS, make_executor
 from squall.extend import Availability, Declined, FusionExecutor, OperatorExecutor
 from squall.proxies import TensorProxy
+from opinfos import prims_only_executor
 
 
-def _prims_only() -> OperatorExecutor:
-    """Torch for prims only: every ltorch op then runs through its decomposition."""
-    ex = OperatorExecutor("torch_prims")
-    for prim_id, fn in PRIM_IMPLS.items():
-        ex.register_implementation(prim_id, fn)
-    return ex
 
 
 def _decisions(fn, op: str) -> list:
@@ -50,7 +45,7 @@ def test_prims_are_taken_from_inside_decomposed_ops():
     mine = OperatorExecutor("exp_kernels")
     ran = []
     mine.register_implementation("prims.exp", lambda a: ran.append(a.shape) or torch.exp(a))
-    fn = squall.jit(lambda x: torch.softmax(x, -1), executors=[mine, _prims_only()])
+    fn = squall.jit(lambda x: torch.softmax(x, -1), executors=[mine, prims_only_executor()])
     x = torch.randn(3, 5)
     torch.testing.assert_close(fn(x), torch.softmax(x, -1))
     assert ran == [torch.Size([3, 5])]

@@ -6,15 +6,10 @@ import torch
 
 import squall
 from squall.executors.torch import PRIM_IMPLS, make_executor
-from squall.extend import OperatorExecutor
 from squall.prims.base import PrimIDs
+from opinfos import prims_only_executor
 
 
-def _prims_only() -> OperatorExecutor:
-    ex = OperatorExecutor("torch_prims", supports_autograd=True)
-    for prim_id, fn in PRIM_IMPLS.items():
-        ex.register_implementation(prim_id, fn)
-    return ex
 
 
 def _program(x):
@@ -41,7 +36,7 @@ def test_torch_configuration_reproduces_eager_numbers():
 
 def test_decomposed_configuration_is_reproducible_under_manual_seed():
     x = torch.randn(4, 6)
-    jfn = squall.jit(_program, executors=[_prims_only()])
+    jfn = squall.jit(_program, executors=[prims_only_executor()])
     torch.manual_seed(3)
     first = jfn(x)
     torch.manual_seed(3)
@@ -53,7 +48,7 @@ def test_decomposed_configuration_is_reproducible_under_manual_seed():
 @pytest.mark.parametrize("config", ["torch", "decomposed"])
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
 def test_dropout_keeps_about_one_minus_p_and_scales(config, p):
-    executors = [make_executor()] if config == "torch" else [_prims_only()]
+    executors = [make_executor()] if config == "torch" else [prims_only_executor()]
     x = torch.rand(200_000) + 0.5  # no zeros, so a zero in the output means dropped
     out = squall.jit(lambda t: torch.nn.functional.dropout(t, p), executors=executors)(x)
     kept = out != 0
@@ -69,7 +64,7 @@ def test_dropout_module_in_eval_mode_is_the_identity():
 
 @pytest.mark.parametrize("config", ["torch", "decomposed"])
 def test_distributions(config):
-    executors = [make_executor()] if config == "torch" else [_prims_only()]
+    executors = [make_executor()] if config == "torch" else [prims_only_executor()]
 
     def sample():
         return torch.rand(100_000), torch.randn(100_000), torch.randint(2, 6, (100_000,)), torch.normal(3.0, 2.0, (100_000,))

@@ -8,7 +8,7 @@ import torch
 from squall.proxies import TensorProxy
 from squall.symbol import Symbol
 
-__all__ = ["PrimIDs", "make_prim", "check", "check_tensor", "check_same_device", "canonical_dim", "canonical_dims"]
+__all__ = ["PrimIDs", "make_prim", "check", "check_tensor", "canonical_dim", "canonical_dims"]
 
 
 class PrimIDs:
@@ -146,11 +146,6 @@ def check(cond: bool, message: Callable[[], str], exc: type[Exception] = Runtime
 
 def check_tensor(name: str, x, what: str = "a tensor") -> None:
     check(isinstance(x, TensorProxy), lambda: f"{name} expected {what}, got {type(x).__name__}", TypeError)
-
-
-def check_same_device(name: str, *tensors: TensorProxy) -> None:
-    devices = {t.device for t in tensors if isinstance(t, TensorProxy) and t.ndim > 0}
-    check(len(devices) <= 1, lambda: f"{name} expected tensors on one device, got {sorted(map(str, devices))}")
 
 
 def canonical_dim(ndim: int, dim: int, *, name: str = "dim") -> int:

@@ -13,6 +13,9 @@ from typing import Any
 
 import torch
 
+from squall.executors.torch import PRIM_IMPLS
+from squall.extend import OperatorExecutor
+
 FAMILIES = ("elementwise", "conversions", "factories", "random_ops", "reductions", "shape", "subscript", "indexing", "linalg", "linalg_nn", "linalg_extra", "nn", "nn_norms", "losses")
 
 # The dtypes OpInfos are run for (as the issue asks): ops declare which they support.
@@ -85,6 +88,14 @@ def make_tensor(shape, dtype: torch.dtype, device: str = "cpu", *, low: float | 
     """A deterministic random tensor (torch.testing.make_tensor with a fixed seed per call site)."""
     t = torch.testing.make_tensor(shape, dtype=dtype, device=device, low=low, high=high, noncontiguous=noncontiguous)
     return t
+
+
+def prims_only_executor() -> OperatorExecutor:
+    """Torch for prims only: every ltorch op must then run through its decomposition."""
+    ex = OperatorExecutor("torch_prims", supports_autograd=True)
+    for prim_id, fn in PRIM_IMPLS.items():
+        ex.register_implementation(prim_id, fn)
+    return ex
 
 
 def all_opinfos() -> list[OpInfo]:
