@@ -7,14 +7,14 @@
 """
 from __future__ import annotations
 
-from squall import extend
-from squall.explain import explain
-from squall.jit import JittedFunction, JittedModule, jit, last_traces
-from squall.ltorch.base import DataDependentError, SquallWarning
-from squall.planner import PlanningError
+from . import extend
+from .explain import explain
+from .jit import JittedFunction, JittedModule, jit, last_traces
+from .ltorch.base import DataDependentError, SquallWarning
+from .planner import PlanningError
 
 # after explain: the executors package is callable, squall.executors() lists what is installed
-from squall import executors  # noqa: E402
+from . import executors  # noqa: E402
 
 __version__ = "0.1.0"
 

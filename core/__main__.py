@@ -1,4 +1,4 @@
 """`python -m squall`: the same as the `squall` command."""
-from squall.cli import main
+from .cli import main
 
 raise SystemExit(main())

@@ -53,7 +53,7 @@ def _cmd_executors(args: argparse.Namespace) -> int:
 
 
 def _print_ops(name: str, *, as_json: bool) -> int:
-    from squall.plugins import default_marketplace
+    from .plugins import default_marketplace
 
     market = default_marketplace()
     ex = market.get(name)
@@ -72,7 +72,7 @@ def _print_ops(name: str, *, as_json: bool) -> int:
 def _demo_model(batch: int, seq: int):
     import torch
 
-    from squall.demo import GPT, GPTConfig
+    from .demo import GPT, GPTConfig
 
     torch.manual_seed(0)
     model = GPT(GPTConfig()).eval()
@@ -95,7 +95,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from squall import demo
+    from . import demo
 
     return int(demo.main(_executor_list(args.executors)) or 0)
 
@@ -106,7 +106,7 @@ _COMMANDS = {"executors": _cmd_executors, "explain": _cmd_explain, "demo": _cmd_
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = build_parser().parse_args(argv)
-    from squall.config import UnknownExecutorError
+    from .config import UnknownExecutorError
 
     try:
         return _COMMANDS[args.command](args)

@@ -14,9 +14,9 @@ from typing import Any
 
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from squall.proxies import TensorProxy, type_string
-from squall.symbol import BoundSymbol
-from squall.trace import ValuePrinter
+from .proxies import TensorProxy, type_string
+from .symbol import BoundSymbol
+from .trace import ValuePrinter
 
 __all__ = ["InputBinding", "generate", "GeneratedFunction", "load_source"]
 

@@ -27,9 +27,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from squall.extend import Executor, resolve_operation
-from squall.ltorch.base import SquallWarning
-from squall.plugins import Marketplace, default_marketplace
+from .extend import Executor, resolve_operation
+from .ltorch.base import SquallWarning
+from .plugins import Marketplace, default_marketplace
 
 __all__ = ["ExecutorPriority", "UnknownExecutorError", "resolve_executors", "find_pyproject", "read_pyproject", "ENV_VAR"]
 

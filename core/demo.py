@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import squall
-from squall.jit import jitted_state
+from .jit import jitted_state
 
 __all__ = ["GPTConfig", "GPT", "Block", "main"]
 

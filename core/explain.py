@@ -15,13 +15,13 @@ from typing import Any
 
 import torch
 
-from squall.config import ExecutorPriority, resolve_executors
-from squall.extend import LEFT_OUT
-from squall.jit import JittedFunction, JittedModule, jitted_state, trace_program
-from squall.planner import Plan, RegionRecord, plan
-from squall.plugins import Marketplace, default_marketplace
-from squall.proxies import type_string
-from squall.symbol import Tags
+from .config import ExecutorPriority, resolve_executors
+from .extend import LEFT_OUT
+from .jit import JittedFunction, JittedModule, jitted_state, trace_program
+from .planner import Plan, RegionRecord, plan
+from .plugins import Marketplace, default_marketplace
+from .proxies import type_string
+from .symbol import Tags
 
 __all__ = ["explain", "executors", "ExplainReport", "OperationRow", "ExecutorRow", "ExecutorTable"]
 

@@ -22,11 +22,11 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-from squall import ltorch, prims
-from squall.hookspecs import hookimpl
-from squall.plugins import CustomOperation, Marketplace, OperationRegistry, default_marketplace
-from squall.proxies import TensorProxy, current_context
-from squall.symbol import BoundSymbol, Symbol, flat_proxies
+from . import ltorch, prims
+from .hookspecs import hookimpl
+from .plugins import CustomOperation, Marketplace, OperationRegistry, default_marketplace
+from .proxies import TensorProxy, current_context
+from .symbol import BoundSymbol, Symbol, flat_proxies
 
 __all__ = [
     "Availability",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from squall.extend import Executor, OperationRegistry
+    from .extend import Executor, OperationRegistry
 
 __all__ = ["hookspec", "hookimpl", "squall_register_operations", "squall_register_executors"]
 

@@ -18,15 +18,15 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from squall import ltorch
-from squall.codegen import GeneratedFunction, InputBinding, generate, load_source
-from squall.config import resolve_executors
-from squall.extend import Executor
-from squall.ltorch.base import SquallWarning, TorchLanguage, TracingMode, check_not_stale
-from squall.planner import Plan, plan
-from squall.prims import copy_
-from squall.proxies import TensorProxy, TracingContext, current_context, tracing
-from squall.trace import Trace
+from . import ltorch
+from .codegen import GeneratedFunction, InputBinding, generate, load_source
+from .config import resolve_executors
+from .extend import Executor
+from .ltorch.base import SquallWarning, TorchLanguage, TracingMode, check_not_stale
+from .planner import Plan, plan
+from .prims import copy_
+from .proxies import TensorProxy, TracingContext, current_context, tracing
+from .trace import Trace
 
 __all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces", "trace_program"]
 

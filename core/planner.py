@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from squall.extend import FUSION_REGION, LEFT_OUT, UNAVAILABLE, Executor, FusionExecutor, Implementation
-from squall.proxies import tracing
-from squall.symbol import BoundSymbol, Tags, flat_proxies
-from squall.trace import Trace
+from .extend import FUSION_REGION, LEFT_OUT, UNAVAILABLE, Executor, FusionExecutor, Implementation
+from .proxies import tracing
+from .symbol import BoundSymbol, Tags, flat_proxies
+from .trace import Trace
 
 __all__ = ["PlanDecision", "Plan", "RegionRecord", "plan", "PlanningError", "remove_dead_code"]
 

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from squall import hookspecs
-from squall.proxies import current_context
-from squall.symbol import Symbol
+from . import hookspecs
+from .proxies import current_context
+from .symbol import Symbol
 
 if TYPE_CHECKING:
-    from squall.extend import Executor
+    from .extend import Executor
 
 __all__ = [
     "CustomOperation",

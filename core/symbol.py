@@ -9,7 +9,7 @@ from typing import Any
 
 from torch.utils._pytree import tree_flatten, tree_map
 
-from squall.proxies import TensorProxy, current_context
+from .proxies import TensorProxy, current_context
 
 __all__ = ["Symbol", "BoundSymbol", "Tags", "flat_proxies"]
 

@@ -13,8 +13,8 @@ from typing import Any
 import torch
 from torch.utils._pytree import MappingKey, SequenceKey, is_structseq_instance, tree_flatten_with_path
 
-from squall.proxies import TensorProxy, type_string
-from squall.symbol import BoundSymbol
+from .proxies import TensorProxy, type_string
+from .symbol import BoundSymbol
 
 __all__ = ["Trace", "ValuePrinter"]
 

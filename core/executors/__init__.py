@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 import types
 
-from squall.explain import ExecutorTable
-from squall.explain import executors as _installed_executors
+from ..explain import ExecutorTable
+from ..explain import executors as _installed_executors
 
 
 class _CallableExecutorsPackage(types.ModuleType):

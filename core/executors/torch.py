@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import torch
 
-from squall import ltorch, prims
-from squall.extend import Implementation, OperatorExecutor
-from squall.prims.base import PrimIDs
-from squall.symbol import Symbol, Tags
+from .. import ltorch, prims
+from ..extend import Implementation, OperatorExecutor
+from ..prims.base import PrimIDs
+from ..symbol import Symbol, Tags
 
 __all__ = ["TorchExecutor", "PRIM_IMPLS", "make_executor"]
 
@@ -282,7 +282,7 @@ def make_executor() -> TorchExecutor:
 
 
 # --- plugin registration: the torch executor enters the marketplace exactly as a plugin does ---
-from squall.hookspecs import hookimpl  # noqa: E402 - kept with the hook it serves
+from ..hookspecs import hookimpl  # noqa: E402 - kept with the hook it serves
 
 
 @hookimpl

@@ -8,24 +8,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from squall.ltorch import conversions, elementwise, factories, indexing, linalg, linalg_extra, linalg_nn, losses, nn, nn_norms, reductions, shape, shape_joins, subscript, random_ops
-from squall.ltorch.base import DataDependentError, SquallWarning, TorchLanguage, TracingMode, qualified_name, torchsymbol
-from squall.ltorch.conversions import *  # noqa: F401,F403
-from squall.ltorch.elementwise import *  # noqa: F401,F403
-from squall.ltorch.factories import *  # noqa: F401,F403
-from squall.ltorch.random_ops import *  # noqa: F401,F403
-from squall.ltorch.indexing import *  # noqa: F401,F403
-from squall.ltorch.linalg import *  # noqa: F401,F403
-from squall.ltorch.linalg_nn import *  # noqa: F401,F403
-from squall.ltorch.linalg_extra import *  # noqa: F401,F403
-from squall.ltorch.losses import *  # noqa: F401,F403
-from squall.ltorch.nn import *  # noqa: F401,F403
-from squall.ltorch.nn_norms import *  # noqa: F401,F403
-from squall.ltorch.reductions import *  # noqa: F401,F403
-from squall.ltorch.shape import *  # noqa: F401,F403
-from squall.ltorch.shape_joins import *  # noqa: F401,F403
-from squall.ltorch.subscript import *  # noqa: F401,F403
-from squall.symbol import Symbol
+from . import conversions, elementwise, factories, indexing, linalg, linalg_extra, linalg_nn, losses, nn, nn_norms, reductions, shape, shape_joins, subscript, random_ops
+from .base import DataDependentError, SquallWarning, TorchLanguage, TracingMode, qualified_name, torchsymbol
+from .conversions import *  # noqa: F401,F403
+from .elementwise import *  # noqa: F401,F403
+from .factories import *  # noqa: F401,F403
+from .random_ops import *  # noqa: F401,F403
+from .indexing import *  # noqa: F401,F403
+from .linalg import *  # noqa: F401,F403
+from .linalg_nn import *  # noqa: F401,F403
+from .linalg_extra import *  # noqa: F401,F403
+from .losses import *  # noqa: F401,F403
+from .nn import *  # noqa: F401,F403
+from .nn_norms import *  # noqa: F401,F403
+from .reductions import *  # noqa: F401,F403
+from .shape import *  # noqa: F401,F403
+from .shape_joins import *  # noqa: F401,F403
+from .subscript import *  # noqa: F401,F403
+from ..symbol import Symbol
 
 FAMILIES = (elementwise, conversions, factories, random_ops, reductions, shape, shape_joins, subscript, indexing, linalg, linalg_nn, linalg_extra, nn, nn_norms, losses)
 

@@ -16,9 +16,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from squall import prims
-from squall.proxies import TensorProxy, current_context
-from squall.symbol import Symbol, Tags
+from .. import prims
+from ..proxies import TensorProxy, current_context
+from ..symbol import Symbol, Tags
 
 __all__ = [
     "torchsymbol",

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import torch
 
-from squall import prims
-from squall.ltorch.base import qualified_name
-from squall.ltorch.helpers import check
-from squall.proxies import TensorProxy
-from squall.symbol import Symbol, Tags
+from .. import prims
+from .base import qualified_name
+from .helpers import check
+from ..proxies import TensorProxy
+from ..symbol import Symbol, Tags
 
 _T = torch.Tensor
 

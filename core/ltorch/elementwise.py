@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import torch
 
-from squall import prims
-from squall.ltorch.base import data_dependent_error, torch_inplace, torchsymbol
-from squall.ltorch.elementwise_unary import *  # noqa: F401,F403
-from squall.ltorch.elementwise_unary import check_input, not_implemented_for
-from squall.ltorch.helpers import Promotion, broadcast, check, computation_dtype, is_number, is_tensor, promote, result_dtype, to_dtype
-from squall.prims.base import dtype_category
-from squall.symbol import Tags
+from .. import prims
+from .base import data_dependent_error, torch_inplace, torchsymbol
+from .elementwise_unary import *  # noqa: F401,F403
+from .elementwise_unary import check_input, not_implemented_for
+from .helpers import Promotion, broadcast, check, computation_dtype, is_number, is_tensor, promote, result_dtype, to_dtype
+from ..prims.base import dtype_category
+from ..symbol import Tags
 
 _T = torch.Tensor
 _TAGS = (Tags.ELEMENTWISE,)

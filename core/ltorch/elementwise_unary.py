@@ -8,11 +8,11 @@ import math
 
 import torch
 
-from squall import prims
-from squall.ltorch.base import torch_inplace, torchsymbol
-from squall.ltorch.helpers import Promotion, check, computation_dtype, is_tensor, promote, to_dtype
-from squall.proxies import TensorProxy
-from squall.symbol import Tags
+from .. import prims
+from .base import torch_inplace, torchsymbol
+from .helpers import Promotion, check, computation_dtype, is_tensor, promote, to_dtype
+from ..proxies import TensorProxy
+from ..symbol import Tags
 
 _T = torch.Tensor
 _S = torch.special

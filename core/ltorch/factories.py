@@ -13,10 +13,10 @@ from collections.abc import Sequence
 import torch
 from torch.utils._pytree import tree_flatten
 
-from squall import prims
-from squall.ltorch.base import torchsymbol
-from squall.ltorch.helpers import cast_number, check, is_number, is_tensor, number_dtype
-from squall.proxies import TensorProxy, current_context
+from .. import prims
+from .base import torchsymbol
+from .helpers import cast_number, check, is_number, is_tensor, number_dtype
+from ..proxies import TensorProxy, current_context
 
 __all__: list[str] = []
 

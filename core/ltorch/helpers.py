@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import torch
 
-from squall import prims
-from squall.prims.base import canonical_dim, canonical_dims, check, dtype_category, is_number
-from squall.proxies import TensorProxy
+from .. import prims
+from ..prims.base import canonical_dim, canonical_dims, check, dtype_category, is_number
+from ..proxies import TensorProxy
 
 __all__ = [
     "Promotion",

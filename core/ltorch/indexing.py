@@ -11,10 +11,10 @@ from collections.abc import Sequence
 
 import torch
 
-from squall import prims
-from squall.ltorch.base import data_dependent_error, torch_inplace, torchsymbol
-from squall.ltorch.helpers import broadcast, broadcast_shapes, broadcast_to, canonical_dim, cast_number, check, is_number, is_tensor
-from squall.proxies import TensorProxy
+from .. import prims
+from .base import data_dependent_error, torch_inplace, torchsymbol
+from .helpers import broadcast, broadcast_shapes, broadcast_to, canonical_dim, cast_number, check, is_number, is_tensor
+from ..proxies import TensorProxy
 
 __all__: list[str] = []
 

@@ -5,11 +5,11 @@ import math
 
 import torch
 
-from squall import prims
-from squall.ltorch.base import torch_inplace, torchsymbol
-from squall.ltorch.elementwise import add, mul
-from squall.ltorch.helpers import broadcast_shapes, broadcast_to, canonical_dim, canonical_dims, check, computation_dtype, is_tensor, to_dtype
-from squall.proxies import TensorProxy
+from .. import prims
+from .base import torch_inplace, torchsymbol
+from .elementwise import add, mul
+from .helpers import broadcast_shapes, broadcast_to, canonical_dim, canonical_dims, check, computation_dtype, is_tensor, to_dtype
+from ..proxies import TensorProxy
 
 __all__: list[str] = []
 

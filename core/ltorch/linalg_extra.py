@@ -6,11 +6,11 @@ import math
 
 import torch
 
-from squall import prims
-from squall.ltorch.base import torchsymbol
-from squall.ltorch.helpers import broadcast_shapes, broadcast_to, check, computation_dtype, is_tensor, to_dtype
-from squall.ltorch.linalg import matmul
-from squall.proxies import TensorProxy
+from .. import prims
+from .base import torchsymbol
+from .helpers import broadcast_shapes, broadcast_to, check, computation_dtype, is_tensor, to_dtype
+from .linalg import matmul
+from ..proxies import TensorProxy
 
 __all__: list[str] = []
 

@@ -5,10 +5,10 @@ import math
 
 import torch
 
-from squall import prims
-from squall.ltorch.base import torchsymbol
-from squall.ltorch.helpers import check, computation_dtype, is_tensor, to_dtype
-from squall.proxies import TensorProxy
+from .. import prims
+from .base import torchsymbol
+from .helpers import check, computation_dtype, is_tensor, to_dtype
+from ..proxies import TensorProxy
 
 __all__: list[str] = []
 

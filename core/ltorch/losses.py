@@ -11,12 +11,12 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from squall import prims
-from squall.ltorch.base import torchsymbol
-from squall.ltorch.helpers import broadcast, broadcast_to, check, computation_dtype, is_tensor, promote, to_dtype
-from squall.ltorch.nn import log_softmax
-from squall.prims.base import dtype_category
-from squall.proxies import TensorProxy
+from .. import prims
+from .base import torchsymbol
+from .helpers import broadcast, broadcast_to, check, computation_dtype, is_tensor, promote, to_dtype
+from .nn import log_softmax
+from ..prims.base import dtype_category
+from ..proxies import TensorProxy
 
 __all__: list[str] = []
 

@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 import torch
 
-from squall import prims
-from squall.ltorch.base import qualified_name, rebind_inplace, torch_inplace, torchsymbol
-from squall.ltorch.helpers import canonical_dim, check, computation_dtype, is_tensor, to_dtype
-from squall.proxies import TensorProxy
-from squall.symbol import Tags
+from .. import prims
+from .base import qualified_name, rebind_inplace, torch_inplace, torchsymbol
+from .helpers import canonical_dim, check, computation_dtype, is_tensor, to_dtype
+from ..proxies import TensorProxy
+from ..symbol import Tags
 
 F = torch.nn.functional
 

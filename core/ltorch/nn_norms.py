@@ -12,12 +12,12 @@ import math
 
 import torch
 
-from squall import prims
-from squall.ltorch.base import rebind_inplace, torchsymbol
-from squall.ltorch.helpers import broadcast, canonical_dim, check, computation_dtype, is_tensor, result_dtype, to_dtype
-from squall.ltorch.nn import keep_dims
-from squall.ltorch.reductions import vector_norm
-from squall.proxies import TensorProxy
+from .. import prims
+from .base import rebind_inplace, torchsymbol
+from .helpers import broadcast, canonical_dim, check, computation_dtype, is_tensor, result_dtype, to_dtype
+from .nn import keep_dims
+from .reductions import vector_norm
+from ..proxies import TensorProxy
 
 F = torch.nn.functional
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import torch
 
-from squall import prims
-from squall.ltorch.base import rebind_inplace, torch_inplace, torchsymbol
-from squall.ltorch.factories import check_factory_kwargs, factory_device, parse_size
-from squall.ltorch.helpers import broadcast, broadcast_shapes, broadcast_to, check, computation_dtype, is_number, is_tensor
-from squall.proxies import TensorProxy
-from squall.symbol import Tags
+from .. import prims
+from .base import rebind_inplace, torch_inplace, torchsymbol
+from .factories import check_factory_kwargs, factory_device, parse_size
+from .helpers import broadcast, broadcast_shapes, broadcast_to, check, computation_dtype, is_number, is_tensor
+from ..proxies import TensorProxy
+from ..symbol import Tags
 
 __all__: list[str] = []
 

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 
 import torch
 
-from squall import prims
-from squall.ltorch.base import torchsymbol
-from squall.ltorch.helpers import broadcast, check, computation_dtype, is_tensor, promote, to_dtype
-from squall.prims.base import canonical_dim, dtype_category
-from squall.proxies import TensorProxy
-from squall.symbol import Tags
+from .. import prims
+from .base import torchsymbol
+from .helpers import broadcast, check, computation_dtype, is_tensor, promote, to_dtype
+from ..prims.base import canonical_dim, dtype_category
+from ..proxies import TensorProxy
+from ..symbol import Tags
 
 __all__: list[str] = []
 

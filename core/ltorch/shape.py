@@ -5,12 +5,12 @@ from collections.abc import Sequence
 
 import torch
 
-from squall import prims
-from squall.ltorch.base import data_dependent_error, torchsymbol
-from squall.ltorch import helpers
-from squall.ltorch.helpers import broadcast_shapes, canonical_dim, check, is_tensor
-from squall.proxies import TensorProxy
-from squall.symbol import Tags
+from .. import prims
+from .base import data_dependent_error, torchsymbol
+from . import helpers
+from .helpers import broadcast_shapes, canonical_dim, check, is_tensor
+from ..proxies import TensorProxy
+from ..symbol import Tags
 
 __all__: list[str] = []
 

@@ -6,12 +6,12 @@ from collections.abc import Sequence
 
 import torch
 
-from squall import prims
-from squall.ltorch.base import data_dependent_error, torchsymbol
-from squall.ltorch.helpers import canonical_dim, check, is_tensor
-from squall.ltorch import shape as _shape
-from squall.ltorch.shape import _dims, _sizes, _slice_dim, flatten, transpose, unsqueeze
-from squall.proxies import TensorProxy
+from .. import prims
+from .base import data_dependent_error, torchsymbol
+from .helpers import canonical_dim, check, is_tensor
+from . import shape as _shape
+from .shape import _dims, _sizes, _slice_dim, flatten, transpose, unsqueeze
+from ..proxies import TensorProxy
 
 __all__: list[str] = []
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from squall import prims
-from squall.ltorch.base import data_dependent_error, torch_inplace, torchsymbol
-from squall.ltorch.helpers import broadcast_shapes, broadcast_to, check, is_tensor
-from squall.ltorch.shape import clone
-from squall.proxies import TensorProxy, current_context
+from .. import prims
+from .base import data_dependent_error, torch_inplace, torchsymbol
+from .helpers import broadcast_shapes, broadcast_to, check, is_tensor
+from .shape import clone
+from ..proxies import TensorProxy, current_context
 
 __all__: list[str] = []
 

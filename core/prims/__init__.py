@@ -6,15 +6,15 @@ for its outputs. Each family lives in its own module.
 """
 from __future__ import annotations
 
-from squall.prims.base import PrimIDs, make_prim
-from squall.prims.elementwise import *  # noqa: F401,F403
-from squall.prims.factories import *  # noqa: F401,F403
-from squall.prims.indexing import *  # noqa: F401,F403
-from squall.prims.linalg import *  # noqa: F401,F403
-from squall.prims.reductions import *  # noqa: F401,F403
-from squall.prims.shape import *  # noqa: F401,F403
-from squall.prims import elementwise, factories, indexing, linalg, reductions, shape
-from squall.symbol import Symbol
+from .base import PrimIDs, make_prim
+from .elementwise import *  # noqa: F401,F403
+from .factories import *  # noqa: F401,F403
+from .indexing import *  # noqa: F401,F403
+from .linalg import *  # noqa: F401,F403
+from .reductions import *  # noqa: F401,F403
+from .shape import *  # noqa: F401,F403
+from . import elementwise, factories, indexing, linalg, reductions, shape
+from ..symbol import Symbol
 
 _FAMILIES = (elementwise, factories, indexing, linalg, reductions, shape)
 

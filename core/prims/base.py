@@ -5,8 +5,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from squall.proxies import TensorProxy
-from squall.symbol import Symbol
+from ..proxies import TensorProxy
+from ..symbol import Symbol
 
 __all__ = ["PrimIDs", "make_prim", "check", "check_tensor", "canonical_dim", "canonical_dims"]
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from squall.prims.base import PrimIDs, check, dtype_category, is_number, make_prim, number_category
-from squall.proxies import TensorProxy
-from squall.symbol import Tags
+from .base import PrimIDs, check, dtype_category, is_number, make_prim, number_category
+from ..proxies import TensorProxy
+from ..symbol import Tags
 
 # Which dtypes a family accepts, as (bool, integer, floating, complex) category sets.
 _ANY = frozenset({0, 1, 2, 3})

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 import torch
 
-from squall.prims.base import PrimIDs, check, dtype_category, is_number, make_prim, number_category
-from squall.proxies import TensorProxy
-from squall.symbol import Tags
+from .base import PrimIDs, check, dtype_category, is_number, make_prim, number_category
+from ..proxies import TensorProxy
+from ..symbol import Tags
 
 
 def _check_shape(name: str, shape) -> tuple[int, ...]:

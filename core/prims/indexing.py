@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from squall.prims.base import PrimIDs, canonical_dim, check, is_number, make_prim
-from squall.proxies import TensorProxy
+from .base import PrimIDs, canonical_dim, check, is_number, make_prim
+from ..proxies import TensorProxy
 
 
 def _check_tensor(name: str, what: str, x) -> None:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from squall.prims.base import PrimIDs, check, make_prim
-from squall.proxies import TensorProxy
+from .base import PrimIDs, check, make_prim
+from ..proxies import TensorProxy
 
 __all__ = ["matmul", "convolution"]
 

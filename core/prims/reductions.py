@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import torch
 
-from squall.prims.base import PrimIDs, check, dtype_category, make_prim
-from squall.proxies import TensorProxy
-from squall.symbol import Tags
+from .base import PrimIDs, check, dtype_category, make_prim
+from ..proxies import TensorProxy
+from ..symbol import Tags
 
 
 def _check_tensor(name: str, a) -> None:

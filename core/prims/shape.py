@@ -1,9 +1,9 @@
 """Shape prims: no broadcasting or defaults; every dimension is explicit."""
 from __future__ import annotations
 
-from squall.prims.base import PrimIDs, check, is_number, make_prim
-from squall.proxies import TensorProxy
-from squall.symbol import Tags
+from .base import PrimIDs, check, is_number, make_prim
+from ..proxies import TensorProxy
+from ..symbol import Tags
 
 
 def _broadcast_in_dim_meta(a, shape, broadcast_dimensions):

@@ -24,13 +24,14 @@ def _unary_samples(low=None, high=None, **kwargs):
     return samples
 
 
-def _with_specials(samples):
+def _with_specials(samples, *, infinities=True):
     """Add inputs with NaN, infinities and large values, where formulas tend to go wrong."""
 
     def gen(dtype, device):
         yield from samples(dtype, device)
         if dtype.is_floating_point:
-            yield SampleInput((torch.tensor([float("nan"), float("inf"), -float("inf"), 30.0, -30.0, 0.0, 3.0, -3.0], dtype=dtype, device=device),))
+            values = [float("nan"), 30.0, -30.0, 0.0, 3.0, -3.0] + ([float("inf"), -float("inf")] if infinities else [1.0, -1.0])
+            yield SampleInput((torch.tensor(values, dtype=dtype, device=device),))
 
     return gen
 
@@ -49,8 +50,8 @@ def _bool_input(match):
     return errors
 
 
-def _activation(name, op, symbol, dtypes=FLOATING, samples=None, errors=None, **kw):
-    return OpInfo(name, op, _with_specials(samples or _unary_samples()), dtypes, error_inputs=errors or _int_input(name), symbol=symbol, **kw)
+def _activation(name, op, symbol, dtypes=FLOATING, samples=None, errors=None, infinities=True, **kw):
+    return OpInfo(name, op, _with_specials(samples or _unary_samples(), infinities=infinities), dtypes, error_inputs=errors or _int_input(name), symbol=symbol, **kw)
 
 
 # --- softmax family -----------------------------------------------------------------------
@@ -206,7 +207,8 @@ opinfos = [
     _activation("elu", F.elu, "torch.nn.functional.elu", samples=_unary_samples(alpha=(0.5, 2.0))),
     _activation("selu", F.selu, "torch.nn.functional.selu"),
     _activation("celu", F.celu, "torch.nn.functional.celu", samples=_unary_samples(alpha=(0.5, 2.0)), errors=_celu_errors),
-    _activation("gelu", F.gelu, "torch.nn.functional.gelu", errors=_gelu_errors),
+    # eager's exact gelu at +inf is inf on one CPU code path and nan on the AVX-512 one
+    _activation("gelu", F.gelu, "torch.nn.functional.gelu", errors=_gelu_errors, infinities=False),
     _activation("gelu_tanh", lambda a: F.gelu(a, approximate="tanh"), "torch.nn.functional.gelu"),
     _activation("silu", F.silu, "torch.nn.functional.silu"),
     _activation("mish", F.mish, "torch.nn.functional.mish"),
