@@ -83,7 +83,7 @@ def _transform(ex: Executor, impl: Implementation, bsym: BoundSymbol, trace: Tra
         r_impl = ex.implementation_for(r.sym)
         if r_impl is None or r_impl.impl is None:
             raise PlanningError(f"executor {ex.name}'s transform for {bsym.sym.id} called {r.sym.id}, which it does not implement")
-        result.append(BoundSymbol(r.sym, r.args, r.kwargs, r.output, r.subsymbols, bsym.source, ex, r_impl.impl))
+        result.append(r.from_bsym(source=bsym.source, executor=ex, impl=r_impl.impl))
     return result
 
 
@@ -194,7 +194,7 @@ class _Planner:
             why = b.executor.left_out_reason(b)
             decision.declined.append((b.executor.name, f"{LEFT_OUT}: {why}" if why else f"claimed it, but its {LEFT_OUT}"))
             decision.executor = None
-            unclaimed = BoundSymbol(b.sym, b.args, b.kwargs, b.output, b.subsymbols, b.source)
+            unclaimed = b.from_bsym(executor=None, impl=None)
             self._claim(unclaimed, decision, out, fusion=False)
         return out
 

@@ -57,8 +57,7 @@ class TracingContext:
         old = TensorProxy(handle.name, like=handle)
         mapping = {id(handle): old}
         for scope in self.scopes:
-            for bsym in scope:
-                bsym.replace_proxies(mapping)
+            scope[:] = [bsym.swap_proxies(mapping) for bsym in scope]
         if any(x is handle for x in self.inputs) or handle.name in self.constants:
             self.inputs = [old if x is handle else x for x in self.inputs]
             self._constant_proxies = {k: (old if v is handle else v) for k, v in self._constant_proxies.items()}

@@ -1,6 +1,7 @@
 """Symbols (operations) and bound symbols (one call of an operation in a trace)."""
 from __future__ import annotations
 
+import inspect
 import linecache
 import os
 import sys
@@ -33,7 +34,7 @@ class Symbol:
     as a `BoundSymbol`.
     """
 
-    __slots__ = ("id", "name", "meta", "is_prim", "tags", "torchfns", "__wrapped__")
+    __slots__ = ("id", "name", "meta", "is_prim", "tags", "torchfns", "__wrapped__", "_binder")
 
     def __init__(
         self,
@@ -53,17 +54,42 @@ class Symbol:
         # the torch callables this symbol stands for; the first accepts the symbol's own signature
         self.torchfns = torchfns
         self.__wrapped__ = meta
+        self._binder: _Binder | None = None
+
+    def normalize(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """The one form of a call: arguments bound to the meta function's signature, defaults applied.
+
+        Parameters that can be passed by position come back positionally (a `*args`
+        parameter spread out); keyword-only ones (and `**kwargs`) by keyword. A call the
+        signature does not accept comes back as it was, so the meta function raises
+        Python's own error for it.
+        """
+        binder = self._binder
+        if binder is None:
+            binder = self._binder = _Binder(self.meta)
+        return binder(args, kwargs)
+
+    def shortest(self, args: tuple, kwargs: dict, keywords: frozenset[str] = frozenset()) -> tuple[tuple, dict]:
+        """A normalized call with the arguments that equal their defaults left out, and the
+        ones the caller named (`keywords`) passed by name: how a call prints, and the form
+        an implementation written against torch's own signature accepts."""
+        binder = self._binder
+        if binder is None:
+            binder = self._binder = _Binder(self.meta)
+        return binder.shortest(args, kwargs, keywords)
 
     def __call__(self, *args, **kwargs):
         ctx = current_context()
         if ctx is None:
             raise RuntimeError(f"squall: {self.id} can only be called while tracing (use squall.jit)")
+        keywords = frozenset(kwargs) if kwargs else frozenset()
+        args, kwargs = self.normalize(args, kwargs)
         ctx.scopes.append([])
         try:
             out = self.meta(*args, **kwargs)
         finally:
             subsymbols = ctx.scopes.pop()
-        bsym = BoundSymbol(self, args, kwargs, out, tuple(subsymbols))
+        bsym = BoundSymbol(self, args, kwargs, out, tuple(subsymbols), call_keywords=keywords)
         if len(ctx.scopes) == 1:
             bsym.source = user_source()
         ctx.scopes[-1].append(bsym)
@@ -73,6 +99,70 @@ class Symbol:
         return f"<Symbol {self.id}>"
 
 
+class _Binder:
+    """Binds calls to one signature; the common call (positional arguments only) skips inspect."""
+
+    __slots__ = ("signature", "n_positional", "positional_names", "positional_only", "positional_defaults", "keyword_defaults", "simple")
+
+    def __init__(self, fn: Callable):
+        try:
+            self.signature = inspect.signature(fn)
+        except (TypeError, ValueError):  # a builtin without a signature: calls stay as made
+            self.signature = None
+            return
+        params = list(self.signature.parameters.values())
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self.n_positional = len(positional)
+        self.positional_names = tuple(p.name for p in positional)
+        self.positional_only = tuple(p.kind is p.POSITIONAL_ONLY for p in positional)
+        self.positional_defaults = tuple(p.default for p in positional)
+        self.keyword_defaults = {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
+        # no *args, **kwargs, and a default for every keyword-only parameter
+        self.simple = all(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params) and all(
+            d is not inspect.Parameter.empty for d in self.keyword_defaults.values()
+        )
+
+    def __call__(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        if self.signature is None:
+            return args, kwargs
+        if self.simple and not kwargs and len(args) <= self.n_positional:
+            missing = self.positional_defaults[len(args):]
+            if inspect.Parameter.empty not in missing:
+                return args + missing, dict(self.keyword_defaults)
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError:
+            return args, kwargs
+        bound.apply_defaults()
+        return bound.args, bound.kwargs
+
+    def shortest(self, args: tuple, kwargs: dict, keywords: frozenset[str]) -> tuple[tuple, dict]:
+        if self.signature is None:
+            return args, kwargs
+        kept = {k: v for k, v in kwargs.items() if not _is_default(v, self.keyword_defaults.get(k, inspect.Parameter.empty))}
+        if len(args) > self.n_positional:  # a *args parameter took the rest: keep them as they are
+            return args, kept
+        # by position up to the first parameter the caller named, by name from there on: the
+        # form torch accepted when the program ran eagerly (its overloads tell the two apart)
+        n = next((i for i, name in enumerate(self.positional_names) if name in keywords), len(args))
+        n = min(n, len(args))
+        while n and _is_default(args[n - 1], self.positional_defaults[n - 1]):
+            n -= 1
+        named = {
+            self.positional_names[i]: args[i]
+            for i in range(n, len(args))
+            if not _is_default(args[i], self.positional_defaults[i])
+        }
+        return args[:n], {**named, **kept}
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    if value is default:
+        return True
+    # equal plain values (not 1 == 1.0 == True, which torch tells apart)
+    return type(value) is type(default) and type(value) in (int, float, bool, str) and value == default
+
+
 class BoundSymbol:
     """One call of a symbol: its arguments, its output, and (for ltorch ops) its decomposition.
 
@@ -80,20 +170,43 @@ class BoundSymbol:
     callable the generated code invokes.
     """
 
-    __slots__ = ("sym", "args", "kwargs", "output", "subsymbols", "source", "executor", "impl")
+    __slots__ = ("sym", "args", "kwargs", "output", "subsymbols", "source", "executor", "impl", "call_keywords")
 
-    def __init__(self, sym, args, kwargs, output, subsymbols=(), source=None, executor=None, impl=None):
+    def __init__(
+        self,
+        sym,
+        args,
+        kwargs,
+        output,
+        subsymbols=(),
+        source=None,
+        executor=None,
+        impl=None,
+        *,
+        call_keywords: frozenset[str] = frozenset(),
+    ):
         self.sym = sym
-        self.args = args
+        self.args = args  # normalized: see Symbol.normalize
         self.kwargs = kwargs
         self.output = output
         self.subsymbols = subsymbols
         self.source = source  # (filename, lineno, line) of the user's code, for explain
         self.executor = executor
         self.impl = impl
+        self.call_keywords = call_keywords  # the parameters the program passed by name
+
+    def from_bsym(self, **changes: Any) -> BoundSymbol:
+        """A copy with some fields changed; passes build these instead of editing a recorded call."""
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields.update(changes)
+        return BoundSymbol(**fields)
 
     def with_executor(self, executor, impl) -> BoundSymbol:
-        return BoundSymbol(self.sym, self.args, self.kwargs, self.output, self.subsymbols, self.source, executor, impl)
+        return self.from_bsym(executor=executor, impl=impl)
+
+    def shortest_arguments(self) -> tuple[tuple, dict]:
+        """The call's arguments as printed and as passed to an implementation (see Symbol.shortest)."""
+        return self.sym.shortest(self.args, self.kwargs, self.call_keywords)
 
     def input_proxies(self) -> list[TensorProxy]:
         return flat_proxies((self.args, self.kwargs))
@@ -101,14 +214,15 @@ class BoundSymbol:
     def output_proxies(self) -> list[TensorProxy]:
         return flat_proxies(self.output)
 
-    def replace_proxies(self, mapping: dict[int, TensorProxy]) -> None:
-        """Replace proxy objects (by identity) everywhere in this call and its decomposition."""
+    def swap_proxies(self, mapping: dict[int, TensorProxy]) -> BoundSymbol:
+        """A copy with proxy objects replaced (by identity) in this call and its decomposition."""
         swap = lambda x: mapping.get(id(x), x) if isinstance(x, TensorProxy) else x
-        self.args = tree_map(swap, self.args)
-        self.kwargs = tree_map(swap, self.kwargs)
-        self.output = tree_map(swap, self.output)
-        for sub in self.subsymbols:
-            sub.replace_proxies(mapping)
+        return self.from_bsym(
+            args=tree_map(swap, self.args),
+            kwargs=tree_map(swap, self.kwargs),
+            output=tree_map(swap, self.output),
+            subsymbols=tuple(sub.swap_proxies(mapping) for sub in self.subsymbols),
+        )
 
     def walk(self) -> Iterator[BoundSymbol]:
         yield self

@@ -111,8 +111,9 @@ class ValuePrinter:
         return temp, lines + [f"del {temp}"]
 
     def call(self, callee: str, bsym: BoundSymbol) -> str:
-        parts = [self(a) for a in bsym.args]
-        parts += [f"{k}={self(v)}" for k, v in bsym.kwargs.items()]
+        args, kwargs = bsym.shortest_arguments()
+        parts = [self(a) for a in args]
+        parts += [f"{k}={self(v)}" for k, v in kwargs.items()]
         return f"{callee}({', '.join(parts)})"
 
 
