@@ -12,6 +12,8 @@ Calls are keyword-only, so an implementation may accept any subset of the argume
 a spec names, and a spec can grow an argument without breaking existing plugins.
 Each plugin's implementation is called on its own: one that raises is recorded in
 the marketplace's load errors and skipped, and the others still register.
+
+Plugins import `hookimpl` (and everything else they use) from `squall.extend`.
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from .extend import Executor, OperationRegistry
+    from .executor import Executor
+    from .operations import OperationRegistry
 
 __all__ = ["hookspec", "hookimpl", "squall_register_operations", "squall_register_executors"]
 

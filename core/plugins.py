@@ -15,22 +15,17 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pluggy
 
 from . import hookspecs
-from .proxies import current_context
-from .symbol import Symbol
-
-if TYPE_CHECKING:
-    from .extend import Executor
+from .executor import Executor
+from .operations import OperationRegistry
 
 __all__ = [
-    "CustomOperation",
-    "OperationRegistry",
     "PluginError",
     "Marketplace",
     "default_marketplace",
@@ -41,69 +36,8 @@ __all__ = [
 ENTRY_POINT_GROUP = "squall"
 DISABLE_ENV = "SQUALL_DISABLE_PLUGINS"
 # plugin name -> module; registered before entry points, through the same hooks
-BUILTIN_PLUGINS = {"torch": "squall.executors.torch"}
+BUILTIN_PLUGINS = {"torch": "squall.torch_executor"}
 USER = "<user>"  # the plugin name of executors added from plain code (add_operator_executor)
-
-
-class CustomOperation:
-    """An operation a plugin (or user) adds: a symbol with a meta function, callable from user code.
-
-    Called while squall traces, it records a call of `symbol`, which executors implement by
-    its id; called outside squall, it runs `reference` (a torch function of the same signature).
-    """
-
-    def __init__(self, id: str, *, meta: Callable, reference: Callable | None = None, tags: Iterable[str] = ()):
-        namespace, _, name = id.rpartition(".")
-        if not namespace or not all(part.isidentifier() for part in id.split(".")):
-            raise ValueError(f"a custom operation's id is '<namespace>.<name>' of identifiers, got {id!r}")
-        torchfns = (reference,) if reference is not None else ()
-        self.symbol = Symbol(id, name, meta, is_prim=True, tags=tuple(tags), torchfns=torchfns)
-        self.reference = reference
-
-    @property
-    def id(self) -> str:
-        return self.symbol.id
-
-    def __call__(self, *args, **kwargs):
-        if current_context() is not None:
-            return self.symbol(*args, **kwargs)
-        if self.reference is None:
-            raise RuntimeError(f"{self.id} has no reference implementation: call it inside a squall.jit function")
-        return self.reference(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<CustomOperation {self.id}>"
-
-
-class OperationRegistry:
-    """The custom operations defined in one marketplace, by id."""
-
-    def __init__(self) -> None:
-        self._ops: dict[str, CustomOperation] = {}
-
-    def define(self, id: str, *, meta: Callable, reference: Callable | None = None, tags: Iterable[str] = ()) -> CustomOperation:
-        """Create and add the operation `id` ("<namespace>.<name>"); see `CustomOperation`."""
-        return self.add(CustomOperation(id, meta=meta, reference=reference, tags=tags))
-
-    def add(self, op: CustomOperation) -> CustomOperation:
-        """Add an operation built elsewhere (e.g. at a plugin module's top level)."""
-        known = self._ops.get(op.id)
-        if known is not None and known is not op:
-            raise ValueError(f"operation {op.id!r} is already defined")
-        self._ops[op.id] = op
-        return op
-
-    def get(self, id: str) -> CustomOperation | None:
-        return self._ops.get(id)
-
-    def __contains__(self, id: object) -> bool:
-        return id in self._ops
-
-    def __iter__(self) -> Iterator[CustomOperation]:
-        return iter(list(self._ops.values()))
-
-    def __len__(self) -> int:
-        return len(self._ops)
 
 
 @dataclass(frozen=True)
@@ -122,11 +56,6 @@ class PluginError:
 
 def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
-
-
-def _is_executor(x: Any) -> bool:
-    # duck-typed: extend imports this module (add_operator_executor), so this one cannot import extend
-    return isinstance(getattr(x, "name", None), str) and callable(getattr(x, "implementation_for", None))
 
 
 def _disabled_from_env() -> frozenset[str]:
@@ -235,7 +164,7 @@ class Marketplace:
                 continue
             items = result if isinstance(result, (list, tuple)) else [result]
             for ex in items:
-                if not _is_executor(ex):
+                if not isinstance(ex, Executor):
                     error = f"returned {type(ex).__name__}, not an Executor"
                     self.load_errors.append(PluginError(plugin, dist, "squall_register_executors", error))
                     continue

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-from squall.executors.torch import PRIM_IMPLS
+from squall.torch_executor import PRIM_IMPLS
 from squall.codegen import load_source
 from squall.extend import FusionRegion
 from squall.proxies import TensorProxy
