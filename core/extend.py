@@ -3,7 +3,9 @@
 What an executor is lives in `executor` (`Executor`, `OperatorExecutor`, `Availability`,
 `Implementation`), fusion in `fusion` (`FusionExecutor`, `FusionRegion`, `Declined`,
 `form_regions`), custom operations in `operations`; this module gathers them with the
-hook marker and two entry points of its own:
+hook marker, the IR types checkers and transforms see (`TensorProxy`, `BoundSymbol`,
+`Symbol`, `Tags`, `PrimIDs`), the built-in torch executor's prim table, the loader for
+generated source, and two entry points of its own:
 
 - `add_operator_executor` builds an operator executor from plain code, without a package;
 - `register_executor` puts an executor built in plain code on the market.
@@ -27,10 +29,16 @@ from .executor import (
 )
 from .fusion import FUSION_REGION, LEFT_OUT, Declined, FusionExecutor, FusionRegion, form_regions
 from .hookspecs import hookimpl
+from .ltorch.base import SquallWarning
 from .operations import CustomOperation, OperationRegistry, resolve_operation
 from .plugins import Marketplace, default_marketplace
-from .proxies import current_context
-from .symbol import Symbol
+from .prims import all_prims
+from .prims.base import PrimIDs
+from .proxies import TensorProxy, current_context
+from .sources import load_source
+from .symbol import BoundSymbol, Symbol, Tags
+from .torch_executor import PRIM_IMPLS as TORCH_PRIM_IMPLS
+from .trace import ValuePrinter
 
 __all__ = [
     # executors
@@ -50,6 +58,17 @@ __all__ = [
     "hookimpl",
     "add_operator_executor",
     "register_executor",
+    # what checkers, transforms and fusion passes see
+    "TensorProxy",
+    "BoundSymbol",
+    "Symbol",
+    "Tags",
+    "PrimIDs",
+    "all_prims",
+    "TORCH_PRIM_IMPLS",
+    "ValuePrinter",
+    "load_source",
+    "SquallWarning",
     # why an executor did not take an operation (reasons start with one of these)
     "NOT_IMPLEMENTED",
     "CHECKER_DECLINED",

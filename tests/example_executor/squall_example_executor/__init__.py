@@ -13,8 +13,7 @@ from collections import Counter
 
 import torch
 
-from squall.extend import OperationRegistry, OperatorExecutor, hookimpl
-from squall.proxies import TensorProxy
+from squall.extend import OperationRegistry, OperatorExecutor, TensorProxy, hookimpl
 
 CALLS: Counter = Counter()
 
