@@ -18,7 +18,7 @@ from squall.extend import add_operator_executor
 from squall.plugins import Marketplace
 from example_executor.install import activate, deactivate, install_distribution, install_example
 
-EXAMPLE_MODULES = ("squall_example_executor", "broken_plugin", "raising_plugin", "junk_plugin", "twin_plugin")
+EXAMPLE_MODULES = ("squall_example_executor", "broken_plugin", "raising_plugin", "junk_plugin", "twin_plugin", "typo_plugin")
 
 BROKEN = "import squall\nraise ImportError('needs libfoo.so, which is not installed')\n"
 RAISING = """
@@ -38,6 +38,12 @@ from squall.extend import OperatorExecutor, hookimpl
 @hookimpl
 def squall_register_executors():
     return [OperatorExecutor("example")]
+"""
+TYPO = """
+from squall.extend import OperatorExecutor, hookimpl
+@hookimpl
+def squall_register_executor():
+    return [OperatorExecutor("typo")]
 """
 
 
@@ -65,7 +71,8 @@ def _ours(names: list[str]) -> list[str]:
 
 
 def _faulty(site: Path) -> None:
-    for plugin, source in [("broken_plugin", BROKEN), ("raising_plugin", RAISING), ("junk_plugin", JUNK), ("twin_plugin", TWIN)]:
+    faulty = [("broken_plugin", BROKEN), ("raising_plugin", RAISING), ("junk_plugin", JUNK), ("twin_plugin", TWIN), ("typo_plugin", TYPO)]
+    for plugin, source in faulty:
         install_distribution(site, f"squall-{plugin.replace('_', '-')}", "1.0", {plugin: plugin}, {f"{plugin}.py": source})
 
 
@@ -141,6 +148,8 @@ def test_faulty_plugins_are_recorded_and_skipped(site, capsys):
     assert "license server unreachable" in errors["raising_plugin"].error
     assert "not an Executor" in errors["junk_plugin"].error
     assert "already provided by plugin 'example'" in errors["twin_plugin"].error
+    assert (errors["typo_plugin"].stage, errors["typo_plugin"].distribution) == ("validation", "squall-typo-plugin")
+    assert "did you mean 'squall_register_executors'?" in errors["typo_plugin"].error
     assert _ours(market.names()) == ["example", "torch"]
 
     # compilation goes on with what did load
@@ -180,6 +189,51 @@ def test_plugin_objects_register_through_the_same_hooks():
     assert market.names() == ["mine", "torch"]
     assert market.plugin_of("torch") == "torch"
     assert Marketplace(entry_point_group=None, builtin=False).names() == []
+
+
+def test_a_misspelled_hook_implementation_is_reported_and_the_plugin_left_out():
+    class Typo:
+        @squall.extend.hookimpl
+        def squall_register_operations(self, operations):
+            operations.define("typo.op", meta=lambda x: x)
+
+        @squall.extend.hookimpl
+        def squall_register_executor(self):  # one letter short: pluggy alone would never call it
+            return [squall.extend.OperatorExecutor("typo")]
+
+    class Fine:
+        @squall.extend.hookimpl
+        def squall_register_executors(self):
+            return [squall.extend.OperatorExecutor("fine", default_rank=5)]
+
+    market = Marketplace(entry_point_group=None, plugins=[("typo", Typo()), ("fine", Fine())])
+    assert market.names() == ["fine", "torch"]  # the others still register
+    [error] = market.load_errors
+    assert (error.plugin, error.stage) == ("typo", "validation")
+    assert "'squall_register_executor' (did you mean 'squall_register_executors'?)" in error.error
+    assert "typo.op" not in market.operations  # left out whole, not half registered
+    assert market.plugin_manager.get_plugin("typo") is None
+
+    # registered later, the same check runs
+    assert market.register_plugin(Typo(), name="typo_again") is False
+    assert market.load_errors[-1].plugin == "typo_again"
+
+
+def test_both_hooks_name_the_registry_operations():
+    import inspect
+
+    from squall import hookspecs
+
+    for spec in (hookspecs.squall_register_operations, hookspecs.squall_register_executors):
+        assert list(inspect.signature(spec).parameters) == ["operations"]
+
+    class OldName:
+        @squall.extend.hookimpl
+        def squall_register_operations(self, registry):
+            pass
+
+    [error] = Marketplace(entry_point_group=None, builtin=False, plugins=[("old", OldName())]).load_errors
+    assert error.stage == "validation" and "'registry'" in error.error and "\n" not in error.error
 
 
 # --- add_operator_executor, exactly as the docs show it ---------------------------------------

@@ -48,8 +48,8 @@ def _tanh_scale_impl(x: torch.Tensor, scale: float) -> torch.Tensor:
 
 
 @hookimpl
-def squall_register_operations(registry: OperationRegistry) -> None:
-    registry.define("example.scaled_tanh", meta=_scaled_tanh_meta, reference=_scaled_tanh_reference)
+def squall_register_operations(operations: OperationRegistry) -> None:
+    operations.define("example.scaled_tanh", meta=_scaled_tanh_meta, reference=_scaled_tanh_reference)
 
 
 @hookimpl
