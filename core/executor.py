@@ -103,6 +103,9 @@ class Executor:
     device; `default=False` keeps it out of the default list (used only when named).
     """
 
+    # set by `squall.extend.assume_available` to plan as on another machine; wins over the real check
+    _assumed: Availability | None = None
+
     def __init__(
         self,
         name: str,
@@ -139,7 +142,12 @@ class Executor:
         return Availability.of_cuda() if self.needs_cuda else Availability(True)
 
     def availability(self) -> Availability:
-        """`is_available()`, asked once; one that raises makes the executor unavailable."""
+        """`is_available()`, asked once; one that raises makes the executor unavailable.
+
+        Inside `squall.extend.assume_available(self)`, the assumed availability instead.
+        """
+        if self._assumed is not None:
+            return self._assumed
         if self._availability is None:
             try:
                 self._availability = self.is_available()

@@ -5,17 +5,19 @@ What an executor is lives in `executor` (`Executor`, `OperatorExecutor`, `Availa
 `form_regions`), custom operations in `operations`; this module gathers them with the
 hook marker, the IR types checkers and transforms see (`TensorProxy`, `BoundSymbol`,
 `Symbol`, `Tags`, `PrimIDs`), the built-in torch executor's prim table, the loader for
-generated source, and two entry points of its own:
+generated source, and three entry points of its own:
 
 - `add_operator_executor` builds an operator executor from plain code, without a package;
-- `register_executor` puts an executor built in plain code on the market.
+- `register_executor` puts an executor built in plain code on the market;
+- `assume_available` plans as on a machine where an executor is available.
 
 Import from here, not from squall's internal modules: these names stay where they are.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from .executor import (
     CHECKER_DECLINED,
@@ -54,10 +56,11 @@ __all__ = [
     "CustomOperation",
     "OperationRegistry",
     "resolve_operation",
-    # putting executors on the market
+    # putting executors on the market, and planning as elsewhere
     "hookimpl",
     "add_operator_executor",
     "register_executor",
+    "assume_available",
     # what checkers, transforms and fusion passes see
     "TensorProxy",
     "BoundSymbol",
@@ -77,6 +80,44 @@ __all__ = [
     "FUSION_REGION",
     "LEFT_OUT",
 ]
+
+
+@contextlib.contextmanager
+def assume_available(*executors: Executor | str, marketplace: Marketplace | None = None) -> Iterator[list[Executor]]:
+    """Plan as on a machine where `executors` are available, whatever this one has.
+
+        with squall.extend.assume_available("cupy"):
+            report = squall.explain(fn, *cuda_stand_ins)
+
+    For planning tests and ahead-of-time planning on a machine without the device or
+    library: inside the block each executor (an object, or a name in `marketplace`, the
+    default one when None) reports itself available, so priority lists keep it and the
+    planner offers it every operation; its checkers and transforms run as they would
+    there. Nothing is imported or run on its behalf: code that *calls* its implementations
+    still needs the real thing. On exit each reports its real availability again (blocks
+    nest). Yields the executors, resolved.
+    """
+    market = None
+    resolved: list[Executor] = []
+    for ex in executors:
+        if isinstance(ex, str):
+            market = market or marketplace or default_marketplace()
+            found = market.get(ex)
+            if found is None:
+                raise KeyError(f"no executor named {ex!r}; installed: {', '.join(market.names())}")
+            ex = found
+        if not isinstance(ex, Executor):
+            raise TypeError(f"assume_available takes executors or executor names, got {type(ex).__name__}")
+        resolved.append(ex)
+    previous = [ex._assumed for ex in resolved]
+    assumed = Availability(True, "assumed available (squall.extend.assume_available)")
+    for ex in resolved:
+        ex._assumed = assumed
+    try:
+        yield resolved
+    finally:
+        for ex, before in zip(resolved, previous):
+            ex._assumed = before
 
 
 def _meta_like(sym: Symbol) -> Callable:

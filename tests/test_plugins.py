@@ -236,6 +236,55 @@ def test_both_hooks_name_the_registry_operations():
     assert error.stage == "validation" and "'registry'" in error.error and "\n" not in error.error
 
 
+# --- planning as on a machine where an executor is available ------------------------------------
+
+
+def _cuda_exp_executor() -> squall.extend.OperatorExecutor:
+    """An executor for CUDA tensors whose library is missing everywhere (so unavailable, GPU or not)."""
+    ex = squall.extend.OperatorExecutor("cuda_exp", default_rank=5, requires=("no_such_library_squall_test",))
+    ex.register_implementation("torch.exp", torch.exp, checker=lambda a: a.device.type == "cuda")
+    return ex
+
+
+def test_assume_available_plans_a_cuda_trace_as_where_the_executor_runs():
+    from squall.jit import trace_program
+    from squall.planner import plan
+    from squall.proxies import TensorProxy
+
+    ex, torch_ex = _cuda_exp_executor(), Marketplace(entry_point_group=None).get("torch")
+    stand_in = TensorProxy("x", shape=(4, 8), dtype=torch.float32, device="cuda")  # no GPU needed to plan
+    trace = trace_program(lambda x: torch.exp(x) + 1, (stand_in,), {})[0]
+    assert not ex.availability() and "no_such_library_squall_test" in ex.availability().reason
+    assert plan(trace, [ex, torch_ex]).decisions[0].executor == "torch"  # passed over: unavailable here
+
+    with squall.extend.assume_available(ex) as assumed:
+        assert assumed == [ex] and ex.availability()
+        decision = plan(trace, [ex, torch_ex]).decisions[0]
+    assert (decision.bsym.sym.id, decision.executor) == ("torch.exp", "cuda_exp")
+    assert not ex.availability()  # on exit, the real answer again
+
+
+def test_assume_available_by_name_keeps_the_executor_in_the_defaults(monkeypatch):
+    class Vendor:
+        @squall.extend.hookimpl
+        def squall_register_executors(self):
+            return [_cuda_exp_executor()]
+
+    market = Marketplace(entry_point_group=None, plugins=[("vendor", Vendor())])
+    monkeypatch.setattr(plugins, "_default", market)
+    assert market.names() == ["cuda_exp", "torch"]
+    assert [ex.name for ex in market.default_executors()] == ["torch"]
+    with squall.extend.assume_available("cuda_exp"):
+        assert [ex.name for ex in market.default_executors()] == ["cuda_exp", "torch"]
+        with squall.extend.assume_available("cuda_exp"):  # blocks nest
+            pass
+        assert market.get("cuda_exp").availability()
+    assert [ex.name for ex in market.default_executors()] == ["torch"]
+    with pytest.raises(KeyError, match="installed: cuda_exp, torch"):
+        with squall.extend.assume_available("cuda_ex"):
+            pass
+
+
 # --- add_operator_executor, exactly as the docs show it ---------------------------------------
 
 
