@@ -242,6 +242,8 @@ class Marketplace:
 
     def add_executor(self, ex: Executor, *, default: bool = True) -> None:
         """Put `ex` on the market (replacing an executor added the same way under the same name)."""
+        if not isinstance(ex, Executor):
+            raise TypeError(f"only an Executor can go on the market, got {type(ex).__name__}")
         origin = self._origin.get(ex.name)
         if origin is not None and origin != USER:
             raise ValueError(f"executor name {ex.name!r} is taken by plugin {origin!r}")
