@@ -4,17 +4,17 @@
     fast = squall.jit(model)          # a function or an nn.Module
     fast(x)                           # traced, planned and generated on the first call
     squall.last_traces(fast)          # as traced, as planned, as executed
+    squall.executors()                # what is installed: availability, rank, ops claimed
+
+Plugin authors import from `squall.extend`.
 """
 from __future__ import annotations
 
 from . import extend
-from .explain import explain
+from .explain import executors, explain
 from .jit import JittedFunction, JittedModule, jit, last_traces
 from .ltorch.base import DataDependentError, SquallWarning
 from .planner import PlanningError
-
-# after explain: the executors package is callable, squall.executors() lists what is installed
-from . import executors  # noqa: E402
 
 __version__ = "0.1.0"
 

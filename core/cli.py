@@ -59,8 +59,7 @@ def _print_ops(name: str, *, as_json: bool) -> int:
     ex = market.get(name)
     if ex is None:
         raise ValueError(f"no executor named {name!r}; installed: {', '.join(market.names())}")
-    describe = getattr(ex, "describe_op", lambda op: "")  # a duck-typed executor may lack it
-    rows = [(op, describe(op)) for op in ex.claimed_ops()]
+    rows = [(op, ex.describe_op(op)) for op in ex.claimed_ops()]
     if as_json:
         print(json.dumps({"executor": name, "ops": [{"op": op, "note": note} for op, note in rows]}, indent=2))
     else:

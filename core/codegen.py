@@ -6,8 +6,6 @@ Its source is registered with `linecache` so tracebacks and debuggers show it.
 """
 from __future__ import annotations
 
-import itertools
-import linecache
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,11 +14,10 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .proxies import TensorProxy, type_string
 from .symbol import BoundSymbol
+from .sources import load_source
 from .trace import ValuePrinter
 
 __all__ = ["InputBinding", "generate", "GeneratedFunction", "load_source"]
-
-_counter = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -121,14 +118,3 @@ def generate(
     source = "\n".join(lines) + "\n"
     filename = load_source(source, f"generated-{name}", printer.globals)
     return GeneratedFunction(printer.globals[name], source, filename)
-
-
-def load_source(source: str, label: str, namespace: dict[str, Any]) -> str:
-    """Execute generated `source` into `namespace`; tracebacks and debuggers can show it.
-
-    Returns the pseudo file name the source is registered under in `linecache`.
-    """
-    filename = f"<squall-{label}-{next(_counter)}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), namespace)
-    return filename

@@ -27,8 +27,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .extend import Executor, resolve_operation
+from .executor import Executor
 from .ltorch.base import SquallWarning
+from .operations import resolve_operation
 from .plugins import Marketplace, default_marketplace
 
 __all__ = ["ExecutorPriority", "UnknownExecutorError", "resolve_executors", "find_pyproject", "read_pyproject", "ENV_VAR"]

@@ -11,7 +11,11 @@ Hooks are called once each, when the marketplace is built (the first compilation
 Calls are keyword-only, so an implementation may accept any subset of the arguments
 a spec names, and a spec can grow an argument without breaking existing plugins.
 Each plugin's implementation is called on its own: one that raises is recorded in
-the marketplace's load errors and skipped, and the others still register.
+the marketplace's load errors and skipped, and the others still register. A plugin
+with an `@hookimpl` that matches no spec here (a misspelled hook name) is recorded as
+a load error and left out, rather than silently never called.
+
+Plugins import `hookimpl` (and everything else they use) from `squall.extend`.
 """
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from .extend import Executor, OperationRegistry
+    from .executor import Executor
+    from .operations import OperationRegistry
 
 __all__ = ["hookspec", "hookimpl", "squall_register_operations", "squall_register_executors"]
 
@@ -29,12 +34,12 @@ hookimpl = pluggy.HookimplMarker("squall")
 
 
 @hookspec
-def squall_register_operations(registry: OperationRegistry) -> None:
+def squall_register_operations(operations: OperationRegistry) -> None:
     """Add new operations (custom ops) that user code can call and executors can implement.
 
     Called once per marketplace, for every plugin, before any `squall_register_executors`,
     so every executor may register implementations for every plugin's operations.
-    Define an operation with `registry.define(name, meta=..., reference=...)`: `meta`
+    Define an operation with `operations.define(id, meta=..., reference=...)`: `meta`
     receives proxies and returns output proxies; `reference`, a torch function with the
     same signature, runs it eagerly outside squall and is what the built-in torch
     executor uses when no other executor takes it. The return value is ignored.
@@ -46,9 +51,11 @@ def squall_register_executors(operations: OperationRegistry) -> list[Executor]:
     """Return the executors this plugin puts on the market.
 
     Called once per marketplace, for every plugin, after all operations are defined
-    (`operations` holds them, to look up custom-op symbols). Results from all plugins
-    are collected; executor names must be unique across plugins (a duplicate is
-    recorded as a load error and skipped). An executor's `is_available()` is asked
-    later, when priority lists are resolved, so return executors even if their
-    library or device is missing here: users then see why they are unavailable.
+    (`operations` is the same registry `squall_register_operations` filled: look up
+    custom-op symbols with `operations.get(id)`). Results from all plugins are
+    collected; executor names must be unique across plugins (a duplicate is recorded
+    as a load error and skipped), and anything that is not an `Executor` is recorded
+    and skipped. An executor's `is_available()` is asked later, when priority lists
+    are resolved, so return executors even if their library or device is missing
+    here: users then see why they are unavailable.
     """

@@ -3,8 +3,8 @@
 A `Marketplace` owns a `pluggy.PluginManager` for the hooks in `squall.hookspecs`. It
 registers the built-in torch executor module and every entry point of the group
 `squall`, then calls each plugin's hooks once: operations first, executors second.
-Whatever goes wrong in someone else's package (an import error, a hook that raises,
-a hook returning nonsense) is recorded in `load_errors` and that plugin is skipped:
+Whatever goes wrong in someone else's package (an import error, a hook implementation
+that matches no spec, a hook that raises, a hook returning nonsense) is recorded in `load_errors` and that plugin is skipped:
 compilation never breaks because of it.
 
 Marketplaces are objects; tests build their own. `default_marketplace()` builds the
@@ -12,25 +12,21 @@ one `squall.jit` uses, lazily, on first use.
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pluggy
 
 from . import hookspecs
-from .proxies import current_context
-from .symbol import Symbol
-
-if TYPE_CHECKING:
-    from .extend import Executor
+from .executor import Executor
+from .operations import OperationRegistry
 
 __all__ = [
-    "CustomOperation",
-    "OperationRegistry",
     "PluginError",
     "Marketplace",
     "default_marketplace",
@@ -41,69 +37,8 @@ __all__ = [
 ENTRY_POINT_GROUP = "squall"
 DISABLE_ENV = "SQUALL_DISABLE_PLUGINS"
 # plugin name -> module; registered before entry points, through the same hooks
-BUILTIN_PLUGINS = {"torch": "squall.executors.torch"}
+BUILTIN_PLUGINS = {"torch": "squall.torch_executor"}
 USER = "<user>"  # the plugin name of executors added from plain code (add_operator_executor)
-
-
-class CustomOperation:
-    """An operation a plugin (or user) adds: a symbol with a meta function, callable from user code.
-
-    Called while squall traces, it records a call of `symbol`, which executors implement by
-    its id; called outside squall, it runs `reference` (a torch function of the same signature).
-    """
-
-    def __init__(self, id: str, *, meta: Callable, reference: Callable | None = None, tags: Iterable[str] = ()):
-        namespace, _, name = id.rpartition(".")
-        if not namespace or not all(part.isidentifier() for part in id.split(".")):
-            raise ValueError(f"a custom operation's id is '<namespace>.<name>' of identifiers, got {id!r}")
-        torchfns = (reference,) if reference is not None else ()
-        self.symbol = Symbol(id, name, meta, is_prim=True, tags=tuple(tags), torchfns=torchfns)
-        self.reference = reference
-
-    @property
-    def id(self) -> str:
-        return self.symbol.id
-
-    def __call__(self, *args, **kwargs):
-        if current_context() is not None:
-            return self.symbol(*args, **kwargs)
-        if self.reference is None:
-            raise RuntimeError(f"{self.id} has no reference implementation: call it inside a squall.jit function")
-        return self.reference(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<CustomOperation {self.id}>"
-
-
-class OperationRegistry:
-    """The custom operations defined in one marketplace, by id."""
-
-    def __init__(self) -> None:
-        self._ops: dict[str, CustomOperation] = {}
-
-    def define(self, id: str, *, meta: Callable, reference: Callable | None = None, tags: Iterable[str] = ()) -> CustomOperation:
-        """Create and add the operation `id` ("<namespace>.<name>"); see `CustomOperation`."""
-        return self.add(CustomOperation(id, meta=meta, reference=reference, tags=tags))
-
-    def add(self, op: CustomOperation) -> CustomOperation:
-        """Add an operation built elsewhere (e.g. at a plugin module's top level)."""
-        known = self._ops.get(op.id)
-        if known is not None and known is not op:
-            raise ValueError(f"operation {op.id!r} is already defined")
-        self._ops[op.id] = op
-        return op
-
-    def get(self, id: str) -> CustomOperation | None:
-        return self._ops.get(id)
-
-    def __contains__(self, id: object) -> bool:
-        return id in self._ops
-
-    def __iter__(self) -> Iterator[CustomOperation]:
-        return iter(list(self._ops.values()))
-
-    def __len__(self) -> int:
-        return len(self._ops)
 
 
 @dataclass(frozen=True)
@@ -112,7 +47,7 @@ class PluginError:
 
     plugin: str
     distribution: str
-    stage: str  # "import", a hook name, or "disable"
+    stage: str  # "import", "validation" (hooks that do not match the contract), a hook name, or "disable"
     error: str
 
     def __str__(self) -> str:
@@ -124,9 +59,18 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def _is_executor(x: Any) -> bool:
-    # duck-typed: extend imports this module (add_operator_executor), so this one cannot import extend
-    return isinstance(getattr(x, "name", None), str) and callable(getattr(x, "implementation_for", None))
+def _one_line(e: BaseException) -> str:
+    # pluggy's validation messages span lines; load errors print one per line
+    return " ".join(str(e).split())
+
+
+def _unknown_hooks(names: list[str]) -> str:
+    specs = [n for n in dir(hookspecs) if n.startswith("squall_")]
+    parts = []
+    for name in names:
+        close = difflib.get_close_matches(name, specs, n=1)
+        parts.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return f"@hookimpl {', '.join(parts)} matches no squall hook ({', '.join(specs)}); the plugin is left out"
 
 
 def _disabled_from_env() -> frozenset[str]:
@@ -173,7 +117,7 @@ class Marketplace:
                 fresh.append(name)
         if entry_point_group is not None:
             fresh.extend(self._load_entry_points(entry_point_group))
-        self._collect(fresh)
+        self._collect(self._check_pending(fresh))
         for name in BUILTIN_PLUGINS if builtin else ():
             failed = next((e for e in self.load_errors if e.plugin == name and e.stage != "disable"), None)
             if failed is not None:
@@ -187,6 +131,9 @@ class Marketplace:
             return False
         try:
             self.plugin_manager.register(load(), name=name)
+        except pluggy.PluginValidationError as e:  # a hookimpl whose arguments the spec does not have
+            self.load_errors.append(PluginError(name, distribution, "validation", _one_line(e)))
+            return False
         except Exception as e:  # noqa: BLE001 - someone else's package must not break ours
             self.load_errors.append(PluginError(name, distribution, "import", _describe(e)))
             return False
@@ -204,6 +151,9 @@ class Marketplace:
             dist = ep.dist.name if ep.dist is not None else ""
             try:
                 pm.load_setuptools_entrypoints(group, name=ep.name)
+            except pluggy.PluginValidationError as e:
+                self.load_errors.append(PluginError(ep.name, dist, "validation", _one_line(e)))
+                continue
             except Exception as e:  # noqa: BLE001 - an import error in a plugin is recorded, not raised
                 self.load_errors.append(PluginError(ep.name, dist, "import", _describe(e)))
                 continue
@@ -211,6 +161,30 @@ class Marketplace:
                 self._distributions[ep.name] = dist
                 loaded.append(ep.name)
         return loaded
+
+    def _check_pending(self, plugin_names: list[str]) -> list[str]:
+        """The plugins of `plugin_names` left after pluggy's `check_pending()`.
+
+        A hook implementation that matches no spec (`squall_register_executor`, one letter
+        short) would otherwise never be called, and the plugin would vanish without a word:
+        each plugin that has one is recorded, with the hooks it meant, and unregistered.
+        """
+        pm = self.plugin_manager
+        while True:
+            try:
+                pm.check_pending()
+            except pluggy.PluginValidationError as e:
+                # pluggy stops at the first offender; record it, take it out, and look again
+                name = pm.get_name(e.plugin) or repr(e.plugin)
+                unknown = sorted(
+                    caller.name for caller in pm.get_hookcallers(e.plugin) or ()
+                    if not caller.has_spec()
+                    and any(impl.plugin is e.plugin and not impl.optionalhook for impl in caller.get_hookimpls())
+                )
+                self.load_errors.append(PluginError(name, self._distributions.get(name, ""), "validation", _unknown_hooks(unknown)))
+                pm.unregister(e.plugin)
+            else:
+                return [n for n in plugin_names if pm.get_plugin(n) is not None]
 
     def _call_each(self, hook: str, plugin_names: list[str], **kwargs: Any) -> list[tuple[str, Any]]:
         """Call `hook` of each named plugin separately; a raising implementation is recorded."""
@@ -228,14 +202,14 @@ class Marketplace:
         return results
 
     def _collect(self, plugin_names: list[str]) -> None:
-        self._call_each("squall_register_operations", plugin_names, registry=self.operations)
+        self._call_each("squall_register_operations", plugin_names, operations=self.operations)
         for plugin, result in self._call_each("squall_register_executors", plugin_names, operations=self.operations):
             dist = self._distributions.get(plugin, "")
             if result is None:
                 continue
             items = result if isinstance(result, (list, tuple)) else [result]
             for ex in items:
-                if not _is_executor(ex):
+                if not isinstance(ex, Executor):
                     error = f"returned {type(ex).__name__}, not an Executor"
                     self.load_errors.append(PluginError(plugin, dist, "squall_register_executors", error))
                     continue
@@ -259,7 +233,7 @@ class Marketplace:
 
     def register_plugin(self, plugin: object, *, name: str, distribution: str = "") -> bool:
         """Register one more plugin object and collect its operations and executors."""
-        if not self._register(name, lambda: plugin, distribution):
+        if not self._register(name, lambda: plugin, distribution) or not self._check_pending([name]):
             return False
         self._collect([name])
         return True
@@ -268,6 +242,8 @@ class Marketplace:
 
     def add_executor(self, ex: Executor, *, default: bool = True) -> None:
         """Put `ex` on the market (replacing an executor added the same way under the same name)."""
+        if not isinstance(ex, Executor):
+            raise TypeError(f"only an Executor can go on the market, got {type(ex).__name__}")
         origin = self._origin.get(ex.name)
         if origin is not None and origin != USER:
             raise ValueError(f"executor name {ex.name!r} is taken by plugin {origin!r}")

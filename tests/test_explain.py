@@ -6,7 +6,7 @@ import json
 import torch
 
 import squall
-from squall.executors.torch import make_executor
+from squall.torch_executor import make_executor
 from squall.extend import OperatorExecutor
 from squall.proxies import TensorProxy
 from test_planner import PyFuser

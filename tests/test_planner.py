@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 import squall
-from squall.executors.torch import PRIM_IMPLS, make_executor
+from squall.torch_executor import PRIM_IMPLS, make_executor
 from squall.extend import Availability, Declined, FusionExecutor, OperatorExecutor
 from squall.proxies import TensorProxy
 from opinfos import prims_only_executor

@@ -1,6 +1,7 @@
 """Discovery through real package metadata, custom operations, faults, add_operator_executor."""
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ from squall.extend import add_operator_executor
 from squall.plugins import Marketplace
 from example_executor.install import activate, deactivate, install_distribution, install_example
 
-EXAMPLE_MODULES = ("squall_example_executor", "broken_plugin", "raising_plugin", "junk_plugin", "twin_plugin")
+EXAMPLE_MODULES = ("squall_example_executor", "broken_plugin", "raising_plugin", "junk_plugin", "twin_plugin", "typo_plugin")
 
 BROKEN = "import squall\nraise ImportError('needs libfoo.so, which is not installed')\n"
 RAISING = """
@@ -38,6 +39,12 @@ from squall.extend import OperatorExecutor, hookimpl
 @hookimpl
 def squall_register_executors():
     return [OperatorExecutor("example")]
+"""
+TYPO = """
+from squall.extend import OperatorExecutor, hookimpl
+@hookimpl
+def squall_register_executor():
+    return [OperatorExecutor("typo")]
 """
 
 
@@ -65,7 +72,8 @@ def _ours(names: list[str]) -> list[str]:
 
 
 def _faulty(site: Path) -> None:
-    for plugin, source in [("broken_plugin", BROKEN), ("raising_plugin", RAISING), ("junk_plugin", JUNK), ("twin_plugin", TWIN)]:
+    faulty = [("broken_plugin", BROKEN), ("raising_plugin", RAISING), ("junk_plugin", JUNK), ("twin_plugin", TWIN), ("typo_plugin", TYPO)]
+    for plugin, source in faulty:
         install_distribution(site, f"squall-{plugin.replace('_', '-')}", "1.0", {plugin: plugin}, {f"{plugin}.py": source})
 
 
@@ -141,6 +149,8 @@ def test_faulty_plugins_are_recorded_and_skipped(site, capsys):
     assert "license server unreachable" in errors["raising_plugin"].error
     assert "not an Executor" in errors["junk_plugin"].error
     assert "already provided by plugin 'example'" in errors["twin_plugin"].error
+    assert (errors["typo_plugin"].stage, errors["typo_plugin"].distribution) == ("validation", "squall-typo-plugin")
+    assert "did you mean 'squall_register_executors'?" in errors["typo_plugin"].error
     assert _ours(market.names()) == ["example", "torch"]
 
     # compilation goes on with what did load
@@ -180,6 +190,171 @@ def test_plugin_objects_register_through_the_same_hooks():
     assert market.names() == ["mine", "torch"]
     assert market.plugin_of("torch") == "torch"
     assert Marketplace(entry_point_group=None, builtin=False).names() == []
+
+
+def test_a_misspelled_hook_implementation_is_reported_and_the_plugin_left_out():
+    class Typo:
+        @squall.extend.hookimpl
+        def squall_register_operations(self, operations):
+            operations.define("typo.op", meta=lambda x: x)
+
+        @squall.extend.hookimpl
+        def squall_register_executor(self):  # one letter short: pluggy alone would never call it
+            return [squall.extend.OperatorExecutor("typo")]
+
+    class Fine:
+        @squall.extend.hookimpl
+        def squall_register_executors(self):
+            return [squall.extend.OperatorExecutor("fine", default_rank=5)]
+
+    market = Marketplace(entry_point_group=None, plugins=[("typo", Typo()), ("fine", Fine())])
+    assert market.names() == ["fine", "torch"]  # the others still register
+    [error] = market.load_errors
+    assert (error.plugin, error.stage) == ("typo", "validation")
+    assert "'squall_register_executor' (did you mean 'squall_register_executors'?)" in error.error
+    assert "typo.op" not in market.operations  # left out whole, not half registered
+    assert market.plugin_manager.get_plugin("typo") is None
+
+    # registered later, the same check runs
+    assert market.register_plugin(Typo(), name="typo_again") is False
+    assert market.load_errors[-1].plugin == "typo_again"
+
+
+def test_both_hooks_name_the_registry_operations():
+    import inspect
+
+    from squall import hookspecs
+
+    for spec in (hookspecs.squall_register_operations, hookspecs.squall_register_executors):
+        assert list(inspect.signature(spec).parameters) == ["operations"]
+
+    class OldName:
+        @squall.extend.hookimpl
+        def squall_register_operations(self, registry):
+            pass
+
+    [error] = Marketplace(entry_point_group=None, builtin=False, plugins=[("old", OldName())]).load_errors
+    assert error.stage == "validation" and "'registry'" in error.error and "\n" not in error.error
+
+
+# --- the shape of the contract: one-way imports, one public face ----------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTRACT = ("hookspecs", "operations", "executor", "fusion", "plugins", "extend", "torch_executor", "sources", "config")
+
+
+def _module_imports(path: Path, module: str) -> set[str]:
+    """The squall modules `path` (the module `module`) imports, relative imports resolved, anywhere in it."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            target = f"{base}.{node.module}" if node.module else base
+            found.add(target)
+            found.update(f"{target}.{a.name}" for a in node.names)  # `from . import ltorch` names a module
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found.update(n for n in names if n == "squall" or n.startswith("squall."))
+    return found
+
+
+def _core_import_graph() -> dict[str, set[str]]:
+    files = {}
+    for path in (ROOT / "core").rglob("*.py"):
+        parts = path.relative_to(ROOT / "core").with_suffix("").parts
+        files["squall" + "".join(f".{p}" for p in parts if p != "__init__")] = path
+    # the root package imports everything for its public face; a subpackage import runs its __init__
+    graph = {m: {t for t in _module_imports(p, m) if t in files and t != "squall"} for m, p in files.items()}
+    for deps in graph.values():
+        deps.update({d.rpartition(".")[0] for d in deps if d.count(".") > 1})
+    return graph
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), list(graph[start])
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo.extend(graph.get(m, ()))
+    return seen
+
+
+def test_the_plugin_contract_modules_import_one_way():
+    graph = _core_import_graph()
+    assert "squall.extend" not in _reachable(graph, "squall.plugins")  # the extend <-> plugins cycle is gone
+    for name in CONTRACT:
+        assert f"squall.{name}" not in _reachable(graph, f"squall.{name}"), f"squall.{name} is part of an import cycle"
+    # nothing the planner, code generator or jit builds on imports them back
+    for name in ("operations", "executor", "fusion", "plugins", "extend"):
+        assert not {"squall.planner", "squall.codegen", "squall.jit", "squall.explain"} & _reachable(graph, f"squall.{name}")
+
+
+def test_plugins_import_only_the_public_face():
+    for path in sorted((ROOT / "plugins").glob("*/squall_*/**/*.py")) + sorted((ROOT / "tests" / "example_executor").rglob("*.py")):
+        internal = {m for m in _module_imports(path, "plugin.module") if m.startswith("squall") and m != "squall.extend"}
+        assert not internal, f"{path.relative_to(ROOT)} imports {sorted(internal)}: import them from squall.extend"
+
+
+def test_squall_executors_is_a_plain_function():
+    import inspect
+
+    import squall.torch_executor  # importing the built-in executor's module leaves squall.executors alone
+
+    assert inspect.isfunction(squall.executors) and squall.executors is sys.modules["squall.explain"].executors
+    assert "torch" in [row.name for row in squall.executors()]
+    assert [row.name for row in squall.executors(Marketplace(entry_point_group=None))] == ["torch"]
+    assert squall.plugins.BUILTIN_PLUGINS == {"torch": "squall.torch_executor"}
+
+
+# --- planning as on a machine where an executor is available ------------------------------------
+
+
+def _cuda_exp_executor() -> squall.extend.OperatorExecutor:
+    """An executor for CUDA tensors whose library is missing everywhere (so unavailable, GPU or not)."""
+    ex = squall.extend.OperatorExecutor("cuda_exp", default_rank=5, requires=("no_such_library_squall_test",))
+    ex.register_implementation("torch.exp", torch.exp, checker=lambda a: a.device.type == "cuda")
+    return ex
+
+
+def test_assume_available_plans_a_cuda_trace_as_where_the_executor_runs():
+    from squall.jit import trace_program
+    from squall.planner import plan
+    from squall.proxies import TensorProxy
+
+    ex, torch_ex = _cuda_exp_executor(), Marketplace(entry_point_group=None).get("torch")
+    stand_in = TensorProxy("x", shape=(4, 8), dtype=torch.float32, device="cuda")  # no GPU needed to plan
+    trace = trace_program(lambda x: torch.exp(x) + 1, (stand_in,), {})[0]
+    assert not ex.availability() and "no_such_library_squall_test" in ex.availability().reason
+    assert plan(trace, [ex, torch_ex]).decisions[0].executor == "torch"  # passed over: unavailable here
+
+    with squall.extend.assume_available(ex) as assumed:
+        assert assumed == [ex] and ex.availability()
+        decision = plan(trace, [ex, torch_ex]).decisions[0]
+    assert (decision.bsym.sym.id, decision.executor) == ("torch.exp", "cuda_exp")
+    assert not ex.availability()  # on exit, the real answer again
+
+
+def test_assume_available_by_name_keeps_the_executor_in_the_defaults(monkeypatch):
+    class Vendor:
+        @squall.extend.hookimpl
+        def squall_register_executors(self):
+            return [_cuda_exp_executor()]
+
+    market = Marketplace(entry_point_group=None, plugins=[("vendor", Vendor())])
+    monkeypatch.setattr(plugins, "_default", market)
+    assert market.names() == ["cuda_exp", "torch"]
+    assert [ex.name for ex in market.default_executors()] == ["torch"]
+    with squall.extend.assume_available("cuda_exp"):
+        assert [ex.name for ex in market.default_executors()] == ["cuda_exp", "torch"]
+        with squall.extend.assume_available("cuda_exp"):  # blocks nest
+            pass
+        assert market.get("cuda_exp").availability()
+    assert [ex.name for ex in market.default_executors()] == ["torch"]
+    with pytest.raises(KeyError, match="installed: cuda_exp, torch"):
+        with squall.extend.assume_available("cuda_ex"):
+            pass
 
 
 # --- add_operator_executor, exactly as the docs show it ---------------------------------------

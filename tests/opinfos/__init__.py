@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from squall.executors.torch import PRIM_IMPLS
+from squall.torch_executor import PRIM_IMPLS
 from squall.extend import OperatorExecutor
 
 FAMILIES = ("elementwise", "conversions", "factories", "random_ops", "reductions", "shape", "subscript", "indexing", "linalg", "linalg_nn", "linalg_extra", "nn", "nn_norms", "losses")

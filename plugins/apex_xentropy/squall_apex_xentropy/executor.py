@@ -27,8 +27,7 @@ import importlib.util
 
 import torch
 
-from squall.extend import Availability, OperatorExecutor
-from squall.proxies import TensorProxy
+from squall.extend import Availability, OperatorExecutor, TensorProxy
 
 __all__ = ["make_executor", "cross_entropy_checker", "availability_from", "EXTENSION", "KERNEL_DTYPES"]
 

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 import squall
 from squall.codegen import InputBinding, generate
-from squall.extend import Availability
+from squall.extend import assume_available
 from squall.jit import trace_program
 from squall.planner import plan
 from squall.plugins import Marketplace
@@ -152,11 +152,11 @@ def _trace_cuda(fn, *proxies_spec):
 def test_planned_as_apex_calls_where_it_is_available():
     # planned (not run) as on a machine with apex and a GPU: the real checker and transform decide
     ex = make_executor()
-    ex._availability = Availability(True)
     torch_ex = squall.plugins.default_marketplace().get("torch")
     fn = lambda logits, target: F.cross_entropy(logits, target, ignore_index=-1, label_smoothing=0.1)
     trace = _trace_cuda(fn, ((8, 50), torch.float16), ((8,), torch.int64))
-    result = plan(trace, [ex, torch_ex])
+    with assume_available(ex):
+        result = plan(trace, [ex, torch_ex])
     ids = [b.sym.id for b in result.bsyms]
     assert ids == ["apex_xentropy.xentropy_forward", "apex_xentropy.reduce_loss"]
     forward, reduce_loss = result.bsyms
@@ -171,7 +171,8 @@ def test_planned_as_apex_calls_where_it_is_available():
 
     # a call the checker declines goes on to torch, with the reason recorded
     trace = _trace_cuda(lambda x, t: F.cross_entropy(x, t), ((8, 50), torch.float64), ((8,), torch.int64))
-    decision = plan(trace, [ex, torch_ex]).decisions[0]
+    with assume_available(ex):
+        decision = plan(trace, [ex, torch_ex]).decisions[0]
     assert decision.executor == "torch" and decision.declined == [("apex_xentropy", "checker declined")]
 
 

@@ -14,9 +14,7 @@ from collections.abc import Callable
 
 import torch
 
-from squall.extend import Availability, FusionExecutor, FusionRegion, hookimpl
-from squall.prims.base import PrimIDs
-from squall.proxies import TensorProxy
+from squall.extend import Availability, FusionExecutor, FusionRegion, PrimIDs, TensorProxy, hookimpl
 
 from squall_cupy_ops.kernels import NothingToCompute, RegionProgram, plan_region
 from squall_cupy_ops.runtime import CupyRegion, KernelCache

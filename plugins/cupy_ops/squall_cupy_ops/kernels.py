@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from squall.extend import FusionRegion
-from squall.prims.base import PrimIDs
-from squall.proxies import TensorProxy
+from squall.extend import FusionRegion, PrimIDs, TensorProxy
 
 from squall_cupy_ops.translate import C_TYPES, CUPY_TYPES, PREAMBLE, opmath, literal, translate
 

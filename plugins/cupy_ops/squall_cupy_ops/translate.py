@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from squall.prims.base import PrimIDs
+from squall.extend import PrimIDs
 
 __all__ = ["Translation", "TRANSLATIONS", "C_TYPES", "CUPY_TYPES", "PREAMBLE", "opmath", "literal", "translate", "category"]
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 import squall
 from squall import prims
-from squall.extend import Availability, FusionRegion
+from squall.extend import FusionRegion, assume_available
 from squall.jit import trace_program
 from squall.planner import plan
 from squall.plugins import Marketplace
@@ -42,13 +42,6 @@ def _installed() -> bool:
 
 needs_install = pytest.mark.skipif(not _installed(), reason=f"{DIST} is not pip-installed (pip install -e plugins/cupy_ops)")
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (the CUDA toolkit's compiler)")
-
-
-def _available_here_for_planning():
-    """The executor, planned with as on a machine with CuPy and a GPU (planning runs nothing)."""
-    ex = make_executor()
-    ex._availability = Availability(True)
-    return ex
 
 
 def _torch_executor():
@@ -171,8 +164,9 @@ def test_literals_keep_every_value():
 
 
 def _plan(fn, *spec):
-    ex = _available_here_for_planning()
-    result = plan(_trace_cuda(fn, *spec), [ex, _torch_executor()])
+    ex = make_executor()
+    with assume_available(ex):  # planned as on a machine with CuPy and a GPU: planning runs nothing
+        result = plan(_trace_cuda(fn, *spec), [ex, _torch_executor()])
     return ex, result
 
 

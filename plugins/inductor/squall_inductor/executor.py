@@ -25,11 +25,21 @@ from pathlib import Path
 
 import torch
 
-from squall.extend import CHECKER_DECLINED, NOT_IMPLEMENTED, Availability, Declined, FusionExecutor, FusionRegion, Implementation
-from squall.ltorch.base import SquallWarning
-from squall.prims import all_prims
-from squall.prims.base import PrimIDs
-from squall.symbol import BoundSymbol, Symbol, Tags
+from squall.extend import (
+    CHECKER_DECLINED,
+    NOT_IMPLEMENTED,
+    Availability,
+    BoundSymbol,
+    Declined,
+    FusionExecutor,
+    FusionRegion,
+    Implementation,
+    PrimIDs,
+    SquallWarning,
+    Symbol,
+    Tags,
+    all_prims,
+)
 
 from squall_inductor.choices import ChoiceStore, best_time, default_choices_path, region_key
 from squall_inductor.regions import example_inputs, region_function

@@ -1,8 +1,8 @@
 """A fusion region as a plain Python function of torch calls, and example inputs for it.
 
 The function is what the torch executor would run for the region's calls, one after
-another (prims through `PRIM_IMPLS`, torch-language ops through the torch callable they
-stand for), so inductor sees the high-level ops (softmax, layer_norm, cross_entropy)
+another (prims through `TORCH_PRIM_IMPLS`, torch-language ops through the torch callable
+they stand for), so inductor sees the high-level ops (softmax, layer_norm, cross_entropy)
 and eager and compiled runs of a region compute the same thing.
 """
 from __future__ import annotations
@@ -11,19 +11,15 @@ from collections.abc import Callable
 
 import torch
 
-from squall.executors.torch import PRIM_IMPLS
-from squall.codegen import load_source
-from squall.extend import FusionRegion
-from squall.proxies import TensorProxy
-from squall.symbol import BoundSymbol
-from squall.trace import ValuePrinter
+from squall.extend import TORCH_PRIM_IMPLS, BoundSymbol, FusionRegion, TensorProxy, ValuePrinter, load_source
 
 __all__ = ["torch_callable", "region_function", "example_inputs"]
+
 
 def torch_callable(bsym: BoundSymbol) -> Callable:
     """The torch callable the built-in torch executor runs for this call."""
     if bsym.sym.is_prim:
-        return PRIM_IMPLS[bsym.sym.id]
+        return TORCH_PRIM_IMPLS[bsym.sym.id]
     return bsym.sym.torchfns[0]
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-from squall.proxies import TensorProxy
+from squall.extend import TensorProxy
 from squall_nvfuser.translate import NV_DTYPES, Translator
 
 __all__ = ["MAX_RANK", "why_not", "fits", "make_checker"]

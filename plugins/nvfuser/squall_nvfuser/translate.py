@@ -17,9 +17,7 @@ from typing import Any
 
 import torch
 
-from squall.prims.base import PrimIDs
-from squall.proxies import TensorProxy
-from squall.symbol import BoundSymbol
+from squall.extend import BoundSymbol, PrimIDs, TensorProxy
 
 __all__ = ["Translator", "TRANSLATORS", "NV_DTYPES", "LOW_PRECISION", "translate_region", "Translation"]
 

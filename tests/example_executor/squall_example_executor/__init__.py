@@ -13,8 +13,7 @@ from collections import Counter
 
 import torch
 
-from squall.extend import OperatorExecutor, hookimpl
-from squall.proxies import TensorProxy
+from squall.extend import OperationRegistry, OperatorExecutor, TensorProxy, hookimpl
 
 CALLS: Counter = Counter()
 
@@ -49,12 +48,12 @@ def _tanh_scale_impl(x: torch.Tensor, scale: float) -> torch.Tensor:
 
 
 @hookimpl
-def squall_register_operations(registry) -> None:
-    registry.define("example.scaled_tanh", meta=_scaled_tanh_meta, reference=_scaled_tanh_reference)
+def squall_register_operations(operations: OperationRegistry) -> None:
+    operations.define("example.scaled_tanh", meta=_scaled_tanh_meta, reference=_scaled_tanh_reference)
 
 
 @hookimpl
-def squall_register_executors(operations) -> list[OperatorExecutor]:
+def squall_register_executors(operations: OperationRegistry) -> list[OperatorExecutor]:
     ex = OperatorExecutor("example", default_rank=10)
     ex.register_implementation("torch.exp", _exp_impl, checker=_exp_checker)
     ex.register_implementation("prims.mul", _mul_impl)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import torch
 
-from .. import ltorch, prims
-from ..extend import Implementation, OperatorExecutor
-from ..prims.base import PrimIDs
-from ..symbol import Symbol, Tags
+from . import ltorch, prims
+from .executor import Implementation, OperatorExecutor
+from .hookspecs import hookimpl
+from .operations import OperationRegistry
+from .prims.base import PrimIDs
+from .symbol import Symbol, Tags
 
 __all__ = ["TorchExecutor", "PRIM_IMPLS", "make_executor"]
 
@@ -282,11 +284,8 @@ def make_executor() -> TorchExecutor:
 
 
 # --- plugin registration: the torch executor enters the marketplace exactly as a plugin does ---
-from ..hookspecs import hookimpl  # noqa: E402 - kept with the hook it serves
-
-
 @hookimpl
-def squall_register_executors(operations) -> list[TorchExecutor]:
+def squall_register_executors(operations: OperationRegistry) -> list[TorchExecutor]:
     """The built-in torch executor; it also runs every custom operation that has a torch reference."""
     ex = make_executor()
     for op in operations:

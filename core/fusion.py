@@ -1,0 +1,267 @@
+"""Fusion: claimed calls grouped into regions, each compiled into one callable.
+
+A `FusionExecutor` claims the operations it can fuse (an op it supports, or one whose
+whole decomposition it supports). Its `fusion_pass` groups the claimed calls into maximal
+regions along data flow, never creating a cycle between regions (`form_regions`), and asks
+`compile_region` for one callable per `FusionRegion`; identical regions compile once. A
+region it hands back, with or without a reason (`Declined`), runs on the other executors.
+"""
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from torch.utils._pytree import tree_flatten
+
+from .executor import Executor, Implementation
+from .operations import CustomOperation, symbol_id
+from .proxies import TensorProxy
+from .symbol import BoundSymbol, Symbol, flat_proxies
+
+__all__ = ["FusionExecutor", "FusionRegion", "Declined", "form_regions", "FUSION_REGION", "LEFT_OUT"]
+
+FUSION_REGION = "fusion_region"  # the tag on a fusion region's symbol
+LEFT_OUT = "fusion pass left it out"  # a fusion executor claimed a call, then handed it back
+
+
+@dataclass
+class FusionRegion:
+    """A maximal group of calls one fusion executor claimed, to be compiled into one callable.
+
+    `calls` are the operations to compile, in order, each one the executor supports
+    directly (ltorch ops it took through their decomposition are expanded). The compiled
+    callable takes `inputs` positionally and returns a tuple matching `outputs`.
+    """
+
+    executor: str
+    members: list[BoundSymbol]
+    calls: list[BoundSymbol]
+    inputs: list[TensorProxy]
+    outputs: list[TensorProxy]
+
+    def signature(self) -> tuple:
+        """Equal for regions with the same operations, arguments and input metadata."""
+        local: dict[str, tuple] = {p.name: ("in", k) for k, p in enumerate(self.inputs)}
+        parts = []
+        for b in self.calls:
+            leaves, spec = tree_flatten((b.args, b.kwargs))
+            norm = []
+            for x in leaves:
+                if isinstance(x, TensorProxy):
+                    norm.append(local.get(x.name, ("free", x.name)))
+                else:
+                    try:
+                        hash(x)
+                        norm.append((type(x), x))
+                    except TypeError:
+                        norm.append((type(x), repr(x)))
+            for p in b.output_proxies():
+                local[p.name] = ("local", len(local))
+            parts.append((b.sym.id, str(spec), tuple(norm)))
+        meta = tuple((tuple(p.shape), p.dtype, p.device, p.requires_grad) for p in self.inputs)
+        return (tuple(parts), tuple(local[p.name] for p in self.outputs), meta)
+
+
+@dataclass(frozen=True)
+class Declined:
+    """What `compile_region` returns to hand a region back *with a reason*.
+
+    The region's calls go to the other executors, as when it returns None, and the
+    reason ("torch was faster on these shapes (...)") is shown by `squall explain` for
+    each of them. Identical regions are declined once, for the same reason.
+    """
+
+    reason: str
+
+
+def form_regions(bsyms: Sequence[BoundSymbol], claimed: Callable[[BoundSymbol], bool]) -> tuple[list[list[int]], list[list[int]]]:
+    """Group the claimed calls into maximal regions along data flow, never creating a cycle.
+
+    Returns (regions, order): each region is a list of indices into `bsyms`; `order` is
+    every unit (a region, or one unclaimed call) as index lists, in an order that
+    respects data flow, stable with respect to the original order.
+    """
+    producer: dict[str, int] = {}
+    group_of: list[int | None] = []
+    reaches: list[frozenset[int]] = []  # groups with a path to call i
+    reaches_outside: list[frozenset[int]] = []  # ... through a call outside that group
+    groups: list[list[int]] = []
+    preds_of: list[set[int]] = []
+    for i, b in enumerate(bsyms):
+        preds = {producer[p.name] for p in b.input_proxies() if p.name in producer}
+        r: set[int] = set()
+        ro: set[int] = set()
+        for p in preds:
+            gp = group_of[p]
+            for g in reaches[p]:
+                r.add(g)
+                if g != gp or g in reaches_outside[p]:
+                    ro.add(g)
+            if gp is not None:
+                r.add(gp)
+        group = None
+        if claimed(b):
+            # prefer a producer's region (vertical fusion), else the latest region it may join
+            for p in sorted(preds, reverse=True):
+                if group_of[p] is not None and group_of[p] not in ro:
+                    group = group_of[p]
+                    break
+            else:
+                group = next((g for g in reversed(range(len(groups))) if g not in ro), None)
+            if group is None:
+                group = len(groups)
+                groups.append([])
+            groups[group].append(i)
+        group_of.append(group)
+        reaches.append(frozenset(r))
+        reaches_outside.append(frozenset(ro))
+        preds_of.append(preds)
+        for p in b.output_proxies():
+            producer[p.name] = i
+
+    # the units (regions and unclaimed calls) in a data-flow order, by topological sort
+    unit_of = [("g", g) if g is not None else ("c", i) for i, g in enumerate(group_of)]
+    members: dict[tuple, list[int]] = {}
+    for i, u in enumerate(unit_of):
+        members.setdefault(u, []).append(i)
+    succs: dict[tuple, set] = {u: set() for u in members}
+    indeg: dict[tuple, int] = {u: 0 for u in members}
+    for i, preds in enumerate(preds_of):
+        for p in preds:
+            a, b = unit_of[p], unit_of[i]
+            if a != b and b not in succs[a]:
+                succs[a].add(b)
+                indeg[b] += 1
+    ready = [(members[u][0], u) for u in members if indeg[u] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, u = heapq.heappop(ready)
+        order.append(members[u])
+        for v in succs[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(ready, (members[v][0], v))
+    assert len(order) == len(members), "fusion regions formed a cycle"
+    return groups, order
+
+
+class FusionExecutor(Executor):
+    """An executor that claims operations and fuses them into regions.
+
+    It claims an operation it supports (`register_supported`), or one whose whole
+    decomposition it supports. Its `fusion_pass` groups the claimed calls into maximal
+    regions (`form_regions`) and asks `compile_region` for one callable per region;
+    identical regions compile once. A region smaller than `min_region_size`, or one
+    `compile_region` declines (returns None, or `Declined(reason)`) or fails on, is left
+    to the planner's final pass, which hands its calls to the other executors and asks
+    `left_out_reason` why, for `squall explain`.
+    """
+
+    min_region_size = 1
+
+    def __init__(self, name: str, **kwargs: Any):
+        super().__init__(name, **kwargs)
+        self.supported: dict[str, Callable[..., bool] | None] = {}
+        self._compiled: dict[tuple, Callable | None] = {}
+        self.region_symbol = Symbol(f"{name}.region", "region", lambda *a: None, is_prim=True, tags=(FUSION_REGION,))
+        self.compile_errors: list[str] = []
+        # the calls the latest fusion pass handed back, with why: id(bsym) -> (bsym, reason)
+        self._left_out: dict[int, tuple[BoundSymbol, str]] = {}
+
+    def left_out_reason(self, bsym: BoundSymbol) -> str:
+        """Why the latest fusion pass handed `bsym` back ("" when it gave no reason)."""
+        entry = getattr(self, "_left_out", {}).get(id(bsym))
+        return entry[1] if entry is not None and entry[0] is bsym else ""
+
+    def _hand_back(self, members: Sequence[BoundSymbol], reason: str) -> None:
+        for b in members:
+            self._left_out[id(b)] = (b, reason)
+
+    def register_supported(self, op: Symbol | CustomOperation | str, checker: Callable[..., bool] | None = None) -> None:
+        """Declare that this executor can fuse `op` (when `checker`, given proxies, agrees)."""
+        self.supported[symbol_id(op)] = checker
+
+    def implementation_for(self, sym: Symbol) -> Implementation | None:
+        if sym.id not in self.supported:
+            return None
+        return Implementation(None, self.supported[sym.id])
+
+    def offer(self, bsym: BoundSymbol) -> tuple[Implementation | None, str]:
+        impl, reason = super().offer(bsym)
+        if impl is not None or not bsym.subsymbols:
+            return impl, reason
+        # an op it does not take directly is still fusible when its whole decomposition is
+        for sub in bsym.subsymbols:
+            sub_impl, sub_reason = self.offer(sub)
+            if sub_impl is None:
+                return None, f"{reason} (in its decomposition, {sub.sym.id}: {sub_reason})"
+        return Implementation(None), ""
+
+    def claimed_ops(self) -> list[str]:
+        return sorted(self.supported)
+
+    def _expand(self, bsym: BoundSymbol) -> list[BoundSymbol]:
+        if super().offer(bsym)[0] is not None:
+            return [bsym]
+        return [c for sub in bsym.subsymbols for c in self._expand(sub)]
+
+    def compile_region(self, region: FusionRegion) -> Callable | Declined | None:
+        """One callable for `region`, or `Declined(reason)` (or None) to hand it back; subclasses compile here."""
+        return None
+
+    def fusion_pass(self, bsyms: list[BoundSymbol], output: Any) -> list[BoundSymbol]:
+        """Replace the calls this executor claimed by region calls; `output` is the program's output."""
+        mine = lambda b: b.executor is self and b.impl is None
+        self._left_out = {}
+        groups, order = form_regions(bsyms, mine)
+        consumers: dict[str, set[int]] = {}
+        for i, b in enumerate(bsyms):
+            for p in b.input_proxies():
+                consumers.setdefault(p.name, set()).add(i)
+        returned = {p.name for p in flat_proxies(output)}
+        result: list[BoundSymbol] = []
+        for unit in order:
+            if not mine(bsyms[unit[0]]) or len(unit) < self.min_region_size:
+                if mine(bsyms[unit[0]]):
+                    self._hand_back([bsyms[i] for i in unit], f"a region of {len(unit)} call{'s' * (len(unit) != 1)}, "
+                                    f"below this executor's minimum of {self.min_region_size}")
+                result.extend(bsyms[i] for i in unit)
+                continue
+            region_call = self._region(bsyms, unit, consumers, returned)
+            result.extend([region_call] if region_call is not None else [bsyms[i] for i in unit])
+        return result
+
+    def _region(self, bsyms, unit: list[int], consumers: dict[str, set[int]], returned: set[str]) -> BoundSymbol | None:
+        inside = set(unit)
+        members = [bsyms[i] for i in unit]
+        produced = {p.name for b in members for p in b.output_proxies()}
+        inputs: dict[str, TensorProxy] = {}
+        for b in members:
+            for p in b.input_proxies():
+                if p.name not in produced:
+                    inputs.setdefault(p.name, p)
+        outputs: dict[str, TensorProxy] = {}
+        for b in members:
+            for p in b.output_proxies():
+                if p.name in returned or consumers.get(p.name, set()) - inside:
+                    outputs.setdefault(p.name, p)
+        calls = [c for b in members for c in self._expand(b)]
+        region = FusionRegion(self.name, members, calls, list(inputs.values()), list(outputs.values()))
+        key = region.signature()
+        if key not in self._compiled:
+            try:
+                self._compiled[key] = self.compile_region(region)
+            except Exception as e:  # noqa: BLE001 - a region that fails to compile runs unfused
+                self.compile_errors.append(f"compile_region raised {type(e).__name__}: {e}")
+                self._compiled[key] = Declined(f"compile_region raised {type(e).__name__}: {e}")
+        fn = self._compiled[key]
+        if fn is None or isinstance(fn, Declined):
+            self._hand_back(members, fn.reason if fn is not None else "")
+            return None
+        return BoundSymbol(
+            self.region_symbol, tuple(region.inputs), {}, tuple(region.outputs), tuple(members),
+            members[0].source, self, fn,
+        )
