@@ -1,8 +1,8 @@
-"""Code generation: an execution plan becomes the source of one Python function.
+"""Code generation: an execution trace becomes the source of one Python function.
 
-The function unpacks its inputs, calls each executor's implementation in order,
-deletes every intermediate after its last use, and returns the output structure.
-Its source is registered with `linecache` so tracebacks and debuggers show it.
+The function unpacks its inputs, calls each executor's implementation in the trace's
+order (deleting what the trace's `del`s name), and returns the output structure. Its
+source is registered with `linecache` so tracebacks and debuggers show it.
 """
 from __future__ import annotations
 
@@ -13,23 +13,12 @@ from typing import Any
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .proxies import TensorProxy, type_string
-from .symbol import BoundSymbol
 from .sources import load_source
-from .trace import ValuePrinter
+from .symbol import DEL
+from .trace import Trace, ValuePrinter
+from .tracing import InputBinding
 
-__all__ = ["InputBinding", "generate", "GeneratedFunction", "load_source"]
-
-
-@dataclass(frozen=True)
-class InputBinding:
-    """Where an input proxy comes from: a path of indexes into the function's arguments.
-
-    The path starts at "params" (a module's parameters and buffers, a list),
-    "args" (positional arguments, a tuple) or "kwargs" (a dict).
-    """
-
-    proxy: TensorProxy
-    path: tuple  # e.g. ("args", 1, "k")
+__all__ = ["generate", "GeneratedFunction", "load_source"]
 
 
 @dataclass
@@ -58,17 +47,20 @@ def _output_expression(output: Any, printer: ValuePrinter) -> str:
 
 
 def generate(
-    name: str,
+    trace: Trace,
     bindings: list[InputBinding],
-    bsyms: list[BoundSymbol],
-    output: Any,
-    constants: dict[str, Any],
     *,
     takes_params: bool,
     nargs: int,
     takes_kwargs: bool,
 ) -> GeneratedFunction:
-    """Python source and callable for `bsyms`, with executor implementations bound as globals."""
+    """Python source and callable for an execution trace, with executor implementations bound as globals.
+
+    `bindings` say where each input comes from in the call (`params`, a module's parameters
+    and buffers, when `takes_params`; `nargs` positional arguments; keyword arguments when
+    `takes_kwargs`).
+    """
+    name, bsyms, output, constants = trace.name, trace.bsyms, trace.output, trace.constants
     local_names = {b.proxy.name for b in bindings} | {p.name for bsym in bsyms for p in bsym.output_proxies()}
     printer = ValuePrinter(dict(constants), reserved=local_names | {"params", "kwargs"})
     # Positional arguments are parameters of the generated function, named after the input
@@ -94,26 +86,15 @@ def generate(
 
     impl_names: dict[int, str] = {}
     for bsym in bsyms:
-        if id(bsym.impl) not in impl_names:
+        if bsym.sym is not DEL and id(bsym.impl) not in impl_names:
             impl_names[id(bsym.impl)] = printer.name_for(bsym.impl, f"{bsym.executor.name}_{bsym.sym.name}")
-
-    # last use of every name, so intermediates are freed as soon as possible
-    returned = {p.name for p in tree_flatten(output)[0] if isinstance(p, TensorProxy)}
-    last_use: dict[str, int] = {}
-    for i, bsym in enumerate(bsyms):
-        for p in bsym.input_proxies():
-            last_use[p.name] = i
-    for i, bsym in enumerate(bsyms):
+    for bsym in bsyms:
+        if bsym.sym is DEL:
+            lines.append(f"  del {', '.join(p.name for p in bsym.args)}")
+            continue
         target, picks = printer.assignment(bsym.output) if bsym.output is not None else ("", [])
         lines.append(f"  {target + ' = ' if target else ''}{printer.call(impl_names[id(bsym.impl)], bsym)}")
         lines.extend(f"  {line}" for line in picks)
-        outs = bsym.output_proxies()
-        dead = sorted(
-            {p.name for p in bsym.input_proxies() if last_use.get(p.name) == i and p.name not in returned and p.name not in constants}
-            | {p.name for p in outs if p.name not in last_use and p.name not in returned}
-        )
-        if dead:
-            lines.append(f"  del {', '.join(dead)}")
     lines.append(f"  return {_output_expression(output, printer)}")
     source = "\n".join(lines) + "\n"
     filename = load_source(source, f"generated-{name}", printer.globals)

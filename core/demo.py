@@ -151,7 +151,8 @@ def main(executors: list[str] | None = None, *, batch: int = 4, seq: int = 128, 
         eager_s = _best_time(model, idx, targets)
         compiled_s = _best_time(jitted, idx, targets)
 
-    traced, plan, executed = squall.last_traces(jitted)
+    compilation = squall.last_traces(jitted)
+    traced, plan = compilation.traced, compilation.plan
     print(f"squall demo: a {model.cfg.n_layer}-layer GPT ({sum(p.numel() for p in model.parameters()):,} parameters), "
           f"input {list(idx.shape)}, torch {torch.__version__}\n")
     lines = str(traced).splitlines()

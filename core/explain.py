@@ -17,8 +17,9 @@ import torch
 
 from .config import ExecutorPriority, resolve_executors
 from .extend import LEFT_OUT
-from .jit import JittedFunction, JittedModule, jitted_state, trace_program
-from .planner import Plan, RegionRecord, plan
+from .jit import JittedFunction, JittedModule, jitted_state
+from .pipeline import compile_program
+from .planner import Plan, RegionRecord
 from .plugins import Marketplace, default_marketplace
 from .proxies import type_string
 from .symbol import Tags
@@ -151,9 +152,7 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
         target, module, priority = fn, fn if isinstance(fn, torch.nn.Module) else None, resolve_executors(None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        trace, _ = trace_program(target, args, kwargs, module=module)
-        needs_grad = torch.is_grad_enabled() and any(p.requires_grad for p in trace.inputs)
-        execution = plan(trace, priority, autograd=needs_grad)
+        execution = compile_program(target, args, kwargs, executors=priority, module=module, generate_code=False).plan
     rows = [
         OperationRow(
             d.bsym.sym.id,

@@ -41,6 +41,7 @@ from .sources import load_source
 from .symbol import BoundSymbol, Symbol, Tags
 from .torch_executor import PRIM_IMPLS as TORCH_PRIM_IMPLS
 from .trace import ValuePrinter
+from .tracing import trace_program
 
 __all__ = [
     # executors
@@ -71,6 +72,7 @@ __all__ = [
     "TORCH_PRIM_IMPLS",
     "ValuePrinter",
     "load_source",
+    "trace_program",
     "SquallWarning",
     # why an executor did not take an operation (reasons start with one of these)
     "NOT_IMPLEMENTED",

@@ -18,11 +18,11 @@ from torch.utils._pytree import tree_flatten
 from .executor import Executor, Implementation
 from .operations import CustomOperation, symbol_id
 from .proxies import TensorProxy
-from .symbol import BoundSymbol, Symbol, flat_proxies
+from .symbol import BoundSymbol, Symbol, Tags, flat_proxies
 
 __all__ = ["FusionExecutor", "FusionRegion", "Declined", "form_regions", "FUSION_REGION", "LEFT_OUT"]
 
-FUSION_REGION = "fusion_region"  # the tag on a fusion region's symbol
+FUSION_REGION = Tags.FUSION_REGION  # the tag on a fusion region's symbol
 LEFT_OUT = "fusion pass left it out"  # a fusion executor claimed a call, then handed it back
 
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import keyword
-import re
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -16,147 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten
 
-from . import ltorch
-from .codegen import GeneratedFunction, InputBinding, generate, load_source
 from .config import resolve_executors
-from .extend import Executor
-from .ltorch.base import SquallWarning, TorchLanguage, TracingMode, check_not_stale
-from .planner import Plan, plan
-from .prims import copy_
-from .proxies import TensorProxy, TracingContext, current_context, tracing
-from .trace import Trace
+from .executor import Executor
+from .ltorch.base import SquallWarning
+from .pipeline import Compilation, compile_program
+from .proxies import current_context
+from .sources import load_source
+from .tracing import argument_names, module_slots
 
-__all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces", "trace_program"]
-
-
-@functools.cache
-def _torch_table() -> dict:
-    return ltorch.torch_table()
-
-
-# --- input names ------------------------------------------------------------------------------
-
-_RESERVED = {"torch", "params", "args", "kwargs"}
-_GENERATED = re.compile(r"^[tc]\d+$")
-
-
-def _local_name(hint: str, taken: set[str]) -> str:
-    """A local variable name for an input, derived from a user's name but never clashing."""
-    base = re.sub(r"\W", "_", hint).lstrip("_") or "a"
-    if base[0].isdigit():
-        base = "a" + base
-    if keyword.iskeyword(base) or base in _RESERVED or _GENERATED.match(base):
-        base += "_"
-    name, n = base, 1
-    while name in taken:
-        name = f"{base}_{n}"
-        n += 1
-    taken.add(name)
-    return name
-
-
-def _argument_names(fn: Callable, nargs: int) -> list[str]:
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    names = []
-    for i in range(nargs):
-        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY, params[i].POSITIONAL_OR_KEYWORD):
-            names.append(params[i].name)
-        elif params and params[-1].kind == params[-1].VAR_POSITIONAL:
-            names.append(f"{params[-1].name}{i}")
-        else:
-            names.append(f"a{i}")
-    return names
-
-
-# --- tracing ----------------------------------------------------------------------------------
-
-
-def _module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[str]]:
-    """One (owner dict, key) slot and one dotted name per distinct parameter or buffer."""
-    slots: list[tuple[dict, str]] = []
-    names: list[str] = []
-    seen: set[int] = set()
-    for prefix, sub in module.named_modules(remove_duplicate=False):
-        for store in (sub._parameters, sub._buffers):
-            for key, value in store.items():
-                if value is None or id(value) in seen:
-                    continue
-                seen.add(id(value))
-                slots.append((store, key))
-                names.append(f"{prefix}.{key}" if prefix else key)
-    return slots, names
-
-
-def trace_program(
-    fn: Callable,
-    args: tuple,
-    kwargs: dict,
-    *,
-    module: torch.nn.Module | None = None,
-    name: str = "computation",
-) -> tuple[Trace, list[InputBinding]]:
-    """Trace `fn(*args, **kwargs)` (or `module(...)`) into a Trace of ltorch calls.
-
-    Tensors in the arguments become input proxies; so do TensorProxy stand-ins, which
-    let a plugin trace a program for a CUDA device on a machine without one.
-    """
-    language = TorchLanguage(_torch_table())
-    ctx = TracingContext(language.dispatch)
-    taken: set[str] = set()
-    paths: list[tuple] = []
-
-    def proxify(x, path: tuple, hint: str):
-        # a TensorProxy given as an input stands in for a tensor of its metadata (and name):
-        # it lets a program be traced for a device this machine lacks
-        if isinstance(x, (torch.Tensor, TensorProxy)):
-            name = _local_name(x.name if isinstance(x, TensorProxy) else hint, taken)
-            p = TensorProxy(name, shape=x.shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad)
-            ctx.inputs.append(p)
-            paths.append(path)
-            return p
-        if type(x) in (list, tuple):
-            return type(x)(proxify(v, (*path, i), f"{hint}_{i}") for i, v in enumerate(x))
-        if type(x) is dict:
-            return {k: proxify(v, (*path, k), f"{hint}_{k}") for k, v in x.items()}
-        return x
-
-    swapped: list[tuple[dict, str, Any]] = []
-    with tracing(ctx):
-        if module is not None:
-            slots, names = _module_slots(module)
-            for i, ((store, key), dotted) in enumerate(zip(slots, names)):
-                real = store[key]
-                proxy = proxify(real, ("params", i), "p_" + dotted)
-                # every slot holding this tensor (tied weights) sees the same proxy
-                for prefix, sub in module.named_modules(remove_duplicate=False):
-                    for other in (sub._parameters, sub._buffers):
-                        for k, v in other.items():
-                            if v is real:
-                                swapped.append((other, k, v))
-                                other[k] = proxy
-        arg_names = _argument_names(module.forward if module is not None else fn, len(args))
-        p_args = tuple(proxify(a, ("args", i), arg_names[i]) for i, a in enumerate(args))
-        p_kwargs = {k: proxify(v, ("kwargs", k), k) for k, v in kwargs.items()}
-        try:
-            with TracingMode(language):
-                result = (module if module is not None else fn)(*p_args, **p_kwargs)
-                result = tree_map(lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x, result)
-                if ctx.stale:
-                    check_not_stale(ctx, "the function's output", result)
-                    check_not_stale(ctx, "a tensor passed in (eager would modify it)", ctx.inputs)
-                for original, handle in ctx.mutated_inputs.values():
-                    copy_(original, handle)
-        finally:
-            for store, key, value in reversed(swapped):
-                store[key] = value
-    bindings = [InputBinding(p, path) for p, path in zip(ctx.inputs, paths)]
-    trace = Trace(name, list(ctx.inputs), ctx.scopes[0], result, constants=ctx.constants, context=ctx)
-    return trace, bindings
+__all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces"]
 
 
 # --- the cache key ------------------------------------------------------------------------------
@@ -268,16 +136,14 @@ _MODULE_PARTS = {
 
 @dataclass
 class CompiledEntry:
-    """One compiled signature: its traces, plan, generated function, and compile time."""
+    """One compiled signature: its compilation (traces, plan, generated function) and compile time."""
 
-    traced: Trace
-    plan: Plan
-    generated: GeneratedFunction
+    compilation: Compilation
     compile_seconds: float
 
     @property
     def source(self) -> str:
-        return self.generated.source
+        return self.compilation.source
 
 
 @dataclass
@@ -313,7 +179,7 @@ class JittedFunction:
         self._slots: list[tuple[dict, str]] = []
         self._submodules: list[torch.nn.Module] = []
         if self.module is not None:
-            self._slots, _ = _module_slots(self.module)
+            self._slots, _ = module_slots(self.module)
             self._submodules = list(self.module.modules())
         self.entry_point = self._make_entry_point()
 
@@ -355,28 +221,16 @@ class JittedFunction:
         start = time.perf_counter()
         self.stats.misses += 1
         self._note_changes(args, kwargs)
-        trace, bindings = trace_program(self.fn, args, kwargs, module=self.module)
-        needs_grad = torch.is_grad_enabled() and any(p.requires_grad for p in trace.inputs)
-        execution = plan(trace, self.executors, autograd=needs_grad)
-        generated = generate(
-            trace.name,
-            bindings,
-            execution.bsyms,
-            trace.output,
-            trace.constants,
-            takes_params=params is not None,
-            nargs=len(args),
-            takes_kwargs=bool(kwargs),
-        )
-        entry = CompiledEntry(trace, execution, generated, time.perf_counter() - start)
+        compilation = compile_program(self.fn, args, kwargs, executors=self.executors, module=self.module)
+        entry = CompiledEntry(compilation, time.perf_counter() - start)
         self._entries[key] = entry
-        self._cache[key] = generated.fn
+        self._cache[key] = compilation.fn
         self.last_entry = entry
-        return generated.fn
+        return compilation.fn
 
     def _note_changes(self, args: tuple, kwargs: dict) -> None:
         fn = self.module.forward if self.module is not None else self.fn
-        parts = _key_parts(args, kwargs, _argument_names(fn, len(args)))
+        parts = _key_parts(args, kwargs, argument_names(fn, len(args)))
         if self._last_parts is not None:
             for label, part in parts.items():
                 if self._last_parts.get(label) != part:
@@ -423,18 +277,6 @@ def jit(fn: Callable, *, executors: Sequence[Executor] | None = None, recompile_
     return state.entry_point
 
 
-@dataclass
-class LastTraces:
-    """The traces of the most recent compilation: as traced, as planned, as executed (source)."""
-
-    traced: Trace
-    plan: Plan
-    executed: str
-
-    def __iter__(self):
-        return iter((self.traced, self.plan, self.executed))
-
-
 def jitted_state(jfn: Any) -> JittedFunction:
     """The compilation state behind a function or module returned by squall.jit."""
     if isinstance(jfn, JittedModule):
@@ -447,9 +289,10 @@ def jitted_state(jfn: Any) -> JittedFunction:
     raise TypeError(f"expected a function returned by squall.jit, got {type(jfn).__name__}")
 
 
-def last_traces(jfn: Any) -> LastTraces:
-    """The traces of `jfn`'s most recent compilation."""
+def last_traces(jfn: Any) -> Compilation:
+    """The traces of `jfn`'s most recent compilation, in order (as traced, as planned, as
+    executed); `.plan` has the planner's decisions and `.source` the generated Python."""
     entry = jitted_state(jfn).last_entry
     if entry is None:
         raise RuntimeError("this function has not been compiled yet: call it first")
-    return LastTraces(entry.traced, entry.plan, entry.source)
+    return entry.compilation

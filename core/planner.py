@@ -16,12 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .extend import FUSION_REGION, LEFT_OUT, UNAVAILABLE, Executor, FusionExecutor, Implementation
+from .executor import UNAVAILABLE, Executor, Implementation
+from .fusion import FUSION_REGION, LEFT_OUT, FusionExecutor
 from .proxies import tracing
-from .symbol import BoundSymbol, Tags, flat_proxies
+from .passes import remove_dead_code
+from .symbol import BoundSymbol, flat_proxies
 from .trace import Trace
 
-__all__ = ["PlanDecision", "Plan", "RegionRecord", "plan", "PlanningError", "remove_dead_code"]
+__all__ = ["PlanDecision", "Plan", "RegionRecord", "plan", "PlanningError"]
 
 
 class PlanningError(RuntimeError):
@@ -56,9 +58,8 @@ class RegionRecord:
 
 @dataclass
 class Plan:
-    """The calls to run, each bound to an executor, and the decisions that led there."""
+    """The decisions that led to a planned trace (attached to it as `trace.plan`)."""
 
-    bsyms: list[BoundSymbol]
     decisions: list[PlanDecision]
     unavailable: dict[str, str]  # executor name -> why it was passed over
     regions: list[RegionRecord] = field(default_factory=list)
@@ -75,15 +76,14 @@ def _transform(ex: Executor, impl: Implementation, bsym: BoundSymbol, trace: Tra
             out = impl.execution_transform(*bsym.args, **bsym.kwargs)
         finally:
             recorded = ctx.scopes.pop()
-    # the transform's outputs take the names the rest of the program uses
-    for new, old in zip(flat_proxies(out), bsym.output_proxies()):
-        new.name = old.name
+    # the transform's outputs are the proxies the rest of the program uses
+    outputs = {id(new): old for new, old in zip(flat_proxies(out), bsym.output_proxies())}
     result = []
     for r in recorded:
         r_impl = ex.implementation_for(r.sym)
         if r_impl is None or r_impl.impl is None:
             raise PlanningError(f"executor {ex.name}'s transform for {bsym.sym.id} called {r.sym.id}, which it does not implement")
-        result.append(r.from_bsym(source=bsym.source, executor=ex, impl=r_impl.impl))
+        result.append(r.swap_proxies(outputs).from_bsym(source=bsym.source, executor=ex, impl=r_impl.impl))
     return result
 
 
@@ -205,8 +205,9 @@ def plan(
     *,
     autograd: bool = False,
     per_op: Mapping[str, Sequence[Executor]] | None = None,
-) -> Plan:
-    """Assign every operation of `trace` to an executor from `executors` (highest priority first).
+) -> Trace:
+    """The planned trace: every operation of `trace` assigned to an executor from `executors`
+    (highest priority first), fusion regions formed, dead code removed; `.plan` holds the decisions.
 
     `per_op` maps operation ids to their own priority lists (defaults to the `per_op` of
     an `ExecutorPriority` from `squall.config`). With `autograd`, only executors PyTorch's
@@ -222,24 +223,8 @@ def plan(
     regions: list[RegionRecord] = []
     if any(isinstance(ex, FusionExecutor) for ex, why in planner.executors if not why):
         out = planner.fuse(out, regions)
-    out = planner.pick_up(out)
-    return Plan(
-        remove_dead_code(out, trace.output),
-        planner.decisions,
-        planner.unavailable,
-        regions,
-        planner.errors,
-        tuple(ex.name for ex in executors),
-    )
-
-
-def remove_dead_code(bsyms: list[BoundSymbol], output: Any) -> list[BoundSymbol]:
-    """Drop calls whose results nobody uses (side effects are always kept)."""
-    live = {p.name for p in flat_proxies(output)}
-    kept = []
-    for bsym in reversed(bsyms):
-        if Tags.SIDE_EFFECT in bsym.sym.tags or any(p.name in live for p in bsym.output_proxies()):
-            kept.append(bsym)
-            live.update(p.name for p in bsym.input_proxies())
-    kept.reverse()
-    return kept
+    out = remove_dead_code(planner.pick_up(out), trace.output)
+    report = Plan(planner.decisions, planner.unavailable, regions, planner.errors, tuple(ex.name for ex in executors))
+    used = [ex.name for ex, why in planner.executors if not why]
+    fused = f", {len(regions)} fusion region{'s' * (len(regions) != 1)}" if regions else ""
+    return Trace.from_trace(trace, bsyms=out, provenance=f"planned for {', '.join(used)}{fused}; dead code removed", plan=report)

@@ -1,7 +1,7 @@
 """Proxies: the stand-ins for tensors while a program is traced.
 
 A `TensorProxy` carries only metadata (shape, dtype, device, requires_grad) and a
-name. Every torch call on it is routed to the active `TracingContext`, which maps
+name. Every torch call on it is routed to the active tracing context (`squall.tracing`), which maps
 it onto the torch language (`squall.ltorch`) and records it. Python numbers are
 not proxied: a compiled function is specialised on their values.
 """
@@ -17,7 +17,6 @@ import torch
 
 __all__ = [
     "TensorProxy",
-    "TracingContext",
     "current_context",
     "tracing",
     "short_dtype",
@@ -25,82 +24,16 @@ __all__ = [
 ]
 
 
-class TracingContext:
-    """What a trace is being recorded into: names, nested scopes, the language dispatcher."""
-
-    def __init__(self, dispatch: Callable[[Callable, tuple, dict], Any] | None = None):
-        self._counters: dict[str, int] = {}
-        # scopes[0] collects the top-level bound symbols; a symbol being called
-        # pushes a scope that collects its decomposition.
-        self.scopes: list[list] = [[]]
-        self.dispatch = dispatch
-        self.constants: dict[str, Any] = {}
-        self._constant_proxies: dict[int, TensorProxy] = {}
-        self.inputs: list[TensorProxy] = []
-        # an input or constant that an in-place op changed: its name -> (its proxy, the handle
-        # that holds its newest value); the value is copied back when the program ends
-        self.mutated_inputs: dict[str, tuple[TensorProxy, TensorProxy]] = {}
-        # Views: torch lets a view and its base share memory, a functional trace cannot.
-        # After an in-place op through one of them, the others hold stale values; using
-        # one is an error (see ltorch.base) rather than a silently different result.
-        self.view_base: dict[int, TensorProxy] = {}  # id(view) -> the root tensor it views
-        self.view_family: dict[int, list[TensorProxy]] = {}  # id(root) -> [root, views...]
-        self.stale: dict[int, str] = {}  # id(proxy) -> why its value is out of date
-
-    def rebind(self, handle: TensorProxy, value: TensorProxy) -> TensorProxy:
-        """Make `handle` (a proxy the program holds) stand for `value` from now on.
-
-        This is how in-place operations become functional: the calls recorded so far
-        keep seeing the old value under its old name, and a tensor the caller passed in
-        (or a captured constant) gets its final value written back when the program ends.
-        """
-        old = TensorProxy(handle.name, like=handle)
-        mapping = {id(handle): old}
-        for scope in self.scopes:
-            scope[:] = [bsym.swap_proxies(mapping) for bsym in scope]
-        if any(x is handle for x in self.inputs) or handle.name in self.constants:
-            self.inputs = [old if x is handle else x for x in self.inputs]
-            self._constant_proxies = {k: (old if v is handle else v) for k, v in self._constant_proxies.items()}
-            self.mutated_inputs[old.name] = (old, handle)
-        # a handle rebound a second time keeps its write-back entry: it holds the newest value
-        handle.name = value.name
-        handle.shape = value.shape
-        handle.dtype = value.dtype
-        handle.device = value.device
-        handle.requires_grad = value.requires_grad
-        return handle
-
-    def new_name(self, prefix: str = "t") -> str:
-        n = self._counters.get(prefix, 0)
-        self._counters[prefix] = n + 1
-        return f"{prefix}{n}"
-
-    def constant(self, value: torch.Tensor) -> TensorProxy:
-        """The proxy standing for a real tensor the program captured (a global, a default)."""
-        p = self._constant_proxies.get(id(value))
-        if p is None:
-            p = TensorProxy(
-                self.new_name("c"),
-                shape=value.shape,
-                dtype=value.dtype,
-                device=value.device,
-                requires_grad=value.requires_grad,
-            )
-            self.constants[p.name] = value
-            self._constant_proxies[id(value)] = p
-        return p
+_current: contextvars.ContextVar[Any] = contextvars.ContextVar("squall_tracing", default=None)
 
 
-_current: contextvars.ContextVar[TracingContext | None] = contextvars.ContextVar("squall_tracing", default=None)
-
-
-def current_context() -> TracingContext | None:
-    """The tracing context in force, or None outside tracing."""
+def current_context() -> Any:
+    """The tracing context in force (a `squall.tracing.TracingContext`), or None outside tracing."""
     return _current.get()
 
 
 @contextmanager
-def tracing(ctx: TracingContext) -> Iterator[TracingContext]:
+def tracing(ctx: Any) -> Iterator[Any]:
     """Make `ctx` the context that proxies and symbols record into."""
     token = _current.set(ctx)
     try:
@@ -109,7 +42,7 @@ def tracing(ctx: TracingContext) -> Iterator[TracingContext]:
         _current.reset(token)
 
 
-def _require_context() -> TracingContext:
+def _require_context() -> Any:
     ctx = _current.get()
     if ctx is None:
         raise RuntimeError("squall: a TensorProxy was used outside of tracing")

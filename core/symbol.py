@@ -12,7 +12,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from .proxies import TensorProxy, current_context
 
-__all__ = ["Symbol", "BoundSymbol", "Tags", "flat_proxies"]
+__all__ = ["Symbol", "BoundSymbol", "Tags", "flat_proxies", "DEL"]
 
 
 class Tags:
@@ -24,6 +24,7 @@ class Tags:
     SHAPE_ONLY = "shape_only"  # changes metadata only (views, reshapes)
     REDUCTION = "reduction"
     ELEMENTWISE = "elementwise"
+    FUSION_REGION = "fusion_region"  # a fusion executor's region call; its members are its subsymbols
 
 
 class Symbol:
@@ -231,6 +232,14 @@ class BoundSymbol:
 
     def __repr__(self) -> str:
         return f"<BoundSymbol {self.sym.id} -> {self.output!r}>"
+
+
+def _del_meta(*names: TensorProxy) -> None:
+    return None
+
+
+# Frees the tensors it names: the execution trace says where each intermediate dies
+DEL = Symbol("python.del", "del", _del_meta, is_prim=True, tags=(Tags.SIDE_EFFECT,))
 
 
 def flat_proxies(tree: Any) -> list[TensorProxy]:

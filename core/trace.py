@@ -14,7 +14,7 @@ import torch
 from torch.utils._pytree import MappingKey, SequenceKey, is_structseq_instance, tree_flatten_with_path
 
 from .proxies import TensorProxy, type_string
-from .symbol import BoundSymbol
+from .symbol import DEL, BoundSymbol, Tags
 
 __all__ = ["Trace", "ValuePrinter"]
 
@@ -131,11 +131,23 @@ def _targets(bsym: BoundSymbol, printer: ValuePrinter) -> str:
 
 
 def default_callee(bsym: BoundSymbol) -> str:
+    """How a trace names the callee: `ltorch.softmax`, `prims.exp`, or after planning the
+    executor's name (`torch.softmax`, `inductor.region`)."""
+    if bsym.executor is not None:
+        return f"{bsym.executor.name}.{bsym.sym.name}"
     return f"{'prims' if bsym.sym.id.startswith('prims.') else 'ltorch'}.{bsym.sym.name}"
 
 
+_SAME = object()
+
+
 class Trace:
-    """A traced program: named inputs, bound symbols in order, an output pytree."""
+    """A program at one stage of compilation: named inputs, bound symbols in order, an output pytree.
+
+    A stage never edits the trace it was given: it builds a new one (`from_trace`) whose
+    `provenance` says what made it ("planned for inductor, torch"). A planned trace's
+    bound symbols each name their executor, and `plan` holds the planner's decisions.
+    """
 
     def __init__(
         self,
@@ -146,6 +158,8 @@ class Trace:
         *,
         constants: dict[str, Any] | None = None,
         context: Any = None,
+        provenance: str = "",
+        plan: Any = None,
     ):
         self.name = name
         self.inputs = inputs
@@ -153,11 +167,32 @@ class Trace:
         self.output = output
         self.constants = constants or {}
         self.context = context  # the TracingContext that made it; planning keeps naming from it
+        self.provenance = provenance
+        self.plan = plan  # the planner's decisions (squall.planner.Plan), on planned traces
 
-    def python(self, *, decompositions: bool = True, callee: Callable[[BoundSymbol], str] = default_callee) -> str:
-        """The trace as Python source, each ltorch call followed by its decomposition as comments."""
+    @classmethod
+    def from_trace(cls, trace: Trace, *, bsyms: list[BoundSymbol], provenance: str, output: Any = _SAME, plan: Any = _SAME) -> Trace:
+        """The next stage of `trace`: same inputs, constants and naming, new calls and provenance."""
+        return cls(
+            trace.name,
+            list(trace.inputs),
+            bsyms,
+            trace.output if output is _SAME else output,
+            constants=trace.constants,
+            context=trace.context,
+            provenance=provenance,
+            plan=trace.plan if plan is _SAME else plan,
+        )
+
+    def python(self, *, decompositions: bool | None = None, callee: Callable[[BoundSymbol], str] = default_callee) -> str:
+        """The trace as Python source, headed by its provenance.
+
+        Each call is followed by its decomposition as comments (by default: before
+        planning every decomposition, after it only fusion regions' members).
+        """
         printer = ValuePrinter()
-        lines = [f"def {self.name}({', '.join(p.name for p in self.inputs)}):"]
+        lines = [f"# {self.provenance}"] if self.provenance else []
+        lines.append(f"def {self.name}({', '.join(p.name for p in self.inputs)}):")
         for p in self.inputs:
             lines.append(f'  # {p.name}: "{type_string(p)}"')
         for name, value in self.constants.items():
@@ -165,9 +200,13 @@ class Trace:
                 lines.append(f'  # {name}: "{value.device} {value.dtype}{list(value.shape)}" (a captured constant)')
 
         def emit(bsym: BoundSymbol, depth: int) -> None:
-            text = f"{_targets(bsym, printer)}{printer.call(callee(bsym), bsym)}{_annotation(bsym)}"
+            if bsym.sym is DEL:
+                text = f"del {', '.join(printer(p) for p in bsym.args)}"
+            else:
+                text = f"{_targets(bsym, printer)}{printer.call(callee(bsym), bsym)}{_annotation(bsym)}"
             lines.append("  " + ("  " * depth + "# " if depth else "") + text)
-            if decompositions:
+            show = decompositions if decompositions is not None else (self.plan is None or Tags.FUSION_REGION in bsym.sym.tags)
+            if show:
                 for sub in bsym.subsymbols:
                     emit(sub, depth + 1)
 
@@ -180,4 +219,4 @@ class Trace:
         return self.python()
 
     def __repr__(self) -> str:
-        return f"<Trace {self.name}: {len(self.bsyms)} calls>"
+        return f"<Trace {self.name}: {len(self.bsyms)} calls ({self.provenance or 'no provenance'})>"

@@ -116,12 +116,68 @@ def test_no_grad_and_grad_modes_compile_separately():
 def test_last_traces_show_decomposition_annotations_and_executors():
     jf = squall.jit(lambda x: torch.exp(x) + 1)
     jf(torch.randn(2, 3))
-    traced, plan, executed = squall.last_traces(jf)
+    traces = squall.last_traces(jf)
+    traced, planned, executed = traces
     text = str(traced)
     assert 't0 = ltorch.exp(x)  # t0: "cpu f32[2, 3]"' in text
     assert "    # t0 = prims.exp(x)" in text
-    assert "torch_exp(x)" in executed
-    assert [d.executor for d in plan.decisions] == ["torch", "torch"]
+    assert 't0 = torch.exp(x)  # t0: "cpu f32[2, 3]"' in str(planned)
+    assert "del x" in str(executed)
+    assert "torch_exp(x)" in traces.source
+    assert [d.executor for d in traces.plan.decisions] == ["torch", "torch"]
+
+
+def test_every_stage_is_a_trace_with_its_provenance_in_order():
+    jf = squall.jit(lambda x: torch.softmax(x, -1) * 2)
+    jf(torch.randn(3, 4))
+    traces = squall.last_traces(jf)
+    assert [type(t) for t in traces] == [squall.trace.Trace] * 3
+    assert traces.traced is traces[0] and traces.planned is traces[1] and traces.executed is traces[2]
+    firsts = [str(t).splitlines()[0] for t in traces]
+    assert firsts[0].startswith("# traced from")
+    assert firsts[1].startswith("# planned for torch")
+    assert firsts[2].startswith("# execution trace")
+    for t in traces:
+        compile(str(t), "<trace>", "exec")  # each prints as Python
+
+
+def test_a_later_stage_never_changes_an_earlier_trace():
+    from squall.codegen import generate
+    from squall.passes import free_after_last_use
+    from squall.planner import plan
+    from squall.tracing import trace_program
+
+    def f(x, w):
+        y = x @ w
+        y.add_(1)  # in place: functionalized while tracing
+        return torch.nn.functional.gelu(y).sum(-1)
+
+    traced, bindings = trace_program(f, (torch.randn(2, 3), torch.randn(3, 4)), {})
+    before = str(traced)
+    planned = plan(traced, squall.config.resolve_executors(["torch"]))
+    planned_text = str(planned)
+    executed = free_after_last_use(planned)
+    generate(executed, bindings, takes_params=False, nargs=2, takes_kwargs=False)
+    assert str(traced) == before
+    assert str(planned) == planned_text
+    assert "del" not in planned_text and "del" in str(executed)
+
+
+def test_calls_are_recorded_in_one_form_whatever_form_the_program_used():
+    seen = []
+
+    def f(x):
+        a = torch.softmax(x, -1)
+        b = torch.softmax(x, dim=-1)
+        c = x.softmax(-1)
+        return a + b + c
+
+    jf = squall.jit(f)
+    jf(torch.randn(2, 3))
+    for b in squall.last_traces(jf).traced.bsyms:
+        if b.sym.id == "torch.softmax":
+            seen.append((b.args[1:], b.kwargs))
+    assert len(seen) == 3 and seen[0] == seen[1] == seen[2]
 
 
 def test_generated_source_appears_in_tracebacks():
@@ -162,7 +218,7 @@ def test_inplace_on_input_writes_back():
     expected = f(x2, y)
     assert_close(out, expected)
     assert_close(x1, x2)  # the caller's tensor was updated like eager's
-    assert "torch_copy_(x, t1)" in squall.last_traces(jf).executed
+    assert "torch_copy_(x, t1)" in squall.last_traces(jf).source
 
 
 def test_captured_tensor_becomes_a_constant():
@@ -223,7 +279,8 @@ def test_bad_inputs_are_clear_errors():
 
 def test_prim_meta_errors_name_the_problem():
     from squall import prims
-    from squall.proxies import TensorProxy, TracingContext, tracing
+    from squall.proxies import TensorProxy, tracing
+    from squall.tracing import TracingContext
 
     with tracing(TracingContext()):
         a = TensorProxy(shape=(2, 3), dtype=torch.float32, device="cpu")

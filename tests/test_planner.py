@@ -139,7 +139,7 @@ def test_fusion_regions_merge_along_data_flow_and_compile_once():
     assert plan.regions[0].ops == ["torch.exp", "torch.mul"]
     assert plan.regions[1].ops == ["torch.exp", "torch.mul", "torch.add"]
     assert [d.executor for d in _decisions(fn, "torch.sin")] == ["torch"]
-    executed = squall.last_traces(fn).executed
+    executed = squall.last_traces(fn).source
     assert executed.count("pyfuse_region") == 2 and "torch_sin" in executed
     # the two regions differ (the second adds 1.0): two compilations
     assert len(fuser.compiled_sources) == 2

@@ -93,7 +93,7 @@ def test_discovered_through_installed_metadata_and_used_by_the_planner(site):
     x = torch.randn(3, 4)
     before = dict(_calls())
     torch.testing.assert_close(fn(x), torch.exp(x) * 2)
-    executed = squall.last_traces(fn).executed
+    executed = squall.last_traces(fn).source
     assert "example_exp" in executed  # the example executor's implementation is what the code calls
     assert _calls()["exp"] == before.get("exp", 0) + 1
     assert _ours(fn.executors.names) == ["example", "torch"]
@@ -130,7 +130,7 @@ def test_custom_operation_from_a_plugin(site):
     before = _calls()["scaled_tanh"]
     torch.testing.assert_close(fn(x), expected + 1)
     assert _calls()["scaled_tanh"] == before + 1
-    assert "example_tanh_scale" in squall.last_traces(fn).executed
+    assert "example_tanh_scale" in squall.last_traces(fn).source
 
     # without the example executor, torch runs the reference the operation was defined with
     fn = squall.jit(lambda x: scaled_tanh(x, 3.0) + 1, executors=["torch"])
@@ -157,7 +157,7 @@ def test_faulty_plugins_are_recorded_and_skipped(site, capsys):
     fn = squall.jit(lambda x: torch.exp(x))
     x = torch.randn(2)
     torch.testing.assert_close(fn(x), torch.exp(x))
-    assert "example_exp" in squall.last_traces(fn).executed
+    assert "example_exp" in squall.last_traces(fn).source
 
     # `squall executors` shows the failures and says so in its exit code
     assert main(["executors"]) == 1
@@ -319,7 +319,7 @@ def _cuda_exp_executor() -> squall.extend.OperatorExecutor:
 
 
 def test_assume_available_plans_a_cuda_trace_as_where_the_executor_runs():
-    from squall.jit import trace_program
+    from squall.tracing import trace_program
     from squall.planner import plan
     from squall.proxies import TensorProxy
 
@@ -327,11 +327,11 @@ def test_assume_available_plans_a_cuda_trace_as_where_the_executor_runs():
     stand_in = TensorProxy("x", shape=(4, 8), dtype=torch.float32, device="cuda")  # no GPU needed to plan
     trace = trace_program(lambda x: torch.exp(x) + 1, (stand_in,), {})[0]
     assert not ex.availability() and "no_such_library_squall_test" in ex.availability().reason
-    assert plan(trace, [ex, torch_ex]).decisions[0].executor == "torch"  # passed over: unavailable here
+    assert plan(trace, [ex, torch_ex]).plan.decisions[0].executor == "torch"  # passed over: unavailable here
 
     with squall.extend.assume_available(ex) as assumed:
         assert assumed == [ex] and ex.availability()
-        decision = plan(trace, [ex, torch_ex]).decisions[0]
+        decision = plan(trace, [ex, torch_ex]).plan.decisions[0]
     assert (decision.bsym.sym.id, decision.executor) == ("torch.exp", "cuda_exp")
     assert not ex.availability()  # on exit, the real answer again
 
@@ -398,7 +398,7 @@ def test_add_operator_executor_as_in_the_docs(clean_default_market):
     before = apex_xentropy.calls
     torch.testing.assert_close(fn(logits, target), F.cross_entropy(logits, target))
     assert apex_xentropy.calls == before + 1
-    assert "= apex_xentropy_apex_xentropy(logits, target" in squall.last_traces(fn).executed
+    assert "= apex_xentropy_apex_xentropy(logits, target" in squall.last_traces(fn).source
 
     # the checker declines label smoothing: torch takes that call
     smooth = squall.jit(lambda a, b: F.cross_entropy(a, b, label_smoothing=0.1))
@@ -422,7 +422,7 @@ def test_add_operator_executor_with_an_op_of_today_and_only_when_named(clean_def
     fn = squall.jit(lambda x: torch.exp(x), executors=["my_exp"])
     torch.testing.assert_close(fn(x), torch.exp(x))
     assert calls == [torch.Size([3])]
-    assert "my_exp_fast_exp" in squall.last_traces(fn).executed
+    assert "my_exp_fast_exp" in squall.last_traces(fn).source
 
     with pytest.raises(KeyError, match="torch.exq"):
         add_operator_executor("bad", {"torch.exq": ("e", None, exp_impl)})

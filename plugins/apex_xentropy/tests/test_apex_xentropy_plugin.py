@@ -16,12 +16,13 @@ import torch
 import torch.nn.functional as F
 
 import squall
-from squall.codegen import InputBinding, generate
+from squall.codegen import generate
+from squall.passes import free_after_last_use
 from squall.extend import assume_available
-from squall.jit import trace_program
+from squall.tracing import InputBinding, TracingContext, trace_program
 from squall.planner import plan
 from squall.plugins import Marketplace
-from squall.proxies import TensorProxy, TracingContext, tracing
+from squall.proxies import TensorProxy, tracing
 
 from squall_apex_xentropy import availability_from, cross_entropy_checker, make_executor
 from squall_apex_xentropy.executor import _reduce_loss
@@ -163,16 +164,16 @@ def test_planned_as_apex_calls_where_it_is_available():
     assert forward.args[2:] == (0.1, -1)
     assert reduce_loss.args[2:] == (-1, "mean", torch.float16)
     assert reduce_loss.output.dtype == torch.float16 and reduce_loss.output.shape == ()
-    assert result.decisions[0].executor == "apex_xentropy"
+    assert result.plan.decisions[0].executor == "apex_xentropy"
     bindings = [InputBinding(p, ("args", i)) for i, p in enumerate(trace.inputs)]
-    source = generate("computation", bindings, result.bsyms, trace.output, {}, takes_params=False, nargs=2, takes_kwargs=False).source
+    source = generate(free_after_last_use(result), bindings, takes_params=False, nargs=2, takes_kwargs=False).source
     assert "= apex_xentropy_xentropy_forward(a0, a1, 0.1, -1)" in source
     assert "apex_xentropy_reduce_loss(" in source and "'mean', torch.float16)" in source
 
     # a call the checker declines goes on to torch, with the reason recorded
     trace = _trace_cuda(lambda x, t: F.cross_entropy(x, t), ((8, 50), torch.float64), ((8,), torch.int64))
     with assume_available(ex):
-        decision = plan(trace, [ex, torch_ex]).decisions[0]
+        decision = plan(trace, [ex, torch_ex]).plan.decisions[0]
     assert decision.executor == "torch" and decision.declined == [("apex_xentropy", "checker declined")]
 
 
@@ -211,7 +212,7 @@ def test_cpu_program_unaffected_and_unavailable_executor_passed_over_with_reason
     fn = lambda x, t: F.cross_entropy(x, t)
     jfn = squall.jit(fn)
     torch.testing.assert_close(jfn(logits, target), fn(logits, target))
-    assert "apex" not in squall.last_traces(jfn).executed
+    assert "apex" not in squall.last_traces(jfn).source
 
     if HAS_APEX and HAS_CUDA:
         named = squall.jit(fn, executors=["apex_xentropy"])
@@ -241,7 +242,7 @@ def test_apex_matches_pytorch_on_gpu(dtype, reduction, smoothing):
     fn = lambda x, t: F.cross_entropy(x, t, ignore_index=-1, reduction=reduction, label_smoothing=smoothing)
     jfn = squall.jit(fn, executors=["apex_xentropy"])
     got = jfn(logits, target)
-    assert "apex_xentropy_xentropy_forward" in squall.last_traces(jfn).executed
+    assert "apex_xentropy_xentropy_forward" in squall.last_traces(jfn).source
     tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=1e-2, rtol=1e-2)
     torch.testing.assert_close(got, fn(logits.float(), target).to(dtype), **tol)
 

@@ -19,11 +19,12 @@ import torch.nn.functional as F
 import squall
 from squall import prims
 from squall.extend import FusionRegion, assume_available
-from squall.jit import trace_program
+from squall.tracing import trace_program
 from squall.planner import plan
 from squall.plugins import Marketplace
 from squall.prims.base import PrimIDs
-from squall.proxies import TensorProxy, TracingContext, tracing
+from squall.proxies import TensorProxy, tracing
+from squall.tracing import TracingContext
 
 from squall_cupy_ops import availability_from, claimed_prims, make_executor
 from squall_cupy_ops.kernels import plan_region
@@ -184,7 +185,7 @@ def test_a_region_with_broadcast_inputs_is_one_kernel_over_views():
     kernel = program.kernels[0]
     assert kernel.in_params_decl == "float32 in0, float32 in1, float32 in2"
     assert kernel.out_params_decl == "float32 out0, bool out1"
-    assert "tanhf(" in kernel.operation and result.errors == []
+    assert "tanhf(" in kernel.operation and result.plan.errors == []
 
 
 def test_groups_of_different_shapes_run_in_dependency_order():
@@ -207,7 +208,7 @@ def test_identical_regions_compile_once():
     ex, result = _plan(two_layers, ((4, 4), torch.float32), ((4, 4), torch.float32))
     regions = [b for b in result.bsyms if b.sym.id == "cupy.region"]
     assert len(regions) == 2 and regions[0].impl is regions[1].impl
-    assert len(ex.programs) == 1 and [r.reused for r in result.regions] == [False, True]
+    assert len(ex.programs) == 1 and [r.reused for r in result.plan.regions] == [False, True]
 
 
 def _single_op_kernels():
@@ -282,7 +283,7 @@ def test_cpu_program_unaffected_and_passed_over_with_reason():
     defaults = squall.plugins.default_marketplace().default_executors()  # every installed plugin that is available
     jfn = squall.jit(fn, executors=defaults)
     torch.testing.assert_close(jfn(x, y), fn(x, y))
-    assert "cupy" not in squall.last_traces(jfn).executed
+    assert "cupy" not in squall.last_traces(jfn).source
 
     expected = make_executor().availability()
     if expected:

@@ -19,7 +19,8 @@ import squall
 from squall.cli import main
 from squall.extend import resolve_operation
 from squall.plugins import Marketplace
-from squall.proxies import TensorProxy, TracingContext, tracing
+from squall.proxies import TensorProxy, tracing
+from squall.tracing import TracingContext
 
 squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor is not installed (pip install -e plugins/inductor)")
 from squall_inductor import InductorExecutor, region_function  # noqa: E402
@@ -175,7 +176,7 @@ def test_cpu_programs_without_fusible_work_plan_as_with_torch_alone():
     torch_only = squall.jit(fn, executors=["torch"])
     torch.testing.assert_close(with_inductor(x, w), fn(x, w))
     torch_only(x, w)
-    assert squall.last_traces(with_inductor).executed == squall.last_traces(torch_only).executed
+    assert squall.last_traces(with_inductor).source == squall.last_traces(torch_only).source
     assert not squall.last_traces(with_inductor).plan.regions  # pure metadata stays with torch
 
 
@@ -224,7 +225,7 @@ def test_regions_compile_once_run_as_one_call_and_explain_their_members(inductor
     plan = squall.last_traces(jfn).plan
     assert [r.ops for r in plan.regions] == [["torch.mul", "torch.add", "torch.tanh"]] * 2
     assert [r.reused for r in plan.regions] == [False, True]  # the second block reuses the first's compilation
-    executed = squall.last_traces(jfn).executed
+    executed = squall.last_traces(jfn).source
     assert executed.count("inductor_region(") == 2 and "torch_matmul(" in executed and "torch_tanh" not in executed
     report = squall.explain(jfn, x, w)
     text = str(report)  # planned again: both regions now reuse the compilation made above

@@ -19,7 +19,8 @@ import squall
 from squall import ltorch, prims
 from squall.cli import main
 from squall.plugins import Marketplace
-from squall.proxies import TensorProxy, TracingContext, tracing
+from squall.proxies import TensorProxy, tracing
+from squall.tracing import TracingContext
 
 import squall_nvfuser
 from squall_nvfuser import checkers, executor, translate
@@ -142,7 +143,7 @@ def test_cpu_programs_run_as_before(ex):
             jfn = squall.jit(fn, executors=executors)
             torch.testing.assert_close(jfn(x, w), expected)
         traces = squall.last_traces(jfn)
-        assert "nvfuser" not in traces.executed
+        assert "nvfuser" not in traces.source
         assert all(d.executor != "nvfuser" for d in traces.plan.decisions)
 
 

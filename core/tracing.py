@@ -1,0 +1,239 @@
+"""Tracing: running a program on proxies and recording what it calls into a Trace.
+
+`TracingContext` is the state of one recording: the names handed out, the scopes that
+collect each call's decomposition, the inputs and captured constants, and what the
+functionalization of in-place ops and views needs (see `squall.ltorch.base`).
+`trace_program` traces a function or an nn.Module on the inputs of one call.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import keyword
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_map
+
+from . import ltorch
+from .ltorch.base import TorchLanguage, TracingMode, check_not_stale
+from .prims import copy_
+from .proxies import TensorProxy, tracing
+from .trace import Trace
+
+__all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names"]
+
+
+class TracingContext:
+    """What a trace is being recorded into: names, nested scopes, the language dispatcher."""
+
+    def __init__(self, dispatch: Callable[[Callable, tuple, dict], Any] | None = None):
+        self._counters: dict[str, int] = {}
+        # scopes[0] collects the top-level bound symbols; a symbol being called
+        # pushes a scope that collects its decomposition.
+        self.scopes: list[list] = [[]]
+        self.dispatch = dispatch
+        self.constants: dict[str, Any] = {}
+        self._constant_proxies: dict[int, TensorProxy] = {}
+        self.inputs: list[TensorProxy] = []
+        # an input or constant that an in-place op changed: its name -> (its proxy, the handle
+        # that holds its newest value); the value is copied back when the program ends
+        self.mutated_inputs: dict[str, tuple[TensorProxy, TensorProxy]] = {}
+        # Views: torch lets a view and its base share memory, a functional trace cannot.
+        # After an in-place op through one of them, the others hold stale values; using
+        # one is an error (see ltorch.base) rather than a silently different result.
+        self.view_base: dict[int, TensorProxy] = {}  # id(view) -> the root tensor it views
+        self.view_family: dict[int, list[TensorProxy]] = {}  # id(root) -> [root, views...]
+        self.stale: dict[int, str] = {}  # id(proxy) -> why its value is out of date
+
+    def rebind(self, handle: TensorProxy, value: TensorProxy) -> TensorProxy:
+        """Make `handle` (a proxy the program holds) stand for `value` from now on.
+
+        This is how in-place operations become functional: the calls recorded so far
+        keep seeing the old value under its old name, and a tensor the caller passed in
+        (or a captured constant) gets its final value written back when the program ends.
+        """
+        old = TensorProxy(handle.name, like=handle)
+        mapping = {id(handle): old}
+        for scope in self.scopes:
+            scope[:] = [bsym.swap_proxies(mapping) for bsym in scope]
+        if any(x is handle for x in self.inputs) or handle.name in self.constants:
+            self.inputs = [old if x is handle else x for x in self.inputs]
+            self._constant_proxies = {k: (old if v is handle else v) for k, v in self._constant_proxies.items()}
+            self.mutated_inputs[old.name] = (old, handle)
+        # a handle rebound a second time keeps its write-back entry: it holds the newest value
+        handle.name = value.name
+        handle.shape = value.shape
+        handle.dtype = value.dtype
+        handle.device = value.device
+        handle.requires_grad = value.requires_grad
+        return handle
+
+    def new_name(self, prefix: str = "t") -> str:
+        n = self._counters.get(prefix, 0)
+        self._counters[prefix] = n + 1
+        return f"{prefix}{n}"
+
+    def constant(self, value: torch.Tensor) -> TensorProxy:
+        """The proxy standing for a real tensor the program captured (a global, a default)."""
+        p = self._constant_proxies.get(id(value))
+        if p is None:
+            p = TensorProxy(
+                self.new_name("c"),
+                shape=value.shape,
+                dtype=value.dtype,
+                device=value.device,
+                requires_grad=value.requires_grad,
+            )
+            self.constants[p.name] = value
+            self._constant_proxies[id(value)] = p
+        return p
+
+
+
+@dataclass(frozen=True)
+class InputBinding:
+    """Where an input proxy comes from: a path of indexes into the function's arguments.
+
+    The path starts at "params" (a module's parameters and buffers, a list),
+    "args" (positional arguments, a tuple) or "kwargs" (a dict).
+    """
+
+    proxy: TensorProxy
+    path: tuple  # e.g. ("args", 1, "k")
+
+
+@functools.cache
+def _torch_table() -> dict:
+    return ltorch.torch_table()
+
+
+# --- input names ------------------------------------------------------------------------------
+
+_RESERVED = {"torch", "params", "args", "kwargs"}
+_GENERATED = re.compile(r"^[tc]\d+$")
+
+
+def _local_name(hint: str, taken: set[str]) -> str:
+    """A local variable name for an input, derived from a user's name but never clashing."""
+    base = re.sub(r"\W", "_", hint).lstrip("_") or "a"
+    if base[0].isdigit():
+        base = "a" + base
+    if keyword.iskeyword(base) or base in _RESERVED or _GENERATED.match(base):
+        base += "_"
+    name, n = base, 1
+    while name in taken:
+        name = f"{base}_{n}"
+        n += 1
+    taken.add(name)
+    return name
+
+
+def argument_names(fn: Callable, nargs: int) -> list[str]:
+    """Names for the first `nargs` positional arguments of `fn` (a0, a1, ... where it has none)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i in range(nargs):
+        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY, params[i].POSITIONAL_OR_KEYWORD):
+            names.append(params[i].name)
+        elif params and params[-1].kind == params[-1].VAR_POSITIONAL:
+            names.append(f"{params[-1].name}{i}")
+        else:
+            names.append(f"a{i}")
+    return names
+
+
+# --- tracing ----------------------------------------------------------------------------------
+
+
+def module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[str]]:
+    """One (owner dict, key) slot and one dotted name per distinct parameter or buffer."""
+    slots: list[tuple[dict, str]] = []
+    names: list[str] = []
+    seen: set[int] = set()
+    for prefix, sub in module.named_modules(remove_duplicate=False):
+        for store in (sub._parameters, sub._buffers):
+            for key, value in store.items():
+                if value is None or id(value) in seen:
+                    continue
+                seen.add(id(value))
+                slots.append((store, key))
+                names.append(f"{prefix}.{key}" if prefix else key)
+    return slots, names
+
+
+def trace_program(
+    fn: Callable,
+    args: tuple,
+    kwargs: dict,
+    *,
+    module: torch.nn.Module | None = None,
+    name: str = "computation",
+) -> tuple[Trace, list[InputBinding]]:
+    """Trace `fn(*args, **kwargs)` (or `module(...)`) into a Trace of ltorch calls.
+
+    Tensors in the arguments become input proxies; so do TensorProxy stand-ins, which
+    let a plugin trace a program for a CUDA device on a machine without one.
+    """
+    language = TorchLanguage(_torch_table())
+    ctx = TracingContext(language.dispatch)
+    taken: set[str] = set()
+    paths: list[tuple] = []
+
+    def proxify(x, path: tuple, hint: str):
+        # a TensorProxy given as an input stands in for a tensor of its metadata (and name):
+        # it lets a program be traced for a device this machine lacks
+        if isinstance(x, (torch.Tensor, TensorProxy)):
+            name = _local_name(x.name if isinstance(x, TensorProxy) else hint, taken)
+            p = TensorProxy(name, shape=x.shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad)
+            ctx.inputs.append(p)
+            paths.append(path)
+            return p
+        if type(x) in (list, tuple):
+            return type(x)(proxify(v, (*path, i), f"{hint}_{i}") for i, v in enumerate(x))
+        if type(x) is dict:
+            return {k: proxify(v, (*path, k), f"{hint}_{k}") for k, v in x.items()}
+        return x
+
+    swapped: list[tuple[dict, str, Any]] = []
+    with tracing(ctx):
+        if module is not None:
+            slots, names = module_slots(module)
+            for i, ((store, key), dotted) in enumerate(zip(slots, names)):
+                real = store[key]
+                proxy = proxify(real, ("params", i), "p_" + dotted)
+                # every slot holding this tensor (tied weights) sees the same proxy
+                for prefix, sub in module.named_modules(remove_duplicate=False):
+                    for other in (sub._parameters, sub._buffers):
+                        for k, v in other.items():
+                            if v is real:
+                                swapped.append((other, k, v))
+                                other[k] = proxy
+        arg_names = argument_names(module.forward if module is not None else fn, len(args))
+        p_args = tuple(proxify(a, ("args", i), arg_names[i]) for i, a in enumerate(args))
+        p_kwargs = {k: proxify(v, ("kwargs", k), k) for k, v in kwargs.items()}
+        try:
+            with TracingMode(language):
+                result = (module if module is not None else fn)(*p_args, **p_kwargs)
+                result = tree_map(lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x, result)
+                if ctx.stale:
+                    check_not_stale(ctx, "the function's output", result)
+                    check_not_stale(ctx, "a tensor passed in (eager would modify it)", ctx.inputs)
+                for original, handle in ctx.mutated_inputs.values():
+                    copy_(original, handle)
+        finally:
+            for store, key, value in reversed(swapped):
+                store[key] = value
+    bindings = [InputBinding(p, path) for p, path in zip(ctx.inputs, paths)]
+    traced = module if module is not None else fn
+    what = getattr(traced, "__qualname__", None) or type(traced).__qualname__
+    trace = Trace(name, list(ctx.inputs), ctx.scopes[0], result, constants=ctx.constants, context=ctx, provenance=f"traced from {what}")
+    return trace, bindings
+
+
