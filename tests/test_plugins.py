@@ -237,63 +237,13 @@ def test_both_hooks_name_the_registry_operations():
     assert error.stage == "validation" and "'registry'" in error.error and "\n" not in error.error
 
 
-# --- the shape of the contract: one-way imports, one public face ----------------------------------
-
-ROOT = Path(__file__).resolve().parents[1]
-CONTRACT = ("hookspecs", "operations", "executor", "fusion", "plugins", "extend", "torch_executor", "sources", "config")
-
-
-def _module_imports(path: Path, module: str) -> set[str]:
-    """The squall modules `path` (the module `module`) imports, relative imports resolved, anywhere in it."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-            target = f"{base}.{node.module}" if node.module else base
-            found.add(target)
-            found.update(f"{target}.{a.name}" for a in node.names)  # `from . import ltorch` names a module
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            found.update(n for n in names if n == "squall" or n.startswith("squall."))
-    return found
-
-
-def _core_import_graph() -> dict[str, set[str]]:
-    files = {}
-    for path in (ROOT / "core").rglob("*.py"):
-        parts = path.relative_to(ROOT / "core").with_suffix("").parts
-        files["squall" + "".join(f".{p}" for p in parts if p != "__init__")] = path
-    # the root package imports everything for its public face; a subpackage import runs its __init__
-    graph = {m: {t for t in _module_imports(p, m) if t in files and t != "squall"} for m, p in files.items()}
-    for deps in graph.values():
-        deps.update({d.rpartition(".")[0] for d in deps if d.count(".") > 1})
-    return graph
-
-
-def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
-    seen, todo = set(), list(graph[start])
-    while todo:
-        m = todo.pop()
-        if m not in seen:
-            seen.add(m)
-            todo.extend(graph.get(m, ()))
-    return seen
-
-
-def test_the_plugin_contract_modules_import_one_way():
-    graph = _core_import_graph()
-    assert "squall.extend" not in _reachable(graph, "squall.plugins")  # the extend <-> plugins cycle is gone
-    for name in CONTRACT:
-        assert f"squall.{name}" not in _reachable(graph, f"squall.{name}"), f"squall.{name} is part of an import cycle"
-    # nothing the planner, code generator or jit builds on imports them back
-    for name in ("operations", "executor", "fusion", "plugins", "extend"):
-        assert not {"squall.planner", "squall.codegen", "squall.jit", "squall.explain"} & _reachable(graph, f"squall.{name}")
-
+# --- the shape of the contract: one public face -------------------------------------------------
 
 def test_plugins_import_only_the_public_face():
+    from test_layout import ROOT, module_imports
+
     for path in sorted((ROOT / "plugins").glob("*/squall_*/**/*.py")) + sorted((ROOT / "tests" / "example_executor").rglob("*.py")):
-        internal = {m for m in _module_imports(path, "plugin.module") if m.startswith("squall") and m != "squall.extend"}
+        internal = {m for m in module_imports(path, "plugin.module") if m.startswith("squall") and m != "squall.extend"}
         assert not internal, f"{path.relative_to(ROOT)} imports {sorted(internal)}: import them from squall.extend"
 
 
