@@ -7,7 +7,7 @@ source is registered with `linecache` so tracebacks and debuggers show it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from torch.utils._pytree import tree_flatten, tree_unflatten
@@ -23,9 +23,12 @@ __all__ = ["generate", "GeneratedFunction", "load_source"]
 
 @dataclass
 class GeneratedFunction:
+    """A generated function, its source, and the generated functions it calls (forward, backward)."""
+
     fn: Callable
     source: str
     filename: str
+    parts: dict[str, GeneratedFunction] = field(default_factory=dict)
 
 
 def _output_expression(output: Any, printer: ValuePrinter) -> str:

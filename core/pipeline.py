@@ -8,13 +8,18 @@ these steps.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+from .autograd import autograd_function, calling_trace
 from .codegen import GeneratedFunction, generate
 from .executor import Executor
+from .grad_rules import default_grad_rules
+from .gradients import NoGradRule, differentiate
+from .ltorch.base import SquallWarning
 from .passes import free_after_last_use
 from .planner import Plan, plan
 from .trace import Trace
@@ -24,7 +29,8 @@ __all__ = ["Compilation", "compile_program"]
 
 
 class Compilation(list):
-    """The traces of one compilation, in order (as traced, as planned, as executed).
+    """The traces of one compilation, in order: as traced, as planned, as executed; where
+    gradients are needed, the forward and backward traces at each stage too.
 
     `plan` holds the planner's decisions, `source` the generated Python (None when the
     compilation stopped after planning), `seconds` the time each stage took.
@@ -50,11 +56,20 @@ class Compilation(list):
 
     @property
     def plan(self) -> Plan:
+        """The planner's decisions for the program (its forward, where it is differentiated)."""
         return self.planned.plan
 
     @property
+    def backward(self) -> Trace | None:
+        """The planned backward trace, where squall differentiated the program."""
+        return next((t for t in self if t.plan is not None and t.name.startswith("backward_")), None)
+
+    @property
     def source(self) -> str | None:
-        return self.generated.source if self.generated is not None else None
+        """The generated Python: the program, then (where differentiated) its forward and backward."""
+        if self.generated is None:
+            return None
+        return "\n".join([self.generated.source, *(part.source for part in self.generated.parts.values())])
 
     @property
     def fn(self) -> Callable | None:
@@ -84,6 +99,19 @@ def compile_program(
     traced, bindings = trace_program(fn, args, kwargs, module=module)
     seconds["trace"] = (now := time.perf_counter()) - start
     needs_grad = torch.is_grad_enabled() and any(p.requires_grad for p in traced.inputs)
+    if needs_grad:
+        try:
+            diff = differentiate(traced, default_grad_rules())
+        except NoGradRule as e:
+            warnings.warn(
+                f"{e}: this program is differentiated by PyTorch's autograd instead, on the executors "
+                "autograd can differentiate through (torch)",
+                SquallWarning,
+                stacklevel=4,
+            )
+        else:
+            seconds["differentiate"] = (start := time.perf_counter()) - now
+            return _compile_differentiated(traced, diff, bindings, executors, module, args, kwargs, seconds, start, generate_code)
     planned = plan(traced, executors, autograd=needs_grad)
     seconds["plan"] = (start := time.perf_counter()) - now
     if not generate_code:
@@ -92,3 +120,27 @@ def compile_program(
     generated = generate(executed, bindings, takes_params=module is not None, nargs=len(args), takes_kwargs=bool(kwargs))
     seconds["generate"] = time.perf_counter() - start
     return Compilation([traced, planned, executed], bindings, generated, seconds)
+
+
+def _positional(trace: Trace) -> list[InputBinding]:
+    return [InputBinding(p, ("args", i)) for i, p in enumerate(trace.inputs)]
+
+
+def _compile_differentiated(traced, diff, bindings, executors, module, args, kwargs, seconds, start, generate_code) -> Compilation:
+    """Plan forward and backward separately on the marketplace, generate both, and the program
+    that runs them inside one autograd.Function."""
+    forward = plan(diff.forward, executors)
+    backward = plan(diff.backward, executors)
+    seconds["plan"] = (now := time.perf_counter()) - start
+    if not generate_code:
+        return Compilation([traced, diff.forward, diff.backward, forward, backward], bindings, None, seconds)
+    forward_x, backward_x = free_after_last_use(forward), free_after_last_use(backward)
+    forward_fn = generate(forward_x, _positional(forward_x), takes_params=False, nargs=len(forward_x.inputs), takes_kwargs=False)
+    backward_fn = generate(backward_x, _positional(backward_x), takes_params=False, nargs=len(backward_x.inputs), takes_kwargs=False)
+    function = autograd_function(diff, forward_fn.fn, backward_fn.fn, traced.name)
+    program = free_after_last_use(calling_trace(traced, function))
+    generated = generate(program, bindings, takes_params=module is not None, nargs=len(args), takes_kwargs=bool(kwargs))
+    generated.parts = {"forward": forward_fn, "backward": backward_fn}
+    seconds["generate"] = time.perf_counter() - now
+    traces = [traced, diff.forward, diff.backward, forward, backward, forward_x, backward_x, program]
+    return Compilation(traces, bindings, generated, seconds)

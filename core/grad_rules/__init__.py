@@ -1,0 +1,18 @@
+"""The default grad rules: one for every differentiable prim, and for the ltorch ops whose
+PyTorch backward kernels beat differentiating their decomposition."""
+from __future__ import annotations
+
+import functools
+
+from ..gradients import GradRules
+from .prims import register_prim_rules
+
+__all__ = ["default_grad_rules"]
+
+
+@functools.cache
+def default_grad_rules() -> GradRules:
+    """The rule table squall differentiates with (built once; executors' rules override it per call)."""
+    rules = GradRules()
+    register_prim_rules(rules)
+    return rules

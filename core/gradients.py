@@ -1,0 +1,282 @@
+"""Gradients: grad rules in a table, and the transform that turns a trace into forward and backward.
+
+A `GradRule` says how one operation (a prim or an ltorch op, by symbol id) is
+differentiated: optionally a `forward` that computes the output and whatever the
+backward will need (PyTorch's fused backward kernels want the forward's statistics,
+e.g. layer norm's mean and rstd), and a `backward` that maps the cotangents of the
+outputs to those of the inputs. Both are ordinary Python over proxies, so what they
+call is recorded as operations that executors can take, in the forward and the
+backward trace alike.
+
+`differentiate(trace, rules)` walks the trace: an operation none of whose inputs
+needs a gradient is kept as it is; one with a rule is recorded through the rule; one
+without is differentiated through its decomposition, piece by piece. A prim with no
+rule that a gradient has to pass through stops the transform with `NoGradRule`: the
+caller then falls back to PyTorch's autograd rather than give a wrong gradient.
+
+The backward trace reads forward values; those it reads are what the forward saves
+(its extra outputs). Nothing else is kept alive for the backward.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch.utils._pytree import tree_map
+
+from . import prims
+from .passes import remove_dead_code
+from .proxies import TensorProxy, tracing
+from .symbol import BoundSymbol, Symbol, Tags, flat_proxies
+from .trace import Trace
+
+__all__ = ["GradRule", "GradCall", "GradRules", "NoGradRule", "Differentiated", "differentiate", "is_differentiable"]
+
+
+class NoGradRule(NotImplementedError):
+    """A gradient must pass through an operation no rule or decomposition differentiates."""
+
+    def __init__(self, op: str, source: tuple[str, int, str] | None = None):
+        where = f" (at {source[0]}:{source[1]}: {source[2]})" if source else ""
+        super().__init__(f"squall has no gradient rule for {op}{where}")
+        self.op = op
+        self.source = source
+
+
+@dataclass
+class GradCall:
+    """What a backward rule is given: the forward call and the cotangents of its outputs.
+
+    `args`/`kwargs` are the call's normalized arguments (forward proxies), `output` its
+    output, `residuals` what the rule's `forward` returned beside the output, and
+    `cotangents` one entry per output proxy, in `flat_proxies(output)` order (`g` is the
+    only one, for single-output operations). A backward rule returns one entry per input
+    proxy of the call, in `flat_proxies((args, kwargs))` order: a proxy of the input's
+    shape and dtype, or None where that input gets no gradient.
+    """
+
+    args: tuple
+    kwargs: dict
+    output: Any
+    residuals: tuple
+    cotangents: tuple
+
+    @property
+    def g(self) -> TensorProxy:
+        (g,) = self.cotangents
+        return g
+
+    @property
+    def inputs(self) -> list[TensorProxy]:
+        return flat_proxies((self.args, self.kwargs))
+
+
+@dataclass(frozen=True)
+class GradRule:
+    """How one operation is differentiated (see the module docstring)."""
+
+    backward: Callable[[GradCall], Any]
+    # (*args, **kwargs) -> (output, residuals); None: the operation itself, no residuals
+    forward: Callable[..., tuple[Any, tuple]] | None = None
+
+
+class GradRules:
+    """Grad rules by symbol id. Tables are objects: the defaults are one, a test may build its own."""
+
+    def __init__(self, rules: Mapping[str, GradRule] | None = None):
+        self._rules: dict[str, GradRule] = dict(rules or {})
+
+    def register(self, op: Symbol | str, backward: Callable[[GradCall], Any], forward: Callable | None = None) -> None:
+        """File the rule for `op` (a symbol or its id); a later rule for the same op replaces it."""
+        self._rules[op.id if isinstance(op, Symbol) else op] = GradRule(backward, forward)
+
+    def get(self, op_id: str) -> GradRule | None:
+        return self._rules.get(op_id)
+
+    def __contains__(self, op_id: object) -> bool:
+        return op_id in self._rules
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rules)
+
+    def __len__(self) -> int:
+        return len(self._rules)
+
+    def updated(self, other: Mapping[str, GradRule]) -> GradRules:
+        """A new table: these rules, overridden by `other`'s."""
+        return GradRules({**self._rules, **other})
+
+
+def is_differentiable(p: TensorProxy) -> bool:
+    """Whether a gradient can flow through a tensor of this dtype (floating or complex)."""
+    return p.dtype.is_floating_point or p.dtype.is_complex
+
+
+@dataclass
+class _TapeEntry:
+    rule: GradRule
+    call: GradCall
+    source: tuple[str, int, str] | None
+
+
+@dataclass
+class Differentiated:
+    """The result of `differentiate`: a forward trace, a backward trace, and how they connect.
+
+    The forward trace returns `(output tensors, saved)`; the backward trace takes the saved
+    tensors and one cotangent per differentiable output tensor (`cotangent_of`, by the
+    output proxy's name) and returns one gradient per forward input, None for inputs
+    that get none.
+    """
+
+    forward: Trace
+    backward: Trace
+    saved: list[TensorProxy]
+    differentiable_outputs: list[TensorProxy]
+    grads_for: list[str]  # names of the forward inputs that get a gradient, in input order
+    rules_used: list[str] = field(default_factory=list)
+
+
+def _zeros_like(p: TensorProxy) -> TensorProxy:
+    return prims.full(tuple(p.shape), 0, device=p.device, dtype=p.dtype)
+
+
+def _accumulate(grads: dict[str, TensorProxy], p: TensorProxy, g: TensorProxy | None) -> None:
+    if g is None:
+        return
+    if tuple(g.shape) != tuple(p.shape) or g.dtype != p.dtype:
+        raise RuntimeError(
+            f"squall: a grad rule returned a gradient of {g.dtype}{list(g.shape)} for {p.name}, "
+            f"which is {p.dtype}{list(p.shape)}"
+        )
+    known = grads.get(p.name)
+    grads[p.name] = g if known is None else prims.add(known, g)
+
+
+class _Differentiator:
+    def __init__(self, trace: Trace, rules: GradRules, overrides: Mapping[int, GradRule]):
+        self.trace = trace
+        self.rules = rules
+        self.overrides = overrides  # id(top-level bsym) -> the rule its executor supplies
+        self.needs_grad: set[str] = {p.name for p in trace.inputs if p.requires_grad and is_differentiable(p)}
+        self.forward: list[BoundSymbol] = []
+        self.tape: list[_TapeEntry] = []
+        self.rules_used: list[str] = []
+
+    def visit(self, bsym: BoundSymbol, rule: GradRule | None = None) -> None:
+        inputs = bsym.input_proxies()
+        if not any(p.name in self.needs_grad for p in inputs) or Tags.SIDE_EFFECT in bsym.sym.tags:
+            self.forward.append(bsym)
+            return
+        rule = rule or self.rules.get(bsym.sym.id)
+        if rule is None:
+            if bsym.subsymbols:
+                for sub in bsym.subsymbols:
+                    self.visit(sub)
+                return
+            outputs = bsym.output_proxies()
+            if not any(is_differentiable(p) for p in outputs):
+                self.forward.append(bsym)  # integer or boolean results: nothing flows back
+                return
+            raise NoGradRule(bsym.sym.id, bsym.source)
+        self.rules_used.append(bsym.sym.id)
+        output, residuals = bsym.output, ()
+        if rule.forward is None:
+            self.forward.append(bsym)
+        else:
+            output, residuals = self._record_forward(bsym, rule)
+        for p in flat_proxies(output):
+            if is_differentiable(p):
+                self.needs_grad.add(p.name)
+        call = GradCall(bsym.args, bsym.kwargs, output, tuple(residuals), ())
+        self.tape.append(_TapeEntry(rule, call, bsym.source))
+
+    def _record_forward(self, bsym: BoundSymbol, rule: GradRule) -> tuple[Any, tuple]:
+        ctx = self.trace.context
+        with tracing(ctx):
+            ctx.scopes.append([])
+            try:
+                output, residuals = rule.forward(*bsym.args, **bsym.kwargs)
+            finally:
+                recorded = ctx.scopes.pop()
+        # the rule's outputs are the proxies the rest of the program uses
+        renames = {id(new): old for new, old in zip(flat_proxies(output), bsym.output_proxies())}
+        for r in recorded:
+            self.forward.append(r.swap_proxies(renames).from_bsym(source=bsym.source))
+        swap = lambda x: renames.get(id(x), x) if isinstance(x, TensorProxy) else x
+        return bsym.output, tuple(tree_map(swap, residuals))
+
+    def backward(self, cotangent_of: dict[str, TensorProxy]) -> dict[str, TensorProxy]:
+        grads: dict[str, TensorProxy] = dict(cotangent_of)
+        for entry in reversed(self.tape):
+            outputs = flat_proxies(entry.call.output)
+            present = [grads.get(p.name) for p in outputs]
+            if all(g is None for g in present):
+                continue
+            cotangents = tuple(g if g is not None else _zeros_like(p) for g, p in zip(present, outputs))
+            call = dataclasses.replace(entry.call, cotangents=cotangents)
+            result = entry.rule.backward(call)
+            inputs = call.inputs
+            result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+            if len(result) != len(inputs):
+                raise RuntimeError(
+                    f"squall: the grad rule used at {entry.source} returned {len(result)} gradients for {len(inputs)} inputs"
+                )
+            for p, g in zip(inputs, result):
+                if p.name in self.needs_grad:
+                    _accumulate(grads, p, g)
+        return grads
+
+
+def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, GradRule] | None = None) -> Differentiated:
+    """Split `trace` into a forward trace that saves what the backward reads, and the backward.
+
+    `overrides` maps id(a top-level bound symbol) to the rule an executor supplies for
+    that call (its grad transform), which wins over the table's.
+    """
+    d = _Differentiator(trace, rules, overrides or {})
+    for bsym in trace.bsyms:
+        d.visit(bsym, d.overrides.get(id(bsym)))
+
+    ctx = trace.context
+    differentiable_outputs = [p for p in flat_proxies(trace.output) if p.name in d.needs_grad]
+    with tracing(ctx):
+        ctx.scopes.append([])
+        try:
+            cotangents = {p.name: TensorProxy(ctx.new_name("g"), like=p, requires_grad=False) for p in differentiable_outputs}
+            grads = d.backward(dict(cotangents))
+        finally:
+            recorded = ctx.scopes.pop()
+    grads_for = [p.name for p in trace.inputs if p.requires_grad and is_differentiable(p)]
+    grad_outputs = tuple(grads.get(name) for name in grads_for)
+
+    recorded = remove_dead_code(recorded, grad_outputs)
+    # what the backward reads of the forward is what the forward saves
+    produced = {p.name for b in recorded for p in b.output_proxies()} | {g.name for g in cotangents.values()}
+    saved: dict[str, TensorProxy] = {}
+    for b in recorded:
+        for p in b.input_proxies():
+            if p.name not in produced:
+                saved.setdefault(p.name, p)
+    for g in grad_outputs:  # a gradient that is a forward value (e.g. a cotangent passed straight through)
+        if g is not None and g.name not in produced:
+            saved.setdefault(g.name, g)
+    saved_list = list(saved.values())
+    forward = Trace.from_trace(
+        trace,
+        bsyms=d.forward,
+        output=(tuple(flat_proxies(trace.output)), tuple(saved_list)),
+        provenance="forward of the gradient transform: returns (output tensors, saved for backward)",
+    )
+    backward = Trace(
+        f"backward_{trace.name}",
+        saved_list + list(cotangents.values()),
+        recorded,
+        grad_outputs,
+        constants=trace.constants,
+        context=ctx,
+        provenance="backward of the gradient transform: (saved, cotangents) -> gradients of the inputs",
+    )
+    return Differentiated(forward, backward, saved_list, differentiable_outputs, grads_for, d.rules_used)
