@@ -47,6 +47,11 @@ def autograd_function(diff: Differentiated, forward_fn: Callable, backward_fn: C
         return tuple(outs)
 
     def backward(ctx, *grads):
+        if torch.is_grad_enabled():
+            raise RuntimeError(
+                "squall: double backward (create_graph=True, or a gradient of a gradient) through a compiled "
+                "function is not supported; call the original function for higher-order gradients"
+            )
         cotangents = []
         for positions in feeds:
             g = grads[positions[0]]

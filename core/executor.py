@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from .operations import CustomOperation, symbol_id
+from .gradients import GradRule
 from .symbol import BoundSymbol, Symbol
 
 __all__ = [
@@ -84,6 +85,9 @@ class Implementation:
     impl: Callable | None
     checker: Callable[..., bool] | None = None
     execution_transform: Callable | None = None
+    # how this executor differentiates the operation when it takes it in a program that
+    # needs gradients (forward and backward, usually in its own operations); None: the default rule
+    grad_transform: GradRule | None = None
 
 
 def _run_checker(impl: Implementation, bsym: BoundSymbol) -> tuple[Implementation | None, str]:
@@ -206,16 +210,22 @@ class OperatorExecutor(Executor):
         *,
         checker: Callable[..., bool] | None = None,
         execution_transform: Callable | None = None,
+        grad_transform: GradRule | None = None,
     ) -> None:
         """Offer `impl` (called with real tensors) for `op`, when `checker` (called with proxies) agrees.
 
         `op` is a symbol, a custom operation, or a name (a torch name such as "torch.exp", or
         an id). With an `execution_transform`, the call is instead rewritten by running the
-        transform on proxies; it must call symbols this executor implements.
+        transform on proxies; it must call symbols this executor implements. With a
+        `grad_transform` (a `GradRule`), a call this executor takes in a program that needs
+        gradients is differentiated by it: its `forward` and `backward` run on proxies and
+        usually call this executor's own operations (`register_operator`).
         """
         if impl is None and execution_transform is None:
             raise ValueError("register_implementation needs an impl or an execution_transform")
-        self.implementations[symbol_id(op)] = Implementation(impl, checker, execution_transform)
+        if grad_transform is not None and not isinstance(grad_transform, GradRule):
+            raise TypeError(f"grad_transform must be a squall.extend.GradRule, got {type(grad_transform).__name__}")
+        self.implementations[symbol_id(op)] = Implementation(impl, checker, execution_transform, grad_transform)
 
     def implementation_for(self, sym: Symbol) -> Implementation | None:
         return self.implementations.get(sym.id)

@@ -40,6 +40,7 @@ from .proxies import TensorProxy, current_context
 from .sources import load_source
 from .symbol import BoundSymbol, Symbol, Tags
 from .torch_executor import PRIM_IMPLS as TORCH_PRIM_IMPLS
+from .gradients import GradCall, GradRule
 from .trace import ValuePrinter
 from .tracing import trace_program
 
@@ -73,6 +74,9 @@ __all__ = [
     "ValuePrinter",
     "load_source",
     "trace_program",
+    # gradients: an executor's own forward and backward for an operation it takes
+    "GradRule",
+    "GradCall",
     "SquallWarning",
     # why an executor did not take an operation (reasons start with one of these)
     "NOT_IMPLEMENTED",
@@ -144,7 +148,7 @@ def register_executor(ex: Executor, *, add_to_default_executors: bool = True, ma
 
 def add_operator_executor(
     name: str,
-    op_map: Mapping[str, tuple[str, Callable[..., bool] | None, Callable]],
+    op_map: Mapping[str, tuple],
     *,
     add_to_default_executors: bool = True,
     default_rank: int = 0,
@@ -159,17 +163,22 @@ def add_operator_executor(
     the torch op's signature and is called with proxies at compile time (None: always
     accept); `impl` has the same signature and is called with real tensors at run time,
     as the executor-level operation `<name>.<op name>` shown in the execution trace.
+    A fourth entry, a `GradRule`, differentiates the operation where this executor takes
+    it in a program that needs gradients (see `register_implementation`'s grad_transform).
     With `add_to_default_executors=False` it is used only where named in a priority list.
     """
     market = marketplace or default_marketplace()
     ex = OperatorExecutor(name, default_rank=default_rank, default=add_to_default_executors)
     for key, entry in op_map.items():
         sym = resolve_operation(key, market.operations)
-        if not (isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[0], str) and callable(entry[2])):
-            raise TypeError(f"op_map[{key!r}] must be (operator name, checker or None, implementation), got {entry!r}")
-        op_name, checker, impl = entry
+        if not (isinstance(entry, tuple) and len(entry) in (3, 4) and isinstance(entry[0], str) and callable(entry[2])):
+            raise TypeError(
+                f"op_map[{key!r}] must be (operator name, checker or None, implementation[, grad rule]), got {entry!r}"
+            )
+        op_name, checker, impl = entry[:3]
+        grad = entry[3] if len(entry) == 4 else None
         operator = ex.register_operator(op_name, meta=_meta_like(sym), fn=impl)
-        ex.register_implementation(sym, checker=checker, execution_transform=functools.partial(_call, operator))
+        ex.register_implementation(sym, checker=checker, execution_transform=functools.partial(_call, operator), grad_transform=grad)
     market.add_executor(ex, default=add_to_default_executors)
     return ex
 

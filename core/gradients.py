@@ -20,6 +20,7 @@ The backward trace reads forward values; those it reads are what the forward sav
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,10 +39,12 @@ __all__ = ["GradRule", "GradCall", "GradRules", "NoGradRule", "Differentiated", 
 class NoGradRule(NotImplementedError):
     """A gradient must pass through an operation no rule or decomposition differentiates."""
 
-    def __init__(self, op: str, source: tuple[str, int, str] | None = None):
-        where = f" (at {source[0]}:{source[1]}: {source[2]})" if source else ""
-        super().__init__(f"squall has no gradient rule for {op}{where}")
+    def __init__(self, op: str, within: str | None = None, source: tuple[str, int, str] | None = None):
+        inside = f" (in the decomposition of {within})" if within and within != op else ""
+        where = f" at {source[0]}:{source[1]}: {source[2]}" if source else ""
+        super().__init__(f"squall has no gradient rule for {op}{inside}{where}")
         self.op = op
+        self.within = within
         self.source = source
 
 
@@ -155,32 +158,56 @@ def _accumulate(grads: dict[str, TensorProxy], p: TensorProxy, g: TensorProxy | 
     grads[p.name] = g if known is None else prims.add(known, g)
 
 
+def _draws_or_writes(bsym: BoundSymbol) -> bool:
+    return any(Tags.RANDOM in b.sym.tags or Tags.SIDE_EFFECT in b.sym.tags for b in bsym.walk())
+
+
 class _Differentiator:
-    def __init__(self, trace: Trace, rules: GradRules, overrides: Mapping[int, GradRule]):
+    """One differentiation: the forward calls recorded so far, and the tape the backward replays."""
+
+    def __init__(self, trace: Trace, rules: GradRules, needs_grad: set[str], overrides: Mapping[int, GradRule] | None = None):
         self.trace = trace
         self.rules = rules
-        self.overrides = overrides  # id(top-level bsym) -> the rule its executor supplies
-        self.needs_grad: set[str] = {p.name for p in trace.inputs if p.requires_grad and is_differentiable(p)}
+        self.overrides = overrides or {}  # id(top-level bsym) -> the rule its executor supplies
+        self.needs_grad = needs_grad  # names of the values a gradient flows back to
+        self.leaves = {p.name for p in trace.inputs if p.requires_grad}
         self.forward: list[BoundSymbol] = []
         self.tape: list[_TapeEntry] = []
         self.rules_used: list[str] = []
 
-    def visit(self, bsym: BoundSymbol, rule: GradRule | None = None) -> None:
+    def visit(self, bsym: BoundSymbol, rule: GradRule | None = None, top: BoundSymbol | None = None) -> None:
+        """Record `bsym` into the forward and, where a gradient flows through it, onto the tape.
+
+        `top` is the program's own call `bsym` is a piece of (for error messages)."""
+        top = top or bsym
         inputs = bsym.input_proxies()
+        if bsym.sym.id == prims.copy_.id and inputs[0].name in self.leaves:
+            raise RuntimeError(
+                f"a leaf Variable that requires grad is being used in an in-place operation ({top.sym.id}"
+                + (f" at {top.source[0]}:{top.source[1]})" if top.source else ")")
+            )
         if not any(p.name in self.needs_grad for p in inputs) or Tags.SIDE_EFFECT in bsym.sym.tags:
             self.forward.append(bsym)
             return
         rule = rule or self.rules.get(bsym.sym.id)
-        if rule is None:
-            if bsym.subsymbols:
+        if rule is None and bsym.subsymbols:
+            if _draws_or_writes(bsym):
+                # its random draws (a dropout mask) must be the forward's: differentiate the pieces in place
                 for sub in bsym.subsymbols:
-                    self.visit(sub)
+                    self.visit(sub, top=top)
                 return
+            # the op runs whole in the forward; the backward recomputes what its pieces' rules read
+            rule = GradRule(functools.partial(self._through_decomposition, bsym, top))
+        if rule is None:
             outputs = bsym.output_proxies()
+            names = {p.name for p in inputs}
+            if all(p.name in names for p in outputs):
+                self.forward.append(bsym)  # it returned its input: the gradient passes as it is
+                return
             if not any(is_differentiable(p) for p in outputs):
                 self.forward.append(bsym)  # integer or boolean results: nothing flows back
                 return
-            raise NoGradRule(bsym.sym.id, bsym.source)
+            raise NoGradRule(bsym.sym.id, top.sym.id, top.source)
         self.rules_used.append(bsym.sym.id)
         output, residuals = bsym.output, ()
         if rule.forward is None:
@@ -192,6 +219,27 @@ class _Differentiator:
                 self.needs_grad.add(p.name)
         call = GradCall(bsym.args, bsym.kwargs, output, tuple(residuals), ())
         self.tape.append(_TapeEntry(rule, call, bsym.source))
+
+    def _through_decomposition(self, bsym: BoundSymbol, top: BoundSymbol, call: GradCall) -> tuple:
+        """The backward of an op without a rule: its decomposition, traced afresh into the
+        backward (fresh names, so nothing clashes with forward values), differentiated piece
+        by piece."""
+        ctx = self.trace.context
+        ctx.scopes.append([])
+        try:
+            output = bsym.sym.meta(*bsym.args, **bsym.kwargs)
+        finally:
+            pieces = ctx.scopes.pop()
+        inputs = call.inputs
+        needs_grad = {p.name for p in inputs if p.name in self.needs_grad}
+        inner = _Differentiator(self.trace, self.rules, needs_grad)
+        for piece in pieces:
+            inner.visit(piece, top=top)
+        ctx.scopes[-1].extend(inner.forward)  # the recomputation; dead code removal keeps what is read
+        self.rules_used.extend(inner.rules_used)
+        cotangents = {new.name: g for new, g in zip(flat_proxies(output), call.cotangents)}
+        grads = inner.backward(cotangents)
+        return tuple(grads.get(p.name) if p.name in needs_grad else None for p in inputs)
 
     def _record_forward(self, bsym: BoundSymbol, rule: GradRule) -> tuple[Any, tuple]:
         ctx = self.trace.context
@@ -236,7 +284,8 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
     `overrides` maps id(a top-level bound symbol) to the rule an executor supplies for
     that call (its grad transform), which wins over the table's.
     """
-    d = _Differentiator(trace, rules, overrides or {})
+    needs_grad = {p.name for p in trace.inputs if p.requires_grad and is_differentiable(p)}
+    d = _Differentiator(trace, rules, needs_grad, overrides)
     for bsym in trace.bsyms:
         d.visit(bsym, d.overrides.get(id(bsym)))
 

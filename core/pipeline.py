@@ -18,7 +18,7 @@ from .autograd import autograd_function, calling_trace
 from .codegen import GeneratedFunction, generate
 from .executor import Executor
 from .grad_rules import default_grad_rules
-from .gradients import NoGradRule, differentiate
+from .gradients import GradRule, NoGradRule, differentiate
 from .ltorch.base import SquallWarning
 from .passes import free_after_last_use
 from .planner import Plan, plan
@@ -101,7 +101,7 @@ def compile_program(
     needs_grad = torch.is_grad_enabled() and any(p.requires_grad for p in traced.inputs)
     if needs_grad:
         try:
-            diff = differentiate(traced, default_grad_rules())
+            diff = differentiate(traced, default_grad_rules(), overrides=executor_grad_rules(traced, executors))
         except NoGradRule as e:
             warnings.warn(
                 f"{e}: this program is differentiated by PyTorch's autograd instead, on the executors "
@@ -120,6 +120,25 @@ def compile_program(
     generated = generate(executed, bindings, takes_params=module is not None, nargs=len(args), takes_kwargs=bool(kwargs))
     seconds["generate"] = time.perf_counter() - start
     return Compilation([traced, planned, executed], bindings, generated, seconds)
+
+
+def executor_grad_rules(trace: Trace, executors: Sequence[Executor]) -> dict[int, GradRule]:
+    """The grad transforms of the executors that will take the program's calls: for each call,
+    the first usable executor (in the planner's order) that accepts it decides, and if it
+    brings a grad transform, that differentiates the call."""
+    per_op = getattr(executors, "per_op", None) or {}
+    usable = [ex for ex in executors if ex.availability()]
+    rules: dict[int, GradRule] = {}
+    for bsym in trace.bsyms:
+        for ex in per_op.get(bsym.sym.id, usable):
+            if not ex.availability():
+                continue
+            impl, _ = ex.offer(bsym)
+            if impl is not None:
+                if impl.grad_transform is not None:
+                    rules[id(bsym)] = impl.grad_transform
+                break
+    return rules
 
 
 def _positional(trace: Trace) -> list[InputBinding]:

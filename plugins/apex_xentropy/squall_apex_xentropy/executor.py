@@ -27,7 +27,7 @@ import importlib.util
 
 import torch
 
-from squall.extend import Availability, OperatorExecutor, TensorProxy
+from squall.extend import Availability, GradCall, GradRule, OperatorExecutor, TensorProxy
 
 __all__ = ["make_executor", "cross_entropy_checker", "availability_from", "EXTENSION", "KERNEL_DTYPES"]
 
@@ -144,21 +144,50 @@ def _reduce_loss(losses: torch.Tensor, target: torch.Tensor, ignore_index: int, 
     return (total / (target != ignore_index).sum()).to(dtype)
 
 
+def _reduce_loss_backward_meta(grad: TensorProxy, target: TensorProxy, ignore_index: int, reduction: str):
+    return TensorProxy(shape=target.shape, dtype=torch.float32, device=target.device)
+
+
+def _reduce_loss_backward(grad: torch.Tensor, target: torch.Tensor, ignore_index: int, reduction: str) -> torch.Tensor:
+    """The per-row loss gradient `reduce_loss` passes back: float32 [N] (xentropy_backward zeroes ignored rows)."""
+    rows = target.shape[0]
+    if reduction == "none":
+        return grad.to(torch.float32)
+    if reduction == "sum":
+        return grad.to(torch.float32).expand(rows)
+    return (grad.to(torch.float32) / (target != ignore_index).sum()).expand(rows)
+
+
 def make_executor() -> OperatorExecutor:
     """The apex_xentropy executor, whether or not apex and CUDA are here (users then see why not)."""
     ex = _ApexXentropyExecutor()
     forward = ex.register_operator("xentropy_forward", meta=_xentropy_forward_meta, fn=_xentropy_forward)
-    # the backward is declared now so that gradient work can call it; nothing plans it yet
-    ex.register_operator("xentropy_backward", meta=_xentropy_backward_meta, fn=_xentropy_backward)
+    backward = ex.register_operator("xentropy_backward", meta=_xentropy_backward_meta, fn=_xentropy_backward)
     reduce_loss = ex.register_operator("reduce_loss", meta=_reduce_loss_meta, fn=_reduce_loss)
+    reduce_loss_backward = ex.register_operator("reduce_loss_backward", meta=_reduce_loss_backward_meta, fn=_reduce_loss_backward)
 
     def cross_entropy_transform(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                                 reduction="mean", label_smoothing=0.0):
         losses, _ = forward(input, target, float(label_smoothing), ignore_index)
         return reduce_loss(losses, target, ignore_index, _legacy_reduction(size_average, reduce, reduction), input.dtype)
 
+    def cross_entropy_forward(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                              reduction="mean", label_smoothing=0.0):
+        # the forward keeps the log-sum-exp per row: the fused backward needs it
+        losses, max_log_sum_exp = forward(input, target, float(label_smoothing), ignore_index)
+        loss = reduce_loss(losses, target, ignore_index, _legacy_reduction(size_average, reduce, reduction), input.dtype)
+        return loss, (max_log_sum_exp,)
+
+    def cross_entropy_backward(call: GradCall):
+        input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing = call.args
+        (max_log_sum_exp,) = call.residuals
+        grad_losses = reduce_loss_backward(call.g, target, ignore_index, _legacy_reduction(size_average, reduce, reduction))
+        grad_input = backward(grad_losses, input, max_log_sum_exp, target, float(label_smoothing), ignore_index)
+        return grad_input, None  # the class indices get no gradient
+
     ex.register_implementation("torch.nn.functional.cross_entropy", checker=cross_entropy_checker,
-                               execution_transform=cross_entropy_transform)
+                               execution_transform=cross_entropy_transform,
+                               grad_transform=GradRule(cross_entropy_backward, cross_entropy_forward))
     return ex
 
 

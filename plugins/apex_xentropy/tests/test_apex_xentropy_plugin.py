@@ -266,3 +266,42 @@ def test_registered_backward_matches_autograd_on_gpu(dtype):
     torch.testing.assert_close(losses, expected_losses.detach(), **tol)
     torch.testing.assert_close(got, expected, **tol)
 
+
+
+# --- training: apex's fused backward -------------------------------------------------------------
+
+
+def test_training_plans_apex_forward_and_its_fused_backward_for_a_cuda_trace():
+    from squall.pipeline import compile_program
+
+    ex = make_executor()
+    torch_ex = squall.plugins.default_marketplace().get("torch")
+    fn = lambda logits, target: F.cross_entropy(logits, target, ignore_index=-1, label_smoothing=0.1)
+    logits = TensorProxy("logits", shape=(8, 50), dtype=torch.float16, device="cuda", requires_grad=True)
+    target = TensorProxy("target", shape=(8,), dtype=torch.int64, device="cuda")
+    with assume_available(ex), torch.enable_grad():
+        compilation = compile_program(fn, (logits, target), {}, executors=[ex, torch_ex], generate_code=False)
+    forward_ids = [b.sym.id for b in compilation.planned.bsyms]
+    backward_ids = [b.sym.id for b in compilation.backward.bsyms]
+    assert forward_ids == ["apex_xentropy.xentropy_forward", "apex_xentropy.reduce_loss"]
+    assert backward_ids == ["apex_xentropy.reduce_loss_backward", "apex_xentropy.xentropy_backward"]
+    # the backward reads the forward's log-sum-exp, the logits and the targets: nothing else is saved
+    assert {p.dtype for p in compilation.backward.inputs[:-1]} == {torch.float32, torch.float16, torch.int64}
+    assert len(compilation.backward.inputs) == 4  # three saved, one cotangent
+    grad_input = compilation.backward.bsyms[-1].output
+    assert grad_input.shape == (8, 50) and grad_input.dtype == torch.float16
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_reduce_loss_backward_is_the_gradient_of_reduce_loss(reduction):
+    from squall_apex_xentropy.executor import _reduce_loss_backward
+
+    losses = torch.rand(6, dtype=torch.float32, requires_grad=True)
+    target = torch.tensor([0, 3, -1, 2, -1, 1])
+    out = _reduce_loss(losses, target, -1, reduction, torch.float32)
+    grad_out = torch.rand_like(out)
+    (expected,) = torch.autograd.grad(out, losses, grad_out)
+    actual = _reduce_loss_backward(grad_out, target, -1, reduction)
+    # the kernel zeroes ignored rows itself; compare the rows it keeps
+    kept = target != -1
+    torch.testing.assert_close(actual[kept], expected[kept])

@@ -1,0 +1,166 @@
+"""Training through squall's own gradients: forward and backward traces planned on the marketplace."""
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import squall
+from squall import prims
+from squall.extend import GradRule, add_operator_executor
+from squall.plugins import Marketplace
+
+
+def _differentiated_by_squall(jfn) -> bool:
+    return squall.last_traces(jfn).backward is not None
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.tanh(self.fc1(x)))
+
+
+def test_optimizer_steps_match_eager_and_squall_differentiates():
+    torch.manual_seed(0)
+    eager = MLP().double()
+    compiled_model = copy.deepcopy(eager)
+    jm = squall.jit(compiled_model)
+    x, target = torch.randn(8, 16, dtype=torch.float64), torch.randn(8, 4, dtype=torch.float64)
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.1)
+    opt_c = torch.optim.SGD(compiled_model.parameters(), lr=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)  # no fallback to PyTorch autograd
+        for _ in range(3):
+            for model, opt in ((eager, opt_e), (jm, opt_c)):
+                opt.zero_grad()
+                loss = ((model(x) - target) ** 2).mean()
+                loss.backward()
+                opt.step()
+    assert _differentiated_by_squall(jm)
+    for pe, pc in zip(eager.parameters(), compiled_model.parameters()):
+        torch.testing.assert_close(pc, pe)
+
+
+def test_only_inputs_that_require_grad_get_gradients():
+    def f(x, w):
+        return (x @ w).exp().sum()
+
+    x = torch.randn(3, 4)
+    w = torch.randn(4, 5, requires_grad=True)
+    jf = squall.jit(f)
+    (gw,) = torch.autograd.grad(jf(x, w), w)
+    (expected,) = torch.autograd.grad(f(x, w), w)
+    torch.testing.assert_close(gw, expected)
+    assert x.grad is None and _differentiated_by_squall(jf)
+    # the backward reads only what w's gradient needs: x and exp's result, never w itself
+    saved = {p.name for p in squall.last_traces(jf).backward.inputs}
+    assert "w" not in saved and "x" in saved
+
+
+def test_non_differentiable_outputs_and_retain_graph():
+    def f(x):
+        y = torch.sin(x)
+        return y, y.argmax(-1)
+
+    x = torch.randn(3, 5, requires_grad=True)
+    jf = squall.jit(f)
+    y, idx = jf(x)
+    assert not idx.requires_grad and idx.dtype == torch.int64
+    y.sum().backward(retain_graph=True)
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, 2 * torch.cos(x.detach()))
+
+
+def test_the_same_tensor_returned_twice_gets_both_gradients():
+    jf = squall.jit(lambda x: (x * 2, x * 2))
+    x = torch.randn(4, requires_grad=True)
+    a, b = jf(x)
+    (a.sum() + 3 * b.sum()).backward()
+    torch.testing.assert_close(x.grad, torch.full((4,), 8.0))
+
+
+def test_dropout_backward_uses_the_forward_mask():
+    torch.manual_seed(0)
+    jf = squall.jit(lambda x: F.dropout(x, 0.5, training=True))
+    x = torch.ones(1000, requires_grad=True)
+    out = jf(x)
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, (out != 0).to(x.dtype) * 2.0)
+    assert _differentiated_by_squall(jf)
+
+
+def test_no_grad_calls_compile_separately():
+    jf = squall.jit(lambda x: x.exp())
+    x = torch.randn(3, requires_grad=True)
+    with torch.no_grad():
+        assert not jf(x).requires_grad
+    assert jf(x).requires_grad
+    assert jf.cache_info().misses == 2
+
+
+def test_in_place_on_a_leaf_that_requires_grad_fails_as_in_eager():
+    def f(x):
+        x.mul_(2)
+        return x
+
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        f(x)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        squall.jit(f)(x)
+
+
+def test_double_backward_is_refused_with_a_clear_error():
+    jf = squall.jit(lambda x: (x * x).sum())
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(jf(x), x, create_graph=True)
+
+
+def test_an_operation_without_a_rule_falls_back_to_pytorch_autograd_with_a_warning():
+    market = Marketplace(entry_point_group=None)
+    op = market.operations.define(
+        "mylib.cube", meta=lambda a: squall.extend.TensorProxy(like=a), reference=lambda a: a * a * a
+    )
+    torch_ex = market.get("torch")
+    torch_ex.register_implementation(op.symbol, op.reference)
+    jf = squall.jit(lambda x: op(x).sum(), executors=[torch_ex])
+    x = torch.randn(4, requires_grad=True)
+    with pytest.warns(squall.SquallWarning, match="no gradient rule for mylib.cube"):
+        jf(x).backward()
+    torch.testing.assert_close(x.grad, 3 * x.detach() ** 2)
+    assert not _differentiated_by_squall(jf)
+
+
+def test_an_executors_grad_transform_defines_the_backward_of_what_it_takes():
+    backward_calls = []
+
+    def exp_backward(call):
+        backward_calls.append(call)
+        return (prims.mul(call.g, call.output),)
+
+    market = Marketplace(entry_point_group=None)
+    ex = add_operator_executor(
+        "my_exp", {"torch.exp": ("fast_exp", None, torch.exp, GradRule(exp_backward))}, marketplace=market
+    )
+    jf = squall.jit(lambda x: torch.exp(x).sum(), executors=[ex, market.get("torch")])
+    x = torch.randn(5, requires_grad=True)
+    jf(x).backward()
+    torch.testing.assert_close(x.grad, torch.exp(x.detach()))
+    assert len(backward_calls) == 1  # the executor's rule, not the default one
+    forward = squall.last_traces(jf).planned
+    assert [b.executor.name for b in forward.bsyms if b.sym.id != "prims.sum"][0] == "my_exp"
+
+
+def test_a_grad_transform_must_be_a_grad_rule():
+    with pytest.raises(TypeError, match="grad_transform must be a squall.extend.GradRule"):
+        add_operator_executor("bad", {"torch.exp": ("e", None, torch.exp, lambda call: None)}, marketplace=Marketplace(entry_point_group=None))
