@@ -67,6 +67,9 @@ class ExplainReport:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     plan: Plan | None = field(default=None, repr=False)
+    # where squall differentiated the program: its backward's operations and regions
+    backward_rows: list[OperationRow] = field(default_factory=list)
+    backward_regions: list[RegionRecord] = field(default_factory=list)
 
     @property
     def opaque(self) -> list[str]:
@@ -82,20 +85,10 @@ class ExplainReport:
             "executors": self.executors,
             "config_source": self.config_source,
             "per_op": self.per_op,
-            "operations": [
-                {
-                    "op": r.op,
-                    "depth": r.depth,
-                    "executor": r.executor,
-                    "declined": [{"executor": n, "reason": why} for n, why in r.declined],
-                    "output": r.output,
-                    "source": {"file": r.source[0], "line": r.source[1], "text": r.source[2]} if r.source else None,
-                    "region": r.region,
-                    "opaque": r.opaque,
-                }
-                for r in self.rows
-            ],
+            "operations": [_row_dict(r) for r in self.rows],
             "regions": [asdict(r) for r in self.regions],
+            "backward_operations": [_row_dict(r) for r in self.backward_rows],
+            "backward_regions": [asdict(r) for r in self.backward_regions],
             "unavailable": self.unavailable,
             "opaque": self.opaque,
             "errors": self.errors,
@@ -107,19 +100,10 @@ class ExplainReport:
         lines = [f"squall.explain({self.function}): executors {order} (from {self.config_source})"]
         for op, names in self.per_op.items():
             lines.append(f"  for {op}: {' > '.join(names)}")
-        body = []
-        for r in self.rows:
-            taken = r.executor if r.executor is not None else "(decomposed)"
-            if r.region is not None:
-                taken += f" [region {r.region}]"
-            declined = "; ".join(f"{n}: {why}" for n, why in r.declined)
-            text = r.source[2] if r.source and r.depth == 0 else ""
-            body.append([r.where if r.depth == 0 else "", "  " * r.depth + r.op, taken, declined, text])
-        lines.append(_table(["where", "operation", "taken by", "declined (why)", "source"], body))
-        for i, region in enumerate(self.regions):
-            reused = ", reusing an identical region's compilation" if region.reused else ""
-            lines.append(f"region {i} ({region.executor}): {len(region.ops)} ops, {len(region.inputs)} inputs -> "
-                         f"{len(region.outputs)} outputs{reused}: {', '.join(region.ops)}")
+        lines.extend(_operations_table(self.rows, self.regions))
+        if self.backward_rows:
+            lines.append("backward (squall's gradient transform, planned on the same marketplace):")
+            lines.extend(_operations_table(self.backward_rows, self.backward_regions))
         # the table cuts long cells: each reason a fusion executor gave for handing calls back, whole
         handed_back: dict[tuple[str, str], list[str]] = {}
         for r in self.rows:
@@ -138,6 +122,36 @@ class ExplainReport:
         return "\n".join(lines)
 
 
+def _row_dict(r: OperationRow) -> dict[str, Any]:
+    return {
+        "op": r.op,
+        "depth": r.depth,
+        "executor": r.executor,
+        "declined": [{"executor": n, "reason": why} for n, why in r.declined],
+        "output": r.output,
+        "source": {"file": r.source[0], "line": r.source[1], "text": r.source[2]} if r.source else None,
+        "region": r.region,
+        "opaque": r.opaque,
+    }
+
+
+def _operations_table(rows: list[OperationRow], regions: list[RegionRecord]) -> list[str]:
+    body = []
+    for r in rows:
+        taken = r.executor if r.executor is not None else "(decomposed)"
+        if r.region is not None:
+            taken += f" [region {r.region}]"
+        declined = "; ".join(f"{n}: {why}" for n, why in r.declined)
+        text = r.source[2] if r.source and r.depth == 0 else ""
+        body.append([r.where if r.depth == 0 else "", "  " * r.depth + r.op, taken, declined, text])
+    lines = [_table(["where", "operation", "taken by", "declined (why)", "source"], body)]
+    for i, region in enumerate(regions):
+        reused = ", reusing an identical region's compilation" if region.reused else ""
+        lines.append(f"region {i} ({region.executor}): {len(region.ops)} ops, {len(region.inputs)} inputs -> "
+                     f"{len(region.outputs)} outputs{reused}: {', '.join(region.ops)}")
+    return lines
+
+
 def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
     """How squall would run `fn(*args, **kwargs)`: traced and planned, not run.
 
@@ -152,8 +166,29 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
         target, module, priority = fn, fn if isinstance(fn, torch.nn.Module) else None, resolve_executors(None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        execution = compile_program(target, args, kwargs, executors=priority, module=module, generate_code=False).plan
-    rows = [
+        compilation = compile_program(target, args, kwargs, executors=priority, module=module, generate_code=False)
+    execution = compilation.plan
+    backward = compilation.backward.plan if compilation.backward is not None else None
+    per_op = {op: [ex.name for ex in exs] for op, exs in getattr(priority, "per_op", {}).items()}
+    name = getattr(target, "__name__", type(target).__name__)
+    return ExplainReport(
+        name,
+        [ex.name for ex in priority],
+        priority.source if isinstance(priority, ExecutorPriority) else "jit(executors=...)",
+        per_op,
+        _rows(execution),
+        execution.regions,
+        execution.unavailable,
+        list(execution.errors) + (list(backward.errors) if backward else []),
+        sorted({str(w.message) for w in caught}),
+        execution,
+        _rows(backward) if backward else [],
+        backward.regions if backward else [],
+    )
+
+
+def _rows(plan: Plan) -> list[OperationRow]:
+    return [
         OperationRow(
             d.bsym.sym.id,
             d.depth,
@@ -164,22 +199,8 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
             d.region,
             Tags.OPAQUE in d.bsym.sym.tags,
         )
-        for d in execution.decisions
+        for d in plan.decisions
     ]
-    per_op = {op: [ex.name for ex in exs] for op, exs in getattr(priority, "per_op", {}).items()}
-    name = getattr(target, "__name__", type(target).__name__)
-    return ExplainReport(
-        name,
-        [ex.name for ex in priority],
-        priority.source if isinstance(priority, ExecutorPriority) else "jit(executors=...)",
-        per_op,
-        rows,
-        execution.regions,
-        execution.unavailable,
-        list(execution.errors),
-        sorted({str(w.message) for w in caught}),
-        execution,
-    )
 
 
 @dataclass

@@ -230,15 +230,20 @@ class _Differentiator:
             output = bsym.sym.meta(*bsym.args, **bsym.kwargs)
         finally:
             pieces = ctx.scopes.pop()
+        # the op's own outputs are forward values: read them, never recompute them
+        originals = bsym.output_proxies()
+        renames = {id(new): old for new, old in zip(flat_proxies(output), originals)}
+        pieces = [piece.swap_proxies(renames) for piece in pieces]
+        computed = {p.name for p in originals}
         inputs = call.inputs
         needs_grad = {p.name for p in inputs if p.name in self.needs_grad}
         inner = _Differentiator(self.trace, self.rules, needs_grad)
         for piece in pieces:
             inner.visit(piece, top=top)
-        ctx.scopes[-1].extend(inner.forward)  # the recomputation; dead code removal keeps what is read
+        recompute = [b for b in inner.forward if not b.output_proxies() or any(p.name not in computed for p in b.output_proxies())]
+        ctx.scopes[-1].extend(recompute)  # dead code removal keeps what the rules read
         self.rules_used.extend(inner.rules_used)
-        cotangents = {new.name: g for new, g in zip(flat_proxies(output), call.cotangents)}
-        grads = inner.backward(cotangents)
+        grads = inner.backward({p.name: g for p, g in zip(originals, call.cotangents)})
         return tuple(grads.get(p.name) if p.name in needs_grad else None for p in inputs)
 
     def _record_forward(self, bsym: BoundSymbol, rule: GradRule) -> tuple[Any, tuple]:

@@ -164,3 +164,12 @@ def test_an_executors_grad_transform_defines_the_backward_of_what_it_takes():
 def test_a_grad_transform_must_be_a_grad_rule():
     with pytest.raises(TypeError, match="grad_transform must be a squall.extend.GradRule"):
         add_operator_executor("bad", {"torch.exp": ("e", None, torch.exp, lambda call: None)}, marketplace=Marketplace(entry_point_group=None))
+
+
+def test_explain_shows_where_the_backward_operations_went():
+    w = torch.randn(4, 5, requires_grad=True)
+    report = squall.explain(lambda x, w: torch.tanh(x @ w).sum(), torch.randn(3, 4), w)
+    assert report.backward_rows and all(r.executor for r in report.backward_rows if r.depth == 0)
+    text = str(report)
+    assert "backward (squall's gradient transform" in text
+    assert report.to_dict()["backward_operations"]
