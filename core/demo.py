@@ -6,6 +6,7 @@ exercises the ops real language models use.
 """
 from __future__ import annotations
 
+import copy
 import math
 import time
 import warnings
@@ -188,7 +189,53 @@ def main(executors: list[str] | None = None, *, batch: int = 4, seq: int = 128, 
     print(f"\ncompile (trace + plan + generate): {compile_s * 1e3:.1f} ms; first call (compile and run): {first_call_s * 1e3:.1f} ms")
     print(f"per call: eager {eager_s * 1e3:.3f} ms, squall {compiled_s * 1e3:.3f} ms ({compiled_s / eager_s:.2f}x eager)")
     print(f"max |squall - eager| over logits and loss: {diff:.3g}")
-    return 0 if diff < 1e-4 else 1
+    grad_diff = _training_step(model, jitted, idx, targets)
+    return 0 if diff < 1e-4 and grad_diff < 1e-4 else 1
+
+
+def _training_step(model: GPT, jitted, idx: torch.Tensor, targets: torch.Tensor) -> float:
+    """One optimizer step compiled and eager side by side; returns the largest gradient difference."""
+    model.train()
+    twin = copy.deepcopy(model)  # the eager reference trains a copy, so both start from the same weights
+    compiled_model = jitted_state(jitted).module
+    optimizer = torch.optim.SGD(compiled_model.parameters(), lr=1e-2)
+    eager_optimizer = torch.optim.SGD(twin.parameters(), lr=1e-2)
+
+    def compiled_step():
+        optimizer.zero_grad()
+        jitted(idx, targets)[1].backward()
+        optimizer.step()
+
+    def eager_step():
+        eager_optimizer.zero_grad()
+        twin(idx, targets)[1].backward()
+        eager_optimizer.step()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", squall.SquallWarning)
+        start = time.perf_counter()
+        compiled_step()
+        first_s = time.perf_counter() - start
+    eager_step()
+    grad_diff = max((a.grad - b.grad).abs().max().item() for a, b in zip(compiled_model.parameters(), twin.parameters()))
+    compilation = squall.last_traces(jitted)
+    print("\ntraining step (forward, backward, SGD step; dropout off, so eager's numbers are comparable):")
+    if compilation.backward is None:
+        reasons = sorted({str(w.message) for w in caught})
+        print("  differentiated by PyTorch's autograd (squall fell back):" + "".join(f"\n    {r}" for r in reasons))
+    else:
+        for label, trace in (("forward", compilation.planned), ("backward", compilation.backward)):
+            taken = Counter(b.executor.name for b in trace.bsyms)
+            regions = len(trace.plan.regions)
+            print(f"  {label}: {len(trace.bsyms)} calls, " + ", ".join(f"{n} {name}" for name, n in taken.most_common())
+                  + (f" ({regions} fusion regions)" if regions else ""))
+        print(f"  saved for backward: {len(compilation.backward.inputs)} tensors")
+    eager_s = _best_time(eager_step, rounds=3, number=3)
+    compiled_s = _best_time(compiled_step, rounds=3, number=3)
+    print(f"  first step (trace, differentiate, plan both, generate, run): {first_s * 1e3:.1f} ms")
+    print(f"  per step: eager {eager_s * 1e3:.2f} ms, squall {compiled_s * 1e3:.2f} ms ({compiled_s / eager_s:.2f}x eager)")
+    print(f"  max |squall - eager| over the first step's gradients: {grad_diff:.3g}")
+    return grad_diff
 
 
 if __name__ == "__main__":
