@@ -55,5 +55,8 @@ for x in r["rejections"][:20]:
     print("  rejected:", x["source"], "|", x["ops"], "|", x["error"])
 PYEOF
 echo "== 2. squall's suite and the nvFuser plugin's tests on $("$PY" -c 'import torch; print(torch.__version__)')"
-"$PY" -m pytest -q -p no:cacheprovider -n 2 tests plugins/nvfuser || status=1
+# torch 2.10 itself dies with SIGFPE on arange(0.0, 2.5, 0.5, dtype=torch.int64), the
+# reference call of this error case (torch 2.13 raises ValueError): deselected, not squall's
+"$PY" -m pytest -q -p no:cacheprovider -n 2 tests plugins/nvfuser \
+    --deselect "tests/test_ops.py::test_errors[arange]" || status=1
 exit $status
