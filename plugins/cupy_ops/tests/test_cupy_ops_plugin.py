@@ -251,6 +251,85 @@ def _arity(prim_id: str) -> int:
     return 2 if prim_id in binary else 1
 
 
+_REGIONS = [
+    (_gelu_block, (((8, 16), torch.float32), ((16,), torch.float32), ((8, 16), torch.float32))),
+    (lambda a, b: torch.where(a > 0, a, b // 3) * torch.exp(b), (((4, 8), torch.float16), ((8,), torch.float16))),
+    (lambda a, b: ((a << 2) % b, (a.float() / 3).round().to(torch.int8) ^ 5), (((6,), torch.int64), ((6,), torch.int64))),
+    (lambda a: torch.clamp(a, 0.0, float("inf")).to(torch.bool) | torch.isnan(a), (((3, 3), torch.float64),)),
+]
+
+
+def _all_kernels():
+    """Every generated kernel: one per translated (prim, dtype) pair, and those of the multi-op regions."""
+    kernels = _single_op_kernels()
+    for fn, spec in _REGIONS:
+        ex, _ = _plan(fn, *spec)
+        kernels += [k for p in ex.programs for k in p.kernels]
+    return list({k.name: k for k in kernels}.values())
+
+
+def _cupy_or_skip():
+    try:
+        import cupy  # noqa: F401 - compiling needs CuPy and NVRTC, not a GPU
+        from cupy.cuda import nvrtc
+
+        nvrtc.getVersion()
+    except Exception as e:  # noqa: BLE001 - not installed, or no libnvrtc for this CuPy
+        pytest.skip(f"CuPy's NVRTC is not usable here: {type(e).__name__}: {str(e)[:200]}")
+    return cupy
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="cupy is not installed (pip install 'squall-cupy-ops[cuda12]' and nvidia-cuda-nvrtc-cu12)")
+def test_cupy_compiles_every_generated_kernel_with_its_nvrtc():
+    """What CuPy will load: CuPy writes each ElementwiseKernel's CUDA source and NVRTC compiles it.
+
+    `cupy.ElementwiseKernel.__call__` needs a device, but its parts do not: the kernel's
+    parameter types (`_decide_params_type`), its source (`_get_elementwise_kernel_code`
+    with the argument descriptions a launch would make), CuPy's headers and compiler
+    options (`assemble_cupy_compiler_options`) and CuPy's NVRTC program
+    (`cupy.cuda.compiler._NVRTCProgram`), asked for PTX for compute_80 (what
+    `compile_using_nvrtc` emits with CUPY_COMPILE_WITH_PTX=1; its default, a cubin for the
+    device's sm_XX, is checked for one kernel: SASS for all of them takes minutes). Each
+    kernel is described twice: contiguous (CuPy reduces it to one dimension) and as a
+    strided 2-d view (broadcast inputs).
+    """
+    cupy = _cupy_or_skip()
+    import numpy
+    from cupy._core import _carray, _kernel, core
+    from cupy.cuda import compiler
+
+    from squall_cupy_ops.runtime import KernelCache
+    from squall_cupy_ops.translate import CUPY_TYPES
+
+    ndarray_kind, indexer_kind = 1, 2  # cupy/_core/_kernel.pxd: _ArgKind
+    kernels = _all_kernels()
+    assert len(kernels) > 150
+    cache = KernelCache()
+    options = core.assemble_cupy_compiler_options(()) + ("--device-as-default-execution-space",)
+    headers = "".join(f"#include <{h}>\n" for h in core._cupy_header_list)
+    for ndim, contiguous in ((1, True), (2, False)):
+        bodies, names = [], []
+        for spec in kernels:
+            kernel = cache.get(spec)  # the cupy.ElementwiseKernel the runtime launches
+            dtypes = lambda params: tuple(numpy.dtype(CUPY_TYPES[d]) for _, d in params)  # noqa: E731
+            in_types, out_types, type_map = kernel._decide_params_type(dtypes(spec.in_params), dtypes(spec.out_params))
+            arginfos = tuple(_kernel._ArgInfo(ndarray_kind, cupy.ndarray, t, ndim, contiguous, True) for t in in_types + out_types)
+            arginfos += (_kernel._ArgInfo(indexer_kind, _carray.Indexer, None, ndim, True, True),)
+            code = _kernel._get_elementwise_kernel_code(arginfos, type_map, kernel.params, kernel.operation, kernel.name, kernel.preamble)
+            assert PREAMBLE in code and f'__global__ void {spec.name}(' in code
+            bodies.append(code.replace(PREAMBLE, ""))  # one translation unit: the shared preamble once
+            names.append(spec.name)
+        # one kernel alone, exactly as CuPy would compile it, then all of them in one program
+        single = compiler._NVRTCProgram(headers + code, "kern.cu", method="cubin").compile(options + ("-arch=sm_80",))[0]
+        assert single[:4] == b"\x7fELF"
+        try:
+            ptx = compiler._NVRTCProgram(headers + PREAMBLE + "\n".join(bodies), "kern.cu", method="ptx").compile(options + ("-arch=compute_80",))[0]
+        except compiler.CompileException as e:
+            pytest.fail(f"NVRTC rejected the generated kernels ({ndim}-d): {str(e)[:4000]}")
+        ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+        assert ".target sm_80" in ptx and all(f".entry {name}(" in ptx for name in names)
+
+
 @needs_nvcc
 def test_generated_kernels_compile_with_nvcc(tmp_path):
     kernels = _single_op_kernels()

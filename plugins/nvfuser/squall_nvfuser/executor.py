@@ -1,4 +1,4 @@
-"""The nvFuser fusion executor: regions of prims -> one nvFuser FusionDefinition each.
+"""The nvFuser fusion executor: regions of prims -> one `nvfuser_direct.FusionDefinition` each.
 
 squall forms the regions (`FusionExecutor.fusion_pass`) and compiles identical regions
 once (by `FusionRegion.signature()`: ops, arguments, input shapes and dtypes). For each
@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from squall.extend import Availability, FusionExecutor, FusionRegion
+from squall_nvfuser import frontend
 from squall_nvfuser.checkers import make_checker
 from squall_nvfuser.translate import TRANSLATORS, translate_region
 
@@ -22,7 +23,6 @@ __all__ = ["NvFuserExecutor", "RegionRunner", "contiguous_strides", "DEFAULT_RAN
 
 # ahead of operator executors of general reach, behind kernel libraries that claim single ops
 DEFAULT_RANK = 40
-LEGACY_FRONTEND_LAST = "0.2.35"  # the last nvFuser release with nvfuser.FusionDefinition
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -41,19 +41,17 @@ class RegionRunner:
         self.calls = list(region.calls)
         self.inputs = list(region.inputs)
         self.outputs = list(region.outputs)
-        self.definitions: dict[tuple, Any] = {}  # input strides -> nvfuser.FusionDefinition
+        self.definitions: dict[tuple, Any] = {}  # input strides -> nvfuser_direct.FusionDefinition
 
     def define(self, strides: tuple[tuple[int, ...], ...]) -> Any:
         """Build (and keep) the definition for inputs with these strides."""
-        import nvfuser  # optional: only a runner for an available executor gets here
-
+        nvfuser_direct = frontend.load()  # only a runner for an available (or assumed) executor gets here
         descriptors = []
         for p, stride in zip(self.inputs, strides, strict=True):
-            contiguity, stride_order = nvfuser.compute_tensor_descriptor(list(p.shape), list(stride))
+            contiguity, stride_order = nvfuser_direct.compute_tensor_descriptor(list(p.shape), list(stride))
             descriptors.append((tuple(p.shape), contiguity, stride_order))
-        fd = nvfuser.FusionDefinition()
-        with fd:
-            translate_region(self.calls, self.inputs, self.outputs, fd, data_type=nvfuser.DataType, descriptors=descriptors)
+        with nvfuser_direct.FusionDefinition() as fd:
+            translate_region(self.calls, self.inputs, self.outputs, fd, data_type=nvfuser_direct.DataType, descriptors=descriptors)
         self.definitions[strides] = fd
         return fd
 
@@ -73,26 +71,27 @@ class NvFuserExecutor(FusionExecutor):
             name,
             distribution="squall-nvfuser",
             default_rank=default_rank,
-            requires=("nvfuser",),
             needs_cuda=True,
         )
         for prim_id, translator in TRANSLATORS.items():
             self.register_supported(prim_id, make_checker(prim_id, translator))
 
     def is_available(self) -> Availability:
-        """Needs nvFuser's Python frontend (`nvfuser.FusionDefinition`) and a CUDA device."""
-        found = super().is_available()  # the library first, then the device
+        """nvfuser_direct in the supported version range, a CUDA device, and nvFuser importing cleanly.
+
+        The frontend and version are read from package metadata; the import is tried
+        last (only with a device), since a wheel built for another torch fails there.
+        """
+        found = frontend.frontend_availability()
         if not found:
             return found
-        import nvfuser
-
-        if not hasattr(nvfuser, "FusionDefinition"):
-            version = getattr(nvfuser, "__version__", "(unknown version)")
-            return Availability(
-                False,
-                f"nvfuser {version} has no nvfuser.FusionDefinition (the frontend this executor uses; "
-                f"last shipped in {LEGACY_FRONTEND_LAST})",
-            )
+        found = Availability.of_cuda()
+        if not found:
+            return found
+        try:
+            frontend.load()
+        except Exception as e:  # noqa: BLE001 - e.g. a wheel built for another torch: undefined symbols
+            return Availability(False, f"{frontend.MODULE} failed to import: {type(e).__name__}: {e}")
         return found
 
     def describe_op(self, op: str) -> str:

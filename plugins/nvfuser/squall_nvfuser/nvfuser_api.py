@@ -1,67 +1,45 @@
-"""The parts of nvFuser's Python API this plugin relies on, as read from nvFuser's source.
+"""The parts of `nvfuser_direct`'s Python API this plugin relies on, as listed by the real library.
 
-nvFuser cannot be installed on squall's CI machines, so the names below were checked by
-reading NVIDIA/Fuser at commit 4a3e6b9a452aa3bce1c1576f4bf94136d73650e9 (python/version.txt
-0.2.35), the last commit before the legacy `nvfuser.FusionDefinition` frontend was removed
-(3925c6fd, "Remove legacy bindings", February 2026; later releases ship only
-`nvfuser_direct`). Files read:
-
-- python/python_frontend/python_bindings.cpp: every `fd.ops.*` name (the
-  NVFUSER_PYTHON_BINDING_*_OP macros and the `nvf_ops.def(...)` calls), the `DataType`
-  enum, `define_tensor(shape, contiguity, dtype, is_cpu, stride_order)`,
-  `define_scalar(value, dtype)`, `add_output(output)`, `compute_tensor_descriptor`.
-- python/nvfuser/__init__.py: `FusionDefinition` (a context manager:
-  `with FusionDefinition() as fd:`) and `FusionDefinition.execute(inputs) -> list[Tensor]`.
-- csrc/ops/arith.cpp: `sum`/`prod` promote integer inputs to Int when no dtype is given.
-
-The translation table in `translate.py` is tested against these sets, so an op name that
-nvFuser does not have cannot enter the table unnoticed.
+Read with `dir()` from nvfuser_direct 0.2.36+git7e04d26 (the wheel
+nvfuser-cu126-torch210 0.2.36.dev20260301, torch 2.10.0, Python 3.12; it imports without a
+GPU). CI has no nvFuser, so the translation table is tested against these sets there; in
+the verification environment (plugins/nvfuser/verify/verify.sh) the tests also check the
+sets against the installed library itself, and nvFuser builds every definition.
 """
 from __future__ import annotations
 
-__all__ = ["NVFUSER_COMMIT", "NVFUSER_VERSION_READ", "FD_OPS", "FD_METHODS", "DATA_TYPES", "MODULE_FUNCTIONS"]
+__all__ = ["NVFUSER_VERSION_READ", "FD_OPS", "FD_METHODS", "DATA_TYPES", "MODULE_FUNCTIONS"]
 
-NVFUSER_COMMIT = "4a3e6b9a452aa3bce1c1576f4bf94136d73650e9"
-NVFUSER_VERSION_READ = "0.2.35"
+NVFUSER_VERSION_READ = "0.2.36+git7e04d26"
 
-# `fd.ops.<name>`: every operation bound in python_bindings.cpp at NVFUSER_COMMIT
+# `fd.ops.<name>` (= nvfuser_direct.ops): every public name at NVFUSER_VERSION_READ
 FD_OPS = frozenset({
-    # unary (NVFUSER_PYTHON_BINDING_UNARY_OP)
-    "abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil", "cos", "cosh", "exp", "exp2",
-    "expm1", "erf", "erfc", "erfinv", "erfcinv", "floor", "frac", "lgamma", "log", "log10", "log1p",
-    "log2", "neg", "logical_not", "bitwise_not", "relu", "rand_like", "randn_like", "reciprocal",
-    "round", "rsqrt", "set", "segment_set", "sign", "sigmoid", "signbit", "silu", "sin", "sinh",
-    "sqrt", "tan", "tanh", "trunc", "isfinite", "isinf", "isnan", "isneginf", "isposinf", "isreal",
-    "real", "imag", "triu",
-    # binary (NVFUSER_PYTHON_BINDING_BINARY_OP and *_WITH_ALPHA_OP)
-    "add", "atan2", "div", "truediv", "fmod", "mul", "nextafter", "pow", "remainder", "sub",
-    "minimum", "maximum", "mod", "eq", "ge", "gt", "le", "lt", "ne", "logical_and", "logical_or",
-    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift",
-    "logical_right_shift", "gcd", "add_alpha", "sub_alpha",
-    # ternary and friends
-    "lerp", "where", "clamp", "threshold", "addcmul",
-    # reductions (NVFUSER_PYTHON_BINDING_REDUCTION_OP), normalization statistics
-    "max", "min", "prod", "sum", "var", "var_mean", "welford",
-    # dtype
-    "cast",
-    # shape and indexing
-    "broadcast_in_dim", "broadcast", "cat", "expand", "index_select", "index_put_accumulate",
-    "select", "scatter", "gather", "pad", "take_along_axis", "permute", "shape", "size", "at",
-    "slice", "squeeze", "tensor_sizes", "reshape", "stride_order",
-    # factories, linear algebra, others bound at that commit
-    "iota", "full", "uniform", "normal", "matmul", "linear", "batch_norm", "sdpfa_fwd", "sdpfa_bwd",
-    "embedding_fwd", "argsort", "cumsum", "topk", "grouped_mm", "scaled_mm", "cutlass_nvfp4_grouped_mm",
+    "abs", "acos", "acosh", "add", "addcmul", "argsort", "asin", "asinh", "atan", "atan2", "atanh",
+    "bitwise_and", "bitwise_left_shift", "bitwise_not", "bitwise_or", "bitwise_right_shift",
+    "bitwise_xor", "broadcast", "broadcast_in_dim", "cast", "cat", "ceil", "clamp", "complex", "cos",
+    "cosh", "cummax", "cummin", "cumprod", "cumsum", "cutlass_nvfp4_grouped_mm", "div", "embedding_fwd",
+    "eq", "erf", "erfc", "erfcinv", "erfinv", "exp", "exp2", "expand", "expm1", "floor", "fmod", "frac",
+    "full", "gather", "gcd", "ge", "grouped_mm", "gt", "imag", "index_select", "iota", "isfinite",
+    "isinf", "isnan", "isneginf", "isposinf", "isreal", "le", "lerp", "lgamma", "linear", "log",
+    "log10", "log1p", "log2", "logical_and", "logical_not", "logical_or", "logical_right_shift", "lt",
+    "matmul", "max", "maximum", "min", "minimum", "mod", "mul", "ne", "neg", "nextafter", "normal",
+    "nv_block_quantize", "nv_grouped_block_quantize", "pad", "permute", "pow",
+    "preprocess_grouped_matmul_input_sf", "prod", "rand_like", "randn_like", "real", "reciprocal",
+    "relu", "remainder", "reshape", "round", "rsqrt", "scaled_mm", "scatter", "sdpfa_bwd", "sdpfa_fwd",
+    "segment_set", "select", "set", "shape", "sigmoid", "sign", "signbit", "silu", "sin", "sinh",
+    "size", "slice", "sqrt", "squeeze", "stride_order", "sub", "sum", "take_along_axis", "tan", "tanh",
+    "threshold", "topk", "triu", "truediv", "trunc", "uniform", "var", "var_mean", "welford", "where",
 })
 
 # `fd.<name>`: the FusionDefinition methods this plugin calls
 FD_METHODS = frozenset({"define_tensor", "define_scalar", "add_output", "execute", "ops"})
 
-# `nvfuser.<name>`: module-level names this plugin imports
-MODULE_FUNCTIONS = frozenset({"FusionDefinition", "DataType", "compute_tensor_descriptor", "version"})
+# `nvfuser_direct.<name>`: module-level names this plugin uses
+MODULE_FUNCTIONS = frozenset({"FusionDefinition", "DataType", "compute_tensor_descriptor", "__version__"})
 
-# `nvfuser.DataType.<name>` (py::enum_<PrimDataType> "DataType")
+# `nvfuser_direct.DataType.<name>`
 DATA_TYPES = frozenset({
-    "Double", "Float", "Half", "Int", "Int32", "UInt64", "Bool", "BFloat16", "Float8_e4m3fn",
-    "Float8_e5m2", "Float8_e8m0fnu", "Float4_e2m1fn", "Float4_e2m1fn_x2", "ComplexFloat",
-    "ComplexDouble", "Null",
+    "BFloat16", "Bool", "ComplexDouble", "ComplexFloat", "Double", "Float", "Float4_e2m1fn",
+    "Float4_e2m1fn_x2", "Float8_e4m3fn", "Float8_e5m2", "Float8_e8m0fnu", "Half", "Index", "Int",
+    "Int32", "Null", "UInt64",
 })

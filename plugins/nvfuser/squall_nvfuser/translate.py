@@ -49,6 +49,12 @@ class Translation:
         """The `nvfuser.DataType` for a torch dtype."""
         return getattr(self.data_type, NV_DTYPES[dtype])
 
+    def conform(self, value: Any, dtype: torch.dtype) -> Any:
+        """`value` in the dtype the trace gives it: nvFuser computes some ops on f16/bf16 in
+        f32 and returns f32 (`fd.ops.neg` does), where the prim keeps its operand's dtype."""
+        wanted = self.dtype(dtype)
+        return value if value.dtype() == wanted else self.fd.ops.cast(value, dtype=wanted)
+
     def nv(self, x: Any) -> Any:
         """The nvFuser value for an operand: a tensor defined earlier, or a number as a scalar."""
         if isinstance(x, TensorProxy):
@@ -199,7 +205,9 @@ def _emit_pad(t: Translation, call: BoundSymbol) -> Any:
     a, value, config = call.args
     # nvFuser takes (low, high) pairs from the last dimension to the first
     widths = [w for lo, hi, _ in reversed(config) for w in (lo, hi)]
-    return t.fd.ops.pad(t.nv(a), widths, t.nv(value))
+    # nvFuser requires the padding value in the tensor's dtype
+    kind = bool if a.dtype == torch.bool else float if a.dtype.is_floating_point else int
+    return t.fd.ops.pad(t.nv(a), widths, t.fd.define_scalar(kind(value), dtype=t.dtype(a.dtype)))
 
 
 def _pad_accepts(a: TensorProxy, padding_value: Any, padding_config: Sequence[Sequence[int]]) -> bool:
@@ -226,7 +234,7 @@ _UNARY = {
 }
 _BINARY = {
     PrimIDs.ADD: "add", PrimIDs.SUB: "sub", PrimIDs.MUL: "mul", PrimIDs.ATAN2: "atan2",
-    PrimIDs.NEXTAFTER: "nextafter", PrimIDs.MAXIMUM: "maximum", PrimIDs.MINIMUM: "minimum",
+    PrimIDs.MAXIMUM: "maximum", PrimIDs.MINIMUM: "minimum",
     PrimIDs.EQ: "eq", PrimIDs.NE: "ne", PrimIDs.LT: "lt", PrimIDs.LE: "le", PrimIDs.GT: "gt", PrimIDs.GE: "ge",
     PrimIDs.LOGICAL_AND: "logical_and", PrimIDs.LOGICAL_OR: "logical_or",
     PrimIDs.BITWISE_AND: "bitwise_and", PrimIDs.BITWISE_OR: "bitwise_or", PrimIDs.BITWISE_XOR: "bitwise_xor",
@@ -234,12 +242,18 @@ _BINARY = {
 }
 _BINARY_FLOATING = {PrimIDs.POW: "pow", PrimIDs.REMAINDER: "remainder", PrimIDs.FMOD: "fmod"}
 
+
+def _f32_f64_only(*args: Any, **kwargs: Any) -> bool:
+    # nvFuser's nextafter takes float and double only ("Promoted type must be single or double precision float")
+    return all(x.dtype in (torch.float32, torch.float64) for x in args if isinstance(x, TensorProxy))
+
 _REDUCE_LIMITS = "floating dtypes, f16/bf16 accumulated in f32; dims not empty"
 
 # prim id -> translator: the whole coverage of this executor
 TRANSLATORS: dict[str, Translator] = {
     **{prim: _same(op) for prim, op in {**_UNARY, **_BINARY}.items()},
     **{prim: Translator((op,), _same(op).emit, _floating_only, "floating dtypes") for prim, op in _BINARY_FLOATING.items()},
+    PrimIDs.NEXTAFTER: Translator(("nextafter",), _same("nextafter").emit, _f32_f64_only, "float32, float64"),
     PrimIDs.SIGN: Translator(("sign",), _same("sign").emit, _not_bool, "not bool"),
     PrimIDs.DIV: Translator(("div",), _emit_div, _div_accepts, "rounding_mode=None"),
     PrimIDs.WHERE: Translator(("where",), _emit_where),
@@ -284,7 +298,7 @@ def translate_region(
         produced = call.output_proxies()
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         for p, value in zip(produced, results, strict=True):
-            t.values[p.name] = value
+            t.values[p.name] = t.conform(value, p.dtype)
     for p in outputs:
         fd.add_output(t.values[p.name])
     return t

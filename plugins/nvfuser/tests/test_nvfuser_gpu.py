@@ -15,7 +15,7 @@ import squall
 from squall.demo import Block, GPTConfig
 
 pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("nvfuser") is None, reason="nvfuser is not installed"),
+    pytest.mark.skipif(importlib.util.find_spec("nvfuser_direct") is None, reason="nvfuser_direct is not installed"),
     pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available"),
 ]
 

@@ -23,17 +23,18 @@ from squall.proxies import TensorProxy, tracing
 from squall.tracing import TracingContext
 
 import squall_nvfuser
-from squall_nvfuser import checkers, executor, translate
+from squall_nvfuser import checkers, executor, frontend, translate
 from squall_nvfuser.nvfuser_api import DATA_TYPES, FD_METHODS, FD_OPS, MODULE_FUNCTIONS
 from squall_nvfuser.translate import TRANSLATORS
 
-HAS_NVFUSER = importlib.util.find_spec("nvfuser") is not None
+HAS_NVFUSER = importlib.util.find_spec("nvfuser_direct") is not None
 PACKAGE = Path(squall_nvfuser.__file__).parent
 
 
 def _expected_reason() -> str:
-    if not HAS_NVFUSER:
-        return "library 'nvfuser' is not installed"
+    found = frontend.frontend_availability()
+    if not found:
+        return found.reason
     if not torch.cuda.is_available():
         return "no CUDA device"
     return ""
@@ -56,6 +57,36 @@ def ex():
 
 def _checker(ex, prim_id):
     return ex.supported[prim_id]
+
+
+# --- which nvFuser: the frontend and the version range ---
+
+
+def test_version_tuple_reads_release_numbers():
+    assert frontend.version_tuple("0.2.36.dev20260301") == (0, 2, 36)
+    assert frontend.version_tuple("0.2.36+git7e04d26") == (0, 2, 36)
+    assert frontend.version_tuple("1.0") == (1, 0) and frontend.version_tuple("unknown") == ()
+
+
+def test_availability_names_the_frontend_and_version_problem():
+    reason = lambda **kw: frontend.frontend_availability(**kw).reason  # noqa: E731
+    assert reason(has_direct=False, has_legacy=False) == (
+        "library 'nvfuser_direct' is not installed; pip install the nvFuser wheel built for your CUDA and torch, "
+        "e.g. nvfuser-cu126-torch210"
+    )
+    legacy = reason(has_direct=False, has_legacy=True)
+    assert legacy.startswith("only nvFuser's legacy frontend 'nvfuser' is installed") and "uses 'nvfuser_direct'" in legacy
+    assert reason(has_direct=True, version="0.2.35") == "nvfuser_direct 0.2.35 is older than the oldest supported (0.2.36)"
+    assert reason(has_direct=True, version="0.3.0").startswith("nvfuser_direct 0.3.0 is newer than supported (< 0.3;")
+    assert reason(has_direct=True, version="garbage").startswith("cannot tell the version of 'nvfuser_direct'")
+    for ok in ("0.2.36.dev20260301", "0.2.36+git7e04d26", "0.2.99"):
+        assert frontend.frontend_availability(has_direct=True, version=ok), ok
+
+
+@pytest.mark.skipif(HAS_NVFUSER, reason="nvfuser_direct is installed here")
+def test_without_nvfuser_direct_the_executor_says_what_to_install(ex):
+    availability = ex.is_available()
+    assert not availability and "'nvfuser_direct'" in availability.reason
 
 
 # --- installation and discovery ---
@@ -244,7 +275,7 @@ def test_the_plugin_uses_only_verified_fusion_definition_methods_and_module_name
     sources = "\n".join(p.read_text() for p in PACKAGE.glob("*.py") if p.name != "nvfuser_api.py")
     methods = set(re.findall(r"\bfd\.(\w+)", sources))
     assert methods <= FD_METHODS, methods - FD_METHODS
-    module_names = set(re.findall(r"\bnvfuser\.(\w+)", sources))
+    module_names = set(re.findall(r"\bnvfuser_direct\.(\w+)", sources))
     assert module_names <= MODULE_FUNCTIONS, module_names - MODULE_FUNCTIONS
 
 
