@@ -92,7 +92,7 @@ def main() -> int:
                     step = (lambda: compiled(*inputs)[1].backward()) if grads else (lambda: compiled(*inputs))
                     row["ms"] = round(_time_ms(step), 4)
                 if contender.startswith("squall"):
-                    executed = squall.last_traces(compiled).executed
+                    executed = squall.last_traces(compiled).source
                     row["executors_ran"] = sorted({e for e in ("nvfuser", "cupy", "inductor", "apex_xentropy") if e in str(executed)})
             except Exception as e:  # noqa: BLE001 - one contender failing must not hide the others
                 row["error"] = f"{type(e).__name__}: {str(e)[:300]}"

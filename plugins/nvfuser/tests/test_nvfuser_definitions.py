@@ -45,7 +45,7 @@ try:
 except Exception as e:  # noqa: BLE001 - not installed, or built for another torch
     pytest.skip(f"nvfuser_direct cannot be imported here ({type(e).__name__}: {str(e)[:200]}); {HOW}", allow_module_level=True)
 
-from squall.jit import trace_program  # noqa: E402 - after the skip: only this environment needs them
+from squall.tracing import trace_program  # noqa: E402 - after the skip: only this environment needs them
 from squall.planner import plan  # noqa: E402
 from squall.plugins import default_marketplace  # noqa: E402
 
