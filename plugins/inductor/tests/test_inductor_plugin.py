@@ -254,3 +254,20 @@ def test_a_region_inductor_cannot_compile_falls_back_to_torch_with_a_warning():
     assert cos.declined[0][0] == "inductor"
     assert cos.declined[0][1].startswith("fusion pass left it out: inductor could not compile it: ")
     assert "InvalidCxxCompiler" in cos.declined[0][1]
+
+
+@needs_cpu_inductor
+def test_training_forms_inductor_regions_in_the_forward_and_the_backward(inductor):
+    def f(x, w):
+        return (torch.tanh(x @ w) * 2 + 1).sum()
+
+    x = torch.randn(8, 8)
+    w = torch.randn(8, 8, requires_grad=True)
+    jfn = squall.jit(f, executors=[inductor, "torch"])
+    (grad,) = torch.autograd.grad(jfn(x, w), w)
+    (expected,) = torch.autograd.grad(f(x, w), w)
+    torch.testing.assert_close(grad, expected)
+    traces = squall.last_traces(jfn)
+    assert traces.backward is not None  # squall differentiated it; torch's autograd did not
+    assert traces.plan.regions and traces.backward.plan.regions
+    assert "inductor_region(" in traces.source
