@@ -8,26 +8,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import conversions, elementwise, factories, indexing, linalg, linalg_extra, linalg_nn, losses, nn, nn_norms, reductions, shape, shape_joins, subscript, random_ops
+from . import conversions, elementwise_binary, factories, indexing, matmul, resizing, convolution, losses, activations, normalization, reductions, shape, joins_and_splits, subscript, random_ops
+# before the star imports below, which bind names like `matmul` to ops
+FAMILIES = (elementwise_binary, conversions, factories, random_ops, reductions, shape, joins_and_splits, subscript, indexing, matmul, convolution, resizing, activations, normalization, losses)
 from .base import DataDependentError, SquallWarning, TorchLanguage, TracingMode, qualified_name, torchsymbol
 from .conversions import *  # noqa: F401,F403
-from .elementwise import *  # noqa: F401,F403
+from .elementwise_binary import *  # noqa: F401,F403
 from .factories import *  # noqa: F401,F403
 from .random_ops import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
-from .linalg import *  # noqa: F401,F403
-from .linalg_nn import *  # noqa: F401,F403
-from .linalg_extra import *  # noqa: F401,F403
+from .matmul import *  # noqa: F401,F403
+from .convolution import *  # noqa: F401,F403
+from .resizing import *  # noqa: F401,F403
 from .losses import *  # noqa: F401,F403
-from .nn import *  # noqa: F401,F403
-from .nn_norms import *  # noqa: F401,F403
+from .activations import *  # noqa: F401,F403
+from .normalization import *  # noqa: F401,F403
 from .reductions import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
-from .shape_joins import *  # noqa: F401,F403
+from .joins_and_splits import *  # noqa: F401,F403
 from .subscript import *  # noqa: F401,F403
 from ..symbol import Symbol
 
-FAMILIES = (elementwise, conversions, factories, random_ops, reductions, shape, shape_joins, subscript, indexing, linalg, linalg_nn, linalg_extra, nn, nn_norms, losses)
 
 
 def _ops() -> list:

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from .. import prims
 from .base import torchsymbol
 from .helpers import broadcast, broadcast_to, check, computation_dtype, is_tensor, promote, to_dtype
-from .nn import log_softmax
+from .activations import log_softmax
 from ..prims.base import dtype_category
 from ..proxies import TensorProxy
 

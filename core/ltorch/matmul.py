@@ -7,7 +7,7 @@ import torch
 
 from .. import prims
 from .base import torch_inplace, torchsymbol
-from .elementwise import add, mul
+from .elementwise_binary import add, mul
 from .helpers import broadcast_shapes, broadcast_to, canonical_dim, canonical_dims, check, computation_dtype, is_tensor, to_dtype
 from ..proxies import TensorProxy
 

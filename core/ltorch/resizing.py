@@ -9,7 +9,7 @@ import torch
 from .. import prims
 from .base import torchsymbol
 from .helpers import broadcast_shapes, broadcast_to, check, computation_dtype, is_tensor, to_dtype
-from .linalg import matmul
+from .matmul import matmul
 from ..proxies import TensorProxy
 
 __all__: list[str] = []

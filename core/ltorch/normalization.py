@@ -15,7 +15,7 @@ import torch
 from .. import prims
 from .base import rebind_inplace, torchsymbol
 from .helpers import broadcast, canonical_dim, check, computation_dtype, is_tensor, result_dtype, to_dtype
-from .nn import keep_dims
+from .activations import keep_dims
 from .reductions import vector_norm
 from ..proxies import TensorProxy
 
