@@ -1,38 +1,57 @@
 """The torch language: every torch call squall understands, written over proxies.
 
 Each op is declared with `@torchsymbol(torch.x, torch.Tensor.x, ...)` in the module of
-its family, and decomposes, recursively, into prims. `language()` builds the table
-that routes torch callables to these ops while tracing.
+its topic (softmax.py, convolution.py, pooling.py, ...) and decomposes, recursively,
+into prims. Every op module lists its ops, and nothing else, in `__all__`; the tables
+below are built from those lists. `language()` builds the dispatcher that routes torch
+callables to these ops while tracing.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import conversions, elementwise_binary, factories, indexing, matmul, resizing, convolution, losses, activations, normalization, reductions, shape, joins_and_splits, subscript, random_ops
-# before the star imports below, which bind names like `matmul` to ops
-FAMILIES = (elementwise_binary, conversions, factories, random_ops, reductions, shape, joins_and_splits, subscript, indexing, matmul, convolution, resizing, activations, normalization, losses)
+from types import ModuleType
+
+from . import activations, attention, conversions, convolution, einsum, elementwise_binary, elementwise_unary, factories, flips, indexing, joins_and_splits, linear, losses, matmul, normalization, padding, pooling, random_ops, reductions, resizing, shape, softmax, sorting, subscript, vector_norms
 from .base import DataDependentError, SquallWarning, TorchLanguage, TracingMode, qualified_name, torchsymbol
-from .conversions import *  # noqa: F401,F403
-from .elementwise_binary import *  # noqa: F401,F403
-from .factories import *  # noqa: F401,F403
-from .random_ops import *  # noqa: F401,F403
-from .indexing import *  # noqa: F401,F403
-from .matmul import *  # noqa: F401,F403
-from .convolution import *  # noqa: F401,F403
-from .resizing import *  # noqa: F401,F403
-from .losses import *  # noqa: F401,F403
-from .activations import *  # noqa: F401,F403
-from .normalization import *  # noqa: F401,F403
-from .reductions import *  # noqa: F401,F403
-from .shape import *  # noqa: F401,F403
-from .joins_and_splits import *  # noqa: F401,F403
-from .subscript import *  # noqa: F401,F403
 from ..symbol import Symbol
 
+# bound before the star imports below, which rebind names like `softmax` and `matmul` to ops
+MODULES: tuple[ModuleType, ...] = (
+    elementwise_unary, elementwise_binary, conversions, factories, random_ops, reductions, sorting,
+    vector_norms, shape, joins_and_splits, flips, padding, subscript, indexing, matmul, einsum, linear,
+    convolution, pooling, resizing, attention, activations, softmax, normalization, losses,
+)  # fmt: skip
+
+from .activations import *  # noqa: E402,F401,F403
+from .attention import *  # noqa: E402,F401,F403
+from .conversions import *  # noqa: E402,F401,F403
+from .convolution import *  # noqa: E402,F401,F403
+from .einsum import *  # noqa: E402,F401,F403
+from .elementwise_binary import *  # noqa: E402,F401,F403
+from .elementwise_unary import *  # noqa: E402,F401,F403
+from .factories import *  # noqa: E402,F401,F403
+from .flips import *  # noqa: E402,F401,F403
+from .indexing import *  # noqa: E402,F401,F403
+from .joins_and_splits import *  # noqa: E402,F401,F403
+from .linear import *  # noqa: E402,F401,F403
+from .losses import *  # noqa: E402,F401,F403
+from .matmul import *  # noqa: E402,F401,F403
+from .normalization import *  # noqa: E402,F401,F403
+from .padding import *  # noqa: E402,F401,F403
+from .pooling import *  # noqa: E402,F401,F403
+from .random_ops import *  # noqa: E402,F401,F403
+from .reductions import *  # noqa: E402,F401,F403
+from .resizing import *  # noqa: E402,F401,F403
+from .shape import *  # noqa: E402,F401,F403
+from .softmax import *  # noqa: E402,F401,F403
+from .sorting import *  # noqa: E402,F401,F403
+from .subscript import *  # noqa: E402,F401,F403
+from .vector_norms import *  # noqa: E402,F401,F403
 
 
 def _ops() -> list:
-    return [getattr(m, n) for m in FAMILIES for n in m.__all__ if hasattr(getattr(m, n), "torchfns")]
+    return [getattr(m, n) for m in MODULES for n in m.__all__]
 
 
 def all_symbols() -> dict[str, Symbol]:

@@ -16,7 +16,10 @@ from ..symbol import Symbol, Tags
 
 _T = torch.Tensor
 
-__all__: list[str] = []
+__all__ = [
+    "to", "to_float", "to_double", "to_half", "to_bfloat16", "to_int", "to_long", "to_short",
+    "to_char", "to_byte", "to_bool", "to_cfloat", "to_cdouble", "type_as", "tensor_type",
+]
 
 
 class ConversionSymbol(Symbol):
@@ -193,4 +196,3 @@ class _TypeSymbol(ConversionSymbol):
 tensor_type = _TypeSymbol("type", _type, _plan_type, _T.type)
 
 # module names avoid the builtins (float, int, bool, type) that `from ... import *` would shadow
-__all__ += [n for n, v in list(globals().items()) if isinstance(v, ConversionSymbol)]

@@ -1,17 +1,12 @@
-"""Elementwise torch-language ops: arithmetic, comparisons, logical and bitwise ops, where, clamp.
-
-The unary ops live in `squall.ltorch.elementwise_unary` and are re-exported here, so
-`from squall.ltorch.elementwise import exp, add` finds both.
-"""
+"""Elementwise torch-language ops of two or more operands: arithmetic, comparisons, logical and bitwise ops, where, clamp, lerp, addcmul."""
 from __future__ import annotations
 
 import torch
 
 from .. import prims
 from .base import data_dependent_error, torch_inplace, torchsymbol
-from .elementwise_unary import *  # noqa: F401,F403
-from .elementwise_unary import check_input, not_implemented_for
-from .helpers import Promotion, broadcast, check, computation_dtype, is_number, is_tensor, promote, result_dtype, to_dtype
+from .elementwise_unary import not_implemented_for
+from .helpers import Promotion, broadcast, check, check_input, computation_dtype, is_number, is_tensor, promote, result_dtype, to_dtype
 from ..prims.base import dtype_category
 from ..symbol import Tags
 
@@ -395,4 +390,17 @@ lerp_ = torch_inplace(lerp, _T.lerp_)
 addcmul_ = torch_inplace(addcmul, _T.addcmul_)
 addcdiv_ = torch_inplace(addcdiv, _T.addcdiv_)
 
-__all__ = [n for n, v in list(globals().items()) if not n.startswith("_") and hasattr(v, "torchfns")]
+__all__ = [
+    "add", "sub", "rsub", "mul", "radd", "rmul", "div", "true_divide", "floor_divide", "rdiv",
+    "rfloor_divide", "pow", "rpow", "float_power", "remainder", "rremainder", "fmod", "atan2",
+    "hypot", "copysign", "nextafter", "maximum", "minimum", "fmax", "fmin", "eq", "ne", "lt", "le",
+    "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "rbitwise_and", "rbitwise_or",
+    "rbitwise_xor", "rbitwise_left_shift", "rbitwise_right_shift", "where", "tensor_where", "clamp",
+    "clamp_min", "clamp_max", "lerp", "addcmul", "addcdiv", "add_", "sub_", "mul_", "div_",
+    "true_divide_", "floor_divide_", "pow_", "float_power_", "remainder_", "fmod_", "atan2_",
+    "hypot_", "copysign_", "nextafter_", "eq_", "ne_", "lt_", "le_", "gt_", "ge_", "logical_and_",
+    "logical_or_", "logical_xor_", "bitwise_and_", "bitwise_or_", "bitwise_xor_",
+    "bitwise_left_shift_", "bitwise_right_shift_", "clamp_", "clamp_min_", "clamp_max_", "lerp_",
+    "addcmul_", "addcdiv_",
+]

@@ -1,7 +1,4 @@
-"""Unary elementwise torch-language ops: math functions, rounding, classification, in-place forms.
-
-`squall.ltorch.elementwise` re-exports every op here, so callers import from there.
-"""
+"""Unary elementwise torch-language ops: math functions, rounding, classification, and their in-place forms."""
 from __future__ import annotations
 
 import math
@@ -10,7 +7,7 @@ import torch
 
 from .. import prims
 from .base import torch_inplace, torchsymbol
-from .helpers import Promotion, check, computation_dtype, is_tensor, promote, to_dtype
+from .helpers import Promotion, check, check_input, computation_dtype, promote, to_dtype
 from ..proxies import TensorProxy
 from ..symbol import Tags
 
@@ -18,11 +15,6 @@ _T = torch.Tensor
 _S = torch.special
 _F = torch.nn.functional
 _FLOAT_MATH = Promotion.INT_TO_FLOAT
-
-
-def check_input(name: str, a, what: str = "input") -> None:
-    """torch's TypeError for a non-tensor where a tensor is required."""
-    check(is_tensor(a), lambda: f"{name}(): argument '{what}' must be Tensor, not {type(a).__name__}", TypeError)
 
 
 def not_implemented_for(name: str, a: TensorProxy, bad: bool, what: str = "") -> None:
@@ -293,4 +285,15 @@ nan_to_num_ = torch_inplace(nan_to_num, _T.nan_to_num_)
 logical_not_ = torch_inplace(logical_not, _T.logical_not_)
 bitwise_not_ = torch_inplace(bitwise_not, _T.bitwise_not_)
 
-__all__ = [n for n, v in list(globals().items()) if not n.startswith("_") and hasattr(v, "torchfns")]
+__all__ = [
+    "abs", "sign", "sgn", "signbit", "neg", "positive", "exp", "expm1", "exp2", "log", "log1p",
+    "log2", "log10", "sqrt", "rsqrt", "reciprocal", "square", "sin", "cos", "tan", "asin", "acos",
+    "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv", "lgamma",
+    "digamma", "sigmoid", "logit", "floor", "ceil", "trunc", "round", "frac", "isfinite", "isnan",
+    "isinf", "isposinf", "isneginf", "isreal", "nan_to_num", "logical_not", "bitwise_not", "invert",
+    "abs_", "neg_", "sign_", "sgn_", "exp_", "expm1_", "exp2_", "log_", "log1p_", "log2_", "log10_",
+    "sqrt_", "rsqrt_", "reciprocal_", "square_", "sin_", "cos_", "tan_", "asin_", "acos_", "atan_",
+    "sinh_", "cosh_", "tanh_", "asinh_", "acosh_", "atanh_", "erf_", "erfc_", "erfinv_", "lgamma_",
+    "digamma_", "sigmoid_", "logit_", "floor_", "ceil_", "trunc_", "round_", "frac_", "nan_to_num_",
+    "logical_not_", "bitwise_not_",
+]

@@ -16,7 +16,12 @@ from .base import data_dependent_error, torch_inplace, torchsymbol
 from .helpers import broadcast, broadcast_shapes, broadcast_to, canonical_dim, cast_number, check, is_number, is_tensor
 from ..proxies import TensorProxy
 
-__all__: list[str] = []
+__all__ = [
+    "index_select", "gather", "take_along_dim", "take", "scatter", "scatter_add", "scatter_reduce",
+    "index_add", "index_copy", "index_fill", "index_put", "masked_fill", "embedding", "one_hot",
+    "index_put_", "index_add_", "index_copy_", "index_fill_", "scatter_", "scatter_add_",
+    "scatter_reduce_", "masked_fill_",
+]
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -478,28 +483,3 @@ scatter_ = torch_inplace(scatter, torch.Tensor.scatter_)
 scatter_add_ = torch_inplace(scatter_add, torch.Tensor.scatter_add_)
 scatter_reduce_ = torch_inplace(scatter_reduce, torch.Tensor.scatter_reduce_)
 masked_fill_ = torch_inplace(masked_fill, torch.Tensor.masked_fill_)
-
-__all__ += [
-    "index_select",
-    "gather",
-    "take_along_dim",
-    "take",
-    "scatter",
-    "scatter_add",
-    "scatter_reduce",
-    "index_add",
-    "index_copy",
-    "index_fill",
-    "index_put",
-    "masked_fill",
-    "embedding",
-    "one_hot",
-    "index_put_",
-    "index_add_",
-    "index_copy_",
-    "index_fill_",
-    "scatter_",
-    "scatter_add_",
-    "scatter_reduce_",
-    "masked_fill_",
-]

@@ -17,7 +17,11 @@ from .helpers import broadcast, broadcast_shapes, broadcast_to, check, computati
 from ..proxies import TensorProxy
 from ..symbol import Tags
 
-__all__: list[str] = []
+__all__ = [
+    "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "normal", "bernoulli",
+    "uniform_like", "normal_like", "bernoulli_like", "uniform_", "normal_", "bernoulli_", "dropout",
+    "functional_dropout",
+]
 
 _RANDOM = (Tags.RANDOM,)
 
@@ -265,23 +269,3 @@ class FunctionalDropout:
 
 
 functional_dropout = FunctionalDropout()
-
-
-__all__ += [
-    "rand",
-    "randn",
-    "randint",
-    "rand_like",
-    "randn_like",
-    "randint_like",
-    "normal",
-    "bernoulli",
-    "uniform_like",
-    "normal_like",
-    "bernoulli_like",
-    "uniform_",
-    "normal_",
-    "bernoulli_",
-    "dropout",
-    "functional_dropout",
-]

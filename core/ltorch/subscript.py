@@ -18,7 +18,9 @@ from .helpers import broadcast_shapes, broadcast_to, check, is_tensor
 from .shape import clone
 from ..proxies import TensorProxy, current_context
 
-__all__: list[str] = []
+__all__ = [
+    "getitem", "setitem", "setitem_",
+]
 
 _VALID = "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid indices"
 
@@ -249,5 +251,3 @@ def setitem(a, key, value):
 
 
 setitem_ = torch_inplace(setitem, torch.Tensor.__setitem__)
-
-__all__ += ["getitem", "setitem", "setitem_"]
