@@ -144,6 +144,6 @@ def test_ltorch_modules_list_exactly_their_ops_in_all():
     for module in ltorch.MODULES:
         tree = ast.parse(inspect.getsource(module))
         defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-        defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+        defined |= {x.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets for x in ast.walk(t) if isinstance(x, ast.Name)}
         ops = {n for n in defined if hasattr(getattr(module, n, None), "torchfns") and not isinstance(getattr(module, n), type)}
         assert set(module.__all__) == ops, f"{module.__name__}: __all__ lacks {sorted(ops - set(module.__all__))}, has extra {sorted(set(module.__all__) - ops)}"

@@ -14,6 +14,7 @@ from types import ModuleType
 
 from . import activations, attention, conversions, convolution, einsum, elementwise_binary, elementwise_unary, factories, flips, indexing, joins_and_splits, linear, losses, matmul, normalization, padding, pooling, random_ops, reductions, resizing, shape, softmax, sorting, subscript, vector_norms
 from .base import DataDependentError, SquallWarning, TorchLanguage, TracingMode, qualified_name, torchsymbol
+from .functionalization import TorchForm
 from ..symbol import Symbol
 
 # bound before the star imports below, which rebind names like `softmax` and `matmul` to ops
@@ -55,29 +56,35 @@ def _ops() -> list:
 
 
 def all_symbols() -> dict[str, Symbol]:
-    """Every ltorch op, by id."""
-    return {op.id: op for op in _ops() if isinstance(op, Symbol)}
+    """Every ltorch op, by id (the ops traces record; not the `TorchForm`s that reach them)."""
+    return {op.id: op for op in _ops() if not isinstance(op, TorchForm)}
 
 
-def torch_table() -> dict[Callable, Callable]:
-    """torch callable -> the ltorch op (or in-place op) that traces it."""
-    table: dict[Callable, Callable] = {}
-    for op in _ops():
-        for fn in op.torchfns:
-            if fn in table and table[fn] is not op:
-                raise RuntimeError(f"squall: {qualified_name(fn)} is claimed by two ltorch ops")
-            table[fn] = op
+def all_forms() -> list[TorchForm]:
+    """Every `TorchForm`: in-place ops, `inplace=` flags and the other calls that reach an op indirectly."""
+    return [op for op in _ops() if isinstance(op, TorchForm)]
+
+
+def torch_table() -> dict[Callable, Symbol]:
+    """torch callable -> what traces it: a `TorchForm` where one claims it, else the ltorch op."""
+    table: dict[Callable, Symbol] = {}
+    for ops in (list(all_symbols().values()), all_forms()):
+        claimed: dict[Callable, Symbol] = {}
+        for op in ops:
+            for fn in op.torchfns:
+                if claimed.setdefault(fn, op) is not op:
+                    raise RuntimeError(f"squall: {qualified_name(fn)} is claimed by two ltorch ops")
+        table.update(claimed)  # forms last: a conversion's form stands in front of its op
     return table
 
 
 def names_to_symbols() -> dict[str, Symbol]:
     """Every name a user may give an ltorch op ("torch.nn.functional.softmax", "torch.softmax", ...)."""
     names: dict[str, Symbol] = {}
-    for op in _ops():
-        if isinstance(op, Symbol):
-            names[op.id] = op
-            for fn in op.torchfns:
-                names.setdefault(qualified_name(fn), op)
+    for op in all_symbols().values():
+        names[op.id] = op
+        for fn in op.torchfns:
+            names.setdefault(qualified_name(fn), op)
     return names
 
 

@@ -6,14 +6,13 @@ Their in-place forms (`torch.relu_`, `F.relu(x, inplace=True)`) are declared at 
 """
 from __future__ import annotations
 
-import inspect
 import math
-from collections.abc import Callable
 
 import torch
 
 from .. import prims
-from .base import qualified_name, rebind_inplace, torch_inplace, torchsymbol
+from .base import torchsymbol
+from .functionalization import inplace
 from .helpers import canonical_dim, check, computation_dtype, is_tensor, to_dtype, upcast
 from ..proxies import TensorProxy
 from ..symbol import Tags
@@ -59,29 +58,6 @@ def _clamp(x: TensorProxy, lo, hi) -> TensorProxy:
 
 def _sigmoid(x: TensorProxy) -> TensorProxy:
     return prims.div(1.0, prims.add(prims.exp(prims.neg(x)), 1.0))
-
-
-class _InplaceFlag:
-    """A functional activation with `inplace=`: traced as `op`, then rebound when inplace=True."""
-
-    __slots__ = ("op", "torchfns", "name", "signature")
-
-    def __init__(self, op: Callable, torchfn: Callable):
-        self.op = op
-        self.torchfns = (torchfn,)
-        self.name = qualified_name(torchfn)
-        self.signature = inspect.signature(torchfn)
-
-    def __call__(self, *args, **kwargs):
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"{self.name}(): {e}") from None
-        arguments = dict(bound.arguments)
-        inplace = arguments.pop("inplace", False)
-        a = arguments.pop("input")
-        value = self.op(a, **arguments)
-        return rebind_inplace(self.name, a, value) if inplace else value
 
 
 # --- softmax family -------------------------------------------------------------------------
@@ -302,23 +278,23 @@ def glu(input, dim=-1):
 
 # --- in-place forms -----------------------------------------------------------------------------
 
-relu_functional = _InplaceFlag(relu, F.relu)
-relu6_functional = _InplaceFlag(relu6, F.relu6)
-hardtanh_functional = _InplaceFlag(hardtanh, F.hardtanh)
-leaky_relu_functional = _InplaceFlag(leaky_relu, F.leaky_relu)
-threshold_functional = _InplaceFlag(threshold, F.threshold)
-elu_functional = _InplaceFlag(elu, F.elu)
-selu_functional = _InplaceFlag(selu, F.selu)
-celu_functional = _InplaceFlag(celu, F.celu)
-silu_functional = _InplaceFlag(silu, F.silu)
-mish_functional = _InplaceFlag(mish, F.mish)
-hardsigmoid_functional = _InplaceFlag(hardsigmoid, F.hardsigmoid)
-hardswish_functional = _InplaceFlag(hardswish, F.hardswish)
+relu_functional = inplace(relu, F.relu, flag="inplace")
+relu6_functional = inplace(relu6, F.relu6, flag="inplace")
+hardtanh_functional = inplace(hardtanh, F.hardtanh, flag="inplace")
+leaky_relu_functional = inplace(leaky_relu, F.leaky_relu, flag="inplace")
+threshold_functional = inplace(threshold, F.threshold, flag="inplace")
+elu_functional = inplace(elu, F.elu, flag="inplace")
+selu_functional = inplace(selu, F.selu, flag="inplace")
+celu_functional = inplace(celu, F.celu, flag="inplace")
+silu_functional = inplace(silu, F.silu, flag="inplace")
+mish_functional = inplace(mish, F.mish, flag="inplace")
+hardsigmoid_functional = inplace(hardsigmoid, F.hardsigmoid, flag="inplace")
+hardswish_functional = inplace(hardswish, F.hardswish, flag="inplace")
 
-relu_ = torch_inplace(relu, torch.relu_, torch.Tensor.relu_)
-hardtanh_ = torch_inplace(hardtanh, F.hardtanh_)
-leaky_relu_ = torch_inplace(leaky_relu, F.leaky_relu_)
-threshold_ = torch_inplace(threshold, torch.threshold_)
-elu_ = torch_inplace(elu, F.elu_)
-selu_ = torch_inplace(selu, torch.selu_)
-celu_ = torch_inplace(celu, torch.celu_)
+relu_ = inplace(relu, torch.relu_, torch.Tensor.relu_)
+hardtanh_ = inplace(hardtanh, F.hardtanh_)
+leaky_relu_ = inplace(leaky_relu, F.leaky_relu_)
+threshold_ = inplace(threshold, torch.threshold_)
+elu_ = inplace(elu, F.elu_)
+selu_ = inplace(selu, torch.selu_)
+celu_ = inplace(celu, torch.celu_)

@@ -6,7 +6,8 @@ import math
 import torch
 
 from .. import prims
-from .base import torch_inplace, torchsymbol
+from .base import torchsymbol
+from .functionalization import inplace
 from .elementwise_binary import add, mul
 from .helpers import broadcast_shapes, broadcast_to, check, check_tensors, computation_dtype, is_tensor, reshape_if_needed, to_dtype, transpose_if_needed
 from ..proxies import TensorProxy
@@ -218,10 +219,10 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     return _scaled_sum("addbmm", input, prims.matmul(lhs, rhs), beta, alpha)
 
 
-addmm_ = torch_inplace(addmm, torch.Tensor.addmm_)
-addmv_ = torch_inplace(addmv, torch.Tensor.addmv_)
-baddbmm_ = torch_inplace(baddbmm, torch.Tensor.baddbmm_)
-addbmm_ = torch_inplace(addbmm, torch.Tensor.addbmm_)
+addmm_ = inplace(addmm, torch.Tensor.addmm_)
+addmv_ = inplace(addmv, torch.Tensor.addmv_)
+baddbmm_ = inplace(baddbmm, torch.Tensor.baddbmm_)
+addbmm_ = inplace(addbmm, torch.Tensor.addbmm_)
 
 
 # --- contractions over named dimensions ------------------------------------------------
@@ -294,7 +295,7 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
     return add(input if beta == 1 else mul(input, beta), product)
 
 
-addr_ = torch_inplace(addr, torch.Tensor.addr_)
+addr_ = inplace(addr, torch.Tensor.addr_)
 
 
 @torchsymbol(torch.chain_matmul)

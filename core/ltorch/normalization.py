@@ -7,13 +7,13 @@ the running statistics the caller passed: its symbol returns the new values and 
 """
 from __future__ import annotations
 
-import inspect
 import math
 
 import torch
 
 from .. import prims
-from .base import rebind_inplace, torchsymbol
+from .base import torchsymbol
+from .functionalization import TorchForm
 from .helpers import check, computation_dtype, expand_reduced, is_tensor, to_dtype
 from ..proxies import TensorProxy
 
@@ -242,32 +242,8 @@ def _running_update(running: TensorProxy, stat: TensorProxy, momentum: float) ->
     return to_dtype(new, running.dtype)
 
 
-class _BatchNormCall:
-    """torch.nn.functional.batch_norm: runs the functional `batch_norm` op, then writes back running stats."""
-
-    torchfns = (F.batch_norm,)
-    name = "torch.nn.functional.batch_norm"
-    signature = inspect.signature(F.batch_norm)
-
-    def __call__(self, *args, **kwargs):
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"batch_norm(): {e}") from None
-        bound.apply_defaults()
-        a = bound.arguments
-        result = batch_norm(
-            a["input"], a["running_mean"], a["running_var"], a["weight"], a["bias"], a["training"], a["momentum"], a["eps"]
-        )
-        if isinstance(result, TensorProxy):
-            return result
-        out, new_mean, new_var = result
-        rebind_inplace("batch_norm (running_mean)", a["running_mean"], new_mean)
-        rebind_inplace("batch_norm (running_var)", a["running_var"], new_var)
-        return out
-
-
-batch_norm_functional = _BatchNormCall()
+# F.batch_norm: the functional op, then the updated running statistics written into the caller's tensors
+batch_norm_functional = TorchForm(batch_norm, F.batch_norm, updates=("running_mean", "running_var"))
 
 
 @torchsymbol(F.instance_norm)
