@@ -74,6 +74,7 @@ _DATA_DEPENDENT = {
 
 
 def data_dependent_error(name: str) -> DataDependentError:
+    """The error for `name`, an op whose output shape depends on tensor values, saying what to do instead."""
     return DataDependentError(
         f"squall: {name} returns a tensor whose shape depends on the values of its input, which "
         "tracing cannot know. Call it outside the compiled function and pass its result in, "
