@@ -109,3 +109,41 @@ def test_opinfo_coverage_counts_ltorch_ops():
     covered = {info.symbol for info in OPINFOS if info.symbol}
     unknown = covered - set(ltorch.all_symbols())
     assert not unknown, f"OpInfos name ops that ltorch does not have: {sorted(unknown)}"
+
+
+def test_opinfos_mirror_the_ltorch_modules():
+    """An op's OpInfos live in tests/opinfos/<module>.py, named like the ltorch module defining the op."""
+    import importlib
+
+    from opinfos import FAMILIES
+    from squall import ltorch
+
+    defined_in = {}
+    for module in ltorch.MODULES:
+        for name in module.__all__:
+            op = getattr(module, name)
+            if isinstance(op, squall.symbol.Symbol):
+                defined_in[op.id] = module.__name__.rsplit(".", 1)[-1]
+    assert set(FAMILIES) <= set(defined_in.values()), f"OpInfo files with no ltorch module: {sorted(set(FAMILIES) - set(defined_in.values()))}"
+    misplaced = [
+        f"{info.name} ({info.symbol}) is in opinfos/{family}.py, its op in ltorch/{defined_in[info.symbol]}.py"
+        for family in FAMILIES
+        for info in importlib.import_module(f"opinfos.{family}").opinfos
+        if info.symbol in defined_in and defined_in[info.symbol] != family
+    ]
+    assert not misplaced, "\n".join(misplaced)
+
+
+def test_ltorch_modules_list_exactly_their_ops_in_all():
+    """One convention: every op module's `__all__` lists the ops it defines, and only those."""
+    import ast
+    import inspect
+
+    from squall import ltorch
+
+    for module in ltorch.MODULES:
+        tree = ast.parse(inspect.getsource(module))
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        defined |= {x.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets for x in ast.walk(t) if isinstance(x, ast.Name)}
+        ops = {n for n in defined if hasattr(getattr(module, n, None), "torchfns") and not isinstance(getattr(module, n), type)}
+        assert set(module.__all__) == ops, f"{module.__name__}: __all__ lacks {sorted(ops - set(module.__all__))}, has extra {sorted(set(module.__all__) - ops)}"

@@ -1,13 +1,14 @@
-"""The torch language's machinery: @torchsymbol, in-place ops, and the dispatcher.
+"""The torch language's machinery: @torchsymbol, its errors, and the dispatcher.
 
 `TorchLanguage` maps every torch callable squall knows (`torch.softmax`,
-`torch.Tensor.softmax`, `torch.nn.functional.softmax`) to its ltorch op. A call it
+`torch.Tensor.softmax`, `torch.nn.functional.softmax`) to its ltorch op, or to a
+`TorchForm` of one (in-place ops and other calls that are more than a plain call; see
+`squall.ltorch.functionalization`). A call it
 does not know runs as an *opaque* torch op, its output metadata found by running it
 on the meta device, with one warning naming the op.
 """
 from __future__ import annotations
 
-import functools
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -16,13 +17,13 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .. import prims
+from .functionalization import VIEW_OPS, check_not_stale, note_views, opaque_writes
+from .torchnames import qualified_name
 from ..proxies import TensorProxy, current_context
 from ..symbol import Symbol, Tags
 
 __all__ = [
     "torchsymbol",
-    "torch_inplace",
     "qualified_name",
     "TorchLanguage",
     "DataDependentError",
@@ -38,48 +39,6 @@ class DataDependentError(RuntimeError):
     """An operation whose output shape depends on tensor values, which tracing cannot know."""
 
 
-_NAMESPACES = (
-    ("torch.nn.functional", torch.nn.functional),
-    ("torch.special", torch.special),
-    ("torch.linalg", torch.linalg),
-    ("torch.fft", torch.fft),
-    ("torch", torch),
-)
-
-
-@functools.cache
-def _public_torch_names() -> dict[int, str]:
-    """id of every public torch callable -> the dotted name users know it by."""
-    names: dict[int, str] = {}
-    for prefix, namespace in reversed(_NAMESPACES):  # later (more specific) namespaces win
-        for attr in dir(namespace):
-            if not attr.startswith("_"):
-                obj = getattr(namespace, attr, None)
-                if callable(obj):
-                    names[id(obj)] = f"{prefix}.{attr}"
-    return names
-
-
-def qualified_name(fn: Callable) -> str:
-    """The dotted name users know a torch callable by ("torch.nn.functional.softmax", "torch.Tensor.view")."""
-    name = getattr(fn, "__name__", None)
-    objclass = getattr(fn, "__objclass__", None)
-    if (objclass is not None and issubclass(objclass, torch._C.TensorBase)) or (
-        name is not None and getattr(torch.Tensor, name, None) is fn
-    ):
-        return f"torch.Tensor.{name}"
-    owner = getattr(fn, "__self__", None)  # the __get__ of a Tensor property
-    if type(owner).__name__ == "getset_descriptor":
-        return f"torch.Tensor.{owner.__name__}"
-    known = _public_torch_names().get(id(fn))
-    if known is not None:
-        return known
-    module = getattr(fn, "__module__", None)
-    if name is not None and module:
-        return f"{module}.{name}"
-    return repr(fn)
-
-
 def torchsymbol(*torchfns: Callable, id: str | None = None, tags: Iterable[str] = ()) -> Callable[[Callable], Symbol]:
     """Declare an ltorch op standing for `torchfns`; its Python body is its decomposition.
 
@@ -92,83 +51,6 @@ def torchsymbol(*torchfns: Callable, id: str | None = None, tags: Iterable[str] 
         return Symbol(sid, fn.__name__, fn, is_prim=False, tags=tuple(tags), torchfns=tuple(torchfns))
 
     return decorate
-
-
-class InplaceOp:
-    """An in-place torch method, traced functionally: `op` computes the value, the handle is rebound."""
-
-    __slots__ = ("op", "torchfns", "name")
-
-    def __init__(self, op: Callable, torchfns: tuple[Callable, ...]):
-        self.op = op
-        self.torchfns = torchfns
-        self.name = qualified_name(torchfns[0])
-
-    def __call__(self, a, *args, **kwargs):
-        value = self.op(a, *args, **kwargs)
-        return rebind_inplace(self.name, a, value)
-
-
-def rebind_inplace(name: str, a, value):
-    """Give tensor `a` the result `value` of an in-place op, as torch would (no broadcast, safe casts)."""
-    if not isinstance(a, TensorProxy):
-        raise TypeError(f"{name} expects a tensor to modify, got {type(a).__name__}")
-    if value.shape != a.shape:
-        raise RuntimeError(
-            f"{name}: output with shape {list(a.shape)} doesn't match the broadcast shape {list(value.shape)}"
-        )
-    if value.dtype != a.dtype:
-        if not torch.can_cast(value.dtype, a.dtype):
-            raise RuntimeError(f"{name}: result type {value.dtype} can't be cast to the desired output type {a.dtype}")
-        value = prims.convert_element_type(value, a.dtype)
-    ctx = current_context()
-    root = ctx.view_base.get(id(a), a)
-    for other in ctx.view_family.get(id(root), ()):
-        if other is not a:
-            ctx.stale[id(other)] = (
-                f"{name} modified {'its base' if other is root else 'another view of the same tensor'} in place"
-            )
-    return ctx.rebind(a, value)
-
-
-# ltorch ops whose torch counterparts return views sharing memory with their input.
-VIEW_OPS = frozenset(
-    f"torch.{name}"
-    for name in """Tensor.view Tensor.view_as Tensor.reshape Tensor.reshape_as Tensor.flatten Tensor.unflatten
-    Tensor.squeeze Tensor.unsqueeze Tensor.permute Tensor.expand Tensor.expand_as Tensor.split Tensor.unfold
-    Tensor.T Tensor.mT Tensor.H Tensor.mH Tensor.__getitem__ transpose swapaxes swapdims t movedim diagonal
-    narrow split chunk unbind tensor_split broadcast_to broadcast_tensors""".split()
-)
-
-
-def note_views(ctx, op, args: tuple, out) -> None:
-    """Record that the tensors `op` returned view its first tensor argument."""
-    base = next((x for x in args if isinstance(x, TensorProxy)), None)
-    if base is None:
-        return
-    root = ctx.view_base.get(id(base), base)
-    family = ctx.view_family.setdefault(id(root), [root])
-    for view in tree_flatten(out)[0]:
-        if isinstance(view, TensorProxy) and view is not base:
-            ctx.view_base[id(view)] = root
-            family.append(view)
-
-
-def check_not_stale(ctx, name: str, values) -> None:
-    """Refuse a tensor whose value an in-place op through an aliasing view has changed."""
-    for x in tree_flatten(values)[0]:
-        why = ctx.stale.get(id(x)) if isinstance(x, TensorProxy) else None
-        if why is not None:
-            raise NotImplementedError(
-                f"squall: {name} uses tensor {x.name}, but {why}; in eager PyTorch the two share "
-                "memory, which squall's functional traces do not model. Write the in-place op out of "
-                "place (y = y.add(1)), or apply it to the tensor you read afterwards."
-            )
-
-
-def torch_inplace(op: Callable, *torchfns: Callable) -> InplaceOp:
-    """The in-place form of `op` (`torch.Tensor.add_` for `add`)."""
-    return InplaceOp(op, torchfns)
 
 
 # Ops whose output shape depends on the data: tracing cannot give them a shape.
@@ -192,6 +74,7 @@ _DATA_DEPENDENT = {
 
 
 def data_dependent_error(name: str) -> DataDependentError:
+    """The error for `name`, an op whose output shape depends on tensor values, saying what to do instead."""
     return DataDependentError(
         f"squall: {name} returns a tensor whose shape depends on the values of its input, which "
         "tracing cannot know. Call it outside the compiled function and pass its result in, "
@@ -256,10 +139,18 @@ class TorchLanguage:
                 return x.to("meta")
             return x
 
+        metas: list[tuple[TensorProxy, torch.Tensor, int]] = []
+
+        def to_meta_noting(x):
+            m = to_meta(x)
+            if isinstance(x, TensorProxy):
+                metas.append((x, m, m._version))  # a version that moves marks an in-place write
+            return m
+
         try:
             # the tracing mode may be active (a method call on a proxy enters here directly)
             with torch._C.DisableTorchFunction():
-                meta_out = func(*tree_map(to_meta, args), **tree_map(to_meta, kwargs))
+                meta_out = func(*tree_map(to_meta_noting, args), **tree_map(to_meta_noting, kwargs))
         except Exception as e:  # noqa: BLE001 - any failure here means squall cannot model the op
             raise RuntimeError(
                 f"squall: {name} is not in squall's torch language, and running it on the meta "
@@ -288,11 +179,7 @@ class TorchLanguage:
             tags=(Tags.OPAQUE,),
             torchfns=(func,),
         )
-        result = sym(*args, **kwargs)
-        if name.startswith("torch.Tensor.") and name.endswith("_") and not name.endswith("__"):
-            # an in-place method: the tensor it was called on holds the result from now on
-            return rebind_inplace(name, args[0], result)
-        return result
+        return opaque_writes(name, metas, meta_out, sym(*args, **kwargs))
 
 
 class TracingMode(TorchFunctionMode):

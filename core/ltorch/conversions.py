@@ -1,7 +1,7 @@
 """Torch-language ops: dtype conversions (Tensor.to, Tensor.float, type_as, Tensor.type, ...).
 
 A conversion that changes nothing returns its input itself, as torch returns `self`, and
-records nothing in the trace. Moving a tensor to another device needs a device-transfer
+records nothing in the trace: each op has a `TorchForm` whose `before` answers such calls. Moving a tensor to another device needs a device-transfer
 prim squall does not have yet, so only the tensor's own device is accepted.
 """
 from __future__ import annotations
@@ -10,30 +10,22 @@ import torch
 
 from .. import prims
 from .base import qualified_name
+from .functionalization import TorchForm
 from .helpers import check
 from ..proxies import TensorProxy
 from ..symbol import Symbol, Tags
 
 _T = torch.Tensor
 
-__all__: list[str] = []
-
-
-class ConversionSymbol(Symbol):
-    """A conversion op: `plan(*args, **kwargs)` gives (tensor, target dtype, copy wanted), and the op
-    is recorded only when the dtype changes or a copy is asked for."""
-
-    __slots__ = ("plan",)
-
-    def __init__(self, name: str, fn, plan, *torchfns):
-        super().__init__(qualified_name(torchfns[0]), name, fn, is_prim=False, tags=(Tags.ELEMENTWISE,), torchfns=torchfns)
-        self.plan = plan
-
-    def __call__(self, *args, **kwargs):
-        a, dtype, copy = self.plan(*args, **kwargs)
-        if dtype == a.dtype and not copy:
-            return a
-        return super().__call__(*args, **kwargs)
+__all__ = [
+    "to", "to_if_changed", "to_float", "to_float_if_changed", "to_double", "to_double_if_changed",
+    "to_half", "to_half_if_changed", "to_bfloat16", "to_bfloat16_if_changed", "to_int",
+    "to_int_if_changed", "to_long", "to_long_if_changed", "to_short", "to_short_if_changed",
+    "to_char", "to_char_if_changed", "to_byte", "to_byte_if_changed", "to_bool",
+    "to_bool_if_changed", "to_cfloat", "to_cfloat_if_changed", "to_cdouble",
+    "to_cdouble_if_changed", "type_as", "type_as_if_changed", "tensor_type",
+    "tensor_type_if_changed",
+]
 
 
 def _check_tensor(name: str, a) -> None:
@@ -88,14 +80,30 @@ def _plan_to(self, *args, **kwargs):
     return self, dtype or self.dtype, flags.get("copy", False)
 
 
+def _if_changed(plan):
+    """A form's `before`: the tensor itself when the conversion `plan` describes changes nothing."""
+
+    def unchanged(*args, **kwargs):
+        a, dtype, copy = plan(*args, **kwargs)
+        return a if dtype == a.dtype and not copy else None
+
+    return unchanged
+
+
+def _conversion(name: str, fn, plan, torchfn) -> tuple[Symbol, TorchForm]:
+    """The op that converts (recorded when it changes something) and the form torch calls reach."""
+    op = Symbol(qualified_name(torchfn), name, fn, is_prim=False, tags=(Tags.ELEMENTWISE,), torchfns=(torchfn,))
+    return op, TorchForm(op, torchfn, before=_if_changed(plan))
+
+
 def _to(self, *args, **kwargs):
     return _convert(*_plan_to(self, *args, **kwargs))
 
 
-to = ConversionSymbol("to", _to, _plan_to, _T.to)
+to, to_if_changed = _conversion("to", _to, _plan_to, _T.to)
 
 
-def _method(name: str, dtype: torch.dtype):
+def _method(name: str, dtype: torch.dtype) -> tuple[Symbol, TorchForm]:
     """Tensor.float, Tensor.long, ...: conversion to one dtype."""
     torchfn = getattr(_T, name)
 
@@ -106,21 +114,21 @@ def _method(name: str, dtype: torch.dtype):
     def op(self, memory_format=torch.preserve_format):
         return _convert(*plan(self, memory_format))
 
-    return ConversionSymbol(name, op, plan, torchfn)
+    return _conversion(name, op, plan, torchfn)
 
 
-to_float = _method("float", torch.float32)
-to_double = _method("double", torch.float64)
-to_half = _method("half", torch.float16)
-to_bfloat16 = _method("bfloat16", torch.bfloat16)
-to_int = _method("int", torch.int32)
-to_long = _method("long", torch.int64)
-to_short = _method("short", torch.int16)
-to_char = _method("char", torch.int8)
-to_byte = _method("byte", torch.uint8)
-to_bool = _method("bool", torch.bool)
-to_cfloat = _method("cfloat", torch.complex64)
-to_cdouble = _method("cdouble", torch.complex128)
+to_float, to_float_if_changed = _method("float", torch.float32)
+to_double, to_double_if_changed = _method("double", torch.float64)
+to_half, to_half_if_changed = _method("half", torch.float16)
+to_bfloat16, to_bfloat16_if_changed = _method("bfloat16", torch.bfloat16)
+to_int, to_int_if_changed = _method("int", torch.int32)
+to_long, to_long_if_changed = _method("long", torch.int64)
+to_short, to_short_if_changed = _method("short", torch.int16)
+to_char, to_char_if_changed = _method("char", torch.int8)
+to_byte, to_byte_if_changed = _method("byte", torch.uint8)
+to_bool, to_bool_if_changed = _method("bool", torch.bool)
+to_cfloat, to_cfloat_if_changed = _method("cfloat", torch.complex64)
+to_cdouble, to_cdouble_if_changed = _method("cdouble", torch.complex128)
 
 
 def _plan_type_as(self, other):
@@ -134,7 +142,7 @@ def _type_as(self, other):
     return _convert(*_plan_type_as(self, other))
 
 
-type_as = ConversionSymbol("type_as", _type_as, _plan_type_as, _T.type_as)
+type_as, type_as_if_changed = _conversion("type_as", _type_as, _plan_type_as, _T.type_as)
 
 # the legacy tensor type names Tensor.type speaks
 _TYPE_NAMES = {
@@ -178,19 +186,18 @@ def _type(self, dtype=None, non_blocking=False, **kwargs):
     return _convert(*_plan_type(self, dtype, non_blocking, **kwargs))
 
 
-class _TypeSymbol(ConversionSymbol):
-    """Tensor.type: with no dtype it names the tensor's type (a string), and records nothing."""
-
-    __slots__ = ()
-
-    def __call__(self, self_=None, dtype=None, *args, **kwargs):
-        if dtype is None:
-            _check_tensor("type", self_)
-            return _type_name(self_)
-        return super().__call__(self_, dtype, *args, **kwargs)
+_type_unchanged = _if_changed(_plan_type)
 
 
-tensor_type = _TypeSymbol("type", _type, _plan_type, _T.type)
+def _type_or_unchanged(self=None, dtype=None, *args, **kwargs):
+    """Tensor.type(): with no dtype, the tensor's type name (a string); else as any conversion."""
+    if dtype is None:
+        _check_tensor("type", self)
+        return _type_name(self)
+    return _type_unchanged(self, dtype, *args, **kwargs)
+
+
+tensor_type = Symbol(qualified_name(_T.type), "type", _type, is_prim=False, tags=(Tags.ELEMENTWISE,), torchfns=(_T.type,))
+tensor_type_if_changed = TorchForm(tensor_type, _T.type, before=_type_or_unchanged)
 
 # module names avoid the builtins (float, int, bool, type) that `from ... import *` would shadow
-__all__ += [n for n, v in list(globals().items()) if isinstance(v, ConversionSymbol)]

@@ -1,7 +1,4 @@
-"""Unary elementwise torch-language ops: math functions, rounding, classification, in-place forms.
-
-`squall.ltorch.elementwise` re-exports every op here, so callers import from there.
-"""
+"""Unary elementwise torch-language ops: math functions, rounding, classification, and their in-place forms."""
 from __future__ import annotations
 
 import math
@@ -9,8 +6,9 @@ import math
 import torch
 
 from .. import prims
-from .base import torch_inplace, torchsymbol
-from .helpers import Promotion, check, computation_dtype, is_tensor, promote, to_dtype
+from .base import torchsymbol
+from .functionalization import inplace
+from .helpers import Promotion, check, check_input, computation_dtype, promote, to_dtype
 from ..proxies import TensorProxy
 from ..symbol import Tags
 
@@ -18,11 +16,6 @@ _T = torch.Tensor
 _S = torch.special
 _F = torch.nn.functional
 _FLOAT_MATH = Promotion.INT_TO_FLOAT
-
-
-def check_input(name: str, a, what: str = "input") -> None:
-    """torch's TypeError for a non-tensor where a tensor is required."""
-    check(is_tensor(a), lambda: f"{name}(): argument '{what}' must be Tensor, not {type(a).__name__}", TypeError)
 
 
 def not_implemented_for(name: str, a: TensorProxy, bad: bool, what: str = "") -> None:
@@ -250,47 +243,58 @@ def invert(input):
 
 # --- in-place forms ----------------------------------------------------------------------
 
-abs_ = torch_inplace(abs, _T.abs_, _T.absolute_)
-neg_ = torch_inplace(neg, _T.neg_, _T.negative_)
-sign_ = torch_inplace(sign, _T.sign_)
-sgn_ = torch_inplace(sgn, _T.sgn_)
-exp_ = torch_inplace(exp, _T.exp_)
-expm1_ = torch_inplace(expm1, _T.expm1_)
-exp2_ = torch_inplace(exp2, _T.exp2_)
-log_ = torch_inplace(log, _T.log_)
-log1p_ = torch_inplace(log1p, _T.log1p_)
-log2_ = torch_inplace(log2, _T.log2_)
-log10_ = torch_inplace(log10, _T.log10_)
-sqrt_ = torch_inplace(sqrt, _T.sqrt_)
-rsqrt_ = torch_inplace(rsqrt, _T.rsqrt_)
-reciprocal_ = torch_inplace(reciprocal, _T.reciprocal_)
-square_ = torch_inplace(square, _T.square_)
-sin_ = torch_inplace(sin, _T.sin_)
-cos_ = torch_inplace(cos, _T.cos_)
-tan_ = torch_inplace(tan, _T.tan_)
-asin_ = torch_inplace(asin, _T.asin_, _T.arcsin_)
-acos_ = torch_inplace(acos, _T.acos_, _T.arccos_)
-atan_ = torch_inplace(atan, _T.atan_, _T.arctan_)
-sinh_ = torch_inplace(sinh, _T.sinh_)
-cosh_ = torch_inplace(cosh, _T.cosh_)
-tanh_ = torch_inplace(tanh, _T.tanh_)
-asinh_ = torch_inplace(asinh, _T.asinh_, _T.arcsinh_)
-acosh_ = torch_inplace(acosh, _T.acosh_, _T.arccosh_)
-atanh_ = torch_inplace(atanh, _T.atanh_, _T.arctanh_)
-erf_ = torch_inplace(erf, _T.erf_)
-erfc_ = torch_inplace(erfc, _T.erfc_)
-erfinv_ = torch_inplace(erfinv, _T.erfinv_)
-lgamma_ = torch_inplace(lgamma, _T.lgamma_)
-digamma_ = torch_inplace(digamma, _T.digamma_)
-sigmoid_ = torch_inplace(sigmoid, _T.sigmoid_)
-logit_ = torch_inplace(logit, _T.logit_)
-floor_ = torch_inplace(floor, _T.floor_)
-ceil_ = torch_inplace(ceil, _T.ceil_)
-trunc_ = torch_inplace(trunc, _T.trunc_, _T.fix_)
-round_ = torch_inplace(round, _T.round_)
-frac_ = torch_inplace(frac, _T.frac_)
-nan_to_num_ = torch_inplace(nan_to_num, _T.nan_to_num_)
-logical_not_ = torch_inplace(logical_not, _T.logical_not_)
-bitwise_not_ = torch_inplace(bitwise_not, _T.bitwise_not_)
+abs_ = inplace(abs, _T.abs_, _T.absolute_)
+neg_ = inplace(neg, _T.neg_, _T.negative_)
+sign_ = inplace(sign, _T.sign_)
+sgn_ = inplace(sgn, _T.sgn_)
+exp_ = inplace(exp, _T.exp_)
+expm1_ = inplace(expm1, _T.expm1_)
+exp2_ = inplace(exp2, _T.exp2_)
+log_ = inplace(log, _T.log_)
+log1p_ = inplace(log1p, _T.log1p_)
+log2_ = inplace(log2, _T.log2_)
+log10_ = inplace(log10, _T.log10_)
+sqrt_ = inplace(sqrt, _T.sqrt_)
+rsqrt_ = inplace(rsqrt, _T.rsqrt_)
+reciprocal_ = inplace(reciprocal, _T.reciprocal_)
+square_ = inplace(square, _T.square_)
+sin_ = inplace(sin, _T.sin_)
+cos_ = inplace(cos, _T.cos_)
+tan_ = inplace(tan, _T.tan_)
+asin_ = inplace(asin, _T.asin_, _T.arcsin_)
+acos_ = inplace(acos, _T.acos_, _T.arccos_)
+atan_ = inplace(atan, _T.atan_, _T.arctan_)
+sinh_ = inplace(sinh, _T.sinh_)
+cosh_ = inplace(cosh, _T.cosh_)
+tanh_ = inplace(tanh, _T.tanh_)
+asinh_ = inplace(asinh, _T.asinh_, _T.arcsinh_)
+acosh_ = inplace(acosh, _T.acosh_, _T.arccosh_)
+atanh_ = inplace(atanh, _T.atanh_, _T.arctanh_)
+erf_ = inplace(erf, _T.erf_)
+erfc_ = inplace(erfc, _T.erfc_)
+erfinv_ = inplace(erfinv, _T.erfinv_)
+lgamma_ = inplace(lgamma, _T.lgamma_)
+digamma_ = inplace(digamma, _T.digamma_)
+sigmoid_ = inplace(sigmoid, _T.sigmoid_)
+logit_ = inplace(logit, _T.logit_)
+floor_ = inplace(floor, _T.floor_)
+ceil_ = inplace(ceil, _T.ceil_)
+trunc_ = inplace(trunc, _T.trunc_, _T.fix_)
+round_ = inplace(round, _T.round_)
+frac_ = inplace(frac, _T.frac_)
+nan_to_num_ = inplace(nan_to_num, _T.nan_to_num_)
+logical_not_ = inplace(logical_not, _T.logical_not_)
+bitwise_not_ = inplace(bitwise_not, _T.bitwise_not_)
 
-__all__ = [n for n, v in list(globals().items()) if not n.startswith("_") and hasattr(v, "torchfns")]
+__all__ = [
+    "abs", "sign", "sgn", "signbit", "neg", "positive", "exp", "expm1", "exp2", "log", "log1p",
+    "log2", "log10", "sqrt", "rsqrt", "reciprocal", "square", "sin", "cos", "tan", "asin", "acos",
+    "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv", "lgamma",
+    "digamma", "sigmoid", "logit", "floor", "ceil", "trunc", "round", "frac", "isfinite", "isnan",
+    "isinf", "isposinf", "isneginf", "isreal", "nan_to_num", "logical_not", "bitwise_not", "invert",
+    "abs_", "neg_", "sign_", "sgn_", "exp_", "expm1_", "exp2_", "log_", "log1p_", "log2_", "log10_",
+    "sqrt_", "rsqrt_", "reciprocal_", "square_", "sin_", "cos_", "tan_", "asin_", "acos_", "atan_",
+    "sinh_", "cosh_", "tanh_", "asinh_", "acosh_", "atanh_", "erf_", "erfc_", "erfinv_", "lgamma_",
+    "digamma_", "sigmoid_", "logit_", "floor_", "ceil_", "trunc_", "round_", "frac_", "nan_to_num_",
+    "logical_not_", "bitwise_not_",
+]

@@ -18,7 +18,11 @@ from .base import torchsymbol
 from .helpers import cast_number, check, is_number, is_tensor, number_dtype
 from ..proxies import TensorProxy, current_context
 
-__all__: list[str] = []
+__all__ = [
+    "zeros", "ones", "empty", "full", "scalar_tensor", "zeros_like", "ones_like", "empty_like",
+    "full_like", "new_zeros", "new_ones", "new_empty", "new_full", "tensor", "as_tensor",
+    "new_tensor", "arange", "linspace", "eye",
+]
 
 
 # --- argument handling shared by every factory ---------------------------------------------
@@ -295,26 +299,3 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, pin_memory
     rows = prims.broadcast_in_dim(prims.iota(n, start=0, step=1, device=device, dtype=torch.int64), (n, m), (0,))
     cols = prims.broadcast_in_dim(prims.iota(m, start=0, step=1, device=device, dtype=torch.int64), (n, m), (1,))
     return prims.convert_element_type(prims.eq(rows, cols), dtype)
-
-
-__all__ += [
-    "zeros",
-    "ones",
-    "empty",
-    "full",
-    "scalar_tensor",
-    "zeros_like",
-    "ones_like",
-    "empty_like",
-    "full_like",
-    "new_zeros",
-    "new_ones",
-    "new_empty",
-    "new_full",
-    "tensor",
-    "as_tensor",
-    "new_tensor",
-    "arange",
-    "linspace",
-    "eye",
-]

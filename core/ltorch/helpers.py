@@ -1,4 +1,4 @@
-"""Broadcasting and type promotion, shared by torch-language ops; never seen in traces."""
+"""Helpers shared by torch-language ops (broadcasting, type promotion, argument checks); never seen in traces."""
 from __future__ import annotations
 
 import enum
@@ -26,6 +26,12 @@ __all__ = [
     "computation_dtype",
     "number_dtype",
     "cast_number",
+    "check_input",
+    "check_tensors",
+    "upcast",
+    "expand_reduced",
+    "transpose_if_needed",
+    "reshape_if_needed",
 ]
 
 
@@ -195,3 +201,34 @@ def broadcast(*operands):
         return operands
     shape = broadcast_shapes(*shapes)
     return tuple(broadcast_to(x, shape) if isinstance(x, TensorProxy) else x for x in operands)
+
+
+def check_tensors(name: str, **tensors) -> None:
+    """TypeError, as torch's argument parser raises it, for each named argument that is not a tensor."""
+    for arg, t in tensors.items():
+        check(is_tensor(t), lambda: f"{name}(): argument '{arg}' must be Tensor, not {type(t).__name__}", TypeError)
+
+
+def transpose_if_needed(a: TensorProxy, perm) -> TensorProxy:
+    """prims.transpose, left out of the trace when it would not move anything."""
+    return a if list(perm) == list(range(a.ndim)) else prims.transpose(a, perm)
+
+
+def reshape_if_needed(a: TensorProxy, shape) -> TensorProxy:
+    """prims.reshape, left out of the trace when the shape does not change."""
+    return a if tuple(shape) == tuple(a.shape) else prims.reshape(a, shape)
+
+
+def check_input(name: str, a, what: str = "input") -> None:
+    """torch's TypeError for a non-tensor where a tensor is required."""
+    check(is_tensor(a), lambda: f"{name}(): argument '{what}' must be Tensor, not {type(a).__name__}", TypeError)
+
+
+def upcast(a: TensorProxy) -> TensorProxy:
+    """`a` in its computation dtype (float32 for bf16/f16), as torch's kernels compute."""
+    return to_dtype(a, computation_dtype(a.dtype))
+
+
+def expand_reduced(r: TensorProxy, shape, dims) -> TensorProxy:
+    """A reduction's result `r` (dims removed) broadcast back to `shape`."""
+    return prims.broadcast_in_dim(r, tuple(shape), tuple(i for i in range(len(shape)) if i not in dims))

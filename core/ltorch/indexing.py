@@ -12,11 +12,17 @@ from collections.abc import Sequence
 import torch
 
 from .. import prims
-from .base import data_dependent_error, torch_inplace, torchsymbol
+from .base import data_dependent_error, torchsymbol
+from .functionalization import inplace
 from .helpers import broadcast, broadcast_shapes, broadcast_to, canonical_dim, cast_number, check, is_number, is_tensor
 from ..proxies import TensorProxy
 
-__all__: list[str] = []
+__all__ = [
+    "index_select", "gather", "take_along_dim", "take", "scatter", "scatter_add", "scatter_reduce",
+    "index_add", "index_copy", "index_fill", "index_put", "masked_fill", "embedding", "one_hot",
+    "index_put_", "index_add_", "index_copy_", "index_fill_", "scatter_", "scatter_add_",
+    "scatter_reduce_", "masked_fill_",
+]
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -470,36 +476,11 @@ def one_hot(tensor, num_classes=-1):
 
 # --- in-place forms ---------------------------------------------------------------------------
 
-index_put_ = torch_inplace(index_put, torch.Tensor.index_put_, torch.index_put_)
-index_add_ = torch_inplace(index_add, torch.Tensor.index_add_)
-index_copy_ = torch_inplace(index_copy, torch.Tensor.index_copy_)
-index_fill_ = torch_inplace(index_fill, torch.Tensor.index_fill_)
-scatter_ = torch_inplace(scatter, torch.Tensor.scatter_)
-scatter_add_ = torch_inplace(scatter_add, torch.Tensor.scatter_add_)
-scatter_reduce_ = torch_inplace(scatter_reduce, torch.Tensor.scatter_reduce_)
-masked_fill_ = torch_inplace(masked_fill, torch.Tensor.masked_fill_)
-
-__all__ += [
-    "index_select",
-    "gather",
-    "take_along_dim",
-    "take",
-    "scatter",
-    "scatter_add",
-    "scatter_reduce",
-    "index_add",
-    "index_copy",
-    "index_fill",
-    "index_put",
-    "masked_fill",
-    "embedding",
-    "one_hot",
-    "index_put_",
-    "index_add_",
-    "index_copy_",
-    "index_fill_",
-    "scatter_",
-    "scatter_add_",
-    "scatter_reduce_",
-    "masked_fill_",
-]
+index_put_ = inplace(index_put, torch.Tensor.index_put_, torch.index_put_)
+index_add_ = inplace(index_add, torch.Tensor.index_add_)
+index_copy_ = inplace(index_copy, torch.Tensor.index_copy_)
+index_fill_ = inplace(index_fill, torch.Tensor.index_fill_)
+scatter_ = inplace(scatter, torch.Tensor.scatter_)
+scatter_add_ = inplace(scatter_add, torch.Tensor.scatter_add_)
+scatter_reduce_ = inplace(scatter_reduce, torch.Tensor.scatter_reduce_)
+masked_fill_ = inplace(masked_fill, torch.Tensor.masked_fill_)

@@ -14,11 +14,14 @@ import torch.nn.functional as F
 from .. import prims
 from .base import torchsymbol
 from .helpers import broadcast, broadcast_to, check, computation_dtype, is_tensor, promote, to_dtype
-from .nn import log_softmax
+from .softmax import log_softmax
 from ..prims.base import dtype_category
 from ..proxies import TensorProxy
 
-__all__: list[str] = []
+__all__ = [
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "kl_div", "nll_loss", "cross_entropy",
+]
 
 
 # --- shared pieces ----------------------------------------------------------------------
@@ -380,6 +383,3 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     eps = float(label_smoothing)
     out = prims.add(prims.mul(nll, 1.0 - eps), prims.mul(smooth, eps / n_classes))
     return to_dtype(out, input.dtype)
-
-
-__all__ += [n for n, v in list(globals().items()) if not n.startswith("_") and hasattr(v, "torchfns") and n != "torchsymbol" and v is not log_softmax]

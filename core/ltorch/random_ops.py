@@ -11,13 +11,18 @@ from __future__ import annotations
 import torch
 
 from .. import prims
-from .base import rebind_inplace, torch_inplace, torchsymbol
+from .base import torchsymbol
+from .functionalization import TorchForm, inplace
 from .factories import check_factory_kwargs, factory_device, parse_size
 from .helpers import broadcast, broadcast_shapes, broadcast_to, check, computation_dtype, is_number, is_tensor
 from ..proxies import TensorProxy
 from ..symbol import Tags
 
-__all__: list[str] = []
+__all__ = [
+    "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "normal", "bernoulli",
+    "uniform_like", "normal_like", "bernoulli_like", "uniform_", "normal_", "bernoulli_", "dropout",
+    "dropout_functional",
+]
 
 _RANDOM = (Tags.RANDOM,)
 
@@ -221,9 +226,9 @@ def bernoulli_like(input, p=0.5, *, generator=None):
     return _bernoulli_like(input, p)
 
 
-uniform_ = torch_inplace(uniform_like, torch.Tensor.uniform_)
-normal_ = torch_inplace(normal_like, torch.Tensor.normal_)
-bernoulli_ = torch_inplace(bernoulli_like, torch.Tensor.bernoulli_)
+uniform_ = inplace(uniform_like, torch.Tensor.uniform_)
+normal_ = inplace(normal_like, torch.Tensor.normal_)
+bernoulli_ = inplace(bernoulli_like, torch.Tensor.bernoulli_)
 
 
 # --- dropout -------------------------------------------------------------------------------
@@ -250,38 +255,10 @@ def dropout(input, p, train):
     return prims.mul(input, prims.div(keep, 1.0 - p))
 
 
-class FunctionalDropout:
-    """torch.nn.functional.dropout (and nn.Dropout): the dropout op, rebinding its input when inplace."""
-
-    torchfns = (torch.nn.functional.dropout,)
-    name = "torch.nn.functional.dropout"
-
-    def __call__(self, input, p=0.5, training=True, inplace=False):
-        check(p >= 0.0 and p <= 1.0, lambda: f"dropout probability has to be between 0 and 1, but got {p}", ValueError)
-        out = dropout(input, p, training)
-        if inplace and out is not input:
-            return rebind_inplace(self.name, input, out)
-        return out
+def _check_dropout_p(input, p=0.5, training=True, inplace=False) -> None:
+    # torch.nn.functional.dropout checks p itself, with ValueError (torch.dropout's is a RuntimeError)
+    check(p >= 0.0 and p <= 1.0, lambda: f"dropout probability has to be between 0 and 1, but got {p}", ValueError)
 
 
-functional_dropout = FunctionalDropout()
-
-
-__all__ += [
-    "rand",
-    "randn",
-    "randint",
-    "rand_like",
-    "randn_like",
-    "randint_like",
-    "normal",
-    "bernoulli",
-    "uniform_like",
-    "normal_like",
-    "bernoulli_like",
-    "uniform_",
-    "normal_",
-    "bernoulli_",
-    "dropout",
-    "functional_dropout",
-]
+# torch.nn.functional.dropout (and nn.Dropout): the dropout op, written into its input when inplace=True
+dropout_functional = TorchForm(dropout, torch.nn.functional.dropout, before=_check_dropout_p, writes=0, flag="inplace")

@@ -1,4 +1,4 @@
-"""Torch-language ops: reductions (sum, mean, max, var, ...), scans, topk and sort.
+"""Torch-language ops: reductions (sum, mean, max, any, var, logsumexp, ...) and scans (cumsum, cumprod).
 
 Each op reduces with the strict prims, then restores kept dimensions with a reshape.
 Low-precision floats accumulate in float32, as PyTorch's kernels do.
@@ -17,7 +17,11 @@ from ..prims.base import canonical_dim, dtype_category
 from ..proxies import TensorProxy
 from ..symbol import Tags
 
-__all__: list[str] = []
+__all__ = [
+    "sum", "nansum", "prod", "mean", "nanmean", "amax", "amin", "argmax", "argmin", "max", "min",
+    "aminmax", "any", "all", "count_nonzero", "var", "std", "var_mean", "std_mean", "logsumexp",
+    "cumsum", "cumprod",
+]
 
 _REDUCTION = (Tags.REDUCTION,)
 
@@ -406,110 +410,4 @@ def cumprod(a, dim, *, dtype=None):
 # --- selection: topk and sort -----------------------------------------------------------
 
 
-def _along(prim, a: TensorProxy, dim: int, *args):
-    """Run a (values, indices) prim along `dim`; a 0-d tensor is treated as one element."""
-    d = canonical_dim(a.ndim, dim)
-    if a.ndim > 0:
-        return prim(a, d, *args) if prim is not prims.topk else prim(a, args[0], d, *args[1:])
-    flat = prims.reshape(a, (1,))
-    values, indices = prim(flat, 0, *args) if prim is not prims.topk else prim(flat, args[0], 0, *args[1:])
-    return prims.reshape(values, ()), prims.reshape(indices, ())
-
-
-@torchsymbol(torch.topk, torch.Tensor.topk)
-def topk(a, k, dim=-1, largest=True, sorted=True):
-    """The k largest (or smallest) elements along `dim`, and their indices."""
-    _check_input("topk", a)
-    check(a.dtype != torch.bool, lambda: "topk does not support bool dtypes on CPU", RuntimeError)
-    size = a.shape[canonical_dim(a.ndim, dim)] if a.ndim else 1
-    check(isinstance(k, int) and 0 <= k <= size, lambda: f"selected index k out of range: k={k} for a dimension of size {size}", RuntimeError)
-    values, indices = _along(prims.topk, a, dim, k, bool(largest), bool(sorted))
-    return torch.return_types.topk((values, indices))
-
-
-@torchsymbol(torch.sort, torch.Tensor.sort)
-def sort(a, dim=-1, descending=False, *, stable=False):
-    """Sorted values along `dim` and the indices that sort it."""
-    _check_input("sort", a)
-    values, indices = _along(prims.sort, a, dim, bool(descending), bool(stable))
-    return torch.return_types.sort((values, indices))
-
-
-@torchsymbol(torch.argsort, torch.Tensor.argsort)
-def argsort(a, dim=-1, descending=False, *, stable=False):
-    """The indices that sort `a` along `dim`."""
-    _check_input("argsort", a)
-    return _along(prims.sort, a, dim, bool(descending), bool(stable))[1]
-
-
-@torchsymbol(torch.msort, torch.Tensor.msort)
-def msort(a):
-    """`a` sorted along its first dimension."""
-    _check_input("msort", a)
-    return _along(prims.sort, a, 0, False, False)[0]
-
-
 # --- norms ------------------------------------------------------------------------------
-
-
-def _vector_norm(a: TensorProxy, ord, dims: tuple[int, ...], keepdim: bool, dtype) -> TensorProxy:
-    name = "linalg.vector_norm"
-    check(dtype_category(a.dtype) >= 2, lambda: f"{name}: Expected a floating point or complex tensor as input. Got {a.dtype}", RuntimeError)
-    if dtype is not None:
-        check(dtype_category(dtype) >= 2, lambda: f"{name}: dtype should be floating point or complex, but got {dtype}", RuntimeError)
-        check(
-            torch.promote_types(a.dtype, dtype) == dtype,
-            lambda: f"{name}: the dtype of the input ({a.dtype}) should be convertible without narrowing to the specified dtype ({dtype})",
-            RuntimeError,
-        )
-        a = to_dtype(a, dtype)
-    check(isinstance(ord, (int, float)) and not isinstance(ord, bool), lambda: f"{name}: ord must be a number, got {ord!r}", TypeError)
-    result = a.dtype.to_real() if a.dtype.is_complex else a.dtype
-    x = prims.abs(to_dtype(a, computation_dtype(a.dtype)))
-    if ord in (math.inf, -math.inf):
-        for d in dims:
-            check(
-                a.shape[d] != 0,
-                lambda: f"{name} cannot compute the {ord} norm on the dimension {d} because this dimension is empty and the operation does not have an identity",
-                RuntimeError,
-            )
-        check(a.numel() != 0 or a.ndim != 0, lambda: f"{name} cannot compute the {ord} norm on an empty tensor", RuntimeError)
-        out = (prims.amax if ord > 0 else prims.amin)(x, dims)
-    elif ord == 0:
-        out = prims.sum(to_dtype(prims.ne(x, 0.0), x.dtype), dims)
-    elif ord == 1:
-        out = prims.sum(x, dims)
-    elif ord == 2:
-        out = prims.sqrt(prims.sum(prims.mul(x, x), dims))
-    else:
-        out = prims.pow(prims.sum(prims.pow(x, float(ord)), dims), 1.0 / ord)
-    return keep_dims(to_dtype(out, result), a, dims, keepdim)
-
-
-@torchsymbol(torch.linalg.vector_norm, tags=_REDUCTION)
-def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
-    """The ord-norm of `x` over `dim` (every element when None)."""
-    _check_input("linalg.vector_norm", x)
-    check(out is None, lambda: "linalg.vector_norm: out= is not supported while tracing", TypeError)
-    return _vector_norm(x, ord, reduction_dims(x, dim), keepdim, dtype)
-
-
-@torchsymbol(torch.norm, torch.Tensor.norm, tags=_REDUCTION)
-def norm(a, p="fro", dim=None, keepdim=False, out=None, dtype=None):
-    """torch.norm: the Frobenius norm, or the p-norm of the elements over `dim`."""
-    _check_input("norm", a)
-    check(out is None, lambda: "norm: out= is not supported while tracing", TypeError)
-    if isinstance(p, str):
-        check(p in ("fro", "nuc"), lambda: f"norm(): unknown norm type {p!r}; expected 'fro', 'nuc' or a number", ValueError)
-        if p == "nuc":
-            raise NotImplementedError("squall: torch.norm(p='nuc') needs a singular value decomposition, which squall does not have")
-        check(
-            dim is None or isinstance(dim, int) or len(dim) <= 2,
-            lambda: f"linalg.matrix_norm: dim must be a 2-tuple. Got {dim}",
-            RuntimeError,
-        )
-        p = 2
-    return _vector_norm(a, p, reduction_dims(a, dim), keepdim, dtype)
-
-
-__all__ += [n for n, v in list(globals().items()) if not n.startswith("_") and hasattr(v, "torchfns") and n != "torchsymbol"]

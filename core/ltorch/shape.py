@@ -1,4 +1,4 @@
-"""Torch-language ops: shape (views, reshapes, permutations, joins and splits, flips, padding)."""
+"""Torch-language ops: reshapes and views (view, reshape, flatten, squeeze, permute, transpose, expand, ...), repeats, and memory-layout ops."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -6,13 +6,18 @@ from collections.abc import Sequence
 import torch
 
 from .. import prims
-from .base import data_dependent_error, torchsymbol
 from . import helpers
+from .base import data_dependent_error, torchsymbol
 from .helpers import broadcast_shapes, canonical_dim, check, is_tensor
 from ..proxies import TensorProxy
 from ..symbol import Tags
 
-__all__: list[str] = []
+__all__ = [
+    "view", "reshape", "view_as", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze",
+    "permute", "transpose", "swapaxes", "swapdims", "t", "T", "mT", "mH", "H", "movedim",
+    "diagonal", "expand", "expand_as", "broadcast_to", "broadcast_tensors", "repeat",
+    "repeat_interleave", "contiguous", "detach", "clone",
+]
 
 _SHAPE = (Tags.SHAPE_ONLY,)
 
@@ -353,6 +358,3 @@ def clone(input, *, memory_format=None):
     # A new value under a new name, so in-place ops on the clone never reach the original;
     # an empty pad is the prim whose torch implementation always writes fresh memory.
     return prims.pad(input, False if input.dtype == torch.bool else 0, [(0, 0, 0)] * input.ndim)
-
-
-__all__ += [n for n, v in list(globals().items()) if not n.startswith("_") and hasattr(v, "torchfns") and n != "torchsymbol"]

@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import prims
-from .base import data_dependent_error, torch_inplace, torchsymbol
+from .base import data_dependent_error, torchsymbol
+from .functionalization import inplace
 from .helpers import broadcast_shapes, broadcast_to, check, is_tensor
 from .shape import clone
 from ..proxies import TensorProxy, current_context
 
-__all__: list[str] = []
+__all__ = [
+    "getitem", "setitem", "setitem_",
+]
 
 _VALID = "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid indices"
 
@@ -248,6 +251,4 @@ def setitem(a, key, value):
     return _setitem_value(a, key, value)
 
 
-setitem_ = torch_inplace(setitem, torch.Tensor.__setitem__)
-
-__all__ += ["getitem", "setitem", "setitem_"]
+setitem_ = inplace(setitem, torch.Tensor.__setitem__)

@@ -1,22 +1,26 @@
 """OpInfos: for every torch-language op, sample inputs, error inputs, a reference, directives.
 
-Each family module defines `opinfos: list[OpInfo]`; `ALL` collects them. One parametrized
+Each module here is named like the `squall.ltorch` module whose ops it covers (softmax.py,
+pooling.py, ...) and defines `opinfos: list[OpInfo]`; `all_opinfos()` collects them. One parametrized
 test (tests/test_ops.py) runs every sample through every executor configuration and
 compares with the torch reference; another checks every error input.
 """
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pkgutil
 import torch
 
-from squall.torch_executor import PRIM_IMPLS
 from squall.extend import OperatorExecutor
+from squall.torch_executor import PRIM_IMPLS
 
-FAMILIES = ("elementwise", "conversions", "factories", "random_ops", "reductions", "shape", "subscript", "indexing", "linalg", "linalg_nn", "linalg_extra", "nn", "nn_norms", "losses")
+# one per ltorch module, named like it (tests/test_ops.py checks the mirror)
+FAMILIES = tuple(sorted(m.name for m in pkgutil.iter_modules([os.path.dirname(__file__)])))
 
 # The dtypes OpInfos are run for (as the issue asks): ops declare which they support.
 FLOATING = (torch.float32, torch.float64, torch.bfloat16)

@@ -158,78 +158,6 @@ def _scan_errors(device):
     yield ErrorInput(SampleInput((_t((2, 3), torch.float32, device), 2)), IndexError, "Dimension out of range")
 
 
-def _topk_samples(dtype, device):
-    yield SampleInput((_t((4, 5), dtype, device), 2))
-    yield SampleInput((_t((4, 5), dtype, device), 3, 0))
-    yield SampleInput((_t((4, 5), dtype, device), 2, -1, False))
-    yield SampleInput((_t((2, 3, 4), dtype, device), 0), {"dim": 1})
-    yield SampleInput((_t((6,), dtype, device), 6), {"largest": False, "sorted": True})
-    yield SampleInput((_t((), dtype, device), 1))
-    yield SampleInput((_t((0, 3), dtype, device), 2))
-
-
-def _topk_errors(device):
-    yield ErrorInput(SampleInput((_t((2, 3), torch.float32, device), 4)), RuntimeError, "selected index k out of range")
-    yield ErrorInput(SampleInput((_t((2, 3), torch.float32, device), 1, 2)), IndexError, "Dimension out of range")
-
-
-def _sort_samples(dtype, device):
-    yield SampleInput((_t((4, 5), dtype, device),))
-    yield SampleInput((_t((4, 5), dtype, device), 0))
-    yield SampleInput((_t((4, 5), dtype, device), 0, True))
-    yield SampleInput((_t((2, 3, 4), dtype, device),), {"dim": -2, "descending": True, "stable": True})
-    yield SampleInput((_t((8,), dtype, device),), {"stable": True})
-    yield SampleInput((_t((), dtype, device),))
-    yield SampleInput((_t((0, 3), dtype, device), 1))
-    yield SampleInput((_t((4, 6), dtype, device, noncontiguous=True), 1))
-
-
-def _sort_errors(device):
-    yield ErrorInput(SampleInput((_t((2, 3), torch.float32, device), 2)), IndexError, "Dimension out of range")
-
-
-def _msort_samples(dtype, device):
-    for shape in ((5,), (4, 3), (), (0, 2)):
-        yield SampleInput((_t(shape, dtype, device),))
-
-
-def _vector_norm_samples(dtype, device):
-    yield SampleInput((_t((4, 5), dtype, device),))
-    yield SampleInput((_t((4, 5), dtype, device), 1))
-    yield SampleInput((_t((4, 5), dtype, device), math.inf, 1, True))
-    yield SampleInput((_t((4, 5), dtype, device), -math.inf, -1))
-    yield SampleInput((_t((4, 5), dtype, device), 0), {"dim": (0, 1)})
-    yield SampleInput((_t((2, 3, 4), dtype, device), 3.5, (0, 2)))
-    yield SampleInput((_t((2, 3, 4), dtype, device, low=0.5, high=2), -1.5), {"dim": 1})
-    yield SampleInput((_t((), dtype, device),))
-    yield SampleInput((_t((2, 0), dtype, device),), {"dim": 0})
-    yield SampleInput((_t((3, 4), dtype, device),), {"dtype": torch.float64})
-
-
-def _vector_norm_errors(device):
-    yield ErrorInput(SampleInput((_t((2, 3), torch.int64, device),)), RuntimeError, "Expected a floating point or complex tensor")
-    yield ErrorInput(SampleInput((_t((0, 3), torch.float32, device), math.inf, 0)), RuntimeError, "does not have an identity")
-    yield ErrorInput(SampleInput((_t((2, 3), torch.float32, device),), {"dtype": torch.bfloat16}), RuntimeError, "without narrowing")
-
-
-def _norm_samples(dtype, device):
-    yield SampleInput((_t((4, 5), dtype, device),))
-    yield SampleInput((_t((4, 5), dtype, device), "fro", 1))
-    yield SampleInput((_t((4, 5), dtype, device), "fro", (0, 1), True))
-    yield SampleInput((_t((4, 5), dtype, device), 1), {"dim": 1})
-    yield SampleInput((_t((4, 5), dtype, device), math.inf))
-    yield SampleInput((_t((2, 3, 4), dtype, device), 3), {"dim": (0, 2), "keepdim": True})
-    yield SampleInput((_t((), dtype, device),))
-    yield SampleInput((_t((3, 4), dtype, device),), {"dtype": torch.float64})
-
-
-def _norm_errors(device):
-    x = _t((2, 3, 4), torch.float32, device)
-    yield ErrorInput(SampleInput((_t((2, 3), torch.int64, device),)), RuntimeError, "Expected a floating point or complex tensor")
-    yield ErrorInput(SampleInput((x, "fro", (0, 1, 2))), RuntimeError, "dim must be a 2-tuple")
-    yield ErrorInput(SampleInput((x, "nuc", (0, 1))), NotImplementedError, "singular value decomposition", torch_raises=False)
-
-
 _SUM_KWARGS = ({"dtype": torch.float64}, {"keepdim": True, "dtype": torch.int64})
 
 opinfos = [
@@ -261,10 +189,4 @@ opinfos = [
     OpInfo("logsumexp", torch.logsumexp, _logsumexp_samples, NUMERIC, error_inputs=_dim_errors(), symbol="torch.logsumexp"),
     OpInfo("cumsum", torch.cumsum, _scan_samples, ALL_TYPES, error_inputs=_scan_errors, symbol="torch.cumsum"),
     OpInfo("cumprod", torch.cumprod, _scan_samples, ALL_TYPES, error_inputs=_scan_errors, symbol="torch.cumprod"),
-    OpInfo("topk", torch.topk, _topk_samples, NUMERIC, error_inputs=_topk_errors, symbol="torch.topk"),
-    OpInfo("sort", torch.sort, _sort_samples, NUMERIC, error_inputs=_sort_errors, symbol="torch.sort"),
-    OpInfo("argsort", torch.argsort, _sort_samples, NUMERIC, error_inputs=_sort_errors, symbol="torch.argsort"),
-    OpInfo("msort", torch.msort, _msort_samples, NUMERIC, symbol="torch.msort"),
-    OpInfo("vector_norm", torch.linalg.vector_norm, _vector_norm_samples, FLOATING, error_inputs=_vector_norm_errors, symbol="torch.linalg.vector_norm"),
-    OpInfo("norm", torch.norm, _norm_samples, FLOATING, error_inputs=_norm_errors, symbol="torch.norm"),
 ]

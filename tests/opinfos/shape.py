@@ -32,29 +32,6 @@ def _errors(*forms):
     return errors
 
 
-def _seq_samples(*groups, dim_kw=None):
-    """Samples whose first argument is a list of tensors of the given shapes."""
-
-    def samples(dtype, device):
-        for shapes, kwargs in groups:
-            yield SampleInput(([_t(s, dtype, device) for s in shapes],), dict(kwargs))
-
-    return samples
-
-
-def _seq_errors(*forms):
-    def errors(device):
-        for shapes, kwargs, exc, match in forms:
-            yield ErrorInput(SampleInput(([_t(s, device=device) for s in shapes],), dict(kwargs)), exc, match)
-
-    return errors
-
-
-def _mixed_cat(dtype, device):
-    yield SampleInput(([_t((2, 3), dtype, device), _t((1, 3), torch.float64, device)],))
-    yield SampleInput(([_t((0,), torch.int64, device), _t((2, 3), dtype, device)], 1))
-
-
 opinfos = [
     OpInfo("view", lambda x, *s, **k: x.view(*s, **k), _samples(((2, 3, 4), (6, 4), {}), ((2, 3, 4), ((-1,),), {}), ((), (1, 1), {}), ((0, 3), (3, -1), {}), ((4,), (), {"size": (2, 2)})), ALL_TYPES,
            error_inputs=_errors(((2, 3), (-1, -1), {}, RuntimeError, "only one dimension can be inferred"), ((2, 3), (-2, 3), {}, RuntimeError, "invalid shape dimension -2"),
@@ -109,55 +86,5 @@ opinfos = [
     OpInfo("contiguous", lambda x: x.contiguous(), _samples(((2, 3), (), {}, True), ((), (), {})), ALL_TYPES, symbol="torch.Tensor.contiguous"),
     OpInfo("detach", torch.detach, _samples(((2, 3), (), {})), ALL_TYPES, symbol="torch.Tensor.detach"),
     OpInfo("clone", torch.clone, _samples(((2, 3), (), {}, True), ((), (), {}), ((0, 2), (), {})), ALL_TYPES, symbol="torch.clone"),
-    # clone must give a value of its own: an in-place op on it leaves the input alone
     OpInfo("clone_then_inplace", lambda x: (x.clone().mul_(2), x), _samples(((2, 3), (), {})), (torch.float32, torch.int64), symbol="torch.clone"),
-    # --- joins ---
-    OpInfo("cat", torch.cat, _seq_samples(([(2, 3), (4, 3)], {}), ([(2, 3), (2, 1)], {"dim": -1}), ([(0, 3), (2, 3)], {}), ([(2, 3)], {}), ([(0,), (2, 3), (0,)], {"dim": 1})), ALL_TYPES,
-           error_inputs=_seq_errors(([(2, 3), (2, 4)], {}, RuntimeError, "Sizes of tensors must match except in dimension 0"), ([(2, 3), ()], {}, RuntimeError, "zero-dimensional tensor"),
-                                    ([(2, 3), (3,)], {}, RuntimeError, "same number of dimensions"), ([], {}, ValueError, "expected a non-empty list"), ([(2, 3)], {"dim": 2}, IndexError, "Dimension out of range")),
-           symbol="torch.cat"),
-    OpInfo("cat_promotes", torch.cat, _mixed_cat, ALL_TYPES, symbol="torch.cat"),
-    OpInfo("concatenate", torch.concatenate, _seq_samples(([(2, 3), (2, 3)], {"axis": 1})), ALL_TYPES, symbol="torch.concatenate"),
-    OpInfo("stack", torch.stack, _seq_samples(([(2, 3), (2, 3)], {}), ([(2, 3), (2, 3), (2, 3)], {"dim": -1}), ([(), ()], {}), ([(0, 2)], {"dim": 1})), ALL_TYPES,
-           error_inputs=_seq_errors(([(2, 3), (3, 3)], {}, RuntimeError, "stack expects each tensor to be equal size"), ([(2, 3)], {"dim": 4}, IndexError, "Dimension out of range")), symbol="torch.stack"),
-    OpInfo("hstack", torch.hstack, _seq_samples(([(2,), (3,)], {}), ([(2, 3), (2, 1)], {}), ([(), ()], {})), ALL_TYPES, symbol="torch.hstack"),
-    OpInfo("vstack", torch.vstack, _seq_samples(([(3,), (3,)], {}), ([(2, 3), (1, 3)], {}), ([(), ()], {})), ALL_TYPES, symbol="torch.vstack"),
-    OpInfo("dstack", torch.dstack, _seq_samples(([(3,), (3,)], {}), ([(2, 3), (2, 3)], {}), ([(2, 3, 1), (2, 3, 2)], {})), ALL_TYPES, symbol="torch.dstack"),
-    # --- splits ---
-    OpInfo("split", torch.split, _samples(((5, 3), (2,), {}), ((5, 3), ([1, 4],), {}), ((2, 6), (3, -1), {}), ((0, 3), (2,), {}), ((4, 3), (), {"split_size_or_sections": [1, 0, 3], "dim": 0}, True)), ALL_TYPES,
-           error_inputs=_errors(((2, 3), (0,), {}, RuntimeError, "split_size can only be 0"), ((2, 3), ([1, 2],), {}, RuntimeError, "expects split_sizes to sum exactly to 2")), symbol="torch.split"),
-    OpInfo("split_method", lambda x, *a, **k: x.split(*a, **k), _samples(((5, 3), (2,), {}), ((5, 3), (), {"split_size": [2, 1], "dim": 1})), ALL_TYPES, symbol="torch.Tensor.split"),
-    OpInfo("chunk", torch.chunk, _samples(((5, 3), (3,), {}), ((6, 3), (4,), {}), ((2, 7), (3, -1), {}), ((0,), (3,), {}), ((2, 3), (5,), {"dim": 1})), ALL_TYPES,
-           error_inputs=_errors(((2, 3), (0,), {}, RuntimeError, "greater than 0"), ((), (1,), {}, RuntimeError, "at least a 1-dimensional tensor")), symbol="torch.chunk"),
-    OpInfo("unbind", torch.unbind, _samples(((3, 2), (), {}), ((3, 2), (-1,), {}), ((0, 2), (1,), {})), ALL_TYPES,
-           error_inputs=_errors(((), (), {}, IndexError, "tensor has no dimensions"), ((2, 3), (2,), {}, IndexError, "Dimension out of range")), symbol="torch.unbind"),
-    OpInfo("tensor_split", torch.tensor_split, _samples(((7, 2), (3,), {}), ((7, 2), ([1, 5],), {}), ((2, 7), ([-2, 9, 3],), {"dim": 1}), ((3,), (5,), {}), ((6, 2), (), {"sections": 2}), ((6, 2), (), {"indices": (2,)})), ALL_TYPES,
-           error_inputs=_errors(((2, 3), (0,), {}, RuntimeError, "number of sections must be larger than 0")), symbol="torch.tensor_split"),
-    OpInfo("narrow", torch.narrow, _samples(((5, 3), (0, 1, 3), {}), ((5, 3), (-1, -2, 2), {}), ((5, 3), (0, 5, 0), {}), ((4, 6), (1, 2, 3), {}, True)), ALL_TYPES,
-           error_inputs=_errors(((2, 3), (0, 3, 1), {}, IndexError, "start out of range"), ((2, 3), (0, 1, 3), {}, RuntimeError, r"start \(1\) \+ length \(3\) exceeds"),
-                                ((), (0, 0, 1), {}, RuntimeError, "cannot be applied to a 0-dim tensor"), ((2, 3), (0, 0, -1), {}, RuntimeError, "length must be non-negative")), symbol="torch.narrow"),
-    OpInfo("unfold", lambda x, *a, **k: x.unfold(*a, **k), _samples(((7,), (0, 3, 2), {}), ((2, 6, 3), (1, 2, 2), {}), ((2, 6), (-1, 6, 1), {}), ((), (0, 1, 1), {}), ((3, 4), (), {"dimension": 0, "size": 0, "step": 1})), ALL_TYPES,
-           error_inputs=_errors(((3,), (0, 4, 1), {}, RuntimeError, "maximum size for tensor at dimension 0 is 3 but size is 4"), ((3,), (0, 2, 0), {}, RuntimeError, "step is 0 but must be > 0")), symbol="torch.Tensor.unfold"),
-    # --- flips, rolls, rotations ---
-    OpInfo("flip", torch.flip, _samples(((2, 3, 4), ((0, 2),), {}), ((2, 3), ((-1,),), {}, True), ((), ((),), {}), ((2, 0), ((0, 1),), {})), ALL_TYPES,
-           error_inputs=_errors(((2, 3), ((0, 0),), {}, RuntimeError, "dim 0 appears multiple times"), ((2, 3), ((2,),), {}, IndexError, "Dimension out of range")), symbol="torch.Tensor.flip"),
-    OpInfo("flip_varargs", lambda x, *d: x.flip(*d), _samples(((2, 3, 4), (0, 1), {})), ALL_TYPES, symbol="torch.Tensor.flip"),
-    OpInfo("fliplr", torch.fliplr, _samples(((2, 3), (), {}), ((2, 3, 4), (), {})), ALL_TYPES, error_inputs=_errors(((3,), (), {}, RuntimeError, "Input must be >= 2-d")), symbol="torch.fliplr"),
-    OpInfo("flipud", torch.flipud, _samples(((2, 3), (), {}), ((4,), (), {})), ALL_TYPES, error_inputs=_errors(((), (), {}, RuntimeError, "Input must be >= 1-d")), symbol="torch.flipud"),
-    OpInfo("roll", torch.roll, _samples(((4, 3), (1,), {}), ((4, 3), (-5, 0), {}), ((4, 3), ((1, 2), (0, 1)), {}), ((4, 3), (3, -1), {}, True), ((0, 3), (1, 0), {}), ((), (2,), {})), ALL_TYPES,
-           error_inputs=_errors(((4, 3), ((1, 2), 0), {}, RuntimeError, "shifts and dimensions must align")), symbol="torch.roll"),
-    OpInfo("rot90", torch.rot90, _samples(((3, 4), (), {}), ((3, 4), (2,), {}), ((2, 3, 4), (-1, (1, 2)), {}), ((3, 4), (4,), {}), ((3, 4), (), {"k": 3, "dims": (1, 0)})), ALL_TYPES,
-           error_inputs=_errors(((3, 4), (1, (0,)), {}, RuntimeError, "expected total rotation dims == 2"), ((3, 4), (1, (0, 0)), {}, RuntimeError, "expected rotation dims to be different"),
-                                ((3,), (), {}, RuntimeError, "expected total dims >= 2")), symbol="torch.rot90"),
-    # --- padding ---
-    OpInfo("pad", torch.nn.functional.pad, _samples(((2, 3), ((1, 2),), {}), ((2, 3), ((1, 1, 0, 2),), {"value": 1}), ((2, 3, 4), ((-1, 2, 1, -1),), {}), ((0, 3), ((1, 1, 1, 1),), {}), ((2, 3), ((),), {}), ((3, 4), ((2, 0),), {"mode": "constant", "value": 0}, True)), ALL_TYPES,
-           error_inputs=_errors(((2, 3), ((1,),), {}, RuntimeError, "divisible by 2"), ((2, 3), ((1, 1) * 3,), {}, RuntimeError, "less than or equal to two times the input dimension")), symbol="torch.nn.functional.pad"),
-    OpInfo("pad_modes", torch.nn.functional.pad, _samples(((2, 3, 5), ((2, 1),), {"mode": "reflect"}), ((2, 3, 5), ((2, 1, 1, 0),), {"mode": "replicate"}), ((2, 3, 5), ((3, 1),), {"mode": "circular"}), ((2, 4), ((0, 3),), {"mode": "reflect"})),
-           (torch.float32, torch.float64), error_inputs=_errors(((2, 3), ((3, 3),), {"mode": "reflect"}, RuntimeError, "Padding size should be less than the corresponding input dimension"),
-                                                    ((5,), ((1, 1),), {"mode": "replicate"}, NotImplementedError, "Padding size 2 is not supported for 1D input tensor")), symbol="torch.nn.functional.pad"),
-    # --- triangles ---
-    OpInfo("tril", torch.tril, _samples(((4, 4), (), {}), ((3, 5), (1,), {}), ((2, 3, 4), (), {"diagonal": -1}), ((0, 3), (), {}), ((4, 3), (-5,), {}, True)), ALL_TYPES,
-           error_inputs=_errors(((3,), (), {}, RuntimeError, "must have at least 2 dimensions")), symbol="torch.tril"),
-    OpInfo("triu", torch.triu, _samples(((4, 4), (), {}), ((3, 5), (2,), {}), ((2, 3, 4), (), {"diagonal": -1})), ALL_TYPES,
-           error_inputs=_errors(((3,), (), {}, RuntimeError, "must have at least 2 dimensions")), symbol="torch.triu"),
 ]

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from squall.ltorch.base import DataDependentError
-
 from opinfos import ALL_TYPES, ErrorInput, OpInfo, SampleInput, make_tensor
+from squall.ltorch.base import DataDependentError
 
 
 def _index(shape, dtype, device, high):

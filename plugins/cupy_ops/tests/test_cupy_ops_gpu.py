@@ -28,9 +28,9 @@ _CORE_TESTS = Path(__file__).resolve().parents[3] / "tests"
 if _CORE_TESTS.is_dir() and str(_CORE_TESTS) not in sys.path:
     sys.path.insert(0, str(_CORE_TESTS))
 try:
-    from opinfos import conversions, elementwise
+    from opinfos import conversions, elementwise_binary, elementwise_unary
 
-    ELEMENTWISE = elementwise.opinfos + conversions.opinfos
+    ELEMENTWISE = elementwise_unary.opinfos + elementwise_binary.opinfos + conversions.opinfos
 except ImportError:  # an installed plugin without squall's source tree
     ELEMENTWISE = []
 

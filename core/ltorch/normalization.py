@@ -1,27 +1,27 @@
-"""Torch-language ops: normalizations (layer, RMS, group, batch, instance) and vector norms of nn.
+"""Torch-language ops: normalization layers' functions (layer, RMS, group, batch, instance norm).
 
 Statistics are computed in float32 for bf16/f16 inputs, as PyTorch's kernels do, and
 the result is cast back to the input's dtype. batch_norm in training mode also updates
-the running statistics the caller passed: its symbol returns the new values and the
-router below rebinds the caller's tensors to them, so buffers are written back.
+the running statistics the caller passed: its symbol returns the new values and its
+`F.batch_norm` form (at the end) writes them back into the caller's tensors.
 """
 from __future__ import annotations
 
-import inspect
 import math
 
 import torch
 
 from .. import prims
-from .base import rebind_inplace, torchsymbol
-from .helpers import broadcast, canonical_dim, check, computation_dtype, is_tensor, result_dtype, to_dtype
-from .nn import keep_dims
-from .reductions import vector_norm
+from .base import torchsymbol
+from .functionalization import TorchForm
+from .helpers import check, computation_dtype, expand_reduced, is_tensor, to_dtype
 from ..proxies import TensorProxy
 
 F = torch.nn.functional
 
-__all__: list[str] = []
+__all__ = [
+    "layer_norm", "rms_norm", "group_norm", "batch_norm", "batch_norm_functional", "instance_norm",
+]
 
 
 # --- shared helpers (never seen in traces) ------------------------------------------------
@@ -95,7 +95,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
     x = to_dtype(input, compute)
     mean, var = _stats(x, dims)
     rstd = prims.rsqrt(prims.add(var, float(eps)))
-    out = prims.mul(prims.sub(x, keep_dims(mean, x.shape, dims)), keep_dims(rstd, x.shape, dims))
+    out = prims.mul(prims.sub(x, expand_reduced(mean, x.shape, dims)), expand_reduced(rstd, x.shape, dims))
     if weight is not None:
         out = prims.mul(out, prims.broadcast_in_dim(to_dtype(weight, compute), x.shape, dims))
     if bias is not None:
@@ -117,7 +117,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     eps = torch.finfo(compute).eps if eps is None else float(eps)
     x = to_dtype(input, compute)
     rstd = prims.rsqrt(prims.add(_mean(prims.mul(x, x), dims), eps))
-    out = prims.mul(x, keep_dims(rstd, x.shape, dims))
+    out = prims.mul(x, expand_reduced(rstd, x.shape, dims))
     if weight is not None:
         out = prims.mul(out, prims.broadcast_in_dim(to_dtype(weight, compute), x.shape, dims))
     return to_dtype(out, input.dtype)
@@ -153,7 +153,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
     grouped = prims.reshape(x, (n, num_groups, (c // num_groups) * math.prod(input.shape[2:])))
     mean, var = _stats(grouped, (2,))
     rstd = prims.rsqrt(prims.add(var, float(eps)))
-    out = prims.mul(prims.sub(grouped, keep_dims(mean, grouped.shape, (2,))), keep_dims(rstd, grouped.shape, (2,)))
+    out = prims.mul(prims.sub(grouped, expand_reduced(mean, grouped.shape, (2,))), expand_reduced(rstd, grouped.shape, (2,)))
     out = prims.reshape(out, tuple(input.shape))
     if weight is not None:
         out = prims.mul(out, _affine_vector(weight, input.shape, 1, compute))
@@ -242,32 +242,8 @@ def _running_update(running: TensorProxy, stat: TensorProxy, momentum: float) ->
     return to_dtype(new, running.dtype)
 
 
-class _BatchNormCall:
-    """torch.nn.functional.batch_norm: runs the functional `batch_norm` op, then writes back running stats."""
-
-    torchfns = (F.batch_norm,)
-    name = "torch.nn.functional.batch_norm"
-    signature = inspect.signature(F.batch_norm)
-
-    def __call__(self, *args, **kwargs):
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"batch_norm(): {e}") from None
-        bound.apply_defaults()
-        a = bound.arguments
-        result = batch_norm(
-            a["input"], a["running_mean"], a["running_var"], a["weight"], a["bias"], a["training"], a["momentum"], a["eps"]
-        )
-        if isinstance(result, TensorProxy):
-            return result
-        out, new_mean, new_var = result
-        rebind_inplace("batch_norm (running_mean)", a["running_mean"], new_mean)
-        rebind_inplace("batch_norm (running_var)", a["running_var"], new_var)
-        return out
-
-
-batch_norm_functional = _BatchNormCall()
+# F.batch_norm: the functional op, then the updated running statistics written into the caller's tensors
+batch_norm_functional = TorchForm(batch_norm, F.batch_norm, updates=("running_mean", "running_var"))
 
 
 @torchsymbol(F.instance_norm)
@@ -295,8 +271,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     if use_input_stats:
         check(math.prod(input.shape[2:]) > 1, lambda: f"Expected more than 1 spatial element when training, got input size {input.shape}", ValueError)
         mean, var = _stats(x, dims)
-        centered = prims.sub(x, keep_dims(mean, x.shape, dims))
-        out = prims.mul(centered, keep_dims(prims.rsqrt(prims.add(var, float(eps))), x.shape, dims))
+        centered = prims.sub(x, expand_reduced(mean, x.shape, dims))
+        out = prims.mul(centered, expand_reduced(prims.rsqrt(prims.add(var, float(eps))), x.shape, dims))
     else:
         rstd = prims.rsqrt(prims.add(to_dtype(running_var, compute), float(eps)))
         out = prims.mul(prims.sub(x, _affine_vector(running_mean, x.shape, 1, compute)), _affine_vector(rstd, x.shape, 1, compute))
@@ -308,56 +284,3 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
 
 
 # --- vector norms: normalize, cosine similarity, pairwise distance ----------------------------
-
-
-@torchsymbol(F.normalize)
-def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
-    """input / max(||input||_p over dim, eps)."""
-    _check_input("normalize", input)
-    check(out is None, lambda: "squall: normalize(out=...) is not supported; use the returned tensor", NotImplementedError)
-    d = canonical_dim(input.ndim, dim)
-    check(input.dtype.is_floating_point, lambda: f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {input.dtype}", RuntimeError)
-    x = to_dtype(input, computation_dtype(input.dtype))
-    if x.ndim == 0:
-        x = prims.reshape(x, (1,))
-    norm = keep_dims(vector_norm(x, p, (d,)), x.shape, (d,))
-    norm = prims.where(prims.lt(norm, float(eps)), float(eps), norm)
-    return to_dtype(prims.reshape(prims.div(x, norm), tuple(input.shape)), input.dtype)
-
-
-def _pair(name: str, x1, x2) -> tuple[TensorProxy, TensorProxy, torch.dtype]:
-    _check_input(name, x1, "x1")
-    _check_input(name, x2, "x2")
-    dtype = result_dtype(x1, x2)
-    check(dtype.is_floating_point, lambda: f"expected common dtype to be floating point, yet common dtype is {dtype}", RuntimeError)
-    x1, x2 = broadcast(x1, x2)
-    compute = computation_dtype(dtype)
-    return to_dtype(x1, compute), to_dtype(x2, compute), dtype
-
-
-@torchsymbol(torch.cosine_similarity)
-def cosine_similarity(x1, x2, dim=1, eps=1e-08):
-    """sum over dim of (x1 / max(||x1||, eps)) * (x2 / max(||x2||, eps))."""
-    a, b, dtype = _pair("cosine_similarity", x1, x2)
-    d = canonical_dim(a.ndim, dim)
-    if a.ndim == 0:
-        a, b = prims.reshape(a, (1,)), prims.reshape(b, (1,))
-    na = keep_dims(vector_norm(a, 2, (d,)), a.shape, (d,))
-    nb = keep_dims(vector_norm(b, 2, (d,)), b.shape, (d,))
-    na = prims.where(prims.lt(na, float(eps)), float(eps), na)
-    nb = prims.where(prims.lt(nb, float(eps)), float(eps), nb)
-    return to_dtype(prims.sum(prims.mul(prims.div(a, na), prims.div(b, nb)), (d,)), dtype)
-
-
-@torchsymbol(torch.pairwise_distance)
-def pairwise_distance(x1, x2, p=2.0, eps=1e-06, keepdim=False):
-    """||x1 - x2 + eps||_p over the last dimension."""
-    a, b, dtype = _pair("pairwise_distance", x1, x2)
-    diff = prims.add(prims.sub(a, b), float(eps))
-    if diff.ndim == 0:
-        # a 0-d pair has one element: its norm is 0-d with or without keepdim
-        return to_dtype(vector_norm(prims.reshape(diff, (1,)), p, (0,)), dtype)
-    return to_dtype(vector_norm(diff, p, (diff.ndim - 1,), keepdim=keepdim), dtype)
-
-
-__all__ += [n for n, v in list(globals().items()) if not n.startswith("_") and hasattr(v, "torchfns")]

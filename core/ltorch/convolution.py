@@ -1,16 +1,18 @@
-"""Torch-language ops over sliding windows: convolution, (max, average) pooling, unfold and fold."""
+"""Torch-language ops: convolution (conv1d-3d, conv_transpose1d-3d, torch.convolution) and its im2col pair, unfold and fold."""
 from __future__ import annotations
-
-import math
 
 import torch
 
 from .. import prims
 from .base import torchsymbol
 from .helpers import check, computation_dtype, is_tensor, to_dtype
+from .windows import batched, sizes_text, unbatch, windows
 from ..proxies import TensorProxy
 
-__all__: list[str] = []
+__all__ = [
+    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "convolution", "im2col", "col2im",
+]
 
 
 def _ntuple(name: str, arg: str, value, n: int) -> tuple[int, ...]:
@@ -28,27 +30,6 @@ def _ntuple(name: str, arg: str, value, n: int) -> tuple[int, ...]:
         RuntimeError,
     )
     return tuple(value) * n if len(value) == 1 else tuple(value)
-
-
-def _sizes(values) -> str:
-    return " x ".join(map(str, values))
-
-
-def _batched(name: str, input, n: int) -> tuple[TensorProxy, bool]:
-    """`input` with a batch dimension (added when unbatched), and whether one was added."""
-    check(is_tensor(input), lambda: f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
-    check(
-        input.ndim in (n + 1, n + 2),
-        lambda: f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to {name}, but got input of size: {list(input.shape)}",
-        RuntimeError,
-    )
-    if input.ndim == n + 1:
-        return prims.reshape(input, (1, *input.shape)), True
-    return input, False
-
-
-def _unbatch(out: TensorProxy, added: bool) -> TensorProxy:
-    return prims.reshape(out, out.shape[1:]) if added else out
 
 
 # --- convolution -------------------------------------------------------------------------
@@ -71,7 +52,7 @@ def _check_conv_params(stride, dilation, groups) -> None:
 
 
 def _convnd(name: str, n: int, input, weight, bias, stride, padding, dilation, groups) -> TensorProxy:
-    x, added = _batched(name, input, n)
+    x, added = batched(name, input, n)
     _check_conv_operands(name, x, weight, bias, n)
     stride = _ntuple(name, "stride", stride, n)
     dilation = _ntuple(name, "dilation", dilation, n)
@@ -113,11 +94,11 @@ def _convnd(name: str, n: int, input, weight, bias, stride, padding, dilation, g
     dilated = [d * (k - 1) + 1 for d, k in zip(dilation, kernel)]
     check(
         all(p >= k for p, k in zip(padded, dilated)),
-        lambda: f"Calculated padded input size per channel: ({_sizes(padded)}). Kernel size: ({_sizes(dilated)}). Kernel size can't be greater than actual input size",
+        lambda: f"Calculated padded input size per channel: ({sizes_text(padded)}). Kernel size: ({sizes_text(dilated)}). Kernel size can't be greater than actual input size",
         RuntimeError,
     )
     out = prims.convolution(x, weight, bias, stride, padding, dilation, False, (0,) * n, groups)
-    return _unbatch(out, added)
+    return unbatch(out, added)
 
 
 @torchsymbol(torch.nn.functional.conv1d)
@@ -139,7 +120,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 
 def _conv_transposend(name: str, n: int, input, weight, bias, stride, padding, output_padding, groups, dilation) -> TensorProxy:
-    x, added = _batched(name, input, n)
+    x, added = batched(name, input, n)
     _check_conv_operands(name, x, weight, bias, n)
     stride = _ntuple(name, "stride", stride, n)
     dilation = _ntuple(name, "dilation", dilation, n)
@@ -175,11 +156,11 @@ def _conv_transposend(name: str, n: int, input, weight, bias, stride, padding, o
     sizes = [(i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, s, p, d, k, op in zip(x.shape[2:], stride, padding, dilation, weight.shape[2:], output_padding)]
     check(
         all(s > 0 for s in sizes),
-        lambda: f"Given input size per channel: ({_sizes(x.shape[2:])}). Calculated output size per channel: ({_sizes(sizes)}). Output size is too small",
+        lambda: f"Given input size per channel: ({sizes_text(x.shape[2:])}). Calculated output size per channel: ({sizes_text(sizes)}). Output size is too small",
         RuntimeError,
     )
     out = prims.convolution(x, weight, bias, stride, padding, dilation, True, output_padding, groups)
-    return _unbatch(out, added)
+    return unbatch(out, added)
 
 
 @torchsymbol(torch.nn.functional.conv_transpose1d)
@@ -219,206 +200,6 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
 # --- pooling -----------------------------------------------------------------------------
 
 
-def _pool_param(name: str, arg: str, value, n: int) -> tuple[int, ...]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return (value,) * n
-    check(
-        isinstance(value, (tuple, list)) and len(value) in (1, n) and all(isinstance(v, int) and not isinstance(v, bool) for v in value),
-        lambda: f"{name}: {arg} must either be a single int, or a tuple of {n} ints, got {value!r}",
-        RuntimeError,
-    )
-    return tuple(value) * n if len(value) == 1 else tuple(value)
-
-
-def _pool_output_size(L: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
-    """torch's pooling_output_shape: the last window must start inside the input or left padding."""
-    out = (L + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
-    if ceil_mode and (out - 1) * s >= L + p:
-        out -= 1
-    return out
-
-
-def _pool_setup(name: str, n: int, input, kernel_size, stride, padding, dilation, ceil_mode, *, max_pool: bool):
-    """Checks shared by the pools; returns (batched input, added batch?, kernel, stride, padding, dilation, output sizes)."""
-    check(is_tensor(input), lambda: f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
-    check(
-        input.ndim in (n + 1, n + 2) and all(s > 0 for s in input.shape[-n - 1 :]),
-        lambda: f"{name}: Expected {n + 1}D or {n + 2}D (batch mode) tensor with optional 0 dim batch size for input, but got:{list(input.shape)}",
-        RuntimeError,
-    )
-    kernel = _pool_param(name, "kernel_size", kernel_size, n)
-    stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else _pool_param(name, "stride", stride, n)
-    padding = _pool_param(name, "padding", padding, n)
-    dilation = _pool_param(name, "dilation", dilation, n)
-    check(all(s != 0 for s in stride), lambda: "stride should not be zero", RuntimeError)
-    check(all(k > 0 for k in kernel), lambda: f"kernel_size must be greater than zero, but got {list(kernel)}", RuntimeError)
-    check(all(s > 0 for s in stride), lambda: f"stride should be greater than zero, but got {list(stride)}", RuntimeError)
-    check(all(d > 0 for d in dilation), lambda: f"dilation should be greater than zero, but got {list(dilation)}", RuntimeError)
-    for k, p, d in zip(kernel, padding, dilation):
-        check(p >= 0, lambda: f"{name}: pad must be non-negative, but got pad={p}", RuntimeError)
-        if max_pool:
-            check(p <= (d * (k - 1) + 1) // 2, lambda: f"pad should be at most half of effective kernel size, but got pad={p}, kernel_size={k} and dilation={d}", RuntimeError)
-        else:
-            check(p <= k // 2, lambda: f"pad should be at most half of kernel size, but got pad={p} and kernel_size={k}", RuntimeError)
-    x, added = _batched(name, input, n)
-    sizes = [_pool_output_size(L, k, s, p, d, ceil_mode) for L, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation)]
-    check(
-        all(o > 0 for o in sizes),
-        lambda: f"Given input size: ({_sizes(x.shape[1:])}). Calculated output size: ({_sizes([x.shape[1], *sizes])}). Output size is too small",
-        RuntimeError,
-    )
-    return x, added, kernel, stride, padding, dilation, sizes
-
-
-def _windows(x: TensorProxy, kernel, stride, padding, dilation, sizes, fill) -> TensorProxy:
-    """(N, C, *spatial) -> (N, C, *out, *kernel): every pooling window, padded with `fill`."""
-    for i, (k, s, p, d, out) in enumerate(zip(kernel, stride, padding, dilation, sizes)):
-        dim = 2 + i
-        span = d * (k - 1) + 1
-        # ceil_mode's last window may run past the right padding: pad enough for it
-        right = max(p, (out - 1) * s + span - x.shape[dim] - p)
-        if p or right:
-            config = [(0, 0, 0)] * x.ndim
-            config[dim] = (p, right, 0)
-            x = prims.pad(x, fill, config)
-        x = prims.unfold(x, dim, span, s)
-        if x.shape[dim] != out:
-            x = prims.slice(x, [0] * x.ndim, [out if j == dim else m for j, m in enumerate(x.shape)], [1] * x.ndim)
-        if d > 1:
-            x = prims.slice(x, [0] * x.ndim, list(x.shape), [1] * (x.ndim - 1) + [d])
-    return x
-
-
-def _lowest(dtype: torch.dtype):
-    return -math.inf if dtype.is_floating_point else torch.iinfo(dtype).min
-
-
-def _max_pool(name: str, n: int, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
-    x, added, kernel, stride, padding, dilation, sizes = _pool_setup(name, n, input, kernel_size, stride, padding, dilation, ceil_mode, max_pool=True)
-    check(x.dtype != torch.bool, lambda: f"{name}(): not implemented for 'Bool'", NotImplementedError)
-    w = _windows(x, kernel, stride, padding, dilation, sizes, _lowest(x.dtype))
-    if not return_indices:
-        return _unbatch(prims.amax(w, list(range(2 + n, 2 + 2 * n))), added)
-    # the flat spatial position of every window element, windowed exactly like the values
-    spatial = x.shape[2:]
-    positions = prims.iota(math.prod(spatial), start=0, step=1, device=x.device, dtype=torch.int64)
-    positions = _windows(prims.reshape(positions, (1, 1, *spatial)), kernel, stride, padding, dilation, sizes, -1)
-    k = math.prod(kernel)
-    flat = prims.reshape(w, (*w.shape[: 2 + n], k))
-    # argmax keeps the first maximum (and a NaN), as torch's kernels do
-    best = prims.reshape(prims.argmax(flat, 2 + n), (*flat.shape[:-1], 1))
-    positions = prims.broadcast_in_dim(prims.reshape(positions, (1, 1, *sizes, k)), flat.shape, list(range(flat.ndim)))
-    values = prims.take_along_axis(flat, best, 2 + n)
-    indices = prims.take_along_axis(positions, best, 2 + n)
-    shape = (*flat.shape[:-1],)
-    return _unbatch(prims.reshape(values, shape), added), _unbatch(prims.reshape(indices, shape), added)
-
-
-@torchsymbol(torch.nn.functional.max_pool1d, torch.max_pool1d)
-def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """torch.nn.functional.max_pool1d."""
-    return _max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
-
-
-@torchsymbol(torch.nn.functional.max_pool2d, torch.max_pool2d)
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """torch.nn.functional.max_pool2d."""
-    return _max_pool("max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
-
-
-@torchsymbol(torch.nn.functional.max_pool3d, torch.max_pool3d)
-def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """torch.nn.functional.max_pool3d."""
-    return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
-
-
-def _avg_divisor(x: TensorProxy, kernel, stride, padding, sizes, count_include_pad: bool):
-    """How many elements each window averages: a number when all agree, else an (*out) tensor."""
-    per_dim = []
-    for L, k, s, p, out in zip(x.shape[2:], kernel, stride, padding, sizes):
-        counts = []
-        for o in range(out):
-            start = o * s - p
-            end = min(start + k, L + p)  # padding counts; the ceil_mode overhang does not
-            if not count_include_pad:
-                start, end = max(start, 0), min(end, L)
-            counts.append(end - start)
-        per_dim.append(counts)
-    if all(len(set(c)) == 1 for c in per_dim):
-        return math.prod(c[0] for c in per_dim)
-    divisor = None
-    for i, counts in enumerate(per_dim):
-        # counts are piecewise constant in the position: build them from iota comparisons
-        col = _counts_tensor(counts, x.device)
-        col = prims.broadcast_in_dim(col, sizes, [i])
-        divisor = col if divisor is None else prims.mul(divisor, col)
-    return divisor
-
-
-def _counts_tensor(counts: list[int], device) -> TensorProxy:
-    """A 1-D int64 tensor holding `counts` (known at trace time), without a captured constant."""
-    pos = prims.iota(len(counts), start=0, step=1, device=device, dtype=torch.int64)
-    out = prims.full((len(counts),), counts[0], device=device, dtype=torch.int64)
-    for o in range(1, len(counts)):
-        if counts[o] != counts[o - 1]:
-            # from position o on, the count changes by the difference
-            step = prims.convert_element_type(prims.ge(pos, o), torch.int64)
-            out = prims.add(out, prims.mul(step, counts[o] - counts[o - 1]))
-    return out
-
-
-def _avg_pool(name: str, n: int, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override) -> TensorProxy:
-    x, added, kernel, stride, padding, _, sizes = _pool_setup(name, n, input, kernel_size, stride, padding, 1, ceil_mode, max_pool=False)
-    check(x.dtype != torch.bool, lambda: f"{name}(): not implemented for 'Bool'", NotImplementedError)
-    check(divisor_override is None or divisor_override != 0, lambda: "divisor must be not zero", RuntimeError)
-    dtype = x.dtype
-    compute = computation_dtype(dtype)
-    w = _windows(to_dtype(x, compute), kernel, stride, padding, (1,) * n, sizes, 0)
-    total = prims.sum(w, list(range(2 + n, 2 + 2 * n)))
-    divisor = divisor_override if divisor_override is not None else _avg_divisor(x, kernel, stride, padding, sizes, count_include_pad)
-    if is_tensor(divisor):
-        divisor = prims.broadcast_in_dim(to_dtype(divisor, compute), total.shape, list(range(2, 2 + n)))
-    # integer averages truncate toward zero, as torch's integer kernels do
-    out = prims.div(total, divisor if is_tensor(divisor) else to_dtype(divisor, compute), **({} if compute.is_floating_point else {"rounding_mode": "trunc"}))
-    return _unbatch(to_dtype(out, dtype), added)
-
-
-@torchsymbol(torch.nn.functional.max_pool1d_with_indices)
-def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """max_pool1d(..., return_indices=True): values and flat positions of the maxima."""
-    return _max_pool("max_pool1d_with_indices", 1, input, kernel_size, stride, padding, dilation, ceil_mode, True)
-
-
-@torchsymbol(torch.nn.functional.max_pool2d_with_indices)
-def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """max_pool2d(..., return_indices=True): values and flat positions of the maxima."""
-    return _max_pool("max_pool2d_with_indices", 2, input, kernel_size, stride, padding, dilation, ceil_mode, True)
-
-
-@torchsymbol(torch.nn.functional.max_pool3d_with_indices)
-def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """max_pool3d(..., return_indices=True): values and flat positions of the maxima."""
-    return _max_pool("max_pool3d_with_indices", 3, input, kernel_size, stride, padding, dilation, ceil_mode, True)
-
-
-@torchsymbol(torch.nn.functional.avg_pool1d)
-def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
-    """torch.nn.functional.avg_pool1d."""
-    return _avg_pool("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode, count_include_pad, None)
-
-
-@torchsymbol(torch.nn.functional.avg_pool2d)
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
-    """torch.nn.functional.avg_pool2d."""
-    return _avg_pool("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-
-
-@torchsymbol(torch.nn.functional.avg_pool3d)
-def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
-    """torch.nn.functional.avg_pool3d."""
-    return _avg_pool("avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-
-
 # --- unfold (im2col) and fold (col2im) ---------------------------------------------------
 
 
@@ -455,10 +236,10 @@ def im2col(input, kernel_size, dilation=1, padding=0, stride=1):
         lambda: f"Given input with spatial size {tuple(x.shape[2:])}, kernel_size={kernel}, dilation={dilation}, padding={padding}, calculated shape of the array of sliding blocks as {tuple(sizes)}, but its components must be at least one.",
         RuntimeError,
     )
-    w = _windows(x, kernel, stride, padding, dilation, sizes, False if x.dtype == torch.bool else 0)
+    w = windows(x, kernel, stride, padding, dilation, sizes, False if x.dtype == torch.bool else 0)
     n, c = x.shape[:2]
     w = prims.transpose(w, (0, 1, 4, 5, 2, 3))
-    return _unbatch(prims.reshape(w, (n, c * kernel[0] * kernel[1], sizes[0] * sizes[1])), added)
+    return unbatch(prims.reshape(w, (n, c * kernel[0] * kernel[1], sizes[0] * sizes[1])), added)
 
 
 @torchsymbol(torch.nn.functional.fold)
@@ -498,11 +279,4 @@ def col2im(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     extra = tuple(o - ((b - 1) * s - 2 * p + d * (kk - 1) + 1) for o, b, s, p, d, kk in zip(out_size, blocks, stride, padding, dilation, kernel))
     out = prims.convolution(cols, weight, None, stride, padding, dilation, True, extra, c)
     out = prims.ne(out, 0.0) if dtype == torch.bool else to_dtype(out, dtype)
-    return _unbatch(out, added)
-
-
-__all__ += [
-    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convolution",
-    "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-    "im2col", "col2im",  # torch.nn.functional.unfold / fold (torch.Tensor.unfold is another op)
-]  # fmt: skip
+    return unbatch(out, added)

@@ -1,8 +1,6 @@
 """OpInfos for nn normalizations and vector-norm ops."""
 from __future__ import annotations
 
-import math
-
 import torch
 
 from opinfos import FLOATING, Directive, ErrorInput, OpInfo, SampleInput, make_tensor
@@ -150,57 +148,9 @@ def _instance_norm_errors(device):
     yield ErrorInput(SampleInput((x, None, None, make_tensor((4,), torch.float32, device))), RuntimeError, "weight should contain 3 elements", torch_raises=False)
 
 
-def _normalize_samples(dtype, device):
-    yield SampleInput((make_tensor((4, 3), dtype, device),))
-    yield SampleInput((make_tensor((4, 3), dtype, device),), {"p": 1, "dim": 0})
-    yield SampleInput((make_tensor((2, 3, 4), dtype, device, noncontiguous=True), 3.0, -1))
-    yield SampleInput((make_tensor((2, 5), dtype, device),), {"p": math.inf, "eps": 0.5})
-    yield SampleInput((torch.zeros(2, 3, dtype=dtype, device=device),))
-    yield SampleInput((make_tensor((0, 3), dtype, device),))
-    yield SampleInput((make_tensor((), dtype, device),), {"dim": 0})
-
-
-def _normalize_errors(device):
-    yield ErrorInput(SampleInput((make_tensor((4,), torch.float32, device),)), IndexError, "Dimension out of range")
-    yield ErrorInput(SampleInput((torch.tensor([[1, 2]], device=device),)), RuntimeError, "floating point")
-
-
-def _cosine_samples(dtype, device):
-    yield SampleInput((make_tensor((4, 3), dtype, device), make_tensor((4, 3), dtype, device)))
-    yield SampleInput((make_tensor((4, 3), dtype, device), make_tensor((3,), dtype, device)), {"dim": -1})
-    yield SampleInput((make_tensor((2, 3, 4), dtype, device, noncontiguous=True), make_tensor((2, 1, 4), dtype, device), 0))
-    yield SampleInput((make_tensor((5,), dtype, device), make_tensor((5,), dtype, device)), {"dim": 0, "eps": 1e-3})
-    yield SampleInput((torch.zeros(2, 3, dtype=dtype, device=device), make_tensor((2, 3), dtype, device)))
-    yield SampleInput((make_tensor((0, 3), dtype, device), make_tensor((0, 3), dtype, device)))
-
-
-def _cosine_errors(device):
-    x = make_tensor((4, 3), torch.float32, device)
-    yield ErrorInput(SampleInput((x, x, 2)), IndexError, "Dimension out of range")
-    yield ErrorInput(SampleInput((x, make_tensor((2, 3), torch.float32, device))), RuntimeError, "must match the size")
-    yield ErrorInput(SampleInput((torch.tensor([[1, 2]], device=device), torch.tensor([[3, 4]], device=device))), RuntimeError, "floating point")
-
-
-def _pairwise_samples(dtype, device):
-    yield SampleInput((make_tensor((4, 3), dtype, device), make_tensor((4, 3), dtype, device)))
-    yield SampleInput((make_tensor((4, 3), dtype, device), make_tensor((3,), dtype, device)), {"p": 1.0})
-    yield SampleInput((make_tensor((2, 3, 4), dtype, device, noncontiguous=True), make_tensor((2, 3, 4), dtype, device)), {"keepdim": True, "eps": 1e-3})
-    yield SampleInput((make_tensor((5,), dtype, device), make_tensor((5,), dtype, device), math.inf))
-    yield SampleInput((make_tensor((), dtype, device), make_tensor((), dtype, device)), {"keepdim": True})
-    yield SampleInput((make_tensor((3, 4), dtype, device), make_tensor((3, 4), dtype, device), 3.0))
-    yield SampleInput((make_tensor((0, 3), dtype, device), make_tensor((0, 3), dtype, device)))
-
-
-def _pairwise_errors(device):
-    x = make_tensor((4, 3), torch.float32, device)
-    yield ErrorInput(SampleInput((x, make_tensor((2, 3), torch.float32, device))), RuntimeError, "must match the size")
-    yield ErrorInput(SampleInput((torch.tensor([[1, 2]], device=device), torch.tensor([[3, 4]], device=device))), RuntimeError, "floating point", torch_raises=False)
-
-
 opinfos = [
     OpInfo("nn.functional.layer_norm", F.layer_norm, _layer_norm_samples, FLOATING, error_inputs=_layer_norm_errors, symbol="torch.nn.functional.layer_norm", tolerances=_LOW),
     OpInfo("nn.functional.rms_norm", F.rms_norm, _rms_norm_samples, FLOATING, error_inputs=_rms_norm_errors, symbol="torch.nn.functional.rms_norm", tolerances=_LOW),
-    # LLaMA-style RMSNorm written with pow/mean/rsqrt (ops of other families) must trace whole
     OpInfo("llama_rms_norm_core", _llama_rms_norm_core, _llama_samples, FLOATING, tolerances=_LOW),
     OpInfo("llama_rms_norm", _llama_rms_norm, _llama_samples, FLOATING, tolerances=_LOW, directives=_needs_tensor_to()),
     OpInfo("rms_norm", torch.rms_norm, _rms_norm_samples, FLOATING, symbol="torch.nn.functional.rms_norm", tolerances=_LOW),
@@ -226,7 +176,4 @@ opinfos = [
         tolerances=_LOW,
     ),
     OpInfo("nn.functional.instance_norm", F.instance_norm, _instance_norm_samples, FLOATING, error_inputs=_instance_norm_errors, symbol="torch.nn.functional.instance_norm", tolerances=_LOW),
-    OpInfo("nn.functional.normalize", F.normalize, _normalize_samples, FLOATING, error_inputs=_normalize_errors, symbol="torch.nn.functional.normalize"),
-    OpInfo("cosine_similarity", F.cosine_similarity, _cosine_samples, FLOATING, error_inputs=_cosine_errors, symbol="torch.nn.functional.cosine_similarity", tolerances=_LOW),
-    OpInfo("pairwise_distance", F.pairwise_distance, _pairwise_samples, FLOATING, error_inputs=_pairwise_errors, symbol="torch.nn.functional.pairwise_distance", tolerances=_LOW),
 ]

@@ -6,7 +6,6 @@ import operator
 import torch
 
 from opinfos import ALL_TYPES, FLOATING, INTEGRAL, NUMERIC, ErrorInput, OpInfo, SampleInput, make_tensor
-from opinfos.elementwise_unary import opinfos as _unary_opinfos
 
 _SHAPES = ((), (5,), (4, 3), (2, 0, 3))
 _BROADCASTS = (((4, 3), (3,)), ((4, 1), (1, 3)), ((), (2, 3)), ((2, 1, 3), (4, 1)))
@@ -153,7 +152,7 @@ _BITWISE_FLOAT = ((_t(torch.float32), _t(torch.float32)), NotImplementedError, "
 _TENSOR_OTHER = ((_t(torch.float32), 2.0), TypeError, "must be Tensor")
 
 _F, _A, _N = FLOATING, ALL_TYPES, NUMERIC
-opinfos = _unary_opinfos + [
+opinfos = [
     # arithmetic
     _b("add", torch.add, _binary_samples(number_first=True), _A, symbol="torch.add"),
     _b("add_alpha", lambda a, b, alpha=2: torch.add(a, b, alpha=alpha), _binary_samples(), _N, ((_t(torch.int64), _t(torch.int64), 0.5), RuntimeError, "alpha must not be a floating point"), ((_t(torch.float32), _t(torch.float32), True), RuntimeError, "Boolean alpha only supported"), symbol="torch.add"),

@@ -152,70 +152,6 @@ def _addbmm_samples(dtype, device):
     yield SampleInput((_t((3, 5), dtype, device), _t((0, 3, 4), dtype, device), _t((0, 4, 5), dtype, device)))
 
 
-def _linear_samples(dtype, device):
-    for x, w, b in (((3, 4), (5, 4), (5,)), ((3, 4), (5, 4), None), ((4,), (5, 4), (5,)), ((2, 3, 4), (5, 4), (5,)), ((3, 4), (4,), None), ((4,), (4,), ()), ((2, 1, 3, 4), (4,), ()), ((0, 4), (5, 4), (5,)), ((3, 0), (5, 0), (5,))):
-        yield SampleInput((_t(x, dtype, device), _t(w, dtype, device), None if b is None else _t(b, dtype, device)))
-    yield SampleInput((_t((3, 4), dtype, device, noncontiguous=True), _t((5, 4), dtype, device)), {"bias": _t((5,), dtype, device)})
-
-
-def _linear_errors(device):
-    f = torch.float32
-    yield ErrorInput(SampleInput((make_tensor((3, 4), f, device), make_tensor((5, 3), f, device))), RuntimeError, r"cannot be multiplied \(3x4 and 3x5\)")
-    yield ErrorInput(SampleInput((make_tensor((3, 4), f, device), make_tensor((2, 5, 4), f, device))), RuntimeError, "1-D or 2-D")
-    yield ErrorInput(SampleInput((make_tensor((3, 4), f, device), make_tensor((5, 4), f, device), make_tensor((3,), f, device))), RuntimeError, "expanded size")
-    yield ErrorInput(SampleInput((make_tensor((3, 4), f, device), make_tensor((4,), f, device), make_tensor((), f, device))), RuntimeError, "mat2 must be a matrix")
-
-
-_EINSUM = [
-    ("ij,jk->ik", ((3, 4), (4, 5))),
-    ("ij,jk", ((3, 4), (4, 5))),
-    ("bij,bjk->bik", ((2, 3, 4), (2, 4, 5))),
-    ("i,i->", ((5,), (5,))),
-    ("i,j->ij", ((3,), (4,))),
-    ("ij->ji", ((3, 4),)),
-    ("ij->", ((3, 4),)),
-    ("ii->i", ((3, 3),)),
-    ("iij->ji", ((3, 3, 2),)),
-    ("...ij,...jk", ((2, 3, 4), (4, 5))),
-    ("i...j,j...->...", ((2, 7, 3), (3, 7))),
-    ("...ij->ij", ((2, 3, 4),)),
-    ("bhqd,bhkd->bhqk", ((2, 3, 4, 5), (2, 3, 6, 5))),
-    ("ij,jk,kl->il", ((2, 3), (3, 4), (4, 5))),
-    ("ab,bc,ca->", ((2, 3), (3, 4), (4, 2))),
-    ("ij,ij->ij", ((3, 1), (1, 3))),
-    ("Ba,aB", ((2, 3), (3, 2))),
-    ("ij,jk->ik", ((0, 4), (4, 5))),
-    ("ij,jk->ik", ((3, 0), (0, 5))),
-]
-
-
-def _einsum_samples(dtype, device):
-    for eq, shapes in _EINSUM:
-        yield SampleInput((eq, *(_t(s, dtype, device) for s in shapes)))
-    yield SampleInput(("ij,jk", [_t((3, 4), dtype, device, noncontiguous=True), _t((4, 2), dtype, device)]))
-    yield SampleInput((_t((2, 3), dtype, device), [0, 1], _t((3, 4), dtype, device), [1, 2], [0, 2]))
-    yield SampleInput((_t((5, 2, 3), dtype, device), [Ellipsis, 1], _t((3, 4), dtype, device), [1, 2]))
-
-
-def _einsum_errors(device):
-    f = torch.float32
-
-    def s(eq, *shapes, dtype=f):
-        return SampleInput((eq, *(make_tensor(x, dtype, device) for x in shapes)))
-
-    yield ErrorInput(s("ij,jk", (2, 3)), RuntimeError, "fewer operands")
-    yield ErrorInput(s("ij", (2, 3), (2,)), RuntimeError, "more operands")
-    yield ErrorInput(s("ijk", (2, 3)), RuntimeError, r"subscripts in the equation \(3\) does not match the number of dimensions \(2\)")
-    yield ErrorInput(s("ij->k", (2, 3)), RuntimeError, "output subscript k does not appear")
-    yield ErrorInput(s("ij->ii", (2, 3)), RuntimeError, "output subscript i appears more than once")
-    yield ErrorInput(s("i1->i", (2, 3)), RuntimeError, "invalid subscript given at index 1")
-    yield ErrorInput(s("ij,ij->ij", (2, 3), (3, 3)), RuntimeError, "subscript i has size 3 for operand 1")
-    yield ErrorInput(s("ii", (2, 3)), RuntimeError, "subscript i is repeated for operand 0")
-    yield ErrorInput(s("ij.k", (2, 3, 4)), RuntimeError, "not part of any ellipsis")
-    yield ErrorInput(s("ij,jk", (2, 3), (3, 4), dtype=torch.bool), NotImplementedError, "Bool")
-    yield ErrorInput(SampleInput(("ij,jk", make_tensor((2, 3), f, device), make_tensor((3, 4), torch.float64, device))), RuntimeError, "one dtype")
-
-
 def _addmv_errors(device):
     x = lambda *shape: make_tensor(shape, torch.float32, device)
     yield ErrorInput(SampleInput((x(3), x(3, 4), x(5))), RuntimeError, "size mismatch")
@@ -258,59 +194,7 @@ opinfos = [
     OpInfo("addmv", torch.addmv, _addmv_samples, _MATMUL_DTYPES, error_inputs=_addmv_errors, symbol="torch.addmv", tolerances=_SMALL_BF16),
     OpInfo("baddbmm", torch.baddbmm, _baddbmm_samples, _MATMUL_DTYPES, error_inputs=_baddbmm_errors, symbol="torch.baddbmm", tolerances=_SMALL_BF16),
     OpInfo("addbmm", torch.addbmm, _addbmm_samples, _MATMUL_DTYPES, error_inputs=_addbmm_errors, symbol="torch.addbmm", tolerances=_SMALL_BF16),
-    OpInfo("linear", torch.nn.functional.linear, _linear_samples, _MATMUL_DTYPES, error_inputs=_linear_errors, symbol="torch.nn.functional.linear", tolerances=_SMALL_BF16),
-    OpInfo("einsum", torch.einsum, _einsum_samples, _MATMUL_DTYPES, error_inputs=_einsum_errors, symbol="torch.einsum", tolerances=_SMALL_BF16),
 ]
-
-
-def _tensordot_samples(dtype, device):
-    x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
-    yield SampleInput((x(2, 3, 4), x(3, 4, 5)))
-    yield SampleInput((x(2, 3, 4), x(4, 5)), {"dims": 1})
-    yield SampleInput((x(2, 3), x(4,)), {"dims": 0})
-    yield SampleInput((x(2, 3, 4), x(3, 2, 5)), {"dims": ([0, 1], [1, 0])})
-    yield SampleInput((x(2, 3, 4, noncontiguous=True), x(3, 4)), {"dims": [[-1], [-1]]})
-    yield SampleInput((x(0, 3), x(3, 2)), {"dims": 1})
-
-
-def _tensordot_errors(device):
-    f = torch.float32
-    x = lambda *shape, dtype=f: make_tensor(shape, dtype, device)
-    yield ErrorInput(SampleInput((x(2, 3, 4), x(5, 5)), {"dims": 1}), RuntimeError, "contracted dimensions need to match")
-    yield ErrorInput(SampleInput((x(2, 3, 4), x(4, 5, dtype=torch.float64)), {"dims": 1}), RuntimeError, "same dtype")
-    yield ErrorInput(SampleInput((x(2, 3, 4), x(3, 2, 5)), {"dims": ([0, 1], [1])}), RuntimeError, "same length")
-    yield ErrorInput(SampleInput((x(2, 3), x(3, 4)), {"dims": -1}), RuntimeError, "dims >= 0")
-    yield ErrorInput(SampleInput((x(2, 3), x(3, 4)), {"dims": 3}), RuntimeError, "dims < ndim_a or ndim_b")
-
-
-def _inner_samples(dtype, device):
-    x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
-    yield SampleInput((x(2, 3, 4), x(5, 4)))
-    yield SampleInput((x(4), x(4)))
-    yield SampleInput((x(2, 3), x(2, 3, noncontiguous=True)))
-    yield SampleInput((x(2, 3), _t((), torch.float64, device)))  # 0-d: a promoting multiply
-    yield SampleInput((x(0, 3), x(2, 3)))
-
-
-def _inner_errors(device):
-    x = lambda *shape: make_tensor(shape, torch.float32, device)
-    yield ErrorInput(SampleInput((x(2, 3, 4), x(5, 3))), RuntimeError, "the last dimension must match")
-
-
-def _vecdot_samples(dtype, device):
-    x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
-    yield SampleInput((x(2, 3, 4), x(4)))
-    yield SampleInput((x(2, 3, 4), x(3, 1)), {"dim": -2})
-    yield SampleInput((x(5), x(5, noncontiguous=True)))
-    yield SampleInput((x(2, 0), x(2, 0)))
-
-
-def _vecdot_errors(device):
-    f = torch.float32
-    x = lambda *shape, dtype=f: make_tensor(shape, dtype, device)
-    yield ErrorInput(SampleInput((x(2, 4), x(4, dtype=torch.float64))), RuntimeError, "same dtype")
-    yield ErrorInput(SampleInput((x(2, 4, dtype=torch.int64), x(4, dtype=torch.int64))), RuntimeError, "floating point or complex")
-    yield ErrorInput(SampleInput((x(2, 4), x(5))), RuntimeError, "must match the size")
 
 
 def _multi_dot_samples(dtype, device):
@@ -333,9 +217,6 @@ def _multi_dot_errors(device):
 
 opinfos += [
     OpInfo("linalg_matmul", torch.linalg.matmul, _matmul_samples, FLOATING, symbol="torch.matmul"),
-    OpInfo("tensordot", torch.tensordot, _tensordot_samples, _MATMUL_DTYPES, error_inputs=_tensordot_errors, symbol="torch.tensordot"),
-    OpInfo("inner", torch.inner, _inner_samples, _MATMUL_DTYPES, error_inputs=_inner_errors, symbol="torch.inner"),
-    OpInfo("vecdot", torch.linalg.vecdot, _vecdot_samples, FLOATING, error_inputs=_vecdot_errors, symbol="torch.linalg.vecdot"),
     OpInfo("multi_dot", torch.linalg.multi_dot, _multi_dot_samples, _MATMUL_DTYPES, error_inputs=_multi_dot_errors, symbol="torch.linalg.multi_dot", tolerances=_SMALL_BF16),
 ]
 
@@ -356,24 +237,6 @@ def _addr_errors(device):
     yield ErrorInput(SampleInput((x(2, 4), x(3), x(4))), RuntimeError, "must match the size")
 
 
-def _bilinear_samples(dtype, device):
-    x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
-    yield SampleInput((x(2, 3), x(2, 4), x(5, 3, 4), x(5)))
-    yield SampleInput((x(2, 7, 3), x(2, 7, 4, noncontiguous=True), x(5, 3, 4)))
-    yield SampleInput((x(3), x(4), x(5, 3, 4), x(5)))
-    yield SampleInput((x(0, 3), x(0, 4), x(5, 3, 4)))
-
-
-def _bilinear_errors(device):
-    f = torch.float32
-    x = lambda *shape, dtype=f: make_tensor(shape, dtype, device)
-    yield ErrorInput(SampleInput((x(2, 3), x(3, 4), x(5, 3, 4))), RuntimeError, "input batch dimensions do not match at dim 0: got 2 and 3")
-    yield ErrorInput(SampleInput((x(2, 3), x(2, 4), x(5, 4, 4))), RuntimeError, "input1 size does not match weight size: got 3 but expected 4")
-    yield ErrorInput(SampleInput((x(2, 3), x(2, 4), x(5, 3, 3))), RuntimeError, "input2 size does not match weight size: got 4 but expected 3")
-    yield ErrorInput(SampleInput((x(2, 3), x(2, 4), x(5, 3, 4), x(4))), RuntimeError, "bias size does not match weight size: got 4 but expected 5")
-    yield ErrorInput(SampleInput((x(2, 3), x(2, 4, dtype=torch.float64), x(5, 3, 4))), RuntimeError, "same dtype")
-
-
 def _chain_samples(dtype, device):
     x = lambda *shape, **kw: _t(shape, dtype, device, **kw)
     yield SampleInput((x(2, 3), x(3, 4), x(4, 2)))
@@ -382,7 +245,6 @@ def _chain_samples(dtype, device):
 
 opinfos += [
     OpInfo("addr", torch.addr, _addr_samples, _MATMUL_DTYPES, error_inputs=_addr_errors, symbol="torch.addr", tolerances=_SMALL_BF16),
-    OpInfo("bilinear", torch.nn.functional.bilinear, _bilinear_samples, _MATMUL_DTYPES, error_inputs=_bilinear_errors, symbol="torch.nn.functional.bilinear", tolerances={torch.bfloat16: (5e-2, 1e-1)}),
     OpInfo("chain_matmul", torch.chain_matmul, _chain_samples, _MATMUL_DTYPES, error_inputs=_chain_errors, symbol="torch.chain_matmul", tolerances=_SMALL_BF16),
 ]
 

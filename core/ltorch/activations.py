@@ -1,28 +1,33 @@
-"""Torch-language ops: activations, softmax and its relatives, glu.
+"""Torch-language ops: activations (rectifiers, exponential-linear units, smooth activations, glu).
 
 Activations compute like PyTorch's CPU kernels: bf16/f16 inputs in float32 (the
 opmath type), cast back at the end, so results match eager bit for bit or close to it.
-Functional activations with an `inplace=` flag are routed by `_InplaceFlag`: the value
-is traced functionally and, when `inplace=True`, the input's handle is rebound to it.
+Their in-place forms (`torch.relu_`, `F.relu(x, inplace=True)`) are declared at the end.
 """
 from __future__ import annotations
 
-import inspect
 import math
-import warnings
-from collections.abc import Callable
 
 import torch
 
 from .. import prims
-from .base import qualified_name, rebind_inplace, torch_inplace, torchsymbol
-from .helpers import canonical_dim, check, computation_dtype, is_tensor, to_dtype
+from .base import torchsymbol
+from .functionalization import inplace
+from .helpers import canonical_dim, check, computation_dtype, is_tensor, to_dtype, upcast
 from ..proxies import TensorProxy
 from ..symbol import Tags
 
 F = torch.nn.functional
 
-__all__: list[str] = []
+__all__ = [
+    "relu", "hardtanh", "relu6", "leaky_relu", "threshold", "elu", "selu", "celu", "gelu", "silu",
+    "mish", "softplus", "hardsigmoid", "hardswish", "logsigmoid", "softsign", "tanhshrink",
+    "hardshrink", "softshrink", "glu", "relu_functional", "relu6_functional", "hardtanh_functional",
+    "leaky_relu_functional", "threshold_functional", "elu_functional", "selu_functional",
+    "celu_functional", "silu_functional", "mish_functional", "hardsigmoid_functional",
+    "hardswish_functional", "relu_", "hardtanh_", "leaky_relu_", "threshold_", "elu_", "selu_",
+    "celu_",
+]
 
 
 # --- shared helpers (never seen in traces) ------------------------------------------------
@@ -42,10 +47,6 @@ def _check_floating(name: str, a: TensorProxy) -> None:
     )
 
 
-def _upcast(a: TensorProxy) -> TensorProxy:
-    return to_dtype(a, computation_dtype(a.dtype))
-
-
 def _clamp(x: TensorProxy, lo, hi) -> TensorProxy:
     """x limited to [lo, hi] (None: unbounded); NaN passes through, as in torch.clamp."""
     if lo is not None:
@@ -59,106 +60,7 @@ def _sigmoid(x: TensorProxy) -> TensorProxy:
     return prims.div(1.0, prims.add(prims.exp(prims.neg(x)), 1.0))
 
 
-def keep_dims(r: TensorProxy, shape, dims) -> TensorProxy:
-    """A reduction's result `r` (dims removed) broadcast back to `shape`."""
-    return prims.broadcast_in_dim(r, tuple(shape), tuple(i for i in range(len(shape)) if i not in dims))
-
-
-class _InplaceFlag:
-    """A functional activation with `inplace=`: traced as `op`, then rebound when inplace=True."""
-
-    __slots__ = ("op", "torchfns", "name", "signature")
-
-    def __init__(self, op: Callable, torchfn: Callable):
-        self.op = op
-        self.torchfns = (torchfn,)
-        self.name = qualified_name(torchfn)
-        self.signature = inspect.signature(torchfn)
-
-    def __call__(self, *args, **kwargs):
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"{self.name}(): {e}") from None
-        arguments = dict(bound.arguments)
-        inplace = arguments.pop("inplace", False)
-        a = arguments.pop("input")
-        value = self.op(a, **arguments)
-        return rebind_inplace(self.name, a, value) if inplace else value
-
-
 # --- softmax family -------------------------------------------------------------------------
-
-
-def _softmax_dim(name: str, ndim: int) -> int:
-    # torch.nn.functional's legacy rule for dim=None, with its deprecation warning
-    warnings.warn(
-        f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as an argument.",
-        UserWarning,
-        stacklevel=4,
-    )
-    return 0 if ndim in (0, 1, 3) else 1
-
-
-def _softmax_core(name: str, a, dim, dtype, *, log: bool) -> TensorProxy:
-    _check_input(name, a)
-    check(dtype is None or isinstance(dtype, torch.dtype), lambda: f"{name}(): dtype must be a torch.dtype, got {dtype!r}", TypeError)
-    if dtype is not None:
-        a = to_dtype(a, dtype)
-    _check_floating(name, a)
-    d = canonical_dim(a.ndim, dim)
-    out_dtype = a.dtype
-    if a.ndim == 0:
-        # softmax over a 0-d tensor is softmax over one element
-        return prims.reshape(_softmax_core(name, prims.reshape(a, (1,)), 0, None, log=log), ())
-    x = _upcast(a)
-    if x.shape[d] > 0:
-        # subtracting the maximum keeps exp from overflowing; it cancels in the ratio
-        x = prims.sub(x, keep_dims(prims.amax(x, (d,)), x.shape, (d,)))
-    e = prims.exp(x)
-    total = keep_dims(prims.sum(e, (d,)), x.shape, (d,))
-    out = prims.sub(x, prims.log(total)) if log else prims.div(e, total)
-    return to_dtype(out, out_dtype)
-
-
-@torchsymbol(torch.softmax, torch.Tensor.softmax, torch.special.softmax)
-def softmax(input, dim, dtype=None):
-    """Softmax over `dim`, computed as exp(x - max) / sum."""
-    return _softmax_core("softmax", input, dim, dtype, log=False)
-
-
-@torchsymbol(torch.log_softmax, torch.Tensor.log_softmax, torch.special.log_softmax)
-def log_softmax(input, dim, dtype=None):
-    """Log-softmax over `dim`, computed as (x - max) - log(sum(exp(x - max)))."""
-    return _softmax_core("log_softmax", input, dim, dtype, log=True)
-
-
-@torchsymbol(F.softmax)
-def softmax_functional(input, dim=None, _stacklevel=3, dtype=None):
-    """torch.nn.functional.softmax: as torch.softmax, with the legacy dim=None rule."""
-    _check_input("softmax", input)
-    dim = _softmax_dim("softmax", input.ndim) if dim is None else dim
-    return _softmax_core("softmax", input, dim, dtype, log=False)
-
-
-@torchsymbol(F.log_softmax)
-def log_softmax_functional(input, dim=None, _stacklevel=3, dtype=None):
-    """torch.nn.functional.log_softmax: as torch.log_softmax, with the legacy dim=None rule."""
-    _check_input("log_softmax", input)
-    dim = _softmax_dim("log_softmax", input.ndim) if dim is None else dim
-    return _softmax_core("log_softmax", input, dim, dtype, log=True)
-
-
-@torchsymbol(F.softmin)
-def softmin(input, dim=None, _stacklevel=3, dtype=None):
-    """Softmin: softmax of -input (negated after the dtype= cast, as torch does)."""
-    _check_input("softmin", input)
-    dim = _softmax_dim("softmin", input.ndim) if dim is None else dim
-    if dtype is not None:
-        input = to_dtype(input, dtype)
-    check(input.dtype != torch.bool, lambda: "Negation, the `-` operator, on a bool tensor is not supported.", RuntimeError)
-    _check_floating("softmin", input)
-    return _softmax_core("softmin", prims.neg(input), dim, None, log=False)
 
 
 # --- rectifiers and clamps ------------------------------------------------------------------
@@ -201,7 +103,7 @@ def relu6(input):
 def leaky_relu(input, negative_slope=0.01):
     """input where positive, negative_slope * input elsewhere."""
     _check_floating("leaky_relu", input)
-    x = _upcast(input)
+    x = upcast(input)
     return to_dtype(prims.where(prims.gt(x, 0), x, prims.mul(x, float(negative_slope))), input.dtype)
 
 
@@ -221,7 +123,7 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 def _elu_core(name: str, a, alpha: float, scale: float, input_scale: float) -> TensorProxy:
     _check_floating(name, a)
-    x = _upcast(a)
+    x = upcast(a)
     negative = prims.mul(prims.expm1(prims.mul(x, float(input_scale))), float(alpha) * float(scale))
     return to_dtype(prims.where(prims.gt(x, 0), prims.mul(x, float(scale)), negative), a.dtype)
 
@@ -253,7 +155,7 @@ def gelu(input, approximate="none"):
     """x * Phi(x), exactly ('none', via erf) or with torch's tanh approximation."""
     check(approximate in ("none", "tanh"), lambda: "approximate argument must be either none or tanh.", RuntimeError)
     _check_floating("gelu", input)
-    x = _upcast(input)
+    x = upcast(input)
     if approximate == "none":
         cdf = prims.mul(prims.add(prims.erf(prims.mul(x, math.sqrt(0.5))), 1.0), 0.5)
         return to_dtype(prims.mul(x, cdf), input.dtype)
@@ -268,7 +170,7 @@ def gelu(input, approximate="none"):
 def silu(input):
     """x * sigmoid(x)."""
     _check_floating("silu", input)
-    x = _upcast(input)
+    x = upcast(input)
     return to_dtype(prims.div(x, prims.add(prims.exp(prims.neg(x)), 1.0)), input.dtype)
 
 
@@ -276,7 +178,7 @@ def silu(input):
 def mish(input):
     """x * tanh(softplus(x))."""
     _check_floating("mish", input)
-    x = _upcast(input)
+    x = upcast(input)
     return to_dtype(prims.mul(x, prims.tanh(prims.log1p(prims.exp(x)))), input.dtype)
 
 
@@ -284,7 +186,7 @@ def mish(input):
 def softplus(input, beta=1, threshold=20):
     """log1p(exp(beta * x)) / beta, linear above `threshold` for stability."""
     _check_floating("softplus", input)
-    x = _upcast(input)
+    x = upcast(input)
     scaled = prims.mul(x, float(beta))
     soft = prims.div(prims.log1p(prims.exp(scaled)), float(beta))
     return to_dtype(prims.where(prims.gt(scaled, float(threshold)), x, soft), input.dtype)
@@ -294,7 +196,7 @@ def softplus(input, beta=1, threshold=20):
 def hardsigmoid(input):
     """clamp(x + 3, 0, 6) / 6."""
     _check_floating("hardsigmoid", input)
-    x = _upcast(input)
+    x = upcast(input)
     return to_dtype(prims.div(_clamp(prims.add(x, 3.0), 0.0, 6.0), 6.0), input.dtype)
 
 
@@ -302,7 +204,7 @@ def hardsigmoid(input):
 def hardswish(input):
     """x * clamp(x + 3, 0, 6) / 6."""
     _check_floating("hardswish", input)
-    x = _upcast(input)
+    x = upcast(input)
     return to_dtype(prims.div(prims.mul(x, _clamp(prims.add(x, 3.0), 0.0, 6.0)), 6.0), input.dtype)
 
 
@@ -310,7 +212,7 @@ def hardswish(input):
 def logsigmoid(input):
     """log(sigmoid(x)) as min(x, 0) - log1p(exp(-|x|)), stable for large |x|."""
     _check_floating("logsigmoid", input)
-    x = _upcast(input)
+    x = upcast(input)
     low = prims.where(prims.lt(x, 0.0), x, 0.0)
     return to_dtype(prims.sub(low, prims.log1p(prims.exp(prims.neg(prims.abs(x))))), input.dtype)
 
@@ -350,7 +252,7 @@ def softshrink(input, lambd=0.5):
     """x - lambd above lambd, x + lambd below -lambd, 0 between."""
     _check_floating("softshrink", input)
     check(lambd >= 0, lambda: f"lambda must be greater or equal to 0, but found to be {lambd}.", RuntimeError)
-    x = _upcast(input)
+    x = upcast(input)
     # the middle is x * 0, not 0, so that NaN stays NaN as in torch's kernel
     middle = prims.where(prims.lt(x, -lambd), prims.add(x, lambd), prims.mul(x, 0.0))
     out = prims.where(prims.gt(x, lambd), prims.sub(x, lambd), middle)
@@ -366,7 +268,7 @@ def glu(input, dim=-1):
     n = input.shape[d]
     check(n % 2 == 0, lambda: f"Halving dimension must be even, but dimension {d} is size {n}", RuntimeError)
     _check_floating("glu", input)
-    x = _upcast(input)
+    x = upcast(input)
     half = n // 2
     ones = (1,) * x.ndim
     first = prims.slice(x, (0,) * x.ndim, tuple(half if i == d else s for i, s in enumerate(x.shape)), ones)
@@ -376,25 +278,23 @@ def glu(input, dim=-1):
 
 # --- in-place forms -----------------------------------------------------------------------------
 
-relu_functional = _InplaceFlag(relu, F.relu)
-relu6_functional = _InplaceFlag(relu6, F.relu6)
-hardtanh_functional = _InplaceFlag(hardtanh, F.hardtanh)
-leaky_relu_functional = _InplaceFlag(leaky_relu, F.leaky_relu)
-threshold_functional = _InplaceFlag(threshold, F.threshold)
-elu_functional = _InplaceFlag(elu, F.elu)
-selu_functional = _InplaceFlag(selu, F.selu)
-celu_functional = _InplaceFlag(celu, F.celu)
-silu_functional = _InplaceFlag(silu, F.silu)
-mish_functional = _InplaceFlag(mish, F.mish)
-hardsigmoid_functional = _InplaceFlag(hardsigmoid, F.hardsigmoid)
-hardswish_functional = _InplaceFlag(hardswish, F.hardswish)
+relu_functional = inplace(relu, F.relu, flag="inplace")
+relu6_functional = inplace(relu6, F.relu6, flag="inplace")
+hardtanh_functional = inplace(hardtanh, F.hardtanh, flag="inplace")
+leaky_relu_functional = inplace(leaky_relu, F.leaky_relu, flag="inplace")
+threshold_functional = inplace(threshold, F.threshold, flag="inplace")
+elu_functional = inplace(elu, F.elu, flag="inplace")
+selu_functional = inplace(selu, F.selu, flag="inplace")
+celu_functional = inplace(celu, F.celu, flag="inplace")
+silu_functional = inplace(silu, F.silu, flag="inplace")
+mish_functional = inplace(mish, F.mish, flag="inplace")
+hardsigmoid_functional = inplace(hardsigmoid, F.hardsigmoid, flag="inplace")
+hardswish_functional = inplace(hardswish, F.hardswish, flag="inplace")
 
-relu_ = torch_inplace(relu, torch.relu_, torch.Tensor.relu_)
-hardtanh_ = torch_inplace(hardtanh, F.hardtanh_)
-leaky_relu_ = torch_inplace(leaky_relu, F.leaky_relu_)
-threshold_ = torch_inplace(threshold, torch.threshold_)
-elu_ = torch_inplace(elu, F.elu_)
-selu_ = torch_inplace(selu, torch.selu_)
-celu_ = torch_inplace(celu, torch.celu_)
-
-__all__ += [n for n, v in list(globals().items()) if not n.startswith("_") and hasattr(v, "torchfns")]
+relu_ = inplace(relu, torch.relu_, torch.Tensor.relu_)
+hardtanh_ = inplace(hardtanh, F.hardtanh_)
+leaky_relu_ = inplace(leaky_relu, F.leaky_relu_)
+threshold_ = inplace(threshold, torch.threshold_)
+elu_ = inplace(elu, F.elu_)
+selu_ = inplace(selu, torch.selu_)
+celu_ = inplace(celu, torch.celu_)

@@ -1,4 +1,4 @@
-"""Torch-language ops: shape ops that join, split, flip, roll, pad and mask tensors."""
+"""Torch-language ops: joining tensors (cat, stack, hstack, ...) and splitting them (split, chunk, unbind, narrow, Tensor.unfold)."""
 from __future__ import annotations
 
 import functools
@@ -9,11 +9,13 @@ import torch
 from .. import prims
 from .base import data_dependent_error, torchsymbol
 from .helpers import canonical_dim, check, is_tensor
-from . import shape as _shape
-from .shape import _dims, _sizes, _slice_dim, flatten, transpose, unsqueeze
+from .shape import _sizes, _slice_dim, unsqueeze
 from ..proxies import TensorProxy
 
-__all__: list[str] = []
+__all__ = [
+    "cat", "concatenate", "stack", "hstack", "vstack", "dstack", "split", "split_method", "chunk",
+    "unbind", "tensor_split", "narrow", "unfold",
+]
 
 
 # --- joins ----------------------------------------------------------------------------------
@@ -213,141 +215,7 @@ def unfold(a, dimension, size, step):
 # --- flips and rolls ------------------------------------------------------------------------
 
 
-@torchsymbol(torch.Tensor.flip, torch.flip)
-def flip(input, *dims_args, dims=None):
-    dims = _sizes("flip", dims_args, dims)
-    canon = [canonical_dim(input.ndim, d) for d in dims]
-    for c in canon:
-        check(canon.count(c) == 1, lambda: f"dim {c} appears multiple times in the list of dims")
-    return prims.flip(input, tuple(c for c in canon if input.ndim))
-
-
-@torchsymbol(torch.fliplr)
-def fliplr(input):
-    check(input.ndim >= 2, lambda: "Input must be >= 2-d.")
-    return prims.flip(input, (1,))
-
-
-@torchsymbol(torch.flipud)
-def flipud(input):
-    check(input.ndim >= 1, lambda: "Input must be >= 1-d.")
-    return prims.flip(input, (0,))
-
-
-def _roll_dim(a: TensorProxy, shift: int, d: int) -> TensorProxy:
-    n = a.shape[d]
-    if n == 0 or shift % n == 0:
-        return a
-    s = shift % n
-    return prims.cat([_slice_dim(a, d, n - s, n), _slice_dim(a, d, 0, n - s)], d)
-
-
-@torchsymbol(torch.roll, torch.Tensor.roll)
-def roll(input, shifts, dims=None):
-    shifts, dims = _dims(shifts), (() if dims is None else _dims(dims))
-    if not dims:
-        check(len(shifts) == 1, lambda: f"shifts and dimensions must align. shifts: {len(shifts)}, dims:0")
-        return prims.reshape(_roll_dim(flatten(input), shifts[0], 0), input.shape)
-    check(len(shifts) == len(dims), lambda: f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
-    out = input
-    for s, d in zip(shifts, dims):
-        out = _roll_dim(out, s, canonical_dim(input.ndim, d))
-    return out if out is not input else prims.reshape(input, input.shape)
-
-
-@torchsymbol(torch.rot90, torch.Tensor.rot90)
-def rot90(input, k=1, dims=(0, 1)):
-    dims = tuple(dims)
-    check(len(dims) == 2, lambda: f"expected total rotation dims == 2, but got dims = {len(dims)}")
-    check(input.ndim >= 2, lambda: f"expected total dims >= 2, but got total dims = {input.ndim}")
-    d0, d1 = canonical_dim(input.ndim, dims[0]), canonical_dim(input.ndim, dims[1])
-    check(d0 != d1, lambda: f"expected rotation dims to be different, but got dim0 = {d0} and dim1 = {d1}")
-    k %= 4
-    if k == 1:
-        return transpose(prims.flip(input, (d1,)), d0, d1)
-    if k == 2:
-        return prims.flip(input, (d0, d1))
-    if k == 3:
-        return transpose(prims.flip(input, (d0,)), d0, d1)
-    return prims.reshape(input, input.shape)
-
-
 # --- padding ----------------------------------------------------------------------------------
 
 
-def _edge_pad(a: TensorProxy, d: int, lo: int, hi: int, mode: str) -> TensorProxy:
-    n = a.shape[d]
-    if mode == "replicate":
-        check(n > 0 or lo + hi == 0, lambda: f"padding size should be less than the corresponding input dimension, but got: padding ({lo}, {hi}) at dimension {d} of input {list(a.shape)}")
-        left = [_slice_dim(a, d, 0, 1)] * lo
-        right = [_slice_dim(a, d, n - 1, n)] * hi
-    elif mode == "reflect":
-        check(lo < n and hi < n, lambda: f"Argument #4: Padding size should be less than the corresponding input dimension, but got: padding ({lo}, {hi}) at dimension {d} of input {list(a.shape)}")
-        left = [prims.flip(_slice_dim(a, d, 1, lo + 1), (d,))] if lo else []
-        right = [prims.flip(_slice_dim(a, d, n - 1 - hi, n - 1), (d,))] if hi else []
-    else:  # circular
-        check(lo <= n and hi <= n, lambda: f"Padding value causes wrapping around more than once.")
-        left = [_slice_dim(a, d, n - lo, n)] if lo else []
-        right = [_slice_dim(a, d, 0, hi)] if hi else []
-    return prims.cat([*left, a, *right], d) if left or right else a
-
-
-@torchsymbol(torch.nn.functional.pad)
-def pad(input, pad, mode="constant", value=None):
-    pad = _sizes("pad", (pad,))
-    check(len(pad) % 2 == 0, lambda: "Padding length must be divisible by 2")
-    check(
-        len(pad) // 2 <= input.ndim,
-        lambda: f"Padding length should be less than or equal to two times the input dimension but got padding length {len(pad)} and input of dimension {input.ndim}",
-    )
-    # pad lists (low, high) pairs from the last dimension backwards
-    pairs = {input.ndim - 1 - i: (pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)}
-    if mode == "constant":
-        fill = 0 if value is None else value
-        fill = bool(fill) if input.dtype == torch.bool else (fill if input.dtype.is_floating_point or input.dtype.is_complex else int(fill))
-        return prims.pad(input, fill, [(*pairs.get(d, (0, 0)), 0) for d in range(input.ndim)])
-    check(mode in ("reflect", "replicate", "circular"), lambda: f"Unrecognised padding mode {mode}", NotImplementedError)
-    check(value is None or value == 0, lambda: f"Padding mode \"{mode}\" doesn't take in value argument", ValueError)
-    n_pad = len(pairs)
-    check(
-        n_pad in (1, 2, 3) and input.ndim in (n_pad + 1, n_pad + 2),
-        lambda: f"Padding size {len(pad)} is not supported for {input.ndim}D input tensor.",
-        NotImplementedError,
-    )
-    check(all(v >= 0 for v in pad), lambda: f"squall: negative padding in mode {mode!r} is not supported", NotImplementedError)
-    out = input
-    for d, (lo, hi) in sorted(pairs.items()):
-        out = _edge_pad(out, d, lo, hi, mode)
-    return out if out is not input else prims.reshape(input, input.shape)
-
-
 # --- triangles --------------------------------------------------------------------------------
-
-
-def _triangle(name: str, a: TensorProxy, diagonal: int, lower: bool) -> TensorProxy:
-    check(a.ndim >= 2, lambda: f"{name}: input tensor must have at least 2 dimensions")
-    rows, cols = a.shape[-2], a.shape[-1]
-    r = prims.iota(rows, start=0, step=1, device=a.device, dtype=torch.int64)
-    c = prims.iota(cols, start=0, step=1, device=a.device, dtype=torch.int64)
-    offset = prims.sub(prims.broadcast_in_dim(c, (rows, cols), (1,)), prims.broadcast_in_dim(r, (rows, cols), (0,)))
-    # an element (i, j) is on or below the diagonal-th diagonal when j - i <= diagonal
-    keep = prims.le(offset, diagonal) if lower else prims.ge(offset, diagonal)
-    keep = prims.broadcast_in_dim(keep, a.shape, (a.ndim - 2, a.ndim - 1))
-    return prims.where(keep, a, False if a.dtype == torch.bool else 0)
-
-
-@torchsymbol(torch.tril, torch.Tensor.tril)
-def tril(input, diagonal=0):
-    return _triangle("tril", input, diagonal, lower=True)
-
-
-@torchsymbol(torch.triu, torch.Tensor.triu)
-def triu(input, diagonal=0):
-    return _triangle("triu", input, diagonal, lower=False)
-
-
-__all__ += [
-    n
-    for n, v in list(globals().items())
-    if not n.startswith("_") and hasattr(v, "torchfns") and n != "torchsymbol" and getattr(_shape, n, None) is not v
-]

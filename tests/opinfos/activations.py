@@ -57,52 +57,6 @@ def _activation(name, op, symbol, dtypes=FLOATING, samples=None, errors=None, in
 # --- softmax family -----------------------------------------------------------------------
 
 
-def _softmax_samples(dtype, device):
-    yield SampleInput((make_tensor((), dtype, device), 0))
-    yield SampleInput((make_tensor((5,), dtype, device), -1))
-    yield SampleInput((make_tensor((4, 3), dtype, device), 0))
-    yield SampleInput((make_tensor((2, 3, 4), dtype, device, noncontiguous=True), -2))
-    yield SampleInput((make_tensor((2, 0, 3), dtype, device), 1))
-    yield SampleInput((make_tensor((2, 0, 3), dtype, device), 2))
-    yield SampleInput((make_tensor((3, 5), dtype, device, low=-100, high=100), 1))
-    yield SampleInput((torch.tensor([[float("-inf"), 1.0, 2.0], [float("-inf")] * 3], dtype=dtype, device=device), 1))
-    yield SampleInput((make_tensor((3, 4), dtype, device),), {"dim": 1, "dtype": torch.float64})
-
-
-def _softmax_errors(op):
-    def errors(device):
-        yield ErrorInput(SampleInput((make_tensor((4, 3), torch.float32, device), 2)), IndexError, "Dimension out of range")
-        yield ErrorInput(SampleInput((torch.tensor([1, 2, 3], device=device), 0)), NotImplementedError, "floating point")
-        yield ErrorInput(SampleInput((make_tensor((), torch.float32, device), 1)), IndexError, "Dimension out of range")
-
-    return errors
-
-
-def _functional_softmax_samples(dtype, device):
-    yield from _softmax_samples(dtype, device)
-    # keyword forms, and the positional _stacklevel slot F.softmax keeps
-    yield SampleInput((make_tensor((3, 4), dtype, device),), {"dim": 0})
-    yield SampleInput((make_tensor((3, 4), dtype, device), 1, 3, torch.float64))
-    yield SampleInput((torch.tensor([[1, 2], [3, 4]], device=device),), {"dim": 1, "dtype": torch.float32})
-
-
-def _implicit_dim(op):
-    # the legacy dim=None rule: dim 0 for 0-, 1- and 3-d inputs, dim 1 otherwise
-    def run(a):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "Implicit dimension", UserWarning)
-            return op(a)
-
-    return run
-
-
-def _implicit_dim_samples(dtype, device):
-    for shape in ((), (5,), (3, 4), (2, 3, 4), (2, 3, 4, 2)):
-        yield SampleInput((make_tensor(shape, dtype, device),))
-
-
 # --- per-op samples ---------------------------------------------------------------------------
 
 
@@ -188,16 +142,6 @@ def _clone_reference(fn):
 
 
 opinfos = [
-    OpInfo("softmax", torch.softmax, _softmax_samples, FLOATING, error_inputs=_softmax_errors(torch.softmax), symbol="torch.softmax"),
-    OpInfo("softmax_method", lambda a, *args, **kw: a.softmax(*args, **kw), _softmax_samples, FLOATING, symbol="torch.softmax"),
-    OpInfo("special_softmax", lambda a, dim, **kw: torch.special.softmax(a, dim, **kw), _softmax_samples, FLOATING, symbol="torch.softmax"),
-    OpInfo("log_softmax", torch.log_softmax, _softmax_samples, FLOATING, error_inputs=_softmax_errors(torch.log_softmax), symbol="torch.log_softmax"),
-    OpInfo("log_softmax_method", lambda a, *args, **kw: a.log_softmax(*args, **kw), _softmax_samples, FLOATING, symbol="torch.log_softmax"),
-    OpInfo("nn.functional.softmax", F.softmax, _functional_softmax_samples, FLOATING, error_inputs=_softmax_errors(F.softmax), symbol="torch.nn.functional.softmax"),
-    OpInfo("nn.functional.log_softmax", F.log_softmax, _functional_softmax_samples, FLOATING, error_inputs=_softmax_errors(F.log_softmax), symbol="torch.nn.functional.log_softmax"),
-    OpInfo("nn.functional.softmin", F.softmin, _functional_softmax_samples, FLOATING, symbol="torch.nn.functional.softmin"),
-    OpInfo("softmax_implicit_dim", _implicit_dim(F.softmax), _implicit_dim_samples, FLOATING, symbol="torch.nn.functional.softmax"),
-    OpInfo("log_softmax_implicit_dim", _implicit_dim(F.log_softmax), _implicit_dim_samples, FLOATING, symbol="torch.nn.functional.log_softmax"),
     _activation("relu", torch.relu, "torch.relu", _INT_FLOAT, errors=_bool_input("Boolean inputs not supported for relu")),
     _activation("nn.functional.relu", F.relu, "torch.relu", _INT_FLOAT, errors=_bool_input("Boolean inputs not supported for relu")),
     _activation("relu6", F.relu6, "torch.nn.functional.relu6", _INT_FLOAT, errors=_bool_input("Bool inputs not supported")),
@@ -207,7 +151,6 @@ opinfos = [
     _activation("elu", F.elu, "torch.nn.functional.elu", samples=_unary_samples(alpha=(0.5, 2.0))),
     _activation("selu", F.selu, "torch.nn.functional.selu"),
     _activation("celu", F.celu, "torch.nn.functional.celu", samples=_unary_samples(alpha=(0.5, 2.0)), errors=_celu_errors),
-    # eager's exact gelu at +inf is inf on one CPU code path and nan on the AVX-512 one
     _activation("gelu", F.gelu, "torch.nn.functional.gelu", errors=_gelu_errors, infinities=False),
     _activation("gelu_tanh", lambda a: F.gelu(a, approximate="tanh"), "torch.nn.functional.gelu"),
     _activation("silu", F.silu, "torch.nn.functional.silu"),
@@ -221,7 +164,6 @@ opinfos = [
     _activation("hardshrink", F.hardshrink, "torch.nn.functional.hardshrink", samples=_unary_samples(lambd=(0.1, 2.0))),
     _activation("softshrink", F.softshrink, "torch.nn.functional.softshrink", samples=_unary_samples(lambd=(0.1, 2.0)), errors=_softshrink_errors),
     OpInfo("glu", F.glu, _glu_samples, FLOATING, error_inputs=_glu_errors, symbol="torch.nn.functional.glu"),
-    # in-place forms: the modified tensor and the returned one both match eager
     OpInfo("relu_inplace_flag", _inplace(F.relu, inplace=True), _fresh_input_samples, _INT_FLOAT, symbol="torch.relu"),
     OpInfo("relu_", _inplace(torch.relu_), _fresh_input_samples, _INT_FLOAT, symbol="torch.relu"),
     OpInfo("relu_method_", _inplace(lambda t: t.relu_()), _fresh_input_samples, _INT_FLOAT, symbol="torch.relu"),

@@ -1,17 +1,13 @@
-"""Elementwise torch-language ops: arithmetic, comparisons, logical and bitwise ops, where, clamp.
-
-The unary ops live in `squall.ltorch.elementwise_unary` and are re-exported here, so
-`from squall.ltorch.elementwise import exp, add` finds both.
-"""
+"""Elementwise torch-language ops of two or more operands: arithmetic, comparisons, logical and bitwise ops, where, clamp, lerp, addcmul."""
 from __future__ import annotations
 
 import torch
 
 from .. import prims
-from .base import data_dependent_error, torch_inplace, torchsymbol
-from .elementwise_unary import *  # noqa: F401,F403
-from .elementwise_unary import check_input, not_implemented_for
-from .helpers import Promotion, broadcast, check, computation_dtype, is_number, is_tensor, promote, result_dtype, to_dtype
+from .base import data_dependent_error, torchsymbol
+from .functionalization import inplace
+from .elementwise_unary import not_implemented_for
+from .helpers import Promotion, broadcast, check, check_input, computation_dtype, is_number, is_tensor, promote, result_dtype, to_dtype
 from ..prims.base import dtype_category
 from ..symbol import Tags
 
@@ -360,39 +356,52 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
 
 # --- in-place forms --------------------------------------------------------------------------
 
-add_ = torch_inplace(add, _T.add_, _T.__iadd__)
-sub_ = torch_inplace(sub, _T.sub_, _T.__isub__, _T.subtract_)
-mul_ = torch_inplace(mul, _T.mul_, _T.__imul__, _T.multiply_)
-div_ = torch_inplace(div, _T.div_, _T.__itruediv__, _T.__idiv__, _T.divide_)
-true_divide_ = torch_inplace(true_divide, _T.true_divide_)
-floor_divide_ = torch_inplace(floor_divide, _T.floor_divide_, _T.__ifloordiv__)
-pow_ = torch_inplace(pow, _T.pow_, _T.__ipow__)
-float_power_ = torch_inplace(_float_power_inplace, _T.float_power_)
-remainder_ = torch_inplace(remainder, _T.remainder_, _T.__imod__)
-fmod_ = torch_inplace(fmod, _T.fmod_)
-atan2_ = torch_inplace(atan2, _T.atan2_, _T.arctan2_)
-hypot_ = torch_inplace(hypot, _T.hypot_)
-copysign_ = torch_inplace(copysign, _T.copysign_)
-nextafter_ = torch_inplace(nextafter, _T.nextafter_)
-eq_ = torch_inplace(eq, _T.eq_)
-ne_ = torch_inplace(ne, _T.ne_, _T.not_equal_)
-lt_ = torch_inplace(lt, _T.lt_, _T.less_)
-le_ = torch_inplace(le, _T.le_, _T.less_equal_)
-gt_ = torch_inplace(gt, _T.gt_, _T.greater_)
-ge_ = torch_inplace(ge, _T.ge_, _T.greater_equal_)
-logical_and_ = torch_inplace(logical_and, _T.logical_and_)
-logical_or_ = torch_inplace(logical_or, _T.logical_or_)
-logical_xor_ = torch_inplace(logical_xor, _T.logical_xor_)
-bitwise_and_ = torch_inplace(bitwise_and, _T.bitwise_and_, _T.__iand__)
-bitwise_or_ = torch_inplace(bitwise_or, _T.bitwise_or_, _T.__ior__)
-bitwise_xor_ = torch_inplace(bitwise_xor, _T.bitwise_xor_, _T.__ixor__)
-bitwise_left_shift_ = torch_inplace(bitwise_left_shift, _T.bitwise_left_shift_, _T.__ilshift__)
-bitwise_right_shift_ = torch_inplace(bitwise_right_shift, _T.bitwise_right_shift_, _T.__irshift__)
-clamp_ = torch_inplace(clamp, _T.clamp_, _T.clip_, torch.clamp_, torch.clip_)
-clamp_min_ = torch_inplace(clamp_min, _T.clamp_min_)
-clamp_max_ = torch_inplace(clamp_max, _T.clamp_max_)
-lerp_ = torch_inplace(lerp, _T.lerp_)
-addcmul_ = torch_inplace(addcmul, _T.addcmul_)
-addcdiv_ = torch_inplace(addcdiv, _T.addcdiv_)
+add_ = inplace(add, _T.add_, _T.__iadd__)
+sub_ = inplace(sub, _T.sub_, _T.__isub__, _T.subtract_)
+mul_ = inplace(mul, _T.mul_, _T.__imul__, _T.multiply_)
+div_ = inplace(div, _T.div_, _T.__itruediv__, _T.__idiv__, _T.divide_)
+true_divide_ = inplace(true_divide, _T.true_divide_)
+floor_divide_ = inplace(floor_divide, _T.floor_divide_, _T.__ifloordiv__)
+pow_ = inplace(pow, _T.pow_, _T.__ipow__)
+float_power_ = inplace(_float_power_inplace, _T.float_power_)
+remainder_ = inplace(remainder, _T.remainder_, _T.__imod__)
+fmod_ = inplace(fmod, _T.fmod_)
+atan2_ = inplace(atan2, _T.atan2_, _T.arctan2_)
+hypot_ = inplace(hypot, _T.hypot_)
+copysign_ = inplace(copysign, _T.copysign_)
+nextafter_ = inplace(nextafter, _T.nextafter_)
+eq_ = inplace(eq, _T.eq_)
+ne_ = inplace(ne, _T.ne_, _T.not_equal_)
+lt_ = inplace(lt, _T.lt_, _T.less_)
+le_ = inplace(le, _T.le_, _T.less_equal_)
+gt_ = inplace(gt, _T.gt_, _T.greater_)
+ge_ = inplace(ge, _T.ge_, _T.greater_equal_)
+logical_and_ = inplace(logical_and, _T.logical_and_)
+logical_or_ = inplace(logical_or, _T.logical_or_)
+logical_xor_ = inplace(logical_xor, _T.logical_xor_)
+bitwise_and_ = inplace(bitwise_and, _T.bitwise_and_, _T.__iand__)
+bitwise_or_ = inplace(bitwise_or, _T.bitwise_or_, _T.__ior__)
+bitwise_xor_ = inplace(bitwise_xor, _T.bitwise_xor_, _T.__ixor__)
+bitwise_left_shift_ = inplace(bitwise_left_shift, _T.bitwise_left_shift_, _T.__ilshift__)
+bitwise_right_shift_ = inplace(bitwise_right_shift, _T.bitwise_right_shift_, _T.__irshift__)
+clamp_ = inplace(clamp, _T.clamp_, _T.clip_, torch.clamp_, torch.clip_)
+clamp_min_ = inplace(clamp_min, _T.clamp_min_)
+clamp_max_ = inplace(clamp_max, _T.clamp_max_)
+lerp_ = inplace(lerp, _T.lerp_)
+addcmul_ = inplace(addcmul, _T.addcmul_)
+addcdiv_ = inplace(addcdiv, _T.addcdiv_)
 
-__all__ = [n for n, v in list(globals().items()) if not n.startswith("_") and hasattr(v, "torchfns")]
+__all__ = [
+    "add", "sub", "rsub", "mul", "radd", "rmul", "div", "true_divide", "floor_divide", "rdiv",
+    "rfloor_divide", "pow", "rpow", "float_power", "remainder", "rremainder", "fmod", "atan2",
+    "hypot", "copysign", "nextafter", "maximum", "minimum", "fmax", "fmin", "eq", "ne", "lt", "le",
+    "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "rbitwise_and", "rbitwise_or",
+    "rbitwise_xor", "rbitwise_left_shift", "rbitwise_right_shift", "where", "tensor_where", "clamp",
+    "clamp_min", "clamp_max", "lerp", "addcmul", "addcdiv", "add_", "sub_", "mul_", "div_",
+    "true_divide_", "floor_divide_", "pow_", "float_power_", "remainder_", "fmod_", "atan2_",
+    "hypot_", "copysign_", "nextafter_", "eq_", "ne_", "lt_", "le_", "gt_", "ge_", "logical_and_",
+    "logical_or_", "logical_xor_", "bitwise_and_", "bitwise_or_", "bitwise_xor_",
+    "bitwise_left_shift_", "bitwise_right_shift_", "clamp_", "clamp_min_", "clamp_max_", "lerp_",
+    "addcmul_", "addcdiv_",
+]

@@ -1,0 +1,246 @@
+"""How in-place ops and views become functional.
+
+A squall trace is functional: every recorded call makes new values and changes none.
+Torch programs are not: `x.add_(1)`, `F.relu(x, inplace=True)`, `x[0] = 1` and
+`F.batch_norm` in training (which updates the running statistics it is given) change
+tensors the program holds, and a view shares memory with its base.
+
+**In-place ops.** Each torch callable that changes an argument is declared as a
+`TorchForm` of a functional ltorch op: `inplace(add, torch.Tensor.add_)`,
+`inplace(relu, F.relu, flag="inplace")`, `TorchForm(batch_norm, F.batch_norm,
+updates=(...))`. A form binds the call to its torch signature (`Symbol.normalize`,
+defaults applied), calls the functional op, which is what the trace records, and
+*writes back* its result: `rebind_inplace` makes the handle the program holds (the
+`TensorProxy` object) stand for the new value (`TracingContext.rebind`). Calls recorded
+earlier keep the old value under its old name, later calls see the new one, and a tensor
+the caller passed in (or a captured constant) gets its final value copied back when the
+program ends, as eager would have modified it. A form is never recorded itself; it may
+also answer a call without recording anything (`x.to(x.dtype)` is `x`, as torch returns
+`self`). Torch calls squall does not model (opaque ops) are written back the same way:
+the dispatcher runs them on the meta device, and an argument whose version counter
+moved was modified in place (`opaque_writes`).
+
+**Views.** The torch ops in `VIEW_OPS` return tensors sharing memory with their input;
+`note_views` records each view's root tensor. An in-place op through one member of such
+a family leaves the others stale, since the functional trace does not propagate the
+write to them; reading a stale tensor later is an error (`check_not_stale`) rather than
+a silently different result.
+"""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from .. import prims
+from .torchnames import qualified_name
+from ..proxies import TensorProxy, current_context
+from ..symbol import Symbol
+
+__all__ = ["TorchForm", "inplace", "rebind_inplace", "VIEW_OPS", "note_views", "check_not_stale", "opaque_writes"]
+
+
+class TorchForm(Symbol):
+    """A torch callable that reaches the ltorch op `op` through more than a plain call.
+
+    The one way squall declares in-place ops, `inplace=` flags, arguments an op updates
+    and calls answered without recording. A form is never recorded: calling it binds the
+    call to `signature` (by default the torch callable's own, or `op`'s when torch's has
+    none in Python) with `Symbol.normalize`, then:
+
+    - `before(*args, **kwargs)`, if given, sees the bound call first; a result other than
+      None answers the call and nothing is recorded (a conversion that changes nothing
+      returns its input);
+    - `op` is called with the bound arguments, `flag` left out, and is recorded;
+    - `writes`: the position of the parameter the op's result is written into; the form
+      returns that tensor (`Tensor.add_`). With `flag`, only when that argument is true
+      (`F.relu(x, inplace=True)`);
+    - `updates`: parameters that receive an op's extra results: when the op returns a
+      tuple it is (output, new value of updates[0], ...), and the form returns the output
+      (`F.batch_norm` updating its running statistics).
+    """
+
+    __slots__ = ("op", "before", "flag", "writes", "updates", "_own", "_names", "_n", "_flag_at", "_update_at", "_by_name")
+
+    def __init__(
+        self,
+        op: Callable,
+        *torchfns: Callable,
+        signature: Callable | None = None,
+        before: Callable | None = None,
+        flag: str | None = None,
+        writes: int | None = None,
+        updates: Iterable[str] = (),
+    ):
+        name = qualified_name(torchfns[0])
+        op_signature = getattr(op, "meta", op)
+        if signature is None:
+            signature = torchfns[0] if _has_signature(torchfns[0]) else op_signature
+        super().__init__(name, name.rsplit(".", 1)[-1], signature, is_prim=False, torchfns=torchfns)
+        self.op, self.before, self.flag, self.writes, self.updates = op, before, flag, writes, tuple(updates)
+        # the op's own parameters: the caller's arguments go to the op as they are
+        self._own = signature is op_signature and flag is None and not self.updates
+        params = list(inspect.signature(signature).parameters.values())
+        self._names = tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        variadic = any(p.kind is p.VAR_POSITIONAL for p in params)
+        self._n = None if variadic else len(self._names)  # how many arguments a bound call has
+        self._flag_at = self._names.index(flag) if flag is not None else None
+        self._update_at = tuple(self._names.index(u) for u in self.updates)
+        # the caller's keywords reach the op by name when the op's parameters share the names
+        op_names = set(inspect.signature(op_signature).parameters)
+        self._by_name = all(n in op_names for n in self._names if n != flag)
+
+    def __call__(self, *args, **kwargs):
+        if self._own:
+            # the op binds the call itself; only the written tensor is needed here
+            if self.before is not None:
+                answer = self.before(*args, **kwargs)
+                if answer is not None:
+                    return answer
+            result = self.op(*args, **kwargs)
+            if self.writes is None:
+                return result
+            target = args[self.writes] if len(args) > self.writes else self.normalize(args, kwargs)[0][self.writes]
+            return rebind_inplace(self.id, target, result)
+        named = kwargs.keys()
+        bound, bound_kwargs = self.normalize(args, kwargs)
+        if self._n is not None and len(bound) != self._n:
+            # the signature does not take this call: Python's own message says why
+            try:
+                inspect.signature(self.meta).bind(*args, **kwargs)
+            except TypeError as e:
+                raise TypeError(f"{self.name}(): {e}") from None
+        if self.before is not None:
+            answer = self.before(*bound, **bound_kwargs)
+            if answer is not None:
+                return answer
+        result = self.op(*self._op_args(bound, named), **self._op_kwargs(bound, bound_kwargs, named))
+        if self.writes is not None:
+            if self._flag_at is None or bound[self._flag_at]:
+                return rebind_inplace(self.id, bound[self.writes], result)
+            return result
+        if self.updates and type(result) is tuple:
+            for at, value in zip(self._update_at, result[1:]):
+                rebind_inplace(f"{self.id} ({self._names[at]})", bound[at], value)
+            return result[0]
+        return result
+
+    def _op_args(self, bound: tuple, named) -> list:
+        # positional up to the first parameter the caller named (when the op has its names)
+        out = []
+        for name, value in zip(self._names, bound):
+            if self._by_name and name in named:
+                break
+            if name != self.flag:
+                out.append(value)
+        return out
+
+    def _op_kwargs(self, bound: tuple, bound_kwargs: dict, named) -> dict:
+        if not self._by_name:
+            return bound_kwargs
+        out, by_name = {}, False
+        for name, value in zip(self._names, bound):
+            by_name = by_name or name in named
+            if by_name and name != self.flag:
+                out[name] = value
+        out.update(bound_kwargs)
+        return out
+
+    def __repr__(self) -> str:
+        return f"<TorchForm {self.id} -> {getattr(self.op, 'id', self.op)}>"
+
+
+def _has_signature(fn: Callable) -> bool:
+    try:
+        inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin: its parameters are not visible from Python
+        return False
+    return True
+
+
+def inplace(op: Callable, *torchfns: Callable, flag: str | None = None) -> TorchForm:
+    """The in-place form of `op` (`torch.Tensor.add_` for `add`): its result is written
+    into its first argument, or, with `flag`, only when that argument is true
+    (`inplace(relu, F.relu, flag="inplace")`)."""
+    return TorchForm(op, *torchfns, writes=0, flag=flag)
+
+
+def rebind_inplace(name: str, a, value):
+    """Give tensor `a` the result `value` of an in-place op, as torch would (no broadcast, safe casts)."""
+    if not isinstance(a, TensorProxy):
+        raise TypeError(f"{name} expects a tensor to modify, got {type(a).__name__}")
+    if value is a:  # the op left its input as it was (dropout when not training)
+        return a
+    if value.shape != a.shape:
+        raise RuntimeError(
+            f"{name}: output with shape {list(a.shape)} doesn't match the broadcast shape {list(value.shape)}"
+        )
+    if value.dtype != a.dtype:
+        if not torch.can_cast(value.dtype, a.dtype):
+            raise RuntimeError(f"{name}: result type {value.dtype} can't be cast to the desired output type {a.dtype}")
+        value = prims.convert_element_type(value, a.dtype)
+    ctx = current_context()
+    root = ctx.view_base.get(id(a), a)
+    for other in ctx.view_family.get(id(root), ()):
+        if other is not a:
+            ctx.stale[id(other)] = (
+                f"{name} modified {'its base' if other is root else 'another view of the same tensor'} in place"
+            )
+    return ctx.rebind(a, value)
+
+
+# ltorch ops whose torch counterparts return views sharing memory with their input.
+VIEW_OPS = frozenset(
+    f"torch.{name}"
+    for name in """Tensor.view Tensor.view_as Tensor.reshape Tensor.reshape_as Tensor.flatten Tensor.unflatten
+    Tensor.squeeze Tensor.unsqueeze Tensor.permute Tensor.expand Tensor.expand_as Tensor.split Tensor.unfold
+    Tensor.T Tensor.mT Tensor.H Tensor.mH Tensor.__getitem__ transpose swapaxes swapdims t movedim diagonal
+    narrow split chunk unbind tensor_split broadcast_to broadcast_tensors""".split()
+)
+
+
+def note_views(ctx, op, args: tuple, out) -> None:
+    """Record that the tensors `op` returned view its first tensor argument."""
+    base = next((x for x in args if isinstance(x, TensorProxy)), None)
+    if base is None:
+        return
+    root = ctx.view_base.get(id(base), base)
+    family = ctx.view_family.setdefault(id(root), [root])
+    for view in tree_flatten(out)[0]:
+        if isinstance(view, TensorProxy) and view is not base:
+            ctx.view_base[id(view)] = root
+            family.append(view)
+
+
+def check_not_stale(ctx, name: str, values) -> None:
+    """Refuse a tensor whose value an in-place op through an aliasing view has changed."""
+    for x in tree_flatten(values)[0]:
+        why = ctx.stale.get(id(x)) if isinstance(x, TensorProxy) else None
+        if why is not None:
+            raise NotImplementedError(
+                f"squall: {name} uses tensor {x.name}, but {why}; in eager PyTorch the two share "
+                "memory, which squall's functional traces do not model. Write the in-place op out of "
+                "place (y = y.add(1)), or apply it to the tensor you read afterwards."
+            )
+
+
+def opaque_writes(name: str, metas: list[tuple[TensorProxy, torch.Tensor, int]], meta_out, result):
+    """Write back what an opaque torch call changed in place.
+
+    `metas` pairs each tensor argument with the meta tensor the call ran on and that
+    tensor's version before the call; a version that moved means the call wrote into it.
+    A written argument that the call returned (an in-place method returns `self`) takes
+    the call's result; any other write is one squall cannot follow, and is refused.
+    """
+    for proxy, meta, version in metas:
+        if meta._version == version:
+            continue
+        if meta_out is not meta:
+            raise NotImplementedError(
+                f"squall: {name} modifies its argument {proxy.name} in place without returning it; "
+                "squall cannot follow that write. Call it outside the compiled function."
+            )
+        return rebind_inplace(name, proxy, result)
+    return result

@@ -1,0 +1,41 @@
+"""OpInfos for the ops of squall.ltorch.padding."""
+from __future__ import annotations
+
+import torch
+
+from opinfos import ALL_TYPES, ErrorInput, OpInfo, SampleInput, make_tensor
+
+
+def _t(shape, dtype=torch.float32, device="cpu", **kw):
+    return make_tensor(shape, dtype, device, **kw)
+
+
+def _samples(*forms):
+    """A sample generator from (shape, args, kwargs[, noncontiguous]) forms; the tensor comes first."""
+
+    def samples(dtype, device):
+        for form in forms:
+            shape, args, kwargs = form[:3]
+            nc = len(form) > 3 and form[3]
+            yield SampleInput((_t(shape, dtype, device, noncontiguous=nc), *args), dict(kwargs))
+
+    return samples
+
+
+def _errors(*forms):
+    """Error inputs from (shape, args, kwargs, exception, regex) forms, all rejected by torch too."""
+
+    def errors(device):
+        for shape, args, kwargs, exc, match in forms:
+            yield ErrorInput(SampleInput((_t(shape, device=device), *args), dict(kwargs)), exc, match)
+
+    return errors
+
+
+opinfos = [
+    OpInfo("pad", torch.nn.functional.pad, _samples(((2, 3), ((1, 2),), {}), ((2, 3), ((1, 1, 0, 2),), {"value": 1}), ((2, 3, 4), ((-1, 2, 1, -1),), {}), ((0, 3), ((1, 1, 1, 1),), {}), ((2, 3), ((),), {}), ((3, 4), ((2, 0),), {"mode": "constant", "value": 0}, True)), ALL_TYPES,
+           error_inputs=_errors(((2, 3), ((1,),), {}, RuntimeError, "divisible by 2"), ((2, 3), ((1, 1) * 3,), {}, RuntimeError, "less than or equal to two times the input dimension")), symbol="torch.nn.functional.pad"),
+    OpInfo("pad_modes", torch.nn.functional.pad, _samples(((2, 3, 5), ((2, 1),), {"mode": "reflect"}), ((2, 3, 5), ((2, 1, 1, 0),), {"mode": "replicate"}), ((2, 3, 5), ((3, 1),), {"mode": "circular"}), ((2, 4), ((0, 3),), {"mode": "reflect"})),
+           (torch.float32, torch.float64), error_inputs=_errors(((2, 3), ((3, 3),), {"mode": "reflect"}, RuntimeError, "Padding size should be less than the corresponding input dimension"),
+                                                    ((5,), ((1, 1),), {"mode": "replicate"}, NotImplementedError, "Padding size 2 is not supported for 1D input tensor")), symbol="torch.nn.functional.pad"),
+]
