@@ -15,7 +15,9 @@ import torch
 
 import squall
 from opinfos import prims_only_executor
+from squall.grad_rules import kernels
 from squall.grad_rules.kernels import all_kernels
+from squall.symbol import Symbol
 from squall.torch_executor import make_executor
 
 F = torch.nn.functional
@@ -183,6 +185,85 @@ CASES = [
     ),
 ]
 
+CONV, MPB = "aten.convolution_backward", "aten.max_pool2d_with_indices_backward"
+CASES += [
+    # convolution
+    GradCase("conv1d", lambda x, w, b: F.conv1d(x, w, b), lambda d: (_t(2, 3, 9, dtype=d), _t(4, 3, 3, dtype=d), _t(4, dtype=d)), (CONV,)),
+    GradCase(
+        "conv2d_stride_padding_dilation",
+        lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=(1, 2), dilation=(1, 2)),
+        lambda d: (_t(2, 3, 9, 8, dtype=d), _t(4, 3, 3, 2, dtype=d), _t(4, dtype=d)),
+        (CONV,),
+    ),
+    GradCase("conv2d_groups_no_bias", lambda x, w: F.conv2d(x, w, groups=2, stride=(2, 1)), lambda d: (_t(2, 4, 7, 6, dtype=d), _t(6, 2, 3, 3, dtype=d)), (CONV,)),
+    GradCase("conv2d_same_unbatched", lambda x, w: F.conv2d(x, w, padding="same"), lambda d: (_t(3, 6, 5, dtype=d), _t(2, 3, 3, 3, dtype=d)), (CONV,)),
+    GradCase("conv2d_frozen_input", lambda x, w, b: F.conv2d(x, w, b, padding="valid"), lambda d: (_t(1, 2, 5, 5, dtype=d, grad=False), _t(3, 2, 2, 2, dtype=d), _t(3, dtype=d)), (CONV,)),
+    GradCase("conv3d", lambda x, w, b: F.conv3d(x, w, b, stride=(1, 2, 1), padding=1), lambda d: (_t(1, 2, 4, 5, 4, dtype=d), _t(3, 2, 2, 3, 2, dtype=d), _t(3, dtype=d)), (CONV,)),
+    GradCase(
+        "conv_transpose2d",
+        lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1, groups=2, dilation=1),
+        lambda d: (_t(2, 4, 4, 3, dtype=d), _t(4, 3, 3, 3, dtype=d), _t(6, dtype=d)),
+        (CONV,),
+    ),
+    GradCase("conv_transpose1d_dilation", lambda x, w: F.conv_transpose1d(x, w, stride=3, dilation=2), lambda d: (_t(2, 3, 5, dtype=d), _t(3, 2, 3, dtype=d)), (CONV,)),
+    # pooling
+    GradCase("max_pool2d", lambda x: F.max_pool2d(x, 2), lambda d: (_t(2, 3, 6, 6, dtype=d),), (MPB,), ("aten.max_pool2d_with_indices",)),
+    GradCase(
+        "max_pool2d_overlapping_ceil",
+        lambda x: F.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True),
+        lambda d: (_t(2, 3, 7, 6, dtype=d),),
+        (MPB,),
+        ("aten.max_pool2d_with_indices",),
+    ),
+    GradCase("max_pool2d_dilation_unbatched", lambda x: F.max_pool2d(x, (2, 3), stride=1, dilation=(2, 1)), lambda d: (_t(3, 7, 6, dtype=d),), (MPB,)),
+    GradCase("max_pool2d_return_indices", lambda x: F.max_pool2d(x, 2, return_indices=True)[0], lambda d: (_t(1, 2, 4, 4, dtype=d),), (MPB,)),
+    GradCase("avg_pool2d", lambda x: F.avg_pool2d(x, 2), lambda d: (_t(2, 3, 6, 6, dtype=d),), ("aten.avg_pool2d_backward",)),
+    GradCase(
+        "avg_pool2d_padding_ceil",
+        lambda x: F.avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True),
+        lambda d: (_t(2, 3, 8, 7, dtype=d),),
+        ("aten.avg_pool2d_backward",),
+    ),
+    GradCase(
+        "avg_pool2d_exclude_pad",
+        lambda x: F.avg_pool2d(x, (3, 2), stride=(2, 1), padding=(1, 1), count_include_pad=False),
+        lambda d: (_t(3, 7, 5, dtype=d),),
+        ("aten.avg_pool2d_backward",),
+    ),
+    GradCase("avg_pool2d_divisor", lambda x: F.avg_pool2d(x, 2, divisor_override=3), lambda d: (_t(1, 2, 5, 5, dtype=d),), ("aten.avg_pool2d_backward",)),
+    GradCase("adaptive_avg_pool2d", lambda x: F.adaptive_avg_pool2d(x, (3, 2)), lambda d: (_t(2, 3, 7, 5, dtype=d),), ("aten._adaptive_avg_pool2d_backward",)),
+    GradCase("adaptive_avg_pool2d_global", lambda x: F.adaptive_avg_pool2d(x, 1), lambda d: (_t(2, 3, 4, 4, dtype=d),), ("aten._adaptive_avg_pool2d_backward",)),
+    # batch and group norm
+    GradCase(
+        "batch_norm_training",
+        lambda x, rm, rv, w, b: F.batch_norm(x, rm.clone(), rv.clone(), w, b, training=True, momentum=0.2),
+        lambda d: (_t(4, 3, 5, 5, dtype=d), torch.zeros(3, dtype=d), torch.ones(3, dtype=d), _t(3, dtype=d), _t(3, dtype=d)),
+        ("aten.native_batch_norm_backward",),
+        ("aten._native_batch_norm_legit_functional",),
+    ),
+    GradCase(
+        "batch_norm_training_no_stats_no_affine",
+        lambda x: F.batch_norm(x, None, None, training=True),
+        lambda d: (_t(6, 4, dtype=d),),
+        ("aten.native_batch_norm_backward",),
+        ("aten._native_batch_norm_legit.no_stats",),
+    ),
+    GradCase(
+        "batch_norm_eval",
+        lambda x, rm, rv, w, b: F.batch_norm(x, rm, rv, w, b, training=False),
+        lambda d: (_t(4, 3, 5, dtype=d), torch.randn(3, dtype=d), torch.rand(3, dtype=d) + 0.5, _t(3, dtype=d), _t(3, dtype=d)),
+        ("aten.native_batch_norm_backward",),
+    ),
+    GradCase(
+        "group_norm",
+        lambda x, w, b: F.group_norm(x, 2, w, b),
+        lambda d: (_t(3, 4, 5, 2, dtype=d), _t(4, dtype=d), _t(4, dtype=d)),
+        ("aten.native_group_norm_backward",),
+        ("aten.native_group_norm",),
+    ),
+    GradCase("group_norm_plain_3d", lambda x: F.group_norm(x, 3, eps=1e-3), lambda d: (_t(2, 6, 7, dtype=d),), ("aten.native_group_norm_backward",), ("aten.native_group_norm",)),
+]
+
 TOLERANCES = {torch.float64: dict(rtol=1e-7, atol=1e-9), torch.float32: dict(rtol=1e-4, atol=2e-5)}
 
 
@@ -240,6 +321,8 @@ def test_kernel_decompositions_give_the_same_gradients(case):
 
 
 def test_every_kernel_runs_as_its_aten_op_on_the_torch_executor():
+    declared = {v for v in vars(kernels).values() if isinstance(v, Symbol)}
+    assert declared == set(all_kernels().values()), "a kernel symbol missing from kernels.KERNELS"
     ex = make_executor()
     for kernel_id, sym in all_kernels().items():
         assert kernel_id.startswith("aten.")
@@ -255,3 +338,34 @@ def test_sparse_embedding_falls_back_to_autograd_with_a_warning():
         out = jfn(i, w)
     (g,) = torch.autograd.grad(out.sum(), w)
     assert g.is_sparse
+
+
+def test_batch_norm_training_updates_running_statistics_as_eager_does():
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).double()
+    compiled = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).double()
+    compiled.load_state_dict(eager.state_dict())
+    jmodule = squall.jit(compiled)
+    for _ in range(3):
+        x = torch.randn(5, 3, 8, 8, dtype=torch.float64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", squall.SquallWarning)
+            jmodule(x).sum().backward()
+        eager(x).sum().backward()
+    for (name, a), b in zip(compiled.state_dict().items(), eager.state_dict().values()):
+        torch.testing.assert_close(a, b, msg=name)
+    for a, b in zip(compiled.parameters(), eager.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
+    backward = _planned(jmodule, True)
+    assert {"aten.native_batch_norm_backward", "aten.convolution_backward"} <= _ids_run_by_torch(backward)
+
+
+def test_convolution_with_uneven_same_padding_falls_back_with_a_warning():
+    x, w = torch.randn(1, 2, 6, requires_grad=True), torch.randn(3, 2, 4, requires_grad=True)
+    jfn = squall.jit(lambda x, w: F.conv1d(x, w, padding="same"))
+    with pytest.warns(squall.SquallWarning, match="padding='same'"):
+        out = jfn(x, w)
+    got = torch.autograd.grad(out.sum(), (x, w))
+    want = torch.autograd.grad(F.conv1d(x, w, padding="same").sum(), (x, w))
+    for g, e in zip(got, want):
+        torch.testing.assert_close(g, e)

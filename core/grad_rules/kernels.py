@@ -324,6 +324,263 @@ def nll_loss2d_backward(grad_output, self, target, weight, reduction, ignore_ind
     return _nll_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight)
 
 
+# --- convolution ----------------------------------------------------------------------------
+
+
+def _conv_weight_grad(inp: TensorProxy, grad: TensorProxy, kernel, stride, padding, dilation, groups) -> TensorProxy:
+    """sum over the batch and output positions of grad[o, y] * inp[i, y*stride + k*dilation - padding]:
+    a (grad channels, inp channels / groups, *kernel) tensor, as one grouped convolution of `inp`
+    (channels as the batch) with `grad` (the batch as channels), stride and dilation exchanged."""
+    n = len(kernel)
+    N, ci, co = inp.shape[0], inp.shape[1], grad.shape[1]
+    cig, cog = ci // groups, co // groups
+    spatial, out_spatial = tuple(inp.shape[2:]), tuple(grad.shape[2:])
+    lhs = prims.reshape(inp, (N, groups, cig, *spatial))
+    lhs = prims.reshape(prims.transpose(lhs, (2, 1, 0, *range(3, 3 + n))), (cig, groups * N, *spatial))
+    rhs = prims.reshape(grad, (N, groups, cog, *out_spatial))
+    rhs = prims.reshape(prims.transpose(rhs, (1, 2, 0, *range(3, 3 + n))), (groups * cog, N, *out_spatial))
+    out = prims.convolution(lhs, rhs, None, tuple(dilation), tuple(padding), tuple(stride), False, (0,) * n, groups)
+    if tuple(out.shape[2:]) != tuple(kernel):  # positions past the last whole window: not part of the kernel
+        out = prims.slice(out, [0] * out.ndim, [*out.shape[:2], *kernel], [1] * out.ndim)
+    return prims.transpose(out, (1, 0, *range(2, 2 + n)))
+
+
+@torchsymbol(aten.convolution_backward.default, id="aten.convolution_backward")
+def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask):
+    """Gradients of a (transposed) convolution for (input, weight, bias), each None unless `output_mask` asks."""
+    n = weight.ndim - 2
+    kernel = tuple(weight.shape[2:])
+    g = grad_output
+    gi = gw = gb = None
+    if output_mask[0]:
+        if transposed:  # the adjoint of a transposed convolution is the convolution
+            gi = prims.convolution(g, weight, None, tuple(stride), tuple(padding), tuple(dilation), False, (0,) * n, groups)
+        else:
+            # the transposed convolution, with the rows the forward's floor dropped added back
+            extra = tuple(
+                size - ((o - 1) * s - 2 * p + d * (kk - 1) + 1)
+                for size, o, s, p, d, kk in zip(input.shape[2:], g.shape[2:], stride, padding, dilation, kernel)
+            )
+            gi = prims.convolution(g, weight, None, tuple(stride), tuple(padding), tuple(dilation), True, extra, groups)
+    if output_mask[1]:
+        if transposed:
+            gw = _conv_weight_grad(g, input, kernel, stride, padding, dilation, groups)
+        else:
+            gw = _conv_weight_grad(input, g, kernel, stride, padding, dilation, groups)
+    if output_mask[2] and bias_sizes is not None:
+        gb = prims.sum(g, tuple(d for d in range(g.ndim) if d != 1))
+    return gi, gw, gb
+
+
+# --- pooling --------------------------------------------------------------------------------
+
+
+@torchsymbol(aten.max_pool2d_with_indices.default, id="aten.max_pool2d_with_indices")
+def max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode):
+    """2-D max pooling; also the flat spatial position of every maximum, which the backward reads."""
+    return ltorch.max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@torchsymbol(aten.max_pool2d_with_indices_backward.default, id="aten.max_pool2d_with_indices_backward")
+def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """Each output's gradient added at the input position of its maximum."""
+    lead = tuple(self.shape[:-2])
+    hw = self.shape[-2] * self.shape[-1]
+    m = grad_output.shape[-2] * grad_output.shape[-1]
+    g = prims.reshape(grad_output, (*lead, m))
+    index = prims.reshape(indices, (*lead, m))
+    gi = prims.scatter_add(_zeros((*lead, hw), g), index, g, len(lead))
+    return prims.reshape(gi, tuple(self.shape))
+
+
+def _avg_window_counts(L: int, out: int, k: int, s: int, p: int, count_include_pad: bool) -> list[int]:
+    """How many elements each window of one dimension averages (torch's avg_pool rule)."""
+    counts = []
+    for o in range(out):
+        start = o * s - p
+        end = min(start + k, L + p)  # padding counts; the ceil_mode overhang does not
+        if not count_include_pad:
+            start, end = max(start, 0), min(end, L)
+        counts.append(end - start)
+    return counts
+
+
+def _constant_vector(values: list[int], device, dtype) -> TensorProxy:
+    """A 1-D tensor of `values` known at trace time, built from iota comparisons (no captured constant)."""
+    pos = prims.iota(len(values), start=0, step=1, device=device, dtype=torch.int64)
+    out = prims.full((len(values),), values[0], device=device, dtype=dtype)
+    for i in range(1, len(values)):
+        if values[i] != values[i - 1]:
+            step = prims.convert_element_type(prims.ge(pos, i), dtype)
+            out = prims.add(out, prims.mul(step, values[i] - values[i - 1]))
+    return out
+
+
+@torchsymbol(aten.avg_pool2d_backward.default, id="aten.avg_pool2d_backward")
+def avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    """Each output's gradient, divided by its window's divisor, spread over its window: a transposed
+    convolution with a kernel of ones, cropped to the input (padding and the ceil_mode overhang removed)."""
+    kernel = tuple(kernel_size)
+    stride = tuple(stride) if len(stride) else kernel
+    padding = tuple(padding)
+    g = _up(grad_output)
+    lead = tuple(g.shape[:-2])
+    out_hw = tuple(g.shape[-2:])
+    in_hw = tuple(self.shape[-2:])
+    if divisor_override:
+        g = prims.div(g, float(divisor_override))
+    else:
+        for i in range(2):
+            counts = _avg_window_counts(in_hw[i], out_hw[i], kernel[i], stride[i], padding[i], count_include_pad)
+            col = prims.broadcast_in_dim(_constant_vector(counts, g.device, g.dtype), tuple(g.shape), (g.ndim - 2 + i,))
+            g = prims.div(g, col)
+    b = math.prod(lead)
+    ones = prims.full((1, 1, *kernel), 1.0, device=g.device, dtype=g.dtype)
+    spread = prims.convolution(prims.reshape(g, (b, 1, *out_hw)), ones, None, stride, (0, 0), (1, 1), True, (0, 0), 1)
+    # spread covers the padded input from its first row; it may fall short of the end, or run past it
+    reach = tuple(spread.shape[2:])
+    need = tuple(p + n for p, n in zip(padding, in_hw))
+    if any(r < n for r, n in zip(reach, need)):
+        spread = prims.pad(spread, 0.0, [(0, 0, 0), (0, 0, 0)] + [(0, max(n - r, 0), 0) for r, n in zip(reach, need)])
+    spread = prims.slice(spread, [0, 0, *padding], [b, 1, *need], [1, 1, 1, 1])
+    return _to(prims.reshape(spread, tuple(self.shape)), self.dtype)
+
+
+def _adaptive_cells(L: int, out: int, device, dtype) -> tuple[TensorProxy, list[int]]:
+    """The (out, L) indicator of which input positions each adaptive-pooling cell averages, and the cell sizes."""
+    starts = [(i * L) // out for i in range(out)]
+    ends = [-(-((i + 1) * L) // out) for i in range(out)]
+    pos = prims.broadcast_in_dim(prims.iota(L, start=0, step=1, device=device, dtype=torch.int64), (out, L), (1,))
+    lo = prims.broadcast_in_dim(_constant_vector(starts, device, torch.int64), (out, L), (0,))
+    hi = prims.broadcast_in_dim(_constant_vector(ends, device, torch.int64), (out, L), (0,))
+    inside = prims.logical_and(prims.ge(pos, lo), prims.lt(pos, hi))
+    return prims.convert_element_type(inside, dtype), [e - s for s, e in zip(starts, ends)]
+
+
+@torchsymbol(aten._adaptive_avg_pool2d_backward.default, id="aten._adaptive_avg_pool2d_backward")
+def adaptive_avg_pool2d_backward(grad_output, self):
+    """Each cell's gradient over its size, spread over its cell: rows^T @ (g / sizes) @ cols."""
+    g = _up(grad_output)
+    (oh, ow), (h, w) = tuple(g.shape[-2:]), tuple(self.shape[-2:])
+    rows, row_sizes = _adaptive_cells(h, oh, g.device, g.dtype)
+    cols, col_sizes = _adaptive_cells(w, ow, g.device, g.dtype)
+    sizes = prims.mul(
+        prims.broadcast_in_dim(_constant_vector(row_sizes, g.device, g.dtype), (oh, ow), (0,)),
+        prims.broadcast_in_dim(_constant_vector(col_sizes, g.device, g.dtype), (oh, ow), (1,)),
+    )
+    g = prims.div(g, prims.broadcast_in_dim(sizes, tuple(g.shape), (g.ndim - 2, g.ndim - 1)))
+    spread = ltorch.matmul(ltorch.matmul(_swap_last(rows), g), cols)
+    return _to(spread, self.dtype)
+
+
+# --- batch and group norm -------------------------------------------------------------------
+
+
+def _channels(x: TensorProxy, v: TensorProxy) -> TensorProxy:
+    """A per-channel (C,) vector broadcast along dim 1 of `x`."""
+    return prims.broadcast_in_dim(v, tuple(x.shape), (1,))
+
+
+@torchsymbol(aten._native_batch_norm_legit_functional.default, id="aten._native_batch_norm_legit_functional")
+def batch_norm_functional(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """Training batch norm: (output, batch mean, batch rstd, new running mean, new running var)."""
+    out, mean, rstd = _batch_norm_training(input, weight, bias, eps)
+    dims = tuple(d for d in range(input.ndim) if d != 1)
+    count = math.prod(input.shape[d] for d in dims)
+    x = _up(input)
+    unbiased = prims.mul(prims.var(x, dims, correction=0), count / max(count - 1, 1))
+    new_mean = _to(prims.add(prims.mul(_up(running_mean), 1.0 - momentum), prims.mul(_up(mean), float(momentum))), running_mean.dtype)
+    new_var = _to(prims.add(prims.mul(_up(running_var), 1.0 - momentum), prims.mul(unbiased, float(momentum))), running_var.dtype)
+    return out, mean, rstd, new_mean, new_var
+
+
+@torchsymbol(aten._native_batch_norm_legit.no_stats, id="aten._native_batch_norm_legit.no_stats")
+def batch_norm_no_stats(input, weight, bias, training, momentum, eps):
+    """Training batch norm without running statistics: (output, batch mean, batch rstd)."""
+    return _batch_norm_training(input, weight, bias, eps)
+
+
+def _batch_norm_training(input, weight, bias, eps):
+    dims = tuple(d for d in range(input.ndim) if d != 1)
+    x = _up(input)
+    count = math.prod(input.shape[d] for d in dims)
+    mean = prims.div(prims.sum(x, dims), float(max(count, 1)))
+    rstd = prims.rsqrt(prims.add(prims.var(x, dims, correction=0), float(eps)))
+    out = prims.mul(prims.sub(x, _channels(x, mean)), _channels(x, rstd))
+    if weight is not None:
+        out = prims.mul(out, _channels(x, _up(weight)))
+    if bias is not None:
+        out = prims.add(out, _channels(x, _up(bias)))
+    stat = _stat_dtype(input)
+    return _to(out, input.dtype), _to(mean, stat), _to(rstd, stat)
+
+
+@torchsymbol(aten.native_batch_norm_backward.default, id="aten.native_batch_norm_backward")
+def native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask):
+    """Gradients of batch norm for (input, weight, bias): batch statistics in training, running ones in eval."""
+    dims = tuple(d for d in range(input.ndim) if d != 1)
+    x, g = _up(input), _up(grad_out)
+    if train:
+        mean, rstd = _up(save_mean), _up(save_invstd)
+    else:
+        mean, rstd = _up(running_mean), prims.rsqrt(prims.add(_up(running_var), float(eps)))
+    r = _channels(x, rstd)
+    xhat = prims.mul(prims.sub(x, _channels(x, mean)), r)
+    gi = gw = gb = None
+    if output_mask[0]:
+        gxh = g if weight is None else prims.mul(g, _channels(x, _up(weight)))
+        gi = _norm_input_grad(gxh, xhat, r, dims, centered=True) if train else prims.mul(gxh, r)
+        gi = _to(gi, input.dtype)
+    if output_mask[1]:
+        gw = prims.sum(prims.mul(g, xhat), dims)
+        gw = _to(gw, weight.dtype if weight is not None else input.dtype)
+    if output_mask[2]:
+        gb = prims.sum(g, dims)
+        gb = _to(gb, weight.dtype if weight is not None else input.dtype)
+    return gi, gw, gb
+
+
+def _grouped(x: TensorProxy, N: int, group: int) -> TensorProxy:
+    return prims.reshape(x, (N, group, x.numel() // max(N * group, 1)))
+
+
+@torchsymbol(aten.native_group_norm.default, id="aten.native_group_norm")
+def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+    """Group norm of (N, C, *) input; also the (N, group) mean and rstd the backward reads."""
+    x = _up(input)
+    grouped = _grouped(x, N, group)
+    mean = prims.div(prims.sum(grouped, (2,)), float(max(grouped.shape[2], 1)))
+    rstd = prims.rsqrt(prims.add(prims.var(grouped, (2,), correction=0), float(eps)))
+    out = prims.mul(prims.sub(grouped, _keep(mean, grouped.shape, (2,))), _keep(rstd, grouped.shape, (2,)))
+    out = prims.reshape(out, tuple(input.shape))
+    if weight is not None:
+        out = prims.mul(out, _channels(x, _up(weight)))
+    if bias is not None:
+        out = prims.add(out, _channels(x, _up(bias)))
+    stat = _stat_dtype(input)
+    return _to(out, input.dtype), _to(mean, stat), _to(rstd, stat)
+
+
+@torchsymbol(aten.native_group_norm_backward.default, id="aten.native_group_norm_backward")
+def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask):
+    """Gradients of group norm for (input, weight, bias), each None unless `output_mask` asks for it."""
+    x, g = _up(input), _up(grad_out)
+    grouped = _grouped(x, N, group)
+    r = _keep(_up(rstd), grouped.shape, (2,))
+    xhat = prims.mul(prims.sub(grouped, _keep(_up(mean), grouped.shape, (2,))), r)
+    dims = tuple(d for d in range(x.ndim) if d != 1)
+    gi = gw = gb = None
+    if output_mask[0]:
+        gxh = g if weight is None else prims.mul(g, _channels(x, _up(weight)))
+        gi = _norm_input_grad(_grouped(gxh, N, group), xhat, r, (2,), centered=True)
+        gi = _to(prims.reshape(gi, tuple(input.shape)), input.dtype)
+    if output_mask[1] and weight is not None:
+        gw = _to(prims.sum(prims.mul(g, prims.reshape(xhat, tuple(x.shape))), dims), weight.dtype)
+    if output_mask[2]:
+        gb = _to(prims.sum(g, dims), weight.dtype if weight is not None else input.dtype)
+    return gi, gw, gb
+
+
 def has_kernel(sym: Symbol, device: torch.device) -> bool:
     """Whether PyTorch has `sym`'s aten kernel for `device` (some exist only for CUDA)."""
     keys = ("CompositeExplicitAutograd", "CompositeImplicitAutograd", {"cpu": "CPU", "cuda": "CUDA"}.get(device.type))
@@ -331,9 +588,20 @@ def has_kernel(sym: Symbol, device: torch.device) -> bool:
     return any(key is not None and torch._C._dispatch_has_kernel_for_dispatch_key(name, key) for key in keys)
 
 
+KERNELS: tuple[Symbol, ...] = (
+    softmax_forward, softmax_backward_data, log_softmax_forward, log_softmax_backward_data,
+    native_layer_norm, native_layer_norm_backward, fused_rms_norm, fused_rms_norm_backward,
+    gelu_backward, silu_backward, embedding_dense_backward,
+    nll_loss_forward, nll_loss_backward, nll_loss2d_forward, nll_loss2d_backward,
+    flash_attention_for_cpu, flash_attention_for_cpu_backward, convolution_backward,
+    max_pool2d_with_indices, max_pool2d_with_indices_backward, avg_pool2d_backward, adaptive_avg_pool2d_backward,
+    batch_norm_functional, batch_norm_no_stats, native_batch_norm_backward, native_group_norm, native_group_norm_backward,
+)  # fmt: skip
+
+
 def all_kernels() -> dict[str, Symbol]:
     """Every backward-kernel operation, by id (the torch executor registers each as its aten op)."""
-    return {sym.id: sym for sym in globals().values() if isinstance(sym, Symbol)}
+    return {sym.id: sym for sym in KERNELS}
 
 
 # --- attention ------------------------------------------------------------------------------
