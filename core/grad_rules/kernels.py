@@ -70,6 +70,10 @@ def _zeros(shape, like: TensorProxy, dtype: torch.dtype | None = None) -> Tensor
     return prims.full(tuple(shape), 0, device=like.device, dtype=dtype or like.dtype)
 
 
+def _swap_last(x: TensorProxy) -> TensorProxy:
+    return prims.transpose(x, (*range(x.ndim - 2), x.ndim - 1, x.ndim - 2))
+
+
 def _dim(dim: int, ndim: int) -> tuple[int, ...]:
     return (dim % ndim,) if ndim else ()
 
@@ -581,29 +585,6 @@ def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, g
     return gi, gw, gb
 
 
-def has_kernel(sym: Symbol, device: torch.device) -> bool:
-    """Whether PyTorch has `sym`'s aten kernel for `device` (some exist only for CUDA)."""
-    keys = ("CompositeExplicitAutograd", "CompositeImplicitAutograd", {"cpu": "CPU", "cuda": "CUDA"}.get(device.type))
-    name = sym.torchfns[0].name()
-    return any(key is not None and torch._C._dispatch_has_kernel_for_dispatch_key(name, key) for key in keys)
-
-
-KERNELS: tuple[Symbol, ...] = (
-    softmax_forward, softmax_backward_data, log_softmax_forward, log_softmax_backward_data,
-    native_layer_norm, native_layer_norm_backward, fused_rms_norm, fused_rms_norm_backward,
-    gelu_backward, silu_backward, embedding_dense_backward,
-    nll_loss_forward, nll_loss_backward, nll_loss2d_forward, nll_loss2d_backward,
-    flash_attention_for_cpu, flash_attention_for_cpu_backward, convolution_backward,
-    max_pool2d_with_indices, max_pool2d_with_indices_backward, avg_pool2d_backward, adaptive_avg_pool2d_backward,
-    batch_norm_functional, batch_norm_no_stats, native_batch_norm_backward, native_group_norm, native_group_norm_backward,
-)  # fmt: skip
-
-
-def all_kernels() -> dict[str, Symbol]:
-    """Every backward-kernel operation, by id (the torch executor registers each as its aten op)."""
-    return {sym.id: sym for sym in KERNELS}
-
-
 # --- attention ------------------------------------------------------------------------------
 
 
@@ -616,10 +597,6 @@ def softmax_forward(self, dim, half_to_float):
         x = prims.sub(x, _keep(prims.amax(x, d), x.shape, d))
     e = prims.exp(x)
     return _to(prims.div(e, _keep(prims.sum(e, d), x.shape, d)), torch.float32 if half_to_float else self.dtype)
-
-
-def _swap_last(x: TensorProxy) -> TensorProxy:
-    return prims.transpose(x, (*range(x.ndim - 2), x.ndim - 1, x.ndim - 2))
 
 
 def _attention_scores(query, key, is_causal, attn_mask, scale):
@@ -668,3 +645,26 @@ def flash_attention_for_cpu_backward(grad_out, query, key, value, out, logsumexp
     gq = prims.matmul(gs, k)
     gk = prims.matmul(_swap_last(gs), q)
     return _to(gq, query.dtype), _to(gk, key.dtype), _to(gv, value.dtype)
+
+
+def has_kernel(sym: Symbol, device: torch.device) -> bool:
+    """Whether PyTorch has `sym`'s aten kernel for `device` (some exist only for CUDA)."""
+    keys = ("CompositeExplicitAutograd", "CompositeImplicitAutograd", {"cpu": "CPU", "cuda": "CUDA"}.get(device.type))
+    name = sym.torchfns[0].name()
+    return any(key is not None and torch._C._dispatch_has_kernel_for_dispatch_key(name, key) for key in keys)
+
+
+KERNELS: tuple[Symbol, ...] = (
+    softmax_forward, softmax_backward_data, log_softmax_forward, log_softmax_backward_data,
+    native_layer_norm, native_layer_norm_backward, fused_rms_norm, fused_rms_norm_backward,
+    gelu_backward, silu_backward, embedding_dense_backward,
+    nll_loss_forward, nll_loss_backward, nll_loss2d_forward, nll_loss2d_backward,
+    flash_attention_for_cpu, flash_attention_for_cpu_backward, convolution_backward,
+    max_pool2d_with_indices, max_pool2d_with_indices_backward, avg_pool2d_backward, adaptive_avg_pool2d_backward,
+    batch_norm_functional, batch_norm_no_stats, native_batch_norm_backward, native_group_norm, native_group_norm_backward,
+)  # fmt: skip
+
+
+def all_kernels() -> dict[str, Symbol]:
+    """Every backward-kernel operation, by id (the torch executor registers each as its aten op)."""
+    return {sym.id: sym for sym in KERNELS}
