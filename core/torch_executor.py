@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from . import ltorch, prims
+from .grad_rules.kernels import all_kernels
 from .executor import Implementation, OperatorExecutor
 from .hookspecs import hookimpl
 from .operations import OperationRegistry
@@ -268,7 +269,8 @@ class TorchExecutor(OperatorExecutor):
             raise RuntimeError(f"squall: the torch executor has no implementation for {missing}")
         for prim_id, fn in PRIM_IMPLS.items():
             self.register_implementation(prim_id, fn)
-        for sym in ltorch.all_symbols().values():
+        # ltorch ops, and the backward kernels grad rules call, each run as the torch callable it stands for
+        for sym in (*ltorch.all_symbols().values(), *all_kernels().values()):
             self.register_implementation(sym, sym.torchfns[0])
 
     def implementation_for(self, sym: Symbol) -> Implementation | None:

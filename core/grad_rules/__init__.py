@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 from ..gradients import GradRules
+from .ltorch import register_ltorch_rules
 from .prims import register_prim_rules
 
 __all__ = ["default_grad_rules"]
@@ -15,4 +16,5 @@ def default_grad_rules() -> GradRules:
     """The rule table squall differentiates with (built once; executors' rules override it per call)."""
     rules = GradRules()
     register_prim_rules(rules)
+    register_ltorch_rules(rules)
     return rules
