@@ -65,6 +65,7 @@ class GradCall:
     output: Any
     residuals: tuple
     cotangents: tuple
+    needs_grad: tuple[bool, ...] = ()  # per input proxy: whether a gradient is wanted for it
 
     @property
     def g(self) -> TensorProxy:
@@ -255,7 +256,13 @@ class _Differentiator:
             finally:
                 recorded = ctx.scopes.pop()
         # the rule's outputs are the proxies the rest of the program uses
-        renames = {id(new): old for new, old in zip(flat_proxies(output), bsym.output_proxies())}
+        new_outputs, old_outputs = flat_proxies(output), bsym.output_proxies()
+        if len(new_outputs) != len(old_outputs):
+            raise RuntimeError(
+                f"squall: the grad rule's forward for {bsym.sym.id} returned {len(new_outputs)} tensors where the "
+                f"operation returns {len(old_outputs)}"
+            )
+        renames = {id(new): old for new, old in zip(new_outputs, old_outputs)}
         for r in recorded:
             self.forward.append(r.swap_proxies(renames).from_bsym(source=bsym.source))
         swap = lambda x: renames.get(id(x), x) if isinstance(x, TensorProxy) else x
@@ -269,7 +276,8 @@ class _Differentiator:
             if all(g is None for g in present):
                 continue
             cotangents = tuple(g if g is not None else _zeros_like(p) for g, p in zip(present, outputs))
-            call = dataclasses.replace(entry.call, cotangents=cotangents)
+            wanted = tuple(p.name in self.needs_grad for p in entry.call.inputs)
+            call = dataclasses.replace(entry.call, cotangents=cotangents, needs_grad=wanted)
             result = entry.rule.backward(call)
             inputs = call.inputs
             result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
