@@ -53,14 +53,16 @@ def _fits(x) -> bool:
 def _checker_for(prim_id: str) -> Callable[..., bool]:
     """The checker for an elementwise prim: CUDA tensors of translated dtypes, and a translation for this call."""
 
-    def checker(*args, **kwargs) -> bool:
-        operands = args
+    def checker(*args) -> bool:
+        # squall binds every call to the prim's signature: convert_element_type(a, dtype) and
+        # div(a, b, rounding_mode) always arrive with all their arguments, by position
+        operands, kwargs = args, {}
         if prim_id == PrimIDs.CONVERT_ELEMENT_TYPE:
             operands = args[:1]
-            if kwargs.get("dtype", args[1] if len(args) > 1 else None) not in C_TYPES:
+            if args[1] not in C_TYPES:
                 return False
-        elif prim_id == PrimIDs.DIV and len(args) > 2:
-            operands, kwargs = args[:2], {**kwargs, "rounding_mode": args[2]}
+        elif prim_id == PrimIDs.DIV:
+            operands, kwargs = args[:2], {"rounding_mode": args[2]}
         if not all(_fits(x) for x in operands):
             return False
         tensors = [x for x in operands if isinstance(x, TensorProxy)]

@@ -183,8 +183,8 @@ def _kernel(calls: list, key: tuple, needed_outside: set[str], root: Callable[[s
     for call in calls:
         dtype = _operand_dtype(call)
         args = call.args[:1] if call.sym.id == PrimIDs.CONVERT_ELEMENT_TYPE else call.args
-        kwargs = dict(call.kwargs)
-        if call.sym.id == PrimIDs.DIV and len(call.args) > 2:
+        kwargs = {}
+        if call.sym.id == PrimIDs.DIV:  # normalized: div(a, b, rounding_mode)
             kwargs["rounding_mode"] = call.args[2]
             args = call.args[:2]
         expr = translate(call.sym.id, [operand(a, dtype) for a in args], dtype, kwargs)
