@@ -304,6 +304,12 @@ def _copysign(call: GradCall) -> tuple:
 
 
 @per_argument
+def _nextafter(call: GradCall) -> tuple:
+    # PyTorch treats nextafter(a, b) as a itself (a one-ulp step): the gradient is a's alone
+    return call.g, None
+
+
+@per_argument
 def _real(call: GradCall) -> tuple:
     (a,) = call.args
     return (prims.convert_element_type(call.g, a.dtype),)
@@ -383,6 +389,7 @@ def register_prim_rules(rules: GradRules) -> None:
         PrimIDs.ATAN2: _atan2,
         PrimIDs.HYPOT: _hypot,
         PrimIDs.COPYSIGN: _copysign,
+        PrimIDs.NEXTAFTER: _nextafter,
         PrimIDs.REAL: _real,
         PrimIDs.IMAG: _imag,
         PrimIDs.WHERE: _where,
