@@ -12,7 +12,7 @@ from .. import prims
 from ..gradients import GradCall
 from ..prims.base import PrimIDs
 from ..proxies import TensorProxy
-from .support import conj, expand, moved_last, per_argument, real_only, restored, zeros
+from .support import expand, moved_last, per_argument, real_only, restored, zeros
 
 __all__ = ["reduction_rules"]
 
@@ -138,6 +138,8 @@ def _weight_grad(x: TensorProxy, gy: TensorProxy, weight: TensorProxy, stride, p
     """
     n, c = x.shape[0], x.shape[1]
     o = gy.shape[1]
+    if n == 0:  # no batch: the kernel met nothing (and a convolution over 0 channels is ill-formed)
+        return zeros(weight)
     spatial = x.shape[2:]
     cg = c // groups
     # x (N, G*Cg, *s) -> (Cg, G*N, *s)
