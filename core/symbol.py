@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from .proxies import TensorProxy, current_context
@@ -24,6 +25,7 @@ class Tags:
     SHAPE_ONLY = "shape_only"  # changes metadata only (views, reshapes)
     REDUCTION = "reduction"
     ELEMENTWISE = "elementwise"
+    STOPS_GRADIENT = "stops_gradient"  # detach: its output never carries a gradient back
     FUSION_REGION = "fusion_region"  # a fusion executor's region call; its members are its subsymbols
 
 
@@ -90,7 +92,12 @@ class Symbol:
             out = self.meta(*args, **kwargs)
         finally:
             subsymbols = ctx.scopes.pop()
-        bsym = BoundSymbol(self, args, kwargs, out, tuple(subsymbols), call_keywords=keywords)
+        grad_enabled = torch.is_grad_enabled()
+        if not grad_enabled or Tags.STOPS_GRADIENT in self.tags:
+            _mark_requires_grad(out, args, False)
+        elif _requires_grad(args) or _requires_grad(kwargs.values()):
+            _mark_requires_grad(out, args, True)
+        bsym = BoundSymbol(self, args, kwargs, out, tuple(subsymbols), call_keywords=keywords, grad_enabled=grad_enabled)
         if len(ctx.scopes) == 1:
             bsym.source = user_source()
         ctx.scopes[-1].append(bsym)
@@ -98,6 +105,30 @@ class Symbol:
 
     def __repr__(self) -> str:
         return f"<Symbol {self.id}>"
+
+
+def _requires_grad(values) -> bool:
+    """Whether a tensor among `values` (or in a list or tuple among them) requires grad."""
+    for v in values:
+        if isinstance(v, TensorProxy):
+            if v.requires_grad:
+                return True
+        elif isinstance(v, (list, tuple)) and _requires_grad(v):
+            return True
+    return False
+
+
+def _mark_requires_grad(out: Any, args: tuple, value: bool) -> None:
+    """Set the flag on the outputs this call made, as eager would: outputs computed from a tensor
+    that requires grad do too (floating and complex ones; metas give their outputs `like=` one
+    input, which would miss the others), and nothing made under no_grad or by detach does."""
+    if isinstance(out, TensorProxy):
+        if out.requires_grad != value and not any(out is a for a in args):
+            if not value or out.dtype.is_floating_point or out.dtype.is_complex:
+                out.requires_grad = value  # a proxy this call's meta made a moment ago
+    elif isinstance(out, (list, tuple)):
+        for o in out:
+            _mark_requires_grad(o, args, value)
 
 
 class _Binder:
@@ -171,7 +202,7 @@ class BoundSymbol:
     callable the generated code invokes.
     """
 
-    __slots__ = ("sym", "args", "kwargs", "output", "subsymbols", "source", "executor", "impl", "call_keywords")
+    __slots__ = ("sym", "args", "kwargs", "output", "subsymbols", "source", "executor", "impl", "call_keywords", "grad_enabled")
 
     def __init__(
         self,
@@ -185,6 +216,7 @@ class BoundSymbol:
         impl=None,
         *,
         call_keywords: frozenset[str] = frozenset(),
+        grad_enabled: bool = True,
     ):
         self.sym = sym
         self.args = args  # normalized: see Symbol.normalize
@@ -195,6 +227,7 @@ class BoundSymbol:
         self.executor = executor
         self.impl = impl
         self.call_keywords = call_keywords  # the parameters the program passed by name
+        self.grad_enabled = grad_enabled  # False: recorded under torch.no_grad(), no gradient flows through it
 
     def from_bsym(self, **changes: Any) -> BoundSymbol:
         """A copy with some fields changed; passes build these instead of editing a recorded call."""

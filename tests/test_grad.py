@@ -33,20 +33,8 @@ CONFIGS = {
 FLOAT32_SAMPLES = 3
 TOLERANCES = {torch.float64: {"rtol": 1e-7, "atol": 1e-7}, torch.float32: {"rtol": 1e-4, "atol": 1e-4}}
 
-_SAME_TENSOR_TWICE = (
-    "the program returns one tensor twice (an in-place op's result and its input): "
-    "gradients.differentiate lists that output twice in differentiable_outputs, so the "
-    "generated backward is called with one cotangent too many (TypeError)"
-)
 # op name -> why squall's gradient is not compared for it (yet)
 NOT_YET: dict[str, str] = {
-    **{
-        name: _SAME_TENSOR_TWICE
-        for name in (
-            "relu_inplace_flag", "relu_", "relu_method_", "leaky_relu_inplace_flag", "hardtanh_",
-            "elu_inplace_flag", "silu_inplace_flag", "Tensor.masked_fill_caller_tensor",
-        )
-    },
     "Tensor.logical_or_": (
         "x.logical_or_(y) on a float x: eager's result carries no gradient back to x, squall's "
         "in-place handling passes the cotangent through to x"
@@ -64,6 +52,10 @@ _OPAQUE = (
 )
 # the op a fallback warning names ("no gradient rule for X") -> why that fallback is expected
 KNOWN_FALLBACKS: dict[str, str] = {
+    "an in-place update of an input that requires grad": (
+        "eager refuses it on a leaf and records it on a non-leaf; only PyTorch's autograd knows "
+        "which, so squall falls back to it (correct, with a SquallWarning)"
+    ),
     "torch.positive": _OPAQUE,
     "torch.Tensor.contiguous": _OPAQUE,
     "torch.as_tensor": _OPAQUE,
