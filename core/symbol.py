@@ -202,7 +202,10 @@ class BoundSymbol:
     callable the generated code invokes.
     """
 
-    __slots__ = ("sym", "args", "kwargs", "output", "subsymbols", "source", "executor", "impl", "call_keywords", "grad_enabled")
+    __slots__ = (
+        "sym", "args", "kwargs", "output", "subsymbols", "source", "executor", "impl", "call_keywords", "grad_enabled",
+        "_inputs", "_outputs",
+    )
 
     def __init__(
         self,
@@ -228,10 +231,13 @@ class BoundSymbol:
         self.impl = impl
         self.call_keywords = call_keywords  # the parameters the program passed by name
         self.grad_enabled = grad_enabled  # False: recorded under torch.no_grad(), no gradient flows through it
+        # a bound symbol is never edited after it is made (passes copy it), so these are computed once
+        self._inputs: list[TensorProxy] | None = None
+        self._outputs: list[TensorProxy] | None = None
 
     def from_bsym(self, **changes: Any) -> BoundSymbol:
         """A copy with some fields changed; passes build these instead of editing a recorded call."""
-        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields = {name: getattr(self, name) for name in self.__slots__ if not name.startswith("_")}
         fields.update(changes)
         return BoundSymbol(**fields)
 
@@ -243,10 +249,14 @@ class BoundSymbol:
         return self.sym.shortest(self.args, self.kwargs, self.call_keywords)
 
     def input_proxies(self) -> list[TensorProxy]:
-        return flat_proxies((self.args, self.kwargs))
+        if self._inputs is None:
+            self._inputs = flat_proxies((self.args, self.kwargs))
+        return self._inputs
 
     def output_proxies(self) -> list[TensorProxy]:
-        return flat_proxies(self.output)
+        if self._outputs is None:
+            self._outputs = flat_proxies(self.output)
+        return self._outputs
 
     def swap_proxies(self, mapping: dict[int, TensorProxy]) -> BoundSymbol:
         """A copy with proxy objects replaced (by identity) in this call and its decomposition."""
@@ -275,9 +285,32 @@ def _del_meta(*names: TensorProxy) -> None:
 DEL = Symbol("python.del", "del", _del_meta, is_prim=True, tags=(Tags.SIDE_EFFECT,))
 
 
+_LEAVES = (int, float, bool, str, complex, type(None), torch.dtype, torch.device, slice, type(Ellipsis))
+
+
 def flat_proxies(tree: Any) -> list[TensorProxy]:
     """The tensor proxies in a pytree, in order."""
-    return [x for x in tree_flatten(tree)[0] if isinstance(x, TensorProxy)]
+    found: list[TensorProxy] = []
+    _collect(tree, found)
+    return found
+
+
+def _collect(x: Any, found: list[TensorProxy]) -> None:
+    # the containers calls are made of, walked directly: compile time calls this for every
+    # call a pass looks at; other pytree nodes (named tuples, return types) go to pytree
+    t = type(x)
+    if t is TensorProxy:
+        found.append(x)
+    elif t is tuple or t is list:
+        for v in x:
+            _collect(v, found)
+    elif t is dict:
+        for v in x.values():
+            _collect(v, found)
+    elif t in _LEAVES or isinstance(x, _LEAVES):
+        return
+    else:
+        found.extend(v for v in tree_flatten(x)[0] if isinstance(v, TensorProxy))
 
 
 _SQUALL_DIR = os.path.dirname(os.path.abspath(__file__))
