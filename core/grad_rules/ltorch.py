@@ -595,11 +595,21 @@ def _batch_norm_forward(input, running_mean, running_var, weight, bias, training
     return out, (mean, rstd)
 
 
+def _zeros_if(wanted: bool, p: TensorProxy | None) -> TensorProxy | None:
+    return prims.full(tuple(p.shape), 0, device=p.device, dtype=p.dtype) if wanted and p is not None else None
+
+
 @per_argument
 def _batch_norm(call: GradCall) -> tuple:
     input, running_mean, running_var, weight, bias, training, momentum, eps = call.args
     mean, rstd = call.residuals if training else (None, None)
     mask = [call.wants(input), call.wants(weight), call.wants(bias)]
+    if input.numel() == 0:
+        # an empty batch: eager's batch_norm never reaches the backward kernel (it scales a clone of
+        # the input), and PyTorch's CPU kernel divides by the zero count there (SIGFPE). Nothing met
+        # the weight or bias: their gradients are zero, as eager's
+        gi, gw, gb = (_zeros_if(want, p) for want, p in zip(mask, (input, weight, bias)))
+        return gi, None, None, gw, gb, None, None, None
     g = call.cotangents[0]  # the running statistics' new values take no gradient
     gi, gw, gb = k.native_batch_norm_backward(g, input, weight, running_mean, running_var, mean, rstd, bool(training), float(eps), mask)
     return gi, None, None, gw, gb, None, None, None
