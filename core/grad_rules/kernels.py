@@ -228,6 +228,12 @@ def gelu_backward(grad_output, self, *, approximate):
     return _to(prims.mul(g, d), self.dtype)
 
 
+@torchsymbol(aten.threshold_backward.default, id="aten.threshold_backward")
+def threshold_backward(grad_output, self, threshold):
+    """g where self > threshold, else 0 (relu's backward reads its output: self = relu(x))."""
+    return prims.where(prims.le(self, threshold), 0, grad_output)
+
+
 @torchsymbol(aten.silu_backward.default, id="aten.silu_backward")
 def silu_backward(grad_output, self):
     """g * s * (1 + x * (1 - s)) with s = sigmoid(x)."""
@@ -665,7 +671,7 @@ def has_kernel(sym: Symbol, device: torch.device) -> bool:
 KERNELS: tuple[Symbol, ...] = (
     softmax_forward, softmax_backward_data, log_softmax_forward, log_softmax_backward_data,
     native_layer_norm, native_layer_norm_backward, fused_rms_norm, fused_rms_norm_backward,
-    gelu_backward, silu_backward, embedding_dense_backward,
+    gelu_backward, threshold_backward, silu_backward, embedding_dense_backward,
     nll_loss_forward, nll_loss_backward, nll_loss2d_forward, nll_loss2d_backward,
     flash_attention_for_cpu, flash_attention_for_cpu_backward, convolution_backward,
     max_pool2d_with_indices, max_pool2d_with_indices_backward, avg_pool2d_backward, adaptive_avg_pool2d_backward,

@@ -118,6 +118,11 @@ def _gelu(call: GradCall) -> tuple:
     return k.gelu_backward(call.g, input, approximate=approximate), None
 
 
+def _relu(call: GradCall) -> tuple:
+    # eager's backward: one threshold_backward on the saved output (no comparison tensor kept)
+    return (k.threshold_backward(call.g, call.output, 0),)
+
+
 @per_argument
 def _silu(call: GradCall) -> tuple:
     (input,) = call.args
@@ -647,6 +652,7 @@ _RULES: dict[str, tuple[Callable, Callable | None]] = {
     "torch.nn.functional.rms_norm": (_rms_norm, _rms_norm_forward),
     "torch.nn.functional.gelu": (_gelu, None),
     "torch.nn.functional.silu": (_silu, None),
+    "torch.relu": (_relu, None),
     "torch.nn.functional.embedding": (_embedding, None),
     "torch.matmul": (_matmul, None),
     "torch.mm": (_mm, None),
