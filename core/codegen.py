@@ -32,21 +32,23 @@ class GeneratedFunction:
 
 
 def _output_expression(output: Any, printer: ValuePrinter) -> str:
-    # Plain containers print as literals; anything else is rebuilt from its pytree spec.
+    # Plain containers print as literals; anything else is rebuilt from its pytree spec. Every
+    # non-tensor value is the very object eager would return (printer.exact), so an Enum
+    # stays an Enum and a float subclass its subclass.
     def literal(x) -> bool:
-        if isinstance(x, (TensorProxy, bool, int, float, complex, str)) or x is None:
+        if isinstance(x, TensorProxy) or x is None or type(x) in (bool, int, float, complex, str):
             return True
         if type(x) in (tuple, list):
             return all(literal(v) for v in x)
         if type(x) is dict:
-            return all(isinstance(k, (str, int)) and literal(v) for k, v in x.items())
+            return all(literal(v) for v in x.values())
         return False
 
     if literal(output):
-        return printer(output)
+        return printer.exact(output)
     leaves, spec = tree_flatten(output)
     unflatten = printer.name_for(tree_unflatten, "tree_unflatten")
-    return f"{unflatten}({printer(leaves)}, {printer.name_for(spec, 'output_spec')})"
+    return f"{unflatten}({printer.exact(leaves)}, {printer.name_for(spec, 'output_spec')})"
 
 
 def generate(
@@ -78,9 +80,9 @@ def generate(
         if b.path[0] == "args" and len(b.path) == 2:
             continue
         if b.path[0] == "args":
-            access = f"_a{b.path[1]}" + "".join(f"[{printer(k)}]" for k in b.path[2:])
+            access = f"_a{b.path[1]}" + "".join(f"[{printer.exact(k)}]" for k in b.path[2:])
         elif b.path[0] == "kwargs":
-            access = "kwargs" + "".join(f"[{printer(k)}]" for k in b.path[1:])
+            access = "kwargs" + "".join(f"[{printer.exact(k)}]" for k in b.path[1:])
         else:
             continue
         lines.append(f"  {b.proxy.name} = {access}")

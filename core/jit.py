@@ -22,6 +22,7 @@ from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_program
 from .proxies import current_context
 from .sources import load_source
+from .trace import plain_scalar
 from .tracing import argument_names, module_slots
 
 __all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces"]
@@ -30,6 +31,7 @@ __all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_trace
 # --- the cache key ------------------------------------------------------------------------------
 
 _SCALARS = frozenset({int, float, bool, str, complex, type(None)})
+_BUILTIN_SCALARS = (int, float, str, complex)
 _Tensor = torch.Tensor
 _is_grad_enabled = torch.is_grad_enabled
 _get_default_dtype = torch.get_default_dtype
@@ -42,10 +44,15 @@ def _value_key(x: Any, where: str) -> Any:
     t = type(x)
     if t in _SCALARS:
         return (t, x)
+    if isinstance(x, _BUILTIN_SCALARS):
+        # an IntEnum, a float or str subclass: told apart by type and plain value, never by
+        # the subclass's own __eq__/__hash__ (one that said "equal" would share an entry)
+        return (t, plain_scalar(x))
     if t in (list, tuple):
         return (t, tuple(_value_key(v, f"{where}[{i}]") for i, v in enumerate(x)))
     if t is dict:
-        return (t, tuple((k, _value_key(v, f"{where}[{k!r}]")) for k, v in x.items()))
+        # a key by its own key: a str-Enum key and its plain value hash alike but are not alike
+        return (t, tuple((_value_key(k, where), _value_key(v, f"{where}[{_label(k)}]")) for k, v in x.items()))
     leaves, spec = tree_flatten(x)
     if not (len(leaves) == 1 and leaves[0] is x):
         return (spec, tuple(_value_key(v, where) for v in leaves))
@@ -57,6 +64,11 @@ def _value_key(x: Any, where: str) -> Any:
             "container of them, and is not hashable, so calls cannot be told apart by it"
         ) from None
     return (t, x)
+
+
+def _label(k: Any) -> str:
+    """A dict key for a message, without running a user type's __repr__."""
+    return repr(k) if type(k) in _SCALARS else f"<{type(k).__name__}>"
 
 
 def _key_parts(args: tuple, kwargs: dict, names: list[str]) -> dict[str, Any]:
