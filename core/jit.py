@@ -2,6 +2,14 @@
 
 The cache-hit path is the product's hot path: one key built from the inputs in a
 single cheap pass, one dict lookup, one call of the generated function.
+
+The cache is bounded (`cache_size` entries per jitted function) and evicts the least
+recently used entry when a new one is compiled into a full cache. Recency is read off
+per-entry hit counters, which the hot path increments in place of the single global hit
+counter it used to keep, so bounding the cache adds no work to a hit: at each compilation
+an entry whose counter moved since the last one is stamped as used in that interval, and
+the victim is the entry with the oldest stamp (the oldest inserted among ties). Recency is
+thus exact to the resolution of one compilation, which is all eviction ever looks at.
 """
 from __future__ import annotations
 
@@ -80,6 +88,8 @@ def _key_parts(args: tuple, kwargs: dict, names: list[str]) -> dict[str, Any]:
 
 # --- compiled entries and the jitted callable ----------------------------------------------------
 
+DEFAULT_CACHE_SIZE = 64  # compiled signatures kept per jitted function
+
 # The hot path, written once for functions and modules. One flat key: a tensor adds (shape,
 # dtype, device, requires_grad), which starts with a torch.Size; a number adds (type, value),
 # which starts with a type; anything else adds one nested tuple; so the groups cannot be
@@ -99,12 +109,11 @@ def compiled(*args, **kwargs):
     if kwargs:
         key += (tuple([(k, _value_key(v, f"keyword argument {{k!r}}")) for k, v in kwargs.items()]),)
 {params_key}
-    fn = cache.get(key)
-    if fn is None:
-        fn = compile_(args, kwargs, key, {params})
-    else:
-        hits[0] += 1
-    return fn({params_arg}*args, **kwargs)
+    entry = cache.get(key)
+    if entry is None:
+        return compile_(args, kwargs, key, {params})({params_arg}*args, **kwargs)
+    entry[1] += 1
+    return entry[0]({params_arg}*args, **kwargs)
 """
 _FUNCTION_PARTS = {"params_key": "", "params": "None", "params_arg": ""}
 
@@ -113,10 +122,10 @@ _FUNCTION_PARTS = {"params_key": "", "params": "None", "params_arg": ""}
 _FAST_PATH = """    if len(args) == {n} and not kwargs:
         {names}, = args
         if {tensor_checks}:
-            fn = cache.get((_is_grad_enabled(), _get_default_dtype(), {metadata}))
-            if fn is not None:
-                hits[0] += 1
-                return fn({names})"""
+            entry = cache.get((_is_grad_enabled(), _get_default_dtype(), {metadata}))
+            if entry is not None:
+                entry[1] += 1
+                return entry[0]({names})"""
 
 
 def _fast_path(fn: Callable) -> str:
@@ -160,8 +169,14 @@ class CompiledEntry:
 
 @dataclass
 class CacheStats:
+    """What `cache_info()` reports: calls served from the cache, compilations, evictions, the
+    entries held and the most it holds (`None`: unbounded), and which inputs changed."""
+
     hits: int = 0
     misses: int = 0
+    evictions: int = 0
+    size: int = 0
+    limit: int | None = None
     changes: dict[str, int] = field(default_factory=dict)  # input label -> times it changed
 
 
@@ -174,6 +189,7 @@ class JittedFunction:
         *,
         executors: Sequence[Executor] | None = None,
         recompile_limit: int = 8,
+        cache_size: int | None = DEFAULT_CACHE_SIZE,
     ):
         if not callable(fn):
             raise TypeError(f"squall.jit expects a function or an nn.Module, got {type(fn).__name__}")
@@ -182,8 +198,16 @@ class JittedFunction:
         # resolved once, when jit is called: names, +name/-name, env, pyproject (squall.config)
         self.executors = resolve_executors(executors)
         self.recompile_limit = recompile_limit
-        self._cache: dict[Any, Callable] = {}
+        if cache_size is not None and (type(cache_size) is not int or cache_size < 1):
+            raise ValueError(f"squall.jit: cache_size must be a positive int or None (unbounded), got {cache_size!r}")
+        self.cache_size = cache_size
+        # key -> [generated function, hits]: the hot path reads the one and bumps the other
+        self._cache: dict[Any, list] = {}
         self._entries: dict[Any, CompiledEntry] = {}
+        # key -> (its hit count when last looked at, the compilation it was last seen used by)
+        self._recency: dict[Any, tuple[int, int]] = {}
+        self._compilations = 0
+        self._evicted_hits = 0
         self.last_entry: CompiledEntry | None = None
         self.stats = CacheStats()
         self._last_parts: dict[str, Any] | None = None
@@ -200,7 +224,6 @@ class JittedFunction:
         namespace = {
             "cache": self._cache,
             "compile_": self._compile,
-            "hits": [0],
             "slots": self._slots,
             "submodules": self._submodules,
             "_is_grad_enabled": _is_grad_enabled,
@@ -215,7 +238,6 @@ class JittedFunction:
             source = _ENTRY_POINT.format(fast_path=_fast_path(self.fn), **_FUNCTION_PARTS)
         load_source(source, "entry-point", namespace)
         compiled = namespace["compiled"]
-        self._hits = lambda: namespace["hits"][0]
         compiled.__squall__ = self
         compiled.cache_info = self.cache_info
         compiled.executors = self.executors  # the priority list in force
@@ -235,10 +257,32 @@ class JittedFunction:
         self._note_changes(args, kwargs)
         compilation = compile_program(self.fn, args, kwargs, executors=self.executors, module=self.module)
         entry = CompiledEntry(compilation, time.perf_counter() - start)
-        self._entries[key] = entry
-        self._cache[key] = compilation.fn
+        self._insert(key, entry)
         self.last_entry = entry
         return compilation.fn
+
+    def _insert(self, key: Any, entry: CompiledEntry) -> None:
+        """Cache `entry`, first evicting the least recently used entry if the cache is full.
+
+        Runs once per compilation, never on a hit: it looks at every entry's hit counter
+        (at most `cache_size` of them, next to a compilation's milliseconds) to learn which
+        were used since the last compilation.
+        """
+        self._compilations += 1
+        now = self._compilations
+        for k, (_, hits) in self._cache.items():
+            seen, _ = self._recency[k]
+            if hits != seen:
+                self._recency[k] = (hits, now)
+        while self.cache_size is not None and len(self._cache) >= self.cache_size:
+            # dicts keep insertion order, so min() breaks ties toward the oldest entry
+            victim = min(self._cache, key=lambda k: self._recency[k][1])
+            self._evicted_hits += self._cache.pop(victim)[1]
+            del self._entries[victim], self._recency[victim]
+            self.stats.evictions += 1
+        self._cache[key] = [entry.compilation.fn, 0]
+        self._entries[key] = entry
+        self._recency[key] = (0, now)
 
     def _note_changes(self, args: tuple, kwargs: dict) -> None:
         fn = self.module.forward if self.module is not None else self.fn
@@ -254,14 +298,22 @@ class JittedFunction:
             warnings.warn(
                 f"squall.jit({getattr(self.fn, '__name__', type(self.fn).__name__)}) has compiled "
                 f"{self.stats.misses} times; {culprit} keeps changing (shape, dtype, device, "
-                "requires_grad, or value). Each new signature is traced, planned and generated again.",
+                "requires_grad, or value). Each new signature is traced, planned and generated again"
+                + (
+                    f"; {self.stats.evictions} were evicted from the full cache (cache_size={self.cache_size}) "
+                    "and compiled again when called again: a larger cache_size keeps them"
+                    if self.stats.evictions
+                    else "."
+                ),
                 SquallWarning,
                 stacklevel=4,
             )
 
     def cache_info(self) -> CacheStats:
-        """Hits, misses, and which inputs changed between compilations."""
-        self.stats.hits = self._hits()
+        """Hits, misses, evictions, entries held and the limit, and which inputs changed."""
+        self.stats.hits = self._evicted_hits + sum(hits for _, hits in self._cache.values())
+        self.stats.size = len(self._cache)
+        self.stats.limit = self.cache_size
         return self.stats
 
 
@@ -281,9 +333,19 @@ class JittedModule(torch.nn.Module):
         return self._jitted(*args, **kwargs)
 
 
-def jit(fn: Callable, *, executors: Sequence[Executor] | None = None, recompile_limit: int = 8) -> Any:
-    """Compile `fn` (a function or an nn.Module); the result is called like the original."""
-    state = JittedFunction(fn, executors=executors, recompile_limit=recompile_limit)
+def jit(
+    fn: Callable,
+    *,
+    executors: Sequence[Executor] | None = None,
+    recompile_limit: int = 8,
+    cache_size: int | None = DEFAULT_CACHE_SIZE,
+) -> Any:
+    """Compile `fn` (a function or an nn.Module); the result is called like the original.
+
+    It keeps up to `cache_size` compiled signatures (`None`: no limit), evicting the least
+    recently used; a warning names the input that changes after `recompile_limit` compilations.
+    """
+    state = JittedFunction(fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size)
     if isinstance(fn, torch.nn.Module):
         return JittedModule(fn, state)
     return state.entry_point
