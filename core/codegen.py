@@ -14,7 +14,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .proxies import TensorProxy, type_string
 from .sources import load_source
-from .symbol import DEL
+from .symbol import DEL, BoundSymbol
 from .trace import Trace, ValuePrinter
 from .tracing import InputBinding
 
@@ -58,12 +58,14 @@ def generate(
     takes_params: bool,
     nargs: int,
     takes_kwargs: bool,
+    wrap: Callable[[BoundSymbol], Callable | None] | None = None,
 ) -> GeneratedFunction:
     """Python source and callable for an execution trace, with executor implementations bound as globals.
 
     `bindings` say where each input comes from in the call (`params`, a module's parameters
     and buffers, when `takes_params`; `nargs` positional arguments; keyword arguments when
-    `takes_kwargs`).
+    `takes_kwargs`). `wrap`, where given, may return a stand-in for a call's implementation
+    (each call its own: `squall.checking.checked_call`), which the code then calls instead.
     """
     name, bsyms, output, constants = trace.name, trace.bsyms, trace.output, trace.constants
     local_names = {b.proxy.name for b in bindings} | {p.name for bsym in bsyms for p in bsym.output_proxies()}
@@ -89,16 +91,23 @@ def generate(
     for b in bindings:
         lines.append(f'  # {b.proxy.name}: "{type_string(b.proxy)}"')
 
-    impl_names: dict[int, str] = {}
+    impl_names: dict[int, str] = {}  # id(impl) -> its global name
+    stand_ins: dict[int, str] = {}  # id(bsym) -> the global name of its wrapped implementation
     for bsym in bsyms:
-        if bsym.sym is not DEL and id(bsym.impl) not in impl_names:
+        if bsym.sym is DEL:
+            continue
+        stand_in = wrap(bsym) if wrap is not None else None
+        if stand_in is not None:
+            stand_ins[id(bsym)] = printer.name_for(stand_in, f"checked_{bsym.executor.name}_{bsym.sym.name}")
+        elif id(bsym.impl) not in impl_names:
             impl_names[id(bsym.impl)] = printer.name_for(bsym.impl, f"{bsym.executor.name}_{bsym.sym.name}")
     for bsym in bsyms:
         if bsym.sym is DEL:
             lines.append(f"  del {', '.join(p.name for p in bsym.args)}")
             continue
+        callee = stand_ins.get(id(bsym)) or impl_names[id(bsym.impl)]
         target, picks = printer.assignment(bsym.output) if bsym.output is not None else ("", [])
-        lines.append(f"  {target + ' = ' if target else ''}{printer.call(impl_names[id(bsym.impl)], bsym)}")
+        lines.append(f"  {target + ' = ' if target else ''}{printer.call(callee, bsym)}")
         lines.extend(f"  {line}" for line in picks)
     lines.append(f"  return {_output_expression(output, printer)}")
     source = "\n".join(lines) + "\n"

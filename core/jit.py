@@ -24,7 +24,8 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-from .config import resolve_executors
+from .checking import ExecutorFault, check_mode
+from .config import ExecutorPriority, resolve_executors
 from .executor import Executor
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_program
@@ -175,6 +176,7 @@ class CacheStats:
     hits: int = 0
     misses: int = 0
     evictions: int = 0
+    replans: int = 0  # entries compiled again without an executor that failed its run-time check
     size: int = 0
     limit: int | None = None
     changes: dict[str, int] = field(default_factory=dict)  # input label -> times it changed
@@ -208,6 +210,9 @@ class JittedFunction:
         self._recency: dict[Any, tuple[int, int]] = {}
         self._compilations = 0
         self._evicted_hits = 0
+        self.check = check_mode()  # $SQUALL_CHECK, read when jit is called: first, always or never
+        # key -> (executor name, operation ids) kept apart after the executor failed there
+        self._exclusions: dict[Any, list[tuple[str, tuple[str, ...]]]] = {}
         self.last_entry: CompiledEntry | None = None
         self.stats = CacheStats()
         self._last_parts: dict[str, Any] | None = None
@@ -255,11 +260,91 @@ class JittedFunction:
         start = time.perf_counter()
         self.stats.misses += 1
         self._note_changes(args, kwargs)
-        compilation = compile_program(self.fn, args, kwargs, executors=self.executors, module=self.module)
+        # an executor that failed this signature's checks before (then was evicted) stays out
+        exclusions = self._exclusions.get(key)
+        executors = self._excluding(exclusions) if exclusions else self.executors
+        compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module)
         entry = CompiledEntry(compilation, time.perf_counter() - start)
         self._insert(key, entry)
         self.last_entry = entry
-        return compilation.fn
+        return self._cache[key][0]
+
+    def _runner(self, key: Any, compilation: Compilation) -> Callable:
+        """What the cache holds for an entry: its generated function; or, while its non-torch
+        calls are to be checked, the checked variant, which replans the entry on a fault and
+        (unless $SQUALL_CHECK=always) hands the cache the unchecked one after a clean call."""
+        checked, plain = compilation.checked, compilation.fn
+        if checked is None or self.check == "never":
+            return plain
+        always = self.check == "always"
+
+        def checked_call(*args, **kwargs):
+            try:
+                out = checked.fn(*args, **kwargs)
+            except ExecutorFault as fault:
+                user_args = args[1:] if self.module is not None else args  # a module's get params first
+                return self._replan(key, fault, user_args, kwargs)(*args, **kwargs)
+            cached = self._cache.get(key)
+            if not always and cached is not None and cached[0] is checked_call:
+                cached[0] = plain  # checked once: later calls run the plain code
+            return out
+
+        return checked_call
+
+    def _replan(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
+        """Compile the entry `key` again without the executor that failed, for the operations it
+        failed on; warn; return the new runner (checked again, for the executors left)."""
+        exclusions = self._exclusions.setdefault(key, [])
+        ops = self._ops_to_exclude(key, fault)
+        if (fault.executor, ops) in exclusions:
+            ops = ()  # failed again where it was kept out: keep it out of the whole entry
+            if (fault.executor, ops) in exclusions:
+                raise fault
+        exclusions.append((fault.executor, ops))
+        what = f"for {', '.join(ops)}" if ops else "for every operation of this call"
+        warnings.warn(
+            f"squall: {fault}. The call is compiled again without {fault.executor!r} {what} "
+            "and its result comes from the new plan; the executor's package has a bug to report.",
+            SquallWarning,
+            stacklevel=3,
+        )
+        start = time.perf_counter()
+        compilation = compile_program(self.fn, args, kwargs, executors=self._excluding(exclusions), module=self.module)
+        entry = CompiledEntry(compilation, time.perf_counter() - start)
+        self._entries[key] = entry
+        self.last_entry = entry
+        self.stats.replans += 1
+        runner = self._runner(key, compilation)
+        if key in self._cache:
+            self._cache[key][0] = runner
+        return runner
+
+    def _ops_to_exclude(self, key: Any, fault: ExecutorFault) -> tuple[str, ...]:
+        """The program's operations the executor must not take: those it failed running, or
+        where it ran its own operations (an execution transform's), the ones it took there."""
+        own = [op for op in fault.ops if op.startswith(f"{fault.executor}.")]
+        if not own:
+            return fault.ops
+        entry = self._entries.get(key)
+        plan = entry.compilation.plan if entry is not None else None
+        taken = [
+            d.bsym.sym.id
+            for d in (plan.decisions if plan is not None else ())
+            if d.executor == fault.executor and (fault.source is None or d.bsym.source == fault.source)
+        ]
+        return tuple(dict.fromkeys([op for op in fault.ops if op not in own] + taken))
+
+    def _excluding(self, exclusions: list[tuple[str, tuple[str, ...]]]) -> ExecutorPriority:
+        """This function's priority list with each (executor, operations) pair kept apart."""
+        everywhere = {name for name, ops in exclusions if not ops}
+        base = [ex for ex in self.executors if ex.name not in everywhere]
+        per_op = {op: list(exs) for op, exs in (getattr(self.executors, "per_op", None) or {}).items()}
+        for name, ops in exclusions:
+            for op in ops:
+                per_op[op] = [ex for ex in per_op.get(op, base) if ex.name != name]
+        per_op = {op: [ex for ex in exs if ex.name not in everywhere] for op, exs in per_op.items()}
+        source = getattr(self.executors, "source", "jit(executors=...)")
+        return ExecutorPriority(base, per_op=per_op, source=f"{source}, replanned after executor faults")
 
     def _insert(self, key: Any, entry: CompiledEntry) -> None:
         """Cache `entry`, first evicting the least recently used entry if the cache is full.
@@ -280,7 +365,7 @@ class JittedFunction:
             self._evicted_hits += self._cache.pop(victim)[1]
             del self._entries[victim], self._recency[victim]
             self.stats.evictions += 1
-        self._cache[key] = [entry.compilation.fn, 0]
+        self._cache[key] = [self._runner(key, entry.compilation), 0]
         self._entries[key] = entry
         self._recency[key] = (0, now)
 
