@@ -14,7 +14,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .proxies import TensorProxy, type_string
 from .sources import load_source
-from .symbol import DEL
+from .symbol import DEL, BoundSymbol
 from .trace import Trace, ValuePrinter
 from .tracing import InputBinding
 
@@ -32,21 +32,23 @@ class GeneratedFunction:
 
 
 def _output_expression(output: Any, printer: ValuePrinter) -> str:
-    # Plain containers print as literals; anything else is rebuilt from its pytree spec.
+    # Plain containers print as literals; anything else is rebuilt from its pytree spec. Every
+    # non-tensor value is the very object eager would return (printer.exact), so an Enum
+    # stays an Enum and a float subclass its subclass.
     def literal(x) -> bool:
-        if isinstance(x, (TensorProxy, bool, int, float, complex, str)) or x is None:
+        if isinstance(x, TensorProxy) or x is None or type(x) in (bool, int, float, complex, str):
             return True
         if type(x) in (tuple, list):
             return all(literal(v) for v in x)
         if type(x) is dict:
-            return all(isinstance(k, (str, int)) and literal(v) for k, v in x.items())
+            return all(literal(v) for v in x.values())
         return False
 
     if literal(output):
-        return printer(output)
+        return printer.exact(output)
     leaves, spec = tree_flatten(output)
     unflatten = printer.name_for(tree_unflatten, "tree_unflatten")
-    return f"{unflatten}({printer(leaves)}, {printer.name_for(spec, 'output_spec')})"
+    return f"{unflatten}({printer.exact(leaves)}, {printer.name_for(spec, 'output_spec')})"
 
 
 def generate(
@@ -56,12 +58,14 @@ def generate(
     takes_params: bool,
     nargs: int,
     takes_kwargs: bool,
+    wrap: Callable[[BoundSymbol], Callable | None] | None = None,
 ) -> GeneratedFunction:
     """Python source and callable for an execution trace, with executor implementations bound as globals.
 
     `bindings` say where each input comes from in the call (`params`, a module's parameters
     and buffers, when `takes_params`; `nargs` positional arguments; keyword arguments when
-    `takes_kwargs`).
+    `takes_kwargs`). `wrap`, where given, may return a stand-in for a call's implementation
+    (each call its own: `squall.checking.checked_call`), which the code then calls instead.
     """
     name, bsyms, output, constants = trace.name, trace.bsyms, trace.output, trace.constants
     local_names = {b.proxy.name for b in bindings} | {p.name for bsym in bsyms for p in bsym.output_proxies()}
@@ -78,25 +82,32 @@ def generate(
         if b.path[0] == "args" and len(b.path) == 2:
             continue
         if b.path[0] == "args":
-            access = f"_a{b.path[1]}" + "".join(f"[{printer(k)}]" for k in b.path[2:])
+            access = f"_a{b.path[1]}" + "".join(f"[{printer.exact(k)}]" for k in b.path[2:])
         elif b.path[0] == "kwargs":
-            access = "kwargs" + "".join(f"[{printer(k)}]" for k in b.path[1:])
+            access = "kwargs" + "".join(f"[{printer.exact(k)}]" for k in b.path[1:])
         else:
             continue
         lines.append(f"  {b.proxy.name} = {access}")
     for b in bindings:
         lines.append(f'  # {b.proxy.name}: "{type_string(b.proxy)}"')
 
-    impl_names: dict[int, str] = {}
+    impl_names: dict[int, str] = {}  # id(impl) -> its global name
+    stand_ins: dict[int, str] = {}  # id(bsym) -> the global name of its wrapped implementation
     for bsym in bsyms:
-        if bsym.sym is not DEL and id(bsym.impl) not in impl_names:
+        if bsym.sym is DEL:
+            continue
+        stand_in = wrap(bsym) if wrap is not None else None
+        if stand_in is not None:
+            stand_ins[id(bsym)] = printer.name_for(stand_in, f"checked_{bsym.executor.name}_{bsym.sym.name}")
+        elif id(bsym.impl) not in impl_names:
             impl_names[id(bsym.impl)] = printer.name_for(bsym.impl, f"{bsym.executor.name}_{bsym.sym.name}")
     for bsym in bsyms:
         if bsym.sym is DEL:
             lines.append(f"  del {', '.join(p.name for p in bsym.args)}")
             continue
+        callee = stand_ins.get(id(bsym)) or impl_names[id(bsym.impl)]
         target, picks = printer.assignment(bsym.output) if bsym.output is not None else ("", [])
-        lines.append(f"  {target + ' = ' if target else ''}{printer.call(impl_names[id(bsym.impl)], bsym)}")
+        lines.append(f"  {target + ' = ' if target else ''}{printer.call(callee, bsym)}")
         lines.extend(f"  {line}" for line in picks)
     lines.append(f"  return {_output_expression(output, printer)}")
     source = "\n".join(lines) + "\n"

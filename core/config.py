@@ -20,6 +20,7 @@ unavailable executor is a warning saying why (the planner then passes it over).
 """
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 import warnings
@@ -32,7 +33,7 @@ from .ltorch.base import SquallWarning
 from .operations import resolve_operation
 from .plugins import Marketplace, default_marketplace
 
-__all__ = ["ExecutorPriority", "UnknownExecutorError", "resolve_executors", "find_pyproject", "read_pyproject", "ENV_VAR"]
+__all__ = ["ExecutorPriority", "UnknownExecutorError", "PyprojectError", "resolve_executors", "find_pyproject", "read_pyproject", "ENV_VAR"]
 
 ENV_VAR = "SQUALL_EXECUTORS"
 
@@ -76,20 +77,58 @@ def find_pyproject(start: str | os.PathLike | None = None) -> Path | None:
     return None
 
 
+# the keys [tool.squall] understands; anything else is most likely a typo, and warned about
+PYPROJECT_KEYS = ("executors", "ops")
+
+
+class PyprojectError(ValueError):
+    """A pyproject.toml that squall cannot read, or whose [tool.squall] settings are malformed."""
+
+
 def read_pyproject(path: Path) -> dict[str, Any]:
-    """The `[tool.squall]` table of `path` (empty when absent); malformed settings are errors."""
+    """The `[tool.squall]` table of `path` (empty when absent).
+
+    A file that is not UTF-8 or not valid TOML, a `tool` or `tool.squall` that is not a
+    table, or a malformed setting is a `PyprojectError` naming the file and the key; an
+    unknown key under `[tool.squall]` is a warning naming the closest known one.
+    """
     try:
         with open(path, "rb") as f:
-            table = tomllib.load(f).get("tool", {}).get("squall", {})
+            document = tomllib.load(f)
+    except UnicodeDecodeError as e:
+        raise PyprojectError(f"squall: cannot read {path}: it is not UTF-8 text ({e.reason} at byte {e.start})") from e
     except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"squall: cannot read {path}: {e}") from e
+        raise PyprojectError(f"squall: cannot read {path}: {e}") from e
+    except OSError as e:
+        raise PyprojectError(f"squall: cannot read {path}: {e.strerror or e}") from e
+    tool = document.get("tool", {})
+    if not isinstance(tool, dict):
+        raise PyprojectError(f"squall: 'tool' in {path} must be a table ([tool.squall]), got {_toml_type(tool)}")
+    table = tool.get("squall", {})
+    if not isinstance(table, dict):
+        raise PyprojectError(f"squall: 'tool.squall' in {path} must be a table ([tool.squall]), got {_toml_type(table)}")
+    for key in table:
+        if key not in PYPROJECT_KEYS:
+            close = difflib.get_close_matches(key, PYPROJECT_KEYS, n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            warnings.warn(
+                f"squall: unknown key {key!r} under [tool.squall] in {path} is ignored{hint} "
+                f"(known keys: {', '.join(PYPROJECT_KEYS)})",
+                SquallWarning,
+                stacklevel=4,
+            )
     executors = table.get("executors")
     if executors is not None and not (isinstance(executors, list) and all(isinstance(n, str) for n in executors)):
-        raise ValueError(f"squall: [tool.squall] executors in {path} must be a list of executor names")
+        raise PyprojectError(f"squall: [tool.squall] executors in {path} must be a list of executor names, got {_toml_type(executors)}")
     ops = table.get("ops", {})
     if not isinstance(ops, dict) or not all(isinstance(v, list) and all(isinstance(n, str) for n in v) for v in ops.values()):
-        raise ValueError(f"squall: [tool.squall.ops] in {path} must map operation names to lists of executor names")
+        raise PyprojectError(f"squall: [tool.squall.ops] in {path} must map operation names to lists of executor names")
     return table
+
+
+def _toml_type(value: Any) -> str:
+    """A TOML value's kind, with its article ("an integer")."""
+    return {str: "a string", int: "an integer", float: "a float", bool: "a boolean", list: "an array"}.get(type(value), f"a {type(value).__name__}")
 
 
 def _lookup(name: str, market: Marketplace) -> Executor:
@@ -183,6 +222,6 @@ def resolve_executors(
         try:
             op_id = resolve_operation(op_name, market.operations).id
         except KeyError as e:
-            raise ValueError(f"squall: [tool.squall.ops] in {pyproject}: {e.args[0]}") from None
+            raise PyprojectError(f"squall: [tool.squall.ops] in {pyproject}: {e.args[0]}") from None
         per_op[op_id], _ = _apply(entries, chosen, market, f"[tool.squall.ops] {op_name!r} in {pyproject}")
     return ExecutorPriority(chosen, per_op=per_op, source=source)

@@ -95,7 +95,9 @@ def _run_checker(impl: Implementation, bsym: BoundSymbol) -> tuple[Implementatio
         return impl, ""
     try:
         accepted = impl.checker(*bsym.args, **bsym.kwargs)
-    except Exception as e:  # noqa: BLE001 - a plugin's fault must not break compilation
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - a plugin's fault (even sys.exit) must not break compilation
         return None, f"{CHECKER_RAISED} {type(e).__name__}: {e}"
     return (impl, "") if accepted else (None, CHECKER_DECLINED)
 
@@ -154,8 +156,15 @@ class Executor:
             return self._assumed
         if self._availability is None:
             try:
-                self._availability = self.is_available()
-            except Exception as e:  # noqa: BLE001 - a plugin's fault must not break compilation
+                found = self.is_available()
+                if type(found) is bool:  # a plain answer, without a reason
+                    found = Availability(found, "" if found else "is_available() returned False")
+                elif not isinstance(found, Availability):
+                    found = Availability(False, f"is_available() returned a {type(found).__name__}, not an Availability")
+                self._availability = found
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # noqa: BLE001 - a plugin's fault (even sys.exit) must not break compilation
                 self._availability = Availability(False, f"is_available() raised {type(e).__name__}: {e}")
         return self._availability
 

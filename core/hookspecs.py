@@ -10,8 +10,9 @@ Hooks are called once each, when the marketplace is built (the first compilation
 `squall executors`), never while planning: hooks register, dictionary lookups plan.
 Calls are keyword-only, so an implementation may accept any subset of the arguments
 a spec names, and a spec can grow an argument without breaking existing plugins.
-Each plugin's implementation is called on its own: one that raises is recorded in
-the marketplace's load errors and skipped, and the others still register. A plugin
+Each plugin's implementation is called on its own: one that raises (any `BaseException`
+but `KeyboardInterrupt`, so a `sys.exit()` too) is recorded in the marketplace's load
+errors and skipped, and the others still register. A plugin
 with an `@hookimpl` that matches no spec here (a misspelled hook name) is recorded as
 a load error and left out, rather than silently never called.
 
@@ -54,8 +55,10 @@ def squall_register_executors(operations: OperationRegistry) -> list[Executor]:
     (`operations` is the same registry `squall_register_operations` filled: look up
     custom-op symbols with `operations.get(id)`). Results from all plugins are
     collected; executor names must be unique across plugins (a duplicate is recorded
-    as a load error and skipped), and anything that is not an `Executor` is recorded
-    and skipped. An executor's `is_available()` is asked later, when priority lists
+    as a load error and skipped), and anything that is not an `Executor`, or an executor
+    that breaks the contract (a name that is not an identifier, a `default_rank` that is
+    not an int, a missing method: `squall.plugins.executor_problem`), is recorded with this
+    plugin and its distribution and skipped alone. An executor's `is_available()` is asked later, when priority lists
     are resolved, so return executors even if their library or device is missing
     here: users then see why they are unavailable.
     """

@@ -2,6 +2,14 @@
 
 The cache-hit path is the product's hot path: one key built from the inputs in a
 single cheap pass, one dict lookup, one call of the generated function.
+
+The cache is bounded (`cache_size` entries per jitted function) and evicts the least
+recently used entry when a new one is compiled into a full cache. Recency is read off
+per-entry hit counters, which the hot path increments in place of the single global hit
+counter it used to keep, so bounding the cache adds no work to a hit: at each compilation
+an entry whose counter moved since the last one is stamped as used in that interval, and
+the victim is the entry with the oldest stamp (the oldest inserted among ties). Recency is
+thus exact to the resolution of one compilation, which is all eviction ever looks at.
 """
 from __future__ import annotations
 
@@ -16,12 +24,14 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-from .config import resolve_executors
+from .checking import ExecutorFault, check_mode
+from .config import ExecutorPriority, resolve_executors
 from .executor import Executor
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_program
 from .proxies import current_context
 from .sources import load_source
+from .trace import plain_scalar
 from .tracing import argument_names, module_slots
 
 __all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces"]
@@ -30,6 +40,7 @@ __all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_trace
 # --- the cache key ------------------------------------------------------------------------------
 
 _SCALARS = frozenset({int, float, bool, str, complex, type(None)})
+_BUILTIN_SCALARS = (int, float, str, complex)
 _Tensor = torch.Tensor
 _is_grad_enabled = torch.is_grad_enabled
 _get_default_dtype = torch.get_default_dtype
@@ -42,10 +53,15 @@ def _value_key(x: Any, where: str) -> Any:
     t = type(x)
     if t in _SCALARS:
         return (t, x)
+    if isinstance(x, _BUILTIN_SCALARS):
+        # an IntEnum, a float or str subclass: told apart by type and plain value, never by
+        # the subclass's own __eq__/__hash__ (one that said "equal" would share an entry)
+        return (t, plain_scalar(x))
     if t in (list, tuple):
         return (t, tuple(_value_key(v, f"{where}[{i}]") for i, v in enumerate(x)))
     if t is dict:
-        return (t, tuple((k, _value_key(v, f"{where}[{k!r}]")) for k, v in x.items()))
+        # a key by its own key: a str-Enum key and its plain value hash alike but are not alike
+        return (t, tuple((_value_key(k, where), _value_key(v, f"{where}[{_label(k)}]")) for k, v in x.items()))
     leaves, spec = tree_flatten(x)
     if not (len(leaves) == 1 and leaves[0] is x):
         return (spec, tuple(_value_key(v, where) for v in leaves))
@@ -59,6 +75,11 @@ def _value_key(x: Any, where: str) -> Any:
     return (t, x)
 
 
+def _label(k: Any) -> str:
+    """A dict key for a message, without running a user type's __repr__."""
+    return repr(k) if type(k) in _SCALARS else f"<{type(k).__name__}>"
+
+
 def _key_parts(args: tuple, kwargs: dict, names: list[str]) -> dict[str, Any]:
     """The key, part by part, labelled with the input each part comes from (for warnings)."""
     parts = {f"argument {names[i]!r}": _value_key(a, f"argument {names[i]!r}") for i, a in enumerate(args)}
@@ -67,6 +88,8 @@ def _key_parts(args: tuple, kwargs: dict, names: list[str]) -> dict[str, Any]:
 
 
 # --- compiled entries and the jitted callable ----------------------------------------------------
+
+DEFAULT_CACHE_SIZE = 64  # compiled signatures kept per jitted function
 
 # The hot path, written once for functions and modules. One flat key: a tensor adds (shape,
 # dtype, device, requires_grad), which starts with a torch.Size; a number adds (type, value),
@@ -87,12 +110,11 @@ def compiled(*args, **kwargs):
     if kwargs:
         key += (tuple([(k, _value_key(v, f"keyword argument {{k!r}}")) for k, v in kwargs.items()]),)
 {params_key}
-    fn = cache.get(key)
-    if fn is None:
-        fn = compile_(args, kwargs, key, {params})
-    else:
-        hits[0] += 1
-    return fn({params_arg}*args, **kwargs)
+    entry = cache.get(key)
+    if entry is None:
+        return compile_(args, kwargs, key, {params})({params_arg}*args, **kwargs)
+    entry[1] += 1
+    return entry[0]({params_arg}*args, **kwargs)
 """
 _FUNCTION_PARTS = {"params_key": "", "params": "None", "params_arg": ""}
 
@@ -101,10 +123,10 @@ _FUNCTION_PARTS = {"params_key": "", "params": "None", "params_arg": ""}
 _FAST_PATH = """    if len(args) == {n} and not kwargs:
         {names}, = args
         if {tensor_checks}:
-            fn = cache.get((_is_grad_enabled(), _get_default_dtype(), {metadata}))
-            if fn is not None:
-                hits[0] += 1
-                return fn({names})"""
+            entry = cache.get((_is_grad_enabled(), _get_default_dtype(), {metadata}))
+            if entry is not None:
+                entry[1] += 1
+                return entry[0]({names})"""
 
 
 def _fast_path(fn: Callable) -> str:
@@ -148,8 +170,15 @@ class CompiledEntry:
 
 @dataclass
 class CacheStats:
+    """What `cache_info()` reports: calls served from the cache, compilations, evictions, the
+    entries held and the most it holds (`None`: unbounded), and which inputs changed."""
+
     hits: int = 0
     misses: int = 0
+    evictions: int = 0
+    replans: int = 0  # entries compiled again without an executor that failed its run-time check
+    size: int = 0
+    limit: int | None = None
     changes: dict[str, int] = field(default_factory=dict)  # input label -> times it changed
 
 
@@ -162,6 +191,7 @@ class JittedFunction:
         *,
         executors: Sequence[Executor] | None = None,
         recompile_limit: int = 8,
+        cache_size: int | None = DEFAULT_CACHE_SIZE,
     ):
         if not callable(fn):
             raise TypeError(f"squall.jit expects a function or an nn.Module, got {type(fn).__name__}")
@@ -170,8 +200,19 @@ class JittedFunction:
         # resolved once, when jit is called: names, +name/-name, env, pyproject (squall.config)
         self.executors = resolve_executors(executors)
         self.recompile_limit = recompile_limit
-        self._cache: dict[Any, Callable] = {}
+        if cache_size is not None and (type(cache_size) is not int or cache_size < 1):
+            raise ValueError(f"squall.jit: cache_size must be a positive int or None (unbounded), got {cache_size!r}")
+        self.cache_size = cache_size
+        # key -> [generated function, hits]: the hot path reads the one and bumps the other
+        self._cache: dict[Any, list] = {}
         self._entries: dict[Any, CompiledEntry] = {}
+        # key -> (its hit count when last looked at, the compilation it was last seen used by)
+        self._recency: dict[Any, tuple[int, int]] = {}
+        self._compilations = 0
+        self._evicted_hits = 0
+        self.check = check_mode()  # $SQUALL_CHECK, read when jit is called: first, always or never
+        # key -> (executor name, operation ids) kept apart after the executor failed there
+        self._exclusions: dict[Any, list[tuple[str, tuple[str, ...]]]] = {}
         self.last_entry: CompiledEntry | None = None
         self.stats = CacheStats()
         self._last_parts: dict[str, Any] | None = None
@@ -188,7 +229,6 @@ class JittedFunction:
         namespace = {
             "cache": self._cache,
             "compile_": self._compile,
-            "hits": [0],
             "slots": self._slots,
             "submodules": self._submodules,
             "_is_grad_enabled": _is_grad_enabled,
@@ -203,7 +243,6 @@ class JittedFunction:
             source = _ENTRY_POINT.format(fast_path=_fast_path(self.fn), **_FUNCTION_PARTS)
         load_source(source, "entry-point", namespace)
         compiled = namespace["compiled"]
-        self._hits = lambda: namespace["hits"][0]
         compiled.__squall__ = self
         compiled.cache_info = self.cache_info
         compiled.executors = self.executors  # the priority list in force
@@ -221,12 +260,114 @@ class JittedFunction:
         start = time.perf_counter()
         self.stats.misses += 1
         self._note_changes(args, kwargs)
-        compilation = compile_program(self.fn, args, kwargs, executors=self.executors, module=self.module)
+        # an executor that failed this signature's checks before (then was evicted) stays out
+        exclusions = self._exclusions.get(key)
+        executors = self._excluding(exclusions) if exclusions else self.executors
+        compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module)
+        entry = CompiledEntry(compilation, time.perf_counter() - start)
+        self._insert(key, entry)
+        self.last_entry = entry
+        return self._cache[key][0]
+
+    def _runner(self, key: Any, compilation: Compilation) -> Callable:
+        """What the cache holds for an entry: its generated function; or, while its non-torch
+        calls are to be checked, the checked variant, which replans the entry on a fault and
+        (unless $SQUALL_CHECK=always) hands the cache the unchecked one after a clean call."""
+        checked, plain = compilation.checked, compilation.fn
+        if checked is None or self.check == "never":
+            return plain
+        always = self.check == "always"
+
+        def checked_call(*args, **kwargs):
+            try:
+                out = checked.fn(*args, **kwargs)
+            except ExecutorFault as fault:
+                user_args = args[1:] if self.module is not None else args  # a module's get params first
+                return self._replan(key, fault, user_args, kwargs)(*args, **kwargs)
+            cached = self._cache.get(key)
+            if not always and cached is not None and cached[0] is checked_call:
+                cached[0] = plain  # checked once: later calls run the plain code
+            return out
+
+        return checked_call
+
+    def _replan(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
+        """Compile the entry `key` again without the executor that failed, for the operations it
+        failed on; warn; return the new runner (checked again, for the executors left)."""
+        exclusions = self._exclusions.setdefault(key, [])
+        ops = self._ops_to_exclude(key, fault)
+        if (fault.executor, ops) in exclusions:
+            ops = ()  # failed again where it was kept out: keep it out of the whole entry
+            if (fault.executor, ops) in exclusions:
+                raise fault
+        exclusions.append((fault.executor, ops))
+        what = f"for {', '.join(ops)}" if ops else "for every operation of this call"
+        warnings.warn(
+            f"squall: {fault}. The call is compiled again without {fault.executor!r} {what} "
+            "and its result comes from the new plan; the executor's package has a bug to report.",
+            SquallWarning,
+            stacklevel=3,
+        )
+        start = time.perf_counter()
+        compilation = compile_program(self.fn, args, kwargs, executors=self._excluding(exclusions), module=self.module)
         entry = CompiledEntry(compilation, time.perf_counter() - start)
         self._entries[key] = entry
-        self._cache[key] = compilation.fn
         self.last_entry = entry
-        return compilation.fn
+        self.stats.replans += 1
+        runner = self._runner(key, compilation)
+        if key in self._cache:
+            self._cache[key][0] = runner
+        return runner
+
+    def _ops_to_exclude(self, key: Any, fault: ExecutorFault) -> tuple[str, ...]:
+        """The program's operations the executor must not take: those it failed running, or
+        where it ran its own operations (an execution transform's), the ones it took there."""
+        own = [op for op in fault.ops if op.startswith(f"{fault.executor}.")]
+        if not own:
+            return fault.ops
+        entry = self._entries.get(key)
+        plan = entry.compilation.plan if entry is not None else None
+        taken = [
+            d.bsym.sym.id
+            for d in (plan.decisions if plan is not None else ())
+            if d.executor == fault.executor and (fault.source is None or d.bsym.source == fault.source)
+        ]
+        return tuple(dict.fromkeys([op for op in fault.ops if op not in own] + taken))
+
+    def _excluding(self, exclusions: list[tuple[str, tuple[str, ...]]]) -> ExecutorPriority:
+        """This function's priority list with each (executor, operations) pair kept apart."""
+        everywhere = {name for name, ops in exclusions if not ops}
+        base = [ex for ex in self.executors if ex.name not in everywhere]
+        per_op = {op: list(exs) for op, exs in (getattr(self.executors, "per_op", None) or {}).items()}
+        for name, ops in exclusions:
+            for op in ops:
+                per_op[op] = [ex for ex in per_op.get(op, base) if ex.name != name]
+        per_op = {op: [ex for ex in exs if ex.name not in everywhere] for op, exs in per_op.items()}
+        source = getattr(self.executors, "source", "jit(executors=...)")
+        return ExecutorPriority(base, per_op=per_op, source=f"{source}, replanned after executor faults")
+
+    def _insert(self, key: Any, entry: CompiledEntry) -> None:
+        """Cache `entry`, first evicting the least recently used entry if the cache is full.
+
+        Runs once per compilation, never on a hit: it looks at every entry's hit counter
+        (at most `cache_size` of them, next to a compilation's milliseconds) to learn which
+        were used since the last compilation.
+        """
+        self._compilations += 1
+        now = self._compilations
+        for k, (_, hits) in self._cache.items():
+            seen, _ = self._recency[k]
+            if hits != seen:
+                self._recency[k] = (hits, now)
+        while self.cache_size is not None and len(self._cache) >= self.cache_size:
+            # dicts keep insertion order, so min() breaks ties toward the oldest entry
+            victim = min(self._cache, key=lambda k: self._recency[k][1])
+            self._evicted_hits += self._cache.pop(victim)[1]
+            del self._entries[victim], self._recency[victim]
+            self.stats.evictions += 1
+        self._cache[key] = [self._runner(key, entry.compilation), 0]
+        self._entries[key] = entry
+        self._recency[key] = (0, now)
 
     def _note_changes(self, args: tuple, kwargs: dict) -> None:
         fn = self.module.forward if self.module is not None else self.fn
@@ -242,14 +383,22 @@ class JittedFunction:
             warnings.warn(
                 f"squall.jit({getattr(self.fn, '__name__', type(self.fn).__name__)}) has compiled "
                 f"{self.stats.misses} times; {culprit} keeps changing (shape, dtype, device, "
-                "requires_grad, or value). Each new signature is traced, planned and generated again.",
+                "requires_grad, or value). Each new signature is traced, planned and generated again"
+                + (
+                    f"; {self.stats.evictions} were evicted from the full cache (cache_size={self.cache_size}) "
+                    "and compiled again when called again: a larger cache_size keeps them"
+                    if self.stats.evictions
+                    else "."
+                ),
                 SquallWarning,
                 stacklevel=4,
             )
 
     def cache_info(self) -> CacheStats:
-        """Hits, misses, and which inputs changed between compilations."""
-        self.stats.hits = self._hits()
+        """Hits, misses, evictions, entries held and the limit, and which inputs changed."""
+        self.stats.hits = self._evicted_hits + sum(hits for _, hits in self._cache.values())
+        self.stats.size = len(self._cache)
+        self.stats.limit = self.cache_size
         return self.stats
 
 
@@ -269,9 +418,19 @@ class JittedModule(torch.nn.Module):
         return self._jitted(*args, **kwargs)
 
 
-def jit(fn: Callable, *, executors: Sequence[Executor] | None = None, recompile_limit: int = 8) -> Any:
-    """Compile `fn` (a function or an nn.Module); the result is called like the original."""
-    state = JittedFunction(fn, executors=executors, recompile_limit=recompile_limit)
+def jit(
+    fn: Callable,
+    *,
+    executors: Sequence[Executor] | None = None,
+    recompile_limit: int = 8,
+    cache_size: int | None = DEFAULT_CACHE_SIZE,
+) -> Any:
+    """Compile `fn` (a function or an nn.Module); the result is called like the original.
+
+    It keeps up to `cache_size` compiled signatures (`None`: no limit), evicting the least
+    recently used; a warning names the input that changes after `recompile_limit` compilations.
+    """
+    state = JittedFunction(fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size)
     if isinstance(fn, torch.nn.Module):
         return JittedModule(fn, state)
     return state.entry_point

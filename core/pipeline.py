@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from .autograd import autograd_function, calling_trace
+from .checking import checked_call, needs_check
 from .codegen import GeneratedFunction, generate
 from .executor import Executor
 from .grad_rules import default_grad_rules
@@ -36,11 +37,20 @@ class Compilation(list):
     compilation stopped after planning), `seconds` the time each stage took.
     """
 
-    def __init__(self, traces: list[Trace], bindings: list[InputBinding], generated: GeneratedFunction | None, seconds: dict[str, float]):
+    def __init__(
+        self,
+        traces: list[Trace],
+        bindings: list[InputBinding],
+        generated: GeneratedFunction | None,
+        seconds: dict[str, float],
+        checked: GeneratedFunction | None = None,
+    ):
         super().__init__(traces)
         self.bindings = bindings
         self.generated = generated
         self.seconds = seconds
+        # the same program with every non-torch call checked (squall.checking); None when it has none
+        self.checked = checked
 
     @property
     def traced(self) -> Trace:
@@ -117,9 +127,11 @@ def compile_program(
     if not generate_code:
         return Compilation([traced, planned], bindings, None, seconds)
     executed = free_after_last_use(planned)
-    generated = generate(executed, bindings, takes_params=module is not None, nargs=len(args), takes_kwargs=bool(kwargs))
+    layout = dict(takes_params=module is not None, nargs=len(args), takes_kwargs=bool(kwargs))
+    generated = generate(executed, bindings, **layout)
+    checked = generate(executed, bindings, **layout, wrap=checked_call) if any(map(needs_check, executed.bsyms)) else None
     seconds["generate"] = time.perf_counter() - start
-    return Compilation([traced, planned, executed], bindings, generated, seconds)
+    return Compilation([traced, planned, executed], bindings, generated, seconds, checked)
 
 
 def executor_grad_rules(trace: Trace, executors: Sequence[Executor]) -> dict[int, GradRule]:

@@ -4,8 +4,12 @@ A `Marketplace` owns a `pluggy.PluginManager` for the hooks in `squall.hookspecs
 registers the built-in torch executor module and every entry point of the group
 `squall`, then calls each plugin's hooks once: operations first, executors second.
 Whatever goes wrong in someone else's package (an import error, a hook implementation
-that matches no spec, a hook that raises, a hook returning nonsense) is recorded in `load_errors` and that plugin is skipped:
-compilation never breaks because of it.
+that matches no spec, a hook that raises, a hook returning nonsense) is recorded in
+`load_errors` and that plugin is skipped: compilation never breaks because of it. "Raises"
+means any `BaseException` but `KeyboardInterrupt` (a plugin calling `sys.exit()` at import
+does not end the host), and "nonsense" includes an executor object that breaks the contract
+(`executor_problem`): it is left out, alone, so one bad executor cannot break the sorting or
+planning of the healthy ones.
 
 Marketplaces are objects; tests build their own. `default_marketplace()` builds the
 one `squall.jit` uses, lazily, on first use.
@@ -15,7 +19,9 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata
+import keyword
 import os
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +30,8 @@ import pluggy
 
 from . import hookspecs
 from .executor import Executor
+from .fusion import FusionExecutor
+from .ltorch.base import SquallWarning
 from .operations import OperationRegistry
 
 __all__ = [
@@ -32,6 +40,7 @@ __all__ = [
     "default_marketplace",
     "reset_default_marketplace",
     "BUILTIN_PLUGINS",
+    "executor_problem",
 ]
 
 ENTRY_POINT_GROUP = "squall"
@@ -56,7 +65,49 @@ class PluginError:
 
 
 def _describe(e: BaseException) -> str:
+    if isinstance(e, SystemExit):
+        return f"SystemExit({e.code!r}): the plugin tried to exit the process"
     return f"{type(e).__name__}: {e}"
+
+
+def _shown(value: Any) -> str:
+    """A plugin's value in a message: literals of plain types as themselves, anything else by
+    type (its own __repr__ is someone else's code, and may raise)."""
+    if value is None or type(value) in (bool, int, float, str):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+# what the planner, the config and the CLI call on every executor
+_REQUIRED_METHODS = ("is_available", "availability", "implementation_for", "offer", "claimed_ops", "describe_op")
+_FUSION_METHODS = ("fusion_pass", "compile_region", "left_out_reason")
+
+
+def executor_problem(ex: object) -> str | None:
+    """Why `ex` cannot go on the market, or None when it keeps the executor contract.
+
+    Checked: it is an `Executor`; its name is a str and a Python identifier; `default_rank`
+    is an int (a str rank would make sorting the market a TypeError for everyone);
+    `default` and `supports_autograd` are bools; the methods squall calls are callable.
+    """
+    if not isinstance(ex, Executor):
+        return f"returned {type(ex).__name__}, not an Executor"
+    name = getattr(ex, "name", None)
+    if type(name) is not str or not name.isidentifier():
+        return f"an executor's name must be a Python identifier (a str), got {_shown(name)}"
+    what = f"executor {name!r}"
+    rank = getattr(ex, "default_rank", None)
+    if type(rank) is not int:
+        return f"{what}: default_rank must be an int, got {_shown(rank)}"
+    for flag in ("default", "supports_autograd"):
+        value = getattr(ex, flag, None)
+        if type(value) is not bool:
+            return f"{what}: {flag} must be a bool, got {_shown(value)}"
+    required = _REQUIRED_METHODS + (_FUSION_METHODS if isinstance(ex, FusionExecutor) else ())
+    missing = [m for m in required if not callable(getattr(ex, m, None))]
+    if missing:
+        return f"{what} ({type(ex).__name__}) does not provide callable {', '.join(missing)}"
+    return None
 
 
 def _one_line(e: BaseException) -> str:
@@ -73,8 +124,11 @@ def _unknown_hooks(names: list[str]) -> str:
     return f"@hookimpl {', '.join(parts)} matches no squall hook ({', '.join(specs)}); the plugin is left out"
 
 
-def _disabled_from_env() -> frozenset[str]:
-    return frozenset(n.strip() for n in os.environ.get(DISABLE_ENV, "").split(",") if n.strip())
+def _disabled_from_env() -> frozenset[str] | None:
+    value = os.environ.get(DISABLE_ENV)
+    if value is None:
+        return None
+    return frozenset(n.strip() for n in value.split(",") if n.strip())
 
 
 class Marketplace:
@@ -97,7 +151,8 @@ class Marketplace:
         self.plugin_manager.add_hookspecs(hookspecs)
         self.operations = OperationRegistry()
         self.load_errors: list[PluginError] = []
-        self.disabled = frozenset(disabled) if disabled is not None else _disabled_from_env()
+        from_env = disabled is None and _disabled_from_env() is not None
+        self.disabled = frozenset(disabled) if disabled is not None else (_disabled_from_env() or frozenset())
         self._executors: dict[str, Executor] = {}
         self._origin: dict[str, str] = {}  # executor name -> plugin name
         self._defaults: dict[str, bool] = {}  # executor name -> in the default list
@@ -118,6 +173,10 @@ class Marketplace:
         if entry_point_group is not None:
             fresh.extend(self._load_entry_points(entry_point_group))
         self._collect(self._check_pending(fresh))
+        self._warn_unknown_disabled(
+            (BUILTIN_PLUGINS if builtin else {}).keys() | {name for name, _ in plugins} | self._entry_point_names(entry_point_group),
+            f"${DISABLE_ENV}" if from_env else "disabled=",
+        )
         for name in BUILTIN_PLUGINS if builtin else ():
             failed = next((e for e in self.load_errors if e.plugin == name and e.stage != "disable"), None)
             if failed is not None:
@@ -125,6 +184,27 @@ class Marketplace:
                 raise RuntimeError(f"squall: the built-in {str(failed).removeprefix('plugin ')}")
 
     # --- loading ---
+
+    @staticmethod
+    def _entry_point_names(group: str | None) -> set[str]:
+        if group is None:
+            return set()
+        try:
+            return {ep.name for ep in importlib.metadata.entry_points(group=group)}
+        except Exception:  # noqa: BLE001 - broken metadata of another package: nothing to compare with
+            return set()
+
+    def _warn_unknown_disabled(self, known: set[str], where: str) -> None:
+        """A disabled name that is no plugin here is most likely a typo: say so, and what is there."""
+        for name in sorted(self.disabled - known):
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            warnings.warn(
+                f"squall: {where} names {name!r}, which is no installed plugin{hint}; "
+                f"installed plugins: {', '.join(sorted(known)) or 'none'}",
+                SquallWarning,
+                stacklevel=4,
+            )
 
     def _register(self, name: str, load: Callable[[], object], distribution: str) -> bool:
         if self.plugin_manager.is_blocked(name):
@@ -134,7 +214,9 @@ class Marketplace:
         except pluggy.PluginValidationError as e:  # a hookimpl whose arguments the spec does not have
             self.load_errors.append(PluginError(name, distribution, "validation", _one_line(e)))
             return False
-        except Exception as e:  # noqa: BLE001 - someone else's package must not break ours
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001 - someone else's package must not break ours, nor exit
             self.load_errors.append(PluginError(name, distribution, "import", _describe(e)))
             return False
         self._distributions[name] = distribution
@@ -154,7 +236,9 @@ class Marketplace:
             except pluggy.PluginValidationError as e:
                 self.load_errors.append(PluginError(ep.name, dist, "validation", _one_line(e)))
                 continue
-            except Exception as e:  # noqa: BLE001 - an import error in a plugin is recorded, not raised
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # noqa: BLE001 - an import error (or sys.exit) in a plugin is recorded, not raised
                 self.load_errors.append(PluginError(ep.name, dist, "import", _describe(e)))
                 continue
             if pm.get_plugin(ep.name) is not None:
@@ -195,7 +279,9 @@ class Marketplace:
                 continue
             try:
                 result = impl.function(**{k: kwargs[k] for k in impl.argnames})
-            except Exception as e:  # noqa: BLE001 - a plugin's hook that raises is skipped
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # noqa: BLE001 - a plugin's hook that raises (or exits) is skipped
                 self.load_errors.append(PluginError(impl.plugin_name, self._distributions.get(impl.plugin_name, ""), hook, _describe(e)))
                 continue
             results.append((impl.plugin_name, result))
@@ -209,9 +295,14 @@ class Marketplace:
                 continue
             items = result if isinstance(result, (list, tuple)) else [result]
             for ex in items:
-                if not isinstance(ex, Executor):
-                    error = f"returned {type(ex).__name__}, not an Executor"
-                    self.load_errors.append(PluginError(plugin, dist, "squall_register_executors", error))
+                try:
+                    problem = executor_problem(ex)
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as e:  # noqa: BLE001 - an attribute of the plugin's object raised
+                    problem = f"inspecting the returned {type(ex).__name__} raised {_describe(e)}"
+                if problem is not None:
+                    self.load_errors.append(PluginError(plugin, dist, "squall_register_executors", problem))
                     continue
                 if ex.name in self._executors:
                     error = f"executor {ex.name!r} is already provided by plugin {self._origin[ex.name]!r}"
@@ -244,6 +335,9 @@ class Marketplace:
         """Put `ex` on the market (replacing an executor added the same way under the same name)."""
         if not isinstance(ex, Executor):
             raise TypeError(f"only an Executor can go on the market, got {type(ex).__name__}")
+        problem = executor_problem(ex)
+        if problem is not None:
+            raise TypeError(f"squall: {problem}")
         origin = self._origin.get(ex.name)
         if origin is not None and origin != USER:
             raise ValueError(f"executor name {ex.name!r} is taken by plugin {origin!r}")

@@ -6,6 +6,7 @@ comments, down to prims; every line carries the result's device, dtype and shape
 from __future__ import annotations
 
 import itertools
+import keyword
 import math
 from collections.abc import Callable
 from typing import Any
@@ -16,14 +17,49 @@ from torch.utils._pytree import MappingKey, SequenceKey, is_structseq_instance, 
 from .proxies import TensorProxy, type_string
 from .symbol import DEL, BoundSymbol, Tags
 
-__all__ = ["Trace", "ValuePrinter"]
+__all__ = ["Trace", "ValuePrinter", "plain_scalar"]
+
+
+# Scalars whose `repr` is the builtin's own: a literal of one of these types is safe source.
+_PLAIN_SCALARS = (bool, int, float, complex, str)
+
+
+def plain_scalar(x: Any) -> Any:
+    """`x` as the plain built-in value it stands for: an IntEnum member as its int, a float
+    subclass as its float, a str subclass as its str (others are returned unchanged).
+
+    Only the base class's own methods are called, so a subclass's `__repr__`, `__str__`,
+    `__int__` or `__float__` never runs.
+    """
+    t = type(x)
+    if t in _PLAIN_SCALARS or not isinstance(x, _PLAIN_SCALARS):
+        return x
+    if isinstance(x, int):  # bool cannot be subclassed, so this is an int subclass
+        return int.__int__(x)
+    if isinstance(x, float):
+        return float.__float__(x)
+    if isinstance(x, complex):
+        return complex.__complex__(x)
+    return str.__str__(x)
+
+
+def _identifier(hint: str, fallback: str) -> str:
+    # ASCII only: Python folds other identifier characters (NFKC), so a fullwidth "ｔｏｒｃｈ"
+    # in source would name the global `torch`, and some letters and digits that
+    # str.isalnum() accepts are not identifier characters at all
+    base = "".join(c if (c.isascii() and c.isalnum()) or c == "_" else "_" for c in hint[:48]).lstrip("_") or fallback
+    return "_" + base if base[0].isdigit() else base
 
 
 class ValuePrinter:
     """Prints argument values as Python source; what has no literal form becomes a named global.
 
-    Every name it emits is generated here: user and plugin text reaches source only
-    through `repr` of plain strings and numbers.
+    Source is made only of names generated here and literals of exact built-in types
+    (`bool`, `int`, `float`, `complex`, `str`, `None`, and tuples, lists, dicts, slices of
+    them), printed by the built-in types' own `repr`. A subclass of a built-in scalar passed
+    to an operation is printed as the plain value it stands for (an `IntEnum` dim as its
+    int); where the object itself must survive (a dict key, a value the program returns) it
+    is referenced by a generated name. No object's own `repr` ever reaches the source.
     """
 
     def __init__(self, globals_: dict[str, Any] | None = None, reserved: set[str] = frozenset()):
@@ -37,11 +73,9 @@ class ValuePrinter:
         key = id(obj)
         if key in self._named:
             return self._named[key]
-        base = "".join(c if c.isalnum() or c == "_" else "_" for c in hint).lstrip("_") or "obj"
-        if base[0].isdigit():
-            base = "_" + base
+        base = _identifier(hint, "obj")
         name, n = base, 1
-        while name in self.globals or name in self.reserved:
+        while name in self.globals or name in self.reserved or keyword.iskeyword(name):
             name = f"{base}_{n}"
             n += 1
         self.globals[name] = obj
@@ -49,35 +83,59 @@ class ValuePrinter:
         return name
 
     def __call__(self, x: Any) -> str:
+        """`x` as an argument of an operation: equal in value, not necessarily the same object."""
         if isinstance(x, TensorProxy):
             return x.name
-        if x is None or x is Ellipsis or isinstance(x, (bool, int, str)):
-            return "..." if x is Ellipsis else repr(x)
-        if isinstance(x, float):
+        t = type(x)
+        if x is None or t is bool or t is int or t is str:
+            return repr(x)
+        if x is Ellipsis:
+            return "..."
+        if t is float:
             if math.isnan(x):
                 return "float('nan')"
             if math.isinf(x):
                 return "float('inf')" if x > 0 else "-float('inf')"
             return repr(x)
-        if isinstance(x, complex):
+        if t is complex:
             return f"complex({self(x.real)}, {self(x.imag)})"
-        if isinstance(x, (torch.dtype, torch.memory_format, torch.layout)):
+        if isinstance(x, _PLAIN_SCALARS):
+            return self(plain_scalar(x))
+        if t is torch.dtype or t is torch.memory_format or t is torch.layout:
             self.globals["torch"] = torch
             return str(x)
-        if isinstance(x, torch.device):
+        if t is torch.device:
             self.globals["torch"] = torch
             return f"torch.device({str(x)!r})"
-        if isinstance(x, slice):
+        if t is slice:
             return f"slice({self(x.start)}, {self(x.stop)}, {self(x.step)})"
         # a torch.return_types result (values, indices) unpacks like the tuple it is
-        if type(x) is tuple or isinstance(x, torch.Size) or is_structseq_instance(x):
+        if t is tuple or t is torch.Size or is_structseq_instance(x):
             inner = ", ".join(self(v) for v in x)
             return f"({inner},)" if len(x) == 1 else f"({inner})"
-        if type(x) is list:
+        if t is list:
             return f"[{', '.join(self(v) for v in x)}]"
-        if type(x) is dict:
-            return "{" + ", ".join(f"{self(k)}: {self(v)}" for k, v in x.items()) + "}"
-        return self.name_for(x, f"_k_{type(x).__name__}")
+        if t is dict:
+            return "{" + ", ".join(f"{self.exact(k)}: {self(v)}" for k, v in x.items()) + "}"
+        return self.name_for(x, f"_k_{t.__name__}")
+
+    def exact(self, x: Any) -> str:
+        """`x` as the very object: a literal where it is of an exact built-in type, else a name.
+
+        For dict keys (an `Enum` key hashes and compares as itself, not as its value) and
+        for values the program returns (the caller gets what eager returns, type included).
+        """
+        t = type(x)
+        if isinstance(x, TensorProxy) or x is None or x is Ellipsis or t in _PLAIN_SCALARS:
+            return self(x)
+        if t is tuple or t is list:
+            inner = ", ".join(self.exact(v) for v in x)
+            if t is list:
+                return f"[{inner}]"
+            return f"({inner},)" if len(x) == 1 else f"({inner})"
+        if t is dict:
+            return "{" + ", ".join(f"{self.exact(k)}: {self.exact(v)}" for k, v in x.items()) + "}"
+        return self.name_for(x, f"_k_{t.__name__}")
 
     def assignment(self, output: Any) -> tuple[str, list[str]]:
         """A target to assign a call's `output` to, and statements picking out what it cannot unpack.
@@ -102,7 +160,7 @@ class ValuePrinter:
             access = temp
             for k in path:
                 if isinstance(k, MappingKey):
-                    access = f"{access}[{self(k.key)}]"
+                    access = f"{access}[{self.exact(k.key)}]"
                 elif isinstance(k, SequenceKey):
                     access = f"{access}[{k.idx}]"
                 else:
@@ -113,8 +171,17 @@ class ValuePrinter:
     def call(self, callee: str, bsym: BoundSymbol) -> str:
         args, kwargs = bsym.shortest_arguments()
         parts = [self(a) for a in args]
-        parts += [f"{k}={self(v)}" for k, v in kwargs.items()]
+        plain = {k: v for k, v in kwargs.items() if _is_keyword_name(k)}
+        parts += [f"{k}={self(v)}" for k, v in plain.items()]
+        if len(plain) < len(kwargs):
+            # a keyword that is not a plain identifier (an op taking **kwargs) is passed by dict
+            rest = {k: v for k, v in kwargs.items() if k not in plain}
+            parts.append(f"**{self(rest)}")
         return f"{callee}({', '.join(parts)})"
+
+
+def _is_keyword_name(k: Any) -> bool:
+    return type(k) is str and k.isascii() and k.isidentifier() and not keyword.iskeyword(k)
 
 
 def _annotation(bsym: BoundSymbol) -> str:

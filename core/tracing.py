@@ -119,7 +119,8 @@ _GENERATED = re.compile(r"^[tc]\d+$")
 
 def _local_name(hint: str, taken: set[str]) -> str:
     """A local variable name for an input, derived from a user's name but never clashing."""
-    base = re.sub(r"\W", "_", hint).lstrip("_") or "a"
+    # ASCII only: Python folds other identifier characters (NFKC), so "ｔｏｒｃｈ" would be `torch`
+    base = re.sub(r"[^0-9A-Za-z_]", "_", hint).lstrip("_") or "a"
     if base[0].isdigit():
         base = "a" + base
     if keyword.iskeyword(base) or base in _RESERVED or _GENERATED.match(base):
@@ -198,7 +199,8 @@ def trace_program(
         if type(x) in (list, tuple):
             return type(x)(proxify(v, (*path, i), f"{hint}_{i}") for i, v in enumerate(x))
         if type(x) is dict:
-            return {k: proxify(v, (*path, k), f"{hint}_{k}") for k, v in x.items()}
+            # a key's own str() is not called: only plain names and numbers make the hint
+            return {k: proxify(v, (*path, k), f"{hint}_{k if type(k) in (str, int) else i}") for i, (k, v) in enumerate(x.items())}
         return x
 
     swapped: list[tuple[dict, str, Any]] = []

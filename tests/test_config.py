@@ -8,7 +8,7 @@ import torch
 
 import squall
 from squall import plugins
-from squall.config import UnknownExecutorError, resolve_executors
+from squall.config import PyprojectError, UnknownExecutorError, resolve_executors
 from squall.extend import Executor, OperatorExecutor, hookimpl
 from squall.plugins import Marketplace
 
@@ -146,3 +146,31 @@ def test_executor_objects_are_used_exactly_as_given(market):
     assert priority.names == ["mine"] and priority.per_op == {}
     mixed = resolve_executors([mine, "slow"])
     assert mixed.names == ["mine", "slow", "torch"]
+
+
+def test_an_unknown_pyproject_key_warns_with_the_closest_known_one(market, tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.squall]\nexecutor = ["slow"]\n')
+    with pytest.warns(squall.SquallWarning, match=r"unknown key 'executor' under \[tool.squall\] in .*pyproject.toml is ignored; did you mean 'executors'\?"):
+        fn = squall.jit(program)
+    assert fn.executors.names == ["fast", "slow", "torch"]  # ignored, as it says
+    (tmp_path / "pyproject.toml").write_text('[tool.squall]\nexecutors = ["slow"]\nflavour = 1\n')
+    with pytest.warns(squall.SquallWarning, match=r"unknown key 'flavour'.*known keys: executors, ops"):
+        assert squall.jit(program).executors.names == ["slow", "torch"]
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"[tool]\nsquall = 3\n", r"'tool.squall' in .*pyproject.toml must be a table \(\[tool.squall\]\), got an integer"),
+        (b'tool = "squall"\n', r"'tool' in .*pyproject.toml must be a table"),
+        (b"[tool.squall]\nexecutors = [\n", r"cannot read .*pyproject.toml: "),
+        (b"[tool.squall]\nexecutors = ['caf\xe9']\n", r"cannot read .*pyproject.toml: it is not UTF-8 text"),
+        (b'[tool.squall]\nexecutors = "fast"\n', r"\[tool.squall\] executors in .*pyproject.toml must be a list of executor names, got a string"),
+        (b"[tool.squall]\nops = 1\n", r"\[tool.squall.ops\] in .*pyproject.toml must map operation names"),
+    ],
+    ids=["squall-not-a-table", "tool-not-a-table", "invalid-toml", "not-utf8", "executors-not-a-list", "ops-not-a-table"],
+)
+def test_a_malformed_pyproject_is_an_error_naming_the_file_and_the_key(market, tmp_path, content, message):
+    (tmp_path / "pyproject.toml").write_bytes(content)
+    with pytest.raises(PyprojectError, match=message):
+        squall.jit(program)

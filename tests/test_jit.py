@@ -9,6 +9,7 @@ import torch
 from torch.testing import assert_close
 
 import squall
+from squall.jit import DEFAULT_CACHE_SIZE
 from squall.symbol import Tags
 
 
@@ -183,7 +184,7 @@ def test_calls_are_recorded_in_one_form_whatever_form_the_program_used():
 def test_generated_source_appears_in_tracebacks():
     jf = squall.jit(lambda x, y: x + y)
     jf(torch.ones(2), torch.ones(2))
-    (generated,) = jf.__squall__._cache.values()
+    generated = squall.last_traces(jf).fn
     with pytest.raises(RuntimeError) as info:
         generated(torch.ones(2), torch.ones(3))  # the shapes the code was generated for are bypassed
     frames = traceback.extract_tb(info.value.__traceback__)
@@ -359,3 +360,66 @@ def test_a_jitted_function_called_while_tracing_is_traced_inline():
     assert [b.sym.id for b in squall.last_traces(outer).traced.bsyms] == ["torch.exp", "torch.mul", "torch.add"]
     assert inner.cache_info().misses == 0  # nothing was compiled or cached for proxies
     assert_close(inner(x), torch.exp(x) * 2)
+
+
+def test_the_cache_is_bounded_and_evicts_the_least_recently_used_entry():
+    jf = squall.jit(lambda x: x + 1, cache_size=2)
+    a, b, c = torch.ones(1), torch.ones(2), torch.ones(3)
+    jf(a), jf(b)
+    jf(a)  # a is now more recently used than b
+    jf(c)  # full: b goes
+    info = jf.cache_info()
+    assert (info.size, info.limit, info.evictions, info.misses, info.hits) == (2, 2, 1, 3, 1)
+    jf(a)  # still cached; c, compiled after a's last use, has not been called since
+    assert jf.cache_info().misses == 3
+    assert_close(jf(b), b + 1)  # compiled again; c goes, not a
+    info = jf.cache_info()
+    assert (info.misses, info.evictions, info.size, info.hits) == (4, 2, 2, 2)
+    jf(a)
+    assert jf.cache_info().misses == 4
+    jf(c)
+    assert jf.cache_info().misses == 5
+
+
+def test_cache_recency_counts_calls_between_compilations_not_insertion_order():
+    jf = squall.jit(lambda x: x * 2, cache_size=3)
+    x1, x2, x3, x4 = (torch.ones(n) for n in (1, 2, 3, 4))
+    jf(x1), jf(x2), jf(x3)  # inserted in this order
+    jf(x3), jf(x1)  # x2 is the least recently used, though not the oldest
+    jf(x4)
+    jf(x1), jf(x3)
+    assert (jf.cache_info().misses, jf.cache_info().evictions) == (4, 1)
+    jf(x2)
+    assert jf.cache_info().misses == 5
+
+
+def test_cache_size_default_none_and_bad_values():
+    jf = squall.jit(lambda x: -x)
+    assert jf.cache_info().limit == DEFAULT_CACHE_SIZE == 64
+    unbounded = squall.jit(lambda x: -x, cache_size=None, recompile_limit=100)
+    for n in range(1, 70):
+        unbounded(torch.ones(n))
+    assert (unbounded.cache_info().size, unbounded.cache_info().evictions, unbounded.cache_info().limit) == (69, 0, None)
+    for bad in (0, -1, 2.5, True, "8"):
+        with pytest.raises(ValueError, match="cache_size must be a positive int"):
+            squall.jit(lambda x: x, cache_size=bad)
+
+
+def test_a_module_cache_is_bounded_too():
+    lin = torch.nn.Linear(3, 2)
+    jm = squall.jit(lin, cache_size=1)
+    x = torch.randn(4, 3)
+    y = torch.randn(5, 3)
+    assert_close(jm(x), lin(x))
+    assert_close(jm(y), lin(y))
+    assert_close(jm(x), lin(x))
+    info = jm._jitted.cache_info()
+    assert (info.size, info.evictions, info.misses, info.hits) == (1, 2, 3, 0)
+
+
+def test_recompiles_caused_by_eviction_say_so():
+    jf = squall.jit(lambda x: x + 1, cache_size=1, recompile_limit=3)
+    a, b = torch.ones(1), torch.ones(2)
+    with pytest.warns(squall.SquallWarning, match=r"evicted from the full cache \(cache_size=1\)"):
+        for _ in range(3):
+            jf(a), jf(b)

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,10 @@ from squall.extend import add_operator_executor
 from squall.plugins import Marketplace
 from example_executor.install import activate, deactivate, install_distribution, install_example
 
-EXAMPLE_MODULES = ("squall_example_executor", "broken_plugin", "raising_plugin", "junk_plugin", "twin_plugin", "typo_plugin")
+EXAMPLE_MODULES = (
+    "squall_example_executor", "broken_plugin", "raising_plugin", "junk_plugin", "twin_plugin", "typo_plugin",
+    "exiting_plugin", "exiting_hook_plugin", "badrank_plugin", "nameless_plugin", "halfmade_plugin", "healthy_plugin",
+)
 
 BROKEN = "import squall\nraise ImportError('needs libfoo.so, which is not installed')\n"
 RAISING = """
@@ -69,6 +73,48 @@ def site(tmp_path):
 def _ours(names: list[str]) -> list[str]:
     """The names these tests installed, in order: other installed plugins (CI has them all) aside."""
     return [n for n in names if n in {"example", "torch", "mine"}]
+
+
+EXITING = "import sys\nsys.exit('no GPU here, bye')\n"
+EXITING_HOOK = """
+import sys
+from squall.extend import hookimpl
+@hookimpl
+def squall_register_executors():
+    sys.exit(3)
+"""
+BAD_RANK = """
+from squall.extend import OperatorExecutor, hookimpl
+@hookimpl
+def squall_register_executors():
+    return [OperatorExecutor("badrank", default_rank="10")]
+"""
+NAMELESS = """
+from squall.extend import Executor, hookimpl
+class Nameless(Executor):
+    def __init__(self):
+        pass  # never calls Executor.__init__: no name, no rank
+@hookimpl
+def squall_register_executors():
+    return [Nameless()]
+"""
+HALF_MADE = """
+from squall.extend import OperatorExecutor, hookimpl
+class HalfMade(OperatorExecutor):
+    implementation_for = None
+@hookimpl
+def squall_register_executors():
+    return [HalfMade("halfmade"), OperatorExecutor("halfmade_ok", default_rank=7)]
+"""
+HEALTHY = """
+import torch
+from squall.extend import OperatorExecutor, hookimpl
+@hookimpl
+def squall_register_executors():
+    ex = OperatorExecutor("healthy", default_rank=20)
+    ex.register_implementation("torch.exp", torch.exp)
+    return [ex]
+"""
 
 
 def _faulty(site: Path) -> None:
@@ -169,13 +215,89 @@ def test_faulty_plugins_are_recorded_and_skipped(site, capsys):
         squall.jit(lambda x: x, executors=["broken_plugin"])
 
 
+def test_plugins_that_exit_or_break_the_executor_contract_are_contained(site):
+    for plugin, source in [
+        ("exiting_plugin", EXITING),
+        ("exiting_hook_plugin", EXITING_HOOK),
+        ("badrank_plugin", BAD_RANK),
+        ("nameless_plugin", NAMELESS),
+        ("halfmade_plugin", HALF_MADE),
+        ("healthy_plugin", HEALTHY),
+    ]:
+        install_distribution(site, f"squall-{plugin.replace('_', '-')}", "2.0", {plugin: plugin}, {f"{plugin}.py": source})
+    market = Marketplace()  # the test process is still here: sys.exit was contained
+    errors = {e.plugin: e for e in market.load_errors}
+    assert (errors["exiting_plugin"].stage, errors["exiting_plugin"].distribution) == ("import", "squall-exiting-plugin")
+    assert "SystemExit('no GPU here, bye')" in errors["exiting_plugin"].error
+    assert errors["exiting_hook_plugin"].stage == "squall_register_executors"
+    assert "SystemExit(3)" in errors["exiting_hook_plugin"].error
+    bad_rank = errors["badrank_plugin"]
+    assert (bad_rank.stage, bad_rank.distribution) == ("squall_register_executors", "squall-badrank-plugin")
+    assert "executor 'badrank': default_rank must be an int, got '10'" in bad_rank.error
+    assert "plugin 'badrank_plugin' (distribution squall-badrank-plugin)" in str(bad_rank)
+    assert "name must be a Python identifier (a str), got None" in errors["nameless_plugin"].error
+    assert "executor 'halfmade' (HalfMade) does not provide callable implementation_for" in errors["halfmade_plugin"].error
+    # the bad executor is left out alone: its healthy sibling and the other plugins are on the market
+    assert {"example", "healthy", "halfmade_ok", "torch"} <= set(market.names())
+    assert not {"badrank", "halfmade"} & set(market.names())
+
+    # and every jit works (a str rank next to a healthy plugin used to make sorting the market a TypeError)
+    fn = squall.jit(lambda x: torch.exp(x) + 1)
+    x = torch.randn(3)
+    torch.testing.assert_close(fn(x), torch.exp(x) + 1)
+    assert "example_exp" in squall.last_traces(fn).source
+
+
+def test_keyboard_interrupt_from_a_plugin_is_not_swallowed():
+    class Interrupted:
+        @squall.extend.hookimpl
+        def squall_register_executors(self):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Marketplace(entry_point_group=None, plugins=[("interrupted", Interrupted())])
+
+
+def test_executors_added_from_code_are_validated_too():
+    market = Marketplace(entry_point_group=None)
+    with pytest.raises(TypeError, match="executor 'ranked': default_rank must be an int, got 1.5"):
+        market.add_executor(squall.extend.OperatorExecutor("ranked", default_rank=1.5))
+    assert market.names() == ["torch"]
+
+
+def test_a_plugin_checker_or_availability_that_exits_is_contained():
+    def exits(*args, **kwargs):
+        raise SystemExit(1)
+
+    quitter = squall.extend.OperatorExecutor("quitter")
+    quitter.register_implementation("torch.exp", torch.exp, checker=exits)
+    fn = squall.jit(lambda x: torch.exp(x), executors=[quitter, "torch"])
+    torch.testing.assert_close(fn(torch.zeros(2)), torch.ones(2))
+    [decision] = [d for d in squall.last_traces(fn).plan.decisions if d.bsym.sym.id == "torch.exp"]
+    assert decision.executor == "torch" and "checker raised SystemExit" in dict(decision.declined)["quitter"]
+
+    leaving = squall.extend.OperatorExecutor("leaving")
+    leaving.is_available = exits
+    assert not leaving.availability() and "is_available() raised SystemExit" in leaving.availability().reason
+
+    answers = squall.extend.OperatorExecutor("answers")
+    answers.is_available = lambda: False  # a bool rather than an Availability: still usable, with a reason
+    assert not answers.availability() and answers.availability().reason == "is_available() returned False"
+
+
 def test_disable_plugins_by_environment(site, monkeypatch):
     monkeypatch.setenv("SQUALL_DISABLE_PLUGINS", "example, other")
-    market = Marketplace()
+    with pytest.warns(squall.SquallWarning, match=r"\$SQUALL_DISABLE_PLUGINS names 'other', which is no installed plugin; installed plugins: .*example"):
+        market = Marketplace()
     assert _ours(market.names()) == ["torch"]
     assert market.load_errors == []
+    monkeypatch.setenv("SQUALL_DISABLE_PLUGINS", "exampel")
+    with pytest.warns(squall.SquallWarning, match=r"'exampel', which is no installed plugin \(did you mean 'example'\?\)"):
+        assert "example" in Marketplace().names()
     monkeypatch.setenv("SQUALL_DISABLE_PLUGINS", "torch")
-    market = Marketplace()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a known name, though one that cannot be disabled: no warning
+        market = Marketplace()
     assert _ours(market.names()) == ["example", "torch"]  # the built-in executor cannot be disabled
     assert market.load_errors[0].stage == "disable"
 
