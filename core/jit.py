@@ -21,6 +21,7 @@ from .executor import Executor
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_program
 from .proxies import current_context
+from .rage import record_compilation
 from .sources import load_source
 from .tracing import argument_names, module_slots
 
@@ -221,12 +222,14 @@ class JittedFunction:
         start = time.perf_counter()
         self.stats.misses += 1
         self._note_changes(args, kwargs)
-        compilation = compile_program(self.fn, args, kwargs, executors=self.executors, module=self.module)
+        with record_compilation(self, args, kwargs) as record:  # always on: squall.rage
+            compilation = compile_program(self.fn, args, kwargs, executors=self.executors, module=self.module, on_traced=record.traced)
+            record.compiled(compilation)
         entry = CompiledEntry(compilation, time.perf_counter() - start)
         self._entries[key] = entry
         self._cache[key] = compilation.fn
         self.last_entry = entry
-        return compilation.fn
+        return record.first_call(compilation.fn)  # the cache holds the plain function
 
     def _note_changes(self, args: tuple, kwargs: dict) -> None:
         fn = self.module.forward if self.module is not None else self.fn
