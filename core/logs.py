@@ -31,6 +31,9 @@ TOPICS = {
     "code": "the generated source",
 }
 ROOT = logging.getLogger("squall")
+# topics print only when asked for (set_logs, SQUALL_LOGS, or a level set on their logger):
+# a program that logs at INFO itself does not get every trace squall compiles
+ROOT.setLevel(logging.WARNING)
 _handler: logging.Handler | None = None
 _plugins_logged = False
 

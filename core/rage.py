@@ -421,8 +421,8 @@ class CompileRecord:
                 rec["reproducer"] = reproducer(self.traced_trace, rec)
         elif c is not None:
             rec["traces"] = None  # printed at exit
+        if self.recorder.write(rec) and rec.get("traces", ()) is None:
             self.recorder.defer_traces(rec["seq"], c)
-        self.recorder.write(rec)
         logs.log_compilation(rec, c)
 
     def first_call(self, fn: Callable) -> Callable:
