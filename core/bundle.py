@@ -13,11 +13,14 @@ import json
 import os
 import re
 import sys
+import sysconfig
 import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .rage import Recorder, rage_dir
 
 __all__ = ["Run", "load_runs", "bundle_files", "redact", "write_bundle", "describe_bundle"]
 
@@ -199,11 +202,7 @@ def bundle_files(run: Run) -> dict[str, str]:
 
 def _public_prefixes() -> dict[str, str]:
     """Folders whose files are not the user's: squall's own, the interpreter's, installed packages."""
-    import sysconfig
-
-    import squall
-
-    prefixes = {os.path.dirname(os.path.abspath(squall.__file__)): "<squall>"}
+    prefixes = {os.path.dirname(os.path.abspath(__file__)): "<squall>"}
     for key in ("purelib", "platlib"):
         prefixes[sysconfig.get_paths()[key]] = "<site-packages>"
     prefixes[sysconfig.get_paths()["stdlib"]] = "<python>"
@@ -334,8 +333,6 @@ def add_arguments(p: Any) -> None:
 
 def rage_command(args: Any, *, stdin: Any = None, stdout: Any = None) -> int:
     """`squall rage`: list runs, or bundle one. Exit 0 done, 1 nothing to bundle or declined, 2 no such run."""
-    from .rage import Recorder, rage_dir
-
     stdin = stdin or sys.stdin
     out = stdout or sys.stdout
     directory = rage_dir()

@@ -32,15 +32,17 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten
 
-from . import logs
+from . import logs, plugins
 from .ltorch.base import SquallWarning
 from .proxies import type_string
+from .repro import reproducer
 
 __all__ = ["Recorder", "CompileRecord", "default_recorder", "rage_dir", "record_compilation", "SWITCH_ENV"]
 
@@ -147,17 +149,13 @@ def error_dict(e: BaseException) -> dict[str, Any]:
 def environment() -> dict[str, Any]:
     """The process: when, which command, which versions, what is installed (no environment variables
     except squall's own, which say how squall was configured)."""
-    from importlib import metadata
-
-    from . import plugins  # read, never built here: discovery would cost a plugin import per process
-
     def version(dist: str) -> str | None:
         try:
             return metadata.version(dist)
         except metadata.PackageNotFoundError:
             return None
 
-    market = getattr(plugins, "_default", None)
+    market = getattr(plugins, "_default", None)  # read, never built here: discovery costs a plugin import
     return {
         "kind": "run",
         "time": time.time(),
@@ -383,8 +381,6 @@ class CompileRecord:
         self.compilation = compilation
 
     def finish(self, error: BaseException | None, caught: list, seconds: float) -> None:
-        from .repro import reproducer  # on failure only
-
         state, rec = self.state, self.record
         executors = state.executors
         rec["executors"] = {
@@ -401,7 +397,9 @@ class CompileRecord:
         c = self.compilation
         if c is not None:
             rec["seconds"] = dict(c.seconds)
-            rec["plans"] = [_plan_dict(t) for t in c if t.plan is not None]
+            # later stages carry their planned trace's plan along: one entry per plan
+            planned = {id(t.plan): t for t in reversed(c) if t.plan is not None}
+            rec["plans"] = [_plan_dict(t) for t in reversed(planned.values())]
             rec["inputs_traced"] = [[p.name, type_string(p)] for p in c.traced.inputs]
             rec["source"] = c.source
         errors = [e for p in rec.get("plans", ()) for e in p["errors"]]
@@ -435,8 +433,6 @@ class CompileRecord:
                 try:
                     rec = {"kind": "first_call", "seq": self.record["seq"], "time": time.time(), "outcome": "first call failed", "error": error_dict(e)}
                     if self.traced_trace is not None:
-                        from .repro import reproducer
-
                         rec["reproducer"] = reproducer(self.traced_trace, self.record, first_call=True)
                     self.recorder.write(rec)
                     logs.log_failure(self.record, rec)

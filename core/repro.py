@@ -10,6 +10,9 @@ tensor values may not reproduce; the user's model and data are never needed, nor
 """
 from __future__ import annotations
 
+import platform
+import time
+from importlib import metadata
 from typing import Any
 
 import torch
@@ -139,8 +142,6 @@ if __name__ == "__main__":
 
 def reproducer(trace: Trace, record: dict[str, Any], *, first_call: bool = False) -> str:
     """A standalone script that compiles `trace` again (see the module docstring)."""
-    import time
-
     body, notes = program_source(trace)
     constants = []
     for name, value in trace.constants.items():
@@ -157,7 +158,7 @@ def reproducer(trace: Trace, record: dict[str, Any], *, first_call: bool = False
         when=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.get("time", time.time()))),
         squall=_version("squall"),
         torch_version=torch.__version__,
-        python=__import__("platform").python_version(),
+        python=platform.python_version(),
         error=f"It failed with {error['type']}: {error['message'].splitlines()[0] if error['message'] else ''}" if error else "",
         and_runs=" and runs",
         executors=list(record.get("executors", {}).get("order", ["torch"])),
@@ -176,8 +177,6 @@ def reproducer(trace: Trace, record: dict[str, Any], *, first_call: bool = False
 
 
 def _version(dist: str) -> str:
-    from importlib import metadata
-
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:

@@ -227,9 +227,10 @@ def test_pruning_keeps_the_newest_runs_within_count_and_size(tmp_path):
     names = sorted(p.name for p in directory.glob("run-*.jsonl"))
     assert len(names) == 5 and recorder.path.name in names
     assert set(names) - {recorder.path.name} == {f"run-old-{i:02d}.jsonl" for i in range(8, 12)}  # the oldest went first
-    small = rage.Recorder(directory, max_runs=100, max_bytes=2500)
-    assert small.prune() == 3  # 5 files of ~1 KB: only two fit in 2.5 KB
-    assert recorder.path.exists()  # the newest survives
+    old_size = (directory / "run-old-11.jsonl").stat().st_size
+    small = rage.Recorder(directory, max_runs=100, max_bytes=recorder.path.stat().st_size + 2 * old_size + 1)
+    assert small.prune() == 2  # the newest and two old ones fit
+    assert recorder.path.exists() and (directory / "run-old-11.jsonl").exists() and not (directory / "run-old-09.jsonl").exists()
 
 
 def test_a_run_past_its_size_keeps_summaries_not_texts(tmp_path):
