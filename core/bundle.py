@@ -38,23 +38,28 @@ class Run:
 
     @property
     def time(self) -> float:
+        """When the run started (seconds since the epoch)."""
         return self.header.get("time") or self.path.stat().st_mtime
 
     @property
     def command(self) -> str:
+        """The command line, its program by file name."""
         argv = self.header.get("argv") or ["?"]
         return " ".join([os.path.basename(argv[0]), *argv[1:]])
 
     @property
     def functions(self) -> list[str]:
+        """The functions compiled, each once, in order."""
         return list(dict.fromkeys(str(c.get("function")) for c in self.compilations))
 
     @property
     def failed(self) -> bool:
+        """Whether a compilation or a first call failed."""
         return any(c.get("outcome") in FAILED for c in self.compilations)
 
     @property
     def outcome(self) -> str:
+        """'ok', 'plugin errors', 'no compilations', or the first failure and its exception type."""
         for c in self.compilations:
             if c.get("outcome") in FAILED:
                 return f"{c['outcome']}: {c['error']['type'].rsplit('.', 1)[-1]}"
@@ -378,7 +383,8 @@ def rage_command(args: Any, *, stdin: Any = None, stdout: Any = None) -> int:
     if not args.redact_source:
         print("(your file paths and the source lines in tracebacks are included: --redact-source replaces them)", file=out)
     if not args.yes and getattr(stdin, "isatty", lambda: False)():
-        answer = input("write this bundle? [y/N] ")
+        print("write this bundle? [y/N] ", end="", file=out, flush=True)
+        answer = stdin.readline()
         if answer.strip().lower() not in ("y", "yes"):
             print("squall rage: nothing written", file=out)
             return 1

@@ -211,6 +211,7 @@ class Recorder:
         self._atexit = False
 
     def next_seq(self) -> int:
+        """The number of this process's next compilation record (1, 2, ...)."""
         with self._lock:
             self._seq += 1
             return self._seq
@@ -378,9 +379,11 @@ class CompileRecord:
         self.traced_trace = trace
 
     def compiled(self, compilation: Any) -> None:
+        """Called with the finished compilation (traces, plan, generated source)."""
         self.compilation = compilation
 
     def finish(self, error: BaseException | None, caught: list, seconds: float) -> None:
+        """Complete the record (outcome, plans, warnings, error, reproducer), write it and log it."""
         state, rec = self.state, self.record
         executors = state.executors
         rec["executors"] = {
@@ -468,13 +471,13 @@ def record_compilation(state: Any, args: tuple, kwargs: dict, recorder: Recorder
             with warnings.catch_warnings(record=True) as caught:
                 try:
                     yield record
-                except Exception as e:
+                except BaseException as e:  # an interrupted compilation is recorded as such too
                     error = e
                     raise
         else:
             try:
                 yield record
-            except Exception as e:
+            except BaseException as e:
                 error = e
                 raise
     finally:

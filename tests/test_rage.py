@@ -1,6 +1,7 @@
 """Compile records (squall.rage), `squall rage` bundles, reproducers and SQUALL_LOGS topics."""
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -17,6 +18,7 @@ import torch
 
 import squall
 from squall import bundle, plugins, rage
+from squall.cli import build_parser
 from squall.cli import main as cli_main
 from squall.plugins import Marketplace
 
@@ -348,6 +350,15 @@ def test_cli_lists_bundles_and_clears(records, tmp_path, capsys, monkeypatch):
     assert "squall-rage/records.json" in names
     assert any(n.startswith("squall-rage/traces/1_") for n in names) and any(n.startswith("squall-rage/generated/1_") for n in names)
     assert "## 2. " in readme and "DataDependentError" in readme and "torch " + torch.__version__ in readme
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    args = build_parser().parse_args(["rage", "--last", "-o", str(tmp_path / "asked.zip")])
+    assert bundle.rage_command(args, stdin=Terminal("n\n")) == 1  # at a terminal, it asks first
+    assert "write this bundle?" in capsys.readouterr().out and not (tmp_path / "asked.zip").exists()
+    assert bundle.rage_command(args, stdin=Terminal("y\n")) == 0 and (tmp_path / "asked.zip").exists()
 
     code, out, _ = _cli("--last", "--show", capsys=capsys)
     assert code == 0 and "===== README.md =====" in out
