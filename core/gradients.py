@@ -33,11 +33,15 @@ from .proxies import TensorProxy, tracing
 from .symbol import BoundSymbol, Symbol, Tags, flat_proxies
 from .trace import Trace
 
-__all__ = ["GradRule", "GradCall", "GradRules", "NoGradRule", "Differentiated", "differentiate", "is_differentiable"]
+__all__ = ["GradRule", "GradCall", "GradRules", "NoGradRule", "NeedsAutograd", "Differentiated", "differentiate", "is_differentiable"]
 
 
 class NoGradRule(NotImplementedError):
-    """A gradient must pass through an operation no rule or decomposition differentiates."""
+    """A gradient must pass through an operation no rule or decomposition differentiates.
+
+    Raised by a rule's backward, it declines that call: the call is then differentiated through
+    its decomposition where it has one. Where nothing can, the compilation falls back to
+    PyTorch's autograd (with a SquallWarning)."""
 
     def __init__(self, op: str, within: str | None = None, source: tuple[str, int, str] | None = None):
         inside = f" (in the decomposition of {within})" if within and within != op else ""
@@ -46,6 +50,11 @@ class NoGradRule(NotImplementedError):
         self.op = op
         self.within = within
         self.source = source
+
+
+class NeedsAutograd(NoGradRule):
+    """Only PyTorch's autograd gives eager's result here (a sparse gradient, an in-place update of
+    an input that requires grad): the compilation falls back to it, decomposition or not."""
 
 
 @dataclass
@@ -65,7 +74,14 @@ class GradCall:
     output: Any
     residuals: tuple
     cotangents: tuple
-    needs_grad: tuple[bool, ...] = ()  # per input proxy: whether a gradient is wanted for it
+    wanted: frozenset[str] = frozenset()  # names of the inputs a gradient is wanted for
+
+    def wants(self, p: Any) -> bool:
+        """Whether a gradient is wanted for `p` (an argument of the call; None and numbers: no).
+
+        Rules ask this, not `p.requires_grad`: a gradient flows to every value computed from an
+        input that requires grad, which a proxy's own flag does not always say."""
+        return isinstance(p, TensorProxy) and p.name in self.wanted
 
     @property
     def g(self) -> TensorProxy:
@@ -122,7 +138,8 @@ def is_differentiable(p: TensorProxy) -> bool:
 class _TapeEntry:
     rule: GradRule
     call: GradCall
-    source: tuple[str, int, str] | None
+    bsym: BoundSymbol
+    top: BoundSymbol
 
 
 @dataclass
@@ -183,11 +200,14 @@ class _Differentiator:
         top = top or bsym
         inputs = bsym.input_proxies()
         if bsym.sym.id == prims.copy_.id and inputs[0].name in self.leaves:
-            raise RuntimeError(
-                f"a leaf Variable that requires grad is being used in an in-place operation ({top.sym.id}"
-                + (f" at {top.source[0]}:{top.source[1]})" if top.source else ")")
-            )
-        if not any(p.name in self.needs_grad for p in inputs) or Tags.SIDE_EFFECT in bsym.sym.tags:
+            # eager refuses this on a leaf and records it on a non-leaf; PyTorch's autograd knows which
+            raise NeedsAutograd("an in-place update of an input that requires grad", top.sym.id, top.source)
+        if (
+            not any(p.name in self.needs_grad for p in inputs)
+            or Tags.SIDE_EFFECT in bsym.sym.tags
+            or Tags.STOPS_GRADIENT in bsym.sym.tags
+            or not bsym.grad_enabled  # called under torch.no_grad() inside the program
+        ):
             self.forward.append(bsym)
             return
         rule = rule or self.rules.get(bsym.sym.id)
@@ -219,7 +239,7 @@ class _Differentiator:
             if is_differentiable(p):
                 self.needs_grad.add(p.name)
         call = GradCall(bsym.args, bsym.kwargs, output, tuple(residuals), ())
-        self.tape.append(_TapeEntry(rule, call, bsym.source))
+        self.tape.append(_TapeEntry(rule, call, bsym, top))
 
     def _through_decomposition(self, bsym: BoundSymbol, top: BoundSymbol, call: GradCall) -> tuple:
         """The backward of an op without a rule: its decomposition, traced afresh into the
@@ -276,14 +296,20 @@ class _Differentiator:
             if all(g is None for g in present):
                 continue
             cotangents = tuple(g if g is not None else _zeros_like(p) for g, p in zip(present, outputs))
-            wanted = tuple(p.name in self.needs_grad for p in entry.call.inputs)
-            call = dataclasses.replace(entry.call, cotangents=cotangents, needs_grad=wanted)
-            result = entry.rule.backward(call)
+            wanted = frozenset(p.name for p in entry.call.inputs if p.name in self.needs_grad)
+            call = dataclasses.replace(entry.call, cotangents=cotangents, wanted=wanted)
+            try:
+                result = entry.rule.backward(call)
+            except NoGradRule as declined:
+                # a rule that does not cover this form of the call hands it to its decomposition
+                if isinstance(declined, NeedsAutograd) or not entry.bsym.subsymbols or _draws_or_writes(entry.bsym):
+                    raise
+                result = self._through_decomposition(entry.bsym, entry.top, call)
             inputs = call.inputs
             result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
             if len(result) != len(inputs):
                 raise RuntimeError(
-                    f"squall: the grad rule used at {entry.source} returned {len(result)} gradients for {len(inputs)} inputs"
+                    f"squall: the grad rule for {entry.bsym.sym.id} returned {len(result)} gradients for {len(inputs)} inputs"
                 )
             for p, g in zip(inputs, result):
                 if p.name in self.needs_grad:
@@ -303,7 +329,8 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
         d.visit(bsym, d.overrides.get(id(bsym)))
 
     ctx = trace.context
-    differentiable_outputs = [p for p in flat_proxies(trace.output) if p.name in d.needs_grad]
+    # one cotangent per distinct output tensor (a tensor returned twice gets the sum of both)
+    differentiable_outputs = list({p.name: p for p in flat_proxies(trace.output) if p.name in d.needs_grad}.values())
     with tracing(ctx):
         ctx.scopes.append([])
         try:

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from .proxies import TensorProxy, current_context
@@ -24,6 +25,7 @@ class Tags:
     SHAPE_ONLY = "shape_only"  # changes metadata only (views, reshapes)
     REDUCTION = "reduction"
     ELEMENTWISE = "elementwise"
+    STOPS_GRADIENT = "stops_gradient"  # detach: its output never carries a gradient back
     FUSION_REGION = "fusion_region"  # a fusion executor's region call; its members are its subsymbols
 
 
@@ -90,7 +92,12 @@ class Symbol:
             out = self.meta(*args, **kwargs)
         finally:
             subsymbols = ctx.scopes.pop()
-        bsym = BoundSymbol(self, args, kwargs, out, tuple(subsymbols), call_keywords=keywords)
+        grad_enabled = torch.is_grad_enabled()
+        if not grad_enabled or Tags.STOPS_GRADIENT in self.tags:
+            _mark_requires_grad(out, args, False)
+        elif _requires_grad(args) or _requires_grad(kwargs.values()):
+            _mark_requires_grad(out, args, True)
+        bsym = BoundSymbol(self, args, kwargs, out, tuple(subsymbols), call_keywords=keywords, grad_enabled=grad_enabled)
         if len(ctx.scopes) == 1:
             bsym.source = user_source()
         ctx.scopes[-1].append(bsym)
@@ -98,6 +105,30 @@ class Symbol:
 
     def __repr__(self) -> str:
         return f"<Symbol {self.id}>"
+
+
+def _requires_grad(values) -> bool:
+    """Whether a tensor among `values` (or in a list or tuple among them) requires grad."""
+    for v in values:
+        if isinstance(v, TensorProxy):
+            if v.requires_grad:
+                return True
+        elif isinstance(v, (list, tuple)) and _requires_grad(v):
+            return True
+    return False
+
+
+def _mark_requires_grad(out: Any, args: tuple, value: bool) -> None:
+    """Set the flag on the outputs this call made, as eager would: outputs computed from a tensor
+    that requires grad do too (floating and complex ones; metas give their outputs `like=` one
+    input, which would miss the others), and nothing made under no_grad or by detach does."""
+    if isinstance(out, TensorProxy):
+        if out.requires_grad != value and not any(out is a for a in args):
+            if not value or out.dtype.is_floating_point or out.dtype.is_complex:
+                out.requires_grad = value  # a proxy this call's meta made a moment ago
+    elif isinstance(out, (list, tuple)):
+        for o in out:
+            _mark_requires_grad(o, args, value)
 
 
 class _Binder:
@@ -171,7 +202,10 @@ class BoundSymbol:
     callable the generated code invokes.
     """
 
-    __slots__ = ("sym", "args", "kwargs", "output", "subsymbols", "source", "executor", "impl", "call_keywords")
+    __slots__ = (
+        "sym", "args", "kwargs", "output", "subsymbols", "source", "executor", "impl", "call_keywords", "grad_enabled",
+        "_inputs", "_outputs",
+    )
 
     def __init__(
         self,
@@ -185,6 +219,7 @@ class BoundSymbol:
         impl=None,
         *,
         call_keywords: frozenset[str] = frozenset(),
+        grad_enabled: bool = True,
     ):
         self.sym = sym
         self.args = args  # normalized: see Symbol.normalize
@@ -195,10 +230,14 @@ class BoundSymbol:
         self.executor = executor
         self.impl = impl
         self.call_keywords = call_keywords  # the parameters the program passed by name
+        self.grad_enabled = grad_enabled  # False: recorded under torch.no_grad(), no gradient flows through it
+        # a bound symbol is never edited after it is made (passes copy it), so these are computed once
+        self._inputs: list[TensorProxy] | None = None
+        self._outputs: list[TensorProxy] | None = None
 
     def from_bsym(self, **changes: Any) -> BoundSymbol:
         """A copy with some fields changed; passes build these instead of editing a recorded call."""
-        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields = {name: getattr(self, name) for name in self.__slots__ if not name.startswith("_")}
         fields.update(changes)
         return BoundSymbol(**fields)
 
@@ -210,10 +249,14 @@ class BoundSymbol:
         return self.sym.shortest(self.args, self.kwargs, self.call_keywords)
 
     def input_proxies(self) -> list[TensorProxy]:
-        return flat_proxies((self.args, self.kwargs))
+        if self._inputs is None:
+            self._inputs = flat_proxies((self.args, self.kwargs))
+        return self._inputs
 
     def output_proxies(self) -> list[TensorProxy]:
-        return flat_proxies(self.output)
+        if self._outputs is None:
+            self._outputs = flat_proxies(self.output)
+        return self._outputs
 
     def swap_proxies(self, mapping: dict[int, TensorProxy]) -> BoundSymbol:
         """A copy with proxy objects replaced (by identity) in this call and its decomposition."""
@@ -242,9 +285,32 @@ def _del_meta(*names: TensorProxy) -> None:
 DEL = Symbol("python.del", "del", _del_meta, is_prim=True, tags=(Tags.SIDE_EFFECT,))
 
 
+_LEAVES = (int, float, bool, str, complex, type(None), torch.dtype, torch.device, slice, type(Ellipsis))
+
+
 def flat_proxies(tree: Any) -> list[TensorProxy]:
     """The tensor proxies in a pytree, in order."""
-    return [x for x in tree_flatten(tree)[0] if isinstance(x, TensorProxy)]
+    found: list[TensorProxy] = []
+    _collect(tree, found)
+    return found
+
+
+def _collect(x: Any, found: list[TensorProxy]) -> None:
+    # the containers calls are made of, walked directly: compile time calls this for every
+    # call a pass looks at; other pytree nodes (named tuples, return types) go to pytree
+    t = type(x)
+    if t is TensorProxy:
+        found.append(x)
+    elif t is tuple or t is list:
+        for v in x:
+            _collect(v, found)
+    elif t is dict:
+        for v in x.values():
+            _collect(v, found)
+    elif t in _LEAVES or isinstance(x, _LEAVES):
+        return
+    else:
+        found.extend(v for v in tree_flatten(x)[0] if isinstance(v, TensorProxy))
 
 
 _SQUALL_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -173,3 +173,32 @@ def test_explain_shows_where_the_backward_operations_went():
     text = str(report)
     assert "backward (squall's gradient transform" in text
     assert report.to_dict()["backward_operations"]
+
+
+def test_detach_and_no_grad_regions_stop_the_gradient_as_in_eager():
+    def f(x, w):
+        y = x * w
+        with torch.no_grad():
+            scale = y.abs().max()
+        return (y / scale + y.detach() * y).sum()
+
+    x = torch.randn(5, requires_grad=True)
+    w = torch.randn(5, requires_grad=True)
+    jf = squall.jit(f)
+    got = torch.autograd.grad(jf(x, w), (x, w))
+    expected = torch.autograd.grad(f(x, w), (x, w))
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e)
+    assert _differentiated_by_squall(jf)
+
+
+def test_a_value_computed_from_a_frozen_input_still_passes_gradients_back():
+    # t = x * a: only `a` requires grad, and the gradient must reach it through linear's input
+    def f(x, a, w):
+        return F.linear(x * a, w).sum()
+
+    x, a, w = torch.randn(3, 4), torch.randn(4, requires_grad=True), torch.randn(5, 4, requires_grad=True)
+    got = torch.autograd.grad(squall.jit(f)(x, a, w), (a, w))
+    expected = torch.autograd.grad(f(x, a, w), (a, w))
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e)

@@ -228,6 +228,12 @@ def gelu_backward(grad_output, self, *, approximate):
     return _to(prims.mul(g, d), self.dtype)
 
 
+@torchsymbol(aten.threshold_backward.default, id="aten.threshold_backward")
+def threshold_backward(grad_output, self, threshold):
+    """g where self > threshold, else 0 (relu's backward reads its output: self = relu(x))."""
+    return prims.where(prims.le(self, threshold), 0, grad_output)
+
+
 @torchsymbol(aten.silu_backward.default, id="aten.silu_backward")
 def silu_backward(grad_output, self):
     """g * s * (1 + x * (1 - s)) with s = sigmoid(x)."""
@@ -338,6 +344,8 @@ def _conv_weight_grad(inp: TensorProxy, grad: TensorProxy, kernel, stride, paddi
     n = len(kernel)
     N, ci, co = inp.shape[0], inp.shape[1], grad.shape[1]
     cig, cog = ci // groups, co // groups
+    if N == 0:  # no batch: the kernel met nothing (and a convolution over 0 channels is ill-formed)
+        return _zeros((co, cig, *kernel), grad)
     spatial, out_spatial = tuple(inp.shape[2:]), tuple(grad.shape[2:])
     lhs = prims.reshape(inp, (N, groups, cig, *spatial))
     lhs = prims.reshape(prims.transpose(lhs, (2, 1, 0, *range(3, 3 + n))), (cig, groups * N, *spatial))
@@ -359,6 +367,11 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
     if output_mask[0]:
         if transposed:  # the adjoint of a transposed convolution is the convolution
             gi = prims.convolution(g, weight, None, tuple(stride), tuple(padding), tuple(dilation), False, (0,) * n, groups)
+            if tuple(gi.shape) != tuple(input.shape):
+                # output_padding rows lie past the last window (output_padding may reach the stride
+                # when dilation exceeds it): the convolution over them gives floor(output_padding /
+                # stride) positions more than the input has, which met no input
+                gi = prims.slice(gi, [0] * gi.ndim, list(input.shape), [1] * gi.ndim)
         else:
             # the transposed convolution, with the rows the forward's floor dropped added back
             extra = tuple(
@@ -611,7 +624,8 @@ def _attention_scores(query, key, is_causal, attn_mask, scale):
         scores = prims.where(prims.ge(rows, cols), scores, -math.inf)
     if attn_mask is not None:
         mask = prims.broadcast_in_dim(attn_mask, scores.shape, tuple(range(scores.ndim - attn_mask.ndim, scores.ndim)))
-        scores = prims.where(mask, scores, -math.inf) if mask.dtype == torch.bool else prims.add(scores, _up(mask))
+        # an additive mask may be float32 beside a float64 query (eager accepts that): it joins the scores' dtype
+        scores = prims.where(mask, scores, -math.inf) if mask.dtype == torch.bool else prims.add(scores, _to(mask, scores.dtype))
     return scores, scale
 
 
@@ -657,7 +671,7 @@ def has_kernel(sym: Symbol, device: torch.device) -> bool:
 KERNELS: tuple[Symbol, ...] = (
     softmax_forward, softmax_backward_data, log_softmax_forward, log_softmax_backward_data,
     native_layer_norm, native_layer_norm_backward, fused_rms_norm, fused_rms_norm_backward,
-    gelu_backward, silu_backward, embedding_dense_backward,
+    gelu_backward, threshold_backward, silu_backward, embedding_dense_backward,
     nll_loss_forward, nll_loss_backward, nll_loss2d_forward, nll_loss2d_backward,
     flash_attention_for_cpu, flash_attention_for_cpu_backward, convolution_backward,
     max_pool2d_with_indices, max_pool2d_with_indices_backward, avg_pool2d_backward, adaptive_avg_pool2d_backward,

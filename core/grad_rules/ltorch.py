@@ -10,7 +10,7 @@ A rule that cannot reproduce eager's gradient for some call form (embedding with
 sparse=True) raises `NoGradRule`: the program then falls back to PyTorch's autograd with
 a warning naming the op, rather than return a different gradient.
 
-Which gradients a kernel computes (`output_mask`) follows the inputs' `requires_grad`.
+Which gradients a kernel computes (`output_mask`) follows `call.wants(input)`.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import torch
 from torch.nn import _reduction as reduction_enum
 
 from .. import ltorch, prims
-from ..gradients import GradCall, GradRules, NoGradRule
+from ..gradients import GradCall, GradRules, NeedsAutograd, NoGradRule
 from ..proxies import TensorProxy
 from . import kernels as k
 from .prims import per_argument
@@ -33,10 +33,6 @@ __all__ = ["register_ltorch_rules"]
 @functools.cache
 def _ltorch_op(op_id: str):
     return ltorch.all_symbols()[op_id]
-
-
-def _needs(p) -> bool:
-    return isinstance(p, TensorProxy) and p.requires_grad
 
 
 def _to(x, dtype: torch.dtype):
@@ -88,7 +84,7 @@ def _layer_norm_forward(input, normalized_shape, weight=None, bias=None, eps=1e-
 def _layer_norm(call: GradCall) -> tuple:
     input, normalized_shape, weight, bias, _ = call.args
     mean, rstd = call.residuals
-    mask = [_needs(input), _needs(weight), _needs(bias)]
+    mask = [call.wants(input), call.wants(weight), call.wants(bias)]
     gx, gw, gb = k.native_layer_norm_backward(call.g, input, list(normalized_shape), mean, rstd, weight, bias, mask)
     return gx, None, gw, gb, None
 
@@ -109,7 +105,7 @@ def _rms_norm(call: GradCall) -> tuple:
     (rstd,) = call.residuals
     # PyTorch has the fused backward only on some devices (not on CPU); elsewhere its decomposition
     backward = k.fused_rms_norm_backward if k.has_kernel(k.fused_rms_norm_backward, input.device) else k.rms_norm_backward_decomposition
-    gx, gw = backward(call.g, input, list(normalized_shape), rstd, weight, [_needs(input), _needs(weight)])
+    gx, gw = backward(call.g, input, list(normalized_shape), rstd, weight, [call.wants(input), call.wants(weight)])
     return gx, None, gw, None
 
 
@@ -120,6 +116,11 @@ def _rms_norm(call: GradCall) -> tuple:
 def _gelu(call: GradCall) -> tuple:
     input, approximate = call.args
     return k.gelu_backward(call.g, input, approximate=approximate), None
+
+
+def _relu(call: GradCall) -> tuple:
+    # eager's backward: one threshold_backward on the saved output (no comparison tensor kept)
+    return (k.threshold_backward(call.g, call.output, 0),)
 
 
 @per_argument
@@ -136,7 +137,7 @@ def _embedding(call: GradCall) -> tuple:
     input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse = call.args
     if sparse:
         # eager's gradient is a sparse tensor (for SparseAdam and friends); a dense one is not the same
-        raise NoGradRule("torch.nn.functional.embedding(sparse=True)")
+        raise NeedsAutograd("torch.nn.functional.embedding(sparse=True)")
     n = weight.shape[0]
     if padding_idx is None:
         padding_idx = -1
@@ -154,7 +155,7 @@ def _matmul(call: GradCall) -> tuple:
     a, b = call.args[0], call.args[1]
     g = call.g
     if a.ndim == 1 and b.ndim == 1:  # a dot product: g is a scalar
-        return (ltorch.mul(b, g) if _needs(a) else None), (ltorch.mul(a, g) if _needs(b) else None)
+        return (ltorch.mul(b, g) if call.wants(a) else None), (ltorch.mul(a, g) if call.wants(b) else None)
     # vectors as matrices, so every case is a (batched) matrix product
     a2 = prims.reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
     b2 = prims.reshape(b, (b.shape[0], 1)) if b.ndim == 1 else b
@@ -164,9 +165,9 @@ def _matmul(call: GradCall) -> tuple:
     if b.ndim == 1:
         g2 = ltorch.unsqueeze(g2, -1)
     ga = gb = None
-    if _needs(a):
+    if call.wants(a):
         ga = prims.reshape(_sum_to(ltorch.matmul(g2, _t(b2)), a2.shape), tuple(a.shape))
-    if _needs(b):
+    if call.wants(b):
         if b2.ndim == 2 and a2.ndim > 2:
             # (..., n, k) @ (k, p): one (k, M) @ (M, p) product over the folded batch
             m = math.prod(a2.shape[:-1])
@@ -181,13 +182,13 @@ def _matmul(call: GradCall) -> tuple:
 @per_argument
 def _mm(call: GradCall) -> tuple:
     a, b = call.args[0], call.args[1]
-    return (ltorch.mm(call.g, _t(b)) if _needs(a) else None), (ltorch.mm(_t(a), call.g) if _needs(b) else None)
+    return (ltorch.mm(call.g, _t(b)) if call.wants(a) else None), (ltorch.mm(_t(a), call.g) if call.wants(b) else None)
 
 
 @per_argument
 def _bmm(call: GradCall) -> tuple:
     a, b = call.args[0], call.args[1]
-    return (ltorch.bmm(call.g, _t(b)) if _needs(a) else None), (ltorch.bmm(_t(a), call.g) if _needs(b) else None)
+    return (ltorch.bmm(call.g, _t(b)) if call.wants(a) else None), (ltorch.bmm(_t(a), call.g) if call.wants(b) else None)
 
 
 def _add_product(product: Callable) -> Callable[[GradCall], tuple]:
@@ -198,10 +199,10 @@ def _add_product(product: Callable) -> Callable[[GradCall], tuple]:
         input, m1, m2 = call.args
         beta, alpha = call.kwargs["beta"], call.kwargs["alpha"]
         g = call.g
-        gi = _sum_to(_scaled(g, beta), input.shape) if _needs(input) else None
+        gi = _sum_to(_scaled(g, beta), input.shape) if call.wants(input) else None
         gm = _scaled(g, alpha)
-        g1 = product(gm, _t(m2)) if _needs(m1) else None
-        g2 = product(_t(m1), gm) if _needs(m2) else None
+        g1 = product(gm, _t(m2)) if call.wants(m1) else None
+        g2 = product(_t(m1), gm) if call.wants(m2) else None
         return gi, g1, g2
 
     return backward
@@ -214,18 +215,18 @@ def _linear(call: GradCall) -> tuple:
     gx = gw = gb = None
     if w.ndim == 1:  # x @ w: the output drops x's last dimension
         ge = ltorch.unsqueeze(g, -1)
-        if _needs(x):
+        if call.wants(x):
             gx = _sum_to(ltorch.mul(ge, w), x.shape)
-        if _needs(w):
+        if call.wants(w):
             gw = _sum_to(ltorch.mul(ge, x), w.shape)
     else:
-        if _needs(x):
+        if call.wants(x):
             gx = ltorch.matmul(g, w)
-        if _needs(w):
+        if call.wants(w):
             m = math.prod(x.shape[:-1])
             g2 = ltorch.reshape(g, (m, w.shape[0]))
             gw = ltorch.mm(_t(g2), ltorch.reshape(x, (m, w.shape[1])))
-    if _needs(b):
+    if call.wants(b):
         gb = _sum_to(g, b.shape)
     return gx, gw, gb
 
@@ -274,6 +275,8 @@ def _nll_loss_forward(input, target, weight=None, size_average=None, ignore_inde
 @per_argument
 def _nll_loss(call: GradCall) -> tuple:
     input, target, weight, size_average, ignore_index, reduce, reduction = call.args
+    if call.wants(weight):  # aten's kernel gives no gradient for class weights: the decomposition does
+        raise NoGradRule("torch.nn.functional.nll_loss with a weight that requires grad")
     (total_weight,) = call.residuals
     reduction = _reduction(size_average, reduce, reduction)
     gx = _nll_nd_backward(call.g, input, target, weight, reduction, ignore_index, total_weight)
@@ -341,6 +344,8 @@ def _broadcast_cotangent(g: TensorProxy, like: TensorProxy, cdim: int) -> Tensor
 @per_argument
 def _cross_entropy(call: GradCall) -> tuple:
     input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing = call.args
+    if call.wants(weight):  # the kernels give no gradient for class weights: the decomposition does
+        raise NoGradRule("torch.nn.functional.cross_entropy with a weight that requires grad")
     reduction = _reduction(size_average, reduce, reduction)
     logp = call.residuals[0]
     cdim = _class_dim(input)
@@ -360,7 +365,7 @@ def _cross_entropy(call: GradCall) -> tuple:
         if eps > 0:
             t = prims.add(prims.mul(t, 1.0 - eps), eps / n_classes)
         g_logp = prims.neg(prims.mul(gb, t))
-        if _needs(target):
+        if call.wants(target):
             gt = _to(prims.neg(prims.mul(prims.mul(gb, _to(logp, compute)), 1.0 - eps)), target.dtype)
     else:
         total_weight = call.residuals[1]
@@ -472,7 +477,7 @@ def _sdpa(call: GradCall) -> tuple:
     gq = _sum_to(ltorch.matmul(_scaled(gs, scale), kk), query.shape)
     gk = _unrepeat_heads(_sum_to(ltorch.matmul(_t(_scaled(gs, scale)), q), kk.shape), rk)
     gm = None
-    if _needs(attn_mask) and attn_mask.dtype != torch.bool:
+    if call.wants(attn_mask) and attn_mask.dtype != torch.bool:
         gm = _to(_sum_to(gs, attn_mask.shape), attn_mask.dtype)
     return _to(gq, query.dtype), _to(gk, key.dtype), _to(gv, value.dtype), gm, None, None, None, None
 
@@ -506,7 +511,7 @@ def _conv_grads(call: GradCall, input, weight, bias, stride, padding, dilation, 
     unbatched = input.ndim == n + 1
     if unbatched:  # the kernels take a batch: a batch of one
         g, x = ltorch.unsqueeze(g, 0), ltorch.unsqueeze(x, 0)
-    mask = [_needs(input), _needs(weight), _needs(bias)]
+    mask = [call.wants(input), call.wants(weight), call.wants(bias)]
     bias_sizes = None if bias is None else [bias.shape[0]]
     gi, gw, gb = k.convolution_backward(g, x, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, mask)
     if unbatched and gi is not None:
@@ -595,11 +600,21 @@ def _batch_norm_forward(input, running_mean, running_var, weight, bias, training
     return out, (mean, rstd)
 
 
+def _zeros_if(wanted: bool, p: TensorProxy | None) -> TensorProxy | None:
+    return prims.full(tuple(p.shape), 0, device=p.device, dtype=p.dtype) if wanted and p is not None else None
+
+
 @per_argument
 def _batch_norm(call: GradCall) -> tuple:
     input, running_mean, running_var, weight, bias, training, momentum, eps = call.args
     mean, rstd = call.residuals if training else (None, None)
-    mask = [_needs(input), _needs(weight), _needs(bias)]
+    mask = [call.wants(input), call.wants(weight), call.wants(bias)]
+    if input.numel() == 0:
+        # an empty batch: eager's batch_norm never reaches the backward kernel (it scales a clone of
+        # the input), and PyTorch's CPU kernel divides by the zero count there (SIGFPE). Nothing met
+        # the weight or bias: their gradients are zero, as eager's
+        gi, gw, gb = (_zeros_if(want, p) for want, p in zip(mask, (input, weight, bias)))
+        return gi, None, None, gw, gb, None, None, None
     g = call.cotangents[0]  # the running statistics' new values take no gradient
     gi, gw, gb = k.native_batch_norm_backward(g, input, weight, running_mean, running_var, mean, rstd, bool(training), float(eps), mask)
     return gi, None, None, gw, gb, None, None, None
@@ -620,7 +635,7 @@ def _group_norm(call: GradCall) -> tuple:
     input, num_groups, weight, bias, _ = call.args
     mean, rstd = call.residuals
     N, C, HxW = _group_norm_sizes(input)
-    mask = [_needs(input), _needs(weight), _needs(bias)]
+    mask = [call.wants(input), call.wants(weight), call.wants(bias)]
     gi, gw, gb = k.native_group_norm_backward(call.g, input, mean, rstd, weight, N, C, HxW, num_groups, mask)
     return gi, None, gw, gb, None
 
@@ -637,6 +652,7 @@ _RULES: dict[str, tuple[Callable, Callable | None]] = {
     "torch.nn.functional.rms_norm": (_rms_norm, _rms_norm_forward),
     "torch.nn.functional.gelu": (_gelu, None),
     "torch.nn.functional.silu": (_silu, None),
+    "torch.relu": (_relu, None),
     "torch.nn.functional.embedding": (_embedding, None),
     "torch.matmul": (_matmul, None),
     "torch.mm": (_mm, None),

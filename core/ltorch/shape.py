@@ -347,10 +347,13 @@ def contiguous(a, memory_format=torch.contiguous_format):
     return a
 
 
-@torchsymbol(torch.Tensor.detach, torch.detach)
+@torchsymbol(torch.Tensor.detach, torch.detach, tags=(Tags.STOPS_GRADIENT,))
 def detach(input):
-    # the torch executor runs torch's detach, which cuts the autograd graph
-    return input
+    # A value under a new name (so no gradient can reach `input` through it); the torch executor
+    # runs torch's detach, which cuts the autograd graph and shares memory, as this conversion does
+    out = prims.convert_element_type(input, input.dtype)
+    out.requires_grad = False  # made just now, by this call
+    return out
 
 
 @torchsymbol(torch.clone, torch.Tensor.clone)
