@@ -5,6 +5,7 @@
     fast(x)                           # traced, planned and generated on the first call
     squall.last_traces(fast)          # as traced, as planned, as executed
     squall.executors()                # what is installed: availability, rank, ops claimed
+    squall.set_logs("plan,fusion")    # compile records, live, through logging (or SQUALL_LOGS=...)
 
 Plugin authors import from `squall.extend`.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 from . import extend
 from .explain import executors, explain
 from .jit import JittedFunction, JittedModule, jit, last_traces
+from .logs import set_logs
 from .ltorch.base import DataDependentError, SquallWarning
 from .planner import PlanningError
 
@@ -29,4 +31,5 @@ __all__ = [
     "SquallWarning",
     "DataDependentError",
     "PlanningError",
+    "set_logs",
 ]

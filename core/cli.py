@@ -5,6 +5,7 @@
     squall explain [--executors a,b] [--json]  how the demo model is planned
     squall demo [--executors a,b]              compile and run the demo model
     squall ops NAME                            where an op is defined, its decomposition, who claims it
+    squall rage [N | --last | --failed]        list compile records; bundle one run for a bug report
 
 Exit codes: 0 success, 1 the command ran but found a problem (a plugin failed to
 load, results differ from eager), 2 usage or configuration error.
@@ -15,6 +16,9 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+
+from .bundle import add_arguments as add_rage_arguments
+from .bundle import rage_command
 
 __all__ = ["main", "build_parser"]
 
@@ -39,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ops", help="show an op: where it is defined, its torch names, signature, decomposition, executors")
     p.add_argument("name", metavar="NAME", help="a torch name (torch.nn.functional.softmax, softmax, Tensor.softmax) or a symbol id")
+
+    p = sub.add_parser("rage", help="list recent compile records; bundle one run (--last, --failed, N) for a bug report")
+    add_rage_arguments(p)
     return parser
 
 
@@ -263,7 +270,11 @@ def _trace_example(sym, squall, torch) -> str | None:
     return str(traced)
 
 
-_COMMANDS = {"executors": _cmd_executors, "explain": _cmd_explain, "demo": _cmd_demo, "ops": _cmd_ops}
+def _cmd_rage(args: argparse.Namespace) -> int:
+    return rage_command(args)
+
+
+_COMMANDS = {"executors": _cmd_executors, "explain": _cmd_explain, "demo": _cmd_demo, "ops": _cmd_ops, "rage": _cmd_rage}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -30,6 +30,7 @@ from .executor import Executor
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_program
 from .proxies import current_context
+from .rage import record_compilation
 from .sources import load_source
 from .trace import plain_scalar
 from .tracing import argument_names, module_slots
@@ -263,11 +264,13 @@ class JittedFunction:
         # an executor that failed this signature's checks before (then was evicted) stays out
         exclusions = self._exclusions.get(key)
         executors = self._excluding(exclusions) if exclusions else self.executors
-        compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module)
+        with record_compilation(self, args, kwargs) as record:  # always on: squall.rage
+            compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module, on_traced=record.traced)
+            record.compiled(compilation)
         entry = CompiledEntry(compilation, time.perf_counter() - start)
         self._insert(key, entry)
         self.last_entry = entry
-        return self._cache[key][0]
+        return record.first_call(self._cache[key][0])  # the cache holds the runner; this first call is recorded
 
     def _runner(self, key: Any, compilation: Compilation) -> Callable:
         """What the cache holds for an entry: its generated function; or, while its non-torch

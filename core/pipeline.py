@@ -98,16 +98,20 @@ def compile_program(
     executors: Sequence[Executor],
     module: torch.nn.Module | None = None,
     generate_code: bool = True,
+    on_traced: Callable[[Trace], None] | None = None,
 ) -> Compilation:
     """Compile `fn(*args, **kwargs)` (or `module(...)`) for the priority list `executors`.
 
     Gradients are planned for when grad mode is on and an input requires grad. With
     `generate_code=False` the pipeline stops after planning (what `explain` shows).
+    `on_traced` sees the traced trace before any later stage can fail (compile records).
     """
     seconds: dict[str, Any] = {}
     start = time.perf_counter()
     traced, bindings = trace_program(fn, args, kwargs, module=module)
     seconds["trace"] = (now := time.perf_counter()) - start
+    if on_traced is not None:
+        on_traced(traced)
     needs_grad = torch.is_grad_enabled() and any(p.requires_grad for p in traced.inputs)
     if needs_grad:
         try:

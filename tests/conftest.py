@@ -1,5 +1,6 @@
 import os
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -9,6 +10,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 # (each plugin tests itself with the core, beside its own code); tests of the marketplace
 # set their own priority lists.
 os.environ.setdefault("SQUALL_EXECUTORS", "torch")
+# Compile records stay on (every test then checks that recording never breaks a program),
+# written to a folder of the test run's own rather than the user's cache.
+os.environ.setdefault("SQUALL_CACHE_DIR", tempfile.mkdtemp(prefix="squall-test-cache-"))
 
 
 @pytest.fixture(autouse=True)
