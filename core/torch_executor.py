@@ -6,6 +6,8 @@ which is why a torch-only plan costs no more than eager.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from . import ltorch, prims
@@ -270,14 +272,28 @@ class TorchExecutor(OperatorExecutor):
         for prim_id, fn in PRIM_IMPLS.items():
             self.register_implementation(prim_id, fn)
         # ltorch ops, and the backward kernels grad rules call, each run as the torch callable it stands for
-        for sym in (*ltorch.all_symbols().values(), *all_kernels().values()):
+        for sym in ltorch.all_symbols().values():
             self.register_implementation(sym, sym.torchfns[0])
+        for sym in all_kernels().values():
+            self.register_implementation(sym, _with_contiguous_tensors(sym.torchfns[0]))
 
     def implementation_for(self, sym: Symbol) -> Implementation | None:
         found = self.implementations.get(sym.id)
         if found is None and Tags.OPAQUE in sym.tags:
             return Implementation(sym.torchfns[0])
         return found
+
+
+def _with_contiguous_tensors(kernel: Callable) -> Callable:
+    """An aten backward kernel called with contiguous tensors, as eager's autograd formulas call
+    them: some CPU kernels (native_group_norm_backward) read a gradient that `expand` made (stride
+    0, as the backward of a sum gives) as if it were dense, and return garbage."""
+
+    def call(*args, **kwargs):
+        return kernel(*(a.contiguous() if isinstance(a, torch.Tensor) else a for a in args), **kwargs)
+
+    call.__name__ = getattr(kernel, "__name__", "kernel")
+    return call
 
 
 def make_executor() -> TorchExecutor:

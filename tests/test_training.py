@@ -202,3 +202,17 @@ def test_a_value_computed_from_a_frozen_input_still_passes_gradients_back():
     expected = torch.autograd.grad(f(x, a, w), (a, w))
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e)
+
+
+@pytest.mark.parametrize("norm", [nn.GroupNorm(2, 10), nn.LayerNorm(32), nn.BatchNorm1d(10)], ids=["group", "layer", "batch"])
+def test_fused_backward_kernels_take_the_expanded_gradient_a_sum_gives(norm):
+    # sum()'s backward hands on an expanded (stride 0) gradient; some CPU kernels read it as dense
+    norm = norm.double()
+    twin = copy.deepcopy(norm)
+    x = torch.randn(4, 10, 32, dtype=torch.float64)
+    jm = squall.jit(twin)
+    jm(x).sum().backward()
+    norm(x).sum().backward()
+    assert _differentiated_by_squall(jm)
+    for a, b in zip(norm.parameters(), twin.parameters()):
+        torch.testing.assert_close(b.grad, a.grad)
