@@ -293,6 +293,7 @@ def _with_contiguous_tensors(kernel: Callable) -> Callable:
         return kernel(*(a.contiguous() if isinstance(a, torch.Tensor) else a for a in args), **kwargs)
 
     call.__name__ = getattr(kernel, "__name__", "kernel")
+    call.__wrapped__ = kernel
     return call
 
 
