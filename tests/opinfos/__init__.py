@@ -117,3 +117,33 @@ def tensors_in(x: Any) -> list[torch.Tensor]:
     from torch.utils._pytree import tree_flatten
 
     return [v for v in tree_flatten(x)[0] if isinstance(v, torch.Tensor)]
+
+
+# --- samples written as (shape, args, kwargs) forms, shared by the shape-like families ---------
+
+
+def tensor(shape, dtype=torch.float32, device="cpu", **kw):
+    """A sample tensor (float32 on the CPU unless told)."""
+    return make_tensor(shape, dtype, device, **kw)
+
+
+def forms_samples(*forms):
+    """A sample generator from (shape, args, kwargs[, noncontiguous]) forms; the tensor comes first."""
+
+    def samples(dtype, device):
+        for form in forms:
+            shape, args, kwargs = form[:3]
+            nc = len(form) > 3 and form[3]
+            yield SampleInput((tensor(shape, dtype, device, noncontiguous=nc), *args), dict(kwargs))
+
+    return samples
+
+
+def forms_errors(*forms):
+    """Error inputs from (shape, args, kwargs, exception, regex) forms, all rejected by torch too."""
+
+    def errors(device):
+        for shape, args, kwargs, exc, match in forms:
+            yield ErrorInput(SampleInput((tensor(shape, device=device), *args), dict(kwargs)), exc, match)
+
+    return errors

@@ -3,33 +3,10 @@ from __future__ import annotations
 
 import torch
 
-from opinfos import ALL_TYPES, ErrorInput, OpInfo, SampleInput, make_tensor
+from opinfos import ALL_TYPES, ErrorInput, OpInfo, SampleInput
+from opinfos import forms_errors as _errors, forms_samples as _samples, tensor as _t
 
 
-def _t(shape, dtype=torch.float32, device="cpu", **kw):
-    return make_tensor(shape, dtype, device, **kw)
-
-
-def _samples(*forms):
-    """A sample generator from (shape, args, kwargs[, noncontiguous]) forms; the tensor comes first."""
-
-    def samples(dtype, device):
-        for form in forms:
-            shape, args, kwargs = form[:3]
-            nc = len(form) > 3 and form[3]
-            yield SampleInput((_t(shape, dtype, device, noncontiguous=nc), *args), dict(kwargs))
-
-    return samples
-
-
-def _errors(*forms):
-    """Error inputs from (shape, args, kwargs, exception, regex) forms, all rejected by torch too."""
-
-    def errors(device):
-        for shape, args, kwargs, exc, match in forms:
-            yield ErrorInput(SampleInput((_t(shape, device=device), *args), dict(kwargs)), exc, match)
-
-    return errors
 
 
 def _seq_samples(*groups, dim_kw=None):
