@@ -336,7 +336,9 @@ def test_cli_lists_bundles_and_clears(records, tmp_path, capsys, monkeypatch):
     assert code == 0 and "no records yet" in out
     assert _cli("--failed", capsys=capsys)[0] == 1  # nothing to bundle
     user = _load(_user_program(tmp_path))
-    squall.jit(user.attention_scores, executors=["torch"])(torch.randn(2, 3), torch.randn(3, 3))
+    # kept alive, as a user's compiled function is: its traces are printed when records are flushed
+    scores = squall.jit(user.attention_scores, executors=["torch"])
+    scores(torch.randn(2, 3), torch.randn(3, 3))
     with pytest.raises(squall.DataDependentError):
         squall.jit(user.data_dependent, executors=["torch"])(torch.randn(4))
     records.flush()
