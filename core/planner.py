@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from .executor import UNAVAILABLE, Executor, Implementation
 from .fusion import FUSION_REGION, LEFT_OUT, FusionExecutor

@@ -19,7 +19,6 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata
-import keyword
 import os
 import warnings
 from collections.abc import Callable, Iterable

@@ -128,7 +128,6 @@ class TorchLanguage:
         name = qualified_name(func)
         if name in _DATA_DEPENDENT:
             raise data_dependent_error(name)
-        ctx = current_context()
         proxies = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, TensorProxy)]
         device = proxies[0].device
 

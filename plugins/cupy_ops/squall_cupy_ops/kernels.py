@@ -18,7 +18,7 @@ import torch
 
 from squall.extend import FusionRegion, PrimIDs, TensorProxy
 
-from squall_cupy_ops.translate import C_TYPES, CUPY_TYPES, PREAMBLE, opmath, literal, translate
+from squall_cupy_ops.translate import C_TYPES, CUPY_TYPES, literal, translate
 
 __all__ = ["KernelSpec", "RegionProgram", "plan_region", "UnsupportedRegion", "NothingToCompute"]
 
