@@ -17,6 +17,7 @@ import torch
 
 from .. import ltorch, prims
 from ..ltorch import torchsymbol
+from ..ltorch.windows import avg_window_counts
 from ..proxies import TensorProxy
 from ..symbol import Symbol
 
@@ -410,18 +411,6 @@ def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, pad
     return prims.reshape(gi, tuple(self.shape))
 
 
-def _avg_window_counts(L: int, out: int, k: int, s: int, p: int, count_include_pad: bool) -> list[int]:
-    """How many elements each window of one dimension averages (torch's avg_pool rule)."""
-    counts = []
-    for o in range(out):
-        start = o * s - p
-        end = min(start + k, L + p)  # padding counts; the ceil_mode overhang does not
-        if not count_include_pad:
-            start, end = max(start, 0), min(end, L)
-        counts.append(end - start)
-    return counts
-
-
 def _constant_vector(values: list[int], device, dtype) -> TensorProxy:
     """A 1-D tensor of `values` known at trace time, built from iota comparisons (no captured constant)."""
     pos = prims.iota(len(values), start=0, step=1, device=device, dtype=torch.int64)
@@ -448,7 +437,7 @@ def avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mo
         g = prims.div(g, float(divisor_override))
     else:
         for i in range(2):
-            counts = _avg_window_counts(in_hw[i], out_hw[i], kernel[i], stride[i], padding[i], count_include_pad)
+            counts = avg_window_counts(in_hw[i], out_hw[i], kernel[i], stride[i], padding[i], count_include_pad)
             col = prims.broadcast_in_dim(_constant_vector(counts, g.device, g.dtype), tuple(g.shape), (g.ndim - 2 + i,))
             g = prims.div(g, col)
     b = math.prod(lead)

@@ -8,7 +8,7 @@ import torch
 from .. import prims
 from .base import torchsymbol
 from .helpers import check, computation_dtype, is_tensor, to_dtype
-from .windows import batched, sizes_text, unbatch, windows
+from .windows import avg_window_counts, batched, sizes_text, unbatch, windows
 from ..proxies import TensorProxy
 
 __all__ = [
@@ -281,14 +281,7 @@ def _avg_divisor(x: TensorProxy, kernel, stride, padding, sizes, count_include_p
     """How many elements each window averages: a number when all agree, else an (*out) tensor."""
     per_dim = []
     for L, k, s, p, out in zip(x.shape[2:], kernel, stride, padding, sizes):
-        counts = []
-        for o in range(out):
-            start = o * s - p
-            end = min(start + k, L + p)  # padding counts; the ceil_mode overhang does not
-            if not count_include_pad:
-                start, end = max(start, 0), min(end, L)
-            counts.append(end - start)
-        per_dim.append(counts)
+        per_dim.append(avg_window_counts(L, out, k, s, p, count_include_pad))
     if all(len(set(c)) == 1 for c in per_dim):
         return math.prod(c[0] for c in per_dim)
     divisor = None

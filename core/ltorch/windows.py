@@ -4,7 +4,7 @@ from __future__ import annotations
 from .. import prims
 from .helpers import check, is_tensor
 
-__all__ = ["batched", "unbatch", "sizes_text", "windows"]
+__all__ = ["batched", "unbatch", "sizes_text", "windows", "avg_window_counts"]
 from ..proxies import TensorProxy
 
 
@@ -48,3 +48,15 @@ def windows(x: TensorProxy, kernel, stride, padding, dilation, sizes, fill) -> T
         if d > 1:
             x = prims.slice(x, [0] * x.ndim, list(x.shape), [1] * (x.ndim - 1) + [d])
     return x
+
+
+def avg_window_counts(L: int, out: int, k: int, s: int, p: int, count_include_pad: bool) -> list[int]:
+    """How many elements each window of one dimension averages (torch's avg_pool rule)."""
+    counts = []
+    for o in range(out):
+        start = o * s - p
+        end = min(start + k, L + p)  # padding counts; the ceil_mode overhang does not
+        if not count_include_pad:
+            start, end = max(start, 0), min(end, L)
+        counts.append(end - start)
+    return counts
