@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -25,17 +26,19 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from .checking import ExecutorFault, check_mode
-from .config import ExecutorPriority, resolve_executors
+from .config import ExecutorPriority, resolve_executors, resolve_wait
 from .executor import Executor
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_program
+from .planner import PlanningError
 from .proxies import current_context
 from .rage import record_compilation
 from .sources import load_source
+from . import tiers
 from .trace import plain_scalar
 from .tracing import argument_names, module_slots
 
-__all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces"]
+__all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces", "wait_for_upgrades", "upgrades"]
 
 
 # --- the cache key ------------------------------------------------------------------------------
@@ -91,6 +94,9 @@ def _key_parts(args: tuple, kwargs: dict, names: list[str]) -> dict[str, Any]:
 # --- compiled entries and the jitted callable ----------------------------------------------------
 
 DEFAULT_CACHE_SIZE = 64  # compiled signatures kept per jitted function
+# taken where an entry's runner is swapped (eviction, replanning, the background upgrade, the end
+# of a checked first call), so an upgrade never lands on an entry replanned or evicted meanwhile
+_swap_lock = threading.Lock()
 
 # The hot path, written once for functions and modules. One flat key: a tensor adds (shape,
 # dtype, device, requires_grad), which starts with a torch.Size; a number adds (type, value),
@@ -163,6 +169,8 @@ class CompiledEntry:
 
     compilation: Compilation
     compile_seconds: float
+    # the background upgrade to fused regions this entry's first plan waits for (squall.tiers)
+    upgrade: tiers.Upgrade | None = None
 
     @property
     def source(self) -> str:
@@ -193,6 +201,7 @@ class JittedFunction:
         executors: Sequence[Executor] | None = None,
         recompile_limit: int = 8,
         cache_size: int | None = DEFAULT_CACHE_SIZE,
+        wait: bool | None = None,
     ):
         if not callable(fn):
             raise TypeError(f"squall.jit expects a function or an nn.Module, got {type(fn).__name__}")
@@ -204,6 +213,9 @@ class JittedFunction:
         if cache_size is not None and (type(cache_size) is not int or cache_size < 1):
             raise ValueError(f"squall.jit: cache_size must be a positive int or None (unbounded), got {cache_size!r}")
         self.cache_size = cache_size
+        # compile and time fusion regions before the first call returns (True), or in the background
+        self.wait = resolve_wait(wait)
+        self._upgrades: dict[Any, tiers.Upgrade] = {}  # key -> its background upgrade
         # key -> [generated function, hits]: the hot path reads the one and bumps the other
         self._cache: dict[Any, list] = {}
         self._entries: dict[Any, CompiledEntry] = {}
@@ -264,12 +276,23 @@ class JittedFunction:
         # an executor that failed this signature's checks before (then was evicted) stays out
         exclusions = self._exclusions.get(key)
         executors = self._excluding(exclusions) if exclusions else self.executors
+        # the first plan leaves out fusion executors that compile slowly; they come in the upgrade
+        first = tiers.background_priority(executors)
         with record_compilation(self, args, kwargs) as record:  # always on: squall.rage
-            compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module, on_traced=record.traced)
+            try:
+                compilation = compile_program(self.fn, args, kwargs, executors=first or executors, module=self.module,
+                                              on_traced=record.traced)
+            except PlanningError:
+                if first is None:
+                    raise
+                first = None  # only a fusion executor runs some operation: plan with it now
+                compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module)
             record.compiled(compilation)
         entry = CompiledEntry(compilation, time.perf_counter() - start)
         self._insert(key, entry)
         self.last_entry = entry
+        if first is not None:
+            self._start_upgrade(key, entry, executors, (params, args, kwargs))
         return record.first_call(self._cache[key][0])  # the cache holds the runner; this first call is recorded
 
     def _runner(self, key: Any, compilation: Compilation) -> Callable:
@@ -289,7 +312,9 @@ class JittedFunction:
                 return self._replan(key, fault, user_args, kwargs)(*args, **kwargs)
             cached = self._cache.get(key)
             if not always and cached is not None and cached[0] is checked_call:
-                cached[0] = plain  # checked once: later calls run the plain code
+                with _swap_lock:
+                    if cached[0] is checked_call:
+                        cached[0] = plain  # checked once: later calls run the plain code
             return out
 
         return checked_call
@@ -314,13 +339,43 @@ class JittedFunction:
         start = time.perf_counter()
         compilation = compile_program(self.fn, args, kwargs, executors=self._excluding(exclusions), module=self.module)
         entry = CompiledEntry(compilation, time.perf_counter() - start)
-        self._entries[key] = entry
-        self.last_entry = entry
-        self.stats.replans += 1
         runner = self._runner(key, compilation)
-        if key in self._cache:
-            self._cache[key][0] = runner
+        with _swap_lock:
+            self._entries[key] = entry
+            self.last_entry = entry
+            self.stats.replans += 1
+            if key in self._cache:
+                self._cache[key][0] = runner
         return runner
+
+    def _start_upgrade(self, key: Any, entry: CompiledEntry, executors: ExecutorPriority, call: tuple) -> None:
+        """Upgrade `entry` to the plan with every executor (squall.tiers): in the background, or now with wait=True."""
+        name = getattr(self.fn, "__name__", type(self.fn).__name__)
+        entry.upgrade = self._upgrades[key] = tiers.Upgrade(name)
+        layout = dict(takes_params=self.module is not None, nargs=len(call[1]), takes_kwargs=bool(call[2]))
+
+        def install(compilation: Compilation, seconds: float) -> bool:
+            return self._install_upgrade(key, entry, compilation, seconds)
+
+        job = tiers.UpgradeJob(entry.upgrade, entry.compilation, layout, executors, tiers.call_specs(*call), install)
+        if self.wait:
+            job.run()  # the same upgrade, done before the first call returns
+        else:
+            tiers.default_worker().submit(job)
+
+    def _install_upgrade(self, key: Any, base: CompiledEntry, compilation: Compilation, seconds: float) -> bool:
+        """Swap the entry `key` to the upgraded compilation, unless it was evicted or replanned since."""
+        upgraded = CompiledEntry(compilation, base.compile_seconds + seconds, base.upgrade)
+        runner = self._runner(key, compilation)
+        with _swap_lock:
+            cached = self._cache.get(key)
+            if cached is None or self._entries.get(key) is not base:
+                return False
+            self._entries[key] = upgraded
+            if self.last_entry is base:
+                self.last_entry = upgraded
+            cached[0] = runner  # the hot path's next call runs the fused plan
+        return True
 
     def _ops_to_exclude(self, key: Any, fault: ExecutorFault) -> tuple[str, ...]:
         """The program's operations the executor must not take: those it failed running, or
@@ -356,6 +411,10 @@ class JittedFunction:
         (at most `cache_size` of them, next to a compilation's milliseconds) to learn which
         were used since the last compilation.
         """
+        with _swap_lock:
+            self._insert_locked(key, entry)
+
+    def _insert_locked(self, key: Any, entry: CompiledEntry) -> None:
         self._compilations += 1
         now = self._compilations
         for k, (_, hits) in self._cache.items():
@@ -367,6 +426,7 @@ class JittedFunction:
             victim = min(self._cache, key=lambda k: self._recency[k][1])
             self._evicted_hits += self._cache.pop(victim)[1]
             del self._entries[victim], self._recency[victim]
+            self._upgrades.pop(victim, None)
             self.stats.evictions += 1
         self._cache[key] = [self._runner(key, entry.compilation), 0]
         self._entries[key] = entry
@@ -427,13 +487,18 @@ def jit(
     executors: Sequence[Executor] | None = None,
     recompile_limit: int = 8,
     cache_size: int | None = DEFAULT_CACHE_SIZE,
+    wait: bool | None = None,
 ) -> Any:
     """Compile `fn` (a function or an nn.Module); the result is called like the original.
 
     It keeps up to `cache_size` compiled signatures (`None`: no limit), evicting the least
     recently used; a warning names the input that changes after `recompile_limit` compilations.
+    A new signature's first call runs a plan without the fusion executors that compile slowly
+    (inductor), which compile and time their regions in the background and take over when
+    faster (squall.tiers); `wait=True` (or `wait = true` under [tool.squall], or SQUALL_WAIT=1)
+    compiles and times them before the first call returns.
     """
-    state = JittedFunction(fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size)
+    state = JittedFunction(fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size, wait=wait)
     if isinstance(fn, torch.nn.Module):
         return JittedModule(fn, state)
     return state.entry_point
@@ -458,3 +523,14 @@ def last_traces(jfn: Any) -> Compilation:
     if entry is None:
         raise RuntimeError("this function has not been compiled yet: call it first")
     return entry.compilation
+
+
+def wait_for_upgrades(jfn: Any, timeout: float | None = None) -> bool:
+    """Block until `jfn`'s background upgrades (squall.tiers) are done; False if `timeout` seconds pass first."""
+    return tiers.wait_for_upgrades(jitted_state(jfn), timeout)
+
+
+def upgrades(jfn: Any) -> list[tiers.Upgrade]:
+    """`jfn`'s background upgrades, one per compiled signature: status ("pending", "upgraded",
+    "kept the torch plan", "nothing to fuse", ...), why, and the in-context timings."""
+    return tiers.upgrades(jitted_state(jfn))
