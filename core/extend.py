@@ -19,6 +19,7 @@ import contextlib
 import functools
 from collections.abc import Callable, Iterator, Mapping
 
+from .choices import ChoiceStore
 from .executor import (
     CHECKER_DECLINED,
     CHECKER_RAISED,
@@ -51,6 +52,7 @@ __all__ = [
     "Executor",
     "OperatorExecutor",
     "FusionExecutor",
+    "ChoiceStore",
     "FusionRegion",
     "Declined",
     "form_regions",

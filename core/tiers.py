@@ -16,6 +16,10 @@ does the same upgrade before the first call returns, in the caller's thread: the
 decisions, paid up front (benchmarks, ahead-of-time warm-up, tests of fused plans).
 `wait_for_upgrades(fn)` blocks until `fn`'s pending upgrades are done (tests, benchmarks).
 
+A judgement is remembered on disk (`program_choices.json` in squall's cache folder), keyed
+by the traced program, its executors, the torch version and the thread count: a later
+process skips the in-context timing, and where the torch plan won, the whole upgrade.
+
 The worker is one daemon thread, so squall never holds more than one core for background
 compilation; on Linux it runs at a lower priority (nice +5, which the C++ compiler
 processes it starts inherit), so the user's compute keeps its cores. At exit, queued jobs
@@ -24,6 +28,7 @@ are dropped and the running one is given a second to finish (a daemon thread, it
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import queue
 import threading
@@ -32,11 +37,13 @@ import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from .choices import ChoiceStore, cache_dir
 from .config import ExecutorPriority
 from .executor import Executor
 from .fusion import FusionExecutor
@@ -206,6 +213,23 @@ def _outputs_differ(expected: Any, actual: Any) -> str:
     return ""
 
 
+# --- judgements remembered on disk ------------------------------------------------------------------
+
+_stores: dict[Path, ChoiceStore] = {}
+
+
+def _verdict_store() -> ChoiceStore:
+    """The store of in-context judgements in squall's cache folder (resolved at each use)."""
+    path = cache_dir() / "program_choices.json"
+    return _stores.setdefault(path, ChoiceStore(path))
+
+
+def _program_key(compilation: Compilation, executors: Sequence[Executor], num_threads: int) -> str:
+    names = (tuple(ex.name for ex in executors), getattr(executors, "key", None))
+    text = repr((str(compilation.traced), names, torch.__version__, num_threads))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 # --- the job and the worker ----------------------------------------------------------------------
 
 
@@ -230,6 +254,10 @@ class UpgradeJob:
     def _run(self) -> None:
         if self._install() is None:
             return self.upgrade.finish("evicted", "the jitted function no longer exists")
+        key = _program_key(self.base, self.executors, self.num_threads)
+        remembered = _verdict_store().get(key)
+        if remembered is not None and remembered["winner"] == "torch":
+            return self.upgrade.finish("kept the torch plan", f"remembered: {remembered['reason']}")
         start = time.perf_counter()
         with torch.set_grad_enabled(self.grad_enabled):
             fused = compile_traced(self.base.traced, self.base.bindings, self.layout, executors=self.executors)
@@ -242,8 +270,13 @@ class UpgradeJob:
             if install is not None:
                 install(fused, seconds)
             return self.upgrade.finish("nothing to fuse", "no fusion region was kept (squall explain says why for each)")
-        if any(ex.name in fusers and getattr(ex, "judge_in_context", True) for ex in self.executors):
+        if remembered is not None:
+            verdict = Verdict("fused", remembered.get("torch_s"), remembered.get("fused_s"), f"remembered: {remembered['reason']}")
+        elif any(ex.name in fusers and getattr(ex, "judge_in_context", True) for ex in self.executors):
             verdict = self._judge(fused)
+            if verdict.torch_s is not None or verdict.keep == "torch":
+                _verdict_store().put(key, {"winner": verdict.keep, "torch_s": verdict.torch_s,
+                                           "fused_s": verdict.fused_s, "reason": verdict.reason})
         else:
             verdict = Verdict("fused", None, None, f"not judged in context: {', '.join(sorted(fusers))} asked not to be")
         self.upgrade.verdict = verdict

@@ -54,6 +54,12 @@ def _scripted_clock(torch_s: float, fused_s: float, rounds: int = 3):
     return lambda: next(ticks)
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(monkeypatch, tmp_path):
+    # judgements are remembered on disk: each test starts with none
+    monkeypatch.setenv("SQUALL_CACHE_DIR", str(tmp_path / "cache"))
+
+
 @pytest.fixture
 def fused_faster(monkeypatch):
     """Every in-context judgement says the fused plan is twice as fast (no timing in tests)."""
@@ -110,6 +116,29 @@ def test_an_upgrade_whose_results_differ_keeps_the_torch_plan_and_warns(fused_fa
     assert upgrade.status == "kept the torch plan" and "results differ" in upgrade.reason
     assert "slowfuse" not in squall.last_traces(fn).source
     torch.testing.assert_close(fn(x), program(x))
+
+
+def test_judgements_are_remembered_on_disk_for_the_next_process(monkeypatch, tmp_path):
+    real_judge = tiers.judge
+    judged = []
+
+    def judge(torch_run, fused_run, **kwargs):
+        judged.append(1)
+        return real_judge(torch_run, fused_run, clock=_scripted_clock(1e-3, 2e-3), **kwargs)
+
+    monkeypatch.setattr(tiers, "judge", judge)
+    x = torch.randn(16)
+    for _ in range(2):
+        tiers._stores.clear()  # as a fresh process: read from the file
+        fuser = SlowFuser()
+        fuser.gate.set()
+        fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+        torch.testing.assert_close(fn(x), program(x))
+        assert squall.upgrades(fn)[0].status == "kept the torch plan"
+    assert len(judged) == 1  # the second time, remembered: nothing compiled, nothing timed
+    assert squall.upgrades(fn)[0].reason.startswith("remembered: the fused plan was not faster")
+    assert fuser.compiled_sources == []
+    assert (tmp_path / "cache" / "program_choices.json").is_file()
 
 
 def test_an_entry_evicted_before_its_upgrade_is_not_upgraded(fused_faster):
