@@ -18,6 +18,7 @@ import inspect
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -291,9 +292,21 @@ class JittedFunction:
         entry = CompiledEntry(compilation, time.perf_counter() - start)
         self._insert(key, entry)
         self.last_entry = entry
-        if first is not None:
-            self._start_upgrade(key, entry, executors, (params, args, kwargs))
-        return record.first_call(self._cache[key][0])  # the cache holds the runner; this first call is recorded
+        upgrade = self._upgrade_job(key, entry, executors, (params, args, kwargs)) if first is not None else None
+        if upgrade is not None and self.wait:
+            upgrade.run()  # the same upgrade, done before the first call returns
+        runner = record.first_call(self._cache[key][0])  # the cache holds the runner; this first call is recorded
+        if upgrade is None or self.wait:
+            return runner
+
+        def first_call_then_upgrade(*args, **kwargs):
+            # queued once the first call is done, so the worker does not compete with it
+            try:
+                return runner(*args, **kwargs)
+            finally:
+                tiers.default_worker().submit(upgrade)
+
+        return first_call_then_upgrade
 
     def _runner(self, key: Any, compilation: Compilation) -> Callable:
         """What the cache holds for an entry: its generated function; or, while its non-torch
@@ -348,20 +361,20 @@ class JittedFunction:
                 self._cache[key][0] = runner
         return runner
 
-    def _start_upgrade(self, key: Any, entry: CompiledEntry, executors: ExecutorPriority, call: tuple) -> None:
-        """Upgrade `entry` to the plan with every executor (squall.tiers): in the background, or now with wait=True."""
+    def _upgrade_job(self, key: Any, entry: CompiledEntry, executors: ExecutorPriority, call: tuple) -> tiers.UpgradeJob:
+        """The job that upgrades `entry` to the plan with every executor (squall.tiers)."""
         name = getattr(self.fn, "__name__", type(self.fn).__name__)
         entry.upgrade = self._upgrades[key] = tiers.Upgrade(name)
         layout = dict(takes_params=self.module is not None, nargs=len(call[1]), takes_kwargs=bool(call[2]))
 
-        def install(compilation: Compilation, seconds: float) -> bool:
-            return self._install_upgrade(key, entry, compilation, seconds)
+        owner = weakref.ref(self)  # a queued upgrade does not keep the jitted function alive
 
-        job = tiers.UpgradeJob(entry.upgrade, entry.compilation, layout, executors, tiers.call_specs(*call), install)
-        if self.wait:
-            job.run()  # the same upgrade, done before the first call returns
-        else:
-            tiers.default_worker().submit(job)
+        def install(compilation: Compilation, seconds: float) -> bool | None:
+            state = owner()
+            return None if state is None else state._install_upgrade(key, entry, compilation, seconds)
+
+        return tiers.UpgradeJob(entry.upgrade, entry.compilation, layout, executors, tiers.call_specs(*call),
+                                install, alive=lambda: owner() is not None)
 
     def _install_upgrade(self, key: Any, base: CompiledEntry, compilation: Compilation, seconds: float) -> bool:
         """Swap the entry `key` to the upgraded compilation, unless it was evicted or replanned since."""

@@ -34,7 +34,6 @@ import queue
 import threading
 import time
 import warnings
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -237,11 +236,13 @@ class UpgradeJob:
     """Plan a compiled entry's traced program with the fusion executors, judge it, install it."""
 
     def __init__(self, upgrade: Upgrade, base: Compilation, layout: dict[str, Any], executors: Sequence[Executor],
-                 call_specs: tuple[Any, tuple, dict], install: Callable[[Compilation, float], bool] | None):
+                 call_specs: tuple[Any, tuple, dict], install: Callable[[Compilation, float], bool | None],
+                 *, alive: Callable[[], bool] = lambda: True):
         self.upgrade, self.base, self.layout, self.executors = upgrade, base, layout, executors
         self.call_specs = call_specs  # (params, args, kwargs) with tensors as _TensorSpec
-        # a weak method: a pending upgrade does not keep the jitted function alive
-        self._install = weakref.WeakMethod(install) if hasattr(install, "__self__") else (lambda: install)
+        # install(compilation, seconds): True when swapped in; False when the entry was evicted
+        # or replanned meanwhile; None when the jitted function is gone
+        self.install, self.alive = install, alive
         self.grad_enabled = torch.is_grad_enabled()  # grad mode is per thread; the key holds the caller's
         self.num_threads = torch.get_num_threads()
 
@@ -252,7 +253,7 @@ class UpgradeJob:
             self.upgrade.finish("failed", f"{type(e).__name__}: {e}")
 
     def _run(self) -> None:
-        if self._install() is None:
+        if not self.alive():
             return self.upgrade.finish("evicted", "the jitted function no longer exists")
         key = _program_key(self.base, self.executors, self.num_threads)
         remembered = _verdict_store().get(key)
@@ -266,9 +267,7 @@ class UpgradeJob:
         if not fusers:
             # the same calls on the same executors as the first plan, with the fusion executors'
             # reasons recorded: installed so that last_traces and explain show why
-            install = self._install()
-            if install is not None:
-                install(fused, seconds)
+            self.install(fused, seconds)
             return self.upgrade.finish("nothing to fuse", "no fusion region was kept (squall explain says why for each)")
         if remembered is not None:
             verdict = Verdict("fused", remembered.get("torch_s"), remembered.get("fused_s"), f"remembered: {remembered['reason']}")
@@ -282,8 +281,7 @@ class UpgradeJob:
         self.upgrade.verdict = verdict
         if verdict.keep != "fused":
             return self.upgrade.finish("kept the torch plan", verdict.reason)
-        install = self._install()
-        if install is None or not install(fused, seconds):
+        if not self.install(fused, seconds):
             return self.upgrade.finish("evicted", "the entry left the cache, or was replanned, before the upgrade")
         self.upgrade.finish("upgraded", verdict.reason)
 
