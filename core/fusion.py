@@ -13,6 +13,7 @@ calling the executor's compiled region costs by itself; the reason shows in `squ
 from __future__ import annotations
 
 import heapq
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -227,6 +228,9 @@ class FusionExecutor(Executor):
         self.compile_errors: list[str] = []
         # the calls the latest fusion pass handed back, with why: id(bsym) -> (bsym, reason)
         self._left_out: dict[int, tuple[BoundSymbol, str]] = {}
+        # held by the planner from this executor's fusion pass until its final pass has read
+        # `_left_out`: squall.tiers plans in a background thread while the caller may plan too
+        self.pass_lock = threading.RLock()
 
     def left_out_reason(self, bsym: BoundSymbol) -> str:
         """Why the latest fusion pass handed `bsym` back ("" when it gave no reason)."""
