@@ -229,6 +229,24 @@ def run_workload(key, rounds, budget_s: float = 0.6):
     return row
 
 
+def warm_process_first_calls(keys, rounds: int = 5) -> dict:
+    """{workload: (squall(torch) s, squall(inductor) tiered s)}: the first call of a fresh
+    squall.jit in this already-warm process, best of `rounds`, the two alternating; each
+    tiered one's background upgrade is awaited (not timed) before the next round."""
+    results = {}
+    for key in keys:
+        fn, args = make_workload(key)
+        best = {"torch": math.inf, "tiered": math.inf}
+        for _ in range(rounds):
+            for label, executors in (("torch", ["torch"]), ("tiered", ["inductor", "torch"])):
+                jitted = squall.jit(fn, executors=executors)
+                seconds, _ = first_call(jitted, args)
+                best[label] = min(best[label], seconds)
+                squall.wait_for_upgrades(jitted)
+        results[key] = (best["torch"], best["tiered"])
+    return results
+
+
 def depth_section(rounds):
     from squall_inductor import InductorExecutor
 
@@ -280,6 +298,13 @@ def main() -> int:
     print("\n(x) = time / eager's time, lower is better; 'vs best' = squall(inductor) time / min(eager, torch.compile);")
     print("+mm = InductorExecutor(include_matmuls=True), i.e. SQUALL_INDUCTOR_MATMULS=1; regions = inductor regions kept (plain/+mm)\n")
     if not ARGS.skip_first_call:
+        print("first call of a fresh squall.jit in this (warm) process, best of 5, ms: torch only vs with inductor (tiered)")
+        with torch.no_grad():
+            warm = warm_process_first_calls(keys)
+        for key in keys:
+            t, i = warm[key]
+            print(f"  {WORKLOADS[key]:36} torch only {t * 1e3:8.2f}  with inductor {i * 1e3:8.2f}  ({i / t:.2f}x)")
+        print()
         first_labels = ("torch.compile", "squall(torch)", "squall(inductor)", "squall(inductor,wait)")
         first = first_calls_in_fresh_processes(keys, first_labels)
         print("first call, each contender in its own fresh processes: cold = empty inductor and squall caches, "

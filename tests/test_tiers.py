@@ -162,6 +162,7 @@ def test_nothing_to_fuse_leaves_the_plan_as_it_was_with_the_reasons():
     (upgrade,) = squall.upgrades(fn)
     assert upgrade.status == "nothing to fuse"
     assert squall.last_traces(fn).plan.executors == ("slowfuse", "torch")  # the full list's decisions
+    assert "background upgrade of sin: nothing to fuse (no fusion region was kept" in str(squall.explain(fn, x))
 
 
 def test_without_background_executors_nothing_is_tiered():
