@@ -35,6 +35,7 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--only", nargs="*", default=None, help="workloads to run (default: all)")
     parser.add_argument("--skip-depth", action="store_true", help="skip the 1/4/16-block compile-time section")
     parser.add_argument("--skip-per-call", action="store_true", help="skip the per-call table")
+    parser.add_argument("--skip-fresh", action="store_true", help="skip the first calls in fresh processes (minutes each)")
     parser.add_argument("--skip-first-call", action="store_true", help="skip the first-call section (fresh processes)")
     parser.add_argument("--first-call-only", nargs=2, metavar=("CONTENDER", "WORKLOAD"),
                         help="time one contender's first call on one workload in this process; print JSON")
@@ -305,6 +306,7 @@ def main() -> int:
             t, i = warm[key]
             print(f"  {WORKLOADS[key]:36} torch only {t * 1e3:8.2f}  with inductor {i * 1e3:8.2f}  ({i / t:.2f}x)")
         print()
+    if not ARGS.skip_first_call and not ARGS.skip_fresh:
         first_labels = ("torch.compile", "squall(torch)", "squall(inductor)", "squall(inductor,wait)")
         first = first_calls_in_fresh_processes(keys, first_labels)
         print("first call, each contender in its own fresh processes: cold = empty inductor and squall caches, "
