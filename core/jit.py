@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -24,6 +25,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
+from .aliasing import AliasPattern, alias_guarded, describe_path, same_as_paths
 from .checking import ExecutorFault, check_mode
 from .config import ExecutorPriority, resolve_executors
 from .executor import Executor
@@ -219,9 +221,14 @@ class JittedFunction:
         self._last_parts: dict[str, Any] | None = None
         self._warned = False
         self._slots: list[tuple[dict, str]] = []
+        self._slot_names: list[str] = []
         self._submodules: list[torch.nn.Module] = []
+        # held while compiling (threads that miss on one signature compile it once) and around
+        # calls that write module state (a module's buffers are updated as one step, as in eager)
+        self._compile_lock = threading.RLock()
+        self._state_lock = threading.Lock()
         if self.module is not None:
-            self._slots, _ = module_slots(self.module)
+            self._slots, self._slot_names = module_slots(self.module)
             self._submodules = list(self.module.modules())
         self.entry_point = self._make_entry_point()
 
@@ -258,25 +265,29 @@ class JittedFunction:
             # called from inside a program squall is tracing: trace through it, inline
             original = self.fn
             return (lambda params, *a, **k: original(*a, **k)) if params is not None else original
-        start = time.perf_counter()
-        self.stats.misses += 1
-        self._note_changes(args, kwargs)
-        # an executor that failed this signature's checks before (then was evicted) stays out
-        exclusions = self._exclusions.get(key)
-        executors = self._excluding(exclusions) if exclusions else self.executors
-        with record_compilation(self, args, kwargs) as record:  # always on: squall.rage
-            compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module, on_traced=record.traced)
-            record.compiled(compilation)
-        entry = CompiledEntry(compilation, time.perf_counter() - start)
-        self._insert(key, entry)
-        self.last_entry = entry
-        return record.first_call(self._cache[key][0])  # the cache holds the runner; this first call is recorded
+        with self._compile_lock:
+            cached = self._cache.get(key)
+            if cached is not None:  # another thread compiled this signature while we waited
+                return cached[0]
+            start = time.perf_counter()
+            self.stats.misses += 1
+            self._note_changes(args, kwargs)
+            # an executor that failed this signature's checks before (then was evicted) stays out
+            exclusions = self._exclusions.get(key)
+            executors = self._excluding(exclusions) if exclusions else self.executors
+            with record_compilation(self, args, kwargs) as record:  # always on: squall.rage
+                compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module, on_traced=record.traced)
+                record.compiled(compilation)
+            entry = CompiledEntry(compilation, time.perf_counter() - start)
+            self._insert(key, entry)
+            self.last_entry = entry
+            return record.first_call(self._cache[key][0])  # the cache holds the runner; this first call is recorded
 
     def _runner(self, key: Any, compilation: Compilation) -> Callable:
         """What the cache holds for an entry: its generated function; or, while its non-torch
         calls are to be checked, the checked variant, which replans the entry on a fault and
         (unless $SQUALL_CHECK=always) hands the cache the unchecked one after a clean call."""
-        checked, plain = compilation.checked, compilation.fn
+        checked, plain = compilation.checked, self._guarded(compilation, compilation.fn)
         if checked is None or self.check == "never":
             return plain
         always = self.check == "always"
@@ -288,15 +299,59 @@ class JittedFunction:
                 user_args = args[1:] if self.module is not None else args  # a module's get params first
                 return self._replan(key, fault, user_args, kwargs)(*args, **kwargs)
             cached = self._cache.get(key)
-            if not always and cached is not None and cached[0] is checked_call:
+            if not always and cached is not None and cached[0] is runner:
                 cached[0] = plain  # checked once: later calls run the plain code
             return out
 
-        return checked_call
+        runner = self._guarded(compilation, checked_call)
+        return runner
+
+    def _guarded(self, compilation: Compilation, runner: Callable) -> Callable:
+        """`runner` behind what a program that writes its inputs needs: module state written under
+        a lock, and a look at whether the call's tensors share memory (`squall.aliasing`)."""
+        if compilation.writes_module_state:
+            runner = _holding(self._state_lock, runner)
+        if compilation.writes_inputs:
+            paths = [b.path for b in compilation.bindings]
+            variant_for = functools.partial(self._alias_variant, compilation)
+            runner = alias_guarded(runner, paths, self.module is not None, variant_for)
+        return runner
+
+    def _alias_variant(self, compilation: Compilation, pattern: AliasPattern, args: tuple, kwargs: dict) -> Callable:
+        """The runner for calls whose tensors share memory as `pattern` says: the program traced
+        with one proxy for inputs that are the same tensor; eager, with a warning, for overlapping views."""
+        paths = [b.path for b in compilation.bindings]
+        user_args = args[1:] if self.module is not None else args
+        if pattern[0] == "overlapping":
+            fn = self.module.forward if self.module is not None else self.fn
+            names = argument_names(fn, len(user_args))
+            first, second = (describe_path(paths[i], names, self._slot_names) for i in pattern[1:])
+            warnings.warn(
+                f"squall: {first} and {second} share memory without being the same tensor (overlapping "
+                "views of one tensor), and the program writes into its inputs in place; squall's "
+                "compiled code cannot follow a write through one into the other, so calls like this "
+                "one run eagerly",
+                SquallWarning,
+                stacklevel=4 if self.module is None else 5,
+            )
+            eager = self.module if self.module is not None else self.fn
+            return lambda *a, **k: eager(*(a[1:] if self.module is not None else a), **k)
+        with self._compile_lock:
+            start = time.perf_counter()
+            variant = compile_program(
+                self.fn, user_args, kwargs, executors=self.executors, module=self.module, same_as=same_as_paths(pattern, paths)
+            )
+            self.last_entry = CompiledEntry(variant, time.perf_counter() - start)
+        fn = variant.fn
+        return _holding(self._state_lock, fn) if variant.writes_module_state else fn
 
     def _replan(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
         """Compile the entry `key` again without the executor that failed, for the operations it
         failed on; warn; return the new runner (checked again, for the executors left)."""
+        with self._compile_lock:
+            return self._replan_locked(key, fault, args, kwargs)
+
+    def _replan_locked(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
         exclusions = self._exclusions.setdefault(key, [])
         ops = self._ops_to_exclude(key, fault)
         if (fault.executor, ops) in exclusions:
@@ -309,7 +364,7 @@ class JittedFunction:
             f"squall: {fault}. The call is compiled again without {fault.executor!r} {what} "
             "and its result comes from the new plan; the executor's package has a bug to report.",
             SquallWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
         start = time.perf_counter()
         compilation = compile_program(self.fn, args, kwargs, executors=self._excluding(exclusions), module=self.module)
@@ -403,6 +458,17 @@ class JittedFunction:
         self.stats.size = len(self._cache)
         self.stats.limit = self.cache_size
         return self.stats
+
+
+def _holding(lock: threading.Lock, fn: Callable) -> Callable:
+    """`fn`, called while holding `lock`."""
+
+    def locked(*args, **kwargs):
+        with lock:
+            return fn(*args, **kwargs)
+
+    locked.__wrapped__ = fn
+    return locked
 
 
 class JittedModule(torch.nn.Module):

@@ -82,6 +82,21 @@ class Compilation(list):
         return "\n".join([self.generated.source, *(part.source for part in self.generated.parts.values())])
 
     @property
+    def writes_inputs(self) -> bool:
+        """Whether the program writes into a tensor it was given (`squall.aliasing` guards it)."""
+        return bool(self._written_places())
+
+    @property
+    def writes_module_state(self) -> bool:
+        """Whether the program writes into a module's parameter or buffer (running statistics)."""
+        return any(path[0] == "params" for path in self._written_places())
+
+    def _written_places(self) -> list[tuple]:
+        context = self.traced.context
+        written = {old.name for old, _ in context.mutated_inputs.values()} if context is not None else set()
+        return [b.path for b in self.bindings if b.proxy.name in written]
+
+    @property
     def fn(self) -> Callable | None:
         return self.generated.fn if self.generated is not None else None
 
@@ -99,16 +114,18 @@ def compile_program(
     module: torch.nn.Module | None = None,
     generate_code: bool = True,
     on_traced: Callable[[Trace], None] | None = None,
+    same_as: dict[tuple, tuple] | None = None,
 ) -> Compilation:
     """Compile `fn(*args, **kwargs)` (or `module(...)`) for the priority list `executors`.
 
     Gradients are planned for when grad mode is on and an input requires grad. With
     `generate_code=False` the pipeline stops after planning (what `explain` shows).
     `on_traced` sees the traced trace before any later stage can fail (compile records).
+    `same_as` names inputs that are the same tensor as an earlier one (`squall.aliasing`).
     """
     seconds: dict[str, Any] = {}
     start = time.perf_counter()
-    traced, bindings = trace_program(fn, args, kwargs, module=module)
+    traced, bindings = trace_program(fn, args, kwargs, module=module, same_as=same_as)
     seconds["trace"] = (now := time.perf_counter()) - start
     if on_traced is not None:
         on_traced(traced)

@@ -1,0 +1,145 @@
+"""Inputs that share memory: found at call time, traced as eager would run them.
+
+A compiled program is functional: it reads its inputs, computes, and copies the final
+value of each input it modified back at the end. That is eager's result only when the
+inputs it modified share no memory with the inputs it reads: in `f(t, t)`, where `f`
+does `a.add_(1); return b * 2`, eager's `b` sees the update. So an entry whose program
+writes into an input (`Compilation.writes_inputs`) runs behind `alias_guarded`, which
+looks at the storages of the call's tensors:
+
+- all distinct (the usual case): the entry's own code runs; the check is one storage
+  pointer per tensor, and only programs that write an input pay it;
+- some are the *same* tensor (same storage, offset, shape, strides, dtype): the call runs a
+  variant traced with one input proxy bound to each of their places (`same_as`), so an
+  update through one is seen through the others, as in eager;
+- some overlap without being the same (views of one tensor): the call runs eagerly, with a
+  `SquallWarning` naming the inputs; torch then raises its own error where eager does (an
+  in-place op between partly overlapping tensors).
+
+Variants are kept per pattern (`AliasPattern`), so each compiles once.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["AliasPattern", "alias_pattern", "input_tensors", "alias_guarded", "same_as_paths", "describe_path"]
+
+# For each tensor input (in binding order), the index of the first input it is the same
+# tensor as (its own index when none); or ("overlapping", i, j) when inputs i and j share
+# memory without being the same tensor.
+AliasPattern = tuple
+
+
+def input_tensors(paths: Sequence[tuple], args: tuple, kwargs: dict, takes_params: bool) -> list:
+    """The tensors at `paths` (input bindings' paths) in a call of a generated function."""
+    out = []
+    for path in paths:
+        root, *keys = path
+        if root == "params":
+            x = args[0]
+        elif root == "args":
+            x, keys[0] = args, keys[0] + takes_params
+        else:
+            x = kwargs
+        for k in keys:
+            x = x[k]
+        out.append(x)
+    return out
+
+
+def alias_pattern(tensors: Sequence[torch.Tensor]) -> AliasPattern | None:
+    """None when no two of `tensors` share a storage (one pointer read each); else the pattern."""
+    seen: dict[int, int] = {}
+    shared = False
+    for i, t in enumerate(tensors):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr and seen.setdefault(ptr, i) != i:
+            shared = True
+    if not shared:
+        return None
+    pattern = list(range(len(tensors)))
+    for i, t in enumerate(tensors):
+        for j in range(i):
+            if pattern[j] != j or not _same_storage(tensors[j], t):
+                continue
+            relation = _relation(tensors[j], t)
+            if relation == "same":
+                pattern[i] = j
+                break
+            if relation == "overlapping":
+                return ("overlapping", j, i)
+    return tuple(pattern) if pattern != list(range(len(tensors))) else None
+
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    pa = a.untyped_storage().data_ptr()
+    return pa != 0 and pa == b.untyped_storage().data_ptr()
+
+
+def _byte_range(t: torch.Tensor) -> tuple[int, int]:
+    start = t.storage_offset() * t.element_size()
+    span = sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1
+    return start, start + span * t.element_size()
+
+
+def _relation(a: torch.Tensor, b: torch.Tensor) -> str:
+    """"same", "disjoint" or "overlapping", for two tensors on one storage."""
+    if a.numel() == 0 or b.numel() == 0:
+        return "disjoint"
+    if (
+        a.storage_offset() == b.storage_offset()
+        and a.shape == b.shape
+        and a.stride() == b.stride()
+        and a.dtype == b.dtype
+        # two tensor objects over the same memory are two autograd nodes: one proxy cannot stand for both
+        and (a is b or not (a.requires_grad or b.requires_grad))
+    ):
+        return "same"
+    (a0, a1), (b0, b1) = _byte_range(a), _byte_range(b)
+    # ranges that meet may still interleave without sharing an element (x[::2], x[1::2]): overlapping, to be safe
+    return "disjoint" if a1 <= b0 or b1 <= a0 else "overlapping"
+
+
+def same_as_paths(pattern: AliasPattern, paths: Sequence[tuple]) -> dict[tuple, tuple]:
+    """For a pattern of same tensors: each later place -> the first place of the same tensor."""
+    return {paths[i]: paths[j] for i, j in enumerate(pattern) if i != j}
+
+
+def describe_path(path: tuple, arg_names: Sequence[str], param_names: Sequence[str]) -> str:
+    """An input's place in words: argument 'x', argument 'xs'[1], parameter 'bn.running_mean'."""
+    root, first, *rest = path
+    if root == "params":
+        return f"parameter {param_names[first]!r}" if first < len(param_names) else f"parameter {first}"
+    head = f"argument {arg_names[first]!r}" if root == "args" and first < len(arg_names) else f"argument {first!r}"
+    if root == "kwargs":
+        head = f"keyword argument {first!r}"
+    return head + "".join(f"[{k!r}]" for k in rest)
+
+
+def alias_guarded(
+    runner: Callable,
+    paths: Sequence[tuple],
+    takes_params: bool,
+    variant_for: Callable[[AliasPattern, tuple, dict], Callable],
+) -> Callable:
+    """`runner`, for calls whose tensors share no memory; the variant for their pattern otherwise.
+
+    `variant_for(pattern, args, kwargs)` makes the runner for a pattern (compiling it, or
+    running eagerly); it is asked once per pattern.
+    """
+    variants: dict[AliasPattern, Callable] = {}
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        pattern = alias_pattern(input_tensors(paths, args, kwargs, takes_params))
+        if pattern is None:
+            return runner(*args, **kwargs)
+        variant = variants.get(pattern)
+        if variant is None:
+            variant = variants.setdefault(pattern, variant_for(pattern, args, kwargs))
+        return variant(*args, **kwargs)
+
+    guarded.__wrapped__ = runner
+    return guarded
