@@ -165,3 +165,18 @@ def test_alias_pattern_reports_what_is_shared():
     assert alias_pattern([torch.zeros(0), torch.zeros(0)]) is None
     leaf = torch.zeros(3, requires_grad=True)
     assert alias_pattern([leaf, leaf.view(3)]) == ("overlapping", 0, 1)  # two autograd nodes
+
+
+COUNTER = torch.zeros(2)
+
+
+def test_a_captured_tensor_read_after_its_update_is_the_updated_value():
+    def f(x):
+        COUNTER.add_(1)
+        return x + COUNTER  # eager reads the updated global
+
+    COUNTER.zero_()
+    jf = squall.jit(f)
+    assert_close(jf(torch.zeros(2)), torch.ones(2))
+    assert_close(jf(torch.zeros(2)), torch.full((2,), 2.0))
+    assert_close(COUNTER, torch.full((2,), 2.0))
