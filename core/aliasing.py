@@ -20,6 +20,7 @@ Variants are kept per pattern (`AliasPattern`), so each compiles once.
 """
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,19 +36,32 @@ AliasPattern = tuple
 
 def input_tensors(paths: Sequence[tuple], args: tuple, kwargs: dict, takes_params: bool) -> list:
     """The tensors at `paths` (input bindings' paths) in a call of a generated function."""
-    out = []
-    for path in paths:
-        root, *keys = path
-        if root == "params":
-            x = args[0]
-        elif root == "args":
-            x, keys[0] = args, keys[0] + takes_params
-        else:
-            x = kwargs
-        for k in keys:
-            x = x[k]
-        out.append(x)
-    return out
+    return list(_picker(paths, takes_params)(args, kwargs))
+
+
+def _picker(paths: Sequence[tuple], takes_params: bool) -> Callable[[tuple, dict], Sequence]:
+    """A function of a generated function's (args, kwargs) giving the tensors at `paths`;
+    one `itemgetter` call where they are all positional arguments (the usual case)."""
+    offset = 1 if takes_params else 0
+    if paths and all(p[0] == "args" and len(p) == 2 for p in paths):
+        get = operator.itemgetter(*(p[1] + offset for p in paths))
+        return (lambda args, kwargs: get(args)) if len(paths) > 1 else (lambda args, kwargs: (get(args),))
+
+    def pick(args: tuple, kwargs: dict) -> list:
+        out = []
+        for root, *keys in paths:
+            if root == "params":
+                x = args[0]
+            elif root == "args":
+                x, keys[0] = args, keys[0] + offset
+            else:
+                x = kwargs
+            for k in keys:
+                x = x[k]
+            out.append(x)
+        return out
+
+    return pick
 
 
 def alias_pattern(tensors: Sequence[torch.Tensor]) -> AliasPattern | None:
@@ -131,9 +145,15 @@ def alias_guarded(
     running eagerly); it is asked once per pattern.
     """
     variants: dict[AliasPattern, Callable] = {}
+    pick = _picker(paths, takes_params)
+    n = len(paths)
 
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        pattern = alias_pattern(input_tensors(paths, args, kwargs, takes_params))
+        tensors = pick(args, kwargs)
+        # distinct storage pointers: nothing shared (empty storages share 0 and go the long way)
+        if len({t.untyped_storage().data_ptr() for t in tensors}) == n:
+            return runner(*args, **kwargs)
+        pattern = alias_pattern(tensors)
         if pattern is None:
             return runner(*args, **kwargs)
         variant = variants.get(pattern)
