@@ -19,10 +19,11 @@ import torch
 from torch.utils._pytree import tree_map
 
 from . import ltorch
-from .ltorch.base import TorchLanguage, TracingMode, check_not_stale
+from .ltorch.base import TorchLanguage, TracingMode
 from .prims import copy_
 from .proxies import TensorProxy, tracing
 from .trace import Trace
+from .views import ViewTracker
 
 __all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names"]
 
@@ -43,12 +44,8 @@ class TracingContext:
         # an input or constant that an in-place op changed: its name -> (its proxy, the handle
         # that holds its newest value); the value is copied back when the program ends
         self.mutated_inputs: dict[str, tuple[TensorProxy, TensorProxy]] = {}
-        # Views: torch lets a view and its base share memory, a functional trace cannot.
-        # After an in-place op through one of them, the others hold stale values; using
-        # one is an error (see ltorch.base) rather than a silently different result.
-        self.view_base: dict[int, TensorProxy] = {}  # id(view) -> the root tensor it views
-        self.view_family: dict[int, list[TensorProxy]] = {}  # id(root) -> [root, views...]
-        self.stale: dict[int, str] = {}  # id(proxy) -> why its value is out of date
+        # views and what a write through one changes (squall.views)
+        self.views = ViewTracker(self)
 
     def rebind(self, handle: TensorProxy, value: TensorProxy) -> TensorProxy:
         """Make `handle` (a proxy the program holds) stand for `value` from now on.
@@ -236,9 +233,8 @@ def trace_program(
         with TracingMode(language):
             result = (module if module is not None else fn)(*p_args, **p_kwargs)
             result = tree_map(lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x, result)
-            if ctx.stale:
-                check_not_stale(ctx, "the function's output", result)
-                check_not_stale(ctx, "a tensor passed in (eager would modify it)", ctx.inputs)
+            if ctx.views.stale:
+                ctx.views.refresh(result)  # a returned view of a tensor changed since it was taken
             for original, handle in ctx.mutated_inputs.values():
                 copy_(original, handle)
     bindings = [InputBinding(p, path) for p, path in zip(ctx.inputs, paths)]
