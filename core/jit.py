@@ -293,10 +293,13 @@ class JittedFunction:
         always = self.check == "always"
 
         def checked_call(*args, **kwargs):
+            user_args = args[1:] if self.module is not None else args  # a module's get params first
+            if compilation.on_backward_fault is None:
+                # a fault in the checked backward comes after this call returns: replan then, for later calls
+                compilation.on_backward_fault = lambda fault: self._replan_after_backward(key, fault, user_args, kwargs)
             try:
                 out = checked.fn(*args, **kwargs)
             except ExecutorFault as fault:
-                user_args = args[1:] if self.module is not None else args  # a module's get params first
                 return self._replan(key, fault, user_args, kwargs)(*args, **kwargs)
             cached = self._cache.get(key)
             if not always and cached is not None and cached[0] is runner:
@@ -376,6 +379,15 @@ class JittedFunction:
         if key in self._cache:
             self._cache[key][0] = runner
         return runner
+
+    def _replan_after_backward(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> None:
+        """A fault in the checked backward of `key`'s first call: that backward was computed on
+        torch (squall.pipeline); later calls get a plan without the executor there."""
+        compilation = self._entries[key].compilation if key in self._entries else None
+        if compilation is not None:
+            compilation.on_backward_fault = None  # the replan holds no reference to the first call's inputs
+        with torch.enable_grad():  # a backward runs in no-grad mode; the entry was compiled for training
+            self._replan(key, fault, args, kwargs)
 
     def _ops_to_exclude(self, key: Any, fault: ExecutorFault) -> tuple[str, ...]:
         """The program's operations the executor must not take: those it failed running, or

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from .autograd import autograd_function, calling_trace
-from .checking import checked_call, needs_check
+from .checking import ExecutorFault, checked_call, needs_check
 from .codegen import GeneratedFunction, generate
 from .executor import Executor
 from .grad_rules import default_grad_rules
@@ -51,6 +51,10 @@ class Compilation(list):
         self.seconds = seconds
         # the same program with every non-torch call checked (squall.checking); None when it has none
         self.checked = checked
+        # a differentiated program's checked backward runs after the call returns: whether one
+        # has run, and who hears of an executor's fault there (squall.jit: it replans the entry)
+        self.backward_checked = False
+        self.on_backward_fault: Callable | None = None
 
     @property
     def traced(self) -> Trace:
@@ -191,8 +195,50 @@ def _compile_differentiated(traced, diff, bindings, executors, module, args, kwa
     backward_fn = generate(backward_x, _positional(backward_x), takes_params=False, nargs=len(backward_x.inputs), takes_kwargs=False)
     function = autograd_function(diff, forward_fn.fn, backward_fn.fn, traced.name)
     program = free_after_last_use(calling_trace(traced, function))
-    generated = generate(program, bindings, takes_params=module is not None, nargs=len(args), takes_kwargs=bool(kwargs))
+    layout = dict(takes_params=module is not None, nargs=len(args), takes_kwargs=bool(kwargs))
+    generated = generate(program, bindings, **layout)
     generated.parts = {"forward": forward_fn, "backward": backward_fn}
-    seconds["generate"] = time.perf_counter() - now
     traces = [traced, diff.forward, diff.backward, forward, backward, forward_x, backward_x, program]
-    return Compilation(traces, bindings, generated, seconds)
+    compilation = Compilation(traces, bindings, generated, seconds)
+    if any(map(needs_check, forward_x.bsyms)) or any(map(needs_check, backward_x.bsyms)):
+        compilation.checked = _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, layout, executors)
+    seconds["generate"] = time.perf_counter() - now
+    return compilation
+
+
+def _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, layout, executors) -> GeneratedFunction:
+    """The program with every non-torch call of its forward and backward checked.
+
+    A fault in the forward is raised from the call, as for any program (squall.jit replans
+    and runs it again). A fault in the backward surfaces in `loss.backward()`, when the call
+    has long returned: that backward is computed again on the torch executor alone from the
+    same saved tensors (its gradients stay eager's), the fault is reported to
+    `compilation.on_backward_fault` (squall.jit replans the entry for later calls), and
+    `compilation.backward_checked` becomes true once a checked backward has run.
+    """
+    forward_fn = generate(forward_x, _positional(forward_x), takes_params=False, nargs=len(forward_x.inputs), takes_kwargs=False, wrap=checked_call)
+    backward_fn = generate(backward_x, _positional(backward_x), takes_params=False, nargs=len(backward_x.inputs), takes_kwargs=False, wrap=checked_call)
+    on_torch: list[Callable] = []
+
+    def backward(*saved_and_cotangents):
+        try:
+            grads = backward_fn.fn(*saved_and_cotangents)
+        except ExecutorFault as fault:
+            if not on_torch:
+                replanned = free_after_last_use(plan(diff.backward, [ex for ex in executors if ex.name == "torch"]))
+                on_torch.append(generate(replanned, _positional(replanned), takes_params=False, nargs=len(replanned.inputs), takes_kwargs=False).fn)
+            compilation.backward_checked = True
+            report = compilation.on_backward_fault
+            if report is not None:
+                report(fault)
+            else:
+                warnings.warn(f"squall: {fault}; this backward was computed on the torch executor instead", SquallWarning, stacklevel=2)
+            return on_torch[0](*saved_and_cotangents)
+        compilation.backward_checked = True
+        return grads
+
+    function = autograd_function(diff, forward_fn.fn, backward, compilation.traced.name)
+    program = free_after_last_use(calling_trace(compilation.traced, function))
+    checked = generate(program, bindings, **layout)
+    checked.parts = {"forward": forward_fn, "backward": backward_fn}
+    return checked
