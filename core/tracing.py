@@ -234,7 +234,8 @@ def trace_program(
             result = (module if module is not None else fn)(*p_args, **p_kwargs)
             result = tree_map(lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x, result)
             if ctx.views.stale:
-                ctx.views.refresh(result)  # a returned view of a tensor changed since it was taken
+                ctx.views.refresh(result, "the function's output")  # a view of a tensor changed since it was taken
+                ctx.views.refresh((ctx.inputs, list(ctx._constant_proxies.values())), "a tensor passed in (eager would modify it)")
             for original, handle in ctx.mutated_inputs.values():
                 copy_(original, handle)
     bindings = [InputBinding(p, path) for p, path in zip(ctx.inputs, paths)]

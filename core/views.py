@@ -145,9 +145,9 @@ def _no_inverse(why: str) -> Callable:
 
 
 _LAYOUT = (
-    "would change its base only where eager's {op} returned a view, which depends on the memory layout "
-    "of its input at run time, which squall's traces do not know. Write the update out of place, or "
-    "take a view that always is one (view, a slice, transpose) to write through"
+    "eager's {op} returns a view (sharing memory) or a copy depending on the memory layout of its "
+    "input at run time, which squall's traces do not know. Write the update out of place, or take a "
+    "view that always is one (view, a slice, transpose)"
 )
 
 # what a write through each view op does to the viewed tensor
@@ -178,7 +178,8 @@ _INVERSES: dict[str, Callable] = {
 }
 # ops returning several views, one per piece along a dim: the position of their dim parameter
 _SPLITS = {"torch.split": 2, "torch.Tensor.split": 2, "torch.chunk": 2, "torch.tensor_split": 2, "torch.unbind": 1}
-# views only where the input's layout allows it (else copies): refused, see _LAYOUT
+# views only where the input's layout allows it (else copies): a write through one leaves the
+# other tensors of its family unusable, and a family member changed since cannot be regenerated
 _LAYOUT_DEPENDENT = frozenset({"torch.Tensor.reshape", "torch.Tensor.reshape_as", "torch.Tensor.flatten", "torch.Tensor.unflatten", "torch.Tensor.contiguous"})
 
 # ltorch ops whose torch counterparts return views sharing memory with their input
@@ -201,6 +202,7 @@ class ViewTracker:
         # id(root) -> [root, its views...]; holding them keeps every id above in use
         self.family: dict[int, list[TensorProxy]] = {}
         self.stale: dict[int, str] = {}  # id(view) -> why: regenerated from its root before its next use
+        self.unusable: dict[int, str] = {}  # id(tensor) -> why its value cannot be known (also in stale)
 
     def note(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
         """Record, where `op` is a view op, that the tensors it returned view its tensor argument."""
@@ -242,9 +244,14 @@ class ViewTracker:
             self._mark_stale(a, keep=None, why=f"{name} modified its base in place")
             return self.ctx.rebind(a, value)
         steps = self.steps[id(a)]
-        for step in steps:
-            if step.op.id in _LAYOUT_DEPENDENT:
-                raise NotImplementedError(f"squall: {name} through {step.op.id}(...) {_LAYOUT.format(op=step.op.id)}")
+        layout = next((step.op.id for step in steps if step.op.id in _LAYOUT_DEPENDENT), None)
+        if layout is not None:
+            # the write is kept in `a`; reading any other member (the root included) is refused
+            why = f"{name} wrote into {layout}(...) of it in place, and {_LAYOUT.format(op=layout)}"
+            for member in self.family[id(root)]:
+                if member is not a:
+                    self.unusable[id(member)] = self.stale[id(member)] = why
+            return self.ctx.rebind(a, value)
         parents = [root]  # each step's input, as it is now
         for step in steps[:-1]:
             parents.append(step.forward(parents[-1]))
@@ -260,23 +267,24 @@ class ViewTracker:
             if view is not keep:
                 self.stale[id(view)] = why
 
-    def refresh(self, values: Any) -> None:
+    def refresh(self, values: Any, what: str = "the program") -> None:
         """Regenerate, from their roots' newest values, the stale views among `values` (in place:
-        the handles the program holds stand for the new values)."""
+        the handles the program holds stand for the new values); `what` uses them."""
         for x in tree_flatten(values)[0]:
             if type(x) is not TensorProxy:
                 continue
-            why = self.stale.pop(id(x), None)
+            why = self.stale.get(id(x))
             if why is None:
                 continue
+            if id(x) in self.unusable:
+                raise NotImplementedError(f"squall: {what} uses tensor {x.name}, but {why}")
+            del self.stale[id(x)]
             steps = self.steps[id(x)]
             for step in steps:
                 if step.op.id in _LAYOUT_DEPENDENT:
                     raise NotImplementedError(
-                        f"squall: tensor {x.name} came from {step.op.id}(...) of a tensor changed since ({why}); "
-                        f"eager's {step.op.id} sees that change only where it returned a view, which depends on "
-                        "the memory layout of its input at run time, which squall's traces do not know. Take it "
-                        "after the in-place op, or use one that always is a view (view, a slice, transpose)"
+                        f"squall: {what} uses tensor {x.name}, which came from {step.op.id}(...) of a tensor "
+                        f"changed since ({why}); {_LAYOUT.format(op=step.op.id)}"
                     )
             value = self.root[id(x)]
             for step in steps:

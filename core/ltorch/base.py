@@ -120,13 +120,13 @@ class TorchLanguage:
             has_proxy, has_tensor = _scan(kwargs.values(), has_proxy, has_tensor)
         ctx = current_context()
         if has_proxy and ctx.views.stale:
-            ctx.views.refresh((args, kwargs))  # views whose base changed since: regenerated first
+            ctx.views.refresh((args, kwargs), qualified_name(func))  # views whose base changed since: regenerated first
         if op is not None:
             if has_tensor:
                 as_proxy = lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x
                 args, kwargs = tree_map(as_proxy, args), tree_map(as_proxy, kwargs)
                 if ctx.views.stale:
-                    ctx.views.refresh((args, kwargs))
+                    ctx.views.refresh((args, kwargs), qualified_name(func))
             out = op(*args, **kwargs)
             ctx.views.note(op, args, kwargs, out)
             return out
@@ -143,7 +143,7 @@ class TorchLanguage:
                     return value if is_getter else value(*args[1:], **kwargs)
                 has_proxy, _ = _scan((args, kwargs.values()), has_proxy, False)
                 if has_proxy and ctx.views.stale:
-                    ctx.views.refresh((args, kwargs))
+                    ctx.views.refresh((args, kwargs), qualified_name(func))
         if not has_proxy:
             # A torch call on constants only (a property of a captured tensor, torch.finfo, ...)
             return func(*args, **kwargs)

@@ -31,7 +31,6 @@ import inspect
 from collections.abc import Callable, Iterable
 
 import torch
-from torch.utils._pytree import tree_flatten
 
 from .. import prims
 from .torchnames import qualified_name
