@@ -287,7 +287,7 @@ class JittedFunction:
         """What the cache holds for an entry: its generated function; or, while its non-torch
         calls are to be checked, the checked variant, which replans the entry on a fault and
         (unless $SQUALL_CHECK=always) hands the cache the unchecked one after a clean call."""
-        checked, plain = compilation.checked, self._guarded(compilation, compilation.fn)
+        checked, plain = compilation.checked, self._guarded(key, compilation, compilation.fn)
         if checked is None or self.check == "never":
             return plain
         always = self.check == "always"
@@ -306,21 +306,21 @@ class JittedFunction:
                 cached[0] = plain  # checked once: later calls run the plain code
             return out
 
-        runner = self._guarded(compilation, checked_call)
+        runner = self._guarded(key, compilation, checked_call)
         return runner
 
-    def _guarded(self, compilation: Compilation, runner: Callable) -> Callable:
+    def _guarded(self, key: Any, compilation: Compilation, runner: Callable) -> Callable:
         """`runner` behind what a program that writes its inputs needs: module state written under
         a lock, and a look at whether the call's tensors share memory (`squall.aliasing`)."""
         if compilation.writes_module_state:
             runner = _holding(self._state_lock, runner)
         if compilation.writes_inputs:
             paths = [b.path for b in compilation.bindings]
-            variant_for = functools.partial(self._alias_variant, compilation)
+            variant_for = functools.partial(self._alias_variant, key, compilation)
             runner = alias_guarded(runner, paths, self.module is not None, variant_for)
         return runner
 
-    def _alias_variant(self, compilation: Compilation, pattern: AliasPattern, args: tuple, kwargs: dict) -> Callable:
+    def _alias_variant(self, key: Any, compilation: Compilation, pattern: AliasPattern, args: tuple, kwargs: dict) -> Callable:
         """The runner for calls whose tensors share memory as `pattern` says: the program traced
         with one proxy for inputs that are the same tensor; eager, with a warning, for overlapping views."""
         paths = [b.path for b in compilation.bindings]
@@ -341,9 +341,9 @@ class JittedFunction:
             return lambda *a, **k: eager(*(a[1:] if self.module is not None else a), **k)
         with self._compile_lock:
             start = time.perf_counter()
-            variant = compile_program(
-                self.fn, user_args, kwargs, executors=self.executors, module=self.module, same_as=same_as_paths(pattern, paths)
-            )
+            exclusions = self._exclusions.get(key)
+            executors = self._excluding(exclusions) if exclusions else self.executors
+            variant = compile_program(self.fn, user_args, kwargs, executors=executors, module=self.module, same_as=same_as_paths(pattern, paths))
             self.last_entry = CompiledEntry(variant, time.perf_counter() - start)
         fn = variant.fn
         return _holding(self._state_lock, fn) if variant.writes_module_state else fn

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
@@ -145,3 +146,22 @@ def test_batch_norm_from_four_threads_keeps_every_update():
     assert_close(bn_compiled.running_mean, bn_eager.running_mean)
     assert_close(bn_compiled.running_var, bn_eager.running_var)
     assert_close(outputs[-1], expected)
+
+
+def test_a_parameter_in_an_opaque_call_is_read_at_each_call():
+    class Bessel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(3))
+
+        def forward(self, x):
+            return x * torch.special.bessel_j0(self.w) + self.w.size(0)
+
+    model = Bessel()
+    jm = squall.jit(model)
+    x = torch.randn(3)
+    with torch.no_grad(), pytest.warns(squall.SquallWarning, match="bessel_j0"):
+        assert_close(jm(x), model(x))
+    with torch.no_grad():
+        model.w.mul_(2)  # an optimizer step: the compiled program reads the new value
+        assert_close(jm(x), model(x))
