@@ -291,10 +291,11 @@ class JittedFunction:
         if checked is None or self.check == "never":
             return plain
         always = self.check == "always"
+        differentiated = compilation.backward is not None
 
         def checked_call(*args, **kwargs):
             user_args = args[1:] if self.module is not None else args  # a module's get params first
-            if compilation.on_backward_fault is None:
+            if differentiated and compilation.on_backward_fault is None:
                 # a fault in the checked backward comes after this call returns: replan then, for later calls
                 compilation.on_backward_fault = lambda fault: self._replan_after_backward(key, fault, user_args, kwargs)
             try:

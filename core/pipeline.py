@@ -235,6 +235,7 @@ def _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, 
                 warnings.warn(f"squall: {fault}; this backward was computed on the torch executor instead", SquallWarning, stacklevel=2)
             return on_torch[0](*saved_and_cotangents)
         compilation.backward_checked = True
+        compilation.on_backward_fault = None  # a clean backward: nothing holds the call's inputs any more
         return grads
 
     function = autograd_function(diff, forward_fn.fn, backward, compilation.traced.name)
