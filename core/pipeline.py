@@ -51,9 +51,8 @@ class Compilation(list):
         self.seconds = seconds
         # the same program with every non-torch call checked (squall.checking); None when it has none
         self.checked = checked
-        # a differentiated program's checked backward runs after the call returns: whether one
-        # has run, and who hears of an executor's fault there (squall.jit: it replans the entry)
-        self.backward_checked = False
+        # a differentiated program's checked backward runs after the call returns: who hears of
+        # an executor's fault there (squall.jit: it replans the entry)
         self.on_backward_fault: Callable | None = None
 
     @property
@@ -213,8 +212,7 @@ def _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, 
     and runs it again). A fault in the backward surfaces in `loss.backward()`, when the call
     has long returned: that backward is computed again on the torch executor alone from the
     same saved tensors (its gradients stay eager's), the fault is reported to
-    `compilation.on_backward_fault` (squall.jit replans the entry for later calls), and
-    `compilation.backward_checked` becomes true once a checked backward has run.
+    `compilation.on_backward_fault` (squall.jit replans the entry for later calls).
     """
     forward_fn = generate(forward_x, _positional(forward_x), takes_params=False, nargs=len(forward_x.inputs), takes_kwargs=False, wrap=checked_call)
     backward_fn = generate(backward_x, _positional(backward_x), takes_params=False, nargs=len(backward_x.inputs), takes_kwargs=False, wrap=checked_call)
@@ -227,14 +225,12 @@ def _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, 
             if not on_torch:
                 replanned = free_after_last_use(plan(diff.backward, [ex for ex in executors if ex.name == "torch"]))
                 on_torch.append(generate(replanned, _positional(replanned), takes_params=False, nargs=len(replanned.inputs), takes_kwargs=False).fn)
-            compilation.backward_checked = True
             report = compilation.on_backward_fault
             if report is not None:
                 report(fault)
             else:
                 warnings.warn(f"squall: {fault}; this backward was computed on the torch executor instead", SquallWarning, stacklevel=2)
             return on_torch[0](*saved_and_cotangents)
-        compilation.backward_checked = True
         compilation.on_backward_fault = None  # a clean backward: nothing holds the call's inputs any more
         return grads
 
