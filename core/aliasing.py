@@ -132,11 +132,12 @@ def same_as_paths(pattern: AliasPattern, paths: Sequence[tuple]) -> dict[tuple, 
     return {paths[i]: paths[j] for i, j in enumerate(pattern) if i != j}
 
 
-def describe_path(path: tuple, arg_names: Sequence[str], param_names: Sequence[str]) -> str:
-    """An input's place in words: argument 'x', argument 'xs'[1], parameter 'bn.running_mean'."""
+def describe_path(path: tuple, arg_names: Sequence[str], module_tensors: Sequence[str]) -> str:
+    """An input's place in words: argument 'x', argument 'xs'[1], buffer 'bn.running_mean'
+    (`module_tensors` names a module's parameters and buffers, in their order)."""
     root, first, *rest = path
     if root == "params":
-        return f"parameter {param_names[first]!r}" if first < len(param_names) else f"parameter {first}"
+        return module_tensors[first]
     head = f"argument {arg_names[first]!r}" if root == "args" and first < len(arg_names) else f"argument {first!r}"
     if root == "kwargs":
         head = f"keyword argument {first!r}"

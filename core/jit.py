@@ -221,14 +221,17 @@ class JittedFunction:
         self._last_parts: dict[str, Any] | None = None
         self._warned = False
         self._slots: list[tuple[dict, str]] = []
-        self._slot_names: list[str] = []
+        self._slot_names: list[str] = []  # "parameter 'lin.weight'", "buffer 'bn.running_mean'"
         self._submodules: list[torch.nn.Module] = []
         # held while compiling (threads that miss on one signature compile it once) and around
         # calls that write module state (a module's buffers are updated as one step, as in eager)
         self._compile_lock = threading.RLock()
         self._state_lock = threading.Lock()
         if self.module is not None:
-            self._slots, self._slot_names = module_slots(self.module)
+            self._slots, names = module_slots(self.module)
+            self._slot_names = [
+                f"{'parameter' if isinstance(store[k], torch.nn.Parameter) else 'buffer'} {name!r}" for (store, k), name in zip(self._slots, names)
+            ]
             self._submodules = list(self.module.modules())
         self.entry_point = self._make_entry_point()
 

@@ -180,3 +180,23 @@ def test_a_captured_tensor_read_after_its_update_is_the_updated_value():
     assert_close(jf(torch.zeros(2)), torch.ones(2))
     assert_close(jf(torch.zeros(2)), torch.full((2,), 2.0))
     assert_close(COUNTER, torch.full((2,), 2.0))
+
+
+def test_buffers_that_are_overlapping_views_of_one_tensor_run_eagerly():
+    class Flat(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            flat = torch.zeros(6)
+            self.register_buffer("head", flat[:4])  # shares flat[2:4] with tail
+            self.register_buffer("tail", flat[2:])
+
+        def forward(self, x):
+            self.head.add_(1)
+            return x + self.tail
+
+    eager, compiled = Flat(), Flat()
+    x = torch.ones(4)
+    with pytest.warns(squall.SquallWarning, match=r"buffer 'head' and buffer 'tail' share memory"):
+        got = squall.jit(compiled)(x)
+    assert_close(got, eager(x))
+    assert_close(compiled.tail, eager.tail)
