@@ -222,7 +222,8 @@ def trace_program(
         p_kwargs = {k: proxify(v, ("kwargs", k), k) for k, v in kwargs.items()}
         try:
             with TracingMode(language):
-                result = (module if module is not None else fn)(*p_args, **p_kwargs)
+                # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.wrappers)
+                result = (module.forward if module is not None else fn)(*p_args, **p_kwargs)
                 result = tree_map(lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x, result)
                 if ctx.stale:
                     check_not_stale(ctx, "the function's output", result)
