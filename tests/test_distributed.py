@@ -92,6 +92,13 @@ def scenario_fsdp_shard_then_jit(rank: int) -> None:
     _same_training(_fsdp(fully_shard), _fsdp(lambda block: squall.jit(fully_shard(block))), rank)
 
 
+def scenario_fsdp_whole_model(rank: int) -> None:
+    # one FSDP2 unit, compiled whole: its hooks run eagerly around the compiled forward
+    eager = _model()
+    fully_shard(eager)
+    _same_training(eager, squall.jit(fully_shard(_model())), rank)
+
+
 def _communicating(x, w):
     y = funcol.all_reduce(x * w, "sum", dist.group.WORLD)
     gathered = funcol.all_gather_single(y.sin(), 0, dist.group.WORLD)
