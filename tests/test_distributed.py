@@ -153,6 +153,15 @@ def scenario_errors(rank: int) -> None:
         return x
 
     _expect(NotImplementedError, r"async_op=True", squall.jit(asynchronous), x.clone())
+
+    def differentiated_in_place(w):
+        y = w * 2
+        dist.all_reduce(y)
+        return y
+
+    # eager passes the gradient through c10d's in-place all_reduce unchanged; squall reduces it: said
+    with pytest.warns(squall.SquallWarning, match="eager PyTorch passes the gradient"):
+        squall.jit(differentiated_in_place)(torch.ones(3, requires_grad=True))
     # tracing through a wrapper that communicates: refused, saying which order works
     _expect(UnsupportedWrapping, r"DDP\(squall.jit\(model\)\)", squall.jit, DDP(_model()))
     model = _model()

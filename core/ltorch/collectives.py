@@ -16,7 +16,10 @@ writing, and `wait_tensor` is the operation after which it may be read. Eager Py
 the result in an `AsyncCollectiveTensor` that waits at its first use; the trace records the
 `wait_tensor` where eager wraps (as PyTorch's own tracers do), so every read comes after it.
 c10d's in-place forms are a collective, a wait, and the result written back into the tensor
-the program passed (a functional trace; see `functionalization`).
+the program passed (a functional trace; see `functionalization`). Autograd does not see
+c10d's in-place collectives in eager, which passes a gradient through them unchanged; the
+trace's functional collective is differentiated as PyTorch differentiates it (the gradient
+is reduced too), so tracing one on a tensor that requires grad warns.
 
 Gradients are PyTorch's, as operations (`grad_rules/collectives.py`): the backward of a
 sum all_reduce is an all_reduce, of an all_gather a reduce_scatter, and so on, so the
@@ -24,13 +27,18 @@ backward trace shows its communication as the forward does.
 """
 from __future__ import annotations
 
+import warnings
+
 import torch
 
-from .base import torchsymbol
+from .base import SquallWarning, torchsymbol
 from .functionalization import TorchForm
 from ..proxies import TensorProxy
 
-__all__: list[str] = []
+__all__ = [
+    "all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "wait_tensor", "wrap_tensor_autograd",
+    "c10d_all_reduce", "c10d_all_gather_single", "c10d_reduce_scatter_single",
+]  # fmt: skip
 
 REDUCE_OPS = ("sum", "avg", "product", "min", "max", "band", "bor", "bxor")
 
@@ -55,89 +63,135 @@ def _contiguous_like(a: TensorProxy, shape=None) -> TensorProxy:
     return TensorProxy(like=a, shape=a.shape if shape is None else shape)
 
 
-if torch.distributed.is_available():
+_AVAILABLE = torch.distributed.is_available()
+if _AVAILABLE:
     import torch.distributed as dist
-    import torch.distributed._functional_collectives as funcol  # registers the operators' autograd
+    import torch.distributed._functional_collectives as funcol  # defines _wrap_tensor_autograd, registers the autograd
 
-    _ops = torch.ops._c10d_functional
 
-    @torchsymbol(_ops.all_reduce, _ops.all_reduce.default, id="torch.ops._c10d_functional.all_reduce")
-    def all_reduce(input, reduce_op, group_name):
-        """Reduce `input` over the group's ranks; the result is to be read after `wait_tensor`."""
-        _check_tensor("all_reduce", input)
-        _check_reduce_op("all_reduce", reduce_op)
-        return _contiguous_like(input)
+def _torch_callable(owner: str, name: str):
+    """`owner.name` (a `_c10d_functional` operator or overload, a c10d function); where this
+    PyTorch has no torch.distributed, a stand-in that says so if it is ever called."""
+    if _AVAILABLE:
+        found = torch.ops._c10d_functional if owner == "ops" else dist
+        for part in name.split("."):
+            found = getattr(found, part)
+        return found
 
-    @torchsymbol(_ops.all_gather_into_tensor, _ops.all_gather_into_tensor.default, id="torch.ops._c10d_functional.all_gather_into_tensor")
-    def all_gather_into_tensor(input, group_size, group_name):
-        """Every rank's `input`, concatenated along dim 0 in rank order."""
-        _check_tensor("all_gather_into_tensor", input)
-        _check_group_size("all_gather_into_tensor", group_size)
-        if input.ndim == 0:
-            raise ValueError("all_gather_into_tensor: expected a tensor of at least one dimension, got a 0-d tensor")
-        return _contiguous_like(input, (input.shape[0] * group_size, *input.shape[1:]))
+    def unavailable(*args, **kwargs):
+        raise RuntimeError(f"squall: {name} needs torch.distributed, which this PyTorch build does not have")
 
-    @torchsymbol(_ops.reduce_scatter_tensor, _ops.reduce_scatter_tensor.default, id="torch.ops._c10d_functional.reduce_scatter_tensor")
-    def reduce_scatter_tensor(input, reduce_op, group_size, group_name):
-        """`input` reduced over the ranks, each rank keeping its 1/group_size slice of dim 0."""
-        _check_tensor("reduce_scatter_tensor", input)
-        _check_reduce_op("reduce_scatter_tensor", reduce_op)
-        _check_group_size("reduce_scatter_tensor", group_size)
-        if input.ndim == 0 or input.shape[0] % group_size:
-            raise ValueError(
-                f"reduce_scatter_tensor: dim 0 of the input (shape {list(input.shape)}) must be divisible by "
-                f"the group size {group_size}"
-            )
-        return _contiguous_like(input, (input.shape[0] // group_size, *input.shape[1:]))
+    unavailable.__name__ = unavailable.__qualname__ = f"unavailable_{name.replace('.', '_')}"
+    return unavailable
 
-    @torchsymbol(_ops.wait_tensor, _ops.wait_tensor.default, id="torch.ops._c10d_functional.wait_tensor")
-    def wait_tensor(tensor):
-        """`tensor` once the collective that produces it has finished (blocking on CPU, a stream
-        dependency on CUDA)."""
-        _check_tensor("wait_tensor", tensor)
-        return TensorProxy(like=tensor)
 
-    # eager wraps a collective's result to wait at its first use; the trace waits there
-    wrap_tensor_autograd = TorchForm(wait_tensor, _ops._wrap_tensor_autograd.default, signature=wait_tensor.meta)
+def _op(name: str):
+    return _torch_callable("ops", name), _torch_callable("ops", f"{name}.default")
 
-    # --- c10d's in-place collectives -----------------------------------------------------------
 
-    _REDUCE_OP_NAMES = {getattr(dist.ReduceOp, name.upper()): name for name in REDUCE_OPS}
+@torchsymbol(*_op("all_reduce"), id="torch.ops._c10d_functional.all_reduce")
+def all_reduce(input, reduce_op, group_name):
+    """Reduce `input` over the group's ranks; the result is to be read after `wait_tensor`."""
+    _check_tensor("all_reduce", input)
+    _check_reduce_op("all_reduce", reduce_op)
+    return _contiguous_like(input)
 
-    def _reduce_op_name(name: str, op) -> str:
-        try:
-            return _REDUCE_OP_NAMES[op]
-        except (KeyError, TypeError):  # a ReduceOp object (premul_sum) is not a plain reduction
-            raise ValueError(f"{name}: squall traces the reductions {', '.join(REDUCE_OPS)}; got {op!r}") from None
 
-    def _sync(name: str, async_op: bool) -> None:
-        if async_op:
-            raise NotImplementedError(
-                f"squall: {name}(async_op=True) returns a Work handle to wait on, which a compiled program cannot "
-                "hand out; call it with async_op=False inside the compiled function (squall waits before the "
-                "result is read), or use torch.distributed._functional_collectives and wait_tensor"
-            )
+@torchsymbol(*_op("all_gather_into_tensor"), id="torch.ops._c10d_functional.all_gather_into_tensor")
+def all_gather_into_tensor(input, group_size, group_name):
+    """Every rank's `input`, concatenated along dim 0 in rank order."""
+    _check_tensor("all_gather_into_tensor", input)
+    _check_group_size("all_gather_into_tensor", group_size)
+    if input.ndim == 0:
+        raise ValueError("all_gather_into_tensor: expected a tensor of at least one dimension, got a 0-d tensor")
+    return _contiguous_like(input, (input.shape[0] * group_size, *input.shape[1:]))
 
-    def _group_name(group) -> str:
-        return str(funcol._resolve_group_name(dist.group.WORLD if group is None else group))
 
-    def _c10d_all_reduce(tensor, op=dist.ReduceOp.SUM, group=None, async_op=False):
-        _sync("torch.distributed.all_reduce", async_op)
-        return wait_tensor(all_reduce(tensor, _reduce_op_name("torch.distributed.all_reduce", op), _group_name(group)))
+@torchsymbol(*_op("reduce_scatter_tensor"), id="torch.ops._c10d_functional.reduce_scatter_tensor")
+def reduce_scatter_tensor(input, reduce_op, group_size, group_name):
+    """`input` reduced over the ranks, each rank keeping its 1/group_size slice of dim 0."""
+    _check_tensor("reduce_scatter_tensor", input)
+    _check_reduce_op("reduce_scatter_tensor", reduce_op)
+    _check_group_size("reduce_scatter_tensor", group_size)
+    if input.ndim == 0 or input.shape[0] % group_size:
+        raise ValueError(
+            f"reduce_scatter_tensor: dim 0 of the input (shape {list(input.shape)}) must be divisible by "
+            f"the group size {group_size}"
+        )
+    return _contiguous_like(input, (input.shape[0] // group_size, *input.shape[1:]))
 
-    def _c10d_all_gather_single(output_tensor, input_tensor, group=None, async_op=False):
-        _sync("torch.distributed.all_gather_single", async_op)
-        name = _group_name(group)
-        return wait_tensor(all_gather_into_tensor(input_tensor, dist.get_world_size(group), name))
 
-    def _c10d_reduce_scatter_single(output, input, op=dist.ReduceOp.SUM, group=None, async_op=False):
-        _sync("torch.distributed.reduce_scatter_single", async_op)
-        op_name = _reduce_op_name("torch.distributed.reduce_scatter_single", op)
-        return wait_tensor(reduce_scatter_tensor(input, op_name, dist.get_world_size(group), _group_name(group)))
+@torchsymbol(*_op("wait_tensor"), id="torch.ops._c10d_functional.wait_tensor")
+def wait_tensor(tensor):
+    """`tensor` once the collective that produces it has finished (blocking on CPU, a stream
+    dependency on CUDA)."""
+    _check_tensor("wait_tensor", tensor)
+    return TensorProxy(like=tensor)
 
-    # each writes its result into its first argument, as c10d does
-    c10d_all_reduce = TorchForm(_c10d_all_reduce, dist.all_reduce, writes=0)
-    c10d_all_gather_single = TorchForm(_c10d_all_gather_single, dist.all_gather_single, writes=0)
-    c10d_reduce_scatter_single = TorchForm(_c10d_reduce_scatter_single, dist.reduce_scatter_single, writes=0)
-    __all__ += ["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "wait_tensor", "wrap_tensor_autograd"]
-    __all__ += ["c10d_all_reduce", "c10d_all_gather_single", "c10d_reduce_scatter_single"]
+
+# eager wraps a collective's result to wait at its first use; the trace waits there
+wrap_tensor_autograd = TorchForm(wait_tensor, _torch_callable("ops", "_wrap_tensor_autograd.default"), signature=wait_tensor.meta)
+
+
+# --- c10d's in-place collectives -------------------------------------------------------------
+
+
+def _reduce_op_name(name: str, op) -> str:
+    for known in REDUCE_OPS:
+        if op == getattr(dist.ReduceOp, known.upper()):
+            return known
+    raise ValueError(f"{name}: squall traces the reductions {', '.join(REDUCE_OPS)}; got {op!r}")
+
+
+def _sync(name: str, async_op: bool) -> None:
+    if async_op:
+        raise NotImplementedError(
+            f"squall: {name}(async_op=True) returns a Work handle to wait on, which a compiled program cannot "
+            "hand out; call it with async_op=False inside the compiled function (squall waits before the "
+            "result is read), or use torch.distributed._functional_collectives and wait_tensor"
+        )
+
+
+def _differentiated_as_functional(name: str, tensor) -> None:
+    # eager passes a gradient through c10d's in-place collectives unchanged (autograd does not
+    # see them, and warns that this may be incorrect); squall's trace has the functional
+    # collective, whose gradient is communicated too: a different number, so say so
+    if torch.is_grad_enabled() and isinstance(tensor, TensorProxy) and tensor.requires_grad:
+        warnings.warn(
+            f"squall: {name} on a tensor that requires grad is differentiated as the functional "
+            "collective (its gradient is reduced across ranks too); eager PyTorch passes the gradient "
+            "through c10d's in-place collectives unchanged. Call it under torch.no_grad(), or use "
+            "torch.distributed._functional_collectives, to say which you mean.",
+            SquallWarning,
+            stacklevel=5,
+        )
+
+
+def _group_name(group) -> str:
+    return str(funcol._resolve_group_name(dist.group.WORLD if group is None else group))
+
+
+def _c10d_all_reduce(tensor, op=None, group=None, async_op=False):
+    _sync("torch.distributed.all_reduce", async_op)
+    _differentiated_as_functional("torch.distributed.all_reduce", tensor)
+    return wait_tensor(all_reduce(tensor, _reduce_op_name("torch.distributed.all_reduce", op), _group_name(group)))
+
+
+def _c10d_all_gather_single(output_tensor, input_tensor, group=None, async_op=False):
+    _sync("torch.distributed.all_gather_single", async_op)
+    _differentiated_as_functional("torch.distributed.all_gather_single", input_tensor)
+    return wait_tensor(all_gather_into_tensor(input_tensor, dist.get_world_size(group), _group_name(group)))
+
+
+def _c10d_reduce_scatter_single(output, input, op=None, group=None, async_op=False):
+    _sync("torch.distributed.reduce_scatter_single", async_op)
+    _differentiated_as_functional("torch.distributed.reduce_scatter_single", input)
+    op_name = _reduce_op_name("torch.distributed.reduce_scatter_single", op)
+    return wait_tensor(reduce_scatter_tensor(input, op_name, dist.get_world_size(group), _group_name(group)))
+
+
+# each writes its result into its first argument, as c10d does (the call is bound to c10d's own
+# signature, its defaults applied, before it reaches the function above)
+c10d_all_reduce = TorchForm(_c10d_all_reduce, _torch_callable("c10d", "all_reduce"), writes=0)
+c10d_all_gather_single = TorchForm(_c10d_all_gather_single, _torch_callable("c10d", "all_gather_single"), writes=0)
+c10d_reduce_scatter_single = TorchForm(_c10d_reduce_scatter_single, _torch_callable("c10d", "reduce_scatter_single"), writes=0)
