@@ -109,7 +109,10 @@ def _communicating(x, w):
     dist.all_gather_single(out, z)
     part = torch.empty(x.shape[0] // 2, *x.shape[1:])
     dist.reduce_scatter_single(part, x * 2)
-    return (scattered * w).sum(), z, out, part
+    from_one = funcol.broadcast(x + 1, 1, dist.group.WORLD)
+    from_zero = x - 1
+    dist.broadcast(from_zero, src=0)
+    return (scattered * w).sum(), z, out, part, from_one, from_zero
 
 
 def scenario_collectives(rank: int) -> None:
@@ -126,7 +129,7 @@ def scenario_collectives(rank: int) -> None:
             torch.testing.assert_close(torch.autograd.grad(got[0], w), expected_grad)
     traces = squall.last_traces(compiled)
     ops = [b.sym.id for b in traces.traced.bsyms]
-    for op in ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"):
+    for op in ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast"):
         assert f"torch.ops._c10d_functional.{op}" in ops
         # each collective is followed by its wait before anything reads its result
         i = ops.index(f"torch.ops._c10d_functional.{op}")
@@ -158,6 +161,13 @@ def scenario_errors(rank: int) -> None:
         y = w * 2
         dist.all_reduce(y)
         return y
+
+    def reducing(x):
+        dist.reduce(x, dst=0)
+        return x
+
+    # a collective squall does not trace is refused, not run on the meta device (which communicates nothing)
+    _expect(NotImplementedError, "torch.distributed.reduce is not traced", squall.jit(reducing), x.clone())
 
     # eager passes the gradient through c10d's in-place all_reduce unchanged; squall reduces it: said
     with pytest.warns(squall.SquallWarning, match="eager PyTorch passes the gradient"):

@@ -4,8 +4,12 @@ A program squall compiles may communicate: `funcol.all_reduce(x, "sum", group)` 
 functional collectives of `torch.distributed._functional_collectives`) or
 `dist.all_reduce(x)` (c10d's in-place ones). Both reach the tracer as calls of the
 `_c10d_functional` operators (`all_reduce`, `all_gather_into_tensor`,
-`reduce_scatter_tensor`, `wait_tensor`): the functional forms call them directly, and
-c10d's functions hand themselves to the tracing mode (`handle_torch_function`). Each is
+`reduce_scatter_tensor`, `broadcast`, `wait_tensor`): the functional forms call them
+directly, and c10d's functions hand themselves to the tracing mode
+(`handle_torch_function`), where the in-place `all_reduce`, `all_gather_single`,
+`reduce_scatter_single` and `broadcast` are forms of those operators and every other c10d
+collective is refused with an error (run on the meta device as an unknown call, it would
+communicate nothing). Each is
 an ltorch op here, with a meta function that checks its arguments and gives the output's
 shape, so the trace shows the communication, the planner hands it to an executor like any
 other operation (the torch executor runs the `_c10d_functional` operator), and an
@@ -37,7 +41,10 @@ from ..proxies import TensorProxy
 
 __all__ = [
     "all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "wait_tensor", "wrap_tensor_autograd",
-    "c10d_all_reduce", "c10d_all_gather_single", "c10d_reduce_scatter_single",
+    "broadcast", "c10d_all_reduce", "c10d_all_gather_single", "c10d_reduce_scatter_single", "c10d_broadcast",
+    "c10d_reduce", "c10d_all_gather", "c10d_gather", "c10d_scatter", "c10d_reduce_scatter", "c10d_all_to_all",
+    "c10d_all_to_all_single", "c10d_send", "c10d_recv", "c10d_isend", "c10d_irecv", "c10d_all_reduce_coalesced",
+    "c10d_all_gather_coalesced",
 ]  # fmt: skip
 
 REDUCE_OPS = ("sum", "avg", "product", "min", "max", "band", "bor", "bxor")
@@ -121,6 +128,15 @@ def reduce_scatter_tensor(input, reduce_op, group_size, group_name):
     return _contiguous_like(input, (input.shape[0] // group_size, *input.shape[1:]))
 
 
+@torchsymbol(*_op("broadcast"), id="torch.ops._c10d_functional.broadcast")
+def broadcast(input, src, group_name):
+    """The `input` of the group's rank `src` (a rank within the group), on every rank."""
+    _check_tensor("broadcast", input)
+    if type(src) is not int or src < 0:
+        raise ValueError(f"broadcast: src must be a rank (a non-negative int), got {src!r}")
+    return _contiguous_like(input)
+
+
 @torchsymbol(*_op("wait_tensor"), id="torch.ops._c10d_functional.wait_tensor")
 def wait_tensor(tensor):
     """`tensor` once the collective that produces it has finished (blocking on CPU, a stream
@@ -190,8 +206,46 @@ def _c10d_reduce_scatter_single(output, input, op=None, group=None, async_op=Fal
     return wait_tensor(reduce_scatter_tensor(input, op_name, dist.get_world_size(group), _group_name(group)))
 
 
+def _c10d_broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
+    _sync("torch.distributed.broadcast", async_op)
+    _differentiated_as_functional("torch.distributed.broadcast", tensor)
+    root = dist.distributed_c10d._canonicalize_group_rank(dist.group.WORLD if group is None else group, src, group_src)
+    return wait_tensor(broadcast(tensor, root, _group_name(group)))
+
+
 # each writes its result into its first argument, as c10d does (the call is bound to c10d's own
 # signature, its defaults applied, before it reaches the function above)
 c10d_all_reduce = TorchForm(_c10d_all_reduce, _torch_callable("c10d", "all_reduce"), writes=0)
 c10d_all_gather_single = TorchForm(_c10d_all_gather_single, _torch_callable("c10d", "all_gather_single"), writes=0)
 c10d_reduce_scatter_single = TorchForm(_c10d_reduce_scatter_single, _torch_callable("c10d", "reduce_scatter_single"), writes=0)
+c10d_broadcast = TorchForm(_c10d_broadcast, _torch_callable("c10d", "broadcast"), writes=0)
+
+
+def _refused(name: str) -> TorchForm:
+    """The form of a c10d collective squall does not trace: calling it in a compiled program is
+    an error (running it on the meta device, as an unknown call, would communicate nothing)."""
+
+    def refuse(*args, **kwargs):
+        raise NotImplementedError(
+            f"squall: torch.distributed.{name} is not traced inside a compiled program; squall traces "
+            "all_reduce, all_gather_single (all_gather_into_tensor), reduce_scatter_single "
+            "(reduce_scatter_tensor) and broadcast, and the functional collectives of "
+            f"torch.distributed._functional_collectives. Call {name} outside the compiled function."
+        )
+
+    return TorchForm(refuse, _torch_callable("c10d", name), signature=refuse, before=refuse)
+
+
+c10d_reduce = _refused("reduce")
+c10d_all_gather = _refused("all_gather")
+c10d_gather = _refused("gather")
+c10d_scatter = _refused("scatter")
+c10d_reduce_scatter = _refused("reduce_scatter")
+c10d_all_to_all = _refused("all_to_all")
+c10d_all_to_all_single = _refused("all_to_all_single")
+c10d_send = _refused("send")
+c10d_recv = _refused("recv")
+c10d_isend = _refused("isend")
+c10d_irecv = _refused("irecv")
+c10d_all_reduce_coalesced = _refused("all_reduce_coalesced")
+c10d_all_gather_coalesced = _refused("all_gather_coalesced")
