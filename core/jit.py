@@ -36,6 +36,7 @@ from .rage import record_compilation
 from .sources import load_source
 from .trace import plain_scalar
 from .tracing import argument_names, module_slots
+from .wrappers import call_with_hooks, check_plain_parameters, check_wrapping, hook_dicts
 
 __all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces"]
 
@@ -222,15 +223,17 @@ class JittedFunction:
         self._warned = False
         self._slots: list[tuple[dict, str]] = []
         self._slot_names: list[str] = []  # "parameter 'lin.weight'", "buffer 'bn.running_mean'"
+        self._slot_paths: list[str] = []  # "lin.weight", "bn.running_mean"
         self._submodules: list[torch.nn.Module] = []
         # held while compiling (threads that miss on one signature compile it once) and around
         # calls that write module state (a module's buffers are updated as one step, as in eager)
         self._compile_lock = threading.RLock()
         self._state_lock = threading.Lock()
         if self.module is not None:
-            self._slots, names = module_slots(self.module)
+            check_wrapping(self.module)
+            self._slots, self._slot_paths = module_slots(self.module)
             self._slot_names = [
-                f"{'parameter' if isinstance(store[k], torch.nn.Parameter) else 'buffer'} {name!r}" for (store, k), name in zip(self._slots, names)
+                f"{'parameter' if isinstance(store[k], torch.nn.Parameter) else 'buffer'} {name!r}" for (store, k), name in zip(self._slots, self._slot_paths)
             ]
             self._submodules = list(self.module.modules())
         self.entry_point = self._make_entry_point()
@@ -268,6 +271,10 @@ class JittedFunction:
             # called from inside a program squall is tracing: trace through it, inline
             original = self.fn
             return (lambda params, *a, **k: original(*a, **k)) if params is not None else original
+        if self.module is not None:
+            # a wrapper applied after jit (fully_shard on a submodule) is seen here, before tracing it
+            check_wrapping(self.module)
+            check_plain_parameters(self._slot_paths, params)
         with self._compile_lock:
             cached = self._cache.get(key)
             if cached is not None:  # another thread compiled this signature while we waited
@@ -488,19 +495,32 @@ def _holding(lock: threading.Lock, fn: Callable) -> Callable:
 
 
 class JittedModule(torch.nn.Module):
-    """An nn.Module whose forward runs compiled; parameters and buffers stay the original's."""
+    """An nn.Module whose forward runs compiled; parameters and buffers stay the original's.
+
+    Hooks on it and on the original's top level run eagerly around the compiled forward at
+    every call, as `nn.Module.__call__` runs them (`squall.wrappers`): that is how DDP and
+    FSDP2 wrap compiled modules. Without hooks a call goes straight to the compiled code.
+    """
 
     def __init__(self, module: torch.nn.Module, jitted: JittedFunction):
         super().__init__()
         self._orig_mod = module
         self._jitted = jitted
+        self._entry_point = jitted.entry_point
+        # every hook dict a call may have to run (torch fills them in place), for one any() per call
+        self._hook_dicts = hook_dicts(self) + hook_dicts(module, with_global=False)
 
     def forward(self, *args, **kwargs):
-        return self._jitted(*args, **kwargs)
+        orig = self._orig_mod
+        if any(hook_dicts(orig, with_global=False)):
+            return call_with_hooks(orig, self._entry_point, args, kwargs)
+        return self._entry_point(*args, **kwargs)
 
     def __call__(self, *args, **kwargs):
-        # skips nn.Module.__call__'s hook machinery: the hot path
-        return self._jitted(*args, **kwargs)
+        # the hot path: nn.Module.__call__'s hook machinery only where there is a hook to run
+        if any(self._hook_dicts):
+            return self._call_impl(*args, **kwargs)
+        return self._entry_point(*args, **kwargs)
 
 
 def jit(

@@ -231,7 +231,8 @@ def trace_program(
         p_args = tuple(proxify(a, ("args", i), arg_names[i]) for i, a in enumerate(args))
         p_kwargs = {k: proxify(v, ("kwargs", k), k) for k, v in kwargs.items()}
         with TracingMode(language):
-            result = (module if module is not None else fn)(*p_args, **p_kwargs)
+            # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.wrappers)
+            result = (module.forward if module is not None else fn)(*p_args, **p_kwargs)
             result = tree_map(lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x, result)
             if ctx.views.stale:
                 ctx.views.refresh(result, "the function's output")  # a view of a tensor changed since it was taken
