@@ -56,6 +56,9 @@ __all__ = ["Upgrade", "Verdict", "judge", "background_priority", "call_specs", "
 MARGIN = 0.97
 # programs whose example inputs would take more memory than this are not judged in context
 JUDGE_MAX_BYTES = 1 << 30
+# a woken worker first gives the GIL back for this long, so the call that queued the job
+# returns at once instead of waiting out the worker's first switch interval (5 ms)
+SETTLE_S = 0.02
 EXIT_JOIN_S = 1.0  # how long interpreter exit waits for a running upgrade (its result would be lost anyway)
 _NICE = 5  # the worker yields the CPU to the user's threads (Linux: a thread's own nice value)
 
@@ -358,6 +361,7 @@ class UpgradeWorker:
         except (AttributeError, OSError):
             pass
         while (job := self._jobs.get()) is not None:
+            time.sleep(SETTLE_S)
             if self._closing:
                 job.upgrade.finish("cancelled", "the interpreter is exiting")
                 continue
