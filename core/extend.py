@@ -30,7 +30,7 @@ from .executor import (
     Implementation,
     OperatorExecutor,
 )
-from .fusion import FUSION_REGION, LEFT_OUT, Declined, FusionExecutor, FusionRegion, form_regions
+from .fusion import FUSION_REGION, LEFT_OUT, Declined, FusionExecutor, FusionRegion, example_tensor, form_regions
 from .hookspecs import hookimpl
 from .ltorch.base import SquallWarning
 from .operations import CustomOperation, OperationRegistry, resolve_operation
@@ -54,6 +54,7 @@ __all__ = [
     "FusionExecutor",
     "ChoiceStore",
     "FusionRegion",
+    "example_tensor",
     "Declined",
     "form_regions",
     # operations

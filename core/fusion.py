@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch.utils._pytree import tree_flatten
 
 from .executor import Executor, Implementation
@@ -36,6 +37,21 @@ NOT_WORTH_IT = "not compiled, it cannot pay back"  # the cost model's reasons st
 # cost, a low bandwidth): an estimate that errs makes the cost model skip less, not more.
 _EAGER_COST = {"cpu": (3e-6, 10e9), "cuda": (6e-6, 500e9)}
 
+
+
+def example_tensor(shape: Sequence[int], dtype: torch.dtype, device: torch.device | str, *, requires_grad: bool = False) -> torch.Tensor:
+    """A tensor to time or check a compiled region on: normal floats, zero integers and booleans
+    (zeros are valid indices and class targets, so a region that gathers runs).
+
+    The floats come from a generator of its own: timing runs beside the user's program (in the
+    background tier too) and must not move the random stream the program draws from.
+    """
+    if dtype.is_floating_point or dtype.is_complex:
+        generator = torch.Generator(device=device).manual_seed(0)
+        t = torch.randn(tuple(shape), dtype=dtype, device=device, generator=generator)
+    else:
+        t = torch.zeros(tuple(shape), dtype=dtype, device=device)
+    return t.requires_grad_(requires_grad)
 
 @dataclass
 class FusionRegion:

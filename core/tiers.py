@@ -45,7 +45,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from .choices import ChoiceStore, cache_dir
 from .config import ExecutorPriority
 from .executor import Executor
-from .fusion import FusionExecutor
+from .fusion import FusionExecutor, example_tensor
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_traced
 from .symbol import Tags
@@ -175,12 +175,7 @@ class _TensorSpec:
         return n
 
     def example(self) -> torch.Tensor:
-        """Normal floats, zero integers and booleans (valid indices and class targets)."""
-        if self.dtype.is_floating_point or self.dtype.is_complex:
-            t = torch.randn(self.shape, dtype=self.dtype, device=self.device)
-        else:
-            t = torch.zeros(self.shape, dtype=self.dtype, device=self.device)
-        return t.requires_grad_(self.requires_grad)
+        return example_tensor(self.shape, self.dtype, self.device, requires_grad=self.requires_grad)
 
 
 def call_specs(params: list | None, args: tuple, kwargs: dict) -> tuple[Any, tuple, dict]:

@@ -308,3 +308,17 @@ def test_exit_with_a_pending_upgrade_is_quiet(tmp_path):
                           env={**os.environ, "SQUALL_CACHE_DIR": str(tmp_path)})
     assert done.returncode == 0 and done.stdout.split() == ["done"] and done.stderr == "", done.stderr
     assert time.monotonic() - start < tiers.EXIT_JOIN_S + 20
+
+
+def test_judging_an_upgrade_leaves_the_users_random_stream_alone(fused_faster):
+    """The background judge runs examples beside the program: it must not draw from the global generator."""
+    fuser = SlowFuser()
+    fuser.gate.set()
+    f = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+    torch.manual_seed(7)
+    f(torch.randn(16))
+    drawn = torch.rand(4)
+    torch.manual_seed(7)
+    program(torch.randn(16))
+    torch.testing.assert_close(drawn, torch.rand(4))
+    assert squall.upgrades(f)[0].status == "upgraded"
