@@ -32,6 +32,7 @@ from .pipeline import Compilation, compile_program
 from .proxies import current_context
 from .rage import record_compilation
 from .sources import load_source
+from .speculation import Variants, guards_of
 from .trace import plain_scalar
 from .tracing import argument_names, module_slots
 
@@ -178,6 +179,7 @@ class CacheStats:
     misses: int = 0
     evictions: int = 0
     replans: int = 0  # entries compiled again without an executor that failed its run-time check
+    guard_failures: int = 0  # calls whose value guards failed (squall.speculation), variants compiled or not
     size: int = 0
     limit: int | None = None
     changes: dict[str, int] = field(default_factory=dict)  # input label -> times it changed
@@ -193,6 +195,7 @@ class JittedFunction:
         executors: Sequence[Executor] | None = None,
         recompile_limit: int = 8,
         cache_size: int | None = DEFAULT_CACHE_SIZE,
+        strict: bool = False,
     ):
         if not callable(fn):
             raise TypeError(f"squall.jit expects a function or an nn.Module, got {type(fn).__name__}")
@@ -204,6 +207,7 @@ class JittedFunction:
         if cache_size is not None and (type(cache_size) is not int or cache_size < 1):
             raise ValueError(f"squall.jit: cache_size must be a positive int or None (unbounded), got {cache_size!r}")
         self.cache_size = cache_size
+        self.strict = strict  # a read of a tensor's value while tracing is a DataDependentError
         # key -> [generated function, hits]: the hot path reads the one and bumps the other
         self._cache: dict[Any, list] = {}
         self._entries: dict[Any, CompiledEntry] = {}
@@ -265,7 +269,9 @@ class JittedFunction:
         exclusions = self._exclusions.get(key)
         executors = self._excluding(exclusions) if exclusions else self.executors
         with record_compilation(self, args, kwargs) as record:  # always on: squall.rage
-            compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module, on_traced=record.traced)
+            compilation = compile_program(
+                self.fn, args, kwargs, executors=executors, module=self.module, on_traced=record.traced, strict=self.strict
+            )
             record.compiled(compilation)
         entry = CompiledEntry(compilation, time.perf_counter() - start)
         self._insert(key, entry)
@@ -294,6 +300,22 @@ class JittedFunction:
 
         return checked_call
 
+    def _cached_runner(self, key: Any, entry: CompiledEntry) -> Callable:
+        """What the cache holds: the runner; for a trace with value guards, its variants."""
+        runner = self._runner(key, entry.compilation)
+        return Variants(self, key, entry, runner) if guards_of(entry.compilation) else runner
+
+    def _compile_variant(self, key: Any, args: tuple, kwargs: dict) -> tuple[CompiledEntry, Callable]:
+        """Another variant of entry `key`, traced on this call's inputs after a value guard failed."""
+        start = time.perf_counter()
+        exclusions = self._exclusions.get(key)
+        executors = self._excluding(exclusions) if exclusions else self.executors
+        compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module, strict=self.strict)
+        entry = CompiledEntry(compilation, time.perf_counter() - start)
+        self.stats.misses += 1
+        self.last_entry = entry
+        return entry, self._runner(key, compilation)
+
     def _replan(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
         """Compile the entry `key` again without the executor that failed, for the operations it
         failed on; warn; return the new runner (checked again, for the executors left)."""
@@ -312,12 +334,12 @@ class JittedFunction:
             stacklevel=3,
         )
         start = time.perf_counter()
-        compilation = compile_program(self.fn, args, kwargs, executors=self._excluding(exclusions), module=self.module)
+        compilation = compile_program(self.fn, args, kwargs, executors=self._excluding(exclusions), module=self.module, strict=self.strict)
         entry = CompiledEntry(compilation, time.perf_counter() - start)
         self._entries[key] = entry
         self.last_entry = entry
         self.stats.replans += 1
-        runner = self._runner(key, compilation)
+        runner = self._cached_runner(key, entry)
         if key in self._cache:
             self._cache[key][0] = runner
         return runner
@@ -368,7 +390,7 @@ class JittedFunction:
             self._evicted_hits += self._cache.pop(victim)[1]
             del self._entries[victim], self._recency[victim]
             self.stats.evictions += 1
-        self._cache[key] = [self._runner(key, entry.compilation), 0]
+        self._cache[key] = [self._cached_runner(key, entry), 0]
         self._entries[key] = entry
         self._recency[key] = (0, now)
 
@@ -427,13 +449,18 @@ def jit(
     executors: Sequence[Executor] | None = None,
     recompile_limit: int = 8,
     cache_size: int | None = DEFAULT_CACHE_SIZE,
+    strict: bool = False,
 ) -> Any:
     """Compile `fn` (a function or an nn.Module); the result is called like the original.
 
     It keeps up to `cache_size` compiled signatures (`None`: no limit), evicting the least
     recently used; a warning names the input that changes after `recompile_limit` compilations.
+    Where the program reads a tensor's value (`if t.any():`, `t.item()`) or calls an op whose
+    output shape depends on data (`x[mask]`, `nonzero`), the value is read from the call being
+    compiled and guarded: a call where it differs runs (or compiles) another variant. With
+    `strict=True` such a program raises `DataDependentError` instead.
     """
-    state = JittedFunction(fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size)
+    state = JittedFunction(fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size, strict=strict)
     if isinstance(fn, torch.nn.Module):
         return JittedModule(fn, state)
     return state.entry_point

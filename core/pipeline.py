@@ -99,16 +99,18 @@ def compile_program(
     module: torch.nn.Module | None = None,
     generate_code: bool = True,
     on_traced: Callable[[Trace], None] | None = None,
+    strict: bool = False,
 ) -> Compilation:
     """Compile `fn(*args, **kwargs)` (or `module(...)`) for the priority list `executors`.
 
     Gradients are planned for when grad mode is on and an input requires grad. With
     `generate_code=False` the pipeline stops after planning (what `explain` shows).
     `on_traced` sees the traced trace before any later stage can fail (compile records).
+    `strict` refuses to read tensor values while tracing (see `trace_program`).
     """
     seconds: dict[str, Any] = {}
     start = time.perf_counter()
-    traced, bindings = trace_program(fn, args, kwargs, module=module)
+    traced, bindings = trace_program(fn, args, kwargs, module=module, strict=strict)
     seconds["trace"] = (now := time.perf_counter()) - start
     if on_traced is not None:
         on_traced(traced)

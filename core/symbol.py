@@ -316,7 +316,7 @@ def _collect(x: Any, found: list[TensorProxy]) -> None:
 _SQUALL_DIR = os.path.dirname(os.path.abspath(__file__))
 # the files that run while a program is traced; any other frame is the program's own
 _TRACING_MACHINERY = tuple(
-    os.path.join(_SQUALL_DIR, part) for part in ("ltorch" + os.sep, "prims" + os.sep, "proxies.py", "symbol.py")
+    os.path.join(_SQUALL_DIR, part) for part in ("ltorch" + os.sep, "prims" + os.sep, "proxies.py", "symbol.py", "tracing.py", "speculation.py")
 )
 
 

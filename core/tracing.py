@@ -19,9 +19,10 @@ import torch
 from torch.utils._pytree import tree_map
 
 from . import ltorch
-from .ltorch.base import TorchLanguage, TracingMode, check_not_stale
+from .ltorch.base import DataDependentError, TorchLanguage, TracingMode, check_not_stale
 from .prims import copy_
 from .proxies import TensorProxy, tracing
+from .speculation import Speculation
 from .trace import Trace
 
 __all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names"]
@@ -48,6 +49,21 @@ class TracingContext:
         self.view_base: dict[int, TensorProxy] = {}  # id(view) -> the root tensor it views
         self.view_family: dict[int, list[TensorProxy]] = {}  # id(root) -> [root, views...]
         self.stale: dict[int, str] = {}  # id(proxy) -> why its value is out of date
+        # the real values of the call being traced, where tracing may read them (squall.speculation);
+        # None in strict mode: reading a tensor's value is then a DataDependentError
+        self.speculation: Speculation | None = None
+
+    def read_value(self, how: str, args: tuple, kwargs: dict | None = None, *, what: str) -> Any:
+        """The value a Python read of a tensor (`bool(t)`, `t.item()`) has in the call being
+        traced, guarded in the trace; `what` names the read for the strict-mode error."""
+        if self.speculation is None:
+            name = next((a.name for a in args if isinstance(a, TensorProxy)), "?")
+            raise DataDependentError(
+                f"squall: {what} needs the value of tensor {name}, which is not known while tracing "
+                "in strict mode (squall.jit(..., strict=True)); control flow may depend on shapes and "
+                "Python numbers, not on tensor data"
+            )
+        return self.speculation.read(how, args, kwargs or {})
 
     def rebind(self, handle: TensorProxy, value: TensorProxy) -> TensorProxy:
         """Make `handle` (a proxy the program holds) stand for `value` from now on.
@@ -176,14 +192,19 @@ def trace_program(
     *,
     module: torch.nn.Module | None = None,
     name: str = "computation",
+    strict: bool = False,
 ) -> tuple[Trace, list[InputBinding]]:
     """Trace `fn(*args, **kwargs)` (or `module(...)`) into a Trace of ltorch calls.
 
     Tensors in the arguments become input proxies; so do TensorProxy stand-ins, which
     let a plugin trace a program for a CUDA device on a machine without one.
+    Unless `strict`, a read of a tensor's value is speculated from the real inputs and
+    guarded (`squall.speculation`); with `strict` it is a DataDependentError.
     """
     language = TorchLanguage(_torch_table())
     ctx = TracingContext(language.dispatch)
+    if not strict:
+        ctx.speculation = Speculation(ctx)
     taken: set[str] = set()
     paths: list[tuple] = []
 
@@ -195,6 +216,8 @@ def trace_program(
             p = TensorProxy(name, shape=x.shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad)
             ctx.inputs.append(p)
             paths.append(path)
+            if ctx.speculation is not None:
+                ctx.speculation.bind(p, x)
             return p
         if type(x) in (list, tuple):
             return type(x)(proxify(v, (*path, i), f"{hint}_{i}") for i, v in enumerate(x))
@@ -230,6 +253,7 @@ def trace_program(
                 for original, handle in ctx.mutated_inputs.values():
                     copy_(original, handle)
         finally:
+            ctx.speculation = None  # the trace keeps its context: it must not keep this call's tensors
             for store, key, value in reversed(swapped):
                 store[key] = value
     bindings = [InputBinding(p, path) for p, path in zip(ctx.inputs, paths)]
