@@ -163,11 +163,13 @@ class Speculation:
         if len(self.ctx.scopes) != 1:
             raise refused
         # on copies: an op that writes in place must not touch the caller's tensors
-        swap = lambda x: self.value(x).clone() if isinstance(x, TensorProxy) else x
+        swap = lambda x: self.value(x) if isinstance(x, TensorProxy) else x
         real_args, real_kwargs = tree_map(swap, args), tree_map(swap, kwargs)
-        copies = [x for x in _leaves((real_args, real_kwargs)) if isinstance(x, torch.Tensor)]
-        versions = [x._version for x in copies]
         with torch.no_grad(), torch._C.DisableTorchFunction():
+            copy = lambda x: x.clone() if isinstance(x, torch.Tensor) else x
+            real_args, real_kwargs = tree_map(copy, real_args), tree_map(copy, real_kwargs)
+            copies = [x for x in _leaves((real_args, real_kwargs)) if isinstance(x, torch.Tensor)]
+            versions = [x._version for x in copies]
             real_out = func(*real_args, **real_kwargs)
         if [x._version for x in copies] != versions or not _leaves(real_out):
             raise refused
