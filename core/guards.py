@@ -8,8 +8,9 @@ The generated code computes the same value again and raises `GuardFailed` when i
 before anything that depended on it runs; the jitted function catches it and runs (or
 compiles) a variant traced for the other value.
 
-A guard is tagged SIDE_EFFECT, so dead-code removal keeps it, and no fusion executor
-implements it, so it is never fused; the torch executor runs it.
+A guard is tagged SIDE_EFFECT, so dead-code removal keeps it, and BARRIER, so fusion never
+moves a later call before it; no fusion executor implements it, so it is never fused; the
+torch executor runs it.
 """
 from __future__ import annotations
 
@@ -84,4 +85,6 @@ def guard_impl(how: str, args: tuple, kwargs: dict, expected: Any, site: str) ->
         raise GuardFailed(how, site, expected, got)
 
 
-GUARD = Symbol("squall.guard", "guard", _guard_meta, is_prim=True, tags=(Tags.SIDE_EFFECT,))
+# a barrier: what follows was traced for the value it checks (a shape, a branch), so nothing
+# after it may run before it, fused or not
+GUARD = Symbol("squall.guard", "guard", _guard_meta, is_prim=True, tags=(Tags.SIDE_EFFECT, Tags.BARRIER))

@@ -27,6 +27,7 @@ class Tags:
     ELEMENTWISE = "elementwise"
     STOPS_GRADIENT = "stops_gradient"  # detach: its output never carries a gradient back
     FUSION_REGION = "fusion_region"  # a fusion executor's region call; its members are its subsymbols
+    BARRIER = "barrier"  # every later call runs after it, and no region spans it (a guard)
 
 
 class Symbol:
