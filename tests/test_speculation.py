@@ -170,6 +170,21 @@ def test_a_guard_inside_a_differentiated_program_restarts_cleanly():
     assert jf.cache_info().misses <= 2
 
 
+def test_a_data_dependent_op_in_a_training_program_gives_eager_gradients():
+    def f(x, m):
+        return (x[m] * 2).sum() + x.sum()
+
+    jf = squall.jit(f)
+    for n in (2, 5):
+        m = torch.arange(6) < n
+        x = torch.randn(6, requires_grad=True)
+        x2 = x.detach().clone().requires_grad_()
+        with pytest.warns(squall.SquallWarning, match="differentiated by PyTorch's autograd"):
+            jf(x, m).backward()
+        f(x2, m).backward()
+        assert_close(x.grad, x2.grad)
+
+
 def test_module_with_a_value_branch_flips_variants():
     class Gate(torch.nn.Module):
         def __init__(self):
