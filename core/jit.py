@@ -278,10 +278,12 @@ class JittedFunction:
         self.last_entry = entry
         return record.first_call(self._cache[key][0])  # the cache holds the runner; this first call is recorded
 
-    def _runner(self, key: Any, compilation: Compilation) -> Callable:
+    def _runner(self, key: Any, compilation: Compilation, slot: list | None = None) -> Callable:
         """What the cache holds for an entry: its generated function; or, while its non-torch
         calls are to be checked, the checked variant, which replans the entry on a fault and
-        (unless $SQUALL_CHECK=always) hands the cache the unchecked one after a clean call."""
+        (unless $SQUALL_CHECK=always) hands the cache the unchecked one after a clean call.
+        `slot`, a list whose first item holds the runner, is where that hand-over happens when
+        it is not the cache's entry (a guarded entry's variants: squall.speculation)."""
         checked, plain = compilation.checked, compilation.fn
         if checked is None or self.check == "never":
             return plain
@@ -293,7 +295,7 @@ class JittedFunction:
             except ExecutorFault as fault:
                 user_args = args[1:] if self.module is not None else args  # a module's get params first
                 return self._replan(key, fault, user_args, kwargs)(*args, **kwargs)
-            cached = self._cache.get(key)
+            cached = slot if slot is not None else self._cache.get(key)
             if not always and cached is not None and cached[0] is checked_call:
                 cached[0] = plain  # checked once: later calls run the plain code
             return out
@@ -302,10 +304,17 @@ class JittedFunction:
 
     def _cached_runner(self, key: Any, entry: CompiledEntry) -> Callable:
         """What the cache holds: the runner; for a trace with value guards, its variants."""
-        runner = self._runner(key, entry.compilation)
-        return Variants(self, key, entry, runner) if guards_of(entry.compilation) else runner
+        if not guards_of(entry.compilation):
+            return self._runner(key, entry.compilation)
+        return Variants(self, key, self._variant(key, entry))
 
-    def _compile_variant(self, key: Any, args: tuple, kwargs: dict) -> tuple[CompiledEntry, Callable]:
+    def _variant(self, key: Any, entry: CompiledEntry) -> list:
+        """[runner, entry] for one variant of a guarded entry; its runner may replace itself there."""
+        variant = [None, entry]
+        variant[0] = self._runner(key, entry.compilation, slot=variant)
+        return variant
+
+    def _compile_variant(self, key: Any, args: tuple, kwargs: dict) -> list:
         """Another variant of entry `key`, traced on this call's inputs after a value guard failed."""
         start = time.perf_counter()
         exclusions = self._exclusions.get(key)
@@ -314,7 +323,7 @@ class JittedFunction:
         entry = CompiledEntry(compilation, time.perf_counter() - start)
         self.stats.misses += 1
         self.last_entry = entry
-        return entry, self._runner(key, compilation)
+        return self._variant(key, entry)
 
     def _replan(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
         """Compile the entry `key` again without the executor that failed, for the operations it

@@ -209,10 +209,12 @@ def guards_of(compilation: Any) -> list[BoundSymbol]:
 class Variants:
     """What the jit cache holds for an entry whose trace has guards: its compiled variants."""
 
-    def __init__(self, jitted: Any, key: Any, entry: Any, runner: Callable):
+    def __init__(self, jitted: Any, key: Any, variant: list):
         self.jitted = jitted
         self.key = key
-        self.variants: list[tuple[Any, Callable]] = [(entry, runner)]  # most recently used first
+        # [runner, compiled entry] per variant, most recently used first; a checked runner
+        # replaces itself in its list with the plain one after a clean call
+        self.variants: list[list] = [variant]
         self.compiles_at: dict[str, int] = {}  # guard site -> variants it made this entry compile
         self.eager: Callable | None = None
 
@@ -220,7 +222,7 @@ class Variants:
         if self.eager is not None:
             return self.eager(*args, **kwargs)
         try:
-            return self.variants[0][1](*args, **kwargs)
+            return self.variants[0][0](*args, **kwargs)
         except GuardFailed as failure:
             return self._recover(failure, args, kwargs)
 
@@ -228,30 +230,30 @@ class Variants:
         """Run a variant whose guards pass, compiling one where none does."""
         jitted = self.jitted
         jitted.stats.guard_failures += 1
-        tried = {id(self.variants[0][1])}
+        tried = {id(self.variants[0])}
         while True:
-            for i, (entry, runner) in enumerate(self.variants):
-                if id(runner) in tried:
+            for i, variant in enumerate(self.variants):
+                if id(variant) in tried:
                     continue
-                tried.add(id(runner))
+                tried.add(id(variant))
                 try:
-                    out = runner(*args, **kwargs)
+                    out = variant[0](*args, **kwargs)
                 except GuardFailed as again:
                     failure = again
                     continue
                 self.variants.insert(0, self.variants.pop(i))
-                jitted.last_entry = entry
+                jitted.last_entry = variant[1]
                 return out
             site = failure.site
             count = self.compiles_at[site] = self.compiles_at.get(site, 0) + 1
             user_args = args[1:] if jitted.module is not None else args  # a module's get params first
             if count > SPECULATION_LIMIT:
                 return self._go_eager(failure, user_args, kwargs)
-            entry, runner = jitted._compile_variant(self.key, user_args, kwargs)
-            self.variants.insert(0, (entry, runner))
-            tried.add(id(runner))
+            variant = jitted._compile_variant(self.key, user_args, kwargs)
+            self.variants.insert(0, variant)
+            tried.add(id(variant))
             try:
-                return runner(*args, **kwargs)
+                return variant[0](*args, **kwargs)
             except GuardFailed as again:  # a value that differs between two reads (a random draw)
                 failure = again
 

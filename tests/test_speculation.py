@@ -42,6 +42,25 @@ def test_guards_are_printed_in_the_trace_the_source_and_explain():
     assert "squall.guard" in report
 
 
+def test_a_checked_variant_hands_over_to_its_plain_code_after_a_clean_call():
+    from squall.executor import OperatorExecutor
+    from squall.jit import jitted_state
+    from squall.torch_executor import make_executor
+
+    vendor = OperatorExecutor("sin_vendor")  # a non-torch executor: its calls are checked once
+    vendor.register_implementation("torch.sin", torch.sin)
+    jf = squall.jit(_branchy, executors=[vendor, make_executor()])
+    for s in (1, -1):
+        x = torch.rand(8) * s
+        assert_close(jf(x), _branchy(x))
+        assert_close(jf(x), _branchy(x))
+    state = jitted_state(jf)
+    ((variants, _),) = state._cache.values()
+    assert any(e.compilation.checked is not None for _, e in variants.variants)
+    if state.check == "first":
+        assert [runner for runner, _ in variants.variants] == [e.compilation.fn for _, e in variants.variants]
+
+
 def test_item_tolist_int_float_and_value_functions_are_read_and_guarded():
     def f(x, y):
         n = int(x.max())
