@@ -156,6 +156,25 @@ class Speculation:
         GUARD(how, args, kwargs, value, _site()[0])
         return value
 
+    def sizes(self, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        """`args` and `kwargs` with each one-element integer tensor (also as a slice bound) read
+        as the int it holds, guarded; None where there is none."""
+        found = False
+
+        def as_int(x):
+            nonlocal found
+            if isinstance(x, TensorProxy) and x.numel() == 1 and not x.dtype.is_floating_point and not x.dtype.is_complex:
+                found = True
+                return self.read("index", (x,), {})
+            if type(x) is slice:
+                return slice(as_int(x.start), as_int(x.stop), as_int(x.step))
+            if type(x) in (tuple, list):
+                return type(x)(as_int(v) for v in x)
+            return x
+
+        args, kwargs = tuple(as_int(a) for a in args), {k: as_int(v) for k, v in kwargs.items()}
+        return (args, kwargs) if found else None
+
     def call(self, name: str, func: Callable, args: tuple, kwargs: dict, refused: DataDependentError) -> Any:
         """Record `func`, an op whose output shape depends on data, as one opaque torch call,
         its outputs shaped as they are in this call, each shape guarded. `refused` is the error

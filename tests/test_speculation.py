@@ -79,6 +79,26 @@ def test_item_tolist_int_float_and_value_functions_are_read_and_guarded():
     assert len(guards_of(squall.last_traces(jf))) == 6  # int, item, tolist, allclose, equal, float
 
 
+@pytest.mark.parametrize(
+    "program",
+    [
+        lambda x: torch.zeros(x.sum().int()),
+        lambda x: x.view(x[0].long(), -1),
+        lambda x: torch.arange(x.sum().long()),
+        lambda x: x[: x[0].long()],
+        lambda x: x.reshape((x[0].long(), -1)),
+    ],
+    ids=["zeros", "view", "arange", "slice_bound", "reshape"],
+)
+def test_a_size_taken_from_a_tensor_is_read_and_guarded(program):
+    jf = squall.jit(program)
+    for first in (2.0, 1.0, 2.0):
+        x = torch.tensor([first, 1.0, 3.0, 4.0])
+        assert_close(jf(x), program(x))
+    assert jf.cache_info().misses == 2
+    assert any(g.args[0] == "index" for g in guards_of(squall.last_traces(jf)))
+
+
 def test_a_value_that_changes_at_every_call_stops_compiling_and_runs_eagerly():
     def counter(x):
         return x + int(x.sum())  # a new value at every call

@@ -138,6 +138,14 @@ class TorchLanguage:
                 if not isinstance(op, Symbol) or ctx.speculation is None or len(ctx.scopes) != 1:
                     raise
                 return ctx.speculation.call(qualified_name(func), func, args, kwargs, refused)
+            except TypeError:
+                # torch takes a one-element integer tensor where it wants an int (a size, a
+                # bound): read its value, guarded, and call again with the number
+                sized = ctx.speculation.sizes(args, kwargs) if ctx.speculation is not None and len(ctx.scopes) == 1 else None
+                if sized is None:
+                    raise
+                out = op(*sized[0], **sized[1])
+                args = sized[0]
             if getattr(op, "id", None) in VIEW_OPS:
                 note_views(ctx, op, args, out)
             return out
