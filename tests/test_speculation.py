@@ -1,7 +1,6 @@
 """Speculation with guards: values a program reads from tensors, and data-dependent shapes."""
 from __future__ import annotations
 
-import time
 import warnings
 
 import pytest
