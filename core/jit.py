@@ -319,7 +319,11 @@ class JittedFunction:
         start = time.perf_counter()
         exclusions = self._exclusions.get(key)
         executors = self._excluding(exclusions) if exclusions else self.executors
-        compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module, strict=self.strict)
+        with record_compilation(self, args, kwargs) as record:  # squall.rage sees variants too
+            compilation = compile_program(
+                self.fn, args, kwargs, executors=executors, module=self.module, on_traced=record.traced, strict=self.strict
+            )
+            record.compiled(compilation)
         entry = CompiledEntry(compilation, time.perf_counter() - start)
         self.stats.misses += 1
         self.last_entry = entry
