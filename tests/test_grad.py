@@ -296,3 +296,14 @@ def test_gradients_at_edges(name: str):
     info = OpInfo(name, fn, lambda dtype, device: [sample])
     for config in CONFIGS:
         assert check_gradients(info, config, sample, torch.float64) == "compared"
+
+
+def test_an_input_passed_twice_to_an_op_differentiated_through_its_decomposition_gets_one_gradient():
+    # ltorch.mul has no rule of its own: its backward is its decomposition's, whose total for x
+    # must reach x once, not once per place x was passed
+    for program in (lambda x: (x * x).sum(), lambda x: (x @ x).sum(), lambda x: torch.add(x, x, alpha=2).sum()):
+        x = torch.tensor([[-1.0, 2.0], [0.5, 3.0]], requires_grad=True)
+        x2 = x.detach().clone().requires_grad_()
+        squall.jit(program)(x).backward()
+        program(x2).backward()
+        torch.testing.assert_close(x.grad, x2.grad)
