@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -24,6 +25,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
+from .aliasing import AliasPattern, alias_guarded, describe_path, same_as_paths
 from .checking import ExecutorFault, check_mode
 from .config import ExecutorPriority, resolve_executors
 from .executor import Executor
@@ -35,6 +37,7 @@ from .sources import load_source
 from .speculation import Variants, guards_of
 from .trace import plain_scalar
 from .tracing import argument_names, module_slots
+from .wrappers import call_with_hooks, check_plain_parameters, check_wrapping, hook_dicts
 
 __all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces"]
 
@@ -223,9 +226,19 @@ class JittedFunction:
         self._last_parts: dict[str, Any] | None = None
         self._warned = False
         self._slots: list[tuple[dict, str]] = []
+        self._slot_names: list[str] = []  # "parameter 'lin.weight'", "buffer 'bn.running_mean'"
+        self._slot_paths: list[str] = []  # "lin.weight", "bn.running_mean"
         self._submodules: list[torch.nn.Module] = []
+        # held while compiling (threads that miss on one signature compile it once) and around
+        # calls that write module state (a module's buffers are updated as one step, as in eager)
+        self._compile_lock = threading.RLock()
+        self._state_lock = threading.Lock()
         if self.module is not None:
-            self._slots, _ = module_slots(self.module)
+            check_wrapping(self.module)
+            self._slots, self._slot_paths = module_slots(self.module)
+            self._slot_names = [
+                f"{'parameter' if isinstance(store[k], torch.nn.Parameter) else 'buffer'} {name!r}" for (store, k), name in zip(self._slots, self._slot_paths)
+            ]
             self._submodules = list(self.module.modules())
         self.entry_point = self._make_entry_point()
 
@@ -262,21 +275,29 @@ class JittedFunction:
             # called from inside a program squall is tracing: trace through it, inline
             original = self.fn
             return (lambda params, *a, **k: original(*a, **k)) if params is not None else original
-        start = time.perf_counter()
-        self.stats.misses += 1
-        self._note_changes(args, kwargs)
-        # an executor that failed this signature's checks before (then was evicted) stays out
-        exclusions = self._exclusions.get(key)
-        executors = self._excluding(exclusions) if exclusions else self.executors
-        with record_compilation(self, args, kwargs) as record:  # always on: squall.rage
-            compilation = compile_program(
-                self.fn, args, kwargs, executors=executors, module=self.module, on_traced=record.traced, strict=self.strict
-            )
-            record.compiled(compilation)
-        entry = CompiledEntry(compilation, time.perf_counter() - start)
-        self._insert(key, entry)
-        self.last_entry = entry
-        return record.first_call(self._cache[key][0])  # the cache holds the runner; this first call is recorded
+        if self.module is not None:
+            # a wrapper applied after jit (fully_shard on a submodule) is seen here, before tracing it
+            check_wrapping(self.module)
+            check_plain_parameters(self._slot_paths, params)
+        with self._compile_lock:
+            cached = self._cache.get(key)
+            if cached is not None:  # another thread compiled this signature while we waited
+                return cached[0]
+            start = time.perf_counter()
+            self.stats.misses += 1
+            self._note_changes(args, kwargs)
+            # an executor that failed this signature's checks before (then was evicted) stays out
+            exclusions = self._exclusions.get(key)
+            executors = self._excluding(exclusions) if exclusions else self.executors
+            with record_compilation(self, args, kwargs) as record:  # always on: squall.rage
+                compilation = compile_program(
+                    self.fn, args, kwargs, executors=executors, module=self.module, on_traced=record.traced, strict=self.strict
+                )
+                record.compiled(compilation)
+            entry = CompiledEntry(compilation, time.perf_counter() - start)
+            self._insert(key, entry)
+            self.last_entry = entry
+            return record.first_call(self._cache[key][0])  # the cache holds the runner; this first call is recorded
 
     def _runner(self, key: Any, compilation: Compilation, slot: list | None = None) -> Callable:
         """What the cache holds for an entry: its generated function; or, while its non-torch
@@ -284,23 +305,28 @@ class JittedFunction:
         (unless $SQUALL_CHECK=always) hands the cache the unchecked one after a clean call.
         `slot`, a list whose first item holds the runner, is where that hand-over happens when
         it is not the cache's entry (a guarded entry's variants: squall.speculation)."""
-        checked, plain = compilation.checked, compilation.fn
+        checked, plain = compilation.checked, self._guarded(key, compilation, compilation.fn)
         if checked is None or self.check == "never":
             return plain
         always = self.check == "always"
+        differentiated = compilation.backward is not None
 
         def checked_call(*args, **kwargs):
+            user_args = args[1:] if self.module is not None else args  # a module's get params first
+            if differentiated and compilation.on_backward_fault is None:
+                # a fault in the checked backward comes after this call returns: replan then, for later calls
+                compilation.on_backward_fault = lambda fault: self._replan_after_backward(key, fault, user_args, kwargs)
             try:
                 out = checked.fn(*args, **kwargs)
             except ExecutorFault as fault:
-                user_args = args[1:] if self.module is not None else args  # a module's get params first
                 return self._replan(key, fault, user_args, kwargs)(*args, **kwargs)
             cached = slot if slot is not None else self._cache.get(key)
-            if not always and cached is not None and cached[0] is checked_call:
+            if not always and cached is not None and cached[0] is runner:
                 cached[0] = plain  # checked once: later calls run the plain code
             return out
 
-        return checked_call
+        runner = self._guarded(key, compilation, checked_call)
+        return runner
 
     def _cached_runner(self, key: Any, entry: CompiledEntry) -> Callable:
         """What the cache holds: the runner; for a trace with value guards, its variants."""
@@ -316,22 +342,73 @@ class JittedFunction:
 
     def _compile_variant(self, key: Any, args: tuple, kwargs: dict) -> list:
         """Another variant of entry `key`, traced on this call's inputs after a value guard failed."""
-        start = time.perf_counter()
-        exclusions = self._exclusions.get(key)
-        executors = self._excluding(exclusions) if exclusions else self.executors
-        with record_compilation(self, args, kwargs) as record:  # squall.rage sees variants too
-            compilation = compile_program(
-                self.fn, args, kwargs, executors=executors, module=self.module, on_traced=record.traced, strict=self.strict
+        with self._compile_lock:
+            start = time.perf_counter()
+            exclusions = self._exclusions.get(key)
+            executors = self._excluding(exclusions) if exclusions else self.executors
+            with record_compilation(self, args, kwargs) as record:  # squall.rage sees variants too
+                compilation = compile_program(
+                    self.fn, args, kwargs, executors=executors, module=self.module, on_traced=record.traced, strict=self.strict
+                )
+                record.compiled(compilation)
+            entry = CompiledEntry(compilation, time.perf_counter() - start)
+            self.stats.misses += 1
+            self.last_entry = entry
+            return self._variant(key, entry)
+
+    def _guarded(self, key: Any, compilation: Compilation, runner: Callable) -> Callable:
+        """`runner` behind what a program that writes its inputs needs: module state written under
+        a lock, and a look at whether the call's tensors share memory (`squall.aliasing`)."""
+        if compilation.writes_module_state:
+            runner = _holding(self._state_lock, runner)
+        if compilation.writes_inputs:
+            paths = [b.path for b in compilation.bindings]
+            variant_for = functools.partial(self._alias_variant, key, compilation)
+            runner = alias_guarded(runner, paths, self.module is not None, variant_for)
+        return runner
+
+    def _alias_variant(self, key: Any, compilation: Compilation, pattern: AliasPattern, args: tuple, kwargs: dict) -> Callable:
+        """The runner for calls whose tensors share memory as `pattern` says: the program traced
+        with one proxy for inputs that are the same tensor; eager, with a warning, for overlapping views."""
+        paths = [b.path for b in compilation.bindings]
+        user_args = args[1:] if self.module is not None else args
+        if pattern[0] == "overlapping":
+            fn = self.module.forward if self.module is not None else self.fn
+            names = argument_names(fn, len(user_args))
+            first, second = (describe_path(paths[i], names, self._slot_names) for i in pattern[1:])
+            warnings.warn(
+                f"squall: {first} and {second} share memory without being the same tensor (overlapping "
+                "views of one tensor), and the program writes into its inputs in place; squall's "
+                "compiled code cannot follow a write through one into the other, so calls like this "
+                "one run eagerly",
+                SquallWarning,
+                stacklevel=4 if self.module is None else 5,
             )
-            record.compiled(compilation)
-        entry = CompiledEntry(compilation, time.perf_counter() - start)
-        self.stats.misses += 1
-        self.last_entry = entry
-        return self._variant(key, entry)
+            eager = self.module if self.module is not None else self.fn
+            return lambda *a, **k: eager(*(a[1:] if self.module is not None else a), **k)
+        with self._compile_lock:
+            start = time.perf_counter()
+            exclusions = self._exclusions.get(key)
+            executors = self._excluding(exclusions) if exclusions else self.executors
+            variant = compile_program(
+                self.fn, user_args, kwargs, executors=executors, module=self.module, same_as=same_as_paths(pattern, paths), strict=self.strict
+            )
+            self.last_entry = CompiledEntry(variant, time.perf_counter() - start)
+        fn = variant.fn
+        fn = _holding(self._state_lock, fn) if variant.writes_module_state else fn
+        if guards_of(variant):  # a value it read may differ at a later call: its variants, as for any entry
+            entry = CompiledEntry(variant, 0.0)
+            slot = [fn, entry]
+            return Variants(self, key, slot, compile_variant=lambda a, k: [self._alias_variant(key, compilation, pattern, a, k), entry])
+        return fn
 
     def _replan(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
         """Compile the entry `key` again without the executor that failed, for the operations it
         failed on; warn; return the new runner (checked again, for the executors left)."""
+        with self._compile_lock:
+            return self._replan_locked(key, fault, args, kwargs)
+
+    def _replan_locked(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
         exclusions = self._exclusions.setdefault(key, [])
         ops = self._ops_to_exclude(key, fault)
         if (fault.executor, ops) in exclusions:
@@ -344,7 +421,7 @@ class JittedFunction:
             f"squall: {fault}. The call is compiled again without {fault.executor!r} {what} "
             "and its result comes from the new plan; the executor's package has a bug to report.",
             SquallWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
         start = time.perf_counter()
         compilation = compile_program(self.fn, args, kwargs, executors=self._excluding(exclusions), module=self.module, strict=self.strict)
@@ -356,6 +433,15 @@ class JittedFunction:
         if key in self._cache:
             self._cache[key][0] = runner
         return runner
+
+    def _replan_after_backward(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> None:
+        """A fault in the checked backward of `key`'s first call: that backward was computed on
+        torch (squall.pipeline); later calls get a plan without the executor there."""
+        compilation = self._entries[key].compilation if key in self._entries else None
+        if compilation is not None:
+            compilation.on_backward_fault = None  # the replan holds no reference to the first call's inputs
+        with torch.enable_grad():  # a backward runs in no-grad mode; the entry was compiled for training
+            self._replan(key, fault, args, kwargs)
 
     def _ops_to_exclude(self, key: Any, fault: ExecutorFault) -> tuple[str, ...]:
         """The program's operations the executor must not take: those it failed running, or
@@ -440,20 +526,44 @@ class JittedFunction:
         return self.stats
 
 
+def _holding(lock: threading.Lock, fn: Callable) -> Callable:
+    """`fn`, called while holding `lock`."""
+
+    def locked(*args, **kwargs):
+        with lock:
+            return fn(*args, **kwargs)
+
+    locked.__wrapped__ = fn
+    return locked
+
+
 class JittedModule(torch.nn.Module):
-    """An nn.Module whose forward runs compiled; parameters and buffers stay the original's."""
+    """An nn.Module whose forward runs compiled; parameters and buffers stay the original's.
+
+    Hooks on it and on the original's top level run eagerly around the compiled forward at
+    every call, as `nn.Module.__call__` runs them (`squall.wrappers`): that is how DDP and
+    FSDP2 wrap compiled modules. Without hooks a call goes straight to the compiled code.
+    """
 
     def __init__(self, module: torch.nn.Module, jitted: JittedFunction):
         super().__init__()
         self._orig_mod = module
         self._jitted = jitted
+        self._entry_point = jitted.entry_point
+        # every hook dict a call may have to run (torch fills them in place), for one any() per call
+        self._hook_dicts = hook_dicts(self) + hook_dicts(module, with_global=False)
 
     def forward(self, *args, **kwargs):
-        return self._jitted(*args, **kwargs)
+        orig = self._orig_mod
+        if any(hook_dicts(orig, with_global=False)):
+            return call_with_hooks(orig, self._entry_point, args, kwargs)
+        return self._entry_point(*args, **kwargs)
 
     def __call__(self, *args, **kwargs):
-        # skips nn.Module.__call__'s hook machinery: the hot path
-        return self._jitted(*args, **kwargs)
+        # the hot path: nn.Module.__call__'s hook machinery only where there is a hook to run
+        if any(self._hook_dicts):
+            return self._call_impl(*args, **kwargs)
+        return self._entry_point(*args, **kwargs)
 
 
 def jit(

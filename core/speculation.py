@@ -228,9 +228,15 @@ def guards_of(compilation: Any) -> list[BoundSymbol]:
 class Variants:
     """What the jit cache holds for an entry whose trace has guards: its compiled variants."""
 
-    def __init__(self, jitted: Any, key: Any, variant: list):
+    def __init__(self, jitted: Any, key: Any, variant: list, compile_variant: Callable[[tuple, dict], list] | None = None):
         self.jitted = jitted
         self.key = key
+        # (args as the runner gets them, kwargs) -> [runner, entry] for a new variant; by default
+        # the jitted function's own (a module's runner gets its parameters first: not the program's)
+        if compile_variant is None:
+            skip = 1 if jitted.module is not None else 0
+            compile_variant = lambda args, kwargs: jitted._compile_variant(key, args[skip:], kwargs)
+        self.compile_variant = compile_variant
         # [runner, compiled entry] per variant, most recently used first; a checked runner
         # replaces itself in its list with the plain one after a clean call
         self.variants: list[list] = [variant]
@@ -268,7 +274,7 @@ class Variants:
             user_args = args[1:] if jitted.module is not None else args  # a module's get params first
             if count > SPECULATION_LIMIT:
                 return self._go_eager(failure, user_args, kwargs)
-            variant = jitted._compile_variant(self.key, user_args, kwargs)
+            variant = self.compile_variant(args, kwargs)
             self.variants.insert(0, variant)
             tried.add(id(variant))
             try:
