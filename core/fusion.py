@@ -151,10 +151,14 @@ def form_regions(bsyms: Sequence[BoundSymbol], claimed: Callable[[BoundSymbol], 
     reaches_outside: list[frozenset[int]] = []  # ... through a call outside that group
     groups: list[list[int]] = []
     preds_of: list[set[int]] = []
+    barrier: int | None = None  # the latest call tagged BARRIER: later calls follow it
+    sealed: set[int] = set()  # regions formed before it, which later calls may not join
     for i, b in enumerate(bsyms):
         preds = {producer[p.name] for p in b.input_proxies() if p.name in producer}
+        if barrier is not None:
+            preds.add(barrier)
         r: set[int] = set()
-        ro: set[int] = set()
+        ro: set[int] = set(sealed)
         for p in preds:
             gp = group_of[p]
             for g in reaches[p]:
@@ -182,6 +186,9 @@ def form_regions(bsyms: Sequence[BoundSymbol], claimed: Callable[[BoundSymbol], 
         preds_of.append(preds)
         for p in b.output_proxies():
             producer[p.name] = i
+        if Tags.BARRIER in b.sym.tags:
+            barrier = i
+            sealed.update(range(len(groups)))
 
     # the units (regions and unclaimed calls) in a data-flow order, by topological sort
     unit_of = [("g", g) if g is not None else ("c", i) for i, g in enumerate(group_of)]

@@ -37,6 +37,7 @@ from .proxies import current_context
 from .rage import record_compilation
 from .sources import load_source
 from . import tiers
+from .speculation import Variants, guards_of
 from .trace import plain_scalar
 from .tracing import argument_names, module_slots
 from .wrappers import call_with_hooks, check_plain_parameters, check_wrapping, hook_dicts
@@ -186,6 +187,7 @@ class CacheStats:
     misses: int = 0
     evictions: int = 0
     replans: int = 0  # entries compiled again without an executor that failed its run-time check
+    guard_failures: int = 0  # calls whose value guards failed (squall.speculation), variants compiled or not
     size: int = 0
     limit: int | None = None
     changes: dict[str, int] = field(default_factory=dict)  # input label -> times it changed
@@ -202,6 +204,7 @@ class JittedFunction:
         recompile_limit: int = 8,
         cache_size: int | None = DEFAULT_CACHE_SIZE,
         wait: bool | None = None,
+        strict: bool = False,
     ):
         if not callable(fn):
             raise TypeError(f"squall.jit expects a function or an nn.Module, got {type(fn).__name__}")
@@ -216,6 +219,7 @@ class JittedFunction:
         # compile and time fusion regions before the first call returns (True), or in the background
         self.wait = resolve_wait(wait)
         self._upgrades: dict[Any, tiers.Upgrade] = {}  # key -> its background upgrade
+        self.strict = strict  # a read of a tensor's value while tracing is a DataDependentError
         # key -> [generated function, hits]: the hot path reads the one and bumps the other
         self._cache: dict[Any, list] = {}
         self._entries: dict[Any, CompiledEntry] = {}
@@ -291,25 +295,14 @@ class JittedFunction:
             start = time.perf_counter()
             self.stats.misses += 1
             self._note_changes(args, kwargs)
-            # an executor that failed this signature's checks before (then was evicted) stays out
-            exclusions = self._exclusions.get(key)
-            executors = self._excluding(exclusions) if exclusions else self.executors
-            # the first plan leaves out fusion executors that compile slowly; they come in the upgrade
-            first = tiers.background_priority(executors)
+            executors = self._priority(key)
             with record_compilation(self, args, kwargs) as record:  # always on: squall.rage
-                try:
-                    compilation = compile_program(self.fn, args, kwargs, executors=first or executors, module=self.module,
-                                                  on_traced=record.traced)
-                except PlanningError:
-                    if first is None:
-                        raise
-                    first = None  # only a fusion executor runs some operation: plan with it now
-                    compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module)
+                compilation, tiered = self._compile_first_tier(args, kwargs, executors, on_traced=record.traced)
                 record.compiled(compilation)
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             self._insert(key, entry)
             self.last_entry = entry
-            upgrade = self._upgrade_job(key, entry, executors, (params, args, kwargs)) if first is not None else None
+            upgrade = self._upgrade_job(key, entry, executors, (params, args, kwargs)) if tiered else None
             if upgrade is not None and self.wait:
                 upgrade.run()  # the same upgrade, done before the first call returns
             runner = record.first_call(self._cache[key][0])  # the cache holds the runner; this first call is recorded
@@ -325,10 +318,29 @@ class JittedFunction:
 
         return first_call_then_upgrade
 
-    def _runner(self, key: Any, compilation: Compilation) -> Callable:
+    def _priority(self, key: Any) -> ExecutorPriority:
+        """The priority list entry `key` compiles under: an executor that failed this signature's
+        checks before (then was replanned, or evicted) stays out where it failed."""
+        exclusions = self._exclusions.get(key)
+        return self._excluding(exclusions) if exclusions else self.executors
+
+    def _compile_first_tier(self, args: tuple, kwargs: dict, executors: ExecutorPriority, **options) -> tuple[Compilation, bool]:
+        """Compile for `executors` less the fusion executors that compile slowly (squall.tiers);
+        also whether any were left out, for a background upgrade to bring them in."""
+        first = tiers.background_priority(executors)
+        if first is not None:
+            try:
+                return compile_program(self.fn, args, kwargs, executors=first, module=self.module, strict=self.strict, **options), True
+            except PlanningError:
+                pass  # only a fusion executor runs some operation: plan with it now
+        return compile_program(self.fn, args, kwargs, executors=executors, module=self.module, strict=self.strict, **options), False
+
+    def _runner(self, key: Any, compilation: Compilation, slot: list | None = None) -> Callable:
         """What the cache holds for an entry: its generated function; or, while its non-torch
         calls are to be checked, the checked variant, which replans the entry on a fault and
-        (unless $SQUALL_CHECK=always) hands the cache the unchecked one after a clean call."""
+        (unless $SQUALL_CHECK=always) hands the cache the unchecked one after a clean call.
+        `slot`, a list whose first item holds the runner, is where that hand-over happens when
+        it is not the cache's entry (a guarded entry's variants: squall.speculation)."""
         checked, plain = compilation.checked, self._guarded(key, compilation, compilation.fn)
         if checked is None or self.check == "never":
             return plain
@@ -344,7 +356,7 @@ class JittedFunction:
                 out = checked.fn(*args, **kwargs)
             except ExecutorFault as fault:
                 return self._replan(key, fault, user_args, kwargs)(*args, **kwargs)
-            cached = self._cache.get(key)
+            cached = slot if slot is not None else self._cache.get(key)
             if not always and cached is not None and cached[0] is runner:
                 with self._compile_lock:  # not over an upgrade swapped in meanwhile (squall.tiers)
                     if cached[0] is runner:
@@ -353,6 +365,31 @@ class JittedFunction:
 
         runner = self._guarded(key, compilation, checked_call)
         return runner
+
+    def _cached_runner(self, key: Any, entry: CompiledEntry) -> Callable:
+        """What the cache holds: the runner; for a trace with value guards, its variants."""
+        if not guards_of(entry.compilation):
+            return self._runner(key, entry.compilation)
+        return Variants(self, key, self._variant(key, entry))
+
+    def _variant(self, key: Any, entry: CompiledEntry) -> list:
+        """[runner, entry] for one variant of a guarded entry; its runner may replace itself there."""
+        variant = [None, entry]
+        variant[0] = self._runner(key, entry.compilation, slot=variant)
+        return variant
+
+    def _compile_variant(self, key: Any, args: tuple, kwargs: dict) -> list:
+        """Another variant of entry `key`, traced on this call's inputs after a value guard failed."""
+        with self._compile_lock:
+            start = time.perf_counter()
+            with record_compilation(self, args, kwargs) as record:  # squall.rage sees variants too
+                # a variant keeps to the first tier: no background upgrade comes for it
+                compilation, _ = self._compile_first_tier(args, kwargs, self._priority(key), on_traced=record.traced)
+                record.compiled(compilation)
+            entry = CompiledEntry(compilation, time.perf_counter() - start)
+            self.stats.misses += 1
+            self.last_entry = entry
+            return self._variant(key, entry)
 
     def _guarded(self, key: Any, compilation: Compilation, runner: Callable) -> Callable:
         """`runner` behind what a program that writes its inputs needs: module state written under
@@ -386,12 +423,15 @@ class JittedFunction:
             return lambda *a, **k: eager(*(a[1:] if self.module is not None else a), **k)
         with self._compile_lock:
             start = time.perf_counter()
-            exclusions = self._exclusions.get(key)
-            executors = self._excluding(exclusions) if exclusions else self.executors
-            variant = compile_program(self.fn, user_args, kwargs, executors=executors, module=self.module, same_as=same_as_paths(pattern, paths))
+            variant, _ = self._compile_first_tier(user_args, kwargs, self._priority(key), same_as=same_as_paths(pattern, paths))
             self.last_entry = CompiledEntry(variant, time.perf_counter() - start)
         fn = variant.fn
-        return _holding(self._state_lock, fn) if variant.writes_module_state else fn
+        fn = _holding(self._state_lock, fn) if variant.writes_module_state else fn
+        if guards_of(variant):  # a value it read may differ at a later call: its variants, as for any entry
+            entry = CompiledEntry(variant, 0.0)
+            slot = [fn, entry]
+            return Variants(self, key, slot, compile_variant=lambda a, k: [self._alias_variant(key, compilation, pattern, a, k), entry])
+        return fn
 
     def _replan(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
         """Compile the entry `key` again without the executor that failed, for the operations it
@@ -415,12 +455,12 @@ class JittedFunction:
             stacklevel=4,
         )
         start = time.perf_counter()
-        compilation = compile_program(self.fn, args, kwargs, executors=self._excluding(exclusions), module=self.module)
+        compilation = compile_program(self.fn, args, kwargs, executors=self._excluding(exclusions), module=self.module, strict=self.strict)
         entry = CompiledEntry(compilation, time.perf_counter() - start)
         self._entries[key] = entry
         self.last_entry = entry
         self.stats.replans += 1
-        runner = self._runner(key, compilation)
+        runner = self._cached_runner(key, entry)
         if key in self._cache:
             self._cache[key][0] = runner
         return runner
@@ -449,7 +489,7 @@ class JittedFunction:
             self._entries[key] = upgraded
             if self.last_entry is base:
                 self.last_entry = upgraded
-            cached[0] = self._runner(key, compilation)  # the hot path's next call runs the fused plan
+            cached[0] = self._cached_runner(key, upgraded)  # the hot path's next call runs the fused plan
         return True
 
     def _replan_after_backward(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> None:
@@ -508,7 +548,7 @@ class JittedFunction:
             del self._entries[victim], self._recency[victim]
             self._upgrades.pop(victim, None)
             self.stats.evictions += 1
-        self._cache[key] = [self._runner(key, entry.compilation), 0]
+        self._cache[key] = [self._cached_runner(key, entry), 0]
         self._entries[key] = entry
         self._recency[key] = (0, now)
 
@@ -592,6 +632,7 @@ def jit(
     recompile_limit: int = 8,
     cache_size: int | None = DEFAULT_CACHE_SIZE,
     wait: bool | None = None,
+    strict: bool = False,
 ) -> Any:
     """Compile `fn` (a function or an nn.Module); the result is called like the original.
 
@@ -601,8 +642,14 @@ def jit(
     (inductor), which compile and time their regions in the background and take over when
     faster (squall.tiers); `wait=True` (or `wait = true` under [tool.squall], or SQUALL_WAIT=1)
     compiles and times them before the first call returns.
+    Where the program reads a tensor's value (`if t.any():`, `t.item()`) or calls an op whose
+    output shape depends on data (`x[mask]`, `nonzero`), the value is read from the call being
+    compiled and guarded: a call where it differs runs (or compiles) another variant. With
+    `strict=True` such a program raises `DataDependentError` instead.
     """
-    state = JittedFunction(fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size, wait=wait)
+    state = JittedFunction(
+        fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size, wait=wait, strict=strict
+    )
     if isinstance(fn, torch.nn.Module):
         return JittedModule(fn, state)
     return state.entry_point

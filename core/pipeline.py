@@ -118,6 +118,7 @@ def compile_program(
     generate_code: bool = True,
     on_traced: Callable[[Trace], None] | None = None,
     same_as: dict[tuple, tuple] | None = None,
+    strict: bool = False,
 ) -> Compilation:
     """Compile `fn(*args, **kwargs)` (or `module(...)`) for the priority list `executors`.
 
@@ -125,10 +126,11 @@ def compile_program(
     `generate_code=False` the pipeline stops after planning (what `explain` shows).
     `on_traced` sees the traced trace before any later stage can fail (compile records).
     `same_as` names inputs that are the same tensor as an earlier one (`squall.aliasing`).
+    `strict` refuses to read tensor values while tracing (see `trace_program`).
     """
     seconds: dict[str, Any] = {}
     start = time.perf_counter()
-    traced, bindings = trace_program(fn, args, kwargs, module=module, same_as=same_as)
+    traced, bindings = trace_program(fn, args, kwargs, module=module, same_as=same_as, strict=strict)
     seconds["trace"] = time.perf_counter() - start
     if on_traced is not None:
         on_traced(traced)

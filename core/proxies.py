@@ -187,33 +187,30 @@ class TensorProxy:
 
     __hash__ = object.__hash__
 
-    # --- values that tracing cannot know ------------------------------------------------
-    def _data_dependent(self, what: str):
-        raise RuntimeError(
-            f"squall: {what} needs the value of tensor {self.name}, which is not known while "
-            "tracing; control flow may depend on shapes and Python numbers, not on tensor data"
-        )
-
+    # --- values: read from the call being traced, and guarded (squall.speculation) ---------
     def __bool__(self):
-        self._data_dependent("bool(tensor)")
+        return _require_context().read_value("bool", (self,), what="bool(tensor)")
 
     def __int__(self):
-        self._data_dependent("int(tensor)")
+        return _require_context().read_value("int", (self,), what="int(tensor)")
 
     def __float__(self):
-        self._data_dependent("float(tensor)")
+        return _require_context().read_value("float", (self,), what="float(tensor)")
 
     def __index__(self):
-        self._data_dependent("using a tensor as an index")
+        return _require_context().read_value("index", (self,), what="using a tensor as an index")
 
     def item(self):
-        self._data_dependent("tensor.item()")
+        return _require_context().read_value("item", (self,), what="tensor.item()")
 
     def tolist(self):
-        self._data_dependent("tensor.tolist()")
+        return _require_context().read_value("tolist", (self,), what="tensor.tolist()")
 
     def numpy(self):
-        self._data_dependent("tensor.numpy()")
+        raise RuntimeError(
+            f"squall: tensor.numpy() needs the value of tensor {self.name} as an array, which a "
+            "compiled function cannot guard; use .tolist() or .item(), or call it outside the compiled function"
+        )
 
     # --- everything else goes through torch's own dispatch --------------------------------
     @classmethod

@@ -27,6 +27,7 @@ class Tags:
     ELEMENTWISE = "elementwise"
     STOPS_GRADIENT = "stops_gradient"  # detach: its output never carries a gradient back
     FUSION_REGION = "fusion_region"  # a fusion executor's region call; its members are its subsymbols
+    BARRIER = "barrier"  # every later call runs after it, and no region spans it (a guard)
 
 
 class Symbol:
@@ -316,7 +317,7 @@ def _collect(x: Any, found: list[TensorProxy]) -> None:
 _SQUALL_DIR = os.path.dirname(os.path.abspath(__file__))
 # the files that run while a program is traced; any other frame is the program's own
 _TRACING_MACHINERY = tuple(
-    os.path.join(_SQUALL_DIR, part) for part in ("ltorch" + os.sep, "prims" + os.sep, "proxies.py", "symbol.py")
+    os.path.join(_SQUALL_DIR, part) for part in ("ltorch" + os.sep, "prims" + os.sep, "proxies.py", "symbol.py", "tracing.py", "speculation.py")
 )
 
 

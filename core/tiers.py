@@ -48,6 +48,7 @@ from .executor import Executor
 from .fusion import FusionExecutor, example_tensor
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_traced
+from .speculation import guards_of
 from .symbol import Tags
 
 __all__ = ["Upgrade", "Verdict", "judge", "background_priority", "call_specs", "UpgradeWorker", "default_worker", "wait_for_upgrades", "upgrades"]
@@ -313,6 +314,10 @@ class UpgradeJob:
             # running it would advance the user's random generator under their program's feet
             return Verdict("fused", None, None, "not judged in context: the program draws random numbers; "
                            "each region won its own timing")
+        if guards_of(self.base):
+            # example inputs would take other branches than the call's values, and fail its guards
+            return Verdict("fused", None, None, "not judged in context: the program's value guards "
+                           "(squall.speculation) hold only on values like the call's; each region won its own timing")
         if sum(s.nbytes for s in specs) > JUDGE_MAX_BYTES:
             return Verdict("fused", None, None, f"not judged in context: its inputs take more than "
                            f"{JUDGE_MAX_BYTES >> 20} MiB; each region won its own timing")

@@ -13,6 +13,7 @@ import torch
 from . import ltorch, prims
 from .grad_rules.kernels import all_kernels
 from .executor import Implementation, OperatorExecutor
+from .guards import GUARD, guard_impl
 from .hookspecs import hookimpl
 from .operations import OperationRegistry
 from .prims.base import PrimIDs
@@ -276,6 +277,7 @@ class TorchExecutor(OperatorExecutor):
             self.register_implementation(sym, sym.torchfns[0])
         for sym in all_kernels().values():
             self.register_implementation(sym, _with_contiguous_tensors(sym.torchfns[0]))
+        self.register_implementation(GUARD, guard_impl)
 
     def implementation_for(self, sym: Symbol) -> Implementation | None:
         found = self.implementations.get(sym.id)

@@ -202,7 +202,8 @@ def default_callee(bsym: BoundSymbol) -> str:
     executor's name (`torch.softmax`, `inductor.region`)."""
     if bsym.executor is not None:
         return f"{bsym.executor.name}.{bsym.sym.name}"
-    return f"{'prims' if bsym.sym.id.startswith('prims.') else 'ltorch'}.{bsym.sym.name}"
+    family = bsym.sym.id.split(".", 1)[0]
+    return f"{family if family in ('prims', 'squall') else 'ltorch'}.{bsym.sym.name}"
 
 
 _SAME = object()

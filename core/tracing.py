@@ -19,9 +19,10 @@ import torch
 from torch.utils._pytree import tree_map
 
 from . import ltorch
-from .ltorch.base import TorchLanguage, TracingMode
+from .ltorch.base import DataDependentError, TorchLanguage, TracingMode
 from .prims import copy_
 from .proxies import TensorProxy, tracing
+from .speculation import Speculation
 from .trace import Trace
 from .views import ViewTracker
 
@@ -46,6 +47,21 @@ class TracingContext:
         self.mutated_inputs: dict[str, tuple[TensorProxy, TensorProxy]] = {}
         # views and what a write through one changes (squall.views)
         self.views = ViewTracker(self)
+        # the real values of the call being traced, where tracing may read them (squall.speculation);
+        # None in strict mode: reading a tensor's value is then a DataDependentError
+        self.speculation: Speculation | None = None
+
+    def read_value(self, how: str, args: tuple, kwargs: dict | None = None, *, what: str) -> Any:
+        """The value a Python read of a tensor (`bool(t)`, `t.item()`) has in the call being
+        traced, guarded in the trace; `what` names the read for the strict-mode error."""
+        if self.speculation is None:
+            name = next((a.name for a in args if isinstance(a, TensorProxy)), "?")
+            raise DataDependentError(
+                f"squall: {what} needs the value of tensor {name}, which is not known while tracing "
+                "in strict mode (squall.jit(..., strict=True)); control flow may depend on shapes and "
+                "Python numbers, not on tensor data"
+            )
+        return self.speculation.read(how, args, kwargs or {})
 
     def rebind(self, handle: TensorProxy, value: TensorProxy) -> TensorProxy:
         """Make `handle` (a proxy the program holds) stand for `value` from now on.
@@ -183,6 +199,7 @@ def trace_program(
     module: torch.nn.Module | None = None,
     name: str = "computation",
     same_as: dict[tuple, tuple] | None = None,
+    strict: bool = False,
 ) -> tuple[Trace, list[InputBinding]]:
     """Trace `fn(*args, **kwargs)` (or `module(...)`) into a Trace of ltorch calls.
 
@@ -192,7 +209,9 @@ def trace_program(
     the module itself is never changed, so other threads may call it while it is traced.
     `same_as` maps an input's path to the path of an earlier input that is the same tensor
     (`squall.aliasing`): both get one proxy, so an in-place update through one is seen
-    through the other, as in eager.
+    through the other, as in eager. Unless `strict`, a read of a tensor's value is
+    speculated from the real inputs and guarded (`squall.speculation`); with `strict` it is a
+    DataDependentError.
     """
     language = TorchLanguage(_torch_table())
     ctx = TracingContext(language.dispatch)
@@ -212,6 +231,8 @@ def trace_program(
             ctx.inputs.append(p)
             paths.append(path)
             by_path[path] = p
+            if ctx.speculation is not None:
+                ctx.speculation.bind(p, x)
             return p
         if type(x) in (list, tuple):
             return type(x)(proxify(v, (*path, i), f"{hint}_{i}") for i, v in enumerate(x))
@@ -220,6 +241,8 @@ def trace_program(
             return {k: proxify(v, (*path, k), f"{hint}_{k if type(k) in (str, int) else i}") for i, (k, v) in enumerate(x.items())}
         return x
 
+    if not strict:
+        ctx.speculation = Speculation(ctx)
     with tracing(ctx):
         if module is not None:
             slots, names = module_slots(module)
@@ -239,6 +262,7 @@ def trace_program(
                 ctx.views.refresh((ctx.inputs, list(ctx._constant_proxies.values())), "a tensor passed in (eager would modify it)")
             for original, handle in ctx.mutated_inputs.values():
                 copy_(original, handle)
+    ctx.speculation = None  # the trace keeps its context: it must not keep this call's tensors
     bindings = [InputBinding(p, path) for p, path in zip(ctx.inputs, paths)]
     traced = module if module is not None else fn
     what = getattr(traced, "__qualname__", None) or type(traced).__qualname__

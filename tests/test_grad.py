@@ -56,6 +56,11 @@ KNOWN_FALLBACKS: dict[str, str] = {
         "eager refuses it on a leaf and records it on a non-leaf; only PyTorch's autograd knows "
         "which, so squall falls back to it (correct, with a SquallWarning)"
     ),
+    "opaque.torch.Tensor.__getitem__": (
+        "x[mask]: its output shape depends on data, so it runs whole as its torch call, shaped and "
+        "guarded as in the call compiled (squall.speculation); PyTorch's autograd differentiates it "
+        "(correct, with a SquallWarning)"
+    ),
     "torch.positive": _OPAQUE,
     "torch.Tensor.contiguous": _OPAQUE,
     "torch.as_tensor": _OPAQUE,

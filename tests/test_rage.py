@@ -121,7 +121,7 @@ def test_a_successful_compilation_leaves_a_record(records):
 def test_a_failed_compilation_leaves_a_record_with_its_traceback(records, tmp_path):
     user = _load(_user_program(tmp_path))
     with pytest.raises(squall.DataDependentError, match="torch.nonzero"):
-        squall.jit(user.data_dependent)(torch.randn(5))
+        squall.jit(user.data_dependent, strict=True)(torch.randn(5))
     (run,) = _runs(records)
     (c,) = run.compilations
     assert c["outcome"] == "failed" and c["stage"] == "trace"
@@ -340,7 +340,7 @@ def test_cli_lists_bundles_and_clears(records, tmp_path, capsys, monkeypatch):
     scores = squall.jit(user.attention_scores, executors=["torch"])
     scores(torch.randn(2, 3), torch.randn(3, 3))
     with pytest.raises(squall.DataDependentError):
-        squall.jit(user.data_dependent, executors=["torch"])(torch.randn(4))
+        squall.jit(user.data_dependent, executors=["torch"], strict=True)(torch.randn(4))
     records.flush()
     code, out, _ = _cli(capsys=capsys)
     assert code == 0
@@ -384,7 +384,7 @@ def test_a_redacted_bundle_holds_no_source_path_or_value_of_the_users(records, t
     x = torch.full((2, 3), 31415.9265)
     squall.jit(user.attention_scores, executors=["planted", "torch"])(x, torch.randn(3, 3))
     with pytest.raises(squall.DataDependentError):
-        squall.jit(user.data_dependent, executors=["torch"])(x)
+        squall.jit(user.data_dependent, executors=["torch"], strict=True)(x)
     records.flush()
     code, out, _ = _cli("--failed", "--redact-source", "-o", str(tmp_path / "r.zip"), capsys=capsys)
     assert code == 0

@@ -322,3 +322,20 @@ def test_judging_an_upgrade_leaves_the_users_random_stream_alone(fused_faster):
     program(torch.randn(16))
     torch.testing.assert_close(drawn, torch.rand(4))
     assert squall.upgrades(f)[0].status == "upgraded"
+
+
+def test_an_upgraded_entry_with_value_guards_still_picks_its_variant(fused_faster):
+    """The upgrade replaces a guarded entry's plan: a later call whose value differs still gets eager's result."""
+
+    def branchy(x):
+        y = torch.exp(x) * 2.0
+        return y + 1.0 if bool(x.sum() > 0) else y - 1.0
+
+    fuser = SlowFuser()
+    fuser.gate.set()
+    f = squall.jit(branchy, executors=[fuser, make_executor()], wait=True)
+    positive, negative = torch.rand(8) + 0.1, -torch.rand(8) - 0.1
+    torch.testing.assert_close(f(positive), branchy(positive))
+    assert squall.upgrades(f)[0].status == "upgraded"
+    torch.testing.assert_close(f(negative), branchy(negative))
+    torch.testing.assert_close(f(positive), branchy(positive))

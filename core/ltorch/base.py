@@ -68,8 +68,22 @@ _DATA_DEPENDENT = {
     "torch.bincount",
     "torch.Tensor.bincount",
     "torch.repeat_interleave",  # only with a tensor of repeats; the ltorch op handles ints
-    "torch.Tensor.item",
-    "torch.Tensor.tolist",
+}
+
+# Calls that return a Python value read from tensor data -> the guard reader (squall.guards) that reads it
+_VALUE_READS = {
+    "torch.Tensor.item": "item",
+    "torch.Tensor.tolist": "tolist",
+    "torch.Tensor.__bool__": "bool",
+    "torch.Tensor.__int__": "int",
+    "torch.Tensor.__float__": "float",
+    "torch.Tensor.__index__": "index",
+    "torch.allclose": "torch.allclose",
+    "torch.Tensor.allclose": "torch.allclose",
+    "torch.equal": "torch.equal",
+    "torch.Tensor.equal": "torch.equal",
+    "torch.is_nonzero": "torch.is_nonzero",
+    "torch.Tensor.is_nonzero": "torch.is_nonzero",
 }
 
 
@@ -77,7 +91,8 @@ def data_dependent_error(name: str) -> DataDependentError:
     """The error for `name`, an op whose output shape depends on tensor values, saying what to do instead."""
     return DataDependentError(
         f"squall: {name} returns a tensor whose shape depends on the values of its input, which "
-        "tracing cannot know. Call it outside the compiled function and pass its result in, "
+        "tracing cannot know. Outside strict mode squall reads it from the call being compiled "
+        "and guards it; here, call it outside the compiled function and pass its result in, "
         "or use a fixed-shape form (e.g. torch.where(mask, x, 0) instead of x[mask])."
     )
 
@@ -127,7 +142,22 @@ class TorchLanguage:
                 args, kwargs = tree_map(as_proxy, args), tree_map(as_proxy, kwargs)
                 if ctx.views.stale:
                     ctx.views.refresh((args, kwargs), qualified_name(func))
-            out = op(*args, **kwargs)
+            try:
+                out = op(*args, **kwargs)
+            except DataDependentError as refused:
+                # an op whose output shape depends on data, called by the program itself: it runs
+                # whole as its torch call, shaped as in the call being compiled, and guarded
+                if not isinstance(op, Symbol) or ctx.speculation is None or len(ctx.scopes) != 1:
+                    raise
+                return ctx.speculation.call(qualified_name(func), func, args, kwargs, refused)
+            except TypeError:
+                # torch takes a one-element integer tensor where it wants an int (a size, a
+                # bound): read its value, guarded, and call again with the number
+                sized = ctx.speculation.sizes(args, kwargs) if ctx.speculation is not None and len(ctx.scopes) == 1 else None
+                if sized is None:
+                    raise
+                args, kwargs = sized
+                out = op(*args, **kwargs)
             ctx.views.note(op, args, kwargs, out)
             return out
         if has_tensor:
@@ -151,8 +181,13 @@ class TorchLanguage:
 
     def opaque(self, func: Callable, args: tuple, kwargs: dict) -> Any:
         name = qualified_name(func)
+        if name in _VALUE_READS:
+            return current_context().read_value(_VALUE_READS[name], args, kwargs, what=name)
         if name in _DATA_DEPENDENT:
-            raise data_dependent_error(name)
+            ctx = current_context()
+            if ctx.speculation is None:
+                raise data_dependent_error(name)
+            return ctx.speculation.call(name, func, args, kwargs, data_dependent_error(name))
         proxies = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, TensorProxy)]
         device = proxies[0].device
 

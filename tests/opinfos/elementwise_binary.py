@@ -5,7 +5,7 @@ import operator
 
 import torch
 
-from opinfos import ALL_TYPES, FLOATING, INTEGRAL, NUMERIC, ErrorInput, OpInfo, SampleInput, make_tensor
+from opinfos import ALL_TYPES, FLOATING, INTEGRAL, NUMERIC, Directive, ErrorInput, OpInfo, SampleInput, make_tensor
 
 _SHAPES = ((), (5,), (4, 3), (2, 0, 3))
 _BROADCASTS = (((4, 3), (3,)), ((4, 1), (1, 3)), ((), (2, 3)), ((2, 1, 3), (4, 1)))
@@ -209,10 +209,11 @@ opinfos = [
     OpInfo(
         "where_condition_only",
         lambda c: torch.where(c)[0],
-        lambda dtype, device: [SampleInput((make_tensor((3,), torch.bool, device),))],
-        (),  # errors only: the one-argument form has no fixed output shape
-        error_inputs=lambda device: [ErrorInput(SampleInput((make_tensor((3,), torch.bool, device),)), RuntimeError, "shape depends on the values", torch_raises=False)],
+        lambda dtype, device: [SampleInput((make_tensor((3,), dtype, device),)), SampleInput((make_tensor((2, 4), dtype, device),))],
+        (torch.bool, torch.float32),
         symbol="torch.where",
+        # the one-argument form's output shape depends on data: read from the call, and guarded
+        directives=(Directive("its output shape depends on data: it runs whole as its torch call, guarded, never as prims", configs=("decomposed",)),),
     ),
     OpInfo(
         "clamp",

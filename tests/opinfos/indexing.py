@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from opinfos import ALL_TYPES, FLOATING, NUMERIC, ErrorInput, OpInfo, SampleInput, make_tensor
+from opinfos import ALL_TYPES, FLOATING, NUMERIC, Directive, ErrorInput, OpInfo, SampleInput, make_tensor
 
 
 def _idx(shape, high, device="cpu", dtype=torch.int64):
@@ -250,11 +250,14 @@ def _one_hot_samples(dtype, device):
     yield SampleInput((_idx((0,), 3),), {"num_classes": 3})
 
 
-def _one_hot_errors(device):
-    from squall.ltorch.base import DataDependentError
+def _one_hot_inferred_samples(dtype, device):
+    # num_classes read from the data of the call being compiled, and guarded
+    yield SampleInput((_idx((5,), 4),))
+    yield SampleInput((_idx((2, 3), 7),))
 
+
+def _one_hot_errors(device):
     yield ErrorInput(SampleInput((torch.tensor([1, 2], dtype=torch.int32), 4)), RuntimeError, "only applicable to index tensor of type LongTensor")
-    yield ErrorInput(SampleInput((torch.tensor([1, 2]),)), DataDependentError, "depends on the values", torch_raises=False)
 
 
 # --- in-place forms: the op runs on a clone so the sample's input stays intact ---------
@@ -283,6 +286,14 @@ opinfos = [
     OpInfo("masked_fill", torch.masked_fill, _masked_fill_samples, ALL_TYPES, _masked_fill_errors, symbol="torch.masked_fill"),
     OpInfo("embedding", torch.nn.functional.embedding, _embedding_samples, FLOATING + (torch.int64,), _embedding_errors, symbol="torch.nn.functional.embedding"),
     OpInfo("one_hot", torch.nn.functional.one_hot, _one_hot_samples, (torch.int64,), _one_hot_errors, symbol="torch.nn.functional.one_hot"),
+    OpInfo(
+        "one_hot_inferred",
+        torch.nn.functional.one_hot,
+        _one_hot_inferred_samples,
+        (torch.int64,),
+        symbol="torch.nn.functional.one_hot",
+        directives=(Directive("its output shape depends on data: it runs whole as its torch call, guarded, never as prims", configs=("decomposed",)),),
+    ),
     # in-place methods
     OpInfo("Tensor.index_put_", _inplace("index_put_"), _index_put_samples, NUMERIC),
     OpInfo("Tensor.index_add_", _inplace("index_add_"), _index_add_samples, NUMERIC),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from opinfos import ALL_TYPES, ErrorInput, OpInfo, SampleInput, make_tensor
+from opinfos import ALL_TYPES, Directive, ErrorInput, OpInfo, SampleInput, make_tensor
 from squall.ltorch.base import DataDependentError
 
 
@@ -21,6 +21,20 @@ def _getitem_samples(dtype, device):
     yield SampleInput((x, lambda t: t[False]))
     yield SampleInput((make_tensor((), dtype, device), lambda t: t[None, ...]))
     yield SampleInput((make_tensor((4, 6), dtype, device, noncontiguous=True), lambda t: t[::3, 1::2]))
+
+
+def _mask_samples(dtype, device):
+    # a bool mask: the output's length is read from the call being compiled, and guarded
+    x = make_tensor((4, 5, 6), dtype, device)
+    yield SampleInput((x, lambda t: t[t != t.flatten()[0]]))
+    yield SampleInput((x, lambda t: t[0][t[0, :, 0] == t[0, 0, 0]]))
+    yield SampleInput((x, lambda t: t[t != t]))  # nothing selected
+
+
+_DATA_DEPENDENT = Directive(
+    "its output shape depends on data: it runs whole as its torch call, guarded (squall.speculation), never as prims",
+    configs=("decomposed",),
+)
 
 
 def _advanced_samples(dtype, device):
@@ -45,7 +59,6 @@ def _getitem_errors(device):
     yield ErrorInput(SampleInput((x, lambda t: t[0, 0, 0])), IndexError, "too many indices for tensor of dimension 2")
     yield ErrorInput(SampleInput((x, lambda t: t[1.5])), IndexError, "only integers, slices")
     yield ErrorInput(SampleInput((make_tensor((), torch.float32, device), lambda t: t[0])), IndexError, "invalid index of a 0-dim tensor")
-    yield ErrorInput(SampleInput((x, lambda t: t[t > 0])), DataDependentError, r"x\[mask\]", torch_raises=False)
 
 
 def _setitem(t, fn, value):
@@ -102,6 +115,7 @@ def _with_mask(t, m, v, fn):
 
 opinfos = [
     OpInfo("getitem", lambda x, f: f(x), _getitem_samples, ALL_TYPES, error_inputs=_getitem_errors, symbol="torch.Tensor.__getitem__"),
+    OpInfo("getitem_mask", lambda x, f: f(x), _mask_samples, ALL_TYPES, symbol="torch.Tensor.__getitem__", directives=(_DATA_DEPENDENT,)),
     OpInfo("getitem_advanced", lambda x, i, j, f: f(x, i, j), _advanced_samples, ALL_TYPES, symbol="torch.Tensor.__getitem__"),
     OpInfo("setitem", _setitem, _setitem_samples, ALL_TYPES, error_inputs=_setitem_errors, symbol="ltorch.setitem"),
     OpInfo("setitem_advanced", _setitem, _setitem_advanced_samples, ALL_TYPES, symbol="ltorch.setitem"),

@@ -1,0 +1,90 @@
+"""The guard: a call in a trace that checks, at run time, a value tracing speculated on.
+
+When a program branches on a tensor's value (`if mask.all():`, `n = t.item()`) or calls an
+op whose output shape depends on data (`x[mask]`), tracing reads the value from the real
+inputs of the call being compiled (`squall.speculation`) and records a guard after the
+call that produced it: `squall.guard("bool", (t16,), {}, True, "masking_utils.py:307")`.
+The generated code computes the same value again and raises `GuardFailed` when it differs,
+before anything that depended on it runs; the jitted function catches it and runs (or
+compiles) a variant traced for the other value.
+
+A guard is tagged SIDE_EFFECT, so dead-code removal keeps it, and BARRIER, so fusion never
+moves a later call before it; no fusion executor implements it, so it is never fused; the
+torch executor runs it.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .symbol import Symbol, Tags
+
+__all__ = ["GUARD", "GuardFailed", "READERS", "guard_impl", "same_value"]
+
+
+class GuardFailed(Exception):
+    """A guard saw a value other than the one its trace was specialised on (internal: the
+    jitted function catches it and picks or compiles another variant)."""
+
+    def __init__(self, how: str, site: str, expected: Any, got: Any):
+        super().__init__(f"squall guard at {site}: {how} was {got!r}, the trace assumed {expected!r}")
+        self.how = how
+        self.site = site
+        self.expected = expected
+        self.got = got
+
+
+def _shape(t: torch.Tensor) -> tuple[int, ...]:
+    return tuple(t.shape)
+
+
+# how a guard reads its value: the name printed in the trace -> the Python or torch call
+READERS: dict[str, Callable[..., Any]] = {
+    "bool": bool,
+    "int": int,
+    "float": float,
+    "index": operator.index,
+    "item": torch.Tensor.item,
+    "tolist": torch.Tensor.tolist,
+    "shape": _shape,
+    "torch.allclose": torch.allclose,
+    "torch.equal": torch.equal,
+    "torch.is_nonzero": torch.is_nonzero,
+}
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two read values are the same: by type and value, NaN equal to NaN, -0.0 not 0.0."""
+    if type(a) is not type(b):
+        return False
+    if type(a) in (list, tuple):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if type(a) is float:
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    if type(a) is complex:
+        return same_value(a.real, b.real) and same_value(a.imag, b.imag)
+    return a == b
+
+
+def _guard_meta(how: str, args: tuple, kwargs: dict, expected: Any, site: str) -> None:
+    if how not in READERS:
+        raise ValueError(f"squall.guard: unknown reader {how!r}; known: {sorted(READERS)}")
+    return None
+
+
+def guard_impl(how: str, args: tuple, kwargs: dict, expected: Any, site: str) -> None:
+    """Read the value again, from this call's tensors; raise GuardFailed where it differs."""
+    got = READERS[how](*args, **kwargs)
+    if not same_value(got, expected):
+        raise GuardFailed(how, site, expected, got)
+
+
+# a barrier: what follows was traced for the value it checks (a shape, a branch), so nothing
+# after it may run before it, fused or not
+GUARD = Symbol("squall.guard", "guard", _guard_meta, is_prim=True, tags=(Tags.SIDE_EFFECT, Tags.BARRIER))
