@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_map
 
 from . import ltorch
 from .ltorch.base import TorchLanguage, TracingMode, check_not_stale
+from .outputs import capture_output
 from .prims import copy_
 from .proxies import TensorProxy, tracing
 from .trace import Trace
@@ -223,7 +223,7 @@ def trace_program(
         try:
             with TracingMode(language):
                 result = (module if module is not None else fn)(*p_args, **p_kwargs)
-                result = tree_map(lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x, result)
+                result = capture_output(result, ctx.constant)
                 if ctx.stale:
                     check_not_stale(ctx, "the function's output", result)
                     check_not_stale(ctx, "a tensor passed in (eager would modify it)", ctx.inputs)
