@@ -13,7 +13,7 @@ import torch
 from .base import torchsymbol
 from .elementwise_binary import ge, logical_and, lt, mul, where
 from .factories import arange, zeros
-from .helpers import check, is_tensor, to_dtype
+from .helpers import check, is_tensor, to_dtype, torch_type_name
 from .indexing import index_select
 from .joins_and_splits import cat
 from .matmul import matmul
@@ -43,7 +43,7 @@ def grouped_mm(input, mat2, offs=None, bias=None, out_dtype=None):
     """
     check(is_tensor(input) and is_tensor(mat2), lambda: "_grouped_mm(): expected tensors for mat_a and mat_b", TypeError)
     for name, t in (("mat_a", input), ("mat_b", mat2)):
-        check(t.dtype in _OPERAND_DTYPES, lambda: f"Expected {name} to be Float32, BFloat16 or Float16 matrix, got {str(t.dtype).removeprefix('torch.').capitalize()}", RuntimeError)
+        check(t.dtype in _OPERAND_DTYPES, lambda: f"Expected {name} to be Float32, BFloat16 or Float16 matrix, got {torch_type_name(t.dtype)}", RuntimeError)
         check(t.ndim in (2, 3), lambda: f"Multiplicands must be 2D or 3D but got mat_a.dim()={input.ndim} and mat_b.dim()={mat2.ndim}", RuntimeError)
     check(input.dtype == mat2.dtype, lambda: f"Expected mat_a and mat_b of one dtype, got {input.dtype} and {mat2.dtype}", RuntimeError)
     check(bias is None, lambda: "Bias not supported yet", RuntimeError)
