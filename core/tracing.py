@@ -20,6 +20,7 @@ import torch
 from . import ltorch
 from .ltorch.base import TorchLanguage, TracingMode, check_not_stale
 from .outputs import capture_output
+from .unbound_methods import unbound_methods_traced
 from .prims import copy_
 from .proxies import TensorProxy, tracing
 from .trace import Trace
@@ -221,7 +222,7 @@ def trace_program(
         p_args = tuple(proxify(a, ("args", i), arg_names[i]) for i, a in enumerate(args))
         p_kwargs = {k: proxify(v, ("kwargs", k), k) for k, v in kwargs.items()}
         try:
-            with TracingMode(language):
+            with TracingMode(language), unbound_methods_traced():
                 result = (module if module is not None else fn)(*p_args, **p_kwargs)
                 result = capture_output(result, ctx.constant)
                 if ctx.stale:
