@@ -16,6 +16,19 @@ def _grouped_mm(a, b, offs, rows=None):
     return out if rows is None else out[:rows]
 
 
+def _grouped_mm_reference(a, b, offs, rows=None):
+    # one product per group, from the boundaries' values; what eager leaves unwritten past the
+    # last boundary (and its backward too) is left out or zero here; torch checks the arguments
+    torch._grouped_mm(a.detach(), b.detach(), offs=offs)
+    if offs is None:
+        return a @ b
+    starts = [0, *offs.tolist()[:-1]]
+    if a.ndim == 2 and b.ndim == 3:
+        out = torch.cat([a[s:e] @ b[i] for i, (s, e) in enumerate(zip(starts, offs.tolist()))])
+        return out if rows is None else out[:rows]
+    return torch.stack([a[:, s:e] @ b[s:e] for s, e in zip(starts, offs.tolist())])
+
+
 def _grouped_mm_samples(dtype, device):
     # torch's kernels want 16-byte aligned strides: sizes are multiples of 8
     t = lambda *shape: make_tensor(shape, dtype, device, low=-2, high=2)  # noqa: E731
@@ -40,6 +53,7 @@ opinfos = [
         _grouped_mm_samples,
         dtypes=(torch.float32, torch.bfloat16),
         error_inputs=_grouped_mm_errors,
+        reference=_grouped_mm_reference,
         symbol="torch._grouped_mm",
     ),
 ]
