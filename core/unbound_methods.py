@@ -10,6 +10,11 @@ it gives the very bound method it gave before; called unbound with a proxy first
 the proxy's own method (`torch.Tensor.f(proxy, ...)` is `proxy.f(...)`, as for a tensor);
 any other call goes to the method itself. Leaving the outermost block takes them away, and
 torch.Tensor's methods and operator slots are torch's own again.
+
+What this cannot reach: a method object taken from torch.Tensor before tracing began
+(`radd = torch.Tensor.__radd__` at import, as op_db's OpInfos hold them) is torch's own
+descriptor, and calling it with a proxy is still torch's TypeError. Only a TensorProxy that
+is a torch.Tensor would take those.
 """
 from __future__ import annotations
 
