@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,18 +26,22 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
+from .aliasing import AliasPattern, alias_guarded, describe_path, same_as_paths
 from .checking import ExecutorFault, check_mode
-from .config import ExecutorPriority, resolve_executors
+from .config import ExecutorPriority, resolve_executors, resolve_wait
 from .executor import Executor
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_program
+from .planner import PlanningError
 from .proxies import current_context
 from .rage import record_compilation
 from .sources import load_source
+from . import tiers
 from .trace import plain_scalar
 from .tracing import argument_names, module_slots
+from .wrappers import call_with_hooks, check_plain_parameters, check_wrapping, hook_dicts
 
-__all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces"]
+__all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces", "wait_for_upgrades", "upgrades"]
 
 
 # --- the cache key ------------------------------------------------------------------------------
@@ -163,6 +169,8 @@ class CompiledEntry:
 
     compilation: Compilation
     compile_seconds: float
+    # the background upgrade to fused regions this entry's first plan waits for (squall.tiers)
+    upgrade: tiers.Upgrade | None = None
 
     @property
     def source(self) -> str:
@@ -193,6 +201,7 @@ class JittedFunction:
         executors: Sequence[Executor] | None = None,
         recompile_limit: int = 8,
         cache_size: int | None = DEFAULT_CACHE_SIZE,
+        wait: bool | None = None,
     ):
         if not callable(fn):
             raise TypeError(f"squall.jit expects a function or an nn.Module, got {type(fn).__name__}")
@@ -204,6 +213,9 @@ class JittedFunction:
         if cache_size is not None and (type(cache_size) is not int or cache_size < 1):
             raise ValueError(f"squall.jit: cache_size must be a positive int or None (unbounded), got {cache_size!r}")
         self.cache_size = cache_size
+        # compile and time fusion regions before the first call returns (True), or in the background
+        self.wait = resolve_wait(wait)
+        self._upgrades: dict[Any, tiers.Upgrade] = {}  # key -> its background upgrade
         # key -> [generated function, hits]: the hot path reads the one and bumps the other
         self._cache: dict[Any, list] = {}
         self._entries: dict[Any, CompiledEntry] = {}
@@ -219,9 +231,19 @@ class JittedFunction:
         self._last_parts: dict[str, Any] | None = None
         self._warned = False
         self._slots: list[tuple[dict, str]] = []
+        self._slot_names: list[str] = []  # "parameter 'lin.weight'", "buffer 'bn.running_mean'"
+        self._slot_paths: list[str] = []  # "lin.weight", "bn.running_mean"
         self._submodules: list[torch.nn.Module] = []
+        # held while compiling (threads that miss on one signature compile it once) and around
+        # calls that write module state (a module's buffers are updated as one step, as in eager)
+        self._compile_lock = threading.RLock()
+        self._state_lock = threading.Lock()
         if self.module is not None:
-            self._slots, _ = module_slots(self.module)
+            check_wrapping(self.module)
+            self._slots, self._slot_paths = module_slots(self.module)
+            self._slot_names = [
+                f"{'parameter' if isinstance(store[k], torch.nn.Parameter) else 'buffer'} {name!r}" for (store, k), name in zip(self._slots, self._slot_paths)
+            ]
             self._submodules = list(self.module.modules())
         self.entry_point = self._make_entry_point()
 
@@ -258,45 +280,126 @@ class JittedFunction:
             # called from inside a program squall is tracing: trace through it, inline
             original = self.fn
             return (lambda params, *a, **k: original(*a, **k)) if params is not None else original
-        start = time.perf_counter()
-        self.stats.misses += 1
-        self._note_changes(args, kwargs)
-        # an executor that failed this signature's checks before (then was evicted) stays out
-        exclusions = self._exclusions.get(key)
-        executors = self._excluding(exclusions) if exclusions else self.executors
-        with record_compilation(self, args, kwargs) as record:  # always on: squall.rage
-            compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module, on_traced=record.traced)
-            record.compiled(compilation)
-        entry = CompiledEntry(compilation, time.perf_counter() - start)
-        self._insert(key, entry)
-        self.last_entry = entry
-        return record.first_call(self._cache[key][0])  # the cache holds the runner; this first call is recorded
+        if self.module is not None:
+            # a wrapper applied after jit (fully_shard on a submodule) is seen here, before tracing it
+            check_wrapping(self.module)
+            check_plain_parameters(self._slot_paths, params)
+        with self._compile_lock:
+            cached = self._cache.get(key)
+            if cached is not None:  # another thread compiled this signature while we waited
+                return cached[0]
+            start = time.perf_counter()
+            self.stats.misses += 1
+            self._note_changes(args, kwargs)
+            # an executor that failed this signature's checks before (then was evicted) stays out
+            exclusions = self._exclusions.get(key)
+            executors = self._excluding(exclusions) if exclusions else self.executors
+            # the first plan leaves out fusion executors that compile slowly; they come in the upgrade
+            first = tiers.background_priority(executors)
+            with record_compilation(self, args, kwargs) as record:  # always on: squall.rage
+                try:
+                    compilation = compile_program(self.fn, args, kwargs, executors=first or executors, module=self.module,
+                                                  on_traced=record.traced)
+                except PlanningError:
+                    if first is None:
+                        raise
+                    first = None  # only a fusion executor runs some operation: plan with it now
+                    compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module)
+                record.compiled(compilation)
+            entry = CompiledEntry(compilation, time.perf_counter() - start)
+            self._insert(key, entry)
+            self.last_entry = entry
+            upgrade = self._upgrade_job(key, entry, executors, (params, args, kwargs)) if first is not None else None
+            if upgrade is not None and self.wait:
+                upgrade.run()  # the same upgrade, done before the first call returns
+            runner = record.first_call(self._cache[key][0])  # the cache holds the runner; this first call is recorded
+        if upgrade is None or self.wait:
+            return runner
+
+        def first_call_then_upgrade(*args, **kwargs):
+            # queued once the first call is done, so the worker does not compete with it
+            try:
+                return runner(*args, **kwargs)
+            finally:
+                tiers.default_worker().submit(upgrade)
+
+        return first_call_then_upgrade
 
     def _runner(self, key: Any, compilation: Compilation) -> Callable:
         """What the cache holds for an entry: its generated function; or, while its non-torch
         calls are to be checked, the checked variant, which replans the entry on a fault and
         (unless $SQUALL_CHECK=always) hands the cache the unchecked one after a clean call."""
-        checked, plain = compilation.checked, compilation.fn
+        checked, plain = compilation.checked, self._guarded(key, compilation, compilation.fn)
         if checked is None or self.check == "never":
             return plain
         always = self.check == "always"
+        differentiated = compilation.backward is not None
 
         def checked_call(*args, **kwargs):
+            user_args = args[1:] if self.module is not None else args  # a module's get params first
+            if differentiated and compilation.on_backward_fault is None:
+                # a fault in the checked backward comes after this call returns: replan then, for later calls
+                compilation.on_backward_fault = lambda fault: self._replan_after_backward(key, fault, user_args, kwargs)
             try:
                 out = checked.fn(*args, **kwargs)
             except ExecutorFault as fault:
-                user_args = args[1:] if self.module is not None else args  # a module's get params first
                 return self._replan(key, fault, user_args, kwargs)(*args, **kwargs)
             cached = self._cache.get(key)
-            if not always and cached is not None and cached[0] is checked_call:
-                cached[0] = plain  # checked once: later calls run the plain code
+            if not always and cached is not None and cached[0] is runner:
+                with self._compile_lock:  # not over an upgrade swapped in meanwhile (squall.tiers)
+                    if cached[0] is runner:
+                        cached[0] = plain  # checked once: later calls run the plain code
             return out
 
-        return checked_call
+        runner = self._guarded(key, compilation, checked_call)
+        return runner
+
+    def _guarded(self, key: Any, compilation: Compilation, runner: Callable) -> Callable:
+        """`runner` behind what a program that writes its inputs needs: module state written under
+        a lock, and a look at whether the call's tensors share memory (`squall.aliasing`)."""
+        if compilation.writes_module_state:
+            runner = _holding(self._state_lock, runner)
+        if compilation.writes_inputs:
+            paths = [b.path for b in compilation.bindings]
+            variant_for = functools.partial(self._alias_variant, key, compilation)
+            runner = alias_guarded(runner, paths, self.module is not None, variant_for)
+        return runner
+
+    def _alias_variant(self, key: Any, compilation: Compilation, pattern: AliasPattern, args: tuple, kwargs: dict) -> Callable:
+        """The runner for calls whose tensors share memory as `pattern` says: the program traced
+        with one proxy for inputs that are the same tensor; eager, with a warning, for overlapping views."""
+        paths = [b.path for b in compilation.bindings]
+        user_args = args[1:] if self.module is not None else args
+        if pattern[0] == "overlapping":
+            fn = self.module.forward if self.module is not None else self.fn
+            names = argument_names(fn, len(user_args))
+            first, second = (describe_path(paths[i], names, self._slot_names) for i in pattern[1:])
+            warnings.warn(
+                f"squall: {first} and {second} share memory without being the same tensor (overlapping "
+                "views of one tensor), and the program writes into its inputs in place; squall's "
+                "compiled code cannot follow a write through one into the other, so calls like this "
+                "one run eagerly",
+                SquallWarning,
+                stacklevel=4 if self.module is None else 5,
+            )
+            eager = self.module if self.module is not None else self.fn
+            return lambda *a, **k: eager(*(a[1:] if self.module is not None else a), **k)
+        with self._compile_lock:
+            start = time.perf_counter()
+            exclusions = self._exclusions.get(key)
+            executors = self._excluding(exclusions) if exclusions else self.executors
+            variant = compile_program(self.fn, user_args, kwargs, executors=executors, module=self.module, same_as=same_as_paths(pattern, paths))
+            self.last_entry = CompiledEntry(variant, time.perf_counter() - start)
+        fn = variant.fn
+        return _holding(self._state_lock, fn) if variant.writes_module_state else fn
 
     def _replan(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
         """Compile the entry `key` again without the executor that failed, for the operations it
         failed on; warn; return the new runner (checked again, for the executors left)."""
+        with self._compile_lock:
+            return self._replan_locked(key, fault, args, kwargs)
+
+    def _replan_locked(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
         exclusions = self._exclusions.setdefault(key, [])
         ops = self._ops_to_exclude(key, fault)
         if (fault.executor, ops) in exclusions:
@@ -309,7 +412,7 @@ class JittedFunction:
             f"squall: {fault}. The call is compiled again without {fault.executor!r} {what} "
             "and its result comes from the new plan; the executor's package has a bug to report.",
             SquallWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
         start = time.perf_counter()
         compilation = compile_program(self.fn, args, kwargs, executors=self._excluding(exclusions), module=self.module)
@@ -321,6 +424,42 @@ class JittedFunction:
         if key in self._cache:
             self._cache[key][0] = runner
         return runner
+
+    def _upgrade_job(self, key: Any, entry: CompiledEntry, executors: ExecutorPriority, call: tuple) -> tiers.UpgradeJob:
+        """The job that upgrades `entry` to the plan with every executor (squall.tiers)."""
+        name = getattr(self.fn, "__name__", type(self.fn).__name__)
+        entry.upgrade = self._upgrades[key] = tiers.Upgrade(name)
+        layout = dict(takes_params=self.module is not None, nargs=len(call[1]), takes_kwargs=bool(call[2]))
+        owner = weakref.ref(self)  # a queued upgrade does not keep the jitted function alive
+
+        def install(compilation: Compilation, seconds: float) -> bool | None:
+            state = owner()
+            return None if state is None else state._install_upgrade(key, entry, compilation, seconds)
+
+        return tiers.UpgradeJob(entry.upgrade, entry.compilation, layout, executors, tiers.call_specs(*call),
+                                install, alive=lambda: owner() is not None)
+
+    def _install_upgrade(self, key: Any, base: CompiledEntry, compilation: Compilation, seconds: float) -> bool:
+        """Swap the entry `key` to the upgraded compilation, unless it was evicted or replanned since."""
+        upgraded = CompiledEntry(compilation, base.compile_seconds + seconds, base.upgrade)
+        with self._compile_lock:  # the lock eviction and replanning hold
+            cached = self._cache.get(key)
+            if cached is None or self._entries.get(key) is not base:
+                return False
+            self._entries[key] = upgraded
+            if self.last_entry is base:
+                self.last_entry = upgraded
+            cached[0] = self._runner(key, compilation)  # the hot path's next call runs the fused plan
+        return True
+
+    def _replan_after_backward(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> None:
+        """A fault in the checked backward of `key`'s first call: that backward was computed on
+        torch (squall.pipeline); later calls get a plan without the executor there."""
+        compilation = self._entries[key].compilation if key in self._entries else None
+        if compilation is not None:
+            compilation.on_backward_fault = None  # the replan holds no reference to the first call's inputs
+        with torch.enable_grad():  # a backward runs in no-grad mode; the entry was compiled for training
+            self._replan(key, fault, args, kwargs)
 
     def _ops_to_exclude(self, key: Any, fault: ExecutorFault) -> tuple[str, ...]:
         """The program's operations the executor must not take: those it failed running, or
@@ -367,6 +506,7 @@ class JittedFunction:
             victim = min(self._cache, key=lambda k: self._recency[k][1])
             self._evicted_hits += self._cache.pop(victim)[1]
             del self._entries[victim], self._recency[victim]
+            self._upgrades.pop(victim, None)
             self.stats.evictions += 1
         self._cache[key] = [self._runner(key, entry.compilation), 0]
         self._entries[key] = entry
@@ -405,20 +545,44 @@ class JittedFunction:
         return self.stats
 
 
+def _holding(lock: threading.Lock, fn: Callable) -> Callable:
+    """`fn`, called while holding `lock`."""
+
+    def locked(*args, **kwargs):
+        with lock:
+            return fn(*args, **kwargs)
+
+    locked.__wrapped__ = fn
+    return locked
+
+
 class JittedModule(torch.nn.Module):
-    """An nn.Module whose forward runs compiled; parameters and buffers stay the original's."""
+    """An nn.Module whose forward runs compiled; parameters and buffers stay the original's.
+
+    Hooks on it and on the original's top level run eagerly around the compiled forward at
+    every call, as `nn.Module.__call__` runs them (`squall.wrappers`): that is how DDP and
+    FSDP2 wrap compiled modules. Without hooks a call goes straight to the compiled code.
+    """
 
     def __init__(self, module: torch.nn.Module, jitted: JittedFunction):
         super().__init__()
         self._orig_mod = module
         self._jitted = jitted
+        self._entry_point = jitted.entry_point
+        # every hook dict a call may have to run (torch fills them in place), for one any() per call
+        self._hook_dicts = hook_dicts(self) + hook_dicts(module, with_global=False)
 
     def forward(self, *args, **kwargs):
-        return self._jitted(*args, **kwargs)
+        orig = self._orig_mod
+        if any(hook_dicts(orig, with_global=False)):
+            return call_with_hooks(orig, self._entry_point, args, kwargs)
+        return self._entry_point(*args, **kwargs)
 
     def __call__(self, *args, **kwargs):
-        # skips nn.Module.__call__'s hook machinery: the hot path
-        return self._jitted(*args, **kwargs)
+        # the hot path: nn.Module.__call__'s hook machinery only where there is a hook to run
+        if any(self._hook_dicts):
+            return self._call_impl(*args, **kwargs)
+        return self._entry_point(*args, **kwargs)
 
 
 def jit(
@@ -427,13 +591,18 @@ def jit(
     executors: Sequence[Executor] | None = None,
     recompile_limit: int = 8,
     cache_size: int | None = DEFAULT_CACHE_SIZE,
+    wait: bool | None = None,
 ) -> Any:
     """Compile `fn` (a function or an nn.Module); the result is called like the original.
 
     It keeps up to `cache_size` compiled signatures (`None`: no limit), evicting the least
     recently used; a warning names the input that changes after `recompile_limit` compilations.
+    A new signature's first call runs a plan without the fusion executors that compile slowly
+    (inductor), which compile and time their regions in the background and take over when
+    faster (squall.tiers); `wait=True` (or `wait = true` under [tool.squall], or SQUALL_WAIT=1)
+    compiles and times them before the first call returns.
     """
-    state = JittedFunction(fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size)
+    state = JittedFunction(fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size, wait=wait)
     if isinstance(fn, torch.nn.Module):
         return JittedModule(fn, state)
     return state.entry_point
@@ -458,3 +627,14 @@ def last_traces(jfn: Any) -> Compilation:
     if entry is None:
         raise RuntimeError("this function has not been compiled yet: call it first")
     return entry.compilation
+
+
+def wait_for_upgrades(jfn: Any, timeout: float | None = None) -> bool:
+    """Block until `jfn`'s background upgrades (squall.tiers) are done; False if `timeout` seconds pass first."""
+    return tiers.wait_for_upgrades(jitted_state(jfn), timeout)
+
+
+def upgrades(jfn: Any) -> list[tiers.Upgrade]:
+    """`jfn`'s background upgrades, one per compiled signature: status ("pending", "upgraded",
+    "kept the torch plan", "nothing to fuse", ...), why, and the in-context timings."""
+    return tiers.upgrades(jitted_state(jfn))
