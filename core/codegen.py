@@ -10,9 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from torch.utils._pytree import tree_flatten, tree_unflatten
-
-from .proxies import TensorProxy, type_string
+from .proxies import type_string
 from .sources import load_source
 from .symbol import DEL, BoundSymbol
 from .trace import Trace, ValuePrinter
@@ -29,26 +27,6 @@ class GeneratedFunction:
     source: str
     filename: str
     parts: dict[str, GeneratedFunction] = field(default_factory=dict)
-
-
-def _output_expression(output: Any, printer: ValuePrinter) -> str:
-    # Plain containers print as literals; anything else is rebuilt from its pytree spec. Every
-    # non-tensor value is the very object eager would return (printer.exact), so an Enum
-    # stays an Enum and a float subclass its subclass.
-    def literal(x) -> bool:
-        if isinstance(x, TensorProxy) or x is None or type(x) in (bool, int, float, complex, str):
-            return True
-        if type(x) in (tuple, list):
-            return all(literal(v) for v in x)
-        if type(x) is dict:
-            return all(literal(v) for v in x.values())
-        return False
-
-    if literal(output):
-        return printer.exact(output)
-    leaves, spec = tree_flatten(output)
-    unflatten = printer.name_for(tree_unflatten, "tree_unflatten")
-    return f"{unflatten}({printer.exact(leaves)}, {printer.name_for(spec, 'output_spec')})"
 
 
 def generate(
@@ -109,7 +87,7 @@ def generate(
         target, picks = printer.assignment(bsym.output) if bsym.output is not None else ("", [])
         lines.append(f"  {target + ' = ' if target else ''}{printer.call(callee, bsym)}")
         lines.extend(f"  {line}" for line in picks)
-    lines.append(f"  return {_output_expression(output, printer)}")
+    lines.append(f"  return {printer.output(output)}")
     source = "\n".join(lines) + "\n"
     filename = load_source(source, f"generated-{name}", printer.globals)
     return GeneratedFunction(printer.globals[name], source, filename)

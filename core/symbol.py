@@ -260,13 +260,24 @@ class BoundSymbol:
         return self._outputs
 
     def swap_proxies(self, mapping: dict[int, TensorProxy]) -> BoundSymbol:
-        """A copy with proxy objects replaced (by identity) in this call and its decomposition."""
+        """A copy with proxy objects replaced (by identity) in this call and its decomposition;
+        the call itself where it names none of them (calls are never edited, so sharing is safe)."""
+        if not self.mentions(mapping):
+            return self
         swap = lambda x: mapping.get(id(x), x) if isinstance(x, TensorProxy) else x
         return self.from_bsym(
             args=tree_map(swap, self.args),
             kwargs=tree_map(swap, self.kwargs),
             output=tree_map(swap, self.output),
             subsymbols=tuple(sub.swap_proxies(mapping) for sub in self.subsymbols),
+        )
+
+    def mentions(self, ids: dict[int, Any] | set[int]) -> bool:
+        """Whether this call or its decomposition names a proxy whose id is in `ids`."""
+        return (
+            any(id(p) in ids for p in self.input_proxies())
+            or any(id(p) in ids for p in self.output_proxies())
+            or any(sub.mentions(ids) for sub in self.subsymbols)
         )
 
     def walk(self) -> Iterator[BoundSymbol]:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.utils._pytree import MappingKey, SequenceKey, is_structseq_instance, tree_flatten_with_path
+from torch.utils._pytree import MappingKey, SequenceKey, is_structseq_instance, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 from .proxies import TensorProxy, type_string
 from .symbol import DEL, BoundSymbol, Tags
@@ -168,6 +168,14 @@ class ValuePrinter:
             lines.append(f"{v.name} = {access}")
         return temp, lines + [f"del {temp}"]
 
+    def output(self, output: Any) -> str:
+        """A program's output as an expression: a literal of its plain containers, else its
+        pytree leaves rebuilt by its spec (named tuples, ModelOutputs, objects squall rebuilds)."""
+        if _literal_output(output):
+            return self.exact(output)
+        leaves, spec = tree_flatten(output)
+        return f"{self.name_for(tree_unflatten, 'tree_unflatten')}({self.exact(leaves)}, {self.name_for(spec, 'output_spec')})"
+
     def call(self, callee: str, bsym: BoundSymbol) -> str:
         args, kwargs = bsym.shortest_arguments()
         parts = [self(a) for a in args]
@@ -178,6 +186,19 @@ class ValuePrinter:
             rest = {k: v for k, v in kwargs.items() if k not in plain}
             parts.append(f"**{self(rest)}")
         return f"{callee}({', '.join(parts)})"
+
+
+def _literal_output(x: Any) -> bool:
+    # Plain containers print as literals; anything else is rebuilt from its pytree spec. Every
+    # non-tensor value is the very object eager would return (ValuePrinter.exact), so an Enum
+    # stays an Enum and a float subclass its subclass.
+    if isinstance(x, TensorProxy) or x is None or type(x) in _PLAIN_SCALARS:
+        return True
+    if type(x) in (tuple, list):
+        return all(_literal_output(v) for v in x)
+    if type(x) is dict:
+        return all(_literal_output(v) for v in x.values())
+    return False
 
 
 def _is_keyword_name(k: Any) -> bool:
@@ -280,7 +301,7 @@ class Trace:
 
         for bsym in self.bsyms:
             emit(bsym, 0)
-        lines.append(f"  return {printer(self.output)}")
+        lines.append(f"  return {printer.output(self.output)}")
         return "\n".join(lines)
 
     def __str__(self) -> str:

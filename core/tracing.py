@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_map
 
 from . import ltorch
 from .ltorch.base import DataDependentError, TorchLanguage, TracingMode
+from .outputs import capture_output
+from .unbound_methods import unbound_methods_traced
 from .prims import copy_
 from .proxies import TensorProxy, tracing
 from .speculation import Speculation
@@ -253,10 +254,10 @@ def trace_program(
         arg_names = argument_names(module.forward if module is not None else fn, len(args))
         p_args = tuple(proxify(a, ("args", i), arg_names[i]) for i, a in enumerate(args))
         p_kwargs = {k: proxify(v, ("kwargs", k), k) for k, v in kwargs.items()}
-        with TracingMode(language):
+        with TracingMode(language), unbound_methods_traced():
             # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.wrappers)
             result = (module.forward if module is not None else fn)(*p_args, **p_kwargs)
-            result = tree_map(lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x, result)
+            result = capture_output(result, ctx.constant)
             if ctx.views.stale:
                 ctx.views.refresh(result, "the function's output")  # a view of a tensor changed since it was taken
                 ctx.views.refresh((ctx.inputs, list(ctx._constant_proxies.values())), "a tensor passed in (eager would modify it)")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from types import ModuleType
 
-from . import activations, attention, collectives, conversions, convolution, einsum, elementwise_binary, elementwise_unary, factories, flips, indexing, joins_and_splits, linear, losses, matmul, normalization, padding, pooling, random_ops, reductions, resizing, shape, softmax, sorting, subscript, vector_norms
+from . import activations, attention, collectives, conversions, convolution, einsum, elementwise_binary, elementwise_unary, factories, flips, grouped, histograms, indexing, joins_and_splits, linear, losses, matmul, normalization, padding, pooling, random_ops, reductions, resizing, shape, softmax, sorting, subscript, vector_norms
 from .base import DataDependentError, SquallWarning, TorchLanguage, TracingMode, qualified_name, torchsymbol
 from .functionalization import TorchForm
 from ..symbol import Symbol
@@ -20,7 +20,7 @@ from ..symbol import Symbol
 # bound before the star imports below, which rebind names like `softmax` and `matmul` to ops
 MODULES: tuple[ModuleType, ...] = (
     elementwise_unary, elementwise_binary, conversions, factories, random_ops, reductions, sorting,
-    vector_norms, shape, joins_and_splits, flips, padding, subscript, indexing, matmul, einsum, linear,
+    vector_norms, shape, joins_and_splits, flips, padding, subscript, indexing, matmul, grouped, histograms, einsum, linear,
     convolution, pooling, resizing, attention, activations, softmax, normalization, losses, collectives,
 )  # fmt: skip
 
@@ -34,6 +34,8 @@ from .elementwise_binary import *  # noqa: E402,F401,F403
 from .elementwise_unary import *  # noqa: E402,F401,F403
 from .factories import *  # noqa: E402,F401,F403
 from .flips import *  # noqa: E402,F401,F403
+from .grouped import *  # noqa: E402,F401,F403
+from .histograms import *  # noqa: E402,F401,F403
 from .indexing import *  # noqa: E402,F401,F403
 from .joins_and_splits import *  # noqa: E402,F401,F403
 from .linear import *  # noqa: E402,F401,F403

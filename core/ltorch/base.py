@@ -129,6 +129,9 @@ class TorchLanguage:
         self.warned: set[str] = set()
 
     def dispatch(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        # torch looks a method up on torch.Tensor when it calls __torch_function__: while tracing
+        # that is squall's stand-in (squall.unbound_methods), which names torch's own method
+        func = getattr(func, "__squall_method__", func)
         op = self.table.get(func)
         has_proxy, has_tensor = _scan(args, False, False)
         if kwargs:

@@ -10,6 +10,7 @@ from .base import torchsymbol
 from .elementwise_binary import mul
 from .helpers import broadcast_shapes, broadcast_to, canonical_dim, canonical_dims, check, check_tensors, computation_dtype, is_tensor, reshape_if_needed, to_dtype, transpose_if_needed
 from .matmul import check_operand_dtypes
+from .reductions import sum as sum_over
 from ..proxies import TensorProxy
 
 __all__ = [
@@ -48,10 +49,18 @@ def tensordot(a, b, dims=2, out=None):
         dims_a, dims_b = list(canonical_dims(a.ndim, dims_a)), list(canonical_dims(b.ndim, dims_b))
     for da, db in zip(dims_a, dims_b):
         check(
-            a.shape[da] == b.shape[db],
+            a.shape[da] == b.shape[db] or a.shape[da] == 1 or b.shape[db] == 1,
             lambda: f"contracted dimensions need to match, but first has size {a.shape[da]} in dim {da} and second has size {b.shape[db]} in dim {db}",
             RuntimeError,
         )
+    # a contracted dimension of size 1 on one side broadcasts: as torch does, the other side
+    # is summed over it first, and the pair contracts as size 1
+    a_size, b_size = tuple(a.shape), tuple(b.shape)
+    for da, db in zip(dims_a, dims_b):
+        if b_size[db] == 1 and a_size[da] != 1:
+            a = sum_over(a, da, keepdim=True)
+        elif a_size[da] == 1 and b_size[db] != 1:
+            b = sum_over(b, db, keepdim=True)
     return _contract_dims(a, b, dims_a, dims_b)
 
 

@@ -232,3 +232,22 @@ def upcast(a: TensorProxy) -> TensorProxy:
 def expand_reduced(r: TensorProxy, shape, dims) -> TensorProxy:
     """A reduction's result `r` (dims removed) broadcast back to `shape`."""
     return prims.broadcast_in_dim(r, tuple(shape), tuple(i for i in range(len(shape)) if i not in dims))
+
+
+_TYPE_NAMES = {
+    torch.float32: "Float",
+    torch.float64: "Double",
+    torch.float16: "Half",
+    torch.bfloat16: "BFloat16",
+    torch.int64: "Long",
+    torch.int32: "Int",
+    torch.int16: "Short",
+    torch.int8: "Char",
+    torch.uint8: "Byte",
+    torch.bool: "Bool",
+}
+
+
+def torch_type_name(dtype: torch.dtype) -> str:
+    """The scalar type name torch's C++ messages use (Float, Long, ...)."""
+    return _TYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))

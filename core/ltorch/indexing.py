@@ -14,7 +14,7 @@ import torch
 from .. import prims
 from .base import data_dependent_error, torchsymbol
 from .functionalization import inplace
-from .helpers import broadcast, broadcast_shapes, broadcast_to, canonical_dim, cast_number, check, is_number, is_tensor
+from .helpers import broadcast, broadcast_shapes, broadcast_to, canonical_dim, cast_number, check, is_number, is_tensor, torch_type_name
 from ..proxies import TensorProxy
 
 __all__ = [
@@ -119,7 +119,7 @@ def take_along_dim(input, indices, dim=None):
     check(is_tensor(indices), lambda: f"take_along_dim(): argument 'indices' must be Tensor, not {type(indices).__name__}", TypeError)
     check(
         indices.dtype == torch.int64,
-        lambda: f"torch.take_along_dim(): dtype of indices should be Long but got {_torch_type_name(indices.dtype)}",
+        lambda: f"torch.take_along_dim(): dtype of indices should be Long but got {torch_type_name(indices.dtype)}",
         RuntimeError,
     )
     if dim is None:
@@ -144,28 +144,11 @@ def take(input, index):
     """input.flatten()[index], shaped like `index`."""
     _check_input("take", input)
     _check_index_tensor("take", index)
-    check(index.dtype == torch.int64, lambda: f"take(): Expected a long tensor for index, but got {_torch_type_name(index.dtype)}", RuntimeError)
+    check(index.dtype == torch.int64, lambda: f"take(): Expected a long tensor for index, but got {torch_type_name(index.dtype)}", RuntimeError)
     flat = prims.take(_reshape(input, (input.numel(),)), _as_1d(index), 0)
     return _reshape(flat, index.shape)
 
 
-_TYPE_NAMES = {
-    torch.float32: "Float",
-    torch.float64: "Double",
-    torch.float16: "Half",
-    torch.bfloat16: "BFloat16",
-    torch.int64: "Long",
-    torch.int32: "Int",
-    torch.int16: "Short",
-    torch.int8: "Char",
-    torch.uint8: "Byte",
-    torch.bool: "Bool",
-}
-
-
-def _torch_type_name(dtype: torch.dtype) -> str:
-    """The scalar type name torch's C++ messages use (Float, Long, ...)."""
-    return _TYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
 
 
 # --- scatters ---------------------------------------------------------------------------------
@@ -288,17 +271,17 @@ def index_add(input, dim, index, source, *, alpha=1):
     dim = canonical_dim(input.ndim, dim)
     check(
         index.ndim <= 1,
-        lambda: f"index_add_(): Index is supposed to be a vector, but got dim: {index.ndim} with type: {_torch_type_name(index.dtype)} and size: {list(index.shape)}",
+        lambda: f"index_add_(): Index is supposed to be a vector, but got dim: {index.ndim} with type: {torch_type_name(index.dtype)} and size: {list(index.shape)}",
         IndexError,
     )
     check(
         index.dtype in (torch.int32, torch.int64),
-        lambda: f"index_add_(): Expected dtype int32/int64 for index but got: {_torch_type_name(index.dtype)}",
+        lambda: f"index_add_(): Expected dtype int32/int64 for index but got: {torch_type_name(index.dtype)}",
         RuntimeError,
     )
     check(
         input.dtype == source.dtype,
-        lambda: f"index_add_(): self ({_torch_type_name(input.dtype)}) and source ({_torch_type_name(source.dtype)}) must have the same scalar type",
+        lambda: f"index_add_(): self ({torch_type_name(input.dtype)}) and source ({torch_type_name(source.dtype)}) must have the same scalar type",
         RuntimeError,
     )
     source_size = source.shape[dim] if source.ndim > dim else 1
@@ -337,10 +320,10 @@ def index_copy(input, dim, index, source):
     check(is_tensor(source), lambda: f"index_copy(): argument 'source' must be Tensor, not {type(source).__name__}", TypeError)
     dim = canonical_dim(input.ndim, dim)
     check(index.ndim <= 1, lambda: f"index_copy_(): Index should have dimension 1 or 0 (got {index.ndim})", IndexError)
-    check(index.dtype == torch.int64, lambda: f"index_copy_(): Expected a long tensor for index, but got {_torch_type_name(index.dtype)}", RuntimeError)
+    check(index.dtype == torch.int64, lambda: f"index_copy_(): Expected a long tensor for index, but got {torch_type_name(index.dtype)}", RuntimeError)
     check(
         input.dtype == source.dtype,
-        lambda: f"index_copy_(): self and source expected to have the same dtype, but got (self) {_torch_type_name(input.dtype)} and (source) {_torch_type_name(source.dtype)}",
+        lambda: f"index_copy_(): self and source expected to have the same dtype, but got (self) {torch_type_name(input.dtype)} and (source) {torch_type_name(source.dtype)}",
         RuntimeError,
     )
     check(
@@ -398,7 +381,7 @@ def index_put(input, indices, values, accumulate=False):
     check(len(indices) <= input.ndim, lambda: f"too many indices for tensor of dimension {input.ndim} (got {len(indices)})", IndexError)
     check(
         values.dtype == input.dtype,
-        lambda: f"Index put requires the source and destination dtypes match, got {_torch_type_name(input.dtype)} for the destination and {_torch_type_name(values.dtype)} for the source.",
+        lambda: f"Index put requires the source and destination dtypes match, got {torch_type_name(input.dtype)} for the destination and {torch_type_name(values.dtype)} for the source.",
         RuntimeError,
     )
     if not indices:
@@ -452,7 +435,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     check(weight.ndim == 2, lambda: "'weight' must be 2-D", RuntimeError)
     check(
         input.dtype in (torch.int64, torch.int32),
-        lambda: f"Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got torch.{_torch_type_name(input.dtype)}Tensor instead (while checking arguments for embedding)",
+        lambda: f"Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got torch.{torch_type_name(input.dtype)}Tensor instead (while checking arguments for embedding)",
         RuntimeError,
     )
     rows = prims.take(weight, _long(_as_1d(input)), 0)

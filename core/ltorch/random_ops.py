@@ -14,7 +14,7 @@ from .. import prims
 from .base import torchsymbol
 from .functionalization import TorchForm, inplace
 from .factories import check_factory_kwargs, factory_device, parse_size
-from .helpers import broadcast, broadcast_shapes, broadcast_to, check, computation_dtype, is_number, is_tensor
+from .helpers import broadcast, broadcast_shapes, broadcast_to, check, computation_dtype, is_number, is_tensor, torch_type_name
 from ..proxies import TensorProxy
 from ..symbol import Tags
 
@@ -28,12 +28,7 @@ _RANDOM = (Tags.RANDOM,)
 
 
 def _check_random_dtype(kernel: str, dtype: torch.dtype) -> None:
-    check(dtype.is_floating_point, lambda: f'"{kernel}" not implemented for \'{_type_name(dtype)}\'', NotImplementedError)
-
-
-def _type_name(dtype: torch.dtype) -> str:
-    names = {torch.int64: "Long", torch.int32: "Int", torch.bool: "Bool", torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte"}
-    return names.get(dtype, str(dtype).removeprefix("torch."))
+    check(dtype.is_floating_point, lambda: f'"{kernel}" not implemented for \'{torch_type_name(dtype)}\'', NotImplementedError)
 
 
 def _uniform(shape, low, high, *, device, dtype) -> TensorProxy:
@@ -243,7 +238,7 @@ def dropout(input, p, train):
         return input
     check(
         input.dtype.is_floating_point or input.dtype.is_complex,
-        lambda: f"result type Float can't be cast to the desired output type {_type_name(input.dtype)}",
+        lambda: f"result type Float can't be cast to the desired output type {torch_type_name(input.dtype)}",
         RuntimeError,
     )
     if p == 1:

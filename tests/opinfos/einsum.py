@@ -75,6 +75,9 @@ def _tensordot_samples(dtype, device):
     yield SampleInput((x(2, 3, 4), x(3, 2, 5)), {"dims": ([0, 1], [1, 0])})
     yield SampleInput((x(2, 3, 4, noncontiguous=True), x(3, 4)), {"dims": [[-1], [-1]]})
     yield SampleInput((x(0, 3), x(3, 2)), {"dims": 1})
+    # a contracted dimension of size 1 broadcasts against the other side's
+    yield SampleInput((x(1, 1, 1), x(2, 1, 2)), {"dims": ([0, 1], [2, 0])})
+    yield SampleInput((x(2, 3, 4), x(1, 5)), {"dims": ([2], [0])})
 
 
 def _tensordot_errors(device):

@@ -1,0 +1,88 @@
+"""Unbound tensor methods called with a proxy: `torch.Tensor.cfloat(proxy)`, `torch.Tensor.__radd__(proxy, 1)`.
+
+A `TensorProxy` is not a `torch.Tensor`. The methods torch.Tensor inherits from its C base
+are descriptors that check their first argument's type before anything else sees the call,
+so `torch.Tensor.cfloat(proxy)` was a TypeError ("descriptor 'cfloat' for
+'torch._C.TensorBase' objects doesn't apply to a 'TensorProxy' object") where
+`proxy.cfloat()` traces. While a program is traced, `unbound_methods_traced()` stands an
+`UnboundMethod` in front of each of them on torch.Tensor: reached through a tensor (`t.add`)
+it gives the very bound method it gave before; called unbound with a proxy first, it is
+the proxy's own method (`torch.Tensor.f(proxy, ...)` is `proxy.f(...)`, as for a tensor);
+any other call goes to the method itself. Leaving the outermost block takes them away, and
+torch.Tensor's methods and operator slots are torch's own again.
+
+What this cannot reach: a method object taken from torch.Tensor before tracing began
+(`radd = torch.Tensor.__radd__` at import, as op_db's OpInfos hold them) is torch's own
+descriptor, and calling it with a proxy is still torch's TypeError. Only a TensorProxy that
+is a torch.Tensor would take those.
+"""
+from __future__ import annotations
+
+import threading
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from .proxies import TensorProxy
+
+__all__ = ["UnboundMethod", "unbound_methods_traced"]
+
+
+class UnboundMethod:
+    """A method of torch.Tensor's C base that also takes a proxy as its first argument."""
+
+    __slots__ = ("__squall_method__", "name")
+
+    def __init__(self, method: Any, name: str):
+        self.__squall_method__ = method  # proxies.TensorProxy.__getattr__ unwraps it by this name
+        self.name = name
+
+    def __get__(self, obj: Any, cls: type | None = None) -> Any:
+        return self if obj is None else self.__squall_method__.__get__(obj, cls)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if args and type(args[0]) is TensorProxy:
+            return getattr(args[0], self.name)(*args[1:], **kwargs)
+        return self.__squall_method__(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<squall's stand-in for torch.Tensor.{self.name} while tracing>"
+
+
+def _c_methods() -> dict[str, UnboundMethod]:
+    # the methods torch.Tensor inherits from its C base; those torch.Tensor defines in Python
+    # already honour __torch_function__, and so take a proxy
+    own = vars(torch.Tensor)
+    return {
+        name: UnboundMethod(method, name)
+        for name, method in vars(torch._C.TensorBase).items()
+        if isinstance(method, (types.MethodDescriptorType, types.WrapperDescriptorType)) and name not in own
+    }
+
+
+_lock = threading.Lock()
+_depth = 0
+_stand_ins: dict[str, UnboundMethod] = {}
+
+
+@contextmanager
+def unbound_methods_traced() -> Iterator[None]:
+    """torch.Tensor's C methods take proxies within this block (nested blocks and threads share it)."""
+    global _depth, _stand_ins
+    with _lock:
+        if _depth == 0:
+            _stand_ins = _stand_ins or _c_methods()
+            for name, stand_in in _stand_ins.items():
+                setattr(torch.Tensor, name, stand_in)
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                for name in _stand_ins:
+                    delattr(torch.Tensor, name)

@@ -1,0 +1,148 @@
+"""Real models for the suite and bench/models.py: timm and transformers models built from small
+configs with random weights (nothing is downloaded), and the checks that compare them with eager."""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.testing import assert_close
+
+__all__ = ["import_torchvision", "TIMM_MODELS", "TRANSFORMERS_MODELS", "RealModel", "assert_same_output"]
+
+_torchvision_ops: torch.library.Library | None = None
+
+
+def import_torchvision() -> None:
+    """Make torchvision importable on the CPU build of torch, whatever build of it pip chose.
+
+    The registry's torchvision wheels are built against CUDA torch: with CPU torch their C++
+    ops do not load, and torchvision 0.28 then fails at import, registering a fake kernel for
+    `torchvision::nms`, an op that was never defined. Defining the two ops it registers fakes
+    for unconditionally lets it import (timm and transformers import it); its models and
+    transforms work, and calling those two detection ops raises torch's "no kernel" error.
+    """
+    global _torchvision_ops
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None or _torchvision_ops is not None or not spec.submodule_search_locations:
+        return
+    try:
+        torch.ops.load_library(os.path.join(spec.submodule_search_locations[0], "_C.so"))
+    except OSError:
+        _torchvision_ops = torch.library.Library("torchvision", "DEF")
+        _torchvision_ops.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        _torchvision_ops.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+
+
+@dataclasses.dataclass
+class RealModel:
+    name: str
+    build: Callable[[], torch.nn.Module]
+    inputs: Callable[[], dict[str, Any]]  # keyword arguments of one call
+    tolerance: float = 1e-4
+
+
+def _timm(name: str, size: int = 64, **kwargs) -> RealModel:
+    def build():
+        import timm
+
+        return timm.create_model(name, pretrained=False, num_classes=10, **kwargs).eval()
+
+    return RealModel(f"timm/{name}", build, lambda: {"x": torch.randn(2, 3, size, size)})
+
+
+# timm's test_* models are its own tiny variants of each family, made for tests
+TIMM_MODELS = [
+    _timm("test_resnet"),
+    _timm("test_efficientnet"),
+    _timm("mobilenetv3_small_050"),
+    _timm("test_convnext"),
+    _timm("test_vit", img_size=64),
+    _timm("test_byobnet"),
+    _timm("test_nfnet"),
+    _timm("test_coatnet", img_size=64),
+]
+
+
+V = 97  # vocabulary size
+
+
+def _ids(*shape):
+    return lambda: {"input_ids": torch.randint(0, V, shape)}
+
+
+def _decoder(config_name: str, model_name: str, **extra) -> Callable[[], torch.nn.Module]:
+    def build():
+        import transformers
+
+        config = getattr(transformers, config_name)(
+            vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=64, **extra,
+        )  # fmt: skip
+        return getattr(transformers, model_name)(config).eval()
+
+    return build
+
+
+def _built(config_name: str, model_name: str, **config) -> Callable[[], torch.nn.Module]:
+    def build():
+        import transformers
+
+        return getattr(transformers, model_name)(getattr(transformers, config_name)(**config)).eval()
+
+    return build
+
+
+_TEXT = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=32)
+
+TRANSFORMERS_MODELS = [
+    RealModel("gpt2", _built("GPT2Config", "GPT2LMHeadModel", vocab_size=V, n_positions=32, n_embd=32, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0), _ids(2, 8)),
+    RealModel("llama", _decoder("LlamaConfig", "LlamaForCausalLM"), _ids(2, 8)),
+    RealModel("mistral", _decoder("MistralConfig", "MistralForCausalLM"), _ids(2, 8)),
+    RealModel("qwen2", _decoder("Qwen2Config", "Qwen2ForCausalLM"), _ids(2, 8)),
+    RealModel("mixtral", _decoder("MixtralConfig", "MixtralForCausalLM", num_local_experts=4, num_experts_per_tok=2), _ids(2, 8)),
+    RealModel("bert", _built("BertConfig", "BertModel", **_TEXT), _ids(2, 8)),
+    RealModel(
+        "t5",
+        _built("T5Config", "T5ForConditionalGeneration", vocab_size=V, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, decoder_start_token_id=0),
+        lambda: {"input_ids": torch.randint(0, V, (2, 8)), "decoder_input_ids": torch.randint(0, V, (2, 5))},
+    ),
+    RealModel(
+        "clip",
+        _built(
+            "CLIPConfig", "CLIPModel", projection_dim=16,
+            text_config={**_TEXT, "max_position_embeddings": 16, "bos_token_id": 0, "eos_token_id": 1},
+            vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, image_size=32, patch_size=8),
+        ),  # fmt: skip
+        lambda: {"input_ids": torch.randint(0, V, (2, 8)), "pixel_values": torch.randn(2, 3, 32, 32)},
+    ),
+]
+
+
+_ATOMS = (type(None), bool, int, float, str, torch.dtype, torch.device, type)
+
+
+def assert_same_output(actual: Any, expected: Any, path: str = "output", **tolerances) -> None:
+    """`actual` is what eager returned: the same types all the way down, equal values, tensors close."""
+    assert type(actual) is type(expected), f"{path}: {type(actual).__qualname__} where eager returns {type(expected).__qualname__}"
+    if isinstance(expected, torch.Tensor):
+        assert_close(actual, expected, msg=lambda m: f"{path}: {m}", **tolerances)
+        return
+    if isinstance(expected, _ATOMS):
+        assert actual == expected, f"{path}: {actual!r} where eager returns {expected!r}"
+        return
+    if isinstance(expected, (tuple, list)):
+        assert len(actual) == len(expected), f"{path}: {len(actual)} items where eager returns {len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_same_output(a, e, f"{path}[{i}]", **tolerances)
+    if isinstance(expected, dict):
+        assert list(actual) == list(expected), f"{path}: keys {list(actual)} where eager returns {list(expected)}"
+        for k in expected:
+            assert_same_output(actual[k], expected[k], f"{path}[{k!r}]", **tolerances)
+    if hasattr(expected, "__dict__") and not isinstance(expected, torch.nn.Module):
+        assert vars(actual).keys() == vars(expected).keys(), f"{path}: attributes {sorted(vars(actual))} where eager has {sorted(vars(expected))}"
+        for k in vars(expected):
+            assert_same_output(vars(actual)[k], vars(expected)[k], f"{path}.{k}", **tolerances)

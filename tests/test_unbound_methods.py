@@ -1,0 +1,66 @@
+"""torch.Tensor's methods called unbound with a traced tensor (`torch.Tensor.cfloat(x)`), as op_db and some libraries call them."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import squall
+
+
+def _no_opaque(fn, *args):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        return squall.jit(fn)(*args)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.Tensor.__radd__(x, 1.5),
+        lambda x: torch.Tensor.__rmul__(x, 3),
+        lambda x: torch.Tensor.__getitem__(x, (0, slice(1, None))),
+        lambda x: torch.Tensor.cfloat(x),
+        lambda x: torch.Tensor.cdouble(x),
+        lambda x: torch.Tensor.add(x, x, alpha=2),
+        lambda x: torch.Tensor.softmax(x, -1),
+        lambda x: torch.Tensor.__eq__(x, 0.5),
+    ],
+    ids=["radd", "rmul", "getitem", "cfloat", "cdouble", "add", "softmax", "eq"],
+)
+def test_unbound_method_with_a_proxy_matches_eager(fn):
+    x = torch.randn(3, 4)
+    assert_close(_no_opaque(fn, x), fn(x))
+
+
+def test_unbound_in_place_method_writes_back():
+    def f(x):
+        torch.Tensor.__setitem__(x, 0, 7.0)
+        return torch.Tensor.mul_(x, 2)
+
+    x, y = torch.randn(3), None
+    y = x.clone()
+    out = squall.jit(f)(x)
+    assert_close(out, f(y))
+    assert_close(x, y)
+
+
+def test_method_of_a_captured_tensor_on_a_proxy_is_traced_not_opaque():
+    scale = torch.tensor([1.0, 2.0, 3.0])
+    x = torch.randn(3)
+    assert_close(_no_opaque(lambda x: scale.mul(x) + torch.Tensor.sub(scale, x), x), scale.mul(x) + scale.sub(x))
+
+
+def test_torch_tensor_is_its_own_again_after_tracing_even_when_it_fails():
+    def broken(x):
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        squall.jit(broken)(torch.randn(2))
+    squall.jit(lambda x: torch.Tensor.add(x, 1))(torch.randn(2))
+    assert "add" not in vars(torch.Tensor) and "__getitem__" not in vars(torch.Tensor)
+    assert torch.Tensor.add is torch._C.TensorBase.add
+    with pytest.raises(TypeError, match="doesn't apply to a 'str' object"):
+        torch.Tensor.add("not a tensor", 1)
