@@ -25,6 +25,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from .checking import ExecutorFault, check_mode
+from .guards import StateGuards
 from .config import ExecutorPriority, resolve_executors
 from .executor import Executor
 from .ltorch.base import SquallWarning
@@ -47,17 +48,24 @@ _is_grad_enabled = torch.is_grad_enabled
 _get_default_dtype = torch.get_default_dtype
 
 
+def _number_key(x: float | complex) -> Any:
+    """A float or complex for the key where == misleads: -0.0 == 0.0 (but 1 / -0.0 is -inf)
+    and NaN != NaN (every NaN would compile anew). Its repr tells these apart, one NaN as one."""
+    return repr(x) if x != x or x == 0 or type(x) is complex else x
+
+
 def _value_key(x: Any, where: str) -> Any:
     """The key part of one argument: metadata for tensors, values for everything else."""
     if isinstance(x, _Tensor):
         return (x.shape, x.dtype, x.device, x.requires_grad)
     t = type(x)
     if t in _SCALARS:
-        return (t, x)
+        return (t, _number_key(x) if t is float or t is complex else x)
     if isinstance(x, _BUILTIN_SCALARS):
         # an IntEnum, a float or str subclass: told apart by type and plain value, never by
         # the subclass's own __eq__/__hash__ (one that said "equal" would share an entry)
-        return (t, plain_scalar(x))
+        x = plain_scalar(x)
+        return (t, _number_key(x) if isinstance(x, (float, complex)) else x)
     if t in (list, tuple):
         return (t, tuple(_value_key(v, f"{where}[{i}]") for i, v in enumerate(x)))
     if t is dict:
@@ -105,7 +113,7 @@ def compiled(*args, **kwargs):
         if type(a) is _Tensor:
             key += (a.shape, a.dtype, a.device, a.requires_grad)
         elif type(a) in _SCALARS:
-            key += (type(a), a)
+            key += (type(a), a) if type(a) is not float and type(a) is not complex or type(a) is float and a == a and a else (type(a), _number_key(a))
         else:
             key += (_value_key(a, "an argument"),)
     if kwargs:
@@ -148,9 +156,12 @@ def _fast_path(fn: Callable) -> str:
     )
 _MODULE_PARTS = {
     # parameters and buffers are read at every call, so optimizer steps and load_state_dict are seen
-    "params_key": """    params = [store[k] for store, k in slots]
-    for p in params:
-        key += (p.shape, p.dtype, p.device, p.requires_grad)
+    "params_key": """    try:
+        params = [store[k] for store, k in slots]
+        for p in params:
+            key += (p.shape, p.dtype, p.device, p.requires_grad)
+    except (KeyError, AttributeError):  # a parameter, buffer or tensor attribute was removed
+        return relayout(args, kwargs)
     key += (tuple([m.training for m in submodules]),)""",
     "params": "params",
     "params_arg": "params, ",
@@ -214,6 +225,9 @@ class JittedFunction:
         self.check = check_mode()  # $SQUALL_CHECK, read when jit is called: first, always or never
         # key -> (executor name, operation ids) kept apart after the executor failed there
         self._exclusions: dict[Any, list[tuple[str, tuple[str, ...]]]] = {}
+        # key -> entries set aside when the state they read changed, newest first
+        self._variants: dict[Any, list[CompiledEntry]] = {}
+        self._fresh: Any = None
         self.last_entry: CompiledEntry | None = None
         self.stats = CacheStats()
         self._last_parts: dict[str, Any] | None = None
@@ -237,6 +251,8 @@ class JittedFunction:
             "_Tensor": _Tensor,
             "_SCALARS": _SCALARS,
             "_value_key": _value_key,
+            "_number_key": _number_key,
+            "relayout": self._relayout,
         }
         if self.module is not None:
             source = _ENTRY_POINT.format(fast_path="", **_MODULE_PARTS)
@@ -258,6 +274,15 @@ class JittedFunction:
             # called from inside a program squall is tracing: trace through it, inline
             original = self.fn
             return (lambda params, *a, **k: original(*a, **k)) if params is not None else original
+        if self.module is not None and [(id(d), k) for d, k in module_slots(self.module)[0]] != [(id(d), k) for d, k in self._slots]:
+            return lambda params, *a, **k: self._relayout(a, k)
+        call_args = (params, *args) if params is not None else args
+        for i, variant in enumerate(self._variants.get(key, ())):
+            guards = state_guards(variant.compilation)
+            if guards.conditions and guards.failed(call_args, kwargs) is None:
+                self._variants[key].pop(i)  # its state is back: cached again, not compiled
+                self._insert(key, variant)
+                return self._cache[key][0]
         start = time.perf_counter()
         self.stats.misses += 1
         self._note_changes(args, kwargs)
@@ -270,20 +295,33 @@ class JittedFunction:
         entry = CompiledEntry(compilation, time.perf_counter() - start)
         self._insert(key, entry)
         self.last_entry = entry
-        return record.first_call(self._cache[key][0])  # the cache holds the runner; this first call is recorded
+        if state_guards(compilation).eager:
+            state_guards(compilation).warn_eager("the module" if self.module is not None else "the function")
+        runner = self._cache[key][0]
+
+        def first_call(*a, **k):
+            self._fresh = key  # a state check failing now means tracing itself changed the state
+            try:
+                return runner(*a, **k)
+            finally:
+                self._fresh = None
+
+        return record.first_call(first_call)  # the cache holds the runner; this first call is recorded
 
     def _runner(self, key: Any, compilation: Compilation) -> Callable:
         """What the cache holds for an entry: its generated function; or, while its non-torch
         calls are to be checked, the checked variant, which replans the entry on a fault and
-        (unless $SQUALL_CHECK=always) hands the cache the unchecked one after a clean call."""
-        checked, plain = compilation.checked, compilation.fn
-        if checked is None or self.check == "never":
+        (unless $SQUALL_CHECK=always) hands the cache the unchecked one after a clean call.
+        Either first checks the Python state the program read (squall.guards)."""
+        checked, plain = compilation.checked, self._guarded(key, compilation, compilation.fn)
+        if checked is None or self.check == "never" or state_guards(compilation).eager:
             return plain
+        checked = self._guarded(key, compilation, checked.fn)
         always = self.check == "always"
 
         def checked_call(*args, **kwargs):
             try:
-                out = checked.fn(*args, **kwargs)
+                out = checked(*args, **kwargs)
             except ExecutorFault as fault:
                 user_args = args[1:] if self.module is not None else args  # a module's get params first
                 return self._replan(key, fault, user_args, kwargs)(*args, **kwargs)
@@ -293,6 +331,45 @@ class JittedFunction:
             return out
 
         return checked_call
+
+    def _guarded(self, key: Any, compilation: Compilation, fn: Callable) -> Callable:
+        """`fn` behind the checks of the state its trace read: a failed check compiles again."""
+        guards = state_guards(compilation)
+        if guards.eager:
+            module, original = self.module, self.fn
+            fn = (lambda params, *a, **k: module.forward(*a, **k)) if module is not None else original
+        return guards.runner(fn, lambda args, kwargs: self._stale(key, guards, args, kwargs))
+
+    def _stale(self, key: Any, guards: StateGuards, args: tuple, kwargs: dict) -> Any:
+        """A cached entry's state check failed: set it aside (it is picked again when its
+        state comes back) and call again, which compiles for the state as it is now."""
+        label = guards.failed(args, kwargs) or "the state the program read"
+        if self._fresh == key:
+            raise RuntimeError(
+                f"squall: {label} changed while the program was traced, so no compiled plan can be "
+                "checked against it; the program changes state it also reads (call the original function)"
+            )
+        self.stats.changes[label] = self.stats.changes.get(label, 0) + 1
+        if key in self._cache and self._entries.get(key) is not None:
+            self._evicted_hits += self._cache.pop(key)[1]
+            variants = self._variants.setdefault(key, [])
+            variants.insert(0, self._entries.pop(key))
+            del variants[self.cache_size or DEFAULT_CACHE_SIZE :], self._recency[key]
+        user_args = args[1:] if self.module is not None else args
+        return self.entry_point(*user_args, **kwargs)
+
+    def _relayout(self, args: tuple, kwargs: dict) -> Any:
+        """The module's parameters, buffers or tensor attributes changed place: every entry
+        was compiled for the old layout, so all are dropped before the call compiles anew."""
+        slots, _ = module_slots(self.module)
+        self._slots[:] = slots
+        self._submodules[:] = list(self.module.modules())
+        for k in list(self._cache):
+            self._evicted_hits += self._cache.pop(k)[1]
+        self._entries.clear()
+        self._recency.clear()
+        self._variants.clear()
+        return self.entry_point(*args, **kwargs)
 
     def _replan(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
         """Compile the entry `key` again without the executor that failed, for the operations it
@@ -437,6 +514,15 @@ def jit(
     if isinstance(fn, torch.nn.Module):
         return JittedModule(fn, state)
     return state.entry_point
+
+
+def state_guards(compilation: Compilation) -> StateGuards:
+    """What the compilation's trace read of Python state, and the writes it replays."""
+    state = getattr(compilation.traced.context, "state", None)
+    return state.guards if state is not None else _NO_GUARDS
+
+
+_NO_GUARDS = StateGuards()
 
 
 def jitted_state(jfn: Any) -> JittedFunction:

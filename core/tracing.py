@@ -19,6 +19,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from . import ltorch
+from .guards import StateRecorder
 from .ltorch.base import TorchLanguage, TracingMode, check_not_stale
 from .prims import copy_
 from .proxies import TensorProxy, tracing
@@ -48,6 +49,7 @@ class TracingContext:
         self.view_base: dict[int, TensorProxy] = {}  # id(view) -> the root tensor it views
         self.view_family: dict[int, list[TensorProxy]] = {}  # id(root) -> [root, views...]
         self.stale: dict[int, str] = {}  # id(proxy) -> why its value is out of date
+        self.state: StateRecorder | None = None  # the Python state the program reads and writes
 
     def rebind(self, handle: TensorProxy, value: TensorProxy) -> TensorProxy:
         """Make `handle` (a proxy the program holds) stand for `value` from now on.
@@ -153,15 +155,21 @@ def argument_names(fn: Callable, nargs: int) -> list[str]:
 # --- tracing ----------------------------------------------------------------------------------
 
 
+def _tensor_stores(sub: torch.nn.Module) -> tuple[dict, ...]:
+    # a plain tensor attribute (`self.mask = ...`) is an input like a buffer: read at every
+    # call, so a program that sets it (`self.count = self.count + 1`) sees the new value
+    return (sub._parameters, sub._buffers, sub.__dict__)
+
+
 def module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[str]]:
-    """One (owner dict, key) slot and one dotted name per distinct parameter or buffer."""
+    """One (owner dict, key) slot and one dotted name per distinct parameter, buffer or tensor attribute."""
     slots: list[tuple[dict, str]] = []
     names: list[str] = []
     seen: set[int] = set()
     for prefix, sub in module.named_modules(remove_duplicate=False):
-        for store in (sub._parameters, sub._buffers):
+        for store in _tensor_stores(sub):
             for key, value in store.items():
-                if value is None or id(value) in seen:
+                if not isinstance(value, torch.Tensor) or id(value) in seen:
                     continue
                 seen.add(id(value))
                 slots.append((store, key))
@@ -212,7 +220,7 @@ def trace_program(
                 proxy = proxify(real, ("params", i), "p_" + dotted)
                 # every slot holding this tensor (tied weights) sees the same proxy
                 for prefix, sub in module.named_modules(remove_duplicate=False):
-                    for other in (sub._parameters, sub._buffers):
+                    for other in _tensor_stores(sub):
                         for k, v in other.items():
                             if v is real:
                                 swapped.append((other, k, v))
@@ -220,9 +228,12 @@ def trace_program(
         arg_names = argument_names(module.forward if module is not None else fn, len(args))
         p_args = tuple(proxify(a, ("args", i), arg_names[i]) for i, a in enumerate(args))
         p_kwargs = {k: proxify(v, ("kwargs", k), k) for k, v in kwargs.items()}
+        # what the program reads and writes besides its inputs (squall.guards): ctx.state
+        ctx.state = StateRecorder(module, arg_offset=int(module is not None))
+        target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
         try:
             with TracingMode(language):
-                result = (module if module is not None else fn)(*p_args, **p_kwargs)
+                result = ctx.state.finish(target(*p_args, **p_kwargs))
                 result = tree_map(lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x, result)
                 if ctx.stale:
                     check_not_stale(ctx, "the function's output", result)
