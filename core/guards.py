@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import sys
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -185,19 +186,17 @@ class _RecordedList(list):
 
     __slots__ = ("items_read",)
 
-    def _note(name):
-        base = getattr(list, name)
 
-        def reading(self, *args):
-            self.items_read = True
-            return base(self, *args)
+def _noting_read(base: Callable) -> Callable:
+    def reading(self, *args):
+        self.items_read = True
+        return base(self, *args)
 
-        return reading
+    return reading
 
-    for _name in ("__iter__", "__len__", "__getitem__", "__contains__", "__reversed__", "index", "count", "copy", "__eq__", "__bool__"):
-        if hasattr(list, _name):
-            locals()[_name] = _note(_name)
-    del _name, _note
+
+for _name in ("__iter__", "__len__", "__getitem__", "__contains__", "__reversed__", "index", "count", "copy", "__eq__"):
+    setattr(_RecordedList, _name, _noting_read(getattr(list, _name)))
 
 
 # --- the recorder -------------------------------------------------------------------------------
@@ -235,6 +234,9 @@ class StateRecorder:
             fn = self.view(self.module, "the module", is_root=True)
         elif _user_function(fn):
             fn = self._recording_function(fn)
+        elif type(fn) is types.MethodType and _user_function(fn.__func__) and _viewable(fn.__self__):
+            # a bound method: its object is read like a module's attributes
+            fn = types.MethodType(self._recording_function(fn.__func__), self.view(fn.__self__, f"{type(fn.__self__).__name__} object"))
         args = tuple(self._argument(a, f"args[{i + self.arg_offset}]", f"argument {i}") for i, a in enumerate(args))
         kwargs = {k: self._argument(v, f"kwargs[{k!r}]", f"keyword argument {k!r}") for k, v in kwargs.items()}
         return fn, args, kwargs
@@ -281,7 +283,10 @@ class StateRecorder:
         if name in _HOOK_DICTS:
             if info.is_root:
                 return value  # the jitted module's own hooks: JittedModule's concern
-            self.guards.add(f"tuple({bound}) == {self.guards.bind(tuple(value), 'k')}", f"the hooks of {info.label}")
+            if value:
+                self.guards.add(f"tuple({bound}) == {self.guards.bind(tuple(value), 'k')}", f"the hooks of {info.label}")
+            else:
+                self.guards.stays_empty(value, f"the hooks of {info.label}")
             if value:
                 hook = next(iter(value.values()))
                 code = getattr(hook, "__code__", None)
@@ -293,13 +298,20 @@ class StateRecorder:
                 return type(value)()  # not run while tracing: the module runs eagerly instead
             return value
         if name == "_modules":
-            self.guards.add(f"list({bound}.items()) == {self.guards.bind(list(value.items()), 'k')}", f"the submodules of {info.label}")
+            # the same modules in the same order (a key renamed with its module kept is not seen)
+            self.guards.add(f"list({bound}.values()) == {self.guards.bind(list(value.values()), 'k')}", f"the submodules of {info.label}")
             return {k: (self.view(m, f"{info.label}.{k}" if not info.is_root else f"submodule {k!r}") if m is not None else None) for k, m in value.items()}
         if name in ("_parameters", "_buffers"):
             present = [k for k, v in value.items() if v is not None]
             self.guards.add(f"[k for k, v in {bound}.items() if v is not None] == {self.guards.bind(present, 'k')}", f"the {name[1:]} of {info.label}")
             return value
-        return self._reached(value, f"{self.guards.bind(info.dict, 'd')}.get({name!r}, _MISSING)", f"attribute {name!r} of {info.label}")
+        return self._reached(value, f"{self._dict_expr(info)}.get({name!r}, _MISSING)", f"attribute {name!r} of {info.label}")
+
+    def _dict_expr(self, info: _ViewInfo) -> str:
+        # an argument is reached through the call's arguments (another object may be equal to
+        # it by the cache key); anything else is guarded by identity where it was reached
+        rooted = self.guards.rooted(info.real)
+        return f"{rooted}.__dict__" if rooted is not None else self.guards.bind(info.dict, "d")
 
     def _reached(self, value: Any, expr: str, label: str) -> Any:
         """A value read from an attribute or global: guarded; a list or object comes back as a
@@ -326,9 +338,10 @@ class StateRecorder:
                 self.guards.watch(expr, held[name], label)
                 return self.view(value, f"{info.label}.{name}" if not info.is_root else f"submodule {name!r}") if value is not None else None
             if info.in_tree:
-                # a parameter or buffer of the jitted tree is an input, read at every call:
-                # only whether it is there matters
-                self.guards.add(f"({expr} is None) is {held[name] is None}", label)
+                # a parameter or buffer of the jitted tree is an input, read at every call, and
+                # its removal is seen there; what is left to check is a None one being set
+                if held[name] is None:
+                    self.guards.add(f"{expr} is None", label)
             else:
                 self.guards.watch(expr, held[name], label)
             return value
@@ -336,7 +349,7 @@ class StateRecorder:
 
     def _read_absent(self, info: _ViewInfo, name: str) -> None:
         stores = [self.guards.bind(info.dict.get(s, {}), "d") for s in ("_parameters", "_buffers", "_modules")]
-        d = self.guards.bind(info.dict, "d")
+        d = self._dict_expr(info)
         self.guards.add(" and ".join(f"{name!r} not in {s}" for s in [d, *stores]), f"attribute {name!r} of {info.label} (absent)")
 
     def _read_global(self, real: dict, name: str, value: Any, fn: types.FunctionType) -> Any:
@@ -425,7 +438,10 @@ class StateGuards:
             "_setattr": setattr,
         }
         self._bound: dict[int, str] = {}
+        self._roots: dict[int, str] = {}  # id(argument object) -> how the check reaches it
         self._seen: set[str] = set()
+        # containers that were empty (the hook dicts of most modules): one C-level any() checks all
+        self._empty: dict[int, tuple[Any, str]] = {}
 
     def bind(self, obj: Any, hint: str) -> str:
         """The name the generated check reads `obj` under (the object itself, kept alive)."""
@@ -437,13 +453,25 @@ class StateGuards:
 
     def root(self, obj: Any, expr: str) -> None:
         """`obj` is reached at call time as `expr` (an argument), not as a bound object."""
-        self._bound[id(obj)] = expr
+        self._roots[id(obj)] = expr
+
+    def rooted(self, obj: Any) -> str | None:
+        return self._roots.get(id(obj))
 
     def add(self, condition: str, label: str) -> None:
         if condition not in self._seen:
             self._seen.add(condition)
             self.conditions.append(condition)
             self.labels.append(label)
+
+    def stays_empty(self, container: Any, label: str) -> None:
+        """Guard that `container` (a dict the trace found empty) is still empty."""
+        if not self._empty:
+            self.conditions.append("not _any(_EMPTY)")
+            self.labels.append("the hooks of the submodules")
+            self.namespace["_any"] = any
+        self._empty.setdefault(id(container), (container, label))
+        self.namespace["_EMPTY"] = tuple(c for c, _ in self._empty.values())
 
     def watch(self, expr: str, value: Any, label: str) -> None:
         """Guard that `expr` still gives `value`: numbers and strings by type and value, else identity."""
@@ -491,6 +519,9 @@ class StateGuards:
 
     def failed(self, args: tuple, kwargs: dict) -> str | None:
         """The label of the first condition that fails for this call (None: all hold)."""
+        for container, label in self._empty.values():
+            if container:
+                return label
         for condition, label in zip(self.conditions, self.labels):
             try:
                 ok = eval(condition, dict(self.namespace), {"args": args, "kwargs": kwargs})  # noqa: S307 - squall's own source
@@ -501,8 +532,6 @@ class StateGuards:
         return None
 
     def warn_eager(self, what: str) -> None:
-        import warnings  # noqa: PLC0415 - only on this rare path
-
         warnings.warn(
             f"squall: {'; '.join(self.eager_because)}: {what} runs eagerly while it is registered "
             "(removing it compiles the program again)",

@@ -265,3 +265,44 @@ def test_module_is_not_modified_by_tracing():
     assert type(m) is Counter
     assert all(not isinstance(v, TensorProxy) for v in m.__dict__.values())
     assert set(m.__dict__) == set(before) | {"last"}
+
+
+def test_bound_method_reads_its_object():
+    class Holder:
+        def __init__(self):
+            self.factor = 2.0
+
+        def apply(self, x):
+            return x * self.factor
+
+    h = Holder()
+    j = squall.jit(h.apply)
+    x = torch.randn(3)
+    _check(j, h.apply, x)
+    h.factor = -3.0
+    _check(j, h.apply, x)
+
+
+def test_side_effects_replayed_when_differentiated():
+    class Tracks(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.register_buffer("steps", torch.zeros(()))
+
+        def forward(self, x):
+            self.steps = self.steps + 1
+            self.last = self.lin(x).detach()
+            return self.lin(x).sum() * self.steps
+
+    m = Tracks()
+    e = Tracks()
+    e.load_state_dict(m.state_dict())
+    j = squall.jit(m)
+    x = torch.randn(2, 3)
+    for _ in range(3):
+        j(x).backward()
+        e(x).backward()
+    assert_close(m.steps, e.steps)
+    assert_close(m.last, e.last)
+    assert_close(m.lin.weight.grad, e.lin.weight.grad)
