@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_map
 
 from .ltorch.base import SquallWarning
 from .proxies import TensorProxy
@@ -213,6 +214,7 @@ class StateRecorder:
         self._functions: dict[int, types.FunctionType] = {}
         self._tree = {id(m) for m in module.modules()} if module is not None else set()
         self._lists: list[tuple[list, _RecordedList, str, str]] = []  # (real, copy, label, where)
+        self._list_copies: dict[int, _RecordedList] = {}
         self._write_order: list[_ViewInfo] = []
         self._wrote: list[tuple[dict, Callable, dict]] = []  # (globals as they were, function, its recording globals)
 
@@ -318,10 +320,14 @@ class StateRecorder:
         recording copy or view so that what is done with it is seen too."""
         self.guards.watch(expr, value, label)
         if type(value) is list:
-            copy = _RecordedList(value)
-            copy.items_read = False
-            self._lists.append((value, copy, label, expr))
+            copy = self._list_copies.get(id(value))
+            if copy is None:
+                copy = self._list_copies[id(value)] = _RecordedList(value)
+                copy.items_read = False
+                self._lists.append((value, copy, label, expr))
             return copy
+        if _user_function(value):
+            return self._recording_function(value)  # a helper's own global reads are seen too
         if isinstance(value, torch.nn.Module) or (_viewable(value) and not callable(value)):
             return self.view(value, label)
         return value
@@ -397,7 +403,13 @@ class StateRecorder:
             if len(copy) > len(real):
                 self.guards.effects.append(f"{self.guards.bind(real, 'l')}.extend(effects[{len(values)}])")
                 values.append(list(copy[len(real):]))
+        # a view never leaves the trace: an output or value set that is one is the real object
+        result, values = tree_map(self._unview, (result, values))
         return (result, tuple(values)) if values else result
+
+    def _unview(self, x: Any) -> Any:
+        info = type(x).__dict__.get("_squall_view_info")
+        return info.__get__(x).real if info is not None and type(x) in _VIEW_CLASSES.values() else x
 
 
 # --- the check ----------------------------------------------------------------------------------

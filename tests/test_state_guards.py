@@ -306,3 +306,57 @@ def test_side_effects_replayed_when_differentiated():
     assert_close(m.steps, e.steps)
     assert_close(m.last, e.last)
     assert_close(m.lin.weight.grad, e.lin.weight.grad)
+
+
+FACTOR = 2.0
+
+
+def _helper(x):
+    return x * FACTOR
+
+
+def test_global_read_by_a_helper_function():
+    def f(x):
+        return _helper(x) + 1
+
+    global FACTOR
+    j = squall.jit(f)
+    x = torch.randn(3)
+    _check(j, f, x)
+    try:
+        FACTOR = -4.0
+        _check(j, f, x)
+    finally:
+        FACTOR = 2.0
+
+
+def test_module_returning_its_submodule_gives_the_real_one():
+    class Returns(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.lin(x), self.lin
+
+    m = Returns()
+    out, sub = squall.jit(m)(torch.randn(1, 2))
+    assert sub is m.lin and type(sub) is nn.Linear
+
+
+def test_two_appends_to_one_list():
+    class Logs(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.log = []
+
+        def forward(self, x):
+            self.log.append(x + 1)
+            self.log.append(x + 2)
+            return x
+
+    m = Logs()
+    j = squall.jit(m)
+    j(torch.zeros(1))
+    j(torch.zeros(1))
+    assert [float(t) for t in m.log] == [1.0, 2.0, 1.0, 2.0]
