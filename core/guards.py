@@ -30,6 +30,7 @@ are the jitted module's concern, not this one.)
 """
 from __future__ import annotations
 
+import dis
 import math
 import sys
 import types
@@ -77,6 +78,15 @@ def _where() -> str:
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return "<unknown>"
+
+
+def _store_line(code: types.CodeType, name: str) -> str | None:
+    """Where `code` (or code nested in it) assigns the global `name`, as file:line."""
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("STORE_GLOBAL", "DELETE_GLOBAL") and ins.argval == name:
+            return f"{code.co_filename}:{ins.positions.lineno}"
+    nested = (_store_line(c, name) for c in code.co_consts if isinstance(c, types.CodeType))
+    return next((found for found in nested if found), None)
 
 
 def _user_function(fn: Any) -> bool:
@@ -183,9 +193,10 @@ def _view_class(cls: type) -> type:
 
 class _RecordedList(list):
     """A list the program reached, copied: notes whether its items were read, so that a list
-    only appended to (a log) is not guarded on its contents, which change every call."""
+    only appended to (a log) is not guarded on its contents, which change every call; a change
+    other than appending is refused where it is made."""
 
-    __slots__ = ("items_read",)
+    __slots__ = ("items_read", "label")
 
 
 def _noting_read(base: Callable) -> Callable:
@@ -196,8 +207,20 @@ def _noting_read(base: Callable) -> Callable:
     return reading
 
 
+def _refused(name: str) -> Callable:
+    def change(self, *args):
+        raise UnreplayableWrite(
+            f"squall: the program changes {self.label} other than by appending to it ({name}, at {_where()}); "
+            "squall cannot replay that at every call"
+        )
+
+    return change
+
+
 for _name in ("__iter__", "__len__", "__getitem__", "__contains__", "__reversed__", "index", "count", "copy", "__eq__"):
     setattr(_RecordedList, _name, _noting_read(getattr(list, _name)))
+for _name in ("pop", "insert", "remove", "clear", "sort", "reverse", "__setitem__", "__delitem__", "__imul__"):
+    setattr(_RecordedList, _name, _refused(_name))
 
 
 # --- the recorder -------------------------------------------------------------------------------
@@ -324,6 +347,7 @@ class StateRecorder:
             if copy is None:
                 copy = self._list_copies[id(value)] = _RecordedList(value)
                 copy.items_read = False
+                copy.label = label
                 self._lists.append((value, copy, label, expr))
             return copy
         if _user_function(value):
@@ -383,8 +407,8 @@ class StateRecorder:
             for name, value in watched.items():
                 if before.get(name, _MISSING) is not value:
                     raise UnreplayableWrite(
-                        f"squall: {fn.__qualname__} ({fn.__code__.co_filename}) assigns the global {name!r}; squall cannot "
-                        "replay assigning globals at every call"
+                        f"squall: {fn.__qualname__} assigns the global {name!r} ({_store_line(fn.__code__, name) or fn.__code__.co_filename}); squall "
+                        "cannot replay assigning globals at every call: pass the value in, or return it"
                     )
         values = []
         for info in self._write_order:
@@ -395,11 +419,8 @@ class StateRecorder:
         for real, copy, label, expr in self._lists:
             if copy.items_read:
                 self.guards.add(f"_same_items({expr}, {self.guards.bind(list(real), 'k')})", f"the items of {label}")
-            if len(copy) < len(real) or any(a is not b for a, b in zip(real, copy)):
-                raise UnreplayableWrite(
-                    f"squall: the program changes {label} other than by appending to it; squall cannot replay that "
-                    "at every call"
-                )
+            if len(copy) < len(real) or any(a is not b for a, b in zip(real, copy)):  # list.__init__ on it, say
+                raise UnreplayableWrite(f"squall: the program changes {label} other than by appending to it; squall cannot replay that")
             if len(copy) > len(real):
                 self.guards.effects.append(f"{self.guards.bind(real, 'l')}.extend(effects[{len(values)}])")
                 values.append(list(copy[len(real):]))
@@ -454,6 +475,8 @@ class StateGuards:
         self._seen: set[str] = set()
         # containers that were empty (the hook dicts of most modules): one C-level any() checks all
         self._empty: dict[int, tuple[Any, str]] = {}
+        self._holds: Callable | None = None
+        self._runners: dict[int, tuple[Callable, Callable]] = {}  # id(program) -> (program, its runner)
 
     def bind(self, obj: Any, hint: str) -> str:
         """The name the generated check reads `obj` under (the object itself, kept alive)."""
@@ -508,12 +531,16 @@ class StateGuards:
     def runner(self, fn: Callable, stale: Callable[[tuple, dict], Any]) -> Callable:
         if not self.conditions and not self.effects:
             return fn
+        made = self._runners.get(id(fn))
+        if made is not None and made[0] is fn:
+            return made[1]  # an entry cached again when its state came back: same runner
         lines = ["def run(*args, **kwargs):"]
         if self.conditions:
             lines += [f"    if not ({' and '.join(self.conditions)}):", "        return stale(args, kwargs)"]
         lines += self._body()
         namespace = dict(self.namespace, fn=fn, stale=stale)
         load_source("\n".join(lines) + "\n", "state-guards", namespace)
+        self._runners[id(fn)] = (fn, namespace["run"])
         return namespace["run"]
 
     def replaying(self, fn: Callable) -> Callable:
@@ -528,6 +555,14 @@ class StateGuards:
         if not self.effects:
             return ["    return fn(*args, **kwargs)"]
         return ["    out, effects = fn(*args, **kwargs)", *(f"    {e}" for e in self.effects), "    return out"]
+
+    def holds(self, args: tuple, kwargs: dict) -> bool:
+        """Whether every condition holds for a call with these arguments."""
+        if self._holds is None:
+            namespace = dict(self.namespace)
+            load_source(f"def holds(args, kwargs):\n    return {' and '.join(self.conditions) or 'True'}\n", "state-guards", namespace)
+            self._holds = namespace["holds"]
+        return self._holds(args, kwargs)
 
     def failed(self, args: tuple, kwargs: dict) -> str | None:
         """The label of the first condition that fails for this call (None: all hold)."""

@@ -279,7 +279,7 @@ class JittedFunction:
         call_args = (params, *args) if params is not None else args
         for i, variant in enumerate(self._variants.get(key, ())):
             guards = state_guards(variant.compilation)
-            if guards.conditions and guards.failed(call_args, kwargs) is None:
+            if guards.holds(call_args, kwargs):
                 self._variants[key].pop(i)  # its state is back: cached again, not compiled
                 self._insert(key, variant)
                 return self._cache[key][0]
@@ -354,7 +354,7 @@ class JittedFunction:
             self._evicted_hits += self._cache.pop(key)[1]
             variants = self._variants.setdefault(key, [])
             variants.insert(0, self._entries.pop(key))
-            del variants[self.cache_size or DEFAULT_CACHE_SIZE :], self._recency[key]
+            del variants[self.recompile_limit :], self._recency[key]
         user_args = args[1:] if self.module is not None else args
         return self.entry_point(*user_args, **kwargs)
 

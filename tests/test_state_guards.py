@@ -241,7 +241,7 @@ def test_unreplayable_write_is_a_compile_error_naming_the_line():
         def forward(self, x):
             return x * self.queue.pop()
 
-    with pytest.raises(UnreplayableWrite, match="other than by appending"):
+    with pytest.raises(UnreplayableWrite, match=r"other than by appending to it \(pop, at .*test_state_guards.py:\d+\)"):
         squall.jit(Pops())(torch.ones(2))
 
     class Deletes(nn.Module):
@@ -360,3 +360,17 @@ def test_two_appends_to_one_list():
     j(torch.zeros(1))
     j(torch.zeros(1))
     assert [float(t) for t in m.log] == [1.0, 2.0, 1.0, 2.0]
+
+
+COUNTER = 0
+
+
+def test_assigning_a_global_is_a_compile_error_naming_the_line():
+    def bumps(x):
+        global COUNTER
+        COUNTER = COUNTER + 1
+        return x
+
+    with pytest.raises(UnreplayableWrite, match=r"global 'COUNTER' \(.*test_state_guards.py:\d+\)"):
+        squall.jit(bumps)(torch.ones(1))
+    assert COUNTER == 0
