@@ -40,6 +40,7 @@ from typing import Any
 
 import torch
 from torch.utils._pytree import tree_map
+from torch.utils.hooks import RemovableHandle
 
 from .ltorch.base import SquallWarning
 from .proxies import TensorProxy
@@ -330,7 +331,7 @@ class StateRecorder:
             present = [k for k, v in value.items() if v is not None]
             self.guards.add(f"[k for k, v in {bound}.items() if v is not None] == {self.guards.bind(present, 'k')}", f"the {name[1:]} of {info.label}")
             return value
-        return self._reached(value, f"{self._dict_expr(info)}.get({name!r}, _MISSING)", f"attribute {name!r} of {info.label}")
+        return self._reached(value, f"{self._dict_expr(info)}[{name!r}]", f"attribute {name!r} of {info.label}")
 
     def _dict_expr(self, info: _ViewInfo) -> str:
         # an argument is reached through the call's arguments (another object may be equal to
@@ -362,7 +363,7 @@ class StateRecorder:
             held = d.get(store, {})
             if name not in held:
                 continue
-            expr = f"{self.guards.bind(held, 'd')}.get({name!r}, _MISSING)"
+            expr = f"{self.guards.bind(held, 'd')}[{name!r}]"
             label = f"{store[1:-1]} {name!r} of {info.label}"
             if store == "_modules":
                 self.guards.watch(expr, held[name], label)
@@ -383,7 +384,7 @@ class StateRecorder:
         self.guards.add(" and ".join(f"{name!r} not in {s}" for s in [d, *stores]), f"attribute {name!r} of {info.label} (absent)")
 
     def _read_global(self, real: dict, name: str, value: Any, fn: types.FunctionType) -> Any:
-        return self._reached(value, f"{self.guards.bind(real, 'g')}.get({name!r}, _MISSING)", f"global {name!r} of {fn.__qualname__}")
+        return self._reached(value, f"{self.guards.bind(real, 'g')}[{name!r}]", f"global {name!r} of {fn.__qualname__}")
 
     # writes
 
@@ -465,7 +466,6 @@ class StateGuards:
         self.effects: list[str] = []  # statements replaying the writes, reading `effects`
         self.eager_because: list[str] = []  # why the program must run eagerly (inner hooks)
         self.namespace: dict[str, Any] = {
-            "_MISSING": _MISSING,
             "_copysign": math.copysign,
             "_same_items": _same_items,
             "_setattr": setattr,
@@ -500,11 +500,15 @@ class StateGuards:
             self.labels.append(label)
 
     def stays_empty(self, container: Any, label: str) -> None:
-        """Guard that `container` (a dict the trace found empty) is still empty."""
+        """Guard that `container` (a hook dict the trace found empty) is still empty.
+
+        Every hook registration makes a `RemovableHandle`, whose class counts them: while the
+        count is what it was at trace time, no hook was added anywhere and the check stops
+        there; once it moved, every call looks at each dict (a C-level any())."""
         if not self._empty:
-            self.conditions.append("not _any(_EMPTY)")
+            self.conditions.append("(_RemovableHandle.next_id == _HANDLES_AT_TRACE or not _any(_EMPTY))")
             self.labels.append("the hooks of the submodules")
-            self.namespace["_any"] = any
+            self.namespace.update(_any=any, _RemovableHandle=RemovableHandle, _HANDLES_AT_TRACE=RemovableHandle.next_id)
         self._empty.setdefault(id(container), (container, label))
         self.namespace["_EMPTY"] = tuple(c for c, _ in self._empty.values())
 
@@ -536,7 +540,8 @@ class StateGuards:
             return made[1]  # an entry cached again when its state came back: same runner
         lines = ["def run(*args, **kwargs):"]
         if self.conditions:
-            lines += [f"    if not ({' and '.join(self.conditions)}):", "        return stale(args, kwargs)"]
+            lines += self._check("holds")
+            lines += ["    if not holds:", "        return stale(args, kwargs)"]
         lines += self._body()
         namespace = dict(self.namespace, fn=fn, stale=stale)
         load_source("\n".join(lines) + "\n", "state-guards", namespace)
@@ -551,6 +556,15 @@ class StateGuards:
         load_source("\n".join(["def run(*args, **kwargs):", *self._body()]) + "\n", "state-effects", namespace)
         return namespace["run"]
 
+    def _check(self, result: str) -> list[str]:
+        # an attribute or key gone (a KeyError), an argument no longer of its type: a change
+        return [
+            "    try:",
+            f"        {result} = {' and '.join(self.conditions) or 'True'}",
+            "    except (KeyError, AttributeError, IndexError, TypeError):",
+            f"        {result} = False",
+        ]
+
     def _body(self) -> list[str]:
         if not self.effects:
             return ["    return fn(*args, **kwargs)"]
@@ -560,7 +574,7 @@ class StateGuards:
         """Whether every condition holds for a call with these arguments."""
         if self._holds is None:
             namespace = dict(self.namespace)
-            load_source(f"def holds(args, kwargs):\n    return {' and '.join(self.conditions) or 'True'}\n", "state-guards", namespace)
+            load_source("\n".join(["def holds(args, kwargs):", *self._check("holds"), "    return holds"]) + "\n", "state-guards", namespace)
             self._holds = namespace["holds"]
         return self._holds(args, kwargs)
 
