@@ -374,3 +374,13 @@ def test_assigning_a_global_is_a_compile_error_naming_the_line():
     with pytest.raises(UnreplayableWrite, match=r"global 'COUNTER' \(.*test_state_guards.py:\d+\)"):
         squall.jit(bumps)(torch.ones(1))
     assert COUNTER == 0
+
+
+def test_pre_hook_registered_after_compiling_changes_the_input():
+    m = Scaled()
+    j = squall.jit(m)
+    x = torch.randn(2, 4)
+    _check(j, m, x)
+    m.lin.register_forward_pre_hook(lambda mod, args: (args[0] * -1,))
+    with pytest.warns(SquallWarning, match="forward pre hook"):
+        _check(j, m, x)
