@@ -25,9 +25,9 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from .checking import ExecutorFault, check_mode
-from .guards import StateGuards
 from .config import ExecutorPriority, resolve_executors
 from .executor import Executor
+from .guards import StateGuards
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_program
 from .proxies import current_context
@@ -48,10 +48,13 @@ _is_grad_enabled = torch.is_grad_enabled
 _get_default_dtype = torch.get_default_dtype
 
 
+_KEYED_BY_EQUALITY = frozenset({int, bool, str, type(None)})  # the scalars whose == is their identity as a value
+
+
 def _number_key(x: float | complex) -> Any:
     """A float or complex for the key where == misleads: -0.0 == 0.0 (but 1 / -0.0 is -inf)
     and NaN != NaN (every NaN would compile anew). Its repr tells these apart, one NaN as one."""
-    return repr(x) if x != x or x == 0 or type(x) is complex else x
+    return repr(x) if x != x or x == 0 else x
 
 
 def _value_key(x: Any, where: str) -> Any:
@@ -60,7 +63,7 @@ def _value_key(x: Any, where: str) -> Any:
         return (x.shape, x.dtype, x.device, x.requires_grad)
     t = type(x)
     if t in _SCALARS:
-        return (t, _number_key(x) if t is float or t is complex else x)
+        return (t, x if t in _KEYED_BY_EQUALITY else _number_key(x))
     if isinstance(x, _BUILTIN_SCALARS):
         # an IntEnum, a float or str subclass: told apart by type and plain value, never by
         # the subclass's own __eq__/__hash__ (one that said "equal" would share an entry)
@@ -113,7 +116,7 @@ def compiled(*args, **kwargs):
         if type(a) is _Tensor:
             key += (a.shape, a.dtype, a.device, a.requires_grad)
         elif type(a) in _SCALARS:
-            key += (type(a), a) if type(a) is not float and type(a) is not complex or type(a) is float and a == a and a else (type(a), _number_key(a))
+            key += (type(a), a if type(a) in _KEYED_BY_EQUALITY or a == a and a else _number_key(a))
         else:
             key += (_value_key(a, "an argument"),)
     if kwargs:
@@ -252,6 +255,7 @@ class JittedFunction:
             "_SCALARS": _SCALARS,
             "_value_key": _value_key,
             "_number_key": _number_key,
+            "_KEYED_BY_EQUALITY": _KEYED_BY_EQUALITY,
             "relayout": self._relayout,
         }
         if self.module is not None:
