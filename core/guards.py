@@ -406,7 +406,8 @@ class StateRecorder:
         `(output, effects)`) when it wrote Python state; the writes it made noted as effects."""
         for before, fn, watched in self._wrote:
             for name, value in watched.items():
-                if before.get(name, _MISSING) is not value:
+                # (a dunder is the interpreter's bookkeeping: warnings' __warningregistry__)
+                if before.get(name, _MISSING) is not value and not name.startswith("__"):
                     raise UnreplayableWrite(
                         f"squall: {fn.__qualname__} assigns the global {name!r} ({_store_line(fn.__code__, name) or fn.__code__.co_filename}); squall "
                         "cannot replay assigning globals at every call: pass the value in, or return it"
@@ -545,8 +546,10 @@ class StateGuards:
         lines += self._body()
         namespace = dict(self.namespace, fn=fn, stale=stale)
         load_source("\n".join(lines) + "\n", "state-guards", namespace)
-        self._runners[id(fn)] = (fn, namespace["run"])
-        return namespace["run"]
+        run = namespace["run"]
+        run.__wrapped__ = fn  # the program it guards
+        self._runners[id(fn)] = (fn, run)
+        return run
 
     def replaying(self, fn: Callable) -> Callable:
         """`fn` with the writes replayed, unchecked: for the call the program was traced for."""
