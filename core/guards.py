@@ -302,8 +302,10 @@ class StateRecorder:
     # reads
 
     def _read_attribute(self, info: _ViewInfo, name: str, value: Any) -> Any:
-        if name in _MODULE_INTERNALS or name == "__dict__" or isinstance(value, TensorProxy):
-            return value  # bookkeeping; or a tensor attribute of the tree, which is an input
+        if name in _MODULE_INTERNALS or name == "__dict__":
+            return value
+        if isinstance(value, TensorProxy) or (info.in_tree and isinstance(value, torch.Tensor)):
+            return value  # a tensor attribute of the jitted tree: an input, read at every call
         if name in _HOOK_DICTS or name in ("_modules", "_parameters", "_buffers"):
             bound = self.guards.bind(value, "d")
         if name in _HOOK_DICTS:
