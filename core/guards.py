@@ -302,8 +302,10 @@ class StateRecorder:
     # reads
 
     def _read_attribute(self, info: _ViewInfo, name: str, value: Any) -> Any:
+        if name == "training" and not info.in_tree:
+            return self._reached(value, f"{self._dict_expr(info)}['training']", f"the training flag of {info.label}")
         if name in _MODULE_INTERNALS or name == "__dict__":
-            return value
+            return value  # bookkeeping; the jitted tree's training flags are in the cache key
         if isinstance(value, TensorProxy) or (info.in_tree and isinstance(value, torch.Tensor)):
             return value  # a tensor attribute of the jitted tree: an input, read at every call
         if name in _HOOK_DICTS or name in ("_modules", "_parameters", "_buffers"):

@@ -384,3 +384,27 @@ def test_pre_hook_registered_after_compiling_changes_the_input():
     m.lin.register_forward_pre_hook(lambda mod, args: (args[0] * -1,))
     with pytest.warns(SquallWarning, match="forward pre hook"):
         _check(j, m, x)
+
+
+GLOBAL_NET = nn.Sequential(nn.Linear(3, 3), nn.Dropout(1.0)).eval()  # in training, p=1 zeroes all
+
+
+def test_global_module_swapped_or_put_in_eval():
+    global GLOBAL_NET
+
+    def f(x):
+        return GLOBAL_NET(x)
+
+    j = squall.jit(f)
+    x = torch.randn(2, 3)
+    saved = GLOBAL_NET
+    try:
+        _check(j, f, x)
+        GLOBAL_NET.train()
+        _check(j, f, x)
+        GLOBAL_NET = nn.Sequential(nn.Linear(3, 3), nn.Tanh())
+        _check(j, f, x)
+        GLOBAL_NET[0].weight.data.mul_(2)  # in place: the same tensor, read at the call
+        _check(j, f, x)
+    finally:
+        GLOBAL_NET = saved
