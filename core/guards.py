@@ -331,6 +331,11 @@ class StateRecorder:
             # the same modules in the same order (a key renamed with its module kept is not seen)
             self.guards.add(f"list({bound}.values()) == {self.guards.bind(list(value.values()), 'k')}", f"the submodules of {info.label}")
             return {k: (self.view(m, f"{info.label}.{k}" if not info.is_root else f"submodule {k!r}") if m is not None else None) for k, m in value.items()}
+        if name in ("_parameters", "_buffers") and not info.in_tree:
+            # not inputs: each is a constant of the trace, so which tensor each is matters
+            keys, tensors = self.guards.bind(list(value), "k"), self.guards.bind(list(value.values()), "k")
+            self.guards.add(f"list({bound}) == {keys} and _same_items(list({bound}.values()), {tensors})", f"the {name[1:]} of {info.label}")
+            return value
         if name in ("_parameters", "_buffers"):
             present = [k for k, v in value.items() if v is not None]
             self.guards.add(f"[k for k, v in {bound}.items() if v is not None] == {self.guards.bind(present, 'k')}", f"the {name[1:]} of {info.label}")
@@ -564,11 +569,12 @@ class StateGuards:
         return namespace["run"]
 
     def _check(self, result: str) -> list[str]:
-        # an attribute or key gone (a KeyError), an argument no longer of its type: a change
+        # an attribute or key gone (a KeyError), an argument no longer of its type, a user
+        # __eq__ that raises: the state is not what was traced
         return [
             "    try:",
             f"        {result} = {' and '.join(self.conditions) or 'True'}",
-            "    except (KeyError, AttributeError, IndexError, TypeError):",
+            "    except Exception:",
             f"        {result} = False",
         ]
 

@@ -408,3 +408,21 @@ def test_global_module_swapped_or_put_in_eval():
         _check(j, f, x)
     finally:
         GLOBAL_NET = saved
+
+
+def test_parameter_of_a_global_module_replaced():
+    global GLOBAL_NET
+
+    def f(x):
+        return sum(p.sum() for p in GLOBAL_NET.parameters()) + x
+
+    j = squall.jit(f)
+    x = torch.randn(2)
+    saved = GLOBAL_NET
+    try:
+        GLOBAL_NET = nn.Sequential(nn.Linear(3, 3))
+        _check(j, f, x)
+        GLOBAL_NET[0].weight = nn.Parameter(torch.ones(3, 3))
+        _check(j, f, x)
+    finally:
+        GLOBAL_NET = saved
