@@ -8,10 +8,11 @@ on *recording views* that note each such read (`StateRecorder`):
 - a module (and every submodule, object attribute and global module it reaches) is traced
   through a view: an instance of a subclass of its class that shares the module's own
   `__dict__`, so it behaves as the module does, while its `__getattribute__`/`__getattr__`
-  note what was read and its `__setattr__` keeps writes to itself. The user's module is
-  never changed and never seen in another state by other threads;
-- a Python function (the jitted one, a module's methods) runs as a copy whose globals are a
-  dict that notes each global it looks up; its closure cells are guarded as a whole.
+  note what was read and its `__setattr__` keeps writes to itself. Recording never changes
+  the user's module or its class, so other threads never see it;
+- a Python function (the jitted one, a module's methods, a helper reached through a global
+  or attribute) runs as a copy whose globals are a dict that notes each global it looks up;
+  its closure cells are guarded as a whole.
 
 Each read becomes one condition (a number or string by type and value, telling -0.0 from 0.0
 and NaN as one value; anything else by identity) in a generated check that runs before the
