@@ -8,6 +8,8 @@ with the trace's metadata and the inputs' version counters with what they were, 
 any violation into an `ExecutorFault` naming the executor, the operation and the user's
 source line. `squall.jit` then replans the entry without that executor for that operation
 and runs the call again, so the caller still gets eager's result (see `JittedFunction`).
+A differentiated program's forward and backward are checked the same way; a fault in the
+backward is handled where it happens, in `loss.backward()` (`squall.pipeline`).
 
 Only the first call of an entry is checked, by default: the check costs a version-counter
 read and a metadata comparison per tensor of each non-torch call, and, so that a call can be

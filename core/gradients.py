@@ -265,7 +265,9 @@ class _Differentiator:
         ctx.scopes[-1].extend(recompute)  # dead code removal keeps what the rules read
         self.rules_used.extend(inner.rules_used)
         grads = inner.backward({p.name: g for p, g in zip(originals, call.cotangents)})
-        return tuple(grads.get(p.name) if p.name in needs_grad else None for p in inputs)
+        # a tensor passed twice (x * x) has its whole gradient in grads: given once, not per place
+        first = {p.name: i for i, p in reversed(list(enumerate(inputs)))}
+        return tuple(grads.get(p.name) if p.name in needs_grad and first[p.name] == i else None for i, p in enumerate(inputs))
 
     def _record_forward(self, bsym: BoundSymbol, rule: GradRule) -> tuple[Any, tuple]:
         ctx = self.trace.context

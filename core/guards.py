@@ -104,9 +104,13 @@ def _viewable(obj: Any) -> bool:
     cls = type(obj)
     if isinstance(obj, torch.nn.Module):
         return True
+    # a class of the user's or a library's (a config); not the standard library's (a
+    # threading.Event's state must stay real) nor torch's
+    package = cls.__module__.partition(".")[0]
     return (
         cls.__new__ is object.__new__
-        and cls.__module__ not in ("builtins", "enum")
+        and package not in sys.stdlib_module_names
+        and package not in ("builtins", "torch", "squall")
         and not isinstance(obj, (type, types.ModuleType, torch.Tensor, BaseException))
         and isinstance(getattr(obj, "__dict__", None), dict)
         and "__slots__" not in cls.__dict__
@@ -255,10 +259,11 @@ class StateRecorder:
         return v
 
     def entry(self, fn: Callable, args: tuple, kwargs: dict) -> tuple[Callable, tuple, dict]:
-        """The callable to trace in place of `fn` (the module, or the function), and its
-        arguments with object arguments replaced by views."""
+        """The callable to trace in place of `fn` (the module's forward, or the function), and
+        its arguments with object arguments replaced by views."""
         if self.module is not None:
-            fn = self.view(self.module, "the module", is_root=True)
+            # its own hooks run eagerly around the compiled forward (squall.wrappers)
+            fn = self.view(self.module, "the module", is_root=True).forward
         elif _user_function(fn):
             fn = self._recording_function(fn)
         elif type(fn) is types.MethodType and _user_function(fn.__func__) and _viewable(fn.__self__):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -24,6 +25,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
+from .aliasing import AliasPattern, alias_guarded, describe_path, same_as_paths
 from .checking import ExecutorFault, check_mode
 from .config import ExecutorPriority, resolve_executors
 from .executor import Executor
@@ -35,6 +37,7 @@ from .rage import record_compilation
 from .sources import load_source
 from .trace import plain_scalar
 from .tracing import argument_names, module_slots
+from .wrappers import call_with_hooks, check_plain_parameters, check_wrapping, hook_dicts
 
 __all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces"]
 
@@ -228,19 +231,34 @@ class JittedFunction:
         self.check = check_mode()  # $SQUALL_CHECK, read when jit is called: first, always or never
         # key -> (executor name, operation ids) kept apart after the executor failed there
         self._exclusions: dict[Any, list[tuple[str, tuple[str, ...]]]] = {}
-        # key -> entries set aside when the state they read changed, newest first
+        # key -> entries set aside when the state they read changed, newest first (squall.guards)
         self._variants: dict[Any, list[CompiledEntry]] = {}
-        self._fresh: Any = None
+        self._fresh: Any = None  # the key whose first call, right after tracing, is running
         self.last_entry: CompiledEntry | None = None
         self.stats = CacheStats()
         self._last_parts: dict[str, Any] | None = None
         self._warned = False
         self._slots: list[tuple[dict, str]] = []
+        self._slot_names: list[str] = []  # "parameter 'lin.weight'", "buffer 'bn.running_mean'"
+        self._slot_paths: list[str] = []  # "lin.weight", "bn.running_mean"
         self._submodules: list[torch.nn.Module] = []
+        # held while compiling (threads that miss on one signature compile it once) and around
+        # calls that write module state (a module's buffers are updated as one step, as in eager)
+        self._compile_lock = threading.RLock()
+        self._state_lock = threading.Lock()
         if self.module is not None:
-            self._slots, _ = module_slots(self.module)
-            self._submodules = list(self.module.modules())
+            check_wrapping(self.module)
+            self._set_layout()
         self.entry_point = self._make_entry_point()
+
+    def _set_layout(self) -> None:
+        """Read where the module's parameters, buffers and tensor attributes are (in place: the
+        entry point holds these lists)."""
+        slots, paths = module_slots(self.module)
+        kinds = lambda store, k: "parameter" if isinstance(store[k], torch.nn.Parameter) else "tensor attribute" if "_parameters" in store else "buffer"
+        self._slots[:], self._slot_paths[:] = slots, paths
+        self._slot_names[:] = [f"{kinds(store, k)} {name!r}" for (store, k), name in zip(slots, paths)]
+        self._submodules[:] = list(self.module.modules())
 
     def _make_entry_point(self) -> Callable:
         """The function users call: the hot path, generated once, closed over this state."""
@@ -278,106 +296,170 @@ class JittedFunction:
             # called from inside a program squall is tracing: trace through it, inline
             original = self.fn
             return (lambda params, *a, **k: original(*a, **k)) if params is not None else original
-        if self.module is not None and [(id(d), k) for d, k in module_slots(self.module)[0]] != [(id(d), k) for d, k in self._slots]:
-            return lambda params, *a, **k: self._relayout(a, k)
-        call_args = (params, *args) if params is not None else args
-        for i, variant in enumerate(self._variants.get(key, ())):
-            guards = state_guards(variant.compilation)
-            if guards.holds(call_args, kwargs):
-                self._variants[key].pop(i)  # its state is back: cached again, not compiled
-                self._insert(key, variant)
-                return self._cache[key][0]
-        start = time.perf_counter()
-        self.stats.misses += 1
-        self._note_changes(args, kwargs)
-        # an executor that failed this signature's checks before (then was evicted) stays out
-        exclusions = self._exclusions.get(key)
-        executors = self._excluding(exclusions) if exclusions else self.executors
-        with record_compilation(self, args, kwargs) as record:  # always on: squall.rage
-            compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module, on_traced=record.traced)
-            record.compiled(compilation)
-        entry = CompiledEntry(compilation, time.perf_counter() - start)
-        self._insert(key, entry)
-        self.last_entry = entry
-        if state_guards(compilation).eager:
-            state_guards(compilation).warn_eager("the module" if self.module is not None else "the function")
-        runner = self._cache[key][0]
+        if self.module is not None:
+            # a wrapper applied after jit (fully_shard on a submodule) is seen here, before tracing it
+            check_wrapping(self.module)
+            check_plain_parameters(self._slot_paths, params)
+        with self._compile_lock:
+            cached = self._cache.get(key)
+            if cached is not None:  # another thread compiled this signature while we waited
+                return cached[0]
+            if self.module is not None and [(id(d), k) for d, k in module_slots(self.module)[0]] != [(id(d), k) for d, k in self._slots]:
+                return lambda params, *a, **k: self._relayout(a, k)
+            call_args = (params, *args) if params is not None else args
+            for i, variant in enumerate(self._variants.get(key, ())):
+                if state_guards(variant.compilation).holds(call_args, kwargs):
+                    self._variants[key].pop(i)  # its state is back: cached again, not compiled
+                    self._insert(key, variant)
+                    return self._cache[key][0]
+            start = time.perf_counter()
+            self.stats.misses += 1
+            self._note_changes(args, kwargs)
+            # an executor that failed this signature's checks before (then was evicted) stays out
+            exclusions = self._exclusions.get(key)
+            executors = self._excluding(exclusions) if exclusions else self.executors
+            with record_compilation(self, args, kwargs) as record:  # always on: squall.rage
+                compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module, on_traced=record.traced)
+                record.compiled(compilation)
+            entry = CompiledEntry(compilation, time.perf_counter() - start)
+            self._insert(key, entry)
+            self.last_entry = entry
+            if state_guards(compilation).eager:
+                state_guards(compilation).warn_eager("the module" if self.module is not None else "the function")
+            runner = self._cache[key][0]
 
-        def first_call(*a, **k):
-            self._fresh = key  # a state check failing now means tracing itself changed the state
-            try:
-                return runner(*a, **k)
-            finally:
-                self._fresh = None
+            def first_call(*a, **k):
+                self._fresh = key  # a state check failing now means tracing itself changed the state
+                try:
+                    return runner(*a, **k)
+                finally:
+                    self._fresh = None
 
-        return record.first_call(first_call)  # the cache holds the runner; this first call is recorded
+            return record.first_call(first_call)  # the cache holds the runner; this first call is recorded
 
     def _runner(self, key: Any, compilation: Compilation) -> Callable:
         """What the cache holds for an entry: its generated function; or, while its non-torch
         calls are to be checked, the checked variant, which replans the entry on a fault and
         (unless $SQUALL_CHECK=always) hands the cache the unchecked one after a clean call.
         Either first checks the Python state the program read (squall.guards)."""
-        checked, plain = compilation.checked, self._guarded(key, compilation, compilation.fn)
+        checked, plain = compilation.checked, self._state_checked(key, compilation, self._guarded(key, compilation, compilation.fn))
         if checked is None or self.check == "never" or state_guards(compilation).eager:
             return plain
-        checked = self._guarded(key, compilation, checked.fn)
         always = self.check == "always"
+        differentiated = compilation.backward is not None
 
         def checked_call(*args, **kwargs):
+            user_args = args[1:] if self.module is not None else args  # a module's get params first
+            if differentiated and compilation.on_backward_fault is None:
+                # a fault in the checked backward comes after this call returns: replan then, for later calls
+                compilation.on_backward_fault = lambda fault: self._replan_after_backward(key, fault, user_args, kwargs)
             try:
-                out = checked(*args, **kwargs)
+                out = checked.fn(*args, **kwargs)
             except ExecutorFault as fault:
-                user_args = args[1:] if self.module is not None else args  # a module's get params first
                 return self._replan(key, fault, user_args, kwargs)(*args, **kwargs)
             cached = self._cache.get(key)
-            if not always and cached is not None and cached[0] is checked_call:
+            if not always and cached is not None and cached[0] is runner:
                 cached[0] = plain  # checked once: later calls run the plain code
             return out
 
-        return checked_call
+        runner = self._state_checked(key, compilation, self._guarded(key, compilation, checked_call))
+        return runner
 
-    def _guarded(self, key: Any, compilation: Compilation, fn: Callable) -> Callable:
-        """`fn` behind the checks of the state its trace read: a failed check compiles again."""
+    def _state_checked(self, key: Any, compilation: Compilation, runner: Callable) -> Callable:
+        """`runner` behind the check of the Python state its trace read, replaying the writes it
+        made (squall.guards): a failed check compiles again. Where an inner submodule has a
+        hook, the module's forward runs eagerly instead."""
         guards = state_guards(compilation)
         if guards.eager:
             module, original = self.module, self.fn
-            fn = (lambda params, *a, **k: module.forward(*a, **k)) if module is not None else original
-        return guards.runner(fn, lambda args, kwargs: self._stale(key, guards, args, kwargs))
+            runner = (lambda params, *a, **k: module.forward(*a, **k)) if module is not None else original
+        return guards.runner(runner, lambda args, kwargs: self._stale(key, guards, args, kwargs))
 
     def _stale(self, key: Any, guards: StateGuards, args: tuple, kwargs: dict) -> Any:
         """A cached entry's state check failed: set it aside (it is picked again when its
         state comes back) and call again, which compiles for the state as it is now."""
         label = guards.failed(args, kwargs) or "the state the program read"
-        if self._fresh == key:
-            raise RuntimeError(
-                f"squall: {label} changed while the program was traced, so no compiled plan can be "
-                "checked against it; the program changes state it also reads (call the original function)"
-            )
-        self.stats.changes[label] = self.stats.changes.get(label, 0) + 1
-        if key in self._cache and self._entries.get(key) is not None:
-            self._evicted_hits += self._cache.pop(key)[1]
-            variants = self._variants.setdefault(key, [])
-            variants.insert(0, self._entries.pop(key))
-            del variants[self.recompile_limit :], self._recency[key]
         user_args = args[1:] if self.module is not None else args
+        if self._fresh == key:
+            # changed between tracing and this first call (another thread, or code tracing ran
+            # that squall does not see): this call runs eagerly, the next compiles again
+            warnings.warn(
+                f"squall: {label} changed while the program was being compiled; this call runs eagerly",
+                SquallWarning,
+                stacklevel=4,
+            )
+            self._stale_entry(key, label)
+            return (self.module.forward if self.module is not None else self.fn)(*user_args, **kwargs)
+        self._stale_entry(key, label)
         return self.entry_point(*user_args, **kwargs)
+
+    def _stale_entry(self, key: Any, label: str) -> None:
+        with self._compile_lock:
+            self.stats.changes[label] = self.stats.changes.get(label, 0) + 1
+            if key in self._cache and self._entries.get(key) is not None:
+                self._evicted_hits += self._cache.pop(key)[1]
+                variants = self._variants.setdefault(key, [])
+                variants.insert(0, self._entries.pop(key))
+                del variants[self.recompile_limit :], self._recency[key]
 
     def _relayout(self, args: tuple, kwargs: dict) -> Any:
         """The module's parameters, buffers or tensor attributes changed place: every entry
         was compiled for the old layout, so all are dropped before the call compiles anew."""
-        slots, _ = module_slots(self.module)
-        self._slots[:] = slots
-        self._submodules[:] = list(self.module.modules())
-        for k in list(self._cache):
-            self._evicted_hits += self._cache.pop(k)[1]
-        self._entries.clear()
-        self._recency.clear()
-        self._variants.clear()
+        with self._compile_lock:
+            self._set_layout()
+            for k in list(self._cache):
+                self._evicted_hits += self._cache.pop(k)[1]
+            self._entries.clear()
+            self._recency.clear()
+            self._variants.clear()
         return self.entry_point(*args, **kwargs)
+
+    def _guarded(self, key: Any, compilation: Compilation, runner: Callable) -> Callable:
+        """`runner` behind what a program that writes its inputs needs: module state written under
+        a lock, and a look at whether the call's tensors share memory (`squall.aliasing`)."""
+        if compilation.writes_module_state:
+            runner = _holding(self._state_lock, runner)
+        if compilation.writes_inputs:
+            paths = [b.path for b in compilation.bindings]
+            variant_for = functools.partial(self._alias_variant, key, compilation)
+            runner = alias_guarded(runner, paths, self.module is not None, variant_for)
+        return runner
+
+    def _alias_variant(self, key: Any, compilation: Compilation, pattern: AliasPattern, args: tuple, kwargs: dict) -> Callable:
+        """The runner for calls whose tensors share memory as `pattern` says: the program traced
+        with one proxy for inputs that are the same tensor; eager, with a warning, for overlapping views."""
+        paths = [b.path for b in compilation.bindings]
+        user_args = args[1:] if self.module is not None else args
+        if pattern[0] == "overlapping":
+            fn = self.module.forward if self.module is not None else self.fn
+            names = argument_names(fn, len(user_args))
+            first, second = (describe_path(paths[i], names, self._slot_names) for i in pattern[1:])
+            warnings.warn(
+                f"squall: {first} and {second} share memory without being the same tensor (overlapping "
+                "views of one tensor), and the program writes into its inputs in place; squall's "
+                "compiled code cannot follow a write through one into the other, so calls like this "
+                "one run eagerly",
+                SquallWarning,
+                stacklevel=4 if self.module is None else 5,
+            )
+            eager = self.module if self.module is not None else self.fn
+            return lambda *a, **k: eager(*(a[1:] if self.module is not None else a), **k)
+        with self._compile_lock:
+            start = time.perf_counter()
+            exclusions = self._exclusions.get(key)
+            executors = self._excluding(exclusions) if exclusions else self.executors
+            variant = compile_program(self.fn, user_args, kwargs, executors=executors, module=self.module, same_as=same_as_paths(pattern, paths))
+            self.last_entry = CompiledEntry(variant, time.perf_counter() - start)
+        fn = variant.fn
+        return self._state_checked(key, variant, _holding(self._state_lock, fn) if variant.writes_module_state else fn)
 
     def _replan(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
         """Compile the entry `key` again without the executor that failed, for the operations it
         failed on; warn; return the new runner (checked again, for the executors left)."""
+        with self._compile_lock:
+            return self._replan_locked(key, fault, args, kwargs)
+
+    def _replan_locked(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
         exclusions = self._exclusions.setdefault(key, [])
         ops = self._ops_to_exclude(key, fault)
         if (fault.executor, ops) in exclusions:
@@ -390,7 +472,7 @@ class JittedFunction:
             f"squall: {fault}. The call is compiled again without {fault.executor!r} {what} "
             "and its result comes from the new plan; the executor's package has a bug to report.",
             SquallWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
         start = time.perf_counter()
         compilation = compile_program(self.fn, args, kwargs, executors=self._excluding(exclusions), module=self.module)
@@ -402,6 +484,15 @@ class JittedFunction:
         if key in self._cache:
             self._cache[key][0] = runner
         return runner
+
+    def _replan_after_backward(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> None:
+        """A fault in the checked backward of `key`'s first call: that backward was computed on
+        torch (squall.pipeline); later calls get a plan without the executor there."""
+        compilation = self._entries[key].compilation if key in self._entries else None
+        if compilation is not None:
+            compilation.on_backward_fault = None  # the replan holds no reference to the first call's inputs
+        with torch.enable_grad():  # a backward runs in no-grad mode; the entry was compiled for training
+            self._replan(key, fault, args, kwargs)
 
     def _ops_to_exclude(self, key: Any, fault: ExecutorFault) -> tuple[str, ...]:
         """The program's operations the executor must not take: those it failed running, or
@@ -486,20 +577,44 @@ class JittedFunction:
         return self.stats
 
 
+def _holding(lock: threading.Lock, fn: Callable) -> Callable:
+    """`fn`, called while holding `lock`."""
+
+    def locked(*args, **kwargs):
+        with lock:
+            return fn(*args, **kwargs)
+
+    locked.__wrapped__ = fn
+    return locked
+
+
 class JittedModule(torch.nn.Module):
-    """An nn.Module whose forward runs compiled; parameters and buffers stay the original's."""
+    """An nn.Module whose forward runs compiled; parameters and buffers stay the original's.
+
+    Hooks on it and on the original's top level run eagerly around the compiled forward at
+    every call, as `nn.Module.__call__` runs them (`squall.wrappers`): that is how DDP and
+    FSDP2 wrap compiled modules. Without hooks a call goes straight to the compiled code.
+    """
 
     def __init__(self, module: torch.nn.Module, jitted: JittedFunction):
         super().__init__()
         self._orig_mod = module
         self._jitted = jitted
+        self._entry_point = jitted.entry_point
+        # every hook dict a call may have to run (torch fills them in place), for one any() per call
+        self._hook_dicts = hook_dicts(self) + hook_dicts(module, with_global=False)
 
     def forward(self, *args, **kwargs):
-        return self._jitted(*args, **kwargs)
+        orig = self._orig_mod
+        if any(hook_dicts(orig, with_global=False)):
+            return call_with_hooks(orig, self._entry_point, args, kwargs)
+        return self._entry_point(*args, **kwargs)
 
     def __call__(self, *args, **kwargs):
-        # skips nn.Module.__call__'s hook machinery: the hot path
-        return self._jitted(*args, **kwargs)
+        # the hot path: nn.Module.__call__'s hook machinery only where there is a hook to run
+        if any(self._hook_dicts):
+            return self._call_impl(*args, **kwargs)
+        return self._entry_point(*args, **kwargs)
 
 
 def jit(

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from .autograd import autograd_function, calling_trace
-from .checking import checked_call, needs_check
+from .checking import ExecutorFault, checked_call, needs_check
 from .codegen import GeneratedFunction, generate
 from .executor import Executor
 from .grad_rules import default_grad_rules
@@ -51,6 +51,9 @@ class Compilation(list):
         self.seconds = seconds
         # the same program with every non-torch call checked (squall.checking); None when it has none
         self.checked = checked
+        # a differentiated program's checked backward runs after the call returns: who hears of
+        # an executor's fault there (squall.jit: it replans the entry)
+        self.on_backward_fault: Callable | None = None
 
     @property
     def traced(self) -> Trace:
@@ -82,6 +85,21 @@ class Compilation(list):
         return "\n".join([self.generated.source, *(part.source for part in self.generated.parts.values())])
 
     @property
+    def writes_inputs(self) -> bool:
+        """Whether the program writes into a tensor it was given (`squall.aliasing` guards it)."""
+        return bool(self._written_places())
+
+    @property
+    def writes_module_state(self) -> bool:
+        """Whether the program writes into a module's parameter or buffer (running statistics)."""
+        return any(path[0] == "params" for path in self._written_places())
+
+    def _written_places(self) -> list[tuple]:
+        context = self.traced.context
+        written = {old.name for old, _ in context.mutated_inputs.values()} if context is not None else set()
+        return [b.path for b in self.bindings if b.proxy.name in written]
+
+    @property
     def fn(self) -> Callable | None:
         return self.generated.fn if self.generated is not None else None
 
@@ -99,16 +117,18 @@ def compile_program(
     module: torch.nn.Module | None = None,
     generate_code: bool = True,
     on_traced: Callable[[Trace], None] | None = None,
+    same_as: dict[tuple, tuple] | None = None,
 ) -> Compilation:
     """Compile `fn(*args, **kwargs)` (or `module(...)`) for the priority list `executors`.
 
     Gradients are planned for when grad mode is on and an input requires grad. With
     `generate_code=False` the pipeline stops after planning (what `explain` shows).
     `on_traced` sees the traced trace before any later stage can fail (compile records).
+    `same_as` names inputs that are the same tensor as an earlier one (`squall.aliasing`).
     """
     seconds: dict[str, Any] = {}
     start = time.perf_counter()
-    traced, bindings = trace_program(fn, args, kwargs, module=module)
+    traced, bindings = trace_program(fn, args, kwargs, module=module, same_as=same_as)
     seconds["trace"] = (now := time.perf_counter()) - start
     if on_traced is not None:
         on_traced(traced)
@@ -174,8 +194,48 @@ def _compile_differentiated(traced, diff, bindings, executors, module, args, kwa
     backward_fn = generate(backward_x, _positional(backward_x), takes_params=False, nargs=len(backward_x.inputs), takes_kwargs=False)
     function = autograd_function(diff, forward_fn.fn, backward_fn.fn, traced.name)
     program = free_after_last_use(calling_trace(traced, function))
-    generated = generate(program, bindings, takes_params=module is not None, nargs=len(args), takes_kwargs=bool(kwargs))
+    layout = dict(takes_params=module is not None, nargs=len(args), takes_kwargs=bool(kwargs))
+    generated = generate(program, bindings, **layout)
     generated.parts = {"forward": forward_fn, "backward": backward_fn}
-    seconds["generate"] = time.perf_counter() - now
     traces = [traced, diff.forward, diff.backward, forward, backward, forward_x, backward_x, program]
-    return Compilation(traces, bindings, generated, seconds)
+    compilation = Compilation(traces, bindings, generated, seconds)
+    if any(map(needs_check, forward_x.bsyms)) or any(map(needs_check, backward_x.bsyms)):
+        compilation.checked = _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, layout, executors)
+    seconds["generate"] = time.perf_counter() - now
+    return compilation
+
+
+def _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, layout, executors) -> GeneratedFunction:
+    """The program with every non-torch call of its forward and backward checked.
+
+    A fault in the forward is raised from the call, as for any program (squall.jit replans
+    and runs it again). A fault in the backward surfaces in `loss.backward()`, when the call
+    has long returned: that backward is computed again on the torch executor alone from the
+    same saved tensors (its gradients stay eager's), the fault is reported to
+    `compilation.on_backward_fault` (squall.jit replans the entry for later calls).
+    """
+    forward_fn = generate(forward_x, _positional(forward_x), takes_params=False, nargs=len(forward_x.inputs), takes_kwargs=False, wrap=checked_call)
+    backward_fn = generate(backward_x, _positional(backward_x), takes_params=False, nargs=len(backward_x.inputs), takes_kwargs=False, wrap=checked_call)
+    on_torch: list[Callable] = []
+
+    def backward(*saved_and_cotangents):
+        try:
+            grads = backward_fn.fn(*saved_and_cotangents)
+        except ExecutorFault as fault:
+            if not on_torch:
+                replanned = free_after_last_use(plan(diff.backward, [ex for ex in executors if ex.name == "torch"]))
+                on_torch.append(generate(replanned, _positional(replanned), takes_params=False, nargs=len(replanned.inputs), takes_kwargs=False).fn)
+            report = compilation.on_backward_fault
+            if report is not None:
+                report(fault)
+            else:
+                warnings.warn(f"squall: {fault}; this backward was computed on the torch executor instead", SquallWarning, stacklevel=2)
+            return on_torch[0](*saved_and_cotangents)
+        compilation.on_backward_fault = None  # a clean backward: nothing holds the call's inputs any more
+        return grads
+
+    function = autograd_function(diff, forward_fn.fn, backward, compilation.traced.name)
+    program = free_after_last_use(calling_trace(compilation.traced, function))
+    checked = generate(program, bindings, **layout)
+    checked.parts = {"forward": forward_fn, "backward": backward_fn}
+    return checked

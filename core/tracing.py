@@ -20,10 +20,11 @@ from torch.utils._pytree import tree_map
 
 from . import ltorch
 from .guards import StateRecorder
-from .ltorch.base import TorchLanguage, TracingMode, check_not_stale
+from .ltorch.base import TorchLanguage, TracingMode
 from .prims import copy_
 from .proxies import TensorProxy, tracing
 from .trace import Trace
+from .views import ViewTracker
 
 __all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names"]
 
@@ -39,17 +40,14 @@ class TracingContext:
         self.dispatch = dispatch
         self.constants: dict[str, Any] = {}
         self._constant_proxies: dict[int, TensorProxy] = {}
+        self.substitutes: dict[int, torch.Tensor] = {}  # id -> a module's tensor an input proxy stands for
         self.inputs: list[TensorProxy] = []
         # an input or constant that an in-place op changed: its name -> (its proxy, the handle
         # that holds its newest value); the value is copied back when the program ends
         self.mutated_inputs: dict[str, tuple[TensorProxy, TensorProxy]] = {}
-        # Views: torch lets a view and its base share memory, a functional trace cannot.
-        # After an in-place op through one of them, the others hold stale values; using
-        # one is an error (see ltorch.base) rather than a silently different result.
-        self.view_base: dict[int, TensorProxy] = {}  # id(view) -> the root tensor it views
-        self.view_family: dict[int, list[TensorProxy]] = {}  # id(root) -> [root, views...]
-        self.stale: dict[int, str] = {}  # id(proxy) -> why its value is out of date
-        self.state: StateRecorder | None = None  # the Python state the program reads and writes
+        # views and what a write through one changes (squall.views)
+        self.views = ViewTracker(self)
+        self.state: StateRecorder | None = None  # the Python state the program reads and writes (squall.guards)
 
     def rebind(self, handle: TensorProxy, value: TensorProxy) -> TensorProxy:
         """Make `handle` (a proxy the program holds) stand for `value` from now on.
@@ -63,8 +61,9 @@ class TracingContext:
         for scope in self.scopes:
             scope[:] = [bsym.swap_proxies(mapping) for bsym in scope]
         if any(x is handle for x in self.inputs) or handle.name in self.constants:
+            # the real tensor (a captured constant, a module's parameter or buffer) keeps mapping
+            # to `handle`, which holds its newest value from now on
             self.inputs = [old if x is handle else x for x in self.inputs]
-            self._constant_proxies = {k: (old if v is handle else v) for k, v in self._constant_proxies.items()}
             self.mutated_inputs[old.name] = (old, handle)
         # a handle rebound a second time keeps its write-back entry: it holds the newest value
         handle.name = value.name
@@ -79,8 +78,15 @@ class TracingContext:
         self._counters[prefix] = n + 1
         return f"{prefix}{n}"
 
+    def substitute(self, real: torch.Tensor, proxy: TensorProxy) -> None:
+        """Let `proxy` (an input) stand for the real tensor `real` wherever the program uses it:
+        how a module's parameters and buffers are traced without touching the module."""
+        self._constant_proxies[id(real)] = proxy
+        self.substitutes[id(real)] = real  # kept alive, so its id is not reused while tracing
+
     def constant(self, value: torch.Tensor) -> TensorProxy:
-        """The proxy standing for a real tensor the program captured (a global, a default)."""
+        """The proxy standing for a real tensor the program captured (a global, a default),
+        or for a module's parameter or buffer (`substitute`)."""
         p = self._constant_proxies.get(id(value))
         if p is None:
             p = TensorProxy(
@@ -155,19 +161,15 @@ def argument_names(fn: Callable, nargs: int) -> list[str]:
 # --- tracing ----------------------------------------------------------------------------------
 
 
-def _tensor_stores(sub: torch.nn.Module) -> tuple[dict, ...]:
-    # a plain tensor attribute (`self.mask = ...`) is an input like a buffer: read at every
-    # call, so a program that sets it (`self.count = self.count + 1`) sees the new value
-    return (sub._parameters, sub._buffers, sub.__dict__)
-
-
 def module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[str]]:
-    """One (owner dict, key) slot and one dotted name per distinct parameter, buffer or tensor attribute."""
+    """One (owner dict, key) slot and one dotted name per distinct parameter, buffer or tensor
+    attribute: a plain tensor attribute (`self.mask = ...`) is an input like a buffer, read at
+    every call, so a program that sets it (`self.count = self.count + 1`) sees the new value."""
     slots: list[tuple[dict, str]] = []
     names: list[str] = []
     seen: set[int] = set()
     for prefix, sub in module.named_modules(remove_duplicate=False):
-        for store in _tensor_stores(sub):
+        for store in (sub._parameters, sub._buffers, sub.__dict__):
             for key, value in store.items():
                 if not isinstance(value, torch.Tensor) or id(value) in seen:
                     continue
@@ -184,25 +186,36 @@ def trace_program(
     *,
     module: torch.nn.Module | None = None,
     name: str = "computation",
+    same_as: dict[tuple, tuple] | None = None,
 ) -> tuple[Trace, list[InputBinding]]:
     """Trace `fn(*args, **kwargs)` (or `module(...)`) into a Trace of ltorch calls.
 
     Tensors in the arguments become input proxies; so do TensorProxy stand-ins, which
-    let a plugin trace a program for a CUDA device on a machine without one.
+    let a plugin trace a program for a device this machine lacks. A module's parameters
+    and buffers become input proxies through the tracing context (`TracingContext.substitute`):
+    the module itself is never changed, so other threads may call it while it is traced.
+    `same_as` maps an input's path to the path of an earlier input that is the same tensor
+    (`squall.aliasing`): both get one proxy, so an in-place update through one is seen
+    through the other, as in eager.
     """
     language = TorchLanguage(_torch_table())
     ctx = TracingContext(language.dispatch)
     taken: set[str] = set()
     paths: list[tuple] = []
+    same_as = same_as or {}
+    by_path: dict[tuple, TensorProxy] = {}
 
     def proxify(x, path: tuple, hint: str):
         # a TensorProxy given as an input stands in for a tensor of its metadata (and name):
         # it lets a program be traced for a device this machine lacks
         if isinstance(x, (torch.Tensor, TensorProxy)):
+            if path in same_as:
+                return by_path[same_as[path]]
             name = _local_name(x.name if isinstance(x, TensorProxy) else hint, taken)
             p = TensorProxy(name, shape=x.shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad)
             ctx.inputs.append(p)
             paths.append(path)
+            by_path[path] = p
             return p
         if type(x) in (list, tuple):
             return type(x)(proxify(v, (*path, i), f"{hint}_{i}") for i, v in enumerate(x))
@@ -211,42 +224,30 @@ def trace_program(
             return {k: proxify(v, (*path, k), f"{hint}_{k if type(k) in (str, int) else i}") for i, (k, v) in enumerate(x.items())}
         return x
 
-    swapped: list[tuple[dict, str, Any]] = []
     with tracing(ctx):
         if module is not None:
             slots, names = module_slots(module)
             for i, ((store, key), dotted) in enumerate(zip(slots, names)):
                 real = store[key]
-                proxy = proxify(real, ("params", i), "p_" + dotted)
-                # every slot holding this tensor (tied weights) sees the same proxy
-                for prefix, sub in module.named_modules(remove_duplicate=False):
-                    for other in _tensor_stores(sub):
-                        for k, v in other.items():
-                            if v is real:
-                                swapped.append((other, k, v))
-                                other[k] = proxy
+                # every slot holding this tensor (tied weights) is the same object, so one proxy
+                ctx.substitute(real, proxify(real, ("params", i), "p_" + dotted))
         arg_names = argument_names(module.forward if module is not None else fn, len(args))
         p_args = tuple(proxify(a, ("args", i), arg_names[i]) for i, a in enumerate(args))
         p_kwargs = {k: proxify(v, ("kwargs", k), k) for k, v in kwargs.items()}
         # what the program reads and writes besides its inputs (squall.guards): ctx.state
         ctx.state = StateRecorder(module, arg_offset=int(module is not None))
         target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
-        try:
-            with TracingMode(language):
-                result = ctx.state.finish(target(*p_args, **p_kwargs))
-                result = tree_map(lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x, result)
-                if ctx.stale:
-                    check_not_stale(ctx, "the function's output", result)
-                    check_not_stale(ctx, "a tensor passed in (eager would modify it)", ctx.inputs)
-                for original, handle in ctx.mutated_inputs.values():
-                    copy_(original, handle)
-        finally:
-            for store, key, value in reversed(swapped):
-                store[key] = value
+        with TracingMode(language):
+            # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.wrappers)
+            result = ctx.state.finish(target(*p_args, **p_kwargs))
+            result = tree_map(lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x, result)
+            if ctx.views.stale:
+                ctx.views.refresh(result, "the function's output")  # a view of a tensor changed since it was taken
+                ctx.views.refresh((ctx.inputs, list(ctx._constant_proxies.values())), "a tensor passed in (eager would modify it)")
+            for original, handle in ctx.mutated_inputs.values():
+                copy_(original, handle)
     bindings = [InputBinding(p, path) for p, path in zip(ctx.inputs, paths)]
     traced = module if module is not None else fn
     what = getattr(traced, "__qualname__", None) or type(traced).__qualname__
     trace = Trace(name, list(ctx.inputs), ctx.scopes[0], result, constants=ctx.constants, context=ctx, provenance=f"traced from {what}")
     return trace, bindings
-
-

@@ -169,3 +169,28 @@ def test_a_module_entry_is_replanned_too():
     with torch.no_grad(), pytest.warns(squall.SquallWarning, match="executor 'faulty' raised RuntimeError"):
         assert_close(jm(x), module(x))
     assert jm._jitted.cache_info().replans == 1
+
+
+def test_a_fault_in_the_backward_is_named_and_the_gradient_is_eagers():
+    def mul_of_wrong_shape(a, b):
+        return (a * b).reshape(-1)  # a plugin bug
+
+    def loss(x):
+        return torch.exp(x).sum()
+
+    # the backward's only multiplication (cotangent * exp(x)) is a prim the vendor takes
+    jf = squall.jit(loss, executors=[vendor("faulty", mul_of_wrong_shape, op="prims.mul"), "torch"])
+    x = torch.randn(3, 4, requires_grad=True)
+    expected = torch.autograd.grad(loss(x), x)[0]
+    out = jf(x)
+    assert [d.executor for d in squall.last_traces(jf).plan.decisions] == ["torch", "torch"]  # a clean forward
+    with pytest.warns(squall.SquallWarning, match=r"executor 'faulty' returned cpu torch.float32 \[12\] for t\d+, where the trace says cpu torch.float32 \[3, 4\], running prims.mul"):
+        got = torch.autograd.grad(out, x)[0]
+    assert_close(out, loss(x))
+    assert_close(got, expected)
+    assert jf.cache_info().replans == 1
+    backward = squall.last_traces(jf).backward
+    assert all(b.executor.name == "torch" for b in backward.bsyms if b.executor is not None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_close(torch.autograd.grad(jf(x), x)[0], expected)  # replanned: no fault, no warning

@@ -291,3 +291,16 @@ def test_gradients_at_edges(name: str):
     info = OpInfo(name, fn, lambda dtype, device: [sample])
     for config in CONFIGS:
         assert check_gradients(info, config, sample, torch.float64) == "compared"
+
+
+def test_a_tensor_used_twice_in_one_call_gets_its_gradient_once():
+    # an op differentiated through its decomposition (ltorch.mul here) with the same tensor
+    # in two places: its gradient is the sum over the places, not that sum once per place
+    def f(x):
+        y = x * 2
+        return (y * y).sum()
+
+    x = torch.randn(2, 3, requires_grad=True)
+    expected = torch.autograd.grad(f(x), x)[0]
+    got = torch.autograd.grad(squall.jit(f)(x), x)[0]
+    torch.testing.assert_close(got, expected)

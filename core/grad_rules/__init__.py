@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 from ..gradients import GradRules
+from .collectives import register_collective_rules
 from .ltorch import register_ltorch_rules
 from .prims import register_prim_rules
 
@@ -17,4 +18,5 @@ def default_grad_rules() -> GradRules:
     rules = GradRules()
     register_prim_rules(rules)
     register_ltorch_rules(rules)
+    register_collective_rules(rules)
     return rules

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from types import ModuleType
 
-from . import activations, attention, conversions, convolution, einsum, elementwise_binary, elementwise_unary, factories, flips, indexing, joins_and_splits, linear, losses, matmul, normalization, padding, pooling, random_ops, reductions, resizing, shape, softmax, sorting, subscript, vector_norms
+from . import activations, attention, collectives, conversions, convolution, einsum, elementwise_binary, elementwise_unary, factories, flips, indexing, joins_and_splits, linear, losses, matmul, normalization, padding, pooling, random_ops, reductions, resizing, shape, softmax, sorting, subscript, vector_norms
 from .base import DataDependentError, SquallWarning, TorchLanguage, TracingMode, qualified_name, torchsymbol
 from .functionalization import TorchForm
 from ..symbol import Symbol
@@ -21,11 +21,12 @@ from ..symbol import Symbol
 MODULES: tuple[ModuleType, ...] = (
     elementwise_unary, elementwise_binary, conversions, factories, random_ops, reductions, sorting,
     vector_norms, shape, joins_and_splits, flips, padding, subscript, indexing, matmul, einsum, linear,
-    convolution, pooling, resizing, attention, activations, softmax, normalization, losses,
+    convolution, pooling, resizing, attention, activations, softmax, normalization, losses, collectives,
 )  # fmt: skip
 
 from .activations import *  # noqa: E402,F401,F403
 from .attention import *  # noqa: E402,F401,F403
+from .collectives import *  # noqa: E402,F401,F403
 from .conversions import *  # noqa: E402,F401,F403
 from .convolution import *  # noqa: E402,F401,F403
 from .einsum import *  # noqa: E402,F401,F403

@@ -17,7 +17,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .functionalization import VIEW_OPS, check_not_stale, note_views, opaque_writes
+from .functionalization import opaque_writes
 from .torchnames import qualified_name
 from ..proxies import TensorProxy, current_context
 from ..symbol import Symbol, Tags
@@ -95,6 +95,16 @@ def _scan(values, has_proxy: bool, has_tensor: bool) -> tuple[bool, bool]:
     return has_proxy, has_tensor
 
 
+def _tensor_attribute(func: Callable) -> tuple[str, bool] | None:
+    """(name, is a getter) when `func` is a torch.Tensor method or property getter."""
+    if getattr(func, "__name__", None) == "__get__":
+        owner = getattr(func, "__self__", None)
+        name = getattr(owner, "__name__", None) or getattr(getattr(owner, "fget", None), "__name__", None)
+        return (name, True) if name and torch.Tensor.__dict__.get(name, getattr(torch.Tensor, name, None)) is owner else None
+    name = getattr(func, "__name__", None)
+    return (name, False) if name and getattr(torch.Tensor, name, None) is func else None
+
+
 class TorchLanguage:
     """Routes torch calls made while tracing to ltorch ops, or to opaque torch ops."""
 
@@ -108,17 +118,32 @@ class TorchLanguage:
         has_proxy, has_tensor = _scan(args, False, False)
         if kwargs:
             has_proxy, has_tensor = _scan(kwargs.values(), has_proxy, has_tensor)
+        ctx = current_context()
+        if has_proxy and ctx.views.stale:
+            ctx.views.refresh((args, kwargs), qualified_name(func))  # views whose base changed since: regenerated first
         if op is not None:
-            ctx = current_context()
             if has_tensor:
                 as_proxy = lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x
                 args, kwargs = tree_map(as_proxy, args), tree_map(as_proxy, kwargs)
-            if ctx.stale:
-                check_not_stale(ctx, qualified_name(func), (args, kwargs))
+                if ctx.views.stale:
+                    ctx.views.refresh((args, kwargs), qualified_name(func))
             out = op(*args, **kwargs)
-            if getattr(op, "id", None) in VIEW_OPS:
-                note_views(ctx, op, args, out)
+            ctx.views.note(op, args, kwargs, out)
             return out
+        if has_tensor:
+            if ctx.substitutes:
+                # a module's parameter or buffer (real, the module is never touched): its input proxy
+                swap = lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) and id(x) in ctx.substitutes else x
+                args, kwargs = tree_map(swap, args), tree_map(swap, kwargs)
+                attribute = _tensor_attribute(func) if args and type(args[0]) is TensorProxy else None
+                if attribute is not None:
+                    # what the proxy answers itself (`weight.shape`, `weight.size(0)`), or traces
+                    name, is_getter = attribute
+                    value = getattr(args[0], name)
+                    return value if is_getter else value(*args[1:], **kwargs)
+                has_proxy, _ = _scan((args, kwargs.values()), has_proxy, False)
+                if has_proxy and ctx.views.stale:
+                    ctx.views.refresh((args, kwargs), qualified_name(func))
         if not has_proxy:
             # A torch call on constants only (a property of a captured tensor, torch.finfo, ...)
             return func(*args, **kwargs)

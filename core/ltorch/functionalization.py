@@ -20,11 +20,10 @@ also answer a call without recording anything (`x.to(x.dtype)` is `x`, as torch 
 the dispatcher runs them on the meta device, and an argument whose version counter
 moved was modified in place (`opaque_writes`).
 
-**Views.** The torch ops in `VIEW_OPS` return tensors sharing memory with their input;
-`note_views` records each view's root tensor. An in-place op through one member of such
-a family leaves the others stale, since the functional trace does not propagate the
-write to them; reading a stale tensor later is an error (`check_not_stale`) rather than
-a silently different result.
+**Views.** A view shares memory with its base: `squall.views.ViewTracker` records each
+view's root and the view calls that lead to it, applies a write through a view to its
+root (scattered back through each call's inverse), and regenerates the root's other views
+from its newest value before their next use, as PyTorch's functionalization does.
 """
 from __future__ import annotations
 
@@ -32,14 +31,13 @@ import inspect
 from collections.abc import Callable, Iterable
 
 import torch
-from torch.utils._pytree import tree_flatten
 
 from .. import prims
 from .torchnames import qualified_name
 from ..proxies import TensorProxy, current_context
 from ..symbol import Symbol
 
-__all__ = ["TorchForm", "inplace", "rebind_inplace", "VIEW_OPS", "note_views", "check_not_stale", "opaque_writes"]
+__all__ = ["TorchForm", "inplace", "rebind_inplace", "opaque_writes"]
 
 
 class TorchForm(Symbol):
@@ -181,49 +179,8 @@ def rebind_inplace(name: str, a, value):
         if not torch.can_cast(value.dtype, a.dtype):
             raise RuntimeError(f"{name}: result type {value.dtype} can't be cast to the desired output type {a.dtype}")
         value = prims.convert_element_type(value, a.dtype)
-    ctx = current_context()
-    root = ctx.view_base.get(id(a), a)
-    for other in ctx.view_family.get(id(root), ()):
-        if other is not a:
-            ctx.stale[id(other)] = (
-                f"{name} modified {'its base' if other is root else 'another view of the same tensor'} in place"
-            )
-    return ctx.rebind(a, value)
-
-
-# ltorch ops whose torch counterparts return views sharing memory with their input.
-VIEW_OPS = frozenset(
-    f"torch.{name}"
-    for name in """Tensor.view Tensor.view_as Tensor.reshape Tensor.reshape_as Tensor.flatten Tensor.unflatten
-    Tensor.squeeze Tensor.unsqueeze Tensor.permute Tensor.expand Tensor.expand_as Tensor.split Tensor.unfold
-    Tensor.T Tensor.mT Tensor.H Tensor.mH Tensor.__getitem__ transpose swapaxes swapdims t movedim diagonal
-    narrow split chunk unbind tensor_split broadcast_to broadcast_tensors""".split()
-)
-
-
-def note_views(ctx, op, args: tuple, out) -> None:
-    """Record that the tensors `op` returned view its first tensor argument."""
-    base = next((x for x in args if isinstance(x, TensorProxy)), None)
-    if base is None:
-        return
-    root = ctx.view_base.get(id(base), base)
-    family = ctx.view_family.setdefault(id(root), [root])
-    for view in tree_flatten(out)[0]:
-        if isinstance(view, TensorProxy) and view is not base:
-            ctx.view_base[id(view)] = root
-            family.append(view)
-
-
-def check_not_stale(ctx, name: str, values) -> None:
-    """Refuse a tensor whose value an in-place op through an aliasing view has changed."""
-    for x in tree_flatten(values)[0]:
-        why = ctx.stale.get(id(x)) if isinstance(x, TensorProxy) else None
-        if why is not None:
-            raise NotImplementedError(
-                f"squall: {name} uses tensor {x.name}, but {why}; in eager PyTorch the two share "
-                "memory, which squall's functional traces do not model. Write the in-place op out of "
-                "place (y = y.add(1)), or apply it to the tensor you read afterwards."
-            )
+    # a view's base and the base's other views follow the write (squall.views)
+    return current_context().views.write(name, a, value)
 
 
 def opaque_writes(name: str, metas: list[tuple[TensorProxy, torch.Tensor, int]], meta_out, result):

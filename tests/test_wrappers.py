@@ -1,0 +1,109 @@
+"""Hooks on a compiled module and on the module it compiles run eagerly at every call,
+around the compiled forward, as nn.Module.__call__ runs them (squall.wrappers)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import squall
+
+
+def _model() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+
+
+@pytest.mark.parametrize("on", ["jitted", "original"])
+def test_forward_hooks_run_at_every_call(on):
+    eager = _model()
+    model = _model()
+    model.load_state_dict(eager.state_dict())
+    compiled = squall.jit(model)
+    calls = []
+
+    def pre(module, args):
+        calls.append("pre")
+        return (args[0] * 2,)
+
+    def post(module, args, output):
+        calls.append("post")
+        return output + 1
+
+    target = compiled if on == "jitted" else model
+    handles = [target.register_forward_pre_hook(pre), target.register_forward_hook(post)]
+    eager.register_forward_pre_hook(pre)
+    eager.register_forward_hook(post)
+    x = torch.randn(2, 4)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), eager(x))
+    assert calls == ["pre", "post"] * 6  # eager's three calls and the compiled module's three
+    for h in handles:
+        h.remove()
+    calls.clear()
+    torch.testing.assert_close(compiled(x), model(x))  # no hook left: the plain compiled forward
+    assert calls == []
+
+
+def test_hooks_with_kwargs_and_always_call():
+    model = _model()
+    compiled = squall.jit(model)
+    seen = []
+
+    def pre(module, args, kwargs):
+        seen.append(sorted(kwargs))
+        return (args[0] + 1,), {}
+
+    def post(module, args, kwargs, output):
+        seen.append("post")
+
+    model.register_forward_pre_hook(pre, with_kwargs=True)
+    model.register_forward_hook(post, with_kwargs=True, always_call=True)
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model.forward(x + 1))
+    assert seen == [[], "post"]
+    seen.clear()
+    with pytest.raises(RuntimeError):
+        compiled(torch.randn(2, 5))  # a shape the linear layer refuses: the always_call hook still runs
+    assert seen == [[], "post"]
+
+
+def test_full_backward_hook_sees_eager_gradients():
+    eager = _model()
+    model = _model()
+    model.load_state_dict(eager.state_dict())
+    compiled = squall.jit(model)
+    grads = {"eager": [], "compiled": []}
+    eager.register_full_backward_hook(lambda m, gi, go: grads["eager"].append((gi[0].clone(), go[0].clone())))
+    model.register_full_backward_hook(lambda m, gi, go: grads["compiled"].append((gi[0].clone(), go[0].clone())))
+    x = torch.randn(2, 4, requires_grad=True)
+    eager(x).pow(2).sum().backward()
+    compiled(x).pow(2).sum().backward()
+    assert len(grads["compiled"]) == 1
+    torch.testing.assert_close(grads["compiled"], grads["eager"])
+
+
+def test_global_forward_hook_runs_once_per_call():
+    compiled = squall.jit(_model())
+    with torch.no_grad():
+        compiled(torch.randn(2, 4))  # compiled first: hooks on inner modules at tracing are another matter
+    calls = []
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda m, a, o: calls.append(type(m).__name__))
+    try:
+        with torch.no_grad():
+            compiled(torch.randn(2, 4))
+            compiled(torch.randn(2, 4))
+    finally:
+        handle.remove()
+    assert calls == ["JittedModule", "JittedModule"]
+
+
+def test_hooks_are_not_traced():
+    model = _model()
+    compiled = squall.jit(model)
+    model.register_forward_hook(lambda m, a, o: o * 3)
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        out = compiled(x)
+        torch.testing.assert_close(out, model(x))
+    ops = [b.sym.id for b in squall.last_traces(compiled).traced.bsyms]
+    assert "torch.mul" not in ops and "torch.Tensor.__mul__" not in ops
