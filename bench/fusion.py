@@ -4,10 +4,15 @@
     python bench/fusion.py --first-call-only CONTENDER WORKLOAD   # one first call, as JSON (used by the above)
 
 One thread, best of three rounds. Per-call times are measured in this process, with squall's
-and inductor's caches in fresh temporary folders. Each contender's first call is measured in a
+and inductor's caches in fresh temporary folders; squall's entries are measured after their
+background upgrade (squall.tiers) is done. Each contender's first call is measured in a
 fresh process of its own (`--first-call-only`), so no contender warms a cache for another:
 "cold" with empty inductor and squall caches (fresh temporary folders), then "warm disk" in a
 second fresh process sharing that contender's now-filled caches (what a user's next run pays).
+For squall with inductor (tiered, the default) the child then keeps calling, as a user's loop
+would, until the background upgrade is done: the calls it took and the wall time from the
+first call's start are "time to fused speed". `squall(inductor,wait)` is wait=True: everything
+compiled, timed and judged before the first call returns.
 Last, squall-with-inductor compile time for 1, 4 and 16 stacked identical GPT blocks (fresh
 executor, no remembered choices, inductor's graph cache off, so each depth pays for its own
 compilations).
@@ -29,6 +34,8 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", nargs="*", default=None, help="workloads to run (default: all)")
     parser.add_argument("--skip-depth", action="store_true", help="skip the 1/4/16-block compile-time section")
+    parser.add_argument("--skip-per-call", action="store_true", help="skip the per-call table")
+    parser.add_argument("--skip-fresh", action="store_true", help="skip the first calls in fresh processes (minutes each)")
     parser.add_argument("--skip-first-call", action="store_true", help="skip the first-call section (fresh processes)")
     parser.add_argument("--first-call-only", nargs=2, metavar=("CONTENDER", "WORKLOAD"),
                         help="time one contender's first call on one workload in this process; print JSON")
@@ -55,6 +62,14 @@ def first_call(fn, args) -> tuple[float, object]:
     return time.perf_counter() - start, out
 
 
+def add(a, b):
+    return a + b
+
+
+def mlp_issue(x, w1, b1, w2, b2):
+    return F.gelu(x @ w1 + b1) @ w2 + b2
+
+
 def elementwise(x, w, b):
     return F.gelu(x * w + b) * torch.sigmoid(x)
 
@@ -79,6 +94,8 @@ def cross_entropy(logits, target):
 
 
 WORKLOADS = {
+    "add": "a + b (64x1024)",
+    "mlp_issue": "gelu(x@W1+b1)@W2+b2 (256x512, 2048)",
     "elementwise": "elementwise (64x1024)",
     "softmax": "softmax (64x1024)",
     "mlp": "layer_norm+gelu MLP (4x128x256)",
@@ -90,6 +107,11 @@ WORKLOADS = {
 def make_workload(key: str):
     """(function or module, example inputs) for one workload, the same in every process."""
     torch.manual_seed(0)
+    if key == "add":
+        return add, (torch.randn(64, 1024), torch.randn(64, 1024))
+    if key == "mlp_issue":
+        return mlp_issue, (torch.randn(256, 512), torch.randn(512, 2048) / 20, torch.randn(2048),
+                           torch.randn(2048, 512) / 40, torch.randn(512))
     if key == "elementwise":
         return elementwise, (torch.randn(64, 1024), torch.randn(1024), torch.randn(1024))
     if key == "softmax":
@@ -116,6 +138,7 @@ def contenders(fn) -> dict:
         "torch.compile": lambda: torch.compile(fn),
         "squall(torch)": lambda: squall.jit(fn, executors=["torch"]),
         "squall(inductor)": lambda: squall.jit(fn, executors=["inductor", "torch"]),
+        "squall(inductor,wait)": lambda: squall.jit(fn, executors=["inductor", "torch"], wait=True),
         "squall(inductor+mm)": inductor_mm,
     }
 
@@ -127,11 +150,23 @@ def first_call_only(contender: str, key: str) -> int:
     make = contenders(fn)[contender]
     with torch.no_grad():
         start = time.perf_counter()
-        out = make()(*args)
+        compiled = make()
+        out = compiled(*args)
         seconds = time.perf_counter() - start
+        result = {"contender": contender, "workload": key, "seconds": seconds}
+        if contender.startswith("squall") and squall.upgrades(compiled):
+            # a user's loop: call until the background upgrade is done (time to fused speed)
+            calls = 1
+            while not squall.upgrades(compiled)[0].done.is_set():
+                compiled(*args)
+                calls += 1
+            upgrade = squall.upgrades(compiled)[0]
+            result.update(calls_to_fused=calls, seconds_to_fused=time.perf_counter() - start,
+                          upgrade=upgrade.status, upgrade_reason=upgrade.reason)
         # checked after timing, so eager's own warm-up does not help the contender
         torch.testing.assert_close(out, fn(*args), rtol=1e-4, atol=1e-4)
-    print(json.dumps({"contender": contender, "workload": key, "seconds": seconds}))
+        torch.testing.assert_close(compiled(*args), fn(*args), rtol=1e-4, atol=1e-4)
+    print(json.dumps(result))
     return 0
 
 
@@ -143,15 +178,18 @@ def first_calls_in_fresh_processes(keys, labels) -> dict:
             env = dict(os.environ)
             env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-first-inductor-")
             env["SQUALL_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-first-squall-")
-            times = []
+            runs = []
             for _ in ("cold", "warm disk"):
                 done = subprocess.run([sys.executable, os.path.abspath(__file__), "--first-call-only", label, key],
                                       capture_output=True, text=True, env=env, timeout=900)
                 if done.returncode != 0:
                     raise RuntimeError(f"first call of {label} on {key} failed:\n{done.stderr[-3000:]}")
-                times.append(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
-            results[(key, label)] = tuple(times)
-            print(f"  first call {label} on {key}: cold {times[0]:.2f} s, warm disk {times[1]:.2f} s", file=sys.stderr)
+                runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            results[(key, label)] = tuple(runs)
+            print(f"  first call {label} on {key}: " + "; ".join(
+                f"{when} {r['seconds']:.3f} s" + (f", fused after {r['calls_to_fused']} calls / {r['seconds_to_fused']:.2f} s "
+                                                  f"({r['upgrade']}: {r['upgrade_reason']})" if "upgrade" in r else "")
+                for when, r in zip(("cold", "warm"), runs)), file=sys.stderr)
     return results
 
 
@@ -166,9 +204,14 @@ def run_workload(key, rounds, budget_s: float = 0.6):
     expected = fn(*args)
     compiled = {}
     for label, make in contenders(fn).items():
+        if label.endswith(",wait)"):
+            continue  # the same plan as the tiered contender, paid up front: only its first call differs
         compiled[label] = make()
         out = compiled[label](*args)  # compiles; not timed here (see the first-call section)
         torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+        if label.startswith("squall"):
+            squall.wait_for_upgrades(compiled[label])  # per-call speed is what runs after the upgrade
+            torch.testing.assert_close(compiled[label](*args), expected, rtol=1e-4, atol=1e-4)
         if label.startswith("squall(inductor"):
             row[f"{label} regions"] = len(squall.last_traces(compiled[label]).plan.regions)
     number = {}
@@ -187,6 +230,24 @@ def run_workload(key, rounds, budget_s: float = 0.6):
     return row
 
 
+def warm_process_first_calls(keys, rounds: int = 5) -> dict:
+    """{workload: (squall(torch) s, squall(inductor) tiered s)}: the first call of a fresh
+    squall.jit in this already-warm process, best of `rounds`, the two alternating; each
+    tiered one's background upgrade is awaited (not timed) before the next round."""
+    results = {}
+    for key in keys:
+        fn, args = make_workload(key)
+        best = {"torch": math.inf, "tiered": math.inf}
+        for _ in range(rounds):
+            for label, executors in (("torch", ["torch"]), ("tiered", ["inductor", "torch"])):
+                jitted = squall.jit(fn, executors=executors)
+                seconds, _ = first_call(jitted, args)
+                best[label] = min(best[label], seconds)
+                squall.wait_for_upgrades(jitted)
+        results[key] = (best["torch"], best["tiered"])
+    return results
+
+
 def depth_section(rounds):
     from squall_inductor import InductorExecutor
 
@@ -200,7 +261,7 @@ def depth_section(rounds):
             torch.manual_seed(0)
             model = torch.nn.Sequential(*[Block(cfg) for _ in range(depth)]).eval()
             ex = InductorExecutor(choices_path=None)  # nothing remembered, nothing compiled yet
-            jitted = squall.jit(model, executors=[ex, "torch"])
+            jitted = squall.jit(model, executors=[ex, "torch"], wait=True)
             seconds, out = first_call(jitted, (x,))
             torch.testing.assert_close(out, model(x), rtol=1e-4, atol=1e-4)
             plan = squall.last_traces(jitted).plan
@@ -221,7 +282,7 @@ def main() -> int:
     rows = []
     with torch.no_grad():
         keys = [k for k in WORKLOADS if ARGS.only is None or k in ARGS.only]
-        for key in keys:
+        for key in keys if not ARGS.skip_per_call else ():
             rows.append(run_workload(key, ARGS.rounds))
             print(f"  done {key}", file=sys.stderr)
     labels = ("torch.compile", "squall(torch)", "squall(inductor)", "squall(inductor+mm)")
@@ -238,16 +299,30 @@ def main() -> int:
     print("\n(x) = time / eager's time, lower is better; 'vs best' = squall(inductor) time / min(eager, torch.compile);")
     print("+mm = InductorExecutor(include_matmuls=True), i.e. SQUALL_INDUCTOR_MATMULS=1; regions = inductor regions kept (plain/+mm)\n")
     if not ARGS.skip_first_call:
-        first_labels = ("eager", "torch.compile", "squall(torch)", "squall(inductor)", "squall(inductor+mm)")
-        first = first_calls_in_fresh_processes(keys, first_labels)
-        print("first call (s), each in its own fresh process; cold = empty inductor and squall caches, "
-              "warm = a second fresh process sharing that contender's caches")
-        print(f"{'workload':32} " + " ".join(f"{k:>20}" for k in first_labels) + f" {'ind/compile cold':>17} {'warm':>6}")
+        print("first call of a fresh squall.jit in this (warm) process, best of 5, ms: torch only vs with inductor (tiered)")
+        with torch.no_grad():
+            warm = warm_process_first_calls(keys)
         for key in keys:
-            cells = [f"{first[key, k][0]:7.2f} / {first[key, k][1]:7.2f}" for k in first_labels]
-            c, i = first[key, "torch.compile"], first[key, "squall(inductor)"]
-            print(f"{WORKLOADS[key]:32} " + " ".join(f"{x:>20}" for x in cells)
-                  + f" {i[0] / c[0]:17.2f} {i[1] / c[1]:6.2f}")
+            t, i = warm[key]
+            print(f"  {WORKLOADS[key]:36} torch only {t * 1e3:8.2f}  with inductor {i * 1e3:8.2f}  ({i / t:.2f}x)")
+        print()
+    if not ARGS.skip_first_call and not ARGS.skip_fresh:
+        first_labels = ("torch.compile", "squall(torch)", "squall(inductor)", "squall(inductor,wait)")
+        first = first_calls_in_fresh_processes(keys, first_labels)
+        print("first call, each contender in its own fresh processes: cold = empty inductor and squall caches, "
+              "warm = a second fresh process sharing that contender's caches; times in s")
+        print(f"{'workload':32} " + " ".join(f"{k + ' cold/warm':>30}" for k in first_labels)
+              + f" {'ind/torch-only':>15} {'to fused cold':>20} {'to fused warm':>20}")
+        for key in keys:
+            cells = [f"{first[key, k][0]['seconds']:8.3f} / {first[key, k][1]['seconds']:8.3f}" for k in first_labels]
+            tiered, torch_only = first[key, "squall(inductor)"], first[key, "squall(torch)"]
+            fused = [f"{r['seconds_to_fused']:6.2f} s {r['calls_to_fused']:>6d} calls" if "upgrade" in r else "-"
+                     for r in tiered]
+            print(f"{WORKLOADS[key]:32} " + " ".join(f"{c:>30}" for c in cells)
+                  + f" {tiered[0]['seconds'] / torch_only[0]['seconds']:14.2f}x {fused[0]:>20} {fused[1]:>20}")
+            for when, r in zip(("cold", "warm"), tiered):
+                if "upgrade" in r:
+                    print(f"    {when}: {r['upgrade']} ({r['upgrade_reason']})")
         print()
     if not ARGS.skip_depth:
         print("compile time of squall.jit with inductor, stacked identical GPT blocks (no remembered choices, graph cache off):")

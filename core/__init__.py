@@ -3,6 +3,7 @@
     import squall
     fast = squall.jit(model)          # a function or an nn.Module
     fast(x)                           # traced, planned and generated on the first call
+    squall.wait_for_upgrades(fast)    # fusion regions compile in the background; wait for them
     squall.last_traces(fast)          # as traced, as planned, as executed
     squall.executors()                # what is installed: availability, rank, ops claimed
     squall.set_logs("plan,fusion")    # compile records, live, through logging (or SQUALL_LOGS=...)
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from . import extend
 from .explain import executors, explain
-from .jit import JittedFunction, JittedModule, jit, last_traces
+from .jit import JittedFunction, JittedModule, jit, last_traces, upgrades, wait_for_upgrades
 from .logs import set_logs
 from .ltorch.base import DataDependentError, SquallWarning
 from .planner import PlanningError
@@ -23,6 +24,8 @@ __version__ = "0.1.0"
 __all__ = [
     "jit",
     "last_traces",
+    "wait_for_upgrades",
+    "upgrades",
     "extend",
     "explain",
     "executors",

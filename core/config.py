@@ -33,9 +33,10 @@ from .ltorch.base import SquallWarning
 from .operations import resolve_operation
 from .plugins import Marketplace, default_marketplace
 
-__all__ = ["ExecutorPriority", "UnknownExecutorError", "PyprojectError", "resolve_executors", "find_pyproject", "read_pyproject", "ENV_VAR"]
+__all__ = ["resolve_wait", "WAIT_ENV", "ExecutorPriority", "UnknownExecutorError", "PyprojectError", "resolve_executors", "find_pyproject", "read_pyproject", "ENV_VAR"]
 
 ENV_VAR = "SQUALL_EXECUTORS"
+WAIT_ENV = "SQUALL_WAIT"
 
 
 class UnknownExecutorError(ValueError):
@@ -78,7 +79,7 @@ def find_pyproject(start: str | os.PathLike | None = None) -> Path | None:
 
 
 # the keys [tool.squall] understands; anything else is most likely a typo, and warned about
-PYPROJECT_KEYS = ("executors", "ops")
+PYPROJECT_KEYS = ("executors", "ops", "wait")
 
 
 class PyprojectError(ValueError):
@@ -120,6 +121,8 @@ def read_pyproject(path: Path) -> dict[str, Any]:
     executors = table.get("executors")
     if executors is not None and not (isinstance(executors, list) and all(isinstance(n, str) for n in executors)):
         raise PyprojectError(f"squall: [tool.squall] executors in {path} must be a list of executor names, got {_toml_type(executors)}")
+    if "wait" in table and not isinstance(table["wait"], bool):
+        raise PyprojectError(f"squall: [tool.squall] wait in {path} must be true or false, got {_toml_type(table['wait'])}")
     ops = table.get("ops", {})
     if not isinstance(ops, dict) or not all(isinstance(v, list) and all(isinstance(n, str) for n in v) for v in ops.values()):
         raise PyprojectError(f"squall: [tool.squall.ops] in {path} must map operation names to lists of executor names")
@@ -225,3 +228,30 @@ def resolve_executors(
             raise PyprojectError(f"squall: [tool.squall.ops] in {pyproject}: {e.args[0]}") from None
         per_op[op_id], _ = _apply(entries, chosen, market, f"[tool.squall.ops] {op_name!r} in {pyproject}")
     return ExecutorPriority(chosen, per_op=per_op, source=source)
+
+
+def resolve_wait(
+    requested: bool | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike | None = None,
+) -> bool:
+    """Whether a first call compiles and times fusion regions before it returns (True) or runs
+    the torch plan and upgrades in the background (False, the default; squall.tiers).
+
+    Highest first: `squall.jit(fn, wait=...)`; $SQUALL_WAIT (1/true/yes or 0/false/no);
+    `wait = true` under `[tool.squall]` in the nearest pyproject.toml; False.
+    """
+    if requested is not None:
+        if not isinstance(requested, bool):
+            raise TypeError(f"squall.jit: wait must be True, False or None, got {type(requested).__name__}")
+        return requested
+    value = (os.environ if environ is None else environ).get(WAIT_ENV, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    if value:
+        raise ValueError(f"squall: ${WAIT_ENV} must be 1/true/yes or 0/false/no, got {value!r}")
+    pyproject = find_pyproject(cwd)
+    return bool(read_pyproject(pyproject).get("wait", False)) if pyproject is not None else False

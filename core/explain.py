@@ -70,6 +70,8 @@ class ExplainReport:
     # where squall differentiated the program: its backward's operations and regions
     backward_rows: list[OperationRow] = field(default_factory=list)
     backward_regions: list[RegionRecord] = field(default_factory=list)
+    # for a jitted function: its background upgrades so far (squall.tiers), one per signature
+    upgrades: list[str] = field(default_factory=list)
 
     @property
     def opaque(self) -> list[str]:
@@ -93,6 +95,7 @@ class ExplainReport:
             "opaque": self.opaque,
             "errors": self.errors,
             "warnings": self.warnings,
+            "upgrades": self.upgrades,
         }
 
     def __str__(self) -> str:
@@ -115,6 +118,8 @@ class ExplainReport:
             listed = ", ".join(op if k == 1 else f"{op} x{k}" for op, k in counts.items())
             lines.append(f"handed back by {name} ({listed}): {why}")
         lines.append(f"opaque fallbacks: {', '.join(self.opaque) or 'none'}")
+        for upgrade in self.upgrades:
+            lines.append(f"background upgrade of {upgrade}")
         for name, why in self.unavailable.items():
             lines.append(f"passed over: {name} ({why})")
         for message in self.errors + self.warnings:
@@ -160,8 +165,10 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
     """
     if isinstance(fn, JittedModule) or hasattr(fn, "__squall__"):
         fn = jitted_state(fn)
+    upgrades = []
     if isinstance(fn, JittedFunction):
         target, module, priority = fn.fn, fn.module, fn.executors
+        upgrades = [str(u) for u in fn._upgrades.values()]
     else:
         target, module, priority = fn, fn if isinstance(fn, torch.nn.Module) else None, resolve_executors(None)
     with warnings.catch_warnings(record=True) as caught:
@@ -184,6 +191,7 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
         execution,
         _rows(backward) if backward else [],
         backward.regions if backward else [],
+        upgrades,
     )
 
 

@@ -19,6 +19,7 @@ import contextlib
 import functools
 from collections.abc import Callable, Iterator, Mapping
 
+from .choices import ChoiceStore
 from .executor import (
     CHECKER_DECLINED,
     CHECKER_RAISED,
@@ -29,7 +30,7 @@ from .executor import (
     Implementation,
     OperatorExecutor,
 )
-from .fusion import FUSION_REGION, LEFT_OUT, Declined, FusionExecutor, FusionRegion, form_regions
+from .fusion import FUSION_REGION, LEFT_OUT, Declined, FusionExecutor, FusionRegion, example_tensor, form_regions
 from .hookspecs import hookimpl
 from .ltorch.base import SquallWarning
 from .operations import CustomOperation, OperationRegistry, resolve_operation
@@ -51,7 +52,9 @@ __all__ = [
     "Executor",
     "OperatorExecutor",
     "FusionExecutor",
+    "ChoiceStore",
     "FusionRegion",
+    "example_tensor",
     "Declined",
     "form_regions",
     # operations

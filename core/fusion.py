@@ -5,14 +5,20 @@ whole decomposition it supports). Its `fusion_pass` groups the claimed calls int
 regions along data flow, never creating a cycle between regions (`form_regions`), and asks
 `compile_region` for one callable per `FusionRegion`; identical regions compile once. A
 region it hands back, with or without a reason (`Declined`), runs on the other executors.
+
+Before compiling, a cost model (`FusionExecutor.skip_reason`) leaves out regions that cannot
+pay back their compilation: pure metadata, one cheap op, or an estimated eager time below what
+calling the executor's compiled region costs by itself; the reason shows in `squall explain`.
 """
 from __future__ import annotations
 
 import heapq
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch.utils._pytree import tree_flatten
 
 from .executor import Executor, Implementation
@@ -20,11 +26,32 @@ from .operations import CustomOperation, symbol_id
 from .proxies import TensorProxy
 from .symbol import BoundSymbol, Symbol, Tags, flat_proxies
 
-__all__ = ["FusionExecutor", "FusionRegion", "Declined", "form_regions", "FUSION_REGION", "LEFT_OUT"]
+__all__ = ["FusionExecutor", "FusionRegion", "Declined", "RegionCost", "form_regions", "FUSION_REGION", "LEFT_OUT", "NOT_WORTH_IT"]
 
 FUSION_REGION = Tags.FUSION_REGION  # the tag on a fusion region's symbol
 LEFT_OUT = "fusion pass left it out"  # a fusion executor claimed a call, then handed it back
+NOT_WORTH_IT = "not compiled, it cannot pay back"  # the cost model's reasons start so
 
+# eager's cost per call, to estimate a region's eager time without running it: (seconds to
+# dispatch one op, bytes per second it moves). Deliberately generous to eager (a high per-op
+# cost, a low bandwidth): an estimate that errs makes the cost model skip less, not more.
+_EAGER_COST = {"cpu": (3e-6, 10e9), "cuda": (6e-6, 500e9)}
+
+
+
+def example_tensor(shape: Sequence[int], dtype: torch.dtype, device: torch.device | str, *, requires_grad: bool = False) -> torch.Tensor:
+    """A tensor to time or check a compiled region on: normal floats, zero integers and booleans
+    (zeros are valid indices and class targets, so a region that gathers runs).
+
+    The floats come from a generator of its own: timing runs beside the user's program (in the
+    background tier too) and must not move the random stream the program draws from.
+    """
+    if dtype.is_floating_point or dtype.is_complex:
+        generator = torch.Generator(device=device).manual_seed(0)
+        t = torch.randn(tuple(shape), dtype=dtype, device=device, generator=generator)
+    else:
+        t = torch.zeros(tuple(shape), dtype=dtype, device=device)
+    return t.requires_grad_(requires_grad)
 
 @dataclass
 class FusionRegion:
@@ -62,6 +89,41 @@ class FusionRegion:
             parts.append((b.sym.id, str(spec), tuple(norm)))
         meta = tuple((tuple(p.shape), p.dtype, p.device, p.requires_grad) for p in self.inputs)
         return (tuple(parts), tuple(local[p.name] for p in self.outputs), meta)
+
+
+@dataclass(frozen=True)
+class RegionCost:
+    """What a region asks of eager PyTorch: its calls that compute (not only views), their
+    prims, and the bytes those calls read and write."""
+
+    compute_calls: list[BoundSymbol]
+    compute_prims: int
+    bytes_moved: int
+    device_type: str
+
+    @classmethod
+    def of(cls, region: FusionRegion) -> RegionCost:
+        compute, prims, moved = [], 0, 0
+        for b in region.calls:
+            n = sum(1 for p in b.walk() if p.sym.is_prim and Tags.SHAPE_ONLY not in p.sym.tags)
+            if n:
+                compute.append(b)
+                prims += n
+                moved += sum(_nbytes(p) for p in b.input_proxies() + b.output_proxies())
+        proxies = region.inputs or region.outputs
+        return cls(compute, prims, moved, proxies[0].device.type if proxies else "cpu")
+
+    def eager_seconds(self) -> float:
+        """An estimate of eager's time for the region: a dispatch per call plus its memory traffic."""
+        per_op, bandwidth = _EAGER_COST.get(self.device_type, _EAGER_COST["cpu"])
+        return len(self.compute_calls) * per_op + self.bytes_moved / bandwidth
+
+
+def _nbytes(p: TensorProxy) -> int:
+    n = p.dtype.itemsize
+    for s in p.shape:
+        n *= int(s)
+    return n
 
 
 @dataclass(frozen=True)
@@ -161,6 +223,18 @@ class FusionExecutor(Executor):
     """
 
     min_region_size = 1
+    # the cost model (see skip_reason): a region of one compute call with fewer prims than this
+    # fuses nothing; a region whose estimated eager time is below min_eager_seconds cannot win
+    # against the cost of calling a compiled region
+    min_compute_prims = 0
+    min_eager_seconds = 0.0
+    # compile_region takes long (seconds: a compiler, timing runs): squall.jit's first call runs
+    # without this executor and its regions are compiled in the background (squall.tiers)
+    compiles_in_background = True
+    # a plan with this executor's regions is timed, whole, against the plan without them, and
+    # kept only if faster (squall.tiers); an executor that keeps every region it can compile
+    # (no timing, as inductor with autotune off) says False
+    judge_in_context = True
 
     def __init__(self, name: str, **kwargs: Any):
         super().__init__(name, **kwargs)
@@ -170,6 +244,9 @@ class FusionExecutor(Executor):
         self.compile_errors: list[str] = []
         # the calls the latest fusion pass handed back, with why: id(bsym) -> (bsym, reason)
         self._left_out: dict[int, tuple[BoundSymbol, str]] = {}
+        # held by the planner from this executor's fusion pass until its final pass has read
+        # `_left_out`: squall.tiers plans in a background thread while the caller may plan too
+        self.pass_lock = threading.RLock()
 
     def left_out_reason(self, bsym: BoundSymbol) -> str:
         """Why the latest fusion pass handed `bsym` back ("" when it gave no reason)."""
@@ -207,6 +284,23 @@ class FusionExecutor(Executor):
         if super().offer(bsym)[0] is not None:
             return [bsym]
         return [c for sub in bsym.subsymbols for c in self._expand(sub)]
+
+    def skip_reason(self, region: FusionRegion) -> str:
+        """Why compiling `region` cannot pay back ("" to compile it): it only moves metadata, is
+        one cheap op (`min_compute_prims`), or eager runs it in less time than calling a compiled
+        region costs (`min_eager_seconds`, against `RegionCost.eager_seconds`)."""
+        cost = RegionCost.of(region)
+        if not cost.compute_calls:
+            return "pure metadata (views and reshapes): nothing to compute"
+        if len(cost.compute_calls) == 1 and cost.compute_prims < self.min_compute_prims:
+            op = cost.compute_calls[0].sym.id
+            return f"a single cheap op ({op}, {cost.compute_prims} prim{'s' * (cost.compute_prims != 1)}): nothing to fuse"
+        eager_s = cost.eager_seconds()
+        if eager_s < self.min_eager_seconds:
+            return (f"eager runs it in about {eager_s * 1e6:.0f} us ({len(cost.compute_calls)} calls, "
+                    f"{cost.bytes_moved} bytes), less than the {self.min_eager_seconds * 1e6:.0f} us "
+                    f"calling a compiled {self.name} region costs")
+        return ""
 
     def compile_region(self, region: FusionRegion) -> Callable | Declined | None:
         """One callable for `region`, or `Declined(reason)` (or None) to hand it back; subclasses compile here."""
@@ -253,7 +347,8 @@ class FusionExecutor(Executor):
         key = region.signature()
         if key not in self._compiled:
             try:
-                self._compiled[key] = self.compile_region(region)
+                why = self.skip_reason(region)
+                self._compiled[key] = Declined(f"{NOT_WORTH_IT}: {why}") if why else self.compile_region(region)
             except Exception as e:  # noqa: BLE001 - a region that fails to compile runs unfused
                 self.compile_errors.append(f"compile_region raised {type(e).__name__}: {e}")
                 self._compiled[key] = Declined(f"compile_region raised {type(e).__name__}: {e}")

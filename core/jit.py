@@ -18,6 +18,7 @@ import inspect
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,19 +28,21 @@ from torch.utils._pytree import tree_flatten
 
 from .aliasing import AliasPattern, alias_guarded, describe_path, same_as_paths
 from .checking import ExecutorFault, check_mode
-from .config import ExecutorPriority, resolve_executors
+from .config import ExecutorPriority, resolve_executors, resolve_wait
 from .executor import Executor
 from .guards import StateGuards
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_program
+from .planner import PlanningError
 from .proxies import current_context
 from .rage import record_compilation
 from .sources import load_source
+from . import tiers
 from .trace import plain_scalar
 from .tracing import argument_names, module_slots
 from .wrappers import call_with_hooks, check_plain_parameters, check_wrapping, hook_dicts
 
-__all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces"]
+__all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces", "wait_for_upgrades", "upgrades"]
 
 
 # --- the cache key ------------------------------------------------------------------------------
@@ -180,6 +183,8 @@ class CompiledEntry:
 
     compilation: Compilation
     compile_seconds: float
+    # the background upgrade to fused regions this entry's first plan waits for (squall.tiers)
+    upgrade: tiers.Upgrade | None = None
 
     @property
     def source(self) -> str:
@@ -210,6 +215,7 @@ class JittedFunction:
         executors: Sequence[Executor] | None = None,
         recompile_limit: int = 8,
         cache_size: int | None = DEFAULT_CACHE_SIZE,
+        wait: bool | None = None,
     ):
         if not callable(fn):
             raise TypeError(f"squall.jit expects a function or an nn.Module, got {type(fn).__name__}")
@@ -221,6 +227,9 @@ class JittedFunction:
         if cache_size is not None and (type(cache_size) is not int or cache_size < 1):
             raise ValueError(f"squall.jit: cache_size must be a positive int or None (unbounded), got {cache_size!r}")
         self.cache_size = cache_size
+        # compile and time fusion regions before the first call returns (True), or in the background
+        self.wait = resolve_wait(wait)
+        self._upgrades: dict[Any, tiers.Upgrade] = {}  # key -> its background upgrade
         # key -> [generated function, hits]: the hot path reads the one and bumps the other
         self._cache: dict[Any, list] = {}
         self._entries: dict[Any, CompiledEntry] = {}
@@ -318,24 +327,51 @@ class JittedFunction:
             # an executor that failed this signature's checks before (then was evicted) stays out
             exclusions = self._exclusions.get(key)
             executors = self._excluding(exclusions) if exclusions else self.executors
+            # the first plan leaves out fusion executors that compile slowly; they come in the upgrade
+            first = tiers.background_priority(executors)
             with record_compilation(self, args, kwargs) as record:  # always on: squall.rage
-                compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module, on_traced=record.traced)
+                try:
+                    compilation = compile_program(self.fn, args, kwargs, executors=first or executors, module=self.module,
+                                                  on_traced=record.traced)
+                except PlanningError:
+                    if first is None:
+                        raise
+                    first = None  # only a fusion executor runs some operation: plan with it now
+                    compilation = compile_program(self.fn, args, kwargs, executors=executors, module=self.module)
                 record.compiled(compilation)
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             self._insert(key, entry)
             self.last_entry = entry
             if state_guards(compilation).eager:
                 state_guards(compilation).warn_eager("the module" if self.module is not None else "the function")
-            runner = self._cache[key][0]
+            upgrade = self._upgrade_job(key, entry, executors, (params, args, kwargs)) if first is not None else None
+            if upgrade is not None and self.wait:
+                upgrade.run()  # the same upgrade, done before the first call returns
+            runner = record.first_call(self._first_call(key, self._cache[key][0]))  # the cache holds the runner; this first call is recorded
+        if upgrade is None or self.wait:
+            return runner
 
-            def first_call(*a, **k):
-                self._fresh = key  # a state check failing now means tracing itself changed the state
-                try:
-                    return runner(*a, **k)
-                finally:
-                    self._fresh = None
+        def first_call_then_upgrade(*args, **kwargs):
+            # queued once the first call is done, so the worker does not compete with it
+            try:
+                return runner(*args, **kwargs)
+            finally:
+                tiers.default_worker().submit(upgrade)
 
-            return record.first_call(first_call)  # the cache holds the runner; this first call is recorded
+        return first_call_then_upgrade
+
+    def _first_call(self, key: Any, runner: Callable) -> Callable:
+        """`runner` for the call the entry was traced for: a state check failing in it means the
+        state changed during compilation (squall.guards)."""
+
+        def first_call(*args, **kwargs):
+            self._fresh = key
+            try:
+                return runner(*args, **kwargs)
+            finally:
+                self._fresh = None
+
+        return first_call
 
     def _runner(self, key: Any, compilation: Compilation) -> Callable:
         """What the cache holds for an entry: its generated function; or, while its non-torch
@@ -359,7 +395,9 @@ class JittedFunction:
                 return self._replan(key, fault, user_args, kwargs)(*args, **kwargs)
             cached = self._cache.get(key)
             if not always and cached is not None and cached[0] is runner:
-                cached[0] = plain  # checked once: later calls run the plain code
+                with self._compile_lock:  # not over an upgrade swapped in meanwhile (squall.tiers)
+                    if cached[0] is runner:
+                        cached[0] = plain  # checked once: later calls run the plain code
             return out
 
         runner = self._state_checked(key, compilation, self._guarded(key, compilation, checked_call))
@@ -485,6 +523,33 @@ class JittedFunction:
             self._cache[key][0] = runner
         return runner
 
+    def _upgrade_job(self, key: Any, entry: CompiledEntry, executors: ExecutorPriority, call: tuple) -> tiers.UpgradeJob:
+        """The job that upgrades `entry` to the plan with every executor (squall.tiers)."""
+        name = getattr(self.fn, "__name__", type(self.fn).__name__)
+        entry.upgrade = self._upgrades[key] = tiers.Upgrade(name)
+        layout = dict(takes_params=self.module is not None, nargs=len(call[1]), takes_kwargs=bool(call[2]))
+        owner = weakref.ref(self)  # a queued upgrade does not keep the jitted function alive
+
+        def install(compilation: Compilation, seconds: float) -> bool | None:
+            state = owner()
+            return None if state is None else state._install_upgrade(key, entry, compilation, seconds)
+
+        return tiers.UpgradeJob(entry.upgrade, entry.compilation, layout, executors, tiers.call_specs(*call),
+                                install, alive=lambda: owner() is not None)
+
+    def _install_upgrade(self, key: Any, base: CompiledEntry, compilation: Compilation, seconds: float) -> bool:
+        """Swap the entry `key` to the upgraded compilation, unless it was evicted or replanned since."""
+        upgraded = CompiledEntry(compilation, base.compile_seconds + seconds, base.upgrade)
+        with self._compile_lock:  # the lock eviction and replanning hold
+            cached = self._cache.get(key)
+            if cached is None or self._entries.get(key) is not base:
+                return False
+            self._entries[key] = upgraded
+            if self.last_entry is base:
+                self.last_entry = upgraded
+            cached[0] = self._runner(key, compilation)  # the hot path's next call runs the fused plan
+        return True
+
     def _replan_after_backward(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> None:
         """A fault in the checked backward of `key`'s first call: that backward was computed on
         torch (squall.pipeline); later calls get a plan without the executor there."""
@@ -539,6 +604,7 @@ class JittedFunction:
             victim = min(self._cache, key=lambda k: self._recency[k][1])
             self._evicted_hits += self._cache.pop(victim)[1]
             del self._entries[victim], self._recency[victim]
+            self._upgrades.pop(victim, None)
             self.stats.evictions += 1
         self._cache[key] = [self._runner(key, entry.compilation), 0]
         self._entries[key] = entry
@@ -623,13 +689,18 @@ def jit(
     executors: Sequence[Executor] | None = None,
     recompile_limit: int = 8,
     cache_size: int | None = DEFAULT_CACHE_SIZE,
+    wait: bool | None = None,
 ) -> Any:
     """Compile `fn` (a function or an nn.Module); the result is called like the original.
 
     It keeps up to `cache_size` compiled signatures (`None`: no limit), evicting the least
     recently used; a warning names the input that changes after `recompile_limit` compilations.
+    A new signature's first call runs a plan without the fusion executors that compile slowly
+    (inductor), which compile and time their regions in the background and take over when
+    faster (squall.tiers); `wait=True` (or `wait = true` under [tool.squall], or SQUALL_WAIT=1)
+    compiles and times them before the first call returns.
     """
-    state = JittedFunction(fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size)
+    state = JittedFunction(fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size, wait=wait)
     if isinstance(fn, torch.nn.Module):
         return JittedModule(fn, state)
     return state.entry_point
@@ -663,3 +734,14 @@ def last_traces(jfn: Any) -> Compilation:
     if entry is None:
         raise RuntimeError("this function has not been compiled yet: call it first")
     return entry.compilation
+
+
+def wait_for_upgrades(jfn: Any, timeout: float | None = None) -> bool:
+    """Block until `jfn`'s background upgrades (squall.tiers) are done; False if `timeout` seconds pass first."""
+    return tiers.wait_for_upgrades(jitted_state(jfn), timeout)
+
+
+def upgrades(jfn: Any) -> list[tiers.Upgrade]:
+    """`jfn`'s background upgrades, one per compiled signature: status ("pending", "upgraded",
+    "kept the torch plan", "nothing to fuse", ...), why, and the in-context timings."""
+    return tiers.upgrades(jitted_state(jfn))

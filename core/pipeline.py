@@ -26,7 +26,7 @@ from .planner import Plan, plan
 from .trace import Trace
 from .tracing import InputBinding, trace_program
 
-__all__ = ["Compilation", "compile_program"]
+__all__ = ["Compilation", "compile_program", "compile_traced"]
 
 
 class Compilation(list):
@@ -129,9 +129,30 @@ def compile_program(
     seconds: dict[str, Any] = {}
     start = time.perf_counter()
     traced, bindings = trace_program(fn, args, kwargs, module=module, same_as=same_as)
-    seconds["trace"] = (now := time.perf_counter()) - start
+    seconds["trace"] = time.perf_counter() - start
     if on_traced is not None:
         on_traced(traced)
+    layout = dict(takes_params=module is not None, nargs=len(args), takes_kwargs=bool(kwargs))
+    return compile_traced(traced, bindings, layout, executors=executors, generate_code=generate_code, seconds=seconds)
+
+
+def compile_traced(
+    traced: Trace,
+    bindings: list[InputBinding],
+    layout: dict[str, Any],
+    *,
+    executors: Sequence[Executor],
+    generate_code: bool = True,
+    seconds: dict[str, Any] | None = None,
+) -> Compilation:
+    """The stages after tracing: [differentiate] -> plan -> free -> generate, for a traced program.
+
+    `layout` says how the generated function is called (`takes_params`, `nargs`,
+    `takes_kwargs`). The traced trace is only read, so one trace can be planned again for
+    another priority list (squall.tiers plans it first without, then with, fusion executors).
+    """
+    seconds = {} if seconds is None else seconds
+    now = time.perf_counter()
     needs_grad = torch.is_grad_enabled() and any(p.requires_grad for p in traced.inputs)
     if needs_grad:
         try:
@@ -141,17 +162,16 @@ def compile_program(
                 f"{e}: this program is differentiated by PyTorch's autograd instead, on the executors "
                 "autograd can differentiate through (torch)",
                 SquallWarning,
-                stacklevel=4,
+                stacklevel=5,
             )
         else:
             seconds["differentiate"] = (start := time.perf_counter()) - now
-            return _compile_differentiated(traced, diff, bindings, executors, module, args, kwargs, seconds, start, generate_code)
+            return _compile_differentiated(traced, diff, bindings, executors, layout, seconds, start, generate_code)
     planned = plan(traced, executors, autograd=needs_grad)
     seconds["plan"] = (start := time.perf_counter()) - now
     if not generate_code:
         return Compilation([traced, planned], bindings, None, seconds)
     executed = free_after_last_use(planned)
-    layout = dict(takes_params=module is not None, nargs=len(args), takes_kwargs=bool(kwargs))
     generated = generate(executed, bindings, **layout)
     checked = generate(executed, bindings, **layout, wrap=checked_call) if any(map(needs_check, executed.bsyms)) else None
     seconds["generate"] = time.perf_counter() - start
@@ -181,7 +201,7 @@ def _positional(trace: Trace) -> list[InputBinding]:
     return [InputBinding(p, ("args", i)) for i, p in enumerate(trace.inputs)]
 
 
-def _compile_differentiated(traced, diff, bindings, executors, module, args, kwargs, seconds, start, generate_code) -> Compilation:
+def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, start, generate_code) -> Compilation:
     """Plan forward and backward separately on the marketplace, generate both, and the program
     that runs them inside one autograd.Function."""
     forward = plan(diff.forward, executors)
@@ -194,7 +214,6 @@ def _compile_differentiated(traced, diff, bindings, executors, module, args, kwa
     backward_fn = generate(backward_x, _positional(backward_x), takes_params=False, nargs=len(backward_x.inputs), takes_kwargs=False)
     function = autograd_function(diff, forward_fn.fn, backward_fn.fn, traced.name)
     program = free_after_last_use(calling_trace(traced, function))
-    layout = dict(takes_params=module is not None, nargs=len(args), takes_kwargs=bool(kwargs))
     generated = generate(program, bindings, **layout)
     generated.parts = {"forward": forward_fn, "backward": backward_fn}
     traces = [traced, diff.forward, diff.backward, forward, backward, forward_x, backward_x, program]

@@ -13,6 +13,7 @@ and asking one is a dictionary lookup plus, where it has one, its checker.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from .executor import UNAVAILABLE, Executor, Implementation
@@ -220,9 +221,17 @@ def plan(
         planner.claim(bsym, 0, out)
     out = remove_dead_code(out, trace.output)
     regions: list[RegionRecord] = []
-    if any(isinstance(ex, FusionExecutor) for ex, why in planner.executors if not why):
-        out = planner.fuse(out, regions)
-    out = remove_dead_code(planner.pick_up(out), trace.output)
+    fusers = {id(ex): ex for exs in [planner.executors, *planner.per_op.values()] for ex, _ in exs if isinstance(ex, FusionExecutor)}
+    with ExitStack() as held:
+        # a fusion executor keeps per-pass state (the calls it handed back, its compiled regions)
+        # and squall.tiers plans in a background thread: one pass per executor at a time, until
+        # the final pass has read that state; locks taken in one order, so no two plans deadlock
+        for key in sorted(fusers):
+            held.enter_context(fusers[key].pass_lock)
+        if any(isinstance(ex, FusionExecutor) for ex, why in planner.executors if not why):
+            out = planner.fuse(out, regions)
+        out = planner.pick_up(out)
+    out = remove_dead_code(out, trace.output)
     report = Plan(planner.decisions, planner.unavailable, regions, planner.errors, tuple(ex.name for ex in executors))
     used = [ex.name for ex, why in planner.executors if not why]
     fused = f", {len(regions)} fusion region{'s' * (len(regions) != 1)}" if regions else ""

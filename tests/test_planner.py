@@ -91,6 +91,8 @@ FUSIBLE = ("prims.exp", "prims.add", "prims.mul", "prims.convert_element_type", 
 class PyFuser(FusionExecutor):
     """A real fusion executor: each region becomes one generated Python function of torch calls."""
 
+    compiles_in_background = False  # generating a Python function is instant: no background tier
+
     def __init__(self, name: str = "pyfuse", min_region_size: int = 1):
         super().__init__(name, default_rank=50)
         self.min_region_size = min_region_size

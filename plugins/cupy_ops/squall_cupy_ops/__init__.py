@@ -83,6 +83,11 @@ def _broadcast_in_dim_checker(a, shape, broadcast_dimensions) -> bool:
 class CupyExecutor(FusionExecutor):
     """Fuses elementwise prims on CUDA tensors into generated CuPy ElementwiseKernels."""
 
+    # compile_region only builds a program (kernels compile at their first run, and are cached):
+    # its regions are planned on the first call, as before squall.tiers, and not judged in context
+    compiles_in_background = False
+    judge_in_context = False
+
     # one op alone is as fast in PyTorch's own kernel; fusing starts paying at two
     min_region_size = 2
 

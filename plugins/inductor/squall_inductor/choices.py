@@ -9,14 +9,13 @@ won, inductor's compilation.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from squall.extend import ChoiceStore
 
 __all__ = ["default_choices_path", "ChoiceStore", "best_time", "region_key"]
 
@@ -34,44 +33,6 @@ def region_key(signature: tuple, device: str) -> str:
     """A stable key for a region's signature on this machine's configuration."""
     text = repr((signature, torch.__version__, device, torch.get_num_threads()))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-class ChoiceStore:
-    """Winners by region key, read once from `path` and rewritten (atomically) when one is added."""
-
-    def __init__(self, path: Path | None):
-        self.path = path
-        self._choices: dict[str, dict] | None = None
-
-    def _load(self) -> dict[str, dict]:
-        if self._choices is None:
-            self._choices = {}
-            if self.path is not None:
-                try:
-                    loaded = json.loads(self.path.read_text())
-                    if isinstance(loaded, dict):
-                        self._choices = {k: v for k, v in loaded.items() if isinstance(v, dict) and "winner" in v}
-                except (OSError, ValueError):
-                    pass  # no file yet, or a damaged one: measure again
-        return self._choices
-
-    def get(self, key: str) -> dict | None:
-        """The remembered choice for `key`: {"winner": "inductor" | "torch", "torch_s": ..., "inductor_s": ...}."""
-        return self._load().get(key)
-
-    def put(self, key: str, choice: dict) -> None:
-        """Remember `choice` for `key`; a cache folder that cannot be written only costs re-measuring."""
-        self._load()[key] = choice
-        if self.path is None:
-            return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".inductor_choices-")
-            with os.fdopen(fd, "w") as f:
-                json.dump(self._choices, f, indent=1, sort_keys=True)
-            os.replace(tmp, self.path)
-        except OSError:
-            pass
 
 
 def _sync(device: str) -> None:

@@ -63,6 +63,10 @@ MATMUL_PRIMS: frozenset[str] = frozenset({PrimIDs.MATMUL, PrimIDs.CONVOLUTION})
 _MATMUL_HINT = "matmuls, convolutions and attention stay with torch unless SQUALL_INDUCTOR_MATMULS=1"
 # a region must beat the torch executor by this factor to be kept: timing noise is not a win
 _MARGIN = 0.97
+# what calling a compiled region costs by itself (dynamo's guards, inductor's wrapper): about
+# 30 us per call on CPU (bench: a compiled `x + 1` on one element, torch 2.13, one thread), so
+# a region eager runs faster than this cannot win, and is neither compiled nor timed
+CALL_OVERHEAD_S = 25e-6
 
 
 def env_flag(name: str, default: bool) -> bool:
@@ -112,10 +116,16 @@ class InductorExecutor(FusionExecutor):
         autotune: bool | None = None,
         choices_path: Path | None | str = "default",
         default_rank: int = 50,
+        min_eager_seconds: float = CALL_OVERHEAD_S,
     ):
         super().__init__(name, version=torch.__version__, default_rank=default_rank)
+        # the cost model (squall's FusionExecutor.skip_reason): a lone op of fewer than three
+        # prims fuses nothing; a region eager runs in less than a compiled call costs cannot win
+        self.min_compute_prims = 3
+        self.min_eager_seconds = min_eager_seconds
         self.include_matmuls = env_flag("SQUALL_INDUCTOR_MATMULS", False) if include_matmuls is None else include_matmuls
         self.autotune = env_flag("SQUALL_INDUCTOR_AUTOTUNE", True) if autotune is None else autotune
+        self.judge_in_context = self.autotune  # autotune off: every region with real work is kept, untimed
         path = default_choices_path() if choices_path == "default" else (Path(choices_path) if choices_path else None)
         self.choices = ChoiceStore(path)
         self.prims = FUSIBLE_PRIMS | (MATMUL_PRIMS if self.include_matmuls else frozenset())
@@ -241,14 +251,9 @@ class InductorExecutor(FusionExecutor):
         return Declined(why)
 
     def _decline_statically(self, region: FusionRegion) -> str:
-        if not region.outputs:
-            return "no outputs"
-        if all(Tags.SHAPE_ONLY in p.sym.tags for b in region.calls for p in _walk_prims(b)):
-            return "pure metadata (views and reshapes): nothing to fuse"
-        compute = [b for b in region.calls if any(Tags.SHAPE_ONLY not in p.sym.tags for p in _walk_prims(b))]
-        if not self.autotune and len(compute) == 1 and sum(1 for _ in _walk_prims(compute[0])) < 3:
-            return "a single simple op: nothing to fuse"
-        return ""
+        # pure metadata, a lone cheap op, a region too small to win: squall's cost model
+        # (skip_reason) has handed those back before compile_region is asked
+        return "" if region.outputs else "no outputs"
 
 
 def _torch_won(choice: dict, how: str) -> str:

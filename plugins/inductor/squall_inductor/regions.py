@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-from squall.extend import TORCH_PRIM_IMPLS, BoundSymbol, FusionRegion, TensorProxy, ValuePrinter, load_source
+from squall.extend import TORCH_PRIM_IMPLS, BoundSymbol, FusionRegion, TensorProxy, ValuePrinter, example_tensor, load_source
 
 __all__ = ["torch_callable", "region_function", "example_inputs"]
 
@@ -41,14 +41,5 @@ def region_function(region: FusionRegion) -> tuple[Callable, str]:
 
 
 def example_inputs(proxies: list[TensorProxy]) -> list[torch.Tensor]:
-    """Real tensors with the proxies' metadata: normal floats, zero integers and booleans.
-
-    Zeros are valid as class targets and indices, so a region that gathers or indexes runs.
-    """
-    out = []
-    for p in proxies:
-        if p.dtype.is_floating_point or p.dtype.is_complex:
-            out.append(torch.randn(tuple(p.shape), dtype=p.dtype, device=p.device))
-        else:
-            out.append(torch.zeros(tuple(p.shape), dtype=p.dtype, device=p.device))
-    return out
+    """Real tensors with the proxies' metadata, drawn without touching the user's random stream."""
+    return [example_tensor(p.shape, p.dtype, p.device) for p in proxies]

@@ -33,7 +33,10 @@ needs_cpu_inductor = pytest.mark.skipif(not HAS_CPU_BACKEND, reason="no C++ comp
 @pytest.fixture(scope="module")
 def inductor(tmp_path_factory) -> InductorExecutor:
     """One executor for every test that compiles: its compiled regions are shared."""
-    return InductorExecutor(autotune=False, choices_path=tmp_path_factory.mktemp("choices") / "choices.json")
+    # regions of a few dozen elements, far too small to pay back (the cost model would skip
+    # them): min_eager_seconds=0 compiles them anyway, so that they stay cheap to test
+    return InductorExecutor(autotune=False, choices_path=tmp_path_factory.mktemp("choices") / "choices.json",
+                            min_eager_seconds=0)
 
 
 def _call(op: str, *args, **kwargs):
@@ -184,7 +187,7 @@ def test_a_region_remembered_as_slower_is_not_compiled(tmp_path):
     fn = lambda x: torch.sigmoid(x * 3 + 1)  # noqa: E731
     x = torch.randn(5, 7)
     path = tmp_path / "choices.json"
-    ex = InductorExecutor(choices_path=path)
+    ex = InductorExecutor(choices_path=path, min_eager_seconds=0)
     report = squall.explain(squall.jit(fn, executors=[ex, "torch"]), x)
     if not HAS_CPU_BACKEND:
         pytest.skip("no C++ compiler for inductor's CPU backend (g++ or clang++)")
@@ -194,8 +197,8 @@ def test_a_region_remembered_as_slower_is_not_compiled(tmp_path):
     assert choice["torch_s"] > 0 and choice["inductor_s"] > 0 and choice["winner"] in ("torch", "inductor")
     choice.update(winner="torch")
     path.write_text(json.dumps({key: choice}))
-    fresh = InductorExecutor(choices_path=path)
-    jfn = squall.jit(fn, executors=[fresh, "torch"])
+    fresh = InductorExecutor(choices_path=path, min_eager_seconds=0)
+    jfn = squall.jit(fn, executors=[fresh, "torch"], wait=True)
     torch.testing.assert_close(jfn(x), fn(x))
     assert not squall.last_traces(jfn).plan.regions
     assert fresh.outcomes and "remembered" in fresh.outcomes[0][1]
@@ -220,10 +223,10 @@ def _two_identical_chains(x, w):
 @needs_cpu_inductor
 def test_regions_compile_once_run_as_one_call_and_explain_their_members(inductor):
     x, w = torch.randn(8, 8), torch.randn(8, 8)
-    jfn = squall.jit(_two_identical_chains, executors=[inductor, "torch"])
+    jfn = squall.jit(_two_identical_chains, executors=[inductor, "torch"], wait=True)
     torch.testing.assert_close(jfn(x, w), _two_identical_chains(x, w))
     plan = squall.last_traces(jfn).plan
-    assert [r.ops for r in plan.regions] == [["torch.mul", "torch.add", "torch.tanh"]] * 2
+    assert [r.ops for r in plan.regions] == [["torch.mul", "torch.add", "torch.tanh"]] * 2, squall.upgrades(jfn)
     assert [r.reused for r in plan.regions] == [False, True]  # the second block reuses the first's compilation
     executed = squall.last_traces(jfn).source
     assert executed.count("inductor_region(") == 2 and "torch_matmul(" in executed and "torch_tanh" not in executed
@@ -239,11 +242,11 @@ def test_regions_compile_once_run_as_one_call_and_explain_their_members(inductor
 def test_a_region_inductor_cannot_compile_falls_back_to_torch_with_a_warning():
     import torch._inductor.config as inductor_config
 
-    ex = InductorExecutor(autotune=False, choices_path=None)
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
     fn = lambda x: torch.cos(x * 0.25 - 3) * 7  # noqa: E731
     x = torch.randn(3, 11, 5)  # shapes no other test compiles, so no cached kernel answers
     with inductor_config.patch({"cpp.cxx": ("/nonexistent/bin/c++",), "fx_graph_cache": False, "compile_threads": 1}):
-        jfn = squall.jit(fn, executors=[ex, "torch"])
+        jfn = squall.jit(fn, executors=[ex, "torch"], wait=True)
         with pytest.warns(squall.SquallWarning, match="inductor could not compile a region of 4 ops.*InvalidCxxCompiler"):
             out = jfn(x)
     torch.testing.assert_close(out, fn(x))
@@ -263,7 +266,7 @@ def test_training_forms_inductor_regions_in_the_forward_and_the_backward(inducto
 
     x = torch.randn(8, 8)
     w = torch.randn(8, 8, requires_grad=True)
-    jfn = squall.jit(f, executors=[inductor, "torch"])
+    jfn = squall.jit(f, executors=[inductor, "torch"], wait=True)
     (grad,) = torch.autograd.grad(jfn(x, w), w)
     (expected,) = torch.autograd.grad(f(x, w), w)
     torch.testing.assert_close(grad, expected)

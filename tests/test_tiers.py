@@ -1,0 +1,324 @@
+"""Tiered compilation: the torch plan first, fused regions in the background; the cost model; the judge."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import warnings
+
+import pytest
+import torch
+
+import squall
+from squall import tiers
+from squall.config import PyprojectError, resolve_wait
+from squall.torch_executor import make_executor
+from test_planner import PyFuser
+
+
+class SlowFuser(PyFuser):
+    """A fusion executor that compiles in the background; its compilations wait for `gate`."""
+
+    compiles_in_background = True
+
+    def __init__(self, name: str = "slowfuse", *, wrong: bool = False):
+        super().__init__(name)
+        self.gate = threading.Event()
+        self.wrong = wrong  # its regions add one to their first output: a broken executor
+
+    def compile_region(self, region):
+        assert self.gate.wait(30), "the test never opened the gate"
+        fn = super().compile_region(region)
+        if not self.wrong:
+            return fn
+        return lambda *a: (fn(*a)[0] + 1, *fn(*a)[1:])
+
+
+def program(x):
+    return torch.exp(x) * 2.0 + 1.0
+
+
+def _scripted_clock(torch_s: float, fused_s: float, rounds: int = 3):
+    """A clock for `judge`: it reads the start and end of each timed batch, in judge's order
+    (one warm-up batch, then per round the torch plan's batch and the fused plan's)."""
+    times = [0.0, 1.0]  # the warm-up: calibrates one batch per round (budget / rounds / 1 s -> 1 call)
+    t = 1.0
+    for _ in range(rounds):
+        for dt in (torch_s, fused_s):
+            times += [t, t + dt]
+            t += dt
+    ticks = iter(times)
+    return lambda: next(ticks)
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(monkeypatch, tmp_path):
+    # judgements are remembered on disk: each test starts with none
+    monkeypatch.setenv("SQUALL_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def fused_faster(monkeypatch):
+    """Every in-context judgement says the fused plan is twice as fast (no timing in tests)."""
+    real_judge = tiers.judge
+
+    def judge(torch_run, fused_run, **kwargs):
+        return real_judge(torch_run, fused_run, clock=_scripted_clock(2e-3, 1e-3), **kwargs)
+
+    monkeypatch.setattr(tiers, "judge", judge)
+
+
+def test_first_call_runs_the_torch_plan_and_the_upgrade_swaps_in_the_fused_plan(fused_faster):
+    fuser = SlowFuser()
+    fn = squall.jit(program, executors=[fuser, make_executor()])
+    x = torch.randn(16)
+    torch.testing.assert_close(fn(x), program(x))  # returns while the fuser's compilation waits
+    (upgrade,) = squall.upgrades(fn)
+    assert upgrade.status == "pending" and not squall.last_traces(fn).plan.regions
+    assert "slowfuse" not in squall.last_traces(fn).source
+    assert not squall.wait_for_upgrades(fn, timeout=0.05)  # still waiting at the gate
+    fuser.gate.set()
+    assert squall.wait_for_upgrades(fn, timeout=30)
+    assert upgrade.status == "upgraded", upgrade
+    assert upgrade.verdict.keep == "fused" and upgrade.verdict.torch_s == pytest.approx(2e-3)
+    plan = squall.last_traces(fn).plan
+    assert [r.ops for r in plan.regions] == [["torch.exp", "torch.mul", "torch.add"]]
+    assert "slowfuse_region" in squall.last_traces(fn).source
+    before = fn.cache_info().hits
+    torch.testing.assert_close(fn(x), program(x))  # the same entry, now fused
+    info = fn.cache_info()
+    assert (info.hits, info.misses, info.size) == (before + 1, 1, 1)
+
+
+def test_wait_true_upgrades_before_the_first_call_returns(fused_faster):
+    fuser = SlowFuser()
+    fuser.gate.set()
+    fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+    x = torch.randn(16)
+    torch.testing.assert_close(fn(x), program(x))
+    (upgrade,) = squall.upgrades(fn)
+    assert upgrade.status == "upgraded" and upgrade.done.is_set()
+    assert squall.last_traces(fn).plan.regions
+
+
+def test_an_upgrade_whose_results_differ_keeps_the_torch_plan_and_warns(fused_faster):
+    fuser = SlowFuser(wrong=True)
+    fuser.gate.set()
+    fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+    x = torch.randn(16)
+    with pytest.warns(squall.SquallWarning, match="computes other results than its torch plan"):
+        out = fn(x)
+    torch.testing.assert_close(out, program(x))
+    (upgrade,) = squall.upgrades(fn)
+    assert upgrade.status == "kept the torch plan" and "results differ" in upgrade.reason
+    assert "slowfuse" not in squall.last_traces(fn).source
+    torch.testing.assert_close(fn(x), program(x))
+
+
+def test_judgements_are_remembered_on_disk_for_the_next_process(monkeypatch, tmp_path):
+    real_judge = tiers.judge
+    judged = []
+
+    def judge(torch_run, fused_run, **kwargs):
+        judged.append(1)
+        return real_judge(torch_run, fused_run, clock=_scripted_clock(1e-3, 2e-3), **kwargs)
+
+    monkeypatch.setattr(tiers, "judge", judge)
+    x = torch.randn(16)
+    for _ in range(2):
+        tiers._stores.clear()  # as a fresh process: read from the file
+        fuser = SlowFuser()
+        fuser.gate.set()
+        fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+        torch.testing.assert_close(fn(x), program(x))
+        assert squall.upgrades(fn)[0].status == "kept the torch plan"
+    assert len(judged) == 1  # the second time, remembered: nothing compiled, nothing timed
+    assert squall.upgrades(fn)[0].reason.startswith("remembered: the fused plan was not faster")
+    assert fuser.compiled_sources == []
+    assert (tmp_path / "cache" / "program_choices.json").is_file()
+
+
+def test_an_entry_evicted_before_its_upgrade_is_not_upgraded(fused_faster):
+    fuser = SlowFuser()
+    fn = squall.jit(program, executors=[fuser, make_executor()], cache_size=1)
+    a, b = torch.randn(4), torch.randn(5)
+    fn(a)
+    fn(b)  # evicts a's entry while its upgrade waits at the gate
+    fuser.gate.set()
+    assert squall.wait_for_upgrades(fn, timeout=30)
+    assert [u.status for u in squall.upgrades(fn)] == ["upgraded"]  # b's; a's left with its entry
+    torch.testing.assert_close(fn(a), program(a))
+
+
+def test_nothing_to_fuse_leaves_the_plan_as_it_was_with_the_reasons():
+    fuser = SlowFuser()
+    fuser.gate.set()
+    fn = squall.jit(torch.sin, executors=[fuser, make_executor()], wait=True)  # sin: not fusible here
+    x = torch.randn(8)
+    torch.testing.assert_close(fn(x), torch.sin(x))
+    (upgrade,) = squall.upgrades(fn)
+    assert upgrade.status == "nothing to fuse"
+    assert squall.last_traces(fn).plan.executors == ("slowfuse", "torch")  # the full list's decisions
+    assert "background upgrade of sin: nothing to fuse (no fusion region was kept" in str(squall.explain(fn, x))
+
+
+def test_without_background_executors_nothing_is_tiered():
+    fn = squall.jit(program, executors=[PyFuser(), make_executor()])  # PyFuser compiles at once
+    x = torch.randn(8)
+    fn(x)
+    assert squall.upgrades(fn) == [] and squall.wait_for_upgrades(fn, timeout=0)
+    assert squall.last_traces(fn).plan.regions
+
+
+def test_background_upgrades_plan_under_the_callers_grad_mode(fused_faster):
+    fuser = SlowFuser()
+    fuser.gate.set()
+    fn = squall.jit(program, executors=[fuser, make_executor()])
+    x = torch.randn(8, requires_grad=True)
+    with torch.no_grad():
+        fn(x)
+    assert squall.wait_for_upgrades(fn, timeout=30)
+    traces = squall.last_traces(fn)
+    assert traces.backward is None and traces.plan.regions  # planned without gradients, as the call was
+
+
+# --- the in-context judge, with a scripted clock ------------------------------------------------
+
+
+def test_judge_keeps_the_fused_plan_only_when_it_is_faster_by_the_margin():
+    runs = []
+    torch_run, fused_run = (lambda: runs.append("torch")), (lambda: runs.append("fused"))
+    faster = tiers.judge(torch_run, fused_run, clock=_scripted_clock(2e-3, 1e-3))
+    assert (faster.keep, faster.torch_s, faster.fused_s) == ("fused", pytest.approx(2e-3), pytest.approx(1e-3))
+    assert runs == ["torch", "fused"] + ["torch", "fused"] * 3  # warm-up, then interleaved rounds
+    slower = tiers.judge(torch_run, fused_run, clock=_scripted_clock(1e-3, 1.2e-3))
+    assert slower.keep == "torch" and "not faster" in slower.reason
+    within_noise = tiers.judge(torch_run, fused_run, clock=_scripted_clock(1e-3, 0.99e-3))
+    assert within_noise.keep == "torch"  # 1% is not a win (margin 0.97)
+
+
+def test_judge_takes_the_best_round_of_each():
+    times = [0.0, 1.0]
+    t = 1.0
+    for torch_dt, fused_dt in ((5e-3, 1e-3), (1e-3, 3e-3), (4e-3, 2e-3)):  # a load spike hits round 1
+        times += [t, t + torch_dt, t + torch_dt, t + torch_dt + fused_dt]
+        t += torch_dt + fused_dt
+    ticks = iter(times)
+    verdict = tiers.judge(lambda: None, lambda: None, clock=lambda: next(ticks))
+    assert (verdict.torch_s, verdict.fused_s, verdict.keep) == (pytest.approx(1e-3), pytest.approx(1e-3), "torch")
+
+
+# --- the cost model ------------------------------------------------------------------------------
+
+
+class ThriftyFuser(PyFuser):
+    """A fuser with a cost model: a lone op of fewer than 3 prims, or under 50 us of eager time, is skipped."""
+
+    min_compute_prims = 3
+    min_eager_seconds = 50e-6
+
+
+def test_cost_model_skips_regions_that_cannot_pay_back_and_explain_says_why():
+    fuser = ThriftyFuser()
+    x = torch.randn(4)
+    fn = squall.jit(lambda x: torch.exp(x), executors=[fuser, make_executor()])
+    torch.testing.assert_close(fn(x), torch.exp(x))
+    assert not squall.last_traces(fn).plan.regions and fuser.compiled_sources == []
+    text = str(squall.explain(fn, x))
+    assert "handed back by pyfuse (torch.exp): not compiled, it cannot pay back: a single cheap op (prims.exp, 1 prim)" in text
+    (d,) = [d for d in squall.last_traces(fn).plan.decisions if d.bsym.sym.id == "torch.exp"]
+    assert d.declined[0][1].startswith("fusion pass left it out: not compiled, it cannot pay back: a single cheap op")
+
+    small = squall.jit(program, executors=[fuser, make_executor()])
+    torch.testing.assert_close(small(x), program(x))
+    report = str(squall.explain(small, x))
+    assert "cannot pay back: eager runs it in about 9 us (3 calls, 96 bytes), less than the 50 us" in report
+    big = torch.randn(1 << 18)  # 1 MiB in, three calls: eager's estimate is well above 50 us
+    assert squall.explain(small, big).regions and fuser.compiled_sources
+
+
+def test_cost_model_skips_pure_metadata_regions():
+    class ViewFuser(PyFuser):
+        def __init__(self):
+            super().__init__("viewfuse")
+            self.register_supported("prims.reshape")
+
+    fuser = ViewFuser()
+    fn = squall.jit(lambda x: x.reshape(2, 8), executors=[fuser, make_executor()])
+    x = torch.randn(16)
+    torch.testing.assert_close(fn(x), x.reshape(2, 8))
+    assert "not compiled, it cannot pay back: pure metadata" in str(squall.explain(fn, x))
+    assert fuser.compiled_sources == []
+
+
+# --- configuration and the worker ------------------------------------------------------------------
+
+
+def test_wait_comes_from_the_call_the_environment_or_pyproject(tmp_path):
+    assert resolve_wait(True) is True and resolve_wait(False, environ={"SQUALL_WAIT": "1"}) is False
+    assert resolve_wait(None, environ={"SQUALL_WAIT": "yes"}, cwd=tmp_path) is True
+    assert resolve_wait(None, environ={}, cwd=tmp_path) is False
+    (tmp_path / "pyproject.toml").write_text("[tool.squall]\nwait = true\n")
+    assert resolve_wait(None, environ={}, cwd=tmp_path) is True
+    assert resolve_wait(None, environ={"SQUALL_WAIT": "0"}, cwd=tmp_path) is False
+    with pytest.raises(ValueError, match=r"\$SQUALL_WAIT must be 1/true/yes or 0/false/no, got 'later'"):
+        resolve_wait(None, environ={"SQUALL_WAIT": "later"}, cwd=tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.squall]\nwait = 1\n")
+    with pytest.raises(PyprojectError, match="wait in .* must be true or false, got an integer"):
+        resolve_wait(None, environ={}, cwd=tmp_path)
+    with pytest.raises(TypeError, match="wait must be True, False or None, got str"):
+        squall.jit(program, wait="yes")
+
+
+def test_the_worker_is_one_daemon_thread(fused_faster):
+    fuser = SlowFuser()
+    fuser.gate.set()
+    fns = [squall.jit(program, executors=[fuser, make_executor()]) for _ in range(3)]
+    for fn in fns:
+        fn(torch.randn(8))
+    for fn in fns:
+        assert squall.wait_for_upgrades(fn, timeout=30)
+    workers = [t for t in threading.enumerate() if t.name == "squall-upgrades"]
+    assert len(workers) == 1 and workers[0].daemon
+
+
+def test_exit_with_a_pending_upgrade_is_quiet(tmp_path):
+    code = textwrap.dedent("""
+        import time, torch, squall
+        from squall.torch_executor import make_executor
+        from squall.extend import FusionExecutor
+
+        class Sleepy(FusionExecutor):
+            def __init__(self):
+                super().__init__("sleepy")
+                self.register_supported("prims.exp")
+                self.register_supported("prims.mul")
+            def compile_region(self, region):
+                time.sleep(60)  # far longer than exit waits
+
+        fn = squall.jit(lambda x: torch.exp(x) * 2.0, executors=[Sleepy(), make_executor()])
+        fn(torch.randn(4)); fn(torch.randn(5))  # one upgrade running, one queued
+        print("done")
+    """)
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "SQUALL_CACHE_DIR": str(tmp_path)})
+    assert done.returncode == 0 and done.stdout.split() == ["done"] and done.stderr == "", done.stderr
+    assert time.monotonic() - start < tiers.EXIT_JOIN_S + 20
+
+
+def test_judging_an_upgrade_leaves_the_users_random_stream_alone(fused_faster):
+    """The background judge runs examples beside the program: it must not draw from the global generator."""
+    fuser = SlowFuser()
+    fuser.gate.set()
+    f = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+    torch.manual_seed(7)
+    f(torch.randn(16))
+    drawn = torch.rand(4)
+    torch.manual_seed(7)
+    program(torch.randn(16))
+    torch.testing.assert_close(drawn, torch.rand(4))
+    assert squall.upgrades(f)[0].status == "upgraded"
