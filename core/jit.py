@@ -30,7 +30,7 @@ from .aliasing import AliasPattern, alias_guarded, describe_path, same_as_paths
 from .checking import ExecutorFault, check_mode
 from .config import ExecutorPriority, resolve_executors, resolve_wait
 from .executor import Executor
-from .guards import StateGuards
+from .state_guards import StateGuards
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_program
 from .planner import PlanningError
@@ -240,7 +240,7 @@ class JittedFunction:
         self.check = check_mode()  # $SQUALL_CHECK, read when jit is called: first, always or never
         # key -> (executor name, operation ids) kept apart after the executor failed there
         self._exclusions: dict[Any, list[tuple[str, tuple[str, ...]]]] = {}
-        # key -> entries set aside when the state they read changed, newest first (squall.guards)
+        # key -> entries set aside when the state they read changed, newest first (squall.state_guards)
         self._variants: dict[Any, list[CompiledEntry]] = {}
         self._fresh: Any = None  # the key whose first call, right after tracing, is running
         self.last_entry: CompiledEntry | None = None
@@ -362,7 +362,7 @@ class JittedFunction:
 
     def _first_call(self, key: Any, runner: Callable) -> Callable:
         """`runner` for the call the entry was traced for: a state check failing in it means the
-        state changed during compilation (squall.guards)."""
+        state changed during compilation (squall.state_guards)."""
 
         def first_call(*args, **kwargs):
             self._fresh = key
@@ -377,7 +377,7 @@ class JittedFunction:
         """What the cache holds for an entry: its generated function; or, while its non-torch
         calls are to be checked, the checked variant, which replans the entry on a fault and
         (unless $SQUALL_CHECK=always) hands the cache the unchecked one after a clean call.
-        Either first checks the Python state the program read (squall.guards)."""
+        Either first checks the Python state the program read (squall.state_guards)."""
         checked, plain = compilation.checked, self._state_checked(key, compilation, self._guarded(key, compilation, compilation.fn))
         if checked is None or self.check == "never" or state_guards(compilation).eager:
             return plain
@@ -405,7 +405,7 @@ class JittedFunction:
 
     def _state_checked(self, key: Any, compilation: Compilation, runner: Callable) -> Callable:
         """`runner` behind the check of the Python state its trace read, replaying the writes it
-        made (squall.guards): a failed check compiles again. Where an inner submodule has a
+        made (squall.state_guards): a failed check compiles again. Where an inner submodule has a
         hook, the module's forward runs eagerly instead."""
         guards = state_guards(compilation)
         if guards.eager:

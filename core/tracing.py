@@ -19,7 +19,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from . import ltorch
-from .guards import StateRecorder
+from .state_guards import StateRecorder
 from .ltorch.base import TorchLanguage, TracingMode
 from .prims import copy_
 from .proxies import TensorProxy, tracing
@@ -47,7 +47,7 @@ class TracingContext:
         self.mutated_inputs: dict[str, tuple[TensorProxy, TensorProxy]] = {}
         # views and what a write through one changes (squall.views)
         self.views = ViewTracker(self)
-        self.state: StateRecorder | None = None  # the Python state the program reads and writes (squall.guards)
+        self.state: StateRecorder | None = None  # the Python state the program reads and writes (squall.state_guards)
 
     def rebind(self, handle: TensorProxy, value: TensorProxy) -> TensorProxy:
         """Make `handle` (a proxy the program holds) stand for `value` from now on.
@@ -234,7 +234,7 @@ def trace_program(
         arg_names = argument_names(module.forward if module is not None else fn, len(args))
         p_args = tuple(proxify(a, ("args", i), arg_names[i]) for i, a in enumerate(args))
         p_kwargs = {k: proxify(v, ("kwargs", k), k) for k, v in kwargs.items()}
-        # what the program reads and writes besides its inputs (squall.guards): ctx.state
+        # what the program reads and writes besides its inputs (squall.state_guards): ctx.state
         ctx.state = StateRecorder(module, arg_offset=int(module is not None))
         target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
         with TracingMode(language):

@@ -1,4 +1,4 @@
-"""Guards on Python state (squall.guards): each test changes what the program read after the
+"""Guards on Python state (squall.state_guards): each test changes what the program read after the
 first call and checks the compiled result against eager's; side effects replay as eager's do."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from torch import nn
 from torch.testing import assert_close
 
 import squall
-from squall.guards import UnreplayableWrite
+from squall.state_guards import UnreplayableWrite
 from squall.jit import jitted_state
 from squall.ltorch.base import SquallWarning
 from squall.proxies import TensorProxy
