@@ -30,6 +30,7 @@ from .aliasing import AliasPattern, alias_guarded, describe_path, same_as_paths
 from .checking import ExecutorFault, check_mode
 from .config import ExecutorPriority, resolve_executors, resolve_wait
 from .executor import Executor
+from .state_guards import StateGuards
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_program
 from .planner import PlanningError
@@ -54,17 +55,27 @@ _is_grad_enabled = torch.is_grad_enabled
 _get_default_dtype = torch.get_default_dtype
 
 
+_KEYED_BY_EQUALITY = frozenset({int, bool, str, type(None)})  # the scalars whose == is their identity as a value
+
+
+def _number_key(x: float | complex) -> Any:
+    """A float or complex for the key where == misleads: -0.0 == 0.0 (but 1 / -0.0 is -inf)
+    and NaN != NaN (every NaN would compile anew). Its repr tells these apart, one NaN as one."""
+    return repr(x) if x != x or x == 0 else x
+
+
 def _value_key(x: Any, where: str) -> Any:
     """The key part of one argument: metadata for tensors, values for everything else."""
     if isinstance(x, _Tensor):
         return (x.shape, x.dtype, x.device, x.requires_grad)
     t = type(x)
     if t in _SCALARS:
-        return (t, x)
+        return (t, x if t in _KEYED_BY_EQUALITY else _number_key(x))
     if isinstance(x, _BUILTIN_SCALARS):
         # an IntEnum, a float or str subclass: told apart by type and plain value, never by
         # the subclass's own __eq__/__hash__ (one that said "equal" would share an entry)
-        return (t, plain_scalar(x))
+        x = plain_scalar(x)
+        return (t, _number_key(x) if isinstance(x, (float, complex)) else x)
     if t in (list, tuple):
         return (t, tuple(_value_key(v, f"{where}[{i}]") for i, v in enumerate(x)))
     if t is dict:
@@ -112,7 +123,7 @@ def compiled(*args, **kwargs):
         if type(a) is _Tensor:
             key += (a.shape, a.dtype, a.device, a.requires_grad)
         elif type(a) in _SCALARS:
-            key += (type(a), a)
+            key += (type(a), a if type(a) in _KEYED_BY_EQUALITY or a == a and a else _number_key(a))
         else:
             key += (_value_key(a, "an argument"),)
     if kwargs:
@@ -155,9 +166,12 @@ def _fast_path(fn: Callable) -> str:
     )
 _MODULE_PARTS = {
     # parameters and buffers are read at every call, so optimizer steps and load_state_dict are seen
-    "params_key": """    params = [store[k] for store, k in slots]
-    for p in params:
-        key += (p.shape, p.dtype, p.device, p.requires_grad)
+    "params_key": """    try:
+        params = [store[k] for store, k in slots]
+        for p in params:
+            key += (p.shape, p.dtype, p.device, p.requires_grad)
+    except (KeyError, AttributeError):  # a parameter, buffer or tensor attribute was removed
+        return relayout(args, kwargs)
     key += (tuple([m.training for m in submodules]),)""",
     "params": "params",
     "params_arg": "params, ",
@@ -230,6 +244,9 @@ class JittedFunction:
         self.check = check_mode()  # $SQUALL_CHECK, read when jit is called: first, always or never
         # key -> (executor name, operation ids) kept apart after the executor failed there
         self._exclusions: dict[Any, list[tuple[str, tuple[str, ...]]]] = {}
+        # key -> entries set aside when the state they read changed, newest first (squall.state_guards)
+        self._set_aside: dict[Any, list[CompiledEntry]] = {}
+        self._fresh: Any = None  # the key whose first call, right after tracing, is running
         self.last_entry: CompiledEntry | None = None
         self.stats = CacheStats()
         self._last_parts: dict[str, Any] | None = None
@@ -244,12 +261,17 @@ class JittedFunction:
         self._state_lock = threading.Lock()
         if self.module is not None:
             check_wrapping(self.module)
-            self._slots, self._slot_paths = module_slots(self.module)
-            self._slot_names = [
-                f"{'parameter' if isinstance(store[k], torch.nn.Parameter) else 'buffer'} {name!r}" for (store, k), name in zip(self._slots, self._slot_paths)
-            ]
-            self._submodules = list(self.module.modules())
+            self._set_layout()
         self.entry_point = self._make_entry_point()
+
+    def _set_layout(self) -> None:
+        """Read where the module's parameters, buffers and tensor attributes are (in place: the
+        entry point holds these lists)."""
+        slots, paths = module_slots(self.module)
+        kinds = lambda store, k: "parameter" if isinstance(store[k], torch.nn.Parameter) else "tensor attribute" if "_parameters" in store else "buffer"
+        self._slots[:], self._slot_paths[:] = slots, paths
+        self._slot_names[:] = [f"{kinds(store, k)} {name!r}" for (store, k), name in zip(slots, paths)]
+        self._submodules[:] = list(self.module.modules())
 
     def _make_entry_point(self) -> Callable:
         """The function users call: the hot path, generated once, closed over this state."""
@@ -263,6 +285,9 @@ class JittedFunction:
             "_Tensor": _Tensor,
             "_SCALARS": _SCALARS,
             "_value_key": _value_key,
+            "_number_key": _number_key,
+            "_KEYED_BY_EQUALITY": _KEYED_BY_EQUALITY,
+            "relayout": self._relayout,
         }
         if self.module is not None:
             source = _ENTRY_POINT.format(fast_path="", **_MODULE_PARTS)
@@ -292,6 +317,14 @@ class JittedFunction:
             cached = self._cache.get(key)
             if cached is not None:  # another thread compiled this signature while we waited
                 return cached[0]
+            if self.module is not None and [(id(d), k) for d, k in module_slots(self.module)[0]] != [(id(d), k) for d, k in self._slots]:
+                return lambda params, *a, **k: self._relayout(a, k)
+            call_args = (params, *args) if params is not None else args
+            for i, variant in enumerate(self._set_aside.get(key, ())):
+                if state_guards(variant.compilation).holds(call_args, kwargs):
+                    self._set_aside[key].pop(i)  # its state is back: cached again, not compiled
+                    self._insert(key, variant)
+                    return self._cache[key][0]
             start = time.perf_counter()
             self.stats.misses += 1
             self._note_changes(args, kwargs)
@@ -302,10 +335,12 @@ class JittedFunction:
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             self._insert(key, entry)
             self.last_entry = entry
+            if state_guards(compilation).eager:
+                state_guards(compilation).warn_eager("the module" if self.module is not None else "the function")
             upgrade = self._upgrade_job(key, entry, executors, (params, args, kwargs)) if tiered else None
             if upgrade is not None and self.wait:
                 upgrade.run()  # the same upgrade, done before the first call returns
-            runner = record.first_call(self._cache[key][0])  # the cache holds the runner; this first call is recorded
+            runner = record.first_call(self._first_call(key, self._cache[key][0]))  # the cache holds the runner; this first call is recorded
         if upgrade is None or self.wait:
             return runner
 
@@ -335,14 +370,28 @@ class JittedFunction:
                 pass  # only a fusion executor runs some operation: plan with it now
         return compile_program(self.fn, args, kwargs, executors=executors, module=self.module, strict=self.strict, **options), False
 
+    def _first_call(self, key: Any, runner: Callable) -> Callable:
+        """`runner` for the call the entry was traced for: a state check failing in it means the
+        state changed during compilation (squall.state_guards)."""
+
+        def first_call(*args, **kwargs):
+            self._fresh = key
+            try:
+                return runner(*args, **kwargs)
+            finally:
+                self._fresh = None
+
+        return first_call
+
     def _runner(self, key: Any, compilation: Compilation, slot: list | None = None) -> Callable:
         """What the cache holds for an entry: its generated function; or, while its non-torch
         calls are to be checked, the checked variant, which replans the entry on a fault and
         (unless $SQUALL_CHECK=always) hands the cache the unchecked one after a clean call.
         `slot`, a list whose first item holds the runner, is where that hand-over happens when
-        it is not the cache's entry (a guarded entry's variants: squall.speculation)."""
-        checked, plain = compilation.checked, self._guarded(key, compilation, compilation.fn)
-        if checked is None or self.check == "never":
+        it is not the cache's entry (a guarded entry's variants: squall.speculation).
+        Either first checks the Python state the program read (squall.state_guards)."""
+        checked, plain = compilation.checked, self._state_checked(key, compilation, self._guarded(key, compilation, compilation.fn))
+        if checked is None or self.check == "never" or state_guards(compilation).eager:
             return plain
         always = self.check == "always"
         differentiated = compilation.backward is not None
@@ -363,7 +412,7 @@ class JittedFunction:
                         cached[0] = plain  # checked once: later calls run the plain code
             return out
 
-        runner = self._guarded(key, compilation, checked_call)
+        runner = self._state_checked(key, compilation, self._guarded(key, compilation, checked_call))
         return runner
 
     def _cached_runner(self, key: Any, entry: CompiledEntry) -> Callable:
@@ -390,6 +439,55 @@ class JittedFunction:
             self.stats.misses += 1
             self.last_entry = entry
             return self._variant(key, entry)
+
+    def _state_checked(self, key: Any, compilation: Compilation, runner: Callable) -> Callable:
+        """`runner` behind the check of the Python state its trace read, replaying the writes it
+        made (squall.state_guards): a failed check compiles again. Where an inner submodule has a
+        hook, the module's forward runs eagerly instead."""
+        guards = state_guards(compilation)
+        if guards.eager:
+            module, original = self.module, self.fn
+            runner = (lambda params, *a, **k: module.forward(*a, **k)) if module is not None else original
+        return guards.runner(runner, lambda args, kwargs: self._stale(key, guards, args, kwargs))
+
+    def _stale(self, key: Any, guards: StateGuards, args: tuple, kwargs: dict) -> Any:
+        """A cached entry's state check failed: set it aside (it is picked again when its
+        state comes back) and call again, which compiles for the state as it is now."""
+        label = guards.failed(args, kwargs) or "the state the program read"
+        user_args = args[1:] if self.module is not None else args
+        if self._fresh == key:
+            # changed between tracing and this first call (another thread, or code tracing ran
+            # that squall does not see): this call runs eagerly, the next compiles again
+            warnings.warn(
+                f"squall: {label} changed while the program was being compiled; this call runs eagerly",
+                SquallWarning,
+                stacklevel=4,
+            )
+            self._stale_entry(key, label)
+            return (self.module.forward if self.module is not None else self.fn)(*user_args, **kwargs)
+        self._stale_entry(key, label)
+        return self.entry_point(*user_args, **kwargs)
+
+    def _stale_entry(self, key: Any, label: str) -> None:
+        with self._compile_lock:
+            self.stats.changes[label] = self.stats.changes.get(label, 0) + 1
+            if key in self._cache and self._entries.get(key) is not None:
+                self._evicted_hits += self._cache.pop(key)[1]
+                variants = self._set_aside.setdefault(key, [])
+                variants.insert(0, self._entries.pop(key))
+                del variants[self.recompile_limit :], self._recency[key]
+
+    def _relayout(self, args: tuple, kwargs: dict) -> Any:
+        """The module's parameters, buffers or tensor attributes changed place: every entry
+        was compiled for the old layout, so all are dropped before the call compiles anew."""
+        with self._compile_lock:
+            self._set_layout()
+            for k in list(self._cache):
+                self._evicted_hits += self._cache.pop(k)[1]
+            self._entries.clear()
+            self._recency.clear()
+            self._set_aside.clear()
+        return self.entry_point(*args, **kwargs)
 
     def _guarded(self, key: Any, compilation: Compilation, runner: Callable) -> Callable:
         """`runner` behind what a program that writes its inputs needs: module state written under
@@ -426,7 +524,7 @@ class JittedFunction:
             variant, _ = self._compile_first_tier(user_args, kwargs, self._priority(key), same_as=same_as_paths(pattern, paths))
             self.last_entry = CompiledEntry(variant, time.perf_counter() - start)
         fn = variant.fn
-        fn = _holding(self._state_lock, fn) if variant.writes_module_state else fn
+        fn = self._state_checked(key, variant, _holding(self._state_lock, fn) if variant.writes_module_state else fn)
         if guards_of(variant):  # a value it read may differ at a later call: its variants, as for any entry
             entry = CompiledEntry(variant, 0.0)
             slot = [fn, entry]
@@ -653,6 +751,15 @@ def jit(
     if isinstance(fn, torch.nn.Module):
         return JittedModule(fn, state)
     return state.entry_point
+
+
+def state_guards(compilation: Compilation) -> StateGuards:
+    """What the compilation's trace read of Python state, and the writes it replays."""
+    state = getattr(compilation.traced.context, "state", None)
+    return state.guards if state is not None else _NO_GUARDS
+
+
+_NO_GUARDS = StateGuards()
 
 
 def jitted_state(jfn: Any) -> JittedFunction:

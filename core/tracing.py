@@ -21,6 +21,7 @@ from . import ltorch
 from .ltorch.base import DataDependentError, TorchLanguage, TracingMode
 from .outputs import capture_output
 from .unbound_methods import unbound_methods_traced
+from .state_guards import StateRecorder
 from .prims import copy_
 from .proxies import TensorProxy, tracing
 from .speculation import Speculation
@@ -63,6 +64,7 @@ class TracingContext:
                 "Python numbers, not on tensor data"
             )
         return self.speculation.read(how, args, kwargs or {})
+        self.state: StateRecorder | None = None  # the Python state the program reads and writes (squall.state_guards)
 
     def rebind(self, handle: TensorProxy, value: TensorProxy) -> TensorProxy:
         """Make `handle` (a proxy the program holds) stand for `value` from now on.
@@ -177,14 +179,16 @@ def argument_names(fn: Callable, nargs: int) -> list[str]:
 
 
 def module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[str]]:
-    """One (owner dict, key) slot and one dotted name per distinct parameter or buffer."""
+    """One (owner dict, key) slot and one dotted name per distinct parameter, buffer or tensor
+    attribute: a plain tensor attribute (`self.mask = ...`) is an input like a buffer, read at
+    every call, so a program that sets it (`self.count = self.count + 1`) sees the new value."""
     slots: list[tuple[dict, str]] = []
     names: list[str] = []
     seen: set[int] = set()
     for prefix, sub in module.named_modules(remove_duplicate=False):
-        for store in (sub._parameters, sub._buffers):
+        for store in (sub._parameters, sub._buffers, sub.__dict__):
             for key, value in store.items():
-                if value is None or id(value) in seen:
+                if not isinstance(value, torch.Tensor) or id(value) in seen:
                     continue
                 seen.add(id(value))
                 slots.append((store, key))
@@ -254,9 +258,12 @@ def trace_program(
         arg_names = argument_names(module.forward if module is not None else fn, len(args))
         p_args = tuple(proxify(a, ("args", i), arg_names[i]) for i, a in enumerate(args))
         p_kwargs = {k: proxify(v, ("kwargs", k), k) for k, v in kwargs.items()}
+        # what the program reads and writes besides its inputs (squall.state_guards): ctx.state
+        ctx.state = StateRecorder(module, arg_offset=int(module is not None))
+        target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
         with TracingMode(language), unbound_methods_traced():
             # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.wrappers)
-            result = (module.forward if module is not None else fn)(*p_args, **p_kwargs)
+            result = ctx.state.finish(target(*p_args, **p_kwargs))
             result = capture_output(result, ctx.constant)
             if ctx.views.stale:
                 ctx.views.refresh(result, "the function's output")  # a view of a tensor changed since it was taken

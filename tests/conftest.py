@@ -14,6 +14,12 @@ os.environ.setdefault("SQUALL_EXECUTORS", "torch")
 # written to a folder of the test run's own rather than the user's cache.
 os.environ.setdefault("SQUALL_CACHE_DIR", tempfile.mkdtemp(prefix="squall-test-cache-"))
 
+# transformers imports torchvision where it is installed (timm pulls it in), and the registry's
+# torchvision cannot import on CPU torch without this (see real_models.import_torchvision)
+from real_models import import_torchvision  # noqa: E402
+
+import_torchvision()
+
 
 @pytest.fixture(autouse=True)
 def _seeded():

@@ -94,7 +94,7 @@ def test_a_healthy_executor_is_checked_once_then_runs_the_plain_code(monkeypatch
     assert compilation.checked is not None and "checked_healthy_exp" in compilation.checked.source
     assert "checked" not in compilation.source  # what the cache runs after the first call
     (entry,) = jf.__squall__._cache.values()
-    assert entry[0] is compilation.fn
+    assert getattr(entry[0], "__wrapped__", entry[0]) is compilation.fn  # behind its state check (squall.state_guards)
     assert jf.cache_info().replans == 0
 
 
@@ -120,7 +120,7 @@ def test_check_never_and_a_bad_value(monkeypatch):
     jf = squall.jit(program, executors=[vendor("unchecked", torch.exp), "torch"])
     jf(torch.randn(2))
     (entry,) = jf.__squall__._cache.values()
-    assert entry[0] is squall.last_traces(jf).fn
+    assert getattr(entry[0], "__wrapped__", entry[0]) is squall.last_traces(jf).fn
     monkeypatch.setenv("SQUALL_CHECK", "sometimes")
     with pytest.raises(ValueError, match=r"\$SQUALL_CHECK must be one of first, always, never, got 'sometimes'"):
         squall.jit(program)
