@@ -64,3 +64,18 @@ def test_torch_tensor_is_its_own_again_after_tracing_even_when_it_fails():
     assert torch.Tensor.add is torch._C.TensorBase.add
     with pytest.raises(TypeError, match="doesn't apply to a 'str' object"):
         torch.Tensor.add("not a tensor", 1)
+
+
+def test_metadata_methods_of_a_parameter_are_answered_not_run_opaque():
+    """A module's parameter is real while traced; `w.size(1)` is answered from its proxy, with no opaque call."""
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 4)
+
+        def forward(self, x):
+            return self.lin(x) * self.lin.weight.size(1) + self.lin.weight.dim()
+
+    module, x = Scaled(), torch.randn(2, 3)
+    assert_close(_no_opaque(module, x), module(x))

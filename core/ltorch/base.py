@@ -117,7 +117,9 @@ def _tensor_attribute(func: Callable) -> tuple[str, bool] | None:
         name = getattr(owner, "__name__", None) or getattr(getattr(owner, "fget", None), "__name__", None)
         return (name, True) if name and torch.Tensor.__dict__.get(name, getattr(torch.Tensor, name, None)) is owner else None
     name = getattr(func, "__name__", None)
-    return (name, False) if name and getattr(torch.Tensor, name, None) is func else None
+    method = getattr(torch.Tensor, name, None) if name else None
+    # while tracing, torch.Tensor holds squall's stand-in, which names torch's own method
+    return (name, False) if method is not None and getattr(method, "__squall_method__", method) is func else None
 
 
 class TorchLanguage:
