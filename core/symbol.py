@@ -325,11 +325,9 @@ def _collect(x: Any, found: list[TensorProxy]) -> None:
         found.extend(v for v in tree_flatten(x)[0] if isinstance(v, TensorProxy))
 
 
-_SQUALL_DIR = os.path.dirname(os.path.abspath(__file__))
-# the files that run while a program is traced; any other frame is the program's own
-_TRACING_MACHINERY = tuple(
-    os.path.join(_SQUALL_DIR, part) for part in ("ltorch" + os.sep, "prims" + os.sep, "proxies.py", "symbol.py", "tracing.py", "speculation.py")
-)
+_SQUALL_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# squall's own files run around a traced program; the demo's model is a program like a user's
+_DEMO = os.path.join(_SQUALL_DIR, "demo.py")
 
 
 def user_source() -> tuple[str, int, str] | None:
@@ -338,7 +336,7 @@ def user_source() -> tuple[str, int, str] | None:
     while f is not None:
         fn = f.f_code.co_filename
         # "<stdin>", "<string>" and notebook cells are the program's; "<squall-...>" is generated code
-        if not fn.startswith(_TRACING_MACHINERY) and f"{os.sep}torch{os.sep}" not in fn and not fn.startswith("<squall-"):
+        if (not fn.startswith(_SQUALL_DIR) or fn == _DEMO) and f"{os.sep}torch{os.sep}" not in fn and not fn.startswith("<squall-"):
             return fn, f.f_lineno, linecache.getline(fn, f.f_lineno).strip()
         f = f.f_back
     return None
