@@ -26,19 +26,19 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
+from . import tiers
 from .aliasing import AliasPattern, alias_guarded, describe_path, same_as_paths
 from .checking import ExecutorFault, check_mode
 from .config import ExecutorPriority, resolve_executors, resolve_wait
 from .executor import Executor
-from .state_guards import StateGuards
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_program
 from .planner import PlanningError
 from .proxies import current_context
 from .rage import record_compilation
 from .sources import load_source
-from . import tiers
 from .speculation import Variants, guards_of
+from .state_guards import StateGuards
 from .trace import plain_scalar
 from .tracing import argument_names, module_slots
 from .wrappers import call_with_hooks, check_plain_parameters, check_wrapping, hook_dicts

@@ -47,6 +47,7 @@ from torch.utils.hooks import RemovableHandle
 from .ltorch.base import SquallWarning
 from .proxies import TensorProxy
 from .sources import load_source
+from .trace import plain_scalar
 
 __all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite"]
 
@@ -295,7 +296,7 @@ class StateRecorder:
             # a bound method: its object is read like a module's attributes
             fn = types.MethodType(self._recording_function(fn.__func__), self.view(fn.__self__, f"{type(fn.__self__).__name__} object"))
         args = tuple(self._argument(a, f"args[{i + self.arg_offset}]", f"argument {i}") for i, a in enumerate(args))
-        kwargs = {k: self._argument(v, f"kwargs[{k!r}]", f"keyword argument {k!r}") for k, v in kwargs.items()}
+        kwargs = {k: self._argument(v, f"kwargs[{plain_scalar(k)!r}]", f"keyword argument {k!r}") for k, v in kwargs.items()}
         return fn, args, kwargs
 
     def _argument(self, value: Any, expr: str, label: str) -> Any:
@@ -371,7 +372,7 @@ class StateRecorder:
             present = [k for k, v in value.items() if v is not None]
             self.guards.add(f"[k for k, v in {bound}.items() if v is not None] == {self.guards.bind(present, 'k')}", f"the {name[1:]} of {info.label}")
             return value
-        return self._reached(value, f"{self._dict_expr(info)}[{name!r}]", f"attribute {name!r} of {info.label}")
+        return self._reached(value, f"{self._dict_expr(info)}[{plain_scalar(name)!r}]", f"attribute {name!r} of {info.label}")
 
     def _dict_expr(self, info: _ViewInfo) -> str:
         # an argument is reached through the call's arguments (another object may be equal to
@@ -403,7 +404,7 @@ class StateRecorder:
             held = d.get(store, {})
             if name not in held:
                 continue
-            expr = f"{self.guards.bind(held, 'd')}[{name!r}]"
+            expr = f"{self.guards.bind(held, 'd')}[{plain_scalar(name)!r}]"
             label = f"{store[1:-1]} {name!r} of {info.label}"
             if store == "_modules":
                 self.guards.watch(expr, held[name], label)
@@ -421,10 +422,10 @@ class StateRecorder:
     def _read_absent(self, info: _ViewInfo, name: str) -> None:
         stores = [self.guards.bind(info.dict.get(s, {}), "d") for s in ("_parameters", "_buffers", "_modules")]
         d = self._dict_expr(info)
-        self.guards.add(" and ".join(f"{name!r} not in {s}" for s in [d, *stores]), f"attribute {name!r} of {info.label} (absent)")
+        self.guards.add(" and ".join(f"{plain_scalar(name)!r} not in {s}" for s in [d, *stores]), f"attribute {name!r} of {info.label} (absent)")
 
     def _read_global(self, real: dict, name: str, value: Any, fn: types.FunctionType) -> Any:
-        return self._reached(value, f"{self.guards.bind(real, 'g')}[{name!r}]", f"global {name!r} of {fn.__qualname__}")
+        return self._reached(value, f"{self.guards.bind(real, 'g')}[{plain_scalar(name)!r}]", f"global {name!r} of {fn.__qualname__}")
 
     # writes
 
@@ -456,16 +457,17 @@ class StateRecorder:
         for info in self._write_order:
             target = self.guards.bind(info.real, "o")
             for name, value in info.writes.items():
-                self.guards.effects.append(f"_setattr({target}, {name!r}, effects[{len(values)}])")
+                # a name is emitted as a plain str, never by a subclass's own repr (as everywhere here)
+                self.guards.effects.append(f"_setattr({target}, {plain_scalar(name)!r}, effects[{len(values)}])")
                 values.append(value)
-        for real, copy, label, expr in self._lists:
-            if copy.items_read:
+        for real, recorded, label, expr in self._lists:
+            if recorded.items_read:
                 self.guards.add(f"_same_items({expr}, {self.guards.bind(list(real), 'k')})", f"the items of {label}")
-            if len(copy) < len(real) or any(a is not b for a, b in zip(real, copy)):  # list.__init__ on it, say
+            if len(recorded) < len(real) or any(a is not b for a, b in zip(real, recorded)):  # list.__init__ on it, say
                 raise UnreplayableWrite(f"squall: the program changes {label} other than by appending to it; squall cannot replay that")
-            if len(copy) > len(real):
+            if len(recorded) > len(real):
                 self.guards.effects.append(f"{self.guards.bind(real, 'l')}.extend(effects[{len(values)}])")
-                values.append(list(copy[len(real):]))
+                values.append(list(recorded[len(real):]))
         # a view never leaves the trace: an output or value set that is one is the real object
         result, values = tree_map(self._unview, (result, values))
         return (result, tuple(values)) if values else result

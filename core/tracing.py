@@ -20,12 +20,12 @@ import torch
 from . import ltorch
 from .ltorch.base import DataDependentError, TorchLanguage, TracingMode
 from .outputs import capture_output
-from .unbound_methods import unbound_methods_traced
-from .state_guards import StateRecorder
 from .prims import copy_
 from .proxies import TensorProxy, tracing
 from .speculation import Speculation
+from .state_guards import StateRecorder
 from .trace import Trace
+from .unbound_methods import unbound_methods_traced
 from .views import ViewTracker
 
 __all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names"]

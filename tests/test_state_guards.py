@@ -426,3 +426,29 @@ def test_parameter_of_a_global_module_replaced():
         _check(j, f, x)
     finally:
         GLOBAL_NET = saved
+
+
+class _HostileName(str):
+    """An attribute name whose repr is other code: guards must name the attribute by its plain value."""
+
+    def __repr__(self):
+        return "'lin'"
+
+
+def test_an_attribute_read_by_a_str_subclass_name_is_guarded_by_its_plain_value():
+    class ReadsByName(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.scale = 2.0
+
+        def forward(self, x):
+            return self.lin(x) * getattr(self, _HostileName("scale"))
+
+    m, x = ReadsByName(), torch.randn(3, 4)
+    jm = squall.jit(m)
+    _check(jm, m, x)
+    _check(jm, m, x)
+    assert jitted_state(jm).cache_info().misses == 1
+    m.scale = -1.5
+    _check(jm, m, x)
