@@ -209,16 +209,16 @@ def resolve_executors(
         project = read_pyproject(pyproject) if pyproject is not None else {}
 
     if requested is not None:
-        chosen, relative = _apply(requested, defaults, market, "executors=")
+        chosen, _ = _apply(requested, defaults, market, "executors=")
         source = "jit(executors=...)"
     elif env_list:
-        chosen, relative = _apply(env_list, defaults, market, f"${ENV_VAR}")
+        chosen, _ = _apply(env_list, defaults, market, f"${ENV_VAR}")
         source = f"${ENV_VAR}"
     elif project.get("executors") is not None:
-        chosen, relative = _apply(project["executors"], defaults, market, f"[tool.squall] executors in {pyproject}")
+        chosen, _ = _apply(project["executors"], defaults, market, f"[tool.squall] executors in {pyproject}")
         source = str(pyproject)
     else:
-        chosen, relative, source = list(defaults), True, "defaults"
+        chosen, source = list(defaults), "defaults"
 
     per_op: dict[str, list[Executor]] = {}
     for op_name, entries in project.get("ops", {}).items():
