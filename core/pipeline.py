@@ -23,6 +23,7 @@ from .gradients import GradRule, NoGradRule, differentiate
 from .ltorch.base import SquallWarning
 from .passes import free_after_last_use
 from .planner import Plan, plan
+from .symbol import user_stacklevel
 from .trace import Trace
 from .tracing import InputBinding, trace_program
 
@@ -164,7 +165,7 @@ def compile_traced(
                 f"{e}: this program is differentiated by PyTorch's autograd instead, on the executors "
                 "autograd can differentiate through (torch)",
                 SquallWarning,
-                stacklevel=5,
+                stacklevel=user_stacklevel(),
             )
         else:
             seconds["differentiate"] = (start := time.perf_counter()) - now

@@ -27,7 +27,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from .guards import GUARD, READERS, GuardFailed
 from .ltorch.base import DataDependentError, SquallWarning
 from .proxies import TensorProxy
-from .symbol import BoundSymbol, Symbol, Tags, user_source
+from .symbol import BoundSymbol, Symbol, Tags, user_source, user_stacklevel
 from .torch_executor import TorchExecutor, make_executor
 
 __all__ = ["Speculation", "Variants", "guards_of", "SPECULATION_LIMIT"]
@@ -290,7 +290,7 @@ class Variants:
             "original function eagerly (uncompiled) instead. Pass the value in as a Python number, or "
             "compute it outside the compiled function, to compile it.",
             SquallWarning,
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
         original = jitted.module if jitted.module is not None else jitted.fn
         if jitted.module is not None:

@@ -47,6 +47,7 @@ from torch.utils.hooks import RemovableHandle
 from .ltorch.base import SquallWarning
 from .proxies import TensorProxy
 from .sources import load_source
+from .symbol import user_stacklevel
 from .trace import plain_scalar
 
 __all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite"]
@@ -643,5 +644,5 @@ class StateGuards:
             f"squall: {'; '.join(self.eager_because)}: {what} runs eagerly while it is registered "
             "(removing it compiles the program again)",
             SquallWarning,
-            stacklevel=5,
+            stacklevel=user_stacklevel(),
         )

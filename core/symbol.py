@@ -330,6 +330,18 @@ _SQUALL_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _DEMO = os.path.join(_SQUALL_DIR, "demo.py")
 
 
+def user_stacklevel() -> int:
+    """The `stacklevel` that makes a warning issued by the caller point at the user's code: the
+    first frame outside squall's files and its generated code (the demo's model is user code)."""
+    level, f = 1, sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if (not fn.startswith(_SQUALL_DIR) or fn == _DEMO) and not fn.startswith("<squall-"):
+            return level
+        level, f = level + 1, f.f_back
+    return 1
+
+
 def user_source() -> tuple[str, int, str] | None:
     """The innermost frame of the traced program (not squall's tracing machinery, not torch)."""
     f = sys._getframe(1)
