@@ -281,8 +281,12 @@ MODELS = {
     "gpt_neox": lambda t: t.GPTNeoXModel(t.GPTNeoXConfig(**_SMALL)),
     "opt": lambda t: t.OPTModel(t.OPTConfig(num_hidden_layers=1, hidden_size=32, ffn_dim=64, num_attention_heads=2, vocab_size=_V, word_embed_proj_dim=32)),
     "t5": lambda t: t.T5EncoderModel(t.T5Config(num_layers=1, d_model=32, d_ff=64, num_heads=2, d_kv=16, vocab_size=_V)),
+    "mixtral": lambda t: t.MixtralModel(t.MixtralConfig(num_key_value_heads=1, num_local_experts=4, num_experts_per_tok=2, **_SMALL)),
+    "clip_text": lambda t: t.CLIPTextModel(
+        t.CLIPTextConfig(max_position_embeddings=16, bos_token_id=0, eos_token_id=1, pad_token_id=2, **_SMALL)
+    ),
 }
-_NO_CACHE_ARG = {"bert", "roberta", "t5"}
+_NO_CACHE_ARG = {"bert", "roberta", "t5", "clip_text"}
 
 
 @pytest.mark.parametrize("name", list(MODELS))
