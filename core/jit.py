@@ -1,7 +1,8 @@
 """The front door: trace on a new input signature, plan, generate, cache, call.
 
 The cache-hit path is the product's hot path: one key built from the inputs in a
-single cheap pass, one dict lookup, one call of the generated function.
+single cheap pass, one dict lookup, one call of the generated function; the key and the
+generated entry point that builds it are `squall.entry_point`'s.
 
 The cache is bounded (`cache_size` entries per jitted function) and evicts the least
 recently used entry when a new one is compiled into a full cache. Recency is read off
@@ -14,7 +15,6 @@ thus exact to the resolution of one compilation, which is all eviction ever look
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 import time
 import warnings
@@ -24,159 +24,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten
 
 from . import tiers
 from .aliasing import AliasPattern, alias_guarded, describe_path, same_as_paths
 from .checking import ExecutorFault, check_mode
 from .config import ExecutorPriority, resolve_executors, resolve_wait
+from .entry_point import key_parts, make_entry_point
 from .executor import Executor
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_program
 from .planner import PlanningError
 from .proxies import current_context
 from .rage import record_compilation
-from .sources import load_source
 from .speculation import Variants, guards_of
 from .state_guards import StateGuards
-from .trace import plain_scalar
 from .tracing import argument_names, module_slots
 from .wrappers import call_with_hooks, check_plain_parameters, check_wrapping, hook_dicts
 
 __all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces", "wait_for_upgrades", "upgrades"]
 
 
-# --- the cache key ------------------------------------------------------------------------------
-
-_SCALARS = frozenset({int, float, bool, str, complex, type(None)})
-_BUILTIN_SCALARS = (int, float, str, complex)
-_Tensor = torch.Tensor
-_is_grad_enabled = torch.is_grad_enabled
-_get_default_dtype = torch.get_default_dtype
-
-
-_KEYED_BY_EQUALITY = frozenset({int, bool, str, type(None)})  # the scalars whose == is their identity as a value
-
-
-def _number_key(x: float | complex) -> Any:
-    """A float or complex for the key where == misleads: -0.0 == 0.0 (but 1 / -0.0 is -inf)
-    and NaN != NaN (every NaN would compile anew). Its repr tells these apart, one NaN as one."""
-    return repr(x) if x != x or x == 0 else x
-
-
-def _value_key(x: Any, where: str) -> Any:
-    """The key part of one argument: metadata for tensors, values for everything else."""
-    if isinstance(x, _Tensor):
-        return (x.shape, x.dtype, x.device, x.requires_grad)
-    t = type(x)
-    if t in _SCALARS:
-        return (t, x if t in _KEYED_BY_EQUALITY else _number_key(x))
-    if isinstance(x, _BUILTIN_SCALARS):
-        # an IntEnum, a float or str subclass: told apart by type and plain value, never by
-        # the subclass's own __eq__/__hash__ (one that said "equal" would share an entry)
-        x = plain_scalar(x)
-        return (t, _number_key(x) if isinstance(x, (float, complex)) else x)
-    if t in (list, tuple):
-        return (t, tuple(_value_key(v, f"{where}[{i}]") for i, v in enumerate(x)))
-    if t is dict:
-        # a key by its own key: a str-Enum key and its plain value hash alike but are not alike
-        return (t, tuple((_value_key(k, where), _value_key(v, f"{where}[{_label(k)}]")) for k, v in x.items()))
-    leaves, spec = tree_flatten(x)
-    if not (len(leaves) == 1 and leaves[0] is x):
-        return (spec, tuple(_value_key(v, where) for v in leaves))
-    try:
-        hash(x)
-    except TypeError:
-        raise TypeError(
-            f"squall.jit: {where} is a {t.__name__}, which is neither a tensor, a number, nor a "
-            "container of them, and is not hashable, so calls cannot be told apart by it"
-        ) from None
-    return (t, x)
-
-
-def _label(k: Any) -> str:
-    """A dict key for a message, without running a user type's __repr__."""
-    return repr(k) if type(k) in _SCALARS else f"<{type(k).__name__}>"
-
-
-def _key_parts(args: tuple, kwargs: dict, names: list[str]) -> dict[str, Any]:
-    """The key, part by part, labelled with the input each part comes from (for warnings)."""
-    parts = {f"argument {names[i]!r}": _value_key(a, f"argument {names[i]!r}") for i, a in enumerate(args)}
-    parts.update({f"keyword argument {k!r}": _value_key(v, f"keyword argument {k!r}") for k, v in kwargs.items()})
-    return parts
-
-
 # --- compiled entries and the jitted callable ----------------------------------------------------
 
 DEFAULT_CACHE_SIZE = 64  # compiled signatures kept per jitted function
-
-# The hot path, written once for functions and modules. One flat key: a tensor adds (shape,
-# dtype, device, requires_grad), which starts with a torch.Size; a number adds (type, value),
-# which starts with a type; anything else adds one nested tuple; so the groups cannot be
-# confused. The executor configuration is fixed when jit is called and every jitted function
-# has its own cache, so it needs no place in the key.
-_ENTRY_POINT = """
-def compiled(*args, **kwargs):
-{fast_path}
-    key = (_is_grad_enabled(), _get_default_dtype())
-    for a in args:
-        if type(a) is _Tensor:
-            key += (a.shape, a.dtype, a.device, a.requires_grad)
-        elif type(a) in _SCALARS:
-            key += (type(a), a if type(a) in _KEYED_BY_EQUALITY or a == a and a else _number_key(a))
-        else:
-            key += (_value_key(a, "an argument"),)
-    if kwargs:
-        key += (tuple([(k, _value_key(v, f"keyword argument {{k!r}}")) for k, v in kwargs.items()]),)
-{params_key}
-    entry = cache.get(key)
-    if entry is None:
-        return compile_(args, kwargs, key, {params})({params_arg}*args, **kwargs)
-    entry[1] += 1
-    return entry[0]({params_arg}*args, **kwargs)
-"""
-_FUNCTION_PARTS = {"params_key": "", "params": "None", "params_arg": ""}
-
-# For a function of a fixed number of positional parameters, the call with that many plain
-# tensors builds the same key in one tuple display, without the loop.
-_FAST_PATH = """    if len(args) == {n} and not kwargs:
-        {names}, = args
-        if {tensor_checks}:
-            entry = cache.get((_is_grad_enabled(), _get_default_dtype(), {metadata}))
-            if entry is not None:
-                entry[1] += 1
-                return entry[0]({names})"""
-
-
-def _fast_path(fn: Callable) -> str:
-    """The fast path of the entry point, for functions whose positional arity is fixed."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return ""
-    fixed = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in params)
-    if not fixed or not 1 <= len(params) <= 8:
-        return ""
-    names = [f"a{i}" for i in range(len(params))]
-    return _FAST_PATH.format(
-        n=len(names),
-        names=", ".join(names),
-        tensor_checks=" and ".join(f"type({a}) is _Tensor" for a in names),
-        metadata=", ".join(f"{a}.shape, {a}.dtype, {a}.device, {a}.requires_grad" for a in names),
-    )
-_MODULE_PARTS = {
-    # parameters and buffers are read at every call, so optimizer steps and load_state_dict are seen
-    "params_key": """    try:
-        params = [store[k] for store, k in slots]
-        for p in params:
-            key += (p.shape, p.dtype, p.device, p.requires_grad)
-    except (KeyError, AttributeError):  # a parameter, buffer or tensor attribute was removed
-        return relayout(args, kwargs)
-    key += (tuple([m.training for m in submodules]),)""",
-    "params": "params",
-    "params_arg": "params, ",
-}
-
 
 @dataclass
 class CompiledEntry:
@@ -275,26 +145,15 @@ class JittedFunction:
 
     def _make_entry_point(self) -> Callable:
         """The function users call: the hot path, generated once, closed over this state."""
-        namespace = {
-            "cache": self._cache,
-            "compile_": self._compile,
-            "slots": self._slots,
-            "submodules": self._submodules,
-            "_is_grad_enabled": _is_grad_enabled,
-            "_get_default_dtype": _get_default_dtype,
-            "_Tensor": _Tensor,
-            "_SCALARS": _SCALARS,
-            "_value_key": _value_key,
-            "_number_key": _number_key,
-            "_KEYED_BY_EQUALITY": _KEYED_BY_EQUALITY,
-            "relayout": self._relayout,
-        }
-        if self.module is not None:
-            source = _ENTRY_POINT.format(fast_path="", **_MODULE_PARTS)
-        else:
-            source = _ENTRY_POINT.format(fast_path=_fast_path(self.fn), **_FUNCTION_PARTS)
-        load_source(source, "entry-point", namespace)
-        compiled = namespace["compiled"]
+        compiled = make_entry_point(
+            self.fn,
+            module=self.module is not None,
+            cache=self._cache,
+            compile_=self._compile,
+            slots=self._slots,
+            submodules=self._submodules,
+            relayout=self._relayout,
+        )
         compiled.__squall__ = self
         compiled.cache_info = self.cache_info
         compiled.executors = self.executors  # the priority list in force
@@ -652,7 +511,7 @@ class JittedFunction:
 
     def _note_changes(self, args: tuple, kwargs: dict) -> None:
         fn = self.module.forward if self.module is not None else self.fn
-        parts = _key_parts(args, kwargs, argument_names(fn, len(args)))
+        parts = key_parts(args, kwargs, argument_names(fn, len(args)))
         if self._last_parts is not None:
             for label, part in parts.items():
                 if self._last_parts.get(label) != part:

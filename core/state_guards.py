@@ -48,7 +48,7 @@ from .ltorch.base import SquallWarning
 from .proxies import TensorProxy
 from .sources import load_source
 from .symbol import user_stacklevel
-from .trace import plain_scalar
+from .trace import plain_scalar, scalar_key
 
 __all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite"]
 
@@ -489,11 +489,7 @@ def _same_items(items: Any, expected: list) -> bool:
 
 
 def _same_scalar(a: Any, b: Any) -> bool:
-    if type(a) is float:
-        return (a == b and math.copysign(1.0, a) == math.copysign(1.0, b)) or (a != a and b != b)
-    if type(a) is complex:
-        return repr(a) == repr(b)
-    return a == b
+    return scalar_key(a) == scalar_key(b) if type(a) in (float, complex) else a == b
 
 
 class StateGuards:

@@ -24,6 +24,13 @@ __all__ = ["Trace", "ValuePrinter", "plain_scalar"]
 _PLAIN_SCALARS = (bool, int, float, complex, str)
 
 
+def scalar_key(x: float | complex) -> Any:
+    """A float or complex as a value that tells apart what == conflates: -0.0 == 0.0 (yet
+    1 / -0.0 is -inf), NaN != NaN (so a NaN would never match itself), and a complex's signed
+    zero parts. Its repr tells them apart exactly, one NaN as one; any other float is itself."""
+    return repr(x) if type(x) is complex or x != x or x == 0 else x
+
+
 def plain_scalar(x: Any) -> Any:
     """`x` as the plain built-in value it stands for: an IntEnum member as its int, a float
     subclass as its float, a str subclass as its str (others are returned unchanged).

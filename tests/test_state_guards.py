@@ -201,6 +201,17 @@ def test_negative_zero_and_nan_keys():
     assert_close(j(x, (math.inf, -0.0)[1]), f(x, -0.0))
 
 
+def test_complex_keys_tell_signed_zero_parts_apart():
+    def f(x, c):
+        return x / c
+
+    j = squall.jit(f)
+    x = torch.ones(2, dtype=torch.complex64)
+    for c in (complex(1.0, 0.0), complex(1.0, -0.0), complex(1.0, 0.0)):
+        assert torch.equal(torch.signbit(j(x, c).imag), torch.signbit(f(x, c).imag))
+    assert jitted_state(j).stats.misses == 2
+
+
 class Counter(nn.Module):
     def __init__(self):
         super().__init__()

@@ -1,0 +1,165 @@
+"""The cache key and the generated entry point: the hot path of every jitted function.
+
+The entry point builds one flat key from the call's inputs in a single cheap pass, looks
+it up once, and calls what the cache holds; a miss goes to the jitted function's compile.
+`value_key` is the slow path's key for anything that is not a plain tensor or number.
+"""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from .sources import load_source
+from .trace import plain_scalar, scalar_key
+
+__all__ = ["value_key", "key_parts", "make_entry_point"]
+
+# --- the cache key ------------------------------------------------------------------------------
+
+_SCALARS = frozenset({int, float, bool, str, complex, type(None)})
+_BUILTIN_SCALARS = (int, float, str, complex)
+_Tensor = torch.Tensor
+_is_grad_enabled = torch.is_grad_enabled
+_get_default_dtype = torch.get_default_dtype
+
+
+_KEYED_BY_EQUALITY = frozenset({int, bool, str, type(None)})  # the scalars whose == is their identity as a value
+
+
+def value_key(x: Any, where: str) -> Any:
+    """The key part of one argument: metadata for tensors, values for everything else."""
+    if isinstance(x, _Tensor):
+        return (x.shape, x.dtype, x.device, x.requires_grad)
+    t = type(x)
+    if t in _SCALARS:
+        return (t, x if t in _KEYED_BY_EQUALITY else scalar_key(x))
+    if isinstance(x, _BUILTIN_SCALARS):
+        # an IntEnum, a float or str subclass: told apart by type and plain value, never by
+        # the subclass's own __eq__/__hash__ (one that said "equal" would share an entry)
+        x = plain_scalar(x)
+        return (t, scalar_key(x) if isinstance(x, (float, complex)) else x)
+    if t in (list, tuple):
+        return (t, tuple(value_key(v, f"{where}[{i}]") for i, v in enumerate(x)))
+    if t is dict:
+        # a key by its own key: a str-Enum key and its plain value hash alike but are not alike
+        return (t, tuple((value_key(k, where), value_key(v, f"{where}[{_label(k)}]")) for k, v in x.items()))
+    leaves, spec = tree_flatten(x)
+    if not (len(leaves) == 1 and leaves[0] is x):
+        return (spec, tuple(value_key(v, where) for v in leaves))
+    try:
+        hash(x)
+    except TypeError:
+        raise TypeError(
+            f"squall.jit: {where} is a {t.__name__}, which is neither a tensor, a number, nor a "
+            "container of them, and is not hashable, so calls cannot be told apart by it"
+        ) from None
+    return (t, x)
+
+
+def _label(k: Any) -> str:
+    """A dict key for a message, without running a user type's __repr__."""
+    return repr(k) if type(k) in _SCALARS else f"<{type(k).__name__}>"
+
+
+def key_parts(args: tuple, kwargs: dict, names: list[str]) -> dict[str, Any]:
+    """The key, part by part, labelled with the input each part comes from (for warnings)."""
+    parts = {f"argument {names[i]!r}": value_key(a, f"argument {names[i]!r}") for i, a in enumerate(args)}
+    parts.update({f"keyword argument {k!r}": value_key(v, f"keyword argument {k!r}") for k, v in kwargs.items()})
+    return parts
+
+
+# The hot path, written once for functions and modules. One flat key: a tensor adds (shape,
+# dtype, device, requires_grad), which starts with a torch.Size; a number adds (type, value),
+# which starts with a type; anything else adds one nested tuple; so the groups cannot be
+# confused. The executor configuration is fixed when jit is called and every jitted function
+# has its own cache, so it needs no place in the key.
+_ENTRY_POINT = """
+def compiled(*args, **kwargs):
+{fast_path}
+    key = (_is_grad_enabled(), _get_default_dtype())
+    for a in args:
+        if type(a) is _Tensor:
+            key += (a.shape, a.dtype, a.device, a.requires_grad)
+        elif type(a) in _SCALARS:
+            key += (type(a), a if type(a) in _KEYED_BY_EQUALITY or type(a) is float and a == a and a else _scalar_key(a))
+        else:
+            key += (value_key(a, "an argument"),)
+    if kwargs:
+        key += (tuple([(k, value_key(v, f"keyword argument {{k!r}}")) for k, v in kwargs.items()]),)
+{params_key}
+    entry = cache.get(key)
+    if entry is None:
+        return compile_(args, kwargs, key, {params})({params_arg}*args, **kwargs)
+    entry[1] += 1
+    return entry[0]({params_arg}*args, **kwargs)
+"""
+_FUNCTION_PARTS = {"params_key": "", "params": "None", "params_arg": ""}
+
+# For a function of a fixed number of positional parameters, the call with that many plain
+# tensors builds the same key in one tuple display, without the loop.
+_FAST_PATH = """    if len(args) == {n} and not kwargs:
+        {names}, = args
+        if {tensor_checks}:
+            entry = cache.get((_is_grad_enabled(), _get_default_dtype(), {metadata}))
+            if entry is not None:
+                entry[1] += 1
+                return entry[0]({names})"""
+
+
+def _fast_path(fn: Callable) -> str:
+    """The fast path of the entry point, for functions whose positional arity is fixed."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return ""
+    fixed = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in params)
+    if not fixed or not 1 <= len(params) <= 8:
+        return ""
+    names = [f"a{i}" for i in range(len(params))]
+    return _FAST_PATH.format(
+        n=len(names),
+        names=", ".join(names),
+        tensor_checks=" and ".join(f"type({a}) is _Tensor" for a in names),
+        metadata=", ".join(f"{a}.shape, {a}.dtype, {a}.device, {a}.requires_grad" for a in names),
+    )
+_MODULE_PARTS = {
+    # parameters and buffers are read at every call, so optimizer steps and load_state_dict are seen
+    "params_key": """    try:
+        params = [store[k] for store, k in slots]
+        for p in params:
+            key += (p.shape, p.dtype, p.device, p.requires_grad)
+    except (KeyError, AttributeError):  # a parameter, buffer or tensor attribute was removed
+        return relayout(args, kwargs)
+    key += (tuple([m.training for m in submodules]),)""",
+    "params": "params",
+    "params_arg": "params, ",
+}
+
+
+def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Callable, slots: list, submodules: list, relayout: Callable) -> Callable:
+    """The entry point of a jitted function or module (`module`): generated once, closed over
+    its cache, its compile, and (for a module) the lists its parameters are read through."""
+    namespace = {
+        "cache": cache,
+        "compile_": compile_,
+        "slots": slots,
+        "submodules": submodules,
+        "relayout": relayout,
+        "_is_grad_enabled": _is_grad_enabled,
+        "_get_default_dtype": _get_default_dtype,
+        "_Tensor": _Tensor,
+        "_SCALARS": _SCALARS,
+        "_KEYED_BY_EQUALITY": _KEYED_BY_EQUALITY,
+        "_scalar_key": scalar_key,
+        "value_key": value_key,
+    }
+    if module:
+        source = _ENTRY_POINT.format(fast_path="", **_MODULE_PARTS)
+    else:
+        source = _ENTRY_POINT.format(fast_path=_fast_path(fn), **_FUNCTION_PARTS)
+    load_source(source, "entry-point", namespace)
+    return namespace["compiled"]
