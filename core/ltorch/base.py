@@ -19,6 +19,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from .functionalization import opaque_writes
 from .torchnames import qualified_name
+from .. import numbers
 from ..proxies import TensorProxy, current_context
 from ..symbol import Symbol, Tags
 
@@ -139,6 +140,9 @@ class TorchLanguage:
         if kwargs:
             has_proxy, has_tensor = _scan(kwargs.values(), has_proxy, has_tensor)
         ctx = current_context()
+        if ctx.number_roots and not numbers.takes_numbers(op) and (numbers.has_numbers(args) or numbers.has_numbers(kwargs.values())):
+            # an op that cannot take a run-time number gets its value in this call, guarded
+            args, kwargs = numbers.specialised(ctx, args, kwargs)
         if has_proxy and ctx.views.stale:
             ctx.views.refresh((args, kwargs), qualified_name(func))  # views whose base changed since: regenerated first
         if op is not None:
