@@ -86,7 +86,13 @@ def read(ctx: Any, how: str, p: NumberProxy) -> Any:
 def specialised(ctx: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """`args` and `kwargs` with every NumberProxy replaced by its value in this call, guarded:
     what an op that cannot take a run-time number is called with."""
-    swap = lambda x: read(ctx, "number", x) if type(x) is NumberProxy else x  # noqa: E731
+    def swap(x):
+        if type(x) is NumberProxy:
+            return read(ctx, "number", x)
+        if type(x) is slice:
+            return slice(swap(x.start), swap(x.stop), swap(x.step))
+        return x
+
     return tree_map(swap, args), tree_map(swap, kwargs)
 
 
@@ -99,6 +105,8 @@ def has_numbers(values) -> bool:
         if (t is list or t is tuple) and has_numbers(x):
             return True
         if t is dict and has_numbers(x.values()):
+            return True
+        if t is slice and has_numbers((x.start, x.stop, x.step)):
             return True
     return False
 

@@ -331,6 +331,12 @@ class NumberProxy:
     def is_integer(self) -> bool:
         return float(_require_context().read_number("number", self)).is_integer()
 
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        # torch's argument parser accepts an object with __torch_function__ where it wants a
+        # tensor, so `torch.add(x, s)` reaches the tracing context instead of a TypeError
+        return _require_context().dispatch(func, args, kwargs or {})
+
 
 def _install_number_operators() -> None:
     # Arithmetic and comparisons on a NumberProxy are recorded (squall.prims.numbers); with a
