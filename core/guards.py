@@ -99,8 +99,8 @@ GUARD = Symbol("squall.guard", "guard", _guard_meta, is_prim=True, tags=(Tags.SI
 
 
 def _read_meta(how: str, args: tuple, kwargs: dict, python_type: str) -> NumberProxy:
-    if how not in ("item", "int", "float"):
-        raise ValueError(f"squall.read: {how!r} cannot be read at run time; known: item, int, float")
+    if how != "item":
+        raise ValueError(f"squall.read: {how!r} cannot be read at run time; known: item")
     return NumberProxy(None, {"bool": bool, "int": int, "float": float}[python_type], None)
 
 

@@ -38,7 +38,7 @@ __all__ = ["Speculation", "Variants", "guards_of", "specialised_numbers", "dynam
 # compilations a single guard site may cause in one cache entry before its value counts as dynamic
 SPECULATION_LIMIT = 4
 
-# the guard sites ("file:line") whose int, float or item() read runs at run time in the variant
+# the guard sites ("file:line") whose item() read runs at run time in the variant
 # being compiled, instead of being speculated (set by `Variants` around its compile)
 _dynamic_reads: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("squall_dynamic_reads", default=frozenset())
 
@@ -262,7 +262,9 @@ def specialised_numbers(compilation: Any) -> set[tuple]:
             if g.args[0] != "bool" and len(g.args[1]) == 1 and type(g.args[1][0]) is NumberProxy and g.args[1][0].name in inputs}
 
 
-_RUNTIME_READS = ("item", "float", "int")  # the reads that may become run-time numbers
+# the reads that may become run-time numbers: `t.item()` only, since Python requires int(t) and
+# float(t) to return a real int or float (a NumberProxy cannot stand in for one there)
+_RUNTIME_READS = ("item",)
 
 
 class Variants:
