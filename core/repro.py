@@ -58,10 +58,10 @@ def _metadata(p: Any) -> str:
     return p.python_type.__name__ if type(p) is NumberProxy else f"{p.device} {p.dtype} {list(p.shape)}"
 
 
-def _input_literal(p: Any, printer: ValuePrinter) -> str:
+def _input_literal(p: Any) -> str:
     """An input rebuilt: a tensor from its metadata, a run-time number as its value in that call."""
     if type(p) is NumberProxy:
-        return printer(p.value)
+        return ValuePrinter()(p.value)
     return _tensor_literal(p.shape, p.dtype, p.device, p.requires_grad)
 
 
@@ -161,7 +161,7 @@ def reproducer(trace: Trace, record: dict[str, Any], *, first_call: bool = False
             constants.append(f"{name} = {_tensor_literal(value.shape, value.dtype, value.device, value.requires_grad)}")
     for name, what in notes.items():
         constants.append(f"{name} = None  # a {what} in the original program: it has no literal form, edit here if it matters")
-    inputs = "\n".join(f"        {_input_literal(p, printer)},  # {p.name}" for p in trace.inputs)
+    inputs = "\n".join(f"        {_input_literal(p)},  # {p.name}" for p in trace.inputs)
     error = record.get("error")
     needs_grad = record.get("grad_enabled") and any(p.requires_grad for p in trace.inputs)
     return _TEMPLATE.format(
