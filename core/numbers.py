@@ -44,6 +44,7 @@ def number_input(ctx: Any, name: str, value: int | float) -> NumberProxy:
     """The proxy for a dynamic number argument `value`, an input of the program."""
     p = NumberProxy(name, type(value), value)
     ctx.number_roots[p.name] = (p,)
+    ctx.number_sources[p.name] = frozenset({p.name})
     return p
 
 
@@ -55,6 +56,8 @@ def record(ctx: Any, op: str, operands: tuple) -> NumberProxy:
 
 
 def _note_roots(ctx: Any, out: NumberProxy, operands: tuple) -> None:
+    # the number arguments it was computed from: a guard on its exact value specialises them
+    ctx.number_sources[out.name] = frozenset().union(*(ctx.number_sources.get(x.name, ()) for x in operands if type(x) is NumberProxy))
     # a number computed at the program's level can be guarded itself; one computed inside an
     # op's decomposition exists only there, so a read of it guards what it was computed from
     if len(ctx.scopes) == 1:

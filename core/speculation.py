@@ -254,12 +254,19 @@ def guards_of(compilation: Any) -> list[BoundSymbol]:
 
 def specialised_numbers(compilation: Any) -> set[tuple]:
     """The paths of the dynamic number arguments whose exact value the program read (a guard on
-    the number itself, not on a comparison: a shape, a dim, an op that takes only constants)."""
+    the number, or on one computed from it, that is not a comparison's truth: a shape, a dim,
+    an op that takes only constants)."""
     inputs = {b.proxy.name: b.path for b in compilation.bindings if type(b.proxy) is NumberProxy}
     if not inputs:
         return set()
-    return {inputs[g.args[1][0].name] for g in guards_of(compilation)
-            if g.args[0] != "bool" and len(g.args[1]) == 1 and type(g.args[1][0]) is NumberProxy and g.args[1][0].name in inputs}
+    sources = getattr(compilation.traced.context, "number_sources", {})
+    found = set()
+    for g in guards_of(compilation):
+        how, read = g.args[0], g.args[1]
+        if how != "bool" and len(read) == 1 and type(read[0]) is NumberProxy:
+            # a value computed from number arguments (`n // 2` as a shape) specialises them all
+            found.update(inputs[n] for n in sources.get(read[0].name, {read[0].name}) if n in inputs)
+    return found
 
 
 # the reads that may become run-time numbers: `t.item()` only, since Python requires int(t) and

@@ -54,6 +54,8 @@ class TracingContext:
         self.speculation: Speculation | None = None
         # a NumberProxy's name -> the numbers a read of it guards (squall.numbers)
         self.number_roots: dict[str, tuple[NumberProxy, ...]] = {}
+        # a NumberProxy's name -> the names of the number arguments it was computed from
+        self.number_sources: dict[str, frozenset[str]] = {}
 
     def number_op(self, op: str, operands: tuple) -> NumberProxy:
         """Arithmetic or a comparison on a NumberProxy, recorded (squall.numbers)."""

@@ -164,7 +164,10 @@ class TorchLanguage:
                 # bound): read its value, guarded, and call again with the number
                 sized = ctx.speculation.sizes(args, kwargs) if ctx.speculation is not None and len(ctx.scopes) == 1 else None
                 if sized is None:
-                    raise
+                    if not (ctx.number_roots and numbers.has_numbers((args, kwargs))):
+                        raise
+                    # an op that takes a number only as a constant there: its value, guarded
+                    sized = numbers.specialised(ctx, args, kwargs)
                 args, kwargs = sized
                 out = op(*args, **kwargs)
             ctx.views.note(op, args, kwargs, out)
