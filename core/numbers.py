@@ -26,13 +26,10 @@ from torch.utils._pytree import tree_map
 
 from .guards import GUARD, READ, READERS
 from .prims import numbers as number_prims
-from .prims.numbers import value_of
 from .proxies import NumberProxy
 from .symbol import Tags, user_source
 
-__all__ = ["record", "read", "specialised", "takes_numbers", "number_input", "runtime_read"]
-
-_DYNAMIC_TYPES = (int, float)
+__all__ = ["record", "read", "specialised", "has_numbers", "takes_numbers", "number_input", "runtime_read"]
 
 
 def _site() -> str:
@@ -124,14 +121,10 @@ def runtime_read(ctx: Any, how: str, args: tuple, kwargs: dict, value: Any) -> A
     """A tensor value read (`t.item()`) made at run time instead of speculated: a recorded
     read whose result is a NumberProxy (`value`, its value in this call, for speculation).
     Values other than Python ints, floats and bools stay speculated: None."""
-    if type(value) not in (bool, *_DYNAMIC_TYPES):
+    if type(value) not in (bool, int, float):
         return None
     out = READ(how, args, kwargs, type(value).__name__)
     out.value = value
     ctx.number_roots[out.name] = (out,)
     return out
 
-
-def values_of(tree: Any) -> Any:
-    """`tree` with NumberProxies as their values in the call being traced."""
-    return tree_map(value_of, tree)
