@@ -151,7 +151,7 @@ def _torch_table() -> dict:
 # --- input names ------------------------------------------------------------------------------
 
 _RESERVED = {"torch", "params", "args", "kwargs"}
-_GENERATED = re.compile(r"^[tc]\d+$")
+_GENERATED = re.compile(r"^[tcn]\d+$")  # tensors, constants, numbers
 
 
 def _local_name(hint: str, taken: set[str]) -> str:

@@ -329,3 +329,19 @@ def test_a_wrong_number_raises_eagers_error():
         squall_floordiv(x, 1)
         squall_floordiv(x, 2)
         squall_floordiv(x, 0)  # computed at run time: Python's own error
+
+
+def test_a_number_argument_named_like_a_generated_name_does_not_clash():
+    x = torch.randn(3)
+    jf = _calls_match(lambda x, n0: x * (n0 * 2 + 1) + n0, [(x, k) for k in (1.0, 2.0, 3.0)])
+    assert jf.cache_info().misses == 2
+
+
+def test_strict_mode_keeps_dynamic_numbers_and_guards_their_reads():
+    x = torch.randn(4)
+
+    def program(x, s):
+        return x * s if s > 0 else x - s
+
+    jf = _calls_match(program, [(x, s) for s in (1.0, 2.0, -1.0, 3.0)], strict=True)
+    assert jf.cache_info().misses == 3
