@@ -193,7 +193,8 @@ _DYNAMIC_TYPES = (int, float)  # not bool: a flag picks a program, it is not dat
 
 def dynamic_key(key: tuple, args: tuple, kwargs: dict, paths: set | frozenset) -> tuple:
     """`key` (the entry point's exact key for this call) with the value of each int or float
-    argument at one of `paths` (("args", i) or ("kwargs", name)) replaced by `DYNAMIC`."""
+    argument at one of `paths` replaced by `DYNAMIC`. A path is ("args", i) or ("kwargs",
+    name), followed by indexes into the plain lists, tuples and dicts the argument nests."""
     parts = list(key)
     at = 2  # after grad mode and the default dtype
     for i, a in enumerate(args):
@@ -205,19 +206,48 @@ def dynamic_key(key: tuple, args: tuple, kwargs: dict, paths: set | frozenset) -
                 parts[at + 1] = DYNAMIC
             at += 2
         else:
+            if t is list or t is tuple or t is dict:
+                parts[at] = _masked(parts[at], a, ("args", i), paths)
             at += 1
     if kwargs:
-        parts[at] = tuple(
-            (k, (type(v), DYNAMIC) if type(v) in _DYNAMIC_TYPES and ("kwargs", k) in paths else part)
-            for (k, part), v in zip(parts[at], kwargs.values())
-        )
+        parts[at] = tuple((k, _masked(part, v, ("kwargs", k), paths)) for (k, part), v in zip(parts[at], kwargs.values()))
     return tuple(parts)
 
 
+def _masked(part: Any, x: Any, path: tuple, paths: set | frozenset) -> Any:
+    """`value_key(x)` (`part`) with the numbers at `paths` masked, walking x's plain containers."""
+    t = type(x)
+    if t is int or t is float:
+        return (t, DYNAMIC) if path in paths else part
+    if (t is list or t is tuple or t is dict) and any(p[: len(path)] == path and len(p) > len(path) for p in paths):
+        items = enumerate(x) if t is not dict else x.items()
+        inner = part[1]
+        if t is dict:
+            return (t, tuple((kp, _masked(vp, v, (*path, k), paths)) for (kp, vp), (k, v) in zip(inner, items)))
+        return (t, tuple(_masked(vp, v, (*path, k), paths) for vp, (k, v) in zip(inner, items)))
+    return part
+
+
 def _number_paths(args: tuple, kwargs: dict) -> dict[tuple, Any]:
-    """The call's top-level int and float arguments: path -> value as keys tell values apart."""
-    found = {("args", i): scalar_key(a) if type(a) is float else a for i, a in enumerate(args) if type(a) in _DYNAMIC_TYPES}
-    found.update({("kwargs", k): scalar_key(v) if type(v) is float else v for k, v in kwargs.items() if type(v) in _DYNAMIC_TYPES})
+    """The call's int and float arguments, also in plain lists, tuples and dicts: path -> value
+    as keys tell values apart."""
+    found: dict[tuple, Any] = {}
+
+    def walk(x: Any, path: tuple) -> None:
+        t = type(x)
+        if t is int or t is float:
+            found[path] = scalar_key(x) if t is float else x
+        elif t is list or t is tuple:
+            for i, v in enumerate(x):
+                walk(v, (*path, i))
+        elif t is dict:
+            for k, v in x.items():
+                walk(v, (*path, k))
+
+    for i, a in enumerate(args):
+        walk(a, ("args", i))
+    for k, v in kwargs.items():
+        walk(v, ("kwargs", k))
     return found
 
 

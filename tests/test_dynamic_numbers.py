@@ -345,3 +345,19 @@ def test_strict_mode_keeps_dynamic_numbers_and_guards_their_reads():
 
     jf = _calls_match(program, [(x, s) for s in (1.0, 2.0, -1.0, 3.0)], strict=True)
     assert jf.cache_info().misses == 3
+
+
+def test_numbers_inside_lists_tuples_and_dicts_become_dynamic_too():
+    x = torch.randn(4)
+
+    def program(x, cfg, pair, *, opts):
+        return x * cfg["lr"] + pair[1] * opts[0]["m"] - pair[0]
+
+    jf = squall.jit(program)
+    for i in range(6):
+        args, kwargs = (x, {"lr": 0.1 * i, "name": "a"}, (2, 0.5 + i)), {"opts": [{"m": i}]}
+        assert_close(jf(*args, **kwargs), program(*args, **kwargs))
+    assert jf.cache_info().misses == 2
+    assert _number_inputs(jf) == ["cfg_lr", "pair_1", "opts_0_m"]  # pair[0] never changed: a constant
+    with pytest.raises(TypeError):  # a str where the number was: eager's error, from a new compile
+        jf(x, {"lr": "fast", "name": "a"}, (2, 0.5), opts=[{"m": 1}])
