@@ -9,9 +9,12 @@ a guard (`squall.guards`) right after the read checks it at every call.
 
 `Variants` is what the jit cache holds for an entry whose trace has guards: the compiled
 variants of one input signature, most recently used first. A failed guard tries the other
-variants, then compiles a new one for the call's inputs; a guard site that keeps failing
-(a value that changes at every call) stops the compiling: that entry runs the original
-function eagerly from then on, with a SquallWarning naming the line.
+variants, then compiles a new one for the call's inputs. A guard site that keeps failing (a
+value that changes at every call) stops the speculating there: a `t.item()` read is then made
+at run time (a recorded read whose result is a run-time number, `squall.numbers`) in the
+variants compiled from then on; any other read, or a run-time read that thrashes again where
+its number is needed concretely, makes that entry run the original function eagerly from then
+on, with a SquallWarning naming the line.
 """
 from __future__ import annotations
 
