@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import dis
+import functools
 import math
 import sys
 import types
@@ -50,7 +51,7 @@ from .sources import load_source
 from .symbol import user_stacklevel
 from .trace import plain_scalar, scalar_key
 
-__all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite"]
+__all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite", "global_hook_dicts", "describe_global_hooks"]
 
 _MISSING = object()
 _SCALARS = (int, float, bool, str, complex, type(None))
@@ -102,22 +103,66 @@ def _user_function(fn: Any) -> bool:
     return not (module == "torch" or module.startswith(("torch.", "squall")))
 
 
+def _users_class(cls: type) -> bool:
+    """A class of the user's or a library's (a config); not the standard library's (a
+    threading.Event's state must stay real) nor torch's."""
+    package = (getattr(cls, "__module__", None) or "builtins").partition(".")[0]
+    return package not in sys.stdlib_module_names and package not in ("builtins", "torch", "squall")
+
+
 def _viewable(obj: Any) -> bool:
-    """An object whose attribute reads can be recorded through a view sharing its __dict__."""
+    """An object whose attribute reads can be recorded through a view: one sharing its
+    __dict__, reading its __slots__ from it."""
     cls = type(obj)
     if isinstance(obj, torch.nn.Module):
         return True
-    # a class of the user's or a library's (a config); not the standard library's (a
-    # threading.Event's state must stay real) nor torch's
-    package = cls.__module__.partition(".")[0]
     return (
         cls.__new__ is object.__new__
-        and package not in sys.stdlib_module_names
-        and package not in ("builtins", "torch", "squall")
+        and _users_class(cls)
         and not isinstance(obj, (type, types.ModuleType, torch.Tensor, BaseException))
-        and isinstance(getattr(obj, "__dict__", None), dict)
-        and "__slots__" not in cls.__dict__
+        and (isinstance(getattr(obj, "__dict__", None), dict) or (not hasattr(obj, "__dict__") and bool(_members(cls))))
     )
+
+
+def _class_lookup(cls: type, name: str) -> tuple[type | None, Any]:
+    """Where attribute lookup on an instance of `cls` finds `name` in the classes: (the class
+    holding it, its raw value there), or (None, _MISSING)."""
+    for klass in cls.__mro__:
+        raw = klass.__dict__.get(name, _MISSING)
+        if raw is not _MISSING:
+            return klass, raw
+    return None, _MISSING
+
+
+def _members(cls: type) -> list[str]:
+    """The names of `cls`'s __slots__ (their member descriptors), its bases' included."""
+    return [name for klass in cls.__mro__ for name, raw in vars(klass).items() if type(raw) is types.MemberDescriptorType]
+
+
+def _slot_value(member: Any, obj: Any) -> Any:
+    """A __slots__ slot of `obj` read through its member descriptor; _MISSING while it is unset."""
+    try:
+        return member.__get__(obj, type(obj))
+    except AttributeError:
+        return _MISSING
+
+
+def global_hook_dicts() -> tuple[dict, ...]:
+    """The global module hook dicts nn.Module._call_impl runs at every module call."""
+    m = torch.nn.modules.module
+    return (m._global_forward_pre_hooks, m._global_forward_hooks, m._global_backward_pre_hooks, m._global_backward_hooks)
+
+
+def describe_global_hooks() -> str | None:
+    """The registered global module hooks, named with where each is defined (None: none is)."""
+    kinds = ("forward pre", "forward", "backward pre", "backward")
+    named = []
+    for kind, d in zip(kinds, global_hook_dicts()):
+        for hook in d.values():
+            code = getattr(hook, "__code__", None)
+            where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+            named.append(f"global module {kind} hook {getattr(hook, '__qualname__', type(hook).__qualname__)!r}{where}")
+    return "; ".join(named) or None
 
 
 # --- recording views --------------------------------------------------------------------------
@@ -126,16 +171,17 @@ def _viewable(obj: Any) -> bool:
 class _ViewInfo:
     """What a view stands for: the real object, where it was reached, its own pending writes."""
 
-    __slots__ = ("real", "dict", "label", "recorder", "in_tree", "is_root", "writes")
+    __slots__ = ("real", "dict", "label", "recorder", "in_tree", "is_root", "writes", "class_reads")
 
     def __init__(self, real, label, recorder, in_tree, is_root):
         self.real = real
-        self.dict = real.__dict__
+        self.dict = getattr(real, "__dict__", None)  # None: an object of __slots__ only
         self.label = label
         self.recorder = recorder
         self.in_tree = in_tree  # a module of the jitted tree: its parameters are inputs
         self.is_root = is_root
         self.writes: dict[str, Any] = {}  # attributes the program set, newest value
+        self.class_reads: set[str] = set()  # attributes read from its class, not its __dict__
 
 
 def _info(view) -> _ViewInfo:
@@ -146,9 +192,20 @@ def _view_getattribute(self, name: str):
     info = _info(self)
     if name in info.writes:
         return info.writes[name]
-    value = type(info.real).__getattribute__(self, name)
-    if name in info.dict and info.dict[name] is value:
+    cls = type(info.real)
+    owner, raw = _class_lookup(cls, name)
+    if type(raw) is types.MemberDescriptorType:
+        # a __slots__ slot: held by the real object (the view's own slots are empty)
+        value = _slot_value(raw, info.real)
+        info.recorder._read_member(info, name, raw, value)
+        if value is _MISSING:
+            raise AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
+        return info.recorder._recorded(value, f"attribute {name!r} of {info.label}")
+    value = cls.__getattribute__(self, name)
+    if info.dict is not None and name in info.dict and info.dict[name] is value:
         return info.recorder._read_attribute(info, name, value)
+    if owner is not None and _users_class(owner) and not (name.startswith("__") and name.endswith("__")):
+        value = info.recorder._read_class_attribute(info, name, owner, raw, value)
     if type(value) is types.MethodType and value.__self__ is self and _user_function(value.__func__):
         return types.MethodType(info.recorder._recording_function(value.__func__), self)
     return value
@@ -179,6 +236,18 @@ def _view_delattr(self, name: str):
         f"squall: the program deletes attribute {name!r} of {_info(self).label} ({_where()}); squall cannot "
         "replay that at every call: delete it outside the compiled function"
     )
+
+
+def _view_call(self, *args, **kwargs):
+    # called as a function: a module's call notes the global hooks it would run; a user
+    # class's __call__ runs as a recording copy, as its other methods do
+    info = _info(self)
+    call = type(info.real).__call__
+    if isinstance(info.real, torch.nn.Module) and info.recorder._global_hooks_run():
+        return self.forward(*args, **kwargs)  # they make the program run eagerly: not traced
+    if _user_function(call):
+        call = info.recorder._recording_function(call)
+    return call(self, *args, **kwargs)
 
 
 def _view_new(cls, *args, **kwargs):
@@ -220,6 +289,8 @@ def _view_class(cls: type) -> type:
             "__module__": cls.__module__,
             "__qualname__": cls.__qualname__,
         }
+        if any("__call__" in vars(klass) for klass in cls.__mro__[:-1]):
+            namespace["__call__"] = _view_call
         view = _VIEW_CLASSES[cls] = type(cls.__name__, (cls,), namespace)
     return view
 
@@ -272,6 +343,8 @@ class StateRecorder:
         self._lists: list[tuple[list, _RecordedList, str, str]] = []  # (real, copy, label, where)
         self._list_copies: dict[int, _RecordedList] = {}
         self._write_order: list[_ViewInfo] = []
+        self._class_readers: list[_ViewInfo] = []  # views with attributes read from their class
+        self._global_hooks: bool | None = None  # whether global module hooks run (None: no module called yet)
         self._wrote: list[tuple[dict, Callable, dict]] = []  # (globals as they were, function, its recording globals)
 
     # views
@@ -281,7 +354,8 @@ class StateRecorder:
         if v is None:
             v = object.__new__(_view_class(type(obj)))
             object.__setattr__(v, "_squall_view_info", _ViewInfo(obj, label, self, id(obj) in self._tree, is_root))
-            object.__setattr__(v, "__dict__", obj.__dict__)
+            if hasattr(obj, "__dict__"):
+                object.__setattr__(v, "__dict__", obj.__dict__)
             self._views[id(obj)] = v
         return v
 
@@ -301,10 +375,21 @@ class StateRecorder:
         return fn, args, kwargs
 
     def _argument(self, value: Any, expr: str, label: str) -> Any:
-        if type(value) in _SCALARS or isinstance(value, (TensorProxy, torch.nn.Module)) or not _viewable(value):
+        t = type(value)
+        if t in _SCALARS or isinstance(value, TensorProxy):
             return value
-        self.guards.root(value, expr)
-        return self.view(value, label)
+        if t in (list, tuple):
+            items = [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]") for i, v in enumerate(value)]
+            return t(items) if any(a is not b for a, b in zip(items, value)) else value
+        if t is dict:
+            # (a key that is not a plain number or string is not followed into)
+            items = {k: self._argument(v, f"{expr}[{plain_scalar(k)!r}]", f"{label}[{plain_scalar(k)!r}]") if type(k) in _SCALARS else v for k, v in value.items()}
+            return items if any(items[k] is not v for k, v in value.items()) else value
+        recorded = self._recorded(value, label)
+        if recorded is not value:
+            # the cache key holds it (by identity, or its own equality): reached through the call
+            self.guards.root(value, expr)
+        return recorded
 
     def _recording_function(self, fn: types.FunctionType) -> types.FunctionType:
         copy = self._functions.get(id(fn))
@@ -393,10 +478,65 @@ class StateRecorder:
                 copy.label = label
                 self._lists.append((value, copy, label, expr))
             return copy
+        return self._recorded(value, label)
+
+    def _recorded(self, value: Any, label: str) -> Any:
+        """`value` (already guarded where it was reached) as the program is to use it: a user
+        function as a copy recording its global reads, a partial of one likewise, a module or
+        object as a view, anything else as it is."""
         if _user_function(value):
             return self._recording_function(value)  # a helper's own global reads are seen too
-        if isinstance(value, torch.nn.Module) or (_viewable(value) and not callable(value)):
+        if type(value) is functools.partial:
+            return self._recording_partial(value, label)
+        if type(value) is types.MethodType and _user_function(value.__func__) and _viewable(value.__self__):
+            # a bound method: its object is read like a module's attributes
+            owner = self.view(value.__self__, f"{type(value.__self__).__name__} object of {label}")
+            return types.MethodType(self._recording_function(value.__func__), owner)
+        if _viewable(value):
             return self.view(value, label)
+        return value
+
+    def _recording_partial(self, p: functools.partial, label: str) -> functools.partial:
+        """A copy of partial `p` whose function records; its keywords (the one part of a partial
+        that can change in place) are guarded."""
+        held = self.guards.bind(p, "o")
+        self.guards.add(f"len({held}.keywords) == {len(p.keywords)}", f"the keywords of {label}")
+        keywords = {}
+        for k, v in p.keywords.items():
+            self.guards.watch(f"{held}.keywords[{plain_scalar(k)!r}]", v, f"keyword {k!r} of {label}")
+            keywords[k] = self._recorded(v, f"keyword {k!r} of {label}")
+        args = [self._recorded(a, f"argument {i} of {label}") for i, a in enumerate(p.args)]
+        return functools.partial(self._recorded(p.func, label), *args, **keywords)
+
+    def _read_member(self, info: _ViewInfo, name: str, member: Any, value: Any) -> None:
+        """A __slots__ slot read: guarded as an attribute in __dict__ is (_MISSING: unset)."""
+        rooted = self.guards.rooted(info.real)
+        target = rooted if rooted is not None else self.guards.bind(info.real, "o")
+        if "_slot_value" not in self.guards.namespace:
+            self.guards.namespace.update(_slot_value=_slot_value, _MISSING=_MISSING)
+        value_expr = f"_slot_value({self.guards.bind(member, 's')}, {target})"
+        if value is _MISSING:
+            self.guards.add(f"{value_expr} is _MISSING", f"attribute {name!r} of {info.label} (unset)")
+        else:
+            self.guards.watch(value_expr, value, f"attribute {name!r} of {info.label}")
+
+    def _read_class_attribute(self, info: _ViewInfo, name: str, owner: type, raw: Any, value: Any) -> Any:
+        """An attribute found on the object's class (`scale = 2.0` in the class body, a method,
+        a property): guarded where the class holds it, and that the classes before it in the
+        MRO and the object itself (at finish) still do not shadow it."""
+        for klass in type(info.real).__mro__:
+            if klass is owner:
+                break
+            self.guards.add(f"{plain_scalar(name)!r} not in {self.guards.bind(klass.__dict__, 'c')}", f"attribute {name!r} of class {klass.__qualname__}")
+        expr = f"{self.guards.bind(owner.__dict__, 'c')}[{plain_scalar(name)!r}]"
+        label = f"attribute {name!r} of class {owner.__qualname__}"
+        if info.dict is not None:
+            info.class_reads.add(name)
+            if info not in self._class_readers:
+                self._class_readers.append(info)
+        if value is raw:  # plain data in the class body: guarded and followed as any attribute
+            return self._reached(value, expr, label)
+        self.guards.watch(expr, raw, label)  # a function or descriptor: which one it is
         return value
 
     def _read_slot(self, info: _ViewInfo, name: str, value: Any) -> Any:
@@ -421,9 +561,29 @@ class StateRecorder:
         return value  # from a user class's own __getattr__
 
     def _read_absent(self, info: _ViewInfo, name: str) -> None:
+        if info.dict is None:
+            return  # an object of __slots__ only: its slots are read as such, nothing else can appear
         stores = [self.guards.bind(info.dict.get(s, {}), "d") for s in ("_parameters", "_buffers", "_modules")]
         d = self._dict_expr(info)
         self.guards.add(" and ".join(f"{plain_scalar(name)!r} not in {s}" for s in [d, *stores]), f"attribute {name!r} of {info.label} (absent)")
+
+    def _global_hooks_run(self) -> bool:
+        """A module is called: whether global module hooks (torch.nn.modules.module's
+        register_module_forward_hook and kin), which eager runs at every module call, are
+        registered. Then the program runs eagerly; else the check sees that none is registered."""
+        if self._global_hooks is None:
+            dicts = global_hook_dicts()
+            self._global_hooks = any(dicts)
+            if self._global_hooks:
+                for d in dicts:
+                    self.guards.add(f"tuple({self.guards.bind(d, 'd')}) == {self.guards.bind(tuple(d), 'k')}", "the global module hooks")
+                self.guards.eager_because.append(
+                    f"{describe_global_hooks()}, which eager runs at every module call and a compiled trace cannot replay"
+                )
+            else:
+                for d in dicts:
+                    self.guards.stays_empty(d, "the global module hooks")
+        return self._global_hooks
 
     def _read_global(self, real: dict, name: str, value: Any, fn: types.FunctionType) -> Any:
         return self._reached(value, f"{self.guards.bind(real, 'g')}[{plain_scalar(name)!r}]", f"global {name!r} of {fn.__qualname__}")
@@ -454,6 +614,13 @@ class StateRecorder:
                         f"squall: {fn.__qualname__} assigns the global {name!r} ({_store_line(fn.__code__, name) or fn.__code__.co_filename}); squall "
                         "cannot replay assigning globals at every call: pass the value in, or return it"
                     )
+        for info in self._class_readers:
+            # an attribute read from the class is shadowed once the object's __dict__ has it
+            names = frozenset(info.class_reads)
+            self.guards.add(
+                f"{self._dict_expr(info)}.keys().isdisjoint({self.guards.bind(names, 'k')})",
+                f"attribute {sorted(names)[0]!r} of {info.label} (set on the object, over its class's)",
+            )
         values = []
         for info in self._write_order:
             target = self.guards.bind(info.real, "o")
