@@ -139,6 +139,23 @@ def _members(cls: type) -> list[str]:
     return [name for klass in cls.__mro__ for name, raw in vars(klass).items() if type(raw) is types.MemberDescriptorType]
 
 
+def _cell_value(cell: types.CellType) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # not yet assigned
+        return _MISSING
+
+
+def _recordable(value: Any) -> bool:
+    """Whether StateRecorder._recorded gives `value` to the program as a view or recording copy."""
+    return (
+        _user_function(value)
+        or type(value) is functools.partial
+        or (type(value) is types.MethodType and _user_function(value.__func__) and _viewable(value.__self__))
+        or _viewable(value)
+    )
+
+
 def _slot_value(member: Any, obj: Any) -> Any:
     """A __slots__ slot of `obj` read through its member descriptor; _MISSING while it is unset."""
     try:
@@ -343,6 +360,7 @@ class StateRecorder:
         self._lists: list[tuple[list, _RecordedList, str, str]] = []  # (real, copy, label, where)
         self._list_copies: dict[int, _RecordedList] = {}
         self._write_order: list[_ViewInfo] = []
+        self._cells: list[tuple[types.CellType, Any, str, types.FunctionType]] = []  # (recording cell, its value, name, function)
         self._class_readers: list[_ViewInfo] = []  # views with attributes read from their class
         self._global_hooks: bool | None = None  # whether global module hooks run (None: no module called yet)
         self._wrote: list[tuple[dict, Callable, dict]] = []  # (globals as they were, function, its recording globals)
@@ -404,17 +422,27 @@ class StateRecorder:
                     return recorder._read_global(real, name, value, fn)
 
             watched = RecordingGlobals(real)
-            copy = types.FunctionType(fn.__code__, watched, fn.__name__, fn.__defaults__, fn.__closure__)
+            # a module, object or function in a closure cell is read through a view or recording
+            # copy, in a cell of the copy's own (filled once the copy is known: it may be itself;
+            # a nonlocal assignment to such a cell is refused at finish)
+            cells = list(fn.__closure__ or ())
+            recorded_cells = [i for i, cell in enumerate(cells) if _recordable(_cell_value(cell))]
+            for i in recorded_cells:
+                cells[i] = types.CellType()
+            copy = types.FunctionType(fn.__code__, watched, fn.__name__, fn.__defaults__, tuple(cells) if fn.__closure__ else None)
             copy.__kwdefaults__ = fn.__kwdefaults__
             copy.__qualname__ = fn.__qualname__
             self._functions[id(fn)] = copy
-            self._wrote.append((dict(real), fn, watched))
-            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
-                try:
-                    value = cell.cell_contents
-                except ValueError:
+            for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars, fn.__closure__ or ())):
+                value = _cell_value(cell)
+                if value is _MISSING:
                     continue
-                self.guards.watch(f"{self.guards.bind(cell, 'cell')}.cell_contents", value, f"closure variable {name!r} of {fn.__qualname__}")
+                label = f"closure variable {name!r} of {fn.__qualname__}"
+                self.guards.watch(f"{self.guards.bind(cell, 'cell')}.cell_contents", value, label)
+                if i in recorded_cells:
+                    cells[i].cell_contents = self._recorded(value, label)
+                    self._cells.append((cells[i], cells[i].cell_contents, name, fn))
+            self._wrote.append((dict(real), fn, watched))
         return copy
 
     # reads
@@ -614,6 +642,12 @@ class StateRecorder:
                         f"squall: {fn.__qualname__} assigns the global {name!r} ({_store_line(fn.__code__, name) or fn.__code__.co_filename}); squall "
                         "cannot replay assigning globals at every call: pass the value in, or return it"
                     )
+        for cell, value, name, fn in self._cells:
+            if cell.cell_contents is not value:
+                raise UnreplayableWrite(
+                    f"squall: {fn.__qualname__} assigns the closure variable {name!r} ({fn.__code__.co_filename}:{fn.__code__.co_firstlineno}); "
+                    "squall cannot replay that at every call: pass the value in, or return it"
+                )
         for info in self._class_readers:
             # an attribute read from the class is shadowed once the object's __dict__ has it
             names = frozenset(info.class_reads)
