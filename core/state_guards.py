@@ -328,10 +328,10 @@ def _noting_read(base: Callable) -> Callable:
     return reading
 
 
-def _refused(name: str) -> Callable:
+def _refused(name: str, allowed: str = "appending to it") -> Callable:
     def change(self, *args):
         raise UnreplayableWrite(
-            f"squall: the program changes {self.label} other than by appending to it ({name}, at {_where()}); "
+            f"squall: the program changes {self.label} other than by {allowed} ({name}, at {_where()}); "
             "squall cannot replay that at every call"
         )
 
@@ -342,6 +342,50 @@ for _name in ("__iter__", "__len__", "__getitem__", "__contains__", "__reversed_
     setattr(_RecordedList, _name, _noting_read(getattr(list, _name)))
 for _name in ("pop", "insert", "remove", "clear", "sort", "reverse", "__setitem__", "__delitem__", "__imul__"):
     setattr(_RecordedList, _name, _refused(_name))
+
+
+class _RecordedDict(dict):
+    """A dict the program reached, copied: an item read by key is guarded by itself (a key
+    squall can name: a plain number or string), a read of the whole (iteration, len, a key
+    of another type) guards all its items; items set are set again at every call; any other
+    change is refused where it is made."""
+
+    __slots__ = ("recorder", "real", "label", "whole_read", "keys_set")
+
+    def __getitem__(self, key):
+        value = dict.__getitem__(self, key)
+        return value if key in self.keys_set else self.recorder._read_item(self, key, value)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def __contains__(self, key):
+        found = dict.__contains__(self, key)
+        if key not in self.keys_set:
+            self.recorder._read_key(self, key, found)
+        return found
+
+    def __setitem__(self, key, value):
+        self.keys_set.add(key)
+        dict.__setitem__(self, key, value)
+
+    def update(self, *args, **kwargs):
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+
+def _noting_whole_read(base: Callable) -> Callable:
+    def reading(self, *args):
+        self.whole_read = True
+        return base(self, *args)
+
+    return reading
+
+
+for _name in ("__iter__", "__len__", "__reversed__", "keys", "values", "items", "copy", "__eq__", "__or__", "__ror__", "__repr__"):
+    setattr(_RecordedDict, _name, _noting_whole_read(getattr(dict, _name)))
+for _name in ("pop", "popitem", "setdefault", "clear", "__delitem__", "__ior__"):
+    setattr(_RecordedDict, _name, _refused(_name, "setting items"))
 
 
 # --- the recorder -------------------------------------------------------------------------------
@@ -359,6 +403,7 @@ class StateRecorder:
         self._tree = {id(m) for m in module.modules()} if module is not None else set()
         self._lists: list[tuple[list, _RecordedList, str, str]] = []  # (real, copy, label, where)
         self._list_copies: dict[int, _RecordedList] = {}
+        self._dict_copies: dict[int, _RecordedDict] = {}
         self._write_order: list[_ViewInfo] = []
         self._cells: list[tuple[types.CellType, Any, str, types.FunctionType]] = []  # (recording cell, its value, name, function)
         self._class_readers: list[_ViewInfo] = []  # views with attributes read from their class
@@ -506,7 +551,26 @@ class StateRecorder:
                 copy.label = label
                 self._lists.append((value, copy, label, expr))
             return copy
+        if type(value) is dict:
+            copy = self._dict_copies.get(id(value))
+            if copy is None:
+                copy = self._dict_copies[id(value)] = _RecordedDict(value)
+                copy.recorder, copy.real, copy.label, copy.whole_read, copy.keys_set = self, value, label, False, set()
+            return copy
         return self._recorded(value, label)
+
+    def _read_item(self, recorded: _RecordedDict, key: Any, value: Any) -> Any:
+        if type(key) not in _SCALARS:
+            recorded.whole_read = True  # a key the check cannot name: all items are checked
+            return self._recorded(value, f"an item of {recorded.label}")
+        expr = f"{self.guards.bind(recorded.real, 'd')}[{plain_scalar(key)!r}]"
+        return self._reached(value, expr, f"item {plain_scalar(key)!r} of {recorded.label}")
+
+    def _read_key(self, recorded: _RecordedDict, key: Any, found: bool) -> None:
+        if type(key) not in _SCALARS:
+            recorded.whole_read = True
+            return
+        self.guards.add(f"({plain_scalar(key)!r} in {self.guards.bind(recorded.real, 'd')}) is {found}", f"key {plain_scalar(key)!r} of {recorded.label}")
 
     def _recorded(self, value: Any, label: str) -> Any:
         """`value` (already guarded where it was reached) as the program is to use it: a user
@@ -670,11 +734,23 @@ class StateRecorder:
             if len(recorded) > len(real):
                 self.guards.effects.append(f"{self.guards.bind(real, 'l')}.extend(effects[{len(values)}])")
                 values.append(list(recorded[len(real):]))
-        # a view never leaves the trace: an output or value set that is one is the real object
-        result, values = tree_map(self._unview, (result, values))
+        for recorded in self._dict_copies.values():
+            real = self.guards.bind(recorded.real, "d")
+            if recorded.whole_read:
+                keys, items = self.guards.bind(list(recorded.real), "k"), self.guards.bind(list(recorded.real.values()), "k")
+                self.guards.add(f"list({real}) == {keys} and _same_items(list({real}.values()), {items})", f"the items of {recorded.label}")
+            if recorded.keys_set:
+                self.guards.effects.append(f"{real}.update(effects[{len(values)}])")
+                values.append({k: dict.__getitem__(recorded, k) for k in recorded.keys_set})
+        # a view never leaves the trace: an output or value set that is one is the real object;
+        # a recorded list or dict leaves as a plain one
+        result, values = tree_map(self._unview, (result, values), is_leaf=lambda x: type(x) in (_RecordedList, _RecordedDict))
         return (result, tuple(values)) if values else result
 
     def _unview(self, x: Any) -> Any:
+        if type(x) in (_RecordedList, _RecordedDict):
+            plain = list(x) if type(x) is _RecordedList else {k: dict.__getitem__(x, k) for k in dict.keys(x)}
+            return tree_map(self._unview, plain, is_leaf=lambda x: type(x) in (_RecordedList, _RecordedDict))
         info = type(x).__dict__.get("_squall_view_info")
         return info.__get__(x).real if info is not None and type(x) in _VIEW_CLASSES.values() else x
 

@@ -847,3 +847,73 @@ def test_assigning_a_closure_variable_holding_a_module_is_a_compile_error():
     with pytest.raises(UnreplayableWrite, match=r"closure variable 'm' \(.*test_state_guards.py:\d+\)"):
         squall.jit(swaps)(torch.randn(2, 4))
     assert isinstance(m, Scaled)
+
+
+# --- dicts reached through attributes and globals ------------------------------------------------
+
+TABLE = {"k": 2.0, "unused": 1.0}
+
+
+class ReadsDicts(nn.Module):
+    table = {"a": 2.0}  # on the class
+
+    def __init__(self):
+        super().__init__()
+        self.d = {"scale": 2.0, "shift": 1.0}
+
+    def forward(self, x):
+        y = x * self.d["scale"] * self.table["a"] * TABLE["k"]
+        if "extra" in self.d:
+            y = y + self.d["extra"]
+        return y + sum(self.d.values())
+
+
+def test_dict_items_changed_in_place():
+    m = ReadsDicts()
+    j = squall.jit(m)
+    x = torch.randn(3)
+    _check(j, m, x)
+    TABLE["unused"] = 7.0  # an item the program never read: no recompile
+    _check(j, m, x)
+    assert jitted_state(j).stats.misses == 1
+    try:
+        for change in (
+            lambda: m.d.__setitem__("scale", -1.0),
+            lambda: m.d.__setitem__("extra", 5.0),  # a key tested with `in`, absent when traced
+            lambda: ReadsDicts.table.__setitem__("a", 3.0),
+            lambda: TABLE.__setitem__("k", 0.5),
+        ):
+            change()
+            _check(j, m, x)
+    finally:
+        ReadsDicts.table["a"], TABLE["k"] = 2.0, 2.0
+
+
+def test_dict_items_set_by_the_program_are_replayed():
+    class Memo(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.seen = {}
+
+        def forward(self, x):
+            self.seen["last"] = x * 2
+            return x + 1
+
+    m = Memo()
+    j = squall.jit(m)
+    for i in range(3):
+        x = torch.full((2,), float(i))
+        j(x)
+        assert_close(m.seen["last"], x * 2)
+        assert not isinstance(m.seen["last"], TensorProxy)
+
+    class Pops(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.d = {"a": 1.0}
+
+        def forward(self, x):
+            return x * self.d.pop("a")
+
+    with pytest.raises(UnreplayableWrite, match=r"other than by setting items \(pop, at .*test_state_guards.py:\d+\)"):
+        squall.jit(Pops())(torch.ones(2))
