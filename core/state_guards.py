@@ -153,6 +153,7 @@ def _recordable(value: Any) -> bool:
         or type(value) is functools.partial
         or (type(value) is types.MethodType and _user_function(value.__func__) and _viewable(value.__self__))
         or _viewable(value)
+        or _users_module(value)
     )
 
 
@@ -221,8 +222,16 @@ def _view_getattribute(self, name: str):
     value = cls.__getattribute__(self, name)
     if info.dict is not None and name in info.dict and info.dict[name] is value:
         return info.recorder._read_attribute(info, name, value)
-    if owner is not None and _users_class(owner) and not (name.startswith("__") and name.endswith("__")):
+    if name.startswith("__") and name.endswith("__"):
+        pass  # the interpreter's protocol, and the view's own (__deepcopy__)
+    elif owner is not None and (_users_class(owner) or (info.is_root and name == "forward")):
+        # (of torch's classes only the jitted module's forward: replaced on the instance by
+        # wrapping libraries; every module's would cost a check per module per call)
         value = info.recorder._read_class_attribute(info, name, owner, raw, value)
+    elif owner is None and cls.__getattribute__ is not object.__getattribute__:
+        # found by the class's own __getattribute__ elsewhere (a transformers config maps
+        # `hidden_size` to `n_embd`): guarded by asking the object again
+        return info.recorder._read_computed(info, name, value)
     if type(value) is types.MethodType and value.__self__ is self and _user_function(value.__func__):
         return types.MethodType(info.recorder._recording_function(value.__func__), self)
     return value
@@ -388,6 +397,38 @@ for _name in ("pop", "popitem", "setdefault", "clear", "__delitem__", "__ior__")
     setattr(_RecordedDict, _name, _refused(_name, "setting items"))
 
 
+def _users_module(module: Any) -> bool:
+    """A Python module of the user's own (a `config.py` a program reads settings from): not
+    the standard library's, torch's or squall's, nor an installed package's."""
+    if type(module) is not types.ModuleType:
+        return False
+    package = (getattr(module, "__name__", None) or "").partition(".")[0]
+    file = getattr(module, "__file__", None) or ""
+    installed = "site-packages" in file or "dist-packages" in file
+    return package not in sys.stdlib_module_names and package not in ("builtins", "torch", "squall") and not installed
+
+
+class _ModuleReads(types.ModuleType):
+    """A user's Python module as the program reads it: each attribute read from it is guarded,
+    as a global is; assigning one is refused (as assigning a global is)."""
+
+    def __getattribute__(self, name):
+        real, recorder = types.ModuleType.__getattribute__(self, "__dict__")["_squall_module"]
+        value = getattr(real, name)
+        if name in real.__dict__ and real.__dict__[name] is value and not name.startswith("__"):
+            return recorder._reached(value, f"{recorder.guards.bind(real.__dict__, 'g')}[{plain_scalar(name)!r}]", f"{name!r} of module {real.__name__}")
+        return value
+
+    def __setattr__(self, name, value):
+        real = types.ModuleType.__getattribute__(self, "__dict__")["_squall_module"][0]
+        raise UnreplayableWrite(
+            f"squall: the program assigns {real.__name__}.{name} ({_where()}); squall cannot replay assigning a "
+            "module's attributes at every call: pass the value in, or return it"
+        )
+
+    __delattr__ = __setattr__
+
+
 # --- the recorder -------------------------------------------------------------------------------
 
 
@@ -404,6 +445,7 @@ class StateRecorder:
         self._lists: list[tuple[list, _RecordedList, str, str]] = []  # (real, copy, label, where)
         self._list_copies: dict[int, _RecordedList] = {}
         self._dict_copies: dict[int, _RecordedDict] = {}
+        self._module_reads: dict[int, _ModuleReads] = {}
         self._write_order: list[_ViewInfo] = []
         self._cells: list[tuple[types.CellType, Any, str, types.FunctionType]] = []  # (recording cell, its value, name, function)
         self._class_readers: list[_ViewInfo] = []  # views with attributes read from their class
@@ -586,6 +628,12 @@ class StateRecorder:
             return types.MethodType(self._recording_function(value.__func__), owner)
         if _viewable(value):
             return self.view(value, label)
+        if _users_module(value):
+            reads = self._module_reads.get(id(value))
+            if reads is None:
+                reads = self._module_reads[id(value)] = _ModuleReads(value.__name__)
+                types.ModuleType.__getattribute__(reads, "__dict__")["_squall_module"] = (value, self)
+            return reads
         return value
 
     def _recording_partial(self, p: functools.partial, label: str) -> functools.partial:
@@ -611,6 +659,12 @@ class StateRecorder:
             self.guards.add(f"{value_expr} is _MISSING", f"attribute {name!r} of {info.label} (unset)")
         else:
             self.guards.watch(value_expr, value, f"attribute {name!r} of {info.label}")
+
+    def _read_computed(self, info: _ViewInfo, name: str, value: Any) -> Any:
+        rooted = self.guards.rooted(info.real)
+        target = rooted if rooted is not None else self.guards.bind(info.real, "o")
+        self.guards.namespace["_getattr"] = getattr
+        return self._reached(value, f"_getattr({target}, {plain_scalar(name)!r})", f"attribute {name!r} of {info.label}")
 
     def _read_class_attribute(self, info: _ViewInfo, name: str, owner: type, raw: Any, value: Any) -> Any:
         """An attribute found on the object's class (`scale = 2.0` in the class body, a method,
@@ -748,6 +802,8 @@ class StateRecorder:
         return (result, tuple(values)) if values else result
 
     def _unview(self, x: Any) -> Any:
+        if type(x) is _ModuleReads:
+            return types.ModuleType.__getattribute__(x, "__dict__")["_squall_module"][0]
         if type(x) in (_RecordedList, _RecordedDict):
             plain = list(x) if type(x) is _RecordedList else {k: dict.__getitem__(x, k) for k in dict.keys(x)}
             return tree_map(self._unview, plain, is_leaf=lambda x: type(x) in (_RecordedList, _RecordedDict))

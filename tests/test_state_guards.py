@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import types
 import warnings
 
 import pytest
@@ -917,3 +918,79 @@ def test_dict_items_set_by_the_program_are_replayed():
 
     with pytest.raises(UnreplayableWrite, match=r"other than by setting items \(pop, at .*test_state_guards.py:\d+\)"):
         squall.jit(Pops())(torch.ones(2))
+
+
+# --- a transformers-style config, a user's settings module, a replaced forward --------------------
+
+
+class MappedConfig:
+    """Maps names as transformers' PreTrainedConfig does (`hidden_size` reads `n_embd`)."""
+
+    attribute_map = {"hidden_size": "n_embd"}
+
+    def __init__(self, n_embd):
+        self.n_embd = n_embd
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+def test_config_attribute_read_under_a_mapped_name():
+    class UsesConfig(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.config = MappedConfig(2.0)
+
+        def forward(self, x):
+            return x * self.config.hidden_size
+
+    m = UsesConfig()
+    j = squall.jit(m)
+    x = torch.randn(3)
+    _check(j, m, x)
+    _check(j, m, x)
+    assert jitted_state(j).stats.misses == 1
+    m.config.n_embd = -3.0
+    _check(j, m, x)
+
+
+SETTINGS = types.ModuleType("user_settings")  # a user's `import settings`
+SETTINGS.SCALE = 2.0
+
+
+def test_attribute_of_a_users_settings_module_rebound():
+    def f(x):
+        return x * SETTINGS.SCALE
+
+    j = squall.jit(f)
+    x = torch.randn(3)
+    _check(j, f, x)
+    _check(j, f, x)
+    assert jitted_state(j).stats.misses == 1
+    SETTINGS.SCALE = 5.0
+    try:
+        _check(j, f, x)
+    finally:
+        SETTINGS.SCALE = 2.0
+
+    def assigns(x):
+        SETTINGS.SCALE = 3.0
+        return x
+
+    with pytest.raises(UnreplayableWrite, match=r"assigns user_settings.SCALE \(.*test_state_guards.py:\d+\)"):
+        squall.jit(assigns)(x)
+    assert SETTINGS.SCALE == 2.0
+
+
+def test_forward_replaced_on_the_instance_of_a_torch_module():
+    lin = nn.Linear(4, 4)
+    j = squall.jit(lin)
+    x = torch.randn(2, 4)
+    _check(j, lin, x)
+    lin.forward = lambda t: nn.functional.linear(t, lin.weight, lin.bias) * 2  # as wrapping libraries do
+    _check(j, lin, x)
+    del lin.forward
+    _check(j, lin, x)
+    assert jitted_state(j).stats.misses == 2, "the forward came back: the first plan again"
