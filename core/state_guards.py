@@ -34,6 +34,7 @@ from __future__ import annotations
 import copy
 import dis
 import functools
+import keyword
 import math
 import sys
 import types
@@ -668,21 +669,36 @@ class StateRecorder:
 
     def _read_class_attribute(self, info: _ViewInfo, name: str, owner: type, raw: Any, value: Any) -> Any:
         """An attribute found on the object's class (`scale = 2.0` in the class body, a method,
-        a property): guarded where the class holds it, and that the classes before it in the
-        MRO and the object itself (at finish) still do not shadow it."""
-        for klass in type(info.real).__mro__:
-            if klass is owner:
-                break
-            self.guards.add(f"{plain_scalar(name)!r} not in {self.guards.bind(klass.__dict__, 'c')}", f"attribute {name!r} of class {klass.__qualname__}")
-        expr = f"{self.guards.bind(owner.__dict__, 'c')}[{plain_scalar(name)!r}]"
-        label = f"attribute {name!r} of class {owner.__qualname__}"
+        a property): guarded as the class gives it now, and (at finish) that the object's own
+        __dict__ still does not shadow it."""
+        cls = type(info.real)
+        label = f"attribute {name!r} of class {cls.__qualname__}"
         if info.dict is not None:
             info.class_reads.add(name)
             if info not in self._class_readers:
                 self._class_readers.append(info)
+        try:
+            # the class's own lookup (its MRO, through the type's attribute cache) gives the
+            # same object at every call for data, functions and properties
+            resolved = getattr(cls, name)
+            stable = getattr(cls, name) is resolved
+        except Exception:  # noqa: BLE001 - a descriptor that refuses class access
+            stable = False
+        if stable:
+            held = self.guards.bind(cls, "c")
+            expr = f"{held}.{name}" if name.isidentifier() and not keyword.iskeyword(name) else f"_getattr({held}, {plain_scalar(name)!r})"
+            self.guards.namespace["_getattr"] = getattr
+        else:
+            # a descriptor making a new object per access (a classmethod): the raw one where
+            # the class holds it, and no class before it in the MRO shadowing it
+            for klass in cls.__mro__:
+                if klass is owner:
+                    break
+                self.guards.add(f"{plain_scalar(name)!r} not in {self.guards.bind(klass.__dict__, 'c')}", label)
+            expr, resolved = f"{self.guards.bind(owner.__dict__, 'c')}[{plain_scalar(name)!r}]", raw
         if value is raw:  # plain data in the class body: guarded and followed as any attribute
             return self._reached(value, expr, label)
-        self.guards.watch(expr, raw, label)  # a function or descriptor: which one it is
+        self.guards.watch(expr, resolved, label)  # a function or descriptor: which one it is
         return value
 
     def _read_slot(self, info: _ViewInfo, name: str, value: Any) -> Any:
@@ -768,11 +784,12 @@ class StateRecorder:
                 )
         for info in self._class_readers:
             # an attribute read from the class is shadowed once the object's __dict__ has it
-            names = frozenset(info.class_reads)
-            self.guards.add(
-                f"{self._dict_expr(info)}.keys().isdisjoint({self.guards.bind(names, 'k')})",
-                f"attribute {sorted(names)[0]!r} of {info.label} (set on the object, over its class's)",
-            )
+            names = sorted(info.class_reads)
+            label = f"attribute {names[0]!r} of {info.label} (set on the object, over its class's)"
+            if len(names) == 1:
+                self.guards.add(f"{plain_scalar(names[0])!r} not in {self._dict_expr(info)}", label)
+            else:
+                self.guards.add(f"{self._dict_expr(info)}.keys().isdisjoint({self.guards.bind(frozenset(names), 'k')})", label)
         values = []
         for info in self._write_order:
             target = self.guards.bind(info.real, "o")
