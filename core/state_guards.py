@@ -327,7 +327,7 @@ class _RecordedList(list):
     only appended to (a log) is not guarded on its contents, which change every call; a change
     other than appending is refused where it is made."""
 
-    __slots__ = ("items_read", "label")
+    __slots__ = ("items_read", "label", "initial")
 
 
 def _noting_read(base: Callable) -> Callable:
@@ -447,6 +447,7 @@ class StateRecorder:
         self._list_copies: dict[int, _RecordedList] = {}
         self._dict_copies: dict[int, _RecordedDict] = {}
         self._module_reads: dict[int, _ModuleReads] = {}
+        self._originals: dict[int, tuple[Any, Any]] = {}  # id(copy) -> (copy, what it stands for)
         self._write_order: list[_ViewInfo] = []
         self._cells: list[tuple[types.CellType, Any, str, types.FunctionType]] = []  # (recording cell, its value, name, function)
         self._class_readers: list[_ViewInfo] = []  # views with attributes read from their class
@@ -520,7 +521,7 @@ class StateRecorder:
             copy = types.FunctionType(fn.__code__, watched, fn.__name__, fn.__defaults__, tuple(cells) if fn.__closure__ else None)
             copy.__kwdefaults__ = fn.__kwdefaults__
             copy.__qualname__ = fn.__qualname__
-            self._functions[id(fn)] = copy
+            self._functions[id(fn)] = self._standing_for(copy, fn)
             for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars, fn.__closure__ or ())):
                 value = _cell_value(cell)
                 if value is _MISSING:
@@ -586,28 +587,47 @@ class StateRecorder:
         """A value read from an attribute or global: guarded; a list or object comes back as a
         recording copy or view so that what is done with it is seen too."""
         self.guards.watch(expr, value, label)
+        return self._follow(value, expr, label)
+
+    def _follow(self, value: Any, expr: str, label: str) -> Any:
+        """`value`, reached as `expr`, as the program is to use it: a list or dict as a
+        recording copy, and its items (a tuple's too) as `_recorded` gives them, so that a
+        layer in a plain list or a function in a dict is read through as well."""
         if type(value) is list:
             copy = self._list_copies.get(id(value))
             if copy is None:
-                copy = self._list_copies[id(value)] = _RecordedList(value)
-                copy.items_read = False
-                copy.label = label
+                copy = self._list_copies[id(value)] = _RecordedList()
+                copy.items_read, copy.label = False, label
                 self._lists.append((value, copy, label, expr))
+                list.extend(copy, [self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value)])
+                copy.initial = list.copy(copy)
             return copy
         if type(value) is dict:
             copy = self._dict_copies.get(id(value))
             if copy is None:
-                copy = self._dict_copies[id(value)] = _RecordedDict(value)
+                copy = self._dict_copies[id(value)] = _RecordedDict()
                 copy.recorder, copy.real, copy.label, copy.whole_read, copy.keys_set = self, value, label, False, set()
+                held = self.guards.bind(value, "d")
+                dict.update(copy, {k: self._follow(v, f"{held}[{plain_scalar(k)!r}]", f"item {plain_scalar(k)!r} of {label}") if type(k) in _SCALARS else v for k, v in value.items()})
             return copy
+        if type(value) is tuple:
+            items = tuple(self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value))
+            return value if all(a is b for a, b in zip(items, value)) else self._standing_for(items, value)
         return self._recorded(value, label)
+
+    def _standing_for(self, copy: Any, original: Any) -> Any:
+        """Note that `copy` stands for `original` while tracing: an output or a value set that
+        is the copy is the original."""
+        self._originals[id(copy)] = (copy, original)
+        return copy
 
     def _read_item(self, recorded: _RecordedDict, key: Any, value: Any) -> Any:
         if type(key) not in _SCALARS:
             recorded.whole_read = True  # a key the check cannot name: all items are checked
-            return self._recorded(value, f"an item of {recorded.label}")
+            return value
         expr = f"{self.guards.bind(recorded.real, 'd')}[{plain_scalar(key)!r}]"
-        return self._reached(value, expr, f"item {plain_scalar(key)!r} of {recorded.label}")
+        self.guards.watch(expr, dict.__getitem__(recorded.real, key), f"item {plain_scalar(key)!r} of {recorded.label}")
+        return value  # (followed when the copy was made)
 
     def _read_key(self, recorded: _RecordedDict, key: Any, found: bool) -> None:
         if type(key) not in _SCALARS:
@@ -626,7 +646,7 @@ class StateRecorder:
         if type(value) is types.MethodType and _user_function(value.__func__) and _viewable(value.__self__):
             # a bound method: its object is read like a module's attributes
             owner = self.view(value.__self__, f"{type(value.__self__).__name__} object of {label}")
-            return types.MethodType(self._recording_function(value.__func__), owner)
+            return self._standing_for(types.MethodType(self._recording_function(value.__func__), owner), value)
         if _viewable(value):
             return self.view(value, label)
         if _users_module(value):
@@ -634,6 +654,7 @@ class StateRecorder:
             if reads is None:
                 reads = self._module_reads[id(value)] = _ModuleReads(value.__name__)
                 types.ModuleType.__getattribute__(reads, "__dict__")["_squall_module"] = (value, self)
+                self._standing_for(reads, value)
             return reads
         return value
 
@@ -647,7 +668,7 @@ class StateRecorder:
             self.guards.watch(f"{held}.keywords[{plain_scalar(k)!r}]", v, f"keyword {k!r} of {label}")
             keywords[k] = self._recorded(v, f"keyword {k!r} of {label}")
         args = [self._recorded(a, f"argument {i} of {label}") for i, a in enumerate(p.args)]
-        return functools.partial(self._recorded(p.func, label), *args, **keywords)
+        return self._standing_for(functools.partial(self._recorded(p.func, label), *args, **keywords), p)
 
     def _read_member(self, info: _ViewInfo, name: str, member: Any, value: Any) -> None:
         """A __slots__ slot read: guarded as an attribute in __dict__ is (_MISSING: unset)."""
@@ -800,7 +821,7 @@ class StateRecorder:
         for real, recorded, label, expr in self._lists:
             if recorded.items_read:
                 self.guards.add(f"_same_items({expr}, {self.guards.bind(list(real), 'k')})", f"the items of {label}")
-            if len(recorded) < len(real) or any(a is not b for a, b in zip(real, recorded)):  # list.__init__ on it, say
+            if len(recorded) < len(real) or any(a is not b for a, b in zip(recorded.initial, recorded)):  # list.__init__ on it, say
                 raise UnreplayableWrite(f"squall: the program changes {label} other than by appending to it; squall cannot replay that")
             if len(recorded) > len(real):
                 self.guards.effects.append(f"{self.guards.bind(real, 'l')}.extend(effects[{len(values)}])")
@@ -819,8 +840,9 @@ class StateRecorder:
         return (result, tuple(values)) if values else result
 
     def _unview(self, x: Any) -> Any:
-        if type(x) is _ModuleReads:
-            return types.ModuleType.__getattribute__(x, "__dict__")["_squall_module"][0]
+        standing = self._originals.get(id(x))
+        if standing is not None and standing[0] is x:
+            return standing[1]
         if type(x) in (_RecordedList, _RecordedDict):
             plain = list(x) if type(x) is _RecordedList else {k: dict.__getitem__(x, k) for k in dict.keys(x)}
             return tree_map(self._unview, plain, is_leaf=lambda x: type(x) in (_RecordedList, _RecordedDict))

@@ -994,3 +994,40 @@ def test_forward_replaced_on_the_instance_of_a_torch_module():
     del lin.forward
     _check(j, lin, x)
     assert jitted_state(j).stats.misses == 2, "the forward came back: the first plan again"
+
+
+ACTS = {"scaled": scaled_act}
+
+
+def test_modules_and_functions_held_in_plain_lists_tuples_and_dicts():
+    global ACT_SCALE
+
+    class Holds(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.plain = [Layer()]  # not registered: a plain list of a module
+            self.acts = (scaled_act, torch.relu)
+
+        def forward(self, x):
+            for layer in self.plain:
+                x = layer(x)
+            return ACTS["scaled"](self.acts[0](x)), self.acts, self.plain
+
+    m = Holds()
+    j = squall.jit(m)
+    x = torch.randn(2, 4)
+    out, acts, plain = j(x)
+    assert acts[0] is scaled_act and plain[0] is m.plain[0] and type(plain[0]) is Layer, "the real objects come back, not recording copies"
+    assert_close(out, m(x)[0])
+    m.plain[0].scale = -1.0
+    assert_close(j(x)[0], m(x)[0])
+    try:
+        ACT_SCALE = 3.0
+        assert_close(j(x)[0], m(x)[0])
+    finally:
+        ACT_SCALE = 2.0
+    ACTS["scaled"] = torch.tanh
+    try:
+        assert_close(j(x)[0], m(x)[0])
+    finally:
+        ACTS["scaled"] = scaled_act
