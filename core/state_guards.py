@@ -7,12 +7,25 @@ on *recording views* that note each such read (`StateRecorder`):
 
 - a module (and every submodule, object attribute and global module it reaches) is traced
   through a view: an instance of a subclass of its class that shares the module's own
-  `__dict__`, so it behaves as the module does, while its `__getattribute__`/`__getattr__`
-  note what was read and its `__setattr__` keeps writes to itself. Recording never changes
-  the user's module or its class, so other threads never see it;
-- a Python function (the jitted one, a module's methods, a helper reached through a global
-  or attribute) runs as a copy whose globals are a dict that notes each global it looks up;
-  its closure cells are guarded as a whole.
+  `__dict__` (and reads its `__slots__` from it), so it behaves as the module does, while
+  its `__getattribute__`/`__getattr__` note what was read and its `__setattr__` keeps writes
+  to itself. Recording never changes the user's module or its class, so other threads never
+  see it. A container's `_modules` read gives views, so layers reached by slicing a
+  `ModuleList` (`self.layers[:n]`), iterating a `ModuleDict` or `Sequential` are views too;
+- an attribute found on the class (a class-body `scale = 2.0`, a method, a property) is
+  guarded as the class's own lookup gives it, and the object's `__dict__` is checked not to
+  shadow it (for torch's classes only the jitted module's `forward`: one check per module
+  per call would cost too much); a name the class's own `__getattribute__` finds elsewhere
+  (a transformers config's `attribute_map`) is guarded by asking the object again;
+- a Python function (the jitted one, a module's methods, a helper reached through a global,
+  attribute, closure cell or argument, a `functools.partial` of one, a callable object's
+  `__call__`) runs as a copy whose globals are a dict that notes each global it looks up;
+  its closure cells are guarded as a whole, and a module, object or function in one is read
+  through as well. A user's own Python module (`settings.SCALE`) is read through a stand-in
+  noting each attribute;
+- a list or dict reached from any of these is a recording copy (a list's items guarded
+  once read; a dict's items by key, or all of them once iterated), its items, and a
+  tuple's, read through as the rest.
 
 Each read becomes one condition (a number or string by type and value, telling -0.0 from 0.0
 and NaN as one value; anything else by identity) in a generated check that runs before the
@@ -20,14 +33,23 @@ cached program; a failed check sends the call back to be compiled again (`squall
 
 Writes are side effects to replay, as eager makes them at every call: an attribute set on a
 module or object (`self.count = self.count + 1`, `self.last = x * 2`) is set again after each
-call to the value this call computed, and items appended to a list the program reached are
-appended again. A write squall cannot replay (deleting an attribute, changing a list other
-than by appending, assigning a global) is an error at compile time naming the source line.
+call to the value this call computed, items appended to a list or set in a dict the program
+reached are appended or set again. A write squall cannot replay (deleting an attribute,
+changing a list other than by appending or a dict other than by setting items, assigning a
+global, a closure variable holding a module or object, or a settings module's attribute) is
+an error at compile time naming the source line.
 
 A hook on an inner submodule may have Python side effects a trace cannot replay, so while one
 is registered the compiled function runs the module eagerly, with a `SquallWarning`; the hook
-dicts are guarded, so removing the hook compiles it again. (Hooks on the jitted module itself
-are the jitted module's concern, not this one.)
+dicts are guarded, so removing the hook compiles it again. The global module hooks
+(`register_module_forward_hook` and kin), which eager runs at every module call, are treated
+alike for programs that call a module; an empty hook dict costs nothing per call while no hook
+was registered anywhere (`StateGuards.stays_empty`). (Hooks on the jitted module itself, and
+the global hooks while one is registered, are the jitted module's concern: squall.jit.)
+
+Not guarded: sets and other containers than lists, dicts and tuples; objects of the standard
+library's classes and installed packages' Python modules read as objects; an instance-level
+`forward` or a method replaced on torch's classes other than for the jitted module.
 """
 from __future__ import annotations
 

@@ -1031,3 +1031,30 @@ def test_modules_and_functions_held_in_plain_lists_tuples_and_dicts():
         assert_close(j(x)[0], m(x)[0])
     finally:
         ACTS["scaled"] = scaled_act
+
+
+def test_property_reading_changing_state_and_a_submodule_put_in_eval_alone():
+    class Gated(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.999))
+            self._gate = 2.0
+
+        @property
+        def gate(self):
+            return self._gate
+
+        def forward(self, x):
+            return self.inner(x) * self.gate
+
+    torch.manual_seed(0)
+    m = Gated().eval()
+    j = squall.jit(m)
+    x = torch.randn(2, 4)
+    _check(j, m, x)
+    m._gate = -1.0
+    _check(j, m, x)
+    m.inner[1].train()  # only the dropout: in training, p=0.999 zeroes (nearly) everything
+    assert j(x).abs().sum() < m.inner[0](x).abs().sum() * 0.1
+    m.inner[1].eval()
+    _check(j, m, x)
