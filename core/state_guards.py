@@ -255,8 +255,11 @@ def _view_getattribute(self, name: str):
         # found by the class's own __getattribute__ elsewhere (a transformers config maps
         # `hidden_size` to `n_embd`): guarded by asking the object again
         return info.recorder._read_computed(info, name, value)
-    if type(value) is types.MethodType and value.__self__ is self and _user_function(value.__func__):
-        return types.MethodType(info.recorder._recording_function(value.__func__), self)
+    if type(value) is types.MethodType and _user_function(value.__func__) and (value.__self__ is self or isinstance(value.__self__, type)):
+        # a method, or a classmethod (bound to its class): its global reads are seen too
+        return types.MethodType(info.recorder._recording_function(value.__func__), value.__self__)
+    if owner is not None and _user_function(value):
+        return info.recorder._recording_function(value)  # a staticmethod
     return value
 
 

@@ -1058,3 +1058,31 @@ def test_property_reading_changing_state_and_a_submodule_put_in_eval_alone():
     assert j(x).abs().sum() < m.inner[0](x).abs().sum() * 0.1
     m.inner[1].eval()
     _check(j, m, x)
+
+
+def test_globals_read_by_static_and_class_methods():
+    global ACT_SCALE
+
+    class Helpers(nn.Module):
+        @staticmethod
+        def static(x):
+            return x * ACT_SCALE
+
+        @classmethod
+        def klass(cls, x):
+            return x + ACT_SCALE
+
+        def forward(self, x):
+            return self.static(x) + self.klass(x)
+
+    m = Helpers()
+    j = squall.jit(m)
+    x = torch.randn(3)
+    _check(j, m, x)
+    _check(j, m, x)
+    assert jitted_state(j).stats.misses == 1
+    try:
+        ACT_SCALE = -7.0
+        _check(j, m, x)
+    finally:
+        ACT_SCALE = 2.0
