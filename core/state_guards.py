@@ -373,7 +373,7 @@ def _refused(name: str, allowed: str = "appending to it") -> Callable:
     return change
 
 
-for _name in ("__iter__", "__len__", "__getitem__", "__contains__", "__reversed__", "index", "count", "copy", "__eq__"):
+for _name in ("__iter__", "__len__", "__getitem__", "__contains__", "__reversed__", "index", "count", "copy", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__add__", "__mul__", "__rmul__", "__repr__"):
     setattr(_RecordedList, _name, _noting_read(getattr(list, _name)))
 for _name in ("pop", "insert", "remove", "clear", "sort", "reverse", "__setitem__", "__delitem__", "__imul__"):
     setattr(_RecordedList, _name, _refused(_name))
@@ -388,8 +388,18 @@ class _RecordedDict(dict):
     __slots__ = ("recorder", "real", "label", "whole_read", "keys_set")
 
     def __getitem__(self, key):
-        value = dict.__getitem__(self, key)
+        try:
+            value = dict.__getitem__(self, key)
+        except KeyError:
+            if key not in self.keys_set:
+                self.recorder._read_key(self, key, False)  # absent (a program may catch the KeyError)
+            raise
         return value if key in self.keys_set else self.recorder._read_item(self, key, value)
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
 
     def get(self, key, default=None):
         return self[key] if key in self else default
@@ -419,7 +429,7 @@ def _noting_whole_read(base: Callable) -> Callable:
 
 for _name in ("__iter__", "__len__", "__reversed__", "keys", "values", "items", "copy", "__eq__", "__or__", "__ror__", "__repr__"):
     setattr(_RecordedDict, _name, _noting_whole_read(getattr(dict, _name)))
-for _name in ("pop", "popitem", "setdefault", "clear", "__delitem__", "__ior__"):
+for _name in ("pop", "popitem", "clear", "__delitem__", "__ior__"):
     setattr(_RecordedDict, _name, _refused(_name, "setting items"))
 
 

@@ -1086,3 +1086,30 @@ def test_globals_read_by_static_and_class_methods():
         _check(j, m, x)
     finally:
         ACT_SCALE = 2.0
+
+
+def test_dict_absence_caught_setdefault_and_list_concatenation():
+    class Reads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.d = {}
+            self.cache = {}
+            self.factors = [2.0]
+
+        def forward(self, x):
+            try:
+                y = x * self.d["k"]
+            except KeyError:
+                y = x
+            self.cache.setdefault("first", 1.0)
+            return y * sum(self.factors + [1.0])
+
+    m = Reads()
+    j = squall.jit(m)
+    x = torch.randn(3)
+    _check(j, m, x)
+    m.d["k"] = 3.0
+    _check(j, m, x)
+    m.factors[0] = -1.0
+    _check(j, m, x)
+    assert m.cache == {"first": 1.0}
