@@ -562,6 +562,8 @@ class JittedModule(torch.nn.Module):
     Hooks on it and on the original's top level run eagerly around the compiled forward at
     every call, as `nn.Module.__call__` runs them (`squall.wrappers`): that is how DDP and
     FSDP2 wrap compiled modules. Without hooks a call goes straight to the compiled code.
+    While a global module hook is registered (`register_module_forward_hook`), which eager
+    runs at every module call, the original runs eagerly inside this module's own hooks.
     """
 
     def __init__(self, module: torch.nn.Module, jitted: JittedFunction):
