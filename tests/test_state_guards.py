@@ -1113,3 +1113,36 @@ def test_dict_absence_caught_setdefault_and_list_concatenation():
     m.factors[0] = -1.0
     _check(j, m, x)
     assert m.cache == {"first": 1.0}
+
+
+def test_module_passed_as_an_argument_is_read_through():
+    def f(x, layer):
+        return layer(x)
+
+    layer = Layer()
+    j = squall.jit(f)
+    x = torch.randn(2, 4)
+    _check(j, f, x, layer)
+    _check(j, f, x, layer)
+    assert jitted_state(j).stats.misses == 1
+    layer.scale = 5.0
+    _check(j, f, x, layer)
+    layer.lin = nn.Linear(4, 4)
+    _check(j, f, x, layer)
+
+
+def test_global_backward_hook_runs_for_each_module_as_in_eager():
+    m = Layer()
+    j = squall.jit(m)
+    x = torch.randn(2, 4, requires_grad=True)
+    j(x).sum().backward()
+    seen = []
+    handle = nn.modules.module.register_module_full_backward_hook(lambda mod, gi, go: seen.append(mod))
+    try:
+        with pytest.warns(SquallWarning, match="global module backward hook"):
+            j(x).sum().backward()
+        compiled, seen[:] = list(seen), []
+        m(x).sum().backward()
+    finally:
+        handle.remove()
+    assert [id(s) for s in compiled] == [id(s) for s in seen] and len(seen) == 2
