@@ -37,11 +37,14 @@ from .planner import PlanningError
 from .proxies import current_context
 from .rage import record_compilation
 from .speculation import Variants, guards_of, specialised_numbers
-from .state_guards import StateGuards
+from .state_guards import StateGuards, describe_global_hooks, global_hook_dicts
+from .symbol import user_stacklevel
 from .tracing import argument_names, module_slots
 from .wrappers import call_with_hooks, check_plain_parameters, check_wrapping, hook_dicts
 
 __all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces", "wait_for_upgrades", "upgrades"]
+
+_GLOBAL_HOOK_DICTS = global_hook_dicts()
 
 
 # --- compiled entries and the jitted callable ----------------------------------------------------
@@ -568,6 +571,8 @@ class JittedModule(torch.nn.Module):
     Hooks on it and on the original's top level run eagerly around the compiled forward at
     every call, as `nn.Module.__call__` runs them (`squall.wrappers`): that is how DDP and
     FSDP2 wrap compiled modules. Without hooks a call goes straight to the compiled code.
+    While a global module hook is registered (`register_module_forward_hook`), which eager
+    runs at every module call, the original runs eagerly inside this module's own hooks.
     """
 
     def __init__(self, module: torch.nn.Module, jitted: JittedFunction):
@@ -587,8 +592,22 @@ class JittedModule(torch.nn.Module):
     def __call__(self, *args, **kwargs):
         # the hot path: nn.Module.__call__'s hook machinery only where there is a hook to run
         if any(self._hook_dicts):
+            if any(_GLOBAL_HOOK_DICTS):
+                return self._call_eagerly(args, kwargs)
             return self._call_impl(*args, **kwargs)
         return self._entry_point(*args, **kwargs)
+
+    def _call_eagerly(self, args: tuple, kwargs: dict):
+        """While a global module hook is registered, eager runs it at every module call, with
+        that module: the original runs eagerly (its own hooks and the global ones around each
+        of its modules), inside this module's own hooks."""
+        warnings.warn(
+            f"squall: {describe_global_hooks()} is registered, which eager runs at every module call: "
+            "the module runs eagerly while it is registered",
+            SquallWarning,
+            stacklevel=user_stacklevel(),
+        )
+        return call_with_hooks(self, self._orig_mod, args, kwargs)
 
 
 def jit(
