@@ -49,6 +49,7 @@ from .proxies import TensorProxy
 from .sources import load_source
 from .symbol import user_stacklevel
 from .trace import plain_scalar, scalar_key
+from .unbound_methods import stand_in_for
 
 __all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite"]
 
@@ -100,6 +101,26 @@ def _user_function(fn: Any) -> bool:
         return False
     module = fn.__globals__.get("__name__") or ""
     return not (module == "torch" or module.startswith(("torch.", "squall")))
+
+
+def _traced_closure(fn: types.FunctionType) -> tuple | None:
+    """`fn`'s closure cells, with a torch.Tensor C method held in one (`op = torch.Tensor.__radd__`
+    captured before tracing) in a new cell holding its stand-in, unless `fn` assigns that variable."""
+    cells = fn.__closure__
+    if not cells:
+        return cells
+    traced, assigned = [], None
+    for name, cell in zip(fn.__code__.co_freevars, cells):
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            traced.append(cell)
+            continue
+        stand_in = stand_in_for(value)
+        if stand_in is not value and assigned is None:
+            assigned = {i.argval for i in dis.get_instructions(fn.__code__) if i.opname in ("STORE_DEREF", "DELETE_DEREF")}
+        traced.append(cell if stand_in is value or name in assigned else types.CellType(stand_in))
+    return tuple(traced)
 
 
 def _viewable(obj: Any) -> bool:
@@ -296,6 +317,8 @@ class StateRecorder:
         elif type(fn) is types.MethodType and _user_function(fn.__func__) and _viewable(fn.__self__):
             # a bound method: its object is read like a module's attributes
             fn = types.MethodType(self._recording_function(fn.__func__), self.view(fn.__self__, f"{type(fn.__self__).__name__} object"))
+        else:
+            fn = stand_in_for(fn)  # squall.jit(torch.Tensor.cfloat): torch's method object takes no proxy
         args = tuple(self._argument(a, f"args[{i + self.arg_offset}]", f"argument {i}") for i, a in enumerate(args))
         kwargs = {k: self._argument(v, f"kwargs[{plain_scalar(k)!r}]", f"keyword argument {k!r}") for k, v in kwargs.items()}
         return fn, args, kwargs
@@ -319,8 +342,10 @@ class StateRecorder:
                     return recorder._read_global(real, name, value, fn)
 
             watched = RecordingGlobals(real)
-            copy = types.FunctionType(fn.__code__, watched, fn.__name__, fn.__defaults__, fn.__closure__)
-            copy.__kwdefaults__ = fn.__kwdefaults__
+            # torch.Tensor's C methods held as defaults or closure variables (squall.unbound_methods)
+            defaults = tuple(map(stand_in_for, fn.__defaults__)) if fn.__defaults__ else fn.__defaults__
+            copy = types.FunctionType(fn.__code__, watched, fn.__name__, defaults, _traced_closure(fn))
+            copy.__kwdefaults__ = {k: stand_in_for(v) for k, v in fn.__kwdefaults__.items()} if fn.__kwdefaults__ else fn.__kwdefaults__
             copy.__qualname__ = fn.__qualname__
             self._functions[id(fn)] = copy
             self._wrote.append((dict(real), fn, watched))
@@ -397,7 +422,7 @@ class StateRecorder:
             return self._recording_function(value)  # a helper's own global reads are seen too
         if isinstance(value, torch.nn.Module) or (_viewable(value) and not callable(value)):
             return self.view(value, label)
-        return value
+        return stand_in_for(value)  # `radd = torch.Tensor.__radd__` taken before tracing takes proxies too
 
     def _read_slot(self, info: _ViewInfo, name: str, value: Any) -> Any:
         d = info.dict
