@@ -250,7 +250,27 @@ class _RecordedList(list):
     only appended to (a log) is not guarded on its contents, which change every call; a change
     other than appending is refused where it is made."""
 
-    __slots__ = ("items_read", "label")
+    __slots__ = ("items_read", "label", "recorder")
+
+    # an object item comes back as a view, as an object attribute does: a write to it (a KV
+    # cache's layer, `layer.keys = torch.cat(...)`) is replayed, never left holding a proxy
+    def __getitem__(self, i):
+        self.items_read = True
+        item = list.__getitem__(self, i)
+        if type(i) is slice:
+            return [self.recorder._item(v, f"an item of {self.label}") for v in item]
+        return self.recorder._item(item, f"{self.label}[{i}]")
+
+    def __iter__(self):
+        self.items_read = True
+        return (self.recorder._item(v, f"{self.label}[{i}]") for i, v in enumerate(list.__iter__(self)))
+
+    def __reversed__(self):
+        return iter(self[::-1])
+
+    def items(self) -> list:
+        """The items themselves, not views of them (squall's own reading, noting nothing)."""
+        return list(list.__iter__(self))
 
 
 def _noting_read(base: Callable) -> Callable:
@@ -271,7 +291,7 @@ def _refused(name: str) -> Callable:
     return change
 
 
-for _name in ("__iter__", "__len__", "__getitem__", "__contains__", "__reversed__", "index", "count", "copy", "__eq__"):
+for _name in ("__len__", "__contains__", "index", "count", "copy", "__eq__"):
     setattr(_RecordedList, _name, _noting_read(getattr(list, _name)))
 for _name in ("pop", "insert", "remove", "clear", "sort", "reverse", "__setitem__", "__delitem__", "__imul__"):
     setattr(_RecordedList, _name, _refused(_name))
@@ -416,13 +436,18 @@ class StateRecorder:
                 copy = self._list_copies[id(value)] = _RecordedList(value)
                 copy.items_read = False
                 copy.label = label
+                copy.recorder = self
                 self._lists.append((value, copy, label, expr))
             return copy
         if _user_function(value):
             return self._recording_function(value)  # a helper's own global reads are seen too
         if isinstance(value, torch.nn.Module) or (_viewable(value) and not callable(value)):
             return self.view(value, label)
-        return stand_in_for(value)  # `radd = torch.Tensor.__radd__` taken before tracing takes proxies too
+        return stand_in_for(value)
+
+    def _item(self, value: Any, label: str) -> Any:
+        """An item of a list the program reached (guarded with the list's items), as it is to use it."""
+        return self.view(value, label) if isinstance(value, torch.nn.Module) or (_viewable(value) and not callable(value)) else value  # `radd = torch.Tensor.__radd__` taken before tracing takes proxies too
 
     def _read_slot(self, info: _ViewInfo, name: str, value: Any) -> Any:
         d = info.dict
@@ -489,14 +514,22 @@ class StateRecorder:
         for real, recorded, label, expr in self._lists:
             if recorded.items_read:
                 self.guards.add(f"_same_items({expr}, {self.guards.bind(list(real), 'k')})", f"the items of {label}")
-            if len(recorded) < len(real) or any(a is not b for a, b in zip(real, recorded)):  # list.__init__ on it, say
+            items = recorded.items()
+            if len(items) < len(real) or any(a is not b for a, b in zip(real, items)):  # list.__init__ on it, say
                 raise UnreplayableWrite(f"squall: the program changes {label} other than by appending to it; squall cannot replay that")
-            if len(recorded) > len(real):
+            if len(items) > len(real):
                 self.guards.effects.append(f"{self.guards.bind(real, 'l')}.extend(effects[{len(values)}])")
-                values.append(list(recorded[len(real):]))
+                values.append(items[len(real):])
         # a view never leaves the trace: an output or value set that is one is the real object
         result, values = tree_map(self._unview, (result, values))
         return (result, tuple(values)) if values else result
+
+    def existing(self, x: Any) -> bool:
+        """Whether the program returns, in `x`, an object it did not make but was given or reached
+        (and read through a view): that object itself is the output, as in eager. Only one the
+        cache key and the guards tell apart by identity: for one equal to others by its own
+        `__eq__`, a later call may bring an equal one, and the output is rebuilt instead."""
+        return id(x) in self._views and type(x).__eq__ is object.__eq__ and not isinstance(x, torch.nn.Module)
 
     def _unview(self, x: Any) -> Any:
         info = type(x).__dict__.get("_squall_view_info")
