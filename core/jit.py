@@ -39,7 +39,7 @@ from .rage import record_compilation
 from .speculation import Variants, guards_of
 from .state_guards import StateGuards
 from .tracing import argument_names, module_slots
-from .wrappers import call_with_hooks, check_plain_parameters, check_wrapping, hook_dicts
+from .wrappers import call_with_hooks, check_plain_parameters, check_wrapping, hook_dicts, original_attribute
 
 __all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces", "wait_for_upgrades", "upgrades"]
 
@@ -580,6 +580,15 @@ class JittedModule(torch.nn.Module):
         if any(self._hook_dicts):
             return self._call_impl(*args, **kwargs)
         return self._entry_point(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # what the original has and this module has not (`config`, `generate`): squall.wrappers
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name.startswith("__") or "_orig_mod" not in self.__dict__.get("_modules", ()):
+                raise
+        return original_attribute(self, self._orig_mod, name)
 
 
 def jit(

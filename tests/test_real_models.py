@@ -140,3 +140,20 @@ def test_llama_decodes_with_its_kv_cache_as_generate_calls_it():
     # eager updates the cache passed in and returns it: so does the compiled model, at every step
     assert all(e.past_key_values is expected[0].past_key_values for e in expected)
     assert all(a.past_key_values is actual[0].past_key_values for a in actual)
+
+
+def test_generate_on_the_compiled_model_runs_its_compiled_forward_and_matches_eager():
+    (model,) = [m for m in TRANSFORMERS_MODELS if m.name == "llama"]
+    torch.manual_seed(0)
+    module = model.build()
+    prompt = torch.randint(0, 97, (2, 5))
+    mask = torch.ones(2, 5, dtype=torch.long)
+    mask[1, :2] = 0
+    jitted = squall.jit(module)
+    options = dict(attention_mask=mask, max_new_tokens=4, do_sample=False, pad_token_id=0)
+    expected = module.generate(prompt, **options)
+    actual = _no_opaque_calls(jitted.generate, prompt, **options)
+    assert torch.equal(actual, expected)
+    info = jitted._jitted.cache_info()
+    assert info.misses + info.hits == 4  # the prompt and three one-token steps, each compiled
+    assert type(module) is type(model.build()) and "_squall_compiled" not in vars(module)
