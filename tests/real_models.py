@@ -64,6 +64,10 @@ TIMM_MODELS = [
     _timm("test_byobnet"),
     _timm("test_nfnet"),
     _timm("test_coatnet", img_size=64),
+    # attention in windows (swin), with a distillation token (deit), with relative position bias (beit)
+    _timm("swin_tiny_patch4_window7_224", embed_dim=16, depths=(1, 1), num_heads=(1, 2), img_size=64, window_size=4),
+    _timm("deit_tiny_distilled_patch16_224", embed_dim=32, depth=2, num_heads=2, img_size=64),
+    _timm("beit_base_patch16_224", embed_dim=32, depth=2, num_heads=2, img_size=64),
 ]
 
 

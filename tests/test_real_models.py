@@ -157,3 +157,22 @@ def test_generate_on_the_compiled_model_runs_its_compiled_forward_and_matches_ea
     info = jitted._jitted.cache_info()
     assert info.misses + info.hits == 4  # the prompt and three one-token steps, each compiled
     assert type(module) is type(model.build()) and "_squall_compiled" not in vars(module)
+
+
+@pytest.mark.parametrize("name", ["timm/test_resnet"])
+def test_timm_training_step_matches_eager(name):
+    """model.train(), cross-entropy on labels, loss.backward(): gradients, and batch norm's running
+    statistics, as eager's."""
+    (model,) = [m for m in TIMM_MODELS if m.name == name]
+    torch.manual_seed(0)
+    eager, inputs = model.build().train(), model.inputs()
+    compiled_model = model.build().train()
+    compiled_model.load_state_dict(eager.state_dict())
+    labels = torch.randint(0, 10, (inputs["x"].shape[0],))
+    jitted = squall.jit(compiled_model)
+    for module, fn in ((eager, eager), (compiled_model, jitted)):
+        torch.nn.functional.cross_entropy(fn(**inputs), labels).backward()
+    for (name_, a), e in zip(compiled_model.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(a.grad, e.grad, atol=1e-4, rtol=1e-3, msg=lambda m: f"{name_}.grad: {m}")
+    for (name_, a), e in zip(compiled_model.named_buffers(), eager.buffers()):
+        torch.testing.assert_close(a, e, msg=lambda m: f"{name_}: {m}")
