@@ -268,9 +268,10 @@ class _RecordedList(list):
     def __reversed__(self):
         return iter(self[::-1])
 
-    def items(self) -> list:
-        """The items themselves, not views of them (squall's own reading, noting nothing)."""
-        return list(list.__iter__(self))
+
+def _held_items(recorded: _RecordedList) -> list:
+    """The items a recorded list holds, not views of them (squall's own reading, noting nothing)."""
+    return list(list.__iter__(recorded))
 
 
 def _noting_read(base: Callable) -> Callable:
@@ -514,7 +515,7 @@ class StateRecorder:
         for real, recorded, label, expr in self._lists:
             if recorded.items_read:
                 self.guards.add(f"_same_items({expr}, {self.guards.bind(list(real), 'k')})", f"the items of {label}")
-            items = recorded.items()
+            items = _held_items(recorded)
             if len(items) < len(real) or any(a is not b for a, b in zip(real, items)):  # list.__init__ on it, say
                 raise UnreplayableWrite(f"squall: the program changes {label} other than by appending to it; squall cannot replay that")
             if len(items) > len(real):
