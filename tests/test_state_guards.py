@@ -197,7 +197,9 @@ def test_negative_zero_and_nan_keys():
     assert torch.isneginf(j(x, -0.0)).all()
     for _ in range(3):
         assert_close(j(x, float("nan")), f(x, float("nan")), equal_nan=True)
-    assert jitted_state(j).stats.misses == 3  # 0.0, -0.0 and NaN: one entry each
+    # 0.0, then -0.0 misses (the key tells them apart), which makes `s` a run-time number
+    # (squall.entry_point.DynamicNumbers): NaN runs on that entry, computed as eager computes it
+    assert jitted_state(j).stats.misses == 2
     assert_close(j(x, (math.inf, -0.0)[1]), f(x, -0.0))
 
 
