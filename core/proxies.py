@@ -94,7 +94,7 @@ def type_string(p: TensorProxy | NumberProxy) -> str:
 class TensorProxy:
     """A tensor's metadata under a name; torch operations on it are traced, not run."""
 
-    __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "__weakref__")
+    __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "_is_param", "__weakref__")
 
     def __init__(
         self,

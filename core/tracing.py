@@ -25,6 +25,7 @@ from .proxies import NumberProxy, TensorProxy, tracing
 from .speculation import Speculation
 from .state_guards import StateRecorder
 from .trace import Trace
+from .type_checks import isinstance_traced
 from .unbound_methods import unbound_methods_traced
 from .views import ViewTracker
 
@@ -247,6 +248,8 @@ def trace_program(
                 return by_path[same_as[path]]
             name = _local_name(x.name if isinstance(x, TensorProxy) else hint, taken)
             p = TensorProxy(name, shape=x.shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad)
+            if isinstance(x, torch.nn.Parameter):
+                p._is_param = True  # the program's `isinstance(p, torch.nn.Parameter)` answers as in eager (squall.type_checks)
             ctx.inputs.append(p)
             paths.append(path)
             by_path[path] = p
@@ -280,7 +283,7 @@ def trace_program(
         # what the program reads and writes besides its inputs (squall.state_guards): ctx.state
         ctx.state = StateRecorder(module, arg_offset=int(module is not None))
         target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
-        with TracingMode(language), unbound_methods_traced():
+        with TracingMode(language), unbound_methods_traced(), isinstance_traced():
             # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.wrappers)
             result = ctx.state.finish(target(*p_args, **p_kwargs))
             result = capture_output(result, ctx.constant, ctx.state.existing)

@@ -1,0 +1,75 @@
+"""`isinstance` in a traced program answers for a proxy as for the value it stands for.
+
+While a program is traced its tensors are `TensorProxy` objects and its run-time numbers
+`NumberProxy` objects, neither of which is a torch.Tensor, int or float. Code that branches on
+type (`isinstance(x, torch.Tensor)`, `torch.is_tensor(x)`, `isinstance(s, float)`, as
+transformers does) would silently take the other branch. While tracing, `isinstance_traced()`
+stands a function in front of the built-in `isinstance` (as `squall.unbound_methods` does for
+torch.Tensor's C methods): for a TensorProxy it answers as for a torch.Tensor (a
+torch.nn.Parameter where the proxy stands for one), for a NumberProxy as for a number of its
+`python_type`; any other object gets the built-in's answer. squall's own modules still get
+the built-in's answer: there `isinstance(x, torch.Tensor)` means a real tensor.
+
+Why not a `__class__` property on the proxy: torch's C argument parser asks
+`PyObject_IsInstance(obj, torch.Tensor)` (THPVariable_Check) and then reads the object's
+memory as a tensor's, so a proxy that claims to be a torch.Tensor crashes the process
+(`torch.where(mask, x, 0.0)` tries a Scalar overload with the proxy). C code calls
+PyObject_IsInstance directly, never the built-in name, so it sees proxies as they are.
+
+Not covered: `type(x) is torch.Tensor` and `issubclass(type(x), ...)` (`type()` cannot be
+changed), and code that saved the built-in `isinstance` under another name before tracing.
+"""
+from __future__ import annotations
+
+import builtins
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from .proxies import NumberProxy, TensorProxy
+
+__all__ = ["isinstance_traced", "traced_isinstance"]
+
+_builtin_isinstance = builtins.isinstance
+_OWN_MODULES = "squall"  # squall (squall.tracing, ...) and its plugins (squall_nvfuser, ...)
+
+
+def traced_isinstance(obj: Any, classinfo: Any, /) -> bool:
+    """The built-in `isinstance`, answering for a proxy as for the value it stands for."""
+    t = type(obj)
+    if t is not TensorProxy and t is not NumberProxy:
+        return _builtin_isinstance(obj, classinfo)
+    if _builtin_isinstance(obj, classinfo):
+        return True
+    if sys._getframe(1).f_globals.get("__name__", "").startswith(_OWN_MODULES):
+        return False  # squall's own code asks what the object is
+    if t is NumberProxy:
+        stands_for = obj.python_type
+    else:
+        stands_for = torch.nn.Parameter if getattr(obj, "_is_param", False) else torch.Tensor
+    return issubclass(stands_for, classinfo)
+
+
+_lock = threading.Lock()
+_depth = 0
+
+
+@contextmanager
+def isinstance_traced() -> Iterator[None]:
+    """The built-in `isinstance` is `traced_isinstance` within this block (nested blocks and threads share it)."""
+    global _depth
+    with _lock:
+        if _depth == 0:
+            builtins.isinstance = traced_isinstance
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                builtins.isinstance = _builtin_isinstance
