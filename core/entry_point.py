@@ -12,6 +12,7 @@ first; only a miss, in a function that has dynamic numbers, builds the key with 
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from .sources import load_source
+from .state_guards import _viewable
 from .trace import plain_scalar, scalar_key
 
 __all__ = ["value_key", "key_parts", "make_entry_point", "DynamicNumbers", "dynamic_key"]
@@ -61,11 +63,38 @@ def value_key(x: Any, where: str) -> Any:
     try:
         hash(x)
     except TypeError:
-        raise TypeError(
-            f"squall.jit: {where} is a {t.__name__}, which is neither a tensor, a number, nor a "
-            "container of them, and is not hashable, so calls cannot be told apart by it"
-        ) from None
+        return _unhashable_key(x, t, where)
     return (t, x)
+
+
+class _Identity:
+    """An unhashable object in a key: equal only to itself (held, so its id is never reused)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: Any) -> bool:
+        return type(other) is _Identity and other.obj is self.obj
+
+
+def _unhashable_key(x: Any, t: type, where: str) -> Any:
+    """The key part of an unhashable object argument (a config, a dataclass with eq=True):
+    by identity where the program reads it through a view, which guards each attribute it
+    reads (squall.state_guards); a SimpleNamespace of plain values by those values."""
+    if _viewable(x):
+        return (t, _Identity(x))
+    if t is types.SimpleNamespace and not any(isinstance(v, _Tensor) for v in tree_flatten(vars(x))[0]):
+        return (t, value_key(vars(x), where))
+    raise TypeError(
+        f"squall.jit: {where} is a {t.__name__}, which is neither a tensor, a number, nor a "
+        "container of them, and is not hashable nor read through squall's state guards, so calls "
+        "cannot be told apart by it"
+    )
 
 
 def _label(k: Any) -> str:
