@@ -1244,3 +1244,22 @@ def test_unhashable_argument_written_by_the_program_is_replayed_on_it():
     assert a.last == 1.5
     j(x, b)  # another object: its own entry, the write lands on it
     assert b.last == 1.5
+
+
+def test_unhashable_dataclass_holding_a_tensor_sees_it_replaced_and_changed_in_place():
+    @dataclasses.dataclass
+    class Weighted:
+        w: torch.Tensor
+        shift: float
+
+    f = lambda x, c: x * c.w + c.shift
+    j = squall.jit(f)
+    x, c = torch.randn(3), Weighted(torch.ones(3), 1.0)
+    _check(j, f, x, c)
+    c.w.add_(1)  # in place: the same tensor, read at the call
+    _check(j, f, x, c)
+    c.w = torch.randn(3)  # another tensor: its guard fails, compiled again
+    _check(j, f, x, c)
+    c.shift = 3.0
+    _check(j, f, x, c)
+    assert jitted_state(j).stats.misses == 3
