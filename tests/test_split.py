@@ -238,3 +238,125 @@ def test_a_plain_function_still_runs_eagerly_and_says_why():
         for i in range(SPECULATION_LIMIT + 2):
             x = torch.full((2,), float(i))
             assert_close(jf(x), f(x))
+
+
+def test_alias_fallback_of_a_module_splits_too():
+    class Writer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, a, b):
+            a.add_(1)
+            return self.lin(b)
+
+    torch.manual_seed(0)
+    model = Writer()
+    jm = squall.jit(model)
+    with torch.no_grad():
+        jm(torch.zeros(4, 4), torch.zeros(4, 4))  # compiled for separate tensors
+        base, ref = torch.zeros(5, 4), torch.zeros(5, 4)
+        with pytest.warns(squall.SquallWarning, match=r"share memory .* the module's forward eagerly, with each submodule it calls compiled"):
+            out = jm(base[:4], base[1:])  # overlapping views: the write must be seen through both
+        assert_close(out, model(ref[:4], ref[1:]) - 0)  # eager on a copy made the same way
+        ref2 = torch.zeros(5, 4)
+        ref2[:4].add_(1)
+        assert_close(base, ref2)
+    assert set(jm._jitted.cache_info().split.children) == {"lin"}
+
+
+# --- fusion executors on both sides of the eager code ---------------------------------------------
+
+
+class Sandwich(nn.Module):
+    """Elementwise chains in compiled children before and after data-dependent eager code."""
+
+    class Chain(nn.Module):
+        def forward(self, x):
+            return torch.tanh(x * 2 + 1) * 3 - 1
+
+    def __init__(self):
+        super().__init__()
+        self.before = Sandwich.Chain()
+        self.after = Sandwich.Chain()
+
+    def forward(self, x, steps):
+        h = self.before(x)
+        for _ in range(int(steps)):
+            h = h.flip(0)
+        return self.after(h)
+
+
+def test_splits_with_fusion_plugins_on_both_sides(tmp_path):
+    squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor is not installed (pip install -e plugins/inductor)")
+    if squall_inductor.cpp_compiler() is None:
+        pytest.skip("no C++ compiler for inductor's CPU backend")
+    # regions this small would not pay back: min_eager_seconds=0 compiles them anyway
+    inductor = squall_inductor.InductorExecutor(autotune=False, choices_path=tmp_path / "choices.json", min_eager_seconds=0)
+    model = Sandwich()
+    jm = squall.jit(model, executors=[inductor, "torch"], wait=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _split_calls(jm, model, SPECULATION_LIMIT + 3, lambda i: (torch.randn(8, 8), torch.tensor(i)))
+    split = jm._jitted.cache_info().split
+    assert set(split.children) == {"before", "after"}
+    for path in ("before", "after"):
+        child = split.compiled[path]
+        assert child._jitted.executors is jm._jitted.executors  # the parent's options
+        plan = squall.last_traces(child).plan
+        assert [r.executor for r in plan.regions] == ["inductor"], (path, squall.upgrades(child))
+        assert "inductor_region(" in squall.last_traces(child).source
+
+
+# --- a real transformers model ------------------------------------------------------------------
+
+
+def test_a_transformers_model_under_a_module_that_thrashes_stays_compiled():
+    transformers = pytest.importorskip("transformers")
+
+    class TrimmedEncoder(nn.Module):
+        """Drops the trailing columns that are padding in every row before running the model
+        (right padding), then classifies from the first token: a length read from the mask."""
+
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+            self.head = nn.Linear(32, 2)
+
+        def forward(self, input_ids, attention_mask):
+            longest = int(attention_mask.sum(-1).max())  # the length that thrashes
+            out = self.model(input_ids=input_ids[:, :longest], attention_mask=attention_mask[:, :longest], use_cache=False)
+            return self.head(out.last_hidden_state[:, 0])
+
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        llama = transformers.LlamaModel(transformers.LlamaConfig(num_hidden_layers=1, hidden_size=32, intermediate_size=64,
+                                                                 num_attention_heads=2, num_key_value_heads=1, vocab_size=64))
+    model = TrimmedEncoder(llama.eval()).eval()
+    jm = squall.jit(model)
+    ids = torch.randint(0, 64, (2, 10))
+
+    def masks(i):
+        mask = torch.zeros(2, 10, dtype=torch.long)
+        mask[0, : 3 + i % 7] = 1  # the longest row: 3 to 9 real tokens
+        mask[1, :2] = 1
+        return ids, mask
+
+    line = _line_of("# the length that thrashes")
+    with torch.no_grad(), pytest.warns(squall.SquallWarning, match=rf"test_split.py:{line} \(int\) changed .* TrimmedEncoder's forward now runs eagerly"):
+        for i in range(9):
+            args = masks(i)
+            assert_close(jm(*args), model(*args))
+    info = jm._jitted.cache_info()
+    assert info.misses == SPECULATION_LIMIT + 1
+    children = info.split.children
+    assert set(children) == {"model", "head"}
+    # compiled whole, once per length it was called with after the split (8, 9, 3 and 4 tokens)
+    assert children["model"].misses == 4 and children["model"].split is None
+    with torch.no_grad():
+        for i in range(5, 9):  # the same lengths again: served by the compiled model
+            args = masks(i)
+            assert_close(jm(*args), model(*args))
+    children = jm._jitted.cache_info().split.children
+    assert children["model"].misses == 4 and children["model"].hits == 4
