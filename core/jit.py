@@ -659,8 +659,10 @@ def jit(
     compiles and times them before the first call returns.
     Where the program reads a tensor's value (`if t.any():`, `t.item()`) or calls an op whose
     output shape depends on data (`x[mask]`, `nonzero`), the value is read from the call being
-    compiled and guarded: a call where it differs runs (or compiles) another variant. With
-    `strict=True` such a program raises `DataDependentError` instead.
+    compiled and guarded: a call where it differs runs (or compiles) another variant; a value
+    that changes at every call makes a module split (`squall.split`: its forward runs eagerly,
+    each submodule it calls compiled) and a plain function run eagerly. With `strict=True`
+    such a program raises `DataDependentError` instead.
     """
     state = JittedFunction(
         fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size, wait=wait, strict=strict

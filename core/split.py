@@ -178,6 +178,11 @@ def _routing_call_impl(self, *args, **kwargs):
     return split.child(real)(*args, **kwargs)
 
 
+def _routing_setattr(self, name: str, value: Any) -> None:
+    # a write is the module's own, as in eager; a routing view assigned is stored as its module
+    type(_route(self)[1]).__setattr__(self, name, _real(value))
+
+
 def _routing_new(cls, *args, **kwargs):
     # code that builds a new module of its own class (slicing a ModuleList or Sequential calls
     # `self.__class__(...)`) gets a plain module of the real class, holding the routing views
@@ -210,6 +215,7 @@ def _routing_class(cls: type) -> type:
             "__deepcopy__": _routing_deepcopy,
             "__reduce_ex__": _routing_reduce_ex,
             "__getattr__": _routing_getattr,
+            "__setattr__": _routing_setattr,
             # a data descriptor: read before the `_modules` the shared __dict__ holds
             "_modules": property(_routing_modules),
             "_call_impl": _routing_call_impl,

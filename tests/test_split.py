@@ -360,3 +360,24 @@ def test_a_transformers_model_under_a_module_that_thrashes_stays_compiled():
             assert_close(jm(*args), model(*args))
     children = jm._jitted.cache_info().split.children
     assert children["model"].misses == 4 and children["model"].hits == 4
+
+
+def test_a_submodule_assigned_in_the_eager_frame_is_stored_as_the_real_module():
+    class Remembering(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x, steps):
+            n = int(steps)
+            if n > SPECULATION_LIMIT:  # reached only once the module split (squall can't trace it)
+                self.last = self.lin  # eager stores the submodule itself
+            return self.lin(x) * n
+
+    model = Remembering()
+    jm = squall.jit(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _split_calls(jm, model, SPECULATION_LIMIT + 3, lambda i: (torch.randn(2, 4), torch.tensor(i)))
+    assert jm._jitted.cache_info().split is not None
+    assert type(model.last) is nn.Linear and model.last is model.lin
