@@ -203,7 +203,9 @@ class JittedFunction:
             self.last_entry = entry
             if state_guards(compilation).eager:
                 state_guards(compilation).warn_eager("the module's forward (each submodule it calls compiled)" if self.module is not None else "the function")
-            upgrade = self._upgrade_job(key, entry, executors, (params, args, kwargs)) if tiered else None
+            # a split module runs its children compiled, each upgraded on its own: not the whole
+            split = self.module is not None and state_guards(compilation).eager
+            upgrade = self._upgrade_job(key, entry, executors, (params, args, kwargs)) if tiered and not split else None
             if upgrade is not None and self.wait:
                 upgrade.run()  # the same upgrade, done before the first call returns
             runner = record.first_call(self._first_call(key, self._cache[key][0]))  # the cache holds the runner; this first call is recorded

@@ -334,7 +334,7 @@ def test_a_transformers_model_under_a_module_that_thrashes_stays_compiled():
         llama = transformers.LlamaModel(transformers.LlamaConfig(num_hidden_layers=1, hidden_size=32, intermediate_size=64,
                                                                  num_attention_heads=2, num_key_value_heads=1, vocab_size=64))
     model = TrimmedEncoder(llama.eval()).eval()
-    jm = squall.jit(model)
+    jm = squall.jit(model, executors=["torch"])  # fusion on both sides is the test above's
     ids = torch.randint(0, 64, (2, 10))
 
     def masks(i):
@@ -381,3 +381,38 @@ def test_a_submodule_assigned_in_the_eager_frame_is_stored_as_the_real_module():
         _split_calls(jm, model, SPECULATION_LIMIT + 3, lambda i: (torch.randn(2, 4), torch.tensor(i)))
     assert jm._jitted.cache_info().split is not None
     assert type(model.last) is nn.Linear and model.last is model.lin
+
+
+def test_an_activation_hook_inside_a_llama_keeps_every_other_module_compiled():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = transformers.LlamaModel(transformers.LlamaConfig(num_hidden_layers=2, hidden_size=32, intermediate_size=64,
+                                                                 num_attention_heads=2, num_key_value_heads=1, vocab_size=64))
+    twin = copy.deepcopy(model)
+    captured, expected = [], []
+    model.layers[1].mlp.register_forward_hook(lambda module, args, out: captured.append(out.detach()))
+    twin.layers[1].mlp.register_forward_hook(lambda module, args, out: expected.append(out.detach()))
+    jm = squall.jit(model, executors=["torch"])
+    ids = torch.randint(0, 64, (2, 6))
+    mask = torch.ones(2, 6, dtype=torch.long)
+    mask[1, :2] = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(2):
+            out = jm(input_ids=ids, attention_mask=mask, use_cache=False)
+            ref = twin(input_ids=ids, attention_mask=mask, use_cache=False)
+            assert type(out) is type(ref)
+            assert_close(out.last_hidden_state, ref.last_hidden_state)
+            assert_close(captured[-1], expected[-1])  # the hook saw what eager's saw, at every call
+            out.last_hidden_state.square().mean().backward()
+            ref.last_hidden_state.square().mean().backward()
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        assert_close(p.grad, q.grad, msg=name)
+    assert len(captured) == 2
+    split = jm._jitted.cache_info().split
+    # the mask code runs eagerly; the embedding, each decoder layer and the norm compiled
+    assert set(split.children) == {"embed_tokens", "rotary_emb", "layers.0", "layers.1", "norm"}
+    assert split.children["layers.0"].split is None  # compiled whole
+    assert set(split.children["layers.1"].split.children) == {"input_layernorm", "self_attn", "post_attention_layernorm", "mlp"}
