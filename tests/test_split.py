@@ -416,3 +416,27 @@ def test_an_activation_hook_inside_a_llama_keeps_every_other_module_compiled():
     assert set(split.children) == {"embed_tokens", "rotary_emb", "layers.0", "layers.1", "norm"}
     assert split.children["layers.0"].split is None  # compiled whole
     assert set(split.children["layers.1"].split.children) == {"input_layernorm", "self_attn", "post_attention_layernorm", "mlp"}
+
+
+def test_a_child_that_thrashes_too_splits_on_its_own():
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Looping()
+            self.proj = nn.Linear(4, 4)
+
+        def forward(self, x, steps):
+            scale = float(steps.float().sqrt())  # thrashes here too
+            return self.proj(self.inner(x, steps)) * scale
+
+    torch.manual_seed(0)
+    model = Outer()
+    jm = squall.jit(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _split_calls(jm, model, 2 * SPECULATION_LIMIT + 4, lambda i: (torch.randn(3, 8), torch.tensor(i + 1)))
+    split = jm._jitted.cache_info().split
+    assert set(split.children) == {"inner", "proj"}
+    inner = split.children["inner"]
+    assert inner.misses == SPECULATION_LIMIT + 1 and inner.split is not None  # its own variants, then its own split
+    assert set(inner.split.children) == {"lin", "norm", "out"}
