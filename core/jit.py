@@ -311,7 +311,7 @@ class JittedFunction:
     def _state_checked(self, key: Any, compilation: Compilation, runner: Callable) -> Callable:
         """`runner` behind the check of the Python state its trace read, replaying the writes it
         made (squall.state_guards): a failed check compiles again. Where an inner submodule has a
-        hook, the module's forward runs eagerly instead."""
+        hook, the module splits instead (squall.split); a function runs eagerly."""
         guards = state_guards(compilation)
         if guards.eager:
             runner = self._split_runner("; ".join(guards.eager_because)) if self.module is not None else self.fn
