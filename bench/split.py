@@ -7,7 +7,7 @@ length read from the mask that changes from call to call, so the wrapper's guard
 thrashes and the wrapper splits: its own forward runs eagerly, the LLaMA and the head run
 compiled (once per length). Calls cycle through LENGTHS, each compiled before timing.
 
-Run: python bench/split.py [--executors torch] [--calls N] [--rounds R] [--layers L] [--hidden H]
+Run: python bench/split.py [--executors torch] [--calls N] [--rounds R] [--threads T] [--layers L] [--hidden H]
 Prints each contender's best per-call time over R rounds (contenders measured in turn within
 each round, so load on the machine falls on all alike) and its ratio to eager.
 """
@@ -67,11 +67,13 @@ def calls_for(batch: int = 4, width: int = 64) -> list[tuple[torch.Tensor, torch
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--executors", default=None, help="comma-separated executor list (default: the configured one)")
-    parser.add_argument("--calls", type=int, default=30)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=len(LENGTHS), help="calls per timed block (one cycle of lengths)")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (one: less sensitive to a loaded machine)")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=256)
     opts = parser.parse_args()
+    torch.set_num_threads(opts.threads)
     torch.manual_seed(0)
     model = build(opts.layers, opts.hidden)
     executors = opts.executors.split(",") if opts.executors else None
