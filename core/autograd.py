@@ -14,6 +14,7 @@ import torch
 
 from .executor import Executor
 from .gradients import Differentiated
+from .proxies import NumberProxy, TensorProxy
 from .symbol import BoundSymbol, Symbol, flat_proxies
 from .trace import Trace
 
@@ -34,13 +35,18 @@ def autograd_function(diff: Differentiated, forward_fn: Callable, backward_fn: C
     # output returned twice gets the sum of both gradients)
     cotangent_names = [p.name for p in diff.differentiable_outputs]
     feeds = [[i for i, p in enumerate(outputs) if p.name == n] for n in cotangent_names]
-    non_differentiable = [i for i, p in enumerate(outputs) if p.name not in differentiable]
+    non_differentiable = [i for i, p in enumerate(outputs) if p.name not in differentiable and type(p) is TensorProxy]
     grad_slot = {p.name: i for i, p in enumerate(inputs)}
     grad_positions = [grad_slot[n] for n in diff.grads_for]
     n_inputs = len(inputs)
+    # run-time numbers the backward reads (the `s` of `x * s`) are kept beside the saved tensors
+    numbers_at = [i for i, p in enumerate(diff.saved) if type(p) is NumberProxy]
 
     def forward(ctx, *args):
         outs, saved = forward_fn(*args)
+        if numbers_at:
+            ctx.saved_numbers = [saved[i] for i in numbers_at]
+            saved = [v for i, v in enumerate(saved) if i not in numbers_at]
         ctx.save_for_backward(*saved)
         if non_differentiable:
             ctx.mark_non_differentiable(*(outs[i] for i in non_differentiable))
@@ -58,7 +64,12 @@ def autograd_function(diff: Differentiated, forward_fn: Callable, backward_fn: C
             for i in positions[1:]:
                 g = g + grads[i]
             cotangents.append(g)
-        computed = backward_fn(*ctx.saved_tensors, *cotangents)
+        saved = ctx.saved_tensors
+        if numbers_at:
+            saved = list(saved)
+            for i, value in zip(numbers_at, ctx.saved_numbers):
+                saved.insert(i, value)
+        computed = backward_fn(*saved, *cotangents)
         result = [None] * n_inputs
         for position, g in zip(grad_positions, computed):
             result[position] = g
