@@ -24,9 +24,22 @@ _APPLY = Symbol("squall.autograd_function", "autograd_function", lambda *inputs:
 _RUNNER = Executor("squall", default=False)
 
 
-def autograd_function(diff: Differentiated, forward_fn: Callable, backward_fn: Callable, name: str) -> type[torch.autograd.Function]:
+def autograd_function(
+    diff: Differentiated,
+    forward_fn: Callable,
+    backward_fn: Callable,
+    name: str,
+    backward_without: Callable[[frozenset[str]], Callable | None] | None = None,
+) -> type[torch.autograd.Function]:
     """A torch.autograd.Function running `forward_fn` (inputs -> (outputs, saved)) and
-    `backward_fn` (saved, cotangents -> gradients) for the traces in `diff`."""
+    `backward_fn` (saved, cotangents -> gradients) for the traces in `diff`.
+
+    With `backward_without` (names of the outputs that got no gradient -> a backward function
+    taking the saved tensors and the other cotangents, or None where there is none), a call
+    whose outputs did not all get a gradient (`logits, loss = model(...)`, then
+    `loss.backward()`) runs that backward: no zeros are made for the missing cotangents and
+    nothing is computed from them, as in eager's autograd. Without it, missing cotangents
+    are zeros."""
     inputs = diff.forward.inputs
     outputs = flat_proxies(diff.forward.output[0])
     differentiable = {p.name for p in diff.differentiable_outputs}
@@ -38,8 +51,12 @@ def autograd_function(diff: Differentiated, forward_fn: Callable, backward_fn: C
     grad_slot = {p.name: i for i, p in enumerate(inputs)}
     grad_positions = [grad_slot[n] for n in diff.grads_for]
     n_inputs = len(inputs)
+    variants: dict[frozenset[str], Callable | None] = {}  # built at the first backward that needs each
+    zeros_like = [(p.shape, p.dtype, p.device) for p in diff.differentiable_outputs]
 
     def forward(ctx, *args):
+        if backward_without is not None:
+            ctx.set_materialize_grads(False)
         outs, saved = forward_fn(*args)
         ctx.save_for_backward(*saved)
         if non_differentiable:
@@ -53,12 +70,29 @@ def autograd_function(diff: Differentiated, forward_fn: Callable, backward_fn: C
                 "function is not supported; call the original function for higher-order gradients"
             )
         cotangents = []
-        for positions in feeds:
-            g = grads[positions[0]]
-            for i in positions[1:]:
-                g = g + grads[i]
+        absent = []
+        for slot, positions in enumerate(feeds):
+            g = None
+            for i in positions:
+                if grads[i] is not None:
+                    g = grads[i] if g is None else g + grads[i]
+            if g is None:
+                absent.append(slot)
             cotangents.append(g)
-        computed = backward_fn(*ctx.saved_tensors, *cotangents)
+        run = backward_fn
+        if absent:
+            key = frozenset(cotangent_names[slot] for slot in absent)
+            if key not in variants:
+                variants[key] = backward_without(key)
+            run = variants[key]
+            if run is None:  # no backward for this case: the missing cotangents are zeros
+                run = backward_fn
+                for slot in absent:
+                    shape, dtype, device = zeros_like[slot]
+                    cotangents[slot] = torch.zeros(shape, dtype=dtype, device=device)
+            else:
+                cotangents = [g for g in cotangents if g is not None]
+        computed = run(*ctx.saved_tensors, *cotangents)
         result = [None] * n_inputs
         for position, g in zip(grad_positions, computed):
             result[position] = g

@@ -215,7 +215,7 @@ def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, 
     forward_x, backward_x = free_after_last_use(forward), free_after_last_use(backward)
     forward_fn = generate(forward_x, _positional(forward_x), takes_params=False, nargs=len(forward_x.inputs), takes_kwargs=False)
     backward_fn = generate(backward_x, _positional(backward_x), takes_params=False, nargs=len(backward_x.inputs), takes_kwargs=False)
-    function = autograd_function(diff, forward_fn.fn, backward_fn.fn, traced.name)
+    function = autograd_function(diff, forward_fn.fn, backward_fn.fn, traced.name, _backward_without(diff, executors))
     program = free_after_last_use(calling_trace(traced, function))
     generated = generate(program, bindings, **layout)
     generated.parts = {"forward": forward_fn, "backward": backward_fn}
@@ -225,6 +225,21 @@ def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, 
         compilation.checked = _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, layout, executors)
     seconds["generate"] = time.perf_counter() - now
     return compilation
+
+
+def _backward_without(diff, executors) -> Callable[[frozenset[str]], Callable | None]:
+    """Plans and generates, on the same executors, the backward for calls where some outputs got
+    no gradient (see `autograd_function`): None where that backward would read a value the
+    forward does not save."""
+
+    def build(absent: frozenset[str]) -> Callable | None:
+        trace = diff.backward_without(absent)
+        if trace is None:
+            return None
+        executed = free_after_last_use(plan(trace, executors))
+        return generate(executed, _positional(executed), takes_params=False, nargs=len(executed.inputs), takes_kwargs=False).fn
+
+    return build
 
 
 def _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, layout, executors) -> GeneratedFunction:
