@@ -32,7 +32,8 @@ def autograd_function(
     backward_without: Callable[[frozenset[str]], Callable | None] | None = None,
 ) -> type[torch.autograd.Function]:
     """A torch.autograd.Function running `forward_fn` (inputs -> (outputs, saved)) and
-    `backward_fn` (saved, cotangents -> gradients) for the traces in `diff`.
+    `backward_fn` ((a list of the saved tensors, which it may empty), *cotangents -> gradients)
+    for the traces in `diff`.
 
     With `backward_without` (names of the outputs that got no gradient -> a backward function
     taking the saved tensors and the other cotangents, or None where there is none), a call
@@ -92,7 +93,11 @@ def autograd_function(
                     cotangents[slot] = torch.zeros(shape, dtype=dtype, device=device)
             else:
                 cotangents = [g for g in cotangents if g is not None]
-        computed = run(*ctx.saved_tensors, *cotangents)
+        saved = list(ctx.saved_tensors)
+        # as eager's autograd frees a node's saved tensors once it has run (unless retain_graph):
+        # the backward then frees each after its last use, and its peak memory stays eager's
+        ctx.maybe_clear_saved_tensors()
+        computed = run(saved, *cotangents)
         result = [None] * n_inputs
         for position, g in zip(grad_positions, computed):
             result[position] = g

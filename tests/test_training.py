@@ -264,3 +264,22 @@ def test_fused_backward_kernels_take_the_expanded_gradient_a_sum_gives(norm):
     assert _differentiated_by_squall(jm)
     for a, b in zip(norm.parameters(), twin.parameters()):
         torch.testing.assert_close(b.grad, a.grad)
+
+
+def test_a_second_backward_without_retain_graph_fails_as_in_eager():
+    # the backward frees its saved tensors as it goes (unless retain_graph), as eager's autograd does
+    def f(x):
+        return torch.tanh(x * 3).sum()
+
+    x = torch.randn(5, requires_grad=True)
+    jf = squall.jit(f)
+    loss = jf(x)
+    loss.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()
+    assert _differentiated_by_squall(jf)
+    x.grad = None
+    kept = jf(x)
+    kept.backward(retain_graph=True)
+    kept.backward()
+    torch.testing.assert_close(x.grad, 2 * 3 * (1 - torch.tanh(3 * x.detach()) ** 2))
