@@ -14,6 +14,7 @@ import torch
 
 from .executor import Executor
 from .gradients import Differentiated
+from .proxies import NumberProxy, TensorProxy
 from .symbol import BoundSymbol, Symbol, flat_proxies
 from .trace import Trace
 
@@ -48,17 +49,22 @@ def autograd_function(
     # output returned twice gets the sum of both gradients)
     cotangent_names = [p.name for p in diff.differentiable_outputs]
     feeds = [[i for i, p in enumerate(outputs) if p.name == n] for n in cotangent_names]
-    non_differentiable = [i for i, p in enumerate(outputs) if p.name not in differentiable]
+    non_differentiable = [i for i, p in enumerate(outputs) if p.name not in differentiable and type(p) is TensorProxy]
     grad_slot = {p.name: i for i, p in enumerate(inputs)}
     grad_positions = [grad_slot[n] for n in diff.grads_for]
     n_inputs = len(inputs)
     variants: dict[frozenset[str], Callable | None] = {}  # built at the first backward that needs each
     zeros_like = [(p.shape, p.dtype, p.device) for p in diff.differentiable_outputs]
+    # run-time numbers the backward reads (the `s` of `x * s`) are kept beside the saved tensors
+    numbers_at = [i for i, p in enumerate(diff.saved) if type(p) is NumberProxy]
 
     def forward(ctx, *args):
         if backward_without is not None:
             ctx.set_materialize_grads(False)
         outs, saved = forward_fn(*args)
+        if numbers_at:
+            ctx.saved_numbers = [saved[i] for i in numbers_at]
+            saved = [v for i, v in enumerate(saved) if i not in numbers_at]
         ctx.save_for_backward(*saved)
         if non_differentiable:
             ctx.mark_non_differentiable(*(outs[i] for i in non_differentiable))
@@ -97,6 +103,8 @@ def autograd_function(
         # as eager's autograd frees a node's saved tensors once it has run (unless retain_graph):
         # the backward then frees each after its last use, and its peak memory stays eager's
         ctx.maybe_clear_saved_tensors()
+        for i, value in zip(numbers_at, ctx.saved_numbers if numbers_at else ()):
+            saved.insert(i, value)
         computed = run(saved, *cotangents)
         result = [None] * n_inputs
         for position, g in zip(grad_positions, computed):

@@ -3,6 +3,11 @@
 The entry point builds one flat key from the call's inputs in a single cheap pass, looks
 it up once, and calls what the cache holds; a miss goes to the jitted function's compile.
 `value_key` is the slow path's key for anything that is not a plain tensor or number.
+
+A number argument is keyed by its value, until a call misses only because such a number
+changed: `DynamicNumbers` then makes it dynamic, keyed by its type alone and passed to the
+generated function at run time (`squall.numbers`). The hot path looks the exact key up
+first; only a miss, in a function that has dynamic numbers, builds the key with them.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from torch.utils._pytree import tree_flatten
 from .sources import load_source
 from .trace import plain_scalar, scalar_key
 
-__all__ = ["value_key", "key_parts", "make_entry_point"]
+__all__ = ["value_key", "key_parts", "make_entry_point", "DynamicNumbers", "dynamic_key"]
 
 # --- the cache key ------------------------------------------------------------------------------
 
@@ -92,6 +97,8 @@ def compiled(*args, **kwargs):
         key += (tuple([(k, value_key(v, f"keyword argument {{k!r}}")) for k, v in kwargs.items()]),)
 {params_key}
     entry = cache.get(key)
+    if entry is None and dynamic:
+        entry = cache.get(dynamic_key(key, args, kwargs, dynamic))
     if entry is None:
         return compile_(args, kwargs, key, {params})({params_arg}*args, **kwargs)
     entry[1] += 1
@@ -140,10 +147,13 @@ _MODULE_PARTS = {
 }
 
 
-def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Callable, slots: list, submodules: list, relayout: Callable) -> Callable:
+def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Callable, slots: list, submodules: list, relayout: Callable, dynamic: set) -> Callable:
     """The entry point of a jitted function or module (`module`): generated once, closed over
-    its cache, its compile, and (for a module) the lists its parameters are read through."""
+    its cache, its compile, (for a module) the lists its parameters are read through, and the
+    set of its dynamic number arguments' paths (`DynamicNumbers.paths`, filled in place)."""
     namespace = {
+        "dynamic": dynamic,
+        "dynamic_key": dynamic_key,
         "cache": cache,
         "compile_": compile_,
         "slots": slots,
@@ -163,3 +173,111 @@ def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Calla
         source = _ENTRY_POINT.format(fast_path=_fast_path(fn), **_FUNCTION_PARTS)
     load_source(source, "entry-point", namespace)
     return namespace["compiled"]
+
+
+# --- dynamic numbers ----------------------------------------------------------------------------
+
+
+class _Dynamic:
+    """What a dynamic number's key holds in place of its value (one object, compared by identity)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<dynamic>"
+
+
+DYNAMIC = _Dynamic()
+_DYNAMIC_TYPES = (int, float)  # not bool: a flag picks a program, it is not data
+
+
+def dynamic_key(key: tuple, args: tuple, kwargs: dict, paths: set | frozenset) -> tuple:
+    """`key` (the entry point's exact key for this call) with the value of each int or float
+    argument at one of `paths` replaced by `DYNAMIC`. A path is ("args", i) or ("kwargs",
+    name), followed by indexes into the plain lists, tuples and dicts the argument nests."""
+    parts = list(key)
+    at = 2  # after grad mode and the default dtype
+    for i, a in enumerate(args):
+        t = type(a)
+        if t is _Tensor:
+            at += 4
+        elif t in _SCALARS:
+            if (t is int or t is float) and ("args", i) in paths:
+                parts[at + 1] = DYNAMIC
+            at += 2
+        else:
+            if t is list or t is tuple or t is dict:
+                parts[at] = _masked(parts[at], a, ("args", i), paths)
+            at += 1
+    if kwargs:
+        parts[at] = tuple((k, _masked(part, v, ("kwargs", k), paths)) for (k, part), v in zip(parts[at], kwargs.values()))
+    return tuple(parts)
+
+
+def _masked(part: Any, x: Any, path: tuple, paths: set | frozenset) -> Any:
+    """`value_key(x)` (`part`) with the numbers at `paths` masked, walking x's plain containers."""
+    t = type(x)
+    if t is int or t is float:
+        return (t, DYNAMIC) if path in paths else part
+    if (t is list or t is tuple or t is dict) and any(p[: len(path)] == path and len(p) > len(path) for p in paths):
+        items = enumerate(x) if t is not dict else x.items()
+        inner = part[1]
+        if t is dict:
+            return (t, tuple((kp, _masked(vp, v, (*path, k), paths)) for (kp, vp), (k, v) in zip(inner, items)))
+        return (t, tuple(_masked(vp, v, (*path, k), paths) for vp, (k, v) in zip(inner, items)))
+    return part
+
+
+def _number_paths(args: tuple, kwargs: dict) -> dict[tuple, Any]:
+    """The call's int and float arguments, also in plain lists, tuples and dicts: path -> value
+    as keys tell values apart."""
+    found: dict[tuple, Any] = {}
+
+    def walk(x: Any, path: tuple) -> None:
+        t = type(x)
+        if t is int or t is float:
+            found[path] = scalar_key(x) if t is float else x
+        elif t is list or t is tuple:
+            for i, v in enumerate(x):
+                walk(v, (*path, i))
+        elif t is dict:
+            for k, v in x.items():
+                walk(v, (*path, k))
+
+    for i, a in enumerate(args):
+        walk(a, ("args", i))
+    for k, v in kwargs.items():
+        walk(v, ("kwargs", k))
+    return found
+
+
+class DynamicNumbers:
+    """Which number arguments of one jitted function are dynamic (read at run time).
+
+    A number becomes dynamic when a call misses the cache only because it changed: the
+    call's key with every number masked matches an earlier call's whose numbers differ
+    there. One whose dynamic trace still needed its exact value (a guard on it: a shape, a
+    dim) goes back to being keyed by value, for good (`specialise`).
+    """
+
+    def __init__(self):
+        self.paths: set[tuple] = set()  # the entry point reads this very set
+        self._static: set[tuple] = set()
+        self._seen: dict[tuple, dict[tuple, Any]] = {}  # masked key -> the numbers of its first call
+
+    def key_for(self, key: tuple, args: tuple, kwargs: dict) -> tuple:
+        """The key to compile this call under: `key`, or with its dynamic numbers masked,
+        after making dynamic the numbers in which it differs from an earlier call."""
+        numbers = _number_paths(args, kwargs)
+        if not numbers:
+            return key
+        masked = dynamic_key(key, args, kwargs, numbers)
+        earlier = self._seen.setdefault(masked, numbers)
+        changed = {p for p, v in numbers.items() if earlier.get(p) != v} - self._static
+        self.paths |= changed
+        return dynamic_key(key, args, kwargs, self.paths) if self.paths & numbers.keys() else key
+
+    def specialise(self, paths: set[tuple]) -> None:
+        """Key the numbers at `paths` by value again, for good."""
+        self.paths -= paths
+        self._static |= paths

@@ -37,7 +37,7 @@ from .operations import CustomOperation, OperationRegistry, resolve_operation
 from .plugins import Marketplace, default_marketplace
 from .prims import all_prims
 from .prims.base import PrimIDs
-from .proxies import TensorProxy, current_context
+from .proxies import NumberProxy, TensorProxy, current_context
 from .sources import load_source
 from .symbol import BoundSymbol, Symbol, Tags
 from .torch_executor import PRIM_IMPLS as TORCH_PRIM_IMPLS
@@ -68,6 +68,7 @@ __all__ = [
     "assume_available",
     # what checkers, transforms and fusion passes see
     "TensorProxy",
+    "NumberProxy",
     "BoundSymbol",
     "Symbol",
     "Tags",

@@ -91,7 +91,8 @@ class GradCall:
 
     @property
     def inputs(self) -> list[TensorProxy]:
-        return flat_proxies((self.args, self.kwargs))
+        """The call's tensor arguments (a run-time number gets no gradient, nor a slot for one)."""
+        return [p for p in flat_proxies((self.args, self.kwargs)) if type(p) is TensorProxy]
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,10 @@ from typing import Any
 
 import torch
 
+from .proxies import NumberProxy
 from .symbol import Symbol, Tags
 
-__all__ = ["GUARD", "GuardFailed", "READERS", "guard_impl", "same_value"]
+__all__ = ["GUARD", "READ", "GuardFailed", "READERS", "guard_impl", "read_impl", "same_value"]
 
 
 class GuardFailed(Exception):
@@ -54,6 +55,7 @@ READERS: dict[str, Callable[..., Any]] = {
     "torch.allclose": torch.allclose,
     "torch.equal": torch.equal,
     "torch.is_nonzero": torch.is_nonzero,
+    "number": lambda x: x,  # a run-time number itself (squall.numbers): its value is the read
 }
 
 
@@ -88,3 +90,23 @@ def guard_impl(how: str, args: tuple, kwargs: dict, expected: Any, site: str) ->
 # a barrier: what follows was traced for the value it checks (a shape, a branch), so nothing
 # after it may run before it, fused or not
 GUARD = Symbol("squall.guard", "guard", _guard_meta, is_prim=True, tags=(Tags.SIDE_EFFECT, Tags.BARRIER))
+
+
+# --- a value read at run time ----------------------------------------------------------------
+# Where a tensor value read (`t.item()`) changed at every call, it is no longer speculated: the
+# read runs at run time and its result is a NumberProxy the rest of the program computes with
+# (squall.numbers). A barrier: fusion regions form on either side of it, never across.
+
+
+def _read_meta(how: str, args: tuple, kwargs: dict, python_type: str) -> NumberProxy:
+    if how != "item":
+        raise ValueError(f"squall.read: {how!r} cannot be read at run time; known: item")
+    return NumberProxy(None, {"bool": bool, "int": int, "float": float}[python_type], None)
+
+
+def read_impl(how: str, args: tuple, kwargs: dict, python_type: str) -> Any:
+    """The read, on this call's tensors."""
+    return READERS[how](*args, **kwargs)
+
+
+READ = Symbol("squall.read", "read", _read_meta, is_prim=True, tags=(Tags.BARRIER,))

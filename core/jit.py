@@ -29,19 +29,22 @@ from . import tiers
 from .aliasing import AliasPattern, alias_guarded, describe_path, same_as_paths
 from .checking import ExecutorFault, check_mode
 from .config import ExecutorPriority, resolve_executors, resolve_wait
-from .entry_point import key_parts, make_entry_point
+from .entry_point import DynamicNumbers, key_parts, make_entry_point
 from .executor import Executor
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_program
 from .planner import PlanningError
 from .proxies import current_context
 from .rage import record_compilation
-from .speculation import Variants, guards_of
-from .state_guards import StateGuards
+from .speculation import Variants, guards_of, specialised_numbers
+from .state_guards import StateGuards, describe_global_hooks, global_hook_dicts
+from .symbol import user_stacklevel
 from .tracing import argument_names, module_slots
 from .wrappers import call_with_hooks, check_plain_parameters, check_wrapping, hook_dicts
 
 __all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces", "wait_for_upgrades", "upgrades"]
+
+_GLOBAL_HOOK_DICTS = global_hook_dicts()
 
 
 # --- compiled entries and the jitted callable ----------------------------------------------------
@@ -125,6 +128,7 @@ class JittedFunction:
         self._slot_names: list[str] = []  # "parameter 'lin.weight'", "buffer 'bn.running_mean'"
         self._slot_paths: list[str] = []  # "lin.weight", "bn.running_mean"
         self._submodules: list[torch.nn.Module] = []
+        self._numbers = DynamicNumbers()  # the number arguments read at run time (squall.entry_point)
         # held while compiling (threads that miss on one signature compile it once) and around
         # calls that write module state (a module's buffers are updated as one step, as in eager)
         self._compile_lock = threading.RLock()
@@ -153,6 +157,7 @@ class JittedFunction:
             slots=self._slots,
             submodules=self._submodules,
             relayout=self._relayout,
+            dynamic=self._numbers.paths,
         )
         compiled.__squall__ = self
         compiled.cache_info = self.cache_info
@@ -173,6 +178,7 @@ class JittedFunction:
             check_wrapping(self.module)
             check_plain_parameters(self._slot_paths, params)
         with self._compile_lock:
+            exact, key = key, self._numbers.key_for(key, args, kwargs)  # a number that changed: dynamic (squall.entry_point)
             cached = self._cache.get(key)
             if cached is not None:  # another thread compiled this signature while we waited
                 return cached[0]
@@ -191,6 +197,10 @@ class JittedFunction:
             with record_compilation(self, args, kwargs) as record:  # always on: squall.rage
                 compilation, tiered = self._compile_first_tier(args, kwargs, executors, on_traced=record.traced)
                 record.compiled(compilation)
+            guarded = specialised_numbers(compilation)
+            if guarded:  # its dynamic trace needed the number's exact value: keyed by value again
+                self._numbers.specialise(guarded)
+                return self._compile(args, kwargs, exact, params)
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             self._insert(key, entry)
             self.last_entry = entry
@@ -221,6 +231,7 @@ class JittedFunction:
     def _compile_first_tier(self, args: tuple, kwargs: dict, executors: ExecutorPriority, **options) -> tuple[Compilation, bool]:
         """Compile for `executors` less the fusion executors that compile slowly (squall.tiers);
         also whether any were left out, for a background upgrade to bring them in."""
+        options.setdefault("dynamic", frozenset(self._numbers.paths))
         first = tiers.background_priority(executors)
         if first is not None:
             try:
@@ -412,7 +423,8 @@ class JittedFunction:
             stacklevel=4,
         )
         start = time.perf_counter()
-        compilation = compile_program(self.fn, args, kwargs, executors=self._excluding(exclusions), module=self.module, strict=self.strict)
+        compilation = compile_program(self.fn, args, kwargs, executors=self._excluding(exclusions), module=self.module, strict=self.strict,
+                                      dynamic=frozenset(self._numbers.paths))
         entry = CompiledEntry(compilation, time.perf_counter() - start)
         self._entries[key] = entry
         self.last_entry = entry
@@ -559,6 +571,8 @@ class JittedModule(torch.nn.Module):
     Hooks on it and on the original's top level run eagerly around the compiled forward at
     every call, as `nn.Module.__call__` runs them (`squall.wrappers`): that is how DDP and
     FSDP2 wrap compiled modules. Without hooks a call goes straight to the compiled code.
+    While a global module hook is registered (`register_module_forward_hook`), which eager
+    runs at every module call, the original runs eagerly inside this module's own hooks.
     """
 
     def __init__(self, module: torch.nn.Module, jitted: JittedFunction):
@@ -578,8 +592,22 @@ class JittedModule(torch.nn.Module):
     def __call__(self, *args, **kwargs):
         # the hot path: nn.Module.__call__'s hook machinery only where there is a hook to run
         if any(self._hook_dicts):
+            if any(_GLOBAL_HOOK_DICTS):
+                return self._call_eagerly(args, kwargs)
             return self._call_impl(*args, **kwargs)
         return self._entry_point(*args, **kwargs)
+
+    def _call_eagerly(self, args: tuple, kwargs: dict):
+        """While a global module hook is registered, eager runs it at every module call, with
+        that module: the original runs eagerly (its own hooks and the global ones around each
+        of its modules), inside this module's own hooks."""
+        warnings.warn(
+            f"squall: {describe_global_hooks()} is registered, which eager runs at every module call: "
+            "the module runs eagerly while it is registered",
+            SquallWarning,
+            stacklevel=user_stacklevel(),
+        )
+        return call_with_hooks(self, self._orig_mod, args, kwargs)
 
 
 def jit(

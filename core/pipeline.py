@@ -120,6 +120,7 @@ def compile_program(
     on_traced: Callable[[Trace], None] | None = None,
     same_as: dict[tuple, tuple] | None = None,
     strict: bool = False,
+    dynamic: frozenset[tuple] = frozenset(),
 ) -> Compilation:
     """Compile `fn(*args, **kwargs)` (or `module(...)`) for the priority list `executors`.
 
@@ -128,10 +129,11 @@ def compile_program(
     `on_traced` sees the traced trace before any later stage can fail (compile records).
     `same_as` names inputs that are the same tensor as an earlier one (`squall.aliasing`).
     `strict` refuses to read tensor values while tracing (see `trace_program`).
+    `dynamic` names the number arguments that are run-time inputs (see `trace_program`).
     """
     seconds: dict[str, Any] = {}
     start = time.perf_counter()
-    traced, bindings = trace_program(fn, args, kwargs, module=module, same_as=same_as, strict=strict)
+    traced, bindings = trace_program(fn, args, kwargs, module=module, same_as=same_as, strict=strict, dynamic=dynamic)
     seconds["trace"] = time.perf_counter() - start
     if on_traced is not None:
         on_traced(traced)

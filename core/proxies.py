@@ -2,13 +2,26 @@
 
 A `TensorProxy` carries only metadata (shape, dtype, device, requires_grad) and a
 name. Every torch call on it is routed to the active tracing context (`squall.tracing`), which maps
-it onto the torch language (`squall.ltorch`) and records it. Python numbers are
-not proxied: a compiled function is specialised on their values.
+it onto the torch language (`squall.ltorch`) and records it.
+
+A `NumberProxy` stands for a Python int or float read at run time: a number argument whose
+value changed between calls while the rest of the call stayed the same (`squall.jit` then
+makes it dynamic: keyed by type, passed to the generated function), or a tensor value read
+by `.item()` that kept changing (`squall.speculation`). Arithmetic on it is recorded
+(`squall.prims.numbers`), and elementwise torch ops take it as a run-time scalar
+(`x * s`, `torch.add(x, s, alpha=s)`); its Python type decides type promotion, as the
+number's own would. Anything that needs its concrete value (`int(s)` for a shape,
+`if s > 0:`, an op that takes only constants, such as a `dim`) reads the value of the
+call being traced and records a guard on it (`squall.numbers`): the program is then
+specialised on that read, checked at every call. Other numbers (bools, and numbers whose
+value has not changed) are constants of the trace, and a compiled function is specialised
+on their values.
 """
 from __future__ import annotations
 
 import contextvars
 import functools
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,6 +30,7 @@ import torch
 
 __all__ = [
     "TensorProxy",
+    "NumberProxy",
     "current_context",
     "tracing",
     "short_dtype",
@@ -70,8 +84,10 @@ def short_dtype(dtype: torch.dtype) -> str:
     return _SHORT_DTYPES.get(dtype) or str(dtype).removeprefix("torch.")
 
 
-def type_string(p: TensorProxy) -> str:
-    """The annotation a trace prints for a proxy, e.g. 'cpu f32[8, 12]'."""
+def type_string(p: TensorProxy | NumberProxy) -> str:
+    """The annotation a trace prints for a proxy, e.g. 'cpu f32[8, 12]', or 'float' for a number."""
+    if type(p) is NumberProxy:
+        return p.python_type.__name__
     return f'{p.device} {short_dtype(p.dtype)}[{", ".join(map(str, p.shape))}]'
 
 
@@ -254,6 +270,102 @@ class TensorProxy:
     @property
     def is_leaf(self) -> bool:
         return True
+
+
+class NumberProxy:
+    """A Python int or float (or bool, as a comparison's result) known only at run time.
+
+    `python_type` is the type it has at every call (it decides type promotion); `value` is
+    its value in the call being traced, which speculation reads (`squall.numbers`) where
+    the program needs it concretely. Arithmetic and comparisons are recorded as number
+    operations; a gradient never flows to a number (`requires_grad` is False).
+    """
+
+    __slots__ = ("name", "python_type", "value", "__weakref__")
+    requires_grad = False
+
+    def __init__(self, name: str | None, python_type: type, value: Any):
+        self.name = name if name is not None else _require_context().new_name("n")
+        self.python_type = python_type
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"<NumberProxy {self.name}: {self.python_type.__name__}>"
+
+    __hash__ = object.__hash__
+
+    # --- the concrete value: read from the call being traced, and guarded ------------------
+    def __bool__(self):
+        return _require_context().read_number("bool", self)
+
+    def __int__(self):
+        return _require_context().read_number("int", self)
+
+    def __float__(self):
+        return _require_context().read_number("float", self)
+
+    def __index__(self):
+        return _require_context().read_number("index", self)
+
+    def __complex__(self):
+        return complex(_require_context().read_number("number", self))
+
+    def __format__(self, spec: str) -> str:
+        return format(_require_context().read_number("number", self), spec)
+
+    def __str__(self) -> str:
+        return str(_require_context().read_number("number", self))
+
+    def __round__(self, ndigits=None):
+        return round(_require_context().read_number("number", self), ndigits)
+
+    def __trunc__(self):
+        return int(self)
+
+    def __floor__(self):
+        return math.floor(_require_context().read_number("number", self))
+
+    def __ceil__(self):
+        return math.ceil(_require_context().read_number("number", self))
+
+    def is_integer(self) -> bool:
+        return float(_require_context().read_number("number", self)).is_integer()
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        # torch's argument parser accepts an object with __torch_function__ where it wants a
+        # tensor, so `torch.add(x, s)` reaches the tracing context instead of a TypeError
+        return _require_context().dispatch(func, args, kwargs or {})
+
+
+def _install_number_operators() -> None:
+    # Arithmetic and comparisons on a NumberProxy are recorded (squall.prims.numbers); with a
+    # tensor on the other side, the tensor's reflected operator takes the call.
+    binary = "add sub mul truediv floordiv mod pow eq ne lt le gt ge and or xor".split()
+    for n in binary:
+        def op(self, other, _op=n):
+            if type(other) is TensorProxy or not isinstance(other, (int, float, NumberProxy)):
+                return NotImplemented
+            return _require_context().number_op(_op, (self, other))
+
+        def rop(self, other, _op=n):
+            if type(other) is TensorProxy or not isinstance(other, (int, float, NumberProxy)):
+                return NotImplemented
+            return _require_context().number_op(_op, (other, self))
+
+        op.__name__, rop.__name__ = f"__{n}__", f"__r{n}__"
+        setattr(NumberProxy, op.__name__, op)
+        if n not in ("eq", "ne", "lt", "le", "gt", "ge"):
+            setattr(NumberProxy, rop.__name__, rop)
+    for n in "neg pos abs".split():
+        def unary(self, _op=n):
+            return _require_context().number_op(_op, (self,))
+
+        unary.__name__ = f"__{n}__"
+        setattr(NumberProxy, unary.__name__, unary)
+
+
+_install_number_operators()
 
 
 def _dispatch_method(method, self, *args, **kwargs):

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from . import ltorch, prims
+from .proxies import NumberProxy
 from .trace import Trace, ValuePrinter
 
 __all__ = ["reproducer", "program_source"]
@@ -43,7 +44,7 @@ def program_source(trace: Trace) -> tuple[str, dict[str, str]]:
     for bsym in trace.bsyms:
         target = printer.assignment(bsym.output)[0] + " = " if bsym.output is not None else ""
         extra = printer.assignment(bsym.output)[1] if bsym.output is not None else []
-        outs = ", ".join(f'{p.name}: "{p.device} {p.dtype} {list(p.shape)}"' for p in bsym.output_proxies())
+        outs = ", ".join(f'{p.name}: "{_metadata(p)}"' for p in bsym.output_proxies())
         lines.append(f"    {target}{printer.call(_callee(bsym, known, unresolved), bsym)}" + (f"  # {outs}" if outs else ""))
         lines.extend(f"    {s}" for s in extra)
     lines.append(f"    return {printer(trace.output)}")
@@ -51,6 +52,17 @@ def program_source(trace: Trace) -> tuple[str, dict[str, str]]:
     if unresolved:
         notes["_missing"] = f"operation this script cannot look up ({', '.join(sorted(set(unresolved)))})"
     return "\n".join(lines), notes
+
+
+def _metadata(p: Any) -> str:
+    return p.python_type.__name__ if type(p) is NumberProxy else f"{p.device} {p.dtype} {list(p.shape)}"
+
+
+def _input_literal(p: Any) -> str:
+    """An input rebuilt: a tensor from its metadata, a run-time number as its value in that call."""
+    if type(p) is NumberProxy:
+        return ValuePrinter()(p.value)
+    return _tensor_literal(p.shape, p.dtype, p.device, p.requires_grad)
 
 
 def _tensor_literal(shape: Any, dtype: torch.dtype, device: Any, requires_grad: bool) -> str:
@@ -149,7 +161,7 @@ def reproducer(trace: Trace, record: dict[str, Any], *, first_call: bool = False
             constants.append(f"{name} = {_tensor_literal(value.shape, value.dtype, value.device, value.requires_grad)}")
     for name, what in notes.items():
         constants.append(f"{name} = None  # a {what} in the original program: it has no literal form, edit here if it matters")
-    inputs = "\n".join(f"        {_tensor_literal(p.shape, p.dtype, p.device, p.requires_grad)},  # {p.name}" for p in trace.inputs)
+    inputs = "\n".join(f"        {_input_literal(p)},  # {p.name}" for p in trace.inputs)
     error = record.get("error")
     needs_grad = record.get("grad_enabled") and any(p.requires_grad for p in trace.inputs)
     return _TEMPLATE.format(

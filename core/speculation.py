@@ -9,12 +9,17 @@ a guard (`squall.guards`) right after the read checks it at every call.
 
 `Variants` is what the jit cache holds for an entry whose trace has guards: the compiled
 variants of one input signature, most recently used first. A failed guard tries the other
-variants, then compiles a new one for the call's inputs; a guard site that keeps failing
-(a value that changes at every call) stops the compiling: that entry runs the original
-function eagerly from then on, with a SquallWarning naming the line.
+variants, then compiles a new one for the call's inputs. A guard site that keeps failing (a
+value that changes at every call) stops the speculating there: a `t.item()` read is then made
+at run time (a recorded read whose result is a run-time number, `squall.numbers`) in the
+variants compiled from then on; any other read, or a run-time read that thrashes again where
+its number is needed concretely, makes that entry run the original function eagerly from then
+on, with a SquallWarning naming the line.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import os
 import warnings
@@ -24,16 +29,31 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from . import numbers
 from .guards import GUARD, READERS, GuardFailed
 from .ltorch.base import DataDependentError, SquallWarning
-from .proxies import TensorProxy
+from .proxies import NumberProxy, TensorProxy
 from .symbol import BoundSymbol, Symbol, Tags, user_source, user_stacklevel
 from .torch_executor import TorchExecutor, make_executor
 
-__all__ = ["Speculation", "Variants", "guards_of", "SPECULATION_LIMIT"]
+__all__ = ["Speculation", "Variants", "guards_of", "specialised_numbers", "dynamic_reads", "SPECULATION_LIMIT"]
 
 # compilations a single guard site may cause in one cache entry before its value counts as dynamic
 SPECULATION_LIMIT = 4
+
+# the guard sites ("file:line") whose item() read runs at run time in the variant
+# being compiled, instead of being speculated (set by `Variants` around its compile)
+_dynamic_reads: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("squall_dynamic_reads", default=frozenset())
+
+
+@contextlib.contextmanager
+def dynamic_reads(sites: frozenset[str]):
+    """Compile, within this block, with the value reads at `sites` made at run time."""
+    token = _dynamic_reads.set(sites)
+    try:
+        yield
+    finally:
+        _dynamic_reads.reset(token)
 
 
 @functools.cache
@@ -56,6 +76,7 @@ class Speculation:
     def __init__(self, ctx: Any):
         self.ctx = ctx
         self.values: dict[str, torch.Tensor] = {}  # proxy name -> its value in this call
+        self.dynamic_sites = _dynamic_reads.get()  # reads made at run time, not speculated
 
     def bind(self, proxy: TensorProxy, value: Any) -> None:
         """`proxy` stands for `value` in this call (a real tensor; a stand-in proxy has none)."""
@@ -107,6 +128,9 @@ class Speculation:
             bsym = producers.get(name)
             if bsym is None:
                 raise DataDependentError(f"squall: the value of {name} is needed, and squall cannot compute it from this call's inputs")
+            for p in bsym.input_proxies():
+                if type(p) is NumberProxy:  # a run-time number carries its value in this call
+                    self.values.setdefault(p.name, p.value)
             missing = [p.name for p in bsym.input_proxies() if p.name not in self.values]
             if missing:
                 stack.extend(missing)
@@ -129,12 +153,12 @@ class Speculation:
         args, kwargs = bsym.shortest_arguments()
         # an opaque torch call may write into its arguments: it must not touch the caller's tensors
         real = (lambda x: self.values[x.name].clone()) if Tags.OPAQUE in bsym.sym.tags else (lambda x: self.values[x.name])
-        swap = lambda x: real(x) if isinstance(x, TensorProxy) else x
+        swap = lambda x: real(x) if isinstance(x, TensorProxy) else x.value if type(x) is NumberProxy else x
         out = impl.impl(*tree_map(swap, args), **tree_map(swap, kwargs))
         self._remember(bsym.output, out)
 
     def _remember(self, proxies: Any, out: Any) -> None:
-        if isinstance(proxies, TensorProxy):
+        if isinstance(proxies, (TensorProxy, NumberProxy)):
             self.values[proxies.name] = out
         elif isinstance(proxies, (list, tuple)):
             for p, o in zip(proxies, out):
@@ -153,7 +177,13 @@ class Speculation:
         real_args, real_kwargs = tree_map(swap, args), tree_map(swap, kwargs)
         with torch._C.DisableTorchFunction():
             value = READERS[how](*real_args, **real_kwargs)
-        GUARD(how, args, kwargs, value, _site()[0])
+        site = _site()[0]
+        if how in _RUNTIME_READS and site in self.dynamic_sites:
+            # a value that changed at every call: read at run time, a number the program computes with
+            out = numbers.runtime_read(self.ctx, how, args, kwargs, value)
+            if out is not None:
+                return out
+        GUARD(how, args, kwargs, value, site)
         return value
 
     def sizes(self, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
@@ -225,6 +255,28 @@ def guards_of(compilation: Any) -> list[BoundSymbol]:
     return [b for b in compilation.traced.bsyms if b.sym is GUARD]
 
 
+def specialised_numbers(compilation: Any) -> set[tuple]:
+    """The paths of the dynamic number arguments whose exact value the program read (a guard on
+    the number, or on one computed from it, that is not a comparison's truth: a shape, a dim,
+    an op that takes only constants)."""
+    inputs = {b.proxy.name: b.path for b in compilation.bindings if type(b.proxy) is NumberProxy}
+    if not inputs:
+        return set()
+    sources = getattr(compilation.traced.context, "number_sources", {})
+    found = set()
+    for g in guards_of(compilation):
+        how, read = g.args[0], g.args[1]
+        if how != "bool" and len(read) == 1 and type(read[0]) is NumberProxy:
+            # a value computed from number arguments (`n // 2` as a shape) specialises them all
+            found.update(inputs[n] for n in sources.get(read[0].name, {read[0].name}) if n in inputs)
+    return found
+
+
+# the reads that may become run-time numbers: `t.item()` only, since Python requires int(t) and
+# float(t) to return a real int or float (a NumberProxy cannot stand in for one there)
+_RUNTIME_READS = ("item",)
+
+
 class Variants:
     """What the jit cache holds for an entry whose trace has guards: its compiled variants."""
 
@@ -241,6 +293,7 @@ class Variants:
         # replaces itself in its list with the plain one after a clean call
         self.variants: list[list] = [variant]
         self.compiles_at: dict[str, int] = {}  # guard site -> variants it made this entry compile
+        self.dynamic_sites: frozenset[str] = frozenset()  # value reads made at run time in new variants
         self.eager: Callable | None = None
 
     def __call__(self, *args, **kwargs):
@@ -272,9 +325,15 @@ class Variants:
             site = failure.site
             count = self.compiles_at[site] = self.compiles_at.get(site, 0) + 1
             user_args = args[1:] if jitted.module is not None else args  # a module's get params first
+            if count > SPECULATION_LIMIT and failure.how in _RUNTIME_READS and site not in self.dynamic_sites:
+                # a number read from a tensor that changes at every call: read it at run time
+                self.dynamic_sites |= {site}
+                self.compiles_at[site] = 0
+                count = 1
             if count > SPECULATION_LIMIT:
                 return self._go_eager(failure, user_args, kwargs)
-            variant = self.compile_variant(args, kwargs)
+            with dynamic_reads(self.dynamic_sites):
+                variant = self.compile_variant(args, kwargs)
             self.variants.insert(0, variant)
             tried.add(id(variant))
             try:

@@ -7,12 +7,25 @@ on *recording views* that note each such read (`StateRecorder`):
 
 - a module (and every submodule, object attribute and global module it reaches) is traced
   through a view: an instance of a subclass of its class that shares the module's own
-  `__dict__`, so it behaves as the module does, while its `__getattribute__`/`__getattr__`
-  note what was read and its `__setattr__` keeps writes to itself. Recording never changes
-  the user's module or its class, so other threads never see it;
-- a Python function (the jitted one, a module's methods, a helper reached through a global
-  or attribute) runs as a copy whose globals are a dict that notes each global it looks up;
-  its closure cells are guarded as a whole.
+  `__dict__` (and reads its `__slots__` from it), so it behaves as the module does, while
+  its `__getattribute__`/`__getattr__` note what was read and its `__setattr__` keeps writes
+  to itself. Recording never changes the user's module or its class, so other threads never
+  see it. A container's `_modules` read gives views, so layers reached by slicing a
+  `ModuleList` (`self.layers[:n]`), iterating a `ModuleDict` or `Sequential` are views too;
+- an attribute found on the class (a class-body `scale = 2.0`, a method, a property) is
+  guarded as the class's own lookup gives it, and the object's `__dict__` is checked not to
+  shadow it (for torch's classes only the jitted module's `forward`: one check per module
+  per call would cost too much); a name the class's own `__getattribute__` finds elsewhere
+  (a transformers config's `attribute_map`) is guarded by asking the object again;
+- a Python function (the jitted one, a module's methods, a helper reached through a global,
+  attribute, closure cell or argument, a `functools.partial` of one, a callable object's
+  `__call__`) runs as a copy whose globals are a dict that notes each global it looks up;
+  its closure cells are guarded as a whole, and a module, object or function in one is read
+  through as well. A user's own Python module (`settings.SCALE`) is read through a stand-in
+  noting each attribute;
+- a list or dict reached from any of these is a recording copy (a list's items guarded
+  once read; a dict's items by key, or all of them once iterated), its items, and a
+  tuple's, read through as the rest.
 
 Each read becomes one condition (a number or string by type and value, telling -0.0 from 0.0
 and NaN as one value; anything else by identity) in a generated check that runs before the
@@ -20,19 +33,30 @@ cached program; a failed check sends the call back to be compiled again (`squall
 
 Writes are side effects to replay, as eager makes them at every call: an attribute set on a
 module or object (`self.count = self.count + 1`, `self.last = x * 2`) is set again after each
-call to the value this call computed, and items appended to a list the program reached are
-appended again. A write squall cannot replay (deleting an attribute, changing a list other
-than by appending, assigning a global) is an error at compile time naming the source line.
+call to the value this call computed, items appended to a list or set in a dict the program
+reached are appended or set again. A write squall cannot replay (deleting an attribute,
+changing a list other than by appending or a dict other than by setting items, assigning a
+global, a closure variable holding a module or object, or a settings module's attribute) is
+an error at compile time naming the source line.
 
 A hook on an inner submodule may have Python side effects a trace cannot replay, so while one
 is registered the compiled function runs the module eagerly, with a `SquallWarning`; the hook
-dicts are guarded, so removing the hook compiles it again. (Hooks on the jitted module itself
-are the jitted module's concern, not this one.)
+dicts are guarded, so removing the hook compiles it again. The global module hooks
+(`register_module_forward_hook` and kin), which eager runs at every module call, are treated
+alike for programs that call a module; an empty hook dict costs nothing per call while no hook
+was registered anywhere (`StateGuards.stays_empty`). (Hooks on the jitted module itself, and
+the global hooks while one is registered, are the jitted module's concern: squall.jit.)
+
+Not guarded: sets and other containers than lists, dicts and tuples; objects of the standard
+library's classes and installed packages' Python modules read as objects; an instance-level
+`forward` or a method replaced on torch's classes other than for the jitted module.
 """
 from __future__ import annotations
 
 import copy
 import dis
+import functools
+import keyword
 import math
 import sys
 import types
@@ -50,7 +74,7 @@ from .sources import load_source
 from .symbol import user_stacklevel
 from .trace import plain_scalar, scalar_key
 
-__all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite"]
+__all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite", "global_hook_dicts", "describe_global_hooks"]
 
 _MISSING = object()
 _SCALARS = (int, float, bool, str, complex, type(None))
@@ -102,22 +126,84 @@ def _user_function(fn: Any) -> bool:
     return not (module == "torch" or module.startswith(("torch.", "squall")))
 
 
+def _users_class(cls: type) -> bool:
+    """A class of the user's or a library's (a config); not the standard library's (a
+    threading.Event's state must stay real) nor torch's."""
+    package = (getattr(cls, "__module__", None) or "builtins").partition(".")[0]
+    return package not in sys.stdlib_module_names and package not in ("builtins", "torch", "squall")
+
+
 def _viewable(obj: Any) -> bool:
-    """An object whose attribute reads can be recorded through a view sharing its __dict__."""
+    """An object whose attribute reads can be recorded through a view: one sharing its
+    __dict__, reading its __slots__ from it."""
     cls = type(obj)
     if isinstance(obj, torch.nn.Module):
         return True
-    # a class of the user's or a library's (a config); not the standard library's (a
-    # threading.Event's state must stay real) nor torch's
-    package = cls.__module__.partition(".")[0]
     return (
         cls.__new__ is object.__new__
-        and package not in sys.stdlib_module_names
-        and package not in ("builtins", "torch", "squall")
+        and _users_class(cls)
         and not isinstance(obj, (type, types.ModuleType, torch.Tensor, BaseException))
-        and isinstance(getattr(obj, "__dict__", None), dict)
-        and "__slots__" not in cls.__dict__
+        and (isinstance(getattr(obj, "__dict__", None), dict) or (not hasattr(obj, "__dict__") and bool(_members(cls))))
     )
+
+
+def _class_lookup(cls: type, name: str) -> tuple[type | None, Any]:
+    """Where attribute lookup on an instance of `cls` finds `name` in the classes: (the class
+    holding it, its raw value there), or (None, _MISSING)."""
+    for klass in cls.__mro__:
+        raw = klass.__dict__.get(name, _MISSING)
+        if raw is not _MISSING:
+            return klass, raw
+    return None, _MISSING
+
+
+def _members(cls: type) -> list[str]:
+    """The names of `cls`'s __slots__ (their member descriptors), its bases' included."""
+    return [name for klass in cls.__mro__ for name, raw in vars(klass).items() if type(raw) is types.MemberDescriptorType]
+
+
+def _cell_value(cell: types.CellType) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # not yet assigned
+        return _MISSING
+
+
+def _recordable(value: Any) -> bool:
+    """Whether StateRecorder._recorded gives `value` to the program as a view or recording copy."""
+    return (
+        _user_function(value)
+        or type(value) is functools.partial
+        or (type(value) is types.MethodType and _user_function(value.__func__) and _viewable(value.__self__))
+        or _viewable(value)
+        or _users_module(value)
+    )
+
+
+def _slot_value(member: Any, obj: Any) -> Any:
+    """A __slots__ slot of `obj` read through its member descriptor; _MISSING while it is unset."""
+    try:
+        return member.__get__(obj, type(obj))
+    except AttributeError:
+        return _MISSING
+
+
+def global_hook_dicts() -> tuple[dict, ...]:
+    """The global module hook dicts nn.Module._call_impl runs at every module call."""
+    m = torch.nn.modules.module
+    return (m._global_forward_pre_hooks, m._global_forward_hooks, m._global_backward_pre_hooks, m._global_backward_hooks)
+
+
+def describe_global_hooks() -> str | None:
+    """The registered global module hooks, named with where each is defined (None: none is)."""
+    kinds = ("forward pre", "forward", "backward pre", "backward")
+    named = []
+    for kind, d in zip(kinds, global_hook_dicts()):
+        for hook in d.values():
+            code = getattr(hook, "__code__", None)
+            where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+            named.append(f"global module {kind} hook {getattr(hook, '__qualname__', type(hook).__qualname__)!r}{where}")
+    return "; ".join(named) or None
 
 
 # --- recording views --------------------------------------------------------------------------
@@ -126,16 +212,17 @@ def _viewable(obj: Any) -> bool:
 class _ViewInfo:
     """What a view stands for: the real object, where it was reached, its own pending writes."""
 
-    __slots__ = ("real", "dict", "label", "recorder", "in_tree", "is_root", "writes")
+    __slots__ = ("real", "dict", "label", "recorder", "in_tree", "is_root", "writes", "class_reads")
 
     def __init__(self, real, label, recorder, in_tree, is_root):
         self.real = real
-        self.dict = real.__dict__
+        self.dict = getattr(real, "__dict__", None)  # None: an object of __slots__ only
         self.label = label
         self.recorder = recorder
         self.in_tree = in_tree  # a module of the jitted tree: its parameters are inputs
         self.is_root = is_root
         self.writes: dict[str, Any] = {}  # attributes the program set, newest value
+        self.class_reads: set[str] = set()  # attributes read from its class, not its __dict__
 
 
 def _info(view) -> _ViewInfo:
@@ -146,11 +233,33 @@ def _view_getattribute(self, name: str):
     info = _info(self)
     if name in info.writes:
         return info.writes[name]
-    value = type(info.real).__getattribute__(self, name)
-    if name in info.dict and info.dict[name] is value:
+    cls = type(info.real)
+    owner, raw = _class_lookup(cls, name)
+    if type(raw) is types.MemberDescriptorType:
+        # a __slots__ slot: held by the real object (the view's own slots are empty)
+        value = _slot_value(raw, info.real)
+        info.recorder._read_member(info, name, raw, value)
+        if value is _MISSING:
+            raise AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
+        return info.recorder._recorded(value, f"attribute {name!r} of {info.label}")
+    value = cls.__getattribute__(self, name)
+    if info.dict is not None and name in info.dict and info.dict[name] is value:
         return info.recorder._read_attribute(info, name, value)
-    if type(value) is types.MethodType and value.__self__ is self and _user_function(value.__func__):
-        return types.MethodType(info.recorder._recording_function(value.__func__), self)
+    if name.startswith("__") and name.endswith("__"):
+        pass  # the interpreter's protocol, and the view's own (__deepcopy__)
+    elif owner is not None and (_users_class(owner) or (info.is_root and name == "forward")):
+        # (of torch's classes only the jitted module's forward: replaced on the instance by
+        # wrapping libraries; every module's would cost a check per module per call)
+        value = info.recorder._read_class_attribute(info, name, owner, raw, value)
+    elif owner is None and cls.__getattribute__ is not object.__getattribute__:
+        # found by the class's own __getattribute__ elsewhere (a transformers config maps
+        # `hidden_size` to `n_embd`): guarded by asking the object again
+        return info.recorder._read_computed(info, name, value)
+    if type(value) is types.MethodType and _user_function(value.__func__) and (value.__self__ is self or isinstance(value.__self__, type)):
+        # a method, or a classmethod (bound to its class): its global reads are seen too
+        return types.MethodType(info.recorder._recording_function(value.__func__), value.__self__)
+    if owner is not None and _user_function(value):
+        return info.recorder._recording_function(value)  # a staticmethod
     return value
 
 
@@ -179,6 +288,18 @@ def _view_delattr(self, name: str):
         f"squall: the program deletes attribute {name!r} of {_info(self).label} ({_where()}); squall cannot "
         "replay that at every call: delete it outside the compiled function"
     )
+
+
+def _view_call(self, *args, **kwargs):
+    # called as a function: a module's call notes the global hooks it would run; a user
+    # class's __call__ runs as a recording copy, as its other methods do
+    info = _info(self)
+    call = type(info.real).__call__
+    if isinstance(info.real, torch.nn.Module) and info.recorder._global_hooks_run():
+        return self.forward(*args, **kwargs)  # they make the program run eagerly: not traced
+    if _user_function(call):
+        call = info.recorder._recording_function(call)
+    return call(self, *args, **kwargs)
 
 
 def _view_new(cls, *args, **kwargs):
@@ -220,6 +341,8 @@ def _view_class(cls: type) -> type:
             "__module__": cls.__module__,
             "__qualname__": cls.__qualname__,
         }
+        if any("__call__" in vars(klass) for klass in cls.__mro__[:-1]):
+            namespace["__call__"] = _view_call
         view = _VIEW_CLASSES[cls] = type(cls.__name__, (cls,), namespace)
     return view
 
@@ -229,7 +352,7 @@ class _RecordedList(list):
     only appended to (a log) is not guarded on its contents, which change every call; a change
     other than appending is refused where it is made."""
 
-    __slots__ = ("items_read", "label")
+    __slots__ = ("items_read", "label", "initial")
 
 
 def _noting_read(base: Callable) -> Callable:
@@ -240,20 +363,106 @@ def _noting_read(base: Callable) -> Callable:
     return reading
 
 
-def _refused(name: str) -> Callable:
+def _refused(name: str, allowed: str = "appending to it") -> Callable:
     def change(self, *args):
         raise UnreplayableWrite(
-            f"squall: the program changes {self.label} other than by appending to it ({name}, at {_where()}); "
+            f"squall: the program changes {self.label} other than by {allowed} ({name}, at {_where()}); "
             "squall cannot replay that at every call"
         )
 
     return change
 
 
-for _name in ("__iter__", "__len__", "__getitem__", "__contains__", "__reversed__", "index", "count", "copy", "__eq__"):
+for _name in ("__iter__", "__len__", "__getitem__", "__contains__", "__reversed__", "index", "count", "copy", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__add__", "__mul__", "__rmul__", "__repr__"):
     setattr(_RecordedList, _name, _noting_read(getattr(list, _name)))
 for _name in ("pop", "insert", "remove", "clear", "sort", "reverse", "__setitem__", "__delitem__", "__imul__"):
     setattr(_RecordedList, _name, _refused(_name))
+
+
+class _RecordedDict(dict):
+    """A dict the program reached, copied: an item read by key is guarded by itself (a key
+    squall can name: a plain number or string), a read of the whole (iteration, len, a key
+    of another type) guards all its items; items set are set again at every call; any other
+    change is refused where it is made."""
+
+    __slots__ = ("recorder", "real", "label", "whole_read", "keys_set")
+
+    def __getitem__(self, key):
+        try:
+            value = dict.__getitem__(self, key)
+        except KeyError:
+            if key not in self.keys_set:
+                self.recorder._read_key(self, key, False)  # absent (a program may catch the KeyError)
+            raise
+        return value if key in self.keys_set else self.recorder._read_item(self, key, value)
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def __contains__(self, key):
+        found = dict.__contains__(self, key)
+        if key not in self.keys_set:
+            self.recorder._read_key(self, key, found)
+        return found
+
+    def __setitem__(self, key, value):
+        self.keys_set.add(key)
+        dict.__setitem__(self, key, value)
+
+    def update(self, *args, **kwargs):
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+
+def _noting_whole_read(base: Callable) -> Callable:
+    def reading(self, *args):
+        self.whole_read = True
+        return base(self, *args)
+
+    return reading
+
+
+for _name in ("__iter__", "__len__", "__reversed__", "keys", "values", "items", "copy", "__eq__", "__or__", "__ror__", "__repr__"):
+    setattr(_RecordedDict, _name, _noting_whole_read(getattr(dict, _name)))
+for _name in ("pop", "popitem", "clear", "__delitem__", "__ior__"):
+    setattr(_RecordedDict, _name, _refused(_name, "setting items"))
+
+
+def _users_module(module: Any) -> bool:
+    """A Python module of the user's own (a `config.py` a program reads settings from): not
+    the standard library's, torch's or squall's, nor an installed package's."""
+    if type(module) is not types.ModuleType:
+        return False
+    package = (getattr(module, "__name__", None) or "").partition(".")[0]
+    file = getattr(module, "__file__", None) or ""
+    installed = "site-packages" in file or "dist-packages" in file
+    return package not in sys.stdlib_module_names and package not in ("builtins", "torch", "squall") and not installed
+
+
+class _ModuleReads(types.ModuleType):
+    """A user's Python module as the program reads it: each attribute read from it is guarded,
+    as a global is; assigning one is refused (as assigning a global is)."""
+
+    def __getattribute__(self, name):
+        real, recorder = types.ModuleType.__getattribute__(self, "__dict__")["_squall_module"]
+        value = getattr(real, name)
+        if name in real.__dict__ and real.__dict__[name] is value and not name.startswith("__"):
+            return recorder._reached(value, f"{recorder.guards.bind(real.__dict__, 'g')}[{plain_scalar(name)!r}]", f"{name!r} of module {real.__name__}")
+        return value
+
+    def __setattr__(self, name, value):
+        real = types.ModuleType.__getattribute__(self, "__dict__")["_squall_module"][0]
+        raise UnreplayableWrite(
+            f"squall: the program assigns {real.__name__}.{name} ({_where()}); squall cannot replay assigning a "
+            "module's attributes at every call: pass the value in, or return it"
+        )
+
+    __delattr__ = __setattr__
 
 
 # --- the recorder -------------------------------------------------------------------------------
@@ -271,7 +480,13 @@ class StateRecorder:
         self._tree = {id(m) for m in module.modules()} if module is not None else set()
         self._lists: list[tuple[list, _RecordedList, str, str]] = []  # (real, copy, label, where)
         self._list_copies: dict[int, _RecordedList] = {}
+        self._dict_copies: dict[int, _RecordedDict] = {}
+        self._module_reads: dict[int, _ModuleReads] = {}
+        self._originals: dict[int, tuple[Any, Any]] = {}  # id(copy) -> (copy, what it stands for)
         self._write_order: list[_ViewInfo] = []
+        self._cells: list[tuple[types.CellType, Any, str, types.FunctionType]] = []  # (recording cell, its value, name, function)
+        self._class_readers: list[_ViewInfo] = []  # views with attributes read from their class
+        self._global_hooks: bool | None = None  # whether global module hooks run (None: no module called yet)
         self._wrote: list[tuple[dict, Callable, dict]] = []  # (globals as they were, function, its recording globals)
 
     # views
@@ -281,7 +496,8 @@ class StateRecorder:
         if v is None:
             v = object.__new__(_view_class(type(obj)))
             object.__setattr__(v, "_squall_view_info", _ViewInfo(obj, label, self, id(obj) in self._tree, is_root))
-            object.__setattr__(v, "__dict__", obj.__dict__)
+            if hasattr(obj, "__dict__"):
+                object.__setattr__(v, "__dict__", obj.__dict__)
             self._views[id(obj)] = v
         return v
 
@@ -301,10 +517,21 @@ class StateRecorder:
         return fn, args, kwargs
 
     def _argument(self, value: Any, expr: str, label: str) -> Any:
-        if type(value) in _SCALARS or isinstance(value, (TensorProxy, torch.nn.Module)) or not _viewable(value):
+        t = type(value)
+        if t in _SCALARS or isinstance(value, TensorProxy):
             return value
-        self.guards.root(value, expr)
-        return self.view(value, label)
+        if t in (list, tuple):
+            items = [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]") for i, v in enumerate(value)]
+            return t(items) if any(a is not b for a, b in zip(items, value)) else value
+        if t is dict:
+            # (a key that is not a plain number or string is not followed into)
+            items = {k: self._argument(v, f"{expr}[{plain_scalar(k)!r}]", f"{label}[{plain_scalar(k)!r}]") if type(k) in _SCALARS else v for k, v in value.items()}
+            return items if any(items[k] is not v for k, v in value.items()) else value
+        recorded = self._recorded(value, label)
+        if recorded is not value:
+            # the cache key holds it (by identity, or its own equality): reached through the call
+            self.guards.root(value, expr)
+        return recorded
 
     def _recording_function(self, fn: types.FunctionType) -> types.FunctionType:
         copy = self._functions.get(id(fn))
@@ -319,17 +546,27 @@ class StateRecorder:
                     return recorder._read_global(real, name, value, fn)
 
             watched = RecordingGlobals(real)
-            copy = types.FunctionType(fn.__code__, watched, fn.__name__, fn.__defaults__, fn.__closure__)
+            # a module, object or function in a closure cell is read through a view or recording
+            # copy, in a cell of the copy's own (filled once the copy is known: it may be itself;
+            # a nonlocal assignment to such a cell is refused at finish)
+            cells = list(fn.__closure__ or ())
+            recorded_cells = [i for i, cell in enumerate(cells) if _recordable(_cell_value(cell))]
+            for i in recorded_cells:
+                cells[i] = types.CellType()
+            copy = types.FunctionType(fn.__code__, watched, fn.__name__, fn.__defaults__, tuple(cells) if fn.__closure__ else None)
             copy.__kwdefaults__ = fn.__kwdefaults__
             copy.__qualname__ = fn.__qualname__
-            self._functions[id(fn)] = copy
-            self._wrote.append((dict(real), fn, watched))
-            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
-                try:
-                    value = cell.cell_contents
-                except ValueError:
+            self._functions[id(fn)] = self._standing_for(copy, fn)
+            for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars, fn.__closure__ or ())):
+                value = _cell_value(cell)
+                if value is _MISSING:
                     continue
-                self.guards.watch(f"{self.guards.bind(cell, 'cell')}.cell_contents", value, f"closure variable {name!r} of {fn.__qualname__}")
+                label = f"closure variable {name!r} of {fn.__qualname__}"
+                self.guards.watch(f"{self.guards.bind(cell, 'cell')}.cell_contents", value, label)
+                if i in recorded_cells:
+                    cells[i].cell_contents = self._recorded(value, label)
+                    self._cells.append((cells[i], cells[i].cell_contents, name, fn))
+            self._wrote.append((dict(real), fn, watched))
         return copy
 
     # reads
@@ -385,18 +622,139 @@ class StateRecorder:
         """A value read from an attribute or global: guarded; a list or object comes back as a
         recording copy or view so that what is done with it is seen too."""
         self.guards.watch(expr, value, label)
+        return self._follow(value, expr, label)
+
+    def _follow(self, value: Any, expr: str, label: str) -> Any:
+        """`value`, reached as `expr`, as the program is to use it: a list or dict as a
+        recording copy, and its items (a tuple's too) as `_recorded` gives them, so that a
+        layer in a plain list or a function in a dict is read through as well."""
         if type(value) is list:
             copy = self._list_copies.get(id(value))
             if copy is None:
-                copy = self._list_copies[id(value)] = _RecordedList(value)
-                copy.items_read = False
-                copy.label = label
+                copy = self._list_copies[id(value)] = _RecordedList()
+                copy.items_read, copy.label = False, label
                 self._lists.append((value, copy, label, expr))
+                list.extend(copy, [self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value)])
+                copy.initial = list.copy(copy)
             return copy
+        if type(value) is dict:
+            copy = self._dict_copies.get(id(value))
+            if copy is None:
+                copy = self._dict_copies[id(value)] = _RecordedDict()
+                copy.recorder, copy.real, copy.label, copy.whole_read, copy.keys_set = self, value, label, False, set()
+                held = self.guards.bind(value, "d")
+                dict.update(copy, {k: self._follow(v, f"{held}[{plain_scalar(k)!r}]", f"item {plain_scalar(k)!r} of {label}") if type(k) in _SCALARS else v for k, v in value.items()})
+            return copy
+        if type(value) is tuple:
+            items = tuple(self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value))
+            return value if all(a is b for a, b in zip(items, value)) else self._standing_for(items, value)
+        return self._recorded(value, label)
+
+    def _standing_for(self, copy: Any, original: Any) -> Any:
+        """Note that `copy` stands for `original` while tracing: an output or a value set that
+        is the copy is the original."""
+        self._originals[id(copy)] = (copy, original)
+        return copy
+
+    def _read_item(self, recorded: _RecordedDict, key: Any, value: Any) -> Any:
+        if type(key) not in _SCALARS:
+            recorded.whole_read = True  # a key the check cannot name: all items are checked
+            return value
+        expr = f"{self.guards.bind(recorded.real, 'd')}[{plain_scalar(key)!r}]"
+        self.guards.watch(expr, dict.__getitem__(recorded.real, key), f"item {plain_scalar(key)!r} of {recorded.label}")
+        return value  # (followed when the copy was made)
+
+    def _read_key(self, recorded: _RecordedDict, key: Any, found: bool) -> None:
+        if type(key) not in _SCALARS:
+            recorded.whole_read = True
+            return
+        self.guards.add(f"({plain_scalar(key)!r} in {self.guards.bind(recorded.real, 'd')}) is {found}", f"key {plain_scalar(key)!r} of {recorded.label}")
+
+    def _recorded(self, value: Any, label: str) -> Any:
+        """`value` (already guarded where it was reached) as the program is to use it: a user
+        function as a copy recording its global reads, a partial of one likewise, a module or
+        object as a view, anything else as it is."""
         if _user_function(value):
             return self._recording_function(value)  # a helper's own global reads are seen too
-        if isinstance(value, torch.nn.Module) or (_viewable(value) and not callable(value)):
+        if type(value) is functools.partial:
+            return self._recording_partial(value, label)
+        if type(value) is types.MethodType and _user_function(value.__func__) and _viewable(value.__self__):
+            # a bound method: its object is read like a module's attributes
+            owner = self.view(value.__self__, f"{type(value.__self__).__name__} object of {label}")
+            return self._standing_for(types.MethodType(self._recording_function(value.__func__), owner), value)
+        if _viewable(value):
             return self.view(value, label)
+        if _users_module(value):
+            reads = self._module_reads.get(id(value))
+            if reads is None:
+                reads = self._module_reads[id(value)] = _ModuleReads(value.__name__)
+                types.ModuleType.__getattribute__(reads, "__dict__")["_squall_module"] = (value, self)
+                self._standing_for(reads, value)
+            return reads
+        return value
+
+    def _recording_partial(self, p: functools.partial, label: str) -> functools.partial:
+        """A copy of partial `p` whose function records; its keywords (the one part of a partial
+        that can change in place) are guarded."""
+        held = self.guards.bind(p, "o")
+        self.guards.add(f"len({held}.keywords) == {len(p.keywords)}", f"the keywords of {label}")
+        keywords = {}
+        for k, v in p.keywords.items():
+            self.guards.watch(f"{held}.keywords[{plain_scalar(k)!r}]", v, f"keyword {k!r} of {label}")
+            keywords[k] = self._recorded(v, f"keyword {k!r} of {label}")
+        args = [self._recorded(a, f"argument {i} of {label}") for i, a in enumerate(p.args)]
+        return self._standing_for(functools.partial(self._recorded(p.func, label), *args, **keywords), p)
+
+    def _read_member(self, info: _ViewInfo, name: str, member: Any, value: Any) -> None:
+        """A __slots__ slot read: guarded as an attribute in __dict__ is (_MISSING: unset)."""
+        rooted = self.guards.rooted(info.real)
+        target = rooted if rooted is not None else self.guards.bind(info.real, "o")
+        if "_slot_value" not in self.guards.namespace:
+            self.guards.namespace.update(_slot_value=_slot_value, _MISSING=_MISSING)
+        value_expr = f"_slot_value({self.guards.bind(member, 's')}, {target})"
+        if value is _MISSING:
+            self.guards.add(f"{value_expr} is _MISSING", f"attribute {name!r} of {info.label} (unset)")
+        else:
+            self.guards.watch(value_expr, value, f"attribute {name!r} of {info.label}")
+
+    def _read_computed(self, info: _ViewInfo, name: str, value: Any) -> Any:
+        rooted = self.guards.rooted(info.real)
+        target = rooted if rooted is not None else self.guards.bind(info.real, "o")
+        self.guards.namespace["_getattr"] = getattr
+        return self._reached(value, f"_getattr({target}, {plain_scalar(name)!r})", f"attribute {name!r} of {info.label}")
+
+    def _read_class_attribute(self, info: _ViewInfo, name: str, owner: type, raw: Any, value: Any) -> Any:
+        """An attribute found on the object's class (`scale = 2.0` in the class body, a method,
+        a property): guarded as the class gives it now, and (at finish) that the object's own
+        __dict__ still does not shadow it."""
+        cls = type(info.real)
+        label = f"attribute {name!r} of class {cls.__qualname__}"
+        if info.dict is not None:
+            info.class_reads.add(name)
+            if info not in self._class_readers:
+                self._class_readers.append(info)
+        try:
+            # the class's own lookup (its MRO, through the type's attribute cache) gives the
+            # same object at every call for data, functions and properties
+            resolved = getattr(cls, name)
+            stable = getattr(cls, name) is resolved
+        except Exception:  # noqa: BLE001 - a descriptor that refuses class access
+            stable = False
+        if stable:
+            held = self.guards.bind(cls, "c")
+            expr = f"{held}.{name}" if name.isidentifier() and not keyword.iskeyword(name) else f"_getattr({held}, {plain_scalar(name)!r})"
+            self.guards.namespace["_getattr"] = getattr
+        else:
+            # a descriptor making a new object per access (a classmethod): the raw one where
+            # the class holds it, and no class before it in the MRO shadowing it
+            for klass in cls.__mro__:
+                if klass is owner:
+                    break
+                self.guards.add(f"{plain_scalar(name)!r} not in {self.guards.bind(klass.__dict__, 'c')}", label)
+            expr, resolved = f"{self.guards.bind(owner.__dict__, 'c')}[{plain_scalar(name)!r}]", raw
+        if value is raw:  # plain data in the class body: guarded and followed as any attribute
+            return self._reached(value, expr, label)
+        self.guards.watch(expr, resolved, label)  # a function or descriptor: which one it is
         return value
 
     def _read_slot(self, info: _ViewInfo, name: str, value: Any) -> Any:
@@ -421,9 +779,29 @@ class StateRecorder:
         return value  # from a user class's own __getattr__
 
     def _read_absent(self, info: _ViewInfo, name: str) -> None:
+        if info.dict is None:
+            return  # an object of __slots__ only: its slots are read as such, nothing else can appear
         stores = [self.guards.bind(info.dict.get(s, {}), "d") for s in ("_parameters", "_buffers", "_modules")]
         d = self._dict_expr(info)
         self.guards.add(" and ".join(f"{plain_scalar(name)!r} not in {s}" for s in [d, *stores]), f"attribute {name!r} of {info.label} (absent)")
+
+    def _global_hooks_run(self) -> bool:
+        """A module is called: whether global module hooks (torch.nn.modules.module's
+        register_module_forward_hook and kin), which eager runs at every module call, are
+        registered. Then the program runs eagerly; else the check sees that none is registered."""
+        if self._global_hooks is None:
+            dicts = global_hook_dicts()
+            self._global_hooks = any(dicts)
+            if self._global_hooks:
+                for d in dicts:
+                    self.guards.add(f"tuple({self.guards.bind(d, 'd')}) == {self.guards.bind(tuple(d), 'k')}", "the global module hooks")
+                self.guards.eager_because.append(
+                    f"{describe_global_hooks()}, which eager runs at every module call and a compiled trace cannot replay"
+                )
+            else:
+                for d in dicts:
+                    self.guards.stays_empty(d, "the global module hooks")
+        return self._global_hooks
 
     def _read_global(self, real: dict, name: str, value: Any, fn: types.FunctionType) -> Any:
         return self._reached(value, f"{self.guards.bind(real, 'g')}[{plain_scalar(name)!r}]", f"global {name!r} of {fn.__qualname__}")
@@ -454,6 +832,20 @@ class StateRecorder:
                         f"squall: {fn.__qualname__} assigns the global {name!r} ({_store_line(fn.__code__, name) or fn.__code__.co_filename}); squall "
                         "cannot replay assigning globals at every call: pass the value in, or return it"
                     )
+        for cell, value, name, fn in self._cells:
+            if cell.cell_contents is not value:
+                raise UnreplayableWrite(
+                    f"squall: {fn.__qualname__} assigns the closure variable {name!r} ({fn.__code__.co_filename}:{fn.__code__.co_firstlineno}); "
+                    "squall cannot replay that at every call: pass the value in, or return it"
+                )
+        for info in self._class_readers:
+            # an attribute read from the class is shadowed once the object's __dict__ has it
+            names = sorted(info.class_reads)
+            label = f"attribute {names[0]!r} of {info.label} (set on the object, over its class's)"
+            if len(names) == 1:
+                self.guards.add(f"{plain_scalar(names[0])!r} not in {self._dict_expr(info)}", label)
+            else:
+                self.guards.add(f"{self._dict_expr(info)}.keys().isdisjoint({self.guards.bind(frozenset(names), 'k')})", label)
         values = []
         for info in self._write_order:
             target = self.guards.bind(info.real, "o")
@@ -464,16 +856,31 @@ class StateRecorder:
         for real, recorded, label, expr in self._lists:
             if recorded.items_read:
                 self.guards.add(f"_same_items({expr}, {self.guards.bind(list(real), 'k')})", f"the items of {label}")
-            if len(recorded) < len(real) or any(a is not b for a, b in zip(real, recorded)):  # list.__init__ on it, say
+            if len(recorded) < len(real) or any(a is not b for a, b in zip(recorded.initial, recorded)):  # list.__init__ on it, say
                 raise UnreplayableWrite(f"squall: the program changes {label} other than by appending to it; squall cannot replay that")
             if len(recorded) > len(real):
                 self.guards.effects.append(f"{self.guards.bind(real, 'l')}.extend(effects[{len(values)}])")
                 values.append(list(recorded[len(real):]))
-        # a view never leaves the trace: an output or value set that is one is the real object
-        result, values = tree_map(self._unview, (result, values))
+        for recorded in self._dict_copies.values():
+            real = self.guards.bind(recorded.real, "d")
+            if recorded.whole_read:
+                keys, items = self.guards.bind(list(recorded.real), "k"), self.guards.bind(list(recorded.real.values()), "k")
+                self.guards.add(f"list({real}) == {keys} and _same_items(list({real}.values()), {items})", f"the items of {recorded.label}")
+            if recorded.keys_set:
+                self.guards.effects.append(f"{real}.update(effects[{len(values)}])")
+                values.append({k: dict.__getitem__(recorded, k) for k in recorded.keys_set})
+        # a view never leaves the trace: an output or value set that is one is the real object;
+        # a recorded list or dict leaves as a plain one
+        result, values = tree_map(self._unview, (result, values), is_leaf=lambda x: type(x) in (_RecordedList, _RecordedDict))
         return (result, tuple(values)) if values else result
 
     def _unview(self, x: Any) -> Any:
+        standing = self._originals.get(id(x))
+        if standing is not None and standing[0] is x:
+            return standing[1]
+        if type(x) in (_RecordedList, _RecordedDict):
+            plain = list(x) if type(x) is _RecordedList else {k: dict.__getitem__(x, k) for k in dict.keys(x)}
+            return tree_map(self._unview, plain, is_leaf=lambda x: type(x) in (_RecordedList, _RecordedDict))
         info = type(x).__dict__.get("_squall_view_info")
         return info.__get__(x).real if info is not None and type(x) in _VIEW_CLASSES.values() else x
 

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .proxies import TensorProxy, current_context
+from .proxies import NumberProxy, TensorProxy, current_context
 
 __all__ = ["Symbol", "BoundSymbol", "Tags", "flat_proxies", "DEL"]
 
@@ -300,8 +300,8 @@ DEL = Symbol("python.del", "del", _del_meta, is_prim=True, tags=(Tags.SIDE_EFFEC
 _LEAVES = (int, float, bool, str, complex, type(None), torch.dtype, torch.device, slice, type(Ellipsis))
 
 
-def flat_proxies(tree: Any) -> list[TensorProxy]:
-    """The tensor proxies in a pytree, in order."""
+def flat_proxies(tree: Any) -> list[TensorProxy | NumberProxy]:
+    """The proxies in a pytree, in order: tensors, and numbers known only at run time."""
     found: list[TensorProxy] = []
     _collect(tree, found)
     return found
@@ -311,7 +311,7 @@ def _collect(x: Any, found: list[TensorProxy]) -> None:
     # the containers calls are made of, walked directly: compile time calls this for every
     # call a pass looks at; other pytree nodes (named tuples, return types) go to pytree
     t = type(x)
-    if t is TensorProxy:
+    if t is TensorProxy or t is NumberProxy:
         found.append(x)
     elif t is tuple or t is list:
         for v in x:
@@ -322,7 +322,7 @@ def _collect(x: Any, found: list[TensorProxy]) -> None:
     elif t in _LEAVES or isinstance(x, _LEAVES):
         return
     else:
-        found.extend(v for v in tree_flatten(x)[0] if isinstance(v, TensorProxy))
+        found.extend(v for v in tree_flatten(x)[0] if isinstance(v, (TensorProxy, NumberProxy)))
 
 
 _SQUALL_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep

@@ -13,7 +13,7 @@ import torch
 from . import ltorch, prims
 from .grad_rules.kernels import all_kernels, flash_attention_for_cpu, flash_attention_for_cpu_backward
 from .executor import Implementation, OperatorExecutor
-from .guards import GUARD, guard_impl
+from .guards import GUARD, READ, guard_impl, read_impl
 from .hookspecs import hookimpl
 from .operations import OperationRegistry
 from .prims.base import PrimIDs
@@ -253,6 +253,9 @@ PRIM_IMPLS = {
     PrimIDs.MATMUL: torch.matmul,
     PrimIDs.CONVOLUTION: torch.convolution,
     # --- end linalg prims ---
+    # Python numbers known at run time: the operator itself
+    **{getattr(PrimIDs, f"NUMBER_{name.upper()}"): fn for name, fn in prims.numbers.OPERATORS.items()},
+    PrimIDs.CONVERT_NUMBER: prims.numbers.convert,
 }
 
 
@@ -279,6 +282,7 @@ class TorchExecutor(OperatorExecutor):
             kernel = sym.torchfns[0]
             self.register_implementation(sym, kernel if sym.id in KERNELS_CALLED_WITH_VIEWS else _with_contiguous_tensors(kernel))
         self.register_implementation(GUARD, guard_impl)
+        self.register_implementation(READ, read_impl)
 
     def implementation_for(self, sym: Symbol) -> Implementation | None:
         found = self.implementations.get(sym.id)

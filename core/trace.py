@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import MappingKey, SequenceKey, is_structseq_instance, tree_flatten, tree_flatten_with_path, tree_unflatten
 
-from .proxies import TensorProxy, type_string
+from .proxies import NumberProxy, TensorProxy, type_string
 from .symbol import DEL, BoundSymbol, Tags
 
 __all__ = ["Trace", "ValuePrinter", "plain_scalar"]
@@ -91,7 +91,7 @@ class ValuePrinter:
 
     def __call__(self, x: Any) -> str:
         """`x` as an argument of an operation: equal in value, not necessarily the same object."""
-        if isinstance(x, TensorProxy):
+        if isinstance(x, (TensorProxy, NumberProxy)):
             return x.name
         t = type(x)
         if x is None or t is bool or t is int or t is str:
@@ -133,7 +133,7 @@ class ValuePrinter:
         for values the program returns (the caller gets what eager returns, type included).
         """
         t = type(x)
-        if isinstance(x, TensorProxy) or x is None or x is Ellipsis or t in _PLAIN_SCALARS:
+        if isinstance(x, (TensorProxy, NumberProxy)) or x is None or x is Ellipsis or t in _PLAIN_SCALARS:
             return self(x)
         if t is tuple or t is list:
             inner = ", ".join(self.exact(v) for v in x)
@@ -151,14 +151,14 @@ class ValuePrinter:
         return `(out, None)`); a dict or another structure holding proxies is bound to a
         temporary first and indexed.
         """
-        if isinstance(output, TensorProxy):
+        if isinstance(output, (TensorProxy, NumberProxy)):
             return output.name, []
         if type(output) in (tuple, list) or is_structseq_instance(output):
             parts, extra = zip(*(self.assignment(v) for v in output)) if len(output) else ((), ())
             inner = ", ".join(parts)
             return (f"({inner},)" if len(parts) == 1 else f"({inner})"), [s for e in extra for s in e]
         leaves, _ = tree_flatten_with_path(output)
-        picks = [(path, v) for path, v in leaves if isinstance(v, TensorProxy)]
+        picks = [(path, v) for path, v in leaves if isinstance(v, (TensorProxy, NumberProxy))]
         if not picks:
             return "_", []
         temp = f"_r{next(self._temps)}"  # no other generated name starts with _r
@@ -199,7 +199,7 @@ def _literal_output(x: Any) -> bool:
     # Plain containers print as literals; anything else is rebuilt from its pytree spec. Every
     # non-tensor value is the very object eager would return (ValuePrinter.exact), so an Enum
     # stays an Enum and a float subclass its subclass.
-    if isinstance(x, TensorProxy) or x is None or type(x) in _PLAIN_SCALARS:
+    if isinstance(x, (TensorProxy, NumberProxy)) or x is None or type(x) in _PLAIN_SCALARS:
         return True
     if type(x) in (tuple, list):
         return all(_literal_output(v) for v in x)

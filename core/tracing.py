@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 
-from . import ltorch
+from . import ltorch, numbers
 from .ltorch.base import DataDependentError, TorchLanguage, TracingMode
 from .outputs import capture_output
 from .prims import copy_
-from .proxies import TensorProxy, tracing
+from .proxies import NumberProxy, TensorProxy, tracing
 from .speculation import Speculation
 from .state_guards import StateRecorder
 from .trace import Trace
@@ -52,6 +52,18 @@ class TracingContext:
         # the real values of the call being traced, where tracing may read them (squall.speculation);
         # None in strict mode: reading a tensor's value is then a DataDependentError
         self.speculation: Speculation | None = None
+        # a NumberProxy's name -> the numbers a read of it guards (squall.numbers)
+        self.number_roots: dict[str, tuple[NumberProxy, ...]] = {}
+        # a NumberProxy's name -> the names of the number arguments it was computed from
+        self.number_sources: dict[str, frozenset[str]] = {}
+
+    def number_op(self, op: str, operands: tuple) -> NumberProxy:
+        """Arithmetic or a comparison on a NumberProxy, recorded (squall.numbers)."""
+        return numbers.record(self, op, operands)
+
+    def read_number(self, how: str, p: NumberProxy) -> Any:
+        """The value of a Python read of a NumberProxy in the call being traced, guarded."""
+        return numbers.read(self, how, p)
 
     def read_value(self, how: str, args: tuple, kwargs: dict | None = None, *, what: str) -> Any:
         """The value a Python read of a tensor (`bool(t)`, `t.item()`) has in the call being
@@ -139,7 +151,7 @@ def _torch_table() -> dict:
 # --- input names ------------------------------------------------------------------------------
 
 _RESERVED = {"torch", "params", "args", "kwargs"}
-_GENERATED = re.compile(r"^[tc]\d+$")
+_GENERATED = re.compile(r"^[tcn]\d+$")  # tensors, constants, numbers
 
 
 def _local_name(hint: str, taken: set[str]) -> str:
@@ -205,6 +217,7 @@ def trace_program(
     name: str = "computation",
     same_as: dict[tuple, tuple] | None = None,
     strict: bool = False,
+    dynamic: frozenset[tuple] = frozenset(),
 ) -> tuple[Trace, list[InputBinding]]:
     """Trace `fn(*args, **kwargs)` (or `module(...)`) into a Trace of ltorch calls.
 
@@ -216,7 +229,8 @@ def trace_program(
     (`squall.aliasing`): both get one proxy, so an in-place update through one is seen
     through the other, as in eager. Unless `strict`, a read of a tensor's value is
     speculated from the real inputs and guarded (`squall.speculation`); with `strict` it is a
-    DataDependentError.
+    DataDependentError. An int or float argument whose path is in `dynamic` is an input
+    too, a NumberProxy read at run time (`squall.numbers`), not a constant of the trace.
     """
     language = TorchLanguage(_torch_table())
     ctx = TracingContext(language.dispatch)
@@ -238,6 +252,11 @@ def trace_program(
             by_path[path] = p
             if ctx.speculation is not None:
                 ctx.speculation.bind(p, x)
+            return p
+        if path in dynamic and type(x) in (int, float):
+            p = numbers.number_input(ctx, _local_name(hint, taken), x)
+            ctx.inputs.append(p)
+            paths.append(path)
             return p
         if type(x) in (list, tuple):
             return type(x)(proxify(v, (*path, i), f"{hint}_{i}") for i, v in enumerate(x))

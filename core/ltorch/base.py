@@ -19,6 +19,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from .functionalization import opaque_writes
 from .torchnames import qualified_name
+from .. import numbers
 from ..proxies import TensorProxy, current_context
 from ..symbol import Symbol, Tags
 
@@ -139,6 +140,9 @@ class TorchLanguage:
         if kwargs:
             has_proxy, has_tensor = _scan(kwargs.values(), has_proxy, has_tensor)
         ctx = current_context()
+        if ctx.number_roots and not numbers.takes_numbers(op) and (numbers.has_numbers(args) or numbers.has_numbers(kwargs.values())):
+            # an op that cannot take a run-time number gets its value in this call, guarded
+            args, kwargs = numbers.specialised(ctx, args, kwargs)
         if has_proxy and ctx.views.stale:
             ctx.views.refresh((args, kwargs), qualified_name(func))  # views whose base changed since: regenerated first
         if op is not None:
@@ -160,7 +164,10 @@ class TorchLanguage:
                 # bound): read its value, guarded, and call again with the number
                 sized = ctx.speculation.sizes(args, kwargs) if ctx.speculation is not None and len(ctx.scopes) == 1 else None
                 if sized is None:
-                    raise
+                    if not (ctx.number_roots and numbers.has_numbers((args, kwargs))):
+                        raise
+                    # an op that takes a number only as a constant there: its value, guarded
+                    sized = numbers.specialised(ctx, args, kwargs)
                 args, kwargs = sized
                 out = op(*args, **kwargs)
             ctx.views.note(op, args, kwargs, out)

@@ -8,7 +8,8 @@ from .base import data_dependent_error, torchsymbol
 from .functionalization import inplace
 from .elementwise_unary import not_implemented_for
 from .helpers import Promotion, broadcast, check, check_input, computation_dtype, is_number, is_tensor, promote, result_dtype, to_dtype
-from ..prims.base import dtype_category
+from ..prims.base import dtype_category, number_type
+from ..proxies import NumberProxy
 from ..symbol import Tags
 
 _T = torch.Tensor
@@ -70,12 +71,13 @@ def _reflected(op, dunder: str):
 
 def _with_alpha(name: str, prim, a, b, alpha):
     compute, result = promote(a, b)
-    check(not (_is_integral(result) and isinstance(alpha, float)), lambda: "For integral input tensors, argument alpha must not be a floating point number.")
-    check(not (isinstance(alpha, bool) and result != torch.bool), lambda: "Boolean alpha only supported for Boolean results.")
+    alpha_type = number_type(alpha)  # a run-time number's type is known; its value is not read
+    check(not (_is_integral(result) and issubclass(alpha_type, float)), lambda: "For integral input tensors, argument alpha must not be a floating point number.")
+    check(not (alpha_type is bool and result != torch.bool), lambda: "Boolean alpha only supported for Boolean results.")
     a, b = broadcast(to_dtype(a, compute), to_dtype(b, compute))
     compute = computation_dtype(compute)
     a, b = to_dtype(a, compute), to_dtype(b, compute)
-    if alpha is not True and alpha != 1:
+    if type(alpha) is NumberProxy or (alpha is not True and alpha != 1):
         b = prims.mul(b, to_dtype(alpha, compute)) if is_tensor(b) else b * alpha
     return to_dtype(prim(a, b), result)
 

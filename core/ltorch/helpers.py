@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import torch
 
 from .. import prims
-from ..prims.base import canonical_dim, canonical_dims, check, dtype_category, is_number
-from ..proxies import TensorProxy
+from ..prims.base import canonical_dim, canonical_dims, check, dtype_category, is_number, number_type
+from ..proxies import NumberProxy, TensorProxy
 
 __all__ = [
     "Promotion",
@@ -40,12 +40,13 @@ def is_tensor(x) -> bool:
 
 
 def number_dtype(x) -> torch.dtype:
-    """The dtype torch infers for a tensor filled with the Python number `x`."""
-    if isinstance(x, bool):
+    """The dtype torch infers for a tensor filled with the Python number `x` (by its type only)."""
+    t = number_type(x)
+    if issubclass(t, bool):
         return torch.bool
-    if isinstance(x, int):
+    if issubclass(t, int):
         return torch.int64
-    if isinstance(x, complex):
+    if issubclass(t, complex):
         return torch.complex128 if torch.get_default_dtype() == torch.float64 else torch.complex64
     return torch.get_default_dtype()
 
@@ -148,6 +149,8 @@ def to_dtype(x, dtype: torch.dtype):
         return x if x.dtype == dtype else prims.convert_element_type(x, dtype)
     if x is None:
         return x
+    if type(x) is NumberProxy:
+        return _number_to_dtype(x, dtype)
     if dtype == torch.bool:
         return bool(x)
     if dtype.is_complex:
@@ -159,6 +162,18 @@ def to_dtype(x, dtype: torch.dtype):
         # but truncation would be silent: refuse it.
         raise TypeError(f"cannot convert {x!r} to {dtype} without losing its value")
     return int(x)
+
+
+def _number_to_dtype(x: NumberProxy, dtype: torch.dtype):
+    """A run-time number as the Python type of `dtype`'s category: itself where it is one
+    already, else a recorded conversion (its value is never read while tracing)."""
+    category = dtype_category(dtype)
+    if category == dtype_category(number_dtype(x)):
+        return x
+    if category < dtype_category(number_dtype(x)) and category != 0:
+        # as for a plain number: truncation would be silent
+        raise TypeError(f"cannot convert a {x.python_type.__name__} number to {dtype} without losing its value")
+    return prims.convert_number(x, ("bool", "int", "float", "complex")[category])
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:

@@ -11,12 +11,13 @@ from .elementwise import *  # noqa: F401,F403
 from .factories import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
+from .numbers import *  # noqa: F401,F403
 from .reductions import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
-from . import elementwise, factories, indexing, linalg, reductions, shape
+from . import elementwise, factories, indexing, linalg, numbers, reductions, shape
 from ..symbol import Symbol
 
-_FAMILIES = (elementwise, factories, indexing, linalg, reductions, shape)
+_FAMILIES = (elementwise, factories, indexing, linalg, numbers, reductions, shape)
 
 
 def all_prims() -> dict[str, Symbol]:

@@ -5,7 +5,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ..proxies import TensorProxy
+from ..proxies import NumberProxy, TensorProxy
 from ..symbol import Symbol
 
 __all__ = ["PrimIDs", "make_prim", "check", "check_tensor", "canonical_dim", "canonical_dims"]
@@ -131,6 +131,27 @@ class PrimIDs:
     # linear algebra
     MATMUL = "prims.matmul"
     CONVOLUTION = "prims.convolution"
+    # Python numbers known at run time (NumberProxy)
+    NUMBER_ADD = "prims.number_add"
+    NUMBER_SUB = "prims.number_sub"
+    NUMBER_MUL = "prims.number_mul"
+    NUMBER_TRUEDIV = "prims.number_truediv"
+    NUMBER_FLOORDIV = "prims.number_floordiv"
+    NUMBER_MOD = "prims.number_mod"
+    NUMBER_POW = "prims.number_pow"
+    NUMBER_EQ = "prims.number_eq"
+    NUMBER_NE = "prims.number_ne"
+    NUMBER_LT = "prims.number_lt"
+    NUMBER_LE = "prims.number_le"
+    NUMBER_GT = "prims.number_gt"
+    NUMBER_GE = "prims.number_ge"
+    NUMBER_AND = "prims.number_and"
+    NUMBER_OR = "prims.number_or"
+    NUMBER_XOR = "prims.number_xor"
+    NUMBER_NEG = "prims.number_neg"
+    NUMBER_POS = "prims.number_pos"
+    NUMBER_ABS = "prims.number_abs"
+    CONVERT_NUMBER = "prims.convert_number"
 
 
 def make_prim(id: str, name: str, *, meta: Callable, tags: Sequence[str] = ()) -> Symbol:
@@ -165,7 +186,8 @@ def canonical_dims(ndim: int, dims: Sequence[int]) -> tuple[int, ...]:
 
 
 def is_number(x) -> bool:
-    return isinstance(x, (int, float, complex)) and not isinstance(x, torch.Tensor)
+    """A Python number, or a NumberProxy standing for one."""
+    return (isinstance(x, (int, float, complex)) and not isinstance(x, torch.Tensor)) or type(x) is NumberProxy
 
 
 _CATEGORY = {bool: 0, int: 1, float: 2, complex: 3}
@@ -182,5 +204,11 @@ def dtype_category(dtype: torch.dtype) -> int:
     return 1
 
 
+def number_type(x) -> type:
+    """The Python type of the number `x` (a NumberProxy's is the type it stands for)."""
+    return x.python_type if type(x) is NumberProxy else type(x)
+
+
 def number_category(x) -> int:
-    return _CATEGORY[type(x)] if type(x) in _CATEGORY else _CATEGORY[float]
+    t = number_type(x)
+    return _CATEGORY[t] if t in _CATEGORY else _CATEGORY[float]

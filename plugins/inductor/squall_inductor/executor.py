@@ -34,6 +34,7 @@ from squall.extend import (
     FusionExecutor,
     FusionRegion,
     Implementation,
+    NumberProxy,
     PrimIDs,
     SquallWarning,
     Symbol,
@@ -185,6 +186,9 @@ class InductorExecutor(FusionExecutor):
                 hint = f"; {_MATMUL_HINT}" if p.sym.id in MATMUL_PRIMS else ""
                 return None, f"{NOT_IMPLEMENTED} (in its decomposition, {p.sym.id}{hint})"
         inputs, outputs = bsym.input_proxies(), bsym.output_proxies()
+        if any(type(p) is NumberProxy for p in inputs + outputs):
+            # regions are compiled for constant scalars (dynamic=False): a number read at run time stays with torch
+            return None, f"{CHECKER_DECLINED}: a number known only at run time (a dynamic Python number)"
         if not outputs or {id(p) for p in outputs} & {id(p) for p in inputs}:
             return None, f"{CHECKER_DECLINED}: it returns its input, there is nothing to compute"
         for p in inputs + outputs:

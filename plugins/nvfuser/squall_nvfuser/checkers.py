@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-from squall.extend import TensorProxy
+from squall.extend import NumberProxy, TensorProxy
 from squall_nvfuser.translate import NV_DTYPES, Translator
 
 __all__ = ["MAX_RANK", "why_not", "fits", "make_checker"]
@@ -35,6 +35,9 @@ def why_not(*args: Any, **kwargs: Any) -> str:
                 return f"dtype {x.dtype} is not supported"
             if x.ndim > MAX_RANK:
                 return f"rank {x.ndim} is above {MAX_RANK}"
+        elif type(x) is NumberProxy:
+            # a region is defined for constant scalars: a number read at run time stays with torch
+            return "a number known only at run time (a dynamic Python number)"
         elif isinstance(x, complex):
             return "complex numbers are not supported"
         elif isinstance(x, torch.dtype) and x not in NV_DTYPES:
