@@ -2,8 +2,9 @@
 tests/test_real_models.py (small configs, random weights, inference).
 
 Run: python bench/models.py [--torch-compile] [--inductor] [name ...]
-Per model: whether squall compiles it with no opaque call, the first call's time (compile
-included), and the cached per-call time as a ratio to eager. Contenders run side by side in
+Per model: whether squall compiles it with no opaque call, how many value guards its trace
+has (a padding mask's check), the first call's time (compile included), and the cached
+per-call time as a ratio to eager. Contenders run side by side in
 one process, alternating within each round, best of several rounds, on one thread.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from real_models import TIMM_MODELS, TRANSFORMERS_MODELS, assert_same_output, import_torchvision  # noqa: E402
 
 import squall  # noqa: E402
+from squall.speculation import guards_of  # noqa: E402
 
 
 def _first_call(fn, inputs) -> tuple[float, list[str]]:
@@ -47,7 +49,7 @@ def main() -> None:
         contenders["squall+inductor"] = lambda m: squall.jit(m, executors=["inductor", "torch"])
     if args.torch_compile:
         contenders["torch.compile"] = torch.compile
-    header = f"{'model':26}{'opaque calls':>14}" + "".join(f"{name + ' first':>22}{name + ' / eager':>22}" for name in contenders)
+    header = f"{'model':36}{'opaque calls':>14}{'guards':>8}" + "".join(f"{name + ' first':>22}{name + ' / eager':>22}" for name in contenders)
     print(f"torch {torch.__version__}, one thread, inference; per call: best of {args.rounds} rounds of {args.number}; eager per call in ms")
     print(header + f"{'eager ms':>10}")
     for model in TIMM_MODELS + TRANSFORMERS_MODELS:
@@ -71,7 +73,8 @@ def main() -> None:
                     for _ in range(args.number):
                         fn(**inputs)
                     best[name] = min(best[name], (time.perf_counter() - start) / args.number)
-        row = f"{model.name:26}{', '.join(opaque) or 'none':>14}"
+        guards = len(guards_of(squall.last_traces(compiled["squall"])))
+        row = f"{model.name:36}{', '.join(opaque) or 'none':>14}{guards:>8}"
         row += "".join(f"{firsts[n] * 1e3:>20.0f}ms{best[n] / best['eager']:>21.2f}x" for n in contenders)
         print(row + f"{best['eager'] * 1e3:>10.2f}", flush=True)
 

@@ -40,7 +40,7 @@ from .speculation import Variants, guards_of, specialised_numbers
 from .state_guards import StateGuards, describe_global_hooks, global_hook_dicts
 from .symbol import user_stacklevel
 from .tracing import argument_names, module_slots
-from .wrappers import call_with_hooks, check_plain_parameters, check_wrapping, hook_dicts
+from .wrappers import call_with_hooks, check_plain_parameters, check_wrapping, hook_dicts, original_attribute
 
 __all__ = ["jit", "JittedFunction", "JittedModule", "CompiledEntry", "last_traces", "wait_for_upgrades", "upgrades"]
 
@@ -608,6 +608,15 @@ class JittedModule(torch.nn.Module):
             stacklevel=user_stacklevel(),
         )
         return call_with_hooks(self, self._orig_mod, args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # what the original has and this module has not (`config`, `generate`): squall.wrappers
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name.startswith("__") or "_orig_mod" not in self.__dict__.get("_modules", ()):
+                raise
+        return original_attribute(self, self._orig_mod, name)
 
 
 def jit(

@@ -125,19 +125,22 @@ _ATOMS = (
 )  # fmt: skip
 
 
-def capture_output(output: Any, constant: Callable[[torch.Tensor], TensorProxy]) -> Any:
+def capture_output(output: Any, constant: Callable[[torch.Tensor], TensorProxy], existing: Callable[[Any], bool] = lambda x: False) -> Any:
     """`output` as a pytree whose leaves are proxies and values that hold none.
 
     Real tensors become proxies through `constant` (a captured tensor the program returns);
-    objects holding proxies become `ObjectNode`s. Raises `OutputError` naming the place of a
-    proxy that cannot be rebuilt.
+    objects holding proxies become `ObjectNode`s. An object for which `existing` is true (one
+    the program was given or reached, not made: a KV cache passed in and updated) is returned
+    as itself, as eager returns it; its changes are the program's side effects, replayed on it
+    (squall.state_guards). Raises `OutputError` naming the place of a proxy that cannot be rebuilt.
     """
-    return _Capture(constant).capture(output, "output")
+    return _Capture(constant, existing).capture(output, "output")
 
 
 class _Capture:
-    def __init__(self, constant: Callable[[torch.Tensor], TensorProxy]):
+    def __init__(self, constant: Callable[[torch.Tensor], TensorProxy], existing: Callable[[Any], bool]):
         self.constant = constant
+        self.existing = existing
         self.in_progress: dict[int, str] = {}  # id of an object being captured -> its path
         self.cycles: set[int] = set()  # objects some value inside them refers back to
 
@@ -147,7 +150,7 @@ class _Capture:
             return x
         if isinstance(x, torch.Tensor):
             return self.constant(x)
-        if isinstance(x, _ATOMS):
+        if isinstance(x, _ATOMS) or self.existing(x):
             return x
         if not pytree.tree_is_leaf(x):
             return self._node(x, path)

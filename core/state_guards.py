@@ -73,6 +73,7 @@ from .proxies import TensorProxy
 from .sources import load_source
 from .symbol import user_stacklevel
 from .trace import plain_scalar, scalar_key
+from .unbound_methods import stand_in_for
 
 __all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite", "global_hook_dicts", "describe_global_hooks"]
 
@@ -131,6 +132,26 @@ def _users_class(cls: type) -> bool:
     threading.Event's state must stay real) nor torch's."""
     package = (getattr(cls, "__module__", None) or "builtins").partition(".")[0]
     return package not in sys.stdlib_module_names and package not in ("builtins", "torch", "squall")
+
+
+def _traced_closure(fn: types.FunctionType) -> tuple | None:
+    """`fn`'s closure cells, with a torch.Tensor C method held in one (`op = torch.Tensor.__radd__`
+    captured before tracing) in a new cell holding its stand-in, unless `fn` assigns that variable."""
+    cells = fn.__closure__
+    if not cells:
+        return cells
+    traced, assigned = [], None
+    for name, cell in zip(fn.__code__.co_freevars, cells):
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            traced.append(cell)
+            continue
+        stand_in = stand_in_for(value)
+        if stand_in is not value and assigned is None:
+            assigned = {i.argval for i in dis.get_instructions(fn.__code__) if i.opname in ("STORE_DEREF", "DELETE_DEREF")}
+        traced.append(cell if stand_in is value or name in assigned else types.CellType(stand_in))
+    return tuple(traced)
 
 
 def _viewable(obj: Any) -> bool:
@@ -512,6 +533,8 @@ class StateRecorder:
         elif type(fn) is types.MethodType and _user_function(fn.__func__) and _viewable(fn.__self__):
             # a bound method: its object is read like a module's attributes
             fn = types.MethodType(self._recording_function(fn.__func__), self.view(fn.__self__, f"{type(fn.__self__).__name__} object"))
+        else:
+            fn = stand_in_for(fn)  # squall.jit(torch.Tensor.cfloat): torch's method object takes no proxy
         args = tuple(self._argument(a, f"args[{i + self.arg_offset}]", f"argument {i}") for i, a in enumerate(args))
         kwargs = {k: self._argument(v, f"kwargs[{plain_scalar(k)!r}]", f"keyword argument {k!r}") for k, v in kwargs.items()}
         return fn, args, kwargs
@@ -549,12 +572,14 @@ class StateRecorder:
             # a module, object or function in a closure cell is read through a view or recording
             # copy, in a cell of the copy's own (filled once the copy is known: it may be itself;
             # a nonlocal assignment to such a cell is refused at finish)
-            cells = list(fn.__closure__ or ())
+            cells = list(_traced_closure(fn) or ())
             recorded_cells = [i for i, cell in enumerate(cells) if _recordable(_cell_value(cell))]
             for i in recorded_cells:
                 cells[i] = types.CellType()
-            copy = types.FunctionType(fn.__code__, watched, fn.__name__, fn.__defaults__, tuple(cells) if fn.__closure__ else None)
-            copy.__kwdefaults__ = fn.__kwdefaults__
+            # torch.Tensor's C methods held as defaults or closure variables (squall.unbound_methods)
+            defaults = tuple(map(stand_in_for, fn.__defaults__)) if fn.__defaults__ else fn.__defaults__
+            copy = types.FunctionType(fn.__code__, watched, fn.__name__, defaults, tuple(cells) if fn.__closure__ else None)
+            copy.__kwdefaults__ = {k: stand_in_for(v) for k, v in fn.__kwdefaults__.items()} if fn.__kwdefaults__ else fn.__kwdefaults__
             copy.__qualname__ = fn.__qualname__
             self._functions[id(fn)] = self._standing_for(copy, fn)
             for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars, fn.__closure__ or ())):
@@ -691,7 +716,7 @@ class StateRecorder:
                 types.ModuleType.__getattribute__(reads, "__dict__")["_squall_module"] = (value, self)
                 self._standing_for(reads, value)
             return reads
-        return value
+        return stand_in_for(value)  # `radd = torch.Tensor.__radd__` taken before tracing takes proxies too
 
     def _recording_partial(self, p: functools.partial, label: str) -> functools.partial:
         """A copy of partial `p` whose function records; its keywords (the one part of a partial
@@ -873,6 +898,13 @@ class StateRecorder:
         # a recorded list or dict leaves as a plain one
         result, values = tree_map(self._unview, (result, values), is_leaf=lambda x: type(x) in (_RecordedList, _RecordedDict))
         return (result, tuple(values)) if values else result
+
+    def existing(self, x: Any) -> bool:
+        """Whether the program returns, in `x`, an object it did not make but was given or reached
+        (and read through a view): that object itself is the output, as in eager. Only one the
+        cache key and the guards tell apart by identity: for one equal to others by its own
+        `__eq__`, a later call may bring an equal one, and the output is rebuilt instead."""
+        return id(x) in self._views and type(x).__eq__ is object.__eq__ and not isinstance(x, torch.nn.Module)
 
     def _unview(self, x: Any) -> Any:
         standing = self._originals.get(id(x))

@@ -283,7 +283,7 @@ def trace_program(
         with TracingMode(language), unbound_methods_traced():
             # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.wrappers)
             result = ctx.state.finish(target(*p_args, **p_kwargs))
-            result = capture_output(result, ctx.constant)
+            result = capture_output(result, ctx.constant, ctx.state.existing)
             if ctx.views.stale:
                 ctx.views.refresh(result, "the function's output")  # a view of a tensor changed since it was taken
                 ctx.views.refresh((ctx.inputs, list(ctx._constant_proxies.values())), "a tensor passed in (eager would modify it)")

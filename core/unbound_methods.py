@@ -11,10 +11,13 @@ the proxy's own method (`torch.Tensor.f(proxy, ...)` is `proxy.f(...)`, as for a
 any other call goes to the method itself. Leaving the outermost block takes them away, and
 torch.Tensor's methods and operator slots are torch's own again.
 
-What this cannot reach: a method object taken from torch.Tensor before tracing began
-(`radd = torch.Tensor.__radd__` at import, as op_db's OpInfos hold them) is torch's own
-descriptor, and calling it with a proxy is still torch's TypeError. Only a TensorProxy that
-is a torch.Tensor would take those.
+A method object taken from torch.Tensor before tracing began (`radd = torch.Tensor.__radd__`
+at import, as op_db's OpInfos hold them) is torch's own descriptor, which no stand-in on the
+class reaches. Tracing hands such an object its stand-in where it reaches it as a value
+(`stand_in_for`): the function compiled itself (`squall.jit(torch.Tensor.cfloat)`), a global,
+closure variable or default argument of a function it runs, an attribute it reads
+(squall.state_guards). One held elsewhere (inside a `functools.partial`, a list) and called
+with a proxy is still torch's TypeError: only a TensorProxy that is a torch.Tensor would take it.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ import torch
 
 from .proxies import TensorProxy
 
-__all__ = ["UnboundMethod", "unbound_methods_traced"]
+__all__ = ["UnboundMethod", "unbound_methods_traced", "stand_in_for"]
 
 
 class UnboundMethod:
@@ -59,23 +62,43 @@ def _c_methods() -> dict[str, UnboundMethod]:
     return {
         name: UnboundMethod(method, name)
         for name, method in vars(torch._C.TensorBase).items()
-        if isinstance(method, (types.MethodDescriptorType, types.WrapperDescriptorType)) and name not in own
+        if isinstance(method, _METHOD_TYPES) and name not in own
     }
 
 
 _lock = threading.Lock()
 _depth = 0
 _stand_ins: dict[str, UnboundMethod] = {}
+_stand_in_of: dict[int, UnboundMethod] = {}  # id of torch's method object -> its stand-in
+_METHOD_TYPES = (types.MethodDescriptorType, types.WrapperDescriptorType)
+
+
+def _built_stand_ins() -> dict[str, UnboundMethod]:
+    global _stand_ins, _stand_in_of
+    with _lock:
+        if not _stand_ins:
+            built = _c_methods()
+            _stand_in_of = {id(s.__squall_method__): s for s in built.values()}  # class attributes: never freed
+            _stand_ins = built
+    return _stand_ins
+
+
+def stand_in_for(value: Any) -> Any:
+    """The stand-in of a torch.Tensor C method object (taken before tracing), else `value` itself."""
+    if type(value) not in _METHOD_TYPES:
+        return value
+    _built_stand_ins()
+    return _stand_in_of.get(id(value), value)
 
 
 @contextmanager
 def unbound_methods_traced() -> Iterator[None]:
     """torch.Tensor's C methods take proxies within this block (nested blocks and threads share it)."""
-    global _depth, _stand_ins
+    global _depth
+    stand_ins = _built_stand_ins()
     with _lock:
         if _depth == 0:
-            _stand_ins = _stand_ins or _c_methods()
-            for name, stand_in in _stand_ins.items():
+            for name, stand_in in stand_ins.items():
                 setattr(torch.Tensor, name, stand_in)
         _depth += 1
     try:

@@ -12,19 +12,26 @@ is what lets PyTorch's own distributed wrappers work on compiled modules unchang
   parameter slots, which the compiled forward reads at every call; its post-hook puts the
   shards back. The trace only ever sees plain tensors.
 
+The other attributes of the original are reached through the compiled module too
+(`original_attribute`): `jitted.config` is the original's, and a method of the original's
+class runs with the original as `self`, seen through a compiled call, so that
+`jitted.generate(...)` (transformers' generation loop, which calls `self(...)` at every
+step) runs the compiled forward; the original itself is never changed.
+
 What cannot work is tracing *through* a wrapper: DDP's forward and FSDP2's hooks talk to
 process groups, and a trace would record their work once instead of doing it every step.
 `check_wrapping` refuses those programs with an error saying which order works.
 """
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.nn.modules import module as _nn_module
 
-__all__ = ["hook_dicts", "call_with_hooks", "check_wrapping", "check_plain_parameters", "UnsupportedWrapping"]
+__all__ = ["hook_dicts", "call_with_hooks", "check_wrapping", "check_plain_parameters", "UnsupportedWrapping", "original_attribute"]
 
 
 class UnsupportedWrapping(TypeError):
@@ -146,3 +153,39 @@ def check_plain_parameters(names: list[str], tensors: list[torch.Tensor]) -> Non
                 "plain tensors. Shard the compiled module with fully_shard (its hooks unshard the parameters "
                 "before each compiled forward), or compile the fully_shard-ed block itself."
             )
+
+
+def original_attribute(jitted: torch.nn.Module, original: torch.nn.Module, name: str) -> Any:
+    """Attribute `name` of the original module, reached through its compiled module `jitted`:
+    a method of the original's class comes bound to the original as seen through a compiled
+    call, so that where it calls `self(...)` or `self.__call__` the compiled forward runs."""
+    value = getattr(original, name)
+    if type(value) is types.MethodType and value.__self__ is original and not isinstance(value.__func__, types.BuiltinFunctionType):
+        if getattr(torch.nn.Module, name, None) is not getattr(type(original), name, None):  # the model's own, not nn.Module's
+            return types.MethodType(value.__func__, _compiled_view(jitted, original))
+    return value
+
+
+_COMPILED_VIEW_CLASSES: dict[type, type] = {}
+
+
+def _compiled_view(jitted: torch.nn.Module, original: torch.nn.Module) -> torch.nn.Module:
+    """The original module, sharing its `__dict__` (its attributes, parameters and submodules
+    are the original's), as an instance of a subclass of its class whose calls run `jitted`."""
+    view = jitted.__dict__.get("_squall_compiled_view")
+    if view is None:
+        cls = type(original)
+        view_class = _COMPILED_VIEW_CLASSES.get(cls)
+        if view_class is None:
+            namespace = {
+                "__slots__": ("_squall_compiled",),  # its own: the shared __dict__ is the original's
+                "__call__": lambda self, *args, **kwargs: self._squall_compiled(*args, **kwargs),
+                "__module__": cls.__module__,
+                "__qualname__": cls.__qualname__,
+            }
+            view_class = _COMPILED_VIEW_CLASSES[cls] = type(cls.__name__, (cls,), namespace)
+        view = object.__new__(view_class)
+        object.__setattr__(view, "__dict__", original.__dict__)
+        object.__setattr__(view, "_squall_compiled", jitted)  # the slot: nn.Module.__setattr__ would register it
+        jitted.__dict__["_squall_compiled_view"] = view  # not a submodule of jitted
+    return view

@@ -64,6 +64,10 @@ TIMM_MODELS = [
     _timm("test_byobnet"),
     _timm("test_nfnet"),
     _timm("test_coatnet", img_size=64),
+    # attention in windows (swin), with a distillation token (deit), with relative position bias (beit)
+    _timm("swin_tiny_patch4_window7_224", embed_dim=16, depths=(1, 1), num_heads=(1, 2), img_size=64, window_size=4),
+    _timm("deit_tiny_distilled_patch16_224", embed_dim=32, depth=2, num_heads=2, img_size=64),
+    _timm("beit_base_patch16_224", embed_dim=32, depth=2, num_heads=2, img_size=64),
 ]
 
 
@@ -98,6 +102,20 @@ def _built(config_name: str, model_name: str, **config) -> Callable[[], torch.nn
 
 _TEXT = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=32)
 
+def _padded(batch: int, length: int) -> torch.Tensor:
+    """An attention mask whose last row is padded at its end (1: a token, 0: padding)."""
+    mask = torch.ones(batch, length, dtype=torch.long)
+    mask[-1, length // 2 :] = 0
+    return mask
+
+
+_T5 = dict(vocab_size=V, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, decoder_start_token_id=0, pad_token_id=0)
+_CLIP = dict(
+    projection_dim=16,
+    text_config={**_TEXT, "max_position_embeddings": 16, "bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 2},
+    vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, image_size=32, patch_size=8),
+)
+
 TRANSFORMERS_MODELS = [
     RealModel("gpt2", _built("GPT2Config", "GPT2LMHeadModel", vocab_size=V, n_positions=32, n_embd=32, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0), _ids(2, 8)),
     RealModel("llama", _decoder("LlamaConfig", "LlamaForCausalLM"), _ids(2, 8)),
@@ -107,17 +125,25 @@ TRANSFORMERS_MODELS = [
     RealModel("bert", _built("BertConfig", "BertModel", **_TEXT), _ids(2, 8)),
     RealModel(
         "t5",
-        _built("T5Config", "T5ForConditionalGeneration", vocab_size=V, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, decoder_start_token_id=0),
+        _built("T5Config", "T5ForConditionalGeneration", **_T5),
         lambda: {"input_ids": torch.randint(0, V, (2, 8)), "decoder_input_ids": torch.randint(0, V, (2, 5))},
     ),
+    # the full encoder-decoder as its documentation trains it: a padded source, labels (the loss)
     RealModel(
-        "clip",
-        _built(
-            "CLIPConfig", "CLIPModel", projection_dim=16,
-            text_config={**_TEXT, "max_position_embeddings": 16, "bos_token_id": 0, "eos_token_id": 1},
-            vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, image_size=32, patch_size=8),
-        ),  # fmt: skip
-        lambda: {"input_ids": torch.randint(0, V, (2, 8)), "pixel_values": torch.randn(2, 3, 32, 32)},
+        "t5/padded",
+        _built("T5Config", "T5ForConditionalGeneration", **_T5),
+        lambda: {"input_ids": torch.randint(1, V, (2, 8)), "attention_mask": _padded(2, 8), "labels": torch.randint(1, V, (2, 5))},
+    ),
+    RealModel("clip", _built("CLIPConfig", "CLIPModel", **_CLIP), lambda: {"input_ids": torch.randint(3, V, (2, 8)), "pixel_values": torch.randn(2, 3, 32, 32)}),
+    RealModel(
+        "clip/padded",
+        _built("CLIPConfig", "CLIPModel", **_CLIP),
+        lambda: {"input_ids": torch.randint(3, V, (2, 8)), "attention_mask": _padded(2, 8), "pixel_values": torch.randn(2, 3, 32, 32)},
+    ),
+    RealModel(
+        "clip_vision",
+        _built("CLIPVisionConfig", "CLIPVisionModel", **_CLIP["vision_config"]),
+        lambda: {"pixel_values": torch.randn(2, 3, 32, 32)},
     ),
 ]
 

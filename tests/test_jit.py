@@ -423,3 +423,13 @@ def test_recompiles_caused_by_eviction_say_so():
     with pytest.warns(squall.SquallWarning, match=r"evicted from the full cache \(cache_size=1\)"):
         for _ in range(3):
             jf(a), jf(b)
+
+
+def test_a_slice_argument_is_keyed_by_its_values():
+    jf = squall.jit(lambda x, s: x[s])
+    x = torch.arange(6.0)
+    for s in (slice(1, None), slice(None, 2), slice(1, None), slice(0, 6, 2)):
+        assert_close(jf(x, s), x[s])
+    assert jf.cache_info().misses == 3
+    with pytest.raises(TypeError, match="is a slice, which is neither a tensor"):
+        jf(x, slice(torch.tensor(1), None))  # a tensor bound would be traced as a constant

@@ -129,6 +129,34 @@ def test_cache_object_comes_back_with_tensors_not_proxies():
         assert layer.dtype is torch.float32
 
 
+def test_a_cache_passed_in_is_updated_in_place_and_returned_as_itself():
+    """As a decoder's KV cache is at each generation step: the layers in its list are extended
+    with this call's tensors, and the cache given is the cache returned."""
+
+    def step(x, cache):
+        for layer in cache.layers:
+            layer.keys = torch.cat([layer.keys, x], dim=0)
+        return cache.layers[0].keys.sum(), cache
+
+    def fresh():
+        cache = Cache()
+        cache.update(torch.ones(1, 3), torch.ones(1, 3))
+        cache.update(torch.zeros(1, 3), torch.zeros(1, 3))
+        return cache
+
+    jitted = squall.jit(step)
+    expected_cache, actual_cache = fresh(), fresh()
+    for i in range(3):
+        x = torch.full((1, 3), float(i))
+        total, returned = jitted(x, actual_cache)
+        expected_total, _ = step(x, expected_cache)
+        assert returned is actual_cache
+        assert_close(total, expected_total)
+        for a, e in zip(actual_cache.layers, expected_cache.layers):
+            assert type(a.keys) is torch.Tensor
+            assert_close(a.keys, e.keys)
+
+
 def test_gradients_flow_through_tensors_inside_objects():
     w = torch.randn(3, requires_grad=True)
 

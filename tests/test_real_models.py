@@ -1,7 +1,9 @@
 """Real models from timm and transformers (small configs, random weights, no downloads) against eager:
 outputs with their types and fields, no opaque fallback, gradients for a few.
 
-transformers models are called without an attention mask here (masks need value speculation)."""
+Most transformers models are called without an attention mask here; tests/test_speculation.py
+calls 13 of them with padding masks. The full CLIP and T5 encoder-decoder are called both ways,
+and a LLaMA decoder generates with its KV cache."""
 from __future__ import annotations
 
 import warnings
@@ -11,6 +13,7 @@ import torch
 
 import squall
 from real_models import TIMM_MODELS, TRANSFORMERS_MODELS, RealModel, assert_same_output, import_torchvision
+from squall.speculation import guards_of
 
 import_torchvision()
 pytest.importorskip("timm", reason="timm is a test extra: pip install -e '.[test]'")
@@ -66,3 +69,110 @@ def test_real_model_gradients_match_eager(model: RealModel):
             assert a is None or not a.any()
         else:
             torch.testing.assert_close(a, e, atol=1e-4, rtol=1e-3)
+
+
+_PADDED = [m for m in TRANSFORMERS_MODELS if m.name.endswith("/padded")]
+
+
+@pytest.mark.parametrize("model", _params(_PADDED))
+def test_padded_encoder_models_compile_to_one_guarded_trace(model: RealModel):
+    """A padding mask is read while tracing (transformers checks it for padding): guarded, and a
+    mask with other padding needs no second compilation."""
+    torch.manual_seed(0)
+    module, inputs = model.build(), model.inputs()
+    jitted = squall.jit(module)
+    other = {**inputs, "attention_mask": inputs["attention_mask"].flip(0)}  # the other row padded
+    with torch.no_grad():
+        for call in (inputs, other):
+            assert_same_output(_no_opaque_calls(jitted, **call), module(**call), atol=model.tolerance, rtol=model.tolerance)
+    assert guards_of(squall.last_traces(jitted))
+    info = jitted._jitted.cache_info()
+    assert (info.misses, info.guard_failures) == (1, 0)
+
+
+def test_t5_training_step_with_labels_matches_eager_gradients():
+    (model,) = [m for m in TRANSFORMERS_MODELS if m.name == "t5/padded"]
+    torch.manual_seed(0)
+    module, inputs = model.build(), model.inputs()
+    inputs["labels"][1, 3:] = -100  # positions the loss ignores, as a padded target has them
+    params = list(module.parameters())
+    expected = module(**inputs)
+    expected.loss.backward()
+    expected_grads = [p.grad.clone() for p in params]
+    module.zero_grad(set_to_none=True)
+    actual = squall.jit(module)(**inputs)
+    actual.loss.backward()
+    assert_same_output(actual.loss, expected.loss, atol=1e-5, rtol=1e-5)
+    for (name, p), e in zip(module.named_parameters(), expected_grads):
+        torch.testing.assert_close(p.grad, e, atol=1e-5, rtol=1e-4, msg=lambda m: f"{name}: {m}")
+
+
+def test_llama_decodes_with_its_kv_cache_as_generate_calls_it():
+    """A prompt with use_cache=True, then one token at a time with the returned DynamicCache and
+    a longer mask: logits and the cache's tensors as eager's at every step."""
+    import transformers
+
+    (model,) = [m for m in TRANSFORMERS_MODELS if m.name == "llama"]
+    torch.manual_seed(0)
+    module = model.build()
+    prompt = torch.randint(0, 97, (2, 6))
+    mask = torch.ones(2, 6, dtype=torch.long)
+    mask[1, :2] = 0  # left padding, as batched generation pads
+
+    def decode(fn, steps=3):
+        outputs, ids, m = [], prompt, mask
+        out = fn(input_ids=ids, attention_mask=m, use_cache=True)
+        for _ in range(steps):
+            outputs.append(out)
+            ids = out.logits[:, -1:].argmax(-1)
+            m = torch.cat([m, torch.ones(2, 1, dtype=torch.long)], dim=1)
+            out = fn(input_ids=ids, attention_mask=m, past_key_values=out.past_key_values, use_cache=True)
+        return [*outputs, out]
+
+    jitted = squall.jit(module)
+    with torch.no_grad():
+        expected = decode(module)
+        actual = _no_opaque_calls(decode, jitted)
+    for step, (a, e) in enumerate(zip(actual, expected)):
+        assert type(a.past_key_values) is transformers.DynamicCache
+        assert_same_output(a, e, f"step {step}", atol=1e-5, rtol=1e-5)
+    assert expected[-1].past_key_values.get_seq_length() == actual[-1].past_key_values.get_seq_length() == 9
+    # eager updates the cache passed in and returns it: so does the compiled model, at every step
+    assert all(e.past_key_values is expected[0].past_key_values for e in expected)
+    assert all(a.past_key_values is actual[0].past_key_values for a in actual)
+
+
+def test_generate_on_the_compiled_model_runs_its_compiled_forward_and_matches_eager():
+    (model,) = [m for m in TRANSFORMERS_MODELS if m.name == "llama"]
+    torch.manual_seed(0)
+    module = model.build()
+    prompt = torch.randint(0, 97, (2, 5))
+    mask = torch.ones(2, 5, dtype=torch.long)
+    mask[1, :2] = 0
+    jitted = squall.jit(module)
+    options = dict(attention_mask=mask, max_new_tokens=4, do_sample=False, pad_token_id=0)
+    expected = module.generate(prompt, **options)
+    actual = _no_opaque_calls(jitted.generate, prompt, **options)
+    assert torch.equal(actual, expected)
+    info = jitted._jitted.cache_info()
+    assert info.misses + info.hits == 4  # the prompt and three one-token steps, each compiled
+    assert type(module) is type(model.build()) and "_squall_compiled" not in vars(module)
+
+
+@pytest.mark.parametrize("name", ["timm/test_resnet"])
+def test_timm_training_step_matches_eager(name):
+    """model.train(), cross-entropy on labels, loss.backward(): gradients, and batch norm's running
+    statistics, as eager's."""
+    (model,) = [m for m in TIMM_MODELS if m.name == name]
+    torch.manual_seed(0)
+    eager, inputs = model.build().train(), model.inputs()
+    compiled_model = model.build().train()
+    compiled_model.load_state_dict(eager.state_dict())
+    labels = torch.randint(0, 10, (inputs["x"].shape[0],))
+    jitted = squall.jit(compiled_model)
+    for module, fn in ((eager, eager), (compiled_model, jitted)):
+        torch.nn.functional.cross_entropy(fn(**inputs), labels).backward()
+    for (name_, a), e in zip(compiled_model.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(a.grad, e.grad, atol=1e-4, rtol=1e-3, msg=lambda m: f"{name_}.grad: {m}")
+    for (name_, a), e in zip(compiled_model.named_buffers(), eager.buffers()):
+        torch.testing.assert_close(a, e, msg=lambda m: f"{name_}: {m}")

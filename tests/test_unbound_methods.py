@@ -79,3 +79,45 @@ def test_metadata_methods_of_a_parameter_are_answered_not_run_opaque():
 
     module, x = Scaled(), torch.randn(2, 3)
     assert_close(_no_opaque(module, x), module(x))
+
+
+_RADD, _GETITEM = torch.Tensor.__radd__, torch.Tensor.__getitem__  # taken before any tracing, as op_db holds them
+
+
+def _closure_over(op):
+    return lambda x, *args: op(x, *args)
+
+
+@pytest.mark.parametrize(
+    "name, args",
+    [("__radd__", (1.5,)), ("__rmul__", (3,)), ("__getitem__", ((0, slice(1, None)),)), ("cfloat", ()), ("cdouble", ())],
+)
+def test_a_method_object_taken_before_tracing_traces_as_a_closure_variable(name, args):
+    op = getattr(torch.Tensor, name)
+    x = torch.randn(3, 4)
+    assert_close(_no_opaque(_closure_over(op), x, *args), op(x, *args))
+
+
+def test_a_method_object_taken_before_tracing_traces_as_a_global_a_default_or_the_function_itself():
+    def f(x, cast=torch.Tensor.cfloat, *, scale=torch.Tensor.__rmul__):
+        return cast(scale(_GETITEM(x, 0), 2)) + _RADD(x, 1)[0]
+
+    x = torch.randn(3, 4)
+    assert_close(_no_opaque(f, x), f(x))
+    assert_close(_no_opaque(torch.Tensor.cdouble, x), x.cdouble())
+
+
+def test_a_closure_variable_the_function_rebinds_keeps_its_own_cell():
+    op = torch.Tensor.__radd__
+
+    def f(x):
+        nonlocal op
+        out = torch.Tensor.__radd__(x, 1)  # the stand-in on the class while tracing
+        op = torch.Tensor.add  # rebinds the caller's variable, as eager does
+        return out
+
+    with pytest.warns(squall.SquallWarning, match="closure variable 'op' .* changed while the program was being compiled"):
+        squall.jit(f)(torch.randn(2))
+    assert op is torch._C.TensorBase.add
+    with pytest.raises(TypeError, match="doesn't apply to a 'str' object"):
+        op("not a tensor", 1)  # torch's own method again, not a stand-in, after tracing

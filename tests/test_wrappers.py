@@ -113,3 +113,41 @@ def test_hooks_are_not_traced():
         torch.testing.assert_close(out, model(x))
     ops = [b.sym.id for b in squall.last_traces(compiled).traced.bsyms]
     assert "torch.mul" not in ops and "torch.Tensor.__mul__" not in ops
+
+
+class _Decoder(torch.nn.Module):
+    """A model with a generation loop of its own, as transformers' `generate` calls `self(...)`."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.steps = 3
+
+    def forward(self, x):
+        return torch.tanh(self.lin(x))
+
+    def generate(self, x):
+        outputs = []
+        for _ in range(self.steps):
+            x = self(x)
+            outputs.append(x)
+        return torch.stack(outputs)
+
+
+def test_methods_of_the_original_reached_through_the_compiled_module_call_it_compiled():
+    model = _Decoder()
+    compiled = squall.jit(model)
+    before = (dict(vars(model)), dict(model._modules), type(model))
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled.generate(x), model.generate(x))
+    info = compiled._jitted.cache_info()
+    assert (info.misses, info.hits) == (1, 2)  # each self(x) of the loop ran the compiled forward
+    assert compiled.steps == 3 and compiled.lin is model.lin
+    assert (dict(vars(model)), dict(model._modules), type(model)) == before  # the original is untouched
+    model.steps = 1  # the method sees the original's attributes as they are now
+    with torch.no_grad():
+        assert compiled.generate(x).shape == (1, 2, 4)
+    with pytest.raises(AttributeError, match="no attribute 'missing'"):
+        compiled.missing
+    assert compiled.state_dict().keys() == {"_orig_mod." + k for k in model.state_dict()}
