@@ -656,6 +656,10 @@ class JittedModule(torch.nn.Module):
             return self._call_impl(*args, **kwargs)
         return self._entry_point(*args, **kwargs)
 
+    def cache_info(self) -> CacheStats:
+        """The compiled forward's cache statistics (`JittedFunction.cache_info`), split included."""
+        return self._jitted.cache_info()
+
     def _call_eagerly(self, args: tuple, kwargs: dict):
         """While a global module hook is registered, eager runs it at every module call, with
         that module: the original runs eagerly (its own hooks and the global ones around each

@@ -54,14 +54,14 @@ def test_a_thrashing_value_splits_the_module_its_children_stay_compiled():
     line = _line_of("# the thrashing read")
     with pytest.warns(squall.SquallWarning, match=rf"test_split.py:{line} \(int\) changed .* Looping's forward now runs eagerly .* each submodule it calls compiled"):
         _split_calls(jm, model, SPECULATION_LIMIT + 2, args)
-    info = jm._jitted.cache_info()
+    info = jm.cache_info()
     assert info.misses == SPECULATION_LIMIT + 1  # no compilation of the whole after the split
     assert info.split is not None and f"test_split.py:{line}" in info.split.because[0]
     assert set(info.split.children) == {"lin", "norm", "out"}
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no more warnings: the split is made once
         _split_calls(jm, model, 4, lambda i: (torch.randn(3, 8), torch.tensor(10 + i)))
-    info = jm._jitted.cache_info()
+    info = jm.cache_info()
     assert info.misses == SPECULATION_LIMIT + 1
     for path, child in info.split.children.items():
         assert child.misses == 1 and child.hits >= 4, (path, child)  # each child compiled once, then cached
@@ -98,7 +98,7 @@ def test_a_data_dependent_shape_that_keeps_changing_splits_around_it():
     line = _line_of("# the shape that thrashes")
     with pytest.warns(squall.SquallWarning, match=rf"test_split.py:{line} \(shape\) changed .* Masked's forward now runs eagerly"):
         _split_calls(jm, model, SPECULATION_LIMIT + 4, rows)
-    info = jm._jitted.cache_info()
+    info = jm.cache_info()
     assert info.misses == SPECULATION_LIMIT + 1
     assert {p: c.misses for p, c in info.split.children.items()} == {"lin": 1, "norm": 1}
 
@@ -126,7 +126,7 @@ def test_a_python_counter_on_the_module_stops_recompiling_and_counts_as_eager():
             x = torch.randn(2, 4)
             assert_close(jm(x), twin(x))
     assert model.n == twin.n == calls
-    info = jm._jitted.cache_info()
+    info = jm.cache_info()
     assert info.misses == SPECULATION_LIMIT + 1  # it compiled at every call before the split, never after
     assert {p: c.misses for p, c in info.split.children.items()} == {"lin": 1, "norm": 1}
 
@@ -171,7 +171,7 @@ def test_a_hook_on_an_inner_submodule_runs_at_every_call_and_the_rest_stays_comp
             x = torch.randn(3, 4)
             assert_close(jm(x), twin(x))
             assert len(seen) == i + 1 and seen[-1] is model.blocks[1].first  # the real module, at every call
-    info = jm._jitted.cache_info()
+    info = jm.cache_info()
     assert {p: c.misses for p, c in info.split.children.items()} == {"blocks.0": 1, "blocks.1": 1, "head": 1}
     inner = info.split.children["blocks.1"].split  # the block with the hooked layer splits too
     assert {p: c.misses for p, c in inner.children.items()} == {"first": 1, "second": 1}
@@ -196,7 +196,7 @@ def test_gradients_through_a_split_module_match_eager():
             assert_close(x.grad, x_ref.grad)
             for (name, p), q in zip(model.named_parameters(), twin.parameters()):
                 assert_close(p.grad, q.grad, msg=name)
-    assert jm._jitted.cache_info().split is not None
+    assert jm.cache_info().split is not None
 
 
 def test_routing_views_behave_as_the_modules_and_never_change_them():
@@ -223,7 +223,7 @@ def test_routing_views_behave_as_the_modules_and_never_change_them():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _split_calls(jm, model, SPECULATION_LIMIT + 3, lambda i: (torch.randn(2, 4), torch.tensor(i)))
-    info = jm._jitted.cache_info()
+    info = jm.cache_info()
     assert set(info.split.children) == {"layers.0", "layers.1", "layers.2", "seq.0", "seq", "named.a"}
     assert [type(m) for m in model.modules()] == classes  # the user's modules are what they were
     assert all(type(m) in (Reader, nn.ModuleList, nn.Sequential, nn.ModuleDict, nn.Linear, nn.ReLU) for m in model.modules())
@@ -262,7 +262,7 @@ def test_alias_fallback_of_a_module_splits_too():
         ref2 = torch.zeros(5, 4)
         ref2[:4].add_(1)
         assert_close(base, ref2)
-    assert set(jm._jitted.cache_info().split.children) == {"lin"}
+    assert set(jm.cache_info().split.children) == {"lin"}
 
 
 # --- fusion executors on both sides of the eager code ---------------------------------------------
@@ -298,7 +298,7 @@ def test_splits_with_fusion_plugins_on_both_sides(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _split_calls(jm, model, SPECULATION_LIMIT + 3, lambda i: (torch.randn(8, 8), torch.tensor(i)))
-    split = jm._jitted.cache_info().split
+    split = jm.cache_info().split
     assert set(split.children) == {"before", "after"}
     for path in ("before", "after"):
         child = split.compiled[path]
@@ -348,7 +348,7 @@ def test_a_transformers_model_under_a_module_that_thrashes_stays_compiled():
         for i in range(9):
             args = masks(i)
             assert_close(jm(*args), model(*args))
-    info = jm._jitted.cache_info()
+    info = jm.cache_info()
     assert info.misses == SPECULATION_LIMIT + 1
     children = info.split.children
     assert set(children) == {"model", "head"}
@@ -358,7 +358,7 @@ def test_a_transformers_model_under_a_module_that_thrashes_stays_compiled():
         for i in range(5, 9):  # the same lengths again: served by the compiled model
             args = masks(i)
             assert_close(jm(*args), model(*args))
-    children = jm._jitted.cache_info().split.children
+    children = jm.cache_info().split.children
     assert children["model"].misses == 4 and children["model"].hits == 4
 
 
@@ -379,7 +379,7 @@ def test_a_submodule_assigned_in_the_eager_frame_is_stored_as_the_real_module():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _split_calls(jm, model, SPECULATION_LIMIT + 3, lambda i: (torch.randn(2, 4), torch.tensor(i)))
-    assert jm._jitted.cache_info().split is not None
+    assert jm.cache_info().split is not None
     assert type(model.last) is nn.Linear and model.last is model.lin
 
 
@@ -411,7 +411,7 @@ def test_an_activation_hook_inside_a_llama_keeps_every_other_module_compiled():
     for (name, p), q in zip(model.named_parameters(), twin.parameters()):
         assert_close(p.grad, q.grad, msg=name)
     assert len(captured) == 2
-    split = jm._jitted.cache_info().split
+    split = jm.cache_info().split
     # the mask code runs eagerly; the embedding, each decoder layer and the norm compiled
     assert set(split.children) == {"embed_tokens", "rotary_emb", "layers.0", "layers.1", "norm"}
     assert split.children["layers.0"].split is None  # compiled whole
@@ -435,7 +435,7 @@ def test_a_child_that_thrashes_too_splits_on_its_own():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _split_calls(jm, model, 2 * SPECULATION_LIMIT + 4, lambda i: (torch.randn(3, 8), torch.tensor(i + 1)))
-    split = jm._jitted.cache_info().split
+    split = jm.cache_info().split
     assert set(split.children) == {"inner", "proj"}
     inner = split.children["inner"]
     assert inner.misses == SPECULATION_LIMIT + 1 and inner.split is not None  # its own variants, then its own split
