@@ -40,7 +40,9 @@ global, a closure variable holding a module or object, or a settings module's at
 an error at compile time naming the source line.
 
 A hook on an inner submodule may have Python side effects a trace cannot replay, so while one
-is registered the compiled function runs the module eagerly, with a `SquallWarning`; the hook
+is registered a compiled module splits (`squall.split`: its forward runs eagerly, each submodule
+it calls compiled, the hooked one with its hooks) and a compiled function runs eagerly, with a
+`SquallWarning`; the hook
 dicts are guarded, so removing the hook compiles it again. The global module hooks
 (`register_module_forward_hook` and kin), which eager runs at every module call, are treated
 alike for programs that call a module; an empty hook dict costs nothing per call while no hook
