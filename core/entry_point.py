@@ -17,13 +17,14 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch._C._dynamo.guards import TensorGuards as _TensorGuards
 from torch.utils._pytree import tree_flatten
 
 from .sources import load_source
 from .state_guards import _viewable
 from .trace import plain_scalar, scalar_key
 
-__all__ = ["value_key", "key_parts", "make_entry_point", "DynamicNumbers", "dynamic_key"]
+__all__ = ["value_key", "key_parts", "make_entry_point", "forget_recent", "DynamicNumbers", "dynamic_key"]
 
 # --- the cache key ------------------------------------------------------------------------------
 
@@ -139,14 +140,47 @@ def compiled(*args, **kwargs):
 _FUNCTION_PARTS = {"params_key": "", "params": "None", "params_arg": ""}
 
 # For a function of a fixed number of positional parameters, the call with that many plain
-# tensors builds the same key in one tuple display, without the loop.
+# tensors builds the same key in one tuple display, without the loop. Before that, the entry
+# this fast path last hit (`recent`) is tried with one C call (`_metadata_check`): it holds
+# every tensor to the exact type, dispatch keys, dtype, device, requires_grad, sizes and
+# strides of that entry's first such call, which is all its key holds of them and more, and
+# grad mode and the default dtype are compared to the entry's key; anything else goes on to
+# the key. Reading shape, dtype and device attribute by attribute is most of a hit's cost.
 _FAST_PATH = """    if len(args) == {n} and not kwargs:
         {names}, = args
+        recent = last[0]
+        if recent is not None and recent[1]({names}) and _is_grad_enabled() is recent[2] and _get_default_dtype() is recent[3]:
+            entry = recent[0]
+            entry[1] += 1
+            return entry[0]({names})
         if {tensor_checks}:
-            entry = cache.get((_is_grad_enabled(), _get_default_dtype(), {metadata}))
+            key = (_is_grad_enabled(), _get_default_dtype(), {metadata})
+            entry = cache.get(key)
             if entry is not None:
                 entry[1] += 1
+                last[0] = _recent(cache, checks, entry, key, ({names},))
                 return entry[0]({names})"""
+
+
+def _recent(cache: dict, checks: dict, entry: list, key: tuple, tensors: tuple) -> tuple | None:
+    """What the fast path keeps of the entry it hit: the entry, a C check of the tensors'
+    metadata against these (built once per key, kept in `checks`), its grad mode and its
+    default dtype; None if another thread took the entry out of the cache meanwhile."""
+    if cache.get(key) is not entry:
+        return None
+    check = checks.get(key)
+    if check is None:
+        sizes, strides = [list(t.shape) for t in tensors], [list(t.stride()) for t in tensors]
+        check = checks[key] = _TensorGuards(*tensors, dynamic_dims_sizes=sizes, dynamic_dims_strides=strides).check
+    return (entry, check, key[0], key[1])
+
+
+def forget_recent(last: list, checks: dict, key: Any, entry: list) -> None:
+    """Entry `key` left the cache: the fast path stops going to it."""
+    checks.pop(key, None)
+    recent = last[0]
+    if recent is not None and recent[0] is entry:
+        last[0] = None
 
 
 def _fast_path(fn: Callable) -> str:
@@ -179,11 +213,16 @@ _MODULE_PARTS = {
 }
 
 
-def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Callable, slots: list, submodules: list, relayout: Callable, dynamic: set) -> Callable:
+def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Callable, slots: list, submodules: list, relayout: Callable, dynamic: set, last: list, checks: dict) -> Callable:
     """The entry point of a jitted function or module (`module`): generated once, closed over
-    its cache, its compile, (for a module) the lists its parameters are read through, and the
-    set of its dynamic number arguments' paths (`DynamicNumbers.paths`, filled in place)."""
+    its cache, its compile, (for a module) the lists its parameters are read through, the
+    set of its dynamic number arguments' paths (`DynamicNumbers.paths`, filled in place), and
+    `last`, whose one item is the entry its fast path hit last, with `checks`, the fast
+    path's metadata check per key (`forget_recent` when an entry leaves the cache)."""
     namespace = {
+        "last": last,
+        "checks": checks,
+        "_recent": _recent,
         "dynamic": dynamic,
         "dynamic_key": dynamic_key,
         "cache": cache,

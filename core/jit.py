@@ -29,7 +29,7 @@ from . import tiers
 from .aliasing import AliasPattern, alias_guarded, describe_path, same_as_paths
 from .checking import ExecutorFault, check_mode
 from .config import ExecutorPriority, resolve_executors, resolve_wait
-from .entry_point import DynamicNumbers, key_parts, make_entry_point
+from .entry_point import DynamicNumbers, forget_recent, key_parts, make_entry_point
 from .executor import Executor
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_program
@@ -112,6 +112,9 @@ class JittedFunction:
         self.strict = strict  # a read of a tensor's value while tracing is a DataDependentError
         # key -> [generated function, hits]: the hot path reads the one and bumps the other
         self._cache: dict[Any, list] = {}
+        # the entry the entry point's fast path hit last, and its metadata check per key (squall.entry_point)
+        self._last: list = [None]
+        self._fast_checks: dict[Any, Callable] = {}
         self._entries: dict[Any, CompiledEntry] = {}
         # key -> (its hit count when last looked at, the compilation it was last seen used by)
         self._recency: dict[Any, tuple[int, int]] = {}
@@ -164,6 +167,8 @@ class JittedFunction:
             submodules=self._submodules,
             relayout=self._relayout,
             dynamic=self._numbers.paths,
+            last=self._last,
+            checks=self._fast_checks,
         )
         compiled.__squall__ = self
         compiled.cache_info = self.cache_info
@@ -394,7 +399,7 @@ class JittedFunction:
         with self._compile_lock:
             self.stats.changes[label] = self.stats.changes.get(label, 0) + 1
             if key in self._cache and self._entries.get(key) is not None:
-                self._evicted_hits += self._cache.pop(key)[1]
+                self._evicted_hits += self._uncache(key)
                 variants = self._set_aside.setdefault(key, [])
                 variants.insert(0, self._entries.pop(key))
                 del variants[self.recompile_limit :], self._recency[key]
@@ -405,7 +410,7 @@ class JittedFunction:
         with self._compile_lock:
             self._set_layout()
             for k in list(self._cache):
-                self._evicted_hits += self._cache.pop(k)[1]
+                self._evicted_hits += self._uncache(k)
             self._entries.clear()
             self._recency.clear()
             self._set_aside.clear()
@@ -569,7 +574,7 @@ class JittedFunction:
         while self.cache_size is not None and len(self._cache) >= self.cache_size:
             # dicts keep insertion order, so min() breaks ties toward the oldest entry
             victim = min(self._cache, key=lambda k: self._recency[k][1])
-            self._evicted_hits += self._cache.pop(victim)[1]
+            self._evicted_hits += self._uncache(victim)
             del self._entries[victim], self._recency[victim]
             self._upgrades.pop(victim, None)
             self.stats.evictions += 1
@@ -577,6 +582,12 @@ class JittedFunction:
         self._split_keys.discard(key)
         self._entries[key] = entry
         self._recency[key] = (0, now)
+
+    def _uncache(self, key: Any) -> int:
+        """Drop entry `key` from the cache (and the fast path's memory of it); its hit count."""
+        entry = self._cache.pop(key)
+        forget_recent(self._last, self._fast_checks, key, entry)
+        return entry[1]
 
     def _note_changes(self, args: tuple, kwargs: dict) -> None:
         fn = self.module.forward if self.module is not None else self.fn
