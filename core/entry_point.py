@@ -17,8 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch._C._dynamo.guards import TensorGuards as _TensorGuards
 from torch.utils._pytree import tree_flatten
+
+try:  # torch's C check of tensor metadata (private; the fast path is skipped without it)
+    from torch._C._dynamo.guards import TensorGuards as _TensorGuards
+except ImportError:  # pragma: no cover - other torch builds
+    _TensorGuards = None
 
 from .sources import load_source
 from .state_guards import _viewable
@@ -166,7 +170,7 @@ def _recent(cache: dict, checks: dict, entry: list, key: tuple, tensors: tuple) 
     """What the fast path keeps of the entry it hit: the entry, a C check of the tensors'
     metadata against these (built once per key, kept in `checks`), its grad mode and its
     default dtype; None if another thread took the entry out of the cache meanwhile."""
-    if cache.get(key) is not entry:
+    if _TensorGuards is None or cache.get(key) is not entry:
         return None
     check = checks.get(key)
     if check is None:
