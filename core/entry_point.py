@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover - other torch builds
     _TensorGuards = None
 
 from .sources import load_source
-from .state_guards import _viewable
+from .state_guards import viewable
 from .trace import plain_scalar, scalar_key
 
 __all__ = ["value_key", "key_parts", "make_entry_point", "forget_recent", "DynamicNumbers", "dynamic_key"]
@@ -91,7 +91,7 @@ def _unhashable_key(x: Any, t: type, where: str) -> Any:
     """The key part of an unhashable object argument (a config, a dataclass with eq=True):
     by identity where the program reads it through a view, which guards each attribute it
     reads (squall.state_guards); a SimpleNamespace of plain values by those values."""
-    if _viewable(x):
+    if viewable(x):
         return (t, _Identity(x))
     if t is types.SimpleNamespace and not any(isinstance(v, _Tensor) for v in tree_flatten(vars(x))[0]):
         return (t, value_key(vars(x), where))
