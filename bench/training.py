@@ -1,14 +1,23 @@
 """Training-step benchmark on CPU: eager, torch.compile, squall (torch only), squall (installed defaults).
 
-    python bench/training.py [--rounds R] [--only mlp gpt_block ...] [--skip-compile]
+    python bench/training.py [--rounds R] [--only gpt gpt_block ...] [--skip-compile] [--skip-defaults] [--profile] [--cpu-time]
 
 One thread, all contenders side by side in one process. For each workload a step is
 forward + loss + backward (gradients are zeroed between steps, not applied, so every
-step sees the same parameters). Printed per contender: the first step (compile and run),
-the best per-step time over R rounds and its ratio to eager, the bytes of tensors saved
-for the backward (summed by a saved-tensors hook: what a step keeps alive between
-forward and backward, eager and compiled alike), and, for squall, whether squall's own
-gradient transform ran ("squall") or it fell back to PyTorch's autograd ("autograd").
+step sees the same parameters); `gpt` is the demo's GPT (`squall demo`), returning its
+logits and loss as nanoGPT does, only the loss backpropagated. The contenders' steps are
+timed in alternation, round after round (each round times every contender once; the best
+round counts), so a load that comes and goes on a shared machine hits them alike.
+Printed per contender: the first step (compile and run), the best per-step time and its
+ratio to eager, the bytes of tensors saved for the backward (summed by a saved-tensors
+hook: what a step keeps alive between forward and backward, eager and compiled alike),
+and, for squall, whether squall's own gradient transform ran ("squall") or it fell back
+to PyTorch's autograd ("autograd"). "squall (defaults)" is compiled with `wait=True`:
+what is timed is the upgraded tier (inductor's fused regions where they won their timing).
+
+`--profile` adds, per workload, torch.profiler's self time per aten op (and autograd
+node) over a few steps of eager and of squall (torch only), side by side, largest first:
+where squall's step spends more than eager's, op by op.
 """
 from __future__ import annotations
 
@@ -27,7 +36,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 import squall  # noqa: E402
-from squall.demo import Block, GPTConfig  # noqa: E402
+from squall.demo import GPT, Block, GPTConfig  # noqa: E402
 
 
 class MLP(nn.Module):
@@ -76,6 +85,7 @@ def workloads() -> dict:
     torch.manual_seed(0)
     cfg = GPTConfig(vocab_size=8192, block_size=128, n_layer=1, n_head=4, n_embd=256)
     return {
+        "gpt": (GPT(GPTConfig()).train(), (torch.randint(0, 8192, (4, 128)), torch.randint(0, 8192, (4, 128)))),
         "mlp": (MLP(), (torch.randn(256, 512), torch.randn(256, 512))),
         "gpt_block": (BlockWithLoss(cfg), (torch.randn(4, 128, 256), torch.randint(0, 8192, (4, 128)))),
         "cross_entropy": (CrossEntropy(), (torch.randint(0, 8192, (4096,)),)),
@@ -83,19 +93,25 @@ def workloads() -> dict:
     }
 
 
-def contenders(model: nn.Module) -> dict:
-    return {
-        "eager": model,
-        "torch.compile": torch.compile(copy.deepcopy(model)),
-        "squall (torch only)": squall.jit(copy.deepcopy(model), executors=["torch"]),
-        "squall (defaults)": squall.jit(copy.deepcopy(model)),
+def contenders(model: nn.Module, skip: set[str]) -> dict:
+    made = {
+        "eager": lambda: model,
+        "torch.compile": lambda: torch.compile(copy.deepcopy(model)),
+        "squall (torch only)": lambda: squall.jit(copy.deepcopy(model), executors=["torch"]),
+        "squall (defaults)": lambda: squall.jit(copy.deepcopy(model), wait=True),
     }
+    return {label: make() for label, make in made.items() if label not in skip}
+
+
+def loss_of(out):
+    """The loss a model returned: the output itself, or the last of several (`logits, loss`)."""
+    return out[-1] if isinstance(out, tuple) else out
 
 
 def step(model, args) -> None:
     for p in model.parameters():
         p.grad = None
-    model(*args).backward()
+    loss_of(model(*args)).backward()
 
 
 def saved_bytes(model, args) -> int:
@@ -107,24 +123,52 @@ def saved_bytes(model, args) -> int:
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = model(*args)
+        loss = loss_of(model(*args))
     loss.backward()
     return total
 
 
-def per_step_seconds(model, args, rounds: int, budget_s: float = 0.5) -> float:
+def steps_per_round(model, args, budget_s: float) -> int:
+    """How many steps of `model` take about `budget_s` (at least one)."""
     start, n = time.perf_counter(), 0
-    while n < 2 or time.perf_counter() - start < budget_s / 4:
+    while n < 2 or time.perf_counter() - start < budget_s / 2:
         step(model, args)
         n += 1
-    number = max(1, int(n * budget_s / (time.perf_counter() - start) / 4))
-    best = float("inf")
+    return max(1, int(n * budget_s / (time.perf_counter() - start)))
+
+
+def alternating_best(fns: dict, args, rounds: int, budget_s: float = 0.25, clock=time.perf_counter) -> dict[str, float]:
+    """Best per-step seconds of each contender, timed in alternation: each round times them all."""
+    numbers = {label: steps_per_round(fn, args, budget_s) for label, fn in fns.items()}
+    best = dict.fromkeys(fns, float("inf"))
     for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(number):
-            step(model, args)
-        best = min(best, (time.perf_counter() - start) / number)
+        for label, fn in fns.items():
+            start = clock()
+            for _ in range(numbers[label]):
+                step(fn, args)
+            best[label] = min(best[label], (clock() - start) / numbers[label])
     return best
+
+
+def op_times(model, args, steps: int = 3) -> dict[str, tuple[float, int]]:
+    """torch.profiler's self CPU time (microseconds per step) and calls per step, by op name."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step(model, args)
+    return {e.key: (e.self_cpu_time_total / steps, e.count // steps) for e in prof.key_averages()}
+
+
+def print_op_breakdown(eager, compiled, args, top: int = 25) -> None:
+    by_eager, by_squall = op_times(eager, args), op_times(compiled, args)
+    names = sorted(set(by_eager) | set(by_squall), key=lambda k: -max(by_eager.get(k, (0, 0))[0], by_squall.get(k, (0, 0))[0]))
+    print(f"  self time per step by op: {'eager us':>10}{'calls':>6}{'squall us':>11}{'calls':>6}")
+    for name in names[:top]:
+        (e_us, e_n), (s_us, s_n) = by_eager.get(name, (0.0, 0)), by_squall.get(name, (0.0, 0))
+        print(f"    {name[:46]:46}{e_us:10.0f}{e_n:6}{s_us:11.0f}{s_n:6}")
+    total_e, total_s = sum(t for t, _ in by_eager.values()), sum(t for t, _ in by_squall.values())
+    print(f"    {'all ops':46}{total_e:10.0f}{'':6}{total_s:11.0f}")
 
 
 def how_differentiated(model) -> str:
@@ -136,29 +180,41 @@ def how_differentiated(model) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--only", nargs="*", default=None, help="workloads to run (default: all)")
     parser.add_argument("--skip-compile", action="store_true", help="leave out torch.compile (it takes seconds per workload)")
+    parser.add_argument("--skip-defaults", action="store_true", help="leave out squall with the installed plugins (inductor compiles for minutes)")
+    parser.add_argument("--profile", action="store_true", help="also print eager's and squall's (torch only) self time per op")
+    parser.add_argument(
+        "--cpu-time", action="store_true",
+        help="time steps by this thread's CPU time (time.thread_time: torch runs on this one thread), which other "
+        "processes on a loaded machine do not inflate; the first step stays wall time",
+    )
     args = parser.parse_args()
+    skip = {"torch.compile"} if args.skip_compile else set()
+    if args.skip_defaults:
+        skip.add("squall (defaults)")
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
-    print(f"training step (forward + backward), one thread, torch {torch.__version__}")
+    clock = "thread CPU time" if args.cpu_time else "wall time"
+    print(f"training step (forward + backward), one thread, torch {torch.__version__}, best of {args.rounds} alternating rounds, {clock}")
     for key, (model, inputs) in workloads().items():
         if args.only and key not in args.only:
             continue
         print(f"\n{key}")
         print(f"  {'contender':24}{'first step':>12}{'per step':>12}{'vs eager':>10}{'saved MB':>10}  gradients")
-        eager_s = None
-        for label, fn in contenders(model).items():
-            if args.skip_compile and label == "torch.compile":
-                continue
+        fns = contenders(model, skip)
+        first = {}
+        for label, fn in fns.items():
             start = time.perf_counter()
             step(fn, inputs)
-            first = time.perf_counter() - start
-            seconds = per_step_seconds(fn, inputs, args.rounds)
-            eager_s = eager_s or seconds
+            first[label] = time.perf_counter() - start
+        best = alternating_best(fns, inputs, args.rounds, clock=time.thread_time if args.cpu_time else time.perf_counter)
+        for label, fn in fns.items():
             saved = saved_bytes(fn, inputs) / 2**20
-            print(f"  {label:24}{first * 1e3:10.1f}ms{seconds * 1e3:10.3f}ms{seconds / eager_s:9.2f}x{saved:10.1f}  {how_differentiated(fn)}")
+            print(f"  {label:24}{first[label] * 1e3:10.1f}ms{best[label] * 1e3:10.3f}ms{best[label] / best['eager']:9.2f}x{saved:10.1f}  {how_differentiated(fn)}")
+        if args.profile and "squall (torch only)" in fns:
+            print_op_breakdown(fns["eager"], fns["squall (torch only)"], inputs)
     return 0
 
 

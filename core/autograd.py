@@ -25,9 +25,23 @@ _APPLY = Symbol("squall.autograd_function", "autograd_function", lambda *inputs:
 _RUNNER = Executor("squall", default=False)
 
 
-def autograd_function(diff: Differentiated, forward_fn: Callable, backward_fn: Callable, name: str) -> type[torch.autograd.Function]:
+def autograd_function(
+    diff: Differentiated,
+    forward_fn: Callable,
+    backward_fn: Callable,
+    name: str,
+    backward_without: Callable[[frozenset[str]], Callable | None] | None = None,
+) -> type[torch.autograd.Function]:
     """A torch.autograd.Function running `forward_fn` (inputs -> (outputs, saved)) and
-    `backward_fn` (saved, cotangents -> gradients) for the traces in `diff`."""
+    `backward_fn` ((a list of the saved tensors, which it may empty), *cotangents -> gradients)
+    for the traces in `diff`.
+
+    With `backward_without` (names of the outputs that got no gradient -> a backward function
+    taking the saved tensors and the other cotangents, or None where there is none), a call
+    whose outputs did not all get a gradient (`logits, loss = model(...)`, then
+    `loss.backward()`) runs that backward: no zeros are made for the missing cotangents and
+    nothing is computed from them, as in eager's autograd. Without it, missing cotangents
+    are zeros."""
     inputs = diff.forward.inputs
     outputs = flat_proxies(diff.forward.output[0])
     differentiable = {p.name for p in diff.differentiable_outputs}
@@ -39,10 +53,14 @@ def autograd_function(diff: Differentiated, forward_fn: Callable, backward_fn: C
     grad_slot = {p.name: i for i, p in enumerate(inputs)}
     grad_positions = [grad_slot[n] for n in diff.grads_for]
     n_inputs = len(inputs)
+    variants: dict[frozenset[str], Callable | None] = {}  # built at the first backward that needs each
+    zeros_like = [(p.shape, p.dtype, p.device) for p in diff.differentiable_outputs]
     # run-time numbers the backward reads (the `s` of `x * s`) are kept beside the saved tensors
     numbers_at = [i for i, p in enumerate(diff.saved) if type(p) is NumberProxy]
 
     def forward(ctx, *args):
+        if backward_without is not None:
+            ctx.set_materialize_grads(False)
         outs, saved = forward_fn(*args)
         if numbers_at:
             ctx.saved_numbers = [saved[i] for i in numbers_at]
@@ -59,17 +77,35 @@ def autograd_function(diff: Differentiated, forward_fn: Callable, backward_fn: C
                 "function is not supported; call the original function for higher-order gradients"
             )
         cotangents = []
-        for positions in feeds:
-            g = grads[positions[0]]
-            for i in positions[1:]:
-                g = g + grads[i]
+        absent = []
+        for slot, positions in enumerate(feeds):
+            g = None
+            for i in positions:
+                if grads[i] is not None:
+                    g = grads[i] if g is None else g + grads[i]
+            if g is None:
+                absent.append(slot)
             cotangents.append(g)
-        saved = ctx.saved_tensors
-        if numbers_at:
-            saved = list(saved)
-            for i, value in zip(numbers_at, ctx.saved_numbers):
-                saved.insert(i, value)
-        computed = backward_fn(*saved, *cotangents)
+        run = backward_fn
+        if absent:
+            key = frozenset(cotangent_names[slot] for slot in absent)
+            if key not in variants:
+                variants[key] = backward_without(key)
+            run = variants[key]
+            if run is None:  # no backward for this case: the missing cotangents are zeros
+                run = backward_fn
+                for slot in absent:
+                    shape, dtype, device = zeros_like[slot]
+                    cotangents[slot] = torch.zeros(shape, dtype=dtype, device=device)
+            else:
+                cotangents = [g for g in cotangents if g is not None]
+        saved = list(ctx.saved_tensors)
+        # as eager's autograd frees a node's saved tensors once it has run (unless retain_graph):
+        # the backward then frees each after its last use, and its peak memory stays eager's
+        ctx.maybe_clear_saved_tensors()
+        for i, value in zip(numbers_at, ctx.saved_numbers if numbers_at else ()):
+            saved.insert(i, value)
+        computed = run(saved, *cotangents)
         result = [None] * n_inputs
         for position, g in zip(grad_positions, computed):
             result[position] = g

@@ -37,6 +37,7 @@ def generate(
     nargs: int,
     takes_kwargs: bool,
     wrap: Callable[[BoundSymbol], Callable | None] | None = None,
+    consumes_params: bool = False,
 ) -> GeneratedFunction:
     """Python source and callable for an execution trace, with executor implementations bound as globals.
 
@@ -44,6 +45,9 @@ def generate(
     and buffers, when `takes_params`; `nargs` positional arguments; keyword arguments when
     `takes_kwargs`). `wrap`, where given, may return a stand-in for a call's implementation
     (each call its own: `squall.checking.checked_call`), which the code then calls instead.
+    `consumes_params`: the function empties the `params` list it is given once it has unpacked
+    it, so a tensor is freed at its `del`, not held by the caller's list until the call returns
+    (a backward's saved tensors).
     """
     name, bsyms, output, constants = trace.name, trace.bsyms, trace.output, trace.constants
     local_names = {b.proxy.name for b in bindings} | {p.name for bsym in bsyms for p in bsym.output_proxies()}
@@ -56,6 +60,8 @@ def generate(
     lines = [f"def {name}({', '.join(signature + (['**kwargs'] if takes_kwargs else []))}):"]
     if params:
         lines.append(f"  {', '.join(params)}, = params")
+        if consumes_params:
+            lines.append("  params.clear()")
     for b in bindings:
         if b.path[0] == "args" and len(b.path) == 2:
             continue

@@ -12,16 +12,23 @@ first; only a miss, in a function that has dynamic numbers, builds the key with 
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten
 
+try:  # torch's C check of tensor metadata (private; the fast path is skipped without it)
+    from torch._C._dynamo.guards import TensorGuards as _TensorGuards
+except ImportError:  # pragma: no cover - other torch builds
+    _TensorGuards = None
+
 from .sources import load_source
+from .state_guards import viewable
 from .trace import plain_scalar, scalar_key
 
-__all__ = ["value_key", "key_parts", "make_entry_point", "DynamicNumbers", "dynamic_key"]
+__all__ = ["value_key", "key_parts", "make_entry_point", "forget_recent", "DynamicNumbers", "dynamic_key"]
 
 # --- the cache key ------------------------------------------------------------------------------
 
@@ -61,11 +68,38 @@ def value_key(x: Any, where: str) -> Any:
     try:
         hash(x)
     except TypeError:
-        raise TypeError(
-            f"squall.jit: {where} is a {t.__name__}, which is neither a tensor, a number, nor a "
-            "container of them, and is not hashable, so calls cannot be told apart by it"
-        ) from None
+        return _unhashable_key(x, t, where)
     return (t, x)
+
+
+class _Identity:
+    """An unhashable object in a key: equal only to itself (held, so its id is never reused)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: Any) -> bool:
+        return type(other) is _Identity and other.obj is self.obj
+
+
+def _unhashable_key(x: Any, t: type, where: str) -> Any:
+    """The key part of an unhashable object argument (a config, a dataclass with eq=True):
+    by identity where the program reads it through a view, which guards each attribute it
+    reads (squall.state_guards); a SimpleNamespace of plain values by those values."""
+    if viewable(x):
+        return (t, _Identity(x))
+    if t is types.SimpleNamespace and not any(isinstance(v, _Tensor) for v in tree_flatten(vars(x))[0]):
+        return (t, value_key(vars(x), where))
+    raise TypeError(
+        f"squall.jit: {where} is a {t.__name__}, which is neither a tensor, a number, nor a "
+        "container of them, and is not hashable nor read through squall's state guards, so calls "
+        "cannot be told apart by it"
+    )
 
 
 def _label(k: Any) -> str:
@@ -110,14 +144,47 @@ def compiled(*args, **kwargs):
 _FUNCTION_PARTS = {"params_key": "", "params": "None", "params_arg": ""}
 
 # For a function of a fixed number of positional parameters, the call with that many plain
-# tensors builds the same key in one tuple display, without the loop.
+# tensors builds the same key in one tuple display, without the loop. Before that, the entry
+# this fast path last hit (`recent`) is tried with one C call (`_metadata_check`): it holds
+# every tensor to the exact type, dispatch keys, dtype, device, requires_grad, sizes and
+# strides of that entry's first such call, which is all its key holds of them and more, and
+# grad mode and the default dtype are compared to the entry's key; anything else goes on to
+# the key. Reading shape, dtype and device attribute by attribute is most of a hit's cost.
 _FAST_PATH = """    if len(args) == {n} and not kwargs:
         {names}, = args
+        recent = last[0]
+        if recent is not None and recent[1]({names}) and _is_grad_enabled() is recent[2] and _get_default_dtype() is recent[3]:
+            entry = recent[0]
+            entry[1] += 1
+            return entry[0]({names})
         if {tensor_checks}:
-            entry = cache.get((_is_grad_enabled(), _get_default_dtype(), {metadata}))
+            key = (_is_grad_enabled(), _get_default_dtype(), {metadata})
+            entry = cache.get(key)
             if entry is not None:
                 entry[1] += 1
+                last[0] = _recent(cache, checks, entry, key, ({names},))
                 return entry[0]({names})"""
+
+
+def _recent(cache: dict, checks: dict, entry: list, key: tuple, tensors: tuple) -> tuple | None:
+    """What the fast path keeps of the entry it hit: the entry, a C check of the tensors'
+    metadata against these (built once per key, kept in `checks`), its grad mode and its
+    default dtype; None if another thread took the entry out of the cache meanwhile."""
+    if _TensorGuards is None or cache.get(key) is not entry:
+        return None
+    check = checks.get(key)
+    if check is None:
+        sizes, strides = [list(t.shape) for t in tensors], [list(t.stride()) for t in tensors]
+        check = checks[key] = _TensorGuards(*tensors, dynamic_dims_sizes=sizes, dynamic_dims_strides=strides).check
+    return (entry, check, key[0], key[1])
+
+
+def forget_recent(last: list, checks: dict, key: Any, entry: list) -> None:
+    """Entry `key` left the cache: the fast path stops going to it."""
+    checks.pop(key, None)
+    recent = last[0]
+    if recent is not None and recent[0] is entry:
+        last[0] = None
 
 
 def _fast_path(fn: Callable) -> str:
@@ -150,11 +217,16 @@ _MODULE_PARTS = {
 }
 
 
-def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Callable, slots: list, submodules: list, relayout: Callable, dynamic: set) -> Callable:
+def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Callable, slots: list, submodules: list, relayout: Callable, dynamic: set, last: list, checks: dict) -> Callable:
     """The entry point of a jitted function or module (`module`): generated once, closed over
-    its cache, its compile, (for a module) the lists its parameters are read through, and the
-    set of its dynamic number arguments' paths (`DynamicNumbers.paths`, filled in place)."""
+    its cache, its compile, (for a module) the lists its parameters are read through, the
+    set of its dynamic number arguments' paths (`DynamicNumbers.paths`, filled in place), and
+    `last`, whose one item is the entry its fast path hit last, with `checks`, the fast
+    path's metadata check per key (`forget_recent` when an entry leaves the cache)."""
     namespace = {
+        "last": last,
+        "checks": checks,
+        "_recent": _recent,
         "dynamic": dynamic,
         "dynamic_key": dynamic_key,
         "cache": cache,

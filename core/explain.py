@@ -72,6 +72,8 @@ class ExplainReport:
     backward_regions: list[RegionRecord] = field(default_factory=list)
     # for a jitted function: its background upgrades so far (squall.tiers), one per signature
     upgrades: list[str] = field(default_factory=list)
+    # for a jitted module that split (squall.split): what runs eagerly, why, and its compiled children
+    split: str | None = None
 
     @property
     def opaque(self) -> list[str]:
@@ -96,6 +98,7 @@ class ExplainReport:
             "errors": self.errors,
             "warnings": self.warnings,
             "upgrades": self.upgrades,
+            "split": self.split,
         }
 
     def __str__(self) -> str:
@@ -120,6 +123,8 @@ class ExplainReport:
         lines.append(f"opaque fallbacks: {', '.join(self.opaque) or 'none'}")
         for upgrade in self.upgrades:
             lines.append(f"background upgrade of {upgrade}")
+        if self.split is not None:
+            lines.append(f"split: {self.split}")
         for name, why in self.unavailable.items():
             lines.append(f"passed over: {name} ({why})")
         for message in self.errors + self.warnings:
@@ -165,10 +170,11 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
     """
     if isinstance(fn, JittedModule) or hasattr(fn, "__squall__"):
         fn = jitted_state(fn)
-    upgrades = []
+    upgrades, split = [], None
     if isinstance(fn, JittedFunction):
         target, module, priority = fn.fn, fn.module, fn.executors
         upgrades = [str(u) for u in fn._upgrades.values()]
+        split = fn.cache_info().split
     else:
         target, module, priority = fn, fn if isinstance(fn, torch.nn.Module) else None, resolve_executors(None)
     with warnings.catch_warnings(record=True) as caught:
@@ -192,6 +198,7 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
         _rows(backward) if backward else [],
         backward.regions if backward else [],
         upgrades,
+        str(split) if split is not None else None,
     )
 
 

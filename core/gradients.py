@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch.utils._pytree import tree_map
 
 from . import prims
@@ -159,6 +160,8 @@ class Differentiated:
     differentiable_outputs: list[TensorProxy]
     grads_for: list[str]  # names of the forward inputs that get a gradient, in input order
     rules_used: list[str] = field(default_factory=list)
+    # the backward for a call where the outputs named got no gradient (see `differentiate`)
+    backward_without: Callable[[frozenset[str]], Trace | None] | None = None
 
 
 def _zeros_like(p: TensorProxy) -> TensorProxy:
@@ -320,6 +323,41 @@ class _Differentiator:
         return grads
 
 
+def _record_backward(
+    d: _Differentiator, differentiable_outputs: list[TensorProxy], grads_for: list[str], absent: frozenset[str]
+) -> tuple[dict[str, TensorProxy], list[BoundSymbol], tuple]:
+    """Replay `d`'s tape backward from a fresh cotangent for each differentiable output not in
+    `absent`: (cotangents by output name, the backward's calls, one gradient per name in `grads_for`)."""
+    ctx = d.trace.context
+    # grad mode as at compile time (a variant is recorded inside PyTorch's backward, where it is off):
+    # calls recorded under no_grad pass no gradient
+    with tracing(ctx), torch.enable_grad():
+        ctx.scopes.append([])
+        try:
+            cotangents = {
+                p.name: TensorProxy(ctx.new_name("g"), like=p, requires_grad=False) for p in differentiable_outputs if p.name not in absent
+            }
+            grads = d.backward(dict(cotangents))
+        finally:
+            recorded = ctx.scopes.pop()
+    grad_outputs = tuple(grads.get(name) for name in grads_for)
+    return cotangents, remove_dead_code(recorded, grad_outputs), grad_outputs
+
+
+def _forward_values_read(recorded: list[BoundSymbol], cotangents: dict[str, TensorProxy], grad_outputs: tuple) -> dict[str, TensorProxy]:
+    """The forward values a backward reads (or returns as a gradient), by name, in first-use order."""
+    produced = {p.name for b in recorded for p in b.output_proxies()} | {g.name for g in cotangents.values()}
+    read: dict[str, TensorProxy] = {}
+    for b in recorded:
+        for p in b.input_proxies():
+            if p.name not in produced:
+                read.setdefault(p.name, p)
+    for g in grad_outputs:  # a gradient that is a forward value (e.g. a cotangent passed straight through)
+        if g is not None and g.name not in produced:
+            read.setdefault(g.name, g)
+    return read
+
+
 def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, GradRule] | None = None) -> Differentiated:
     """Split `trace` into a forward trace that saves what the backward reads, and the backward.
 
@@ -331,31 +369,12 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
     for bsym in trace.bsyms:
         d.visit(bsym, d.overrides.get(id(bsym)))
 
-    ctx = trace.context
     # one cotangent per distinct output tensor (a tensor returned twice gets the sum of both)
     differentiable_outputs = list({p.name: p for p in flat_proxies(trace.output) if p.name in d.needs_grad}.values())
-    with tracing(ctx):
-        ctx.scopes.append([])
-        try:
-            cotangents = {p.name: TensorProxy(ctx.new_name("g"), like=p, requires_grad=False) for p in differentiable_outputs}
-            grads = d.backward(dict(cotangents))
-        finally:
-            recorded = ctx.scopes.pop()
     grads_for = [p.name for p in trace.inputs if p.requires_grad and is_differentiable(p)]
-    grad_outputs = tuple(grads.get(name) for name in grads_for)
-
-    recorded = remove_dead_code(recorded, grad_outputs)
+    cotangents, recorded, grad_outputs = _record_backward(d, differentiable_outputs, grads_for, frozenset())
     # what the backward reads of the forward is what the forward saves
-    produced = {p.name for b in recorded for p in b.output_proxies()} | {g.name for g in cotangents.values()}
-    saved: dict[str, TensorProxy] = {}
-    for b in recorded:
-        for p in b.input_proxies():
-            if p.name not in produced:
-                saved.setdefault(p.name, p)
-    for g in grad_outputs:  # a gradient that is a forward value (e.g. a cotangent passed straight through)
-        if g is not None and g.name not in produced:
-            saved.setdefault(g.name, g)
-    saved_list = list(saved.values())
+    saved_list = list(_forward_values_read(recorded, cotangents, grad_outputs).values())
     forward = Trace.from_trace(
         trace,
         bsyms=d.forward,
@@ -368,7 +387,25 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
         recorded,
         grad_outputs,
         constants=trace.constants,
-        context=ctx,
+        context=trace.context,
         provenance="backward of the gradient transform: (saved, cotangents) -> gradients of the inputs",
     )
-    return Differentiated(forward, backward, saved_list, differentiable_outputs, grads_for, d.rules_used)
+
+    def backward_without(absent: frozenset[str]) -> Trace | None:
+        """The backward for a call where the outputs named in `absent` got no gradient (PyTorch
+        passes None for them: eager's autograd never reaches what only they feed), or None where
+        it would read a forward value the forward does not save."""
+        cotangents, recorded, grad_outputs = _record_backward(d, differentiable_outputs, grads_for, absent)
+        if not set(_forward_values_read(recorded, cotangents, grad_outputs)) <= {p.name for p in saved_list}:
+            return None
+        return Trace(
+            f"backward_{trace.name}",
+            saved_list + list(cotangents.values()),
+            recorded,
+            grad_outputs,
+            constants=trace.constants,
+            context=trace.context,
+            provenance=f"backward of the gradient transform, for a call where {sorted(absent)} got no gradient",
+        )
+
+    return Differentiated(forward, backward, saved_list, differentiable_outputs, grads_for, d.rules_used, backward_without)

@@ -29,14 +29,15 @@ from . import tiers
 from .aliasing import AliasPattern, alias_guarded, describe_path, same_as_paths
 from .checking import ExecutorFault, check_mode
 from .config import ExecutorPriority, resolve_executors, resolve_wait
-from .entry_point import DynamicNumbers, key_parts, make_entry_point
+from .entry_point import DynamicNumbers, forget_recent, key_parts, make_entry_point
 from .executor import Executor
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_program
 from .planner import PlanningError
 from .proxies import current_context
 from .rage import record_compilation
-from .speculation import Variants, guards_of, specialised_numbers
+from .speculation import SPECULATION_LIMIT, Variants, guards_of, specialised_numbers
+from .split import Split, SplitReport
 from .state_guards import StateGuards, describe_global_hooks, global_hook_dicts
 from .symbol import user_stacklevel
 from .tracing import argument_names, module_slots
@@ -78,6 +79,8 @@ class CacheStats:
     size: int = 0
     limit: int | None = None
     changes: dict[str, int] = field(default_factory=dict)  # input label -> times it changed
+    # a module that runs its forward eagerly with compiled children: why, and the children (squall.split)
+    split: SplitReport | None = None
 
 
 class JittedFunction:
@@ -109,6 +112,9 @@ class JittedFunction:
         self.strict = strict  # a read of a tensor's value while tracing is a DataDependentError
         # key -> [generated function, hits]: the hot path reads the one and bumps the other
         self._cache: dict[Any, list] = {}
+        # the entry the entry point's fast path hit last, and its metadata check per key (squall.entry_point)
+        self._last: list = [None]
+        self._fast_checks: dict[Any, Callable] = {}
         self._entries: dict[Any, CompiledEntry] = {}
         # key -> (its hit count when last looked at, the compilation it was last seen used by)
         self._recency: dict[Any, tuple[int, int]] = {}
@@ -129,6 +135,9 @@ class JittedFunction:
         self._slot_paths: list[str] = []  # "lin.weight", "bn.running_mean"
         self._submodules: list[torch.nn.Module] = []
         self._numbers = DynamicNumbers()  # the number arguments read at run time (squall.entry_point)
+        self.split: Split | None = None  # the module's eager frame with compiled children, once it splits
+        self._state_compiles: dict[tuple[Any, str], int] = {}  # (key, state label) -> compilations it caused
+        self._split_keys: set[Any] = set()  # entries that split because their state kept changing
         # held while compiling (threads that miss on one signature compile it once) and around
         # calls that write module state (a module's buffers are updated as one step, as in eager)
         self._compile_lock = threading.RLock()
@@ -158,6 +167,8 @@ class JittedFunction:
             submodules=self._submodules,
             relayout=self._relayout,
             dynamic=self._numbers.paths,
+            last=self._last,
+            checks=self._fast_checks,
         )
         compiled.__squall__ = self
         compiled.cache_info = self.cache_info
@@ -205,8 +216,10 @@ class JittedFunction:
             self._insert(key, entry)
             self.last_entry = entry
             if state_guards(compilation).eager:
-                state_guards(compilation).warn_eager("the module" if self.module is not None else "the function")
-            upgrade = self._upgrade_job(key, entry, executors, (params, args, kwargs)) if tiered else None
+                state_guards(compilation).warn_eager("the module's forward (each submodule it calls compiled)" if self.module is not None else "the function")
+            # a split module runs its children compiled, each upgraded on its own: not the whole
+            split = self.module is not None and state_guards(compilation).eager
+            upgrade = self._upgrade_job(key, entry, executors, (params, args, kwargs)) if tiered and not split else None
             if upgrade is not None and self.wait:
                 upgrade.run()  # the same upgrade, done before the first call returns
             runner = record.first_call(self._first_call(key, self._cache[key][0]))  # the cache holds the runner; this first call is recorded
@@ -313,11 +326,10 @@ class JittedFunction:
     def _state_checked(self, key: Any, compilation: Compilation, runner: Callable) -> Callable:
         """`runner` behind the check of the Python state its trace read, replaying the writes it
         made (squall.state_guards): a failed check compiles again. Where an inner submodule has a
-        hook, the module's forward runs eagerly instead."""
+        hook, the module splits instead (squall.split); a function runs eagerly."""
         guards = state_guards(compilation)
         if guards.eager:
-            module, original = self.module, self.fn
-            runner = (lambda params, *a, **k: module.forward(*a, **k)) if module is not None else original
+            runner = self._split_runner("; ".join(guards.eager_because)) if self.module is not None else self.fn
         return guards.runner(runner, lambda args, kwargs: self._stale(key, guards, args, kwargs))
 
     def _stale(self, key: Any, guards: StateGuards, args: tuple, kwargs: dict) -> Any:
@@ -335,14 +347,59 @@ class JittedFunction:
             )
             self._stale_entry(key, label)
             return (self.module.forward if self.module is not None else self.fn)(*user_args, **kwargs)
+        if self.module is not None and self._state_thrashes(key, label, args, kwargs):
+            return self._split_entry(key, label)(*args, **kwargs)
         self._stale_entry(key, label)
         return self.entry_point(*user_args, **kwargs)
+
+    def _state_thrashes(self, key: Any, label: str, args: tuple, kwargs: dict) -> bool:
+        """Whether a change of `label` has now made entry `key` compile more than
+        SPECULATION_LIMIT times (no entry set aside for it holds for this call)."""
+        if any(state_guards(e.compilation).holds(args, kwargs) for e in self._set_aside.get(key, ())):
+            return False  # a state seen before: its entry comes back, nothing compiles
+        count = self._state_compiles[key, label] = self._state_compiles.get((key, label), 0) + 1
+        return count > SPECULATION_LIMIT
+
+    def _split_entry(self, key: Any, label: str) -> Callable:
+        """Entry `key`'s state keeps changing: the module splits for it from now on (squall.split)."""
+        reason = f"{label} changed at {SPECULATION_LIMIT + 1} calls of one input signature, each compiling the program again"
+        runner = self._split_runner(reason)
+        warnings.warn(
+            f"squall: {reason}; {type(self.module).__name__}'s forward now runs eagerly for these calls, "
+            "with each submodule it calls compiled (a split at module granularity)",
+            SquallWarning,
+            stacklevel=user_stacklevel(),
+        )
+        with self._compile_lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                cached[0] = runner  # no state check: the eager frame reads the state as it is
+                self._split_keys.add(key)  # and no background upgrade replaces it
+        return runner
+
+    def _split_runner(self, reason: str) -> Callable:
+        """The runner of a module whose program cannot stay stable: its forward eagerly, each
+        submodule it calls compiled (squall.split); `reason` is why."""
+        with self._compile_lock:
+            if self.split is None:
+                self.split = Split(self.module, self._compiled_child)
+            self.split.add_reason(reason)
+        return self.split.runner()
+
+    def _compiled_child(self, module: torch.nn.Module) -> Callable:
+        """A submodule of a split module, compiled on its own with this function's options."""
+        if isinstance(module, JittedModule):
+            return module
+        state = JittedFunction(module, recompile_limit=self.recompile_limit, cache_size=self.cache_size, wait=self.wait, strict=self.strict)
+        state.executors = state.entry_point.executors = self.executors  # the parent's list, per-operation lists included
+        state.check = self.check
+        return JittedModule(module, state)
 
     def _stale_entry(self, key: Any, label: str) -> None:
         with self._compile_lock:
             self.stats.changes[label] = self.stats.changes.get(label, 0) + 1
             if key in self._cache and self._entries.get(key) is not None:
-                self._evicted_hits += self._cache.pop(key)[1]
+                self._evicted_hits += self._uncache(key)
                 variants = self._set_aside.setdefault(key, [])
                 variants.insert(0, self._entries.pop(key))
                 del variants[self.recompile_limit :], self._recency[key]
@@ -353,7 +410,7 @@ class JittedFunction:
         with self._compile_lock:
             self._set_layout()
             for k in list(self._cache):
-                self._evicted_hits += self._cache.pop(k)[1]
+                self._evicted_hits += self._uncache(k)
             self._entries.clear()
             self._recency.clear()
             self._set_aside.clear()
@@ -379,16 +436,20 @@ class JittedFunction:
             fn = self.module.forward if self.module is not None else self.fn
             names = argument_names(fn, len(user_args))
             first, second = (describe_path(paths[i], names, self._slot_names) for i in pattern[1:])
-            warnings.warn(
-                f"squall: {first} and {second} share memory without being the same tensor (overlapping "
+            reason = (
+                f"{first} and {second} share memory without being the same tensor (overlapping "
                 "views of one tensor), and the program writes into its inputs in place; squall's "
-                "compiled code cannot follow a write through one into the other, so calls like this "
-                "one run eagerly",
+                "compiled code cannot follow a write through one into the other"
+            )
+            warnings.warn(
+                f"squall: {reason}, so calls like this one run "
+                + ("the module's forward eagerly, with each submodule it calls compiled" if self.module is not None else "eagerly"),
                 SquallWarning,
                 stacklevel=4 if self.module is None else 5,
             )
-            eager = self.module if self.module is not None else self.fn
-            return lambda *a, **k: eager(*(a[1:] if self.module is not None else a), **k)
+            if self.module is not None:
+                return self._split_runner(reason)
+            return self.fn
         with self._compile_lock:
             start = time.perf_counter()
             variant, _ = self._compile_first_tier(user_args, kwargs, self._priority(key), same_as=same_as_paths(pattern, paths))
@@ -453,7 +514,7 @@ class JittedFunction:
         upgraded = CompiledEntry(compilation, base.compile_seconds + seconds, base.upgrade)
         with self._compile_lock:  # the lock eviction and replanning hold
             cached = self._cache.get(key)
-            if cached is None or self._entries.get(key) is not base:
+            if cached is None or self._entries.get(key) is not base or key in self._split_keys:
                 return False
             self._entries[key] = upgraded
             if self.last_entry is base:
@@ -513,13 +574,20 @@ class JittedFunction:
         while self.cache_size is not None and len(self._cache) >= self.cache_size:
             # dicts keep insertion order, so min() breaks ties toward the oldest entry
             victim = min(self._cache, key=lambda k: self._recency[k][1])
-            self._evicted_hits += self._cache.pop(victim)[1]
+            self._evicted_hits += self._uncache(victim)
             del self._entries[victim], self._recency[victim]
             self._upgrades.pop(victim, None)
             self.stats.evictions += 1
         self._cache[key] = [self._cached_runner(key, entry), 0]
+        self._split_keys.discard(key)
         self._entries[key] = entry
         self._recency[key] = (0, now)
+
+    def _uncache(self, key: Any) -> int:
+        """Drop entry `key` from the cache (and the fast path's memory of it); its hit count."""
+        entry = self._cache.pop(key)
+        forget_recent(self._last, self._fast_checks, key, entry)
+        return entry[1]
 
     def _note_changes(self, args: tuple, kwargs: dict) -> None:
         fn = self.module.forward if self.module is not None else self.fn
@@ -549,6 +617,8 @@ class JittedFunction:
     def cache_info(self) -> CacheStats:
         """Hits, misses, evictions, entries held and the limit, and which inputs changed."""
         self.stats.hits = self._evicted_hits + sum(hits for _, hits in self._cache.values())
+        if self.split is not None:
+            self.stats.split = self.split.report(lambda child: jitted_state(child).cache_info())
         self.stats.size = len(self._cache)
         self.stats.limit = self.cache_size
         return self.stats
@@ -597,6 +667,10 @@ class JittedModule(torch.nn.Module):
             return self._call_impl(*args, **kwargs)
         return self._entry_point(*args, **kwargs)
 
+    def cache_info(self) -> CacheStats:
+        """The compiled forward's cache statistics (`JittedFunction.cache_info`), split included."""
+        return self._jitted.cache_info()
+
     def _call_eagerly(self, args: tuple, kwargs: dict):
         """While a global module hook is registered, eager runs it at every module call, with
         that module: the original runs eagerly (its own hooks and the global ones around each
@@ -638,8 +712,10 @@ def jit(
     compiles and times them before the first call returns.
     Where the program reads a tensor's value (`if t.any():`, `t.item()`) or calls an op whose
     output shape depends on data (`x[mask]`, `nonzero`), the value is read from the call being
-    compiled and guarded: a call where it differs runs (or compiles) another variant. With
-    `strict=True` such a program raises `DataDependentError` instead.
+    compiled and guarded: a call where it differs runs (or compiles) another variant; a value
+    that changes at every call makes a module split (`squall.split`: its forward runs eagerly,
+    each submodule it calls compiled) and a plain function run eagerly. With `strict=True`
+    such a program raises `DataDependentError` instead.
     """
     state = JittedFunction(
         fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size, wait=wait, strict=strict

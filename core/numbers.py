@@ -112,9 +112,10 @@ def has_numbers(values) -> bool:
 
 
 def takes_numbers(op: Any) -> bool:
-    """Whether the ltorch op (or form of one) `op` takes run-time numbers: the elementwise ops."""
-    target = getattr(op, "op", op)
-    return Tags.ELEMENTWISE in getattr(target, "tags", ())
+    """Whether the ltorch op (or form of one) `op` takes run-time numbers: the elementwise ops,
+    and those whose numbers are fill values (`full`, `full_like`, `masked_fill`)."""
+    tags = getattr(getattr(op, "op", op), "tags", ())
+    return Tags.ELEMENTWISE in tags or Tags.NUMBER_OPERANDS in tags
 
 
 def runtime_read(ctx: Any, how: str, args: tuple, kwargs: dict, value: Any) -> Any:

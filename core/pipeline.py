@@ -216,8 +216,8 @@ def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, 
         return Compilation([traced, diff.forward, diff.backward, forward, backward], bindings, None, seconds)
     forward_x, backward_x = free_after_last_use(forward), free_after_last_use(backward)
     forward_fn = generate(forward_x, _positional(forward_x), takes_params=False, nargs=len(forward_x.inputs), takes_kwargs=False)
-    backward_fn = generate(backward_x, _positional(backward_x), takes_params=False, nargs=len(backward_x.inputs), takes_kwargs=False)
-    function = autograd_function(diff, forward_fn.fn, backward_fn.fn, traced.name)
+    backward_fn = _generate_backward(backward_x, len(diff.saved))
+    function = autograd_function(diff, forward_fn.fn, backward_fn.fn, traced.name, _backward_without(diff, executors))
     program = free_after_last_use(calling_trace(traced, function))
     generated = generate(program, bindings, **layout)
     generated.parts = {"forward": forward_fn, "backward": backward_fn}
@@ -227,6 +227,28 @@ def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, 
         compilation.checked = _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, layout, executors)
     seconds["generate"] = time.perf_counter() - now
     return compilation
+
+
+def _backward_without(diff, executors) -> Callable[[frozenset[str]], Callable | None]:
+    """Plans and generates, on the same executors, the backward for calls where some outputs got
+    no gradient (see `autograd_function`): None where that backward would read a value the
+    forward does not save."""
+
+    def build(absent: frozenset[str]) -> Callable | None:
+        trace = diff.backward_without(absent)
+        if trace is None:
+            return None
+        return _generate_backward(free_after_last_use(plan(trace, executors)), len(diff.saved)).fn
+
+    return build
+
+
+def _generate_backward(executed: Trace, n_saved: int, wrap: Callable | None = None) -> GeneratedFunction:
+    """A backward called as (saved, *cotangents), `saved` a list it empties once unpacked: each
+    saved tensor is freed after its last use, as eager's autograd frees a node's saved tensors
+    once the node has run."""
+    bindings = [InputBinding(p, ("params", i) if i < n_saved else ("args", i - n_saved)) for i, p in enumerate(executed.inputs)]
+    return generate(executed, bindings, takes_params=True, nargs=len(executed.inputs) - n_saved, takes_kwargs=False, wrap=wrap, consumes_params=True)
 
 
 def _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, layout, executors) -> GeneratedFunction:
@@ -239,22 +261,22 @@ def _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, 
     `compilation.on_backward_fault` (squall.jit replans the entry for later calls).
     """
     forward_fn = generate(forward_x, _positional(forward_x), takes_params=False, nargs=len(forward_x.inputs), takes_kwargs=False, wrap=checked_call)
-    backward_fn = generate(backward_x, _positional(backward_x), takes_params=False, nargs=len(backward_x.inputs), takes_kwargs=False, wrap=checked_call)
+    backward_fn = _generate_backward(backward_x, len(diff.saved), wrap=checked_call)
     on_torch: list[Callable] = []
 
-    def backward(*saved_and_cotangents):
+    def backward(saved, *cotangents):
         try:
-            grads = backward_fn.fn(*saved_and_cotangents)
+            grads = backward_fn.fn(list(saved), *cotangents)  # a copy: a fault runs it again from `saved`
         except ExecutorFault as fault:
             if not on_torch:
                 replanned = free_after_last_use(plan(diff.backward, [ex for ex in executors if ex.name == "torch"]))
-                on_torch.append(generate(replanned, _positional(replanned), takes_params=False, nargs=len(replanned.inputs), takes_kwargs=False).fn)
+                on_torch.append(_generate_backward(replanned, len(diff.saved)).fn)
             report = compilation.on_backward_fault
             if report is not None:
                 report(fault)
             else:
                 warnings.warn(f"squall: {fault}; this backward was computed on the torch executor instead", SquallWarning, stacklevel=2)
-            return on_torch[0](*saved_and_cotangents)
+            return on_torch[0](saved, *cotangents)
         compilation.on_backward_fault = None  # a clean backward: nothing holds the call's inputs any more
         return grads
 

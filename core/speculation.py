@@ -13,8 +13,9 @@ variants, then compiles a new one for the call's inputs. A guard site that keeps
 value that changes at every call) stops the speculating there: a `t.item()` read is then made
 at run time (a recorded read whose result is a run-time number, `squall.numbers`) in the
 variants compiled from then on; any other read, or a run-time read that thrashes again where
-its number is needed concretely, makes that entry run the original function eagerly from then
-on, with a SquallWarning naming the line.
+its number is needed concretely, stops the compiling, with a SquallWarning naming the line:
+a module's entry splits (`squall.split`: its forward runs eagerly, each submodule it calls
+compiled); a plain function's entry runs the original function eagerly.
 """
 from __future__ import annotations
 
@@ -342,19 +343,33 @@ class Variants:
                 failure = again
 
     def _go_eager(self, failure: GuardFailed, user_args: tuple, kwargs: dict) -> Any:
+        """The guard site `failure` keeps failing: a module splits (its forward runs eagerly,
+        each submodule it calls compiled: squall.split); a plain function runs eagerly whole."""
         jitted = self.jitted
+        reason = (
+            f"the value read at {failure.site} ({failure.how}) changed at {SPECULATION_LIMIT + 1} calls "
+            "of the same input signature, each compiling a new variant"
+        )
+        if jitted.module is not None:
+            instead = (
+                f"{type(jitted.module).__name__}'s forward now runs eagerly for this signature, with each "
+                "submodule it calls compiled (a split at module granularity)"
+            )
+        else:
+            instead = (
+                "this signature now runs the original function eagerly (uncompiled) instead: only a "
+                "module's forward can be split, at the submodules it calls"
+            )
         warnings.warn(
-            f"squall: the value read at {failure.site} ({failure.how}) changed at {SPECULATION_LIMIT + 1} calls "
-            "of the same input signature, each compiling a new variant; this signature now runs the "
-            "original function eagerly (uncompiled) instead. Pass the value in as a Python number, or "
-            "compute it outside the compiled function, to compile it.",
+            f"squall: {reason}; {instead}. Pass the value in as a Python number, or compute it outside "
+            "the compiled program, to compile it.",
             SquallWarning,
             stacklevel=user_stacklevel(),
         )
-        original = jitted.module if jitted.module is not None else jitted.fn
         if jitted.module is not None:
-            self.eager = lambda params, *a, **k: original(*a, **k)
-        else:
-            self.eager = original
+            self.eager = jitted._split_runner(reason)
+            self.variants = []
+            return self.eager(None, *user_args, **kwargs)
+        self.eager = jitted.fn
         self.variants = []
-        return original(*user_args, **kwargs)
+        return jitted.fn(*user_args, **kwargs)

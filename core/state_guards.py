@@ -40,7 +40,9 @@ global, a closure variable holding a module or object, or a settings module's at
 an error at compile time naming the source line.
 
 A hook on an inner submodule may have Python side effects a trace cannot replay, so while one
-is registered the compiled function runs the module eagerly, with a `SquallWarning`; the hook
+is registered a compiled module splits (`squall.split`: its forward runs eagerly, each submodule
+it calls compiled, the hooked one with its hooks) and a compiled function runs eagerly, with a
+`SquallWarning`; the hook
 dicts are guarded, so removing the hook compiles it again. The global module hooks
 (`register_module_forward_hook` and kin), which eager runs at every module call, are treated
 alike for programs that call a module; an empty hook dict costs nothing per call while no hook
@@ -75,7 +77,7 @@ from .symbol import user_stacklevel
 from .trace import plain_scalar, scalar_key
 from .unbound_methods import stand_in_for
 
-__all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite", "global_hook_dicts", "describe_global_hooks"]
+__all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite", "viewable", "global_hook_dicts", "describe_global_hooks"]
 
 _MISSING = object()
 _SCALARS = (int, float, bool, str, complex, type(None))
@@ -154,7 +156,7 @@ def _traced_closure(fn: types.FunctionType) -> tuple | None:
     return tuple(traced)
 
 
-def _viewable(obj: Any) -> bool:
+def viewable(obj: Any) -> bool:
     """An object whose attribute reads can be recorded through a view: one sharing its
     __dict__, reading its __slots__ from it."""
     cls = type(obj)
@@ -195,8 +197,8 @@ def _recordable(value: Any) -> bool:
     return (
         _user_function(value)
         or type(value) is functools.partial
-        or (type(value) is types.MethodType and _user_function(value.__func__) and _viewable(value.__self__))
-        or _viewable(value)
+        or (type(value) is types.MethodType and _user_function(value.__func__) and viewable(value.__self__))
+        or viewable(value)
         or _users_module(value)
     )
 
@@ -530,7 +532,7 @@ class StateRecorder:
             fn = self.view(self.module, "the module", is_root=True).forward
         elif _user_function(fn):
             fn = self._recording_function(fn)
-        elif type(fn) is types.MethodType and _user_function(fn.__func__) and _viewable(fn.__self__):
+        elif type(fn) is types.MethodType and _user_function(fn.__func__) and viewable(fn.__self__):
             # a bound method: its object is read like a module's attributes
             fn = types.MethodType(self._recording_function(fn.__func__), self.view(fn.__self__, f"{type(fn.__self__).__name__} object"))
         else:
@@ -703,11 +705,11 @@ class StateRecorder:
             return self._recording_function(value)  # a helper's own global reads are seen too
         if type(value) is functools.partial:
             return self._recording_partial(value, label)
-        if type(value) is types.MethodType and _user_function(value.__func__) and _viewable(value.__self__):
+        if type(value) is types.MethodType and _user_function(value.__func__) and viewable(value.__self__):
             # a bound method: its object is read like a module's attributes
             owner = self.view(value.__self__, f"{type(value.__self__).__name__} object of {label}")
             return self._standing_for(types.MethodType(self._recording_function(value.__func__), owner), value)
-        if _viewable(value):
+        if viewable(value):
             return self.view(value, label)
         if _users_module(value):
             reads = self._module_reads.get(id(value))

@@ -25,6 +25,7 @@ class Tags:
     SHAPE_ONLY = "shape_only"  # changes metadata only (views, reshapes)
     REDUCTION = "reduction"
     ELEMENTWISE = "elementwise"
+    NUMBER_OPERANDS = "number_operands"  # takes run-time numbers as fill values (squall.numbers)
     STOPS_GRADIENT = "stops_gradient"  # detach: its output never carries a gradient back
     FUSION_REGION = "fusion_region"  # a fusion executor's region call; its members are its subsymbols
     BARRIER = "barrier"  # every later call runs after it, and no region spans it (a guard)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import torch
 
 from . import ltorch, prims
-from .grad_rules.kernels import all_kernels
+from .grad_rules.kernels import all_kernels, flash_attention_for_cpu, flash_attention_for_cpu_backward
 from .executor import Implementation, OperatorExecutor
 from .guards import GUARD, READ, guard_impl, read_impl
 from .hookspecs import hookimpl
@@ -279,7 +279,8 @@ class TorchExecutor(OperatorExecutor):
         for sym in ltorch.all_symbols().values():
             self.register_implementation(sym, sym.torchfns[0])
         for sym in all_kernels().values():
-            self.register_implementation(sym, _with_contiguous_tensors(sym.torchfns[0]))
+            kernel = sym.torchfns[0]
+            self.register_implementation(sym, kernel if sym.id in KERNELS_CALLED_WITH_VIEWS else _with_contiguous_tensors(kernel))
         self.register_implementation(GUARD, guard_impl)
         self.register_implementation(READ, read_impl)
 
@@ -288,6 +289,12 @@ class TorchExecutor(OperatorExecutor):
         if found is None and Tags.OPAQUE in sym.tags:
             return Implementation(sym.torchfns[0])
         return found
+
+
+# kernels eager calls with the strided views it has (sdpa hands its transposed query, key and value
+# to the flash kernel, and autograd hands them back to its backward): copying them first costs
+# a copy per tensor per call and changes nothing
+KERNELS_CALLED_WITH_VIEWS = frozenset({flash_attention_for_cpu.id, flash_attention_for_cpu_backward.id})
 
 
 def _with_contiguous_tensors(kernel: Callable) -> Callable:

@@ -361,3 +361,55 @@ def test_numbers_inside_lists_tuples_and_dicts_become_dynamic_too():
     assert _number_inputs(jf) == ["cfg_lr", "pair_1", "opts_0_m"]  # pair[0] never changed: a constant
     with pytest.raises(TypeError):  # a str where the number was: eager's error, from a new compile
         jf(x, {"lr": "fast", "name": "a"}, (2, 0.5), opts=[{"m": 1}])
+
+
+_FILL_MASK = torch.tensor([True, False, True, False, True, True])
+_T1, _T2 = torch.randn(6), torch.randn(6) + 2
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        lambda x, s: torch.nn.functional.leaky_relu(x, s),
+        lambda x, s: torch.nn.functional.elu(x, alpha=s),
+        lambda x, s: x.masked_fill(_FILL_MASK, s),
+        lambda x, s: torch.addcmul(x, _T1, _T2, value=s),
+        lambda x, s: torch.addcdiv(x, _T1, _T2, value=s),
+        lambda x, s: torch.full_like(x, s) * x,
+        lambda x, s: torch.full((2, 6), s) + x,
+    ],
+    ids=["leaky_relu", "elu", "masked_fill", "addcmul", "addcdiv", "full_like", "full"],
+)
+def test_fill_values_and_coefficients_are_run_time_numbers(program):
+    x = torch.randn(6, dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        jf = _calls_match(program, [(x, s) for s in (0.5, -0.25, 1.0, 3.5, -0.0)])
+    assert jf.cache_info().misses == 2  # not keyed by value once dynamic: 0.5, then run-time floats
+    assert _number_inputs(jf) == ["s"]
+    # an int is keyed apart from a float (its own run-time entry: eager's dtype for an int fill)
+    for n in (2, 7, 9):
+        assert_close(jf(x, n), program(x, n))
+    assert jf.cache_info().misses == 3
+
+
+def test_a_float_fill_into_an_int_tensor_is_read_as_eager_truncates():
+    ints = torch.arange(6)
+    program = lambda x, s: x.masked_fill(_FILL_MASK, s) + torch.full_like(x, s)
+    _calls_match(program, [(ints, s) for s in (1.5, 2.7, -3.2, 2.7)])  # the value read, guarded: eager's truncation
+
+
+def test_a_run_time_coefficient_gives_eagers_gradients():
+    def step(x, slope, alpha):
+        return (torch.nn.functional.leaky_relu(x, slope) + torch.nn.functional.elu(x, alpha=alpha)).sum()
+
+    jf = squall.jit(step)
+    for slope, alpha in ((0.1, 1.0), (0.2, 0.5), (0.3, 2.0)):
+        x = torch.randn(8, requires_grad=True)
+        xe = x.detach().clone().requires_grad_()
+        out, expected = jf(x, slope, alpha), step(xe, slope, alpha)
+        out.backward()
+        expected.backward()
+        assert_close(out, expected)
+        assert_close(x.grad, xe.grad)
+    assert jf.cache_info().misses == 2

@@ -436,3 +436,17 @@ def test_squall_logs_environment_variable_prints_to_stderr(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "[squall.plan]" in result.stderr and "torch.sin -> torch" in result.stderr
     assert "[squall.compile]" in result.stderr and ": ok in " in result.stderr
+
+
+def test_the_environment_line_names_what_the_slow_library_calls_would():
+    # versions from the imported modules and the OS from uname (cheap), as importlib.metadata and
+    # platform.platform() (a subprocess, ~20 ms of a process's first compile) would say them
+    import platform
+    from importlib import metadata
+
+    versions = rage.environment()["versions"]
+    for dist in ("squall", "numpy", "pluggy"):
+        assert versions[dist] == metadata.version(dist), dist
+    if sys.platform == "linux" and os.confstr("CS_GNU_LIBC_VERSION"):
+        assert versions["os"] == platform.platform()
+    assert versions["os"].startswith(platform.system())

@@ -1148,3 +1148,118 @@ def test_global_backward_hook_runs_for_each_module_as_in_eager():
     finally:
         handle.remove()
     assert [id(s) for s in compiled] == [id(s) for s in seen] and len(seen) == 2
+
+
+# --- unhashable object arguments: keyed by identity, their attributes guarded ----------------------
+
+
+@dataclasses.dataclass
+class _EqConfig:  # eq=True and not frozen: __hash__ is None
+    scale: float
+    relu: bool
+
+
+def _configured(x, cfg):
+    y = x * cfg.scale
+    return torch.relu(y) if cfg.relu else y
+
+
+def test_unhashable_dataclass_argument_is_keyed_by_identity_and_guarded():
+    cfg = _EqConfig(2.0, True)
+    j = squall.jit(_configured)
+    x = torch.randn(5)
+    _check(j, _configured, x, cfg)
+    _check(j, _configured, x, cfg)
+    assert jitted_state(j).stats.misses == 1
+    cfg.relu = False  # changed in place: the guard on the attribute sees it
+    _check(j, _configured, x, cfg)
+    cfg.scale = 3.0
+    _check(j, _configured, x, cfg)
+    other = _EqConfig(3.0, False)  # equal by its own __eq__, yet another object: read again
+    _check(j, _configured, x, other)
+    other.scale = -1.0
+    _check(j, _configured, x, other)
+    _check(j, _configured, x, cfg)
+
+
+def test_unhashable_config_in_a_list_argument_and_as_keyword():
+    cfg = _EqConfig(2.0, False)
+    f = lambda x, cfgs, *, last: _configured(x, cfgs[0]) + _configured(x, last)
+    j = squall.jit(f)
+    x = torch.randn(3)
+    assert_close(j(x, [cfg], last=cfg), f(x, [cfg], last=cfg))
+    cfg.relu = True
+    assert_close(j(x, [cfg], last=cfg), f(x, [cfg], last=cfg))
+
+
+def test_transformers_config_argument_changed_after_the_first_call():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.PretrainedConfig(hidden_act="relu")
+    cfg.temperature = 2.0
+
+    def f(x, config):
+        y = x / config.temperature
+        return torch.relu(y) if config.hidden_act == "relu" else torch.tanh(y)
+
+    j = squall.jit(f)
+    x = torch.randn(6)
+    _check(j, f, x, cfg)
+    cfg.hidden_act = "tanh"
+    _check(j, f, x, cfg)
+    cfg.temperature = 0.5
+    _check(j, f, x, cfg)
+
+
+def test_simple_namespace_argument_is_keyed_by_its_values():
+    f = lambda x, ns: x * ns.scale + ns.shift
+    j = squall.jit(f)
+    x = torch.randn(4)
+    ns = types.SimpleNamespace(scale=2.0, shift=1)
+    _check(j, f, x, ns)
+    _check(j, f, x, types.SimpleNamespace(scale=2.0, shift=1))
+    assert jitted_state(j).stats.misses == 1  # an equal namespace: the same entry
+    ns.shift = 5
+    _check(j, f, x, ns)
+    # a tensor in one would be a constant of the trace: refused, naming the argument
+    with pytest.raises(TypeError, match="argument.*SimpleNamespace.*not hashable"):
+        j(x, types.SimpleNamespace(scale=torch.ones(1), shift=0))
+
+
+def test_unhashable_argument_written_by_the_program_is_replayed_on_it():
+    @dataclasses.dataclass
+    class Counter:
+        n: int = 0
+        last: float = 0.0
+
+    def f(x, c):
+        c.last = 1.5
+        return x + 1
+
+    j = squall.jit(f)
+    a, b = Counter(), Counter()
+    x = torch.randn(2)
+    _check(j, f, x, a)
+    a.last = 0.0
+    j(x, a)
+    assert a.last == 1.5
+    j(x, b)  # another object: its own entry, the write lands on it
+    assert b.last == 1.5
+
+
+def test_unhashable_dataclass_holding_a_tensor_sees_it_replaced_and_changed_in_place():
+    @dataclasses.dataclass
+    class Weighted:
+        w: torch.Tensor
+        shift: float
+
+    f = lambda x, c: x * c.w + c.shift
+    j = squall.jit(f)
+    x, c = torch.randn(3), Weighted(torch.ones(3), 1.0)
+    _check(j, f, x, c)
+    c.w.add_(1)  # in place: the same tensor, read at the call
+    _check(j, f, x, c)
+    c.w = torch.randn(3)  # another tensor: its guard fails, compiled again
+    _check(j, f, x, c)
+    c.shift = 3.0
+    _check(j, f, x, c)
+    assert jitted_state(j).stats.misses == 3

@@ -88,6 +88,54 @@ def test_the_same_tensor_returned_twice_gets_both_gradients():
     torch.testing.assert_close(x.grad, torch.full((4,), 8.0))
 
 
+class TwoHeads(nn.Module):
+    """Logits and a loss, as language models return them, plus a head only the auxiliary output reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.body, self.head, self.aux = nn.Linear(8, 16), nn.Linear(16, 4), nn.Linear(16, 2)
+
+    def forward(self, x, target):
+        h = torch.tanh(self.body(x))
+        logits = self.head(h)
+        return logits, self.aux(h), F.cross_entropy(logits, target)
+
+
+@pytest.mark.parametrize(
+    "used",
+    [
+        pytest.param(lambda logits, aux, loss: loss, id="loss"),
+        pytest.param(lambda logits, aux, loss: aux.pow(2).sum(), id="aux"),
+        pytest.param(lambda logits, aux, loss: loss + logits.sum() + aux.sum(), id="all"),
+    ],
+)
+def test_outputs_that_get_no_gradient_are_left_out_of_the_backward_as_in_eager(used):
+    torch.manual_seed(0)
+    eager = TwoHeads()
+    compiled_model = copy.deepcopy(eager)
+    jm = squall.jit(compiled_model)
+    x, target = torch.randn(6, 8), torch.randint(0, 4, (6,))
+    for _ in range(2):  # the second call reuses the backward built for this case
+        for model in (eager, compiled_model):
+            model.zero_grad(set_to_none=True)
+        used(*eager(x, target)).backward()
+        used(*jm(x, target)).backward()
+        for (name, expected), actual in zip(eager.named_parameters(), compiled_model.parameters()):
+            # a head that only an output without a gradient reads gets None, as in eager (not zeros)
+            assert (actual.grad is None) == (expected.grad is None), name
+            if expected.grad is not None:
+                torch.testing.assert_close(actual.grad, expected.grad, msg=name)
+    assert _differentiated_by_squall(jm)
+
+
+def test_one_of_two_places_a_tensor_is_returned_gets_no_gradient():
+    jf = squall.jit(lambda x: (x * 2, x * 2))
+    x = torch.randn(4, requires_grad=True)
+    a, b = jf(x)
+    b.sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((4,), 2.0))
+
+
 def test_dropout_backward_uses_the_forward_mask():
     torch.manual_seed(0)
     jf = squall.jit(lambda x: F.dropout(x, 0.5, training=True))
@@ -216,3 +264,22 @@ def test_fused_backward_kernels_take_the_expanded_gradient_a_sum_gives(norm):
     assert _differentiated_by_squall(jm)
     for a, b in zip(norm.parameters(), twin.parameters()):
         torch.testing.assert_close(b.grad, a.grad)
+
+
+def test_a_second_backward_without_retain_graph_fails_as_in_eager():
+    # the backward frees its saved tensors as it goes (unless retain_graph), as eager's autograd does
+    def f(x):
+        return torch.tanh(x * 3).sum()
+
+    x = torch.randn(5, requires_grad=True)
+    jf = squall.jit(f)
+    loss = jf(x)
+    loss.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()
+    assert _differentiated_by_squall(jf)
+    x.grad = None
+    kept = jf(x)
+    kept.backward(retain_graph=True)
+    kept.backward()
+    torch.testing.assert_close(x.grad, 2 * 3 * (1 - torch.tanh(3 * x.detach()) ** 2))

@@ -23,6 +23,7 @@ from torch.nn import _reduction as reduction_enum
 
 from .. import ltorch, prims
 from ..gradients import GradCall, GradRules, NeedsAutograd, NoGradRule
+from ..prims.base import canonical_dim
 from ..proxies import TensorProxy
 from . import kernels as k
 from .prims import per_argument
@@ -229,6 +230,24 @@ def _linear(call: GradCall) -> tuple:
     if call.wants(b):
         gb = _sum_to(g, b.shape)
     return gx, gw, gb
+
+
+# --- splits ---------------------------------------------------------------------------------
+
+
+def _pieces_rule(squeezed: bool) -> Callable[[GradCall], tuple]:
+    """split, chunk and unbind: the outputs are consecutive pieces of the input along `dim` (of size
+    one and squeezed away, for unbind), so the input's gradient is their cotangents joined there:
+    one cat, as eager's split backward, where differentiating the slices would pad each piece to
+    the input's size and add them up."""
+
+    def backward(call: GradCall) -> tuple:
+        input, dim = call.args[0], call.args[-1]
+        d = canonical_dim(input.ndim, dim)
+        pieces = [prims.reshape(g, (*g.shape[:d], 1, *g.shape[d:])) if squeezed else g for g in call.cotangents]
+        return (pieces[0] if len(pieces) == 1 else prims.cat(pieces, d),)
+
+    return backward
 
 
 # --- classification losses ------------------------------------------------------------------
@@ -660,6 +679,10 @@ _RULES: dict[str, tuple[Callable, Callable | None]] = {
     "torch.addmm": (_add_product(ltorch.mm), None),
     "torch.baddbmm": (_add_product(ltorch.bmm), None),
     "torch.nn.functional.linear": (_linear, None),
+    "torch.split": (_pieces_rule(squeezed=False), None),
+    "torch.Tensor.split": (_pieces_rule(squeezed=False), None),
+    "torch.chunk": (_pieces_rule(squeezed=False), None),
+    "torch.unbind": (_pieces_rule(squeezed=True), None),
     "torch.nn.functional.nll_loss": (_nll_loss, _nll_loss_forward),
     "torch.nn.functional.cross_entropy": (_cross_entropy, _cross_entropy_forward),
     "torch.nn.functional.scaled_dot_product_attention": (_sdpa, _sdpa_forward),

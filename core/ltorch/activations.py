@@ -72,6 +72,11 @@ def _check_not_bool(name: str, a, message: str) -> None:
     check(not a.dtype.is_complex, lambda: f"{name} does not support complex tensors, got {a.dtype}", RuntimeError)
 
 
+def _as_float(v):
+    # float(v), a run-time number staying one (a recorded conversion, its value never read)
+    return to_dtype(v, torch.float64)
+
+
 def _bound_for(a: TensorProxy, v):
     # integer tensors see integer bounds (torch converts the scalar to the tensor's type)
     return v if a.dtype.is_floating_point else int(v)
@@ -104,7 +109,7 @@ def leaky_relu(input, negative_slope=0.01):
     """input where positive, negative_slope * input elsewhere."""
     _check_floating("leaky_relu", input)
     x = upcast(input)
-    return to_dtype(prims.where(prims.gt(x, 0), x, prims.mul(x, float(negative_slope))), input.dtype)
+    return to_dtype(prims.where(prims.gt(x, 0), x, prims.mul(x, _as_float(negative_slope))), input.dtype)
 
 
 @torchsymbol(torch.threshold, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.threshold")
@@ -124,8 +129,8 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 def _elu_core(name: str, a, alpha: float, scale: float, input_scale: float) -> TensorProxy:
     _check_floating(name, a)
     x = upcast(a)
-    negative = prims.mul(prims.expm1(prims.mul(x, float(input_scale))), float(alpha) * float(scale))
-    return to_dtype(prims.where(prims.gt(x, 0), prims.mul(x, float(scale)), negative), a.dtype)
+    negative = prims.mul(prims.expm1(prims.mul(x, _as_float(input_scale))), _as_float(alpha) * _as_float(scale))
+    return to_dtype(prims.where(prims.gt(x, 0), prims.mul(x, _as_float(scale)), negative), a.dtype)
 
 
 @torchsymbol(torch._C._nn.elu, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.elu")

@@ -335,7 +335,7 @@ def _addc(name: str, prim, input, tensor1, tensor2, value):
     operands = broadcast(*(to_dtype(x, compute) for x in (input, tensor1, tensor2)))
     compute = computation_dtype(compute)
     a, t1, t2 = (to_dtype(x, compute) for x in operands)
-    if value != 1:
+    if type(value) is NumberProxy or value != 1:  # (a run-time one: multiplied, never compared)
         # torch casts value to the tensors' type (an integral one truncates it)
         t1 = prims.mul(t1, int(value) if _is_integral(compute) else to_dtype(value, compute))
     return to_dtype(prims.add(a, prim(t1, t2)), result)

@@ -17,6 +17,7 @@ from .. import prims
 from .base import torchsymbol
 from .helpers import cast_number, check, is_number, is_tensor, number_dtype
 from ..proxies import TensorProxy, current_context
+from ..symbol import Tags
 
 __all__ = [
     "zeros", "ones", "empty", "full", "scalar_tensor", "zeros_like", "ones_like", "empty_like",
@@ -104,7 +105,7 @@ ones = _constant_factory("ones", 1, torch.ones)
 empty = _constant_factory("empty", 0, torch.empty)
 
 
-@torchsymbol(torch.full)
+@torchsymbol(torch.full, tags=(Tags.NUMBER_OPERANDS,))
 def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False, names=None):
     """A tensor of `size` full of `fill_value`; its dtype follows the value's kind by default."""
     check_factory_kwargs("full", layout=layout, out=out, pin_memory=pin_memory)
@@ -142,7 +143,7 @@ ones_like = _like_factory("ones_like", 1, torch.ones_like)
 empty_like = _like_factory("empty_like", 0, torch.empty_like)
 
 
-@torchsymbol(torch.full_like)
+@torchsymbol(torch.full_like, tags=(Tags.NUMBER_OPERANDS,))
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False, memory_format=None):
     """A tensor shaped like `input` full of `fill_value`, of input's dtype unless dtype= is given."""
     check(is_tensor(input), lambda: f"full_like(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)

@@ -52,7 +52,10 @@ def number_dtype(x) -> torch.dtype:
 
 
 def cast_number(x, dtype: torch.dtype):
-    """`x` as torch stores it in a `dtype` tensor (C++ static_cast: truncation toward zero)."""
+    """`x` as torch stores it in a `dtype` tensor (C++ static_cast: truncation toward zero).
+    A run-time number stays one where no truncation can happen (else its value is read)."""
+    if type(x) is NumberProxy and (dtype == torch.bool or dtype_category(dtype) >= dtype_category(number_dtype(x))):
+        return _number_to_dtype(x, dtype)
     if dtype == torch.bool:
         return bool(x)
     if dtype.is_complex:

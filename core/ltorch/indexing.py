@@ -16,6 +16,7 @@ from .base import data_dependent_error, torchsymbol
 from .functionalization import inplace
 from .helpers import broadcast, broadcast_shapes, broadcast_to, canonical_dim, cast_number, check, is_number, is_tensor, torch_type_name
 from ..proxies import TensorProxy
+from ..symbol import Tags
 
 __all__ = [
     "index_select", "gather", "take_along_dim", "take", "scatter", "scatter_add", "scatter_reduce",
@@ -407,7 +408,7 @@ def _broadcastable(shape: Sequence[int], target: Sequence[int]) -> bool:
     return all(n == 1 or n == m for n, m in zip(reversed(shape), reversed(target)))
 
 
-@torchsymbol(torch.masked_fill, torch.Tensor.masked_fill)
+@torchsymbol(torch.masked_fill, torch.Tensor.masked_fill, tags=(Tags.NUMBER_OPERANDS,))
 def masked_fill(input, mask, value):
     """input where mask is False, value where it is True (mask and input broadcast together)."""
     _check_input("masked_fill", input)

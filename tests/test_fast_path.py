@@ -1,0 +1,96 @@
+"""The entry point's fast path (squall.entry_point): the entry it hit last is tried with one
+C check of the tensors' metadata; every input the key holds must still pick a new entry."""
+import torch
+from torch.testing import assert_close
+
+import squall
+
+
+def _jitted():
+    def f(a, b):
+        return a * b + a
+
+    return f, squall.jit(f)
+
+
+def _hit_then(call, jf, *args):
+    """Call `jf` twice on `args` (the second call comes through the fast path), then `call`."""
+    jf(*args)
+    jf(*args)
+    return call()
+
+
+def test_changed_dtype_shape_requires_grad_and_type_miss_the_recent_entry():
+    f, jf = _jitted()
+    a, b = torch.randn(3), torch.randn(3)
+    jf(a, b), jf(a, b)
+    for x, y in [
+        (a.double(), b.double()),
+        (torch.randn(4), torch.randn(4)),
+        (torch.randn(2, 3), torch.randn(3)),
+        (a.clone().requires_grad_(), b),
+        (torch.nn.Parameter(a.clone()), b),
+        (a.to(torch.int64), b.to(torch.int64)),
+    ]:
+        misses = jf.cache_info().misses
+        out = jf(x, y)
+        assert jf.cache_info().misses == misses + 1, (x, y)
+        assert out.dtype == f(x, y).dtype and out.requires_grad == f(x, y).requires_grad
+        assert_close(out, f(x, y))
+        assert_close(jf(a, b), f(a, b))  # and back to the first entry
+
+
+def test_grad_mode_and_default_dtype_after_a_cached_call_miss():
+    f, jf = _jitted()
+    a, b = torch.randn(3, requires_grad=True), torch.randn(3)
+    out = _hit_then(lambda: jf(a, b), jf, a, b)
+    assert out.requires_grad
+    misses = jf.cache_info().misses
+    with torch.no_grad():
+        out = jf(a, b)
+    assert not out.requires_grad and jf.cache_info().misses == misses + 1
+    with torch.inference_mode():
+        out = jf(a.detach(), b)
+    assert_close(out, f(a.detach(), b))
+    misses = jf.cache_info().misses
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        jf(a, b)
+    finally:
+        torch.set_default_dtype(old)
+    assert jf.cache_info().misses == misses + 1
+
+
+def test_other_strides_same_key_run_correctly_and_count_hits():
+    f, jf = _jitted()
+    a, b = torch.randn(3, 2), torch.randn(3, 2)
+    jf(a, b), jf(a, b)
+    t = torch.randn(2, 3).t()  # same shape and dtype, transposed strides: the key's entry, not the fast check's
+    hits = jf.cache_info().hits
+    assert_close(jf(t, b), f(t, b))
+    assert_close(jf(a, b), f(a, b))
+    assert jf.cache_info().hits == hits + 2 and jf.cache_info().misses == 1
+
+
+def test_numbers_and_keywords_go_to_the_key():
+    f, jf = _jitted()
+    a = torch.randn(3)
+    jf(a, a), jf(a, a)
+    assert_close(jf(a, 2.0), f(a, 2.0))
+    assert_close(jf(a, b=a), f(a, a))
+    assert jf.cache_info().misses >= 2
+
+
+def test_an_evicted_entry_is_forgotten():
+    f = lambda a, b: a - b  # noqa: E731
+    jf = squall.jit(f, cache_size=1)
+    a, b = torch.randn(3), torch.randn(3)
+    jf(a, b), jf(a, b)
+    jf(a.double(), b.double())  # evicts the float32 entry
+    assert jf.cache_info().evictions == 1
+    state = jf.__squall__
+    assert state._last[0] is None and len(state._fast_checks) == 0  # the evicted entry is forgotten
+    misses = jf.cache_info().misses
+    assert_close(jf(a, b), f(a, b))
+    assert jf.cache_info().misses == misses + 1  # compiled again: the fast path did not run the evicted entry
