@@ -381,15 +381,18 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
         output=(tuple(flat_proxies(trace.output)), tuple(saved_list)),
         provenance="forward of the gradient transform: returns (output tensors, saved for backward)",
     )
-    backward = Trace(
-        f"backward_{trace.name}",
-        saved_list + list(cotangents.values()),
-        recorded,
-        grad_outputs,
-        constants=trace.constants,
-        context=trace.context,
-        provenance="backward of the gradient transform: (saved, cotangents) -> gradients of the inputs",
-    )
+    def backward_trace(cotangents: dict, recorded: list, grad_outputs: Any, provenance: str) -> Trace:
+        return Trace(
+            f"backward_{trace.name}",
+            saved_list + list(cotangents.values()),
+            recorded,
+            grad_outputs,
+            constants=trace.constants,
+            context=trace.context,
+            provenance=provenance,
+        )
+
+    backward = backward_trace(cotangents, recorded, grad_outputs, "backward of the gradient transform: (saved, cotangents) -> gradients of the inputs")
 
     def backward_without(absent: frozenset[str]) -> Trace | None:
         """The backward for a call where the outputs named in `absent` got no gradient (PyTorch
@@ -398,14 +401,6 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
         cotangents, recorded, grad_outputs = _record_backward(d, differentiable_outputs, grads_for, absent)
         if not set(_forward_values_read(recorded, cotangents, grad_outputs)) <= {p.name for p in saved_list}:
             return None
-        return Trace(
-            f"backward_{trace.name}",
-            saved_list + list(cotangents.values()),
-            recorded,
-            grad_outputs,
-            constants=trace.constants,
-            context=trace.context,
-            provenance=f"backward of the gradient transform, for a call where {sorted(absent)} got no gradient",
-        )
+        return backward_trace(cotangents, recorded, grad_outputs, f"backward of the gradient transform, for a call where {sorted(absent)} got no gradient")
 
     return Differentiated(forward, backward, saved_list, differentiable_outputs, grads_for, d.rules_used, backward_without)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import threading
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,6 +34,7 @@ __all__ = [
     "NumberProxy",
     "current_context",
     "tracing",
+    "WhileTracing",
     "short_dtype",
     "type_string",
 ]
@@ -54,6 +56,31 @@ def tracing(ctx: Any) -> Iterator[Any]:
         yield ctx
     finally:
         _current.reset(token)
+
+
+class WhileTracing:
+    """A change to global state (a class's attributes, a builtin) in force while any program is
+    traced: made by the first block to enter, undone by the last to leave, so threads and
+    nested blocks share it. `with patch():` enters it."""
+
+    def __init__(self, install: Any, remove: Any):
+        self._install, self._remove = install, remove
+        self._lock = threading.Lock()
+        self._depth = 0
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth == 0:
+                self._install()
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._remove()
 
 
 def _require_context() -> Any:

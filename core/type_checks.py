@@ -23,14 +23,11 @@ from __future__ import annotations
 
 import builtins
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import torch
 
-from .proxies import NumberProxy, TensorProxy
+from .proxies import NumberProxy, TensorProxy, WhileTracing
 
 __all__ = ["isinstance_traced", "traced_isinstance"]
 
@@ -54,22 +51,13 @@ def traced_isinstance(obj: Any, classinfo: Any, /) -> bool:
     return issubclass(stands_for, classinfo)
 
 
-_lock = threading.Lock()
-_depth = 0
+def _install() -> None:
+    builtins.isinstance = traced_isinstance
 
 
-@contextmanager
-def isinstance_traced() -> Iterator[None]:
-    """The built-in `isinstance` is `traced_isinstance` within this block (nested blocks and threads share it)."""
-    global _depth
-    with _lock:
-        if _depth == 0:
-            builtins.isinstance = traced_isinstance
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                builtins.isinstance = _builtin_isinstance
+def _remove() -> None:
+    builtins.isinstance = _builtin_isinstance
+
+
+# the built-in `isinstance` is `traced_isinstance` within `with isinstance_traced():`
+isinstance_traced = WhileTracing(_install, _remove)

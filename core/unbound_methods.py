@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import threading
 import types
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import torch
 
-from .proxies import TensorProxy
+from .proxies import TensorProxy, WhileTracing
 
 __all__ = ["UnboundMethod", "unbound_methods_traced", "stand_in_for"]
 
@@ -67,7 +65,6 @@ def _c_methods() -> dict[str, UnboundMethod]:
 
 
 _lock = threading.Lock()
-_depth = 0
 _stand_ins: dict[str, UnboundMethod] = {}
 _stand_in_of: dict[int, UnboundMethod] = {}  # id of torch's method object -> its stand-in
 _METHOD_TYPES = (types.MethodDescriptorType, types.WrapperDescriptorType)
@@ -91,21 +88,15 @@ def stand_in_for(value: Any) -> Any:
     return _stand_in_of.get(id(value), value)
 
 
-@contextmanager
-def unbound_methods_traced() -> Iterator[None]:
-    """torch.Tensor's C methods take proxies within this block (nested blocks and threads share it)."""
-    global _depth
-    stand_ins = _built_stand_ins()
-    with _lock:
-        if _depth == 0:
-            for name, stand_in in stand_ins.items():
-                setattr(torch.Tensor, name, stand_in)
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                for name in _stand_ins:
-                    delattr(torch.Tensor, name)
+def _install_stand_ins() -> None:
+    for name, stand_in in _built_stand_ins().items():
+        setattr(torch.Tensor, name, stand_in)
+
+
+def _remove_stand_ins() -> None:
+    for name in _stand_ins:
+        delattr(torch.Tensor, name)
+
+
+# torch.Tensor's C methods take proxies within `with unbound_methods_traced():`
+unbound_methods_traced = WhileTracing(_install_stand_ins, _remove_stand_ins)
