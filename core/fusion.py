@@ -26,7 +26,21 @@ from .operations import CustomOperation, symbol_id
 from .proxies import TensorProxy
 from .symbol import BoundSymbol, Symbol, Tags, flat_proxies
 
-__all__ = ["FusionExecutor", "FusionRegion", "Declined", "RegionCost", "form_regions", "FUSION_REGION", "LEFT_OUT", "NOT_WORTH_IT"]
+__all__ = ["FusionExecutor", "FusionRegion", "Declined", "RegionCost", "form_regions", "FUSION_REGION", "LEFT_OUT", "NOT_WORTH_IT", "stop_compiling", "compiling_stopped"]
+
+# set at interpreter exit (squall.tiers): a background upgrade still planning must not start
+# region compiles then (their compilers' thread pools are shutting down, and a thread still
+# inside one as the interpreter finalises aborts the process)
+_exiting = threading.Event()
+
+
+def stop_compiling() -> None:
+    """From now on every region not yet compiled is declined (called once, at interpreter exit)."""
+    _exiting.set()
+
+
+def compiling_stopped() -> bool:
+    return _exiting.is_set()
 
 FUSION_REGION = Tags.FUSION_REGION  # the tag on a fusion region's symbol
 LEFT_OUT = "fusion pass left it out"  # a fusion executor claimed a call, then handed it back
@@ -355,7 +369,10 @@ class FusionExecutor(Executor):
         if key not in self._compiled:
             try:
                 why = self.skip_reason(region)
-                self._compiled[key] = Declined(f"{NOT_WORTH_IT}: {why}") if why else self.compile_region(region)
+                if _exiting.is_set():
+                    self._compiled[key] = Declined("the interpreter is exiting")
+                else:
+                    self._compiled[key] = Declined(f"{NOT_WORTH_IT}: {why}") if why else self.compile_region(region)
             except Exception as e:  # noqa: BLE001 - a region that fails to compile runs unfused
                 self.compile_errors.append(f"compile_region raised {type(e).__name__}: {e}")
                 self._compiled[key] = Declined(f"compile_region raised {type(e).__name__}: {e}")

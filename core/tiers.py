@@ -23,7 +23,8 @@ process skips the in-context timing, and where the torch plan won, the whole upg
 The worker is one daemon thread, so squall never holds more than one core for background
 compilation; on Linux it runs at a lower priority (nice +5, which the C++ compiler
 processes it starts inherit), so the user's compute keeps its cores. At exit, queued jobs
-are dropped and the running one is given a second to finish (a daemon thread, it never holds the exit up longer).
+are dropped, and the running one starts no further region compile and is waited for (at most
+`EXIT_JOIN_S`): a thread left inside a compiler while the interpreter finalises aborts the process.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from .choices import ChoiceStore, cache_dir
 from .config import ExecutorPriority
 from .executor import Executor
-from .fusion import FusionExecutor, example_tensor
+from .fusion import FusionExecutor, compiling_stopped, example_tensor, stop_compiling
 from .ltorch.base import SquallWarning
 from .pipeline import Compilation, compile_traced
 from .speculation import guards_of
@@ -60,7 +61,9 @@ JUDGE_MAX_BYTES = 1 << 30
 # a woken worker first gives the GIL back for this long, so the call that queued the job
 # returns at once instead of waiting out the worker's first switch interval (5 ms)
 SETTLE_S = 0.02
-EXIT_JOIN_S = 1.0  # how long interpreter exit waits for a running upgrade (its result would be lost anyway)
+# how long interpreter exit waits for a running upgrade to wind down: it starts no region compile
+# then, so this bounds only one in flight; a thread left inside a compiler aborts the process
+EXIT_JOIN_S = 10.0
 _NICE = 5  # the worker yields the CPU to the user's threads (Linux: a thread's own nice value)
 
 
@@ -285,6 +288,8 @@ class UpgradeJob:
         with torch.set_grad_enabled(self.grad_enabled):
             fused = compile_traced(self.base.traced, self.base.bindings, self.layout, executors=self.executors)
         seconds = time.perf_counter() - start
+        if compiling_stopped():
+            return self.upgrade.finish("cancelled", "the interpreter is exiting")
         fusers = _region_executors(fused)
         if not fusers:
             # the same calls on the same executors as the first plan, with the fusion executors'
@@ -368,14 +373,16 @@ class UpgradeWorker:
             torch.set_num_threads(job.num_threads)
             job.run()
 
-    def close(self, timeout: float = EXIT_JOIN_S) -> None:
-        """Drop queued jobs and give the running one `timeout` seconds (called at exit)."""
+    def close(self, timeout: float | None = None) -> None:
+        """Drop queued jobs, stop region compiles, and give the running job `timeout` seconds (default
+        EXIT_JOIN_S) to wind down (called at exit)."""
         with self._lock:
             self._closing = True
             thread = self._thread
+        stop_compiling()
         if thread is not None:
             self._jobs.put(None)
-            thread.join(timeout)
+            thread.join(EXIT_JOIN_S if timeout is None else timeout)
 
 
 _worker: UpgradeWorker | None = None
