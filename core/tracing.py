@@ -24,6 +24,7 @@ from .prims import copy_
 from .proxies import NumberProxy, TensorProxy, tracing
 from .speculation import Speculation
 from .state_guards import StateRecorder
+from .symbolic import ShapeEnv
 from .trace import Trace
 from .type_checks import isinstance_traced
 from .unbound_methods import unbound_methods_traced
@@ -57,6 +58,8 @@ class TracingContext:
         self.number_roots: dict[str, tuple[NumberProxy, ...]] = {}
         # a NumberProxy's name -> the names of the number arguments it was computed from
         self.number_sources: dict[str, frozenset[str]] = {}
+        # the size symbols of the inputs' symbolic dimensions, and the shape guards (squall.symbolic)
+        self.shapes = ShapeEnv()
 
     def number_op(self, op: str, operands: tuple) -> NumberProxy:
         """Arithmetic or a comparison on a NumberProxy, recorded (squall.numbers)."""
@@ -219,6 +222,7 @@ def trace_program(
     same_as: dict[tuple, tuple] | None = None,
     strict: bool = False,
     dynamic: frozenset[tuple] = frozenset(),
+    dims: dict[tuple, frozenset[int]] | None = None,
 ) -> tuple[Trace, list[InputBinding]]:
     """Trace `fn(*args, **kwargs)` (or `module(...)`) into a Trace of ltorch calls.
 
@@ -232,6 +236,9 @@ def trace_program(
     speculated from the real inputs and guarded (`squall.speculation`); with `strict` it is a
     DataDependentError. An int or float argument whose path is in `dynamic` is an input
     too, a NumberProxy read at run time (`squall.numbers`), not a constant of the trace.
+    `dims` maps a tensor argument's path to its dimensions whose sizes are symbolic
+    (`squall.symbolic`): each one of 2 or more becomes a size symbol, read from the input at
+    every call; sizes 0 and 1 stay concrete.
     """
     language = TorchLanguage(_torch_table())
     ctx = TracingContext(language.dispatch)
@@ -247,7 +254,11 @@ def trace_program(
             if path in same_as:
                 return by_path[same_as[path]]
             name = _local_name(x.name if isinstance(x, TensorProxy) else hint, taken)
-            p = TensorProxy(name, shape=x.shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad)
+            shape = x.shape
+            symbolic = dims.get(path) if dims else None
+            if symbolic:
+                shape = tuple(ctx.shapes.symbol(n, name, d) if d in symbolic and type(n) is int and n >= 2 else n for d, n in enumerate(shape))
+            p = TensorProxy(name, shape=shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad)
             if isinstance(x, torch.nn.Parameter):
                 p._is_param = True  # the program's `isinstance(p, torch.nn.Parameter)` answers as in eager (squall.type_checks)
             ctx.inputs.append(p)
