@@ -28,7 +28,8 @@ import torch
 from . import tiers
 from .aliasing import AliasPattern, alias_guarded, describe_path, same_as_paths
 from .checking import ExecutorFault, check_mode
-from .config import ExecutorPriority, resolve_executors, resolve_wait
+from .config import ExecutorPriority, resolve_dynamic, resolve_executors, resolve_wait
+from .dynamic_dims import DynamicDims
 from .entry_point import DynamicNumbers, forget_recent, key_parts, make_entry_point
 from .executor import Executor
 from .ltorch.base import SquallWarning
@@ -95,6 +96,7 @@ class JittedFunction:
         cache_size: int | None = DEFAULT_CACHE_SIZE,
         wait: bool | None = None,
         strict: bool = False,
+        dynamic: bool | None = None,
     ):
         if not callable(fn):
             raise TypeError(f"squall.jit expects a function or an nn.Module, got {type(fn).__name__}")
@@ -135,6 +137,7 @@ class JittedFunction:
         self._slot_paths: list[str] = []  # "lin.weight", "bn.running_mean"
         self._submodules: list[torch.nn.Module] = []
         self._numbers = DynamicNumbers()  # the number arguments read at run time (squall.entry_point)
+        self._dims = DynamicDims(resolve_dynamic(dynamic))  # the tensor dimensions traced as symbolic sizes
         self.split: Split | None = None  # the module's eager frame with compiled children, once it splits
         self._state_compiles: dict[tuple[Any, str], int] = {}  # (key, state label) -> compilations it caused
         self._split_keys: set[Any] = set()  # entries that split because their state kept changing
@@ -169,6 +172,7 @@ class JittedFunction:
             dynamic=self._numbers.paths,
             last=self._last,
             checks=self._fast_checks,
+            dims=self._dims.dims,
         )
         compiled.__squall__ = self
         compiled.cache_info = self.cache_info
@@ -190,6 +194,7 @@ class JittedFunction:
             check_plain_parameters(self._slot_paths, params)
         with self._compile_lock:
             exact, key = key, self._numbers.key_for(key, args, kwargs)  # a number that changed: dynamic (squall.entry_point)
+            key = self._dims.key_for(key, args, kwargs, self._numbers.paths)  # a size that changed: symbolic (squall.dynamic_dims)
             cached = self._cache.get(key)
             if cached is not None:  # another thread compiled this signature while we waited
                 return cached[0]
@@ -211,6 +216,11 @@ class JittedFunction:
             guarded = specialised_numbers(compilation)
             if guarded:  # its dynamic trace needed the number's exact value: keyed by value again
                 self._numbers.specialise(guarded)
+                return self._compile(args, kwargs, exact, params)
+            sized = specialised_dims(compilation)
+            if sized:  # its trace needed a symbolic size's exact value: that dimension is keyed by value again
+                for path, dim in sized:
+                    self._dims.specialise(path, dim)
                 return self._compile(args, kwargs, exact, params)
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             self._insert(key, entry)
@@ -245,6 +255,7 @@ class JittedFunction:
         """Compile for `executors` less the fusion executors that compile slowly (squall.tiers);
         also whether any were left out, for a background upgrade to bring them in."""
         options.setdefault("dynamic", frozenset(self._numbers.paths))
+        options.setdefault("dims", dict(self._dims.dims))
         first = tiers.background_priority(executors)
         if first is not None:
             try:
@@ -300,7 +311,7 @@ class JittedFunction:
 
     def _cached_runner(self, key: Any, entry: CompiledEntry) -> Callable:
         """What the cache holds: the runner; for a trace with value guards, its variants."""
-        if not guards_of(entry.compilation):
+        if not guards_of(entry.compilation) and not has_shape_guards(entry.compilation):
             return self._runner(key, entry.compilation)
         return Variants(self, key, self._variant(key, entry))
 
@@ -456,7 +467,7 @@ class JittedFunction:
             self.last_entry = CompiledEntry(variant, time.perf_counter() - start)
         fn = variant.fn
         fn = self._state_checked(key, variant, _holding(self._state_lock, fn) if variant.writes_module_state else fn)
-        if guards_of(variant):  # a value it read may differ at a later call: its variants, as for any entry
+        if guards_of(variant) or has_shape_guards(variant):  # a value it read may differ at a later call: its variants, as for any entry
             entry = CompiledEntry(variant, 0.0)
             slot = [fn, entry]
             return Variants(self, key, slot, compile_variant=lambda a, k: [self._alias_variant(key, compilation, pattern, a, k), entry])
@@ -485,7 +496,7 @@ class JittedFunction:
         )
         start = time.perf_counter()
         compilation = compile_program(self.fn, args, kwargs, executors=self._excluding(exclusions), module=self.module, strict=self.strict,
-                                      dynamic=frozenset(self._numbers.paths))
+                                      dynamic=frozenset(self._numbers.paths), dims=dict(self._dims.dims))
         entry = CompiledEntry(compilation, time.perf_counter() - start)
         self._entries[key] = entry
         self.last_entry = entry
@@ -701,6 +712,7 @@ def jit(
     cache_size: int | None = DEFAULT_CACHE_SIZE,
     wait: bool | None = None,
     strict: bool = False,
+    dynamic: bool | None = None,
 ) -> Any:
     """Compile `fn` (a function or an nn.Module); the result is called like the original.
 
@@ -716,13 +728,40 @@ def jit(
     that changes at every call makes a module split (`squall.split`: its forward runs eagerly,
     each submodule it calls compiled) and a plain function run eagerly. With `strict=True`
     such a program raises `DataDependentError` instead.
+    `dynamic` says which tensor dimensions are traced as symbolic sizes (`squall.dynamic_dims`):
+    None (the default: $SQUALL_DYNAMIC, else `dynamic` under [tool.squall], else "auto": a
+    dimension that changes between calls becomes symbolic at the recompile), True (every
+    dimension of 2 or more from the first call) or False (every size a constant).
     """
     state = JittedFunction(
-        fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size, wait=wait, strict=strict
+        fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size, wait=wait, strict=strict, dynamic=dynamic
     )
     if isinstance(fn, torch.nn.Module):
         return JittedModule(fn, state)
     return state.entry_point
+
+
+def has_shape_guards(compilation: Compilation) -> bool:
+    """Whether the compilation's generated code checks shape relations (squall.symbolic): a
+    failed one runs or compiles another variant, as a failed value guard does."""
+    env = getattr(compilation.traced.context, "shapes", None)
+    return env is not None and bool(env.check_source())
+
+
+def specialised_dims(compilation: Compilation) -> set[tuple[tuple, int]]:
+    """(argument path, dimension) of each symbolic input dimension whose exact value the
+    program read (an op that takes only constants, `int(size)`): guarded, so correct, but
+    it would compile a variant for every size."""
+    env = getattr(compilation.traced.context, "shapes", None)
+    if env is None or not env.specialised:
+        return set()
+    paths = {b.proxy.name: b.path for b in compilation.bindings}
+    found = set()
+    for name, (_, input_name, dim) in env.symbols.items():
+        if name in env.specialised:
+            found.add((paths[input_name], dim))
+            found.update((paths[i], d) for i, d, symbol in env.aliases if symbol == name)
+    return found
 
 
 def state_guards(compilation: Compilation) -> StateGuards:
