@@ -63,6 +63,9 @@ def _picker(paths: Sequence[tuple], takes_params: bool) -> Callable[[tuple, dict
     def pick(args: tuple, kwargs: dict) -> list:
         out = []
         for root, *keys in paths:
+            if root == "state":
+                out.append(keys[0][keys[1]])  # a tensor an argument object holds
+                continue
             if root == "params":
                 x = args[0]
             elif root == "args":

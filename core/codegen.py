@@ -75,6 +75,8 @@ def generate(
             access = f"_a{b.path[1]}" + "".join(f"[{printer.exact(k)}]" for k in b.path[2:])
         elif b.path[0] == "kwargs":
             access = "kwargs" + "".join(f"[{printer.exact(k)}]" for k in b.path[1:])
+        elif b.path[0] == "state":
+            access = f"{printer.name_for(b.path[1], 'state')}[{printer.exact(b.path[2])}]"
         else:
             continue
         lines.append(f"  {b.proxy.name} = {access}")

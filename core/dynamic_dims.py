@@ -22,6 +22,8 @@ from typing import Any
 import torch
 
 from .entry_point import dynamic_key
+from .symbolic import concrete_shape
+from .tracing import ALL_DIMS
 
 __all__ = ["DynamicDims", "tensor_paths"]
 
@@ -71,6 +73,8 @@ class DynamicDims:
         same signature (with `numbers`, the dynamic number paths, masked as the key has them)."""
         if self.mode is False:
             return key
+        if self.mode is True:
+            self.dims[("state",)] = ALL_DIMS  # the tensors argument objects hold too
         tensors = tensor_paths(args, kwargs)
         if not tensors:
             return key
@@ -99,8 +103,29 @@ class DynamicDims:
             return key
         return dynamic_key(key, args, kwargs, set(), self.dims)
 
+    def note_state(self, compilation: Any) -> None:
+        """A compiled entry's state check failed (squall.state_guards): each tensor it read from
+        an argument object (a KV cache's keys) whose sizes changed since, same rank and dtype,
+        has those dimensions symbolic in the recompile."""
+        if self.mode is False:
+            return
+        for b in compilation.bindings:
+            if b.path[0] != "state":
+                continue
+            owner, k = b.path[1], b.path[2]
+            now = owner.get(k)
+            traced = concrete_shape(b.proxy.shape)
+            if type(now) is not torch.Tensor or now.dim() != len(traced) or now.dtype != b.proxy.dtype:
+                continue
+            path = ("state", id(owner), k)
+            changed = {d for d, (a, n) in enumerate(zip(traced, now.shape)) if a != n} - self._static.get(path, set())
+            if changed:
+                self.dims[path] = self.dims.get(path, frozenset()) | frozenset(changed)
+
     def specialise(self, path: tuple, dim: int) -> None:
         """Key dimension `dim` of the argument at `path` by value again, for good."""
+        if path[0] == "state":
+            path = ("state", id(path[1]), path[2])
         self._static.setdefault(path, set()).add(dim)
         left = self.dims.get(path, frozenset()) - {dim}
         if left:

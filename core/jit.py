@@ -206,6 +206,10 @@ class JittedFunction:
                     self._set_aside[key].pop(i)  # its state is back: cached again, not compiled
                     self._insert(key, variant)
                     return self._cache[key][0]
+            # a tensor an argument object holds (a KV cache) whose sizes changed since an entry read
+            # it: those dimensions symbolic in this compile (squall.dynamic_dims)
+            for entry in [*self._entries.values(), *self._set_aside.get(key, ())]:
+                self._dims.note_state(entry.compilation)
             start = time.perf_counter()
             self.stats.misses += 1
             self._note_changes(args, kwargs)

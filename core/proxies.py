@@ -137,7 +137,12 @@ class TensorProxy:
     Its `shape` is a torch.Size, or, where some sizes are symbolic (`squall.symbolic.SymInt`),
     a tuple of ints and SymInts."""
 
-    __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "_is_param", "__weakref__")
+    # the marks torch._dynamo.mark_static_address / mark_dynamic / mark_static set on a tensor
+    # (transformers' static cache marks its buffers while the model runs): held, and without
+    # effect on a trace already being recorded
+    __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "_is_param", "__weakref__",
+                 "_dynamo_static_input_type", "_dynamo_dynamic_indices", "_dynamo_static_indices",
+                 "_dynamo_weak_dynamic_indices", "_dynamo_unbacked_indices")
 
     def __init__(
         self,

@@ -34,6 +34,7 @@ from . import numbers
 from .guards import GUARD, READERS, GuardFailed
 from .ltorch.base import DataDependentError, SquallWarning
 from .proxies import NumberProxy, TensorProxy
+from .symbolic import concrete_value
 from .symbol import BoundSymbol, Symbol, Tags, user_source, user_stacklevel
 from .torch_executor import TorchExecutor, make_executor
 
@@ -154,7 +155,8 @@ class Speculation:
         args, kwargs = bsym.shortest_arguments()
         # an opaque torch call may write into its arguments: it must not touch the caller's tensors
         real = (lambda x: self.values[x.name].clone()) if Tags.OPAQUE in bsym.sym.tags else (lambda x: self.values[x.name])
-        swap = lambda x: real(x) if isinstance(x, TensorProxy) else x.value if type(x) is NumberProxy else x
+        # a number or symbolic size computes with its value in this call (the trace stays symbolic)
+        swap = lambda x: real(x) if isinstance(x, TensorProxy) else x.value if type(x) is NumberProxy else concrete_value(x)
         out = impl.impl(*tree_map(swap, args), **tree_map(swap, kwargs))
         self._remember(bsym.output, out)
 

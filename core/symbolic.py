@@ -25,7 +25,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "slice_indices"]
+__all__ = ["SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "concrete_value", "slice_indices"]
 
 # A term's atoms: ("s", name) for a size symbol, ("//", a, b) or ("%", a, b) for an opaque
 # floor division or remainder of two polynomials. A polynomial: ((atoms, coefficient), ...).
@@ -432,3 +432,16 @@ def slice_indices(item: slice, length: int | SymInt) -> tuple:
         return length if bound > length else bound
 
     return clamp(item.start, 0), clamp(item.stop, length), step
+
+
+def concrete_value(x: Any) -> Any:
+    """`x` with each symbolic size in it (a SymInt, a slice bound) replaced by its value in
+    the call being traced, unguarded: for running a traced call on this call's tensors."""
+    t = type(x)
+    if t is SymInt:
+        return x.value
+    if t is slice:
+        return slice(concrete_value(x.start), concrete_value(x.stop), concrete_value(x.step))
+    if (t is tuple or t is list) and any(type(v) in (SymInt, slice, tuple, list) for v in x):
+        return t(concrete_value(v) for v in x)
+    return x

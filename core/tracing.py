@@ -30,7 +30,10 @@ from .type_checks import isinstance_traced
 from .unbound_methods import unbound_methods_traced
 from .views import ViewTracker
 
-__all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names"]
+__all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names", "ALL_DIMS"]
+
+# `dims[("state",)]`: every dimension of every tensor read from an argument object is symbolic
+ALL_DIMS = frozenset(range(64))
 
 
 class TracingContext:
@@ -140,7 +143,9 @@ class InputBinding:
     """Where an input proxy comes from: a path of indexes into the function's arguments.
 
     The path starts at "params" (a module's parameters and buffers, a list),
-    "args" (positional arguments, a tuple) or "kwargs" (a dict).
+    "args" (positional arguments, a tuple) or "kwargs" (a dict); or it is ("state", owner,
+    key): a tensor an object reached from the arguments holds, read as `owner[key]` (the
+    object's `__dict__`) at every call (squall.state_guards).
     """
 
     proxy: TensorProxy
@@ -279,6 +284,27 @@ def trace_program(
             return {k: proxify(v, (*path, k), f"{hint}_{k if type(k) in (str, int) else i}") for i, (k, v) in enumerate(x.items())}
         return x
 
+    state_proxies: dict[int, TensorProxy] = {}
+
+    def state_input(value: torch.Tensor, owner: dict, key: str, label: str) -> TensorProxy:
+        # a tensor an argument object (or one reached from it) holds: an input read from
+        # `owner[key]` at every call; its dimensions symbolic as `dims` says for ("state", id(owner), key)
+        p = state_proxies.get(id(value))
+        if p is None:
+            symbolic = (dims or {}).get(("state", id(owner), key)) or (dims or {}).get(("state",)) or frozenset()
+            marked = getattr(value, "_dynamo_dynamic_indices", None)  # torch._dynamo.mark_dynamic
+            symbolic = symbolic | frozenset(marked) if marked and symbolic is not ALL_DIMS else symbolic
+            shape = tuple(value.shape)
+            name = _local_name(f"{key}", taken)
+            if symbolic:
+                shape = tuple(ctx.shapes.symbol(n, name, d) if (d in symbolic or symbolic is ALL_DIMS) and n >= 2 else n for d, n in enumerate(shape))
+            p = state_proxies[id(value)] = TensorProxy(name, shape=shape, dtype=value.dtype, device=value.device, requires_grad=value.requires_grad)
+            ctx.inputs.append(p)
+            paths.append(("state", owner, key))
+            if ctx.speculation is not None:
+                ctx.speculation.bind(p, value)
+        return p
+
     if not strict:
         ctx.speculation = Speculation(ctx)
     with tracing(ctx):
@@ -293,6 +319,7 @@ def trace_program(
         p_kwargs = {k: proxify(v, ("kwargs", k), k) for k, v in kwargs.items()}
         # what the program reads and writes besides its inputs (squall.state_guards): ctx.state
         ctx.state = StateRecorder(module, arg_offset=int(module is not None))
+        ctx.state.tensor_input = state_input
         target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
         with TracingMode(language), unbound_methods_traced(), isinstance_traced():
             # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.wrappers)
