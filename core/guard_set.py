@@ -73,13 +73,15 @@ class Guard:
 @dataclass(frozen=True)
 class GuardFailure:
     """What failed when a call did not fit an entry: the guard's kind, label and site, and what
-    was seen (`detail`, "" where the check does not say). It decides nothing: the runtime's
-    policy (`squall.runtime.policy`) maps it to what happens next."""
+    was seen (`detail`, "" where the check does not say); for a guard in the program, how it
+    read its value (`read`: "item", "bool", ...). It decides nothing: the runtime's policy
+    (`squall.runtime.policy`) maps it to what happens next."""
 
     kind: str
     label: str
     site: str = ""
     detail: str = ""
+    read: str = ""
 
     def __str__(self) -> str:
         where = f" at {self.site}" if self.site else ""
