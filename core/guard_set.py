@@ -22,7 +22,7 @@ Where a guard is checked depends on its kind (`GUARD_KINDS`), and is the only th
 How a new guard kind is added (a symbolic-shape relation, say "input 0 dim 1 >= 2"):
 
 1. give it a row in `GUARD_KINDS` (what it guards, where it is checked: "check" for a
-   relation over the inputs);
+   relation over the inputs); a test may pass its own table (`GuardSet(kinds=...)`);
 2. where the trace decides on it, add it to the compilation's guard set:
    `guards.add("args[0].shape[1] >= 2", "argument 'x' dim 1 >= 2", kind="shape", site=...)`;
    the condition may read objects bound with `guards.bind(obj, hint)`.
@@ -34,7 +34,7 @@ any kind it has no rule of its own for.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,7 +85,7 @@ class GuardFailure:
 
     def __str__(self) -> str:
         where = f" at {self.site}" if self.site else ""
-        return f"{self.label}{where} changed" + (f" ({self.detail})" if self.detail else "")
+        return f"{self.kind} guard failed: {self.label}{where}" + (f" ({self.detail})" if self.detail else "")
 
 
 class GuardSet:
@@ -96,7 +96,8 @@ class GuardSet:
     expression, calls `failed(args, kwargs)` when it does not hold, and runs `fn`.
     """
 
-    def __init__(self):
+    def __init__(self, kinds: Mapping[str, tuple[str, str]] = GUARD_KINDS):
+        self.kinds = kinds  # kind -> (what it guards, where it is checked): GUARD_KINDS, or a test's own
         self.guards: list[Guard] = []
         self.namespace: dict[str, Any] = {"_copysign": math.copysign}
         self._bound: dict[int, str] = {}
@@ -119,20 +120,25 @@ class GuardSet:
     def add(self, condition: str, label: str, *, kind: str = STATE, site: str = "") -> None:
         """Guard that `condition` (a Python expression over `args`, `kwargs` and bound names)
         holds before the program runs; a condition already in the set is not added twice."""
-        if kind not in GUARD_KINDS or GUARD_KINDS[kind][1] != "check":
+        if self.kinds.get(kind, (None, None))[1] != "check":
             raise ValueError(f"squall: a {kind!r} guard is not checked before the program; kinds that are: "
-                             f"{sorted(k for k, (_, where) in GUARD_KINDS.items() if where == 'check')}")
+                             f"{sorted(k for k, (_, where) in self.kinds.items() if where == 'check')}")
         if condition not in self._seen:
             self._seen.add(condition)
             self.guards.append(Guard(kind, label, condition, site))
             self._holds = None
             self._runners.clear()
 
-    def note(self, kind: str, label: str, site: str = "") -> None:
-        """Record a guard the cache key or the program itself checks (no condition here)."""
-        if kind not in GUARD_KINDS or GUARD_KINDS[kind][1] == "check":
-            raise ValueError(f"squall: a {kind!r} guard needs a condition (GuardSet.add), or is unknown; known: {sorted(GUARD_KINDS)}")
-        self.guards.append(Guard(kind, label, None, site))
+    def note(self, kind: str, label: str, site: str = "", *, condition: str | None = None) -> None:
+        """Record a guard the cache key or the program itself checks. A key guard's `condition`,
+        when given, is never part of the generated check (the key holds it): `explain` reads it
+        to say which input a call that missed differs in."""
+        where = self.kinds.get(kind, (None, None))[1]
+        if where is None or where == "check":
+            raise ValueError(f"squall: a {kind!r} guard needs a condition (GuardSet.add), or is unknown; known: {sorted(self.kinds)}")
+        if condition is not None and where != "key":
+            raise ValueError(f"squall: a {kind!r} guard is checked inside the program: it has no condition of its own")
+        self.guards.append(Guard(kind, label, condition, site))
 
     def watch(self, expr: str, value: Any, label: str, *, kind: str = STATE) -> None:
         """Guard that `expr` still gives `value`: numbers and strings by type and value (-0.0
@@ -167,8 +173,8 @@ class GuardSet:
 
     @property
     def conditions(self) -> list[str]:
-        """The conditions the generated check evaluates, in order."""
-        return [g.condition for g in self.guards if g.condition is not None]
+        """The conditions the generated check evaluates, in order (a key guard's are the key's)."""
+        return [g.condition for g in self.guards if g.condition is not None and self.kinds[g.kind][1] == "check"]
 
     def of_kind(self, kind: str) -> list[Guard]:
         return [g for g in self.guards if g.kind == kind]
@@ -218,13 +224,13 @@ class GuardSet:
         return self._holds(args, kwargs)
 
     def explain(self, args: tuple, kwargs: dict) -> GuardFailure | None:
-        """The first guard checked before the program that fails for this call, in words (None: all hold)."""
+        """The first guard with a condition that fails for this call, in words (None: all hold):
+        the key's guards first (which input a call that missed differs in), then the check's."""
         for container, label in self._empty.values():
             if container:
                 return GuardFailure(STATE, label, detail="a hook was registered")
-        for guard in self.guards:
-            if guard.condition is None:
-                continue
+        ordered = sorted((g for g in self.guards if g.condition is not None), key=lambda g: self.kinds[g.kind][1] != "key")
+        for guard in ordered:
             try:
                 ok = eval(guard.condition, dict(self.namespace), {"args": args, "kwargs": kwargs})  # noqa: S307 - squall's own source
             except Exception:  # noqa: BLE001 - a condition that cannot be evaluated does not hold

@@ -80,9 +80,11 @@ def entry_guards(compilation: Compilation, *, alias: bool, takes_params: bool, d
         return guards
     state = getattr(compilation.traced.context, "state", None)
     guards = state.guards if state is not None else StateGuards()
+    guards.namespace["_metadata"] = _metadata
     for b in compilation.bindings:
         if type(b.proxy) is not NumberProxy:
-            guards.note(TENSOR, f"{describe(b.path)}: {type_string(b.proxy)}")
+            expected = guards.bind(_metadata(b.proxy), "m")
+            guards.note(TENSOR, f"{describe(b.path)}: {type_string(b.proxy)}", condition=f"_metadata({_expression(b.path, takes_params)}) == {expected}")
     for g in guards_of(compilation):
         how, read, _, expected, site = g.args
         number = len(read) == 1 and type(read[0]) is NumberProxy
@@ -95,6 +97,18 @@ def entry_guards(compilation: Compilation, *, alias: bool, takes_params: bool, d
         guards.add(f"len({{_storage_key(t) for t in {pick}(args, kwargs)}}) == {len(paths)}", f"no two of {names} share memory", kind=ALIAS)
     compilation.guard_set = guards
     return guards
+
+
+def _metadata(t: Any) -> tuple:
+    """What the cache key holds of a tensor (squall.entry_point), comparable between a proxy and a tensor."""
+    return (tuple(t.shape), t.dtype, str(t.device), t.requires_grad)
+
+
+def _expression(path: tuple, takes_params: bool) -> str:
+    """The input at `path` (an input binding's), as an expression over a runner's `args` and `kwargs`."""
+    root, first, *rest = path
+    head = {"params": f"args[0][{first!r}]", "args": f"args[{first + (1 if takes_params else 0)}]", "kwargs": f"kwargs[{first!r}]"}[root]
+    return head + "".join(f"[{k!r}]" for k in rest)
 
 
 def _short(value: Any) -> str:
