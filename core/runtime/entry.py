@@ -87,7 +87,7 @@ def entry_guards(compilation: Compilation, *, alias: bool, takes_params: bool, d
             guards.note(TENSOR, f"{describe(b.path)}: {type_string(b.proxy)}", condition=f"_metadata({_expression(b.path, takes_params)}) == {expected}")
     for g in guards_of(compilation):
         how, read, _, expected, site = g.args
-        number = len(read) == 1 and type(read[0]) is NumberProxy
+        number = bool(read) and all(type(r) is NumberProxy for r in read)  # as GuardFailed.on_number says at run time
         guards.note(NUMBER if number else VALUE, f"{how}({', '.join(getattr(r, 'name', repr(r)) for r in read)}) == {_short(expected)}", site)
     if alias and compilation.writes_inputs:
         paths = [b.path for b in compilation.bindings]

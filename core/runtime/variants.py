@@ -25,7 +25,7 @@ __all__ = ["Variants", "failure_of"]
 
 def failure_of(failed: GuardFailed) -> GuardFailure:
     """A guard the program raised, in the form every check reports."""
-    kind = NUMBER if failed.how == "number" else VALUE
+    kind = NUMBER if failed.on_number else VALUE
     return GuardFailure(kind, f"the value read at {failed.site} ({failed.how})", failed.site,
                         f"was {failed.got!r}, the trace assumed {failed.expected!r}", failed.how)
 
