@@ -85,14 +85,15 @@ class EntryCache:
             self.slots[key] = record.slot
             return record
 
-    def swap(self, record: CacheEntry, runner: Callable, *, compiled: CompiledEntry | None = None,
+    def swap(self, record: CacheEntry | None, runner: Callable, *, compiled: CompiledEntry | None = None,
              slot: list | None = None, replacing: Any = None) -> bool:
         """Make `runner` what the entry's slot (or `slot`, a variant's `[runner, entry]`) runs,
         and `compiled` the entry's program if given; only where the slot still runs `replacing`
-        when that is given. False (nothing changed) where the slot is gone or was swapped since."""
+        when that is given. False (nothing changed) where the slot is gone or was swapped since
+        (`record` None: the entry was evicted and forgotten)."""
         with self.lock:
-            target = slot if slot is not None else record.slot
-            if compiled is not None:
+            target = slot if slot is not None else record.slot if record is not None else None
+            if compiled is not None and record is not None:
                 record.compiled = compiled
             if target is None or (replacing is not None and target[0] is not replacing):
                 return False

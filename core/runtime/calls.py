@@ -208,6 +208,9 @@ class Runtime:
 
     def _guards(self, compilation: Compilation, alias: bool = True) -> StateGuards:
         """The compilation's one guard set (squall.guard_set), completed on first use."""
+        done = compilation.__dict__.get("guard_set")
+        if done is not None:
+            return done
         names = argument_names(self.module.forward if self.module is not None else self.fn, len(compilation.bindings))
         state = getattr(compilation.traced.context, "state", None)
         eager = state is not None and state.guards.eager  # an eager program's check is of its state alone
