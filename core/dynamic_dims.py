@@ -25,7 +25,7 @@ from .entry_point import dynamic_key
 from .symbolic import concrete_shape
 from .tracing import ALL_DIMS
 
-__all__ = ["DynamicDims", "tensor_paths"]
+__all__ = ["DynamicDims", "tensor_paths", "has_shape_guards", "specialised_dims"]
 
 _AUTO = "auto"
 
@@ -132,3 +132,26 @@ class DynamicDims:
             self.dims[path] = left
         else:
             self.dims.pop(path, None)
+
+
+def has_shape_guards(compilation: Any) -> bool:
+    """Whether the compilation's generated code checks shape relations (squall.symbolic): a
+    failed one runs or compiles another variant, as a failed value guard does."""
+    env = getattr(compilation.traced.context, "shapes", None)
+    return env is not None and bool(env.check_source())
+
+
+def specialised_dims(compilation: Any) -> set[tuple[tuple, int]]:
+    """(argument path, dimension) of each symbolic input dimension whose exact value the
+    program read (an op that takes only constants, `int(size)`): guarded, so correct, but
+    it would compile a variant for every size."""
+    env = getattr(compilation.traced.context, "shapes", None)
+    if env is None or not env.specialised:
+        return set()
+    paths = {b.proxy.name: b.path for b in compilation.bindings}
+    found = set()
+    for name, (_, input_name, dim) in env.symbols.items():
+        if name in env.specialised:
+            found.add((paths[input_name], dim))
+            found.update((paths[i], d) for i, d, symbol in env.aliases if symbol == name)
+    return found
