@@ -25,7 +25,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "concrete_value", "slice_indices"]
+__all__ = ["SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "concrete_value", "slice_indices", "guarded_int"]
 
 # A term's atoms: ("s", name) for a size symbol, ("//", a, b) or ("%", a, b) for an opaque
 # floor division or remainder of two polynomials. A polynomial: ((atoms, coefficient), ...).
@@ -279,6 +279,12 @@ class SymInt:
         o = self._operand(other)
         return NotImplemented if o is None else _divide(o[0], o[1], self.poly, self.value, self.env, "%")
 
+    def __divmod__(self, other):
+        return self // other, self % other
+
+    def __rdivmod__(self, other):
+        return other // self, other % self
+
     def __truediv__(self, other):
         return int(self) / other
 
@@ -445,3 +451,10 @@ def concrete_value(x: Any) -> Any:
     if (t is tuple or t is list) and any(type(v) in (SymInt, slice, tuple, list) for v in x):
         return t(concrete_value(v) for v in x)
     return x
+
+
+def guarded_int(x: Any) -> Any:
+    """`x`, or a symbolic size's value, read and guarded (the program is specialised on it): for
+    an op whose meta needs the number itself (how many pieces a split makes, a convolution's
+    padding)."""
+    return operator.index(x) if type(x) is SymInt else x

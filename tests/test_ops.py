@@ -147,3 +147,41 @@ def test_ltorch_modules_list_exactly_their_ops_in_all():
         defined |= {x.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets for x in ast.walk(t) if isinstance(x, ast.Name)}
         ops = {n for n in defined if hasattr(getattr(module, n, None), "torchfns") and not isinstance(getattr(module, n), type)}
         assert set(module.__all__) == ops, f"{module.__name__}: __all__ lacks {sorted(ops - set(module.__all__))}, has extra {sorted(set(module.__all__) - ops)}"
+
+
+# ops whose samples fail with every size symbolic, and why (each is a gap in symbolic shapes,
+# not a wrong result: these raise while tracing)
+SYMBOLIC_SKIPS: dict[str, str] = {}
+
+
+def _symbolic_cases():
+    for info in OPINFOS:
+        dtypes = [d for d in ALL_TYPES if d in info.dtypes]
+        if not dtypes:
+            continue
+        dtype = torch.float32 if torch.float32 in dtypes else dtypes[0]
+        marks = []
+        reason = info.skip_reason("torch", dtype) or SYMBOLIC_SKIPS.get(info.name)
+        if reason:
+            marks.append(pytest.mark.skip(reason=reason))
+        yield pytest.param(info, dtype, id=f"{info.name}-{str(dtype).removeprefix('torch.')}", marks=marks)
+
+
+@pytest.mark.parametrize("info,dtype", list(_symbolic_cases()))
+def test_consistency_with_symbolic_sizes(info: OpInfo, dtype: torch.dtype):
+    """Every sample traced with every dimension of 2 or more symbolic (`dynamic=True`): the
+    same results as eager, on the torch executor (fusion executors decline symbolic sizes)."""
+    for sample in info.sample_inputs(dtype, "cpu"):
+        jfn = squall.jit(_compile(info.op), executors=CONFIGS["torch"], dynamic=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", squall.SquallWarning)
+            if info.random:
+                torch.manual_seed(1234)
+            actual = jfn(*sample.args, **sample.kwargs)
+        if info.random:
+            torch.manual_seed(1234)
+        expected = info.ref()(*sample.args, **sample.kwargs)
+        if info.random:
+            _assert_same_structure(actual, expected, sample)
+        else:
+            torch.testing.assert_close(actual, expected, equal_nan=True, **_tolerance(info, dtype), msg=lambda m: f"{sample}: {m}")
