@@ -354,6 +354,11 @@ def _divide(a: Poly, av: int, b: Poly, bv: int, env: ShapeEnv, op: str) -> int |
     quotient = _exact_quotient(a, b)
     if quotient is not None:
         return 0 if op == "%" else _sized(quotient, av // bv, env)
+    if op == "//" and len(b) == 1 and b[0][0] and b[0][1] > 0:
+        # (4*s0*s1 + 2*s0) // (8*s0) is (2*s1 + 1) // 4: the common symbols cancel (sizes are positive)
+        reduced = _exact_quotient(a, _make_poly({b[0][0]: 1}))
+        if reduced is not None:
+            a, b = reduced, _constant(b[0][1])
     value = av // bv if op == "//" else av % bv
     return _sized(_make_poly({((op, a, b),): 1}), value, env)
 
