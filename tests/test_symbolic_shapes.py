@@ -162,7 +162,7 @@ def test_mark_dynamic_and_mark_static_are_honoured():
     y = torch.randn(5, 3)
     torch._dynamo.mark_static(y, 0)
     assert_close(jf(y), f(y))
-    assert 'y: "cpu f32[5, s0]"' in str(squall.last_traces(jf).traced) or 'x: "cpu f32[5, s0]"' in str(squall.last_traces(jf).traced)
+    assert 'x: "cpu f32[5, s0]"' in str(squall.last_traces(jf).traced)  # the marked dimension stays a constant
 
 
 def test_the_setting_comes_from_the_environment_and_pyproject(tmp_path):
