@@ -217,3 +217,16 @@ def test_gradients_flow_through_symbolic_shapes():
             assert_close(a, e)
     assert _misses(jf) == 1
     assert "s1" in str(squall.last_traces(jf).backward)
+
+
+def test_explain_shows_the_symbolic_dimensions_the_guards_and_why_fusion_declined():
+    def f(x, y):
+        return x[:, : y.shape[1]] + y
+
+    jf = squall.jit(f, dynamic=True)
+    x, y = torch.randn(2, 9), torch.randn(2, 5)
+    jf(x, y)
+    report = squall.explain(jf, x, y)
+    assert "tensor: argument 'x': cpu f32[s0, s1]" in report.guards
+    assert "shape: not (s2 > s1) (shape guards)" in report.guards
+    assert report.last_entry == "fits this call"
