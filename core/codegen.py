@@ -98,7 +98,7 @@ def generate(
     for bsym in bsyms:
         if bsym.sym is DEL:
             line = f"del {', '.join(p.name for p in bsym.args)}"
-            _check_reads(name, line, bsym.args, assigned, freed, "del")
+            _check_reads(name, line, bsym.args, assigned, freed, None)
             freed.update(p.name for p in bsym.args)
             assigned.difference_update(p.name for p in bsym.args)
             lines.append(f"  {line}")
@@ -106,7 +106,7 @@ def generate(
         callee = stand_ins.get(id(bsym)) or impl_names[id(bsym.impl)]
         target, picks = printer.assignment(bsym.output) if bsym.output is not None else ("", [])
         line = f"{target + ' = ' if target else ''}{printer.call(callee, bsym)}"
-        _check_reads(name, line, bsym.input_proxies(), assigned, freed, f"{bsym.sym.id} (executor {bsym.executor.name if bsym.executor else None})")
+        _check_reads(name, line, bsym.input_proxies(), assigned, freed, bsym)
         assigned.update(p.name for p in bsym.output_proxies())
         lines.append(f"  {line}")
         lines.extend(f"  {line}" for line in picks)
@@ -118,11 +118,16 @@ def generate(
     return GeneratedFunction(printer.globals[name], source, filename)
 
 
-def _check_reads(function: str, line: str, reads, assigned: set[str], freed: set[str], what: str) -> None:
+def _check_reads(function: str, line: str, reads, assigned: set[str], freed: set[str], reader: BoundSymbol | str | None) -> None:
+    """Raise UnassignedName where a name in `reads` is not assigned at this line; `reader` is the
+    call that reads them (a bound symbol), "the return", or None for a `del`."""
     for p in reads:
         if p.name not in assigned:
+            if isinstance(reader, BoundSymbol):
+                executor = reader.executor.name if reader.executor is not None else "none"
+                reader = f"{reader.sym.id} (executor {executor})"
             when = "after a del freed it" if p.name in freed else "before any line assigns it"
             raise UnassignedName(
-                f"squall internal error: in generated function {function}, {what} reads {p.name} "
+                f"squall internal error: in generated function {function}, {reader or 'del'} reads {p.name} "
                 f"{when}: `{line}`. Please report it (`squall rage` makes a report)."
             )
