@@ -163,7 +163,12 @@ _FAST_PATH = """    if len(args) == {n} and not kwargs:
             if entry is not None:
                 entry[1] += 1
                 last[0] = _recent(cache, checks, entry, key, ({names},))
-                return entry[0]({names})"""
+                return entry[0]({names})
+            if dims:
+                entry = cache.get(dynamic_key(key, args, kwargs, dynamic, dims))
+                if entry is not None:
+                    entry[1] += 1
+                    return entry[0]({names})"""
 
 
 def _recent(cache: dict, checks: dict, entry: list, key: tuple, tensors: tuple) -> tuple | None:

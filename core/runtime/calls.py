@@ -171,7 +171,10 @@ class Runtime:
                 guards.warn_eager("the module's forward (each submodule it calls compiled)" if self.module is not None else "the function")
             # a split module runs its children compiled, each upgraded on its own: not the whole
             split = self.module is not None and guards.eager
-            upgrade = self._upgrade_job(record, entry, executors, (params, args, kwargs)) if tiered and not split else None
+            # the upgrade times the program on example inputs, but a tensor an argument object holds is
+            # read from the object itself: a program that writes one (a static KV cache) is not timed
+            writes_held = compilation.writes_inputs and any(b.path[0] == "state" for b in compilation.bindings)
+            upgrade = self._upgrade_job(record, entry, executors, (params, args, kwargs)) if tiered and not split and not writes_held else None
             if upgrade is not None and self.wait:
                 upgrade.run()  # the same upgrade, done before the first call returns
             runner = rec.first_call(self._first_call(key, record.slot[0]))  # this first call is recorded
