@@ -99,6 +99,29 @@ def bench_decoder(family: str, tokens: int, rounds: int, with_torch_compile: boo
     for name, rates in rows.items():
         if name != "eager":
             print(f"  {name} vs eager: {rates[0] / eager[0]:.2f}x (same length), {rates[1] / eager[1]:.2f}x (new length)")
+    # the steady state of a decoding loop that keeps its cache (generate makes a new cache object
+    # per call, which squall keys by identity): the median time of one step, all compiled
+    steps = {name: decode_step_seconds(fn, tokens) for name, fn in contenders.items()}
+    print("  one decoding step, cache kept: " + ", ".join(f"{name} {t * 1e3:.2f} ms" for name, t in steps.items())
+          + "; " + ", ".join(f"{name} {steps['eager'] / t:.2f}x eager" for name, t in steps.items() if name != "eager"))
+
+
+def decode_step_seconds(fn, steps: int) -> float:
+    """The median time of one decoding step of `fn` (a model, or its compiled form) with one
+    DynamicCache kept across steps, after two warm-up loops."""
+    times = []
+    with torch.no_grad():
+        for loop in range(3):
+            ids = torch.randint(1, V, (1, 8 + loop))
+            out = fn(input_ids=ids, use_cache=True)
+            cache = out.past_key_values
+            for _ in range(steps):
+                token = out.logits[:, -1:].argmax(-1)
+                start = time.perf_counter()
+                out = fn(input_ids=token, past_key_values=cache, use_cache=True)
+                if loop == 2:
+                    times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
 
 
 def bench_length_stream(batches: int, with_torch_compile: bool) -> None:

@@ -232,6 +232,15 @@ def resolve_executors(
     return ExecutorPriority(chosen, per_op=per_op, source=source)
 
 
+def _env_flag(value: str) -> bool | None:
+    """An environment variable's yes or no (None: neither)."""
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    return None
+
+
 def resolve_wait(
     requested: bool | None = None,
     *,
@@ -249,10 +258,9 @@ def resolve_wait(
             raise TypeError(f"squall.jit: wait must be True, False or None, got {type(requested).__name__}")
         return requested
     value = (os.environ if environ is None else environ).get(WAIT_ENV, "").strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
+    flag = _env_flag(value)
+    if flag is not None:
+        return flag
     if value:
         raise ValueError(f"squall: ${WAIT_ENV} must be 1/true/yes or 0/false/no, got {value!r}")
     pyproject = find_pyproject(cwd)
@@ -283,10 +291,9 @@ def resolve_dynamic(
             raise TypeError(f"squall.jit: dynamic must be True, False or None (automatic), got {requested!r}")
         return requested
     value = (os.environ if environ is None else environ).get(DYNAMIC_ENV, "").strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
+    flag = _env_flag(value)
+    if flag is not None:
+        return flag
     if value == AUTOMATIC:
         return AUTOMATIC
     if value:

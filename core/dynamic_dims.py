@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .entry_point import dynamic_key
+from .entry_point import argument_leaves, dynamic_key
 from .symbolic import concrete_shape
 from .tracing import ALL_DIMS
 
@@ -32,24 +32,7 @@ _AUTO = "auto"
 
 def tensor_paths(args: tuple, kwargs: dict) -> dict[tuple, torch.Tensor]:
     """The call's tensor arguments, also in plain lists, tuples and dicts: path -> tensor."""
-    found: dict[tuple, torch.Tensor] = {}
-
-    def walk(x: Any, path: tuple) -> None:
-        t = type(x)
-        if isinstance(x, torch.Tensor):
-            found[path] = x
-        elif t is list or t is tuple:
-            for i, v in enumerate(x):
-                walk(v, (*path, i))
-        elif t is dict:
-            for k, v in x.items():
-                walk(v, (*path, k))
-
-    for i, a in enumerate(args):
-        walk(a, ("args", i))
-    for k, v in kwargs.items():
-        walk(v, ("kwargs", k))
-    return found
+    return argument_leaves(args, kwargs, lambda x: x if isinstance(x, torch.Tensor) else None)
 
 
 def _marked(t: torch.Tensor, attribute: str) -> set[int]:

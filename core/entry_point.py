@@ -28,7 +28,7 @@ from .sources import load_source
 from .state_guards import viewable
 from .trace import plain_scalar, scalar_key
 
-__all__ = ["value_key", "key_parts", "make_entry_point", "forget_recent", "DynamicNumbers", "dynamic_key", "masked_shape", "DYNAMIC"]
+__all__ = ["value_key", "key_parts", "make_entry_point", "forget_recent", "DynamicNumbers", "dynamic_key", "masked_shape", "DYNAMIC", "argument_leaves"]
 
 # --- the cache key ------------------------------------------------------------------------------
 
@@ -325,27 +325,41 @@ def _masked(part: Any, x: Any, path: tuple, paths: set | frozenset, dims: dict) 
     return part
 
 
-def _number_paths(args: tuple, kwargs: dict) -> dict[tuple, Any]:
-    """The call's int and float arguments, also in plain lists, tuples and dicts: path -> value
-    as keys tell values apart."""
+def argument_leaves(args: tuple, kwargs: dict, pick: Callable[[Any], Any]) -> dict[tuple, Any]:
+    """The call's arguments, also in plain lists, tuples and dicts, for which `pick(x)` is not
+    None: path -> what `pick` gave. A path is ("args", i) or ("kwargs", name), then indexes."""
     found: dict[tuple, Any] = {}
 
     def walk(x: Any, path: tuple) -> None:
         t = type(x)
-        if t is int or t is float:
-            found[path] = scalar_key(x) if t is float else x
-        elif t is list or t is tuple:
+        if t is list or t is tuple:
             for i, v in enumerate(x):
                 walk(v, (*path, i))
         elif t is dict:
             for k, v in x.items():
                 walk(v, (*path, k))
+        else:
+            picked = pick(x)
+            if picked is not None:
+                found[path] = picked
 
     for i, a in enumerate(args):
         walk(a, ("args", i))
     for k, v in kwargs.items():
         walk(v, ("kwargs", k))
     return found
+
+
+def _number_value(x: Any) -> Any:
+    # an int or float as keys tell values apart (None: not a number argument)
+    t = type(x)
+    return (scalar_key(x) if t is float else x) if t is int or t is float else None
+
+
+def _number_paths(args: tuple, kwargs: dict) -> dict[tuple, Any]:
+    """The call's int and float arguments, also in plain lists, tuples and dicts: path -> value
+    as keys tell values apart."""
+    return argument_leaves(args, kwargs, _number_value)
 
 
 class DynamicNumbers:

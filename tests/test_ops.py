@@ -52,9 +52,15 @@ def _tolerance(info: OpInfo, dtype: torch.dtype) -> dict:
 
 @pytest.mark.parametrize("info,config,dtype", list(_cases()))
 def test_consistency(info: OpInfo, config: str, dtype: torch.dtype):
+    assert _run_samples(info, dtype, CONFIGS[config]), f"{info.name} produced no samples for {dtype}"
+
+
+def _run_samples(info: OpInfo, dtype: torch.dtype, executors: list, **options) -> int:
+    """Every sample of `info` jitted with `executors` (and jit's `options`) against the torch
+    reference; how many ran."""
     ran = 0
     for sample in info.sample_inputs(dtype, "cpu"):
-        jfn = squall.jit(_compile(info.op), executors=CONFIGS[config])
+        jfn = squall.jit(_compile(info.op), executors=executors, **options)
         with warnings.catch_warnings():
             warnings.simplefilter("error", squall.SquallWarning)  # no op may fall back to opaque
             if info.random:
@@ -68,7 +74,7 @@ def test_consistency(info: OpInfo, config: str, dtype: torch.dtype):
         else:
             torch.testing.assert_close(actual, expected, equal_nan=True, **_tolerance(info, dtype), msg=lambda m: f"{sample}: {m}")
         ran += 1
-    assert ran, f"{info.name} produced no samples for {dtype}"
+    return ran
 
 
 def _assert_same_structure(actual, expected, sample):
@@ -171,17 +177,4 @@ def _symbolic_cases():
 def test_consistency_with_symbolic_sizes(info: OpInfo, dtype: torch.dtype):
     """Every sample traced with every dimension of 2 or more symbolic (`dynamic=True`): the
     same results as eager, on the torch executor (fusion executors decline symbolic sizes)."""
-    for sample in info.sample_inputs(dtype, "cpu"):
-        jfn = squall.jit(_compile(info.op), executors=CONFIGS["torch"], dynamic=True)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", squall.SquallWarning)
-            if info.random:
-                torch.manual_seed(1234)
-            actual = jfn(*sample.args, **sample.kwargs)
-        if info.random:
-            torch.manual_seed(1234)
-        expected = info.ref()(*sample.args, **sample.kwargs)
-        if info.random:
-            _assert_same_structure(actual, expected, sample)
-        else:
-            torch.testing.assert_close(actual, expected, equal_nan=True, **_tolerance(info, dtype), msg=lambda m: f"{sample}: {m}")
+    assert _run_samples(info, dtype, CONFIGS["torch"], dynamic=True), f"{info.name} produced no samples for {dtype}"
