@@ -180,6 +180,22 @@ def _accumulate(grads: dict[str, TensorProxy], p: TensorProxy, g: TensorProxy | 
     grads[p.name] = g if known is None else prims.add(known, g)
 
 
+def _take_cotangents(grads: dict[str, TensorProxy], outputs: list[TensorProxy]) -> list[TensorProxy | None]:
+    """The cotangents of a call's outputs, taken out of `grads` (one per output, None for none).
+
+    Replayed backward, a call comes after every later use of its outputs, so their cotangents
+    are complete. They are taken, not read: an output may be one of the call's inputs (an op
+    that returned its input: adaptive pooling to the input's size, expand to the same shape),
+    and the input's gradient is then what the rule gives plus its earlier uses, never the
+    output's cotangent a second time. An output returned twice has its whole cotangent once."""
+    taken: list[TensorProxy | None] = []
+    seen: set[str] = set()
+    for p in outputs:
+        taken.append(None if p.name in seen else grads.pop(p.name, None))
+        seen.add(p.name)
+    return taken
+
+
 def _draws_or_writes(bsym: BoundSymbol) -> bool:
     return any(Tags.RANDOM in b.sym.tags or Tags.SIDE_EFFECT in b.sym.tags for b in bsym.walk())
 
@@ -298,7 +314,7 @@ class _Differentiator:
         grads: dict[str, TensorProxy] = dict(cotangent_of)
         for entry in reversed(self.tape):
             outputs = flat_proxies(entry.call.output)
-            present = [grads.get(p.name) for p in outputs]
+            present = _take_cotangents(grads, outputs)
             if all(g is None for g in present):
                 continue
             cotangents = tuple(g if g is not None else _zeros_like(p) for g, p in zip(present, outputs))
