@@ -284,7 +284,11 @@ class _Differentiator:
         recompute = [b for b in inner.forward if not b.output_proxies() or any(p.name not in computed for p in b.output_proxies())]
         ctx.scopes[-1].extend(recompute)  # dead code removal keeps what the rules read
         self.rules_used.extend(inner.rules_used)
-        grads = inner.backward({p.name: g for p, g in zip(originals, call.cotangents)})
+        # an output returned twice has its whole cotangent at its first place (see _take_cotangents)
+        cotangent_of: dict[str, TensorProxy] = {}
+        for p, g in zip(originals, call.cotangents):
+            cotangent_of.setdefault(p.name, g)
+        grads = inner.backward(cotangent_of)
         # a tensor passed twice (x * x) has its whole gradient in grads: given once, not per place
         first = {p.name: i for i, p in reversed(list(enumerate(inputs)))}
         return tuple(grads.get(p.name) if p.name in needs_grad and first[p.name] == i else None for i, p in enumerate(inputs))

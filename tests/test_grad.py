@@ -330,6 +330,8 @@ _RETURNS_ITS_INPUT = {
     "interpolate_bilinear_same_size": (lambda x: (F.interpolate(x, size=(3, 3), mode="bilinear") * x).sum(), (2, 3, 3, 3)),
     "expand_same_shape_and_its_input": (lambda x: (x.expand(2, 3) * x.sin()).sum(), (2, 3)),
     "einsum_identity_and_its_input": (lambda x: (torch.einsum("ij->ij", x) * x).sum(), (2, 3)),
+    # differentiated through its decomposition, which returns x twice untouched
+    "broadcast_tensors_returns_its_input_twice": (lambda x: torch.broadcast_tensors(x, x, x.sum(0)), (2, 3)),
 }
 
 
