@@ -1,5 +1,6 @@
-"""Real models for the suite and bench/models.py: timm and transformers models built from small
-configs with random weights (nothing is downloaded), and the checks that compare them with eager."""
+"""Real models for the suite and bench/models.py: timm, torchvision and transformers models built
+from small configs with random weights (nothing is downloaded), and the checks that compare them
+with eager."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,7 +12,7 @@ from typing import Any
 import torch
 from torch.testing import assert_close
 
-__all__ = ["import_torchvision", "TIMM_MODELS", "SMALL_IMAGE_CNN", "TRANSFORMERS_MODELS", "RealModel", "assert_same_output"]
+__all__ = ["import_torchvision", "TIMM_MODELS", "SMALL_IMAGE_CNN", "TORCHVISION_MODELS", "TRANSFORMERS_MODELS", "RealModel", "assert_same_output"]
 
 _torchvision_ops: torch.library.Library | None = None
 
@@ -72,6 +73,23 @@ TIMM_MODELS = [
 
 # at 32x32 its last stage ends on a 1x1 map, where global average pooling is the identity
 SMALL_IMAGE_CNN = _timm("regnetx_002", size=32)
+
+
+def _torchvision(name: str, size: int = 32) -> RealModel:
+    def build():
+        import_torchvision()
+        import torchvision
+
+        return getattr(torchvision.models, name)(weights=None, num_classes=10).eval()
+
+    return RealModel(f"torchvision/{name}", build, lambda: {"x": torch.randn(1, 3, size, size)})
+
+
+TORCHVISION_MODELS = [
+    # every dense layer appends its output to the list of features it concatenates (32 pixels:
+    # the smallest input its five halvings leave a pixel of)
+    _torchvision("densenet121"),
+]
 
 
 V = 97  # vocabulary size
