@@ -46,10 +46,6 @@ NOT_YET: dict[str, str] = {
     ),
 }
 
-_OPAQUE = (
-    "the ltorch op has no decomposition for this form and no ltorch grad rule yet, so squall "
-    "falls back to PyTorch autograd (correct, with a SquallWarning)"
-)
 # the op a fallback warning names ("no gradient rule for X") -> why that fallback is expected
 KNOWN_FALLBACKS: dict[str, str] = {
     "an in-place update of an input that requires grad": (
@@ -61,14 +57,6 @@ KNOWN_FALLBACKS: dict[str, str] = {
         "guarded as in the call compiled (squall.speculation); PyTorch's autograd differentiates it "
         "(correct, with a SquallWarning)"
     ),
-    "torch.positive": _OPAQUE,
-    "torch.Tensor.contiguous": _OPAQUE,
-    "torch.as_tensor": _OPAQUE,
-    "torch.broadcast_tensors": _OPAQUE,
-    "torch.scatter": _OPAQUE,
-    "torch.scatter_add": _OPAQUE,
-    "torch.nn.functional.adaptive_avg_pool1d": _OPAQUE,
-    "torch.nn.functional.adaptive_max_pool1d": _OPAQUE,
     "prims.scatter_reduce with reduce='prod'": (
         "PyTorch's scatter_reduce(prod) backward special-cases zeros per scattered group by "
         "inspecting the data; the prim rule refuses it rather than approximate"
