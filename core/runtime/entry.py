@@ -25,6 +25,7 @@ from ..pipeline import Compilation
 from ..proxies import NumberProxy, type_string
 from ..speculation import guards_of
 from ..state_guards import StateGuards
+from ..trace import plain_scalar
 
 __all__ = ["CompiledEntry", "CacheEntry", "entry_guards"]
 
@@ -107,8 +108,13 @@ def _metadata(t: Any) -> tuple:
 def _expression(path: tuple, takes_params: bool) -> str:
     """The input at `path` (an input binding's), as an expression over a runner's `args` and `kwargs`."""
     root, first, *rest = path
-    head = {"params": f"args[0][{first!r}]", "args": f"args[{first + (1 if takes_params else 0)}]", "kwargs": f"kwargs[{first!r}]"}[root]
-    return head + "".join(f"[{k!r}]" for k in rest)
+    if root == "params":
+        head = f"args[0][{first!r}]"
+    elif root == "args":
+        head = f"args[{first + (1 if takes_params else 0)}]"
+    else:
+        head = f"kwargs[{plain_scalar(first)!r}]"
+    return head + "".join(f"[{plain_scalar(k)!r}]" for k in rest)
 
 
 def _short(value: Any) -> str:
