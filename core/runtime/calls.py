@@ -99,10 +99,6 @@ class Runtime:
     def _upgrades(self) -> dict[Any, tiers.Upgrade]:
         return self.cache.upgrades()
 
-    @property
-    def _compile_lock(self) -> threading.RLock:
-        return self.cache.lock
-
     def _set_layout(self) -> None:
         """Read where the module's parameters, buffers and tensor attributes are (in place: the
         entry point holds these lists)."""
