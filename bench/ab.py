@@ -4,8 +4,8 @@ Run: python bench/ab.py OTHER_TREE [--pairs N] [--calls N]
 e.g. `git worktree add --detach /tmp/squall-main main && python bench/ab.py /tmp/squall-main`.
 
 Each measurement runs in a fresh subprocess that imports squall from one tree's core/ (this
-checkout's, or OTHER_TREE's); the two trees take turns, N pairs, so load on the machine falls
-on both alike. Measured, as in bench/overhead.py and the demo: the cached call of a jitted
+checkout's, or OTHER_TREE's); the two trees take turns, N pairs, each going first in every
+other pair, so load on the machine falls on both alike. Measured, as in bench/overhead.py and the demo: the cached call of a jitted
 `a + b` on 1-element tensors; a 30-parameter module's cached call (grad on and no_grad); and
 the demo GPT's compile time (trace + plan + generate, torch executor). Prints each tree's best
 and median and the ratio of bests (this tree / other).
@@ -76,9 +76,10 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=50_000)
     opts = parser.parse_args()
     runs: dict[str, list[dict]] = {"this": [], "other": []}
-    for _ in range(opts.pairs):
-        runs["other"].append(measure(opts.other.resolve(), opts.calls))
-        runs["this"].append(measure(HERE, opts.calls))
+    trees = {"this": HERE, "other": opts.other.resolve()}
+    for i in range(opts.pairs):
+        for name in ("other", "this") if i % 2 == 0 else ("this", "other"):  # each goes first in turn
+            runs[name].append(measure(trees[name], opts.calls))
     print(f"this tree: {HERE}\nother tree: {opts.other.resolve()}\n{opts.pairs} pairs, alternating")
     print(f"{'':28}{'other best':>12}{'this best':>12}{'other med':>12}{'this med':>12}{'this/other':>12}")
     for name in runs["this"][0]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import torch
 

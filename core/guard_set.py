@@ -29,7 +29,9 @@ How a new guard kind is added (a symbolic-shape relation, say "input 0 dim 1 >= 
 
 Nothing else changes: the generated check runs every "check" guard, `explain` names the one
 that failed, and the runtime's policy (`squall.runtime.policy`) compiles the call again for
-any kind it has no rule of its own for.
+any kind it has no rule of its own for. (Where a dim leaves the key because it is symbolic,
+the "tensor" guard's explain-only condition, made in `squall.runtime.entry`, should compare
+what the key still holds; the relations on that dim are the new kind's "check" guards.)
 """
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from . import numbers
-from .guards import GUARD, READERS, GuardFailed
+from .guards import GUARD, READERS
 from .ltorch.base import DataDependentError
 from .proxies import NumberProxy, TensorProxy
 from .symbolic import concrete_value

@@ -8,6 +8,7 @@
   reported as a `GuardFailure` (kind, label, site);
 - `policy`: what a failure leads to (another variant, set aside, split, eager, replan);
 - `variants`: the variants of an entry whose program has value guards;
+- `exclusions`: the executors kept out of an entry after a fault, as a priority list;
 - `calls`: `Runtime`, which compiles on a miss and carries out the policy's answers;
 - `stats`: what `cache_info()` reports.
 """

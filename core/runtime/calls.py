@@ -40,6 +40,7 @@ from ..tracing import argument_names, module_slots
 from ..wrappers import check_plain_parameters, check_wrapping
 from .cache import EntryCache
 from .entry import CacheEntry, CompiledEntry, entry_guards
+from .exclusions import excluding, ops_to_exclude
 from .policy import SPECULATION_LIMIT, Action, decide, decide_fault
 from .runner import checked_first, guarded, holding
 from .stats import CacheStats
@@ -99,10 +100,6 @@ class Runtime:
     @property
     def _upgrades(self) -> dict[Any, tiers.Upgrade]:
         return self.cache.upgrades()
-
-    @property
-    def _compile_lock(self) -> threading.RLock:
-        return self.cache.lock
 
     def _set_layout(self) -> None:
         """Read where the module's parameters, buffers and tensor attributes are (in place: the
@@ -194,7 +191,7 @@ class Runtime:
         """The priority list entry `key` compiles under: an executor that failed this signature's
         checks before (then was replanned, or evicted) stays out where it failed."""
         record = self.cache.entries.get(key)
-        return self._excluding(record.exclusions) if record is not None and record.exclusions else self.executors
+        return excluding(self.executors, record.exclusions) if record is not None and record.exclusions else self.executors
 
     def _compile_first_tier(self, args: tuple, kwargs: dict, executors: ExecutorPriority, **options) -> tuple[Compilation, bool]:
         """Compile for `executors` less the fusion executors that compile slowly (squall.tiers);
@@ -470,7 +467,7 @@ class Runtime:
         with self.cache.lock:
             record = self.cache.entry(key)
             exclusions = record.exclusions
-            ops = self._ops_to_exclude(record, fault)
+            ops = ops_to_exclude(record.compiled, fault)
             here = (fault.executor, ops) in exclusions
             if here:
                 ops = ()  # failed again where it was kept out: keep it out of the whole entry
@@ -485,7 +482,7 @@ class Runtime:
                 stacklevel=5,
             )
             start = time.perf_counter()
-            compilation = compile_program(self.fn, args, kwargs, executors=self._excluding(exclusions), module=self.module,
+            compilation = compile_program(self.fn, args, kwargs, executors=excluding(self.executors, exclusions), module=self.module,
                                           strict=self.strict, dynamic=frozenset(self._numbers.paths), dims=dict(self._dims.dims))
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             self.last_entry = entry
@@ -502,32 +499,6 @@ class Runtime:
             record.compiled.compilation.on_backward_fault = None  # the replan holds no reference to the first call's inputs
         with torch.enable_grad():  # a backward runs in no-grad mode; the entry was compiled for training
             self._replan(key, fault, args, kwargs)
-
-    def _ops_to_exclude(self, record: CacheEntry, fault: ExecutorFault) -> tuple[str, ...]:
-        """The program's operations the executor must not take: those it failed running, or
-        where it ran its own operations (an execution transform's), the ones it took there."""
-        own = [op for op in fault.ops if op.startswith(f"{fault.executor}.")]
-        if not own:
-            return fault.ops
-        plan = record.compiled.compilation.plan if record.compiled is not None else None
-        taken = [
-            d.bsym.sym.id
-            for d in (plan.decisions if plan is not None else ())
-            if d.executor == fault.executor and (fault.source is None or d.bsym.source == fault.source)
-        ]
-        return tuple(dict.fromkeys([op for op in fault.ops if op not in own] + taken))
-
-    def _excluding(self, exclusions: list[tuple[str, tuple[str, ...]]]) -> ExecutorPriority:
-        """This function's priority list with each (executor, operations) pair kept apart."""
-        everywhere = {name for name, ops in exclusions if not ops}
-        base = [ex for ex in self.executors if ex.name not in everywhere]
-        per_op = {op: list(exs) for op, exs in (getattr(self.executors, "per_op", None) or {}).items()}
-        for name, ops in exclusions:
-            for op in ops:
-                per_op[op] = [ex for ex in per_op.get(op, base) if ex.name != name]
-        per_op = {op: [ex for ex in exs if ex.name not in everywhere] for op, exs in per_op.items()}
-        source = getattr(self.executors, "source", "jit(executors=...)")
-        return ExecutorPriority(base, per_op=per_op, source=f"{source}, replanned after executor faults")
 
     # --- background upgrades (squall.tiers) ----------------------------------------------------
 

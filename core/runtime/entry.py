@@ -26,6 +26,7 @@ from ..proxies import NumberProxy, type_string
 from ..speculation import guards_of
 from ..state_guards import StateGuards
 from ..symbolic import is_symbolic
+from ..trace import plain_scalar
 
 __all__ = ["CompiledEntry", "CacheEntry", "entry_guards"]
 
@@ -119,11 +120,13 @@ def _metadata(t: Any) -> tuple:
 def _expression(path: tuple, takes_params: bool) -> str:
     """The input at `path` (an input binding's), as an expression over a runner's `args` and `kwargs`."""
     root, first, *rest = path
-    if root == "args":
+    if root == "params":
+        head = f"args[0][{first!r}]"
+    elif root == "args":
         head = f"args[{first + (1 if takes_params else 0)}]"
     else:
-        head = f"args[0][{first!r}]" if root == "params" else f"kwargs[{first!r}]"
-    return head + "".join(f"[{k!r}]" for k in rest)
+        head = f"kwargs[{plain_scalar(first)!r}]"
+    return head + "".join(f"[{plain_scalar(k)!r}]" for k in rest)
 
 
 def _short(value: Any) -> str:
