@@ -194,11 +194,6 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
         last_entry = _fits(fn, args, kwargs)
     else:
         target, module, priority = fn, fn if isinstance(fn, torch.nn.Module) else None, resolve_executors(None)
-<<<<<<< HEAD
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        compilation = compile_program(target, args, kwargs, executors=priority, module=module, generate_code=False, **options)
-=======
     caught: list[warnings.WarningMessage] = []
     if isinstance(fn, JittedFunction) and not args and not kwargs and fn.last_entry is not None:
         # no inputs given: the compilation its last call made (a graph torch.compile handed to
@@ -207,8 +202,7 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
     else:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            compilation = compile_program(target, args, kwargs, executors=priority, module=module, generate_code=False)
->>>>>>> main
+            compilation = compile_program(target, args, kwargs, executors=priority, module=module, generate_code=False, **options)
     execution = compilation.plan
     backward = compilation.backward.plan if compilation.backward is not None else None
     per_op = {op: [ex.name for ex in exs] for op, exs in getattr(priority, "per_op", {}).items()}
