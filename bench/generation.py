@@ -10,6 +10,13 @@ the steady tokens/s of a second prompt of the same length and of a third of anot
 Then the length stream: an encoder (DistilBERT) over --batches batches of random lengths 8-128
 and batch sizes 1/4/8: compiles and total time. One CPU thread; the load on the machine falls on
 all contenders alike, so read the ratios.
+
+Measured (2 shared cores, load ~13, llama, 32 tokens): the first `generate` takes 0.43 s with
+squall (56 s with torch.compile), and each `generate` compiles 3 times (the prompt, the first
+step, the step whose lengths changed), because transformers makes a new DynamicCache per
+`generate`, which squall keys by identity: steady `generate` runs at 0.25x eager. A decoding
+step with its cache kept runs at 1.9x eager (0.48 ms vs 0.91; torch.compile 0.31 ms). The
+DistilBERT stream of 40 batches: 4 compiles, 0.21 s in all (eager 0.13 s, torch.compile 26.5 s).
 """
 from __future__ import annotations
 
