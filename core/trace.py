@@ -17,7 +17,21 @@ from torch.utils._pytree import MappingKey, SequenceKey, is_structseq_instance, 
 from .proxies import NumberProxy, TensorProxy, type_string
 from .symbol import DEL, BoundSymbol, Tags
 
-__all__ = ["Trace", "ValuePrinter", "plain_scalar"]
+__all__ = ["Trace", "ValuePrinter", "plain_scalar", "Itself"]
+
+
+class Itself:
+    """A container in a program's output or side effects that is the caller's own object (a
+    dict the program closes over and writes into): the generated code gives that very object,
+    never a container rebuilt from its items, as eager gives it."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __repr__(self) -> str:
+        return f"Itself({type(self.obj).__name__} at {id(self.obj):#x})"
 
 
 # Scalars whose `repr` is the builtin's own: a literal of one of these types is safe source.
@@ -142,6 +156,8 @@ class ValuePrinter:
             return f"({inner},)" if len(x) == 1 else f"({inner})"
         if t is dict:
             return "{" + ", ".join(f"{self.exact(k)}: {self.exact(v)}" for k, v in x.items()) + "}"
+        if t is Itself:
+            return self.name_for(x.obj, f"_k_{type(x.obj).__name__}")
         return self.name_for(x, f"_k_{t.__name__}")
 
     def assignment(self, output: Any) -> tuple[str, list[str]]:

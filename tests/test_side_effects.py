@@ -1,0 +1,152 @@
+"""Python side effects of a compiled program happen as in eager, at every call: writes into
+containers it was given or closes over are replayed on the real objects with real tensors; a
+write squall cannot replay, or the user's code raising while traced, runs the call eagerly."""
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import squall
+from squall.proxies import TensorProxy
+
+
+def _no_proxies(container) -> None:
+    values = container.values() if isinstance(container, dict) else container
+    assert not any(isinstance(v, TensorProxy) for v in values), container
+
+
+def test_closure_defaultdict_gets_real_tensors_and_comes_back_as_itself():
+    def make():
+        dd = collections.defaultdict(lambda: torch.zeros(2))
+
+        def f(x):
+            dd["a"] = x + 1
+            dd["c"] = x * 2
+            return dd["b"], dd
+
+        return dd, f
+
+    eager_dd, eager_f = make()
+    dd, f = make()
+    j = squall.jit(f)
+    x = torch.randn(2)
+    b, out = j(x)
+    eb, eout = eager_f(x)
+    assert out is dd and eout is eager_dd
+    assert list(dd) == list(eager_dd) == ["a", "c", "b"]
+    _no_proxies(dd)
+    for k in dd:
+        assert_close(dd[k], eager_dd[k])
+    assert_close(b, eb)
+    x2 = torch.randn(2)
+    j(x2), eager_f(x2)  # "b" is there now: the next call reads it, as eager does
+    assert list(dd) == list(eager_dd)
+    for k in dd:
+        assert_close(dd[k], eager_dd[k])
+
+
+def test_dict_argument_written_by_the_program_gets_the_entry_at_every_call():
+    def f(x, cache):
+        if x.shape not in cache:
+            cache[x.shape] = x
+        return x + 1
+
+    j = squall.jit(f)
+    for shape in [(2,), (2,), (3, 1)]:
+        x = torch.randn(shape)
+        mine, eager = {}, {}
+        assert_close(j(x, mine), f(x, eager))
+        assert list(mine) == list(eager) == [x.shape] and type(next(iter(mine))) is torch.Size
+        assert mine[x.shape] is x  # the caller's tensor itself, as eager stores it
+
+
+def test_closure_set_that_grows_is_guarded_and_replayed():
+    seen = set()
+
+    def f(x):
+        seen.add(x.shape[0])
+        return x * len(seen)
+
+    j = squall.jit(f)
+    x = torch.ones(2)
+    assert_close(j(x), x)
+    assert seen == {2}
+    seen.add(7)
+    assert_close(j(x), x * 2)  # len(seen) is read again: the set changed
+    assert seen == {2, 7}
+
+
+def test_closure_ordered_dict_keeps_eager_order_and_real_values():
+    od = collections.OrderedDict(first=1.0)
+
+    def f(x):
+        od["z"] = x.sum()
+        od["a"] = x.mean()
+        return x * od["first"]
+
+    x = torch.randn(3)
+    squall.jit(f)(x)
+    assert list(od) == ["first", "z", "a"]
+    _no_proxies(od)
+    assert_close(od["z"], x.sum())
+
+
+def test_closure_list_returned_is_the_callers_list():
+    log = []
+
+    def f(x):
+        log.append(x * 2)
+        return log
+
+    j = squall.jit(f)
+    x = torch.randn(2)
+    assert j(x) is log and j(x) is log
+    assert len(log) == 2
+    _no_proxies(log)
+    assert_close(log[1], x * 2)
+
+
+def test_a_set_changed_other_than_by_adding_runs_eagerly_naming_the_line():
+    pending = {1, 2}
+
+    def f(x):
+        pending.discard(2)
+        return x * len(pending)
+
+    with pytest.warns(squall.SquallWarning, match=r"other than by adding to it \(discard, at .*test_side_effects.py:\d+\).*runs eagerly"):
+        assert_close(squall.jit(f)(torch.ones(2)), torch.ones(2))
+    assert pending == {1}
+
+
+class RaisesFirst(torch.nn.Module):
+    """Its first call counts, bumps a buffer, then raises (a warm-up check, say)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+        self.register_buffer("buf", torch.zeros(2))
+
+    def forward(self, x):
+        self.calls += 1
+        self.buf.add_(1)
+        if self.calls == 1:
+            raise RuntimeError("not warmed up")
+        return x + self.buf
+
+
+def test_a_module_raising_on_its_first_call_keeps_eagers_state_and_then_compiles():
+    m, e = RaisesFirst(), RaisesFirst()
+    j = squall.jit(m)
+    x = torch.randn(2)
+    for module in (j, e):
+        with pytest.raises(RuntimeError, match="not warmed up"):
+            module(x)
+    assert m.calls == e.calls == 1
+    assert_close(m.buf, e.buf)
+    assert_close(j(x), e(x))
+    assert m.calls == e.calls == 2
+    assert_close(m.buf, e.buf)
+
