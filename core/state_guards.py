@@ -24,9 +24,13 @@ copies themselves are in `squall.state_views`):
   its closure cells are guarded as a whole, and a module, object or function in one is read
   through as well. A user's own Python module (`settings.SCALE`) is read through a stand-in
   noting each attribute;
-- a list or dict reached from any of these is a recording copy (a list's items guarded
-  once read; a dict's items by key, or all of them once iterated), its items, and a
-  tuple's, read through as the rest.
+- a list, dict, OrderedDict, defaultdict or set reached from any of these (a closure cell
+  included) is a recording copy (a list's items guarded once read; a dict's items by key,
+  or all of them once iterated; a set's contents once read), its items, and a tuple's,
+  read through as the rest. A dict argument is a recording copy too, whose writes are
+  replayed on the caller's dict (its contents are in the cache key);
+- the program's own `type(obj)` (and `obj.__class__`) gives the class of the object a view
+  or copy stands for, torch.Tensor for a traced tensor, as eager's does.
 
 Each read becomes one condition (a number or string by type and value, telling -0.0 from 0.0
 and NaN as one value; anything else by identity) in a generated check that runs before the
@@ -34,11 +38,13 @@ cached program; a failed check sends the call back to be compiled again (`squall
 
 Writes are side effects to replay, as eager makes them at every call: an attribute set on a
 module or object (`self.count = self.count + 1`, `self.last = x * 2`) is set again after each
-call to the value this call computed, items appended to a list or set in a dict the program
-reached are appended or set again. A write squall cannot replay (deleting an attribute,
-changing a list other than by appending or a dict other than by setting items, assigning a
-global, a closure variable holding a module or object, or a settings module's attribute) is
-an error at compile time naming the source line.
+call to the value this call computed, items appended to a list, added to a set or set in a
+dict the program reached are appended, added or set again, on the very object (one the
+program returns is returned as itself). A write squall cannot replay (deleting an attribute,
+changing a list other than by appending, a dict other than by setting items or a set other
+than by adding, assigning a global, a closure variable holding a module or object, or a
+settings module's attribute) makes calls of that signature run eagerly, with a warning
+naming the source line (squall.jit), as does the user's code raising while it is traced.
 
 A hook on an inner submodule may have Python side effects a trace cannot replay, so while one
 is registered a compiled module splits (`squall.split`: its forward runs eagerly, each submodule
@@ -50,7 +56,7 @@ alike for programs that call a module; an empty hook dict costs nothing per call
 was registered anywhere (`StateGuards.stays_empty`). (Hooks on the jitted module itself, and
 the global hooks while one is registered, are the jitted module's concern: squall.jit.)
 
-Not guarded: sets and other containers than lists, dicts and tuples; objects of the standard
+Not guarded: other containers than lists, dicts, sets and tuples (a deque); objects of the standard
 library's classes and installed packages' Python modules read as objects; an instance-level
 `forward` or a method replaced on torch's classes other than for the jitted module.
 """
@@ -93,6 +99,7 @@ from .state_views import (
     _user_function,
     _users_module,
     raised_by_users_code,
+    traced_type,
     _view_class,
     _VIEW_CLASSES,
     viewable,
@@ -189,6 +196,10 @@ class StateRecorder:
                 __slots__ = ()
 
                 def __getitem__(self, name):
+                    if name == "type" and not dict.__contains__(self, name):
+                        # the builtin, for an object read through a view or copy answering
+                        # with the object's own class, as eager's `type(obj)` does
+                        return traced_type
                     value = dict.__getitem__(self, name)
                     return recorder._read_global(real, name, value, fn)
 

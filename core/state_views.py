@@ -22,11 +22,12 @@ from typing import Any
 
 import torch
 
+from .proxies import NumberProxy, TensorProxy
 from .trace import plain_scalar
 from .unbound_methods import stand_in_for
 
 
-__all__ = ["UnreplayableWrite", "raised_by_users_code", "viewable", "global_hook_dicts", "describe_global_hooks"]
+__all__ = ["UnreplayableWrite", "raised_by_users_code", "traced_type", "viewable", "global_hook_dicts", "describe_global_hooks"]
 
 _MISSING = object()
 _SCALARS = (int, float, bool, str, complex, type(None))
@@ -221,6 +222,8 @@ def _info(view) -> _ViewInfo:
 
 def _view_getattribute(self, name: str):
     info = _info(self)
+    if name == "__class__":
+        return type(info.real)  # as eager's `obj.__class__` (`type(obj)`: traced_type)
     if name in info.writes:
         return info.writes[name]
     cls = type(info.real)
@@ -251,6 +254,24 @@ def _view_getattribute(self, name: str):
     if owner is not None and _user_function(value):
         return info.recorder._recording_function(value)  # a staticmethod
     return value
+
+
+def traced_type(obj: Any, *rest: Any) -> type:
+    """The built-in `type` as a traced program's own code calls it (squall.state_guards puts it
+    where the program looks `type` up): for an object read through a view or recording copy,
+    the class of the object it stands for, and for a proxy the class of the value it stands
+    for (squall.type_checks answers `isinstance` so), as eager gives it; with three arguments, a new
+    class, as the built-in makes it."""
+    if rest:
+        return type(obj, *rest)
+    t = type(obj)
+    if t is TensorProxy:
+        return torch.nn.Parameter if getattr(obj, "_is_param", False) else torch.Tensor
+    if t is NumberProxy:
+        return obj.python_type
+    if t in _VIEW_CLASSES_REVERSED:
+        return _VIEW_CLASSES_REVERSED[t]
+    return _RECORDED_AS.get(t, t)
 
 
 def _view_getattr(self, name: str):
@@ -313,6 +334,7 @@ def _view_reduce_ex(self, protocol):
 
 
 _VIEW_CLASSES: dict[type, type] = {}
+_VIEW_CLASSES_REVERSED: dict[type, type] = {}  # view class -> the class it views
 
 
 def _view_class(cls: type) -> type:
@@ -334,6 +356,7 @@ def _view_class(cls: type) -> type:
         if any("__call__" in vars(klass) for klass in cls.__mro__[:-1]):
             namespace["__call__"] = _view_call
         view = _VIEW_CLASSES[cls] = type(cls.__name__, (cls,), namespace)
+        _VIEW_CLASSES_REVERSED[view] = cls
     return view
 
 
@@ -491,6 +514,7 @@ for _name in ("remove", "discard", "pop", "clear", "__isub__", "__iand__", "__ix
     setattr(_RecordedSet, _name, _refused(_name, "adding to it"))
 
 RECORDED_CONTAINERS = (_RecordedList, *RECORDED_DICT_TYPES.values(), _RecordedSet)
+_RECORDED_AS = {_RecordedList: list, _RecordedSet: set, **{copy: real for real, copy in RECORDED_DICT_TYPES.items()}}
 
 
 def _users_module(module: Any) -> bool:

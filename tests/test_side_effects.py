@@ -150,3 +150,44 @@ def test_a_module_raising_on_its_first_call_keeps_eagers_state_and_then_compiles
     assert m.calls == e.calls == 2
     assert_close(m.buf, e.buf)
 
+
+# --- type() of what the program reads --------------------------------------------------------------
+
+
+class Plain:
+    def __init__(self):
+        self.x = 2.0
+
+    def scale(self):
+        return 3.0
+
+
+def test_type_of_a_users_object_and_module_is_their_own_class():
+    obj = Plain()
+
+    class Tagged(torch.nn.Module):
+        def forward(self, t):
+            if type(self) is Tagged and self.__class__ is Tagged:
+                t = t * 2
+            if "scale" in type(obj).__dict__ and "x" not in type(obj).__dict__:
+                t = t + type(obj).scale(obj)
+            if type(obj) is Plain and obj.__class__ is Plain:
+                t = t - 1
+            if type(t) is torch.Tensor:
+                t = t * 5
+            return t
+
+    m, x = Tagged(), torch.randn(3)
+    assert_close(squall.jit(m)(x), m(x))
+
+
+def test_type_of_a_container_the_program_reads_is_its_own_class():
+    table, order = {"a": 1.0}, collections.OrderedDict(b=2.0)
+
+    def f(x):
+        if type(table) is dict and type(order) is collections.OrderedDict:
+            return x + table["a"] + order["b"]
+        return x
+
+    x = torch.randn(2)
+    assert_close(squall.jit(f)(x), f(x))

@@ -103,7 +103,7 @@ def test_torch_still_sees_a_proxy_as_what_it_is():
     seen = []
 
     def program(x):
-        seen.append((type(x), isinstance(x, TensorProxy)))
+        seen.append((builtins.type(x), isinstance(x, TensorProxy)))  # (the program's own `type(x)` is torch.Tensor)
         return torch.where(x > 0, x, 0.0) + torch.pow(x.abs(), 2.0)
 
     _calls_match(program, [(torch.randn(5),)])
