@@ -575,6 +575,10 @@ class StateRecorder:
             return True  # a container the program reached (guarded by identity where it was read)
         return id(x) in self._views and type(x).__eq__ is object.__eq__ and not isinstance(x, torch.nn.Module)
 
+    def code_objects(self) -> list[types.CodeType]:
+        """The code of the functions the program ran through recording copies."""
+        return [copy.__code__ for copy in self._functions.values()]
+
     def _unview(self, x: Any) -> Any:
         standing = self._originals.get(id(x))
         if standing is not None and standing[0] is x:

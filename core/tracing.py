@@ -26,6 +26,7 @@ from .speculation import Speculation
 from .state_guards import StateRecorder
 from .trace import Trace
 from .type_checks import isinstance_traced
+from .random_state import random_state_kept
 from .unbound_methods import unbound_methods_traced
 from .views import ViewTracker
 
@@ -285,7 +286,9 @@ def trace_program(
         target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
         with TracingMode(language), unbound_methods_traced(), isinstance_traced():
             # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.wrappers)
-            result = ctx.state.finish(target(*p_args, **p_kwargs))
+            with random_state_kept(ctx.state.code_objects):
+                result = target(*p_args, **p_kwargs)
+            result = ctx.state.finish(result)
             result = capture_output(result, ctx.constant, ctx.state.existing)
             if ctx.views.stale:
                 ctx.views.refresh(result, "the function's output")  # a view of a tensor changed since it was taken

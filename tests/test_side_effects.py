@@ -191,3 +191,44 @@ def test_type_of_a_container_the_program_reads_is_its_own_class():
 
     x = torch.randn(2)
     assert_close(squall.jit(f)(x), f(x))
+
+
+# --- random number generators the program seeds or draws from -----------------------------------
+
+
+def test_manual_seed_inside_the_program_draws_eagers_numbers_at_every_call():
+    def f(x):
+        torch.manual_seed(3)
+        return x + torch.rand(2)
+
+    j, x = squall.jit(f), torch.zeros(2)
+    with pytest.warns(squall.SquallWarning, match=r"changes torch's random number generator \(.*test_side_effects.py:\d+\).*runs eagerly"):
+        first = j(x)
+    torch.manual_seed(0)
+    assert_close(j(x), f(x))
+    assert_close(first, f(x))
+    assert_close(torch.rand(3), (torch.manual_seed(3), torch.rand(2), torch.rand(3))[2])  # the state after is eager's
+
+
+@pytest.mark.parametrize("draw", ["python", "numpy"])
+def test_python_and_numpy_random_draws_are_not_frozen_into_the_trace(draw):
+    np = pytest.importorskip("numpy")
+    import random
+
+    def f(x):
+        return x * (random.uniform(0, 1) if draw == "python" else float(np.random.rand()))
+
+    def seed(n):
+        random.seed(n), np.random.seed(n)
+
+    j, x = squall.jit(f), torch.ones(2)
+    seed(1)
+    with pytest.warns(squall.SquallWarning, match=r"changes (Python's random module|numpy.random) \(.*test_side_effects.py:\d+\)"):
+        a = j(x)
+    seed(1)
+    assert_close(a, f(x))
+    assert not torch.equal(a, j(x))  # drawn again at every call
+    seed(2)
+    b = j(x)
+    seed(2)
+    assert_close(b, f(x))
