@@ -76,7 +76,7 @@ from torch.utils._pytree import tree_map
 from torch.utils.hooks import RemovableHandle
 
 from .ltorch.base import SquallWarning
-from .proxies import TensorProxy
+from .proxies import TensorProxy, size_leaf
 from .sources import load_source
 from .state_views import (
     _cell_value,
@@ -563,7 +563,7 @@ class StateRecorder:
         # a view never leaves the trace: an output or value set that is one is the real object;
         # so is a recording copy of a container the program reached (its changes are replayed
         # on it); one of a dict passed in leaves as a plain dict
-        result, values = tree_map(self._unview, (result, values), is_leaf=lambda x: type(x) in RECORDED_CONTAINERS)
+        result, values = tree_map(self._unview, (result, values), is_leaf=lambda x: type(x) in RECORDED_CONTAINERS or size_leaf(x))
         return (result, tuple(values)) if values else result
 
     def existing(self, x: Any) -> bool:
@@ -587,7 +587,7 @@ class StateRecorder:
             if getattr(x, "target", None) is None:
                 return Itself(x.real)
             plain = {k: dict.__getitem__(x, k) for k in dict.keys(x)}
-            return tree_map(self._unview, plain, is_leaf=lambda x: type(x) in RECORDED_CONTAINERS)
+            return tree_map(self._unview, plain, is_leaf=lambda x: type(x) in RECORDED_CONTAINERS or size_leaf(x))
         info = type(x).__dict__.get("_squall_view_info")
         return info.__get__(x).real if info is not None and type(x) in _VIEW_CLASSES.values() else x
 

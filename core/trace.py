@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import MappingKey, SequenceKey, is_structseq_instance, tree_flatten, tree_flatten_with_path, tree_unflatten
 
-from .proxies import NumberProxy, TensorProxy, type_string
+from .proxies import NumberProxy, TensorProxy, size_leaf, type_string
 from .symbol import DEL, BoundSymbol, Tags
 
 __all__ = ["Trace", "ValuePrinter", "plain_scalar", "Itself"]
@@ -131,7 +131,10 @@ class ValuePrinter:
         if t is slice:
             return f"slice({self(x.start)}, {self(x.stop)}, {self(x.step)})"
         # a torch.return_types result (values, indices) unpacks like the tuple it is
-        if t is tuple or t is torch.Size or is_structseq_instance(x):
+        if t is torch.Size:  # stays a torch.Size: `x.new(size)` reads a tuple as values
+            self.globals["torch"] = torch
+            return f"torch.Size([{', '.join(self(v) for v in x)}])"
+        if t is tuple or is_structseq_instance(x):
             inner = ", ".join(self(v) for v in x)
             return f"({inner},)" if len(x) == 1 else f"({inner})"
         if t is list:
@@ -196,7 +199,7 @@ class ValuePrinter:
         pytree leaves rebuilt by its spec (named tuples, ModelOutputs, objects squall rebuilds)."""
         if _literal_output(output):
             return self.exact(output)
-        leaves, spec = tree_flatten(output)
+        leaves, spec = tree_flatten(output, is_leaf=size_leaf)
         return f"{self.name_for(tree_unflatten, 'tree_unflatten')}({self.exact(leaves)}, {self.name_for(spec, 'output_spec')})"
 
     def call(self, callee: str, bsym: BoundSymbol) -> str:
@@ -215,7 +218,7 @@ def _literal_output(x: Any) -> bool:
     # Plain containers print as literals; anything else is rebuilt from its pytree spec. Every
     # non-tensor value is the very object eager would return (ValuePrinter.exact), so an Enum
     # stays an Enum and a float subclass its subclass.
-    if isinstance(x, (TensorProxy, NumberProxy)) or x is None or type(x) in _PLAIN_SCALARS:
+    if isinstance(x, (TensorProxy, NumberProxy)) or x is None or type(x) in _PLAIN_SCALARS or size_leaf(x):
         return True
     if type(x) in (tuple, list):
         return all(_literal_output(v) for v in x)
