@@ -232,3 +232,40 @@ def test_python_and_numpy_random_draws_are_not_frozen_into_the_trace(draw):
     b = j(x)
     seed(2)
     assert_close(b, f(x))
+
+
+# --- outputs that are inputs written in place -----------------------------------------------------
+
+
+def test_an_input_written_in_place_and_returned_is_the_input_itself():
+    def f(x, y):
+        x.mul_(2)
+        y.add_(1)
+        return x, y * 3, {"again": x}
+
+    j = squall.jit(f)
+    for _ in range(2):
+        x, y = torch.randn(3), torch.randn(3)
+        ex, ey = x.clone(), y.clone()
+        out = j(x, y)
+        expected = f(ex, ey)
+        assert out[0] is x and out[2]["again"] is x
+        assert_close(out, expected)
+        assert_close((x, y), (ex, ey))
+
+
+def test_a_buffer_written_in_place_and_returned_is_the_buffer_itself():
+    class Counts(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("seen", torch.zeros(2))
+
+        def forward(self, x):
+            self.seen.add_(x)
+            return self.seen
+
+    m = Counts()
+    j = squall.jit(m)
+    assert j(torch.ones(2)) is m.seen
+    assert j(torch.ones(2)) is m.seen
+    assert_close(m.seen, torch.full((2,), 2.0))
