@@ -75,6 +75,7 @@ import torch
 from torch.utils._pytree import tree_map
 from torch.utils.hooks import RemovableHandle
 
+from .autograd_functions import TracedAutogradFunction, is_autograd_function
 from .ltorch.base import SquallWarning
 from .proxies import TensorProxy, size_leaf
 from .sources import load_source
@@ -365,6 +366,11 @@ class StateRecorder:
             return self._standing_for(types.MethodType(self._recording_function(value.__func__), owner), value)
         if viewable(value):
             return self.view(value, label)
+        if is_autograd_function(value):
+            # `MyFn.apply(proxy)`: its forward traced, or the whole Function opaque (squall.autograd_functions)
+            forward = value.forward
+            traced = TracedAutogradFunction(value, self._recording_function(forward) if _user_function(forward) else forward)
+            return self._standing_for(traced, value)
         if _users_module(value):
             reads = self._module_reads.get(id(value))
             if reads is None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from .autograd_functions import is_autograd_function
 from .proxies import NumberProxy, TensorProxy
 from .trace import plain_scalar
 from .unbound_methods import stand_in_for
@@ -167,6 +168,7 @@ def _recordable(value: Any) -> bool:
         or type(value) is functools.partial
         or (type(value) is types.MethodType and _user_function(value.__func__) and viewable(value.__self__))
         or viewable(value)
+        or is_autograd_function(value)
         or _users_module(value)
     )
 
