@@ -5,8 +5,8 @@ it cannot replay is the program changing a generator while it runs: `torch.manua
 inside the compiled function would seed once, at trace time, and every cached call after it
 would draw other numbers than eager; `random.uniform(0, 1)` or `numpy.random.rand()` would be
 drawn once and frozen into the trace as a constant. So tracing notes the state of torch's CPU
-generator, Python's `random` and numpy's global `RandomState` (numpy only where the program
-has imported it) before the program runs and compares after: a change is put back as it was
+generator, Python's `random` and numpy's global `RandomState` (once numpy.random is imported)
+before the program runs and compares after: a change is put back as it was
 (the traced run draws nothing eager would not) and refused as an `UnreplayableWrite` naming the
 source line that made it, so the call runs eagerly (squall.jit), drawing eager's numbers.
 """
@@ -32,8 +32,8 @@ _PYTHON_RANDOM = frozenset(name for name in dir(random.Random) if not name.start
 
 
 def _numpy_random() -> Any:
-    numpy = sys.modules.get("numpy")
-    return getattr(numpy, "random", None) if numpy is not None else None
+    # only once imported (numpy loads numpy.random lazily; importing it here would cost each trace)
+    return sys.modules.get("numpy.random")
 
 
 def _states() -> dict[str, Any]:
@@ -44,14 +44,12 @@ def _states() -> dict[str, Any]:
     return states
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(what: str, a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor):
         return torch.equal(a, b)
-    if isinstance(a, tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if type(a).__module__ == "numpy":
-        return bool((a == b).all())
-    return a == b
+    if what == "numpy.random":  # ('MT19937', key array, pos, has_gauss, cached_gaussian)
+        return a[0] == b[0] and bool((a[1] == b[1]).all()) and a[2:] == b[2:]
+    return a == b  # Python's: a tuple of ints, compared in C
 
 
 def _restore(what: str, state: Any) -> None:
@@ -91,9 +89,12 @@ def random_state_kept(codes: Any) -> Iterator[None]:
         yield
         failed = False
     finally:
-        changed = [what for what, state in before.items() if not _same(state, _states().get(what, state))]
+        after = _states()
+        changed = [what for what, state in before.items() if not _same(what, state, after[what])]
         for what in changed:
             _restore(what, before[what])
+        # numpy.random first imported by the program while traced: it may have drawn (not put back)
+        changed += [what for what in after if what not in before]
     if changed and not failed:
         names = _TORCH_SEEDING if changed[0].startswith("torch") else _PYTHON_RANDOM
         where = _line_naming(codes(), names) or "the compiled function"
