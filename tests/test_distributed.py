@@ -28,7 +28,7 @@ import torch.distributed._functional_collectives as funcol  # noqa: E402
 from torch.distributed.fsdp import fully_shard  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
-from squall.ltorch.collectives import NOT_HANDED_TO_TRACING  # noqa: E402
+from squall.ltorch.collectives import NOT_HANDED_TO_TRACING, hands_calls_to_tracing  # noqa: E402
 from squall.proxies import TensorProxy  # noqa: E402
 from squall.wrappers import UnsupportedWrapping  # noqa: E402
 
@@ -261,3 +261,16 @@ def results(tmp_path_factory) -> list[dict[str, str]]:
 def test_distributed(results, scenario):
     for rank, per_rank in enumerate(results):
         assert per_rank.get(scenario) == "ok", f"rank {rank}, scenario {scenario}:\n{per_rank.get(scenario)}"
+
+
+def test_which_c10d_functions_hand_calls_to_tracing():
+    assert hands_calls_to_tracing(dist.all_reduce)  # on every torch squall declares (2.10 on)
+
+    def communicates_without_handing_over(tensor, group=None):
+        return tensor
+
+    assert not hands_calls_to_tracing(communicates_without_handing_over)
+    assert "all_reduce" not in NOT_HANDED_TO_TRACING
+    assert NOT_HANDED_TO_TRACING <= {"broadcast", "reduce", "all_gather", "gather", "scatter", "reduce_scatter", "all_to_all",
+                                     "all_to_all_single", "send", "recv", "isend", "irecv", "all_reduce_coalesced",
+                                     "all_gather_coalesced"}  # fmt: skip
