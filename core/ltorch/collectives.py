@@ -117,7 +117,7 @@ def hands_calls_to_tracing(fn: Callable) -> bool:
     """Whether a torch.distributed function passes a call on a traced tensor to
     `__torch_function__` (squall's tracing mode), which is how squall sees a c10d collective.
     PyTorch 2.10's c10d does this for all_reduce, all_gather, all_gather_into_tensor,
-    reduce_scatter_tensor and all_to_all_single only; later releases for every collective."""
+    reduce_scatter_tensor and all_to_all_single only; 2.13 for every one squall has a form for."""
     code = getattr(inspect.unwrap(fn), "__code__", None)
     return code is not None and "handle_torch_function" in code.co_names
 
@@ -340,11 +340,11 @@ c10d_all_gather_coalesced = _refused("all_gather_coalesced")
 # the c10d functions squall traces or refuses that this PyTorch does not hand to tracing: a call
 # of one in a compiled program reaches its process group with squall's proxy
 NOT_HANDED_TO_TRACING: frozenset[str] = frozenset(
-    name
-    for form in (globals()[n] for n in __all__ if n.startswith("c10d_"))
-    for fn in form.torchfns
-    if _AVAILABLE and not fn.__name__.startswith("unavailable_") and not hands_calls_to_tracing(fn)
-    for name in (fn.__name__,)
+    fn.__name__
+    for n in __all__
+    if _AVAILABLE and n.startswith("c10d_")
+    for fn in globals()[n].torchfns
+    if not fn.__name__.startswith("unavailable_") and not hands_calls_to_tracing(fn)
 )
 
 
