@@ -4,13 +4,17 @@
 #   bash plugins/nvfuser/verify/verify.sh [REPORT.json]
 #
 # Builds (once) a Python 3.12 venv with torch 2.10.0 (PyPI's CUDA build: about 7 GB
-# installed, 15-20 minutes the first time) and nvfuser-cu126-torch210, whose
+# installed; 5-20 minutes the first time, by the registry's speed) and nvfuser-cu126-torch210, whose
 # `nvfuser_direct` imports and defines fusions on a machine without a GPU. Then runs
 #   1. plugins/nvfuser/tests/test_nvfuser_definitions.py: a real FusionDefinition for
 #      every region squall forms from every OpInfo sample and the demo GPT block; the
 #      counts (built, accepted, rejected and why) go to REPORT.json;
 #   2. squall's own suite and the nvFuser plugin's tests on torch 2.10 (what squall's
 #      declared torch range promises).
+# The venv is built once per machine and reused (a stamp records what was installed), so a
+# warm run needs no registry; .ci/run runs this after the 2.13 suite. Exit status: 0 when the
+# definitions check ran with nothing rejected and no mismatch and the suite passed; 1 when
+# either failed; 3 when the environment could not be built.
 # Environment: SQUALL_NVFUSER_VENV (where the venv lives), PYTHON312 (the interpreter).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
