@@ -21,7 +21,7 @@ from .functionalization import opaque_writes
 from .torchnames import qualified_name
 from .. import numbers
 from ..proxies import TensorProxy, current_context
-from ..symbol import Symbol, Tags
+from ..symbol import Symbol, Tags, snapshot_call
 
 __all__ = [
     "torchsymbol",
@@ -144,6 +144,9 @@ class TorchLanguage:
             if layout is not None:
                 return layout
         op = self.table.get(func)
+        # a list the program reached through its state (a recording copy, squall.state_views) is
+        # read here as the plain list it holds now, so the scan below finds the tensors in it
+        args, kwargs = snapshot_call(args, kwargs)
         has_proxy, has_tensor = _scan(args, False, False)
         if kwargs:
             has_proxy, has_tensor = _scan(kwargs.values(), has_proxy, has_tensor)
