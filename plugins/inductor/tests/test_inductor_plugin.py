@@ -191,8 +191,8 @@ def test_a_region_remembered_as_slower_is_not_compiled(tmp_path):
     report = squall.explain(squall.jit(fn, executors=[ex, "torch"]), x)
     if not HAS_CPU_BACKEND:
         pytest.skip("no C++ compiler for inductor's CPU backend (g++ or clang++)")
-    assert not report.regions  # the seeded choice below was not there; this plan measured it...
-    # ...or compiled it; either way one choice is now on disk, keyed by the region's signature
+    # the seeded choice below was not there: this plan compiled and measured the region, and
+    # whichever won, one choice is now on disk, keyed by the region's signature
     (key, choice), = json.loads(path.read_text()).items()
     assert choice["torch_s"] > 0 and choice["inductor_s"] > 0 and choice["winner"] in ("torch", "inductor")
     choice.update(winner="torch")
@@ -274,3 +274,54 @@ def test_training_forms_inductor_regions_in_the_forward_and_the_backward(inducto
     assert traces.backward is not None  # squall differentiated it; torch's autograd did not
     assert traces.plan.regions and traces.backward.plan.regions
     assert "inductor_region(" in traces.source
+
+
+# --- compiled regions: inductor without Dynamo ----------------------------------------------------
+
+
+def _dynamo_activity() -> dict:
+    """Dynamo's counters (frames it evaluated, graphs it captured, guard failures) as plain dicts."""
+    from torch._dynamo.utils import counters
+
+    return {name: dict(counts) for name, counts in counters.items()}
+
+
+@needs_cpu_inductor
+def test_calling_a_compiled_region_runs_no_dynamo_frame(inductor):
+    def f(x):
+        return torch.tanh(torch.softmax(x, -1) * 3 + 1)
+
+    x = torch.randn(6, 5)
+    jfn = squall.jit(f, executors=[inductor, "torch"], wait=True)
+    jfn(x)
+    assert squall.last_traces(jfn).plan.regions
+    before = _dynamo_activity()
+    for _ in range(3):
+        torch.testing.assert_close(jfn(x), f(x))
+    assert _dynamo_activity() == before
+
+
+@needs_cpu_inductor
+def test_a_region_called_with_other_strides_compiles_for_them():
+    def f(x):
+        return (torch.sigmoid(x * 2 + 1),)
+
+    x = torch.randn(4, 6)
+    region = squall_inductor.CompiledRegion(f, [x])
+    torch.testing.assert_close(region(x), f(x))
+    transposed = torch.randn(6, 4).t()  # same sizes, other strides: inductor's input check fails
+    torch.testing.assert_close(region(transposed), f(transposed))
+    assert [strides for ((_, strides),) in region.variants] == [(6, 1), (1, 4)]
+    torch.testing.assert_close(region(x), f(x))  # the first compilation still serves its strides
+
+
+@needs_cpu_inductor
+def test_a_region_called_with_other_sizes_compiles_for_them():
+    def f(x):
+        return (torch.sigmoid(x * 2 + 1),)
+
+    region = squall_inductor.CompiledRegion(f, [torch.randn(4, 6)])
+    for shape in [(3, 6), (4, 7), (4, 6)]:  # (3, 6) has the same strides as (4, 6)
+        y = torch.randn(shape)
+        torch.testing.assert_close(region(y), f(y))
+    assert len(region.variants) == 3
