@@ -301,6 +301,14 @@ class FusionExecutor(Executor):
     def claimed_ops(self) -> list[str]:
         return sorted(self.supported)
 
+    def offers(self) -> list[tuple[str, FusionExecutor]]:
+        """The ways this executor can fuse a program, for squall.tiers' in-context judge to choose
+        from: (label, executor) pairs, each executor named as this one, largest regions first
+        (e.g. inductor's "large regions" with matmuls and attention, then its elementwise
+        "islands"). The judge plans the program with each in turn and keeps the first that agrees
+        with the torch plan and beats it. Default: this executor alone."""
+        return [("regions", self)]
+
     def _expand(self, bsym: BoundSymbol) -> list[BoundSymbol]:
         if super().offer(bsym)[0] is not None:
             return [bsym]

@@ -127,8 +127,15 @@ class InductorExecutor(FusionExecutor):
         self.min_compute_prims = 3
         self.min_eager_seconds = min_eager_seconds
         self.include_matmuls = env_flag("SQUALL_INDUCTOR_MATMULS", False) if include_matmuls is None else include_matmuls
+        # whether the user chose (argument or environment) between large regions and islands;
+        # if not, both are offered to squall.tiers' judge (`offers`)
+        self.matmuls_chosen = include_matmuls is not None or bool(os.environ.get("SQUALL_INDUCTOR_MATMULS", "").strip())
+        self._large_regions: InductorExecutor | None = None
         self.autotune = env_flag("SQUALL_INDUCTOR_AUTOTUNE", True) if autotune is None else autotune
         self.judge_in_context = self.autotune  # autotune off: every region with real work is kept, untimed
+        # each region timed alone against torch (autotune); the large-region offer leaves its
+        # (few, large) regions to the in-context judge, which times the whole program anyway
+        self.time_regions = self.autotune
         path = default_choices_path() if choices_path == "default" else (Path(choices_path) if choices_path else None)
         self.choices = ChoiceStore(path)
         self.prims = FUSIBLE_PRIMS | (MATMUL_PRIMS if self.include_matmuls else frozenset())
@@ -179,6 +186,22 @@ class InductorExecutor(FusionExecutor):
     def claimed_ops(self) -> list[str]:
         return sorted(self.prims)
 
+    def offers(self) -> list[tuple[str, InductorExecutor]]:
+        """"large regions" first — matmuls, linears, convolutions, attention and embeddings with
+        their epilogues, up to the whole program — then the elementwise "islands" between them;
+        squall.tiers' judge keeps the first that beats the torch plan in context. Only one of
+        them where the user chose (include_matmuls, SQUALL_INDUCTOR_MATMULS), or where regions
+        are not timed (autotune off: there is nothing to choose by)."""
+        if self.matmuls_chosen or not self.autotune:
+            return [("large regions" if self.include_matmuls else "islands", self)]
+        if self._large_regions is None:
+            large = InductorExecutor(self.name, include_matmuls=True, autotune=True, choices_path=None,
+                                     default_rank=self.default_rank, min_eager_seconds=self.min_eager_seconds)
+            large.choices, large.distribution = self.choices, self.distribution  # one store, one file
+            large.time_regions = False
+            self._large_regions = large
+        return [("large regions", self._large_regions), ("islands", self)]
+
     def offer(self, bsym: BoundSymbol) -> tuple[Implementation | None, str]:
         if self.implementation_for(bsym.sym) is None:
             hint = f" ({_MATMUL_HINT})" if bsym.sym.id in MATMUL_PRIMS else ""
@@ -208,8 +231,8 @@ class InductorExecutor(FusionExecutor):
         if why:
             return self._declined(ops, why)
         device = str(region.inputs[0].device if region.inputs else region.outputs[0].device)
-        key = region_key(region.signature(), device) if self.autotune else ""
-        remembered = self.choices.get(key) if self.autotune else None
+        key = region_key(region.signature(), device) if self.time_regions else ""
+        remembered = self.choices.get(key) if self.time_regions else None
         if remembered is not None and remembered["winner"] == "torch":
             return self._declined(ops, _torch_won(remembered, "remembered"))
         eager, _ = region_function(region)
@@ -227,7 +250,7 @@ class InductorExecutor(FusionExecutor):
             )
             self.compile_errors.append(f"region ({', '.join(ops)}) falls back to torch: {message}")
             return self._declined(ops, f"inductor could not compile it: {message}")
-        if self.autotune and remembered is None:
+        if self.time_regions and remembered is None:
             torch_s = best_time(eager, args, device=device)
             inductor_s = best_time(compiled, args, device=device)
             remembered = {"winner": "inductor" if inductor_s < torch_s * _MARGIN else "torch",

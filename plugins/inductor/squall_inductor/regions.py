@@ -64,10 +64,17 @@ def compile_with_inductor(fn: Callable, args: Sequence[torch.Tensor]) -> Callabl
     # imported here, not at the top: importing inductor costs seconds (it loads Dynamo), and the
     # plugin is imported by every squall.jit that merely asks which executors exist
     from torch._inductor.compile_fx import compile_fx
+    from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     graph = make_fx(fn, tracing_mode="fake")(*args)
-    return compile_fx(graph, list(args))
+    # the context torch._inductor.standalone_compile sets up for static shapes: a fake mode with
+    # a shape environment, without which inductor bypasses its FX graph and AOTAutograd caches
+    # (a region compiled by an earlier process is then loaded, not compiled again)
+    context = torch._guards.TracingContext(FakeTensorMode(shape_env=ShapeEnv()))
+    with torch._guards.tracing(context):
+        return compile_fx(graph, list(args), ignore_shape_env=True)
 
 
 class CompiledRegion:

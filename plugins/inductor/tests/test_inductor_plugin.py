@@ -325,3 +325,70 @@ def test_a_region_called_with_other_sizes_compiles_for_them():
         y = torch.randn(shape)
         torch.testing.assert_close(region(y), f(y))
     assert len(region.variants) == 3
+
+
+# --- large regions: matmuls, attention, convolutions, embeddings and their epilogues ---------------
+
+
+class _TinyBlock(torch.nn.Module):
+    """An embedding, a layer norm, attention, linears and a convolution: every kind of call a large region takes."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.ln = torch.nn.Embedding(50, 16), torch.nn.LayerNorm(16)
+        self.qkv, self.out = torch.nn.Linear(16, 48), torch.nn.Linear(16, 16)
+        self.conv = torch.nn.Conv1d(16, 16, 3, padding=1)
+
+    def forward(self, ids):
+        x = self.emb(ids)
+        q, k, v = self.qkv(self.ln(x)).view(2, 5, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.out(a.transpose(1, 2).reshape(2, 5, 16))
+        x = x + self.conv(x.transpose(1, 2)).transpose(1, 2)
+        return F.gelu(x).sum(-1)
+
+
+def test_offers_large_regions_then_islands_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv("SQUALL_INDUCTOR_MATMULS", raising=False)
+    default = InductorExecutor(choices_path=None)
+    (large_label, large), (islands_label, islands) = default.offers()
+    assert (large_label, islands_label) == ("large regions", "islands") and islands is default
+    assert large.name == "inductor" and large.include_matmuls and "prims.matmul" in large.claimed_ops()
+    assert large.choices is default.choices and default.offers()[0][1] is large  # made once, one store
+    assert [label for label, _ in InductorExecutor(include_matmuls=True, choices_path=None).offers()] == ["large regions"]
+    assert [label for label, _ in InductorExecutor(include_matmuls=False, choices_path=None).offers()] == ["islands"]
+    assert [label for label, _ in InductorExecutor(autotune=False, choices_path=None).offers()] == ["islands"]
+    monkeypatch.setenv("SQUALL_INDUCTOR_MATMULS", "0")
+    assert [label for label, _ in InductorExecutor(choices_path=None).offers()] == ["islands"]
+
+
+@needs_cpu_inductor
+def test_a_large_region_takes_a_whole_block_with_attention_and_agrees_with_eager():
+    torch.manual_seed(0)
+    block, ids = _TinyBlock().eval(), torch.randint(0, 50, (2, 5))
+    ex = InductorExecutor(include_matmuls=True, autotune=False, choices_path=None, min_eager_seconds=0)
+    with torch.no_grad():
+        jfn = squall.jit(block, executors=[ex, "torch"], wait=True)
+        torch.testing.assert_close(jfn(ids), block(ids), atol=1e-5, rtol=1e-5)
+        (region,) = squall.last_traces(jfn).plan.regions
+        for op in ("embedding", "layer_norm", "linear", "scaled_dot_product_attention", "conv1d", "gelu", "torch.sum"):
+            assert any(o.endswith(op) for o in region.ops), (op, region.ops)
+        before = _dynamo_activity()
+        torch.testing.assert_close(jfn(ids), block(ids), atol=1e-5, rtol=1e-5)
+        assert _dynamo_activity() == before
+
+
+def test_region_formation_across_matmuls_keeps_unclaimed_calls_outside_without_a_cycle():
+    # x -> matmul -> (random draw, not claimed) -> add: the draw splits the chain; a region
+    # holding both matmul and add would need the draw inside and outside at once
+    def f(x, w):
+        h = x @ w
+        noise = torch.rand_like(h)
+        return torch.tanh(h + noise) @ w, torch.exp(h)
+
+    ex = InductorExecutor(include_matmuls=True, autotune=False, choices_path=None, min_eager_seconds=0)
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    report = squall.explain(squall.jit(f, executors=[ex, "torch"]), x, w)
+    assert report.taken_by("torch.rand_like") == ["torch"]
+    assert sorted(r.ops for r in report.regions) == [["torch.add", "torch.tanh", "torch.matmul"],
+                                                     ["torch.matmul", "torch.exp"]]
