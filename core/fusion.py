@@ -198,8 +198,12 @@ def form_regions(bsyms: Sequence[BoundSymbol], claimed: Callable[[BoundSymbol], 
         reaches.append(frozenset(r))
         reaches_outside.append(frozenset(ro))
         preds_of.append(preds)
+        passed_through = {p.name for p in b.input_proxies()}
         for p in b.output_proxies():
-            producer[p.name] = i
+            # a call that returns its input (dropout in eval mode, a no-op contiguous) produces
+            # nothing: its consumers depend on the real producer, so it splits no region
+            if p.name not in passed_through:
+                producer[p.name] = i
         if Tags.BARRIER in b.sym.tags:
             barrier = i
             sealed.update(range(len(groups)))

@@ -212,7 +212,9 @@ def _example(tree: Any) -> Any:
 
 
 def _draws_random_numbers(compilation: Compilation) -> bool:
-    return any(Tags.RANDOM in b.sym.tags for b in compilation.traced.bsyms for b in b.walk())
+    # a random op that returned its input (dropout in eval mode) draws nothing
+    return any(Tags.RANDOM in b.sym.tags and {p.name for p in b.output_proxies()} - {p.name for p in b.input_proxies()}
+               for b in compilation.traced.bsyms for b in b.walk())
 
 
 def _region_executors(compilation: Compilation) -> set[str]:

@@ -147,6 +147,21 @@ def test_fusion_regions_merge_along_data_flow_and_compile_once():
     assert len(fuser.compiled_sources) == 2
 
 
+def test_a_call_that_returns_its_input_splits_no_region():
+    fuser = PyFuser()
+
+    def program(x):
+        a = torch.exp(x) * 2.0
+        a = torch.nn.functional.dropout(a, p=0.5, training=False)  # returns its input, unclaimed
+        return (a + 1.0).contiguous() * 2.0  # contiguous: returns its input too
+
+    fn = squall.jit(program, executors=[fuser, make_executor()])
+    x = torch.randn(8)
+    torch.testing.assert_close(fn(x), program(x))
+    plan = squall.last_traces(fn).plan
+    assert [r.ops for r in plan.regions] == [["torch.exp", "torch.mul", "torch.add", "torch.mul"]]
+
+
 def test_identical_regions_compile_once():
     fuser = PyFuser()
 

@@ -444,3 +444,17 @@ def test_fusion_offers_swap_each_fusion_executor_for_its_offer_in_the_priority_l
     assert list(wide) == [fuser.wide, torch_ex] and wide.per_op["torch.exp"] == (fuser.wide, torch_ex)
     assert wide.key == priority.key and wide.source == "test"  # the same names: the same program key
     assert list(offers[1][1]) == [fuser, torch_ex]
+
+
+def test_a_dropout_in_eval_mode_draws_nothing_and_the_program_is_judged(monkeypatch):
+    judged = _judge_in_turn(monkeypatch, 1e-3)
+    fuser = SlowFuser()
+    fuser.gate.set()
+
+    def with_dropout(x):
+        return torch.nn.functional.dropout(program(x), p=0.5, training=False) * 3.0
+
+    fn = squall.jit(with_dropout, executors=[fuser, make_executor()], wait=True)
+    x = torch.randn(16)
+    torch.testing.assert_close(fn(x), with_dropout(x))
+    assert len(judged) == 1 and squall.upgrades(fn)[0].reason.startswith("in context")
