@@ -49,6 +49,7 @@ def main() -> None:
     parser.add_argument("names", nargs="*", help="models to run (default: all)")
     parser.add_argument("--torch-compile", action="store_true", help="also torch.compile (slow to compile)")
     parser.add_argument("--inductor", action="store_true", help="also squall with the inductor plugin's fusion first")
+    parser.add_argument("--why", action="store_true", help="print each upgrade's reason (every offer's time) under its row")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--number", type=int, default=5)
     args = parser.parse_args()
@@ -99,6 +100,8 @@ def main() -> None:
             ratios.append((best["squall+inductor"] / best["torch.compile"], firsts["squall+inductor"] / firsts["torch.compile"]))
             row += f"{ratios[-1][0]:>15.2f}x{ratios[-1][1]:>12.2f}x"
         print(row + f"{best['eager'] * 1e3:>10.2f}", flush=True)
+        if args.why and args.inductor:
+            print(f"    {squall.upgrades(compiled['squall+inductor'])[-1]}", flush=True)
     if ratios:
         per_call, first = zip(*ratios)
         print(f"squall+inductor / torch.compile over {len(ratios)} models: per call median {statistics.median(per_call):.2f}x "

@@ -198,10 +198,11 @@ def form_regions(bsyms: Sequence[BoundSymbol], claimed: Callable[[BoundSymbol], 
         reaches.append(frozenset(r))
         reaches_outside.append(frozenset(ro))
         preds_of.append(preds)
-        passed_through = {p.name for p in b.input_proxies()}
+        # a random draw that returned its input (dropout in eval mode) returns the very tensor it
+        # was given: its consumers depend on the real producer, so it splits no region. Other calls
+        # that return their input (contiguous) may return another layout, which a later view needs
+        passed_through = {p.name for p in b.input_proxies()} if Tags.RANDOM in b.sym.tags else set()
         for p in b.output_proxies():
-            # a call that returns its input (dropout in eval mode, a no-op contiguous) produces
-            # nothing: its consumers depend on the real producer, so it splits no region
             if p.name not in passed_through:
                 producer[p.name] = i
         if Tags.BARRIER in b.sym.tags:

@@ -392,3 +392,19 @@ def test_region_formation_across_matmuls_keeps_unclaimed_calls_outside_without_a
     assert report.taken_by("torch.rand_like") == ["torch"]
     assert sorted(r.ops for r in report.regions) == [["torch.add", "torch.tanh", "torch.matmul"],
                                                      ["torch.matmul", "torch.exp"]]
+
+
+@needs_cpu_inductor
+def test_a_contiguous_between_a_slice_and_a_view_still_splits_the_region(inductor):
+    # squall's values do not model strides, so contiguous() returns its input's proxy; a region
+    # spanning it would view a sliced (non-contiguous) tensor and fail to compile
+    def shift_labels(labels, w):
+        padded = F.pad(labels * w, (0, 1), value=-100.0)
+        return padded[..., 1:].contiguous().view(-1) * 2 + 1
+
+    labels, w = torch.randn(2, 8), torch.randn(8)
+    jfn = squall.jit(shift_labels, executors=[inductor, "torch"], wait=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)  # no region falls back
+        torch.testing.assert_close(jfn(labels, w), shift_labels(labels, w))
+    assert not squall.last_traces(jfn).plan.errors
