@@ -1,4 +1,4 @@
-"""Real models: squall.jit against eager (and torch.compile) on the timm and transformers models of
+"""Real models: squall.jit against eager (and torch.compile) on the timm, torchvision and transformers models of
 tests/test_real_models.py (small configs, random weights, inference).
 
 Run: python bench/models.py [--torch-compile] [--inductor] [name ...]
@@ -28,7 +28,7 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from real_models import TIMM_MODELS, TRANSFORMERS_MODELS, assert_same_output, import_torchvision  # noqa: E402
+from real_models import TIMM_MODELS, TORCHVISION_MODELS, TRANSFORMERS_MODELS, assert_same_output, import_torchvision  # noqa: E402
 
 import squall  # noqa: E402
 from squall.speculation import guards_of  # noqa: E402
@@ -70,7 +70,7 @@ def main() -> None:
     ratios: list[tuple[float, float]] = []
     print(f"torch {torch.__version__}, one thread, inference; per call: best of {args.rounds} rounds of {args.number}; eager per call in ms")
     print(header + f"{'eager ms':>10}")
-    for model in TIMM_MODELS + TRANSFORMERS_MODELS:
+    for model in TIMM_MODELS + TORCHVISION_MODELS + TRANSFORMERS_MODELS:
         if args.names and model.name not in args.names and model.name.split("/")[-1] not in args.names:
             continue
         torch.manual_seed(0)

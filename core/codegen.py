@@ -12,11 +12,16 @@ from typing import Any
 
 from .proxies import type_string
 from .sources import load_source
-from .symbol import DEL, BoundSymbol
+from .symbol import DEL, BoundSymbol, flat_proxies
 from .trace import Trace, ValuePrinter
 from .tracing import InputBinding
 
-__all__ = ["generate", "GeneratedFunction", "load_source"]
+__all__ = ["generate", "GeneratedFunction", "UnassignedName", "load_source"]
+
+
+class UnassignedName(RuntimeError):
+    """An internal error: an execution trace reads a name no earlier line assigns (or one a
+    `del` freed). Raised while generating, so it never becomes code that fails when it runs."""
 
 
 @dataclass
@@ -85,15 +90,44 @@ def generate(
             stand_ins[id(bsym)] = printer.name_for(stand_in, f"checked_{bsym.executor.name}_{bsym.sym.name}")
         elif id(bsym.impl) not in impl_names:
             impl_names[id(bsym.impl)] = printer.name_for(bsym.impl, f"{bsym.executor.name}_{bsym.sym.name}")
+    # every name a line reads is an input, a captured constant, or assigned by an earlier line
+    # and not freed since: a trace out of order (a call recorded with a value made later) is
+    # an error here, not an UnboundLocalError when the program runs
+    assigned = {b.proxy.name for b in bindings} | set(constants)
+    freed: set[str] = set()
     for bsym in bsyms:
         if bsym.sym is DEL:
-            lines.append(f"  del {', '.join(p.name for p in bsym.args)}")
+            line = f"del {', '.join(p.name for p in bsym.args)}"
+            _check_reads(name, line, bsym.args, assigned, freed, None)
+            freed.update(p.name for p in bsym.args)
+            assigned.difference_update(p.name for p in bsym.args)
+            lines.append(f"  {line}")
             continue
         callee = stand_ins.get(id(bsym)) or impl_names[id(bsym.impl)]
         target, picks = printer.assignment(bsym.output) if bsym.output is not None else ("", [])
-        lines.append(f"  {target + ' = ' if target else ''}{printer.call(callee, bsym)}")
+        line = f"{target + ' = ' if target else ''}{printer.call(callee, bsym)}"
+        _check_reads(name, line, bsym.input_proxies(), assigned, freed, bsym)
+        assigned.update(p.name for p in bsym.output_proxies())
+        lines.append(f"  {line}")
         lines.extend(f"  {line}" for line in picks)
-    lines.append(f"  return {printer.output(output)}")
+    line = f"return {printer.output(output)}"
+    _check_reads(name, line, flat_proxies(output), assigned, freed, "the return")
+    lines.append(f"  {line}")
     source = "\n".join(lines) + "\n"
     filename = load_source(source, f"generated-{name}", printer.globals)
     return GeneratedFunction(printer.globals[name], source, filename)
+
+
+def _check_reads(function: str, line: str, reads, assigned: set[str], freed: set[str], reader: BoundSymbol | str | None) -> None:
+    """Raise UnassignedName where a name in `reads` is not assigned at this line; `reader` is the
+    call that reads them (a bound symbol), "the return", or None for a `del`."""
+    for p in reads:
+        if p.name not in assigned:
+            if isinstance(reader, BoundSymbol):
+                executor = reader.executor.name if reader.executor is not None else "none"
+                reader = f"{reader.sym.id} (executor {executor})"
+            when = "after a del freed it" if p.name in freed else "before any line assigns it"
+            raise UnassignedName(
+                f"squall internal error: in generated function {function}, {reader or 'del'} reads {p.name} "
+                f"{when}: `{line}`. Please report it (`squall rage` makes a report)."
+            )

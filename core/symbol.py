@@ -13,7 +13,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from .proxies import NumberProxy, TensorProxy, current_context
 
-__all__ = ["Symbol", "BoundSymbol", "Tags", "flat_proxies", "DEL"]
+__all__ = ["Symbol", "BoundSymbol", "Tags", "flat_proxies", "snapshot", "snapshot_call", "DEL"]
 
 
 class Tags:
@@ -88,7 +88,9 @@ class Symbol:
         if ctx is None:
             raise RuntimeError(f"squall: {self.id} can only be called while tracing (use squall.jit)")
         keywords = frozenset(kwargs) if kwargs else frozenset()
-        args, kwargs = self.normalize(args, kwargs)
+        # the call as it is now: a list the program changes later (DenseNet appends to the list
+        # it concatenates) must not change what this call read
+        args, kwargs = snapshot_call(*self.normalize(args, kwargs))
         ctx.scopes.append([])
         try:
             out = self.meta(*args, **kwargs)
@@ -299,6 +301,52 @@ DEL = Symbol("python.del", "del", _del_meta, is_prim=True, tags=(Tags.SIDE_EFFEC
 
 
 _LEAVES = (int, float, bool, str, complex, type(None), torch.dtype, torch.device, slice, type(Ellipsis))
+# the values a snapshot keeps as they are, by exact type (the common case, one set lookup)
+_SNAPSHOT_KEEPS = frozenset(_LEAVES) | {TensorProxy, NumberProxy, torch.Size}
+
+
+def snapshot(value: Any) -> Any:
+    """`value` with every list and dict in it (at any depth, inside tuples too) copied: what
+    a recorded call holds, so that a later change to a container the program still has does
+    not change what the call read. Tensors, numbers and other objects are kept as they are
+    (a proxy's identity is what in-place ops rebind); a tuple holding no container is itself.
+    Subclasses of list and dict (a state recorder's copies among them) become plain ones,
+    which print as literals."""
+    t = type(value)
+    if t in _SNAPSHOT_KEEPS:
+        return value
+    if t is tuple:
+        for i, v in enumerate(value):
+            copied = snapshot(v)
+            if copied is not v:
+                return value[:i] + (copied,) + tuple(snapshot(w) for w in value[i + 1:])
+        return value
+    if isinstance(value, list):
+        return [snapshot(v) for v in value]
+    if isinstance(value, dict):
+        return {k: snapshot(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        # a named tuple (or a torch.return_types result) holding a list: rebuilt, its type kept
+        items = [snapshot(v) for v in value]
+        if all(a is b for a, b in zip(items, value)):
+            return value
+        if hasattr(value, "_make"):
+            return value._make(items)
+        try:
+            return t(items)
+        except TypeError:  # a tuple type that cannot be rebuilt from its items: held as before
+            return value
+    return value
+
+
+def snapshot_call(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """A call's arguments, snapshotted (see `snapshot`); `kwargs` is a dict made for this call,
+    kept where it holds nothing mutable."""
+    args = snapshot(args)
+    for v in kwargs.values():
+        if type(v) not in _SNAPSHOT_KEEPS:
+            return args, {k: snapshot(v) for k, v in kwargs.items()}
+    return args, kwargs
 
 
 def flat_proxies(tree: Any) -> list[TensorProxy | NumberProxy]:

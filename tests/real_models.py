@@ -1,5 +1,6 @@
-"""Real models for the suite and bench/models.py: timm and transformers models built from small
-configs with random weights (nothing is downloaded), and the checks that compare them with eager."""
+"""Real models for the suite and bench/models.py: timm, torchvision and transformers models built
+from small configs with random weights (nothing is downloaded), and the checks that compare them
+with eager."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,7 +12,7 @@ from typing import Any
 import torch
 from torch.testing import assert_close
 
-__all__ = ["import_torchvision", "TIMM_MODELS", "TRANSFORMERS_MODELS", "RealModel", "assert_same_output"]
+__all__ = ["import_torchvision", "TIMM_MODELS", "TORCHVISION_MODELS", "TRANSFORMERS_MODELS", "RealModel", "assert_same_output"]
 
 _torchvision_ops: torch.library.Library | None = None
 
@@ -68,6 +69,23 @@ TIMM_MODELS = [
     _timm("swin_tiny_patch4_window7_224", embed_dim=16, depths=(1, 1), num_heads=(1, 2), img_size=64, window_size=4),
     _timm("deit_tiny_distilled_patch16_224", embed_dim=32, depth=2, num_heads=2, img_size=64),
     _timm("beit_base_patch16_224", embed_dim=32, depth=2, num_heads=2, img_size=64),
+]
+
+
+def _torchvision(name: str, size: int = 32) -> RealModel:
+    def build():
+        import_torchvision()
+        import torchvision
+
+        return getattr(torchvision.models, name)(weights=None, num_classes=10).eval()
+
+    return RealModel(f"torchvision/{name}", build, lambda: {"x": torch.randn(1, 3, size, size)})
+
+
+TORCHVISION_MODELS = [
+    # every dense layer appends its output to the list of features it concatenates (32 pixels:
+    # the smallest input its five halvings leave a pixel of)
+    _torchvision("densenet121"),
 ]
 
 

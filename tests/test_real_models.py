@@ -1,5 +1,5 @@
-"""Real models from timm and transformers (small configs, random weights, no downloads) against eager:
-outputs with their types and fields, no opaque fallback, gradients for a few.
+"""Real models from timm, torchvision and transformers (small configs, random weights, no downloads)
+against eager: outputs with their types and fields, no opaque fallback, gradients for a few.
 
 Most transformers models are called without an attention mask here; tests/test_speculation.py
 calls 13 of them with padding masks. The full CLIP and T5 encoder-decoder are called both ways,
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import squall
-from real_models import TIMM_MODELS, TRANSFORMERS_MODELS, RealModel, assert_same_output, import_torchvision
+from real_models import TIMM_MODELS, TORCHVISION_MODELS, TRANSFORMERS_MODELS, RealModel, assert_same_output, import_torchvision
 from squall.speculation import guards_of
 
 import_torchvision()
@@ -33,7 +33,7 @@ def _no_opaque_calls(fn, *args, **kwargs):
     return out
 
 
-@pytest.mark.parametrize("model", _params(TIMM_MODELS + TRANSFORMERS_MODELS))
+@pytest.mark.parametrize("model", _params(TIMM_MODELS + TORCHVISION_MODELS + TRANSFORMERS_MODELS))
 def test_real_model_matches_eager(model: RealModel):
     torch.manual_seed(0)
     module, inputs = model.build(), model.inputs()

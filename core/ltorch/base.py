@@ -21,7 +21,7 @@ from .functionalization import opaque_writes
 from .torchnames import qualified_name
 from .. import numbers
 from ..proxies import TensorProxy, current_context
-from ..symbol import Symbol, Tags
+from ..symbol import Symbol, Tags, snapshot_call
 
 __all__ = [
     "torchsymbol",
@@ -136,6 +136,9 @@ class TorchLanguage:
         # that is squall's stand-in (squall.unbound_methods), which names torch's own method
         func = getattr(func, "__squall_method__", func)
         op = self.table.get(func)
+        # a list the program reached through its state (a recording copy, squall.state_views) is
+        # read here as the plain list it holds now, so the scan below finds the tensors in it
+        args, kwargs = snapshot_call(args, kwargs)
         has_proxy, has_tensor = _scan(args, False, False)
         if kwargs:
             has_proxy, has_tensor = _scan(kwargs.values(), has_proxy, has_tensor)
