@@ -231,8 +231,9 @@ class InductorExecutor(FusionExecutor):
         if why:
             return self._declined(ops, why)
         device = str(region.inputs[0].device if region.inputs else region.outputs[0].device)
-        key = region_key(region.signature(), device) if self.time_regions else ""
-        remembered = self.choices.get(key) if self.time_regions else None
+        # a region remembered as faster on torch stays there in either offer; only islands measure
+        key = region_key(region.signature(), device) if self.autotune else ""
+        remembered = self.choices.get(key) if self.autotune else None
         if remembered is not None and remembered["winner"] == "torch":
             return self._declined(ops, _torch_won(remembered, "remembered"))
         eager, _ = region_function(region)
