@@ -408,3 +408,21 @@ def test_a_contiguous_between_a_slice_and_a_view_still_splits_the_region(inducto
         warnings.simplefilter("error", squall.SquallWarning)  # no region falls back
         torch.testing.assert_close(jfn(labels, w), shift_labels(labels, w))
     assert not squall.last_traces(jfn).plan.errors
+
+
+@needs_cpu_inductor
+def test_training_with_large_regions_fuses_the_matmuls_of_the_forward_and_the_backward():
+    def f(x, w):
+        return (torch.tanh(x @ w) * 2 + 1).sum()
+
+    ex = InductorExecutor(include_matmuls=True, autotune=False, choices_path=None, min_eager_seconds=0)
+    x = torch.randn(8, 8)
+    w = torch.randn(8, 8, requires_grad=True)
+    jfn = squall.jit(f, executors=[ex, "torch"], wait=True)
+    (grad,) = torch.autograd.grad(jfn(x, w), w)
+    (expected,) = torch.autograd.grad(f(x, w), w)
+    torch.testing.assert_close(grad, expected)
+    traces = squall.last_traces(jfn)
+    forward, backward = traces.plan.regions, traces.backward.plan.regions
+    assert any("torch.matmul" in r.ops for r in forward), forward
+    assert any(any("matmul" in op for op in r.ops) for r in backward), backward
