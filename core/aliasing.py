@@ -4,8 +4,9 @@ A compiled program is functional: it reads its inputs, computes, and copies the 
 value of each input it modified back at the end. That is eager's result only when the
 inputs it modified share no memory with the inputs it reads: in `f(t, t)`, where `f`
 does `a.add_(1); return b * 2`, eager's `b` sees the update. So an entry whose program
-writes into an input (`Compilation.writes_inputs`) runs behind `alias_guarded`, which
-looks at the storages of the call's tensors:
+writes into an input (`Compilation.writes_inputs`) has an "alias" guard in its guard set
+(`squall.runtime.entry`), which looks at the storages of the call's tensors in the entry's
+one check; where it fails, `squall.runtime` finds the pattern (`alias_pattern`):
 
 - all distinct (the usual case): the entry's own code runs; the check reads one storage
   address per tensor (about 0.3 us each), and only programs that write an input pay it;
@@ -22,11 +23,10 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import torch
 
-__all__ = ["AliasPattern", "alias_pattern", "input_tensors", "alias_guarded", "same_as_paths", "describe_path"]
+__all__ = ["AliasPattern", "alias_pattern", "input_tensors", "tensors_at", "storage_key", "same_as_paths", "describe_path"]
 
 # For each tensor input (in binding order), the index of the first input it is the same
 # tensor as (its own index when none); or ("overlapping", i, j) when inputs i and j share
@@ -36,7 +36,7 @@ AliasPattern = tuple
 
 def input_tensors(paths: Sequence[tuple], args: tuple, kwargs: dict, takes_params: bool) -> list:
     """The tensors at `paths` (input bindings' paths) in a call of a generated function."""
-    return list(_picker(paths, takes_params)(args, kwargs))
+    return list(tensors_at(paths, takes_params)(args, kwargs))
 
 
 def _tuple_getter(indices: list[int]) -> Callable[[Sequence], tuple]:
@@ -48,7 +48,7 @@ def _tuple_getter(indices: list[int]) -> Callable[[Sequence], tuple]:
     return lambda seq: ()
 
 
-def _picker(paths: Sequence[tuple], takes_params: bool) -> Callable[[tuple, dict], Sequence]:
+def tensors_at(paths: Sequence[tuple], takes_params: bool) -> Callable[[tuple, dict], Sequence]:
     """A function of a generated function's (args, kwargs) giving the tensors at `paths`;
     two `itemgetter` calls where they are all parameters and positional arguments (the usual case)."""
     offset = 1 if takes_params else 0
@@ -78,12 +78,12 @@ def _picker(paths: Sequence[tuple], takes_params: bool) -> Callable[[tuple, dict
 
 
 # a tensor's storage, by the address of its StorageImpl (where this torch has the function)
-_storage_key = getattr(torch._C, "_storage_address", None) or (lambda t: t.untyped_storage()._cdata)
+storage_key = getattr(torch._C, "_storage_address", None) or (lambda t: t.untyped_storage()._cdata)
 
 
 def alias_pattern(tensors: Sequence[torch.Tensor]) -> AliasPattern | None:
     """None when no two of `tensors` share a storage (one pointer read each); else the pattern."""
-    if len({_storage_key(t) for t in tensors}) == len(tensors):
+    if len({storage_key(t) for t in tensors}) == len(tensors):
         return None
     pattern = list(range(len(tensors)))
     for i, t in enumerate(tensors):
@@ -100,7 +100,7 @@ def alias_pattern(tensors: Sequence[torch.Tensor]) -> AliasPattern | None:
 
 
 def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return _storage_key(a) == _storage_key(b)
+    return storage_key(a) == storage_key(b)
 
 
 def _byte_range(t: torch.Tensor) -> tuple[int, int]:
@@ -142,35 +142,3 @@ def describe_path(path: tuple, arg_names: Sequence[str], module_tensors: Sequenc
     if root == "kwargs":
         head = f"keyword argument {first!r}"
     return head + "".join(f"[{k!r}]" for k in rest)
-
-
-def alias_guarded(
-    runner: Callable,
-    paths: Sequence[tuple],
-    takes_params: bool,
-    variant_for: Callable[[AliasPattern, tuple, dict], Callable],
-) -> Callable:
-    """`runner`, for calls whose tensors share no memory; the variant for their pattern otherwise.
-
-    `variant_for(pattern, args, kwargs)` makes the runner for a pattern (compiling it, or
-    running eagerly); it is asked once per pattern.
-    """
-    variants: dict[AliasPattern, Callable] = {}
-    pick = _picker(paths, takes_params)
-    n = len(paths)
-    storage_key = _storage_key
-
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        tensors = pick(args, kwargs)
-        if len({storage_key(t) for t in tensors}) == n:  # nothing shared: the usual case
-            return runner(*args, **kwargs)
-        pattern = alias_pattern(tensors)
-        if pattern is None:
-            return runner(*args, **kwargs)
-        variant = variants.get(pattern)
-        if variant is None:
-            variant = variants.setdefault(pattern, variant_for(pattern, args, kwargs))
-        return variant(*args, **kwargs)
-
-    guarded.__wrapped__ = runner
-    return guarded

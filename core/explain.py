@@ -17,12 +17,15 @@ import torch
 
 from .config import ExecutorPriority, resolve_executors
 from .extend import LEFT_OUT
+from .aliasing import describe_path
 from .jit import JittedFunction, JittedModule, jitted_state
 from .pipeline import compile_program
 from .planner import Plan, RegionRecord
 from .plugins import Marketplace, default_marketplace
 from .proxies import type_string
+from .runtime import entry_guards
 from .symbol import Tags
+from .tracing import argument_names, module_slots
 
 __all__ = ["explain", "executors", "ExplainReport", "OperationRow", "ExecutorRow", "ExecutorTable"]
 
@@ -74,6 +77,10 @@ class ExplainReport:
     upgrades: list[str] = field(default_factory=list)
     # for a jitted module that split (squall.split): what runs eagerly, why, and its compiled children
     split: str | None = None
+    # the guards the compiled program would put on later calls, one a line (squall.guard_set)
+    guards: list[str] = field(default_factory=list)
+    # for a jitted function: whether its most recent entry fits this call, and if not, which guard fails
+    last_entry: str | None = None
 
     @property
     def opaque(self) -> list[str]:
@@ -99,6 +106,8 @@ class ExplainReport:
             "warnings": self.warnings,
             "upgrades": self.upgrades,
             "split": self.split,
+            "guards": self.guards,
+            "last_entry": self.last_entry,
         }
 
     def __str__(self) -> str:
@@ -125,6 +134,10 @@ class ExplainReport:
             lines.append(f"background upgrade of {upgrade}")
         if self.split is not None:
             lines.append(f"split: {self.split}")
+        lines.append(f"guards on later calls: {len(self.guards)}")
+        lines.extend(f"  {guard}" for guard in self.guards)
+        if self.last_entry is not None:
+            lines.append(f"the last compiled entry: {self.last_entry}")
         for name, why in self.unavailable.items():
             lines.append(f"passed over: {name} ({why})")
         for message in self.errors + self.warnings:
@@ -166,20 +179,28 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
     """How squall would run `fn(*args, **kwargs)`: traced and planned, not run.
 
     `fn` is a function, an nn.Module, or the result of `squall.jit` (whose executor
-    list is then used; otherwise the configuration in force is).
+    list is then used; otherwise the configuration in force is). A `squall.jit` result called
+    with no inputs reports the compilation its most recent call made, without tracing again.
     """
     if isinstance(fn, JittedModule) or hasattr(fn, "__squall__"):
         fn = jitted_state(fn)
-    upgrades, split = [], None
+    upgrades, split, last_entry = [], None, None
     if isinstance(fn, JittedFunction):
         target, module, priority = fn.fn, fn.module, fn.executors
         upgrades = [str(u) for u in fn._upgrades.values()]
         split = fn.cache_info().split
+        last_entry = _fits(fn, args, kwargs)
     else:
         target, module, priority = fn, fn if isinstance(fn, torch.nn.Module) else None, resolve_executors(None)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        compilation = compile_program(target, args, kwargs, executors=priority, module=module, generate_code=False)
+    caught: list[warnings.WarningMessage] = []
+    if isinstance(fn, JittedFunction) and not args and not kwargs and fn.last_entry is not None:
+        # no inputs given: the compilation its last call made (a graph torch.compile handed to
+        # squall's backend, whose inputs the caller never sees)
+        compilation = fn.last_entry.compilation
+    else:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            compilation = compile_program(target, args, kwargs, executors=priority, module=module, generate_code=False)
     execution = compilation.plan
     backward = compilation.backward.plan if compilation.backward is not None else None
     per_op = {op: [ex.name for ex in exs] for op, exs in getattr(priority, "per_op", {}).items()}
@@ -199,7 +220,37 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
         backward.regions if backward else [],
         upgrades,
         str(split) if split is not None else None,
+        _guards(compilation, target, module),
+        last_entry,
     )
+
+
+def _guards(compilation: Any, target: Callable, module: torch.nn.Module | None) -> list[str]:
+    """The compilation's guard set in words, as the cache would complete it (squall.runtime.entry)."""
+    names = argument_names(module.forward if module is not None else target, len(compilation.bindings))
+    tensors = [f"{kind} {path!r}" for kind, path in _module_tensor_names(module)]
+    describe = lambda path: describe_path(path, names, tensors)
+    return entry_guards(compilation, alias=True, takes_params=module is not None, describe=describe).describe()
+
+
+def _module_tensor_names(module: torch.nn.Module | None) -> list[tuple[str, str]]:
+    if module is None:
+        return []
+    slots, paths = module_slots(module)
+    return [("parameter" if isinstance(store[k], torch.nn.Parameter) else "buffer", path) for (store, k), path in zip(slots, paths)]
+
+
+def _fits(state: JittedFunction, args: tuple, kwargs: dict) -> str | None:
+    """Whether `state`'s most recent entry fits a call with these arguments; which guard fails if not."""
+    if state.last_entry is None:
+        return None
+    call = ([store[k] for store, k in state._slots], *args) if state.module is not None else args
+    guards = state._guards(state.last_entry.compilation)
+    try:
+        failure = guards.explain(call, kwargs)
+    except Exception as e:  # noqa: BLE001 - a layout that changed: say so rather than fail the report
+        return f"cannot be checked against this call ({type(e).__name__}: {e})"
+    return "fits this call" if failure is None else f"does not fit this call: {failure}"
 
 
 def _rows(plan: Plan) -> list[OperationRow]:

@@ -180,6 +180,22 @@ def _accumulate(grads: dict[str, TensorProxy], p: TensorProxy, g: TensorProxy | 
     grads[p.name] = g if known is None else prims.add(known, g)
 
 
+def _take_cotangents(grads: dict[str, TensorProxy], outputs: list[TensorProxy]) -> list[TensorProxy | None]:
+    """The cotangents of a call's outputs, taken out of `grads` (one per output, None for none).
+
+    Replayed backward, a call comes after every later use of its outputs, so their cotangents
+    are complete. They are taken, not read: an output may be one of the call's inputs (an op
+    that returned its input: adaptive pooling to the input's size, expand to the same shape),
+    and the input's gradient is then what the rule gives plus its earlier uses, never the
+    output's cotangent a second time. An output returned twice has its whole cotangent once."""
+    taken: list[TensorProxy | None] = []
+    seen: set[str] = set()
+    for p in outputs:
+        taken.append(None if p.name in seen else grads.pop(p.name, None))
+        seen.add(p.name)
+    return taken
+
+
 def _draws_or_writes(bsym: BoundSymbol) -> bool:
     return any(Tags.RANDOM in b.sym.tags or Tags.SIDE_EFFECT in b.sym.tags for b in bsym.walk())
 
@@ -268,7 +284,11 @@ class _Differentiator:
         recompute = [b for b in inner.forward if not b.output_proxies() or any(p.name not in computed for p in b.output_proxies())]
         ctx.scopes[-1].extend(recompute)  # dead code removal keeps what the rules read
         self.rules_used.extend(inner.rules_used)
-        grads = inner.backward({p.name: g for p, g in zip(originals, call.cotangents)})
+        # an output returned twice has its whole cotangent at its first place (see _take_cotangents)
+        cotangent_of: dict[str, TensorProxy] = {}
+        for p, g in zip(originals, call.cotangents):
+            cotangent_of.setdefault(p.name, g)
+        grads = inner.backward(cotangent_of)
         # a tensor passed twice (x * x) has its whole gradient in grads: given once, not per place
         first = {p.name: i for i, p in reversed(list(enumerate(inputs)))}
         return tuple(grads.get(p.name) if p.name in needs_grad and first[p.name] == i else None for i, p in enumerate(inputs))
@@ -298,7 +318,7 @@ class _Differentiator:
         grads: dict[str, TensorProxy] = dict(cotangent_of)
         for entry in reversed(self.tape):
             outputs = flat_proxies(entry.call.output)
-            present = [grads.get(p.name) for p in outputs]
+            present = _take_cotangents(grads, outputs)
             if all(g is None for g in present):
                 continue
             cotangents = tuple(g if g is not None else _zeros_like(p) for g, p in zip(present, outputs))

@@ -31,8 +31,9 @@ class GuardFailed(Exception):
     """A guard saw a value other than the one its trace was specialised on (internal: the
     jitted function catches it and picks or compiles another variant)."""
 
-    def __init__(self, how: str, site: str, expected: Any, got: Any):
+    def __init__(self, how: str, site: str, expected: Any, got: Any, on_number: bool = False):
         super().__init__(f"squall guard at {site}: {how} was {got!r}, the trace assumed {expected!r}")
+        self.on_number = on_number  # read from a run-time number (squall.numbers), not a tensor
         self.how = how
         self.site = site
         self.expected = expected
@@ -84,7 +85,7 @@ def guard_impl(how: str, args: tuple, kwargs: dict, expected: Any, site: str) ->
     """Read the value again, from this call's tensors; raise GuardFailed where it differs."""
     got = READERS[how](*args, **kwargs)
     if not same_value(got, expected):
-        raise GuardFailed(how, site, expected, got)
+        raise GuardFailed(how, site, expected, got, on_number=not any(isinstance(a, torch.Tensor) for a in args))
 
 
 # a barrier: what follows was traced for the value it checks (a shape, a branch), so nothing

@@ -7,10 +7,9 @@ the torch executor, as the torch call it stands for) on the real inputs and cons
 remembering every value it computes. The value read goes into the trace as a constant, and
 a guard (`squall.guards`) right after the read checks it at every call.
 
-`Variants` is what the jit cache holds for an entry whose trace has guards: the compiled
-variants of one input signature, most recently used first. A failed guard tries the other
-variants, then compiles a new one for the call's inputs. A guard site that keeps failing (a
-value that changes at every call) stops the speculating there: a `t.item()` read is then made
+What a failed guard leads to is call time's (`squall.runtime.variants`, `squall.runtime.policy`):
+the entry's other variants are tried, then a new one compiled for the call's inputs. A guard
+site that keeps failing (a value that changes at every call) stops the speculating there: a `t.item()` read is then made
 at run time (a recorded read whose result is a run-time number, `squall.numbers`) in the
 variants compiled from then on; any other read, or a run-time read that thrashes again where
 its number is needed concretely, stops the compiling, with a SquallWarning naming the line:
@@ -23,7 +22,6 @@ import contextlib
 import contextvars
 import functools
 import os
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -31,19 +29,19 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from . import numbers
-from .guards import GUARD, READERS, GuardFailed
-from .ltorch.base import DataDependentError, SquallWarning
+from .guards import GUARD, READERS
+from .ltorch.base import DataDependentError
 from .proxies import NumberProxy, TensorProxy
-from .symbol import BoundSymbol, Symbol, Tags, user_source, user_stacklevel
+from .symbol import BoundSymbol, Symbol, Tags, user_source
 from .torch_executor import TorchExecutor, make_executor
 
-__all__ = ["Speculation", "Variants", "guards_of", "specialised_numbers", "dynamic_reads", "SPECULATION_LIMIT"]
+__all__ = ["Speculation", "guards_of", "specialised_numbers", "dynamic_reads", "SPECULATION_LIMIT", "RUNTIME_READS"]
 
 # compilations a single guard site may cause in one cache entry before its value counts as dynamic
 SPECULATION_LIMIT = 4
 
 # the guard sites ("file:line") whose item() read runs at run time in the variant
-# being compiled, instead of being speculated (set by `Variants` around its compile)
+# being compiled, instead of being speculated (set by `squall.runtime.variants` around its compile)
 _dynamic_reads: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("squall_dynamic_reads", default=frozenset())
 
 
@@ -179,7 +177,7 @@ class Speculation:
         with torch._C.DisableTorchFunction():
             value = READERS[how](*real_args, **real_kwargs)
         site = _site()[0]
-        if how in _RUNTIME_READS and site in self.dynamic_sites:
+        if how in RUNTIME_READS and site in self.dynamic_sites:
             # a value that changed at every call: read at run time, a number the program computes with
             out = numbers.runtime_read(self.ctx, how, args, kwargs, value)
             if out is not None:
@@ -275,101 +273,4 @@ def specialised_numbers(compilation: Any) -> set[tuple]:
 
 # the reads that may become run-time numbers: `t.item()` only, since Python requires int(t) and
 # float(t) to return a real int or float (a NumberProxy cannot stand in for one there)
-_RUNTIME_READS = ("item",)
-
-
-class Variants:
-    """What the jit cache holds for an entry whose trace has guards: its compiled variants."""
-
-    def __init__(self, jitted: Any, key: Any, variant: list, compile_variant: Callable[[tuple, dict], list] | None = None):
-        self.jitted = jitted
-        self.key = key
-        # (args as the runner gets them, kwargs) -> [runner, entry] for a new variant; by default
-        # the jitted function's own (a module's runner gets its parameters first: not the program's)
-        if compile_variant is None:
-            skip = 1 if jitted.module is not None else 0
-            compile_variant = lambda args, kwargs: jitted._compile_variant(key, args[skip:], kwargs)
-        self.compile_variant = compile_variant
-        # [runner, compiled entry] per variant, most recently used first; a checked runner
-        # replaces itself in its list with the plain one after a clean call
-        self.variants: list[list] = [variant]
-        self.compiles_at: dict[str, int] = {}  # guard site -> variants it made this entry compile
-        self.dynamic_sites: frozenset[str] = frozenset()  # value reads made at run time in new variants
-        self.eager: Callable | None = None
-
-    def __call__(self, *args, **kwargs):
-        if self.eager is not None:
-            return self.eager(*args, **kwargs)
-        try:
-            return self.variants[0][0](*args, **kwargs)
-        except GuardFailed as failure:
-            return self._recover(failure, args, kwargs)
-
-    def _recover(self, failure: GuardFailed, args: tuple, kwargs: dict) -> Any:
-        """Run a variant whose guards pass, compiling one where none does."""
-        jitted = self.jitted
-        jitted.stats.guard_failures += 1
-        tried = {id(self.variants[0])}
-        while True:
-            for i, variant in enumerate(self.variants):
-                if id(variant) in tried:
-                    continue
-                tried.add(id(variant))
-                try:
-                    out = variant[0](*args, **kwargs)
-                except GuardFailed as again:
-                    failure = again
-                    continue
-                self.variants.insert(0, self.variants.pop(i))
-                jitted.last_entry = variant[1]
-                return out
-            site = failure.site
-            count = self.compiles_at[site] = self.compiles_at.get(site, 0) + 1
-            user_args = args[1:] if jitted.module is not None else args  # a module's get params first
-            if count > SPECULATION_LIMIT and failure.how in _RUNTIME_READS and site not in self.dynamic_sites:
-                # a number read from a tensor that changes at every call: read it at run time
-                self.dynamic_sites |= {site}
-                self.compiles_at[site] = 0
-                count = 1
-            if count > SPECULATION_LIMIT:
-                return self._go_eager(failure, user_args, kwargs)
-            with dynamic_reads(self.dynamic_sites):
-                variant = self.compile_variant(args, kwargs)
-            self.variants.insert(0, variant)
-            tried.add(id(variant))
-            try:
-                return variant[0](*args, **kwargs)
-            except GuardFailed as again:  # a value that differs between two reads (a random draw)
-                failure = again
-
-    def _go_eager(self, failure: GuardFailed, user_args: tuple, kwargs: dict) -> Any:
-        """The guard site `failure` keeps failing: a module splits (its forward runs eagerly,
-        each submodule it calls compiled: squall.split); a plain function runs eagerly whole."""
-        jitted = self.jitted
-        reason = (
-            f"the value read at {failure.site} ({failure.how}) changed at {SPECULATION_LIMIT + 1} calls "
-            "of the same input signature, each compiling a new variant"
-        )
-        if jitted.module is not None:
-            instead = (
-                f"{type(jitted.module).__name__}'s forward now runs eagerly for this signature, with each "
-                "submodule it calls compiled (a split at module granularity)"
-            )
-        else:
-            instead = (
-                "this signature now runs the original function eagerly (uncompiled) instead: only a "
-                "module's forward can be split, at the submodules it calls"
-            )
-        warnings.warn(
-            f"squall: {reason}; {instead}. Pass the value in as a Python number, or compute it outside "
-            "the compiled program, to compile it.",
-            SquallWarning,
-            stacklevel=user_stacklevel(),
-        )
-        if jitted.module is not None:
-            self.eager = jitted._split_runner(reason)
-            self.variants = []
-            return self.eager(None, *user_args, **kwargs)
-        self.eager = jitted.fn
-        self.variants = []
-        return jitted.fn(*user_args, **kwargs)
+RUNTIME_READS = ("item",)

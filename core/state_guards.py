@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import functools
 import keyword
-import math
 import types
 import warnings
 from collections.abc import Callable
@@ -66,8 +65,8 @@ from typing import Any
 
 import torch
 from torch.utils._pytree import tree_map
-from torch.utils.hooks import RemovableHandle
 
+from .guard_set import GuardSet
 from .ltorch.base import SquallWarning
 from .proxies import TensorProxy
 from .sources import load_source
@@ -544,8 +543,9 @@ def _same_scalar(a: Any, b: Any) -> bool:
     return scalar_key(a) == scalar_key(b) if type(a) in (float, complex) else a == b
 
 
-class StateGuards:
-    """The conditions a compiled program's state reads put on later calls, and its writes to replay.
+class StateGuards(GuardSet):
+    """The guard set of a compiled program (`squall.guard_set`), as tracing fills it: the
+    conditions its state reads put on later calls, and its writes to replay.
 
     `runner(fn, stale)` is what the cache calls: `fn` when there is nothing to check or replay;
     otherwise a generated function that checks every condition (calling `stale(args, kwargs)`
@@ -553,30 +553,11 @@ class StateGuards:
     """
 
     def __init__(self):
-        self.conditions: list[str] = []
-        self.labels: list[str] = []
+        super().__init__()
         self.effects: list[str] = []  # statements replaying the writes, reading `effects`
         self.eager_because: list[str] = []  # why the program must run eagerly (inner hooks)
-        self.namespace: dict[str, Any] = {
-            "_copysign": math.copysign,
-            "_same_items": _same_items,
-            "_setattr": setattr,
-        }
-        self._bound: dict[int, str] = {}
+        self.namespace.update(_same_items=_same_items, _setattr=setattr)
         self._roots: dict[int, str] = {}  # id(argument object) -> how the check reaches it
-        self._seen: set[str] = set()
-        # containers that were empty (the hook dicts of most modules): one C-level any() checks all
-        self._empty: dict[int, tuple[Any, str]] = {}
-        self._holds: Callable | None = None
-        self._runners: dict[int, tuple[Callable, Callable]] = {}  # id(program) -> (program, its runner)
-
-    def bind(self, obj: Any, hint: str) -> str:
-        """The name the generated check reads `obj` under (the object itself, kept alive)."""
-        name = self._bound.get(id(obj))
-        if name is None:
-            name = self._bound[id(obj)] = f"{hint}{len(self._bound)}"
-            self.namespace[name] = obj
-        return name
 
     def root(self, obj: Any, expr: str) -> None:
         """`obj` is reached at call time as `expr` (an argument), not as a bound object."""
@@ -585,62 +566,13 @@ class StateGuards:
     def rooted(self, obj: Any) -> str | None:
         return self._roots.get(id(obj))
 
-    def add(self, condition: str, label: str) -> None:
-        if condition not in self._seen:
-            self._seen.add(condition)
-            self.conditions.append(condition)
-            self.labels.append(label)
-
-    def stays_empty(self, container: Any, label: str) -> None:
-        """Guard that `container` (a hook dict the trace found empty) is still empty.
-
-        Every hook registration makes a `RemovableHandle`, whose class counts them: while the
-        count is what it was at trace time, no hook was added anywhere and the check stops
-        there; once it moved, every call looks at each dict (a C-level any())."""
-        if not self._empty:
-            self.conditions.append("(_RemovableHandle.next_id == _HANDLES_AT_TRACE or not _any(_EMPTY))")
-            self.labels.append("the hooks of the submodules")
-            self.namespace.update(_any=any, _RemovableHandle=RemovableHandle, _HANDLES_AT_TRACE=RemovableHandle.next_id)
-        self._empty.setdefault(id(container), (container, label))
-        self.namespace["_EMPTY"] = tuple(c for c, _ in self._empty.values())
-
-    def watch(self, expr: str, value: Any, label: str) -> None:
-        """Guard that `expr` still gives `value`: numbers and strings by type and value, else identity."""
-        t = type(value)
-        if value is None or t is bool:
-            self.add(f"{expr} is {value!r}", label)
-        elif t is float and value != value:
-            self.add(f"(type(_v := {expr}) is float and _v != _v)", label)
-        elif t is float and value == 0.0:
-            self.add(f"(type(_v := {expr}) is float and _v == 0.0 and _copysign(1.0, _v) == {math.copysign(1.0, value)!r})", label)
-        elif t in (int, float, str):
-            self.add(f"(type(_v := {expr}) is {t.__name__} and _v == {self.bind(value, 'k')})", label)
-        elif t is complex:
-            self.add(f"(type(_v := {expr}) is complex and repr(_v) == {repr(value)!r})", label)
-        else:
-            self.add(f"{expr} is {self.bind(value, 'k')}", label)
-
     @property
     def eager(self) -> bool:
         return bool(self.eager_because)
 
     def runner(self, fn: Callable, stale: Callable[[tuple, dict], Any]) -> Callable:
-        if not self.conditions and not self.effects:
-            return fn
-        made = self._runners.get(id(fn))
-        if made is not None and made[0] is fn:
-            return made[1]  # an entry cached again when its state came back: same runner
-        lines = ["def run(*args, **kwargs):"]
-        if self.conditions:
-            lines += self._check("holds")
-            lines += ["    if not holds:", "        return stale(args, kwargs)"]
-        lines += self._body()
-        namespace = dict(self.namespace, fn=fn, stale=stale)
-        load_source("\n".join(lines) + "\n", "state-guards", namespace)
-        run = namespace["run"]
-        run.__wrapped__ = fn  # the program it guards
-        self._runners[id(fn)] = (fn, run)
-        return run
+        """`fn` behind the one check of every guard (`GuardSet.runner`), its writes replayed after it."""
+        return super().runner(fn, stale, self._body() if self.effects else None, "state-guards")
 
     def replaying(self, fn: Callable) -> Callable:
         """`fn` with the writes replayed, unchecked: for the call the program was traced for."""
@@ -650,42 +582,15 @@ class StateGuards:
         load_source("\n".join(["def run(*args, **kwargs):", *self._body()]) + "\n", "state-effects", namespace)
         return namespace["run"]
 
-    def _check(self, result: str) -> list[str]:
-        # an attribute or key gone (a KeyError), an argument no longer of its type, a user
-        # __eq__ that raises: the state is not what was traced
-        return [
-            "    try:",
-            f"        {result} = {' and '.join(self.conditions) or 'True'}",
-            "    except Exception:",
-            f"        {result} = False",
-        ]
-
     def _body(self) -> list[str]:
         if not self.effects:
             return ["    return fn(*args, **kwargs)"]
         return ["    out, effects = fn(*args, **kwargs)", *(f"    {e}" for e in self.effects), "    return out"]
 
-    def holds(self, args: tuple, kwargs: dict) -> bool:
-        """Whether every condition holds for a call with these arguments."""
-        if self._holds is None:
-            namespace = dict(self.namespace)
-            load_source("\n".join(["def holds(args, kwargs):", *self._check("holds"), "    return holds"]) + "\n", "state-guards", namespace)
-            self._holds = namespace["holds"]
-        return self._holds(args, kwargs)
-
     def failed(self, args: tuple, kwargs: dict) -> str | None:
-        """The label of the first condition that fails for this call (None: all hold)."""
-        for container, label in self._empty.values():
-            if container:
-                return label
-        for condition, label in zip(self.conditions, self.labels):
-            try:
-                ok = eval(condition, dict(self.namespace), {"args": args, "kwargs": kwargs})  # noqa: S307 - squall's own source
-            except Exception:  # noqa: BLE001 - a condition that cannot be evaluated does not hold
-                ok = False
-            if not ok:
-                return label
-        return None
+        """The label of the first guard that fails for this call (None: all hold)."""
+        failure = self.explain(args, kwargs)
+        return failure.label if failure is not None else None
 
     def warn_eager(self, what: str) -> None:
         warnings.warn(

@@ -233,7 +233,7 @@ def trace_program(
     DataDependentError. An int or float argument whose path is in `dynamic` is an input
     too, a NumberProxy read at run time (`squall.numbers`), not a constant of the trace.
     """
-    language = TorchLanguage(_torch_table())
+    language = TorchLanguage(_torch_table(), ltorch.collectives.WRAPPED_RESULTS)
     ctx = TracingContext(language.dispatch)
     taken: set[str] = set()
     paths: list[tuple] = []
@@ -285,7 +285,14 @@ def trace_program(
         target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
         with TracingMode(language), unbound_methods_traced(), isinstance_traced():
             # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.wrappers)
-            result = ctx.state.finish(target(*p_args, **p_kwargs))
+            try:
+                result = ctx.state.finish(target(*p_args, **p_kwargs))
+            except TypeError as error:
+                untraced = ltorch.collectives.untraced_c10d_error(error)
+                if untraced is None:
+                    raise
+                raise untraced from error
+            language.read_through_wrapped(ctx, result)  # a collective's result returned unread: its wait
             result = capture_output(result, ctx.constant, ctx.state.existing)
             if ctx.views.stale:
                 ctx.views.refresh(result, "the function's output")  # a view of a tensor changed since it was taken

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch.testing import assert_close
 
-__all__ = ["import_torchvision", "TIMM_MODELS", "TORCHVISION_MODELS", "TRANSFORMERS_MODELS", "RealModel", "assert_same_output"]
+__all__ = ["import_torchvision", "TIMM_MODELS", "SMALL_IMAGE_CNN", "TORCHVISION_MODELS", "TRANSFORMERS_MODELS", "RealModel", "assert_same_output"]
 
 _torchvision_ops: torch.library.Library | None = None
 
@@ -70,6 +70,9 @@ TIMM_MODELS = [
     _timm("deit_tiny_distilled_patch16_224", embed_dim=32, depth=2, num_heads=2, img_size=64),
     _timm("beit_base_patch16_224", embed_dim=32, depth=2, num_heads=2, img_size=64),
 ]
+
+# at 32x32 its last stage ends on a 1x1 map, where global average pooling is the identity
+SMALL_IMAGE_CNN = _timm("regnetx_002", size=32)
 
 
 def _torchvision(name: str, size: int = 32) -> RealModel:

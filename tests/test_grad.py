@@ -46,10 +46,6 @@ NOT_YET: dict[str, str] = {
     ),
 }
 
-_OPAQUE = (
-    "the ltorch op has no decomposition for this form and no ltorch grad rule yet, so squall "
-    "falls back to PyTorch autograd (correct, with a SquallWarning)"
-)
 # the op a fallback warning names ("no gradient rule for X") -> why that fallback is expected
 KNOWN_FALLBACKS: dict[str, str] = {
     "an in-place update of an input that requires grad": (
@@ -61,14 +57,6 @@ KNOWN_FALLBACKS: dict[str, str] = {
         "guarded as in the call compiled (squall.speculation); PyTorch's autograd differentiates it "
         "(correct, with a SquallWarning)"
     ),
-    "torch.positive": _OPAQUE,
-    "torch.Tensor.contiguous": _OPAQUE,
-    "torch.as_tensor": _OPAQUE,
-    "torch.broadcast_tensors": _OPAQUE,
-    "torch.scatter": _OPAQUE,
-    "torch.scatter_add": _OPAQUE,
-    "torch.nn.functional.adaptive_avg_pool1d": _OPAQUE,
-    "torch.nn.functional.adaptive_max_pool1d": _OPAQUE,
     "prims.scatter_reduce with reduce='prod'": (
         "PyTorch's scatter_reduce(prod) backward special-cases zeros per scattered group by "
         "inspecting the data; the prim rule refuses it rather than approximate"
@@ -309,3 +297,36 @@ def test_a_tensor_used_twice_in_one_call_gets_its_gradient_once():
     expected = torch.autograd.grad(f(x), x)[0]
     got = torch.autograd.grad(squall.jit(f)(x), x)[0]
     torch.testing.assert_close(got, expected)
+
+
+F = torch.nn.functional
+
+# Programs around an op that returns its input (its output proxy *is* its input proxy): the
+# input's gradient is the op's own gradient plus that of its other uses, each counted once.
+# Issue 26: adaptive pooling to the input's size gave twice eager's gradient (a CNN on small
+# images ends on a 1x1 map), interpolate(mode="area") to the same size three times.
+_RETURNS_ITS_INPUT = {
+    "adaptive_avg_pool2d_1x1_to_1": (lambda x: F.adaptive_avg_pool2d(x, 1).pow(2).sum(), (2, 3, 1, 1)),
+    "adaptive_avg_pool2d_3x3_to_3": (lambda x: F.adaptive_avg_pool2d(x, 3).pow(2).sum(), (2, 3, 3, 3)),
+    "adaptive_avg_pool2d_2x2_to_1": (lambda x: F.adaptive_avg_pool2d(x, 1).pow(2).sum(), (2, 3, 2, 2)),
+    "adaptive_avg_pool2d_and_its_input": (lambda x: (F.adaptive_avg_pool2d(x, 3).exp() * x).sum(), (2, 3, 3, 3)),
+    "adaptive_avg_pool2d_detached": (lambda x: (F.adaptive_avg_pool2d(x, 3).detach() * x).sum(), (2, 3, 3, 3)),
+    "adaptive_avg_pool2d_twice": (lambda x: F.adaptive_avg_pool2d(F.adaptive_avg_pool2d(x, 3) * 2, 3).pow(2).sum(), (2, 3, 3, 3)),
+    "adaptive_avg_pool2d_returned_twice": (lambda x: (lambda y: (y, y, x))(F.adaptive_avg_pool2d(x, 3)), (2, 3, 3, 3)),
+    "adaptive_max_pool2d_same_size": (lambda x: F.adaptive_max_pool2d(x, 3).pow(2).sum(), (2, 3, 3, 3)),
+    "interpolate_area_same_size": (lambda x: F.interpolate(x, size=(3, 3), mode="area").pow(2).sum(), (2, 3, 3, 3)),
+    "interpolate_bilinear_same_size": (lambda x: (F.interpolate(x, size=(3, 3), mode="bilinear") * x).sum(), (2, 3, 3, 3)),
+    "expand_same_shape_and_its_input": (lambda x: (x.expand(2, 3) * x.sin()).sum(), (2, 3)),
+    "einsum_identity_and_its_input": (lambda x: (torch.einsum("ij->ij", x) * x).sum(), (2, 3)),
+    # differentiated through its decomposition, which returns x twice untouched
+    "broadcast_tensors_returns_its_input_twice": (lambda x: torch.broadcast_tensors(x, x, x.sum(0)), (2, 3)),
+}
+
+
+@pytest.mark.parametrize("name", list(_RETURNS_ITS_INPUT))
+def test_an_op_that_returns_its_input_passes_its_gradient_once(name: str):
+    fn, shape = _RETURNS_ITS_INPUT[name]
+    sample = SampleInput((torch.randn(shape, dtype=torch.float64),))
+    info = OpInfo(name, fn, lambda dtype, device: [sample])
+    for config in CONFIGS:
+        assert check_gradients(info, config, sample, torch.float64) == "compared"

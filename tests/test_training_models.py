@@ -116,3 +116,21 @@ def test_cnn_with_batch_norm_in_training_mode_trains_like_eager():
     x = torch.randn(4, 3, 8, 8, dtype=torch.float64)
     target = torch.randint(0, 10, (4,))
     _same_training(lambda: SmallCNN().train(), lambda m: m(x, target))
+
+
+def test_cnn_ending_on_a_1x1_map_gets_eager_gradients_and_trains_like_eager():
+    # a 2x2 image is 1x1 after the max pool: the global average pool is then the identity,
+    # whose gradient must pass once (issue 26: it came out twice eager's, the loss right).
+    # Gradients compared directly: Adam's steps barely see a gradient scaled by 2
+    x = torch.randn(4, 3, 2, 2, dtype=torch.float64)
+    target = torch.randint(0, 10, (4,))
+    torch.manual_seed(0)
+    eager = SmallCNN().train().double()
+    compiled_model = copy.deepcopy(eager)
+    eager(x, target).backward()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)  # squall's own gradients, no fallback
+        squall.jit(compiled_model)(x, target).backward()
+    for (name, pe), pc in zip(eager.named_parameters(), compiled_model.parameters()):
+        torch.testing.assert_close(pc.grad, pe.grad, msg=lambda m: f"{name}.grad: {m}")
+    _same_training(lambda: SmallCNN().train(), lambda m: m(x, target))

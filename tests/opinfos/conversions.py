@@ -22,6 +22,8 @@ def _to_samples(dtype, device):
     yield SampleInput((a, "cpu"))
     yield SampleInput((a, torch.device("cpu"), torch.int64))
     yield SampleInput((a, make_tensor((2,), torch.float64, device)))  # another tensor as the template
+    yield SampleInput((a, make_tensor((2,), dtype, device)))  # a template of its own dtype: the identity
+    yield SampleInput((a, "cpu", dtype))
     yield SampleInput((a,), {"dtype": torch.float32, "copy": True})
     yield SampleInput((a, torch.int64, True, True))  # non_blocking, copy
     yield SampleInput((a,), {"device": "cpu", "dtype": torch.bfloat16, "non_blocking": True})

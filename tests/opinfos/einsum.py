@@ -43,6 +43,9 @@ def _einsum_samples(dtype, device):
     yield SampleInput(("ij,jk", [_t((3, 4), dtype, device, noncontiguous=True), _t((4, 2), dtype, device)]))
     yield SampleInput((_t((2, 3), dtype, device), [0, 1], _t((3, 4), dtype, device), [1, 2], [0, 2]))
     yield SampleInput((_t((5, 2, 3), dtype, device), [Ellipsis, 1], _t((3, 4), dtype, device), [1, 2]))
+    # one operand, nothing contracted or moved: the identity
+    yield SampleInput(("ijk->ijk", _t((2, 3, 4), dtype, device)))
+    yield SampleInput(("...->...", _t((2, 3), dtype, device)))
 
 
 def _einsum_errors(device):

@@ -33,7 +33,7 @@ def _mixed_cat(dtype, device):
 
 
 opinfos = [
-    OpInfo("cat", torch.cat, _seq_samples(([(2, 3), (4, 3)], {}), ([(2, 3), (2, 1)], {"dim": -1}), ([(0, 3), (2, 3)], {}), ([(2, 3)], {}), ([(0,), (2, 3), (0,)], {"dim": 1})), ALL_TYPES,
+    OpInfo("cat", torch.cat, _seq_samples(([(2, 3), (4, 3)], {}), ([(2, 3), (2, 1)], {"dim": -1}), ([(0, 3), (2, 3)], {}), ([(2, 3)], {}), ([(0,), (2, 3), (0,)], {"dim": 1}), ([(2, 3)], {"dim": 1})), ALL_TYPES,
            error_inputs=_seq_errors(([(2, 3), (2, 4)], {}, RuntimeError, "Sizes of tensors must match except in dimension 0"), ([(2, 3), ()], {}, RuntimeError, "zero-dimensional tensor"),
                                     ([(2, 3), (3,)], {}, RuntimeError, "same number of dimensions"), ([], {}, ValueError, "expected a non-empty list"), ([(2, 3)], {"dim": 2}, IndexError, "Dimension out of range")),
            symbol="torch.cat"),
@@ -53,7 +53,7 @@ opinfos = [
            error_inputs=_errors(((), (), {}, IndexError, "tensor has no dimensions"), ((2, 3), (2,), {}, IndexError, "Dimension out of range")), symbol="torch.unbind"),
     OpInfo("tensor_split", torch.tensor_split, _samples(((7, 2), (3,), {}), ((7, 2), ([1, 5],), {}), ((2, 7), ([-2, 9, 3],), {"dim": 1}), ((3,), (5,), {}), ((6, 2), (), {"sections": 2}), ((6, 2), (), {"indices": (2,)})), ALL_TYPES,
            error_inputs=_errors(((2, 3), (0,), {}, RuntimeError, "number of sections must be larger than 0")), symbol="torch.tensor_split"),
-    OpInfo("narrow", torch.narrow, _samples(((5, 3), (0, 1, 3), {}), ((5, 3), (-1, -2, 2), {}), ((5, 3), (0, 5, 0), {}), ((4, 6), (1, 2, 3), {}, True)), ALL_TYPES,
+    OpInfo("narrow", torch.narrow, _samples(((5, 3), (0, 1, 3), {}), ((5, 3), (-1, -2, 2), {}), ((5, 3), (0, 5, 0), {}), ((4, 6), (1, 2, 3), {}, True), ((5, 3), (0, 0, 5), {}), ((5, 3), (-1, 0, 3), {})), ALL_TYPES,
            error_inputs=_errors(((2, 3), (0, 3, 1), {}, IndexError, "start out of range"), ((2, 3), (0, 1, 3), {}, RuntimeError, r"start \(1\) \+ length \(3\) exceeds"),
                                 ((), (0, 0, 1), {}, RuntimeError, "cannot be applied to a 0-dim tensor"), ((2, 3), (0, 0, -1), {}, RuntimeError, "length must be non-negative")), symbol="torch.narrow"),
     OpInfo("unfold", lambda x, *a, **k: x.unfold(*a, **k), _samples(((7,), (0, 3, 2), {}), ((2, 6, 3), (1, 2, 2), {}), ((2, 6), (-1, 6, 1), {}), ((), (0, 1, 1), {}), ((3, 4), (), {"dimension": 0, "size": 0, "step": 1})), ALL_TYPES,

@@ -23,6 +23,7 @@ def _max_pool_samples(n: int):
         yield SampleInput((x(2, 3, *s, noncontiguous=True), 3), {"stride": 2, "ceil_mode": True})
         yield SampleInput((x(1, 2, *s), 2), {"stride": 3, "padding": 1, "ceil_mode": True})
         yield SampleInput((x(0, 3, *s), 2))
+        yield SampleInput((x(2, 3, *s), 1), {"stride": 1})  # a 1-wide window: the identity
         if dtype.is_floating_point:
             t = x(1, 2, *s)
             t.view(-1)[3] = float("nan")
@@ -63,6 +64,7 @@ def _avg_pool_samples(n: int):
         yield SampleInput((x(1, 2, *s), 2), {"stride": 3, "padding": 1, "ceil_mode": True, "count_include_pad": False})
         yield SampleInput((x(1, 2, *s), tuple(range(2, n + 2))), {"stride": 1, "padding": 1, "ceil_mode": True})
         yield SampleInput((x(0, 3, *s), 2))
+        yield SampleInput((x(2, 3, *s), 1))  # a 1-wide window: the identity
         if n > 1:
             yield SampleInput((x(1, 2, *s), 3), {"padding": 1, "divisor_override": 4})
 
@@ -93,7 +95,11 @@ def _adaptive_samples(n: int):
         yield SampleInput((x(1, 2, *s), (7, 2, 5)[:n]))  # equal cells and identity
         yield SampleInput((x(1, 2, *s), (9, 8, 6)[:n]))  # more cells than inputs: overlapping
         yield SampleInput((x(0, 3, *s), 2))
+        # the input's own size: pooling is the identity (a small image's last stage ends on 1x1)
+        yield SampleInput((x(2, 3, *s), s))
+        yield SampleInput((x(2, 3, *(1,) * n), 1))
         if n > 1:
+            yield SampleInput((x(1, 2, *s), (None,) * n))
             yield SampleInput((x(1, 2, *s), (None,) * (n - 1) + (2,)))
             yield SampleInput((x(1, 2, *s), (0,) + (2,) * (n - 1)))
         if dtype.is_floating_point:

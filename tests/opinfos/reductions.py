@@ -12,8 +12,8 @@ def _t(shape, dtype, device, **kwargs):
     return make_tensor(shape, dtype, device, **kwargs)
 
 
-def _reduction_samples(*, full: bool = True, multi: bool = True, empty: bool = True, extra_kwargs: tuple[dict, ...] = ()):
-    """dim=None/int/negative/tuple, keepdim, 0-d, empty and non-contiguous inputs."""
+def _reduction_samples(*, full: bool = True, multi: bool = True, empty: bool = True, extra_kwargs: tuple[dict, ...] = (), over_no_dims: bool = False):
+    """dim=None/int/negative/tuple, keepdim, 0-d, empty and non-contiguous inputs (and an empty dim list)."""
 
     def samples(dtype, device):
         if full:
@@ -31,6 +31,9 @@ def _reduction_samples(*, full: bool = True, multi: bool = True, empty: bool = T
             yield SampleInput((_t((2, 0, 3), dtype, device), 2), {"keepdim": True})
         for kw in extra_kwargs:
             yield SampleInput((_t((3, 5), dtype, device), 1), dict(kw))
+        if over_no_dims:
+            yield SampleInput((_t((3, 5), dtype, device), ()))  # an empty dim list: torch reduces every dim
+            yield SampleInput((_t((3, 5), dtype, device), []), {"keepdim": True})
 
     return samples
 
@@ -161,11 +164,11 @@ def _scan_errors(device):
 _SUM_KWARGS = ({"dtype": torch.float64}, {"keepdim": True, "dtype": torch.int64})
 
 opinfos = [
-    OpInfo("sum", torch.sum, _reduction_samples(extra_kwargs=_SUM_KWARGS), ALL_TYPES, error_inputs=_dim_errors(), symbol="torch.sum"),
+    OpInfo("sum", torch.sum, _reduction_samples(extra_kwargs=_SUM_KWARGS, over_no_dims=True), ALL_TYPES, error_inputs=_dim_errors(), symbol="torch.sum"),
     OpInfo("sum_method", lambda x, *a, **k: x.sum(*a, **k), _reduction_samples(empty=False), NUMERIC, symbol="torch.sum"),
     OpInfo("nansum", torch.nansum, _with_nans, FLOATING, symbol="torch.nansum"),
     OpInfo("nansum_int", torch.nansum, _reduction_samples(multi=False), (torch.int64,), symbol="torch.nansum"),
-    OpInfo("mean", torch.mean, _reduction_samples(extra_kwargs=({"dtype": torch.float64},)), FLOATING, error_inputs=_mean_errors, symbol="torch.mean"),
+    OpInfo("mean", torch.mean, _reduction_samples(extra_kwargs=({"dtype": torch.float64},), over_no_dims=True), FLOATING, error_inputs=_mean_errors, symbol="torch.mean"),
     OpInfo("mean_int_dtype", lambda x, *a, **k: torch.mean(x, *a, dtype=torch.float32, **k), _reduction_samples(empty=False), (torch.int64,), symbol="torch.mean"),
     OpInfo("nanmean", torch.nanmean, _with_nans, FLOATING, symbol="torch.nanmean"),
     OpInfo("prod", torch.prod, _reduction_samples(multi=False, extra_kwargs=({"dtype": torch.float64},)), ALL_TYPES, error_inputs=_dim_errors(multi=False), symbol="torch.prod"),

@@ -23,6 +23,7 @@ def _unshuffle_samples(dtype, device):
     yield SampleInput((x(1, 6, 9), 3))
     yield SampleInput((x(2, 2, 3, 4, 6, noncontiguous=True), 2))
     yield SampleInput((x(0, 1, 4, 4), 2))
+    yield SampleInput((x(1, 3, 3, 3), 1))
 
 
 def _shuffle_errors(device):
@@ -47,9 +48,13 @@ def _interp_samples(modes):
                 s = (5, 4, 3)[:d]
                 yield SampleInput((x(2, 3, *s),), {"size": (7, 3, 6)[:d], "mode": mode})
                 yield SampleInput((x(1, 2, *s, noncontiguous=True),), {"scale_factor": 2, "mode": mode})
+                # the input's own size: resizing is the identity
+                yield SampleInput((x(2, 3, *s),), {"size": s, "mode": mode})
+                yield SampleInput((x(2, 3, *s),), {"scale_factor": 1, "mode": mode})
             if n:
                 s = (5, 4, 3)[:n]
                 yield SampleInput((x(1, 2, *s),), {"size": (8, 2, 4)[:n], "mode": mode, "align_corners": True})
+                yield SampleInput((x(1, 2, *s),), {"size": s, "mode": mode, "align_corners": True})
                 yield SampleInput((x(1, 2, *s),), {"scale_factor": 1.7, "mode": mode, "recompute_scale_factor": True})
                 yield SampleInput((x(1, 2, *s),), {"scale_factor": (0.6, 1.5, 2.3)[:n], "mode": mode})
             else:

@@ -21,6 +21,10 @@ def _getitem_samples(dtype, device):
     yield SampleInput((x, lambda t: t[False]))
     yield SampleInput((make_tensor((), dtype, device), lambda t: t[None, ...]))
     yield SampleInput((make_tensor((4, 6), dtype, device, noncontiguous=True), lambda t: t[::3, 1::2]))
+    # the whole tensor: the identity
+    yield SampleInput((x, lambda t: t[:]))
+    yield SampleInput((x, lambda t: t[...]))
+    yield SampleInput((x, lambda t: t[:, 0:5, -6:]))
 
 
 def _mask_samples(dtype, device):

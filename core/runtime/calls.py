@@ -1,0 +1,539 @@
+"""Call time of one jitted function: compile on a miss, and do what a failed check leads to.
+
+The entry point (`squall.entry_point`) serves hits on its own; a miss comes to `compile_`.
+Each cached entry's slot runs its runner (`squall.runtime.runner`): the entry's one check,
+then its program. A rejected call is reported here as a `GuardFailure`, the policy
+(`squall.runtime.policy.decide`) says what it leads to, and `Runtime` carries that out:
+setting the entry aside and compiling again, compiling a variant, splitting a module,
+running eagerly, replanning without an executor that failed. Every change of an entry's
+program goes through `EntryCache.swap`.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+import time
+import warnings
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .. import tiers
+from ..aliasing import AliasPattern, alias_pattern, describe_path, input_tensors, same_as_paths
+from ..checking import ExecutorFault
+from ..config import ExecutorPriority
+from ..entry_point import DynamicNumbers, key_parts
+from ..guard_set import ALIAS, GuardFailure
+from ..ltorch.base import SquallWarning
+from ..pipeline import Compilation, compile_program
+from ..planner import PlanningError
+from ..proxies import current_context
+from ..rage import record_compilation
+from ..speculation import guards_of, specialised_numbers
+from ..split import Split
+from ..state_guards import StateGuards
+from ..symbol import user_stacklevel
+from ..tracing import argument_names, module_slots
+from ..wrappers import check_plain_parameters, check_wrapping
+from .cache import EntryCache
+from .entry import CacheEntry, CompiledEntry, entry_guards
+from .exclusions import excluding, ops_to_exclude
+from .policy import SPECULATION_LIMIT, Action, decide, decide_fault
+from .runner import checked_first, guarded, holding
+from .stats import CacheStats
+from .variants import Variants
+
+__all__ = ["Runtime"]
+
+
+class Runtime:
+    """The call-time state of one jitted function (`squall.jit.JittedFunction` is its face).
+
+    A subclass supplies `entry_point` (the callable users call) and `_compiled_child` (a
+    submodule of a split module, compiled with the same options)."""
+
+    entry_point: Callable
+
+    def __init__(self, fn: Callable, *, executors: ExecutorPriority, recompile_limit: int, cache_size: int | None,
+                 wait: bool, strict: bool, check: str):
+        self.fn = fn
+        self.module = fn if isinstance(fn, torch.nn.Module) else None
+        self.executors = executors
+        self.recompile_limit = recompile_limit
+        self.cache_size = cache_size
+        self.wait = wait  # compile and time fusion regions before the first call returns, or in the background
+        self.strict = strict  # a read of a tensor's value while tracing is a DataDependentError
+        self.check = check  # $SQUALL_CHECK: first, always or never
+        self.cache = EntryCache(cache_size)
+        self._fresh: Any = None  # the key whose first call, right after tracing, is running
+        self.last_entry: CompiledEntry | None = None
+        self.stats = CacheStats()
+        self._last_parts: dict[str, Any] | None = None
+        self._warned = False
+        self._slots: list[tuple[dict, str]] = []
+        self._slot_names: list[str] = []  # "parameter 'lin.weight'", "buffer 'bn.running_mean'"
+        self._slot_paths: list[str] = []  # "lin.weight", "bn.running_mean"
+        self._submodules: list[torch.nn.Module] = []
+        self._numbers = DynamicNumbers()  # the number arguments read at run time (squall.entry_point)
+        self.split: Split | None = None  # the module's eager frame with compiled children, once it splits
+        # around calls that write module state (a module's buffers are updated as one step, as in eager)
+        self._state_lock = threading.Lock()
+        self._skip = 1 if self.module is not None else 0  # a module's runners get its parameters first
+
+    # what the entry point and the tools read (squall.entry_point, squall.tiers, tests)
+    @property
+    def _cache(self) -> dict[Any, list]:
+        return self.cache.slots
+
+    @property
+    def _last(self) -> list:
+        return self.cache.last
+
+    @property
+    def _fast_checks(self) -> dict[Any, Callable]:
+        return self.cache.fast_checks
+
+    @property
+    def _upgrades(self) -> dict[Any, tiers.Upgrade]:
+        return self.cache.upgrades()
+
+    def _set_layout(self) -> None:
+        """Read where the module's parameters, buffers and tensor attributes are (in place: the
+        entry point holds these lists)."""
+        slots, paths = module_slots(self.module)
+        kinds = lambda store, k: "parameter" if isinstance(store[k], torch.nn.Parameter) else "tensor attribute" if "_parameters" in store else "buffer"
+        self._slots[:], self._slot_paths[:] = slots, paths
+        self._slot_names[:] = [f"{kinds(store, k)} {name!r}" for (store, k), name in zip(slots, paths)]
+        self._submodules[:] = list(self.module.modules())
+
+    def _compiled_child(self, module: torch.nn.Module) -> Callable:
+        raise NotImplementedError
+
+    # --- a miss --------------------------------------------------------------------------------
+
+    def _compile(self, args: tuple, kwargs: dict, key: tuple, params: list | None) -> Callable:
+        if current_context() is not None:
+            # called from inside a program squall is tracing: trace through it, inline
+            original = self.fn
+            return (lambda params, *a, **k: original(*a, **k)) if params is not None else original
+        if self.module is not None:
+            # a wrapper applied after jit (fully_shard on a submodule) is seen here, before tracing it
+            check_wrapping(self.module)
+            check_plain_parameters(self._slot_paths, params)
+        with self.cache.lock:
+            exact, key = key, self._numbers.key_for(key, args, kwargs)  # a number that changed: dynamic (squall.entry_point)
+            cached = self.cache.slots.get(key)
+            if cached is not None:  # another thread compiled this signature while we waited
+                return cached[0]
+            if self.module is not None and [(id(d), k) for d, k in module_slots(self.module)[0]] != [(id(d), k) for d, k in self._slots]:
+                return lambda params, *a, **k: self._relayout(a, k)
+            call_args = (params, *args) if params is not None else args
+            record = self.cache.entries.get(key)
+            for i, variant in enumerate(record.set_aside if record is not None else ()):
+                if self._guards(variant.compilation).holds(call_args, kwargs):
+                    record.set_aside.pop(i)  # its state is back: cached again, not compiled
+                    return self.cache.insert(key, variant, self._runner_for).slot[0]
+            start = time.perf_counter()
+            self.stats.misses += 1
+            self._note_changes(args, kwargs)
+            executors = self._priority(key)
+            with record_compilation(self, args, kwargs) as rec:  # always on: squall.rage
+                compilation, tiered = self._compile_first_tier(args, kwargs, executors, on_traced=rec.traced)
+                rec.compiled(compilation)
+            guarded_numbers = specialised_numbers(compilation)
+            if guarded_numbers:  # its dynamic trace needed the number's exact value: keyed by value again
+                self._numbers.specialise(guarded_numbers)
+                return self._compile(args, kwargs, exact, params)
+            entry = CompiledEntry(compilation, time.perf_counter() - start)
+            record = self.cache.insert(key, entry, self._runner_for)
+            self.last_entry = entry
+            guards = self._guards(compilation)
+            if guards.eager:
+                guards.warn_eager("the module's forward (each submodule it calls compiled)" if self.module is not None else "the function")
+            # a split module runs its children compiled, each upgraded on its own: not the whole
+            split = self.module is not None and guards.eager
+            upgrade = self._upgrade_job(record, entry, executors, (params, args, kwargs)) if tiered and not split else None
+            if upgrade is not None and self.wait:
+                upgrade.run()  # the same upgrade, done before the first call returns
+            runner = rec.first_call(self._first_call(key, record.slot[0]))  # this first call is recorded
+        if upgrade is None or self.wait:
+            return runner
+
+        def first_call_then_upgrade(*args, **kwargs):
+            # queued once the first call is done, so the worker does not compete with it
+            try:
+                return runner(*args, **kwargs)
+            finally:
+                tiers.default_worker().submit(upgrade)
+
+        return first_call_then_upgrade
+
+    def _priority(self, key: Any) -> ExecutorPriority:
+        """The priority list entry `key` compiles under: an executor that failed this signature's
+        checks before (then was replanned, or evicted) stays out where it failed."""
+        record = self.cache.entries.get(key)
+        return excluding(self.executors, record.exclusions) if record is not None and record.exclusions else self.executors
+
+    def _compile_first_tier(self, args: tuple, kwargs: dict, executors: ExecutorPriority, **options) -> tuple[Compilation, bool]:
+        """Compile for `executors` less the fusion executors that compile slowly (squall.tiers);
+        also whether any were left out, for a background upgrade to bring them in."""
+        options.setdefault("dynamic", frozenset(self._numbers.paths))
+        first = tiers.background_priority(executors)
+        if first is not None:
+            try:
+                return compile_program(self.fn, args, kwargs, executors=first, module=self.module, strict=self.strict, **options), True
+            except PlanningError:
+                pass  # only a fusion executor runs some operation: plan with it now
+        return compile_program(self.fn, args, kwargs, executors=executors, module=self.module, strict=self.strict, **options), False
+
+    def _first_call(self, key: Any, runner: Callable) -> Callable:
+        """`runner` for the call the entry was traced for: a state check failing in it means the
+        state changed during compilation (squall.state_guards)."""
+
+        def first_call(*args, **kwargs):
+            self._fresh = key
+            try:
+                return runner(*args, **kwargs)
+            finally:
+                self._fresh = None
+
+        return first_call
+
+    # --- runners -------------------------------------------------------------------------------
+
+    def _guards(self, compilation: Compilation, alias: bool = True) -> StateGuards:
+        """The compilation's one guard set (squall.guard_set), completed on first use."""
+        done = compilation.__dict__.get("guard_set")
+        if done is not None:
+            return done
+        names = argument_names(self.module.forward if self.module is not None else self.fn, len(compilation.bindings))
+        state = getattr(compilation.traced.context, "state", None)
+        eager = state is not None and state.guards.eager  # an eager program's check is of its state alone
+        return entry_guards(compilation, alias=alias and not eager, takes_params=self.module is not None,
+                            describe=lambda path: describe_path(path, names, self._slot_names))
+
+    def _runner_for(self, record: CacheEntry) -> Callable:
+        return self._cached_runner(record.key, record.compiled)
+
+    def _cached_runner(self, key: Any, entry: CompiledEntry) -> Callable:
+        """What the slot holds: the runner; for a trace with value guards, its variants."""
+        if not guards_of(entry.compilation):
+            return self._runner(key, entry.compilation)
+        return self._variants(key, self._variant(key, entry))
+
+    def _runner(self, key: Any, compilation: Compilation, slot: list | None = None, alias: bool = True) -> Callable:
+        """The entry's one check, then its program: the generated function; or, while its non-torch
+        calls are to be checked, the checked one, which replans the entry on a fault and (unless
+        $SQUALL_CHECK=always) swaps in the plain one after a clean call. `slot` is where that swap
+        happens when it is not the entry's (a variant's `[runner, entry]`: squall.runtime.variants)."""
+        guards = self._guards(compilation, alias)
+        aliased: dict[AliasPattern, Callable] = {}  # the runner per pattern of shared input tensors
+
+        def behind_check(program: Callable) -> Callable:
+            if compilation.writes_module_state:
+                program = holding(self._state_lock, program)
+            if guards.eager:  # an inner hook: a module splits, a function runs eagerly (squall.split)
+                program = self._split_runner("; ".join(guards.eager_because)) if self.module is not None else self.fn
+            return guarded(guards, program, functools.partial(self._rejected, key, compilation, aliased, program))
+
+        plain = behind_check(compilation.fn)
+        checked = compilation.checked
+        if checked is None or self.check == "never" or guards.eager:
+            return plain
+
+        def arm_backward(user_args: tuple, kwargs: dict) -> None:
+            if compilation.on_backward_fault is None:
+                # a fault in the checked backward comes after this call returns: replan then, for later calls
+                compilation.on_backward_fault = lambda fault: self._replan_after_backward(key, fault, user_args, kwargs)
+
+        def hand_over() -> None:
+            self.cache.swap(self.cache.entries.get(key), plain, slot=slot, replacing=runner)
+
+        runner = behind_check(checked_first(
+            checked.fn,
+            skip=self._skip,
+            always=self.check == "always",
+            on_fault=lambda fault, user_args, kwargs: self._replan(key, fault, user_args, kwargs),
+            arm_backward=arm_backward if compilation.backward is not None else None,
+            hand_over=hand_over,
+        ))
+        return runner
+
+    def _variants(self, key: Any, first: list, compile_variant: Callable[[tuple, dict], list] | None = None) -> Variants:
+        return Variants(
+            first,
+            module=self.module is not None,
+            compile_variant=compile_variant or (lambda args, kwargs: self._compile_variant(key, args[self._skip:], kwargs)),
+            stop=self._stop_compiling,
+            used=lambda entry: setattr(self, "last_entry", entry),
+            failed=self._count_guard_failure,
+        )
+
+    def _count_guard_failure(self) -> None:
+        self.stats.guard_failures += 1
+
+    def _variant(self, key: Any, entry: CompiledEntry) -> list:
+        """[runner, entry] for one variant of a guarded entry; its runner may replace itself there."""
+        variant = [None, entry]
+        variant[0] = self._runner(key, entry.compilation, slot=variant)
+        return variant
+
+    def _compile_variant(self, key: Any, args: tuple, kwargs: dict) -> list:
+        """Another variant of entry `key`, traced on this call's inputs after a value guard failed."""
+        with self.cache.lock:
+            start = time.perf_counter()
+            with record_compilation(self, args, kwargs) as record:  # squall.rage sees variants too
+                # a variant keeps to the first tier: no background upgrade comes for it
+                compilation, _ = self._compile_first_tier(args, kwargs, self._priority(key), on_traced=record.traced)
+                record.compiled(compilation)
+            entry = CompiledEntry(compilation, time.perf_counter() - start)
+            self.stats.misses += 1
+            self.last_entry = entry
+            return self._variant(key, entry)
+
+    # --- a rejected call: the policy's answer, carried out -------------------------------------
+
+    def _rejected(self, key: Any, compilation: Compilation, aliased: dict, program: Callable,
+                  failure: GuardFailure, args: tuple, kwargs: dict) -> Any:
+        """A call entry `key`'s check rejected (`failure` says what failed)."""
+        if failure.kind == ALIAS:
+            return self._aliased(key, compilation, aliased, program, failure, args, kwargs)
+        user_args = args[self._skip:]
+        fresh = self._fresh == key
+        compiles = self._state_compiles(key, failure.label, args, kwargs) if self.module is not None and not fresh else 0
+        action = decide(failure, module=self.module is not None, first_call=fresh, compiles=compiles)
+        if action is Action.EAGER_ONCE:
+            # changed between tracing and this first call (another thread, or code tracing ran
+            # that squall does not see): this call runs eagerly, the next compiles again
+            warnings.warn(
+                f"squall: {failure.label} changed while the program was being compiled; this call runs eagerly",
+                SquallWarning,
+                stacklevel=5,
+            )
+            self._stale_entry(key, failure.label)
+            return (self.module.forward if self.module is not None else self.fn)(*user_args, **kwargs)
+        if action is Action.SPLIT:
+            return self._split_entry(key, failure.label)(*args, **kwargs)
+        self._stale_entry(key, failure.label)  # SET_ASIDE: it comes back when its state does
+        return self.entry_point(*user_args, **kwargs)
+
+    def _state_compiles(self, key: Any, label: str, args: tuple, kwargs: dict) -> int:
+        """How many compilations a change of `label` has now caused in entry `key`: none where an
+        entry set aside for it holds for this call (it comes back, nothing compiles)."""
+        record = self.cache.entry(key)
+        if any(self._guards(e.compilation).holds(args, kwargs) for e in record.set_aside):
+            return 0
+        count = record.state_compiles[label] = record.state_compiles.get(label, 0) + 1
+        return count
+
+    def _stale_entry(self, key: Any, label: str) -> None:
+        with self.cache.lock:
+            self.stats.changes[label] = self.stats.changes.get(label, 0) + 1
+            self.cache.set_aside(key, self.recompile_limit)
+
+    def _split_entry(self, key: Any, label: str) -> Callable:
+        """Entry `key`'s state keeps changing: the module splits for it from now on (squall.split)."""
+        reason = f"{label} changed at {SPECULATION_LIMIT + 1} calls of one input signature, each compiling the program again"
+        runner = self._split_runner(reason)
+        warnings.warn(
+            f"squall: {reason}; {type(self.module).__name__}'s forward now runs eagerly for these calls, "
+            "with each submodule it calls compiled (a split at module granularity)",
+            SquallWarning,
+            stacklevel=user_stacklevel(),
+        )
+        with self.cache.lock:
+            record = self.cache.entries.get(key)
+            # no state check: the eager frame reads the state as it is; and no background upgrade replaces it
+            if record is not None and self.cache.swap(record, runner):
+                record.split = True
+        return runner
+
+    def _split_runner(self, reason: str) -> Callable:
+        """The runner of a module whose program cannot stay stable: its forward eagerly, each
+        submodule it calls compiled (squall.split); `reason` is why."""
+        with self.cache.lock:
+            if self.split is None:
+                self.split = Split(self.module, self._compiled_child)
+            self.split.add_reason(reason)
+        return self.split.runner()
+
+    def _stop_compiling(self, failure: GuardFailure, action: Action, args: tuple, kwargs: dict) -> Callable:
+        """A value guard's site keeps failing: a module splits, a function runs eagerly whole
+        (the policy's SPLIT or EAGER); the runner that takes over, in the runner's convention."""
+        reason = (
+            f"the value read at {failure.site} ({failure.read}) changed at {SPECULATION_LIMIT + 1} calls "
+            "of the same input signature, each compiling a new variant"
+        )
+        if action is Action.SPLIT:
+            instead = (
+                f"{type(self.module).__name__}'s forward now runs eagerly for this signature, with each "
+                "submodule it calls compiled (a split at module granularity)"
+            )
+        else:
+            instead = (
+                "this signature now runs the original function eagerly (uncompiled) instead: only a "
+                "module's forward can be split, at the submodules it calls"
+            )
+        warnings.warn(
+            f"squall: {reason}; {instead}. Pass the value in as a Python number, or compute it outside "
+            "the compiled program, to compile it.",
+            SquallWarning,
+            stacklevel=user_stacklevel(),
+        )
+        return self._split_runner(reason) if action is Action.SPLIT else self.fn
+
+    def _aliased(self, key: Any, compilation: Compilation, aliased: dict, program: Callable,
+                 failure: GuardFailure, args: tuple, kwargs: dict) -> Any:
+        """The call's input tensors share memory: a false alarm runs `program`; a pattern of
+        same tensors its own variant; overlapping views eagerly (squall.aliasing)."""
+        paths = [b.path for b in compilation.bindings]
+        pattern = alias_pattern(input_tensors(paths, args, kwargs, self.module is not None))
+        relation = None if pattern is None else "overlapping" if pattern[0] == "overlapping" else "same"
+        action = decide(failure, module=self.module is not None, alias=relation)
+        if action is Action.RUN:
+            return self._guards(compilation).replaying(program)(*args, **kwargs)
+        runner = aliased.get(pattern)
+        if runner is None:
+            runner = aliased.setdefault(pattern, self._alias_variant(key, compilation, pattern, action, args, kwargs))
+        return runner(*args, **kwargs)
+
+    def _alias_variant(self, key: Any, compilation: Compilation, pattern: AliasPattern, action: Action,
+                       args: tuple, kwargs: dict) -> Callable:
+        """The runner for calls whose tensors share memory as `pattern` says: the program traced
+        with one proxy for inputs that are the same tensor; eager, with a warning, for overlapping views."""
+        paths = [b.path for b in compilation.bindings]
+        user_args = args[self._skip:]
+        if action is not Action.NEW_VARIANT:
+            fn = self.module.forward if self.module is not None else self.fn
+            names = argument_names(fn, len(user_args))
+            first, second = (describe_path(paths[i], names, self._slot_names) for i in pattern[1:])
+            reason = (
+                f"{first} and {second} share memory without being the same tensor (overlapping "
+                "views of one tensor), and the program writes into its inputs in place; squall's "
+                "compiled code cannot follow a write through one into the other"
+            )
+            warnings.warn(
+                f"squall: {reason}, so calls like this one run "
+                + ("the module's forward eagerly, with each submodule it calls compiled" if self.module is not None else "eagerly"),
+                SquallWarning,
+                stacklevel=6 if self.module is None else 7,
+            )
+            return self._split_runner(reason) if action is Action.SPLIT else self.fn
+        with self.cache.lock:
+            start = time.perf_counter()
+            variant, _ = self._compile_first_tier(user_args, kwargs, self._priority(key), same_as=same_as_paths(pattern, paths))
+            self.last_entry = CompiledEntry(variant, time.perf_counter() - start)
+        guards = self._guards(variant, alias=False)  # traced for this pattern: not checked for it again
+        fn = holding(self._state_lock, variant.fn) if variant.writes_module_state else variant.fn
+        fn = guarded(guards, fn, functools.partial(self._rejected, key, variant, {}, fn))
+        if guards_of(variant):  # a value it read may differ at a later call: its variants, as for any entry
+            entry = CompiledEntry(variant, 0.0)
+            return self._variants(key, [fn, entry], lambda a, k: [self._alias_variant(key, compilation, pattern, action, a, k), entry])
+        return fn
+
+    def _relayout(self, args: tuple, kwargs: dict) -> Any:
+        """The module's parameters, buffers or tensor attributes changed place: every entry
+        was compiled for the old layout, so all are dropped before the call compiles anew."""
+        with self.cache.lock:
+            self._set_layout()
+            self.cache.clear()
+        return self.entry_point(*args, **kwargs)
+
+    # --- an executor's fault -------------------------------------------------------------------
+
+    def _replan(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
+        """Compile the entry `key` again without the executor that failed, for the operations it
+        failed on; warn; return the new runner (checked again, for the executors left)."""
+        with self.cache.lock:
+            record = self.cache.entry(key)
+            exclusions = record.exclusions
+            ops = ops_to_exclude(record.compiled, fault)
+            here = (fault.executor, ops) in exclusions
+            if here:
+                ops = ()  # failed again where it was kept out: keep it out of the whole entry
+            if decide_fault(here, (fault.executor, ops) in exclusions) is Action.RAISE:
+                raise fault
+            exclusions.append((fault.executor, ops))
+            what = f"for {', '.join(ops)}" if ops else "for every operation of this call"
+            warnings.warn(
+                f"squall: {fault}. The call is compiled again without {fault.executor!r} {what} "
+                "and its result comes from the new plan; the executor's package has a bug to report.",
+                SquallWarning,
+                stacklevel=5,
+            )
+            start = time.perf_counter()
+            compilation = compile_program(self.fn, args, kwargs, executors=excluding(self.executors, exclusions), module=self.module,
+                                          strict=self.strict, dynamic=frozenset(self._numbers.paths))
+            entry = CompiledEntry(compilation, time.perf_counter() - start)
+            self.last_entry = entry
+            self.stats.replans += 1
+            runner = self._cached_runner(key, entry)
+            self.cache.swap(record, runner, compiled=entry)
+            return runner
+
+    def _replan_after_backward(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> None:
+        """A fault in the checked backward of `key`'s first call: that backward was computed on
+        torch (squall.pipeline); later calls get a plan without the executor there."""
+        record = self.cache.entries.get(key)
+        if record is not None and record.compiled is not None:
+            record.compiled.compilation.on_backward_fault = None  # the replan holds no reference to the first call's inputs
+        with torch.enable_grad():  # a backward runs in no-grad mode; the entry was compiled for training
+            self._replan(key, fault, args, kwargs)
+
+    # --- background upgrades (squall.tiers) ----------------------------------------------------
+
+    def _upgrade_job(self, record: CacheEntry, entry: CompiledEntry, executors: ExecutorPriority, call: tuple) -> tiers.UpgradeJob:
+        """The job that upgrades `entry` to the plan with every executor (squall.tiers)."""
+        name = getattr(self.fn, "__name__", type(self.fn).__name__)
+        entry.upgrade = record.upgrade = tiers.Upgrade(name)
+        layout = dict(takes_params=self.module is not None, nargs=len(call[1]), takes_kwargs=bool(call[2]))
+        owner = weakref.ref(self)  # a queued upgrade does not keep the jitted function alive
+        key = record.key
+
+        def install(compilation: Compilation, seconds: float) -> bool | None:
+            state = owner()
+            return None if state is None else state._install_upgrade(key, entry, compilation, seconds)
+
+        return tiers.UpgradeJob(entry.upgrade, entry.compilation, layout, executors, tiers.call_specs(*call),
+                                install, alive=lambda: owner() is not None)
+
+    def _install_upgrade(self, key: Any, base: CompiledEntry, compilation: Compilation, seconds: float) -> bool:
+        """Swap the entry `key` to the upgraded compilation, unless it was evicted, set aside, replanned or split since."""
+        upgraded = CompiledEntry(compilation, base.compile_seconds + seconds, base.upgrade)
+        with self.cache.lock:
+            record = self.cache.entries.get(key)
+            if record is None or record.slot is None or record.compiled is not base or record.split:
+                return False
+            self.cache.swap(record, self._cached_runner(key, upgraded), compiled=upgraded)  # the hot path's next call runs the fused plan
+            if self.last_entry is base:
+                self.last_entry = upgraded
+        return True
+
+    # --- what changed --------------------------------------------------------------------------
+
+    def _note_changes(self, args: tuple, kwargs: dict) -> None:
+        fn = self.module.forward if self.module is not None else self.fn
+        parts = key_parts(args, kwargs, argument_names(fn, len(args)))
+        if self._last_parts is not None:
+            for label, part in parts.items():
+                if self._last_parts.get(label) != part:
+                    self.stats.changes[label] = self.stats.changes.get(label, 0) + 1
+        self._last_parts = parts
+        if self.stats.misses > self.recompile_limit and not self._warned:
+            self._warned = True
+            culprit = max(self.stats.changes.items(), key=lambda kv: kv[1], default=("its inputs", 0))[0]
+            warnings.warn(
+                f"squall.jit({getattr(self.fn, '__name__', type(self.fn).__name__)}) has compiled "
+                f"{self.stats.misses} times; {culprit} keeps changing (shape, dtype, device, "
+                "requires_grad, or value). Each new signature is traced, planned and generated again"
+                + (
+                    f"; {self.cache.evictions} were evicted from the full cache (cache_size={self.cache_size}) "
+                    "and compiled again when called again: a larger cache_size keeps them"
+                    if self.cache.evictions
+                    else "."
+                ),
+                SquallWarning,
+                stacklevel=4,
+            )

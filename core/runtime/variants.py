@@ -1,0 +1,108 @@
+"""The variants of one cache entry whose program has value guards (`squall.speculation`).
+
+A program that branches on a tensor's value was traced for the value of the call it was
+compiled on; the generated code checks the value again (a `squall.guard` call) and raises
+`GuardFailed` where it differs. `Variants` is what the entry's slot holds then: the compiled
+variants of the signature, most recently used first. A failed guard tries the other variants;
+where none holds it reports the failure (`GuardFailure`: kind, site, what was read) and asks
+the policy (`squall.runtime.policy.decide`) whether to compile a new variant, to read the
+value at run time in the variants compiled from then on, or to stop compiling (the host's
+`stop`: a module splits, a function runs eagerly).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..guard_set import NUMBER, VALUE, GuardFailure
+from ..guards import GuardFailed
+from ..speculation import dynamic_reads
+from .entry import CompiledEntry
+from .policy import Action, decide
+
+__all__ = ["Variants", "failure_of"]
+
+
+def failure_of(failed: GuardFailed) -> GuardFailure:
+    """A guard the program raised, in the form every check reports."""
+    kind = NUMBER if failed.on_number else VALUE
+    return GuardFailure(kind, f"the value read at {failed.site} ({failed.how})", failed.site,
+                        f"was {failed.got!r}, the trace assumed {failed.expected!r}", failed.how)
+
+
+class Variants:
+    """What the cache holds for an entry whose trace has guards: its compiled variants.
+
+    `compile_variant(args, kwargs)` (args as the runner gets them) compiles one for a call and
+    gives `[runner, CompiledEntry]`; `stop(failure, action, args, kwargs)` gives the runner
+    that takes over once the policy says to stop compiling (SPLIT or EAGER); `used(entry)` is
+    told which variant ran; `failed()` counts each failed guard.
+    """
+
+    def __init__(
+        self,
+        variant: list,
+        *,
+        module: bool,
+        compile_variant: Callable[[tuple, dict], list],
+        stop: Callable[[GuardFailure, Action, tuple, dict], Callable],
+        used: Callable[[CompiledEntry], None],
+        failed: Callable[[], None],
+    ):
+        self.module = module
+        self.compile_variant = compile_variant
+        self.stop = stop
+        self.used = used
+        self.failed = failed
+        # [runner, compiled entry] per variant, most recently used first; a checked runner
+        # replaces itself in its list with the plain one after a clean call
+        self.variants: list[list] = [variant]
+        self.compiles_at: dict[str, int] = {}  # guard site -> variants it made this entry compile
+        self.dynamic_sites: frozenset[str] = frozenset()  # value reads made at run time in new variants
+        self.eager: Callable | None = None
+
+    def __call__(self, *args, **kwargs):
+        if self.eager is not None:
+            return self.eager(*args, **kwargs)
+        try:
+            return self.variants[0][0](*args, **kwargs)
+        except GuardFailed as failure:
+            return self._recover(failure, args, kwargs)
+
+    def _recover(self, failed: GuardFailed, args: tuple, kwargs: dict) -> Any:
+        """Run a variant whose guards pass; else do what the policy says."""
+        self.failed()
+        tried = {id(self.variants[0])}
+        while True:
+            for i, variant in enumerate(self.variants):
+                if id(variant) in tried:
+                    continue
+                tried.add(id(variant))
+                try:
+                    out = variant[0](*args, **kwargs)
+                except GuardFailed as again:
+                    failed = again
+                    continue
+                self.variants.insert(0, self.variants.pop(i))
+                self.used(variant[1])
+                return out
+            failure = failure_of(failed)
+            site = failure.site
+            count = self.compiles_at[site] = self.compiles_at.get(site, 0) + 1
+            action = decide(failure, module=self.module, compiles=count, dynamic=site in self.dynamic_sites)
+            if action is Action.READ_AT_RUN_TIME:
+                # a number read from a tensor that changes at every call: read it at run time
+                self.dynamic_sites |= {site}
+                self.compiles_at[site] = 0
+            elif action is not Action.NEW_VARIANT:
+                self.eager = self.stop(failure, action, args, kwargs)
+                self.variants = []
+                return self.eager(*args, **kwargs)
+            with dynamic_reads(self.dynamic_sites):
+                variant = self.compile_variant(args, kwargs)
+            self.variants.insert(0, variant)
+            tried.add(id(variant))
+            try:
+                return variant[0](*args, **kwargs)
+            except GuardFailed as again:  # a value that differs between two reads (a random draw)
+                failed = again
