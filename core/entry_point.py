@@ -59,9 +59,13 @@ def value_key(x: Any, where: str) -> Any:
     if t is dict:
         # a key by its own key: a str-Enum key and its plain value hash alike but are not alike
         return (t, tuple((value_key(k, where), value_key(v, f"{where}[{_label(k)}]")) for k, v in x.items()))
-    if t is slice and all(type(v) in _SCALARS for v in (x.start, x.stop, x.step)):
-        # unhashable before Python 3.12; traced as a constant, so keyed by its values
-        return (t, tuple(value_key(v, where) for v in (x.start, x.stop, x.step)))
+    if t is slice:
+        # traced as a constant, so keyed by its values. A slice is unhashable before Python 3.12
+        # and hashable (by its bounds) from 3.12 on: one rule for both, so a tensor bound is
+        # refused on every Python rather than keyed by the tensor's identity
+        if all(type(v) in _SCALARS for v in (x.start, x.stop, x.step)):
+            return (t, tuple(value_key(v, where) for v in (x.start, x.stop, x.step)))
+        return _unhashable_key(x, t, where)
     leaves, spec = tree_flatten(x)
     if not (len(leaves) == 1 and leaves[0] is x):
         return (spec, tuple(value_key(v, where) for v in leaves))

@@ -230,6 +230,10 @@ class _Differentiator:
         ):
             self.forward.append(bsym)
             return
+        outputs = bsym.output_proxies()
+        if outputs and all(p.name in {q.name for q in inputs} for p in outputs):
+            self.forward.append(bsym)  # it returned its input (dropout when off): the gradient passes as it is
+            return
         rule = rule or self.rules.get(bsym.sym.id)
         if rule is None and bsym.subsymbols:
             if _draws_or_writes(bsym):

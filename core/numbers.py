@@ -26,7 +26,7 @@ from torch.utils._pytree import tree_map
 
 from .guards import GUARD, READ, READERS
 from .prims import numbers as number_prims
-from .proxies import NumberProxy
+from .proxies import NumberProxy, size_leaf
 from .symbol import Tags, user_source
 
 __all__ = ["record", "read", "specialised", "has_numbers", "takes_numbers", "number_input", "runtime_read"]
@@ -93,7 +93,7 @@ def specialised(ctx: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
             return slice(swap(x.start), swap(x.stop), swap(x.step))
         return x
 
-    return tree_map(swap, args), tree_map(swap, kwargs)
+    return tree_map(swap, args, is_leaf=size_leaf), tree_map(swap, kwargs, is_leaf=size_leaf)
 
 
 def has_numbers(values) -> bool:

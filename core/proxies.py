@@ -40,6 +40,7 @@ __all__ = [
     "WhileTracing",
     "short_dtype",
     "type_string",
+    "size_leaf",
 ]
 
 
@@ -84,6 +85,13 @@ class WhileTracing:
                 self._depth -= 1
                 if self._depth == 0:
                     self._remove()
+
+
+def size_leaf(x: Any) -> bool:
+    """Whether `x` is a torch.Size of plain ints, which squall's pytree walks keep as one leaf:
+    torch registers torch.Size as a node that rebuilds as a plain tuple (torch.fx), and a size
+    passed on as a tuple changes meaning (`x.new(size)` makes a 1-D tensor of the sizes)."""
+    return type(x) is torch.Size and all(type(i) is int for i in x)
 
 
 def _require_context() -> Any:

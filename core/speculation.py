@@ -31,7 +31,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from . import numbers
 from .guards import GUARD, READERS
 from .ltorch.base import DataDependentError
-from .proxies import NumberProxy, TensorProxy
+from .proxies import NumberProxy, TensorProxy, size_leaf
 from .symbolic import concrete_value
 from .symbol import BoundSymbol, Symbol, Tags, user_source
 from .torch_executor import TorchExecutor, make_executor
@@ -155,7 +155,7 @@ class Speculation:
         real = (lambda x: self.values[x.name].clone()) if Tags.OPAQUE in bsym.sym.tags else (lambda x: self.values[x.name])
         # a number or symbolic size computes with its value in this call (the trace stays symbolic)
         swap = lambda x: real(x) if isinstance(x, TensorProxy) else x.value if type(x) is NumberProxy else concrete_value(x)
-        out = impl.impl(*tree_map(swap, args), **tree_map(swap, kwargs))
+        out = impl.impl(*tree_map(swap, args, is_leaf=size_leaf), **tree_map(swap, kwargs, is_leaf=size_leaf))
         self._remember(bsym.output, out)
 
     def _remember(self, proxies: Any, out: Any) -> None:
@@ -214,10 +214,10 @@ class Speculation:
             raise refused
         # on copies: an op that writes in place must not touch the caller's tensors
         swap = lambda x: self.value(x) if isinstance(x, TensorProxy) else x
-        real_args, real_kwargs = tree_map(swap, args), tree_map(swap, kwargs)
+        real_args, real_kwargs = tree_map(swap, args, is_leaf=size_leaf), tree_map(swap, kwargs, is_leaf=size_leaf)
         with torch.no_grad(), torch._C.DisableTorchFunction():
             copy = lambda x: x.clone() if isinstance(x, torch.Tensor) else x
-            real_args, real_kwargs = tree_map(copy, real_args), tree_map(copy, real_kwargs)
+            real_args, real_kwargs = tree_map(copy, real_args, is_leaf=size_leaf), tree_map(copy, real_kwargs, is_leaf=size_leaf)
             copies = [x for x in _leaves((real_args, real_kwargs)) if isinstance(x, torch.Tensor)]
             versions = [x._version for x in copies]
             real_out = func(*real_args, **real_kwargs)
@@ -229,7 +229,7 @@ class Speculation:
                 return TensorProxy(shape=x.shape, dtype=x.dtype, device=x.device, requires_grad=False)
             return x
 
-        out = tree_map(proxy_for, real_out)
+        out = tree_map(proxy_for, real_out, is_leaf=size_leaf)
         sym = Symbol(f"opaque.{name}", name.rsplit(".", 1)[-1], lambda *a, **k: out, is_prim=True, tags=(Tags.OPAQUE,), torchfns=(func,))
         result = sym(*args, **kwargs)
         self._remember_tree(result, real_out)

@@ -24,9 +24,13 @@ copies themselves are in `squall.state_views`):
   its closure cells are guarded as a whole, and a module, object or function in one is read
   through as well. A user's own Python module (`settings.SCALE`) is read through a stand-in
   noting each attribute;
-- a list or dict reached from any of these is a recording copy (a list's items guarded
-  once read; a dict's items by key, or all of them once iterated), its items, and a
-  tuple's, read through as the rest.
+- a list, dict, OrderedDict, defaultdict or set reached from any of these (a closure cell
+  included) is a recording copy (a list's items guarded once read; a dict's items by key,
+  or all of them once iterated; a set's contents once read), its items, and a tuple's,
+  read through as the rest. A dict argument is a recording copy too, whose writes are
+  replayed on the caller's dict (its contents are in the cache key);
+- the program's own `type(obj)` (and `obj.__class__`) gives the class of the object a view
+  or copy stands for, torch.Tensor for a traced tensor, as eager's does.
 
 Each read becomes one condition (a number or string by type and value, telling -0.0 from 0.0
 and NaN as one value; anything else by identity) in a generated check that runs before the
@@ -34,11 +38,13 @@ cached program; a failed check sends the call back to be compiled again (`squall
 
 Writes are side effects to replay, as eager makes them at every call: an attribute set on a
 module or object (`self.count = self.count + 1`, `self.last = x * 2`) is set again after each
-call to the value this call computed, items appended to a list or set in a dict the program
-reached are appended or set again. A write squall cannot replay (deleting an attribute,
-changing a list other than by appending or a dict other than by setting items, assigning a
-global, a closure variable holding a module or object, or a settings module's attribute) is
-an error at compile time naming the source line.
+call to the value this call computed, items appended to a list, added to a set or set in a
+dict the program reached are appended, added or set again, on the very object (one the
+program returns is returned as itself). A write squall cannot replay (deleting an attribute,
+changing a list other than by appending, a dict other than by setting items or a set other
+than by adding, assigning a global, a closure variable holding a module or object, or a
+settings module's attribute) makes calls of that signature run eagerly, with a warning
+naming the source line (squall.jit), as does the user's code raising while it is traced.
 
 A hook on an inner submodule may have Python side effects a trace cannot replay, so while one
 is registered a compiled module splits (`squall.split`: its forward runs eagerly, each submodule
@@ -50,12 +56,13 @@ alike for programs that call a module; an empty hook dict costs nothing per call
 was registered anywhere (`StateGuards.stays_empty`). (Hooks on the jitted module itself, and
 the global hooks while one is registered, are the jitted module's concern: squall.jit.)
 
-Not guarded: sets and other containers than lists, dicts and tuples; objects of the standard
+Not guarded: other containers than lists, dicts, sets and tuples (a deque); objects of the standard
 library's classes and installed packages' Python modules read as objects; an instance-level
 `forward` or a method replaced on torch's classes other than for the jitted module.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import keyword
 import types
@@ -66,9 +73,10 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
+from .autograd_functions import TracedAutogradFunction, is_autograd_function
 from .guard_set import GuardSet
 from .ltorch.base import SquallWarning
-from .proxies import TensorProxy
+from .proxies import TensorProxy, size_leaf
 from .sources import load_source
 from .state_views import (
     _cell_value,
@@ -79,8 +87,10 @@ from .state_views import (
     _MODULE_INTERNALS,
     _ModuleReads,
     _recordable,
-    _RecordedDict,
+    RECORDED_CONTAINERS,
+    RECORDED_DICT_TYPES,
     _RecordedList,
+    _RecordedSet,
     _SCALARS,
     _slot_value,
     _store_line,
@@ -88,6 +98,8 @@ from .state_views import (
     UnreplayableWrite,
     _user_function,
     _users_module,
+    raised_by_users_code,
+    traced_type,
     _view_class,
     _VIEW_CLASSES,
     viewable,
@@ -95,10 +107,10 @@ from .state_views import (
     _where,
 )
 from .symbol import user_stacklevel
-from .trace import plain_scalar, scalar_key
+from .trace import Itself, plain_scalar, scalar_key
 from .unbound_methods import stand_in_for
 
-__all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite", "viewable", "global_hook_dicts", "describe_global_hooks"]
+__all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite", "raised_by_users_code", "viewable", "global_hook_dicts", "describe_global_hooks"]
 
 
 class StateRecorder:
@@ -113,7 +125,9 @@ class StateRecorder:
         self._tree = {id(m) for m in module.modules()} if module is not None else set()
         self._lists: list[tuple[list, _RecordedList, str, str]] = []  # (real, copy, label, where)
         self._list_copies: dict[int, _RecordedList] = {}
-        self._dict_copies: dict[int, _RecordedDict] = {}
+        self._dict_copies: dict[int, Any] = {}  # id(real dict, OrderedDict, defaultdict) -> its recording copy
+        self._set_copies: dict[int, _RecordedSet] = {}
+        self._argument_copies: list[Any] = []  # recording copies of dicts passed as arguments
         self._module_reads: dict[int, _ModuleReads] = {}
         self._originals: dict[int, tuple[Any, Any]] = {}  # id(copy) -> (copy, what it stands for)
         self._write_order: list[_ViewInfo] = []
@@ -163,9 +177,14 @@ class StateRecorder:
             items = [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]") for i, v in enumerate(value)]
             return t(items) if any(a is not b for a, b in zip(items, value)) else value
         if t is dict:
-            # (a key that is not a plain number or string is not followed into)
+            # (a key that is not a plain number or string is not followed into); a copy that
+            # records writes, replayed on the caller's dict at every call (its keys and values
+            # are in the cache key: its reads need no guard)
             items = {k: self._argument(v, f"{expr}[{plain_scalar(k)!r}]", f"{label}[{plain_scalar(k)!r}]") if type(k) in _SCALARS else v for k, v in value.items()}
-            return items if any(items[k] is not v for k, v in value.items()) else value
+            copy = self._dict_copy(dict, value, label, items)
+            copy.target = expr
+            self._argument_copies.append(copy)
+            return copy
         recorded = self._recorded(value, label)
         if recorded is not value:
             # the cache key holds it (by identity, or its own equality): reached through the call
@@ -181,6 +200,10 @@ class StateRecorder:
                 __slots__ = ()
 
                 def __getitem__(self, name):
+                    if name == "type" and not dict.__contains__(self, name):
+                        # the builtin, for an object read through a view or copy answering
+                        # with the object's own class, as eager's `type(obj)` does
+                        return traced_type
                     value = dict.__getitem__(self, name)
                     return recorder._read_global(real, name, value, fn)
 
@@ -203,9 +226,10 @@ class StateRecorder:
                 if value is _MISSING:
                     continue
                 label = f"closure variable {name!r} of {fn.__qualname__}"
-                self.guards.watch(f"{self.guards.bind(cell, 'cell')}.cell_contents", value, label)
+                expr = f"{self.guards.bind(cell, 'cell')}.cell_contents"
+                self.guards.watch(expr, value, label)
                 if i in recorded_cells:
-                    cells[i].cell_contents = self._recorded(value, label)
+                    cells[i].cell_contents = self._follow(value, expr, label)
                     self._cells.append((cells[i], cells[i].cell_contents, name, fn))
             self._wrote.append((dict(real), fn, watched))
         return copy
@@ -286,23 +310,39 @@ class StateRecorder:
             copy = self._list_copies.get(id(value))
             if copy is None:
                 copy = self._list_copies[id(value)] = _RecordedList()
-                copy.items_read, copy.label = False, label
+                copy.items_read, copy.label, copy.real = False, label, value
                 self._lists.append((value, copy, label, expr))
                 list.extend(copy, [self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value)])
                 copy.initial = list.copy(copy)
             return copy
-        if type(value) is dict:
+        if type(value) in RECORDED_DICT_TYPES:
             copy = self._dict_copies.get(id(value))
             if copy is None:
-                copy = self._dict_copies[id(value)] = _RecordedDict()
-                copy.recorder, copy.real, copy.label, copy.whole_read, copy.keys_set = self, value, label, False, set()
                 held = self.guards.bind(value, "d")
-                dict.update(copy, {k: self._follow(v, f"{held}[{plain_scalar(k)!r}]", f"item {plain_scalar(k)!r} of {label}") if type(k) in _SCALARS else v for k, v in value.items()})
+                items = {k: self._follow(v, f"{held}[{plain_scalar(k)!r}]", f"item {plain_scalar(k)!r} of {label}") if type(k) in _SCALARS else v for k, v in value.items()}
+                copy = self._dict_copies[id(value)] = self._dict_copy(type(value), value, label, items)
+                if type(value) is collections.defaultdict:
+                    self.guards.watch(f"{held}.default_factory", value.default_factory, f"the default factory of {label}")
+                    copy.default_factory = self._recorded(value.default_factory, f"the default factory of {label}")
+            return copy
+        if type(value) is set:
+            copy = self._set_copies.get(id(value))
+            if copy is None:
+                copy = self._set_copies[id(value)] = _RecordedSet(value)
+                copy.recorder, copy.real, copy.label, copy.whole_read, copy.added, copy.target = self, value, label, False, [], None
             return copy
         if type(value) is tuple:
             items = tuple(self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value))
             return value if all(a is b for a, b in zip(items, value)) else self._standing_for(items, value)
         return self._recorded(value, label)
+
+    def _dict_copy(self, cls: type, real: Any, label: str, items: dict) -> Any:
+        """A recording copy (squall.state_views) of dict-like `real`, holding `items`."""
+        copy = RECORDED_DICT_TYPES[cls]()
+        copy.recorder, copy.real, copy.label, copy.whole_read, copy.keys_set, copy.target = self, real, label, False, {}, None
+        for k, v in items.items():
+            cls.__setitem__(copy, k, v)  # (not recorded as the program's writes)
+        return copy
 
     def _standing_for(self, copy: Any, original: Any) -> Any:
         """Note that `copy` stands for `original` while tracing: an output or a value set that
@@ -310,7 +350,9 @@ class StateRecorder:
         self._originals[id(copy)] = (copy, original)
         return copy
 
-    def _read_item(self, recorded: _RecordedDict, key: Any, value: Any) -> Any:
+    def _read_item(self, recorded: Any, key: Any, value: Any) -> Any:
+        if recorded.target is not None:
+            return value  # an argument's items are in the cache key
         if type(key) not in _SCALARS:
             recorded.whole_read = True  # a key the check cannot name: all items are checked
             return value
@@ -318,7 +360,9 @@ class StateRecorder:
         self.guards.watch(expr, dict.__getitem__(recorded.real, key), f"item {plain_scalar(key)!r} of {recorded.label}")
         return value  # (followed when the copy was made)
 
-    def _read_key(self, recorded: _RecordedDict, key: Any, found: bool) -> None:
+    def _read_key(self, recorded: Any, key: Any, found: bool) -> None:
+        if recorded.target is not None:
+            return
         if type(key) not in _SCALARS:
             recorded.whole_read = True
             return
@@ -338,6 +382,11 @@ class StateRecorder:
             return self._standing_for(types.MethodType(self._recording_function(value.__func__), owner), value)
         if viewable(value):
             return self.view(value, label)
+        if is_autograd_function(value):
+            # `MyFn.apply(proxy)`: its forward traced, or the whole Function opaque (squall.autograd_functions)
+            forward = value.forward
+            traced = TracedAutogradFunction(value, self._recording_function(forward) if _user_function(forward) else forward)
+            return self._standing_for(traced, value)
         if _users_module(value):
             reads = self._module_reads.get(id(value))
             if reads is None:
@@ -515,17 +564,28 @@ class StateRecorder:
             if len(recorded) > len(real):
                 self.guards.effects.append(f"{self.guards.bind(real, 'l')}.extend(effects[{len(values)}])")
                 values.append(list(recorded[len(real):]))
-        for recorded in self._dict_copies.values():
-            real = self.guards.bind(recorded.real, "d")
-            if recorded.whole_read:
+        for recorded in [*self._dict_copies.values(), *self._argument_copies]:
+            real = recorded.target if recorded.target is not None else self.guards.bind(recorded.real, "d")
+            if recorded.whole_read and recorded.target is None:
                 keys, items = self.guards.bind(list(recorded.real), "k"), self.guards.bind(list(recorded.real.values()), "k")
                 self.guards.add(f"list({real}) == {keys} and _same_items(list({real}.values()), {items})", f"the items of {recorded.label}")
             if recorded.keys_set:
+                # items set again in the order the program set them; each key is held as it is
+                # (a torch.Size key stays one, not rebuilt as a tuple output)
+                for k in recorded.keys_set:
+                    self.guards.effects.append(f"{real}[{self.guards.bind(k, 'k')}] = effects[{len(values)}]")
+                    values.append(dict.__getitem__(recorded, k))
+        for recorded in self._set_copies.values():
+            real = self.guards.bind(recorded.real, "s")
+            if recorded.whole_read:
+                self.guards.add(f"{real} == {self.guards.bind(frozenset(recorded.real), 'k')}", f"the items of {recorded.label}")
+            if recorded.added:
                 self.guards.effects.append(f"{real}.update(effects[{len(values)}])")
-                values.append({k: dict.__getitem__(recorded, k) for k in recorded.keys_set})
+                values.append(list(recorded.added))
         # a view never leaves the trace: an output or value set that is one is the real object;
-        # a recorded list or dict leaves as a plain one
-        result, values = tree_map(self._unview, (result, values), is_leaf=lambda x: type(x) in (_RecordedList, _RecordedDict))
+        # so is a recording copy of a container the program reached (its changes are replayed
+        # on it); one of a dict passed in leaves as a plain dict
+        result, values = tree_map(self._unview, (result, values), is_leaf=lambda x: type(x) in RECORDED_CONTAINERS or size_leaf(x))
         return (result, tuple(values)) if values else result
 
     def existing(self, x: Any) -> bool:
@@ -533,15 +593,23 @@ class StateRecorder:
         (and read through a view): that object itself is the output, as in eager. Only one the
         cache key and the guards tell apart by identity: for one equal to others by its own
         `__eq__`, a later call may bring an equal one, and the output is rebuilt instead."""
+        if type(x) is Itself:
+            return True  # a container the program reached (guarded by identity where it was read)
         return id(x) in self._views and type(x).__eq__ is object.__eq__ and not isinstance(x, torch.nn.Module)
+
+    def code_objects(self) -> list[types.CodeType]:
+        """The code of the functions the program ran through recording copies."""
+        return [copy.__code__ for copy in self._functions.values()]
 
     def _unview(self, x: Any) -> Any:
         standing = self._originals.get(id(x))
         if standing is not None and standing[0] is x:
             return standing[1]
-        if type(x) in (_RecordedList, _RecordedDict):
-            plain = list(x) if type(x) is _RecordedList else {k: dict.__getitem__(x, k) for k in dict.keys(x)}
-            return tree_map(self._unview, plain, is_leaf=lambda x: type(x) in (_RecordedList, _RecordedDict))
+        if type(x) in RECORDED_CONTAINERS:
+            if getattr(x, "target", None) is None:
+                return Itself(x.real)
+            plain = {k: dict.__getitem__(x, k) for k in dict.keys(x)}
+            return tree_map(self._unview, plain, is_leaf=lambda x: type(x) in RECORDED_CONTAINERS or size_leaf(x))
         info = type(x).__dict__.get("_squall_view_info")
         return info.__get__(x).real if info is not None and type(x) in _VIEW_CLASSES.values() else x
 

@@ -3,13 +3,15 @@
 While a program is traced, a module or object it reaches is read through a *view*: an instance
 of a subclass of its class sharing the real object's `__dict__` (or reading its `__slots__`
 through their descriptors), whose attribute reads and writes go to the `StateRecorder` that
-made it; a list or dict it reaches is a recording copy (`_RecordedList`, `_RecordedDict`) and
+made it; a list, dict, OrderedDict, defaultdict or set it reaches is a recording copy (`_RecordedList`,
+`_RecordedDict` and kin, `_RecordedSet`) and
 a user's Python module a `_ModuleReads`. Neither the objects nor their classes are changed.
 This module holds those stand-ins and the small predicates about objects both sides share;
 the recorder and the generated check are in `squall.state_guards`.
 """
 from __future__ import annotations
 
+import collections
 import copy
 import dis
 import functools
@@ -20,11 +22,13 @@ from typing import Any
 
 import torch
 
+from .autograd_functions import is_autograd_function
+from .proxies import NumberProxy, TensorProxy
 from .trace import plain_scalar
 from .unbound_methods import stand_in_for
 
 
-__all__ = ["UnreplayableWrite", "viewable", "global_hook_dicts", "describe_global_hooks"]
+__all__ = ["UnreplayableWrite", "raised_by_users_code", "traced_type", "viewable", "global_hook_dicts", "describe_global_hooks"]
 
 _MISSING = object()
 _SCALARS = (int, float, bool, str, complex, type(None))
@@ -57,6 +61,19 @@ def _where() -> str:
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return "<unknown>"
+
+
+def raised_by_users_code(error: BaseException) -> bool:
+    """Whether `error` was raised in the user's own code (the innermost frame it passed is
+    neither squall's nor torch's), not by squall or torch on its behalf."""
+    where = error.__traceback__
+    if where is None:
+        return False
+    while where.tb_next is not None:
+        where = where.tb_next
+    frame = where.tb_frame
+    module = frame.f_globals.get("__name__", "")
+    return not (module == "torch" or module.startswith(("squall", "torch.")) or frame.f_code.co_filename == __file__)
 
 
 def _store_line(code: types.CodeType, name: str) -> str | None:
@@ -139,13 +156,19 @@ def _cell_value(cell: types.CellType) -> Any:
         return _MISSING
 
 
+# containers a program reaches that are read through recording copies (squall.state_guards._follow)
+_FOLLOWED_CONTAINERS = frozenset({list, dict, set, collections.OrderedDict, collections.defaultdict})
+
+
 def _recordable(value: Any) -> bool:
     """Whether StateRecorder._recorded gives `value` to the program as a view or recording copy."""
     return (
         _user_function(value)
+        or type(value) in _FOLLOWED_CONTAINERS
         or type(value) is functools.partial
         or (type(value) is types.MethodType and _user_function(value.__func__) and viewable(value.__self__))
         or viewable(value)
+        or is_autograd_function(value)
         or _users_module(value)
     )
 
@@ -201,6 +224,8 @@ def _info(view) -> _ViewInfo:
 
 def _view_getattribute(self, name: str):
     info = _info(self)
+    if name == "__class__":
+        return type(info.real)  # as eager's `obj.__class__` (`type(obj)`: traced_type)
     if name in info.writes:
         return info.writes[name]
     cls = type(info.real)
@@ -231,6 +256,24 @@ def _view_getattribute(self, name: str):
     if owner is not None and _user_function(value):
         return info.recorder._recording_function(value)  # a staticmethod
     return value
+
+
+def traced_type(obj: Any, *rest: Any) -> type:
+    """The built-in `type` as a traced program's own code calls it (squall.state_guards puts it
+    where the program looks `type` up): for an object read through a view or recording copy,
+    the class of the object it stands for, and for a proxy the class of the value it stands
+    for (squall.type_checks answers `isinstance` so), as eager gives it; with three arguments, a new
+    class, as the built-in makes it."""
+    if rest:
+        return type(obj, *rest)
+    t = type(obj)
+    if t is TensorProxy:
+        return torch.nn.Parameter if getattr(obj, "_is_param", False) else torch.Tensor
+    if t is NumberProxy:
+        return obj.python_type
+    if t in _VIEW_CLASSES_REVERSED:
+        return _VIEW_CLASSES_REVERSED[t]
+    return _RECORDED_AS.get(t, t)
 
 
 def _view_getattr(self, name: str):
@@ -293,6 +336,7 @@ def _view_reduce_ex(self, protocol):
 
 
 _VIEW_CLASSES: dict[type, type] = {}
+_VIEW_CLASSES_REVERSED: dict[type, type] = {}  # view class -> the class it views
 
 
 def _view_class(cls: type) -> type:
@@ -314,6 +358,7 @@ def _view_class(cls: type) -> type:
         if any("__call__" in vars(klass) for klass in cls.__mro__[:-1]):
             namespace["__call__"] = _view_call
         view = _VIEW_CLASSES[cls] = type(cls.__name__, (cls,), namespace)
+        _VIEW_CLASSES_REVERSED[view] = cls
     return view
 
 
@@ -322,7 +367,7 @@ class _RecordedList(list):
     only appended to (a log) is not guarded on its contents, which change every call; a change
     other than appending is refused where it is made."""
 
-    __slots__ = ("items_read", "label", "initial")
+    __slots__ = ("items_read", "label", "initial", "real")
 
 
 def _noting_read(base: Callable) -> Callable:
@@ -349,17 +394,20 @@ for _name in ("pop", "insert", "remove", "clear", "sort", "reverse", "__setitem_
     setattr(_RecordedList, _name, _refused(_name))
 
 
-class _RecordedDict(dict):
-    """A dict the program reached, copied: an item read by key is guarded by itself (a key
+class _DictRecording:
+    """The recording behaviour of a dict the program reached, copied (`_RecordedDict`, and the
+    same for an OrderedDict or defaultdict): an item read by key is guarded by itself (a key
     squall can name: a plain number or string), a read of the whole (iteration, len, a key
-    of another type) guards all its items; items set are set again at every call; any other
-    change is refused where it is made."""
+    of another type) guards all its items; items set are set again at every call, in the
+    order the program set them; any other change is refused where it is made. `target` is
+    the call-time expression of a dict passed as an argument (its keys are in the cache key,
+    so its reads need no guard; its writes are replayed on the caller's dict), else None."""
 
-    __slots__ = ("recorder", "real", "label", "whole_read", "keys_set")
+    __slots__ = ()
 
     def __getitem__(self, key):
         try:
-            value = dict.__getitem__(self, key)
+            value = super().__getitem__(key)
         except KeyError:
             if key not in self.keys_set:
                 self.recorder._read_key(self, key, False)  # absent (a program may catch the KeyError)
@@ -375,21 +423,86 @@ class _RecordedDict(dict):
         return self[key] if key in self else default
 
     def __contains__(self, key):
-        found = dict.__contains__(self, key)
+        found = super().__contains__(key)
         if key not in self.keys_set:
             self.recorder._read_key(self, key, found)
         return found
 
     def __setitem__(self, key, value):
-        self.keys_set.add(key)
-        dict.__setitem__(self, key, value)
+        self.keys_set[key] = None
+        super().__setitem__(key, value)
 
     def update(self, *args, **kwargs):
         for key, value in dict(*args, **kwargs).items():
             self[key] = value
 
+    def __ior__(self, other):
+        self.update(other)
+        return self
 
-def _noting_whole_read(base: Callable) -> Callable:
+
+def _noting_whole_read(name: str) -> Callable:
+    def reading(self, *args):
+        self.whole_read = True
+        return getattr(super(_DictRecording, self), name)(*args)
+
+    return reading
+
+
+for _name in ("__iter__", "__len__", "__reversed__", "keys", "values", "items", "copy", "__eq__", "__or__", "__ror__", "__repr__"):
+    setattr(_DictRecording, _name, _noting_whole_read(_name))
+for _name in ("pop", "popitem", "clear", "__delitem__", "move_to_end"):
+    setattr(_DictRecording, _name, _refused(_name, "setting items"))
+
+_DICT_SLOTS = ("recorder", "real", "label", "whole_read", "keys_set", "target")
+
+
+class _RecordedDict(_DictRecording, dict):
+    __slots__ = _DICT_SLOTS
+
+
+class _RecordedOrderedDict(_DictRecording, collections.OrderedDict):
+    __slots__ = _DICT_SLOTS
+
+
+class _RecordedDefaultDict(_DictRecording, collections.defaultdict):
+    __slots__ = _DICT_SLOTS
+
+    def __missing__(self, key):
+        # eager's `dd[key]` of an absent key sets the factory's value: a read of the key's
+        # absence and a write, both as for any key
+        if key not in self.keys_set:
+            self.recorder._read_key(self, key, False)
+        return collections.defaultdict.__missing__(self, key)
+
+
+# the recording copy's class for each container class followed exactly (not their subclasses)
+RECORDED_DICT_TYPES = {dict: _RecordedDict, collections.OrderedDict: _RecordedOrderedDict, collections.defaultdict: _RecordedDefaultDict}
+
+
+class _RecordedSet(set):
+    """A set the program reached, copied: a read of it (membership, len, iteration) guards its
+    whole contents; items added are added again at every call; any other change is refused."""
+
+    __slots__ = ("recorder", "real", "label", "whole_read", "added", "target")
+
+    def add(self, item):
+        self.added.append(item)
+        set.add(self, item)
+
+    def update(self, *others):
+        for other in others:
+            for item in other:
+                self.add(item)
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+
+def _noting_set_read(name: str) -> Callable:
+    base = getattr(set, name)
+
     def reading(self, *args):
         self.whole_read = True
         return base(self, *args)
@@ -397,10 +510,13 @@ def _noting_whole_read(base: Callable) -> Callable:
     return reading
 
 
-for _name in ("__iter__", "__len__", "__reversed__", "keys", "values", "items", "copy", "__eq__", "__or__", "__ror__", "__repr__"):
-    setattr(_RecordedDict, _name, _noting_whole_read(getattr(dict, _name)))
-for _name in ("pop", "popitem", "clear", "__delitem__", "__ior__"):
-    setattr(_RecordedDict, _name, _refused(_name, "setting items"))
+for _name in ("__iter__", "__len__", "__contains__", "copy", "__eq__", "__ne__", "__or__", "__ror__", "__and__", "__rand__", "__sub__", "__rsub__", "__xor__", "__rxor__", "__le__", "__lt__", "__ge__", "__gt__", "union", "intersection", "difference", "symmetric_difference", "issubset", "issuperset", "isdisjoint", "__repr__"):
+    setattr(_RecordedSet, _name, _noting_set_read(_name))
+for _name in ("remove", "discard", "pop", "clear", "__isub__", "__iand__", "__ixor__", "difference_update", "intersection_update", "symmetric_difference_update"):
+    setattr(_RecordedSet, _name, _refused(_name, "adding to it"))
+
+RECORDED_CONTAINERS = (_RecordedList, *RECORDED_DICT_TYPES.values(), _RecordedSet)
+_RECORDED_AS = {_RecordedList: list, _RecordedSet: set, **{copy: real for real, copy in RECORDED_DICT_TYPES.items()}}
 
 
 def _users_module(module: Any) -> bool:

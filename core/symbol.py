@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .proxies import NumberProxy, TensorProxy, current_context
+from .proxies import NumberProxy, TensorProxy, current_context, size_leaf
 
 __all__ = ["Symbol", "BoundSymbol", "Tags", "flat_proxies", "snapshot", "snapshot_call", "DEL"]
 
@@ -269,9 +269,9 @@ class BoundSymbol:
             return self
         swap = lambda x: mapping.get(id(x), x) if isinstance(x, TensorProxy) else x
         return self.from_bsym(
-            args=tree_map(swap, self.args),
-            kwargs=tree_map(swap, self.kwargs),
-            output=tree_map(swap, self.output),
+            args=tree_map(swap, self.args, is_leaf=size_leaf),
+            kwargs=tree_map(swap, self.kwargs, is_leaf=size_leaf),
+            output=tree_map(swap, self.output, is_leaf=size_leaf),
             subsymbols=tuple(sub.swap_proxies(mapping) for sub in self.subsymbols),
         )
 

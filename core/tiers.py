@@ -52,7 +52,7 @@ from .pipeline import Compilation, compile_traced
 from .speculation import guards_of
 from .symbol import Tags
 
-__all__ = ["Upgrade", "Verdict", "judge", "background_priority", "call_specs", "UpgradeWorker", "default_worker", "wait_for_upgrades", "upgrades"]
+__all__ = ["Upgrade", "Verdict", "judge", "fusion_offers", "background_priority", "call_specs", "UpgradeWorker", "default_worker", "wait_for_upgrades", "upgrades"]
 
 # the fused program must beat the torch plan by this factor in context: timing noise is not a win
 MARGIN = 0.97
@@ -101,7 +101,8 @@ class Upgrade:
         self.done.set()
 
     def __str__(self) -> str:
-        return f"{self.function}: {self.status}" + (f" ({self.reason})" if self.reason else "")
+        took = f" after {self.seconds:.1f} s" if self.done.is_set() else ""
+        return f"{self.function}: {self.status}{took}" + (f" ({self.reason})" if self.reason else "")
 
 
 def background_priority(executors: Sequence[Executor]) -> ExecutorPriority | None:
@@ -157,6 +158,25 @@ def judge(
     return Verdict("torch", torch_s, fused_s, f"the fused plan was not faster {times}")
 
 
+def fusion_offers(executors: Sequence[Executor]) -> list[tuple[str, Sequence[Executor]]]:
+    """The priority lists an upgrade plans the program with, in turn: the k-th has each available
+    fusion executor replaced by its k-th offer (`FusionExecutor.offers`; its last where it has
+    fewer), labelled by those offers' labels."""
+    offers = {ex.name: ex.offers() for ex in executors if isinstance(ex, FusionExecutor) and ex.availability()}
+    out = []
+    for k in range(max((len(o) for o in offers.values()), default=1)):
+        chosen = {name: o[min(k, len(o) - 1)] for name, o in offers.items()}
+        swap = lambda ex: chosen[ex.name][1] if ex.name in chosen else ex  # noqa: E731
+        if isinstance(executors, ExecutorPriority):
+            planned: Sequence[Executor] = ExecutorPriority(
+                [swap(ex) for ex in executors], per_op={op: [swap(ex) for ex in exs] for op, exs in executors.per_op.items()},
+                source=executors.source)
+        else:
+            planned = [swap(ex) for ex in executors]
+        out.append((" + ".join(label for label, _ in chosen.values()) or "regions", planned))
+    return out
+
+
 def _spec(x: Any) -> Any:
     """A tensor's metadata in place of the tensor: the job keeps no reference to user data."""
     if isinstance(x, torch.Tensor):
@@ -192,7 +212,9 @@ def _example(tree: Any) -> Any:
 
 
 def _draws_random_numbers(compilation: Compilation) -> bool:
-    return any(Tags.RANDOM in b.sym.tags for b in compilation.traced.bsyms for b in b.walk())
+    # a random op that returned its input (dropout in eval mode) draws nothing
+    return any(Tags.RANDOM in b.sym.tags and {p.name for p in b.output_proxies()} - {p.name for p in b.input_proxies()}
+               for b in compilation.traced.bsyms for b in b.walk())
 
 
 def _region_executors(compilation: Compilation) -> set[str]:
@@ -284,33 +306,53 @@ class UpgradeJob:
         remembered = _verdict_store().get(key)
         if remembered is not None and remembered["winner"] == "torch":
             return self.upgrade.finish("kept the torch plan", f"remembered: {remembered['reason']}")
-        start = time.perf_counter()
-        with torch.set_grad_enabled(self.grad_enabled):
-            fused = compile_traced(self.base.traced, self.base.bindings, self.layout, executors=self.executors)
-        seconds = time.perf_counter() - start
-        if compiling_stopped():
-            return self.upgrade.finish("cancelled", "the interpreter is exiting")
-        fusers = _region_executors(fused)
-        if not fusers:
-            # the same calls on the same executors as the first plan, with the fusion executors'
-            # reasons recorded: installed so that last_traces and explain show why
+        offers = fusion_offers(self.executors)
+        if remembered is not None:
+            # the offer that won before is the only one planned (its regions come from inductor's caches)
+            offers = [o for o in offers if o[0] == remembered.get("offer")] or offers[:1]
+        tried: list[str] = []
+        fused = None
+        seconds = 0.0
+        for label, executors in offers:
+            start = time.perf_counter()
+            with torch.set_grad_enabled(self.grad_enabled):
+                fused = compile_traced(self.base.traced, self.base.bindings, self.layout, executors=executors)
+            seconds += time.perf_counter() - start
+            if compiling_stopped():
+                return self.upgrade.finish("cancelled", "the interpreter is exiting")
+            named = f"{label}: " if len(offers) > 1 else ""
+            fusers = _region_executors(fused)
+            if not fusers:
+                tried.append(f"{named}no fusion region was kept")
+                continue
+            verdict = self._verdict(fused, fusers, remembered)
+            tried.append(named + verdict.reason)
+            self.upgrade.verdict = Verdict(verdict.keep, verdict.torch_s, verdict.fused_s, "; ".join(tried))
+            if verdict.keep != "fused":
+                continue
+            if remembered is None and verdict.torch_s is not None:
+                _verdict_store().put(key, {"winner": "fused", "offer": label, "torch_s": verdict.torch_s,
+                                           "fused_s": verdict.fused_s, "reason": "; ".join(tried)})
+            if not self.install(fused, seconds):
+                return self.upgrade.finish("evicted", "the entry left the cache, or was replanned, before the upgrade")
+            return self.upgrade.finish("upgraded", "; ".join(tried))
+        if self.upgrade.verdict is None:
+            # no offer kept a region: the same calls on the same executors as the first plan, with
+            # the fusion executors' reasons recorded, installed so that last_traces and explain show why
             self.install(fused, seconds)
             return self.upgrade.finish("nothing to fuse", "no fusion region was kept (squall explain says why for each)")
+        if remembered is None:  # every offer with regions was judged, and lost or computed other results
+            _verdict_store().put(key, {"winner": "torch", "torch_s": self.upgrade.verdict.torch_s,
+                                       "fused_s": self.upgrade.verdict.fused_s, "reason": "; ".join(tried)})
+        self.upgrade.finish("kept the torch plan", "; ".join(tried))
+
+    def _verdict(self, fused: Compilation, fusers: set[str], remembered: dict | None) -> Verdict:
+        """The judgement of one offer's fused plan: remembered, timed in context, or not judged."""
         if remembered is not None:
-            verdict = Verdict("fused", remembered.get("torch_s"), remembered.get("fused_s"), f"remembered: {remembered['reason']}")
-        elif any(ex.name in fusers and getattr(ex, "judge_in_context", True) for ex in self.executors):
-            verdict = self._judge(fused)
-            if verdict.torch_s is not None or verdict.keep == "torch":
-                _verdict_store().put(key, {"winner": verdict.keep, "torch_s": verdict.torch_s,
-                                           "fused_s": verdict.fused_s, "reason": verdict.reason})
-        else:
-            verdict = Verdict("fused", None, None, f"not judged in context: {', '.join(sorted(fusers))} asked not to be")
-        self.upgrade.verdict = verdict
-        if verdict.keep != "fused":
-            return self.upgrade.finish("kept the torch plan", verdict.reason)
-        if not self.install(fused, seconds):
-            return self.upgrade.finish("evicted", "the entry left the cache, or was replanned, before the upgrade")
-        self.upgrade.finish("upgraded", verdict.reason)
+            return Verdict("fused", remembered.get("torch_s"), remembered.get("fused_s"), f"remembered: {remembered['reason']}")
+        if any(ex.name in fusers and getattr(ex, "judge_in_context", True) for ex in self.executors):
+            return self._judge(fused)
+        return Verdict("fused", None, None, f"not judged in context: {', '.join(sorted(fusers))} asked not to be")
 
     def _judge(self, fused: Compilation) -> Verdict:
         params, args, kwargs = self.call_specs

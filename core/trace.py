@@ -14,11 +14,25 @@ from typing import Any
 import torch
 from torch.utils._pytree import MappingKey, SequenceKey, is_structseq_instance, tree_flatten, tree_flatten_with_path, tree_unflatten
 
-from .proxies import NumberProxy, TensorProxy, type_string
+from .proxies import NumberProxy, TensorProxy, size_leaf, type_string
 from .symbolic import SymInt, source
 from .symbol import DEL, BoundSymbol, Tags
 
-__all__ = ["Trace", "ValuePrinter", "plain_scalar"]
+__all__ = ["Trace", "ValuePrinter", "plain_scalar", "Itself"]
+
+
+class Itself:
+    """A container in a program's output or side effects that is the caller's own object (a
+    dict the program closes over and writes into): the generated code gives that very object,
+    never a container rebuilt from its items, as eager gives it."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __repr__(self) -> str:
+        return f"Itself({type(self.obj).__name__} at {id(self.obj):#x})"
 
 
 # Scalars whose `repr` is the builtin's own: a literal of one of these types is safe source.
@@ -120,7 +134,10 @@ class ValuePrinter:
         if t is slice:
             return f"slice({self(x.start)}, {self(x.stop)}, {self(x.step)})"
         # a torch.return_types result (values, indices) unpacks like the tuple it is
-        if t is tuple or t is torch.Size or is_structseq_instance(x):
+        if t is torch.Size:  # stays a torch.Size: `x.new(size)` reads a tuple as values
+            self.globals["torch"] = torch
+            return f"torch.Size([{', '.join(self(v) for v in x)}])"
+        if t is tuple or is_structseq_instance(x):
             inner = ", ".join(self(v) for v in x)
             return f"({inner},)" if len(x) == 1 else f"({inner})"
         if t is list:
@@ -145,6 +162,8 @@ class ValuePrinter:
             return f"({inner},)" if len(x) == 1 else f"({inner})"
         if t is dict:
             return "{" + ", ".join(f"{self.exact(k)}: {self.exact(v)}" for k, v in x.items()) + "}"
+        if t is Itself:
+            return self.name_for(x.obj, f"_k_{type(x.obj).__name__}")
         return self.name_for(x, f"_k_{t.__name__}")
 
     def assignment(self, output: Any) -> tuple[str, list[str]]:
@@ -183,7 +202,7 @@ class ValuePrinter:
         pytree leaves rebuilt by its spec (named tuples, ModelOutputs, objects squall rebuilds)."""
         if _literal_output(output):
             return self.exact(output)
-        leaves, spec = tree_flatten(output)
+        leaves, spec = tree_flatten(output, is_leaf=size_leaf)
         return f"{self.name_for(tree_unflatten, 'tree_unflatten')}({self.exact(leaves)}, {self.name_for(spec, 'output_spec')})"
 
     def call(self, callee: str, bsym: BoundSymbol) -> str:
@@ -202,7 +221,7 @@ def _literal_output(x: Any) -> bool:
     # Plain containers print as literals; anything else is rebuilt from its pytree spec. Every
     # non-tensor value is the very object eager would return (ValuePrinter.exact), so an Enum
     # stays an Enum and a float subclass its subclass.
-    if isinstance(x, (TensorProxy, NumberProxy)) or x is None or type(x) in _PLAIN_SCALARS:
+    if isinstance(x, (TensorProxy, NumberProxy)) or x is None or type(x) in _PLAIN_SCALARS or size_leaf(x):
         return True
     if type(x) in (tuple, list):
         return all(_literal_output(v) for v in x)

@@ -16,17 +16,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_map
 
 from . import ltorch, numbers
 from .ltorch.base import DataDependentError, TorchLanguage, TracingMode
 from .outputs import capture_output
 from .prims import copy_
-from .proxies import NumberProxy, TensorProxy, tracing
+from .proxies import NumberProxy, TensorProxy, size_leaf, tracing
 from .speculation import Speculation
 from .state_guards import StateRecorder
 from .symbolic import ShapeEnv
 from .trace import Trace
 from .type_checks import isinstance_traced
+from .random_state import random_state_kept
 from .unbound_methods import unbound_methods_traced
 from .views import ViewTracker
 
@@ -245,7 +247,7 @@ def trace_program(
     (`squall.symbolic`): each one of 2 or more becomes a size symbol, read from the input at
     every call; sizes 0 and 1 stay concrete.
     """
-    language = TorchLanguage(_torch_table())
+    language = TorchLanguage(_torch_table(), ltorch.collectives.WRAPPED_RESULTS)
     ctx = TracingContext(language.dispatch)
     taken: set[str] = set()
     paths: list[tuple] = []
@@ -323,13 +325,27 @@ def trace_program(
         target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
         with TracingMode(language), unbound_methods_traced(), isinstance_traced():
             # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.wrappers)
-            result = ctx.state.finish(target(*p_args, **p_kwargs))
+            try:
+                with random_state_kept(ctx.state.code_objects):
+                    result = target(*p_args, **p_kwargs)
+                result = ctx.state.finish(result)
+            except TypeError as error:
+                untraced = ltorch.collectives.untraced_c10d_error(error)
+                if untraced is None:
+                    raise
+                raise untraced from error
+            language.read_through_wrapped(ctx, result)  # a collective's result returned unread: its wait
             result = capture_output(result, ctx.constant, ctx.state.existing)
             if ctx.views.stale:
                 ctx.views.refresh(result, "the function's output")  # a view of a tensor changed since it was taken
                 ctx.views.refresh((ctx.inputs, list(ctx._constant_proxies.values())), "a tensor passed in (eager would modify it)")
             for original, handle in ctx.mutated_inputs.values():
                 copy_(original, handle)
+            # an output that is a tensor passed in and written in place is that tensor, as in eager
+            # (`x.mul_(2); return x`); where gradients flow the autograd runner returns new tensors
+            itself = {id(handle): original for original, handle in ctx.mutated_inputs.values() if not handle.requires_grad}
+            if itself:
+                result = tree_map(lambda x: itself.get(id(x), x) if type(x) is TensorProxy else x, result, is_leaf=size_leaf)
     ctx.speculation = None  # the trace keeps its context: it must not keep this call's tensors
     bindings = [InputBinding(p, path) for p, path in zip(ctx.inputs, paths)]
     traced = module if module is not None else fn

@@ -16,8 +16,10 @@ memory as a tensor's, so a proxy that claims to be a torch.Tensor crashes the pr
 (`torch.where(mask, x, 0.0)` tries a Scalar overload with the proxy). C code calls
 PyObject_IsInstance directly, never the built-in name, so it sees proxies as they are.
 
-Not covered: `type(x) is torch.Tensor` and `issubclass(type(x), ...)` (`type()` cannot be
-changed), and code that saved the built-in `isinstance` under another name before tracing.
+`type(x)` in the program's own code (a function squall runs as a recording copy) answers
+torch.Tensor too (squall.state_views.traced_type). Not covered: `type(x)` in code squall does
+not run as such a copy (torch's own), and code that saved the built-in `isinstance` under
+another name before tracing.
 """
 from __future__ import annotations
 

@@ -9,7 +9,9 @@ so `torch.Tensor.cfloat(proxy)` was a TypeError ("descriptor 'cfloat' for
 it gives the very bound method it gave before; called unbound with a proxy first, it is
 the proxy's own method (`torch.Tensor.f(proxy, ...)` is `proxy.f(...)`, as for a tensor);
 any other call goes to the method itself. Leaving the outermost block takes them away, and
-torch.Tensor's methods and operator slots are torch's own again.
+torch.Tensor's methods and operator slots are torch's own again. The C type slots
+(`__getitem__`, `__setitem__`, `__delitem__`) get no stand-in on the class: CPython cannot
+undo one there, so `torch.Tensor.__getitem__(proxy, i)` written out is torch's TypeError.
 
 A method object taken from torch.Tensor before tracing began (`radd = torch.Tensor.__radd__`
 at import, as op_db's OpInfos hold them) is torch's own descriptor, which no stand-in on the
@@ -88,14 +90,25 @@ def stand_in_for(value: Any) -> Any:
     return _stand_in_of.get(id(value), value)
 
 
+def _installable(stand_in: UnboundMethod) -> bool:
+    # Setting and then deleting a name that a C type slot implements (`__getitem__`, a slot
+    # wrapper) does not restore the slot: CPython leaves torch.Tensor's sq_item filled, and
+    # eager `torch.tensor([a, a])` then takes a 1-element tensor for a sequence ("len() of a
+    # 0-d tensor"). Those stay torch's own; a method object taken before tracing still gets
+    # its stand-in through `stand_in_for`.
+    return type(stand_in.__squall_method__) is not types.WrapperDescriptorType
+
+
 def _install_stand_ins() -> None:
     for name, stand_in in _built_stand_ins().items():
-        setattr(torch.Tensor, name, stand_in)
+        if _installable(stand_in):
+            setattr(torch.Tensor, name, stand_in)
 
 
 def _remove_stand_ins() -> None:
-    for name in _stand_ins:
-        delattr(torch.Tensor, name)
+    for name, stand_in in _stand_ins.items():
+        if _installable(stand_in):
+            delattr(torch.Tensor, name)
 
 
 # torch.Tensor's C methods take proxies within `with unbound_methods_traced():`

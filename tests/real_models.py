@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch.testing import assert_close
 
-__all__ = ["import_torchvision", "TIMM_MODELS", "SMALL_IMAGE_CNN", "TORCHVISION_MODELS", "TRANSFORMERS_MODELS", "RealModel", "assert_same_output"]
+__all__ = ["import_torchvision", "TIMM_MODELS", "SMALL_IMAGE_CNN", "TORCHVISION_MODELS", "TRANSFORMERS_MODELS", "SEGFORMER", "RealModel", "assert_same_output"]
 
 _torchvision_ops: torch.library.Library | None = None
 
@@ -161,6 +161,8 @@ TRANSFORMERS_MODELS = [
         _built("CLIPConfig", "CLIPModel", **_CLIP),
         lambda: {"input_ids": torch.randint(3, V, (2, 8)), "attention_mask": _padded(2, 8), "pixel_values": torch.randn(2, 3, 32, 32)},
     ),
+    # its GeLU is a torch.autograd.Function (traced as ops here; run whole, with its backward, under gradients)
+    RealModel("bloom", _built("BloomConfig", "BloomForCausalLM", vocab_size=V, hidden_size=32, n_layer=2, n_head=4), _ids(2, 8)),
     RealModel(
         "clip_vision",
         _built("CLIPVisionConfig", "CLIPVisionModel", **_CLIP["vision_config"]),
@@ -168,6 +170,18 @@ TRANSFORMERS_MODELS = [
     ),
 ]
 
+
+# transformers installs forward hooks on its submodules to collect the hidden states its decode
+# head reads: squall runs a module with inner hooks split (its forward eagerly, each submodule compiled)
+SEGFORMER = RealModel(
+    "segformer",
+    _built(
+        "SegformerConfig", "SegformerForSemanticSegmentation", num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1],
+        hidden_sizes=[8, 16], patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2],
+        decoder_hidden_size=16, num_labels=3,
+    ),  # fmt: skip
+    lambda: {"pixel_values": torch.randn(2, 3, 32, 32)},
+)
 
 _ATOMS = (type(None), bool, int, float, str, torch.dtype, torch.device, type)
 

@@ -204,3 +204,20 @@ def test_objects_without_tensors_are_returned_as_they_are():
     marker = object()
     out = squall.jit(lambda x: (x + 1, marker))(torch.randn(2))
     assert out[1] is marker
+
+
+def test_a_torch_size_comes_back_as_a_torch_size():
+    x = torch.randn(2, 3)
+    for fn in (lambda x: x.shape, lambda x: (x.size(), x + 1), lambda x: {"shape": x.shape, "y": x * 2}):
+        out, expected = squall.jit(fn)(x), fn(x)
+        flat = [out] if isinstance(out, torch.Size) else list(out.values() if isinstance(out, dict) else out)
+        sizes = [v for v in flat if isinstance(v, tuple)]
+        assert sizes and all(type(v) is torch.Size for v in sizes), out
+        assert str(out) == str(expected)
+
+
+def test_new_with_a_torch_size_makes_a_tensor_of_that_shape():
+    x = torch.randn(2, 3)
+    for fn in (lambda x: x.new(x.shape), lambda x: x.new(torch.Size([4, 5])).fill_(1.0) + 0):
+        out = squall.jit(fn)(x)
+        assert out.shape == fn(x).shape

@@ -1,10 +1,14 @@
 """The planner: ranks, checkers, decomposition, faults, and fusion regions."""
 from __future__ import annotations
 
+import random
+from types import SimpleNamespace
+
 import torch
 
 import squall
 from squall.torch_executor import PRIM_IMPLS, make_executor
+from squall.fusion import form_regions
 from squall.extend import Availability, Declined, FusionExecutor, OperatorExecutor
 from squall.proxies import TensorProxy
 from opinfos import prims_only_executor
@@ -145,6 +149,62 @@ def test_fusion_regions_merge_along_data_flow_and_compile_once():
     assert executed.count("pyfuse_region") == 2 and "torch_sin" in executed
     # the two regions differ (the second adds 1.0): two compilations
     assert len(fuser.compiled_sources) == 2
+
+
+def test_a_dropout_in_eval_mode_splits_no_region():
+    fuser = PyFuser()
+
+    def program(x):
+        a = torch.exp(x) * 2.0
+        a = torch.nn.functional.dropout(a, p=0.5, training=False)  # returns its input, unclaimed
+        return (a + 1.0) * 2.0
+
+    fn = squall.jit(program, executors=[fuser, make_executor()])
+    x = torch.randn(8)
+    torch.testing.assert_close(fn(x), program(x))
+    plan = squall.last_traces(fn).plan
+    assert [r.ops for r in plan.regions] == [["torch.exp", "torch.mul", "torch.add", "torch.mul"]]
+
+
+def test_regions_joined_across_unfused_calls_form_no_cycle():
+    # e joins d's region (no data flow between them); h may then not join a's region, which
+    # reaches it through sin(a) -> d's region -> sin(e): joined, the two regions formed a cycle
+    fuser = PyFuser()
+
+    def program(x, y):
+        a = torch.exp(x)
+        d = torch.exp(torch.sin(a))
+        e = torch.exp(y)
+        h = torch.exp(torch.sin(e))
+        return d, h
+
+    fn = squall.jit(program, executors=[fuser, make_executor()])
+    x, y = torch.randn(4), torch.randn(4)
+    torch.testing.assert_close(fn(x, y), program(x, y))
+    plan = squall.last_traces(fn).plan
+    assert not plan.errors
+    assert [r.ops for r in plan.regions] == [["torch.exp"], ["torch.exp", "torch.exp"], ["torch.exp"]]
+
+
+def test_region_formation_never_forms_a_cycle_on_random_programs():
+    rng = random.Random(0)
+    for _ in range(300):
+        n = rng.randint(2, 30)
+        calls = []
+        for i in range(n):
+            inputs = [SimpleNamespace(name=f"v{j}") for j in rng.sample(range(i), k=min(i, rng.randint(0, 3)))]
+            calls.append(SimpleNamespace(
+                input_proxies=lambda inputs=inputs: inputs,
+                output_proxies=lambda i=i: [SimpleNamespace(name=f"v{i}")],
+                sym=SimpleNamespace(tags=frozenset()),
+                claimed=rng.random() < 0.7,
+            ))
+        groups, order = form_regions(calls, lambda b: b.claimed)  # asserts when the units form a cycle
+        position = {i: k for k, unit in enumerate(order) for i in unit}
+        for i, b in enumerate(calls):  # every call's producers run in an earlier unit, or its own
+            for p in b.input_proxies():
+                j = int(p.name[1:])
+                assert position[j] < position[i] or position[j] == position[i]
 
 
 def test_identical_regions_compile_once():

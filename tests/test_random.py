@@ -87,3 +87,22 @@ def test_uniform_philox_depends_only_on_seed_and_offset():
     assert torch.equal(a, b)
     assert not torch.equal(a, c) and not torch.equal(a[:10], d[:10])
     assert 0 <= a.min() and a.max() < 1 and -2 <= d.min() and d.max() < 2
+
+
+def test_dropout_in_training_with_gradients_draws_eagers_mask():
+    def f(x):
+        return torch.nn.functional.dropout(x, 0.3, training=True).sum(), torch.nn.functional.dropout(x * 2, 0.5, training=True)
+
+    x = torch.randn(6, 5, requires_grad=True)
+    j = squall.jit(f)
+    results = []
+    for run in (j, f):
+        torch.manual_seed(3)
+        out = run(x)
+        (out[0] + out[1].sum()).backward()
+        results.append((out, x.grad.clone()))
+        x.grad = None
+    (out, grad), (expected, expected_grad) = results
+    assert torch.equal(out[1], expected[1])
+    torch.testing.assert_close(out[0], expected[0])
+    assert torch.equal(grad, expected_grad)

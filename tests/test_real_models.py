@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import squall
-from real_models import SMALL_IMAGE_CNN, TIMM_MODELS, TORCHVISION_MODELS, TRANSFORMERS_MODELS, RealModel, assert_same_output, import_torchvision
+from real_models import SEGFORMER, SMALL_IMAGE_CNN, TIMM_MODELS, TORCHVISION_MODELS, TRANSFORMERS_MODELS, RealModel, assert_same_output, import_torchvision
 from squall.speculation import guards_of
 
 import_torchvision()
@@ -49,7 +49,7 @@ def test_real_model_matches_eager(model: RealModel):
         assert first is not second, "every call returns a new output object, as eager does"
 
 
-_WITH_GRADIENTS = [m for m in TIMM_MODELS + TRANSFORMERS_MODELS if m.name in ("timm/test_resnet", "timm/test_vit", "gpt2", "llama", "mixtral")]
+_WITH_GRADIENTS = [m for m in TIMM_MODELS + TRANSFORMERS_MODELS if m.name in ("timm/test_resnet", "timm/test_vit", "gpt2", "llama", "mixtral", "bloom")]
 # issue 26: ending on a 1x1 map, 41 of its 134 parameter gradients were twice eager's
 _WITH_GRADIENTS.append(SMALL_IMAGE_CNN)
 
@@ -71,6 +71,19 @@ def test_real_model_gradients_match_eager(model: RealModel):
             assert a is None or not a.any()
         else:
             torch.testing.assert_close(a, e, atol=1e-4, rtol=1e-3)
+
+
+def test_segformer_matches_eager_with_its_output_hooks_run_eagerly():
+    torch.manual_seed(0)
+    module, inputs = SEGFORMER.build(), SEGFORMER.inputs()
+    with torch.no_grad():
+        expected = module(**inputs)
+        jitted = squall.jit(module)
+        with pytest.warns(squall.SquallWarning, match="runs eagerly"):
+            first = jitted(**inputs)
+        second, third = jitted(**inputs), jitted(**inputs)
+    for out in (first, second, third):
+        assert_same_output(out, expected, atol=SEGFORMER.tolerance, rtol=SEGFORMER.tolerance)
 
 
 _PADDED = [m for m in TRANSFORMERS_MODELS if m.name.endswith("/padded")]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+import collections
 import numbers
 import warnings
 
@@ -102,7 +103,7 @@ def test_torch_still_sees_a_proxy_as_what_it_is():
     seen = []
 
     def program(x):
-        seen.append((type(x), isinstance(x, TensorProxy)))
+        seen.append((builtins.type(x), isinstance(x, TensorProxy)))  # (the program's own `type(x)` is torch.Tensor)
         return torch.where(x > 0, x, 0.0) + torch.pow(x.abs(), 2.0)
 
     _calls_match(program, [(torch.randn(5),)])
@@ -112,12 +113,15 @@ def test_torch_still_sees_a_proxy_as_what_it_is():
 def test_the_builtin_isinstance_is_back_after_tracing_even_after_an_error():
     original = builtins.isinstance
 
+    patched = collections.deque()  # (a list would be the program's side effect, replayed: not written while traced)
+
     def failing(x):
-        assert isinstance(x, torch.Tensor) and builtins.isinstance is not original
+        patched.append(isinstance(x, torch.Tensor) and builtins.isinstance is not original)
         raise ValueError("the program's own error")
 
     with pytest.raises(ValueError, match="the program's own error"):
-        squall.jit(failing)(torch.randn(2))
+        squall.jit(failing)(torch.randn(2))  # traced, then run eagerly, which raises it
+    assert list(patched) == [True, False]
     assert builtins.isinstance is original
     squall.jit(lambda x: x + 1)(torch.randn(2))
     assert builtins.isinstance is original

@@ -19,7 +19,7 @@ from .. import ltorch, prims
 from ..ltorch import torchsymbol
 from ..ltorch.windows import avg_window_counts
 from ..proxies import TensorProxy
-from ..symbol import Symbol
+from ..symbol import Symbol, Tags
 
 aten = torch.ops.aten
 
@@ -650,6 +650,24 @@ def flash_attention_for_cpu_backward(grad_out, query, key, value, out, logsumexp
     return _to(gq, query.dtype), _to(gk, key.dtype), _to(gv, value.dtype)
 
 
+@torchsymbol(aten.native_dropout.default, id="aten.native_dropout", tags=(Tags.RANDOM,))
+def native_dropout(input, p, train):
+    """Dropout's training kernel (0 < p < 1): the output and the boolean mask it kept. Its draw is
+    eager's: a bernoulli(1 - p) in input's dtype, as both aten.native_dropout and eager's CPU
+    dropout draw it."""
+    p1m = 1.0 - p
+    u = prims.uniform(tuple(input.shape), 0.0, 1.0, device=input.device, dtype=_compute_dtype(input.dtype))
+    mask = prims.lt(_to(u, input.dtype), p1m)
+    out = prims.mul(prims.mul(input, prims.convert_element_type(mask, input.dtype)), 1.0 / p1m)
+    return out, mask
+
+
+@torchsymbol(aten.native_dropout_backward.default, id="aten.native_dropout_backward")
+def native_dropout_backward(grad_output, mask, scale):
+    """The gradient through dropout: the kept elements of `grad_output`, scaled."""
+    return prims.mul(prims.mul(grad_output, prims.convert_element_type(mask, grad_output.dtype)), float(scale))
+
+
 def has_kernel(sym: Symbol, device: torch.device) -> bool:
     """Whether PyTorch has `sym`'s aten kernel for `device` (some exist only for CUDA)."""
     keys = ("CompositeExplicitAutograd", "CompositeImplicitAutograd", {"cpu": "CPU", "cuda": "CUDA"}.get(device.type))
@@ -665,6 +683,7 @@ KERNELS: tuple[Symbol, ...] = (
     flash_attention_for_cpu, flash_attention_for_cpu_backward, convolution_backward,
     max_pool2d_with_indices, max_pool2d_with_indices_backward, avg_pool2d_backward, adaptive_avg_pool2d_backward,
     batch_norm_functional, batch_norm_no_stats, native_batch_norm_backward, native_group_norm, native_group_norm_backward,
+    native_dropout, native_dropout_backward,
 )  # fmt: skip
 
 

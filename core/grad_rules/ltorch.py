@@ -659,6 +659,31 @@ def _group_norm(call: GradCall) -> tuple:
     return gi, None, gw, gb, None
 
 
+# --- dropout --------------------------------------------------------------------------------
+
+
+def _drops(p, train) -> bool:
+    return bool(train) and 0 < p < 1
+
+
+def _dropout_forward(input, p, train):
+    # aten's training kernel, which draws eager's mask (differentiating the decomposition
+    # would draw the same numbers only where no executor reorders the draw)
+    if not _drops(p, train):
+        return ltorch.dropout(input, p, train), ()
+    out, mask = k.native_dropout(input, float(p), True)
+    return out, (mask,)
+
+
+def _dropout(call: GradCall) -> tuple:
+    # (a call that returns its input, not training or p == 0, never reaches a rule)
+    input, p, train = call.args
+    if not _drops(p, train):
+        return (prims.mul(call.g, 0.0),)  # p == 1
+    (mask,) = call.residuals
+    return (k.native_dropout_backward(call.g, mask, 1.0 / (1.0 - p)),)
+
+
 # --- the table ------------------------------------------------------------------------------
 
 # ltorch op id -> (backward, forward or None)
@@ -699,6 +724,7 @@ _RULES: dict[str, tuple[Callable, Callable | None]] = {
     "torch.nn.functional.adaptive_avg_pool2d": (_adaptive_avg_pool2d, None),
     "torch.nn.functional.batch_norm": (_batch_norm, _batch_norm_forward),
     "torch.nn.functional.group_norm": (_group_norm, _group_norm_forward),
+    "torch.nn.functional.dropout": (_dropout, _dropout_forward),
 }
 
 

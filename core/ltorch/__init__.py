@@ -93,4 +93,4 @@ def names_to_symbols() -> dict[str, Symbol]:
 
 def language() -> TorchLanguage:
     """A dispatcher over the whole torch language."""
-    return TorchLanguage(torch_table())
+    return TorchLanguage(torch_table(), collectives.WRAPPED_RESULTS)

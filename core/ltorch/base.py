@@ -126,8 +126,12 @@ def _tensor_attribute(func: Callable) -> tuple[str, bool] | None:
 class TorchLanguage:
     """Routes torch calls made while tracing to ltorch ops, or to opaque torch ops."""
 
-    def __init__(self, table: dict[Callable, Callable]):
+    def __init__(self, table: dict[Callable, Callable], wrapped_results: Any = None):
+        """`wrapped_results`: how to read the results torch wraps in a tensor subclass from
+        Python, where no torch call shows it (`collectives.WrappedResults`: PyTorch 2.10's
+        AsyncCollectiveTensor), or None where this torch wraps none."""
         self.table = table
+        self.wrapped_results = wrapped_results
         self._opaque_symbols: dict[Callable, Symbol] = {}
         self.warned: set[str] = set()
 
@@ -135,6 +139,10 @@ class TorchLanguage:
         # torch looks a method up on torch.Tensor when it calls __torch_function__: while tracing
         # that is squall's stand-in (squall.unbound_methods), which names torch's own method
         func = getattr(func, "__squall_method__", func)
+        if self.wrapped_results is not None:
+            layout = self.wrapped_results.layout(func, args)
+            if layout is not None:
+                return layout
         op = self.table.get(func)
         # a list the program reached through its state (a recording copy, squall.state_views) is
         # read here as the plain list it holds now, so the scan below finds the tensors in it
@@ -143,6 +151,8 @@ class TorchLanguage:
         if kwargs:
             has_proxy, has_tensor = _scan(kwargs.values(), has_proxy, has_tensor)
         ctx = current_context()
+        if has_tensor and self.wrapped_results is not None:
+            has_proxy = self.read_through_wrapped(ctx, (args, kwargs.values())) or has_proxy
         if ctx.number_roots and not numbers.takes_numbers(op) and (numbers.has_numbers(args) or numbers.has_numbers(kwargs.values())):
             # an op that cannot take a run-time number gets its value in this call, guarded
             args, kwargs = numbers.specialised(ctx, args, kwargs)
@@ -193,6 +203,22 @@ class TorchLanguage:
             # A torch call on constants only (a property of a captured tensor, torch.finfo, ...)
             return func(*args, **kwargs)
         return self.opaque(func, args, kwargs)
+
+    def read_through_wrapped(self, ctx: Any, values: Any) -> bool:
+        """Let each wrapped result in `values` stand for its proxy from its first use on (as a
+        module's parameter stands for its input proxy); whether there was one."""
+        found = False
+        if self.wrapped_results is None:
+            return found
+        for x in tree_flatten(values)[0]:
+            if type(x) is self.wrapped_results.wrapper:
+                if id(x) not in ctx.substitutes:
+                    proxy = self.wrapped_results.wait(x)
+                    if proxy is None:
+                        continue
+                    ctx.substitute(x, proxy)
+                found = True
+        return found
 
     def opaque(self, func: Callable, args: tuple, kwargs: dict) -> Any:
         name = qualified_name(func)

@@ -31,7 +31,11 @@ backward trace shows its communication as the forward does.
 """
 from __future__ import annotations
 
+import inspect
 import warnings
+import weakref
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -67,7 +71,8 @@ def _check_group_size(name: str, group_size) -> None:
 
 
 def _contiguous_like(a: TensorProxy, shape=None) -> TensorProxy:
-    return TensorProxy(like=a, shape=a.shape if shape is None else shape)
+    out = TensorProxy(like=a, shape=a.shape if shape is None else shape)
+    return WRAPPED_RESULTS.note(out) if WRAPPED_RESULTS is not None else out
 
 
 _AVAILABLE = torch.distributed.is_available()
@@ -76,20 +81,45 @@ if _AVAILABLE:
     import torch.distributed._functional_collectives as funcol  # defines _wrap_tensor_autograd, registers the autograd
 
 
-def _torch_callable(owner: str, name: str):
-    """`owner.name` (a `_c10d_functional` operator or overload, a c10d function); where this
-    PyTorch has no torch.distributed, a stand-in that says so if it is ever called."""
+def _find(owner: str, name: str) -> Callable | None:
+    """`owner.name` (owner "ops": torch.ops._c10d_functional; "c10d": torch.distributed) where
+    this PyTorch has it, else None."""
+    found = torch.ops._c10d_functional if owner == "ops" else dist
+    for part in name.split("."):
+        found = getattr(found, part, None)
+        if found is None:
+            return None
+    return found
+
+
+def _torch_callable(owner: str, *names: str) -> Callable:
+    """The first of `owner.name` for `names` that this PyTorch has (a `_c10d_functional`
+    operator or overload, a c10d function; later PyTorch renamed some, and added others);
+    where it has none, a stand-in that says so if it is ever called (torch never calls it, so
+    the form or op that claims it is never reached)."""
     if _AVAILABLE:
-        found = torch.ops._c10d_functional if owner == "ops" else dist
-        for part in name.split("."):
-            found = getattr(found, part)
-        return found
+        for name in names:
+            found = _find(owner, name)
+            if found is not None:
+                return found
+        missing = f"{' or '.join(names)}, which PyTorch {torch.__version__} does not have"
+    else:
+        missing = "torch.distributed, which this PyTorch build does not have"
 
     def unavailable(*args, **kwargs):
-        raise RuntimeError(f"squall: {name} needs torch.distributed, which this PyTorch build does not have")
+        raise RuntimeError(f"squall: {names[0]} needs {missing}")
 
-    unavailable.__name__ = unavailable.__qualname__ = f"unavailable_{name.replace('.', '_')}"
+    unavailable.__name__ = unavailable.__qualname__ = f"unavailable_{names[0].replace('.', '_')}"
     return unavailable
+
+
+def hands_calls_to_tracing(fn: Callable) -> bool:
+    """Whether a torch.distributed function passes a call on a traced tensor to
+    `__torch_function__` (squall's tracing mode), which is how squall sees a c10d collective.
+    PyTorch 2.10's c10d does this for all_reduce, all_gather, all_gather_into_tensor,
+    reduce_scatter_tensor and all_to_all_single only; 2.13 for every one squall has a form for."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    return code is not None and "handle_torch_function" in code.co_names
 
 
 def _op(name: str):
@@ -145,8 +175,61 @@ def wait_tensor(tensor):
     return TensorProxy(like=tensor)
 
 
-# eager wraps a collective's result to wait at its first use; the trace waits there
+# eager wraps a collective's result to wait at its first use; the trace waits there. PyTorch
+# 2.10 has no _wrap_tensor_autograd: it wraps the result in Python (AsyncCollectiveTensor), which
+# squall reads through with a wait where the program first uses it (WrappedResults)
 wrap_tensor_autograd = TorchForm(wait_tensor, _torch_callable("ops", "_wrap_tensor_autograd.default"), signature=wait_tensor.meta)
+
+
+class WrappedResults:
+    """How squall reads a functional collective's result that PyTorch wraps in Python.
+
+    PyTorch 2.10 has no `_c10d_functional._wrap_tensor_autograd`: funcol wraps each result in
+    an `AsyncCollectiveTensor` built in Python, which no torch call shows. Its constructor reads
+    the result's strides and storage offset, answered here without recording anything (a
+    collective's result is contiguous: its meta function makes it so); where the program first
+    uses the wrapper, it stands for the result's `wait_tensor`, as the form above records it
+    where PyTorch has the op.
+    """
+
+    def __init__(self, wrapper: type):
+        self.wrapper = wrapper
+        # collective results traced, by id (a proxy's == is a traced comparison, not identity)
+        self._results: weakref.WeakValueDictionary[int, TensorProxy] = weakref.WeakValueDictionary()
+
+    def note(self, result: TensorProxy) -> TensorProxy:
+        """Remember `result` as a collective's result; returns it."""
+        self._results[id(result)] = result
+        return result
+
+    def layout(self, func: Callable, args: tuple) -> Any:
+        """The answer to a read of a collective result's layout (None: not such a read)."""
+        name = getattr(func, "__name__", None)
+        if name not in _LAYOUT_READS or not args or self._results.get(id(args[0])) is not args[0]:
+            return None
+        method = getattr(torch.Tensor, name)
+        if getattr(method, "__squall_method__", method) is not func:  # torch's own method, not its stand-in while tracing
+            return None  # a function of that name, not torch.Tensor's method
+        shape = args[0].shape
+        if name == "storage_offset":
+            return 0
+        strides = [1] * len(shape)
+        for i in range(len(shape) - 2, -1, -1):
+            strides[i] = strides[i + 1] * max(shape[i + 1], 1)
+        return tuple(strides) if len(args) == 1 else strides[args[1]]
+
+    def wait(self, wrapped: torch.Tensor) -> TensorProxy | None:
+        """The wait of the result `wrapped` holds (None for a real result captured from outside
+        the compiled program)."""
+        inner = getattr(wrapped, "elem", None)
+        return wait_tensor(inner) if type(inner) is TensorProxy else None
+
+
+_LAYOUT_READS = ("stride", "storage_offset")
+# this PyTorch's wrapping, where it wraps in Python (None where it calls _wrap_tensor_autograd)
+WRAPPED_RESULTS: WrappedResults | None = (
+    WrappedResults(funcol.AsyncCollectiveTensor) if _AVAILABLE and _find("ops", "_wrap_tensor_autograd") is None else None
+)
 
 
 # --- c10d's in-place collectives -------------------------------------------------------------
@@ -216,8 +299,12 @@ def _c10d_broadcast(tensor, src=None, group=None, async_op=False, group_src=None
 # each writes its result into its first argument, as c10d does (the call is bound to c10d's own
 # signature, its defaults applied, before it reaches the function above)
 c10d_all_reduce = TorchForm(_c10d_all_reduce, _torch_callable("c10d", "all_reduce"), writes=0)
-c10d_all_gather_single = TorchForm(_c10d_all_gather_single, _torch_callable("c10d", "all_gather_single"), writes=0)
-c10d_reduce_scatter_single = TorchForm(_c10d_reduce_scatter_single, _torch_callable("c10d", "reduce_scatter_single"), writes=0)
+# PyTorch 2.10 has these as all_gather_into_tensor and reduce_scatter_tensor (later releases
+# keep those names as deprecated aliases that call the new ones)
+c10d_all_gather_single = TorchForm(_c10d_all_gather_single, _torch_callable("c10d", "all_gather_single", "all_gather_into_tensor"), writes=0)
+c10d_reduce_scatter_single = TorchForm(
+    _c10d_reduce_scatter_single, _torch_callable("c10d", "reduce_scatter_single", "reduce_scatter_tensor"), writes=0
+)
 c10d_broadcast = TorchForm(_c10d_broadcast, _torch_callable("c10d", "broadcast"), writes=0)
 
 
@@ -249,3 +336,30 @@ c10d_isend = _refused("isend")
 c10d_irecv = _refused("irecv")
 c10d_all_reduce_coalesced = _refused("all_reduce_coalesced")
 c10d_all_gather_coalesced = _refused("all_gather_coalesced")
+
+# the c10d functions squall traces or refuses that this PyTorch does not hand to tracing: a call
+# of one in a compiled program reaches its process group with squall's proxy
+NOT_HANDED_TO_TRACING: frozenset[str] = frozenset(
+    fn.__name__
+    for n in __all__
+    if _AVAILABLE and n.startswith("c10d_")
+    for fn in globals()[n].torchfns
+    if not fn.__name__.startswith("unavailable_") and not hands_calls_to_tracing(fn)
+)
+
+
+def untraced_c10d_error(error: BaseException) -> NotImplementedError | None:
+    """What to raise for `error` when it came out of a c10d collective that this PyTorch does
+    not hand to tracing (its process group refused squall's proxy, a TypeError); None otherwise."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code if tb is not None else None
+    if code is None or code.co_name not in NOT_HANDED_TO_TRACING or code.co_filename != dist.distributed_c10d.__file__:
+        return None
+    return NotImplementedError(
+        f"squall: torch.distributed.{code.co_name} is not traced on PyTorch {torch.__version__}: this "
+        "release's c10d does not hand the call to tracing (__torch_function__; later releases do), so "
+        "it reached the process group with squall's stand-in tensor. Call it outside the compiled "
+        "function, or use torch.distributed._functional_collectives, which is traced."
+    )

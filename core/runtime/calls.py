@@ -34,7 +34,7 @@ from ..rage import record_compilation
 from ..dynamic_dims import DynamicDims, has_shape_guards, specialised_dims
 from ..speculation import guards_of, specialised_numbers
 from ..split import Split
-from ..state_guards import StateGuards
+from ..state_guards import StateGuards, UnreplayableWrite, raised_by_users_code
 from ..symbol import user_stacklevel
 from ..tracing import argument_names, module_slots
 from ..wrappers import check_plain_parameters, check_wrapping
@@ -79,6 +79,7 @@ class Runtime:
         self._submodules: list[torch.nn.Module] = []
         self._numbers = DynamicNumbers()  # the number arguments read at run time (squall.entry_point)
         self._dims = DynamicDims(dynamic)  # the tensor dimensions traced as symbolic sizes (squall.dynamic_dims)
+        self._eager_keys: dict[Any, str] = {}  # key -> why its calls run eagerly (an unreplayable write)
         self.split: Split | None = None  # the module's eager frame with compiled children, once it splits
         # around calls that write module state (a module's buffers are updated as one step, as in eager)
         self._state_lock = threading.Lock()
@@ -132,6 +133,8 @@ class Runtime:
                 return cached[0]
             if self.module is not None and [(id(d), k) for d, k in module_slots(self.module)[0]] != [(id(d), k) for d, k in self._slots]:
                 return lambda params, *a, **k: self._relayout(a, k)
+            if key in self._eager_keys:
+                return self._eager_runner(self._eager_keys[key])
             call_args = (params, *args) if params is not None else args
             record = self.cache.entries.get(key)
             for i, variant in enumerate(record.set_aside if record is not None else ()):
@@ -148,9 +151,16 @@ class Runtime:
             self.stats.misses += 1
             self._note_changes(args, kwargs)
             executors = self._priority(key)
-            with record_compilation(self, args, kwargs) as rec:  # always on: squall.rage
-                compilation, tiered = self._compile_first_tier(args, kwargs, executors, on_traced=rec.traced)
-                rec.compiled(compilation)
+            try:
+                with record_compilation(self, args, kwargs) as rec:  # always on: squall.rage
+                    compilation, tiered = self._compile_first_tier(args, kwargs, executors, on_traced=rec.traced)
+                    rec.compiled(compilation)
+            except UnreplayableWrite as write:
+                return self._eager_for(key, str(write).removeprefix("squall: "))
+            except Exception as error:  # noqa: BLE001 - only the user's own code raising is answered here
+                if not raised_by_users_code(error):
+                    raise
+                return self._eager_after_error(key, error)
             guarded_numbers = specialised_numbers(compilation)
             if guarded_numbers:  # its dynamic trace needed the number's exact value: keyed by value again
                 self._numbers.specialise(guarded_numbers)
@@ -186,6 +196,43 @@ class Runtime:
                 tiers.default_worker().submit(upgrade)
 
         return first_call_then_upgrade
+
+    def _eager_runner(self, reason: str) -> Callable:
+        """A runner that calls the program eagerly (a module: its forward, each submodule it
+        calls compiled)."""
+        if self.module is not None:
+            return self._split_runner(reason)
+        fn = self.fn
+        return lambda *a, **k: fn(*a, **k)
+
+    def _eager_for(self, key: Any, reason: str) -> Callable:
+        """The program writes Python state squall cannot replay: calls of signature `key` run
+        eagerly from now on, with a warning naming the line."""
+        self._eager_keys[key] = reason
+        warnings.warn(f"squall: {reason}; {self._what()} runs eagerly for these inputs", SquallWarning, stacklevel=user_stacklevel())
+        return self._eager_runner(reason)
+
+    def _eager_after_error(self, key: Any, error: Exception) -> Callable:
+        """The user's code raised while it was traced: this call runs eagerly, so that its
+        effects up to the raise are eager's and the error (if eager raises it too) is eager's.
+        If eager does not raise, squall could not trace what eager runs: calls of signature
+        `key` run eagerly from now on, with a warning."""
+        where = error.__traceback__
+        while where.tb_next is not None:
+            where = where.tb_next
+        reason = f"tracing raised {type(error).__name__}: {error} ({where.tb_frame.f_code.co_filename}:{where.tb_lineno}), where eager does not"
+        eager = self._eager_runner(reason) if self.module is None else (lambda params, *a, **k: self.module.forward(*a, **k))
+
+        def run_eagerly(*args, **kwargs):
+            out = eager(*args, **kwargs)  # an error here is the user's own, raised as eager raises it
+            with self.cache.lock:
+                self._eager_for(key, reason)
+            return out
+
+        return run_eagerly
+
+    def _what(self) -> str:
+        return f"{type(self.module).__name__}'s forward (each submodule it calls compiled)" if self.module is not None else "the function"
 
     def _priority(self, key: Any) -> ExecutorPriority:
         """The priority list entry `key` compiles under: an executor that failed this signature's

@@ -1,4 +1,4 @@
-"""squall-inductor: a squall fusion executor that compiles fusion regions with torch.compile.
+"""squall-inductor: a squall fusion executor that compiles fusion regions with inductor.
 
 Installed, it is found through the `squall` entry-point group and joins the default
 executors ahead of torch; `squall executors` lists it, `squall explain` shows its regions.
@@ -9,7 +9,7 @@ from squall.extend import hookimpl
 
 from squall_inductor.choices import ChoiceStore, default_choices_path
 from squall_inductor.executor import FUSIBLE_PRIMS, MATMUL_PRIMS, InductorExecutor, cpp_compiler
-from squall_inductor.regions import example_inputs, region_function
+from squall_inductor.regions import CompiledRegion, compile_with_inductor, example_inputs, region_function
 
 __all__ = [
     "InductorExecutor",
@@ -19,6 +19,8 @@ __all__ = [
     "default_choices_path",
     "cpp_compiler",
     "region_function",
+    "CompiledRegion",
+    "compile_with_inductor",
     "example_inputs",
     "squall_register_executors",
 ]

@@ -1,19 +1,28 @@
-"""A fusion region as a plain Python function of torch calls, and example inputs for it.
+"""A fusion region as a plain Python function of torch calls, example inputs for it, and
+its compilation by inductor without torch.compile's frontend.
 
 The function is what the torch executor would run for the region's calls, one after
 another (prims through `TORCH_PRIM_IMPLS`, torch-language ops through the torch callable
 they stand for), so inductor sees the high-level ops (softmax, layer_norm, cross_entropy)
 and eager and compiled runs of a region compute the same thing.
+
+`compile_with_inductor` traces that function into an FX graph of ATen calls (make_fx, on
+fake tensors) and hands it to inductor's own entry point (`compile_fx`, the compiler
+torch.compile calls after Dynamo). squall's trace and guards already decided what the
+region computes and when it is valid, so Dynamo's bytecode analysis, frame evaluation and
+guard checks are not needed: calling the result costs a Python call into inductor's
+wrapper, not a Dynamo frame (bench/region_call.py measures both).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 
 import torch
 
 from squall.extend import TORCH_PRIM_IMPLS, BoundSymbol, FusionRegion, TensorProxy, ValuePrinter, example_tensor, load_source
 
-__all__ = ["torch_callable", "region_function", "example_inputs"]
+__all__ = ["torch_callable", "region_function", "example_inputs", "compile_with_inductor", "CompiledRegion"]
 
 
 def torch_callable(bsym: BoundSymbol) -> Callable:
@@ -43,3 +52,72 @@ def region_function(region: FusionRegion) -> tuple[Callable, str]:
 def example_inputs(proxies: list[TensorProxy]) -> list[torch.Tensor]:
     """Real tensors with the proxies' metadata, drawn without touching the user's random stream."""
     return [example_tensor(p.shape, p.dtype, p.device) for p in proxies]
+
+
+def compile_with_inductor(fn: Callable, args: Sequence[torch.Tensor]) -> Callable:
+    """`fn` compiled by inductor for inputs like `args` (their shapes, strides, dtypes, devices).
+
+    The result takes the inputs positionally and returns a list of `fn`'s outputs; no
+    Dynamo frame runs when it is called. Raises whatever inductor raises when it cannot
+    compile `fn` (the caller falls back to the torch executor).
+    """
+    # imported here, not at the top: importing inductor costs seconds (it loads Dynamo), and the
+    # plugin is imported by every squall.jit that merely asks which executors exist
+    from torch._inductor.compile_fx import compile_fx
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    graph = make_fx(fn, tracing_mode="fake")(*args)
+    # the context torch._inductor.standalone_compile sets up for static shapes: a fake mode with
+    # a shape environment, without which inductor bypasses its FX graph and AOTAutograd caches
+    # (a region compiled by an earlier process is then loaded, not compiled again)
+    context = torch._guards.TracingContext(FakeTensorMode(shape_env=ShapeEnv()))
+    with torch._guards.tracing(context):
+        return compile_fx(graph, list(args), ignore_shape_env=True)
+
+
+class CompiledRegion:
+    """A region compiled by inductor for its inputs' sizes and strides, compiled again for others.
+
+    inductor's code checks its inputs' sizes and strides before it computes anything, and
+    raises AssertionError on a mismatch. squall's plans do not key on strides (a region's input
+    can be a transposed view an earlier call made), so a mismatch compiles the region for the
+    new layout, as Dynamo's guards would recompile; from then on calls pick their compilation
+    by their inputs' sizes and strides (a few hundred nanoseconds), not by catching the error.
+    """
+
+    def __init__(self, fn: Callable, args: Sequence[torch.Tensor]):
+        self.fn = fn
+        self.layout = _layout(args)
+        self.compiled = compile_with_inductor(fn, args)
+        self.variants: dict[tuple, Callable] | None = None  # layout -> compilation, after a mismatch
+        self._lock = threading.Lock()
+
+    def __call__(self, *args: torch.Tensor):
+        if self.variants is None:
+            try:
+                return tuple(self.compiled(*args))  # inductor returns a list; squall's regions, a tuple
+            except AssertionError:
+                if _layout(args) == self.layout:
+                    raise  # not a layout mismatch: inductor's own check of something else
+            with self._lock:
+                if self.variants is None:
+                    self.variants = {self.layout: self.compiled}
+        layout = _layout(args)
+        compiled = self.variants.get(layout)
+        if compiled is None:
+            with self._lock:
+                examples = [_like(a) for a in args]
+                compiled = self.variants[layout] = compile_with_inductor(self.fn, examples)
+        return tuple(compiled(*args))
+
+
+def _layout(args: Sequence[torch.Tensor]) -> tuple:
+    return tuple((a.shape, a.stride()) for a in args)
+
+
+def _like(t: torch.Tensor) -> torch.Tensor:
+    """An example tensor with `t`'s sizes, strides, dtype and device (its values drawn as example_inputs' are)."""
+    out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+    return out.copy_(example_tensor(t.shape, t.dtype, t.device))

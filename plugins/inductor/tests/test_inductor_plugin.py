@@ -191,8 +191,8 @@ def test_a_region_remembered_as_slower_is_not_compiled(tmp_path):
     report = squall.explain(squall.jit(fn, executors=[ex, "torch"]), x)
     if not HAS_CPU_BACKEND:
         pytest.skip("no C++ compiler for inductor's CPU backend (g++ or clang++)")
-    assert not report.regions  # the seeded choice below was not there; this plan measured it...
-    # ...or compiled it; either way one choice is now on disk, keyed by the region's signature
+    # the seeded choice below was not there: this plan compiled and measured the region, and
+    # whichever won, one choice is now on disk, keyed by the region's signature
     (key, choice), = json.loads(path.read_text()).items()
     assert choice["torch_s"] > 0 and choice["inductor_s"] > 0 and choice["winner"] in ("torch", "inductor")
     choice.update(winner="torch")
@@ -274,3 +274,155 @@ def test_training_forms_inductor_regions_in_the_forward_and_the_backward(inducto
     assert traces.backward is not None  # squall differentiated it; torch's autograd did not
     assert traces.plan.regions and traces.backward.plan.regions
     assert "inductor_region(" in traces.source
+
+
+# --- compiled regions: inductor without Dynamo ----------------------------------------------------
+
+
+def _dynamo_activity() -> dict:
+    """Dynamo's counters (frames it evaluated, graphs it captured, guard failures) as plain dicts."""
+    from torch._dynamo.utils import counters
+
+    return {name: dict(counts) for name, counts in counters.items()}
+
+
+@needs_cpu_inductor
+def test_calling_a_compiled_region_runs_no_dynamo_frame(inductor):
+    def f(x):
+        return torch.tanh(torch.softmax(x, -1) * 3 + 1)
+
+    x = torch.randn(6, 5)
+    jfn = squall.jit(f, executors=[inductor, "torch"], wait=True)
+    jfn(x)
+    assert squall.last_traces(jfn).plan.regions
+    before = _dynamo_activity()
+    for _ in range(3):
+        torch.testing.assert_close(jfn(x), f(x))
+    assert _dynamo_activity() == before
+
+
+@needs_cpu_inductor
+def test_a_region_called_with_other_strides_compiles_for_them():
+    def f(x):
+        return (torch.sigmoid(x * 2 + 1),)
+
+    x = torch.randn(4, 6)
+    region = squall_inductor.CompiledRegion(f, [x])
+    torch.testing.assert_close(region(x), f(x))
+    transposed = torch.randn(6, 4).t()  # same sizes, other strides: inductor's input check fails
+    torch.testing.assert_close(region(transposed), f(transposed))
+    assert [strides for ((_, strides),) in region.variants] == [(6, 1), (1, 4)]
+    torch.testing.assert_close(region(x), f(x))  # the first compilation still serves its strides
+
+
+@needs_cpu_inductor
+def test_a_region_called_with_other_sizes_compiles_for_them():
+    def f(x):
+        return (torch.sigmoid(x * 2 + 1),)
+
+    region = squall_inductor.CompiledRegion(f, [torch.randn(4, 6)])
+    for shape in [(3, 6), (4, 7), (4, 6)]:  # (3, 6) has the same strides as (4, 6)
+        y = torch.randn(shape)
+        torch.testing.assert_close(region(y), f(y))
+    assert len(region.variants) == 3
+
+
+# --- large regions: matmuls, attention, convolutions, embeddings and their epilogues ---------------
+
+
+class _TinyBlock(torch.nn.Module):
+    """An embedding, a layer norm, attention, linears and a convolution: every kind of call a large region takes."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.ln = torch.nn.Embedding(50, 16), torch.nn.LayerNorm(16)
+        self.qkv, self.out = torch.nn.Linear(16, 48), torch.nn.Linear(16, 16)
+        self.conv = torch.nn.Conv1d(16, 16, 3, padding=1)
+
+    def forward(self, ids):
+        x = self.emb(ids)
+        q, k, v = self.qkv(self.ln(x)).view(2, 5, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.out(a.transpose(1, 2).reshape(2, 5, 16))
+        x = x + self.conv(x.transpose(1, 2)).transpose(1, 2)
+        return F.gelu(x).sum(-1)
+
+
+def test_offers_large_regions_then_islands_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv("SQUALL_INDUCTOR_MATMULS", raising=False)
+    default = InductorExecutor(choices_path=None)
+    (large_label, large), (islands_label, islands) = default.offers()
+    assert (large_label, islands_label) == ("large regions", "islands") and islands is default
+    assert large.name == "inductor" and large.include_matmuls and "prims.matmul" in large.claimed_ops()
+    assert large.choices is default.choices and default.offers()[0][1] is large  # made once, one store
+    assert [label for label, _ in InductorExecutor(include_matmuls=True, choices_path=None).offers()] == ["large regions"]
+    assert [label for label, _ in InductorExecutor(include_matmuls=False, choices_path=None).offers()] == ["islands"]
+    assert [label for label, _ in InductorExecutor(autotune=False, choices_path=None).offers()] == ["islands"]
+    monkeypatch.setenv("SQUALL_INDUCTOR_MATMULS", "0")
+    assert [label for label, _ in InductorExecutor(choices_path=None).offers()] == ["islands"]
+
+
+@needs_cpu_inductor
+def test_a_large_region_takes_a_whole_block_with_attention_and_agrees_with_eager():
+    torch.manual_seed(0)
+    block, ids = _TinyBlock().eval(), torch.randint(0, 50, (2, 5))
+    ex = InductorExecutor(include_matmuls=True, autotune=False, choices_path=None, min_eager_seconds=0)
+    with torch.no_grad():
+        jfn = squall.jit(block, executors=[ex, "torch"], wait=True)
+        torch.testing.assert_close(jfn(ids), block(ids), atol=1e-5, rtol=1e-5)
+        (region,) = squall.last_traces(jfn).plan.regions
+        for op in ("embedding", "layer_norm", "linear", "scaled_dot_product_attention", "conv1d", "gelu", "torch.sum"):
+            assert any(o.endswith(op) for o in region.ops), (op, region.ops)
+        before = _dynamo_activity()
+        torch.testing.assert_close(jfn(ids), block(ids), atol=1e-5, rtol=1e-5)
+        assert _dynamo_activity() == before
+
+
+def test_region_formation_across_matmuls_keeps_unclaimed_calls_outside_without_a_cycle():
+    # x -> matmul -> (random draw, not claimed) -> add: the draw splits the chain; a region
+    # holding both matmul and add would need the draw inside and outside at once
+    def f(x, w):
+        h = x @ w
+        noise = torch.rand_like(h)
+        return torch.tanh(h + noise) @ w, torch.exp(h)
+
+    ex = InductorExecutor(include_matmuls=True, autotune=False, choices_path=None, min_eager_seconds=0)
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    report = squall.explain(squall.jit(f, executors=[ex, "torch"]), x, w)
+    assert report.taken_by("torch.rand_like") == ["torch"]
+    assert sorted(r.ops for r in report.regions) == [["torch.add", "torch.tanh", "torch.matmul"],
+                                                     ["torch.matmul", "torch.exp"]]
+
+
+@needs_cpu_inductor
+def test_a_contiguous_between_a_slice_and_a_view_still_splits_the_region(inductor):
+    # squall's values do not model strides, so contiguous() returns its input's proxy; a region
+    # spanning it would view a sliced (non-contiguous) tensor and fail to compile
+    def shift_labels(labels, w):
+        padded = F.pad(labels * w, (0, 1), value=-100.0)
+        return padded[..., 1:].contiguous().view(-1) * 2 + 1
+
+    labels, w = torch.randn(2, 8), torch.randn(8)
+    jfn = squall.jit(shift_labels, executors=[inductor, "torch"], wait=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)  # no region falls back
+        torch.testing.assert_close(jfn(labels, w), shift_labels(labels, w))
+    assert not squall.last_traces(jfn).plan.errors
+
+
+@needs_cpu_inductor
+def test_training_with_large_regions_fuses_the_matmuls_of_the_forward_and_the_backward():
+    def f(x, w):
+        return (torch.tanh(x @ w) * 2 + 1).sum()
+
+    ex = InductorExecutor(include_matmuls=True, autotune=False, choices_path=None, min_eager_seconds=0)
+    x = torch.randn(8, 8)
+    w = torch.randn(8, 8, requires_grad=True)
+    jfn = squall.jit(f, executors=[ex, "torch"], wait=True)
+    (grad,) = torch.autograd.grad(jfn(x, w), w)
+    (expected,) = torch.autograd.grad(f(x, w), w)
+    torch.testing.assert_close(grad, expected)
+    traces = squall.last_traces(jfn)
+    forward, backward = traces.plan.regions, traces.backward.plan.regions
+    assert any("torch.matmul" in r.ops for r in forward), forward
+    assert any(any("matmul" in op for op in r.ops) for r in backward), backward

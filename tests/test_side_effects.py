@@ -1,0 +1,271 @@
+"""Python side effects of a compiled program happen as in eager, at every call: writes into
+containers it was given or closes over are replayed on the real objects with real tensors; a
+write squall cannot replay, or the user's code raising while traced, runs the call eagerly."""
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import squall
+from squall.proxies import TensorProxy
+
+
+def _no_proxies(container) -> None:
+    values = container.values() if isinstance(container, dict) else container
+    assert not any(isinstance(v, TensorProxy) for v in values), container
+
+
+def test_closure_defaultdict_gets_real_tensors_and_comes_back_as_itself():
+    def make():
+        dd = collections.defaultdict(lambda: torch.zeros(2))
+
+        def f(x):
+            dd["a"] = x + 1
+            dd["c"] = x * 2
+            return dd["b"], dd
+
+        return dd, f
+
+    eager_dd, eager_f = make()
+    dd, f = make()
+    j = squall.jit(f)
+    x = torch.randn(2)
+    b, out = j(x)
+    eb, eout = eager_f(x)
+    assert out is dd and eout is eager_dd
+    assert list(dd) == list(eager_dd) == ["a", "c", "b"]
+    _no_proxies(dd)
+    for k in dd:
+        assert_close(dd[k], eager_dd[k])
+    assert_close(b, eb)
+    x2 = torch.randn(2)
+    j(x2), eager_f(x2)  # "b" is there now: the next call reads it, as eager does
+    assert list(dd) == list(eager_dd)
+    for k in dd:
+        assert_close(dd[k], eager_dd[k])
+
+
+def test_dict_argument_written_by_the_program_gets_the_entry_at_every_call():
+    def f(x, cache):
+        if x.shape not in cache:
+            cache[x.shape] = x
+        return x + 1
+
+    j = squall.jit(f)
+    for shape in [(2,), (2,), (3, 1)]:
+        x = torch.randn(shape)
+        mine, eager = {}, {}
+        assert_close(j(x, mine), f(x, eager))
+        assert list(mine) == list(eager) == [x.shape] and type(next(iter(mine))) is torch.Size
+        assert mine[x.shape] is x  # the caller's tensor itself, as eager stores it
+
+
+def test_closure_set_that_grows_is_guarded_and_replayed():
+    seen = set()
+
+    def f(x):
+        seen.add(x.shape[0])
+        return x * len(seen)
+
+    j = squall.jit(f)
+    x = torch.ones(2)
+    assert_close(j(x), x)
+    assert seen == {2}
+    seen.add(7)
+    assert_close(j(x), x * 2)  # len(seen) is read again: the set changed
+    assert seen == {2, 7}
+
+
+def test_closure_ordered_dict_keeps_eager_order_and_real_values():
+    od = collections.OrderedDict(first=1.0)
+
+    def f(x):
+        od["z"] = x.sum()
+        od["a"] = x.mean()
+        return x * od["first"]
+
+    x = torch.randn(3)
+    squall.jit(f)(x)
+    assert list(od) == ["first", "z", "a"]
+    _no_proxies(od)
+    assert_close(od["z"], x.sum())
+
+
+def test_closure_list_returned_is_the_callers_list():
+    log = []
+
+    def f(x):
+        log.append(x * 2)
+        return log
+
+    j = squall.jit(f)
+    x = torch.randn(2)
+    assert j(x) is log and j(x) is log
+    assert len(log) == 2
+    _no_proxies(log)
+    assert_close(log[1], x * 2)
+
+
+def test_a_set_changed_other_than_by_adding_runs_eagerly_naming_the_line():
+    pending = {1, 2}
+
+    def f(x):
+        pending.discard(2)
+        return x * len(pending)
+
+    with pytest.warns(squall.SquallWarning, match=r"other than by adding to it \(discard, at .*test_side_effects.py:\d+\).*runs eagerly"):
+        assert_close(squall.jit(f)(torch.ones(2)), torch.ones(2))
+    assert pending == {1}
+
+
+class RaisesFirst(torch.nn.Module):
+    """Its first call counts, bumps a buffer, then raises (a warm-up check, say)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+        self.register_buffer("buf", torch.zeros(2))
+
+    def forward(self, x):
+        self.calls += 1
+        self.buf.add_(1)
+        if self.calls == 1:
+            raise RuntimeError("not warmed up")
+        return x + self.buf
+
+
+def test_a_module_raising_on_its_first_call_keeps_eagers_state_and_then_compiles():
+    m, e = RaisesFirst(), RaisesFirst()
+    j = squall.jit(m)
+    x = torch.randn(2)
+    for module in (j, e):
+        with pytest.raises(RuntimeError, match="not warmed up"):
+            module(x)
+    assert m.calls == e.calls == 1
+    assert_close(m.buf, e.buf)
+    assert_close(j(x), e(x))
+    assert m.calls == e.calls == 2
+    assert_close(m.buf, e.buf)
+
+
+# --- type() of what the program reads --------------------------------------------------------------
+
+
+class Plain:
+    def __init__(self):
+        self.x = 2.0
+
+    def scale(self):
+        return 3.0
+
+
+def test_type_of_a_users_object_and_module_is_their_own_class():
+    obj = Plain()
+
+    class Tagged(torch.nn.Module):
+        def forward(self, t):
+            if type(self) is Tagged and self.__class__ is Tagged:
+                t = t * 2
+            if "scale" in type(obj).__dict__ and "x" not in type(obj).__dict__:
+                t = t + type(obj).scale(obj)
+            if type(obj) is Plain and obj.__class__ is Plain:
+                t = t - 1
+            if type(t) is torch.Tensor:
+                t = t * 5
+            return t
+
+    m, x = Tagged(), torch.randn(3)
+    assert_close(squall.jit(m)(x), m(x))
+
+
+def test_type_of_a_container_the_program_reads_is_its_own_class():
+    table, order = {"a": 1.0}, collections.OrderedDict(b=2.0)
+
+    def f(x):
+        if type(table) is dict and type(order) is collections.OrderedDict:
+            return x + table["a"] + order["b"]
+        return x
+
+    x = torch.randn(2)
+    assert_close(squall.jit(f)(x), f(x))
+
+
+# --- random number generators the program seeds or draws from -----------------------------------
+
+
+def test_manual_seed_inside_the_program_draws_eagers_numbers_at_every_call():
+    def f(x):
+        torch.manual_seed(3)
+        return x + torch.rand(2)
+
+    j, x = squall.jit(f), torch.zeros(2)
+    with pytest.warns(squall.SquallWarning, match=r"changes torch's random number generator \(.*test_side_effects.py:\d+\).*runs eagerly"):
+        first = j(x)
+    torch.manual_seed(0)
+    assert_close(j(x), f(x))
+    assert_close(first, f(x))
+    assert_close(torch.rand(3), (torch.manual_seed(3), torch.rand(2), torch.rand(3))[2])  # the state after is eager's
+
+
+@pytest.mark.parametrize("draw", ["python", "numpy"])
+def test_python_and_numpy_random_draws_are_not_frozen_into_the_trace(draw):
+    np = pytest.importorskip("numpy")
+    import random
+
+    def f(x):
+        return x * (random.uniform(0, 1) if draw == "python" else float(np.random.rand()))
+
+    def seed(n):
+        random.seed(n), np.random.seed(n)
+
+    j, x = squall.jit(f), torch.ones(2)
+    seed(1)
+    with pytest.warns(squall.SquallWarning, match=r"changes (Python's random module|numpy.random) \(.*test_side_effects.py:\d+\)"):
+        a = j(x)
+    seed(1)
+    assert_close(a, f(x))
+    assert not torch.equal(a, j(x))  # drawn again at every call
+    seed(2)
+    b = j(x)
+    seed(2)
+    assert_close(b, f(x))
+
+
+# --- outputs that are inputs written in place -----------------------------------------------------
+
+
+def test_an_input_written_in_place_and_returned_is_the_input_itself():
+    def f(x, y):
+        x.mul_(2)
+        y.add_(1)
+        return x, y * 3, {"again": x}
+
+    j = squall.jit(f)
+    for _ in range(2):
+        x, y = torch.randn(3), torch.randn(3)
+        ex, ey = x.clone(), y.clone()
+        out = j(x, y)
+        expected = f(ex, ey)
+        assert out[0] is x and out[2]["again"] is x
+        assert_close(out, expected)
+        assert_close((x, y), (ex, ey))
+
+
+def test_a_buffer_written_in_place_and_returned_is_the_buffer_itself():
+    class Counts(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("seen", torch.zeros(2))
+
+        def forward(self, x):
+            self.seen.add_(x)
+            return self.seen
+
+    m = Counts()
+    j = squall.jit(m)
+    assert j(torch.ones(2)) is m.seen
+    assert j(torch.ones(2)) is m.seen
+    assert_close(m.seen, torch.full((2,), 2.0))
