@@ -63,6 +63,9 @@ def tensors_at(paths: Sequence[tuple], takes_params: bool) -> Callable[[tuple, d
     def pick(args: tuple, kwargs: dict) -> list:
         out = []
         for root, *keys in paths:
+            if root == "state":
+                out.append(keys[0][keys[1]])  # a tensor an argument object holds
+                continue
             if root == "params":
                 x = args[0]
             elif root == "args":
@@ -138,6 +141,8 @@ def describe_path(path: tuple, arg_names: Sequence[str], module_tensors: Sequenc
     root, first, *rest = path
     if root == "params":
         return module_tensors[first]
+    if root == "state":
+        return f"the tensor an argument object holds as {rest[0]!r}"  # (owner dict, key): squall.state_guards
     head = f"argument {arg_names[first]!r}" if root == "args" and first < len(arg_names) else f"argument {first!r}"
     if root == "kwargs":
         head = f"keyword argument {first!r}"

@@ -10,7 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .guards import GuardFailed
 from .proxies import type_string
+from .symbolic import SymInt, symbols_of
 from .sources import load_source
 from .symbol import DEL, BoundSymbol, flat_proxies
 from .trace import Trace, ValuePrinter
@@ -43,6 +45,7 @@ def generate(
     takes_kwargs: bool,
     wrap: Callable[[BoundSymbol], Callable | None] | None = None,
     consumes_params: bool = False,
+    shape_guards: bool = False,
 ) -> GeneratedFunction:
     """Python source and callable for an execution trace, with executor implementations bound as globals.
 
@@ -52,7 +55,10 @@ def generate(
     (each call its own: `squall.checking.checked_call`), which the code then calls instead.
     `consumes_params`: the function empties the `params` list it is given once it has unpacked
     it, so a tensor is freed at its `del`, not held by the caller's list until the call returns
-    (a backward's saved tensors).
+    (a backward's saved tensors). The size symbols the calls use (`squall.symbolic`) are read
+    from the inputs' shapes first; with `shape_guards` (the program's own entry function) the
+    shape relations its trace relied on are checked next, in one expression that raises
+    `GuardFailed` where one does not hold.
     """
     name, bsyms, output, constants = trace.name, trace.bsyms, trace.output, trace.constants
     local_names = {b.proxy.name for b in bindings} | {p.name for bsym in bsyms for p in bsym.output_proxies()}
@@ -74,11 +80,14 @@ def generate(
             access = f"_a{b.path[1]}" + "".join(f"[{printer.exact(k)}]" for k in b.path[2:])
         elif b.path[0] == "kwargs":
             access = "kwargs" + "".join(f"[{printer.exact(k)}]" for k in b.path[1:])
+        elif b.path[0] == "state":
+            access = f"{printer.name_for(b.path[1], 'state')}[{printer.exact(b.path[2])}]"
         else:
             continue
         lines.append(f"  {b.proxy.name} = {access}")
     for b in bindings:
         lines.append(f'  # {b.proxy.name}: "{type_string(b.proxy)}"')
+    lines.extend(_size_prologue(trace, bindings, bsyms, output, printer, shape_guards))
 
     impl_names: dict[int, str] = {}  # id(impl) -> its global name
     stand_ins: dict[int, str] = {}  # id(bsym) -> the global name of its wrapped implementation
@@ -116,6 +125,53 @@ def generate(
     source = "\n".join(lines) + "\n"
     filename = load_source(source, f"generated-{name}", printer.globals)
     return GeneratedFunction(printer.globals[name], source, filename)
+
+
+def _size_prologue(trace: Trace, bindings: list[InputBinding], bsyms: list[BoundSymbol], output: Any, printer: ValuePrinter, shape_guards: bool) -> list[str]:
+    """Lines that read each size symbol from an input dimension that is exactly that symbol,
+    then (with `shape_guards`) check the trace's shape guards."""
+    env = getattr(trace.context, "shapes", None)
+    if env is None or not env.symbols:
+        return []
+    readers: dict[str, str] = {}
+    for b in bindings:
+        for d, n in enumerate(getattr(b.proxy, "shape", ())):
+            if type(n) is SymInt and len(n.poly) == 1 and n.poly[0][1] == 1 and len(n.poly[0][0]) == 1 and n.poly[0][0][0][0] == "s":
+                readers.setdefault(n.poly[0][0][0][1], f"{b.proxy.name}.shape[{d}]")
+    used: set[str] = set()
+    for bsym in bsyms:
+        used |= _symbols_in((bsym.args, bsym.kwargs))
+    used |= _symbols_in(output)
+    check = env.check_source() if shape_guards else ""
+    if check:
+        used |= set(env.symbols)
+    missing = sorted(used - readers.keys())
+    if missing:
+        raise NotImplementedError(
+            f"squall: the generated function {trace.name} computes with the size symbols {', '.join(missing)}, "
+            "which none of its inputs carries as a dimension"
+        )
+    lines = [f"  {name} = {readers[name]}" for name in sorted(used, key=lambda n: int(n[1:]))]
+    if check:
+        failed = printer.name_for(GuardFailed, "GuardFailed")
+        lines.append(f"  if not ({check}):")
+        lines.append(f"    raise {failed}('shape', 'shape guards', True, False)")
+    return lines
+
+
+def _symbols_in(values: Any) -> set[str]:
+    found: set[str] = set()
+    stack = [values]
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if t is SymInt:
+            found |= symbols_of(x)
+        elif t in (list, tuple) or t is slice:
+            stack.extend((x.start, x.stop, x.step) if t is slice else x)
+        elif t is dict:
+            stack.extend(x.values())
+    return found
 
 
 def _check_reads(function: str, line: str, reads, assigned: set[str], freed: set[str], reader: BoundSymbol | str | None) -> None:

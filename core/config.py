@@ -33,7 +33,7 @@ from .ltorch.base import SquallWarning
 from .operations import resolve_operation
 from .plugins import Marketplace, default_marketplace
 
-__all__ = ["resolve_wait", "WAIT_ENV", "ExecutorPriority", "UnknownExecutorError", "PyprojectError", "resolve_executors", "find_pyproject", "read_pyproject", "ENV_VAR"]
+__all__ = ["resolve_wait", "WAIT_ENV", "resolve_dynamic", "DYNAMIC_ENV", "AUTOMATIC", "ExecutorPriority", "UnknownExecutorError", "PyprojectError", "resolve_executors", "find_pyproject", "read_pyproject", "ENV_VAR"]
 
 ENV_VAR = "SQUALL_EXECUTORS"
 WAIT_ENV = "SQUALL_WAIT"
@@ -79,7 +79,7 @@ def find_pyproject(start: str | os.PathLike | None = None) -> Path | None:
 
 
 # the keys [tool.squall] understands; anything else is most likely a typo, and warned about
-PYPROJECT_KEYS = ("executors", "ops", "wait")
+PYPROJECT_KEYS = ("executors", "ops", "wait", "dynamic")
 
 
 class PyprojectError(ValueError):
@@ -123,6 +123,8 @@ def read_pyproject(path: Path) -> dict[str, Any]:
         raise PyprojectError(f"squall: [tool.squall] executors in {path} must be a list of executor names, got {_toml_type(executors)}")
     if "wait" in table and not isinstance(table["wait"], bool):
         raise PyprojectError(f"squall: [tool.squall] wait in {path} must be true or false, got {_toml_type(table['wait'])}")
+    if "dynamic" in table and table["dynamic"] not in (True, False, AUTOMATIC):
+        raise PyprojectError(f"squall: [tool.squall] dynamic in {path} must be true, false or \"auto\", got {table['dynamic']!r}")
     ops = table.get("ops", {})
     if not isinstance(ops, dict) or not all(isinstance(v, list) and all(isinstance(n, str) for n in v) for v in ops.values()):
         raise PyprojectError(f"squall: [tool.squall.ops] in {path} must map operation names to lists of executor names")
@@ -230,6 +232,15 @@ def resolve_executors(
     return ExecutorPriority(chosen, per_op=per_op, source=source)
 
 
+def _env_flag(value: str) -> bool | None:
+    """An environment variable's yes or no (None: neither)."""
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    return None
+
+
 def resolve_wait(
     requested: bool | None = None,
     *,
@@ -247,11 +258,45 @@ def resolve_wait(
             raise TypeError(f"squall.jit: wait must be True, False or None, got {type(requested).__name__}")
         return requested
     value = (os.environ if environ is None else environ).get(WAIT_ENV, "").strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
+    flag = _env_flag(value)
+    if flag is not None:
+        return flag
     if value:
         raise ValueError(f"squall: ${WAIT_ENV} must be 1/true/yes or 0/false/no, got {value!r}")
     pyproject = find_pyproject(cwd)
     return bool(read_pyproject(pyproject).get("wait", False)) if pyproject is not None else False
+
+
+DYNAMIC_ENV = "SQUALL_DYNAMIC"
+AUTOMATIC = "auto"  # first call static; a dimension that changes becomes symbolic
+
+
+def resolve_dynamic(
+    requested: bool | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike | None = None,
+) -> bool | str:
+    """Which tensor dimensions a jitted function traces as symbolic sizes (`squall.symbolic`):
+    True (every dimension of 2 or more, from the first call), False (none: every size is a
+    constant of the trace), or "auto" (the default: a dimension that changed between two calls
+    of one signature becomes symbolic at the recompile).
+
+    Highest first: `squall.jit(fn, dynamic=...)` (None: not given); $SQUALL_DYNAMIC
+    (1/true/yes, 0/false/no or auto); `dynamic = true|false|"auto"` under `[tool.squall]` in
+    the nearest pyproject.toml; "auto".
+    """
+    if requested is not None:
+        if not isinstance(requested, bool):
+            raise TypeError(f"squall.jit: dynamic must be True, False or None (automatic), got {requested!r}")
+        return requested
+    value = (os.environ if environ is None else environ).get(DYNAMIC_ENV, "").strip().lower()
+    flag = _env_flag(value)
+    if flag is not None:
+        return flag
+    if value == AUTOMATIC:
+        return AUTOMATIC
+    if value:
+        raise ValueError(f"squall: ${DYNAMIC_ENV} must be 1/true/yes, 0/false/no or auto, got {value!r}")
+    pyproject = find_pyproject(cwd)
+    return read_pyproject(pyproject).get("dynamic", AUTOMATIC) if pyproject is not None else AUTOMATIC

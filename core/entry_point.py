@@ -28,7 +28,7 @@ from .sources import load_source
 from .state_guards import viewable
 from .trace import plain_scalar, scalar_key
 
-__all__ = ["value_key", "key_parts", "make_entry_point", "forget_recent", "DynamicNumbers", "dynamic_key"]
+__all__ = ["value_key", "key_parts", "make_entry_point", "forget_recent", "DynamicNumbers", "dynamic_key", "masked_shape", "DYNAMIC", "argument_leaves"]
 
 # --- the cache key ------------------------------------------------------------------------------
 
@@ -138,8 +138,8 @@ def compiled(*args, **kwargs):
         key += (tuple([(k, value_key(v, f"keyword argument {{k!r}}")) for k, v in kwargs.items()]),)
 {params_key}
     entry = cache.get(key)
-    if entry is None and dynamic:
-        entry = cache.get(dynamic_key(key, args, kwargs, dynamic))
+    if entry is None and (dynamic or dims):
+        entry = cache.get(dynamic_key(key, args, kwargs, dynamic, dims))
     if entry is None:
         return compile_(args, kwargs, key, {params})({params_arg}*args, **kwargs)
     entry[1] += 1
@@ -167,7 +167,12 @@ _FAST_PATH = """    if len(args) == {n} and not kwargs:
             if entry is not None:
                 entry[1] += 1
                 last[0] = _recent(cache, checks, entry, key, ({names},))
-                return entry[0]({names})"""
+                return entry[0]({names})
+            if dims:
+                entry = cache.get(dynamic_key(key, args, kwargs, dynamic, dims))
+                if entry is not None:
+                    entry[1] += 1
+                    return entry[0]({names})"""
 
 
 def _recent(cache: dict, checks: dict, entry: list, key: tuple, tensors: tuple) -> tuple | None:
@@ -221,13 +226,16 @@ _MODULE_PARTS = {
 }
 
 
-def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Callable, slots: list, submodules: list, relayout: Callable, dynamic: set, last: list, checks: dict) -> Callable:
+def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Callable, slots: list, submodules: list, relayout: Callable, dynamic: set, last: list, checks: dict, dims: dict | None = None) -> Callable:
     """The entry point of a jitted function or module (`module`): generated once, closed over
     its cache, its compile, (for a module) the lists its parameters are read through, the
     set of its dynamic number arguments' paths (`DynamicNumbers.paths`, filled in place), and
     `last`, whose one item is the entry its fast path hit last, with `checks`, the fast
-    path's metadata check per key (`forget_recent` when an entry leaves the cache)."""
+    path's metadata check per key (`forget_recent` when an entry leaves the cache). `dims`
+    maps a tensor argument's path to its symbolic dimensions (`squall.dynamic_dims`, filled in
+    place): the key holds DYNAMIC there for a size of 2 or more."""
     namespace = {
+        "dims": {} if dims is None else dims,
         "last": last,
         "checks": checks,
         "_recent": _recent,
@@ -270,64 +278,92 @@ DYNAMIC = _Dynamic()
 _DYNAMIC_TYPES = (int, float)  # not bool: a flag picks a program, it is not data
 
 
-def dynamic_key(key: tuple, args: tuple, kwargs: dict, paths: set | frozenset) -> tuple:
+def dynamic_key(key: tuple, args: tuple, kwargs: dict, paths: set | frozenset, dims: dict | None = None) -> tuple:
     """`key` (the entry point's exact key for this call) with the value of each int or float
-    argument at one of `paths` replaced by `DYNAMIC`. A path is ("args", i) or ("kwargs",
+    argument at one of `paths` replaced by `DYNAMIC`, and each size of 2 or more of a tensor's
+    dimension named in `dims` (path -> dimensions) too. A path is ("args", i) or ("kwargs",
     name), followed by indexes into the plain lists, tuples and dicts the argument nests."""
     parts = list(key)
     at = 2  # after grad mode and the default dtype
+    dims = dims or {}
     for i, a in enumerate(args):
         t = type(a)
         if t is _Tensor:
+            if ("args", i) in dims:
+                parts[at] = masked_shape(a.shape, dims[("args", i)])
             at += 4
         elif t in _SCALARS:
             if (t is int or t is float) and ("args", i) in paths:
                 parts[at + 1] = DYNAMIC
             at += 2
         else:
-            if t is list or t is tuple or t is dict:
-                parts[at] = _masked(parts[at], a, ("args", i), paths)
+            if t is list or t is tuple or t is dict or isinstance(a, _Tensor):
+                parts[at] = _masked(parts[at], a, ("args", i), paths, dims)
             at += 1
     if kwargs:
-        parts[at] = tuple((k, _masked(part, v, ("kwargs", k), paths)) for (k, part), v in zip(parts[at], kwargs.values()))
+        parts[at] = tuple((k, _masked(part, v, ("kwargs", k), paths, dims)) for (k, part), v in zip(parts[at], kwargs.values()))
     return tuple(parts)
 
 
-def _masked(part: Any, x: Any, path: tuple, paths: set | frozenset) -> Any:
-    """`value_key(x)` (`part`) with the numbers at `paths` masked, walking x's plain containers."""
+def masked_shape(shape: tuple, dims: frozenset[int]) -> tuple:
+    """A tensor's shape as a key holds it where the dimensions `dims` are symbolic: DYNAMIC for
+    each of those of 2 or more (0 and 1 stay sizes of their own)."""
+    return tuple(DYNAMIC if d in dims and n >= 2 else n for d, n in enumerate(shape))
+
+
+def _masked(part: Any, x: Any, path: tuple, paths: set | frozenset, dims: dict) -> Any:
+    """`value_key(x)` (`part`) with the numbers at `paths` and the tensor dimensions in `dims`
+    masked, walking x's plain containers."""
     t = type(x)
     if t is int or t is float:
         return (t, DYNAMIC) if path in paths else part
-    if (t is list or t is tuple or t is dict) and any(p[: len(path)] == path and len(p) > len(path) for p in paths):
+    if isinstance(x, _Tensor):
+        return (masked_shape(x.shape, dims[path]), *part[1:]) if path in dims else part
+    if (t is list or t is tuple or t is dict) and (any(p[: len(path)] == path and len(p) > len(path) for p in paths)
+                                                    or any(p[: len(path)] == path and len(p) > len(path) for p in dims)):
         items = enumerate(x) if t is not dict else x.items()
         inner = part[1]
         if t is dict:
-            return (t, tuple((kp, _masked(vp, v, (*path, k), paths)) for (kp, vp), (k, v) in zip(inner, items)))
-        return (t, tuple(_masked(vp, v, (*path, k), paths) for vp, (k, v) in zip(inner, items)))
+            return (t, tuple((kp, _masked(vp, v, (*path, k), paths, dims)) for (kp, vp), (k, v) in zip(inner, items)))
+        return (t, tuple(_masked(vp, v, (*path, k), paths, dims) for vp, (k, v) in zip(inner, items)))
     return part
 
 
-def _number_paths(args: tuple, kwargs: dict) -> dict[tuple, Any]:
-    """The call's int and float arguments, also in plain lists, tuples and dicts: path -> value
-    as keys tell values apart."""
+def argument_leaves(args: tuple, kwargs: dict, pick: Callable[[Any], Any]) -> dict[tuple, Any]:
+    """The call's arguments, also in plain lists, tuples and dicts, for which `pick(x)` is not
+    None: path -> what `pick` gave. A path is ("args", i) or ("kwargs", name), then indexes."""
     found: dict[tuple, Any] = {}
 
     def walk(x: Any, path: tuple) -> None:
         t = type(x)
-        if t is int or t is float:
-            found[path] = scalar_key(x) if t is float else x
-        elif t is list or t is tuple:
+        if t is list or t is tuple:
             for i, v in enumerate(x):
                 walk(v, (*path, i))
         elif t is dict:
             for k, v in x.items():
                 walk(v, (*path, k))
+        else:
+            picked = pick(x)
+            if picked is not None:
+                found[path] = picked
 
     for i, a in enumerate(args):
         walk(a, ("args", i))
     for k, v in kwargs.items():
         walk(v, ("kwargs", k))
     return found
+
+
+def _number_value(x: Any) -> Any:
+    # an int or float as keys tell values apart (None: not a number argument)
+    t = type(x)
+    return (scalar_key(x) if t is float else x) if t is int or t is float else None
+
+
+def _number_paths(args: tuple, kwargs: dict) -> dict[tuple, Any]:
+    """The call's int and float arguments, also in plain lists, tuples and dicts: path -> value
+    as keys tell values apart."""
+    return argument_leaves(args, kwargs, _number_value)
 
 
 class DynamicNumbers:

@@ -184,8 +184,10 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
     """
     if isinstance(fn, JittedModule) or hasattr(fn, "__squall__"):
         fn = jitted_state(fn)
-    upgrades, split, last_entry = [], None, None
+    upgrades, split, last_entry, options = [], None, None, {}
     if isinstance(fn, JittedFunction):
+        # traced as the jitted function would trace this call: its symbolic dimensions and run-time numbers
+        options = dict(dims=dict(fn._dims.dims), dynamic=frozenset(fn._numbers.paths))
         target, module, priority = fn.fn, fn.module, fn.executors
         upgrades = [str(u) for u in fn._upgrades.values()]
         split = fn.cache_info().split
@@ -200,7 +202,7 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
     else:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            compilation = compile_program(target, args, kwargs, executors=priority, module=module, generate_code=False)
+            compilation = compile_program(target, args, kwargs, executors=priority, module=module, generate_code=False, **options)
     execution = compilation.plan
     backward = compilation.backward.plan if compilation.backward is not None else None
     per_op = {op: [ex.name for ex in exs] for op, exs in getattr(priority, "per_op", {}).items()}

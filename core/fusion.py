@@ -25,8 +25,9 @@ from .executor import Executor, Implementation
 from .operations import CustomOperation, symbol_id
 from .proxies import TensorProxy
 from .symbol import BoundSymbol, Symbol, Tags, flat_proxies
+from .symbolic import SymInt, concrete_shape, symbols_of
 
-__all__ = ["FusionExecutor", "FusionRegion", "Declined", "RegionCost", "form_regions", "FUSION_REGION", "LEFT_OUT", "NOT_WORTH_IT", "stop_compiling", "compiling_stopped"]
+__all__ = ["symbolic_sizes", "declines_symbolic", "FusionExecutor", "FusionRegion", "Declined", "RegionCost", "form_regions", "FUSION_REGION", "LEFT_OUT", "NOT_WORTH_IT", "stop_compiling", "compiling_stopped"]
 
 # set at interpreter exit (squall.tiers): a background upgrade still planning must not start
 # region compiles then (their compilers' thread pools are shutting down, and a thread still
@@ -135,8 +136,8 @@ class RegionCost:
 
 def _nbytes(p: TensorProxy) -> int:
     n = p.dtype.itemsize
-    for s in p.shape:
-        n *= int(s)
+    for s in concrete_shape(p.shape):  # an estimate: this call's sizes, not guarded
+        n *= s
     return n
 
 
@@ -150,6 +151,27 @@ class Declined:
     """
 
     reason: str
+
+
+def symbolic_sizes(bsym: BoundSymbol) -> set[str]:
+    """The size symbols a call's tensors' shapes or its arguments hold (squall.symbolic)."""
+    found: set[str] = set()
+    for p in (*bsym.input_proxies(), *bsym.output_proxies()):
+        if type(p) is TensorProxy:
+            found |= symbols_of(p.shape)
+    found |= symbols_of([x for x in tree_flatten((bsym.args, bsym.kwargs))[0] if type(x) is SymInt])
+    return found
+
+
+def declines_symbolic(executor: FusionExecutor, bsym: BoundSymbol) -> tuple[None, str] | None:
+    """The planner's answer for a fusion executor that takes static shapes only, offered a call
+    with symbolic sizes: declined, saying which (None: offer it as usual)."""
+    if executor.symbolic_shapes:
+        return None
+    symbols = symbolic_sizes(bsym)
+    if not symbols:
+        return None
+    return None, f"symbolic sizes ({', '.join(sorted(symbols, key=lambda n: int(n[1:])))}): {executor.name} compiles regions of static shapes only"
 
 
 def form_regions(bsyms: Sequence[BoundSymbol], claimed: Callable[[BoundSymbol], bool]) -> tuple[list[list[int]], list[list[int]]]:
@@ -277,6 +299,9 @@ class FusionExecutor(Executor):
     # kept only if faster (squall.tiers); an executor that keeps every region it can compile
     # (no timing, as inductor with autotune off) says False
     judge_in_context = True
+    # whether its regions may have symbolic sizes (squall.symbolic); an executor that says False
+    # declines every call whose shapes or arguments hold one, saying so
+    symbolic_shapes = False
 
     def __init__(self, name: str, **kwargs: Any):
         super().__init__(name, **kwargs)

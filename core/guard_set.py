@@ -44,9 +44,9 @@ from torch.utils.hooks import RemovableHandle
 
 from .sources import load_source
 
-__all__ = ["Guard", "GuardFailure", "GuardSet", "GUARD_KINDS", "STATE", "TENSOR", "VALUE", "NUMBER", "ALIAS"]
+__all__ = ["Guard", "GuardFailure", "GuardSet", "GUARD_KINDS", "STATE", "TENSOR", "VALUE", "NUMBER", "ALIAS", "SHAPE"]
 
-TENSOR, STATE, ALIAS, VALUE, NUMBER = "tensor", "state", "alias", "value", "number"
+TENSOR, STATE, ALIAS, VALUE, NUMBER, SHAPE = "tensor", "state", "alias", "value", "number", "shape"
 
 # kind -> (what it guards, where it is checked: "key", "check" or "program")
 GUARD_KINDS: dict[str, tuple[str, str]] = {
@@ -55,6 +55,7 @@ GUARD_KINDS: dict[str, tuple[str, str]] = {
     ALIAS: ("whether the call's input tensors share memory (a program that writes an input)", "check"),
     VALUE: ("a tensor value speculation read while tracing (`if t.any():`, `t.item()`, a data-dependent shape)", "program"),
     NUMBER: ("the exact value of a run-time number argument the program needed (a shape, a dim)", "program"),
+    SHAPE: ("relations between symbolic sizes the trace relied on (`s0 == s1 + 1`, `not (s0 > 128)`), checked once where the generated program reads the sizes", "program"),
 }
 
 

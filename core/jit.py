@@ -18,7 +18,7 @@ import torch
 
 from . import tiers
 from .checking import check_mode
-from .config import resolve_executors, resolve_wait
+from .config import AUTOMATIC, resolve_dynamic, resolve_executors, resolve_wait
 from .entry_point import make_entry_point
 from .executor import Executor
 from .ltorch.base import SquallWarning
@@ -47,6 +47,7 @@ class JittedFunction(Runtime):
         cache_size: int | None = DEFAULT_CACHE_SIZE,
         wait: bool | None = None,
         strict: bool = False,
+        dynamic: bool | None = None,
     ):
         if not callable(fn):
             raise TypeError(f"squall.jit expects a function or an nn.Module, got {type(fn).__name__}")
@@ -54,7 +55,7 @@ class JittedFunction(Runtime):
             raise ValueError(f"squall.jit: cache_size must be a positive int or None (unbounded), got {cache_size!r}")
         # executors resolved once, when jit is called: names, +name/-name, env, pyproject (squall.config)
         super().__init__(fn, executors=resolve_executors(executors), recompile_limit=recompile_limit, cache_size=cache_size,
-                         wait=resolve_wait(wait), strict=strict, check=check_mode())
+                         wait=resolve_wait(wait), strict=strict, check=check_mode(), dynamic=resolve_dynamic(dynamic))
         if self.module is not None:
             check_wrapping(self.module)
             self._set_layout()
@@ -73,6 +74,7 @@ class JittedFunction(Runtime):
             dynamic=self._numbers.paths,
             last=self.cache.last,
             checks=self.cache.fast_checks,
+            dims=self._dims.dims,
         )
         compiled.__squall__ = self
         compiled.cache_info = self.cache_info
@@ -87,7 +89,8 @@ class JittedFunction(Runtime):
         """A submodule of a split module, compiled on its own with this function's options."""
         if isinstance(module, JittedModule):
             return module
-        state = JittedFunction(module, recompile_limit=self.recompile_limit, cache_size=self.cache_size, wait=self.wait, strict=self.strict)
+        state = JittedFunction(module, recompile_limit=self.recompile_limit, cache_size=self.cache_size, wait=self.wait, strict=self.strict,
+                               dynamic=self._dims.mode if self._dims.mode is not AUTOMATIC else None)
         state.executors = state.entry_point.executors = self.executors  # the parent's list, per-operation lists included
         state.check = self.check
         return JittedModule(module, state)
@@ -169,6 +172,7 @@ def jit(
     cache_size: int | None = DEFAULT_CACHE_SIZE,
     wait: bool | None = None,
     strict: bool = False,
+    dynamic: bool | None = None,
 ) -> Any:
     """Compile `fn` (a function or an nn.Module); the result is called like the original.
 
@@ -184,9 +188,13 @@ def jit(
     that changes at every call makes a module split (`squall.split`: its forward runs eagerly,
     each submodule it calls compiled) and a plain function run eagerly. With `strict=True`
     such a program raises `DataDependentError` instead.
+    `dynamic` says which tensor dimensions are traced as symbolic sizes (`squall.dynamic_dims`):
+    None (the default: $SQUALL_DYNAMIC, else `dynamic` under [tool.squall], else "auto": a
+    dimension that changes between calls becomes symbolic at the recompile), True (every
+    dimension of 2 or more from the first call) or False (every size a constant).
     """
     state = JittedFunction(
-        fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size, wait=wait, strict=strict
+        fn, executors=executors, recompile_limit=recompile_limit, cache_size=cache_size, wait=wait, strict=strict, dynamic=dynamic
     )
     if isinstance(fn, torch.nn.Module):
         return JittedModule(fn, state)

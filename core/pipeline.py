@@ -121,6 +121,7 @@ def compile_program(
     same_as: dict[tuple, tuple] | None = None,
     strict: bool = False,
     dynamic: frozenset[tuple] = frozenset(),
+    dims: dict[tuple, frozenset[int]] | None = None,
 ) -> Compilation:
     """Compile `fn(*args, **kwargs)` (or `module(...)`) for the priority list `executors`.
 
@@ -129,11 +130,12 @@ def compile_program(
     `on_traced` sees the traced trace before any later stage can fail (compile records).
     `same_as` names inputs that are the same tensor as an earlier one (`squall.aliasing`).
     `strict` refuses to read tensor values while tracing (see `trace_program`).
-    `dynamic` names the number arguments that are run-time inputs (see `trace_program`).
+    `dynamic` names the number arguments that are run-time inputs, `dims` the tensor
+    arguments' symbolic dimensions (see `trace_program`).
     """
     seconds: dict[str, Any] = {}
     start = time.perf_counter()
-    traced, bindings = trace_program(fn, args, kwargs, module=module, same_as=same_as, strict=strict, dynamic=dynamic)
+    traced, bindings = trace_program(fn, args, kwargs, module=module, same_as=same_as, strict=strict, dynamic=dynamic, dims=dims)
     seconds["trace"] = time.perf_counter() - start
     if on_traced is not None:
         on_traced(traced)
@@ -177,8 +179,8 @@ def compile_traced(
     if not generate_code:
         return Compilation([traced, planned], bindings, None, seconds)
     executed = free_after_last_use(planned)
-    generated = generate(executed, bindings, **layout)
-    checked = generate(executed, bindings, **layout, wrap=checked_call) if any(map(needs_check, executed.bsyms)) else None
+    generated = generate(executed, bindings, **layout, shape_guards=True)
+    checked = generate(executed, bindings, **layout, wrap=checked_call, shape_guards=True) if any(map(needs_check, executed.bsyms)) else None
     seconds["generate"] = time.perf_counter() - start
     return Compilation([traced, planned, executed], bindings, generated, seconds, checked)
 
@@ -219,7 +221,7 @@ def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, 
     backward_fn = _generate_backward(backward_x, len(diff.saved))
     function = autograd_function(diff, forward_fn.fn, backward_fn.fn, traced.name, _backward_without(diff, executors))
     program = free_after_last_use(calling_trace(traced, function))
-    generated = generate(program, bindings, **layout)
+    generated = generate(program, bindings, **layout, shape_guards=True)
     generated.parts = {"forward": forward_fn, "backward": backward_fn}
     traces = [traced, diff.forward, diff.backward, forward, backward, forward_x, backward_x, program]
     compilation = Compilation(traces, bindings, generated, seconds)
@@ -282,6 +284,6 @@ def _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, 
 
     function = autograd_function(diff, forward_fn.fn, backward, compilation.traced.name)
     program = free_after_last_use(calling_trace(compilation.traced, function))
-    checked = generate(program, bindings, **layout)
+    checked = generate(program, bindings, **layout, shape_guards=True)
     checked.parts = {"forward": forward_fn, "backward": backward_fn}
     return checked

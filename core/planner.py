@@ -17,7 +17,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from .executor import UNAVAILABLE, Executor, Implementation
-from .fusion import FUSION_REGION, LEFT_OUT, FusionExecutor
+from .fusion import FUSION_REGION, LEFT_OUT, FusionExecutor, declines_symbolic
 from .proxies import tracing
 from .passes import remove_dead_code
 from .symbol import BoundSymbol, flat_proxies
@@ -129,7 +129,7 @@ class _Planner:
                 known = ex.implementation_for(bsym.sym) is not None
                 decision.declined.append((ex.name, f"{UNAVAILABLE}: {why}" if known else "not implemented"))
                 continue
-            impl, reason = ex.offer(bsym)
+            impl, reason = ex.offer(bsym) if not isinstance(ex, FusionExecutor) else declines_symbolic(ex, bsym) or ex.offer(bsym)
             if impl is None:
                 decision.declined.append((ex.name, reason))
                 if reason.startswith("checker raised"):

@@ -23,11 +23,14 @@ import contextvars
 import functools
 import threading
 import math
+import operator
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import torch
+
+from .symbolic import SymInt, source
 
 __all__ = [
     "TensorProxy",
@@ -123,13 +126,31 @@ def type_string(p: TensorProxy | NumberProxy) -> str:
     """The annotation a trace prints for a proxy, e.g. 'cpu f32[8, 12]', or 'float' for a number."""
     if type(p) is NumberProxy:
         return p.python_type.__name__
-    return f'{p.device} {short_dtype(p.dtype)}[{", ".join(map(str, p.shape))}]'
+    return f'{p.device} {short_dtype(p.dtype)}[{", ".join(map(source, p.shape))}]'
+
+
+def _shape(shape: Any) -> torch.Size | tuple:
+    """A proxy's shape: a torch.Size of ints, or a tuple where some sizes are symbolic
+    (`squall.symbolic`; torch.Size holds only ints)."""
+    if type(shape) is tuple and any(type(v) is SymInt for v in shape):
+        return shape
+    if isinstance(shape, (list, tuple)) and any(type(v) is SymInt for v in shape):
+        return tuple(shape)
+    return torch.Size(shape)
 
 
 class TensorProxy:
-    """A tensor's metadata under a name; torch operations on it are traced, not run."""
+    """A tensor's metadata under a name; torch operations on it are traced, not run.
 
-    __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "_is_param", "__weakref__")
+    Its `shape` is a torch.Size, or, where some sizes are symbolic (`squall.symbolic.SymInt`),
+    a tuple of ints and SymInts."""
+
+    # the marks torch._dynamo.mark_static_address / mark_dynamic / mark_static set on a tensor
+    # (transformers' static cache marks its buffers while the model runs): held, and without
+    # effect on a trace already being recorded
+    __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "_is_param", "__weakref__",
+                 "_dynamo_static_input_type", "_dynamo_dynamic_indices", "_dynamo_static_indices",
+                 "_dynamo_weak_dynamic_indices", "_dynamo_unbacked_indices")
 
     def __init__(
         self,
@@ -149,7 +170,7 @@ class TensorProxy:
         if shape is None or dtype is None or device is None:
             raise ValueError("TensorProxy needs a shape, a dtype and a device (or like=)")
         self.name = name if name is not None else _require_context().new_name()
-        self.shape = torch.Size(shape)
+        self.shape = _shape(shape)
         self.dtype = dtype
         self.device = device if isinstance(device, torch.device) else torch.device(device)
         self.requires_grad = bool(requires_grad)
@@ -226,7 +247,7 @@ class TensorProxy:
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
-        return self.shape[0]
+        return int(self.shape[0])  # Python wants an int: a symbolic size is read, guarded
 
     def __iter__(self):
         if not self.shape:
@@ -373,17 +394,25 @@ class NumberProxy:
         return _require_context().dispatch(func, args, kwargs or {})
 
 
+_SYM_OPERATORS = {n: getattr(operator, n if n not in ("and", "or") else n + "_") for n in
+                  "add sub mul truediv floordiv mod pow eq ne lt le gt ge and or xor".split()}
+
+
 def _install_number_operators() -> None:
     # Arithmetic and comparisons on a NumberProxy are recorded (squall.prims.numbers); with a
     # tensor on the other side, the tensor's reflected operator takes the call.
     binary = "add sub mul truediv floordiv mod pow eq ne lt le gt ge and or xor".split()
     for n in binary:
         def op(self, other, _op=n):
+            if type(other) is SymInt:  # a size with a run-time number: the number's value, guarded
+                return _SYM_OPERATORS[_op](int(self), other)
             if type(other) is TensorProxy or not isinstance(other, (int, float, NumberProxy)):
                 return NotImplemented
             return _require_context().number_op(_op, (self, other))
 
         def rop(self, other, _op=n):
+            if type(other) is SymInt:
+                return _SYM_OPERATORS[_op](other, int(self))
             if type(other) is TensorProxy or not isinstance(other, (int, float, NumberProxy)):
                 return NotImplemented
             return _require_context().number_op(_op, (other, self))
@@ -427,3 +456,12 @@ def _install_operators() -> None:
 
 
 _install_operators()
+
+
+def _sym_torch_function(cls, func, types, args=(), kwargs=None):
+    # torch's argument parser takes an object with __torch_function__ where it wants a number,
+    # so `torch.arange(s)` on a symbolic size reaches the tracing context, as for a NumberProxy
+    return _require_context().dispatch(func, args, kwargs or {})
+
+
+SymInt.__torch_function__ = classmethod(_sym_torch_function)

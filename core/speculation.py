@@ -32,6 +32,7 @@ from . import numbers
 from .guards import GUARD, READERS
 from .ltorch.base import DataDependentError
 from .proxies import NumberProxy, TensorProxy, size_leaf
+from .symbolic import concrete_value
 from .symbol import BoundSymbol, Symbol, Tags, user_source
 from .torch_executor import TorchExecutor, make_executor
 
@@ -152,7 +153,8 @@ class Speculation:
         args, kwargs = bsym.shortest_arguments()
         # an opaque torch call may write into its arguments: it must not touch the caller's tensors
         real = (lambda x: self.values[x.name].clone()) if Tags.OPAQUE in bsym.sym.tags else (lambda x: self.values[x.name])
-        swap = lambda x: real(x) if isinstance(x, TensorProxy) else x.value if type(x) is NumberProxy else x
+        # a number or symbolic size computes with its value in this call (the trace stays symbolic)
+        swap = lambda x: real(x) if isinstance(x, TensorProxy) else x.value if type(x) is NumberProxy else concrete_value(x)
         out = impl.impl(*tree_map(swap, args, is_leaf=size_leaf), **tree_map(swap, kwargs, is_leaf=size_leaf))
         self._remember(bsym.output, out)
 

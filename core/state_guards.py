@@ -135,6 +135,10 @@ class StateRecorder:
         self._class_readers: list[_ViewInfo] = []  # views with attributes read from their class
         self._global_hooks: bool | None = None  # whether global module hooks run (None: no module called yet)
         self._wrote: list[tuple[dict, Callable, dict]] = []  # (globals as they were, function, its recording globals)
+        # makes a tensor an object's attribute holds (a KV cache's keys) an input of the program,
+        # read from the object at every call: (tensor, owner dict, key, label) -> its proxy; None:
+        # such tensors are constants of the trace, guarded by identity (squall.tracing sets it)
+        self.tensor_input: Callable[[torch.Tensor, dict, str, str], TensorProxy] | None = None
 
     # views
 
@@ -239,6 +243,8 @@ class StateRecorder:
             return value  # bookkeeping; the jitted tree's training flags are in the cache key
         if isinstance(value, TensorProxy) or (info.in_tree and isinstance(value, torch.Tensor)):
             return value  # a tensor attribute of the jitted tree: an input, read at every call
+        if type(value) is torch.Tensor and self.tensor_input is not None and info.dict is not None and info.dict.get(name) is value:
+            return self._tensor_attribute(info, name, value)
         if name in _HOOK_DICTS or name in ("_modules", "_parameters", "_buffers"):
             bound = self.guards.bind(value, "d")
         if name in _HOOK_DICTS:
@@ -272,6 +278,17 @@ class StateRecorder:
             self.guards.add(f"[k for k, v in {bound}.items() if v is not None] == {self.guards.bind(present, 'k')}", f"the {name[1:]} of {info.label}")
             return value
         return self._reached(value, f"{self._dict_expr(info)}[{plain_scalar(name)!r}]", f"attribute {name!r} of {info.label}")
+
+    def _tensor_attribute(self, info: _ViewInfo, name: str, value: torch.Tensor) -> TensorProxy:
+        """A tensor an object holds (a KV cache's keys, which the model replaces at every step):
+        an input of the program read from the object at each call, guarded by its metadata (its
+        symbolic dimensions by "2 or more") rather than by identity, so a new tensor of the same
+        kind in its place runs the same compiled program."""
+        label = f"attribute {name!r} of {info.label}"
+        proxy = self.tensor_input(value, info.dict, name, label)
+        pattern = (proxy.dtype, proxy.device, proxy.requires_grad, tuple(n if type(n) is int else None for n in proxy.shape))
+        self.guards.add(f"_same_metadata({self._dict_expr(info)}[{plain_scalar(name)!r}], {self.guards.bind(pattern, 'k')})", label)
+        return proxy
 
     def _dict_expr(self, info: _ViewInfo) -> str:
         # an argument is reached through the call's arguments (another object may be equal to
@@ -607,6 +624,16 @@ def _same_items(items: Any, expected: list) -> bool:
     return all(a is b or (type(a) in _SCALARS and type(a) is type(b) and _same_scalar(a, b)) for a, b in zip(items, expected))
 
 
+def _same_metadata(t: Any, pattern: tuple) -> bool:
+    """Whether `t` is a tensor of the dtype, device, requires_grad and shape in `pattern`; a
+    None in its shape is a symbolic size, any of 2 or more."""
+    dtype, device, requires_grad, shape = pattern
+    if type(t) is not torch.Tensor or t.dtype is not dtype or t.device != device or t.requires_grad is not requires_grad:
+        return False
+    sizes = t.shape
+    return len(sizes) == len(shape) and all(n == s if s is not None else n >= 2 for n, s in zip(sizes, shape))
+
+
 def _same_scalar(a: Any, b: Any) -> bool:
     return scalar_key(a) == scalar_key(b) if type(a) in (float, complex) else a == b
 
@@ -624,7 +651,7 @@ class StateGuards(GuardSet):
         super().__init__()
         self.effects: list[str] = []  # statements replaying the writes, reading `effects`
         self.eager_because: list[str] = []  # why the program must run eagerly (inner hooks)
-        self.namespace.update(_same_items=_same_items, _setattr=setattr)
+        self.namespace.update(_same_items=_same_items, _same_metadata=_same_metadata, _setattr=setattr)
         self._roots: dict[int, str] = {}  # id(argument object) -> how the check reaches it
 
     def root(self, obj: Any, expr: str) -> None:

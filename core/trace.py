@@ -15,6 +15,7 @@ import torch
 from torch.utils._pytree import MappingKey, SequenceKey, is_structseq_instance, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 from .proxies import NumberProxy, TensorProxy, size_leaf, type_string
+from .symbolic import SymInt, source
 from .symbol import DEL, BoundSymbol, Tags
 
 __all__ = ["Trace", "ValuePrinter", "plain_scalar", "Itself"]
@@ -108,6 +109,8 @@ class ValuePrinter:
         if isinstance(x, (TensorProxy, NumberProxy)):
             return x.name
         t = type(x)
+        if t is SymInt:
+            return source(x)  # an expression over the size symbols the generated function reads
         if x is None or t is bool or t is int or t is str:
             return repr(x)
         if x is Ellipsis:
@@ -150,7 +153,7 @@ class ValuePrinter:
         for values the program returns (the caller gets what eager returns, type included).
         """
         t = type(x)
-        if isinstance(x, (TensorProxy, NumberProxy)) or x is None or x is Ellipsis or t in _PLAIN_SCALARS:
+        if isinstance(x, (TensorProxy, NumberProxy)) or x is None or x is Ellipsis or t in _PLAIN_SCALARS or t is SymInt:
             return self(x)
         if t is tuple or t is list:
             inner = ", ".join(self.exact(v) for v in x)

@@ -25,13 +25,17 @@ from .prims import copy_
 from .proxies import NumberProxy, TensorProxy, size_leaf, tracing
 from .speculation import Speculation
 from .state_guards import StateRecorder
+from .symbolic import ShapeEnv
 from .trace import Trace
 from .type_checks import isinstance_traced
 from .random_state import random_state_kept
 from .unbound_methods import unbound_methods_traced
 from .views import ViewTracker
 
-__all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names"]
+__all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names", "ALL_DIMS"]
+
+# `dims[("state",)]`: every dimension of every tensor read from an argument object is symbolic
+ALL_DIMS = frozenset(range(64))
 
 
 class TracingContext:
@@ -59,6 +63,8 @@ class TracingContext:
         self.number_roots: dict[str, tuple[NumberProxy, ...]] = {}
         # a NumberProxy's name -> the names of the number arguments it was computed from
         self.number_sources: dict[str, frozenset[str]] = {}
+        # the size symbols of the inputs' symbolic dimensions, and the shape guards (squall.symbolic)
+        self.shapes = ShapeEnv()
 
     def number_op(self, op: str, operands: tuple) -> NumberProxy:
         """Arithmetic or a comparison on a NumberProxy, recorded (squall.numbers)."""
@@ -139,7 +145,9 @@ class InputBinding:
     """Where an input proxy comes from: a path of indexes into the function's arguments.
 
     The path starts at "params" (a module's parameters and buffers, a list),
-    "args" (positional arguments, a tuple) or "kwargs" (a dict).
+    "args" (positional arguments, a tuple) or "kwargs" (a dict); or it is ("state", owner,
+    key): a tensor an object reached from the arguments holds, read as `owner[key]` (the
+    object's `__dict__`) at every call (squall.state_guards).
     """
 
     proxy: TensorProxy
@@ -221,6 +229,7 @@ def trace_program(
     same_as: dict[tuple, tuple] | None = None,
     strict: bool = False,
     dynamic: frozenset[tuple] = frozenset(),
+    dims: dict[tuple, frozenset[int]] | None = None,
 ) -> tuple[Trace, list[InputBinding]]:
     """Trace `fn(*args, **kwargs)` (or `module(...)`) into a Trace of ltorch calls.
 
@@ -234,6 +243,9 @@ def trace_program(
     speculated from the real inputs and guarded (`squall.speculation`); with `strict` it is a
     DataDependentError. An int or float argument whose path is in `dynamic` is an input
     too, a NumberProxy read at run time (`squall.numbers`), not a constant of the trace.
+    `dims` maps a tensor argument's path to its dimensions whose sizes are symbolic
+    (`squall.symbolic`): each one of 2 or more becomes a size symbol, read from the input at
+    every call; sizes 0 and 1 stay concrete.
     """
     language = TorchLanguage(_torch_table(), ltorch.collectives.WRAPPED_RESULTS)
     ctx = TracingContext(language.dispatch)
@@ -249,7 +261,11 @@ def trace_program(
             if path in same_as:
                 return by_path[same_as[path]]
             name = _local_name(x.name if isinstance(x, TensorProxy) else hint, taken)
-            p = TensorProxy(name, shape=x.shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad)
+            shape = x.shape
+            symbolic = dims.get(path) if dims else None
+            if symbolic:
+                shape = tuple(ctx.shapes.symbol(n, name, d) if d in symbolic and type(n) is int and n >= 2 else n for d, n in enumerate(shape))
+            p = TensorProxy(name, shape=shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad)
             if isinstance(x, torch.nn.Parameter):
                 p._is_param = True  # the program's `isinstance(p, torch.nn.Parameter)` answers as in eager (squall.type_checks)
             ctx.inputs.append(p)
@@ -270,6 +286,27 @@ def trace_program(
             return {k: proxify(v, (*path, k), f"{hint}_{k if type(k) in (str, int) else i}") for i, (k, v) in enumerate(x.items())}
         return x
 
+    state_proxies: dict[int, TensorProxy] = {}
+
+    def state_input(value: torch.Tensor, owner: dict, key: str, label: str) -> TensorProxy:
+        # a tensor an argument object (or one reached from it) holds: an input read from
+        # `owner[key]` at every call; its dimensions symbolic as `dims` says for ("state", id(owner), key)
+        p = state_proxies.get(id(value))
+        if p is None:
+            symbolic = (dims or {}).get(("state", id(owner), key)) or (dims or {}).get(("state",)) or frozenset()
+            marked = getattr(value, "_dynamo_dynamic_indices", None)  # torch._dynamo.mark_dynamic
+            symbolic = symbolic | frozenset(marked) if marked and symbolic is not ALL_DIMS else symbolic
+            shape = tuple(value.shape)
+            name = _local_name(f"{key}", taken)
+            if symbolic:
+                shape = tuple(ctx.shapes.symbol(n, name, d) if (d in symbolic or symbolic is ALL_DIMS) and n >= 2 else n for d, n in enumerate(shape))
+            p = state_proxies[id(value)] = TensorProxy(name, shape=shape, dtype=value.dtype, device=value.device, requires_grad=value.requires_grad)
+            ctx.inputs.append(p)
+            paths.append(("state", owner, key))
+            if ctx.speculation is not None:
+                ctx.speculation.bind(p, value)
+        return p
+
     if not strict:
         ctx.speculation = Speculation(ctx)
     with tracing(ctx):
@@ -284,6 +321,7 @@ def trace_program(
         p_kwargs = {k: proxify(v, ("kwargs", k), k) for k, v in kwargs.items()}
         # what the program reads and writes besides its inputs (squall.state_guards): ctx.state
         ctx.state = StateRecorder(module, arg_offset=int(module is not None))
+        ctx.state.tensor_input = state_input
         target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
         with TracingMode(language), unbound_methods_traced(), isinstance_traced():
             # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.wrappers)

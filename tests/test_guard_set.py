@@ -126,19 +126,19 @@ def test_a_number_guard_is_its_own_kind():
 
 
 def test_a_new_guard_kind_is_a_table_row_and_a_condition():
-    kinds = {**GUARD_KINDS, "shape": ("a relation between input sizes", "check")}
+    kinds = {**GUARD_KINDS, "relation": ("a relation between input sizes", "check")}
     guards = GuardSet(kinds)
-    guards.add("args[0].shape[1] >= 2", "input 0 dim 1 >= 2", kind="shape", site="model.py:3")
-    guards.add("args[0].shape[1] == args[1].shape[2]", "input0.dim1 == input1.dim2", kind="shape")
+    guards.add("args[0].shape[1] >= 2", "input 0 dim 1 >= 2", kind="relation", site="model.py:3")
+    guards.add("args[0].shape[1] == args[1].shape[2]", "input0.dim1 == input1.dim2", kind="relation")
     failures = []
     run = guards.runner(lambda x, y: x.sum() + y.sum(), lambda args, kwargs: failures.append(guards.explain(args, kwargs)))
     assert_close(run(torch.ones(2, 3), torch.ones(1, 1, 3)), torch.tensor(9.0))
     run(torch.ones(2, 1), torch.ones(1, 1, 1))
     run(torch.ones(2, 3), torch.ones(1, 1, 4))
-    assert failures == [GuardFailure("shape", "input 0 dim 1 >= 2", "model.py:3"), GuardFailure("shape", "input0.dim1 == input1.dim2")]
+    assert failures == [GuardFailure("relation", "input 0 dim 1 >= 2", "model.py:3"), GuardFailure("relation", "input0.dim1 == input1.dim2")]
     # the policy has no rule of its own for it: the entry is set aside and the call compiled again
     assert decide(failures[0], module=False) is Action.SET_ASIDE
-    assert guards.describe() == ["shape: input 0 dim 1 >= 2 (model.py:3)", "shape: input0.dim1 == input1.dim2"]
+    assert guards.describe() == ["relation: input 0 dim 1 >= 2 (model.py:3)", "relation: input0.dim1 == input1.dim2"]
 
 
 def test_a_guard_of_an_unknown_kind_or_in_the_wrong_place_is_refused():

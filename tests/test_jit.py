@@ -60,7 +60,7 @@ def test_cache_hits_and_recompiles_on_signature_changes():
 
 
 def test_repeated_recompiles_warn_naming_the_changing_input():
-    jf = squall.jit(lambda x, y: x * y, recompile_limit=3)
+    jf = squall.jit(lambda x, y: x * y, recompile_limit=3, dynamic=False)
     y = torch.randn(1)
     with pytest.warns(squall.SquallWarning, match="argument 'x' keeps changing"):
         for n in range(1, 6):
@@ -361,7 +361,7 @@ def test_a_jitted_function_called_while_tracing_is_traced_inline():
 
 
 def test_the_cache_is_bounded_and_evicts_the_least_recently_used_entry():
-    jf = squall.jit(lambda x: x + 1, cache_size=2)
+    jf = squall.jit(lambda x: x + 1, cache_size=2, dynamic=False)
     a, b, c = torch.ones(1), torch.ones(2), torch.ones(3)
     jf(a), jf(b)
     jf(a)  # a is now more recently used than b
@@ -380,7 +380,7 @@ def test_the_cache_is_bounded_and_evicts_the_least_recently_used_entry():
 
 
 def test_cache_recency_counts_calls_between_compilations_not_insertion_order():
-    jf = squall.jit(lambda x: x * 2, cache_size=3)
+    jf = squall.jit(lambda x: x * 2, cache_size=3, dynamic=False)
     x1, x2, x3, x4 = (torch.ones(n) for n in (1, 2, 3, 4))
     jf(x1), jf(x2), jf(x3)  # inserted in this order
     jf(x3), jf(x1)  # x2 is the least recently used, though not the oldest
@@ -392,9 +392,9 @@ def test_cache_recency_counts_calls_between_compilations_not_insertion_order():
 
 
 def test_cache_size_default_none_and_bad_values():
-    jf = squall.jit(lambda x: -x)
+    jf = squall.jit(lambda x: -x, dynamic=False)
     assert jf.cache_info().limit == DEFAULT_CACHE_SIZE == 64
-    unbounded = squall.jit(lambda x: -x, cache_size=None, recompile_limit=100)
+    unbounded = squall.jit(lambda x: -x, cache_size=None, recompile_limit=100, dynamic=False)
     for n in range(1, 70):
         unbounded(torch.ones(n))
     assert (unbounded.cache_info().size, unbounded.cache_info().evictions, unbounded.cache_info().limit) == (69, 0, None)
@@ -405,7 +405,7 @@ def test_cache_size_default_none_and_bad_values():
 
 def test_a_module_cache_is_bounded_too():
     lin = torch.nn.Linear(3, 2)
-    jm = squall.jit(lin, cache_size=1)
+    jm = squall.jit(lin, cache_size=1, dynamic=False)
     x = torch.randn(4, 3)
     y = torch.randn(5, 3)
     assert_close(jm(x), lin(x))

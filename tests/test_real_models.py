@@ -170,7 +170,9 @@ def test_generate_on_the_compiled_model_runs_its_compiled_forward_and_matches_ea
     actual = _no_opaque_calls(jitted.generate, prompt, **options)
     assert torch.equal(actual, expected)
     info = jitted._jitted.cache_info()
-    assert info.misses + info.hits == 4  # the prompt and three one-token steps, each compiled
+    # the prompt, the first step, then the second step with the mask's and the KV cache's
+    # lengths symbolic (automatic dynamic): the third step runs that program
+    assert (info.misses, info.hits) == (3, 1)
     assert type(module) is type(model.build()) and "_squall_compiled" not in vars(module)
 
 
@@ -191,3 +193,49 @@ def test_timm_training_step_matches_eager(name):
         torch.testing.assert_close(a.grad, e.grad, atol=1e-4, rtol=1e-3, msg=lambda m: f"{name_}.grad: {m}")
     for (name_, a), e in zip(compiled_model.named_buffers(), eager.buffers()):
         torch.testing.assert_close(a, e, msg=lambda m: f"{name_}: {m}")
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2", "qwen2"])
+def test_generate_compiles_a_bounded_number_of_times_and_matches_eager(name):
+    """Each decoding step brings a longer KV cache and mask: their lengths become symbolic at the
+    third call (automatic dynamic), so a generate compiles three times however many tokens."""
+    (model,) = [m for m in TRANSFORMERS_MODELS if m.name == name]
+    torch.manual_seed(0)
+    module = model.build()
+    prompt = torch.randint(1, 97, (1, 6))
+    options = dict(attention_mask=torch.ones_like(prompt), max_new_tokens=8, min_new_tokens=8, do_sample=False, pad_token_id=0)
+    jitted = squall.jit(module)
+    with torch.no_grad():
+        expected = module.generate(prompt, **options)
+        actual = jitted.generate(prompt, **options)
+    assert torch.equal(actual, expected)
+    assert jitted.cache_info().misses == 3
+
+
+def test_a_decoding_loop_stops_compiling_once_its_lengths_are_symbolic():
+    (model,) = [m for m in TRANSFORMERS_MODELS if m.name == "llama"]
+    torch.manual_seed(0)
+    module = model.build()
+    jitted = squall.jit(module)
+    ids = torch.randint(1, 97, (1, 5))
+    with torch.no_grad():
+        expected, actual = module(input_ids=ids, use_cache=True), jitted(input_ids=ids, use_cache=True)
+        for step in range(6):
+            token = expected.logits[:, -1:].argmax(-1)
+            expected = module(input_ids=token, past_key_values=expected.past_key_values, use_cache=True)
+            actual = jitted(input_ids=token, past_key_values=actual.past_key_values, use_cache=True)
+            assert_same_output(actual.logits, expected.logits, f"step {step}", atol=1e-5, rtol=1e-5)
+    assert jitted.cache_info().misses == 3  # the prompt, the first step, the step whose cache grew
+    assert "s0" in squall.last_traces(jitted).source  # the cache's length, read from its keys
+
+
+def test_an_encoder_over_a_stream_of_lengths_compiles_a_few_times():
+    (model,) = [m for m in TRANSFORMERS_MODELS if m.name == "bert"]
+    torch.manual_seed(0)
+    module = model.build()
+    jitted = squall.jit(module)
+    with torch.no_grad():
+        for batch, length in [(4, 9), (4, 13), (4, 30), (4, 17), (8, 11), (8, 25), (2, 7)]:
+            ids = torch.randint(1, 97, (batch, length))
+            assert_same_output(jitted(input_ids=ids), module(input_ids=ids), f"{batch}x{length}", atol=1e-5, rtol=1e-5)
+    assert jitted.cache_info().misses == 3  # static, then the length symbolic, then the batch too

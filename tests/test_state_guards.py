@@ -1277,8 +1277,10 @@ def test_unhashable_dataclass_holding_a_tensor_sees_it_replaced_and_changed_in_p
     _check(j, f, x, c)
     c.w.add_(1)  # in place: the same tensor, read at the call
     _check(j, f, x, c)
-    c.w = torch.randn(3)  # another tensor: its guard fails, compiled again
+    c.w = torch.randn(3)  # another tensor of the same metadata: an input read at the call, not compiled again
     _check(j, f, x, c)
     c.shift = 3.0
+    _check(j, f, x, c)
+    c.w = torch.randn(3, dtype=torch.float64)  # another dtype: its metadata guard fails, compiled again
     _check(j, f, x, c)
     assert jitted_state(j).stats.misses == 3

@@ -144,7 +144,7 @@ def test_judgements_are_remembered_on_disk_for_the_next_process(monkeypatch, tmp
 
 def test_an_entry_evicted_before_its_upgrade_is_not_upgraded(fused_faster):
     fuser = SlowFuser()
-    fn = squall.jit(program, executors=[fuser, make_executor()], cache_size=1)
+    fn = squall.jit(program, executors=[fuser, make_executor()], cache_size=1, dynamic=False)  # b compiles its own entry
     a, b = torch.randn(4), torch.randn(5)
     fn(a)
     fn(b)  # evicts a's entry while its upgrade waits at the gate

@@ -8,6 +8,7 @@ from .base import torchsymbol
 from .helpers import check, computation_dtype, is_tensor, to_dtype
 from .windows import batched, sizes_text, unbatch, windows
 from ..proxies import TensorProxy
+from ..symbolic import guarded_int
 
 __all__ = [
     "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
@@ -15,8 +16,14 @@ __all__ = [
 ]
 
 
+def _guarded(values) -> tuple:
+    """Sizes a convolution's meta computes with, symbolic ones read and guarded."""
+    return tuple(guarded_int(v) for v in values)
+
+
 def _ntuple(name: str, arg: str, value, n: int) -> tuple[int, ...]:
     """An int or a sequence of 1 or n ints, as n ints (torch's expand_param_if_needed)."""
+    value = [guarded_int(v) for v in value] if isinstance(value, (tuple, list)) else guarded_int(value)  # sizes the meta computes with
     if isinstance(value, int) and not isinstance(value, bool):
         return (value,) * n
     check(
@@ -48,6 +55,7 @@ def _check_conv_operands(name: str, x, weight, bias, n: int) -> None:
 def _check_conv_params(stride, dilation, groups) -> None:
     check(all(s > 0 for s in stride), lambda: f"non-positive stride is not supported, got stride={list(stride)}", RuntimeError)
     check(all(d > 0 for d in dilation), lambda: f"dilation should be greater than zero, but got {list(dilation)}", RuntimeError)
+    groups = guarded_int(groups)
     check(isinstance(groups, int) and groups > 0, lambda: f"non-positive groups is not supported, got groups={groups}", RuntimeError)
 
 
@@ -97,6 +105,7 @@ def _convnd(name: str, n: int, input, weight, bias, stride, padding, dilation, g
         lambda: f"Calculated padded input size per channel: ({sizes_text(padded)}). Kernel size: ({sizes_text(dilated)}). Kernel size can't be greater than actual input size",
         RuntimeError,
     )
+    stride, padding, dilation, groups = _guarded(stride), _guarded(padding), _guarded(dilation), guarded_int(groups)
     out = prims.convolution(x, weight, bias, stride, padding, dilation, False, (0,) * n, groups)
     return unbatch(out, added)
 
@@ -159,6 +168,8 @@ def _conv_transposend(name: str, n: int, input, weight, bias, stride, padding, o
         lambda: f"Given input size per channel: ({sizes_text(x.shape[2:])}). Calculated output size per channel: ({sizes_text(sizes)}). Output size is too small",
         RuntimeError,
     )
+    output_padding = _guarded(output_padding)
+    stride, padding, dilation, groups = _guarded(stride), _guarded(padding), _guarded(dilation), guarded_int(groups)
     out = prims.convolution(x, weight, bias, stride, padding, dilation, True, output_padding, groups)
     return unbatch(out, added)
 
@@ -271,7 +282,7 @@ def col2im(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     # kernel offset (i, j): an identity per group
     dtype = x.dtype
     compute = torch.float32 if dtype == torch.bool else computation_dtype(dtype)
-    n, c = x.shape[0], x.shape[1] // k
+    n, c = x.shape[0], guarded_int(x.shape[1] // k)  # the groups of the convolution below: read, guarded
     iota = prims.iota(k, start=0, step=1, device=x.device, dtype=torch.int64)
     eye = prims.eq(prims.broadcast_in_dim(iota, (c, k, k), [1]), prims.broadcast_in_dim(iota, (c, k, k), [2]))
     weight = prims.reshape(prims.convert_element_type(eye, compute), (c * k, 1, *kernel))

@@ -18,6 +18,8 @@ from .base import torchsymbol
 from .helpers import cast_number, check, is_number, is_tensor, number_dtype
 from ..proxies import TensorProxy, current_context
 from ..symbol import Tags
+from ..prims.base import is_size
+from ..symbolic import SymInt
 
 __all__ = [
     "zeros", "ones", "empty", "full", "scalar_tensor", "zeros_like", "ones_like", "empty_like",
@@ -38,7 +40,7 @@ def parse_size(name: str, args: tuple, size=None) -> tuple[int, ...]:
         args = tuple(args[0])
     for s in args:
         check(
-            isinstance(s, int) and not isinstance(s, bool),
+            is_size(s),
             lambda: f"{name}(): argument 'size' must be tuple of ints, but found element of type {type(s).__name__}",
             TypeError,
         )
@@ -242,12 +244,12 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
     for what, x in (("start", start), ("end", end), ("step", step)):
         _scalar_arg("arange", what, x)
     if dtype is None:
-        dtype = torch.int64 if all(isinstance(x, int) for x in (start, end, step)) else torch.get_default_dtype()
+        dtype = torch.int64 if all(map(is_size, (start, end, step))) else torch.get_default_dtype()
     device = factory_device(device)
     if dtype == torch.int64:
         # torch computes an int64 range from the bounds truncated to integers
         check(step != 0, lambda: "step must be nonzero", RuntimeError)
-        start, end, step = int(start), int(end), int(step)
+        start, end, step = (x if type(x) is SymInt else int(x) for x in (start, end, step))  # a symbolic bound stays one
         check(step != 0, lambda: "step must be nonzero", ValueError)
         check((end - start) * step >= 0, lambda: "upper bound and lower bound inconsistent with step sign", RuntimeError)
         sign = (step > 0) - (step < 0)

@@ -9,6 +9,7 @@ import torch
 from .. import prims
 from ..prims.base import canonical_dim, canonical_dims, check, dtype_category, is_number, number_type
 from ..proxies import NumberProxy, TensorProxy
+from ..symbolic import SymInt
 
 __all__ = [
     "Promotion",
@@ -154,6 +155,8 @@ def to_dtype(x, dtype: torch.dtype):
         return x
     if type(x) is NumberProxy:
         return _number_to_dtype(x, dtype)
+    if type(x) is SymInt and not dtype.is_complex and dtype != torch.bool:
+        return x  # a symbolic size stays one: the op is run with its value at each call
     if dtype == torch.bool:
         return bool(x)
     if dtype.is_complex:

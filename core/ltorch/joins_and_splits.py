@@ -11,6 +11,7 @@ from .base import data_dependent_error, torchsymbol
 from .helpers import canonical_dim, check, is_tensor
 from .shape import _sizes, _slice_dim, unsqueeze
 from ..proxies import TensorProxy
+from ..symbolic import guarded_int
 
 __all__ = [
     "cat", "concatenate", "stack", "hstack", "vstack", "dstack", "split", "split_method", "chunk",
@@ -107,7 +108,8 @@ def dstack(tensors):
 
 
 def _split_sizes(a: TensorProxy, d: int, split_size) -> list[int]:
-    n = a.shape[d]
+    # how many pieces a split makes depends on the sizes' values: read, guarded
+    n, split_size = guarded_int(a.shape[d]), guarded_int(split_size)
     if isinstance(split_size, int):
         check(split_size >= 0, lambda: f"split expects split_size be non-negative, but got split_size={split_size}")
         check(split_size > 0 or n == 0, lambda: f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
@@ -171,7 +173,7 @@ def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indic
         raise data_dependent_error("torch.tensor_split with a tensor of indices or sections")
     check(input.ndim > 0, lambda: f"tensor_split expected at least a 1-dimensional tensor, but got a tensor with {input.ndim} dims")
     d = canonical_dim(input.ndim, dim)
-    n = input.shape[d]
+    n = guarded_int(input.shape[d])  # the pieces' bounds depend on its value: read, guarded
     if isinstance(arg, int):
         check(arg > 0, lambda: f"number of sections must be larger than 0, got {arg}")
         small, extra = divmod(n, arg)

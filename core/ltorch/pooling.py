@@ -10,6 +10,7 @@ from .base import torchsymbol
 from .helpers import check, computation_dtype, is_tensor, to_dtype
 from .windows import avg_window_counts, batched, sizes_text, unbatch, windows
 from ..proxies import TensorProxy
+from ..symbolic import guarded_int
 
 __all__ = [
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
@@ -32,7 +33,7 @@ def _adaptive_setup(name: str, n: int, input, output_size):
         output_size = (output_size,) * n
     check(isinstance(output_size, (tuple, list)) and len(output_size) == n, lambda: f"{name}: output_size must be {n}", RuntimeError)
     spatial = input.shape[input.ndim - n :]
-    sizes = tuple(L if o is None else o for o, L in zip(output_size, spatial))
+    sizes = tuple(guarded_int(L if o is None else o) for o, L in zip(output_size, spatial))
     check(all(isinstance(o, int) and o >= 0 for o in sizes), lambda: f"{name}: elements of output_size must be greater than or equal to 0 but received {list(output_size)}", RuntimeError)
     return sizes
 

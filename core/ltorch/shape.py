@@ -9,6 +9,7 @@ from .. import prims
 from . import helpers
 from .base import data_dependent_error, torchsymbol
 from .helpers import broadcast_shapes, canonical_dim, check, is_tensor
+from ..prims.base import is_size
 from ..proxies import TensorProxy
 from ..symbol import Tags
 
@@ -33,7 +34,7 @@ def _sizes(name: str, args: tuple, keyword=None) -> tuple[int, ...]:
     if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)):
         args = tuple(args[0])
     check(
-        all(isinstance(s, int) and not isinstance(s, bool) for s in args),
+        all(map(is_size, args)),
         lambda: f"{name}(): sizes must be ints, got {args}",
         TypeError,
     )

@@ -17,7 +17,9 @@ from .base import data_dependent_error, torchsymbol
 from .functionalization import inplace
 from .helpers import broadcast_shapes, broadcast_to, check, is_tensor
 from .shape import clone
+from ..prims.base import is_size
 from ..proxies import TensorProxy, current_context
+from ..symbolic import slice_indices
 
 __all__ = [
     "getitem", "setitem", "setitem_",
@@ -90,7 +92,7 @@ def _parse(a: TensorProxy, key) -> _Key:
         elif isinstance(item, int):
             n = a.shape[dim]
             check(-n <= item < n, lambda: f"index {item} is out of bounds for dimension {dim} with size {n}", IndexError)
-            item %= n
+            item = item + n if item < 0 else item  # not `%`: n may be symbolic
             k.starts[dim], k.stops[dim] = item, item + 1
             k.selected.append(dim)
             k.full_slices_only = False
@@ -99,10 +101,11 @@ def _parse(a: TensorProxy, key) -> _Key:
             check(item.step is None or item.step != 0, lambda: "slice step cannot be zero", ValueError)
             check(item.step is None or item.step > 0, lambda: "step must be greater than zero", ValueError)
             for bound in (item.start, item.stop, item.step):
-                check(bound is None or isinstance(bound, int), lambda: f"{_VALID} (got a slice bound of type {type(bound).__name__})", TypeError)
-            start, stop, step = item.indices(a.shape[dim])
-            k.starts[dim], k.stops[dim], k.steps[dim] = start, max(start, stop), step
-            if (start, max(start, stop), step) != (0, a.shape[dim], 1):
+                check(bound is None or is_size(bound), lambda: f"{_VALID} (got a slice bound of type {type(bound).__name__})", TypeError)
+            start, stop, step = slice_indices(item, a.shape[dim])
+            stop = stop if stop >= start else start
+            k.starts[dim], k.stops[dim], k.steps[dim] = start, stop, step
+            if (start, stop, step) != (0, a.shape[dim], 1):
                 k.full_slices_only = False
             dim += 1
             pos += 1

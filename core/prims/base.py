@@ -7,6 +7,7 @@ import torch
 
 from ..proxies import NumberProxy, TensorProxy
 from ..symbol import Symbol
+from ..symbolic import SymInt
 
 __all__ = ["PrimIDs", "make_prim", "check", "check_tensor", "canonical_dim", "canonical_dims"]
 
@@ -185,9 +186,14 @@ def canonical_dims(ndim: int, dims: Sequence[int]) -> tuple[int, ...]:
     return out
 
 
+def is_size(x) -> bool:
+    """Whether `x` can be a size: an int (not a bool), or a symbolic size (`squall.symbolic`)."""
+    return type(x) is SymInt or (isinstance(x, int) and not isinstance(x, bool))
+
+
 def is_number(x) -> bool:
-    """A Python number, or a NumberProxy standing for one."""
-    return (isinstance(x, (int, float, complex)) and not isinstance(x, torch.Tensor)) or type(x) is NumberProxy
+    """A Python number, or a NumberProxy or symbolic size standing for one."""
+    return (isinstance(x, (int, float, complex)) and not isinstance(x, torch.Tensor)) or type(x) is NumberProxy or type(x) is SymInt
 
 
 _CATEGORY = {bool: 0, int: 1, float: 2, complex: 3}
@@ -206,7 +212,7 @@ def dtype_category(dtype: torch.dtype) -> int:
 
 def number_type(x) -> type:
     """The Python type of the number `x` (a NumberProxy's is the type it stands for)."""
-    return x.python_type if type(x) is NumberProxy else type(x)
+    return x.python_type if type(x) is NumberProxy else int if type(x) is SymInt else type(x)
 
 
 def number_category(x) -> int:

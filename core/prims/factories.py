@@ -14,13 +14,14 @@ import torch
 from .base import PrimIDs, check, dtype_category, is_number, make_prim, number_category
 from ..proxies import TensorProxy
 from ..symbol import Tags
+from .base import is_size
 
 
 def _check_shape(name: str, shape) -> tuple[int, ...]:
     check(isinstance(shape, Sequence), lambda: f"{name} expects a shape (a sequence of ints), got {type(shape).__name__}", TypeError)
     shape = tuple(shape)
     check(
-        all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape),
+        all(is_size(s) and s >= 0 for s in shape),
         lambda: f"{name} expects non-negative int sizes, got {list(shape)}",
         ValueError,
     )
@@ -53,7 +54,7 @@ full = make_prim(PrimIDs.FULL, "full", meta=_full_meta)
 
 
 def _iota_meta(length, *, start, step, device, dtype):
-    check(isinstance(length, int) and not isinstance(length, bool) and length >= 0, lambda: f"iota expects a non-negative int length, got {length!r}", ValueError)
+    check(is_size(length) and length >= 0, lambda: f"iota expects a non-negative int length, got {length!r}", ValueError)
     _check_device_dtype("iota", device, dtype)
     check(dtype_category(dtype) in (1, 2), lambda: f"iota expects an integer or floating point dtype, got {dtype}", TypeError)
     _check_number("iota", "start", start, dtype)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from .base import PrimIDs, check, is_number, make_prim
 from ..proxies import TensorProxy
 from ..symbol import Tags
+from .base import is_size
 
 
 def _broadcast_in_dim_meta(a, shape, broadcast_dimensions):
@@ -11,7 +12,7 @@ def _broadcast_in_dim_meta(a, shape, broadcast_dimensions):
     shape = tuple(shape)
     dims = tuple(broadcast_dimensions)
     check(len(dims) == a.ndim, lambda: f"broadcast_in_dim expects one broadcast dimension per input dimension ({a.ndim}), got {dims}", ValueError)
-    check(all(isinstance(s, int) and s >= 0 for s in shape), lambda: f"broadcast_in_dim expects non-negative int sizes, got {shape}", ValueError)
+    check(all(is_size(s) and s >= 0 for s in shape), lambda: f"broadcast_in_dim expects non-negative int sizes, got {shape}", ValueError)
     check(list(dims) == sorted(set(dims)), lambda: f"broadcast_in_dim expects strictly increasing broadcast dimensions, got {dims}", ValueError)
     for d, n in zip(dims, a.shape):
         check(0 <= d < len(shape), lambda: f"broadcast_in_dim: dimension {d} is out of range for shape {list(shape)}", IndexError)
@@ -25,7 +26,7 @@ broadcast_in_dim = make_prim(PrimIDs.BROADCAST_IN_DIM, "broadcast_in_dim", meta=
 def _reshape_meta(a, shape):
     check(isinstance(a, TensorProxy), lambda: f"reshape expects a tensor, got {type(a).__name__}", TypeError)
     shape = tuple(shape)
-    check(all(isinstance(s, int) and s >= 0 for s in shape), lambda: f"reshape expects non-negative int sizes (no -1 at this level), got {shape}", ValueError)
+    check(all(is_size(s) and s >= 0 for s in shape), lambda: f"reshape expects non-negative int sizes (no -1 at this level), got {shape}", ValueError)
     n = 1
     for s in shape:
         n *= s
@@ -50,7 +51,7 @@ transpose = make_prim(PrimIDs.TRANSPOSE, "transpose", meta=_transpose_meta, tags
 def _check_per_dim(name: str, a: TensorProxy, what: str, values) -> tuple:
     values = tuple(values)
     check(len(values) == a.ndim, lambda: f"{name} expects one {what} per dimension of the {a.ndim}-d input, got {values}", ValueError)
-    check(all(isinstance(v, int) and not isinstance(v, bool) for v in values), lambda: f"{name} expects int {what}s, got {values}", TypeError)
+    check(all(map(is_size, values)), lambda: f"{name} expects int {what}s, got {values}", TypeError)
     return values
 
 
@@ -113,7 +114,7 @@ def _pad_meta(a, padding_value, padding_config):
     check(len(config) == a.ndim and all(len(c) == 3 for c in config), lambda: f"pad expects one (low, high, interior) triple per dimension of the {a.ndim}-d input, got {config}", ValueError)
     shape = []
     for d, ((lo, hi, interior), n) in enumerate(zip(config, a.shape)):
-        check(all(isinstance(v, int) and not isinstance(v, bool) for v in (lo, hi, interior)), lambda: f"pad expects int padding, got {config[d]} in dimension {d}", TypeError)
+        check(all(map(is_size, (lo, hi, interior))), lambda: f"pad expects int padding, got {config[d]} in dimension {d}", TypeError)
         check(interior >= 0, lambda: f"pad expects interior padding >= 0, got {interior} in dimension {d}", ValueError)
         size = lo + hi + (n + (n - 1) * interior if n > 0 else 0)
         check(size >= 0, lambda: f"pad: padding {config[d]} leaves a negative size ({size}) in dimension {d} of {list(a.shape)}", ValueError)

@@ -31,6 +31,7 @@ from ..pipeline import Compilation, compile_program
 from ..planner import PlanningError
 from ..proxies import current_context
 from ..rage import record_compilation
+from ..dynamic_dims import DynamicDims, has_shape_guards, specialised_dims
 from ..speculation import guards_of, specialised_numbers
 from ..split import Split
 from ..state_guards import StateGuards, UnreplayableWrite, raised_by_users_code
@@ -57,7 +58,7 @@ class Runtime:
     entry_point: Callable
 
     def __init__(self, fn: Callable, *, executors: ExecutorPriority, recompile_limit: int, cache_size: int | None,
-                 wait: bool, strict: bool, check: str):
+                 wait: bool, strict: bool, check: str, dynamic: bool | str = "auto"):
         self.fn = fn
         self.module = fn if isinstance(fn, torch.nn.Module) else None
         self.executors = executors
@@ -77,6 +78,7 @@ class Runtime:
         self._slot_paths: list[str] = []  # "lin.weight", "bn.running_mean"
         self._submodules: list[torch.nn.Module] = []
         self._numbers = DynamicNumbers()  # the number arguments read at run time (squall.entry_point)
+        self._dims = DynamicDims(dynamic)  # the tensor dimensions traced as symbolic sizes (squall.dynamic_dims)
         self._eager_keys: dict[Any, str] = {}  # key -> why its calls run eagerly (an unreplayable write)
         self.split: Split | None = None  # the module's eager frame with compiled children, once it splits
         # around calls that write module state (a module's buffers are updated as one step, as in eager)
@@ -125,6 +127,7 @@ class Runtime:
             check_plain_parameters(self._slot_paths, params)
         with self.cache.lock:
             exact, key = key, self._numbers.key_for(key, args, kwargs)  # a number that changed: dynamic (squall.entry_point)
+            key = self._dims.key_for(key, args, kwargs, self._numbers.paths)  # a size that changed: symbolic (squall.dynamic_dims)
             cached = self.cache.slots.get(key)
             if cached is not None:  # another thread compiled this signature while we waited
                 return cached[0]
@@ -138,6 +141,12 @@ class Runtime:
                 if self._guards(variant.compilation).holds(call_args, kwargs):
                     record.set_aside.pop(i)  # its state is back: cached again, not compiled
                     return self.cache.insert(key, variant, self._runner_for).slot[0]
+            # a tensor an argument object holds (a KV cache) whose sizes changed since an entry read
+            # it: those dimensions symbolic in this compile (squall.dynamic_dims)
+            for held in self.cache.entries.values():
+                for compiled in (held.compiled, *held.set_aside):
+                    if compiled is not None:
+                        self._dims.note_state(compiled.compilation)
             start = time.perf_counter()
             self.stats.misses += 1
             self._note_changes(args, kwargs)
@@ -156,6 +165,11 @@ class Runtime:
             if guarded_numbers:  # its dynamic trace needed the number's exact value: keyed by value again
                 self._numbers.specialise(guarded_numbers)
                 return self._compile(args, kwargs, exact, params)
+            sized = specialised_dims(compilation)
+            if sized:  # its trace needed a symbolic size's exact value: that dimension is keyed by value again
+                for path, dim in sized:
+                    self._dims.specialise(path, dim)
+                return self._compile(args, kwargs, exact, params)
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             record = self.cache.insert(key, entry, self._runner_for)
             self.last_entry = entry
@@ -164,7 +178,10 @@ class Runtime:
                 guards.warn_eager("the module's forward (each submodule it calls compiled)" if self.module is not None else "the function")
             # a split module runs its children compiled, each upgraded on its own: not the whole
             split = self.module is not None and guards.eager
-            upgrade = self._upgrade_job(record, entry, executors, (params, args, kwargs)) if tiered and not split else None
+            # the upgrade times the program on example inputs, but a tensor an argument object holds is
+            # read from the object itself: a program that writes one (a static KV cache) is not timed
+            writes_held = compilation.writes_inputs and any(b.path[0] == "state" for b in compilation.bindings)
+            upgrade = self._upgrade_job(record, entry, executors, (params, args, kwargs)) if tiered and not split and not writes_held else None
             if upgrade is not None and self.wait:
                 upgrade.run()  # the same upgrade, done before the first call returns
             runner = rec.first_call(self._first_call(key, record.slot[0]))  # this first call is recorded
@@ -227,6 +244,7 @@ class Runtime:
         """Compile for `executors` less the fusion executors that compile slowly (squall.tiers);
         also whether any were left out, for a background upgrade to bring them in."""
         options.setdefault("dynamic", frozenset(self._numbers.paths))
+        options.setdefault("dims", dict(self._dims.dims))
         first = tiers.background_priority(executors)
         if first is not None:
             try:
@@ -266,7 +284,7 @@ class Runtime:
 
     def _cached_runner(self, key: Any, entry: CompiledEntry) -> Callable:
         """What the slot holds: the runner; for a trace with value guards, its variants."""
-        if not guards_of(entry.compilation):
+        if not guards_of(entry.compilation) and not has_shape_guards(entry.compilation):
             return self._runner(key, entry.compilation)
         return self._variants(key, self._variant(key, entry))
 
@@ -475,7 +493,7 @@ class Runtime:
         guards = self._guards(variant, alias=False)  # traced for this pattern: not checked for it again
         fn = holding(self._state_lock, variant.fn) if variant.writes_module_state else variant.fn
         fn = guarded(guards, fn, functools.partial(self._rejected, key, variant, {}, fn))
-        if guards_of(variant):  # a value it read may differ at a later call: its variants, as for any entry
+        if guards_of(variant) or has_shape_guards(variant):  # a value it read may differ at a later call: its variants, as for any entry
             entry = CompiledEntry(variant, 0.0)
             return self._variants(key, [fn, entry], lambda a, k: [self._alias_variant(key, compilation, pattern, action, a, k), entry])
         return fn
@@ -512,7 +530,7 @@ class Runtime:
             )
             start = time.perf_counter()
             compilation = compile_program(self.fn, args, kwargs, executors=excluding(self.executors, exclusions), module=self.module,
-                                          strict=self.strict, dynamic=frozenset(self._numbers.paths))
+                                          strict=self.strict, dynamic=frozenset(self._numbers.paths), dims=dict(self._dims.dims))
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             self.last_entry = entry
             self.stats.replans += 1

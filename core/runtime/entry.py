@@ -20,11 +20,12 @@ from typing import Any
 
 from .. import tiers
 from ..aliasing import storage_key, tensors_at
-from ..guard_set import ALIAS, NUMBER, TENSOR, VALUE
+from ..guard_set import ALIAS, NUMBER, SHAPE, TENSOR, VALUE
 from ..pipeline import Compilation
 from ..proxies import NumberProxy, type_string
 from ..speculation import guards_of
 from ..state_guards import StateGuards
+from ..symbolic import is_symbolic
 from ..trace import plain_scalar
 
 __all__ = ["CompiledEntry", "CacheEntry", "entry_guards"]
@@ -83,9 +84,20 @@ def entry_guards(compilation: Compilation, *, alias: bool, takes_params: bool, d
     guards = state.guards if state is not None else StateGuards()
     guards.namespace["_metadata"] = _metadata
     for b in compilation.bindings:
+        if b.path[0] == "state":
+            continue  # a tensor an argument object holds: its metadata is a state guard (squall.state_guards)
         if type(b.proxy) is not NumberProxy:
-            expected = guards.bind(_metadata(b.proxy), "m")
-            guards.note(TENSOR, f"{describe(b.path)}: {type_string(b.proxy)}", condition=f"_metadata({_expression(b.path, takes_params)}) == {expected}")
+            if is_symbolic(b.proxy.shape):
+                # a symbolic size is keyed as "2 or more" (squall.dynamic_dims), so it is explained so
+                p = b.proxy
+                expected = guards.bind((p.dtype, p.device, p.requires_grad, tuple(n if type(n) is int else None for n in p.shape)), "m")
+                condition = f"_same_metadata({_expression(b.path, takes_params)}, {expected})"
+            else:
+                condition = f"_metadata({_expression(b.path, takes_params)}) == {guards.bind(_metadata(b.proxy), 'm')}"
+            guards.note(TENSOR, f"{describe(b.path)}: {type_string(b.proxy)}", condition=condition)
+    env = getattr(compilation.traced.context, "shapes", None)
+    for relation in env.describe() if env is not None else ():
+        guards.note(SHAPE, relation, "shape guards")
     for g in guards_of(compilation):
         how, read, _, expected, site = g.args
         number = bool(read) and all(type(r) is NumberProxy for r in read)  # as GuardFailed.on_number says at run time

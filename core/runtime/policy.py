@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 
-from ..guard_set import ALIAS, NUMBER, VALUE, GuardFailure
+from ..guard_set import ALIAS, NUMBER, SHAPE, VALUE, GuardFailure
 from ..speculation import RUNTIME_READS, SPECULATION_LIMIT
 
 __all__ = ["Action", "decide", "decide_fault", "SPECULATION_LIMIT", "RUNTIME_READS"]
@@ -72,7 +72,7 @@ def decide(
         if alias == "same":
             return Action.NEW_VARIANT
         return _stop_compiling(module)
-    if failure.kind in (VALUE, NUMBER):
+    if failure.kind in (VALUE, NUMBER, SHAPE):
         if compiles > SPECULATION_LIMIT and failure.read in RUNTIME_READS and not dynamic:
             return Action.READ_AT_RUN_TIME
         return _stop_compiling(module) if compiles > SPECULATION_LIMIT else Action.NEW_VARIANT

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..guard_set import NUMBER, VALUE, GuardFailure
+from ..guard_set import NUMBER, SHAPE, VALUE, GuardFailure
 from ..guards import GuardFailed
 from ..speculation import dynamic_reads
 from .entry import CompiledEntry
@@ -25,6 +25,8 @@ __all__ = ["Variants", "failure_of"]
 
 def failure_of(failed: GuardFailed) -> GuardFailure:
     """A guard the program raised, in the form every check reports."""
+    if failed.how == "shape":
+        return GuardFailure(SHAPE, "the shape relations the trace relied on", failed.site, "one does not hold for this call", failed.how)
     kind = NUMBER if failed.on_number else VALUE
     return GuardFailure(kind, f"the value read at {failed.site} ({failed.how})", failed.site,
                         f"was {failed.got!r}, the trace assumed {failed.expected!r}", failed.how)

@@ -1,0 +1,465 @@
+"""Symbolic sizes: a tensor dimension that stays a variable in the trace.
+
+A `SymInt` stands for a size that changes from call to call (a sequence length, a batch, a
+KV cache's length). It is an integer polynomial over the program's *size symbols* (`s0`,
+`s1`: each read from an input tensor's `.shape` when the generated function starts), with
+floor division and remainder as opaque terms, and it carries its value in the call being
+traced, since squall compiles on a real call.
+
+- Arithmetic (`s0 * 2`, `s0 + s1 - 1`, `n // 4`) gives another `SymInt` (or a plain int when
+  the symbols cancel), so a shape computed from sizes prints as the expression it is:
+  `view(t3, (2, s0, 4, 8))`, `# t5: "cpu f32[2, 2*s0]"`.
+- A comparison the program or a meta function makes (`s0 == s1`, `s0 > 128`) is decided on
+  the values of this call and recorded as a *shape guard* in the `ShapeEnv`, unless it holds
+  for every value the symbols may take (sizes 0 and 1 are never symbolic, so `s0 != 1`,
+  `s0 > 0` and `2*s0 >= s0` need no guard). The generated function checks the guards, all in
+  one expression, before it runs anything.
+- Where a concrete int is needed (`int(s)`, `range(s)`, an op that takes only constants,
+  `torch.Size`), the value is read and guarded as `s == value`: the program is then
+  specialised on it, correct for every call it accepts (`ShapeEnv.specialised` names the
+  symbols this happened to, so the jitted function keys them by value from then on).
+"""
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "concrete_value", "slice_indices", "guarded_int"]
+
+# A term's atoms: ("s", name) for a size symbol, ("//", a, b) or ("%", a, b) for an opaque
+# floor division or remainder of two polynomials. A polynomial: ((atoms, coefficient), ...).
+Poly = tuple
+
+
+def _atom_text(atom: tuple) -> str:
+    if atom[0] == "s":
+        return atom[1]
+    return f"({_operand_text(atom[1])} {atom[0]} {_operand_text(atom[2])})"
+
+
+def _operand_text(p: Poly) -> str:
+    text = _poly_text(p)
+    return text if len(p) <= 1 and (not p or p[0][1] == 1 or p[0][0] == ()) and not text.startswith("-") else f"({text})"
+
+
+def _make_poly(terms: dict) -> Poly:
+    return tuple(sorted(((m, c) for m, c in terms.items() if c), key=lambda t: (len(t[0]), [_atom_text(a) for a in t[0]])))
+
+
+def _constant(c: int) -> Poly:
+    return _make_poly({(): c})
+
+
+def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
+    terms = dict(a)
+    for m, c in b:
+        terms[m] = terms.get(m, 0) + sign * c
+    return _make_poly(terms)
+
+
+def _mul(a: Poly, b: Poly) -> Poly:
+    terms: dict = {}
+    for ma, ca in a:
+        for mb, cb in b:
+            m = tuple(sorted(ma + mb, key=_atom_text))
+            terms[m] = terms.get(m, 0) + ca * cb
+    return _make_poly(terms)
+
+
+def _as_constant(p: Poly) -> int | None:
+    if not p:
+        return 0
+    if len(p) == 1 and p[0][0] == ():
+        return p[0][1]
+    return None
+
+
+def _poly_text(p: Poly) -> str:
+    """The polynomial as Python source over the size symbols, e.g. `2*s0*s1 + s0 - 3`."""
+    if not p:
+        return "0"
+    out = []
+    for i, (atoms, c) in enumerate(sorted(p, key=lambda t: (-len(t[0]), [_atom_text(a) for a in t[0]]))):
+        body = "*".join(_atom_text(a) for a in atoms)
+        magnitude = abs(c)
+        text = body if magnitude == 1 and body else f"{magnitude}*{body}" if body else str(magnitude)
+        if i == 0:
+            out.append(f"-{text}" if c < 0 else text)
+        else:
+            out.append(f" - {text}" if c < 0 else f" + {text}")
+    return "".join(out)
+
+
+def _atom_lower_bound(atom: tuple) -> int | None:
+    if atom[0] == "s":
+        return 2  # sizes 0 and 1 are never symbolic
+    num_lb, den_lb = _lower_bound(atom[1]), _lower_bound(atom[2])
+    if num_lb is not None and num_lb >= 0 and den_lb is not None and den_lb > 0:
+        return 0
+    return None
+
+
+def _lower_bound(p: Poly) -> int | None:
+    """A bound the polynomial never goes below, where its terms are all non-negative."""
+    total = 0
+    for atoms, c in p:
+        if not atoms:
+            total += c
+            continue
+        bounds = [_atom_lower_bound(a) for a in atoms]
+        if c < 0 or any(b is None or b < 0 for b in bounds):
+            return None
+        prod = c
+        for b in bounds:
+            prod *= b
+        total += prod
+    return total
+
+
+def _upper_bound(p: Poly) -> int | None:
+    lb = _lower_bound(_mul(p, _constant(-1)))
+    return None if lb is None else -lb
+
+
+def _decided(diff: Poly, op: str) -> bool | None:
+    """Whether `diff op 0` holds for every value of the symbols (None: it depends on them)."""
+    c = _as_constant(diff)
+    if c is not None:
+        return _COMPARE[op](c, 0)
+    lb, ub = _lower_bound(diff), _upper_bound(diff)
+    positive = lb is not None and lb > 0
+    nonneg = lb is not None and lb >= 0
+    negative = ub is not None and ub < 0
+    nonpos = ub is not None and ub <= 0
+    if op == "==":
+        return False if positive or negative else None
+    if op == "!=":
+        return True if positive or negative else None
+    if op == ">":
+        return True if positive else False if nonpos else None
+    if op == ">=":
+        return True if nonneg else False if negative else None
+    if op == "<":
+        return True if negative else False if nonneg else None
+    if op == "<=":
+        return True if nonpos else False if positive else None
+    return None
+
+
+_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+}
+_NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+class ShapeEnv:
+    """The size symbols of one trace and the shape guards it relies on.
+
+    `symbols` maps a symbol's name to its value in the traced call and where it is read from
+    (an input proxy's name and a dimension); `aliases` are the other input dimensions that had
+    the same value and share its symbol (each checked equal at call time); `guards` maps each
+    relation's source to the truth it had.
+    """
+
+    def __init__(self):
+        self.symbols: dict[str, tuple[int, str, int]] = {}
+        self.aliases: list[tuple[str, int, str]] = []  # (input name, dim, symbol)
+        self.guards: dict[str, bool] = {}
+        self.specialised: set[str] = set()  # symbols whose exact value was read
+        self._by_value: dict[int, str] = {}
+
+    def symbol(self, value: int, input_name: str, dim: int) -> SymInt:
+        """The size symbol for dimension `dim` of the input `input_name`, whose value is
+        `value` (>= 2); inputs' dimensions of one value share one symbol (checked equal)."""
+        name = self._by_value.get(value)
+        if name is None:
+            name = self._by_value[value] = f"s{len(self.symbols)}"
+            self.symbols[name] = (value, input_name, dim)
+        else:
+            self.aliases.append((input_name, dim, name))
+        return SymInt(((((("s", name),), 1),)), value, self)
+
+    def note(self, text: str, holds: bool) -> None:
+        """Record the shape relation `text` (Python over the size symbols) and its truth."""
+        if text not in self.guards:
+            self.guards[text] = holds
+
+    def check_source(self) -> str:
+        """One Python expression that is true where every guard holds as it did when traced
+        (the aliases included); "" where there is nothing to check."""
+        parts = [f"{name}.shape[{dim}] == {symbol}" for name, dim, symbol in self.aliases]
+        parts += [f"({text})" if holds else f"not ({text})" for text, holds in self.guards.items()]
+        return " and ".join(parts)
+
+    def describe(self) -> list[str]:
+        """The guards as a reader sees them: `s0 == s1 + 1`, `not (s0 > 128)`."""
+        return [f"{name}.shape[{dim}] == {symbol}" for name, dim, symbol in self.aliases] + [
+            text if holds else f"not ({text})" for text, holds in self.guards.items()
+        ]
+
+
+class SymInt:
+    """A size known only at run time: a polynomial over size symbols, with its traced value."""
+
+    __slots__ = ("poly", "value", "env")
+
+    def __init__(self, poly: Poly, value: int, env: ShapeEnv):
+        self.poly = poly
+        self.value = value
+        self.env = env
+
+    # --- building new sizes -------------------------------------------------------------------
+    def _new(self, poly: Poly, value: int) -> int | SymInt:
+        return _sized(poly, value, self.env)
+
+    def _operand(self, other: Any) -> tuple[Poly, int] | None:
+        if type(other) is SymInt:
+            return other.poly, other.value
+        if type(other) is int or type(other) is bool:
+            return _constant(int(other)), int(other)
+        if isinstance(other, int):  # an IntEnum: its plain value
+            return _constant(int.__int__(other)), int.__int__(other)
+        return None
+
+    def __add__(self, other):
+        o = self._operand(other)
+        return NotImplemented if o is None else self._new(_add(self.poly, o[0]), self.value + o[1])
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        o = self._operand(other)
+        return NotImplemented if o is None else self._new(_add(self.poly, o[0], -1), self.value - o[1])
+
+    def __rsub__(self, other):
+        o = self._operand(other)
+        return NotImplemented if o is None else self._new(_add(o[0], self.poly, -1), o[1] - self.value)
+
+    def __mul__(self, other):
+        o = self._operand(other)
+        return NotImplemented if o is None else self._new(_mul(self.poly, o[0]), self.value * o[1])
+
+    __rmul__ = __mul__
+
+    def __neg__(self):
+        return self._new(_mul(self.poly, _constant(-1)), -self.value)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return self if self >= 0 else -self
+
+    def __pow__(self, other):
+        if type(other) is int and other >= 0:
+            out: int | SymInt = 1
+            for _ in range(other):
+                out = out * self
+            return out
+        return int(self) ** other
+
+    def __floordiv__(self, other):
+        o = self._operand(other)
+        if o is None:
+            return int(self) // other
+        return _divide(self.poly, self.value, o[0], o[1], self.env, "//")
+
+    def __rfloordiv__(self, other):
+        o = self._operand(other)
+        return NotImplemented if o is None else _divide(o[0], o[1], self.poly, self.value, self.env, "//")
+
+    def __mod__(self, other):
+        o = self._operand(other)
+        if o is None:
+            return int(self) % other
+        return _divide(self.poly, self.value, o[0], o[1], self.env, "%")
+
+    def __rmod__(self, other):
+        o = self._operand(other)
+        return NotImplemented if o is None else _divide(o[0], o[1], self.poly, self.value, self.env, "%")
+
+    def __divmod__(self, other):
+        return self // other, self % other
+
+    def __rdivmod__(self, other):
+        return other // self, other % self
+
+    def __truediv__(self, other):
+        return int(self) / other
+
+    def __rtruediv__(self, other):
+        return other / int(self)
+
+    # --- comparisons: decided on this call's values, recorded as shape guards ---------------------
+    def _compare(self, other: Any, op: str) -> bool:
+        o = self._operand(other)
+        if o is None:
+            return _COMPARE[op](int(self), other)
+        decided = _decided(_add(self.poly, o[0], -1), op)
+        if decided is not None:
+            return decided
+        holds = _COMPARE[op](self.value, o[1])
+        self.env.note(f"{source(self)} {op} {_poly_text(o[0])}", holds)
+        return holds
+
+    def __eq__(self, other):
+        if self._operand(other) is None and not isinstance(other, float):
+            return NotImplemented
+        return self._compare(other, "==")
+
+    def __ne__(self, other):
+        if self._operand(other) is None and not isinstance(other, float):
+            return NotImplemented
+        return self._compare(other, "!=")
+
+    def __lt__(self, other):
+        return self._compare(other, "<")
+
+    def __le__(self, other):
+        return self._compare(other, "<=")
+
+    def __gt__(self, other):
+        return self._compare(other, ">")
+
+    def __ge__(self, other):
+        return self._compare(other, ">=")
+
+    def __bool__(self):
+        return self._compare(0, "!=")
+
+    def __hash__(self):
+        return hash(self.poly)
+
+    # --- the concrete value: read and guarded ----------------------------------------------------
+    def __index__(self) -> int:
+        self.env.note(f"{source(self)} == {self.value}", True)
+        self.env.specialised.update(symbols_of(self))
+        return self.value
+
+    __int__ = __index__
+
+    def __float__(self) -> float:
+        return float(int(self))
+
+    def __repr__(self) -> str:
+        return source(self)
+
+    __str__ = __repr__
+
+
+def _divide(a: Poly, av: int, b: Poly, bv: int, env: ShapeEnv, op: str) -> int | SymInt:
+    """`a // b` or `a % b`: exact where b is a constant dividing every coefficient of a, an
+    opaque term otherwise."""
+    quotient = _exact_quotient(a, b)
+    if quotient is not None:
+        return 0 if op == "%" else _sized(quotient, av // bv, env)
+    if op == "//" and len(b) == 1 and b[0][0] and b[0][1] > 0:
+        # (4*s0*s1 + 2*s0) // (8*s0) is (2*s1 + 1) // 4: the common symbols cancel (sizes are positive)
+        reduced = _exact_quotient(a, _make_poly({b[0][0]: 1}))
+        if reduced is not None:
+            a, b = reduced, _constant(b[0][1])
+    value = av // bv if op == "//" else av % bv
+    return _sized(_make_poly({((op, a, b),): 1}), value, env)
+
+
+def _exact_quotient(a: Poly, b: Poly) -> Poly | None:
+    """a / b where b is one term (`8*s0`) dividing every term of a (`32*s0*s1`), else None."""
+    if len(b) != 1 or b[0][1] <= 0:
+        return None
+    (db, cb), = b
+    terms = {}
+    for atoms, coef in a:
+        rest = list(atoms)
+        for atom in db:
+            if atom not in rest:
+                return None
+            rest.remove(atom)
+        if coef % cb:
+            return None
+        terms[tuple(rest)] = coef // cb
+    return _make_poly(terms)
+
+
+def _sized(poly: Poly, value: int, env: ShapeEnv) -> int | SymInt:
+    c = _as_constant(poly)
+    return c if c is not None else SymInt(poly, value, env)
+
+
+def is_symbolic(x: Any) -> bool:
+    """Whether `x` is a symbolic size, or a shape (a sequence) holding one."""
+    if type(x) is SymInt:
+        return True
+    return isinstance(x, (tuple, list)) and any(type(v) is SymInt for v in x)
+
+
+def source(x: int | SymInt) -> str:
+    """Python source for a size: an int's digits, a SymInt's expression over the symbols
+    (parenthesized where it has more than one term)."""
+    if type(x) is not SymInt:
+        return str(int(x))
+    text = _poly_text(x.poly)
+    return text if len(x.poly) == 1 and x.poly[0][1] == 1 else f"({text})"
+
+
+def symbols_of(x: Any) -> set[str]:
+    """The names of the size symbols `x` (a SymInt, or a shape) is computed from."""
+    found: set[str] = set()
+
+    def walk(p: Poly) -> None:
+        for atoms, _ in p:
+            for a in atoms:
+                if a[0] == "s":
+                    found.add(a[1])
+                else:
+                    walk(a[1])
+                    walk(a[2])
+
+    for v in (x if isinstance(x, (tuple, list)) else (x,)):
+        if type(v) is SymInt:
+            walk(v.poly)
+    return found
+
+
+def concrete_shape(shape: Any) -> tuple[int, ...]:
+    """The shape's values in the call being traced, without guarding them (for example tensors
+    and estimates, never for what the program computes)."""
+    return tuple(v.value if type(v) is SymInt else v for v in shape)
+
+
+def slice_indices(item: slice, length: int | SymInt) -> tuple:
+    """`item.indices(length)` for a positive step, where the length and the bounds may be
+    symbolic: Python's clamping, each comparison decided or guarded, never a read of a value."""
+    step = 1 if item.step is None else item.step
+
+    def clamp(bound, default):
+        if bound is None:
+            return default
+        if type(bound) is not SymInt:
+            bound = operator.index(bound)
+        if bound < 0:
+            bound = bound + length
+            return 0 if bound < 0 else bound
+        return length if bound > length else bound
+
+    return clamp(item.start, 0), clamp(item.stop, length), step
+
+
+def concrete_value(x: Any) -> Any:
+    """`x` with each symbolic size in it (a SymInt, a slice bound) replaced by its value in
+    the call being traced, unguarded: for running a traced call on this call's tensors."""
+    t = type(x)
+    if t is SymInt:
+        return x.value
+    if t is slice:
+        return slice(concrete_value(x.start), concrete_value(x.stop), concrete_value(x.step))
+    if (t is tuple or t is list) and any(type(v) in (SymInt, slice, tuple, list) for v in x):
+        return t(concrete_value(v) for v in x)
+    return x
+
+
+def guarded_int(x: Any) -> Any:
+    """`x`, or a symbolic size's value, read and guarded (the program is specialised on it): for
+    an op whose meta needs the number itself (how many pieces a split makes, a convolution's
+    padding)."""
+    return operator.index(x) if type(x) is SymInt else x

@@ -1,0 +1,232 @@
+"""Symbolic sizes (squall.symbolic) and when a dimension becomes one (squall.dynamic_dims)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import squall
+from squall.config import resolve_dynamic
+from squall.jit import jitted_state
+from squall.symbolic import ShapeEnv, SymInt
+
+
+def _misses(jf) -> int:
+    return jitted_state(jf).cache_info().misses
+
+
+# --- SymInt ------------------------------------------------------------------------------------
+
+
+def test_size_arithmetic_is_recorded_and_prints_as_python():
+    env = ShapeEnv()
+    s0, s1 = env.symbol(5, "x", 1), env.symbol(7, "y", 0)
+    assert str(s0 * 2 + s1 - 1) == "(2*s0 + s1 - 1)" and (s0 * 2 + s1 - 1).value == 16
+    assert (s0 * 32) // 8 == s0 * 4 and str((s0 * 32) // 8) == "(4*s0)"
+    assert str((s0 + 3) // 2) == "((s0 + 3) // 2)" and ((s0 + 3) // 2).value == 4
+    assert s0 - s0 == 0 and type(s0 - s0) is int  # symbols that cancel give a plain int
+    assert str((s0 * s1 * 8) // (2 * s0 * s1)) == "4"
+    assert not env.guards
+
+
+def test_comparisons_that_hold_for_every_size_need_no_guard():
+    env = ShapeEnv()
+    s0 = env.symbol(5, "x", 1)
+    # sizes 0 and 1 are never symbolic: a symbol is at least 2
+    assert s0 != 1 and s0 > 0 and s0 >= 2 and not (s0 == 0) and 2 * s0 > s0 and s0 + 1 > s0
+    assert env.guards == {}
+
+
+def test_comparisons_that_depend_on_the_size_are_guards_with_their_truth():
+    env = ShapeEnv()
+    s0, s1 = env.symbol(5, "x", 1), env.symbol(7, "y", 0)
+    assert (s0 > 4) is True and (s1 == s0 + 2) is True and (s0 > 128) is False
+    assert env.guards == {"s0 > 4": True, "s1 == s0 + 2": True, "s0 > 128": False}
+    assert env.check_source() == "(s0 > 4) and (s1 == s0 + 2) and not (s0 > 128)"
+
+
+def test_a_concrete_read_of_a_size_is_guarded_and_noted_as_specialised():
+    env = ShapeEnv()
+    s0 = env.symbol(5, "x", 1)
+    assert int(s0) == 5 and list(range(s0)) == [0, 1, 2, 3, 4]
+    assert env.guards == {"s0 == 5": True} and env.specialised == {"s0"}
+
+
+def test_dimensions_of_one_value_share_a_symbol_and_are_checked_equal():
+    env = ShapeEnv()
+    a, b = env.symbol(5, "x", 1), env.symbol(5, "mask", 1)
+    assert str(a) == str(b) == "s0" and a == b and not env.guards
+    assert env.check_source() == "mask.shape[1] == s0"
+
+
+# --- traces and generated code ------------------------------------------------------------------
+
+
+def _attention_like(x, y):
+    b, s, h = x.shape
+    z = (x * 2 + y).view(b, s, 4, -1).transpose(1, 2)
+    return z.softmax(-1).sum(-1), torch.arange(s), x[:, : s - 1] * 3, torch.cat([x, y], dim=1).shape[1]
+
+
+def test_every_size_symbolic_compiles_once_for_all_lengths_and_matches_eager():
+    jf = squall.jit(_attention_like, dynamic=True)
+    for n in (5, 7, 12, 2):
+        x, y = torch.randn(3, n, 16), torch.randn(3, n, 16)
+        assert_close(jf(x, y), _attention_like(x, y))
+    assert _misses(jf) == 1
+    traces = squall.last_traces(jf)
+    assert 'x: "cpu f32[s0, s1, s2]"' in str(traces.traced)
+    assert "torch_arange(s1)" in traces.source and "slice(None, (s1 - 1), None)" in traces.source
+    assert "s1 = x.shape[1]" in traces.source  # each symbol read from an input when the program starts
+
+
+def test_sizes_zero_and_one_stay_concrete():
+    jf = squall.jit(_attention_like, dynamic=True)
+    x, y = torch.randn(3, 1, 16), torch.randn(3, 1, 16)
+    assert_close(jf(x, y), _attention_like(x, y))
+    assert 'x: "cpu f32[s0, 1, s1]"' in str(squall.last_traces(jf).traced)
+    x, y = torch.randn(3, 6, 16), torch.randn(3, 6, 16)  # 1 and 6 are keyed apart: another compile
+    assert_close(jf(x, y), _attention_like(x, y))
+    assert _misses(jf) == 2
+
+
+def test_a_branch_on_a_size_is_a_shape_guard_and_the_other_side_a_variant():
+    def f(x):
+        return x.sin() if x.shape[1] > 4 else x.cos()
+
+    jf = squall.jit(f, dynamic=True)
+    for n in (6, 8, 3, 2, 9):
+        x = torch.randn(2, n)
+        assert_close(jf(x), f(x))
+    info = jitted_state(jf).cache_info()
+    # one variant per side of the branch; a call whose side is not the variant tried first fails a guard
+    assert info.misses == 2 and info.guard_failures == 2
+    source = squall.last_traces(jf).source
+    assert "if not ((s1 > 4)):" in source and "raise GuardFailed" in source  # the variant the last call ran
+
+
+def test_shape_guards_are_listed_in_the_entry_guard_set():
+    def f(x, y):
+        return x[:, : y.shape[1]] + y  # x's length at least y's
+
+    jf = squall.jit(f, dynamic=True)
+    x, y = torch.randn(2, 9), torch.randn(2, 5)
+    assert_close(jf(x, y), f(x, y))
+    described = jitted_state(jf)._guards(squall.last_traces(jf)).describe()
+    assert "shape: not (s2 > s1) (shape guards)" in described, described
+
+
+def test_a_size_read_as_a_python_int_is_keyed_by_value_again():
+    def f(x):
+        return x + torch.zeros(int(x.shape[0]))  # int(): the value itself, read and guarded
+
+    jf = squall.jit(f, dynamic=True)
+    for n in (3, 4, 3):
+        x = torch.randn(n)
+        assert_close(jf(x), f(x))
+    # the symbolic trace read s0's value: compiled again with the dimension keyed by value
+    assert ("args", 0) not in jitted_state(jf)._dims.dims and _misses(jf) == 3
+    assert "s0" not in squall.last_traces(jf).source
+
+
+# --- when a dimension becomes symbolic ---------------------------------------------------------
+
+
+def test_automatic_dynamic_makes_a_changed_dimension_symbolic_at_the_recompile():
+    jf = squall.jit(_attention_like)
+    x, y = torch.randn(3, 5, 16), torch.randn(3, 5, 16)
+    jf(x, y)
+    assert "s0" not in squall.last_traces(jf).source  # the first call is static
+    for n in (7, 9, 30):
+        x, y = torch.randn(3, n, 16), torch.randn(3, n, 16)
+        assert_close(jf(x, y), _attention_like(x, y))
+    assert _misses(jf) == 2
+    assert 'x: "cpu f32[3, s0, 16]"' in str(squall.last_traces(jf).traced)  # only the length changed
+
+
+def test_dynamic_false_compiles_every_new_size():
+    jf = squall.jit(lambda x: x * 2, dynamic=False)
+    for n in (3, 4, 5):
+        jf(torch.randn(n))
+    assert _misses(jf) == 3
+
+
+def test_mark_dynamic_and_mark_static_are_honoured():
+    f = lambda x: x.sum(0)
+    x = torch.randn(5, 3)
+    torch._dynamo.mark_dynamic(x, 0)
+    jf = squall.jit(f)
+    assert_close(jf(x), f(x))
+    assert 'x: "cpu f32[s0, 3]"' in str(squall.last_traces(jf).traced)  # symbolic from the first call
+    jf = squall.jit(f, dynamic=True)
+    y = torch.randn(5, 3)
+    torch._dynamo.mark_static(y, 0)
+    assert_close(jf(y), f(y))
+    assert 'x: "cpu f32[5, s0]"' in str(squall.last_traces(jf).traced)  # the marked dimension stays a constant
+
+
+def test_the_setting_comes_from_the_environment_and_pyproject(tmp_path):
+    assert resolve_dynamic(None, environ={"SQUALL_DYNAMIC": "1"}) is True
+    assert resolve_dynamic(None, environ={"SQUALL_DYNAMIC": "off"}) is False
+    assert resolve_dynamic(False, environ={"SQUALL_DYNAMIC": "1"}) is False
+    (tmp_path / "pyproject.toml").write_text("[tool.squall]\ndynamic = false\n")
+    assert resolve_dynamic(None, environ={}, cwd=tmp_path) is False
+    (tmp_path / "pyproject.toml").write_text("[tool.squall]\n")
+    assert resolve_dynamic(None, environ={}, cwd=tmp_path) == "auto"
+
+
+def test_a_bad_setting_is_a_clear_error(tmp_path):
+    with pytest.raises(TypeError, match="dynamic must be True, False or None"):
+        squall.jit(lambda x: x, dynamic="yes")
+    with pytest.raises(ValueError, match=r"\$SQUALL_DYNAMIC must be"):
+        resolve_dynamic(None, environ={"SQUALL_DYNAMIC": "sometimes"})
+    (tmp_path / "pyproject.toml").write_text("[tool.squall]\ndynamic = 3\n")
+    with pytest.raises(ValueError, match=r"\[tool.squall\] dynamic .* must be true, false or \"auto\""):
+        resolve_dynamic(None, environ={}, cwd=tmp_path)
+
+
+# --- executors and gradients --------------------------------------------------------------------
+
+
+def test_fusion_executors_decline_symbolic_sizes_saying_so():
+    from squall.fusion import FusionExecutor, declines_symbolic
+
+    fusing = FusionExecutor("fuser")
+    jf = squall.jit(lambda x: x.sin() * 2, dynamic=True)
+    jf(torch.randn(4, 5))
+    bsym = squall.last_traces(jf).traced.bsyms[0]
+    assert declines_symbolic(fusing, bsym) == (None, "symbolic sizes (s0, s1): fuser compiles regions of static shapes only")
+    fusing.symbolic_shapes = True
+    assert declines_symbolic(fusing, bsym) is None
+
+
+def test_gradients_flow_through_symbolic_shapes():
+    def f(x, w):
+        b, s, h = x.shape
+        y = (x @ w).view(b, s, 2, -1).softmax(-1).reshape(b, s, -1)
+        return (y[:, 1:] * 2).sum()
+
+    jf = squall.jit(f, dynamic=True)
+    w = torch.randn(8, 8, requires_grad=True)
+    for n in (5, 7, 3):
+        x = torch.randn(2, n, 8, requires_grad=True)
+        expected_grads = torch.autograd.grad(f(x, w), (x, w))
+        actual = jf(x, w)
+        assert_close(actual, f(x, w))
+        for a, e in zip(torch.autograd.grad(actual, (x, w)), expected_grads):
+            assert_close(a, e)
+    assert _misses(jf) == 1
+    assert "s1" in str(squall.last_traces(jf).backward)
+
+
+def test_explain_shows_the_symbolic_dimensions_the_guards_and_why_fusion_declined():
+    def f(x, y):
+        return x[:, : y.shape[1]] + y
+
+    jf = squall.jit(f, dynamic=True)
+    x, y = torch.randn(2, 9), torch.randn(2, 5)
+    jf(x, y)
+    report = squall.explain(jf, x, y)
+    assert "tensor: argument 'x': cpu f32[s0, s1]" in report.guards
+    assert "shape: not (s2 > s1) (shape guards)" in report.guards
+    assert report.last_entry == "fits this call"
