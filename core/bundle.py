@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import squall
+
 from .rage import Recorder, rage_dir
 
 __all__ = ["Run", "load_runs", "bundle_files", "redact", "write_bundle", "describe_bundle"]
@@ -207,7 +209,7 @@ def bundle_files(run: Run) -> dict[str, str]:
 
 def _public_prefixes() -> dict[str, str]:
     """Folders whose files are not the user's: squall's own, the interpreter's, installed packages."""
-    prefixes = {os.path.dirname(os.path.abspath(__file__)): "<squall>"}
+    prefixes = {os.path.dirname(os.path.abspath(squall.__file__)): "<squall>"}  # the package, wherever this file is in it
     for key in ("purelib", "platlib"):
         prefixes[sysconfig.get_paths()[key]] = "<site-packages>"
     prefixes[sysconfig.get_paths()["stdlib"]] = "<python>"

@@ -19,11 +19,11 @@ from typing import Any
 import torch
 
 from .operations import CustomOperation, symbol_id
-from .gradients import GradRule
 from .symbol import BoundSymbol, Symbol
 
 __all__ = [
     "Availability",
+    "GradRule",
     "Implementation",
     "Executor",
     "OperatorExecutor",
@@ -76,6 +76,18 @@ class Availability:
     def of_cuda(cls) -> Availability:
         """Available when PyTorch sees a CUDA device."""
         return cls(True) if torch.cuda.is_available() else cls(False, "no CUDA device")
+
+
+@dataclass(frozen=True)
+class GradRule:
+    """How one operation is differentiated (see `squall.gradients`): a `backward` over a `GradCall`.
+
+    Defined here, beside the offer it is part of (`Implementation.grad_transform`), so the
+    market does not import the differentiation that uses it."""
+
+    backward: Callable[..., Any]  # (GradCall) -> one gradient (or None) per input proxy
+    # (*args, **kwargs) -> (output, residuals); None: the operation itself, no residuals
+    forward: Callable[..., tuple[Any, tuple]] | None = None
 
 
 @dataclass(frozen=True)

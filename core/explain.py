@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from .config import ExecutorPriority, resolve_executors
-from .extend import LEFT_OUT
+from .fusion import LEFT_OUT  # not from squall.extend: tools come before the public face
 from .aliasing import describe_path
 from .jit import JittedFunction, JittedModule, jitted_state
 from .pipeline import compile_program

@@ -29,6 +29,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from . import prims
+from .executor import GradRule
 from .passes import remove_dead_code
 from .proxies import TensorProxy, tracing
 from .symbol import BoundSymbol, Symbol, Tags, flat_proxies
@@ -93,15 +94,6 @@ class GradCall:
     def inputs(self) -> list[TensorProxy]:
         """The call's tensor arguments (a run-time number gets no gradient, nor a slot for one)."""
         return [p for p in flat_proxies((self.args, self.kwargs)) if type(p) is TensorProxy]
-
-
-@dataclass(frozen=True)
-class GradRule:
-    """How one operation is differentiated (see the module docstring)."""
-
-    backward: Callable[[GradCall], Any]
-    # (*args, **kwargs) -> (output, residuals); None: the operation itself, no residuals
-    forward: Callable[..., tuple[Any, tuple]] | None = None
 
 
 class GradRules:

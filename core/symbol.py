@@ -376,7 +376,8 @@ def _collect(x: Any, found: list[TensorProxy]) -> None:
 
 _SQUALL_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # squall's own files run around a traced program; the demo's model is a program like a user's
-_DEMO = os.path.join(_SQUALL_DIR, "demo.py")
+# (named by module, not by file, so it holds wherever in core/ the demo lives)
+_DEMO = "squall.demo"
 
 
 def user_stacklevel() -> int:
@@ -385,7 +386,7 @@ def user_stacklevel() -> int:
     level, f = 1, sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
-        if (not fn.startswith(_SQUALL_DIR) or fn == _DEMO) and not fn.startswith("<squall-"):
+        if (not fn.startswith(_SQUALL_DIR) or f.f_globals.get("__name__") == _DEMO) and not fn.startswith("<squall-"):
             return level
         level, f = level + 1, f.f_back
     return 1
@@ -397,7 +398,7 @@ def user_source() -> tuple[str, int, str] | None:
     while f is not None:
         fn = f.f_code.co_filename
         # "<stdin>", "<string>" and notebook cells are the program's; "<squall-...>" is generated code
-        if (not fn.startswith(_SQUALL_DIR) or fn == _DEMO) and f"{os.sep}torch{os.sep}" not in fn and not fn.startswith("<squall-"):
+        if (not fn.startswith(_SQUALL_DIR) or f.f_globals.get("__name__") == _DEMO) and f"{os.sep}torch{os.sep}" not in fn and not fn.startswith("<squall-"):
             return fn, f.f_lineno, linecache.getline(fn, f.f_lineno).strip()
         f = f.f_back
     return None
