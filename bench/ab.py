@@ -28,8 +28,8 @@ core = sys.argv[1] + "/core"
 spec = importlib.util.spec_from_file_location("squall", core + "/__init__.py", submodule_search_locations=[core])
 squall = importlib.util.module_from_spec(spec); sys.modules["squall"] = squall; spec.loader.exec_module(squall)
 import torch
-from squall.demo import GPT, GPTConfig
-from squall.jit import jitted_state
+from squall.tools.demo import GPT, GPTConfig
+from squall.runtime.jit import jitted_state
 torch.set_num_threads(1)
 calls = int(sys.argv[2])
 

@@ -24,7 +24,7 @@ os.environ.setdefault("SQUALL_CACHE_DIR", tempfile.mkdtemp(prefix="bench-squall-
 import torch  # noqa: E402
 
 import squall  # noqa: E402
-from squall.demo import Block, GPTConfig  # noqa: E402
+from squall.tools.demo import Block, GPTConfig  # noqa: E402
 
 
 def first_and_cached(compile_fn, block, x, rounds: int = 3, number: int = 20) -> dict:

@@ -64,7 +64,7 @@ from torch.distributed.fsdp import fully_shard  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 import squall  # noqa: E402
-from squall.demo import GPT, GPTConfig  # noqa: E402
+from squall.tools.demo import GPT, GPTConfig  # noqa: E402
 
 
 CONTENDERS = {"ddp": ("eager", "squall", "squall/block"), "fsdp2": ("eager", "squall")}

@@ -18,7 +18,7 @@ import warnings
 import torch
 
 import squall
-from squall.jit import jitted_state
+from squall.runtime.jit import jitted_state
 
 
 def scale_shift(x, s):

@@ -5,7 +5,7 @@
 
 One thread, best of three rounds. Per-call times are measured in this process, with squall's
 and inductor's caches in fresh temporary folders; squall's entries are measured after their
-background upgrade (squall.tiers) is done. Each contender's first call is measured in a
+background upgrade (squall.runtime.tiers) is done. Each contender's first call is measured in a
 fresh process of its own (`--first-call-only`), so no contender warms a cache for another:
 "cold" with empty inductor and squall caches (fresh temporary folders), then "warm disk" in a
 second fresh process sharing that contender's now-filled caches (what a user's next run pays).
@@ -53,7 +53,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import squall  # noqa: E402
-from squall.demo import Block, GPTConfig  # noqa: E402
+from squall.tools.demo import Block, GPTConfig  # noqa: E402
 
 
 def first_call(fn, args) -> tuple[float, object]:

@@ -28,7 +28,7 @@ import warnings
 import torch
 
 import squall
-from squall.jit import jitted_state
+from squall.runtime.jit import jitted_state
 
 V = 97
 

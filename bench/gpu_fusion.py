@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 import squall
-from squall.demo import GPT, Block, GPTConfig
+from squall.tools.demo import GPT, Block, GPTConfig
 
 
 def _time_ms(fn: Callable[[], Any], *, warmup: int = 5, reps: int = 30) -> float:
@@ -60,7 +60,7 @@ def _workloads() -> dict[str, tuple[Callable, tuple, bool]]:
 
 
 def _contenders() -> dict[str, Callable[[Callable], Callable]]:
-    market = squall.plugins.default_marketplace()
+    market = squall.market.plugins.default_marketplace()
     available = {e.name for e in market.default_executors()}
     found: dict[str, Callable[[Callable], Callable]] = {
         "eager": lambda fn: fn,

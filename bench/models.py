@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from real_models import TIMM_MODELS, TORCHVISION_MODELS, TRANSFORMERS_MODELS, assert_same_output, import_torchvision  # noqa: E402
 
 import squall  # noqa: E402
-from squall.speculation import guards_of  # noqa: E402
+from squall.frontend.speculation import guards_of  # noqa: E402
 
 
 def _first_call(fn, inputs) -> tuple[float, list[str]]:

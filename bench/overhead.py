@@ -1,6 +1,6 @@
 """Per-call overhead next to eager, in one process: a jitted `a + b` on 1-element CPU tensors,
 and a module of 30 parameters (15 small Linear layers) whose every call checks the state the
-trace read (squall.state_guards).
+trace read (squall.frontend.state_guards).
 
 Run: python bench/overhead.py [--calls N] [--rounds R]
 Prints each contender's best per-call time over R rounds (contenders measured in turn within

@@ -1,4 +1,4 @@
-"""The cost of always-on compile records (squall.rage) on the demo's compilation.
+"""The cost of always-on compile records (squall.runtime.rage) on the demo's compilation.
 
 Run: python bench/rage.py [--rounds 15]
 Compiles the demo GPT (`squall demo`'s model and input, torch executor, no_grad) with
@@ -24,9 +24,9 @@ os.environ.setdefault("SQUALL_CACHE_DIR", tempfile.mkdtemp(prefix="bench-rage-")
 import torch  # noqa: E402
 
 import squall  # noqa: E402
-from squall import rage  # noqa: E402
-from squall.demo import GPT, GPTConfig  # noqa: E402
-from squall.jit import jitted_state  # noqa: E402
+from squall.runtime import rage  # noqa: E402
+from squall.runtime.jit import jitted_state  # noqa: E402
+from squall.tools.demo import GPT, GPTConfig  # noqa: E402
 
 
 def compile_once(model, inputs, recorder: rage.Recorder) -> tuple[float, float, object]:

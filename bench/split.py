@@ -1,4 +1,4 @@
-"""Per-call time of a module that splits (squall.split) next to eager, and next to the fallback
+"""Per-call time of a module that splits (squall.runtime.split) next to eager, and next to the fallback
 it replaces (the whole signature running the original module eagerly), in one process.
 
 The model: a LLaMA (transformers, random weights) under a wrapper that trims the trailing

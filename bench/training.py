@@ -36,7 +36,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 import squall  # noqa: E402
-from squall.demo import GPT, Block, GPTConfig  # noqa: E402
+from squall.tools.demo import GPT, Block, GPTConfig  # noqa: E402
 
 
 class MLP(nn.Module):

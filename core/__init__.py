@@ -13,11 +13,11 @@ Plugin authors import from `squall.extend`.
 from __future__ import annotations
 
 from . import extend
-from .explain import executors, explain
-from .jit import JittedFunction, JittedModule, jit, last_traces, upgrades, wait_for_upgrades
-from .logs import set_logs
+from .compiler.planner import PlanningError
 from .ltorch.base import DataDependentError, SquallWarning
-from .planner import PlanningError
+from .runtime.jit import JittedFunction, JittedModule, jit, last_traces, upgrades, wait_for_upgrades
+from .runtime.logs import set_logs
+from .tools.explain import executors, explain
 
 __version__ = "0.1.0"
 

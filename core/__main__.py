@@ -1,4 +1,4 @@
 """`python -m squall`: the same as the `squall` command."""
-from .cli import main
+from .tools.cli import main
 
 raise SystemExit(main())

@@ -19,8 +19,10 @@ import contextlib
 import functools
 from collections.abc import Callable, Iterator, Mapping
 
-from .choices import ChoiceStore
-from .executor import (
+from .compiler.gradients import GradCall, GradRule
+from .frontend.tracing import trace_program
+from .ltorch.base import SquallWarning
+from .market.executor import (
     CHECKER_DECLINED,
     CHECKER_RAISED,
     NOT_IMPLEMENTED,
@@ -30,20 +32,18 @@ from .executor import (
     Implementation,
     OperatorExecutor,
 )
-from .fusion import FUSION_REGION, LEFT_OUT, Declined, FusionExecutor, FusionRegion, example_tensor, form_regions
-from .hookspecs import hookimpl
-from .ltorch.base import SquallWarning
-from .operations import CustomOperation, OperationRegistry, resolve_operation
-from .plugins import Marketplace, default_marketplace
+from .market.fusion import FUSION_REGION, LEFT_OUT, Declined, FusionExecutor, FusionRegion, example_tensor, form_regions
+from .market.hookspecs import hookimpl
+from .market.operations import CustomOperation, OperationRegistry, resolve_operation
+from .market.plugins import Marketplace, default_marketplace
+from .market.torch_executor import PRIM_IMPLS as TORCH_PRIM_IMPLS
 from .prims import all_prims
 from .prims.base import PrimIDs
 from .proxies import NumberProxy, TensorProxy, current_context
+from .runtime.choices import ChoiceStore
 from .sources import load_source
 from .symbol import BoundSymbol, Symbol, Tags
-from .torch_executor import PRIM_IMPLS as TORCH_PRIM_IMPLS
-from .gradients import GradCall, GradRule
 from .trace import ValuePrinter
-from .tracing import trace_program
 
 __all__ = [
     # executors

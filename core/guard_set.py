@@ -1,9 +1,9 @@
 """The guard set: every condition a compiled program puts on later calls, in one form.
 
 A trace bakes in more than its code: the metadata of its input tensors, the Python state it
-read (`squall.state_guards`), the tensor values speculation read (`squall.speculation`),
-whether its inputs share memory (`squall.aliasing`), the exact value of a run-time number
-(`squall.numbers`). Each such condition is one `Guard` in the compilation's `GuardSet`: its
+read (`squall.frontend.state_guards`), the tensor values speculation read (`squall.frontend.speculation`),
+whether its inputs share memory (`squall.runtime.aliasing`), the exact value of a run-time number
+(`squall.ltorch.numbers`). Each such condition is one `Guard` in the compilation's `GuardSet`: its
 kind, a label in words ("attribute 'scale' of the module"), the source line that made it
 (where known) and, for a guard checked before the program runs, a Python condition over the
 call's `args` and `kwargs`.

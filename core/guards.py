@@ -2,7 +2,7 @@
 
 When a program branches on a tensor's value (`if mask.all():`, `n = t.item()`) or calls an
 op whose output shape depends on data (`x[mask]`), tracing reads the value from the real
-inputs of the call being compiled (`squall.speculation`) and records a guard after the
+inputs of the call being compiled (`squall.frontend.speculation`) and records a guard after the
 call that produced it: `squall.guard("bool", (t16,), {}, True, "masking_utils.py:307")`.
 The generated code computes the same value again and raises `GuardFailed` when it differs,
 before anything that depended on it runs; the jitted function catches it and runs (or
@@ -33,7 +33,7 @@ class GuardFailed(Exception):
 
     def __init__(self, how: str, site: str, expected: Any, got: Any, on_number: bool = False):
         super().__init__(f"squall guard at {site}: {how} was {got!r}, the trace assumed {expected!r}")
-        self.on_number = on_number  # read from a run-time number (squall.numbers), not a tensor
+        self.on_number = on_number  # read from a run-time number (squall.ltorch.numbers), not a tensor
         self.how = how
         self.site = site
         self.expected = expected
@@ -56,7 +56,7 @@ READERS: dict[str, Callable[..., Any]] = {
     "torch.allclose": torch.allclose,
     "torch.equal": torch.equal,
     "torch.is_nonzero": torch.is_nonzero,
-    "number": lambda x: x,  # a run-time number itself (squall.numbers): its value is the read
+    "number": lambda x: x,  # a run-time number itself (squall.ltorch.numbers): its value is the read
 }
 
 
@@ -96,7 +96,7 @@ GUARD = Symbol("squall.guard", "guard", _guard_meta, is_prim=True, tags=(Tags.SI
 # --- a value read at run time ----------------------------------------------------------------
 # Where a tensor value read (`t.item()`) changed at every call, it is no longer speculated: the
 # read runs at run time and its result is a NumberProxy the rest of the program computes with
-# (squall.numbers). A barrier: fusion regions form on either side of it, never across.
+# (squall.ltorch.numbers). A barrier: fusion regions form on either side of it, never across.
 
 
 def _read_meta(how: str, args: tuple, kwargs: dict, python_type: str) -> NumberProxy:

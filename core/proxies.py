@@ -1,18 +1,18 @@
 """Proxies: the stand-ins for tensors while a program is traced.
 
 A `TensorProxy` carries only metadata (shape, dtype, device, requires_grad) and a
-name. Every torch call on it is routed to the active tracing context (`squall.tracing`), which maps
+name. Every torch call on it is routed to the active tracing context (`squall.frontend.tracing`), which maps
 it onto the torch language (`squall.ltorch`) and records it.
 
 A `NumberProxy` stands for a Python int or float read at run time: a number argument whose
 value changed between calls while the rest of the call stayed the same (`squall.jit` then
 makes it dynamic: keyed by type, passed to the generated function), or a tensor value read
-by `.item()` that kept changing (`squall.speculation`). Arithmetic on it is recorded
+by `.item()` that kept changing (`squall.frontend.speculation`). Arithmetic on it is recorded
 (`squall.prims.numbers`), and elementwise torch ops take it as a run-time scalar
 (`x * s`, `torch.add(x, s, alpha=s)`); its Python type decides type promotion, as the
 number's own would. Anything that needs its concrete value (`int(s)` for a shape,
 `if s > 0:`, an op that takes only constants, such as a `dim`) reads the value of the
-call being traced and records a guard on it (`squall.numbers`): the program is then
+call being traced and records a guard on it (`squall.ltorch.numbers`): the program is then
 specialised on that read, checked at every call. Other numbers (bools, and numbers whose
 value has not changed) are constants of the trace, and a compiled function is specialised
 on their values.
@@ -48,7 +48,7 @@ _current: contextvars.ContextVar[Any] = contextvars.ContextVar("squall_tracing",
 
 
 def current_context() -> Any:
-    """The tracing context in force (a `squall.tracing.TracingContext`), or None outside tracing."""
+    """The tracing context in force (a `squall.frontend.tracing.TracingContext`), or None outside tracing."""
     return _current.get()
 
 
@@ -259,7 +259,7 @@ class TensorProxy:
 
     __hash__ = object.__hash__
 
-    # --- values: read from the call being traced, and guarded (squall.speculation) ---------
+    # --- values: read from the call being traced, and guarded (squall.frontend.speculation) ---------
     def __bool__(self):
         return _require_context().read_value("bool", (self,), what="bool(tensor)")
 
@@ -292,7 +292,7 @@ class TensorProxy:
     def __getattr__(self, name: str):
         # Tensor methods (x.softmax, x.view, ...) trace as the torch method they name.
         attr = getattr(torch.Tensor, name, None)
-        attr = getattr(attr, "__squall_method__", attr)  # torch's own method, not its stand-in while tracing (squall.unbound_methods)
+        attr = getattr(attr, "__squall_method__", attr)  # torch's own method, not its stand-in while tracing (squall.frontend.unbound_methods)
         if attr is None or name.startswith("_"):
             raise AttributeError(f"'TensorProxy' has no attribute {name!r}")
         if isinstance(attr, property) or type(attr).__name__ == "getset_descriptor":
@@ -332,7 +332,7 @@ class NumberProxy:
     """A Python int or float (or bool, as a comparison's result) known only at run time.
 
     `python_type` is the type it has at every call (it decides type promotion); `value` is
-    its value in the call being traced, which speculation reads (`squall.numbers`) where
+    its value in the call being traced, which speculation reads (`squall.ltorch.numbers`) where
     the program needs it concretely. Arithmetic and comparisons are recorded as number
     operations; a gradient never flows to a number (`requires_grad` is False).
     """

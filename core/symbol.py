@@ -25,7 +25,7 @@ class Tags:
     SHAPE_ONLY = "shape_only"  # changes metadata only (views, reshapes)
     REDUCTION = "reduction"
     ELEMENTWISE = "elementwise"
-    NUMBER_OPERANDS = "number_operands"  # takes run-time numbers as fill values (squall.numbers)
+    NUMBER_OPERANDS = "number_operands"  # takes run-time numbers as fill values (squall.ltorch.numbers)
     STOPS_GRADIENT = "stops_gradient"  # detach: its output never carries a gradient back
     FUSION_REGION = "fusion_region"  # a fusion executor's region call; its members are its subsymbols
     BARRIER = "barrier"  # every later call runs after it, and no region spans it (a guard)
@@ -377,7 +377,7 @@ def _collect(x: Any, found: list[TensorProxy]) -> None:
 _SQUALL_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # squall's own files run around a traced program; the demo's model is a program like a user's
 # (named by module, not by file, so it holds wherever in core/ the demo lives)
-_DEMO = "squall.demo"
+_DEMO = "squall.tools.demo"
 
 
 def user_stacklevel() -> int:

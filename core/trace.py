@@ -286,7 +286,7 @@ class Trace:
         self.constants = constants or {}
         self.context = context  # the TracingContext that made it; planning keeps naming from it
         self.provenance = provenance
-        self.plan = plan  # the planner's decisions (squall.planner.Plan), on planned traces
+        self.plan = plan  # the planner's decisions (squall.compiler.planner.Plan), on planned traces
 
     @classmethod
     def from_trace(cls, trace: Trace, *, bsyms: list[BoundSymbol], provenance: str, output: Any = _SAME, plan: Any = _SAME) -> Trace:

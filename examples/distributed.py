@@ -22,7 +22,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import squall
-from squall.demo import GPT, GPTConfig
+from squall.tools.demo import GPT, GPTConfig
 
 CONFIG = GPTConfig(vocab_size=1024, block_size=64, n_layer=2, n_head=4, n_embd=64)
 

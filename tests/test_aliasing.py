@@ -1,4 +1,4 @@
-"""Inputs that share memory give eager's results (squall.aliasing)."""
+"""Inputs that share memory give eager's results (squall.runtime.aliasing)."""
 from __future__ import annotations
 
 import warnings
@@ -8,7 +8,7 @@ import torch
 from torch.testing import assert_close
 
 import squall
-from squall.aliasing import alias_pattern
+from squall.runtime.aliasing import alias_pattern
 
 
 def _both(fn, make_inputs):

@@ -94,7 +94,7 @@ def test_a_healthy_executor_is_checked_once_then_runs_the_plain_code(monkeypatch
     assert compilation.checked is not None and "checked_healthy_exp" in compilation.checked.source
     assert "checked" not in compilation.source  # what the cache runs after the first call
     (entry,) = jf.__squall__._cache.values()
-    assert getattr(entry[0], "__wrapped__", entry[0]) is compilation.fn  # behind its state check (squall.state_guards)
+    assert getattr(entry[0], "__wrapped__", entry[0]) is compilation.fn  # behind its state check (squall.frontend.state_guards)
     assert jf.cache_info().replans == 0
 
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from squall.cli import main
+from squall.tools.cli import main
 
 
 def test_help_and_usage_errors(capsys):

@@ -1,7 +1,7 @@
 """`squall ops NAME`: where an op is defined, its torch names, signature, decomposition, executors."""
 from __future__ import annotations
 
-from squall.cli import main
+from squall.tools.cli import main
 
 
 def test_a_torch_name_shows_definition_decomposition_and_executors(capsys):

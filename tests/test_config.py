@@ -7,10 +7,10 @@ import pytest
 import torch
 
 import squall
-from squall import plugins
-from squall.config import PyprojectError, UnknownExecutorError, resolve_executors
 from squall.extend import Executor, OperatorExecutor, hookimpl
-from squall.plugins import Marketplace
+from squall.market import plugins
+from squall.market.config import PyprojectError, UnknownExecutorError, resolve_executors
+from squall.market.plugins import Marketplace
 
 
 def _exp_executor(name: str, **kwargs) -> OperatorExecutor:

@@ -30,7 +30,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 from squall.ltorch.collectives import NOT_HANDED_TO_TRACING, hands_calls_to_tracing  # noqa: E402
 from squall.proxies import TensorProxy  # noqa: E402
-from squall.wrappers import UnsupportedWrapping  # noqa: E402
+from squall.runtime.wrappers import UnsupportedWrapping  # noqa: E402
 
 WORLD_SIZE = 2
 STEPS = 3

@@ -11,10 +11,10 @@ import torch
 from torch.testing import assert_close
 
 import squall
-from squall.config import resolve_executors
-from squall.pipeline import compile_program
+from squall.compiler.pipeline import compile_program
+from squall.frontend.speculation import SPECULATION_LIMIT, dynamic_reads, guards_of
+from squall.market.config import resolve_executors
 from squall.proxies import NumberProxy
-from squall.speculation import SPECULATION_LIMIT, dynamic_reads, guards_of
 
 
 def _calls_match(fn, calls, **jit_options):

@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 import squall
-from squall.dynamo_backend import BACKEND_OPTIONS, compiled_graphs, squall_backend
 from squall.extend import Marketplace, add_operator_executor
+from squall.runtime.dynamo_backend import BACKEND_OPTIONS, compiled_graphs, squall_backend
 
 from real_models import TIMM_MODELS, TRANSFORMERS_MODELS, assert_same_output, import_torchvision
 
@@ -167,7 +167,8 @@ def test_a_timm_model_forward_and_training_step_match_eager():
 
 
 def test_squall_rage_records_each_graph_the_backend_compiles(tmp_path, monkeypatch):
-    from squall import bundle, rage
+    from squall.tools import bundle
+    from squall.runtime import rage
 
     monkeypatch.setenv("SQUALL_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("SQUALL_RAGE", raising=False)

@@ -6,8 +6,8 @@ import json
 import torch
 
 import squall
-from squall.torch_executor import make_executor
 from squall.extend import OperatorExecutor
+from squall.market.torch_executor import make_executor
 from squall.proxies import TensorProxy
 from test_planner import PyFuser
 

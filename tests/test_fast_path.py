@@ -1,4 +1,4 @@
-"""The entry point's fast path (squall.entry_point): the entry it hit last is tried with one
+"""The entry point's fast path (squall.runtime.entry_point): the entry it hit last is tried with one
 C check of the tensors' metadata; every input the key holds must still pick a new entry."""
 import torch
 from torch.testing import assert_close

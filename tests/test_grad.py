@@ -21,7 +21,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 import squall
-from squall.torch_executor import make_executor
+from squall.market.torch_executor import make_executor
 from opinfos import OpInfo, SampleInput, all_opinfos, prims_only_executor
 
 CONFIGS = {
@@ -54,7 +54,7 @@ KNOWN_FALLBACKS: dict[str, str] = {
     ),
     "opaque.torch.Tensor.__getitem__": (
         "x[mask]: its output shape depends on data, so it runs whole as its torch call, shaped and "
-        "guarded as in the call compiled (squall.speculation); PyTorch's autograd differentiates it "
+        "guarded as in the call compiled (squall.frontend.speculation); PyTorch's autograd differentiates it "
         "(correct, with a SquallWarning)"
     ),
     "prims.scatter_reduce with reduce='prod'": (
@@ -81,11 +81,11 @@ def _all_zero_tensor(sample: SampleInput) -> bool:
 # rule is right: those samples are not compared, for the reason given.
 _EDGES = (
     "PyTorch's own backward for this op special-cases non-finite inputs; the gradient of its "
-    "decomposition is nan there: needs an ltorch grad rule (core/grad_rules/ltorch.py)"
+    "decomposition is nan there: needs an ltorch grad rule (core/compiler/grad_rules/ltorch.py)"
 )
 _ZERO_NORM = (
     "at a zero vector PyTorch's norm backward gives 0 where the decomposition's sqrt'(0) gives "
-    "nan: needs an ltorch grad rule (core/grad_rules/ltorch.py)"
+    "nan: needs an ltorch grad rule (core/compiler/grad_rules/ltorch.py)"
 )
 _MAX_POOL_NAN = (
     "a nan in a window: PyTorch's max-pool backward sends the gradient to the nan's index, "

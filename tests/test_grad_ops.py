@@ -15,10 +15,10 @@ import torch
 
 import squall
 from opinfos import prims_only_executor
-from squall.grad_rules import kernels
-from squall.grad_rules.kernels import all_kernels
+from squall.ltorch import kernels
+from squall.ltorch.kernels import all_kernels
+from squall.market.torch_executor import KERNELS_CALLED_WITH_VIEWS, make_executor
 from squall.symbol import Symbol
-from squall.torch_executor import KERNELS_CALLED_WITH_VIEWS, make_executor
 
 F = torch.nn.functional
 

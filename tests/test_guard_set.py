@@ -11,7 +11,7 @@ from torch.testing import assert_close
 import squall
 from squall.guard_set import ALIAS, GUARD_KINDS, NUMBER, STATE, TENSOR, VALUE, GuardFailure, GuardSet
 from squall.guards import GuardFailed
-from squall.jit import jitted_state
+from squall.runtime.jit import jitted_state
 from squall.runtime.policy import SPECULATION_LIMIT, Action, decide, decide_fault
 from squall.runtime.variants import failure_of
 

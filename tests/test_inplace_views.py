@@ -1,4 +1,4 @@
-"""In-place writes through views give eager's results, inputs' storage included (squall.views)."""
+"""In-place writes through views give eager's results, inputs' storage included (squall.frontend.views)."""
 from __future__ import annotations
 
 import warnings

@@ -9,7 +9,7 @@ import torch
 from torch.testing import assert_close
 
 import squall
-from squall.jit import DEFAULT_CACHE_SIZE
+from squall.runtime.jit import DEFAULT_CACHE_SIZE
 from squall.symbol import Tags
 
 
@@ -143,10 +143,10 @@ def test_every_stage_is_a_trace_with_its_provenance_in_order():
 
 
 def test_a_later_stage_never_changes_an_earlier_trace():
-    from squall.codegen import generate
-    from squall.passes import free_after_last_use
-    from squall.planner import plan
-    from squall.tracing import trace_program
+    from squall.compiler.codegen import generate
+    from squall.compiler.passes import free_after_last_use
+    from squall.compiler.planner import plan
+    from squall.frontend.tracing import trace_program
 
     def f(x, w):
         y = x @ w
@@ -155,7 +155,7 @@ def test_a_later_stage_never_changes_an_earlier_trace():
 
     traced, bindings = trace_program(f, (torch.randn(2, 3), torch.randn(3, 4)), {})
     before = str(traced)
-    planned = plan(traced, squall.config.resolve_executors(["torch"]))
+    planned = plan(traced, squall.market.config.resolve_executors(["torch"]))
     planned_text = str(planned)
     executed = free_after_last_use(planned)
     generate(executed, bindings, takes_params=False, nargs=2, takes_kwargs=False)
@@ -279,7 +279,7 @@ def test_bad_inputs_are_clear_errors():
 def test_prim_meta_errors_name_the_problem():
     from squall import prims
     from squall.proxies import TensorProxy, tracing
-    from squall.tracing import TracingContext
+    from squall.frontend.tracing import TracingContext
 
     with tracing(TracingContext()):
         a = TensorProxy(shape=(2, 3), dtype=torch.float32, device="cpu")

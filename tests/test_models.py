@@ -11,7 +11,7 @@ from torch import nn
 from torch.testing import assert_close
 
 import squall
-from squall.demo import GPT, Block, GPTConfig
+from squall.tools.demo import GPT, Block, GPTConfig
 from opinfos import prims_only_executor
 
 

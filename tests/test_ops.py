@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import squall
-from squall.torch_executor import make_executor
+from squall.market.torch_executor import make_executor
 from opinfos import ALL_TYPES, OpInfo, all_opinfos, prims_only_executor
 
 OPINFOS = all_opinfos()

@@ -10,7 +10,7 @@ import torch
 from torch.testing import assert_close
 
 import squall
-from squall.outputs import OutputError
+from squall.frontend.outputs import OutputError
 
 
 class Pair(NamedTuple):

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import torch
 
 import squall
-from squall.torch_executor import PRIM_IMPLS, make_executor
-from squall.fusion import form_regions
 from squall.extend import Availability, Declined, FusionExecutor, OperatorExecutor
+from squall.market.fusion import form_regions
+from squall.market.torch_executor import PRIM_IMPLS, make_executor
 from squall.proxies import TensorProxy
 from opinfos import prims_only_executor
 

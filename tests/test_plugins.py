@@ -14,10 +14,10 @@ import torch
 import torch.nn.functional as F
 
 import squall
-from squall import plugins
-from squall.cli import main
 from squall.extend import add_operator_executor
-from squall.plugins import Marketplace
+from squall.market import plugins
+from squall.market.plugins import Marketplace
+from squall.tools.cli import main
 from example_executor.install import activate, deactivate, install_distribution, install_example
 
 EXAMPLE_MODULES = (
@@ -211,7 +211,7 @@ def test_faulty_plugins_are_recorded_and_skipped(site, capsys):
     assert "not loaded: plugin 'broken_plugin' (distribution squall-broken-plugin) failed at import" in out
 
     # naming the broken one is an error that says why it is missing
-    with pytest.raises(squall.config.UnknownExecutorError, match="libfoo.so"):
+    with pytest.raises(squall.market.config.UnknownExecutorError, match="libfoo.so"):
         squall.jit(lambda x: x, executors=["broken_plugin"])
 
 
@@ -345,7 +345,7 @@ def test_a_misspelled_hook_implementation_is_reported_and_the_plugin_left_out():
 def test_both_hooks_name_the_registry_operations():
     import inspect
 
-    from squall import hookspecs
+    from squall.market import hookspecs
 
     for spec in (hookspecs.squall_register_operations, hookspecs.squall_register_executors):
         assert list(inspect.signature(spec).parameters) == ["operations"]
@@ -372,12 +372,12 @@ def test_plugins_import_only_the_public_face():
 def test_squall_executors_is_a_plain_function():
     import inspect
 
-    import squall.torch_executor  # importing the built-in executor's module leaves squall.executors alone
+    import squall.market.torch_executor  # importing the built-in executor's module leaves squall.executors alone
 
-    assert inspect.isfunction(squall.executors) and squall.executors is sys.modules["squall.explain"].executors
+    assert inspect.isfunction(squall.executors) and squall.executors is sys.modules["squall.tools.explain"].executors
     assert "torch" in [row.name for row in squall.executors()]
     assert [row.name for row in squall.executors(Marketplace(entry_point_group=None))] == ["torch"]
-    assert squall.plugins.BUILTIN_PLUGINS == {"torch": "squall.torch_executor"}
+    assert squall.market.plugins.BUILTIN_PLUGINS == {"torch": "squall.market.torch_executor"}
 
 
 # --- planning as on a machine where an executor is available ------------------------------------
@@ -391,8 +391,8 @@ def _cuda_exp_executor() -> squall.extend.OperatorExecutor:
 
 
 def test_assume_available_plans_a_cuda_trace_as_where_the_executor_runs():
-    from squall.tracing import trace_program
-    from squall.planner import plan
+    from squall.frontend.tracing import trace_program
+    from squall.compiler.planner import plan
     from squall.proxies import TensorProxy
 
     ex, torch_ex = _cuda_exp_executor(), Marketplace(entry_point_group=None).get("torch")

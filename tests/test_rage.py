@@ -1,4 +1,4 @@
-"""Compile records (squall.rage), `squall rage` bundles, reproducers and SQUALL_LOGS topics."""
+"""Compile records (squall.runtime.rage), `squall rage` bundles, reproducers and SQUALL_LOGS topics."""
 from __future__ import annotations
 
 import io
@@ -17,10 +17,12 @@ import pytest
 import torch
 
 import squall
-from squall import bundle, plugins, rage
-from squall.cli import build_parser
-from squall.cli import main as cli_main
-from squall.plugins import Marketplace
+from squall.market import plugins
+from squall.market.plugins import Marketplace
+from squall.runtime import rage
+from squall.tools import bundle
+from squall.tools.cli import build_parser
+from squall.tools.cli import main as cli_main
 
 PLANTED = '''
 import squall.extend
@@ -204,8 +206,8 @@ def test_the_reproducer_reproduces_a_plugin_whose_checker_raises(records, tmp_pa
 def test_a_reproducer_of_a_healthy_program_does_not_reproduce(tmp_path):
     """The reproducer rebuilds a real model's trace (the demo GPT's, with captured constants
     and a module's parameters) and compiles it cleanly: exit 0."""
-    from squall.demo import GPT, GPTConfig
-    from squall.repro import reproducer
+    from squall.tools.demo import GPT, GPTConfig
+    from squall.runtime.repro import reproducer
 
     model = GPT(GPTConfig(vocab_size=64, block_size=8, n_layer=1, n_head=2, n_embd=16, flash=False)).eval()
     idx = torch.randint(0, 64, (2, 8))

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import squall
-from squall.torch_executor import PRIM_IMPLS, make_executor
+from squall.market.torch_executor import PRIM_IMPLS, make_executor
 from squall.prims.base import PrimIDs
 from opinfos import prims_only_executor
 

@@ -13,7 +13,7 @@ import torch
 
 import squall
 from real_models import SEGFORMER, SMALL_IMAGE_CNN, TIMM_MODELS, TORCHVISION_MODELS, TRANSFORMERS_MODELS, RealModel, assert_same_output, import_torchvision
-from squall.speculation import guards_of
+from squall.frontend.speculation import guards_of
 
 import_torchvision()
 pytest.importorskip("timm", reason="timm is a test extra: pip install -e '.[test]'")

@@ -6,8 +6,8 @@ from torch import nn
 from torch.testing import assert_close
 
 import squall
-from squall.jit import jitted_state
-from squall.runtime import CompiledEntry
+from squall.runtime.entry import CompiledEntry
+from squall.runtime.jit import jitted_state
 
 
 class Scaled(nn.Module):

@@ -8,12 +8,12 @@ import torch
 from torch.testing import assert_close
 
 import squall
-from squall.codegen import UnassignedName, generate
-from squall.plugins import Marketplace
+from squall.compiler.codegen import UnassignedName, generate
 from squall.extend import TensorProxy
+from squall.frontend.tracing import InputBinding
+from squall.market.plugins import Marketplace
 from squall.symbol import DEL, BoundSymbol, snapshot
 from squall.trace import Trace
-from squall.tracing import InputBinding
 
 
 def _same_as_eager(f, *args):

@@ -8,8 +8,8 @@ import torch
 from torch.testing import assert_close
 
 import squall
+from squall.frontend.speculation import SPECULATION_LIMIT, guards_of
 from squall.guards import GuardFailed, same_value
-from squall.speculation import SPECULATION_LIMIT, guards_of
 
 
 def _branchy(x):
@@ -42,9 +42,9 @@ def test_guards_are_printed_in_the_trace_the_source_and_explain():
 
 
 def test_a_checked_variant_hands_over_to_its_plain_code_after_a_clean_call():
-    from squall.executor import OperatorExecutor
-    from squall.jit import jitted_state
-    from squall.torch_executor import make_executor
+    from squall.market.executor import OperatorExecutor
+    from squall.runtime.jit import jitted_state
+    from squall.market.torch_executor import make_executor
 
     vendor = OperatorExecutor("sin_vendor")  # a non-torch executor: its calls are checked once
     vendor.register_implementation("torch.sin", torch.sin)
@@ -253,7 +253,7 @@ def test_guard_values_compare_by_type_and_value():
 
 
 def test_a_value_read_inside_an_op_decomposition_is_a_clear_error():
-    from squall.speculation import Speculation
+    from squall.frontend.speculation import Speculation
 
     class Ctx:
         scopes = [[], []]

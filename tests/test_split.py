@@ -1,5 +1,5 @@
 """Splits at module granularity: a module whose program cannot stay stable runs its forward
-eagerly, with each submodule it calls compiled (squall.split)."""
+eagerly, with each submodule it calls compiled (squall.runtime.split)."""
 from __future__ import annotations
 
 import copy
@@ -12,7 +12,7 @@ from torch import nn
 from torch.testing import assert_close
 
 import squall
-from squall.speculation import SPECULATION_LIMIT
+from squall.frontend.speculation import SPECULATION_LIMIT
 
 
 def _line_of(text: str) -> int:

@@ -1,4 +1,4 @@
-"""Guards on Python state (squall.state_guards): each test changes what the program read after the
+"""Guards on Python state (squall.frontend.state_guards): each test changes what the program read after the
 first call and checks the compiled result against eager's; side effects replay as eager's do."""
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from torch import nn
 from torch.testing import assert_close
 
 import squall
-from squall.jit import jitted_state
 from squall.ltorch.base import SquallWarning
 from squall.proxies import TensorProxy
+from squall.runtime.jit import jitted_state
 
 
 class Scaled(nn.Module):
@@ -201,7 +201,7 @@ def test_negative_zero_and_nan_keys():
     for _ in range(3):
         assert_close(j(x, float("nan")), f(x, float("nan")), equal_nan=True)
     # 0.0, then -0.0 misses (the key tells them apart), which makes `s` a run-time number
-    # (squall.entry_point.DynamicNumbers): NaN runs on that entry, computed as eager computes it
+    # (squall.runtime.entry_point.DynamicNumbers): NaN runs on that entry, computed as eager computes it
     assert jitted_state(j).stats.misses == 2
     assert_close(j(x, (math.inf, -0.0)[1]), f(x, -0.0))
 

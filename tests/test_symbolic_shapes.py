@@ -1,4 +1,4 @@
-"""Symbolic sizes (squall.symbolic) and when a dimension becomes one (squall.dynamic_dims)."""
+"""Symbolic sizes (squall.symbolic) and when a dimension becomes one (squall.runtime.dynamic_dims)."""
 from __future__ import annotations
 
 import pytest
@@ -6,8 +6,8 @@ import torch
 from torch.testing import assert_close
 
 import squall
-from squall.config import resolve_dynamic
-from squall.jit import jitted_state
+from squall.market.config import resolve_dynamic
+from squall.runtime.jit import jitted_state
 from squall.symbolic import ShapeEnv, SymInt
 
 
@@ -189,7 +189,7 @@ def test_a_bad_setting_is_a_clear_error(tmp_path):
 
 
 def test_fusion_executors_decline_symbolic_sizes_saying_so():
-    from squall.fusion import FusionExecutor, declines_symbolic
+    from squall.market.fusion import FusionExecutor, declines_symbolic
 
     fusing = FusionExecutor("fuser")
     jf = squall.jit(lambda x: x.sin() * 2, dynamic=True)

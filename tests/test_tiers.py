@@ -14,9 +14,9 @@ import pytest
 import torch
 
 import squall
-from squall import tiers
-from squall.config import PyprojectError, resolve_wait
-from squall.torch_executor import make_executor
+from squall.market.config import PyprojectError, resolve_wait
+from squall.market.torch_executor import make_executor
+from squall.runtime import tiers
 from test_planner import PyFuser
 
 
@@ -288,11 +288,11 @@ def test_the_worker_is_one_daemon_thread(fused_faster):
 
 def test_exit_with_a_pending_upgrade_is_quiet(tmp_path):
     code = textwrap.dedent("""
-        import time, torch, squall, squall.tiers
-        from squall.torch_executor import make_executor
+        import time, torch, squall, squall.runtime.tiers
+        from squall.market.torch_executor import make_executor
         from squall.extend import FusionExecutor
 
-        squall.tiers.EXIT_JOIN_S = 1.0  # a compile that never ends: exit gives up on it
+        squall.runtime.tiers.EXIT_JOIN_S = 1.0  # a compile that never ends: exit gives up on it
         class Sleepy(FusionExecutor):
             def __init__(self):
                 super().__init__("sleepy")
@@ -318,7 +318,7 @@ def test_at_exit_a_running_upgrade_starts_no_more_region_compiles(tmp_path):
     process (seen with inductor under torch.distributed)."""
     code = textwrap.dedent("""
         import threading, time, torch, squall
-        from squall.torch_executor import make_executor
+        from squall.market.torch_executor import make_executor
         from squall.extend import FusionExecutor
 
         started, compiled = threading.Event(), []
@@ -437,7 +437,7 @@ def test_a_winning_offer_stops_the_search_and_is_remembered_for_the_next_process
 
 def test_fusion_offers_swap_each_fusion_executor_for_its_offer_in_the_priority_list():
     fuser, torch_ex = TwoOffers(), make_executor()
-    priority = squall.config.ExecutorPriority([fuser, torch_ex], per_op={"torch.exp": [fuser, torch_ex]}, source="test")
+    priority = squall.market.config.ExecutorPriority([fuser, torch_ex], per_op={"torch.exp": [fuser, torch_ex]}, source="test")
     offers = tiers.fusion_offers(priority)
     assert [label for label, _ in offers] == ["wide", "narrow"]
     wide = offers[0][1]

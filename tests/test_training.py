@@ -12,7 +12,7 @@ from torch import nn
 import squall
 from squall import prims
 from squall.extend import GradRule, add_operator_executor
-from squall.plugins import Marketplace
+from squall.market.plugins import Marketplace
 
 
 def _differentiated_by_squall(jfn) -> bool:

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import squall
-from squall.demo import GPT, GPTConfig
+from squall.tools.demo import GPT, GPTConfig
 
 
 class RMSNorm(nn.Module):

@@ -1,4 +1,4 @@
-"""A traced program's type checks (`isinstance`, `torch.is_tensor`) answer as in eager (squall.type_checks)."""
+"""A traced program's type checks (`isinstance`, `torch.is_tensor`) answer as in eager (squall.frontend.type_checks)."""
 from __future__ import annotations
 
 import builtins

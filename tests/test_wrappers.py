@@ -1,5 +1,5 @@
 """Hooks on a compiled module and on the module it compiles run eagerly at every call,
-around the compiled forward, as nn.Module.__call__ runs them (squall.wrappers)."""
+around the compiled forward, as nn.Module.__call__ runs them (squall.runtime.wrappers)."""
 from __future__ import annotations
 
 import pytest

@@ -17,11 +17,11 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .functionalization import opaque_writes
-from .torchnames import qualified_name
-from .. import numbers
 from ..proxies import TensorProxy, current_context
 from ..symbol import Symbol, Tags, snapshot_call
+from . import numbers
+from .functionalization import opaque_writes
+from .torchnames import qualified_name
 
 __all__ = [
     "torchsymbol",
@@ -137,14 +137,14 @@ class TorchLanguage:
 
     def dispatch(self, func: Callable, args: tuple, kwargs: dict) -> Any:
         # torch looks a method up on torch.Tensor when it calls __torch_function__: while tracing
-        # that is squall's stand-in (squall.unbound_methods), which names torch's own method
+        # that is squall's stand-in (squall.frontend.unbound_methods), which names torch's own method
         func = getattr(func, "__squall_method__", func)
         if self.wrapped_results is not None:
             layout = self.wrapped_results.layout(func, args)
             if layout is not None:
                 return layout
         op = self.table.get(func)
-        # a list the program reached through its state (a recording copy, squall.state_views) is
+        # a list the program reached through its state (a recording copy, squall.frontend.state_views) is
         # read here as the plain list it holds now, so the scan below finds the tensors in it
         args, kwargs = snapshot_call(args, kwargs)
         has_proxy, has_tensor = _scan(args, False, False)

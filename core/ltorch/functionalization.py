@@ -20,7 +20,7 @@ also answer a call without recording anything (`x.to(x.dtype)` is `x`, as torch 
 the dispatcher runs them on the meta device, and an argument whose version counter
 moved was modified in place (`opaque_writes`).
 
-**Views.** A view shares memory with its base: `squall.views.ViewTracker` records each
+**Views.** A view shares memory with its base: `squall.frontend.views.ViewTracker` records each
 view's root and the view calls that lead to it, applies a write through a view to its
 root (scattered back through each call's inverse), and regenerates the root's other views
 from its newest value before their next use, as PyTorch's functionalization does.
@@ -179,7 +179,7 @@ def rebind_inplace(name: str, a, value):
         if not torch.can_cast(value.dtype, a.dtype):
             raise RuntimeError(f"{name}: result type {value.dtype} can't be cast to the desired output type {a.dtype}")
         value = prims.convert_element_type(value, a.dtype)
-    # a view's base and the base's other views follow the write (squall.views)
+    # a view's base and the base's other views follow the write (squall.frontend.views)
     return current_context().views.write(name, a, value)
 
 

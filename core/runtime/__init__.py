@@ -12,12 +12,3 @@
 - `calls`: `Runtime`, which compiles on a miss and carries out the policy's answers;
 - `stats`: what `cache_info()` reports.
 """
-from __future__ import annotations
-
-from .cache import EntryCache
-from .calls import Runtime
-from .entry import CacheEntry, CompiledEntry, entry_guards
-from .policy import SPECULATION_LIMIT, Action, decide
-from .stats import CacheStats
-
-__all__ = ["Runtime", "EntryCache", "CacheEntry", "CompiledEntry", "CacheStats", "entry_guards", "Action", "decide", "SPECULATION_LIMIT"]

@@ -21,9 +21,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .. import tiers
-from ..entry_point import forget_recent
+from . import tiers
 from .entry import CacheEntry, CompiledEntry
+from .entry_point import forget_recent
 
 __all__ = ["EntryCache"]
 
@@ -35,7 +35,7 @@ class EntryCache:
         self.size = size
         self.slots: dict[Any, list] = {}  # key -> [runner, hits]: the entry point's dict
         self.entries: dict[Any, CacheEntry] = {}  # key -> its record, cached or remembered
-        # the slot the entry point's fast path hit last, and its C metadata check per key (squall.entry_point)
+        # the slot the entry point's fast path hit last, and its C metadata check per key (squall.runtime.entry_point)
         self.last: list = [None]
         self.fast_checks: dict[Any, Callable] = {}
         # held while compiling (threads that miss on one signature compile it once) and around every swap
@@ -136,7 +136,7 @@ class EntryCache:
         return self._evicted_hits + sum(hits for _, hits in self.slots.values())
 
     def upgrades(self) -> dict[Any, tiers.Upgrade]:
-        """key -> the background upgrade of its entry (squall.tiers), oldest entry first."""
+        """key -> the background upgrade of its entry (squall.runtime.tiers), oldest entry first."""
         return {k: e.upgrade for k, e in self.entries.items() if e.upgrade is not None}
 
     def _drop_if_idle(self, key: Any) -> None:

@@ -1,6 +1,6 @@
 """Call time of one jitted function: compile on a miss, and do what a failed check leads to.
 
-The entry point (`squall.entry_point`) serves hits on its own; a miss comes to `compile_`.
+The entry point (`squall.runtime.entry_point`) serves hits on its own; a miss comes to `compile_`.
 Each cached entry's slot runs its runner (`squall.runtime.runner`): the entry's one check,
 then its program. A rejected call is reported here as a `GuardFailure`, the policy
 (`squall.runtime.policy.decide`) says what it leads to, and `Runtime` carries that out:
@@ -20,37 +20,37 @@ from typing import Any
 
 import torch
 
-from .. import tiers
-from ..aliasing import AliasPattern, alias_pattern, describe_path, input_tensors, same_as_paths
-from ..checking import ExecutorFault
-from ..config import ExecutorPriority
-from ..entry_point import DynamicNumbers, key_parts
+from ..compiler.checking import ExecutorFault
+from ..compiler.pipeline import Compilation, compile_program
+from ..compiler.planner import PlanningError
+from ..frontend.speculation import guards_of, specialised_numbers
+from ..frontend.state_guards import StateGuards, UnreplayableWrite, raised_by_users_code
+from ..frontend.tracing import argument_names, module_slots
 from ..guard_set import ALIAS, GuardFailure
 from ..ltorch.base import SquallWarning
-from ..pipeline import Compilation, compile_program
-from ..planner import PlanningError
+from ..market.config import ExecutorPriority
 from ..proxies import current_context
-from ..rage import record_compilation
-from ..dynamic_dims import DynamicDims, has_shape_guards, specialised_dims
-from ..speculation import guards_of, specialised_numbers
-from ..split import Split
-from ..state_guards import StateGuards, UnreplayableWrite, raised_by_users_code
 from ..symbol import user_stacklevel
-from ..tracing import argument_names, module_slots
-from ..wrappers import check_plain_parameters, check_wrapping
+from . import tiers
+from .aliasing import AliasPattern, alias_pattern, describe_path, input_tensors, same_as_paths
 from .cache import EntryCache
+from .dynamic_dims import DynamicDims, has_shape_guards, specialised_dims
 from .entry import CacheEntry, CompiledEntry, entry_guards
+from .entry_point import DynamicNumbers, key_parts
 from .exclusions import excluding, ops_to_exclude
 from .policy import SPECULATION_LIMIT, Action, decide, decide_fault
+from .rage import record_compilation
 from .runner import checked_first, guarded, holding
+from .split import Split
 from .stats import CacheStats
 from .variants import Variants
+from .wrappers import check_plain_parameters, check_wrapping
 
 __all__ = ["Runtime"]
 
 
 class Runtime:
-    """The call-time state of one jitted function (`squall.jit.JittedFunction` is its face).
+    """The call-time state of one jitted function (`squall.runtime.jit.JittedFunction` is its face).
 
     A subclass supplies `entry_point` (the callable users call) and `_compiled_child` (a
     submodule of a split module, compiled with the same options)."""
@@ -77,15 +77,15 @@ class Runtime:
         self._slot_names: list[str] = []  # "parameter 'lin.weight'", "buffer 'bn.running_mean'"
         self._slot_paths: list[str] = []  # "lin.weight", "bn.running_mean"
         self._submodules: list[torch.nn.Module] = []
-        self._numbers = DynamicNumbers()  # the number arguments read at run time (squall.entry_point)
-        self._dims = DynamicDims(dynamic)  # the tensor dimensions traced as symbolic sizes (squall.dynamic_dims)
+        self._numbers = DynamicNumbers()  # the number arguments read at run time (squall.runtime.entry_point)
+        self._dims = DynamicDims(dynamic)  # the tensor dimensions traced as symbolic sizes (squall.runtime.dynamic_dims)
         self._eager_keys: dict[Any, str] = {}  # key -> why its calls run eagerly (an unreplayable write)
         self.split: Split | None = None  # the module's eager frame with compiled children, once it splits
         # around calls that write module state (a module's buffers are updated as one step, as in eager)
         self._state_lock = threading.Lock()
         self._skip = 1 if self.module is not None else 0  # a module's runners get its parameters first
 
-    # what the entry point and the tools read (squall.entry_point, squall.tiers, tests)
+    # what the entry point and the tools read (squall.runtime.entry_point, squall.runtime.tiers, tests)
     @property
     def _cache(self) -> dict[Any, list]:
         return self.cache.slots
@@ -126,8 +126,8 @@ class Runtime:
             check_wrapping(self.module)
             check_plain_parameters(self._slot_paths, params)
         with self.cache.lock:
-            exact, key = key, self._numbers.key_for(key, args, kwargs)  # a number that changed: dynamic (squall.entry_point)
-            key = self._dims.key_for(key, args, kwargs, self._numbers.paths)  # a size that changed: symbolic (squall.dynamic_dims)
+            exact, key = key, self._numbers.key_for(key, args, kwargs)  # a number that changed: dynamic (squall.runtime.entry_point)
+            key = self._dims.key_for(key, args, kwargs, self._numbers.paths)  # a size that changed: symbolic (squall.runtime.dynamic_dims)
             cached = self.cache.slots.get(key)
             if cached is not None:  # another thread compiled this signature while we waited
                 return cached[0]
@@ -142,7 +142,7 @@ class Runtime:
                     record.set_aside.pop(i)  # its state is back: cached again, not compiled
                     return self.cache.insert(key, variant, self._runner_for).slot[0]
             # a tensor an argument object holds (a KV cache) whose sizes changed since an entry read
-            # it: those dimensions symbolic in this compile (squall.dynamic_dims)
+            # it: those dimensions symbolic in this compile (squall.runtime.dynamic_dims)
             for held in self.cache.entries.values():
                 for compiled in (held.compiled, *held.set_aside):
                     if compiled is not None:
@@ -152,7 +152,7 @@ class Runtime:
             self._note_changes(args, kwargs)
             executors = self._priority(key)
             try:
-                with record_compilation(self, args, kwargs) as rec:  # always on: squall.rage
+                with record_compilation(self, args, kwargs) as rec:  # always on: squall.runtime.rage
                     compilation, tiered = self._compile_first_tier(args, kwargs, executors, on_traced=rec.traced)
                     rec.compiled(compilation)
             except UnreplayableWrite as write:
@@ -241,7 +241,7 @@ class Runtime:
         return excluding(self.executors, record.exclusions) if record is not None and record.exclusions else self.executors
 
     def _compile_first_tier(self, args: tuple, kwargs: dict, executors: ExecutorPriority, **options) -> tuple[Compilation, bool]:
-        """Compile for `executors` less the fusion executors that compile slowly (squall.tiers);
+        """Compile for `executors` less the fusion executors that compile slowly (squall.runtime.tiers);
         also whether any were left out, for a background upgrade to bring them in."""
         options.setdefault("dynamic", frozenset(self._numbers.paths))
         options.setdefault("dims", dict(self._dims.dims))
@@ -255,7 +255,7 @@ class Runtime:
 
     def _first_call(self, key: Any, runner: Callable) -> Callable:
         """`runner` for the call the entry was traced for: a state check failing in it means the
-        state changed during compilation (squall.state_guards)."""
+        state changed during compilation (squall.frontend.state_guards)."""
 
         def first_call(*args, **kwargs):
             self._fresh = key
@@ -299,7 +299,7 @@ class Runtime:
         def behind_check(program: Callable) -> Callable:
             if compilation.writes_module_state:
                 program = holding(self._state_lock, program)
-            if guards.eager:  # an inner hook: a module splits, a function runs eagerly (squall.split)
+            if guards.eager:  # an inner hook: a module splits, a function runs eagerly (squall.runtime.split)
                 program = self._split_runner("; ".join(guards.eager_because)) if self.module is not None else self.fn
             return guarded(guards, program, functools.partial(self._rejected, key, compilation, aliased, program))
 
@@ -349,7 +349,7 @@ class Runtime:
         """Another variant of entry `key`, traced on this call's inputs after a value guard failed."""
         with self.cache.lock:
             start = time.perf_counter()
-            with record_compilation(self, args, kwargs) as record:  # squall.rage sees variants too
+            with record_compilation(self, args, kwargs) as record:  # squall.runtime.rage sees variants too
                 # a variant keeps to the first tier: no background upgrade comes for it
                 compilation, _ = self._compile_first_tier(args, kwargs, self._priority(key), on_traced=record.traced)
                 record.compiled(compilation)
@@ -399,7 +399,7 @@ class Runtime:
             self.cache.set_aside(key, self.recompile_limit)
 
     def _split_entry(self, key: Any, label: str) -> Callable:
-        """Entry `key`'s state keeps changing: the module splits for it from now on (squall.split)."""
+        """Entry `key`'s state keeps changing: the module splits for it from now on (squall.runtime.split)."""
         reason = f"{label} changed at {SPECULATION_LIMIT + 1} calls of one input signature, each compiling the program again"
         runner = self._split_runner(reason)
         warnings.warn(
@@ -417,7 +417,7 @@ class Runtime:
 
     def _split_runner(self, reason: str) -> Callable:
         """The runner of a module whose program cannot stay stable: its forward eagerly, each
-        submodule it calls compiled (squall.split); `reason` is why."""
+        submodule it calls compiled (squall.runtime.split); `reason` is why."""
         with self.cache.lock:
             if self.split is None:
                 self.split = Split(self.module, self._compiled_child)
@@ -452,7 +452,7 @@ class Runtime:
     def _aliased(self, key: Any, compilation: Compilation, aliased: dict, program: Callable,
                  failure: GuardFailure, args: tuple, kwargs: dict) -> Any:
         """The call's input tensors share memory: a false alarm runs `program`; a pattern of
-        same tensors its own variant; overlapping views eagerly (squall.aliasing)."""
+        same tensors its own variant; overlapping views eagerly (squall.runtime.aliasing)."""
         paths = [b.path for b in compilation.bindings]
         pattern = alias_pattern(input_tensors(paths, args, kwargs, self.module is not None))
         relation = None if pattern is None else "overlapping" if pattern[0] == "overlapping" else "same"
@@ -540,17 +540,17 @@ class Runtime:
 
     def _replan_after_backward(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> None:
         """A fault in the checked backward of `key`'s first call: that backward was computed on
-        torch (squall.pipeline); later calls get a plan without the executor there."""
+        torch (squall.compiler.pipeline); later calls get a plan without the executor there."""
         record = self.cache.entries.get(key)
         if record is not None and record.compiled is not None:
             record.compiled.compilation.on_backward_fault = None  # the replan holds no reference to the first call's inputs
         with torch.enable_grad():  # a backward runs in no-grad mode; the entry was compiled for training
             self._replan(key, fault, args, kwargs)
 
-    # --- background upgrades (squall.tiers) ----------------------------------------------------
+    # --- background upgrades (squall.runtime.tiers) ----------------------------------------------------
 
     def _upgrade_job(self, record: CacheEntry, entry: CompiledEntry, executors: ExecutorPriority, call: tuple) -> tiers.UpgradeJob:
-        """The job that upgrades `entry` to the plan with every executor (squall.tiers)."""
+        """The job that upgrades `entry` to the plan with every executor (squall.runtime.tiers)."""
         name = getattr(self.fn, "__name__", type(self.fn).__name__)
         entry.upgrade = record.upgrade = tiers.Upgrade(name)
         layout = dict(takes_params=self.module is not None, nargs=len(call[1]), takes_kwargs=bool(call[2]))

@@ -18,15 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import tiers
-from ..aliasing import storage_key, tensors_at
+from ..compiler.pipeline import Compilation
+from ..frontend.speculation import guards_of
+from ..frontend.state_guards import StateGuards
 from ..guard_set import ALIAS, NUMBER, SHAPE, TENSOR, VALUE
-from ..pipeline import Compilation
 from ..proxies import NumberProxy, type_string
-from ..speculation import guards_of
-from ..state_guards import StateGuards
 from ..symbolic import is_symbolic
 from ..trace import plain_scalar
+from . import tiers
+from .aliasing import storage_key, tensors_at
 
 __all__ = ["CompiledEntry", "CacheEntry", "entry_guards"]
 
@@ -37,7 +37,7 @@ class CompiledEntry:
 
     compilation: Compilation
     compile_seconds: float
-    # the background upgrade to fused regions this entry's first plan waits for (squall.tiers)
+    # the background upgrade to fused regions this entry's first plan waits for (squall.runtime.tiers)
     upgrade: tiers.Upgrade | None = None
 
     @property
@@ -56,7 +56,7 @@ class CacheEntry:
     slot: list | None = None
     recency: tuple[int, int] = (0, 0)  # (hits when last looked at, the compilation it was last seen used by)
     upgrade: tiers.Upgrade | None = None
-    set_aside: list[CompiledEntry] = field(default_factory=list)  # newest first (squall.state_guards)
+    set_aside: list[CompiledEntry] = field(default_factory=list)  # newest first (squall.frontend.state_guards)
     exclusions: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)  # (executor, ops) kept apart
     state_compiles: dict[str, int] = field(default_factory=dict)  # state label -> compilations it caused
     split: bool = False  # runs the module's eager frame: no background upgrade replaces it
@@ -85,10 +85,10 @@ def entry_guards(compilation: Compilation, *, alias: bool, takes_params: bool, d
     guards.namespace["_metadata"] = _metadata
     for b in compilation.bindings:
         if b.path[0] == "state":
-            continue  # a tensor an argument object holds: its metadata is a state guard (squall.state_guards)
+            continue  # a tensor an argument object holds: its metadata is a state guard (squall.frontend.state_guards)
         if type(b.proxy) is not NumberProxy:
             if is_symbolic(b.proxy.shape):
-                # a symbolic size is keyed as "2 or more" (squall.dynamic_dims), so it is explained so
+                # a symbolic size is keyed as "2 or more" (squall.runtime.dynamic_dims), so it is explained so
                 p = b.proxy
                 expected = guards.bind((p.dtype, p.device, p.requires_grad, tuple(n if type(n) is int else None for n in p.shape)), "m")
                 condition = f"_same_metadata({_expression(b.path, takes_params)}, {expected})"
@@ -113,7 +113,7 @@ def entry_guards(compilation: Compilation, *, alias: bool, takes_params: bool, d
 
 
 def _metadata(t: Any) -> tuple:
-    """What the cache key holds of a tensor (squall.entry_point), comparable between a proxy and a tensor."""
+    """What the cache key holds of a tensor (squall.runtime.entry_point), comparable between a proxy and a tensor."""
     return (tuple(t.shape), t.dtype, str(t.device), t.requires_grad)
 
 

@@ -1,4 +1,4 @@
-"""Executors kept out of an entry after a fault in a checked call (`squall.checking`).
+"""Executors kept out of an entry after a fault in a checked call (`squall.compiler.checking`).
 
 An entry's record keeps `(executor, operations)` pairs (`CacheEntry.exclusions`; no
 operations: the whole entry); the entry is compiled again under the priority list with
@@ -7,8 +7,8 @@ each pair kept apart (`excluding`), for the operations the executor failed on
 """
 from __future__ import annotations
 
-from ..checking import ExecutorFault
-from ..config import ExecutorPriority
+from ..compiler.checking import ExecutorFault
+from ..market.config import ExecutorPriority
 from .entry import CompiledEntry
 
 __all__ = ["excluding", "ops_to_exclude"]

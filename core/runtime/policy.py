@@ -11,7 +11,7 @@ the answer (compiling, swapping, splitting) is the jitted function's; deciding i
 |   ... on the very call it was traced for | EAGER_ONCE: the state changed while compiling: run |
 |                                          |   this call eagerly, the next compiles again       |
 |   ... more than SPECULATION_LIMIT times  | SPLIT: a module's forward runs eagerly with its    |
-|   for one label, in a module             |   submodules compiled (squall.split)               |
+|   for one label, in a module             |   submodules compiled (squall.runtime.split)               |
 | "alias": storages shared, none the same  | RUN: a false alarm, the entry's program runs       |
 |   the same tensor twice                  | NEW_VARIANT: traced with one proxy for both        |
 |   overlapping views                      | SPLIT (a module) or EAGER (a function)             |
@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import enum
 
+from ..frontend.speculation import RUNTIME_READS, SPECULATION_LIMIT
 from ..guard_set import ALIAS, NUMBER, SHAPE, VALUE, GuardFailure
-from ..speculation import RUNTIME_READS, SPECULATION_LIMIT
 
 __all__ = ["Action", "decide", "decide_fault", "SPECULATION_LIMIT", "RUNTIME_READS"]
 
 # SPECULATION_LIMIT: compilations one guard site (or state label) may cause in one cache entry
 # before its value counts as dynamic; RUNTIME_READS: the reads that may become run-time numbers
-# (squall.speculation, where tracing reads them)
+# (squall.frontend.speculation, where tracing reads them)
 
 
 class Action(enum.Enum):

@@ -6,7 +6,7 @@ guard failed, of what kind, where — and handed to `rejected(failure, args, kwa
 asks the policy and acts. The runner decides nothing.
 
 `checked_first(...)` is the program while its non-torch calls are to be checked
-(`squall.checking`): an executor's fault goes to `on_fault`, and after a clean call (unless
+(`squall.compiler.checking`): an executor's fault goes to `on_fault`, and after a clean call (unless
 $SQUALL_CHECK=always) `hand_over` swaps the plain program in.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..checking import ExecutorFault
+from ..compiler.checking import ExecutorFault
 from ..guard_set import STATE, GuardFailure, GuardSet
 
 __all__ = ["guarded", "holding", "checked_first", "UNEXPLAINED"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..split import SplitReport
+from .split import SplitReport
 
 __all__ = ["CacheStats"]
 
@@ -17,9 +17,9 @@ class CacheStats:
     misses: int = 0
     evictions: int = 0
     replans: int = 0  # entries compiled again without an executor that failed its run-time check
-    guard_failures: int = 0  # calls whose value guards failed (squall.speculation), variants compiled or not
+    guard_failures: int = 0  # calls whose value guards failed (squall.frontend.speculation), variants compiled or not
     size: int = 0
     limit: int | None = None
     changes: dict[str, int] = field(default_factory=dict)  # input label -> times it changed
-    # a module that runs its forward eagerly with compiled children: why, and the children (squall.split)
+    # a module that runs its forward eagerly with compiled children: why, and the children (squall.runtime.split)
     split: SplitReport | None = None

@@ -1,4 +1,4 @@
-"""The variants of one cache entry whose program has value guards (`squall.speculation`).
+"""The variants of one cache entry whose program has value guards (`squall.frontend.speculation`).
 
 A program that branches on a tensor's value was traced for the value of the call it was
 compiled on; the generated code checks the value again (a `squall.guard` call) and raises
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..frontend.speculation import dynamic_reads
 from ..guard_set import NUMBER, SHAPE, VALUE, GuardFailure
 from ..guards import GuardFailed
-from ..speculation import dynamic_reads
 from .entry import CompiledEntry
 from .policy import Action, decide
 

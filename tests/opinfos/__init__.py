@@ -17,7 +17,7 @@ import pkgutil
 import torch
 
 from squall.extend import OperatorExecutor
-from squall.torch_executor import PRIM_IMPLS
+from squall.market.torch_executor import PRIM_IMPLS
 
 # one per ltorch module, named like it (tests/test_ops.py checks the mirror)
 FAMILIES = tuple(sorted(m.name for m in pkgutil.iter_modules([os.path.dirname(__file__)])))

@@ -36,7 +36,7 @@ def _mask_samples(dtype, device):
 
 
 _DATA_DEPENDENT = Directive(
-    "its output shape depends on data: it runs whole as its torch call, guarded (squall.speculation), never as prims",
+    "its output shape depends on data: it runs whole as its torch call, guarded (squall.frontend.speculation), never as prims",
     configs=("decomposed",),
 )
 

@@ -16,12 +16,12 @@ import torch
 import torch.nn.functional as F
 
 import squall
-from squall.codegen import generate
-from squall.passes import free_after_last_use
+from squall.compiler.codegen import generate
+from squall.compiler.passes import free_after_last_use
+from squall.compiler.planner import plan
 from squall.extend import assume_available
-from squall.tracing import InputBinding, TracingContext, trace_program
-from squall.planner import plan
-from squall.plugins import Marketplace
+from squall.frontend.tracing import InputBinding, TracingContext, trace_program
+from squall.market.plugins import Marketplace
 from squall.proxies import TensorProxy, tracing
 
 from squall_apex_xentropy import availability_from, cross_entropy_checker, make_executor
@@ -153,7 +153,7 @@ def _trace_cuda(fn, *proxies_spec):
 def test_planned_as_apex_calls_where_it_is_available():
     # planned (not run) as on a machine with apex and a GPU: the real checker and transform decide
     ex = make_executor()
-    torch_ex = squall.plugins.default_marketplace().get("torch")
+    torch_ex = squall.market.plugins.default_marketplace().get("torch")
     fn = lambda logits, target: F.cross_entropy(logits, target, ignore_index=-1, label_smoothing=0.1)
     trace = _trace_cuda(fn, ((8, 50), torch.float16), ((8,), torch.int64))
     with assume_available(ex):
@@ -272,10 +272,10 @@ def test_registered_backward_matches_autograd_on_gpu(dtype):
 
 
 def test_training_plans_apex_forward_and_its_fused_backward_for_a_cuda_trace():
-    from squall.pipeline import compile_program
+    from squall.compiler.pipeline import compile_program
 
     ex = make_executor()
-    torch_ex = squall.plugins.default_marketplace().get("torch")
+    torch_ex = squall.market.plugins.default_marketplace().get("torch")
     fn = lambda logits, target: F.cross_entropy(logits, target, ignore_index=-1, label_smoothing=0.1)
     logits = TensorProxy("logits", shape=(8, 50), dtype=torch.float16, device="cuda", requires_grad=True)
     target = TensorProxy("target", shape=(8,), dtype=torch.int64, device="cuda")

@@ -84,7 +84,7 @@ class CupyExecutor(FusionExecutor):
     """Fuses elementwise prims on CUDA tensors into generated CuPy ElementwiseKernels."""
 
     # compile_region only builds a program (kernels compile at their first run, and are cached):
-    # its regions are planned on the first call, as before squall.tiers, and not judged in context
+    # its regions are planned on the first call, as before squall.runtime.tiers, and not judged in context
     compiles_in_background = False
     judge_in_context = False
 

@@ -38,11 +38,11 @@ CUPY_DTYPES = (torch.float32, torch.float64, torch.float16, torch.int64, torch.b
 
 
 def _executors():
-    return [make_executor(), squall.plugins.default_marketplace().get("torch")]
+    return [make_executor(), squall.market.plugins.default_marketplace().get("torch")]
 
 
 def _torch_only():
-    return [squall.plugins.default_marketplace().get("torch")]
+    return [squall.market.plugins.default_marketplace().get("torch")]
 
 
 @pytest.mark.parametrize("info", ELEMENTWISE, ids=[o.name for o in ELEMENTWISE])
@@ -62,7 +62,7 @@ def test_elementwise_opinfos_match_the_torch_executor(info):
 
 
 def test_gpt_block_matches_the_torch_executor():
-    from squall.demo import Block, GPTConfig
+    from squall.tools.demo import Block, GPTConfig
 
     torch.manual_seed(0)
     block = Block(GPTConfig(n_embd=64, n_head=4, block_size=32)).cuda().eval()

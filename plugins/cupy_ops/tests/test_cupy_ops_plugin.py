@@ -18,13 +18,13 @@ import torch.nn.functional as F
 
 import squall
 from squall import prims
+from squall.compiler.planner import plan
 from squall.extend import FusionRegion, assume_available
-from squall.tracing import trace_program
-from squall.planner import plan
-from squall.plugins import Marketplace
+from squall.frontend.tracing import TracingContext
+from squall.frontend.tracing import trace_program
+from squall.market.plugins import Marketplace
 from squall.prims.base import PrimIDs
 from squall.proxies import TensorProxy, tracing
-from squall.tracing import TracingContext
 
 from squall_cupy_ops import availability_from, claimed_prims, make_executor
 from squall_cupy_ops.kernels import plan_region
@@ -46,7 +46,7 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is no
 
 
 def _torch_executor():
-    return squall.plugins.default_marketplace().get("torch")
+    return squall.market.plugins.default_marketplace().get("torch")
 
 
 def _trace_cuda(fn, *spec):
@@ -361,7 +361,7 @@ def test_generated_kernels_compile_with_nvcc(tmp_path):
 def test_cpu_program_unaffected_and_passed_over_with_reason():
     fn = lambda x, y: torch.tanh(x + y) * 2
     x, y = torch.randn(4, 5), torch.randn(5)
-    defaults = squall.plugins.default_marketplace().default_executors()  # every installed plugin that is available
+    defaults = squall.market.plugins.default_marketplace().default_executors()  # every installed plugin that is available
     jfn = squall.jit(fn, executors=defaults)
     torch.testing.assert_close(jfn(x, y), fn(x, y))
     assert "cupy" not in squall.last_traces(jfn).source

@@ -128,7 +128,7 @@ class InductorExecutor(FusionExecutor):
         self.min_eager_seconds = min_eager_seconds
         self.include_matmuls = env_flag("SQUALL_INDUCTOR_MATMULS", False) if include_matmuls is None else include_matmuls
         # whether the user chose (argument or environment) between large regions and islands;
-        # if not, both are offered to squall.tiers' judge (`offers`)
+        # if not, both are offered to squall.runtime.tiers' judge (`offers`)
         self.matmuls_chosen = include_matmuls is not None or bool(os.environ.get("SQUALL_INDUCTOR_MATMULS", "").strip())
         self._large_regions: InductorExecutor | None = None
         self.autotune = env_flag("SQUALL_INDUCTOR_AUTOTUNE", True) if autotune is None else autotune
@@ -189,7 +189,7 @@ class InductorExecutor(FusionExecutor):
     def offers(self) -> list[tuple[str, InductorExecutor]]:
         """"large regions" first — matmuls, linears, convolutions, attention and embeddings with
         their epilogues, up to the whole program — then the elementwise "islands" between them;
-        squall.tiers' judge keeps the first that beats the torch plan in context. Only one of
+        squall.runtime.tiers' judge keeps the first that beats the torch plan in context. Only one of
         them where the user chose (include_matmuls, SQUALL_INDUCTOR_MATMULS), or where regions
         are not timed (autotune off: there is nothing to choose by)."""
         if self.matmuls_chosen or not self.autotune:

@@ -16,11 +16,11 @@ import torch
 import torch.nn.functional as F
 
 import squall
-from squall.cli import main
 from squall.extend import resolve_operation
-from squall.plugins import Marketplace
+from squall.frontend.tracing import TracingContext
+from squall.market.plugins import Marketplace
 from squall.proxies import TensorProxy, tracing
-from squall.tracing import TracingContext
+from squall.tools.cli import main
 
 squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor is not installed (pip install -e plugins/inductor)")
 from squall_inductor import InductorExecutor, region_function  # noqa: E402

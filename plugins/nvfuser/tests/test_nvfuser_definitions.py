@@ -45,9 +45,9 @@ try:
 except Exception as e:  # noqa: BLE001 - not installed, or built for another torch
     pytest.skip(f"nvfuser_direct cannot be imported here ({type(e).__name__}: {str(e)[:200]}); {HOW}", allow_module_level=True)
 
-from squall.tracing import trace_program  # noqa: E402 - after the skip: only this environment needs them
-from squall.planner import plan  # noqa: E402
-from squall.plugins import default_marketplace  # noqa: E402
+from squall.compiler.planner import plan  # noqa: E402
+from squall.frontend.tracing import trace_program  # noqa: E402 - after the skip: only this environment needs them
+from squall.market.plugins import default_marketplace  # noqa: E402
 
 # squall's OpInfos live in its tests/ folder, beside this plugin in the source tree
 _CORE_TESTS = Path(__file__).resolve().parents[3] / "tests"
@@ -314,7 +314,7 @@ def test_every_opinfo_sample_defines_in_nvfuser(info):
 
 
 def test_the_gpt_blocks_regions_define_in_nvfuser():
-    from squall.demo import Block, GPTConfig
+    from squall.tools.demo import Block, GPTConfig
 
     cfg = GPTConfig()
     block = Block(cfg).eval()

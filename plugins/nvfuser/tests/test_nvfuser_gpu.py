@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import squall
-from squall.demo import Block, GPTConfig
+from squall.tools.demo import Block, GPTConfig
 
 pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("nvfuser_direct") is None, reason="nvfuser_direct is not installed"),

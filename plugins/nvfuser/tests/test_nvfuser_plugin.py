@@ -17,10 +17,10 @@ import torch
 
 import squall
 from squall import ltorch, prims
-from squall.cli import main
-from squall.plugins import Marketplace
+from squall.frontend.tracing import TracingContext
+from squall.market.plugins import Marketplace
 from squall.proxies import TensorProxy, tracing
-from squall.tracing import TracingContext
+from squall.tools.cli import main
 
 import squall_nvfuser
 from squall_nvfuser import checkers, executor, frontend, translate
@@ -167,7 +167,7 @@ def test_cpu_programs_run_as_before(ex):
 
     x, w = torch.randn(4, 8), torch.randn(8)
     expected = fn(x, w)
-    torch_ex = squall.plugins.default_marketplace().get("torch")
+    torch_ex = squall.market.plugins.default_marketplace().get("torch")
     for executors in (["nvfuser", "torch"], [ex, torch_ex], None):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # naming an unavailable executor warns (asserted above)

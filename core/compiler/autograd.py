@@ -1,0 +1,121 @@
+"""Running a differentiated compilation: generated forward and backward inside one autograd.Function.
+
+PyTorch's autograd sees one node per call of the compiled program: its forward runs
+the generated forward function (which returns the outputs and the tensors the
+backward reads), its backward runs the generated backward function. So
+`loss.backward()`, `torch.autograd.grad`, optimizers, `.grad` accumulation and hooks
+on the inputs behave as in eager, whichever executors the two traces were planned on.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from ..market.executor import Executor
+from ..proxies import NumberProxy, TensorProxy
+from ..symbol import BoundSymbol, Symbol, flat_proxies
+from ..trace import Trace
+from .gradients import Differentiated
+
+__all__ = ["autograd_function", "calling_trace"]
+
+# the one call the program's generated function makes: the autograd.Function's apply
+_APPLY = Symbol("squall.autograd_function", "autograd_function", lambda *inputs: None, is_prim=True)
+_RUNNER = Executor("squall", default=False)
+
+
+def autograd_function(
+    diff: Differentiated,
+    forward_fn: Callable,
+    backward_fn: Callable,
+    name: str,
+    backward_without: Callable[[frozenset[str]], Callable | None] | None = None,
+) -> type[torch.autograd.Function]:
+    """A torch.autograd.Function running `forward_fn` (inputs -> (outputs, saved)) and
+    `backward_fn` ((a list of the saved tensors, which it may empty), *cotangents -> gradients)
+    for the traces in `diff`.
+
+    With `backward_without` (names of the outputs that got no gradient -> a backward function
+    taking the saved tensors and the other cotangents, or None where there is none), a call
+    whose outputs did not all get a gradient (`logits, loss = model(...)`, then
+    `loss.backward()`) runs that backward: no zeros are made for the missing cotangents and
+    nothing is computed from them, as in eager's autograd. Without it, missing cotangents
+    are zeros."""
+    inputs = diff.forward.inputs
+    outputs = flat_proxies(diff.forward.output[0])
+    differentiable = {p.name for p in diff.differentiable_outputs}
+    # each differentiable output's cotangent slot, and the output positions that feed it (an
+    # output returned twice gets the sum of both gradients)
+    cotangent_names = [p.name for p in diff.differentiable_outputs]
+    feeds = [[i for i, p in enumerate(outputs) if p.name == n] for n in cotangent_names]
+    non_differentiable = [i for i, p in enumerate(outputs) if p.name not in differentiable and type(p) is TensorProxy]
+    grad_slot = {p.name: i for i, p in enumerate(inputs)}
+    grad_positions = [grad_slot[n] for n in diff.grads_for]
+    n_inputs = len(inputs)
+    variants: dict[frozenset[str], Callable | None] = {}  # built at the first backward that needs each
+    zeros_like = [(p.shape, p.dtype, p.device) for p in diff.differentiable_outputs]
+    # run-time numbers the backward reads (the `s` of `x * s`) are kept beside the saved tensors
+    numbers_at = [i for i, p in enumerate(diff.saved) if type(p) is NumberProxy]
+
+    def forward(ctx, *args):
+        if backward_without is not None:
+            ctx.set_materialize_grads(False)
+        outs, saved = forward_fn(*args)
+        if numbers_at:
+            ctx.saved_numbers = [saved[i] for i in numbers_at]
+            saved = [v for i, v in enumerate(saved) if i not in numbers_at]
+        ctx.save_for_backward(*saved)
+        if non_differentiable:
+            ctx.mark_non_differentiable(*(outs[i] for i in non_differentiable))
+        return tuple(outs)
+
+    def backward(ctx, *grads):
+        if torch.is_grad_enabled():
+            raise RuntimeError(
+                "squall: double backward (create_graph=True, or a gradient of a gradient) through a compiled "
+                "function is not supported; call the original function for higher-order gradients"
+            )
+        cotangents = []
+        absent = []
+        for slot, positions in enumerate(feeds):
+            g = None
+            for i in positions:
+                if grads[i] is not None:
+                    g = grads[i] if g is None else g + grads[i]
+            if g is None:
+                absent.append(slot)
+            cotangents.append(g)
+        run = backward_fn
+        if absent:
+            key = frozenset(cotangent_names[slot] for slot in absent)
+            if key not in variants:
+                variants[key] = backward_without(key)
+            run = variants[key]
+            if run is None:  # no backward for this case: the missing cotangents are zeros
+                run = backward_fn
+                for slot in absent:
+                    shape, dtype, device = zeros_like[slot]
+                    cotangents[slot] = torch.zeros(shape, dtype=dtype, device=device)
+            else:
+                cotangents = [g for g in cotangents if g is not None]
+        saved = list(ctx.saved_tensors)
+        # as eager's autograd frees a node's saved tensors once it has run (unless retain_graph):
+        # the backward then frees each after its last use, and its peak memory stays eager's
+        ctx.maybe_clear_saved_tensors()
+        for i, value in zip(numbers_at, ctx.saved_numbers if numbers_at else ()):
+            saved.insert(i, value)
+        computed = run(saved, *cotangents)
+        result = [None] * n_inputs
+        for position, g in zip(grad_positions, computed):
+            result[position] = g
+        return tuple(result)
+
+    return type(f"SquallFunction_{name}", (torch.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)})
+
+
+def calling_trace(traced: Trace, function: type[torch.autograd.Function]) -> Trace:
+    """The program as one call of `function.apply` on its inputs, returning its output structure."""
+    outputs = tuple(flat_proxies(traced.output))
+    call = BoundSymbol(_APPLY, tuple(traced.inputs), {}, outputs, executor=_RUNNER, impl=function.apply)
+    return Trace.from_trace(traced, bsyms=[call], provenance="the program: one torch.autograd.Function running the forward and backward traces")

@@ -1,0 +1,422 @@
+"""Gradients: grad rules in a table, and the transform that turns a trace into forward and backward.
+
+A `GradRule` says how one operation (a prim or an ltorch op, by symbol id) is
+differentiated: optionally a `forward` that computes the output and whatever the
+backward will need (PyTorch's fused backward kernels want the forward's statistics,
+e.g. layer norm's mean and rstd), and a `backward` that maps the cotangents of the
+outputs to those of the inputs. Both are ordinary Python over proxies, so what they
+call is recorded as operations that executors can take, in the forward and the
+backward trace alike.
+
+`differentiate(trace, rules)` walks the trace: an operation none of whose inputs
+needs a gradient is kept as it is; one with a rule is recorded through the rule; one
+without is differentiated through its decomposition, piece by piece. A prim with no
+rule that a gradient has to pass through stops the transform with `NoGradRule`: the
+caller then falls back to PyTorch's autograd rather than give a wrong gradient.
+
+The backward trace reads forward values; those it reads are what the forward saves
+(its extra outputs). Nothing else is kept alive for the backward.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_map
+
+from .. import prims
+from ..market.executor import GradRule
+from ..proxies import TensorProxy, tracing
+from ..symbol import BoundSymbol, Symbol, Tags, flat_proxies
+from ..trace import Trace
+from .passes import remove_dead_code
+
+__all__ = ["GradRule", "GradCall", "GradRules", "NoGradRule", "NeedsAutograd", "Differentiated", "differentiate", "is_differentiable"]
+
+
+class NoGradRule(NotImplementedError):
+    """A gradient must pass through an operation no rule or decomposition differentiates.
+
+    Raised by a rule's backward, it declines that call: the call is then differentiated through
+    its decomposition where it has one. Where nothing can, the compilation falls back to
+    PyTorch's autograd (with a SquallWarning)."""
+
+    def __init__(self, op: str, within: str | None = None, source: tuple[str, int, str] | None = None):
+        inside = f" (in the decomposition of {within})" if within and within != op else ""
+        where = f" at {source[0]}:{source[1]}: {source[2]}" if source else ""
+        super().__init__(f"squall has no gradient rule for {op}{inside}{where}")
+        self.op = op
+        self.within = within
+        self.source = source
+
+
+class NeedsAutograd(NoGradRule):
+    """Only PyTorch's autograd gives eager's result here (a sparse gradient, an in-place update of
+    an input that requires grad): the compilation falls back to it, decomposition or not."""
+
+
+@dataclass
+class GradCall:
+    """What a backward rule is given: the forward call and the cotangents of its outputs.
+
+    `args`/`kwargs` are the call's normalized arguments (forward proxies), `output` its
+    output, `residuals` what the rule's `forward` returned beside the output, and
+    `cotangents` one entry per output proxy, in `flat_proxies(output)` order (`g` is the
+    only one, for single-output operations). A backward rule returns one entry per input
+    proxy of the call, in `flat_proxies((args, kwargs))` order: a proxy of the input's
+    shape and dtype, or None where that input gets no gradient.
+    """
+
+    args: tuple
+    kwargs: dict
+    output: Any
+    residuals: tuple
+    cotangents: tuple
+    wanted: frozenset[str] = frozenset()  # names of the inputs a gradient is wanted for
+
+    def wants(self, p: Any) -> bool:
+        """Whether a gradient is wanted for `p` (an argument of the call; None and numbers: no).
+
+        Rules ask this, not `p.requires_grad`: a gradient flows to every value computed from an
+        input that requires grad, which a proxy's own flag does not always say."""
+        return isinstance(p, TensorProxy) and p.name in self.wanted
+
+    @property
+    def g(self) -> TensorProxy:
+        (g,) = self.cotangents
+        return g
+
+    @property
+    def inputs(self) -> list[TensorProxy]:
+        """The call's tensor arguments (a run-time number gets no gradient, nor a slot for one)."""
+        return [p for p in flat_proxies((self.args, self.kwargs)) if type(p) is TensorProxy]
+
+
+class GradRules:
+    """Grad rules by symbol id. Tables are objects: the defaults are one, a test may build its own."""
+
+    def __init__(self, rules: Mapping[str, GradRule] | None = None):
+        self._rules: dict[str, GradRule] = dict(rules or {})
+
+    def register(self, op: Symbol | str, backward: Callable[[GradCall], Any], forward: Callable | None = None) -> None:
+        """File the rule for `op` (a symbol or its id); a later rule for the same op replaces it."""
+        self._rules[op.id if isinstance(op, Symbol) else op] = GradRule(backward, forward)
+
+    def get(self, op_id: str) -> GradRule | None:
+        return self._rules.get(op_id)
+
+    def __contains__(self, op_id: object) -> bool:
+        return op_id in self._rules
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rules)
+
+    def __len__(self) -> int:
+        return len(self._rules)
+
+    def updated(self, other: Mapping[str, GradRule]) -> GradRules:
+        """A new table: these rules, overridden by `other`'s."""
+        return GradRules({**self._rules, **other})
+
+
+def is_differentiable(p: TensorProxy) -> bool:
+    """Whether a gradient can flow through a tensor of this dtype (floating or complex)."""
+    return p.dtype.is_floating_point or p.dtype.is_complex
+
+
+@dataclass
+class _TapeEntry:
+    rule: GradRule
+    call: GradCall
+    bsym: BoundSymbol
+    top: BoundSymbol
+
+
+@dataclass
+class Differentiated:
+    """The result of `differentiate`: a forward trace, a backward trace, and how they connect.
+
+    The forward trace returns `(output tensors, saved)`; the backward trace takes the saved
+    tensors and one cotangent per differentiable output tensor (`cotangent_of`, by the
+    output proxy's name) and returns one gradient per forward input, None for inputs
+    that get none.
+    """
+
+    forward: Trace
+    backward: Trace
+    saved: list[TensorProxy]
+    differentiable_outputs: list[TensorProxy]
+    grads_for: list[str]  # names of the forward inputs that get a gradient, in input order
+    rules_used: list[str] = field(default_factory=list)
+    # the backward for a call where the outputs named got no gradient (see `differentiate`)
+    backward_without: Callable[[frozenset[str]], Trace | None] | None = None
+
+
+def _zeros_like(p: TensorProxy) -> TensorProxy:
+    return prims.full(tuple(p.shape), 0, device=p.device, dtype=p.dtype)
+
+
+def _accumulate(grads: dict[str, TensorProxy], p: TensorProxy, g: TensorProxy | None) -> None:
+    if g is None:
+        return
+    if tuple(g.shape) != tuple(p.shape) or g.dtype != p.dtype:
+        raise RuntimeError(
+            f"squall: a grad rule returned a gradient of {g.dtype}{list(g.shape)} for {p.name}, "
+            f"which is {p.dtype}{list(p.shape)}"
+        )
+    known = grads.get(p.name)
+    grads[p.name] = g if known is None else prims.add(known, g)
+
+
+def _take_cotangents(grads: dict[str, TensorProxy], outputs: list[TensorProxy]) -> list[TensorProxy | None]:
+    """The cotangents of a call's outputs, taken out of `grads` (one per output, None for none).
+
+    Replayed backward, a call comes after every later use of its outputs, so their cotangents
+    are complete. They are taken, not read: an output may be one of the call's inputs (an op
+    that returned its input: adaptive pooling to the input's size, expand to the same shape),
+    and the input's gradient is then what the rule gives plus its earlier uses, never the
+    output's cotangent a second time. An output returned twice has its whole cotangent once."""
+    taken: list[TensorProxy | None] = []
+    seen: set[str] = set()
+    for p in outputs:
+        taken.append(None if p.name in seen else grads.pop(p.name, None))
+        seen.add(p.name)
+    return taken
+
+
+def _draws_or_writes(bsym: BoundSymbol) -> bool:
+    return any(Tags.RANDOM in b.sym.tags or Tags.SIDE_EFFECT in b.sym.tags for b in bsym.walk())
+
+
+class _Differentiator:
+    """One differentiation: the forward calls recorded so far, and the tape the backward replays."""
+
+    def __init__(self, trace: Trace, rules: GradRules, needs_grad: set[str], overrides: Mapping[int, GradRule] | None = None):
+        self.trace = trace
+        self.rules = rules
+        self.overrides = overrides or {}  # id(top-level bsym) -> the rule its executor supplies
+        self.needs_grad = needs_grad  # names of the values a gradient flows back to
+        self.leaves = {p.name for p in trace.inputs if p.requires_grad}
+        self.forward: list[BoundSymbol] = []
+        self.tape: list[_TapeEntry] = []
+        self.rules_used: list[str] = []
+
+    def visit(self, bsym: BoundSymbol, rule: GradRule | None = None, top: BoundSymbol | None = None) -> None:
+        """Record `bsym` into the forward and, where a gradient flows through it, onto the tape.
+
+        `top` is the program's own call `bsym` is a piece of (for error messages)."""
+        top = top or bsym
+        inputs = bsym.input_proxies()
+        if bsym.sym.id == prims.copy_.id and inputs[0].name in self.leaves:
+            # eager refuses this on a leaf and records it on a non-leaf; PyTorch's autograd knows which
+            raise NeedsAutograd("an in-place update of an input that requires grad", top.sym.id, top.source)
+        if (
+            not any(p.name in self.needs_grad for p in inputs)
+            or Tags.SIDE_EFFECT in bsym.sym.tags
+            or Tags.STOPS_GRADIENT in bsym.sym.tags
+            or not bsym.grad_enabled  # called under torch.no_grad() inside the program
+        ):
+            self.forward.append(bsym)
+            return
+        outputs = bsym.output_proxies()
+        if outputs and all(p.name in {q.name for q in inputs} for p in outputs):
+            self.forward.append(bsym)  # it returned its input (dropout when off): the gradient passes as it is
+            return
+        rule = rule or self.rules.get(bsym.sym.id)
+        if rule is None and bsym.subsymbols:
+            if _draws_or_writes(bsym):
+                # its random draws (a dropout mask) must be the forward's: differentiate the pieces in place
+                for sub in bsym.subsymbols:
+                    self.visit(sub, top=top)
+                return
+            # the op runs whole in the forward; the backward recomputes what its pieces' rules read
+            rule = GradRule(functools.partial(self._through_decomposition, bsym, top))
+        if rule is None:
+            outputs = bsym.output_proxies()
+            names = {p.name for p in inputs}
+            if all(p.name in names for p in outputs):
+                self.forward.append(bsym)  # it returned its input: the gradient passes as it is
+                return
+            if not any(is_differentiable(p) for p in outputs):
+                self.forward.append(bsym)  # integer or boolean results: nothing flows back
+                return
+            raise NoGradRule(bsym.sym.id, top.sym.id, top.source)
+        self.rules_used.append(bsym.sym.id)
+        output, residuals = bsym.output, ()
+        if rule.forward is None:
+            self.forward.append(bsym)
+        else:
+            output, residuals = self._record_forward(bsym, rule)
+        for p in flat_proxies(output):
+            if is_differentiable(p):
+                self.needs_grad.add(p.name)
+        call = GradCall(bsym.args, bsym.kwargs, output, tuple(residuals), ())
+        self.tape.append(_TapeEntry(rule, call, bsym, top))
+
+    def _through_decomposition(self, bsym: BoundSymbol, top: BoundSymbol, call: GradCall) -> tuple:
+        """The backward of an op without a rule: its decomposition, traced afresh into the
+        backward (fresh names, so nothing clashes with forward values), differentiated piece
+        by piece."""
+        ctx = self.trace.context
+        ctx.scopes.append([])
+        try:
+            output = bsym.sym.meta(*bsym.args, **bsym.kwargs)
+        finally:
+            pieces = ctx.scopes.pop()
+        # the op's own outputs are forward values: read them, never recompute them
+        originals = bsym.output_proxies()
+        renames = {id(new): old for new, old in zip(flat_proxies(output), originals)}
+        pieces = [piece.swap_proxies(renames) for piece in pieces]
+        computed = {p.name for p in originals}
+        inputs = call.inputs
+        needs_grad = {p.name for p in inputs if p.name in self.needs_grad}
+        inner = _Differentiator(self.trace, self.rules, needs_grad)
+        for piece in pieces:
+            inner.visit(piece, top=top)
+        recompute = [b for b in inner.forward if not b.output_proxies() or any(p.name not in computed for p in b.output_proxies())]
+        ctx.scopes[-1].extend(recompute)  # dead code removal keeps what the rules read
+        self.rules_used.extend(inner.rules_used)
+        # an output returned twice has its whole cotangent at its first place (see _take_cotangents)
+        cotangent_of: dict[str, TensorProxy] = {}
+        for p, g in zip(originals, call.cotangents):
+            cotangent_of.setdefault(p.name, g)
+        grads = inner.backward(cotangent_of)
+        # a tensor passed twice (x * x) has its whole gradient in grads: given once, not per place
+        first = {p.name: i for i, p in reversed(list(enumerate(inputs)))}
+        return tuple(grads.get(p.name) if p.name in needs_grad and first[p.name] == i else None for i, p in enumerate(inputs))
+
+    def _record_forward(self, bsym: BoundSymbol, rule: GradRule) -> tuple[Any, tuple]:
+        ctx = self.trace.context
+        with tracing(ctx):
+            ctx.scopes.append([])
+            try:
+                output, residuals = rule.forward(*bsym.args, **bsym.kwargs)
+            finally:
+                recorded = ctx.scopes.pop()
+        # the rule's outputs are the proxies the rest of the program uses
+        new_outputs, old_outputs = flat_proxies(output), bsym.output_proxies()
+        if len(new_outputs) != len(old_outputs):
+            raise RuntimeError(
+                f"squall: the grad rule's forward for {bsym.sym.id} returned {len(new_outputs)} tensors where the "
+                f"operation returns {len(old_outputs)}"
+            )
+        renames = {id(new): old for new, old in zip(new_outputs, old_outputs)}
+        for r in recorded:
+            self.forward.append(r.swap_proxies(renames).from_bsym(source=bsym.source))
+        swap = lambda x: renames.get(id(x), x) if isinstance(x, TensorProxy) else x
+        return bsym.output, tuple(tree_map(swap, residuals))
+
+    def backward(self, cotangent_of: dict[str, TensorProxy]) -> dict[str, TensorProxy]:
+        grads: dict[str, TensorProxy] = dict(cotangent_of)
+        for entry in reversed(self.tape):
+            outputs = flat_proxies(entry.call.output)
+            present = _take_cotangents(grads, outputs)
+            if all(g is None for g in present):
+                continue
+            cotangents = tuple(g if g is not None else _zeros_like(p) for g, p in zip(present, outputs))
+            wanted = frozenset(p.name for p in entry.call.inputs if p.name in self.needs_grad)
+            call = dataclasses.replace(entry.call, cotangents=cotangents, wanted=wanted)
+            try:
+                result = entry.rule.backward(call)
+            except NoGradRule as declined:
+                # a rule that does not cover this form of the call hands it to its decomposition
+                if isinstance(declined, NeedsAutograd) or not entry.bsym.subsymbols or _draws_or_writes(entry.bsym):
+                    raise
+                result = self._through_decomposition(entry.bsym, entry.top, call)
+            inputs = call.inputs
+            result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+            if len(result) != len(inputs):
+                raise RuntimeError(
+                    f"squall: the grad rule for {entry.bsym.sym.id} returned {len(result)} gradients for {len(inputs)} inputs"
+                )
+            for p, g in zip(inputs, result):
+                if p.name in self.needs_grad:
+                    _accumulate(grads, p, g)
+        return grads
+
+
+def _record_backward(
+    d: _Differentiator, differentiable_outputs: list[TensorProxy], grads_for: list[str], absent: frozenset[str]
+) -> tuple[dict[str, TensorProxy], list[BoundSymbol], tuple]:
+    """Replay `d`'s tape backward from a fresh cotangent for each differentiable output not in
+    `absent`: (cotangents by output name, the backward's calls, one gradient per name in `grads_for`)."""
+    ctx = d.trace.context
+    # grad mode as at compile time (a variant is recorded inside PyTorch's backward, where it is off):
+    # calls recorded under no_grad pass no gradient
+    with tracing(ctx), torch.enable_grad():
+        ctx.scopes.append([])
+        try:
+            cotangents = {
+                p.name: TensorProxy(ctx.new_name("g"), like=p, requires_grad=False) for p in differentiable_outputs if p.name not in absent
+            }
+            grads = d.backward(dict(cotangents))
+        finally:
+            recorded = ctx.scopes.pop()
+    grad_outputs = tuple(grads.get(name) for name in grads_for)
+    return cotangents, remove_dead_code(recorded, grad_outputs), grad_outputs
+
+
+def _forward_values_read(recorded: list[BoundSymbol], cotangents: dict[str, TensorProxy], grad_outputs: tuple) -> dict[str, TensorProxy]:
+    """The forward values a backward reads (or returns as a gradient), by name, in first-use order."""
+    produced = {p.name for b in recorded for p in b.output_proxies()} | {g.name for g in cotangents.values()}
+    read: dict[str, TensorProxy] = {}
+    for b in recorded:
+        for p in b.input_proxies():
+            if p.name not in produced:
+                read.setdefault(p.name, p)
+    for g in grad_outputs:  # a gradient that is a forward value (e.g. a cotangent passed straight through)
+        if g is not None and g.name not in produced:
+            read.setdefault(g.name, g)
+    return read
+
+
+def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, GradRule] | None = None) -> Differentiated:
+    """Split `trace` into a forward trace that saves what the backward reads, and the backward.
+
+    `overrides` maps id(a top-level bound symbol) to the rule an executor supplies for
+    that call (its grad transform), which wins over the table's.
+    """
+    needs_grad = {p.name for p in trace.inputs if p.requires_grad and is_differentiable(p)}
+    d = _Differentiator(trace, rules, needs_grad, overrides)
+    for bsym in trace.bsyms:
+        d.visit(bsym, d.overrides.get(id(bsym)))
+
+    # one cotangent per distinct output tensor (a tensor returned twice gets the sum of both)
+    differentiable_outputs = list({p.name: p for p in flat_proxies(trace.output) if p.name in d.needs_grad}.values())
+    grads_for = [p.name for p in trace.inputs if p.requires_grad and is_differentiable(p)]
+    cotangents, recorded, grad_outputs = _record_backward(d, differentiable_outputs, grads_for, frozenset())
+    # what the backward reads of the forward is what the forward saves
+    saved_list = list(_forward_values_read(recorded, cotangents, grad_outputs).values())
+    forward = Trace.from_trace(
+        trace,
+        bsyms=d.forward,
+        output=(tuple(flat_proxies(trace.output)), tuple(saved_list)),
+        provenance="forward of the gradient transform: returns (output tensors, saved for backward)",
+    )
+    def backward_trace(cotangents: dict, recorded: list, grad_outputs: Any, provenance: str) -> Trace:
+        return Trace(
+            f"backward_{trace.name}",
+            saved_list + list(cotangents.values()),
+            recorded,
+            grad_outputs,
+            constants=trace.constants,
+            context=trace.context,
+            provenance=provenance,
+        )
+
+    backward = backward_trace(cotangents, recorded, grad_outputs, "backward of the gradient transform: (saved, cotangents) -> gradients of the inputs")
+
+    def backward_without(absent: frozenset[str]) -> Trace | None:
+        """The backward for a call where the outputs named in `absent` got no gradient (PyTorch
+        passes None for them: eager's autograd never reaches what only they feed), or None where
+        it would read a forward value the forward does not save."""
+        cotangents, recorded, grad_outputs = _record_backward(d, differentiable_outputs, grads_for, absent)
+        if not set(_forward_values_read(recorded, cotangents, grad_outputs)) <= {p.name for p in saved_list}:
+            return None
+        return backward_trace(cotangents, recorded, grad_outputs, f"backward of the gradient transform, for a call where {sorted(absent)} got no gradient")
+
+    return Differentiated(forward, backward, saved_list, differentiable_outputs, grads_for, d.rules_used, backward_without)

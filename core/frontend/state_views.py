@@ -1,0 +1,554 @@
+"""Recording stand-ins: what a traced program reads Python state through (`squall.frontend.state_guards`).
+
+While a program is traced, a module or object it reaches is read through a *view*: an instance
+of a subclass of its class sharing the real object's `__dict__` (or reading its `__slots__`
+through their descriptors), whose attribute reads and writes go to the `StateRecorder` that
+made it; a list, dict, OrderedDict, defaultdict or set it reaches is a recording copy (`_RecordedList`,
+`_RecordedDict` and kin, `_RecordedSet`) and
+a user's Python module a `_ModuleReads`. Neither the objects nor their classes are changed.
+This module holds those stand-ins and the small predicates about objects both sides share;
+the recorder and the generated check are in `squall.frontend.state_guards`.
+"""
+from __future__ import annotations
+
+import collections
+import copy
+import dis
+import functools
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..proxies import NumberProxy, TensorProxy
+from ..trace import plain_scalar
+from .autograd_functions import is_autograd_function
+from .unbound_methods import stand_in_for
+
+
+__all__ = ["UnreplayableWrite", "raised_by_users_code", "traced_type", "viewable", "global_hook_dicts", "describe_global_hooks"]
+
+_MISSING = object()
+_SCALARS = (int, float, bool, str, complex, type(None))
+# the hook dicts nn.Module._call_impl reads; a non-empty one on an inner module means eager
+_HOOK_DICTS = frozenset(
+    {
+        "_forward_hooks",
+        "_forward_pre_hooks",
+        "_backward_hooks",
+        "_backward_pre_hooks",
+        "_forward_hooks_with_kwargs",
+        "_forward_pre_hooks_with_kwargs",
+        "_forward_hooks_always_called",
+    }
+)
+# nn.Module's own bookkeeping: never rebound after __init__; `training` is in the cache key
+_MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) - _HOOK_DICTS - {"_modules", "_parameters", "_buffers"}
+
+
+class UnreplayableWrite(RuntimeError):
+    """The program changes Python state in a way squall cannot replay at every call."""
+
+
+def _where() -> str:
+    """The user's source line making the current call (the nearest frame outside squall and torch)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if not (module.startswith("squall") or module.startswith("torch") or frame.f_code.co_filename == __file__):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"
+
+
+def raised_by_users_code(error: BaseException) -> bool:
+    """Whether `error` was raised in the user's own code (the innermost frame it passed is
+    neither squall's nor torch's), not by squall or torch on its behalf."""
+    where = error.__traceback__
+    if where is None:
+        return False
+    while where.tb_next is not None:
+        where = where.tb_next
+    frame = where.tb_frame
+    module = frame.f_globals.get("__name__", "")
+    return not (module == "torch" or module.startswith(("squall", "torch.")) or frame.f_code.co_filename == __file__)
+
+
+def _store_line(code: types.CodeType, name: str) -> str | None:
+    """Where `code` (or code nested in it) assigns the global `name`, as file:line."""
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("STORE_GLOBAL", "DELETE_GLOBAL") and ins.argval == name:
+            return f"{code.co_filename}:{ins.positions.lineno}"
+    nested = (_store_line(c, name) for c in code.co_consts if isinstance(c, types.CodeType))
+    return next((found for found in nested if found), None)
+
+
+def _user_function(fn: Any) -> bool:
+    """A plain Python function of the user's (not torch's or squall's), whose globals can be watched."""
+    if type(fn) is not types.FunctionType or type(fn.__globals__) is not dict:
+        return False
+    module = fn.__globals__.get("__name__") or ""
+    return not (module == "torch" or module.startswith(("torch.", "squall")))
+
+
+def _users_class(cls: type) -> bool:
+    """A class of the user's or a library's (a config); not the standard library's (a
+    threading.Event's state must stay real) nor torch's."""
+    package = (getattr(cls, "__module__", None) or "builtins").partition(".")[0]
+    return package not in sys.stdlib_module_names and package not in ("builtins", "torch", "squall")
+
+
+def _traced_closure(fn: types.FunctionType) -> tuple | None:
+    """`fn`'s closure cells, with a torch.Tensor C method held in one (`op = torch.Tensor.__radd__`
+    captured before tracing) in a new cell holding its stand-in, unless `fn` assigns that variable."""
+    cells = fn.__closure__
+    if not cells:
+        return cells
+    traced, assigned = [], None
+    for name, cell in zip(fn.__code__.co_freevars, cells):
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            traced.append(cell)
+            continue
+        stand_in = stand_in_for(value)
+        if stand_in is not value and assigned is None:
+            assigned = {i.argval for i in dis.get_instructions(fn.__code__) if i.opname in ("STORE_DEREF", "DELETE_DEREF")}
+        traced.append(cell if stand_in is value or name in assigned else types.CellType(stand_in))
+    return tuple(traced)
+
+
+def viewable(obj: Any) -> bool:
+    """An object whose attribute reads can be recorded through a view: one sharing its
+    __dict__, reading its __slots__ from it."""
+    cls = type(obj)
+    if isinstance(obj, torch.nn.Module):
+        return True
+    return (
+        cls.__new__ is object.__new__
+        and _users_class(cls)
+        and not isinstance(obj, (type, types.ModuleType, torch.Tensor, BaseException))
+        and (isinstance(getattr(obj, "__dict__", None), dict) or (not hasattr(obj, "__dict__") and bool(_members(cls))))
+    )
+
+
+def _class_lookup(cls: type, name: str) -> tuple[type | None, Any]:
+    """Where attribute lookup on an instance of `cls` finds `name` in the classes: (the class
+    holding it, its raw value there), or (None, _MISSING)."""
+    for klass in cls.__mro__:
+        raw = klass.__dict__.get(name, _MISSING)
+        if raw is not _MISSING:
+            return klass, raw
+    return None, _MISSING
+
+
+def _members(cls: type) -> list[str]:
+    """The names of `cls`'s __slots__ (their member descriptors), its bases' included."""
+    return [name for klass in cls.__mro__ for name, raw in vars(klass).items() if type(raw) is types.MemberDescriptorType]
+
+
+def _cell_value(cell: types.CellType) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # not yet assigned
+        return _MISSING
+
+
+# containers a program reaches that are read through recording copies (squall.frontend.state_guards._follow)
+_FOLLOWED_CONTAINERS = frozenset({list, dict, set, collections.OrderedDict, collections.defaultdict})
+
+
+def _recordable(value: Any) -> bool:
+    """Whether StateRecorder._recorded gives `value` to the program as a view or recording copy."""
+    return (
+        _user_function(value)
+        or type(value) in _FOLLOWED_CONTAINERS
+        or type(value) is functools.partial
+        or (type(value) is types.MethodType and _user_function(value.__func__) and viewable(value.__self__))
+        or viewable(value)
+        or is_autograd_function(value)
+        or _users_module(value)
+    )
+
+
+def _slot_value(member: Any, obj: Any) -> Any:
+    """A __slots__ slot of `obj` read through its member descriptor; _MISSING while it is unset."""
+    try:
+        return member.__get__(obj, type(obj))
+    except AttributeError:
+        return _MISSING
+
+
+def global_hook_dicts() -> tuple[dict, ...]:
+    """The global module hook dicts nn.Module._call_impl runs at every module call."""
+    m = torch.nn.modules.module
+    return (m._global_forward_pre_hooks, m._global_forward_hooks, m._global_backward_pre_hooks, m._global_backward_hooks)
+
+
+def describe_global_hooks() -> str | None:
+    """The registered global module hooks, named with where each is defined (None: none is)."""
+    kinds = ("forward pre", "forward", "backward pre", "backward")
+    named = []
+    for kind, d in zip(kinds, global_hook_dicts()):
+        for hook in d.values():
+            code = getattr(hook, "__code__", None)
+            where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+            named.append(f"global module {kind} hook {getattr(hook, '__qualname__', type(hook).__qualname__)!r}{where}")
+    return "; ".join(named) or None
+
+
+# --- recording views --------------------------------------------------------------------------
+
+
+class _ViewInfo:
+    """What a view stands for: the real object, where it was reached, its own pending writes."""
+
+    __slots__ = ("real", "dict", "label", "recorder", "in_tree", "is_root", "writes", "class_reads")
+
+    def __init__(self, real, label, recorder, in_tree, is_root):
+        self.real = real
+        self.dict = getattr(real, "__dict__", None)  # None: an object of __slots__ only
+        self.label = label
+        self.recorder = recorder
+        self.in_tree = in_tree  # a module of the jitted tree: its parameters are inputs
+        self.is_root = is_root
+        self.writes: dict[str, Any] = {}  # attributes the program set, newest value
+        self.class_reads: set[str] = set()  # attributes read from its class, not its __dict__
+
+
+def _info(view) -> _ViewInfo:
+    return object.__getattribute__(view, "_squall_view_info")
+
+
+def _view_getattribute(self, name: str):
+    info = _info(self)
+    if name == "__class__":
+        return type(info.real)  # as eager's `obj.__class__` (`type(obj)`: traced_type)
+    if name in info.writes:
+        return info.writes[name]
+    cls = type(info.real)
+    owner, raw = _class_lookup(cls, name)
+    if type(raw) is types.MemberDescriptorType:
+        # a __slots__ slot: held by the real object (the view's own slots are empty)
+        value = _slot_value(raw, info.real)
+        info.recorder._read_member(info, name, raw, value)
+        if value is _MISSING:
+            raise AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
+        return info.recorder._recorded(value, f"attribute {name!r} of {info.label}")
+    value = cls.__getattribute__(self, name)
+    if info.dict is not None and name in info.dict and info.dict[name] is value:
+        return info.recorder._read_attribute(info, name, value)
+    if name.startswith("__") and name.endswith("__"):
+        pass  # the interpreter's protocol, and the view's own (__deepcopy__)
+    elif owner is not None and (_users_class(owner) or (info.is_root and name == "forward")):
+        # (of torch's classes only the jitted module's forward: replaced on the instance by
+        # wrapping libraries; every module's would cost a check per module per call)
+        value = info.recorder._read_class_attribute(info, name, owner, raw, value)
+    elif owner is None and cls.__getattribute__ is not object.__getattribute__:
+        # found by the class's own __getattribute__ elsewhere (a transformers config maps
+        # `hidden_size` to `n_embd`): guarded by asking the object again
+        return info.recorder._read_computed(info, name, value)
+    if type(value) is types.MethodType and _user_function(value.__func__) and (value.__self__ is self or isinstance(value.__self__, type)):
+        # a method, or a classmethod (bound to its class): its global reads are seen too
+        return types.MethodType(info.recorder._recording_function(value.__func__), value.__self__)
+    if owner is not None and _user_function(value):
+        return info.recorder._recording_function(value)  # a staticmethod
+    return value
+
+
+def traced_type(obj: Any, *rest: Any) -> type:
+    """The built-in `type` as a traced program's own code calls it (squall.frontend.state_guards puts it
+    where the program looks `type` up): for an object read through a view or recording copy,
+    the class of the object it stands for, and for a proxy the class of the value it stands
+    for (squall.frontend.type_checks answers `isinstance` so), as eager gives it; with three arguments, a new
+    class, as the built-in makes it."""
+    if rest:
+        return type(obj, *rest)
+    t = type(obj)
+    if t is TensorProxy:
+        return torch.nn.Parameter if getattr(obj, "_is_param", False) else torch.Tensor
+    if t is NumberProxy:
+        return obj.python_type
+    if t in _VIEW_CLASSES_REVERSED:
+        return _VIEW_CLASSES_REVERSED[t]
+    return _RECORDED_AS.get(t, t)
+
+
+def _view_getattr(self, name: str):
+    info = _info(self)
+    if name in info.writes:
+        return info.writes[name]
+    getattr_ = getattr(type(info.real), "__getattr__", None)
+    try:
+        if getattr_ is None:
+            raise AttributeError(name)
+        value = getattr_(self, name)
+    except AttributeError:
+        info.recorder._read_absent(info, name)
+        raise
+    return info.recorder._read_slot(info, name, value)
+
+
+def _view_setattr(self, name: str, value):
+    info = _info(self)
+    info.recorder._write(info, name, value)
+
+
+def _view_delattr(self, name: str):
+    raise UnreplayableWrite(
+        f"squall: the program deletes attribute {name!r} of {_info(self).label} ({_where()}); squall cannot "
+        "replay that at every call: delete it outside the compiled function"
+    )
+
+
+def _view_call(self, *args, **kwargs):
+    # called as a function: a module's call notes the global hooks it would run; a user
+    # class's __call__ runs as a recording copy, as its other methods do
+    info = _info(self)
+    call = type(info.real).__call__
+    if isinstance(info.real, torch.nn.Module) and info.recorder._global_hooks_run():
+        return self.forward(*args, **kwargs)  # they make the program run eagerly: not traced
+    if _user_function(call):
+        call = info.recorder._recording_function(call)
+    return call(self, *args, **kwargs)
+
+
+def _view_new(cls, *args, **kwargs):
+    # code that builds a new object of its own class (`self.__class__(...)`, as slicing a
+    # ModuleList does) gets a plain object of the real class, not a view without a subject
+    return cls.__mro__[1](*args, **kwargs)
+
+
+def _view_copy(self):
+    return copy.copy(_info(self).real)
+
+
+def _view_deepcopy(self, memo):
+    # a copy is of the real object: the view's own slot holds the recorder, and through it the
+    # module tree being traced, which a deep copy must never reach
+    return copy.deepcopy(_info(self).real, memo)
+
+
+def _view_reduce_ex(self, protocol):
+    return _info(self).real.__reduce_ex__(protocol)
+
+
+_VIEW_CLASSES: dict[type, type] = {}
+_VIEW_CLASSES_REVERSED: dict[type, type] = {}  # view class -> the class it views
+
+
+def _view_class(cls: type) -> type:
+    view = _VIEW_CLASSES.get(cls)
+    if view is None:
+        namespace = {
+            "__slots__": ("_squall_view_info",),
+            "__new__": _view_new,
+            "__copy__": _view_copy,
+            "__deepcopy__": _view_deepcopy,
+            "__reduce_ex__": _view_reduce_ex,
+            "__getattribute__": _view_getattribute,
+            "__getattr__": _view_getattr,
+            "__setattr__": _view_setattr,
+            "__delattr__": _view_delattr,
+            "__module__": cls.__module__,
+            "__qualname__": cls.__qualname__,
+        }
+        if any("__call__" in vars(klass) for klass in cls.__mro__[:-1]):
+            namespace["__call__"] = _view_call
+        view = _VIEW_CLASSES[cls] = type(cls.__name__, (cls,), namespace)
+        _VIEW_CLASSES_REVERSED[view] = cls
+    return view
+
+
+class _RecordedList(list):
+    """A list the program reached, copied: notes whether its items were read, so that a list
+    only appended to (a log) is not guarded on its contents, which change every call; a change
+    other than appending is refused where it is made."""
+
+    __slots__ = ("items_read", "label", "initial", "real")
+
+
+def _noting_read(base: Callable) -> Callable:
+    def reading(self, *args):
+        self.items_read = True
+        return base(self, *args)
+
+    return reading
+
+
+def _refused(name: str, allowed: str = "appending to it") -> Callable:
+    def change(self, *args):
+        raise UnreplayableWrite(
+            f"squall: the program changes {self.label} other than by {allowed} ({name}, at {_where()}); "
+            "squall cannot replay that at every call"
+        )
+
+    return change
+
+
+for _name in ("__iter__", "__len__", "__getitem__", "__contains__", "__reversed__", "index", "count", "copy", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__add__", "__mul__", "__rmul__", "__repr__"):
+    setattr(_RecordedList, _name, _noting_read(getattr(list, _name)))
+for _name in ("pop", "insert", "remove", "clear", "sort", "reverse", "__setitem__", "__delitem__", "__imul__"):
+    setattr(_RecordedList, _name, _refused(_name))
+
+
+class _DictRecording:
+    """The recording behaviour of a dict the program reached, copied (`_RecordedDict`, and the
+    same for an OrderedDict or defaultdict): an item read by key is guarded by itself (a key
+    squall can name: a plain number or string), a read of the whole (iteration, len, a key
+    of another type) guards all its items; items set are set again at every call, in the
+    order the program set them; any other change is refused where it is made. `target` is
+    the call-time expression of a dict passed as an argument (its keys are in the cache key,
+    so its reads need no guard; its writes are replayed on the caller's dict), else None."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key):
+        try:
+            value = super().__getitem__(key)
+        except KeyError:
+            if key not in self.keys_set:
+                self.recorder._read_key(self, key, False)  # absent (a program may catch the KeyError)
+            raise
+        return value if key in self.keys_set else self.recorder._read_item(self, key, value)
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def __contains__(self, key):
+        found = super().__contains__(key)
+        if key not in self.keys_set:
+            self.recorder._read_key(self, key, found)
+        return found
+
+    def __setitem__(self, key, value):
+        self.keys_set[key] = None
+        super().__setitem__(key, value)
+
+    def update(self, *args, **kwargs):
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+
+def _noting_whole_read(name: str) -> Callable:
+    def reading(self, *args):
+        self.whole_read = True
+        return getattr(super(_DictRecording, self), name)(*args)
+
+    return reading
+
+
+for _name in ("__iter__", "__len__", "__reversed__", "keys", "values", "items", "copy", "__eq__", "__or__", "__ror__", "__repr__"):
+    setattr(_DictRecording, _name, _noting_whole_read(_name))
+for _name in ("pop", "popitem", "clear", "__delitem__", "move_to_end"):
+    setattr(_DictRecording, _name, _refused(_name, "setting items"))
+
+_DICT_SLOTS = ("recorder", "real", "label", "whole_read", "keys_set", "target")
+
+
+class _RecordedDict(_DictRecording, dict):
+    __slots__ = _DICT_SLOTS
+
+
+class _RecordedOrderedDict(_DictRecording, collections.OrderedDict):
+    __slots__ = _DICT_SLOTS
+
+
+class _RecordedDefaultDict(_DictRecording, collections.defaultdict):
+    __slots__ = _DICT_SLOTS
+
+    def __missing__(self, key):
+        # eager's `dd[key]` of an absent key sets the factory's value: a read of the key's
+        # absence and a write, both as for any key
+        if key not in self.keys_set:
+            self.recorder._read_key(self, key, False)
+        return collections.defaultdict.__missing__(self, key)
+
+
+# the recording copy's class for each container class followed exactly (not their subclasses)
+RECORDED_DICT_TYPES = {dict: _RecordedDict, collections.OrderedDict: _RecordedOrderedDict, collections.defaultdict: _RecordedDefaultDict}
+
+
+class _RecordedSet(set):
+    """A set the program reached, copied: a read of it (membership, len, iteration) guards its
+    whole contents; items added are added again at every call; any other change is refused."""
+
+    __slots__ = ("recorder", "real", "label", "whole_read", "added", "target")
+
+    def add(self, item):
+        self.added.append(item)
+        set.add(self, item)
+
+    def update(self, *others):
+        for other in others:
+            for item in other:
+                self.add(item)
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+
+def _noting_set_read(name: str) -> Callable:
+    base = getattr(set, name)
+
+    def reading(self, *args):
+        self.whole_read = True
+        return base(self, *args)
+
+    return reading
+
+
+for _name in ("__iter__", "__len__", "__contains__", "copy", "__eq__", "__ne__", "__or__", "__ror__", "__and__", "__rand__", "__sub__", "__rsub__", "__xor__", "__rxor__", "__le__", "__lt__", "__ge__", "__gt__", "union", "intersection", "difference", "symmetric_difference", "issubset", "issuperset", "isdisjoint", "__repr__"):
+    setattr(_RecordedSet, _name, _noting_set_read(_name))
+for _name in ("remove", "discard", "pop", "clear", "__isub__", "__iand__", "__ixor__", "difference_update", "intersection_update", "symmetric_difference_update"):
+    setattr(_RecordedSet, _name, _refused(_name, "adding to it"))
+
+RECORDED_CONTAINERS = (_RecordedList, *RECORDED_DICT_TYPES.values(), _RecordedSet)
+_RECORDED_AS = {_RecordedList: list, _RecordedSet: set, **{copy: real for real, copy in RECORDED_DICT_TYPES.items()}}
+
+
+def _users_module(module: Any) -> bool:
+    """A Python module of the user's own (a `config.py` a program reads settings from): not
+    the standard library's, torch's or squall's, nor an installed package's."""
+    if type(module) is not types.ModuleType:
+        return False
+    package = (getattr(module, "__name__", None) or "").partition(".")[0]
+    file = getattr(module, "__file__", None) or ""
+    installed = "site-packages" in file or "dist-packages" in file
+    return package not in sys.stdlib_module_names and package not in ("builtins", "torch", "squall") and not installed
+
+
+class _ModuleReads(types.ModuleType):
+    """A user's Python module as the program reads it: each attribute read from it is guarded,
+    as a global is; assigning one is refused (as assigning a global is)."""
+
+    def __getattribute__(self, name):
+        real, recorder = types.ModuleType.__getattribute__(self, "__dict__")["_squall_module"]
+        value = getattr(real, name)
+        if name in real.__dict__ and real.__dict__[name] is value and not name.startswith("__"):
+            return recorder._reached(value, f"{recorder.guards.bind(real.__dict__, 'g')}[{plain_scalar(name)!r}]", f"{name!r} of module {real.__name__}")
+        return value
+
+    def __setattr__(self, name, value):
+        real = types.ModuleType.__getattribute__(self, "__dict__")["_squall_module"][0]
+        raise UnreplayableWrite(
+            f"squall: the program assigns {real.__name__}.{name} ({_where()}); squall cannot replay assigning a "
+            "module's attributes at every call: pass the value in, or return it"
+        )
+
+    __delattr__ = __setattr__
+
+
+# --- the recorder -------------------------------------------------------------------------------

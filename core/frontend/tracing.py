@@ -1,0 +1,355 @@
+"""Tracing: running a program on proxies and recording what it calls into a Trace.
+
+`TracingContext` is the state of one recording: the names handed out, the scopes that
+collect each call's decomposition, the inputs and captured constants, and what the
+functionalization of in-place ops and views needs (see `squall.ltorch.base`).
+`trace_program` traces a function or an nn.Module on the inputs of one call.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import keyword
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_map
+
+from .. import ltorch
+from ..ltorch import numbers
+from ..ltorch.base import DataDependentError, TorchLanguage, TracingMode
+from ..prims import copy_
+from ..proxies import NumberProxy, TensorProxy, size_leaf, tracing
+from ..symbolic import ShapeEnv
+from ..trace import Trace
+from .outputs import capture_output
+from .random_state import random_state_kept
+from .speculation import Speculation
+from .state_guards import StateRecorder
+from .type_checks import isinstance_traced
+from .unbound_methods import unbound_methods_traced
+from .views import ViewTracker
+
+__all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names", "ALL_DIMS"]
+
+# `dims[("state",)]`: every dimension of every tensor read from an argument object is symbolic
+ALL_DIMS = frozenset(range(64))
+
+
+class TracingContext:
+    """What a trace is being recorded into: names, nested scopes, the language dispatcher."""
+
+    def __init__(self, dispatch: Callable[[Callable, tuple, dict], Any] | None = None):
+        self._counters: dict[str, int] = {}
+        # scopes[0] collects the top-level bound symbols; a symbol being called
+        # pushes a scope that collects its decomposition.
+        self.scopes: list[list] = [[]]
+        self.dispatch = dispatch
+        self.constants: dict[str, Any] = {}
+        self._constant_proxies: dict[int, TensorProxy] = {}
+        self.substitutes: dict[int, torch.Tensor] = {}  # id -> a module's tensor an input proxy stands for
+        self.inputs: list[TensorProxy] = []
+        # an input or constant that an in-place op changed: its name -> (its proxy, the handle
+        # that holds its newest value); the value is copied back when the program ends
+        self.mutated_inputs: dict[str, tuple[TensorProxy, TensorProxy]] = {}
+        # views and what a write through one changes (squall.frontend.views)
+        self.views = ViewTracker(self)
+        # the real values of the call being traced, where tracing may read them (squall.frontend.speculation);
+        # None in strict mode: reading a tensor's value is then a DataDependentError
+        self.speculation: Speculation | None = None
+        # a NumberProxy's name -> the numbers a read of it guards (squall.ltorch.numbers)
+        self.number_roots: dict[str, tuple[NumberProxy, ...]] = {}
+        # a NumberProxy's name -> the names of the number arguments it was computed from
+        self.number_sources: dict[str, frozenset[str]] = {}
+        # the size symbols of the inputs' symbolic dimensions, and the shape guards (squall.symbolic)
+        self.shapes = ShapeEnv()
+
+    def number_op(self, op: str, operands: tuple) -> NumberProxy:
+        """Arithmetic or a comparison on a NumberProxy, recorded (squall.ltorch.numbers)."""
+        return numbers.record(self, op, operands)
+
+    def read_number(self, how: str, p: NumberProxy) -> Any:
+        """The value of a Python read of a NumberProxy in the call being traced, guarded."""
+        return numbers.read(self, how, p)
+
+    def read_value(self, how: str, args: tuple, kwargs: dict | None = None, *, what: str) -> Any:
+        """The value a Python read of a tensor (`bool(t)`, `t.item()`) has in the call being
+        traced, guarded in the trace; `what` names the read for the strict-mode error."""
+        if self.speculation is None:
+            name = next((a.name for a in args if isinstance(a, TensorProxy)), "?")
+            raise DataDependentError(
+                f"squall: {what} needs the value of tensor {name}, which is not known while tracing "
+                "in strict mode (squall.jit(..., strict=True)); control flow may depend on shapes and "
+                "Python numbers, not on tensor data"
+            )
+        return self.speculation.read(how, args, kwargs or {})
+        self.state: StateRecorder | None = None  # the Python state the program reads and writes (squall.frontend.state_guards)
+
+    def rebind(self, handle: TensorProxy, value: TensorProxy) -> TensorProxy:
+        """Make `handle` (a proxy the program holds) stand for `value` from now on.
+
+        This is how in-place operations become functional: the calls recorded so far
+        keep seeing the old value under its old name, and a tensor the caller passed in
+        (or a captured constant) gets its final value written back when the program ends.
+        """
+        old = TensorProxy(handle.name, like=handle)
+        mapping = {id(handle): old}
+        for scope in self.scopes:
+            scope[:] = [bsym.swap_proxies(mapping) for bsym in scope]
+        if any(x is handle for x in self.inputs) or handle.name in self.constants:
+            # the real tensor (a captured constant, a module's parameter or buffer) keeps mapping
+            # to `handle`, which holds its newest value from now on
+            self.inputs = [old if x is handle else x for x in self.inputs]
+            self.mutated_inputs[old.name] = (old, handle)
+        # a handle rebound a second time keeps its write-back entry: it holds the newest value
+        handle.name = value.name
+        handle.shape = value.shape
+        handle.dtype = value.dtype
+        handle.device = value.device
+        handle.requires_grad = value.requires_grad
+        return handle
+
+    def new_name(self, prefix: str = "t") -> str:
+        n = self._counters.get(prefix, 0)
+        self._counters[prefix] = n + 1
+        return f"{prefix}{n}"
+
+    def substitute(self, real: torch.Tensor, proxy: TensorProxy) -> None:
+        """Let `proxy` (an input) stand for the real tensor `real` wherever the program uses it:
+        how a module's parameters and buffers are traced without touching the module."""
+        self._constant_proxies[id(real)] = proxy
+        self.substitutes[id(real)] = real  # kept alive, so its id is not reused while tracing
+
+    def constant(self, value: torch.Tensor) -> TensorProxy:
+        """The proxy standing for a real tensor the program captured (a global, a default),
+        or for a module's parameter or buffer (`substitute`)."""
+        p = self._constant_proxies.get(id(value))
+        if p is None:
+            p = TensorProxy(
+                self.new_name("c"),
+                shape=value.shape,
+                dtype=value.dtype,
+                device=value.device,
+                requires_grad=value.requires_grad,
+            )
+            self.constants[p.name] = value
+            self._constant_proxies[id(value)] = p
+        return p
+
+
+
+@dataclass(frozen=True)
+class InputBinding:
+    """Where an input proxy comes from: a path of indexes into the function's arguments.
+
+    The path starts at "params" (a module's parameters and buffers, a list),
+    "args" (positional arguments, a tuple) or "kwargs" (a dict); or it is ("state", owner,
+    key): a tensor an object reached from the arguments holds, read as `owner[key]` (the
+    object's `__dict__`) at every call (squall.frontend.state_guards).
+    """
+
+    proxy: TensorProxy
+    path: tuple  # e.g. ("args", 1, "k")
+
+
+@functools.cache
+def _torch_table() -> dict:
+    return ltorch.torch_table()
+
+
+# --- input names ------------------------------------------------------------------------------
+
+_RESERVED = {"torch", "params", "args", "kwargs"}
+_GENERATED = re.compile(r"^[tcn]\d+$")  # tensors, constants, numbers
+
+
+def _local_name(hint: str, taken: set[str]) -> str:
+    """A local variable name for an input, derived from a user's name but never clashing."""
+    # ASCII only: Python folds other identifier characters (NFKC), so "ｔｏｒｃｈ" would be `torch`
+    base = re.sub(r"[^0-9A-Za-z_]", "_", hint).lstrip("_") or "a"
+    if base[0].isdigit():
+        base = "a" + base
+    if keyword.iskeyword(base) or base in _RESERVED or _GENERATED.match(base):
+        base += "_"
+    name, n = base, 1
+    while name in taken:
+        name = f"{base}_{n}"
+        n += 1
+    taken.add(name)
+    return name
+
+
+def argument_names(fn: Callable, nargs: int) -> list[str]:
+    """Names for the first `nargs` positional arguments of `fn` (a0, a1, ... where it has none)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i in range(nargs):
+        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY, params[i].POSITIONAL_OR_KEYWORD):
+            names.append(params[i].name)
+        elif params and params[-1].kind == params[-1].VAR_POSITIONAL:
+            names.append(f"{params[-1].name}{i}")
+        else:
+            names.append(f"a{i}")
+    return names
+
+
+# --- tracing ----------------------------------------------------------------------------------
+
+
+def module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[str]]:
+    """One (owner dict, key) slot and one dotted name per distinct parameter, buffer or tensor
+    attribute: a plain tensor attribute (`self.mask = ...`) is an input like a buffer, read at
+    every call, so a program that sets it (`self.count = self.count + 1`) sees the new value."""
+    slots: list[tuple[dict, str]] = []
+    names: list[str] = []
+    seen: set[int] = set()
+    for prefix, sub in module.named_modules(remove_duplicate=False):
+        for store in (sub._parameters, sub._buffers, sub.__dict__):
+            for key, value in store.items():
+                if not isinstance(value, torch.Tensor) or id(value) in seen:
+                    continue
+                seen.add(id(value))
+                slots.append((store, key))
+                names.append(f"{prefix}.{key}" if prefix else key)
+    return slots, names
+
+
+def trace_program(
+    fn: Callable,
+    args: tuple,
+    kwargs: dict,
+    *,
+    module: torch.nn.Module | None = None,
+    name: str = "computation",
+    same_as: dict[tuple, tuple] | None = None,
+    strict: bool = False,
+    dynamic: frozenset[tuple] = frozenset(),
+    dims: dict[tuple, frozenset[int]] | None = None,
+) -> tuple[Trace, list[InputBinding]]:
+    """Trace `fn(*args, **kwargs)` (or `module(...)`) into a Trace of ltorch calls.
+
+    Tensors in the arguments become input proxies; so do TensorProxy stand-ins, which
+    let a plugin trace a program for a device this machine lacks. A module's parameters
+    and buffers become input proxies through the tracing context (`TracingContext.substitute`):
+    the module itself is never changed, so other threads may call it while it is traced.
+    `same_as` maps an input's path to the path of an earlier input that is the same tensor
+    (`squall.runtime.aliasing`): both get one proxy, so an in-place update through one is seen
+    through the other, as in eager. Unless `strict`, a read of a tensor's value is
+    speculated from the real inputs and guarded (`squall.frontend.speculation`); with `strict` it is a
+    DataDependentError. An int or float argument whose path is in `dynamic` is an input
+    too, a NumberProxy read at run time (`squall.ltorch.numbers`), not a constant of the trace.
+    `dims` maps a tensor argument's path to its dimensions whose sizes are symbolic
+    (`squall.symbolic`): each one of 2 or more becomes a size symbol, read from the input at
+    every call; sizes 0 and 1 stay concrete.
+    """
+    language = TorchLanguage(_torch_table(), ltorch.collectives.WRAPPED_RESULTS)
+    ctx = TracingContext(language.dispatch)
+    taken: set[str] = set()
+    paths: list[tuple] = []
+    same_as = same_as or {}
+    by_path: dict[tuple, TensorProxy] = {}
+
+    def proxify(x, path: tuple, hint: str):
+        # a TensorProxy given as an input stands in for a tensor of its metadata (and name):
+        # it lets a program be traced for a device this machine lacks
+        if isinstance(x, (torch.Tensor, TensorProxy)):
+            if path in same_as:
+                return by_path[same_as[path]]
+            name = _local_name(x.name if isinstance(x, TensorProxy) else hint, taken)
+            shape = x.shape
+            symbolic = dims.get(path) if dims else None
+            if symbolic:
+                shape = tuple(ctx.shapes.symbol(n, name, d) if d in symbolic and type(n) is int and n >= 2 else n for d, n in enumerate(shape))
+            p = TensorProxy(name, shape=shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad)
+            if isinstance(x, torch.nn.Parameter):
+                p._is_param = True  # the program's `isinstance(p, torch.nn.Parameter)` answers as in eager (squall.frontend.type_checks)
+            ctx.inputs.append(p)
+            paths.append(path)
+            by_path[path] = p
+            if ctx.speculation is not None:
+                ctx.speculation.bind(p, x)
+            return p
+        if path in dynamic and type(x) in (int, float):
+            p = numbers.number_input(ctx, _local_name(hint, taken), x)
+            ctx.inputs.append(p)
+            paths.append(path)
+            return p
+        if type(x) in (list, tuple):
+            return type(x)(proxify(v, (*path, i), f"{hint}_{i}") for i, v in enumerate(x))
+        if type(x) is dict:
+            # a key's own str() is not called: only plain names and numbers make the hint
+            return {k: proxify(v, (*path, k), f"{hint}_{k if type(k) in (str, int) else i}") for i, (k, v) in enumerate(x.items())}
+        return x
+
+    state_proxies: dict[int, TensorProxy] = {}
+
+    def state_input(value: torch.Tensor, owner: dict, key: str, label: str) -> TensorProxy:
+        # a tensor an argument object (or one reached from it) holds: an input read from
+        # `owner[key]` at every call; its dimensions symbolic as `dims` says for ("state", id(owner), key)
+        p = state_proxies.get(id(value))
+        if p is None:
+            symbolic = (dims or {}).get(("state", id(owner), key)) or (dims or {}).get(("state",)) or frozenset()
+            marked = getattr(value, "_dynamo_dynamic_indices", None)  # torch._dynamo.mark_dynamic
+            symbolic = symbolic | frozenset(marked) if marked and symbolic is not ALL_DIMS else symbolic
+            shape = tuple(value.shape)
+            name = _local_name(f"{key}", taken)
+            if symbolic:
+                shape = tuple(ctx.shapes.symbol(n, name, d) if (d in symbolic or symbolic is ALL_DIMS) and n >= 2 else n for d, n in enumerate(shape))
+            p = state_proxies[id(value)] = TensorProxy(name, shape=shape, dtype=value.dtype, device=value.device, requires_grad=value.requires_grad)
+            ctx.inputs.append(p)
+            paths.append(("state", owner, key))
+            if ctx.speculation is not None:
+                ctx.speculation.bind(p, value)
+        return p
+
+    if not strict:
+        ctx.speculation = Speculation(ctx)
+    with tracing(ctx):
+        if module is not None:
+            slots, names = module_slots(module)
+            for i, ((store, key), dotted) in enumerate(zip(slots, names)):
+                real = store[key]
+                # every slot holding this tensor (tied weights) is the same object, so one proxy
+                ctx.substitute(real, proxify(real, ("params", i), "p_" + dotted))
+        arg_names = argument_names(module.forward if module is not None else fn, len(args))
+        p_args = tuple(proxify(a, ("args", i), arg_names[i]) for i, a in enumerate(args))
+        p_kwargs = {k: proxify(v, ("kwargs", k), k) for k, v in kwargs.items()}
+        # what the program reads and writes besides its inputs (squall.frontend.state_guards): ctx.state
+        ctx.state = StateRecorder(module, arg_offset=int(module is not None))
+        ctx.state.tensor_input = state_input
+        target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
+        with TracingMode(language), unbound_methods_traced(), isinstance_traced():
+            # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.runtime.wrappers)
+            try:
+                with random_state_kept(ctx.state.code_objects):
+                    result = target(*p_args, **p_kwargs)
+                result = ctx.state.finish(result)
+            except TypeError as error:
+                untraced = ltorch.collectives.untraced_c10d_error(error)
+                if untraced is None:
+                    raise
+                raise untraced from error
+            language.read_through_wrapped(ctx, result)  # a collective's result returned unread: its wait
+            result = capture_output(result, ctx.constant, ctx.state.existing)
+            if ctx.views.stale:
+                ctx.views.refresh(result, "the function's output")  # a view of a tensor changed since it was taken
+                ctx.views.refresh((ctx.inputs, list(ctx._constant_proxies.values())), "a tensor passed in (eager would modify it)")
+            for original, handle in ctx.mutated_inputs.values():
+                copy_(original, handle)
+            # an output that is a tensor passed in and written in place is that tensor, as in eager
+            # (`x.mul_(2); return x`); where gradients flow the autograd runner returns new tensors
+            itself = {id(handle): original for original, handle in ctx.mutated_inputs.values() if not handle.requires_grad}
+            if itself:
+                result = tree_map(lambda x: itself.get(id(x), x) if type(x) is TensorProxy else x, result, is_leaf=size_leaf)
+    ctx.speculation = None  # the trace keeps its context: it must not keep this call's tensors
+    bindings = [InputBinding(p, path) for p, path in zip(ctx.inputs, paths)]
+    traced = module if module is not None else fn
+    what = getattr(traced, "__qualname__", None) or type(traced).__qualname__
+    trace = Trace(name, list(ctx.inputs), ctx.scopes[0], result, constants=ctx.constants, context=ctx, provenance=f"traced from {what}")
+    return trace, bindings

@@ -1,0 +1,292 @@
+"""Views in a functional trace, as PyTorch's functionalization models them.
+
+In eager PyTorch a view (`x[0]`, `x.t()`, `x.view(...)`, `x.split(2)`) shares memory with
+its base: an in-place write through the view changes the base, and a write into the base
+(or another view) changes the view. A squall trace is functional, so `ViewTracker` keeps,
+for each view, its *root* (the tensor that is no view: an input, a parameter, an
+intermediate) and the *steps* from the root to it (each a recorded view call), and:
+
+- a write through a view is applied to its root: the new view value is scattered back
+  through the steps, each by its inverse (`setitem` for indexing, slicing and splitting; a
+  reshape for reshapes; the inverse permutation for transposes, `movedim` for `movedim`),
+  and the root is rebound to the result (an input or a module's buffer then gets it
+  written back at the end, as eager leaves it);
+- every other view of that root is marked stale, and regenerated from the root's newest
+  value (its steps replayed) the next time the program uses it.
+
+Views whose memory sharing depends on the runtime layout, which a trace does not know
+(`reshape`, `flatten` and `contiguous` return views only of suitably laid-out tensors),
+and views with no inverse here (`unfold`) are refused with a clear error where a write
+would have to pass through them. A write through an expanded view raises eager's error.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from .. import prims
+from ..ltorch.shape import movedim, transpose
+from ..ltorch.subscript import setitem
+from ..prims.base import canonical_dim
+from ..proxies import TensorProxy
+
+__all__ = ["ViewStep", "ViewTracker", "VIEW_OPS"]
+
+
+@dataclass(frozen=True)
+class ViewStep:
+    """One recorded view call: `op(*args, **kwargs)` with the viewed tensor at `args[at]`;
+    `index` picks the output of an op that returns several views; `key`, where set, is the
+    indexing that gives the same view (a split's piece), whose inverse is `setitem`."""
+
+    op: Any
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    at: int = 0
+    index: int | None = None
+    key: tuple | None = None
+
+    def forward(self, parent: TensorProxy) -> TensorProxy:
+        """The view, replayed from `parent`'s current value."""
+        args = (*self.args[: self.at], parent, *self.args[self.at + 1 :])
+        out = self.op(*args, **self.kwargs)
+        return out if self.index is None else out[self.index]
+
+    def bound(self) -> tuple:
+        return self.op.normalize(self.args, self.kwargs)[0]
+
+
+def _whole(d: int, item) -> tuple:
+    """The key selecting `item` along dim `d`."""
+    return (slice(None),) * d + (item,)
+
+
+# --- inverses: (step, the parent's current value, the view's new value) -> the parent's new value --
+
+
+def _reshaped_back(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> TensorProxy:
+    return prims.reshape(new, tuple(parent.shape))
+
+
+def _expanded_back(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> TensorProxy:
+    if new.numel() != parent.numel():
+        raise RuntimeError(
+            "unsupported operation: more than one element of the written-to tensor refers to a single "
+            "memory location. Please clone() the tensor before performing the operation."
+        )
+    return prims.reshape(new, tuple(parent.shape))
+
+
+def _getitem_back(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> TensorProxy:
+    return setitem(parent, step.args[1], new)
+
+
+def _narrow_back(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> TensorProxy:
+    _, dim, start, length = step.bound()
+    d = canonical_dim(parent.ndim, dim)
+    start = start + parent.shape[d] if start < 0 else start
+    return setitem(parent, _whole(d, slice(start, start + length)), new)
+
+
+def _swapped_back(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> TensorProxy:
+    _, d0, d1 = step.bound()
+    return transpose(new, d0, d1)
+
+
+def _reversed_back(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> TensorProxy:
+    return prims.transpose(new, tuple(reversed(range(new.ndim))))
+
+
+def _last_two_back(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> TensorProxy:
+    return transpose(new, -2, -1)
+
+
+def _permuted_back(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> TensorProxy:
+    bound, kwargs = step.op.normalize(step.args, step.kwargs)
+    dims = bound[1:] or kwargs.get("dims")
+    if len(dims) == 1 and isinstance(dims[0], (list, tuple, torch.Size)):
+        dims = dims[0]
+    perm = [canonical_dim(parent.ndim, d) for d in dims]
+    inverse = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inverse[p] = i
+    return prims.transpose(new, tuple(inverse))
+
+
+def _moved_back(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> TensorProxy:
+    _, source, destination = step.bound()
+    return movedim(new, destination, source)
+
+
+def _diagonal_back(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> TensorProxy:
+    # diagonal() is a strided slice of the two dims moved last and flattened: set that slice
+    _, offset, dim1, dim2 = step.bound()
+    d1, d2 = canonical_dim(parent.ndim, dim1), canonical_dim(parent.ndim, dim2)
+    moved = movedim(parent, (d1, d2), (-2, -1))
+    rows, cols = moved.shape[-2], moved.shape[-1]
+    length = new.shape[-1]
+    if length == 0:
+        return parent
+    start = offset if offset >= 0 else -offset * cols
+    flat = prims.reshape(moved, (*moved.shape[:-2], rows * cols))
+    flat = setitem(flat, (..., slice(start, start + (length - 1) * (cols + 1) + 1, cols + 1)), new)
+    return movedim(prims.reshape(flat, tuple(moved.shape)), (-2, -1), (d1, d2))
+
+
+def _no_inverse(why: str) -> Callable:
+    def refuse(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> TensorProxy:
+        raise NotImplementedError(f"squall: an in-place write through {step.op.id}(...) {why}")
+
+    return refuse
+
+
+_LAYOUT = (
+    "eager's {op} returns a view (sharing memory) or a copy depending on the memory layout of its "
+    "input at run time, which squall's traces do not know. Write the update out of place, or take a "
+    "view that always is one (view, a slice, transpose)"
+)
+
+# what a write through each view op does to the viewed tensor
+_INVERSES: dict[str, Callable] = {
+    "torch.Tensor.__getitem__": _getitem_back,
+    "torch.Tensor.view": _reshaped_back,
+    "torch.Tensor.view_as": _reshaped_back,
+    "torch.Tensor.squeeze": _reshaped_back,
+    "torch.Tensor.unsqueeze": _reshaped_back,
+    "torch.Tensor.detach": _reshaped_back,
+    "torch.Tensor.expand": _expanded_back,
+    "torch.Tensor.expand_as": _expanded_back,
+    "torch.broadcast_to": _expanded_back,
+    "torch.broadcast_tensors": _expanded_back,
+    "torch.narrow": _narrow_back,
+    "torch.transpose": _swapped_back,
+    "torch.swapaxes": _swapped_back,
+    "torch.swapdims": _swapped_back,
+    "torch.t": _reversed_back,
+    "torch.Tensor.T": _reversed_back,
+    "torch.Tensor.H": _reversed_back,
+    "torch.Tensor.mT": _last_two_back,
+    "torch.Tensor.mH": _last_two_back,
+    "torch.Tensor.permute": _permuted_back,
+    "torch.movedim": _moved_back,
+    "torch.diagonal": _diagonal_back,
+    "torch.Tensor.unfold": _no_inverse("is not supported (its windows may overlap); write into the tensor it unfolds"),
+}
+# ops returning several views, one per piece along a dim: the position of their dim parameter
+_SPLITS = {"torch.split": 2, "torch.Tensor.split": 2, "torch.chunk": 2, "torch.tensor_split": 2, "torch.unbind": 1}
+# views only where the input's layout allows it (else copies): a write through one leaves the
+# other tensors of its family unusable, and a family member changed since cannot be regenerated
+_LAYOUT_DEPENDENT = frozenset({"torch.Tensor.reshape", "torch.Tensor.reshape_as", "torch.Tensor.flatten", "torch.Tensor.unflatten", "torch.Tensor.contiguous"})
+
+# ltorch ops whose torch counterparts return views sharing memory with their input
+VIEW_OPS = frozenset(_INVERSES) | frozenset(_SPLITS) | _LAYOUT_DEPENDENT
+
+
+def _is_basic_key(key) -> bool:
+    """Whether `x[key]` is a view (ints, slices, None, ..., bools) rather than a gather."""
+    items = key if type(key) is tuple else (key,)
+    return not any(isinstance(k, (TensorProxy, torch.Tensor, list, tuple)) for k in items)
+
+
+class ViewTracker:
+    """The views of one tracing: each view's root and steps, and which views are stale."""
+
+    def __init__(self, ctx: Any):
+        self.ctx = ctx
+        self.root: dict[int, TensorProxy] = {}  # id(view) -> the tensor it is a view of, itself no view
+        self.steps: dict[int, tuple[ViewStep, ...]] = {}  # id(view) -> the view calls from its root
+        # id(root) -> [root, its views...]; holding them keeps every id above in use
+        self.family: dict[int, list[TensorProxy]] = {}
+        self.stale: dict[int, str] = {}  # id(view) -> why: regenerated from its root before its next use
+        self.unusable: dict[int, str] = {}  # id(tensor) -> why its value cannot be known (also in stale)
+
+    def note(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        """Record, where `op` is a view op, that the tensors it returned view its tensor argument."""
+        if getattr(op, "id", None) not in VIEW_OPS:
+            return
+        if op.id == "torch.Tensor.__getitem__" and not _is_basic_key(args[1]):
+            return  # advanced indexing copies
+        outputs, _ = tree_flatten(out)
+        several = isinstance(out, (tuple, list))
+        keys = self._split_keys(op, args, kwargs, outputs) if op.id in _SPLITS else None
+        for i, view in enumerate(outputs):
+            at = i if op.id == "torch.broadcast_tensors" else next((j for j, x in enumerate(args) if isinstance(x, TensorProxy)), None)
+            if at is None or not isinstance(view, TensorProxy) or view is args[at]:
+                continue
+            step = ViewStep(op, args, kwargs, at, i if several else None, keys[i] if keys else None)
+            base = args[at]
+            root = self.root.get(id(base), base)
+            self.root[id(view)] = root
+            self.steps[id(view)] = (*self.steps.get(id(base), ()), step)
+            self.family.setdefault(id(root), [root]).append(view)
+
+    @staticmethod
+    def _split_keys(op: Any, args: tuple, kwargs: dict, pieces: list) -> list[tuple]:
+        """For each piece of a split along a dim, the indexing that gives it."""
+        bound = op.normalize(args, kwargs)[0]
+        d = canonical_dim(bound[0].ndim, bound[_SPLITS[op.id]])
+        if op.id == "torch.unbind":
+            return [_whole(d, i) for i in range(len(pieces))]
+        keys, start = [], 0
+        for piece in pieces:
+            keys.append(_whole(d, slice(start, start + piece.shape[d])))
+            start += piece.shape[d]
+        return keys
+
+    def write(self, name: str, a: TensorProxy, value: TensorProxy) -> TensorProxy:
+        """`a` gets `value` (an in-place op `name` wrote it); its root and other views follow."""
+        root = self.root.get(id(a))
+        if root is None:
+            self._mark_stale(a, keep=None, why=f"{name} modified its base in place")
+            return self.ctx.rebind(a, value)
+        steps = self.steps[id(a)]
+        layout = next((step.op.id for step in steps if step.op.id in _LAYOUT_DEPENDENT), None)
+        if layout is not None:
+            # the write is kept in `a`; reading any other member (the root included) is refused
+            why = f"{name} wrote into {layout}(...) of it in place, and {_LAYOUT.format(op=layout)}"
+            for member in self.family[id(root)]:
+                if member is not a:
+                    self.unusable[id(member)] = self.stale[id(member)] = why
+            return self.ctx.rebind(a, value)
+        parents = [root]  # each step's input, as it is now
+        for step in steps[:-1]:
+            parents.append(step.forward(parents[-1]))
+        new = value
+        for step, parent in zip(reversed(steps), reversed(parents)):
+            new = setitem(parent, step.key, new) if step.key is not None else _INVERSES[step.op.id](step, parent, new)
+        self.ctx.rebind(root, new)
+        self._mark_stale(root, keep=a, why=f"{name} modified another view of the same tensor in place")
+        return self.ctx.rebind(a, value)
+
+    def _mark_stale(self, root: TensorProxy, keep: TensorProxy | None, why: str) -> None:
+        for view in self.family.get(id(root), ())[1:]:
+            if view is not keep:
+                self.stale[id(view)] = why
+
+    def refresh(self, values: Any, what: str = "the program") -> None:
+        """Regenerate, from their roots' newest values, the stale views among `values` (in place:
+        the handles the program holds stand for the new values); `what` uses them."""
+        for x in tree_flatten(values)[0]:
+            if type(x) is not TensorProxy:
+                continue
+            why = self.stale.get(id(x))
+            if why is None:
+                continue
+            if id(x) in self.unusable:
+                raise NotImplementedError(f"squall: {what} uses tensor {x.name}, but {why}")
+            del self.stale[id(x)]
+            steps = self.steps[id(x)]
+            for step in steps:
+                if step.op.id in _LAYOUT_DEPENDENT:
+                    raise NotImplementedError(
+                        f"squall: {what} uses tensor {x.name}, which came from {step.op.id}(...) of a tensor "
+                        f"changed since ({why}); {_LAYOUT.format(op=step.op.id)}"
+                    )
+            value = self.root[id(x)]
+            for step in steps:
+                value = step.forward(value)
+            self.ctx.rebind(x, value)

@@ -1,0 +1,440 @@
+"""Fusion: claimed calls grouped into regions, each compiled into one callable.
+
+A `FusionExecutor` claims the operations it can fuse (an op it supports, or one whose
+whole decomposition it supports). Its `fusion_pass` groups the claimed calls into maximal
+regions along data flow, never creating a cycle between regions (`form_regions`), and asks
+`compile_region` for one callable per `FusionRegion`; identical regions compile once. A
+region it hands back, with or without a reason (`Declined`), runs on the other executors.
+
+Before compiling, a cost model (`FusionExecutor.skip_reason`) leaves out regions that cannot
+pay back their compilation: pure metadata, one cheap op, or an estimated eager time below what
+calling the executor's compiled region costs by itself; the reason shows in `squall explain`.
+"""
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from ..proxies import TensorProxy
+from ..symbol import BoundSymbol, Symbol, Tags, flat_proxies
+from ..symbolic import SymInt, concrete_shape, symbols_of
+from .executor import Executor, Implementation
+from .operations import CustomOperation, symbol_id
+
+__all__ = ["symbolic_sizes", "declines_symbolic", "FusionExecutor", "FusionRegion", "Declined", "RegionCost", "form_regions", "FUSION_REGION", "LEFT_OUT", "NOT_WORTH_IT", "stop_compiling", "compiling_stopped"]
+
+# set at interpreter exit (squall.runtime.tiers): a background upgrade still planning must not start
+# region compiles then (their compilers' thread pools are shutting down, and a thread still
+# inside one as the interpreter finalises aborts the process)
+_exiting = threading.Event()
+
+
+def stop_compiling() -> None:
+    """From now on every region not yet compiled is declined (called once, at interpreter exit)."""
+    _exiting.set()
+
+
+def compiling_stopped() -> bool:
+    return _exiting.is_set()
+
+FUSION_REGION = Tags.FUSION_REGION  # the tag on a fusion region's symbol
+LEFT_OUT = "fusion pass left it out"  # a fusion executor claimed a call, then handed it back
+NOT_WORTH_IT = "not compiled, it cannot pay back"  # the cost model's reasons start so
+
+# eager's cost per call, to estimate a region's eager time without running it: (seconds to
+# dispatch one op, bytes per second it moves). Deliberately generous to eager (a high per-op
+# cost, a low bandwidth): an estimate that errs makes the cost model skip less, not more.
+_EAGER_COST = {"cpu": (3e-6, 10e9), "cuda": (6e-6, 500e9)}
+
+
+
+def example_tensor(shape: Sequence[int], dtype: torch.dtype, device: torch.device | str, *, requires_grad: bool = False) -> torch.Tensor:
+    """A tensor to time or check a compiled region on: normal floats, zero integers and booleans
+    (zeros are valid indices and class targets, so a region that gathers runs).
+
+    The floats come from a generator of its own: timing runs beside the user's program (in the
+    background tier too) and must not move the random stream the program draws from.
+    """
+    if dtype.is_floating_point or dtype.is_complex:
+        generator = torch.Generator(device=device).manual_seed(0)
+        t = torch.randn(tuple(shape), dtype=dtype, device=device, generator=generator)
+    else:
+        t = torch.zeros(tuple(shape), dtype=dtype, device=device)
+    return t.requires_grad_(requires_grad)
+
+@dataclass
+class FusionRegion:
+    """A maximal group of calls one fusion executor claimed, to be compiled into one callable.
+
+    `calls` are the operations to compile, in order, each one the executor supports
+    directly (ltorch ops it took through their decomposition are expanded). The compiled
+    callable takes `inputs` positionally and returns a tuple matching `outputs`.
+    """
+
+    executor: str
+    members: list[BoundSymbol]
+    calls: list[BoundSymbol]
+    inputs: list[TensorProxy]
+    outputs: list[TensorProxy]
+
+    def signature(self) -> tuple:
+        """Equal for regions with the same operations, arguments and input metadata."""
+        local: dict[str, tuple] = {p.name: ("in", k) for k, p in enumerate(self.inputs)}
+        parts = []
+        for b in self.calls:
+            leaves, spec = tree_flatten((b.args, b.kwargs))
+            norm = []
+            for x in leaves:
+                if isinstance(x, TensorProxy):
+                    norm.append(local.get(x.name, ("free", x.name)))
+                else:
+                    try:
+                        hash(x)
+                        norm.append((type(x), x))
+                    except TypeError:
+                        norm.append((type(x), repr(x)))
+            for p in b.output_proxies():
+                local[p.name] = ("local", len(local))
+            parts.append((b.sym.id, str(spec), tuple(norm)))
+        meta = tuple((tuple(p.shape), p.dtype, p.device, p.requires_grad) for p in self.inputs)
+        return (tuple(parts), tuple(local[p.name] for p in self.outputs), meta)
+
+
+@dataclass(frozen=True)
+class RegionCost:
+    """What a region asks of eager PyTorch: its calls that compute (not only views), their
+    prims, and the bytes those calls read and write."""
+
+    compute_calls: list[BoundSymbol]
+    compute_prims: int
+    bytes_moved: int
+    device_type: str
+
+    @classmethod
+    def of(cls, region: FusionRegion) -> RegionCost:
+        compute, prims, moved = [], 0, 0
+        for b in region.calls:
+            n = sum(1 for p in b.walk() if p.sym.is_prim and Tags.SHAPE_ONLY not in p.sym.tags)
+            if n:
+                compute.append(b)
+                prims += n
+                moved += sum(_nbytes(p) for p in b.input_proxies() + b.output_proxies())
+        proxies = region.inputs or region.outputs
+        return cls(compute, prims, moved, proxies[0].device.type if proxies else "cpu")
+
+    def eager_seconds(self) -> float:
+        """An estimate of eager's time for the region: a dispatch per call plus its memory traffic."""
+        per_op, bandwidth = _EAGER_COST.get(self.device_type, _EAGER_COST["cpu"])
+        return len(self.compute_calls) * per_op + self.bytes_moved / bandwidth
+
+
+def _nbytes(p: TensorProxy) -> int:
+    n = p.dtype.itemsize
+    for s in concrete_shape(p.shape):  # an estimate: this call's sizes, not guarded
+        n *= s
+    return n
+
+
+@dataclass(frozen=True)
+class Declined:
+    """What `compile_region` returns to hand a region back *with a reason*.
+
+    The region's calls go to the other executors, as when it returns None, and the
+    reason ("torch was faster on these shapes (...)") is shown by `squall explain` for
+    each of them. Identical regions are declined once, for the same reason.
+    """
+
+    reason: str
+
+
+def symbolic_sizes(bsym: BoundSymbol) -> set[str]:
+    """The size symbols a call's tensors' shapes or its arguments hold (squall.symbolic)."""
+    found: set[str] = set()
+    for p in (*bsym.input_proxies(), *bsym.output_proxies()):
+        if type(p) is TensorProxy:
+            found |= symbols_of(p.shape)
+    found |= symbols_of([x for x in tree_flatten((bsym.args, bsym.kwargs))[0] if type(x) is SymInt])
+    return found
+
+
+def declines_symbolic(executor: FusionExecutor, bsym: BoundSymbol) -> tuple[None, str] | None:
+    """The planner's answer for a fusion executor that takes static shapes only, offered a call
+    with symbolic sizes: declined, saying which (None: offer it as usual)."""
+    if executor.symbolic_shapes:
+        return None
+    symbols = symbolic_sizes(bsym)
+    if not symbols:
+        return None
+    return None, f"symbolic sizes ({', '.join(sorted(symbols, key=lambda n: int(n[1:])))}): {executor.name} compiles regions of static shapes only"
+
+
+def form_regions(bsyms: Sequence[BoundSymbol], claimed: Callable[[BoundSymbol], bool]) -> tuple[list[list[int]], list[list[int]]]:
+    """Group the claimed calls into maximal regions along data flow, never creating a cycle.
+
+    Returns (regions, order): each region is a list of indices into `bsyms`; `order` is
+    every unit (a region, or one unclaimed call) as index lists, in an order that
+    respects data flow, stable with respect to the original order.
+    """
+    producer: dict[str, int] = {}
+    group_of: list[int | None] = []
+    # the groups with a path to each call; for a group, those with a path to any of its members:
+    # a region runs as one unit, so what reaches one member reaches every consumer of every member
+    reaches: list[frozenset[int]] = []
+    ancestors: list[set[int]] = []
+    # whether a call outside the group already reads one of its members: such a group takes no
+    # member that would bring it new ancestors, since the reach sets of calls after it, already
+    # computed, would miss them (two regions joined that way formed a cycle through their consumers)
+    consumed_outside: list[bool] = []
+    groups: list[list[int]] = []
+    preds_of: list[set[int]] = []
+    barrier: int | None = None  # the latest call tagged BARRIER: later calls follow it
+    sealed: set[int] = set()  # regions formed before it, which later calls may not join
+    for i, b in enumerate(bsyms):
+        preds = {producer[p.name] for p in b.input_proxies() if p.name in producer}
+        if barrier is not None:
+            preds.add(barrier)
+        r: set[int] = set()
+        ro: set[int] = set(sealed)  # the groups with a path to call i through a call outside them
+        for p in preds:
+            gp = group_of[p]
+            if gp is None:
+                r |= reaches[p]
+                ro |= reaches[p]  # through p, outside every group
+            else:
+                r.add(gp)
+                r |= ancestors[gp]
+                ro |= ancestors[gp]  # through gp's region, outside theirs
+
+        def can_join(g: int) -> bool:
+            return g not in ro and (not consumed_outside[g] or r <= ancestors[g] | {g})
+
+        group = None
+        if claimed(b):
+            # prefer a producer's region (vertical fusion), else the latest region it may join
+            for p in sorted(preds, reverse=True):
+                if group_of[p] is not None and can_join(group_of[p]):
+                    group = group_of[p]
+                    break
+            else:
+                group = next((g for g in reversed(range(len(groups))) if can_join(g)), None)
+            if group is None:
+                group = len(groups)
+                groups.append([])
+                ancestors.append(set())
+                consumed_outside.append(False)
+            groups[group].append(i)
+            ancestors[group] |= r - {group}
+        for p in preds:
+            if group_of[p] is not None and group_of[p] != group:
+                consumed_outside[group_of[p]] = True
+        group_of.append(group)
+        reaches.append(frozenset(r))
+        preds_of.append(preds)
+        # a random draw that returned its input (dropout in eval mode) returns the very tensor it
+        # was given: its consumers depend on the real producer, so it splits no region. Other calls
+        # that return their input (contiguous) may return another layout, which a later view needs
+        passed_through = {p.name for p in b.input_proxies()} if Tags.RANDOM in b.sym.tags else set()
+        for p in b.output_proxies():
+            if p.name not in passed_through:
+                producer[p.name] = i
+        if Tags.BARRIER in b.sym.tags:
+            barrier = i
+            sealed.update(range(len(groups)))
+
+    # the units (regions and unclaimed calls) in a data-flow order, by topological sort
+    unit_of = [("g", g) if g is not None else ("c", i) for i, g in enumerate(group_of)]
+    members: dict[tuple, list[int]] = {}
+    for i, u in enumerate(unit_of):
+        members.setdefault(u, []).append(i)
+    succs: dict[tuple, set] = {u: set() for u in members}
+    indeg: dict[tuple, int] = {u: 0 for u in members}
+    for i, preds in enumerate(preds_of):
+        for p in preds:
+            a, b = unit_of[p], unit_of[i]
+            if a != b and b not in succs[a]:
+                succs[a].add(b)
+                indeg[b] += 1
+    ready = [(members[u][0], u) for u in members if indeg[u] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, u = heapq.heappop(ready)
+        order.append(members[u])
+        for v in succs[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(ready, (members[v][0], v))
+    assert len(order) == len(members), "fusion regions formed a cycle"
+    return groups, order
+
+
+class FusionExecutor(Executor):
+    """An executor that claims operations and fuses them into regions.
+
+    It claims an operation it supports (`register_supported`), or one whose whole
+    decomposition it supports. Its `fusion_pass` groups the claimed calls into maximal
+    regions (`form_regions`) and asks `compile_region` for one callable per region;
+    identical regions compile once. A region smaller than `min_region_size`, or one
+    `compile_region` declines (returns None, or `Declined(reason)`) or fails on, is left
+    to the planner's final pass, which hands its calls to the other executors and asks
+    `left_out_reason` why, for `squall explain`.
+    """
+
+    min_region_size = 1
+    # the cost model (see skip_reason): a region of one compute call with fewer prims than this
+    # fuses nothing; a region whose estimated eager time is below min_eager_seconds cannot win
+    # against the cost of calling a compiled region
+    min_compute_prims = 0
+    min_eager_seconds = 0.0
+    # compile_region takes long (seconds: a compiler, timing runs): squall.jit's first call runs
+    # without this executor and its regions are compiled in the background (squall.runtime.tiers)
+    compiles_in_background = True
+    # a plan with this executor's regions is timed, whole, against the plan without them, and
+    # kept only if faster (squall.runtime.tiers); an executor that keeps every region it can compile
+    # (no timing, as inductor with autotune off) says False
+    judge_in_context = True
+    # whether its regions may have symbolic sizes (squall.symbolic); an executor that says False
+    # declines every call whose shapes or arguments hold one, saying so
+    symbolic_shapes = False
+
+    def __init__(self, name: str, **kwargs: Any):
+        super().__init__(name, **kwargs)
+        self.supported: dict[str, Callable[..., bool] | None] = {}
+        self._compiled: dict[tuple, Callable | None] = {}
+        self.region_symbol = Symbol(f"{name}.region", "region", lambda *a: None, is_prim=True, tags=(FUSION_REGION,))
+        self.compile_errors: list[str] = []
+        # the calls the latest fusion pass handed back, with why: id(bsym) -> (bsym, reason)
+        self._left_out: dict[int, tuple[BoundSymbol, str]] = {}
+        # held by the planner from this executor's fusion pass until its final pass has read
+        # `_left_out`: squall.runtime.tiers plans in a background thread while the caller may plan too
+        self.pass_lock = threading.RLock()
+
+    def left_out_reason(self, bsym: BoundSymbol) -> str:
+        """Why the latest fusion pass handed `bsym` back ("" when it gave no reason)."""
+        entry = getattr(self, "_left_out", {}).get(id(bsym))
+        return entry[1] if entry is not None and entry[0] is bsym else ""
+
+    def _hand_back(self, members: Sequence[BoundSymbol], reason: str) -> None:
+        for b in members:
+            self._left_out[id(b)] = (b, reason)
+
+    def register_supported(self, op: Symbol | CustomOperation | str, checker: Callable[..., bool] | None = None) -> None:
+        """Declare that this executor can fuse `op` (when `checker`, given proxies, agrees)."""
+        self.supported[symbol_id(op)] = checker
+
+    def implementation_for(self, sym: Symbol) -> Implementation | None:
+        if sym.id not in self.supported:
+            return None
+        return Implementation(None, self.supported[sym.id])
+
+    def offer(self, bsym: BoundSymbol) -> tuple[Implementation | None, str]:
+        impl, reason = super().offer(bsym)
+        if impl is not None or not bsym.subsymbols:
+            return impl, reason
+        # an op it does not take directly is still fusible when its whole decomposition is
+        for sub in bsym.subsymbols:
+            sub_impl, sub_reason = self.offer(sub)
+            if sub_impl is None:
+                return None, f"{reason} (in its decomposition, {sub.sym.id}: {sub_reason})"
+        return Implementation(None), ""
+
+    def claimed_ops(self) -> list[str]:
+        return sorted(self.supported)
+
+    def offers(self) -> list[tuple[str, FusionExecutor]]:
+        """The ways this executor can fuse a program, for squall.runtime.tiers' in-context judge to choose
+        from: (label, executor) pairs, each executor named as this one, largest regions first
+        (e.g. inductor's "large regions" with matmuls and attention, then its elementwise
+        "islands"). The judge plans the program with each in turn and keeps the first that agrees
+        with the torch plan and beats it. Default: this executor alone."""
+        return [("regions", self)]
+
+    def _expand(self, bsym: BoundSymbol) -> list[BoundSymbol]:
+        if super().offer(bsym)[0] is not None:
+            return [bsym]
+        return [c for sub in bsym.subsymbols for c in self._expand(sub)]
+
+    def skip_reason(self, region: FusionRegion) -> str:
+        """Why compiling `region` cannot pay back ("" to compile it): it only moves metadata, is
+        one cheap op (`min_compute_prims`), or eager runs it in less time than calling a compiled
+        region costs (`min_eager_seconds`, against `RegionCost.eager_seconds`)."""
+        cost = RegionCost.of(region)
+        if not cost.compute_calls:
+            return "pure metadata (views and reshapes): nothing to compute"
+        if len(cost.compute_calls) == 1 and cost.compute_prims < self.min_compute_prims:
+            op = cost.compute_calls[0].sym.id
+            return f"a single cheap op ({op}, {cost.compute_prims} prim{'s' * (cost.compute_prims != 1)}): nothing to fuse"
+        eager_s = cost.eager_seconds()
+        if eager_s < self.min_eager_seconds:
+            return (f"eager runs it in about {eager_s * 1e6:.0f} us ({len(cost.compute_calls)} calls, "
+                    f"{cost.bytes_moved} bytes), less than the {self.min_eager_seconds * 1e6:.0f} us "
+                    f"calling a compiled {self.name} region costs")
+        return ""
+
+    def compile_region(self, region: FusionRegion) -> Callable | Declined | None:
+        """One callable for `region`, or `Declined(reason)` (or None) to hand it back; subclasses compile here."""
+        return None
+
+    def fusion_pass(self, bsyms: list[BoundSymbol], output: Any) -> list[BoundSymbol]:
+        """Replace the calls this executor claimed by region calls; `output` is the program's output."""
+        mine = lambda b: b.executor is self and b.impl is None
+        self._left_out = {}
+        groups, order = form_regions(bsyms, mine)
+        consumers: dict[str, set[int]] = {}
+        for i, b in enumerate(bsyms):
+            for p in b.input_proxies():
+                consumers.setdefault(p.name, set()).add(i)
+        returned = {p.name for p in flat_proxies(output)}
+        result: list[BoundSymbol] = []
+        for unit in order:
+            if not mine(bsyms[unit[0]]) or len(unit) < self.min_region_size:
+                if mine(bsyms[unit[0]]):
+                    self._hand_back([bsyms[i] for i in unit], f"a region of {len(unit)} call{'s' * (len(unit) != 1)}, "
+                                    f"below this executor's minimum of {self.min_region_size}")
+                result.extend(bsyms[i] for i in unit)
+                continue
+            region_call = self._region(bsyms, unit, consumers, returned)
+            result.extend([region_call] if region_call is not None else [bsyms[i] for i in unit])
+        return result
+
+    def _region(self, bsyms, unit: list[int], consumers: dict[str, set[int]], returned: set[str]) -> BoundSymbol | None:
+        inside = set(unit)
+        members = [bsyms[i] for i in unit]
+        produced = {p.name for b in members for p in b.output_proxies()}
+        inputs: dict[str, TensorProxy] = {}
+        for b in members:
+            for p in b.input_proxies():
+                if p.name not in produced:
+                    inputs.setdefault(p.name, p)
+        outputs: dict[str, TensorProxy] = {}
+        for b in members:
+            for p in b.output_proxies():
+                if p.name in returned or consumers.get(p.name, set()) - inside:
+                    outputs.setdefault(p.name, p)
+        calls = [c for b in members for c in self._expand(b)]
+        region = FusionRegion(self.name, members, calls, list(inputs.values()), list(outputs.values()))
+        key = region.signature()
+        if key not in self._compiled:
+            try:
+                why = self.skip_reason(region)
+                if _exiting.is_set():
+                    self._compiled[key] = Declined("the interpreter is exiting")
+                else:
+                    self._compiled[key] = Declined(f"{NOT_WORTH_IT}: {why}") if why else self.compile_region(region)
+            except Exception as e:  # noqa: BLE001 - a region that fails to compile runs unfused
+                self.compile_errors.append(f"compile_region raised {type(e).__name__}: {e}")
+                self._compiled[key] = Declined(f"compile_region raised {type(e).__name__}: {e}")
+        fn = self._compiled[key]
+        if fn is None or isinstance(fn, Declined):
+            self._hand_back(members, fn.reason if fn is not None else "")
+            return None
+        return BoundSymbol(
+            self.region_symbol, tuple(region.inputs), {}, tuple(region.outputs), tuple(members),
+            members[0].source, self, fn,
+        )

@@ -1,0 +1,326 @@
+"""The built-in torch executor: every prim and every ltorch op, run by PyTorch eager.
+
+It is always asked last, so every program runs. It implements each ltorch op with the
+torch callable the op stands for (softmax runs as one torch softmax, not six prims),
+which is why a torch-only plan costs no more than eager.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from .. import ltorch, prims
+from ..guards import GUARD, READ, guard_impl, read_impl
+from ..ltorch.kernels import all_kernels, flash_attention_for_cpu, flash_attention_for_cpu_backward
+from ..prims.base import PrimIDs
+from ..symbol import Symbol, Tags
+from .executor import Implementation, OperatorExecutor
+from .hookspecs import hookimpl
+from .operations import OperationRegistry
+
+__all__ = ["TorchExecutor", "PRIM_IMPLS", "make_executor"]
+
+
+def _broadcast_in_dim(a, shape, broadcast_dimensions):
+    view = [1] * len(shape)
+    for d, n in zip(broadcast_dimensions, a.shape):
+        view[d] = n
+    return a.reshape(view).expand(shape)
+
+
+def _numbers_as_tensors(fn):
+    # Prims accept a Python number for either operand; some torch functions take only tensors.
+    def impl(a, b):
+        if not isinstance(a, torch.Tensor):
+            a = torch.scalar_tensor(a, dtype=b.dtype, device=b.device)
+        elif not isinstance(b, torch.Tensor):
+            b = torch.scalar_tensor(b, dtype=a.dtype, device=a.device)
+        return fn(a, b)
+
+    impl.__name__ = fn.__name__
+    return impl
+
+
+# --- shape impl helpers ---
+def _slice(a, start_indices, end_indices, strides):
+    return a[tuple(slice(lo, hi, st) for lo, hi, st in zip(start_indices, end_indices, strides))]
+
+
+def _pad(a, padding_value, padding_config):
+    # Place `a` into a filled tensor wide enough for the non-negative padding (interior
+    # padding as a strided store), then crop whatever the negative padding removes.
+    grown, place, crop = [], [], []
+    for (lo, hi, interior), n in zip(padding_config, a.shape):
+        dilated = n + (n - 1) * interior if n > 0 else 0
+        size = max(lo, 0) + dilated + max(hi, 0)
+        grown.append(size)
+        place.append(slice(max(lo, 0), max(lo, 0) + dilated, interior + 1))
+        crop.append(slice(max(-lo, 0), size - max(-hi, 0)))
+    out = torch.full(grown, padding_value, dtype=a.dtype, device=a.device)
+    out[tuple(place)] = a
+    return out[tuple(crop)]
+
+
+# --- end shape impl helpers ---
+# --- reduction impl helpers ---
+def _over_dims(fn):
+    # torch reads an empty dim list as "every dimension"; the prim means "no dimension"
+    def impl(a, dims, **kwargs):
+        if not dims:
+            return fn(a.unsqueeze(0), (0,), **kwargs)
+        return fn(a, tuple(dims), **kwargs)
+
+    return impl
+
+
+_sum_impl = _over_dims(lambda a, dims: torch.sum(a, dim=dims, dtype=a.dtype))
+_amax_impl = _over_dims(lambda a, dims: torch.amax(a, dim=dims))
+_amin_impl = _over_dims(lambda a, dims: torch.amin(a, dim=dims))
+_var_impl = _over_dims(lambda a, dims, correction: torch.var(a, dim=dims, correction=correction))
+
+
+def _prod_impl(a, dims):
+    # torch.prod takes one dim at a time
+    out = a
+    for d in sorted(dims, reverse=True):
+        out = torch.prod(out, dim=d, dtype=a.dtype)
+    return out.clone() if not dims else out
+# --- end reduction impl helpers ---
+# --- indexing impl helpers ---
+def _index(a, indices):
+    return torch.ops.aten.index.Tensor(a, list(indices))
+
+
+def _index_put(a, indices, values, accumulate):
+    return torch.ops.aten.index_put.default(a, list(indices), values, accumulate)
+
+
+# --- end indexing impl helpers ---
+# --- factory impl helpers ---
+def _iota(length, *, start, step, device, dtype):
+    if not dtype.is_floating_point:
+        return torch.arange(start, start + length * step, step, device=device, dtype=dtype)
+    # start + step * i in the accumulation type torch's arange uses (double for float32/64),
+    # not arange(start, end, step), whose length float rounding can change
+    acc = torch.float64 if dtype in (torch.float32, torch.float64) else torch.float32
+    return (torch.arange(length, device=device, dtype=acc) * step + start).to(dtype)
+
+
+def _uniform(shape, minval, maxval, *, device, dtype):
+    return torch.empty(shape, device=device, dtype=dtype).uniform_(minval, maxval)
+
+
+def _uniform_philox(shape, minval, maxval, *, device, dtype, seed, offset):
+    # one generator per call, seeded from (seed, offset): independent of the global state
+    generator = torch.Generator(device=device)
+    generator.manual_seed((seed * 0x9E3779B97F4A7C15 + offset) % (1 << 63))
+    return torch.empty(shape, device=device, dtype=dtype).uniform_(minval, maxval, generator=generator)
+
+
+def _normal(shape, mean, std, *, device, dtype):
+    return torch.empty(shape, device=device, dtype=dtype).normal_(mean, std)
+
+
+# --- end factory impl helpers ---
+# --- linalg impl helpers ---
+# --- end linalg impl helpers ---
+
+
+# prim id -> the torch callable that computes it, with the prim's exact signature and result
+PRIM_IMPLS = {
+    # elementwise unary
+    PrimIDs.ABS: torch.abs,
+    PrimIDs.NEG: torch.neg,
+    PrimIDs.EXP: torch.exp,
+    PrimIDs.EXPM1: torch.expm1,
+    PrimIDs.EXP2: torch.exp2,
+    PrimIDs.LOG: torch.log,
+    PrimIDs.LOG1P: torch.log1p,
+    PrimIDs.LOG2: torch.log2,
+    PrimIDs.LOG10: torch.log10,
+    PrimIDs.SQRT: torch.sqrt,
+    PrimIDs.RSQRT: torch.rsqrt,
+    PrimIDs.SIN: torch.sin,
+    PrimIDs.COS: torch.cos,
+    PrimIDs.TAN: torch.tan,
+    PrimIDs.ASIN: torch.asin,
+    PrimIDs.ACOS: torch.acos,
+    PrimIDs.ATAN: torch.atan,
+    PrimIDs.ASINH: torch.asinh,
+    PrimIDs.ACOSH: torch.acosh,
+    PrimIDs.ATANH: torch.atanh,
+    PrimIDs.SINH: torch.sinh,
+    PrimIDs.COSH: torch.cosh,
+    PrimIDs.TANH: torch.tanh,
+    PrimIDs.ERF: torch.erf,
+    PrimIDs.ERFC: torch.erfc,
+    PrimIDs.ERFINV: torch.erfinv,
+    PrimIDs.LGAMMA: torch.lgamma,
+    PrimIDs.DIGAMMA: torch.digamma,
+    PrimIDs.FLOOR: torch.floor,
+    PrimIDs.CEIL: torch.ceil,
+    PrimIDs.ROUND: torch.round,
+    PrimIDs.TRUNC: torch.trunc,
+    PrimIDs.SIGN: torch.sign,
+    PrimIDs.SIGNBIT: torch.signbit,
+    PrimIDs.RECIPROCAL: torch.reciprocal,
+    PrimIDs.ISFINITE: torch.isfinite,
+    PrimIDs.ISNAN: torch.isnan,
+    PrimIDs.ISINF: torch.isinf,
+    PrimIDs.LOGICAL_NOT: torch.logical_not,
+    PrimIDs.BITWISE_NOT: torch.bitwise_not,
+    PrimIDs.REAL: torch.real,
+    PrimIDs.IMAG: torch.imag,
+    # elementwise binary: Python operators accept a number on either side
+    PrimIDs.ADD: lambda a, b: a + b,
+    PrimIDs.SUB: lambda a, b: a - b,
+    PrimIDs.MUL: lambda a, b: a * b,
+    PrimIDs.DIV: lambda a, b, rounding_mode=None: (
+        a / b if rounding_mode is None else _numbers_as_tensors(lambda x, y: torch.div(x, y, rounding_mode=rounding_mode))(a, b)
+    ),
+    PrimIDs.POW: lambda a, b: a**b,
+    PrimIDs.REMAINDER: lambda a, b: a % b,
+    PrimIDs.FMOD: _numbers_as_tensors(torch.fmod),
+    PrimIDs.ATAN2: _numbers_as_tensors(torch.atan2),
+    PrimIDs.HYPOT: _numbers_as_tensors(torch.hypot),
+    PrimIDs.COPYSIGN: _numbers_as_tensors(torch.copysign),
+    PrimIDs.NEXTAFTER: _numbers_as_tensors(torch.nextafter),
+    PrimIDs.MAXIMUM: _numbers_as_tensors(torch.maximum),
+    PrimIDs.MINIMUM: _numbers_as_tensors(torch.minimum),
+    PrimIDs.EQ: lambda a, b: a == b,
+    PrimIDs.NE: lambda a, b: a != b,
+    PrimIDs.LT: lambda a, b: a < b,
+    PrimIDs.LE: lambda a, b: a <= b,
+    PrimIDs.GT: lambda a, b: a > b,
+    PrimIDs.GE: lambda a, b: a >= b,
+    PrimIDs.LOGICAL_AND: _numbers_as_tensors(torch.logical_and),
+    PrimIDs.LOGICAL_OR: _numbers_as_tensors(torch.logical_or),
+    PrimIDs.LOGICAL_XOR: _numbers_as_tensors(torch.logical_xor),
+    PrimIDs.BITWISE_AND: lambda a, b: a & b,
+    PrimIDs.BITWISE_OR: lambda a, b: a | b,
+    PrimIDs.BITWISE_XOR: lambda a, b: a ^ b,
+    PrimIDs.BITWISE_LEFT_SHIFT: lambda a, b: a << b,
+    PrimIDs.BITWISE_RIGHT_SHIFT: lambda a, b: a >> b,
+    PrimIDs.WHERE: torch.where,
+    PrimIDs.CONVERT_ELEMENT_TYPE: lambda a, dtype: a.to(dtype),
+    PrimIDs.COPY_: lambda dst, src: dst.copy_(src),
+    # --- shape prims ---
+    PrimIDs.BROADCAST_IN_DIM: _broadcast_in_dim,
+    PrimIDs.RESHAPE: torch.reshape,
+    PrimIDs.TRANSPOSE: torch.permute,
+    PrimIDs.SLICE: _slice,
+    PrimIDs.SQUEEZE: lambda a, dims: torch.squeeze(a, tuple(dims)),
+    PrimIDs.CAT: lambda tensors, dim: torch.cat(tuple(tensors), dim),
+    PrimIDs.PAD: _pad,
+    PrimIDs.FLIP: lambda a, dims: torch.flip(a, tuple(dims)),
+    PrimIDs.UNFOLD: lambda a, dim, size, step: a.unfold(dim, size, step),
+    # --- end shape prims ---
+    # --- reduction prims ---
+    PrimIDs.SUM: _sum_impl,
+    PrimIDs.PROD: _prod_impl,
+    PrimIDs.AMAX: _amax_impl,
+    PrimIDs.AMIN: _amin_impl,
+    PrimIDs.ARGMAX: lambda a, dim: torch.argmax(a, dim),
+    PrimIDs.ARGMIN: lambda a, dim: torch.argmin(a, dim),
+    PrimIDs.VAR: _var_impl,
+    PrimIDs.CUMSUM: lambda a, dim: torch.cumsum(a, dim, dtype=a.dtype),
+    PrimIDs.CUMPROD: lambda a, dim: torch.cumprod(a, dim, dtype=a.dtype),
+    PrimIDs.TOPK: lambda a, k, dim, largest, sorted: tuple(torch.topk(a, k, dim, largest, sorted)),
+    PrimIDs.SORT: lambda a, dim, descending, stable: tuple(torch.sort(a, dim=dim, descending=descending, stable=stable)),
+    # --- end reduction prims ---
+    # --- indexing prims ---
+    PrimIDs.TAKE: lambda a, index, dim: torch.index_select(a, dim, index),
+    PrimIDs.TAKE_ALONG_AXIS: lambda a, index, dim: torch.gather(a, dim, index),
+    PrimIDs.INDEX: _index,
+    PrimIDs.INDEX_PUT: _index_put,
+    PrimIDs.INDEX_ADD: lambda a, index, source, dim, alpha=1: torch.index_add(a, dim, index, source, alpha=alpha),
+    PrimIDs.INDEX_COPY: lambda a, index, source, dim: torch.index_copy(a, dim, index, source),
+    PrimIDs.SCATTER: lambda a, index, src, dim: torch.scatter(a, dim, index, src),
+    PrimIDs.SCATTER_ADD: lambda a, index, src, dim: torch.scatter_add(a, dim, index, src),
+    PrimIDs.SCATTER_REDUCE: lambda a, index, src, dim, reduce, include_self: torch.scatter_reduce(
+        a, dim, index, src, reduce, include_self=include_self
+    ),
+    # --- end indexing prims ---
+    # --- factory prims ---
+    PrimIDs.FULL: lambda shape, fill_value, *, device, dtype: torch.full(shape, fill_value, device=device, dtype=dtype),
+    PrimIDs.IOTA: _iota,
+    PrimIDs.UNIFORM: _uniform,
+    PrimIDs.UNIFORM_PHILOX: _uniform_philox,
+    PrimIDs.NORMAL: _normal,
+    # --- end factory prims ---
+    # --- linalg prims ---
+    PrimIDs.MATMUL: torch.matmul,
+    PrimIDs.CONVOLUTION: torch.convolution,
+    # --- end linalg prims ---
+    # Python numbers known at run time: the operator itself
+    **{getattr(PrimIDs, f"NUMBER_{name.upper()}"): fn for name, fn in prims.numbers.OPERATORS.items()},
+    PrimIDs.CONVERT_NUMBER: prims.numbers.convert,
+}
+
+
+class TorchExecutor(OperatorExecutor):
+    """Runs every prim and every ltorch op (and opaque torch calls) with PyTorch."""
+
+    def __init__(self):
+        super().__init__(
+            "torch",
+            version=torch.__version__,
+            distribution="squall",
+            default_rank=1_000_000,
+            supports_autograd=True,
+        )
+        missing = sorted(set(prims.all_prims()) - set(PRIM_IMPLS))
+        if missing:
+            raise RuntimeError(f"squall: the torch executor has no implementation for {missing}")
+        for prim_id, fn in PRIM_IMPLS.items():
+            self.register_implementation(prim_id, fn)
+        # ltorch ops, and the backward kernels grad rules call, each run as the torch callable it stands for
+        for sym in ltorch.all_symbols().values():
+            self.register_implementation(sym, sym.torchfns[0])
+        for sym in all_kernels().values():
+            kernel = sym.torchfns[0]
+            self.register_implementation(sym, kernel if sym.id in KERNELS_CALLED_WITH_VIEWS else _with_contiguous_tensors(kernel))
+        self.register_implementation(GUARD, guard_impl)
+        self.register_implementation(READ, read_impl)
+
+    def implementation_for(self, sym: Symbol) -> Implementation | None:
+        found = self.implementations.get(sym.id)
+        if found is None and Tags.OPAQUE in sym.tags:
+            return Implementation(sym.torchfns[0])
+        return found
+
+
+# kernels eager calls with the strided views it has (sdpa hands its transposed query, key and value
+# to the flash kernel, and autograd hands them back to its backward): copying them first costs
+# a copy per tensor per call and changes nothing
+KERNELS_CALLED_WITH_VIEWS = frozenset({flash_attention_for_cpu.id, flash_attention_for_cpu_backward.id})
+
+
+def _with_contiguous_tensors(kernel: Callable) -> Callable:
+    """An aten backward kernel called with contiguous tensors, as eager's autograd formulas call
+    them: some CPU kernels (native_group_norm_backward) read a gradient that `expand` made (stride
+    0, as the backward of a sum gives) as if it were dense, and return garbage."""
+
+    def call(*args, **kwargs):
+        return kernel(*(a.contiguous() if isinstance(a, torch.Tensor) else a for a in args), **kwargs)
+
+    call.__name__ = getattr(kernel, "__name__", "kernel")
+    call.__wrapped__ = kernel
+    return call
+
+
+def make_executor() -> TorchExecutor:
+    """A fresh torch executor."""
+    return TorchExecutor()
+
+
+# --- plugin registration: the torch executor enters the marketplace exactly as a plugin does ---
+@hookimpl
+def squall_register_executors(operations: OperationRegistry) -> list[TorchExecutor]:
+    """The built-in torch executor; it also runs every custom operation that has a torch reference."""
+    ex = make_executor()
+    for op in operations:
+        if op.reference is not None:
+            ex.register_implementation(op.symbol, op.reference)
+    return [ex]

@@ -1,0 +1,64 @@
+"""Measured choices remembered on disk: small JSON files of winners, keyed by what was measured.
+
+A fusion executor remembers which offer won a region on its real shapes (squall-inductor);
+squall.runtime.tiers remembers which plan won a whole program in context. Either way the next
+process skips the timing, and where torch won, the compilation too. The files live in
+squall's cache folder ($SQUALL_CACHE_DIR, else the platform's user cache folder + squall).
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from .rage import rage_dir
+
+__all__ = ["ChoiceStore", "cache_dir"]
+
+
+def cache_dir() -> Path:
+    """squall's cache folder, the one its compile records (`squall rage`) live under."""
+    return rage_dir().parent
+
+
+class ChoiceStore:
+    """Winners by key, read once from `path` and rewritten (atomically) when one is added.
+
+    A choice is a dict with at least "winner". A missing or damaged file, or a folder that
+    cannot be written, only costs measuring again.
+    """
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self._choices: dict[str, dict] | None = None
+
+    def _load(self) -> dict[str, dict]:
+        if self._choices is None:
+            self._choices = {}
+            if self.path is not None:
+                try:
+                    loaded = json.loads(self.path.read_text())
+                    if isinstance(loaded, dict):
+                        self._choices = {k: v for k, v in loaded.items() if isinstance(v, dict) and "winner" in v}
+                except (OSError, ValueError):
+                    pass  # no file yet, or a damaged one: measure again
+        return self._choices
+
+    def get(self, key: str) -> dict | None:
+        """The remembered choice for `key`, or None."""
+        return self._load().get(key)
+
+    def put(self, key: str, choice: dict) -> None:
+        """Remember `choice` for `key`."""
+        self._load()[key] = choice
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.stem}-")
+            with os.fdopen(fd, "w") as f:
+                json.dump(self._choices, f, indent=1, sort_keys=True)
+            os.replace(tmp, self.path)
+        except OSError:
+            pass

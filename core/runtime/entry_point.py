@@ -1,0 +1,398 @@
+"""The cache key and the generated entry point: the hot path of every jitted function.
+
+The entry point builds one flat key from the call's inputs in a single cheap pass, looks
+it up once, and calls what the cache holds; a miss goes to the jitted function's compile.
+`value_key` is the slow path's key for anything that is not a plain tensor or number.
+
+A number argument is keyed by its value, until a call misses only because such a number
+changed: `DynamicNumbers` then makes it dynamic, keyed by its type alone and passed to the
+generated function at run time (`squall.ltorch.numbers`). The hot path looks the exact key up
+first; only a miss, in a function that has dynamic numbers, builds the key with them.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+try:  # torch's C check of tensor metadata (private; the fast path is skipped without it)
+    from torch._C._dynamo.guards import TensorGuards as _TensorGuards
+except ImportError:  # pragma: no cover - other torch builds
+    _TensorGuards = None
+
+from ..frontend.state_guards import viewable
+from ..sources import load_source
+from ..trace import plain_scalar, scalar_key
+
+__all__ = ["value_key", "key_parts", "make_entry_point", "forget_recent", "DynamicNumbers", "dynamic_key", "masked_shape", "DYNAMIC", "argument_leaves"]
+
+# --- the cache key ------------------------------------------------------------------------------
+
+_SCALARS = frozenset({int, float, bool, str, complex, type(None)})
+_BUILTIN_SCALARS = (int, float, str, complex)
+_Tensor = torch.Tensor
+_is_grad_enabled = torch.is_grad_enabled
+_get_default_dtype = torch.get_default_dtype
+
+
+_KEYED_BY_EQUALITY = frozenset({int, bool, str, type(None)})  # the scalars whose == is their identity as a value
+
+
+def value_key(x: Any, where: str) -> Any:
+    """The key part of one argument: metadata for tensors, values for everything else."""
+    if isinstance(x, _Tensor):
+        return (x.shape, x.dtype, x.device, x.requires_grad)
+    t = type(x)
+    if t in _SCALARS:
+        return (t, x if t in _KEYED_BY_EQUALITY else scalar_key(x))
+    if isinstance(x, _BUILTIN_SCALARS):
+        # an IntEnum, a float or str subclass: told apart by type and plain value, never by
+        # the subclass's own __eq__/__hash__ (one that said "equal" would share an entry)
+        x = plain_scalar(x)
+        return (t, scalar_key(x) if isinstance(x, (float, complex)) else x)
+    if t in (list, tuple):
+        return (t, tuple(value_key(v, f"{where}[{i}]") for i, v in enumerate(x)))
+    if t is dict:
+        # a key by its own key: a str-Enum key and its plain value hash alike but are not alike
+        return (t, tuple((value_key(k, where), value_key(v, f"{where}[{_label(k)}]")) for k, v in x.items()))
+    if t is slice:
+        # traced as a constant, so keyed by its values. A slice is unhashable before Python 3.12
+        # and hashable (by its bounds) from 3.12 on: one rule for both, so a tensor bound is
+        # refused on every Python rather than keyed by the tensor's identity
+        if all(type(v) in _SCALARS for v in (x.start, x.stop, x.step)):
+            return (t, tuple(value_key(v, where) for v in (x.start, x.stop, x.step)))
+        return _unhashable_key(x, t, where)
+    leaves, spec = tree_flatten(x)
+    if not (len(leaves) == 1 and leaves[0] is x):
+        return (spec, tuple(value_key(v, where) for v in leaves))
+    try:
+        hash(x)
+    except TypeError:
+        return _unhashable_key(x, t, where)
+    return (t, x)
+
+
+class _Identity:
+    """An unhashable object in a key: equal only to itself (held, so its id is never reused)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: Any) -> bool:
+        return type(other) is _Identity and other.obj is self.obj
+
+
+def _unhashable_key(x: Any, t: type, where: str) -> Any:
+    """The key part of an unhashable object argument (a config, a dataclass with eq=True):
+    by identity where the program reads it through a view, which guards each attribute it
+    reads (squall.frontend.state_guards); a SimpleNamespace of plain values by those values."""
+    if viewable(x):
+        return (t, _Identity(x))
+    if t is types.SimpleNamespace and not any(isinstance(v, _Tensor) for v in tree_flatten(vars(x))[0]):
+        return (t, value_key(vars(x), where))
+    raise TypeError(
+        f"squall.jit: {where} is a {t.__name__}, which is neither a tensor, a number, nor a "
+        "container of them, and is not hashable nor read through squall's state guards, so calls "
+        "cannot be told apart by it"
+    )
+
+
+def _label(k: Any) -> str:
+    """A dict key for a message, without running a user type's __repr__."""
+    return repr(k) if type(k) in _SCALARS else f"<{type(k).__name__}>"
+
+
+def key_parts(args: tuple, kwargs: dict, names: list[str]) -> dict[str, Any]:
+    """The key, part by part, labelled with the input each part comes from (for warnings)."""
+    parts = {f"argument {names[i]!r}": value_key(a, f"argument {names[i]!r}") for i, a in enumerate(args)}
+    parts.update({f"keyword argument {k!r}": value_key(v, f"keyword argument {k!r}") for k, v in kwargs.items()})
+    return parts
+
+
+# The hot path, written once for functions and modules. One flat key: a tensor adds (shape,
+# dtype, device, requires_grad), which starts with a torch.Size; a number adds (type, value),
+# which starts with a type; anything else adds one nested tuple; so the groups cannot be
+# confused. The executor configuration is fixed when jit is called and every jitted function
+# has its own cache, so it needs no place in the key.
+_ENTRY_POINT = """
+def compiled(*args, **kwargs):
+{fast_path}
+    key = (_is_grad_enabled(), _get_default_dtype())
+    for a in args:
+        if type(a) is _Tensor:
+            key += (a.shape, a.dtype, a.device, a.requires_grad)
+        elif type(a) in _SCALARS:
+            key += (type(a), a if type(a) in _KEYED_BY_EQUALITY or type(a) is float and a == a and a else _scalar_key(a))
+        else:
+            key += (value_key(a, "an argument"),)
+    if kwargs:
+        key += (tuple([(k, value_key(v, f"keyword argument {{k!r}}")) for k, v in kwargs.items()]),)
+{params_key}
+    entry = cache.get(key)
+    if entry is None and (dynamic or dims):
+        entry = cache.get(dynamic_key(key, args, kwargs, dynamic, dims))
+    if entry is None:
+        return compile_(args, kwargs, key, {params})({params_arg}*args, **kwargs)
+    entry[1] += 1
+    return entry[0]({params_arg}*args, **kwargs)
+"""
+_FUNCTION_PARTS = {"params_key": "", "params": "None", "params_arg": ""}
+
+# For a function of a fixed number of positional parameters, the call with that many plain
+# tensors builds the same key in one tuple display, without the loop. Before that, the entry
+# this fast path last hit (`recent`) is tried with one C call (`_metadata_check`): it holds
+# every tensor to the exact type, dispatch keys, dtype, device, requires_grad, sizes and
+# strides of that entry's first such call, which is all its key holds of them and more, and
+# grad mode and the default dtype are compared to the entry's key; anything else goes on to
+# the key. Reading shape, dtype and device attribute by attribute is most of a hit's cost.
+_FAST_PATH = """    if len(args) == {n} and not kwargs:
+        {names}, = args
+        recent = last[0]
+        if recent is not None and recent[1]({names}) and _is_grad_enabled() is recent[2] and _get_default_dtype() is recent[3]:
+            entry = recent[0]
+            entry[1] += 1
+            return entry[0]({names})
+        if {tensor_checks}:
+            key = (_is_grad_enabled(), _get_default_dtype(), {metadata})
+            entry = cache.get(key)
+            if entry is not None:
+                entry[1] += 1
+                last[0] = _recent(cache, checks, entry, key, ({names},))
+                return entry[0]({names})
+            if dims:
+                entry = cache.get(dynamic_key(key, args, kwargs, dynamic, dims))
+                if entry is not None:
+                    entry[1] += 1
+                    return entry[0]({names})"""
+
+
+def _recent(cache: dict, checks: dict, entry: list, key: tuple, tensors: tuple) -> tuple | None:
+    """What the fast path keeps of the entry it hit: the entry, a C check of the tensors'
+    metadata against these (built once per key, kept in `checks`), its grad mode and its
+    default dtype; None if another thread took the entry out of the cache meanwhile."""
+    if _TensorGuards is None or cache.get(key) is not entry:
+        return None
+    check = checks.get(key)
+    if check is None:
+        sizes, strides = [list(t.shape) for t in tensors], [list(t.stride()) for t in tensors]
+        check = checks[key] = _TensorGuards(*tensors, dynamic_dims_sizes=sizes, dynamic_dims_strides=strides).check
+    return (entry, check, key[0], key[1])
+
+
+def forget_recent(last: list, checks: dict, key: Any, entry: list) -> None:
+    """Entry `key` left the cache: the fast path stops going to it."""
+    checks.pop(key, None)
+    recent = last[0]
+    if recent is not None and recent[0] is entry:
+        last[0] = None
+
+
+def _fast_path(fn: Callable) -> str:
+    """The fast path of the entry point, for functions whose positional arity is fixed."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return ""
+    fixed = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in params)
+    if not fixed or not 1 <= len(params) <= 8:
+        return ""
+    names = [f"a{i}" for i in range(len(params))]
+    return _FAST_PATH.format(
+        n=len(names),
+        names=", ".join(names),
+        tensor_checks=" and ".join(f"type({a}) is _Tensor" for a in names),
+        metadata=", ".join(f"{a}.shape, {a}.dtype, {a}.device, {a}.requires_grad" for a in names),
+    )
+_MODULE_PARTS = {
+    # parameters and buffers are read at every call, so optimizer steps and load_state_dict are seen
+    "params_key": """    try:
+        params = [store[k] for store, k in slots]
+        for p in params:
+            key += (p.shape, p.dtype, p.device, p.requires_grad)
+    except (KeyError, AttributeError):  # a parameter, buffer or tensor attribute was removed
+        return relayout(args, kwargs)
+    key += (tuple([m.training for m in submodules]),)""",
+    "params": "params",
+    "params_arg": "params, ",
+}
+
+
+def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Callable, slots: list, submodules: list, relayout: Callable, dynamic: set, last: list, checks: dict, dims: dict | None = None) -> Callable:
+    """The entry point of a jitted function or module (`module`): generated once, closed over
+    its cache, its compile, (for a module) the lists its parameters are read through, the
+    set of its dynamic number arguments' paths (`DynamicNumbers.paths`, filled in place), and
+    `last`, whose one item is the entry its fast path hit last, with `checks`, the fast
+    path's metadata check per key (`forget_recent` when an entry leaves the cache). `dims`
+    maps a tensor argument's path to its symbolic dimensions (`squall.runtime.dynamic_dims`, filled in
+    place): the key holds DYNAMIC there for a size of 2 or more."""
+    namespace = {
+        "dims": {} if dims is None else dims,
+        "last": last,
+        "checks": checks,
+        "_recent": _recent,
+        "dynamic": dynamic,
+        "dynamic_key": dynamic_key,
+        "cache": cache,
+        "compile_": compile_,
+        "slots": slots,
+        "submodules": submodules,
+        "relayout": relayout,
+        "_is_grad_enabled": _is_grad_enabled,
+        "_get_default_dtype": _get_default_dtype,
+        "_Tensor": _Tensor,
+        "_SCALARS": _SCALARS,
+        "_KEYED_BY_EQUALITY": _KEYED_BY_EQUALITY,
+        "_scalar_key": scalar_key,
+        "value_key": value_key,
+    }
+    if module:
+        source = _ENTRY_POINT.format(fast_path="", **_MODULE_PARTS)
+    else:
+        source = _ENTRY_POINT.format(fast_path=_fast_path(fn), **_FUNCTION_PARTS)
+    load_source(source, "entry-point", namespace)
+    return namespace["compiled"]
+
+
+# --- dynamic numbers ----------------------------------------------------------------------------
+
+
+class _Dynamic:
+    """What a dynamic number's key holds in place of its value (one object, compared by identity)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<dynamic>"
+
+
+DYNAMIC = _Dynamic()
+_DYNAMIC_TYPES = (int, float)  # not bool: a flag picks a program, it is not data
+
+
+def dynamic_key(key: tuple, args: tuple, kwargs: dict, paths: set | frozenset, dims: dict | None = None) -> tuple:
+    """`key` (the entry point's exact key for this call) with the value of each int or float
+    argument at one of `paths` replaced by `DYNAMIC`, and each size of 2 or more of a tensor's
+    dimension named in `dims` (path -> dimensions) too. A path is ("args", i) or ("kwargs",
+    name), followed by indexes into the plain lists, tuples and dicts the argument nests."""
+    parts = list(key)
+    at = 2  # after grad mode and the default dtype
+    dims = dims or {}
+    for i, a in enumerate(args):
+        t = type(a)
+        if t is _Tensor:
+            if ("args", i) in dims:
+                parts[at] = masked_shape(a.shape, dims[("args", i)])
+            at += 4
+        elif t in _SCALARS:
+            if (t is int or t is float) and ("args", i) in paths:
+                parts[at + 1] = DYNAMIC
+            at += 2
+        else:
+            if t is list or t is tuple or t is dict or isinstance(a, _Tensor):
+                parts[at] = _masked(parts[at], a, ("args", i), paths, dims)
+            at += 1
+    if kwargs:
+        parts[at] = tuple((k, _masked(part, v, ("kwargs", k), paths, dims)) for (k, part), v in zip(parts[at], kwargs.values()))
+    return tuple(parts)
+
+
+def masked_shape(shape: tuple, dims: frozenset[int]) -> tuple:
+    """A tensor's shape as a key holds it where the dimensions `dims` are symbolic: DYNAMIC for
+    each of those of 2 or more (0 and 1 stay sizes of their own)."""
+    return tuple(DYNAMIC if d in dims and n >= 2 else n for d, n in enumerate(shape))
+
+
+def _masked(part: Any, x: Any, path: tuple, paths: set | frozenset, dims: dict) -> Any:
+    """`value_key(x)` (`part`) with the numbers at `paths` and the tensor dimensions in `dims`
+    masked, walking x's plain containers."""
+    t = type(x)
+    if t is int or t is float:
+        return (t, DYNAMIC) if path in paths else part
+    if isinstance(x, _Tensor):
+        return (masked_shape(x.shape, dims[path]), *part[1:]) if path in dims else part
+    if (t is list or t is tuple or t is dict) and (any(p[: len(path)] == path and len(p) > len(path) for p in paths)
+                                                    or any(p[: len(path)] == path and len(p) > len(path) for p in dims)):
+        items = enumerate(x) if t is not dict else x.items()
+        inner = part[1]
+        if t is dict:
+            return (t, tuple((kp, _masked(vp, v, (*path, k), paths, dims)) for (kp, vp), (k, v) in zip(inner, items)))
+        return (t, tuple(_masked(vp, v, (*path, k), paths, dims) for vp, (k, v) in zip(inner, items)))
+    return part
+
+
+def argument_leaves(args: tuple, kwargs: dict, pick: Callable[[Any], Any]) -> dict[tuple, Any]:
+    """The call's arguments, also in plain lists, tuples and dicts, for which `pick(x)` is not
+    None: path -> what `pick` gave. A path is ("args", i) or ("kwargs", name), then indexes."""
+    found: dict[tuple, Any] = {}
+
+    def walk(x: Any, path: tuple) -> None:
+        t = type(x)
+        if t is list or t is tuple:
+            for i, v in enumerate(x):
+                walk(v, (*path, i))
+        elif t is dict:
+            for k, v in x.items():
+                walk(v, (*path, k))
+        else:
+            picked = pick(x)
+            if picked is not None:
+                found[path] = picked
+
+    for i, a in enumerate(args):
+        walk(a, ("args", i))
+    for k, v in kwargs.items():
+        walk(v, ("kwargs", k))
+    return found
+
+
+def _number_value(x: Any) -> Any:
+    # an int or float as keys tell values apart (None: not a number argument)
+    t = type(x)
+    return (scalar_key(x) if t is float else x) if t is int or t is float else None
+
+
+def _number_paths(args: tuple, kwargs: dict) -> dict[tuple, Any]:
+    """The call's int and float arguments, also in plain lists, tuples and dicts: path -> value
+    as keys tell values apart."""
+    return argument_leaves(args, kwargs, _number_value)
+
+
+class DynamicNumbers:
+    """Which number arguments of one jitted function are dynamic (read at run time).
+
+    A number becomes dynamic when a call misses the cache only because it changed: the
+    call's key with every number masked matches an earlier call's whose numbers differ
+    there. One whose dynamic trace still needed its exact value (a guard on it: a shape, a
+    dim) goes back to being keyed by value, for good (`specialise`).
+    """
+
+    def __init__(self):
+        self.paths: set[tuple] = set()  # the entry point reads this very set
+        self._static: set[tuple] = set()
+        self._seen: dict[tuple, dict[tuple, Any]] = {}  # masked key -> the numbers of its first call
+
+    def key_for(self, key: tuple, args: tuple, kwargs: dict) -> tuple:
+        """The key to compile this call under: `key`, or with its dynamic numbers masked,
+        after making dynamic the numbers in which it differs from an earlier call."""
+        numbers = _number_paths(args, kwargs)
+        if not numbers:
+            return key
+        masked = dynamic_key(key, args, kwargs, numbers)
+        earlier = self._seen.setdefault(masked, numbers)
+        changed = {p for p, v in numbers.items() if earlier.get(p) != v} - self._static
+        self.paths |= changed
+        return dynamic_key(key, args, kwargs, self.paths) if self.paths & numbers.keys() else key
+
+    def specialise(self, paths: set[tuple]) -> None:
+        """Key the numbers at `paths` by value again, for good."""
+        self.paths -= paths
+        self._static |= paths

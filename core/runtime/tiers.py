@@ -1,0 +1,455 @@
+"""Tiered compilation: run the torch plan at once, upgrade to fused regions in the background.
+
+A fusion executor whose regions take long to compile and time (`FusionExecutor.
+compiles_in_background`, e.g. inductor: seconds per region) would make the first call of
+every new signature pay for all of it. Instead, `squall.jit` plans that first call without
+those executors (milliseconds) and returns, and one background worker thread plans the same
+traced program again with them, compiles and times its regions, then judges the whole fused
+program against the torch plan on example inputs of the real shapes (a region that won its
+timing alone can lose in context). Only a faster fused program replaces the cache entry's
+generated function, by the one list-item assignment `_replan` already uses, so the hot path
+pays nothing for the mechanism; a slower one, or one whose results differ, is dropped, and
+`upgrades(fn)` says why.
+
+`squall.jit(fn, wait=True)` (or `wait = true` under `[tool.squall]`, or SQUALL_WAIT=1)
+does the same upgrade before the first call returns, in the caller's thread: the same
+decisions, paid up front (benchmarks, ahead-of-time warm-up, tests of fused plans).
+`wait_for_upgrades(fn)` blocks until `fn`'s pending upgrades are done (tests, benchmarks).
+
+A judgement is remembered on disk (`program_choices.json` in squall's cache folder), keyed
+by the traced program, its executors, the torch version and the thread count: a later
+process skips the in-context timing, and where the torch plan won, the whole upgrade.
+
+The worker is one daemon thread, so squall never holds more than one core for background
+compilation; on Linux it runs at a lower priority (nice +5, which the C++ compiler
+processes it starts inherit), so the user's compute keeps its cores. At exit, queued jobs
+are dropped, and the running one starts no further region compile and is waited for (at most
+`EXIT_JOIN_S`): a thread left inside a compiler while the interpreter finalises aborts the process.
+"""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import queue
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from ..compiler.pipeline import Compilation, compile_traced
+from ..frontend.speculation import guards_of
+from ..ltorch.base import SquallWarning
+from ..market.config import ExecutorPriority
+from ..market.executor import Executor
+from ..market.fusion import FusionExecutor, compiling_stopped, example_tensor, stop_compiling
+from ..symbol import Tags
+from .choices import ChoiceStore, cache_dir
+
+__all__ = ["Upgrade", "Verdict", "judge", "fusion_offers", "background_priority", "call_specs", "UpgradeWorker", "default_worker", "wait_for_upgrades", "upgrades"]
+
+# the fused program must beat the torch plan by this factor in context: timing noise is not a win
+MARGIN = 0.97
+# programs whose example inputs would take more memory than this are not judged in context
+JUDGE_MAX_BYTES = 1 << 30
+# a woken worker first gives the GIL back for this long, so the call that queued the job
+# returns at once instead of waiting out the worker's first switch interval (5 ms)
+SETTLE_S = 0.02
+# how long interpreter exit waits for a running upgrade to wind down: it starts no region compile
+# then, so this bounds only one in flight; a thread left inside a compiler aborts the process
+EXIT_JOIN_S = 10.0
+_NICE = 5  # the worker yields the CPU to the user's threads (Linux: a thread's own nice value)
+
+
+@dataclass
+class Verdict:
+    """The in-context judgement: which plan runs, its per-call times, and why."""
+
+    keep: str  # "fused" or "torch"
+    torch_s: float | None
+    fused_s: float | None
+    reason: str
+
+
+@dataclass
+class Upgrade:
+    """One entry's background upgrade: what happened (`status`), why, and when it finished.
+
+    status: "pending"; "upgraded" (the fused plan runs now); "kept the torch plan" (judged
+    slower in context, or its results differed); "nothing to fuse" (no region was kept);
+    "evicted" (the entry left the cache, or was replanned, first); "failed" (an error, shown
+    in `reason`); "cancelled" (the interpreter was exiting).
+    """
+
+    function: str
+    status: str = "pending"
+    reason: str = ""
+    verdict: Verdict | None = None
+    seconds: float = 0.0  # background time spent on it
+    submitted: float = field(default_factory=time.perf_counter)
+    done: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def finish(self, status: str, reason: str = "") -> None:
+        self.status, self.reason = status, reason
+        self.seconds = time.perf_counter() - self.submitted
+        self.done.set()
+
+    def __str__(self) -> str:
+        took = f" after {self.seconds:.1f} s" if self.done.is_set() else ""
+        return f"{self.function}: {self.status}{took}" + (f" ({self.reason})" if self.reason else "")
+
+
+def background_priority(executors: Sequence[Executor]) -> ExecutorPriority | None:
+    """The priority list the first call runs on: `executors` without the available fusion
+    executors that compile in the background (their per-operation lists too), or None where
+    there are none to leave out (then nothing is tiered)."""
+    deferred = {
+        ex.name for ex in executors
+        if isinstance(ex, FusionExecutor) and ex.compiles_in_background and ex.availability()
+    }
+    if not deferred:
+        return None
+    per_op = {op: [ex for ex in exs if ex.name not in deferred] for op, exs in (getattr(executors, "per_op", None) or {}).items()}
+    source = getattr(executors, "source", "jit(executors=...)")
+    return ExecutorPriority([ex for ex in executors if ex.name not in deferred], per_op=per_op,
+                            source=f"{source}, without {', '.join(sorted(deferred))} until the background upgrade")
+
+
+# --- judging a fused program in context -----------------------------------------------------------
+
+
+def judge(
+    torch_run: Callable[[], Any],
+    fused_run: Callable[[], Any],
+    *,
+    clock: Callable[[], float] = time.perf_counter,
+    sync: Callable[[], None] = lambda: None,
+    rounds: int = 3,
+    budget_s: float = 0.3,
+    margin: float = MARGIN,
+) -> Verdict:
+    """Time both plans, interleaved round by round (so load changes hit both), best round
+    each; keep the fused plan only when it is faster than `margin` times the torch plan."""
+    sync()
+    start = clock()
+    torch_run()
+    fused_run()
+    sync()
+    once = max(clock() - start, 1e-7)
+    number = max(1, min(1000, int(budget_s / rounds / once)))
+    best = {"torch": float("inf"), "fused": float("inf")}
+    for _ in range(rounds):
+        for name, run in (("torch", torch_run), ("fused", fused_run)):
+            start = clock()
+            for _ in range(number):
+                run()
+            sync()
+            best[name] = min(best[name], (clock() - start) / number)
+    torch_s, fused_s = best["torch"], best["fused"]
+    times = f"in context: torch plan {torch_s * 1e3:.3f} ms, fused {fused_s * 1e3:.3f} ms per call"
+    if fused_s < torch_s * margin:
+        return Verdict("fused", torch_s, fused_s, times)
+    return Verdict("torch", torch_s, fused_s, f"the fused plan was not faster {times}")
+
+
+def fusion_offers(executors: Sequence[Executor]) -> list[tuple[str, Sequence[Executor]]]:
+    """The priority lists an upgrade plans the program with, in turn: the k-th has each available
+    fusion executor replaced by its k-th offer (`FusionExecutor.offers`; its last where it has
+    fewer), labelled by those offers' labels."""
+    offers = {ex.name: ex.offers() for ex in executors if isinstance(ex, FusionExecutor) and ex.availability()}
+    out = []
+    for k in range(max((len(o) for o in offers.values()), default=1)):
+        chosen = {name: o[min(k, len(o) - 1)] for name, o in offers.items()}
+        swap = lambda ex: chosen[ex.name][1] if ex.name in chosen else ex  # noqa: E731
+        if isinstance(executors, ExecutorPriority):
+            planned: Sequence[Executor] = ExecutorPriority(
+                [swap(ex) for ex in executors], per_op={op: [swap(ex) for ex in exs] for op, exs in executors.per_op.items()},
+                source=executors.source)
+        else:
+            planned = [swap(ex) for ex in executors]
+        out.append((" + ".join(label for label, _ in chosen.values()) or "regions", planned))
+    return out
+
+
+def _spec(x: Any) -> Any:
+    """A tensor's metadata in place of the tensor: the job keeps no reference to user data."""
+    if isinstance(x, torch.Tensor):
+        return _TensorSpec(tuple(x.shape), x.dtype, x.device, x.requires_grad)
+    return x
+
+
+@dataclass(frozen=True)
+class _TensorSpec:
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+    requires_grad: bool
+
+    @property
+    def nbytes(self) -> int:
+        n = self.dtype.itemsize
+        for s in self.shape:
+            n *= s
+        return n
+
+    def example(self) -> torch.Tensor:
+        return example_tensor(self.shape, self.dtype, self.device, requires_grad=self.requires_grad)
+
+
+def call_specs(params: list | None, args: tuple, kwargs: dict) -> tuple[Any, tuple, dict]:
+    """A call's (params, args, kwargs) with every tensor replaced by its metadata."""
+    return tree_map(_spec, (params, args, kwargs))
+
+
+def _example(tree: Any) -> Any:
+    return tree_map(lambda s: s.example() if isinstance(s, _TensorSpec) else s, tree)
+
+
+def _draws_random_numbers(compilation: Compilation) -> bool:
+    # a random op that returned its input (dropout in eval mode) draws nothing
+    return any(Tags.RANDOM in b.sym.tags and {p.name for p in b.output_proxies()} - {p.name for p in b.input_proxies()}
+               for b in compilation.traced.bsyms for b in b.walk())
+
+
+def _region_executors(compilation: Compilation) -> set[str]:
+    return {r.executor for t in compilation if t.plan is not None for r in t.plan.regions}
+
+
+# a fused kernel rounds and sums in another order than eager, and example inputs have any
+# scale: outputs agree when their largest difference is within this fraction of the largest
+# magnitude (NaNs and infinities where eager has them); the half-precision dtypes get more
+_TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 2e-2}
+_FLOAT_TOLERANCE = 1e-4
+
+
+def _outputs_differ(expected: Any, actual: Any) -> str:
+    """Why two program outputs differ beyond a fused kernel's tolerance ("" if they do not)."""
+    exp, _ = tree_flatten(expected)
+    act, _ = tree_flatten(actual)
+    if len(exp) != len(act):
+        return f"{len(act)} outputs where the torch plan returns {len(exp)}"
+    for i, (e, a) in enumerate(zip(exp, act)):
+        if not isinstance(e, torch.Tensor):
+            continue
+        if not isinstance(a, torch.Tensor) or (a.shape, a.dtype, a.device) != (e.shape, e.dtype, e.device):
+            return f"output {i} is {_meta(a)} where the torch plan's is {_meta(e)}"
+        if not (e.dtype.is_floating_point or e.dtype.is_complex):
+            if not torch.equal(a, e):
+                return f"output {i}: {int((a != e).sum())} of {e.numel()} elements differ"
+            continue
+        finite = torch.isfinite(e)
+        if not torch.equal(finite, torch.isfinite(a)) or not torch.equal(e[~finite].isnan(), a[~finite].isnan()):
+            return f"output {i}: NaNs or infinities where the torch plan has none, or the reverse"
+        if finite.any():
+            scale = e[finite].abs().max().item()
+            worst = (a[finite] - e[finite]).abs().max().item()
+            tolerance = _TOLERANCE.get(e.dtype, _FLOAT_TOLERANCE) * max(scale, 1e-6)
+            if worst > tolerance:
+                return f"output {i}: differs by up to {worst:.3g} where its values reach {scale:.3g}"
+    return ""
+
+
+def _meta(x: Any) -> str:
+    return f"{x.dtype} {tuple(x.shape)} on {x.device}" if isinstance(x, torch.Tensor) else type(x).__name__
+
+
+# --- judgements remembered on disk ------------------------------------------------------------------
+
+_stores: dict[Path, ChoiceStore] = {}
+
+
+def _verdict_store() -> ChoiceStore:
+    """The store of in-context judgements in squall's cache folder (resolved at each use)."""
+    path = cache_dir() / "program_choices.json"
+    return _stores.setdefault(path, ChoiceStore(path))
+
+
+def _program_key(compilation: Compilation, executors: Sequence[Executor], num_threads: int) -> str:
+    names = (tuple(ex.name for ex in executors), getattr(executors, "key", None))
+    text = repr((str(compilation.traced), names, torch.__version__, num_threads))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+# --- the job and the worker ----------------------------------------------------------------------
+
+
+class UpgradeJob:
+    """Plan a compiled entry's traced program with the fusion executors, judge it, install it."""
+
+    def __init__(self, upgrade: Upgrade, base: Compilation, layout: dict[str, Any], executors: Sequence[Executor],
+                 call_specs: tuple[Any, tuple, dict], install: Callable[[Compilation, float], bool | None],
+                 *, alive: Callable[[], bool] = lambda: True):
+        self.upgrade, self.base, self.layout, self.executors = upgrade, base, layout, executors
+        self.call_specs = call_specs  # (params, args, kwargs) with tensors as _TensorSpec
+        # install(compilation, seconds): True when swapped in; False when the entry was evicted
+        # or replanned meanwhile; None when the jitted function is gone
+        self.install, self.alive = install, alive
+        self.grad_enabled = torch.is_grad_enabled()  # grad mode is per thread; the key holds the caller's
+        self.num_threads = torch.get_num_threads()
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except Exception as e:  # noqa: BLE001 - a failed upgrade leaves the torch plan running
+            self.upgrade.finish("failed", f"{type(e).__name__}: {e}")
+
+    def _run(self) -> None:
+        if not self.alive():
+            return self.upgrade.finish("evicted", "the jitted function no longer exists")
+        key = _program_key(self.base, self.executors, self.num_threads)
+        remembered = _verdict_store().get(key)
+        if remembered is not None and remembered["winner"] == "torch":
+            return self.upgrade.finish("kept the torch plan", f"remembered: {remembered['reason']}")
+        offers = fusion_offers(self.executors)
+        if remembered is not None:
+            # the offer that won before is the only one planned (its regions come from inductor's caches)
+            offers = [o for o in offers if o[0] == remembered.get("offer")] or offers[:1]
+        tried: list[str] = []
+        fused = None
+        seconds = 0.0
+        for label, executors in offers:
+            start = time.perf_counter()
+            with torch.set_grad_enabled(self.grad_enabled):
+                fused = compile_traced(self.base.traced, self.base.bindings, self.layout, executors=executors)
+            seconds += time.perf_counter() - start
+            if compiling_stopped():
+                return self.upgrade.finish("cancelled", "the interpreter is exiting")
+            named = f"{label}: " if len(offers) > 1 else ""
+            fusers = _region_executors(fused)
+            if not fusers:
+                tried.append(f"{named}no fusion region was kept")
+                continue
+            verdict = self._verdict(fused, fusers, remembered)
+            tried.append(named + verdict.reason)
+            self.upgrade.verdict = Verdict(verdict.keep, verdict.torch_s, verdict.fused_s, "; ".join(tried))
+            if verdict.keep != "fused":
+                continue
+            if remembered is None and verdict.torch_s is not None:
+                _verdict_store().put(key, {"winner": "fused", "offer": label, "torch_s": verdict.torch_s,
+                                           "fused_s": verdict.fused_s, "reason": "; ".join(tried)})
+            if not self.install(fused, seconds):
+                return self.upgrade.finish("evicted", "the entry left the cache, or was replanned, before the upgrade")
+            return self.upgrade.finish("upgraded", "; ".join(tried))
+        if self.upgrade.verdict is None:
+            # no offer kept a region: the same calls on the same executors as the first plan, with
+            # the fusion executors' reasons recorded, installed so that last_traces and explain show why
+            self.install(fused, seconds)
+            return self.upgrade.finish("nothing to fuse", "no fusion region was kept (squall explain says why for each)")
+        if remembered is None:  # every offer with regions was judged, and lost or computed other results
+            _verdict_store().put(key, {"winner": "torch", "torch_s": self.upgrade.verdict.torch_s,
+                                       "fused_s": self.upgrade.verdict.fused_s, "reason": "; ".join(tried)})
+        self.upgrade.finish("kept the torch plan", "; ".join(tried))
+
+    def _verdict(self, fused: Compilation, fusers: set[str], remembered: dict | None) -> Verdict:
+        """The judgement of one offer's fused plan: remembered, timed in context, or not judged."""
+        if remembered is not None:
+            return Verdict("fused", remembered.get("torch_s"), remembered.get("fused_s"), f"remembered: {remembered['reason']}")
+        if any(ex.name in fusers and getattr(ex, "judge_in_context", True) for ex in self.executors):
+            return self._judge(fused)
+        return Verdict("fused", None, None, f"not judged in context: {', '.join(sorted(fusers))} asked not to be")
+
+    def _judge(self, fused: Compilation) -> Verdict:
+        params, args, kwargs = self.call_specs
+        specs = [s for s in tree_flatten((params, args, kwargs))[0] if isinstance(s, _TensorSpec)]
+        if _draws_random_numbers(self.base):
+            # running it would advance the user's random generator under their program's feet
+            return Verdict("fused", None, None, "not judged in context: the program draws random numbers; "
+                           "each region won its own timing")
+        if guards_of(self.base):
+            # example inputs would take other branches than the call's values, and fail its guards
+            return Verdict("fused", None, None, "not judged in context: the program's value guards "
+                           "(squall.frontend.speculation) hold only on values like the call's; each region won its own timing")
+        if sum(s.nbytes for s in specs) > JUDGE_MAX_BYTES:
+            return Verdict("fused", None, None, f"not judged in context: its inputs take more than "
+                           f"{JUDGE_MAX_BYTES >> 20} MiB; each region won its own timing")
+        params, args, kwargs = _example((params, args, kwargs))
+        lead = (params,) if self.layout.get("takes_params") else ()
+        torch_fn, fused_fn = self.base.fn, fused.fn
+        with torch.set_grad_enabled(self.grad_enabled):
+            differ = _outputs_differ(torch_fn(*lead, *args, **kwargs), fused_fn(*lead, *args, **kwargs))
+            if differ:
+                warnings.warn(f"squall: the fused plan of {self.upgrade.function} computes other results than its "
+                              f"torch plan on example inputs ({differ}); the torch plan keeps running",
+                              SquallWarning, stacklevel=2)
+                return Verdict("torch", None, None, f"its results differ from the torch plan's: {differ}")
+            cuda = any(s.device.type == "cuda" for s in specs)
+            return judge(lambda: torch_fn(*lead, *args, **kwargs), lambda: fused_fn(*lead, *args, **kwargs),
+                         sync=torch.cuda.synchronize if cuda else (lambda: None))
+
+
+class UpgradeWorker:
+    """One background thread that runs upgrade jobs in the order they come."""
+
+    def __init__(self):
+        self._jobs: queue.SimpleQueue[UpgradeJob | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closing = False
+
+    def submit(self, job: UpgradeJob) -> None:
+        with self._lock:
+            if self._closing:
+                return job.upgrade.finish("cancelled", "the interpreter is exiting")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="squall-upgrades", daemon=True)
+                self._thread.start()
+                atexit.register(self.close)
+        self._jobs.put(job)
+
+    def _loop(self) -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _NICE)  # Linux: this thread only
+        except (AttributeError, OSError):
+            pass
+        while (job := self._jobs.get()) is not None:
+            time.sleep(SETTLE_S)
+            if self._closing:
+                job.upgrade.finish("cancelled", "the interpreter is exiting")
+                continue
+            torch.set_num_threads(job.num_threads)
+            job.run()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Drop queued jobs, stop region compiles, and give the running job `timeout` seconds (default
+        EXIT_JOIN_S) to wind down (called at exit)."""
+        with self._lock:
+            self._closing = True
+            thread = self._thread
+        stop_compiling()
+        if thread is not None:
+            self._jobs.put(None)
+            thread.join(EXIT_JOIN_S if timeout is None else timeout)
+
+
+_worker: UpgradeWorker | None = None
+_worker_lock = threading.Lock()
+
+
+def default_worker() -> UpgradeWorker:
+    """The process's one upgrade worker, started at its first job."""
+    global _worker
+    with _worker_lock:
+        if _worker is None:
+            _worker = UpgradeWorker()
+        return _worker
+
+
+def upgrades(state: Any) -> list[Upgrade]:
+    """The background upgrades of a jitted function's compiled entries, oldest first."""
+    return list(state._upgrades.values())
+
+
+def wait_for_upgrades(state: Any, timeout: float | None = None) -> bool:
+    """Block until every pending upgrade of `state` (a JittedFunction) is done; False on timeout."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for upgrade in list(state._upgrades.values()):
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not upgrade.done.wait(left):
+            return False
+    return True
