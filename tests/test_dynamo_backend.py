@@ -186,3 +186,18 @@ def test_squall_rage_records_each_graph_the_backend_compiles(tmp_path, monkeypat
     assert [c["outcome"] for c in run.compilations] == ["ok", "ok"]
     ops = [[d[0] for d in c["plans"][0]["decisions"] if d[1] == 0] for c in run.compilations]
     assert ops == [["torch.cos"], ["torch.mul"]]
+
+
+def test_dynamic_true_compiles_one_graph_twice_for_every_length():
+    def f(x):
+        return (x.view(x.shape[0], -1) * 2).softmax(-1) + x.shape[1]
+
+    before = compiled_graphs()
+    compiled = torch.compile(f, backend="squall", dynamic=True)
+    for n in (3, 5, 7, 9, 11):
+        x = torch.randn(n, 4, 2)
+        assert_close(compiled(x), f(x))
+    (graph,) = new_graphs(before)
+    # the sizes Dynamo passes as ints are read from x's shape: the second length makes them symbolic
+    assert graph.cache_info().misses == 2 and graph.cache_info().hits == 3
+    assert '"cpu f32[s0, 8]"' in str(squall.last_traces(graph)[0])

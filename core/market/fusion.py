@@ -41,6 +41,7 @@ def stop_compiling() -> None:
 
 
 def compiling_stopped() -> bool:
+    """Whether the interpreter is exiting: a region compile that fails now is no fault to report."""
     return _exiting.is_set()
 
 FUSION_REGION = Tags.FUSION_REGION  # the tag on a fusion region's symbol

@@ -41,6 +41,7 @@ from squall.extend import (
     Symbol,
     Tags,
     all_prims,
+    compiling_stopped,
 )
 
 from squall_inductor.choices import ChoiceStore, best_time, default_choices_path, region_key
@@ -243,6 +244,8 @@ class InductorExecutor(FusionExecutor):
             compiled(*args)  # a region that compiles but cannot run falls back here too
         except Exception as e:  # noqa: BLE001 - any inductor failure means "run it with torch"
             message = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            if compiling_stopped():  # the interpreter began exiting mid-compile: nobody runs this plan
+                return self._declined(ops, f"the interpreter is exiting ({message})")
             warnings.warn(
                 f"squall-inductor: inductor could not compile a region of {len(ops)} ops ({', '.join(ops)}); "
                 f"it runs on the torch executor instead ({message})",
