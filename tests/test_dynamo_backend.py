@@ -144,6 +144,7 @@ def _real(models, name):
 
 
 def test_a_transformers_model_forward_and_training_step_match_eager():
+    pytest.importorskip("transformers", reason="transformers is a test extra: pip install -e '.[test]'")
     spec = _real(TRANSFORMERS_MODELS, "llama")
     torch.manual_seed(0)
     model, inputs = spec.build(), spec.inputs()
@@ -155,6 +156,7 @@ def test_a_transformers_model_forward_and_training_step_match_eager():
 
 
 def test_a_timm_model_forward_and_training_step_match_eager():
+    pytest.importorskip("timm", reason="timm is a test extra: pip install -e '.[test]'")
     import_torchvision()
     spec = _real(TIMM_MODELS, "timm/test_resnet")
     torch.manual_seed(0)

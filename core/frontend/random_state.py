@@ -13,6 +13,7 @@ source line that made it, so the call runs eagerly (squall.jit), drawing eager's
 from __future__ import annotations
 
 import dis
+import importlib
 import random
 import sys
 import types
@@ -29,10 +30,15 @@ __all__ = ["random_state_kept"]
 # names a program calls to seed or draw: torch's seeding, Python's and numpy's module functions
 _TORCH_SEEDING = frozenset({"manual_seed", "seed", "set_rng_state", "fork_rng"})
 _PYTHON_RANDOM = frozenset(name for name in dir(random.Random) if not name.startswith("_")) | {"random"}
+_NUMPY_RANDOM = _PYTHON_RANDOM | {"rand", "randn", "random_sample", "standard_normal", "normal", "permutation", "set_state", "default_rng"}
 
 
 def _numpy_random() -> Any:
-    # only once imported (numpy loads numpy.random lazily; importing it here would cost each trace)
+    # numpy loads numpy.random lazily, and torch or a library may first import it in the middle of
+    # a trace: once numpy itself is loaded, import it before the program runs (once per process)
+    # so its state can be compared. Without numpy loaded, it is noted only if the program loads it.
+    if "numpy" in sys.modules and "numpy.random" not in sys.modules:
+        importlib.import_module("numpy.random")
     return sys.modules.get("numpy.random")
 
 
@@ -93,8 +99,10 @@ def random_state_kept(codes: Any) -> Iterator[None]:
         changed = [what for what, state in before.items() if not _same(what, state, after[what])]
         for what in changed:
             _restore(what, before[what])
-        # numpy.random first imported by the program while traced: it may have drawn (not put back)
-        changed += [what for what in after if what not in before]
+        # numpy.random first imported while traced: refused only where the program's own code
+        # names a numpy.random function (importing it is no draw; whatever it drew is not put back)
+        if any(what not in before for what in after) and _line_naming(codes(), _NUMPY_RANDOM) is not None:
+            changed.append("numpy.random")
     if changed and not failed:
         names = _TORCH_SEEDING if changed[0].startswith("torch") else _PYTHON_RANDOM
         where = _line_naming(codes(), names) or "the compiled function"
