@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 
 import torch
 
 import squall
+from overhead import best_per_call  # bench/overhead.py: warm up, then the best round of each contender
 from squall_inductor import CompiledRegion, InductorExecutor
 
 
@@ -28,20 +28,6 @@ def region(x):
 
 def program(x):
     return torch.tanh(x * 2 + 1)
-
-
-def best_per_call(contenders: dict, args: tuple, calls: int, rounds: int) -> dict[str, float]:
-    for fn in contenders.values():
-        for _ in range(100):  # warm up
-            fn(*args)
-    best = dict.fromkeys(contenders, float("inf"))
-    for _ in range(rounds):
-        for name, fn in contenders.items():
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn(*args)
-            best[name] = min(best[name], (time.perf_counter() - start) / calls)
-    return best
 
 
 def main() -> None:
