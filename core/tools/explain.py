@@ -184,22 +184,23 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
     """
     if isinstance(fn, JittedModule) or hasattr(fn, "__squall__"):
         fn = jitted_state(fn)
-    upgrades, split, last_entry, options = [], None, None, {}
+    upgrades, split, last_entry, options, compilation = [], None, None, {}, None
     if isinstance(fn, JittedFunction):
         # traced as the jitted function would trace this call: its symbolic dimensions and run-time numbers
         options = dict(dims=dict(fn._dims.dims), dynamic=frozenset(fn._numbers.paths))
         target, module, priority = fn.fn, fn.module, fn.executors
         upgrades = [str(u) for u in fn._upgrades.values()]
         split = fn.cache_info().split
-        last_entry = _fits(fn, args, kwargs)
+        if not args and not kwargs and fn.last_entry is not None:
+            # no inputs given: the compilation its last call made (a graph torch.compile handed to
+            # squall's backend, whose inputs the caller never sees); no call to check it against
+            compilation = fn.last_entry.compilation
+        else:
+            last_entry = _fits(fn, args, kwargs)
     else:
         target, module, priority = fn, fn if isinstance(fn, torch.nn.Module) else None, resolve_executors(None)
     caught: list[warnings.WarningMessage] = []
-    if isinstance(fn, JittedFunction) and not args and not kwargs and fn.last_entry is not None:
-        # no inputs given: the compilation its last call made (a graph torch.compile handed to
-        # squall's backend, whose inputs the caller never sees)
-        compilation = fn.last_entry.compilation
-    else:
+    if compilation is None:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             compilation = compile_program(target, args, kwargs, executors=priority, module=module, generate_code=False, **options)
