@@ -92,6 +92,7 @@ class Upgrade:
     reason: str = ""
     verdict: Verdict | None = None
     seconds: float = 0.0  # background time spent on it
+    compiled_in: str = ""  # where its regions compiled (FusionExecutor.compile_site), when not in this process
     submitted: float = field(default_factory=time.perf_counter)
     done: threading.Event = field(default_factory=threading.Event, repr=False)
 
@@ -102,7 +103,8 @@ class Upgrade:
 
     def __str__(self) -> str:
         took = f" after {self.seconds:.1f} s" if self.done.is_set() else ""
-        return f"{self.function}: {self.status}{took}" + (f" ({self.reason})" if self.reason else "")
+        where = f", compiled {self.compiled_in}" if self.compiled_in else ""
+        return f"{self.function}: {self.status}{took}{where}" + (f" ({self.reason})" if self.reason else "")
 
 
 def background_priority(executors: Sequence[Executor]) -> ExecutorPriority | None:
@@ -318,6 +320,9 @@ class UpgradeJob:
             with torch.set_grad_enabled(self.grad_enabled):
                 fused = compile_traced(self.base.traced, self.base.bindings, self.layout, executors=executors)
             seconds += time.perf_counter() - start
+            sites = {ex.compile_site for ex in executors if isinstance(ex, FusionExecutor) and ex.compile_site}
+            if sites:
+                self.upgrade.compiled_in = "; ".join(sorted(sites))
             if compiling_stopped():
                 return self.upgrade.finish("cancelled", "the interpreter is exiting")
             named = f"{label}: " if len(offers) > 1 else ""
