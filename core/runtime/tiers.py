@@ -64,6 +64,10 @@ SETTLE_S = 0.02
 # how long interpreter exit waits for a running upgrade to wind down: it starts no region compile
 # then, so this bounds only one in flight; a thread left inside a compiler aborts the process
 EXIT_JOIN_S = 10.0
+# a background judge (beside the user's calls) times batches of about this long, and sleeps
+# JUDGE_PAUSE times as long after each: it holds the GIL at most a quarter of the time
+JUDGE_SLICE_S = 2e-3
+JUDGE_PAUSE = 3.0
 _NICE = 5  # the worker yields the CPU to the user's threads (Linux: a thread's own nice value)
 
 
@@ -135,16 +139,31 @@ def judge(
     rounds: int = 3,
     budget_s: float = 0.3,
     margin: float = MARGIN,
+    slice_s: float | None = None,
+    pause: float = 0.0,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> Verdict:
-    """Time both plans, interleaved round by round (so load changes hit both), best round
-    each; keep the fused plan only when it is faster than `margin` times the torch plan."""
+    """Time both plans, interleaved batch by batch (so load changes hit both), best batch
+    each; keep the fused plan only when it is faster than `margin` times the torch plan.
+
+    By default `rounds` batches each, together about `budget_s` long. With `slice_s` (a judge
+    beside the user's calls: squall's background upgrade), batches last about `slice_s` (at least
+    one call) and there are as many as `budget_s` holds (at least `rounds`); after each batch the
+    judge sleeps `pause` times as long as the batch took. inductor's CPU kernels hold the GIL while
+    they run, so a judge that ran flat out would stall the user's thread for whole batches; this
+    one holds it at most 1 / (1 + pause) of the time, in stretches of about `slice_s`, and its best
+    batch is one the user's calls did not slow."""
     sync()
     start = clock()
     torch_run()
     fused_run()
     sync()
     once = max(clock() - start, 1e-7)
-    number = max(1, min(1000, int(budget_s / rounds / once)))
+    if slice_s is None:
+        number = max(1, min(1000, int(budget_s / rounds / once)))
+    else:
+        number = max(1, min(1000, int(2 * slice_s / once)))  # `once` is a call of each
+        rounds = max(rounds, min(1000, int(budget_s / (number * once))))
     best = {"torch": float("inf"), "fused": float("inf")}
     for _ in range(rounds):
         for name, run in (("torch", torch_run), ("fused", fused_run)):
@@ -152,7 +171,10 @@ def judge(
             for _ in range(number):
                 run()
             sync()
-            best[name] = min(best[name], (clock() - start) / number)
+            took = clock() - start
+            best[name] = min(best[name], took / number)
+            if pause:
+                sleep(pause * took)
     torch_s, fused_s = best["torch"], best["fused"]
     times = f"in context: torch plan {torch_s * 1e3:.3f} ms, fused {fused_s * 1e3:.3f} ms per call"
     if fused_s < torch_s * margin:
@@ -293,6 +315,7 @@ class UpgradeJob:
         # or replanned meanwhile; None when the jitted function is gone
         self.install, self.alive = install, alive
         self.grad_enabled = torch.is_grad_enabled()  # grad mode is per thread; the key holds the caller's
+        self.background = False  # run by the worker thread, beside the user's calls (else in the caller's thread: wait=True)
         self.num_threads = torch.get_num_threads()
 
     def run(self) -> None:
@@ -384,8 +407,9 @@ class UpgradeJob:
                               SquallWarning, stacklevel=2)
                 return Verdict("torch", None, None, f"its results differ from the torch plan's: {differ}")
             cuda = any(s.device.type == "cuda" for s in specs)
+            polite = dict(slice_s=JUDGE_SLICE_S, pause=JUDGE_PAUSE) if self.background else {}
             return judge(lambda: torch_fn(*lead, *args, **kwargs), lambda: fused_fn(*lead, *args, **kwargs),
-                         sync=torch.cuda.synchronize if cuda else (lambda: None))
+                         sync=torch.cuda.synchronize if cuda else (lambda: None), **polite)
 
 
 class UpgradeWorker:
@@ -418,6 +442,7 @@ class UpgradeWorker:
                 job.upgrade.finish("cancelled", "the interpreter is exiting")
                 continue
             torch.set_num_threads(job.num_threads)
+            job.background = True
             job.run()
 
     def close(self, timeout: float | None = None) -> None:
