@@ -22,7 +22,11 @@ process skips the in-context timing, and where the torch plan won, the whole upg
 
 The worker is one daemon thread, so squall never holds more than one core for background
 compilation; on Linux it runs at a lower priority (nice +5, which the C++ compiler
-processes it starts inherit), so the user's compute keeps its cores. At exit, queued jobs
+processes it starts inherit), so the user's compute keeps its cores; a fusion executor may
+compile elsewhere (inductor: in a worker process, `FusionExecutor.compile_site` says where,
+and `upgrades(fn)` shows it). Its in-context judge times short batches and pauses between
+them (`judge`'s slice_s and pause), so it holds the GIL the user's calls need only in short
+stretches, a quarter of the time at most. At exit, queued jobs
 are dropped, and the running one starts no further region compile and is waited for (at most
 `EXIT_JOIN_S`): a thread left inside a compiler while the interpreter finalises aborts the process.
 """

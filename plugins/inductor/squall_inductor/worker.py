@@ -120,15 +120,17 @@ class CompileWorker:
             except OSError as e:
                 raise self._died(f"{type(e).__name__}: {e}") from None
             reply = self._wait(None)
-        if reply[0] == "error":
-            raise WorkerCompileError(reply[1])
-        from torch._inductor import CompiledArtifact  # seconds to import the first time; the upgrade had it already
+            if reply[0] == "error":
+                raise WorkerCompileError(reply[1])
+            # imported here, not at the top: seconds (it loads Dynamo), paid once, in the background
+            from torch._inductor import CompiledArtifact
 
-        try:
-            artifact = CompiledArtifact.load(path=path, format="binary")
-        finally:
-            os.unlink(path)
-        return artifact._compiled_fn if hasattr(artifact, "_compiled_fn") else artifact, reply[1], reply[2]
+            try:
+                artifact = CompiledArtifact.load(path=path, format="binary")
+            finally:
+                os.unlink(path)
+        # the artifact's own __call__ adds a frame around the compiled function
+        return getattr(artifact, "_compiled_fn", artifact), reply[1], reply[2]
 
     def _wait(self, timeout: float | None) -> tuple:
         deadline = None if timeout is None else time.monotonic() + timeout
