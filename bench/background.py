@@ -53,8 +53,9 @@ def build(workload: str):
         return Block(GPTConfig(n_embd=128, n_head=4, block_size=64)).eval(), (torch.randn(4, 64, 128),), {}
     if workload == "gpt2":
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-        from real_models import TRANSFORMERS_MODELS
+        from real_models import TRANSFORMERS_MODELS, import_torchvision
 
+        import_torchvision()  # transformers' model imports reach torchvision's ops
         (model,) = [m for m in TRANSFORMERS_MODELS if m.name == "gpt2"]
         return model.build().eval(), (), model.inputs()
     raise SystemExit(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")

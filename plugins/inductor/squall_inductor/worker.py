@@ -97,7 +97,7 @@ class CompileWorker:
             theirs.close()
             self._conn = Connection(ours.detach())
             self._folder = tempfile.mkdtemp(prefix="squall-inductor-worker-")
-            atexit.register(self.close)
+            atexit.register(self._close_at_exit)
         except Exception as e:  # noqa: BLE001 - no worker: compile in this process
             self._fail(f"the compile worker process could not start ({type(e).__name__}: {e})")
 
@@ -195,12 +195,16 @@ class CompileWorker:
             self._folder = None
 
     def close(self) -> None:
-        """Stop the worker (at interpreter exit: squall's region compiles are stopped first, so
-        nobody waits for it; a compile in flight is abandoned)."""
-        stop_compiling()  # before the socket closes: a compile waiting on it then declines quietly
+        """Stop the worker once the request in flight, if any, is answered; later compiles run in this process."""
         self.closed = True
-        with self._lock:  # a request in flight notices compiling_stopped() within _POLL_S and lets go
+        with self._lock:
             self._shutdown(wait_s=0.5)
+
+    def _close_at_exit(self) -> None:
+        # squall's region compiles are stopped first: a request in flight notices within _POLL_S,
+        # declines quietly and lets go of the lock, and the worker is killed mid-compile
+        stop_compiling()
+        self.close()
 
 
 def _inductor_config() -> dict | None:
