@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import pickle
 import signal
 import socket
 import subprocess
@@ -130,7 +131,11 @@ class CompileWorker:
             finally:
                 os.unlink(path)
         # the artifact's own __call__ adds a frame around the compiled function
-        return getattr(artifact, "_compiled_fn", artifact), reply[1], reply[2]
+        compiled = getattr(artifact, "_compiled_fn", artifact)
+        constants = pickle.loads(reply[3])  # the region's tensor constants, lifted to trailing inputs (worker_main.lift_constants)
+        if constants:
+            return (lambda *args: compiled(*args, *constants)), reply[1], reply[2]
+        return compiled, reply[1], reply[2]
 
     def _wait(self, timeout: float | None) -> tuple:
         deadline = None if timeout is None else time.monotonic() + timeout

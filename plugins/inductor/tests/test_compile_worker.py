@@ -140,6 +140,18 @@ def test_a_dead_worker_falls_back_to_compiling_in_this_process_with_a_warning():
 
 
 @needs_cpu_inductor
+def test_a_region_with_tensor_constants_compiles_in_the_worker():
+    # make_fx keeps torch.tensor(...) as graph attributes, which a saved artifact does not hold:
+    # the worker lifts them to inputs and this process passes them (GPT-2's attention builds two)
+    fn, source = _region("def region(x):\n  return (x * torch.tensor([1.0, 2.0, 3.0]) + torch.tensor(0.5), x.sum(0))\n", torch=torch)
+    compiler = RegionCompiler(fn, source, worker=default_worker())
+    x = torch.randn(4, 3)
+    region = CompiledRegion(fn, [x], compile=compiler)
+    assert compiler.where.startswith("in the compile worker process")
+    torch.testing.assert_close(region(x), fn(x))
+
+
+@needs_cpu_inductor
 def test_a_worker_that_cannot_start_falls_back_with_a_warning(monkeypatch):
     monkeypatch.setattr(squall_inductor.worker, "_WORKER_MAIN", "import sys; sys.exit('no torch here')")
     worker = CompileWorker()
