@@ -269,3 +269,60 @@ def test_a_buffer_written_in_place_and_returned_is_the_buffer_itself():
     assert j(torch.ones(2)) is m.seen
     assert j(torch.ones(2)) is m.seen
     assert_close(m.seen, torch.full((2,), 2.0))
+
+
+@pytest.mark.parametrize("returns", ["itself", "in_a_tuple", "in_a_dict"])
+def test_dict_argument_returned_is_the_callers_dict_with_the_writes(returns):
+    def f(x, d):
+        d["y"] = x + 1
+        if returns == "itself":
+            return d
+        return (x * 2, d) if returns == "in_a_tuple" else {"d": d, "x": x * 2}
+
+    j = squall.jit(f)
+    for _ in range(2):
+        x, mine, eager = torch.randn(2), {"a": 1}, {"a": 1}
+        got, expected = j(x, mine), f(x, eager)
+        returned = got if returns == "itself" else got[1] if returns == "in_a_tuple" else got["d"]
+        assert returned is mine
+        assert list(mine) == list(eager) == ["a", "y"]
+        _no_proxies(mine)
+        assert_close(got, {**expected, "d": mine} if returns == "in_a_dict" else (expected[0], mine) if returns == "in_a_tuple" else mine)
+        assert_close(mine["y"], eager["y"])
+
+
+def test_dict_argument_returned_unwritten_is_the_callers_dict():
+    def f(x, d):
+        return d, x + 1
+
+    j = squall.jit(f)
+    for _ in range(2):
+        d = {"scale": 2}
+        got, _ = j(torch.ones(2), d)
+        assert got is d
+
+
+def test_list_argument_appended_to_gets_the_items_at_every_call_and_is_returned_as_itself():
+    def f(x, log):
+        log.append(x * 2)
+        return log, x + len(log)
+
+    j = squall.jit(f)
+    for n in range(3):
+        x, mine, eager = torch.randn(2), [torch.zeros(2)] * n, [torch.zeros(2)] * n
+        got, expected = j(x, mine), f(x, eager)
+        assert got[0] is mine and len(mine) == len(eager) == n + 1
+        _no_proxies(mine)
+        assert_close(mine, eager)
+        assert_close(got[1], expected[1])
+
+
+def test_list_argument_changed_other_than_by_appending_runs_eagerly_naming_the_line():
+    def f(x, items):
+        items[0] = x
+        return x + 1
+
+    items = [1]
+    with pytest.warns(squall.SquallWarning, match=r"other than by appending to it \(__setitem__, at .*test_side_effects.py:\d+\)"):
+        assert_close(squall.jit(f)(torch.ones(2), items), torch.full((2,), 2.0))
+    assert items[0].shape == (2,)  # eager's write

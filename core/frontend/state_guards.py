@@ -173,9 +173,16 @@ class StateRecorder:
         t = type(value)
         if t in _SCALARS or isinstance(value, TensorProxy):
             return value
-        if t in (list, tuple):
+        if t is tuple:
             items = [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]") for i, v in enumerate(value)]
             return t(items) if any(a is not b for a, b in zip(items, value)) else value
+        if t is list:
+            # a copy that records appends, replayed on the caller's list at every call (its items
+            # are in the cache key: its reads need no guard)
+            copy = _RecordedList(self._argument(v, f"{expr}[{i}]", f"{label}[{i}]") for i, v in enumerate(value))
+            copy.items_read, copy.label, copy.real, copy.target, copy.initial = False, label, value, expr, list.copy(copy)
+            self._lists.append((value, copy, label, expr))
+            return copy
         if t is dict:
             # (a key that is not a plain number or string is not followed into); a copy that
             # records writes, replayed on the caller's dict at every call (its keys and values
@@ -310,7 +317,7 @@ class StateRecorder:
             copy = self._list_copies.get(id(value))
             if copy is None:
                 copy = self._list_copies[id(value)] = _RecordedList()
-                copy.items_read, copy.label, copy.real = False, label, value
+                copy.items_read, copy.label, copy.real, copy.target = False, label, value, None
                 self._lists.append((value, copy, label, expr))
                 list.extend(copy, [self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value)])
                 copy.initial = list.copy(copy)
@@ -557,13 +564,15 @@ class StateRecorder:
                 self.guards.effects.append(f"_setattr({target}, {plain_scalar(name)!r}, effects[{len(values)}])")
                 values.append(value)
         for real, recorded, label, expr in self._lists:
-            if recorded.items_read:
+            if recorded.items_read and recorded.target is None:
                 self.guards.add(f"_same_items({expr}, {self.guards.bind(list(real), 'k')})", f"the items of {label}")
-            if len(recorded) < len(real) or any(a is not b for a, b in zip(recorded.initial, recorded)):  # list.__init__ on it, say
+            initial = recorded.initial
+            if len(recorded) < len(initial) or any(a is not b for a, b in zip(initial, recorded)):  # list.__init__ on it, say
                 raise UnreplayableWrite(f"squall: the program changes {label} other than by appending to it; squall cannot replay that")
-            if len(recorded) > len(real):
-                self.guards.effects.append(f"{self.guards.bind(real, 'l')}.extend(effects[{len(values)}])")
-                values.append(list(recorded[len(real):]))
+            if len(recorded) > len(initial):
+                target = recorded.target if recorded.target is not None else self.guards.bind(real, "l")
+                self.guards.effects.append(f"{target}.extend(effects[{len(values)}])")
+                values.append(list(recorded[len(initial):]))
         for recorded in [*self._dict_copies.values(), *self._argument_copies]:
             real = recorded.target if recorded.target is not None else self.guards.bind(recorded.real, "d")
             if recorded.whole_read and recorded.target is None:
@@ -582,11 +591,16 @@ class StateRecorder:
             if recorded.added:
                 self.guards.effects.append(f"{real}.update(effects[{len(values)}])")
                 values.append(list(recorded.added))
+        # a list or dict passed in and returned is the caller's own object, its writes replayed
+        # on it first, as in eager (found through plain tuples, lists and dicts)
+        for path, target in _argument_containers(result, ()):
+            self.guards.namespace["_put"] = _put
+            self.guards.effects.append(f"out = _put(out, {self.guards.bind(path, 'k')}, {target})")
         # a view never leaves the trace: an output or value set that is one is the real object;
         # so is a recording copy of a container the program reached (its changes are replayed
-        # on it); one of a dict passed in leaves as a plain dict
+        # on it); one of a list or dict passed in leaves as a plain one (see _put above)
         result, values = tree_map(self._unview, (result, values), is_leaf=lambda x: type(x) in RECORDED_CONTAINERS or size_leaf(x))
-        return (result, tuple(values)) if values else result
+        return (result, tuple(values)) if self.guards.effects else result
 
     def existing(self, x: Any) -> bool:
         """Whether the program returns, in `x`, an object it did not make but was given or reached
@@ -608,10 +622,34 @@ class StateRecorder:
         if type(x) in RECORDED_CONTAINERS:
             if getattr(x, "target", None) is None:
                 return Itself(x.real)
-            plain = {k: dict.__getitem__(x, k) for k in dict.keys(x)}
+            plain = list(list.__iter__(x)) if type(x) is _RecordedList else {k: dict.__getitem__(x, k) for k in dict.keys(x)}
             return tree_map(self._unview, plain, is_leaf=lambda x: type(x) in RECORDED_CONTAINERS or size_leaf(x))
         info = type(x).__dict__.get("_squall_view_info")
         return info.__get__(x).real if info is not None and type(x) in _VIEW_CLASSES.values() else x
+
+
+def _argument_containers(x: Any, path: tuple) -> list[tuple[tuple, str]]:
+    """(path, call-time expression) of each list or dict argument's recording copy in output `x`,
+    reached through plain tuples, lists and dicts."""
+    t = type(x)
+    if t in RECORDED_CONTAINERS and getattr(x, "target", None) is not None:
+        return [(path, x.target)]
+    if t is tuple or t is list or t is _RecordedList:
+        return [found for i, v in enumerate(list.__iter__(x) if t is _RecordedList else x) for found in _argument_containers(v, (*path, i))]
+    if t is dict:
+        return [found for k, v in x.items() for found in _argument_containers(v, (*path, k))]
+    return []
+
+
+def _put(out: Any, path: tuple, value: Any) -> Any:
+    """`out` with `value` at `path` (tuples rebuilt, lists and dicts set in place)."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if type(out) is tuple:
+        return (*out[:head], _put(out[head], rest, value), *out[head + 1 :])
+    out[head] = _put(out[head], rest, value)
+    return out
 
 
 # --- the check ----------------------------------------------------------------------------------

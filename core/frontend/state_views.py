@@ -365,9 +365,11 @@ def _view_class(cls: type) -> type:
 class _RecordedList(list):
     """A list the program reached, copied: notes whether its items were read, so that a list
     only appended to (a log) is not guarded on its contents, which change every call; a change
-    other than appending is refused where it is made."""
+    other than appending is refused where it is made. `target` is the call-time expression of a
+    list passed as an argument (its items are in the cache key; its appends are replayed on the
+    caller's list), else None."""
 
-    __slots__ = ("items_read", "label", "initial", "real")
+    __slots__ = ("items_read", "label", "initial", "real", "target")
 
 
 def _noting_read(base: Callable) -> Callable:
