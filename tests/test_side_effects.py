@@ -326,3 +326,106 @@ def test_list_argument_changed_other_than_by_appending_runs_eagerly_naming_the_l
     with pytest.warns(squall.SquallWarning, match=r"other than by appending to it \(__setitem__, at .*test_side_effects.py:\d+\)"):
         assert_close(squall.jit(f)(torch.ones(2), items), torch.full((2,), 2.0))
     assert items[0].shape == (2,)  # eager's write
+
+
+@pytest.mark.parametrize("maxlen", [None, 2])
+def test_closure_deque_gets_real_tensors_at_every_call_and_its_length_is_guarded(maxlen):
+    mine, eager = collections.deque(maxlen=maxlen), collections.deque(maxlen=maxlen)
+
+    def program(log):
+        def f(x):
+            log.append(x + 1)
+            return x * len(log), log
+
+        return f
+
+    j, f = squall.jit(program(mine)), program(eager)
+    for _ in range(3):
+        x = torch.randn(2)
+        got, expected = j(x), f(x)
+        assert got[1] is mine
+        assert_close(got[0], expected[0])
+        _no_proxies(mine)
+        assert len(mine) == len(eager)
+        assert_close(list(mine), list(eager))
+
+
+def test_deque_argument_appended_to_and_returned_is_the_callers_deque():
+    def f(x, log):
+        log.append(x * 2)
+        return log
+
+    j = squall.jit(f)
+    for _ in range(2):
+        mine = collections.deque()
+        assert j(torch.ones(2), mine) is mine
+        assert len(mine) == 1
+        _no_proxies(mine)
+        assert_close(mine[0], torch.full((2,), 2.0))
+
+
+def test_a_deque_changed_other_than_by_appending_runs_eagerly_naming_the_line():
+    pending = collections.deque([1, 2])
+
+    def f(x):
+        return x * pending.popleft()
+
+    with pytest.warns(squall.SquallWarning, match=r"other than by appending to it on the right \(popleft, at .*test_side_effects.py:\d+\)"):
+        assert_close(squall.jit(f)(torch.ones(2)), torch.ones(2))
+    assert list(pending) == [2]
+
+
+def test_closure_array_changed_runs_eagerly_and_one_only_read_is_guarded():
+    import array
+
+    grows, fixed = array.array("d", [1.0]), array.array("d", [2.0])
+
+    def f(x):
+        grows.append(3.0)
+        return x * len(grows)
+
+    def g(x):
+        return x * fixed[0]
+
+    x = torch.ones(2)
+    with pytest.warns(squall.SquallWarning, match=r"changes closure variable 'grows' .*array.*runs eagerly"):
+        assert_close(squall.jit(f)(x), x * 2)
+    assert list(grows) == [1.0, 3.0]  # eager's one append, not the trace's too
+    jg = squall.jit(g)
+    assert_close(jg(x), x * 2)
+    fixed[0] = 5.0
+    assert_close(jg(x), x * 5)
+
+
+def test_heappush_on_a_closure_list_runs_eagerly_and_a_users_setitem_is_replayed():
+    import heapq
+
+    heap = [3, 1]
+
+    def f(x):
+        heapq.heappush(heap, 0)
+        return x * heap[0] + len(heap)
+
+    with pytest.warns(squall.SquallWarning, match="runs eagerly"):
+        for n in range(2):
+            assert_close(squall.jit(f)(torch.ones(2)), torch.full((2,), 3.0 + n))
+    assert heap[0] == 0 and len(heap) == 4
+
+    class Store:
+        def __init__(self):
+            self.items = {}
+
+        def __setitem__(self, k, v):
+            self.items[k] = v
+
+    store = Store()
+
+    def g(x):
+        store[len(store.items)] = x + 1
+        return x * len(store.items)
+
+    j = squall.jit(g)
+    for n in range(1, 3):
+        assert_close(j(torch.ones(2)), torch.full((2,), float(n)))
+    assert list(store.items) == [0, 1]
+    _no_proxies(store.items)

@@ -56,7 +56,13 @@ alike for programs that call a module; an empty hook dict costs nothing per call
 was registered anywhere (`StateGuards.stays_empty`). (Hooks on the jitted module itself, and
 the global hooks while one is registered, are the jitted module's concern: squall.jit.)
 
-Not guarded: other containers than lists, dicts, sets and tuples (a deque); objects of the standard
+A deque is followed as a list is (appends on the right replayed); an `array.array` or
+`bytearray` is guarded by its contents, and a change the program makes to one is undone
+when tracing ends and refused (the call runs eagerly). A list, deque or dict passed as an
+argument is a recording copy whose writes are replayed on the caller's object, and one the
+program returns is the caller's object.
+
+Not guarded: other containers than these (a `queue.Queue`); objects of the standard
 library's classes and installed packages' Python modules read as objects; an instance-level
 `forward` or a method replaced on torch's classes other than for the jitted module.
 """
@@ -91,6 +97,8 @@ from .state_views import (
     _recordable,
     RECORDED_CONTAINERS,
     RECORDED_DICT_TYPES,
+    SNAPSHOT_TYPES,
+    _RecordedDeque,
     _RecordedList,
     _RecordedSet,
     _SCALARS,
@@ -127,6 +135,8 @@ class StateRecorder:
         self._list_copies: dict[int, _RecordedList] = {}
         self._dict_copies: dict[int, Any] = {}  # id(real dict, OrderedDict, defaultdict) -> its recording copy
         self._set_copies: dict[int, _RecordedSet] = {}
+        self._deques: list[tuple[_RecordedDeque, str]] = []  # (recording copy, where it was reached)
+        self._snapshots: list[tuple[Any, Any, str]] = []  # (array or bytearray reached, its contents then, label)
         self._argument_copies: list[Any] = []  # recording copies of dicts passed as arguments
         self._module_reads: dict[int, _ModuleReads] = {}
         self._originals: dict[int, tuple[Any, Any]] = {}  # id(copy) -> (copy, what it stands for)
@@ -183,6 +193,8 @@ class StateRecorder:
             copy.items_read, copy.label, copy.real, copy.target, copy.initial = False, label, value, expr, list.copy(copy)
             self._lists.append((value, copy, label, expr))
             return copy
+        if t is collections.deque:
+            return self._deque_copy(value, [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]") for i, v in enumerate(value)], label, expr, target=expr)
         if t is dict:
             # (a key that is not a plain number or string is not followed into); a copy that
             # records writes, replayed on the caller's dict at every call (its keys and values
@@ -322,6 +334,19 @@ class StateRecorder:
                 list.extend(copy, [self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value)])
                 copy.initial = list.copy(copy)
             return copy
+        if type(value) is collections.deque:
+            copy = self._list_copies.get(id(value))
+            if copy is None:
+                items = [self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value)]
+                copy = self._list_copies[id(value)] = self._deque_copy(value, items, label, expr, target=None)
+            return copy
+        if type(value) in SNAPSHOT_TYPES:
+            # a mutable sequence of numbers or bytes (array.array, bytearray): its contents
+            # guarded; a change the program makes is found when it ends, undone and refused
+            snapshot = value[:]
+            self._snapshots.append((value, snapshot, label))
+            self.guards.add(f"{expr} == {self.guards.bind(snapshot, 'k')}", f"the items of {label}")
+            return value
         if type(value) in RECORDED_DICT_TYPES:
             copy = self._dict_copies.get(id(value))
             if copy is None:
@@ -342,6 +367,14 @@ class StateRecorder:
             items = tuple(self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value))
             return value if all(a is b for a, b in zip(items, value)) else self._standing_for(items, value)
         return self._recorded(value, label)
+
+    def _deque_copy(self, real: collections.deque, items: list, label: str, expr: str, *, target: str | None) -> _RecordedDeque:
+        """A recording copy (squall.frontend.state_views) of deque `real`, holding `items`."""
+        copy = _RecordedDeque(maxlen=real.maxlen)
+        collections.deque.extend(copy, items)  # (not recorded as the program's appends)
+        copy.items_read, copy.label, copy.real, copy.target, copy.appended = False, label, real, target, []
+        self._deques.append((copy, expr))
+        return copy
 
     def _dict_copy(self, cls: type, real: Any, label: str, items: dict) -> Any:
         """A recording copy (squall.frontend.state_views) of dict-like `real`, holding `items`."""
@@ -573,6 +606,19 @@ class StateRecorder:
                 target = recorded.target if recorded.target is not None else self.guards.bind(real, "l")
                 self.guards.effects.append(f"{target}.extend(effects[{len(values)}])")
                 values.append(list(recorded[len(initial):]))
+        for recorded, expr in self._deques:
+            if recorded.items_read and recorded.target is None:
+                self.guards.add(f"_same_items(list({expr}), {self.guards.bind(list(recorded.real), 'k')})", f"the items of {recorded.label}")
+            if recorded.appended:
+                target = recorded.target if recorded.target is not None else self.guards.bind(recorded.real, "q")
+                self.guards.effects.append(f"{target}.extend(effects[{len(values)}])")
+                values.append(list(recorded.appended))
+        for real, snapshot, label in self._snapshots:
+            if real != snapshot:
+                real[:] = snapshot  # the call runs eagerly, which makes the change itself
+                raise UnreplayableWrite(
+                    f"squall: the program changes {label} (of type {type(real).__name__}); squall cannot replay changes to it"
+                )
         for recorded in [*self._dict_copies.values(), *self._argument_copies]:
             real = recorded.target if recorded.target is not None else self.guards.bind(recorded.real, "d")
             if recorded.whole_read and recorded.target is None:
@@ -622,7 +668,12 @@ class StateRecorder:
         if type(x) in RECORDED_CONTAINERS:
             if getattr(x, "target", None) is None:
                 return Itself(x.real)
-            plain = list(list.__iter__(x)) if type(x) is _RecordedList else {k: dict.__getitem__(x, k) for k in dict.keys(x)}
+            if type(x) is _RecordedList:
+                plain = list(list.__iter__(x))
+            elif type(x) is _RecordedDeque:
+                plain = collections.deque(collections.deque.__iter__(x), maxlen=x.maxlen)
+            else:
+                plain = {k: dict.__getitem__(x, k) for k in dict.keys(x)}
             return tree_map(self._unview, plain, is_leaf=lambda x: type(x) in RECORDED_CONTAINERS or size_leaf(x))
         info = type(x).__dict__.get("_squall_view_info")
         return info.__get__(x).real if info is not None and type(x) in _VIEW_CLASSES.values() else x

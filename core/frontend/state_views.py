@@ -3,14 +3,15 @@
 While a program is traced, a module or object it reaches is read through a *view*: an instance
 of a subclass of its class sharing the real object's `__dict__` (or reading its `__slots__`
 through their descriptors), whose attribute reads and writes go to the `StateRecorder` that
-made it; a list, dict, OrderedDict, defaultdict or set it reaches is a recording copy (`_RecordedList`,
-`_RecordedDict` and kin, `_RecordedSet`) and
+made it; a list, deque, dict, OrderedDict, defaultdict or set it reaches is a recording copy (`_RecordedList`,
+`_RecordedDeque`, `_RecordedDict` and kin, `_RecordedSet`) and
 a user's Python module a `_ModuleReads`. Neither the objects nor their classes are changed.
 This module holds those stand-ins and the small predicates about objects both sides share;
 the recorder and the generated check are in `squall.frontend.state_guards`.
 """
 from __future__ import annotations
 
+import array
 import collections
 import copy
 import dis
@@ -157,7 +158,9 @@ def _cell_value(cell: types.CellType) -> Any:
 
 
 # containers a program reaches that are read through recording copies (squall.frontend.state_guards._follow)
-_FOLLOWED_CONTAINERS = frozenset({list, dict, set, collections.OrderedDict, collections.defaultdict})
+_FOLLOWED_CONTAINERS = frozenset({list, collections.deque, dict, set, collections.OrderedDict, collections.defaultdict})
+# mutable sequences of plain values (read as they are, guarded by their contents; a change refused)
+SNAPSHOT_TYPES = frozenset({array.array, bytearray})
 
 
 def _recordable(value: Any) -> bool:
@@ -165,6 +168,7 @@ def _recordable(value: Any) -> bool:
     return (
         _user_function(value)
         or type(value) in _FOLLOWED_CONTAINERS
+        or type(value) in SNAPSHOT_TYPES
         or type(value) is functools.partial
         or (type(value) is types.MethodType and _user_function(value.__func__) and viewable(value.__self__))
         or viewable(value)
@@ -396,6 +400,33 @@ for _name in ("pop", "insert", "remove", "clear", "sort", "reverse", "__setitem_
     setattr(_RecordedList, _name, _refused(_name))
 
 
+class _RecordedDeque(collections.deque):
+    """A deque the program reached or was given, copied: read as a list is (its items guarded
+    once read, an argument's being in the cache key); items appended on the right are appended
+    again at every call (the deque's maxlen dropping from the left as eager's does); any other
+    change is refused where it is made. `target` as for a list."""
+
+    __slots__ = ("items_read", "label", "real", "target", "appended")
+
+    def append(self, item):
+        self.appended.append(item)
+        collections.deque.append(self, item)
+
+    def extend(self, items):
+        for item in list(items):
+            self.append(item)
+
+    def __iadd__(self, items):
+        self.extend(items)
+        return self
+
+
+for _name in ("__iter__", "__len__", "__getitem__", "__contains__", "__reversed__", "index", "count", "copy", "__copy__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__add__", "__mul__", "__rmul__", "__repr__"):
+    setattr(_RecordedDeque, _name, _noting_read(getattr(collections.deque, _name)))
+for _name in ("appendleft", "extendleft", "pop", "popleft", "rotate", "clear", "remove", "insert", "reverse", "__setitem__", "__delitem__", "__imul__"):
+    setattr(_RecordedDeque, _name, _refused(_name, "appending to it on the right"))
+
+
 class _DictRecording:
     """The recording behaviour of a dict the program reached, copied (`_RecordedDict`, and the
     same for an OrderedDict or defaultdict): an item read by key is guarded by itself (a key
@@ -517,8 +548,8 @@ for _name in ("__iter__", "__len__", "__contains__", "copy", "__eq__", "__ne__",
 for _name in ("remove", "discard", "pop", "clear", "__isub__", "__iand__", "__ixor__", "difference_update", "intersection_update", "symmetric_difference_update"):
     setattr(_RecordedSet, _name, _refused(_name, "adding to it"))
 
-RECORDED_CONTAINERS = (_RecordedList, *RECORDED_DICT_TYPES.values(), _RecordedSet)
-_RECORDED_AS = {_RecordedList: list, _RecordedSet: set, **{copy: real for real, copy in RECORDED_DICT_TYPES.items()}}
+RECORDED_CONTAINERS = (_RecordedList, _RecordedDeque, *RECORDED_DICT_TYPES.values(), _RecordedSet)
+_RECORDED_AS = {_RecordedList: list, _RecordedDeque: collections.deque, _RecordedSet: set, **{copy: real for real, copy in RECORDED_DICT_TYPES.items()}}
 
 
 def _users_module(module: Any) -> bool:
