@@ -46,8 +46,11 @@ than by adding, assigning a global, a closure variable holding a module or objec
 settings module's attribute) makes calls of that signature run eagerly, with a warning
 naming the source line (squall.jit), as does the user's code raising while it is traced.
 
-A hook on an inner submodule may have Python side effects a trace cannot replay, so while one
-is registered a compiled module splits (`squall.runtime.split`: its forward runs eagerly, each submodule
+A forward or forward pre-hook on an inner submodule that is a Python function is traced with the
+forward, through a recording copy like any function it calls (`_TRACED_HOOKS`); registering one
+while traced is an `EagerFirst` (the call runs eagerly, so eager registers it, once). Any other
+hook (a backward hook, an object of torch's) may have side effects a trace cannot replay, so while
+one is registered a compiled module splits (`squall.runtime.split`: its forward runs eagerly, each submodule
 it calls compiled, the hooked one with its hooks) and a compiled function runs eagerly, with a
 `SquallWarning`; the hook
 dicts are guarded, so removing the hook compiles it again. The global module hooks
@@ -105,6 +108,8 @@ from .state_views import (
     _slot_value,
     _store_line,
     _traced_closure,
+    EagerFirst,
+    HooksWhileTracing,
     UnreplayableWrite,
     _user_function,
     _users_module,
@@ -118,7 +123,13 @@ from .state_views import (
 )
 from .unbound_methods import stand_in_for
 
-__all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite", "raised_by_users_code", "viewable", "global_hook_dicts", "describe_global_hooks"]
+__all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite", "EagerFirst", "raised_by_users_code", "viewable", "global_hook_dicts", "describe_global_hooks"]
+
+
+# inner modules' hooks traced with the forward (when each is a Python function squall reads
+# through); the dicts saying which of them take kwargs or always run; backward hooks never are
+_TRACED_HOOKS = frozenset({"_forward_hooks", "_forward_pre_hooks"})
+_HOOK_BOOKKEEPING = frozenset({"_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called"})
 
 
 class StateRecorder:
@@ -273,8 +284,21 @@ class StateRecorder:
                 self.guards.add(f"tuple({bound}) == {self.guards.bind(tuple(value), 'k')}", f"the hooks of {info.label}")
             else:
                 self.guards.stays_empty(value, f"the hooks of {info.label}")
+                if name in _TRACED_HOOKS:
+                    empty = HooksWhileTracing()
+                    empty.label = info.label
+                    return empty  # a hook registered while tracing is one eager registers (EagerFirst)
+            if value and name in _HOOK_BOOKKEEPING:
+                return value  # which hooks take kwargs or always run: the keys, guarded above
+            if value and name in _TRACED_HOOKS:
+                # forward (pre-)hooks that are Python functions are traced with the forward, their
+                # reads guarded and their writes replayed as the forward's are (transformers'
+                # output-capture hooks append to a dict the traced forward made)
+                recorded = {k: self._recorded(hook, f"{name.strip('_').replace('_', ' ')} hook of {info.label}") for k, hook in value.items()}
+                if all(r is not hook for r, hook in zip(recorded.values(), value.values())):
+                    return type(value)(recorded)
             if value:
-                hook = next(iter(value.values()))
+                hook = next((h for h in value.values() if self._recorded(h, info.label) is h), next(iter(value.values())))
                 code = getattr(hook, "__code__", None)
                 where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
                 self.guards.eager_because.append(
@@ -628,7 +652,8 @@ class StateRecorder:
                 # items set again in the order the program set them; each key is held as it is
                 # (a torch.Size key stays one, not rebuilt as a tuple output)
                 for k in recorded.keys_set:
-                    self.guards.effects.append(f"{real}[{self.guards.bind(k, 'k')}] = effects[{len(values)}]")
+                    # (a key the program made from a view, `acts[module] = out` in a hook, is the real object)
+                    self.guards.effects.append(f"{real}[{self.guards.bind(self._unview(k), 'k')}] = effects[{len(values)}]")
                     values.append(dict.__getitem__(recorded, k))
         for recorded in self._set_copies.values():
             real = self.guards.bind(recorded.real, "s")

@@ -29,7 +29,7 @@ from .autograd_functions import is_autograd_function
 from .unbound_methods import stand_in_for
 
 
-__all__ = ["UnreplayableWrite", "raised_by_users_code", "traced_type", "viewable", "global_hook_dicts", "describe_global_hooks"]
+__all__ = ["UnreplayableWrite", "EagerFirst", "HooksWhileTracing", "raised_by_users_code", "traced_type", "viewable", "global_hook_dicts", "describe_global_hooks"]
 
 _MISSING = object()
 _SCALARS = (int, float, bool, str, complex, type(None))
@@ -51,6 +51,25 @@ _MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) - _HOOK_DICTS - {"_mod
 
 class UnreplayableWrite(RuntimeError):
     """The program changes Python state in a way squall cannot replay at every call."""
+
+
+class EagerFirst(UnreplayableWrite):
+    """The program makes a one-time change that eager must make itself: it registers a hook on an
+    inner module while traced (transformers' output capture does on its first call). That call
+    runs eagerly, and the next compiles again with the change in place."""
+
+
+class HooksWhileTracing(collections.OrderedDict):
+    """An inner module's empty hook dict as a traced program sees it: a hook registered into it
+    would be one on the real module, made by the trace, so registering one is an `EagerFirst`."""
+
+    __slots__ = ("label",)
+
+    def __setitem__(self, key, value):
+        raise EagerFirst(
+            f"squall: the program registers a hook on {self.label} ({_where()}); that call runs eagerly, "
+            "and the next compiles again with the hook in place"
+        )
 
 
 def _where() -> str:
