@@ -97,3 +97,32 @@ def test_atleast_of_a_matrix_is_the_matrix():
 
     x = torch.randn(2, 3)
     assert squall.jit(f)(x) == f(x) == (True, True)
+
+
+IN_PLACE_UNDER_NO_GRAD = {
+    "add_": lambda y: y.add_(1),
+    "clamp_": lambda y: y.clamp_(-0.5, 0.5),
+    "setitem": lambda y: y.__setitem__((0, slice(None)), 5.0),
+    "mul_through_view": lambda y: y[1].mul_(3),
+}
+
+
+@pytest.mark.parametrize("name", list(IN_PLACE_UNDER_NO_GRAD))
+def test_in_place_write_under_no_grad_keeps_the_gradient_path(name):
+    # eager's autograd keeps the written tensor in the graph: the gradient reaching its new value
+    # passes unchanged to the value it replaced
+    write = IN_PLACE_UNDER_NO_GRAD[name]
+
+    def f(x):
+        y = x * 2
+        with torch.no_grad():
+            write(y)
+        return (y * y).sum() + x.sum()
+
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    expected = f(x)
+    (expected_grad,) = torch.autograd.grad(expected, x)
+    actual = squall.jit(f)(x)
+    (actual_grad,) = torch.autograd.grad(actual, x)
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(actual_grad, expected_grad)
