@@ -58,6 +58,9 @@ class TracingContext:
         # the name of a value an in-place op wrote under no_grad -> the value it replaced, which
         # the gradient reaching it passes to (as eager's autograd does)
         self.gradient_passes: dict[str, TensorProxy] = {}
+        # whether the program is traced with grad mode on (a gradient may be taken of it); only
+        # then does what a no_grad region inside it returns decide a gradient (squall.ltorch.eager_identity)
+        self.traced_with_grad = torch.is_grad_enabled()
         # views and what a write through one changes (squall.frontend.views)
         self.views = ViewTracker(self)
         # the real values of the call being traced, where tracing may read them (squall.frontend.speculation);

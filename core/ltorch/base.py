@@ -184,7 +184,7 @@ class TorchLanguage:
                     sized = numbers.specialised(ctx, args, kwargs)
                 args, kwargs = sized
                 out = op(*args, **kwargs)
-            if not torch.is_grad_enabled() and len(ctx.scopes) == 1:
+            if not torch.is_grad_enabled() and ctx.traced_with_grad and len(ctx.scopes) == 1:
                 out = self.as_eager_returns(func, args, kwargs, out)
             ctx.views.note(op, args, kwargs, out)
             return out
