@@ -24,7 +24,7 @@ try:  # torch's C check of tensor metadata (private; the fast path is skipped wi
 except ImportError:  # pragma: no cover - other torch builds
     _TensorGuards = None
 
-from ..frontend.state_guards import viewable
+from ..frontend.state_guards import by_structure, viewable
 from ..sources import load_source
 from ..trace import plain_scalar, scalar_key
 
@@ -66,6 +66,11 @@ def value_key(x: Any, where: str) -> Any:
         if all(type(v) in _SCALARS for v in (x.start, x.stop, x.step)):
             return (t, tuple(value_key(v, where) for v in (x.start, x.stop, x.step)))
         return _unhashable_key(x, t, where)
+    if by_structure(x):
+        # a plain object (a KV cache, made anew at every `generate`): keyed by its type; the
+        # program reaches it through the call and guards what it read of it, its layout
+        # included (squall.frontend.state_guards), so a new one of the same layout hits
+        return (t, _BY_LAYOUT)
     leaves, spec = tree_flatten(x)
     if not (len(leaves) == 1 and leaves[0] is x):
         return (spec, tuple(value_key(v, where) for v in leaves))
@@ -74,6 +79,18 @@ def value_key(x: Any, where: str) -> Any:
     except TypeError:
         return _unhashable_key(x, t, where)
     return (t, x)
+
+
+class _ByLayout:
+    """What the key holds for an object told apart by type and guarded layout (one object)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<by layout>"
+
+
+_BY_LAYOUT = _ByLayout()
 
 
 class _Identity:
