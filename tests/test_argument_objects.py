@@ -125,3 +125,25 @@ def test_one_object_passed_twice_is_told_apart_from_two_objects():
         actual = jitted(x, a, a if shared else _cache())
         torch.testing.assert_close(actual, expected, msg=lambda m: f"shared={shared}: {m}")
     assert jitted.cache_info().misses == 2
+
+
+class Placed:
+    def __init__(self, device: str, keys: torch.Tensor):
+        self.device = torch.device(device)  # a new torch.device object per cache, as HF's static cache makes
+        self.keys = keys
+
+
+def placed(x: torch.Tensor, cache: Placed) -> torch.Tensor:
+    return x + cache.keys if cache.device.type == "cpu" else x - cache.keys
+
+
+def test_a_torch_device_an_object_holds_is_guarded_by_value_not_identity():
+    jitted = squall.jit(placed)
+    x = torch.randn(3)
+    for _ in range(3):
+        cache = Placed("cpu", torch.randn(3))
+        torch.testing.assert_close(jitted(x, cache), placed(x, cache))
+    assert jitted.cache_info().misses == 1
+    cache = Placed("meta", torch.randn(3))  # another device: the guard fails
+    torch.testing.assert_close(jitted(x, cache), placed(x, cache))
+    assert jitted.cache_info().misses == 2

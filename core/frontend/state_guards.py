@@ -131,6 +131,7 @@ class StateRecorder:
         self._argument_copies: list[Any] = []  # recording copies of dicts passed as arguments
         self._routed_by_type: dict[type, list[tuple[Any, str]]] = {}  # objects reached through the arguments
         self._routed_lists: set[int] = set()  # id(recording copy) of lists reached through the arguments
+        self._metadata_guarded: set[str] = set()  # the expressions of the held tensors whose metadata is guarded
         self._module_reads: dict[int, _ModuleReads] = {}
         self._originals: dict[int, tuple[Any, Any]] = {}  # id(copy) -> (copy, what it stands for)
         self._write_order: list[_ViewInfo] = []
@@ -305,8 +306,11 @@ class StateRecorder:
         kind in its place runs the same compiled program."""
         label = f"attribute {name!r} of {info.label}"
         proxy = self.tensor_input(value, info.dict, name, label, self.guards.route_of(info.real))
-        pattern = (proxy.dtype, proxy.device, proxy.requires_grad, tuple(n if type(n) is int else None for n in proxy.shape))
-        self.guards.add(f"_same_metadata({self._dict_expr(info)}[{plain_scalar(name)!r}], {self.guards.bind(pattern, 'k')})", label)
+        expr = f"{self._dict_expr(info)}[{plain_scalar(name)!r}]"
+        if expr not in self._metadata_guarded:  # (read again, as a KV cache's keys are: one guard)
+            self._metadata_guarded.add(expr)
+            pattern = (proxy.dtype, proxy.device, proxy.requires_grad, tuple(n if type(n) is int else None for n in proxy.shape))
+            self.guards.add(f"_same_metadata({expr}, {self.guards.bind(pattern, 'k')})", label)
         return proxy
 
     def _dict_expr(self, info: _ViewInfo) -> str:
