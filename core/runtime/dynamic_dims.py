@@ -8,7 +8,10 @@ The policy (`squall.jit(fn, dynamic=...)`, `$SQUALL_DYNAMIC`, `dynamic` under `[
   that differs from that path's at the last compile, makes each changed dimension symbolic: it
   is keyed as "2 or more" from then on and traced as a size symbol (`squall.symbolic`), so a
   decoder's mask or a stream of sequence lengths compiles once more, not at every call. The
-  tensors argument objects hold (a KV cache's) are symbolic from their first compile.
+  tensors argument objects hold (a KV cache's) are symbolic from their first compile, and so
+  are all tensor arguments of a call given such an object (`by_structure`: a KV cache passed
+  to a decoder's forward), so `generate` compiles its prefill and its decoding step once each,
+  for every prompt length.
 - True: every dimension of every tensor argument is symbolic from the first call.
 - False: none; every new size compiles anew (and speculation may still guard a size).
 
@@ -23,6 +26,7 @@ from typing import Any
 
 import torch
 
+from ..frontend.state_guards import by_structure
 from ..frontend.tracing import ALL_DIMS, state_dims_path
 from ..symbolic import concrete_shape
 from ..trace import route_value
@@ -73,7 +77,10 @@ class DynamicDims:
             marked = _marked(t, "_dynamo_dynamic_indices")
             if marked:
                 changed.setdefault(path, set()).update(marked)
-        if self.mode is True:
+        # a call given a plain Python object (a KV cache, keyed by its layout) is a step of a
+        # stateful loop, generation: its tensors' lengths change from call to call by design, so
+        # they are symbolic from the first compile (a new prompt length compiles nothing)
+        if self.mode is True or any(by_structure(a) for a in (*args, *kwargs.values())):
             for path, shape in shapes.items():
                 changed.setdefault(path, set()).update(range(len(shape)))
         else:
