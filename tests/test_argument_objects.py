@@ -147,3 +147,30 @@ def test_a_torch_device_an_object_holds_is_guarded_by_value_not_identity():
     cache = Placed("meta", torch.randn(3))  # another device: the guard fails
     torch.testing.assert_close(jitted(x, cache), placed(x, cache))
     assert jitted.cache_info().misses == 2
+
+
+class Settings:
+    def __init__(self, scale: float):
+        self.scale = scale
+
+
+def scaled(x: torch.Tensor, settings: Settings) -> torch.Tensor:
+    return x * settings.scale
+
+
+def test_a_call_given_a_state_holding_object_is_symbolic_from_its_first_compile_and_a_settings_object_is_not():
+    """A KV-cache-like object (tensors, or a list of objects) marks a step of a stateful loop: every
+    size of the call is symbolic from the first compile; an object of plain settings does not."""
+    settings = squall.jit(scaled)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(settings(x, Settings(2.0)), scaled(x, Settings(2.0)))
+    assert "s0" not in squall.last_traces(settings).source
+    cached = squall.jit(read)
+    x = torch.randn(2, 4)
+    cache = _cache()
+    torch.testing.assert_close(cached(x, cache), read(x, cache))
+    assert "s0" in squall.last_traces(cached).source
+    for n in (3, 5):  # other batch sizes: the same program
+        x, cache = torch.randn(n, 4), Cache([Layer(torch.randn(n, 5, 4)) for _ in range(2)])
+        torch.testing.assert_close(cached(x, cache), read(x, cache))
+    assert cached.cache_info().misses == 1

@@ -9,7 +9,7 @@ The policy (`squall.jit(fn, dynamic=...)`, `$SQUALL_DYNAMIC`, `dynamic` under `[
   is keyed as "2 or more" from then on and traced as a size symbol (`squall.symbolic`), so a
   decoder's mask or a stream of sequence lengths compiles once more, not at every call. The
   tensors argument objects hold (a KV cache's) are symbolic from their first compile, and so
-  are all tensor arguments of a call given such an object (`by_structure`: a KV cache passed
+  are all tensor arguments of a call given such an object (`holds_state`: a KV cache passed
   to a decoder's forward), so `generate` compiles its prefill and its decoding step once each,
   for every prompt length.
 - True: every dimension of every tensor argument is symbolic from the first call.
@@ -32,7 +32,7 @@ from ..symbolic import concrete_shape
 from ..trace import route_value
 from .entry_point import argument_leaves, dynamic_key
 
-__all__ = ["DynamicDims", "tensor_paths", "has_shape_guards", "specialised_dims"]
+__all__ = ["DynamicDims", "tensor_paths", "has_shape_guards", "specialised_dims", "holds_state"]
 
 _AUTO = "auto"
 
@@ -77,10 +77,10 @@ class DynamicDims:
             marked = _marked(t, "_dynamo_dynamic_indices")
             if marked:
                 changed.setdefault(path, set()).update(marked)
-        # a call given a plain Python object (a KV cache, keyed by its layout) is a step of a
+        # a call given a state-holding object (a KV cache, keyed by its layout) is a step of a
         # stateful loop, generation: its tensors' lengths change from call to call by design, so
         # they are symbolic from the first compile (a new prompt length compiles nothing)
-        if self.mode is True or any(by_structure(a) for a in (*args, *kwargs.values())):
+        if self.mode is True or any(holds_state(a) for a in (*args, *kwargs.values())):
             for path, shape in shapes.items():
                 changed.setdefault(path, set()).update(range(len(shape)))
         else:
@@ -138,6 +138,20 @@ class DynamicDims:
             self.dims[path] = left
         else:
             self.dims.pop(path, None)
+
+
+def holds_state(obj: Any) -> bool:
+    """Whether `obj` is an argument object that holds state a loop carries from call to call (a
+    KV cache): a plain object (`by_structure`) with a tensor among its attributes, or a list or
+    tuple of tensors or of such objects (a cache's layers, empty before the first step)."""
+    if not by_structure(obj):
+        return False
+    for value in getattr(obj, "__dict__", {}).values():
+        if isinstance(value, torch.Tensor):
+            return True
+        if type(value) in (list, tuple) and value and all(isinstance(v, torch.Tensor) or by_structure(v) for v in value):
+            return True
+    return False
 
 
 def has_shape_guards(compilation: Any) -> bool:
