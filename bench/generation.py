@@ -11,12 +11,13 @@ Then the length stream: an encoder (DistilBERT) over --batches batches of random
 and batch sizes 1/4/8: compiles and total time. One CPU thread; the load on the machine falls on
 all contenders alike, so read the ratios.
 
-Measured (2 shared cores, load ~13, llama, 32 tokens): the first `generate` takes 0.43 s with
-squall (56 s with torch.compile), and each `generate` compiles 3 times (the prompt, the first
-step, the step whose lengths changed), because transformers makes a new DynamicCache per
-`generate`, which squall keys by identity: steady `generate` runs at 0.25x eager. A decoding
-step with its cache kept runs at 1.9x eager (0.48 ms vs 0.91; torch.compile 0.31 ms). The
-DistilBERT stream of 40 batches: 4 compiles, 0.21 s in all (eager 0.13 s, torch.compile 26.5 s).
+Measured (2 shared cores, load ~20: rough; 32 tokens, best of 3): every family compiles twice in
+its first `generate` and nothing in later ones, a new prompt length included (2/0/0), tokens equal
+eager's. First `generate` 0.32-0.46 s (torch.compile 15-22 s with a warm FX cache). Steady tokens/s
+against eager: llama 1.53x / 1.31x (same / new length), gpt2 1.28x / 1.34x, phi3 1.38x / 1.39x;
+torch.compile(dynamic=True) 2.29x / 1.91x, 1.40x / 1.15x, 1.05x / 1.04x (phi3 hits its recompile
+limit). One decoding step: squall 1.44-1.91x eager, torch.compile 2.23-2.42x (phi3 0.67x). The
+DistilBERT stream: 4 compiles, 0.58 s (eager 0.17 s, torch.compile 16.3 s).
 """
 from __future__ import annotations
 
