@@ -29,7 +29,7 @@ from .autograd_functions import is_autograd_function
 from .unbound_methods import stand_in_for
 
 
-__all__ = ["UnreplayableWrite", "EagerFirst", "HooksWhileTracing", "raised_by_users_code", "traced_type", "viewable", "global_hook_dicts", "describe_global_hooks"]
+__all__ = ["UnreplayableWrite", "EagerFirst", "HooksWhileTracing", "raised_by_users_code", "traced_type", "viewable", "by_structure", "global_hook_dicts", "describe_global_hooks"]
 
 _MISSING = object()
 _SCALARS = (int, float, bool, str, complex, type(None))
@@ -152,6 +152,15 @@ def viewable(obj: Any) -> bool:
         and not isinstance(obj, (type, types.ModuleType, torch.Tensor, BaseException))
         and (isinstance(getattr(obj, "__dict__", None), dict) or (not hasattr(obj, "__dict__") and bool(_members(cls))))
     )
+
+
+def by_structure(obj: Any) -> bool:
+    """Whether an argument object is told apart from others by its type and what the program
+    reads of it (guarded through the call's arguments), not by its identity: a plain Python
+    object (a KV cache, which transformers makes anew at every `generate`) with identity's own
+    equality. Modules are not: their parameters are read as the jitted tree's are not."""
+    cls = type(obj)
+    return viewable(obj) and not isinstance(obj, torch.nn.Module) and cls.__eq__ is object.__eq__ and cls.__hash__ is object.__hash__
 
 
 def _class_lookup(cls: type, name: str) -> tuple[type | None, Any]:
