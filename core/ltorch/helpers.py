@@ -33,6 +33,8 @@ __all__ = [
     "expand_reduced",
     "transpose_if_needed",
     "reshape_if_needed",
+    "target_device",
+    "on_device",
 ]
 
 
@@ -222,6 +224,26 @@ def broadcast(*operands):
         return operands
     shape = broadcast_shapes(*shapes)
     return tuple(broadcast_to(x, shape) if isinstance(x, TensorProxy) else x for x in operands)
+
+
+def target_device(device) -> torch.device:
+    """The concrete device a move names, as eager resolves it: torch's own parse (and its error
+    for an unknown name or a missing accelerator), a CUDA device without an index taken as the
+    current one (read while tracing: a later `torch.cuda.set_device` is not guarded)."""
+    check(
+        isinstance(device, (str, torch.device, int)) and not isinstance(device, bool),
+        lambda: f"expected a device as a str, torch.device or int, not {type(device).__name__}",
+        TypeError,
+    )
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def on_device(a: TensorProxy, device: torch.device, *, non_blocking: bool = False) -> TensorProxy:
+    """`a` moved to the concrete `device` (prims.device_put); `a` itself when it is there."""
+    return a if a.device == device else prims.device_put(a, device, non_blocking=non_blocking)
 
 
 def check_tensors(name: str, **tensors) -> None:

@@ -205,6 +205,7 @@ PRIM_IMPLS = {
     PrimIDs.WHERE: torch.where,
     PrimIDs.CONVERT_ELEMENT_TYPE: lambda a, dtype: a.to(dtype),
     PrimIDs.COPY_: lambda dst, src: dst.copy_(src),
+    PrimIDs.DEVICE_PUT: lambda a, device, *, non_blocking: a.to(device, non_blocking=non_blocking),
     # --- shape prims ---
     PrimIDs.BROADCAST_IN_DIM: _broadcast_in_dim,
     PrimIDs.RESHAPE: torch.reshape,
