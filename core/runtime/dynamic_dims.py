@@ -7,6 +7,11 @@ The policy (`squall.jit(fn, dynamic=...)`, `$SQUALL_DYNAMIC`, `dynamic` under `[
   same 0/1 sizes, same everything else) makes each changed dimension symbolic: it is keyed
   as "2 or more" from then on and traced as a size symbol (`squall.symbolic`), so a decoder's
   growing KV cache or a stream of sequence lengths compiles once more, not at every call.
+  A tensor whose other sizes changed has its first dimension (the batch) made symbolic in the
+  same recompile, where it is 2 or more: in a stream of batches of random lengths and sizes
+  the batch size changes too, soon after, and Dynamo's automatic dynamic would converge there
+  at the cost of one more compile. Its later dimensions (features, heads) stay constants,
+  which is where a symbolic size costs most (guards, or a specialisation and a retrace).
 - True: every dimension of every tensor argument is symbolic from the first call.
 - False: none; every new size compiles anew (and speculation may still guard a size).
 
@@ -44,8 +49,9 @@ def _marked(t: torch.Tensor, attribute: str) -> set[int]:
 class DynamicDims:
     """The symbolic dimensions of one jitted function's tensor arguments, by path."""
 
-    def __init__(self, mode: bool | str = _AUTO):
+    def __init__(self, mode: bool | str = _AUTO, batch_with_length: bool = True):
         self.mode = mode
+        self.batch_with_length = batch_with_length
         self.dims: dict[tuple, frozenset[int]] = {}  # the entry point reads this very dict
         self._static: dict[tuple, set[int]] = {}
         self._seen: dict[tuple, dict[tuple, tuple]] = {}  # signature -> the shapes of its first call
@@ -77,7 +83,10 @@ class DynamicDims:
             for path, shape in shapes.items():
                 before = earlier.get(path)
                 if before is not None and len(before) == len(shape):
-                    changed.setdefault(path, set()).update(d for d, (a, b) in enumerate(zip(before, shape)) if a != b)
+                    moved = {d for d, (a, b) in enumerate(zip(before, shape)) if a != b}
+                    if moved and self.batch_with_length and shape[0] >= 2:
+                        moved.add(0)  # its batch size with it: see the module's note
+                    changed.setdefault(path, set()).update(moved)
         for path, ds in changed.items():
             ds -= self._static.get(path, set()) | _marked(tensors[path], "_dynamo_static_indices")
             if ds:
