@@ -265,7 +265,8 @@ class InductorExecutor(FusionExecutor):
                 stacklevel=2,
             )
             self.compile_errors.append(f"region ({', '.join(ops)}) falls back to torch: {message}")
-            return self._declined(ops, f"inductor could not compile it: {message}")
+            how = " for symbolic sizes" if symbolic else ""
+            return self._declined(ops, f"inductor could not compile it{how}: {message}")
         if self.time_regions and remembered is None:
             torch_s = best_time(eager, args, device=device)
             inductor_s = best_time(compiled, args, device=device)

@@ -19,6 +19,7 @@ environment, so the check above would miss them.
 """
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Sequence
 
@@ -28,7 +29,7 @@ from squall.extend import SymInt, TensorProxy, size_source, symbols_of
 
 from squall_inductor.regions import CompiledRegion, layout, like
 
-__all__ = ["compile_symbolically", "SymbolicRegion"]
+__all__ = ["compile_symbolically", "guard_function", "SymbolicRegion"]
 
 
 def _fake_inputs(proxies: Sequence[TensorProxy], fake_mode, shape_env) -> list[torch.Tensor]:
@@ -80,14 +81,24 @@ def compile_symbolically(fn: Callable, proxies: Sequence[TensorProxy]) -> tuple[
     ):
         compiled = compile_fx(graph, fakes)
     source = shape_env.produce_guards_expression(fakes, ignore_static=False) or "True"
-    code = compile(source, "<squall-inductor-region-guards>", "eval")
-    names = [f"t{i}" for i in range(len(fakes))]
+    return compiled, guard_function(source, len(fakes), SYMPY_INTERP)
 
-    def holds(args: Sequence[torch.Tensor]) -> bool:
-        return bool(eval(code, SYMPY_INTERP, {"L": dict(zip(names, args))}))  # noqa: S307 - torch's guard source
 
-    holds.source = source  # type: ignore[attr-defined] - shown by tests and explain
-    return compiled, holds
+_READ = re.compile(r"L\['t(\d+)'\]\.(size|stride)\(\)")
+
+
+def guard_function(source: str, count: int, interp: dict) -> Callable[[Sequence[torch.Tensor]], bool]:
+    """torch's guard expression over `L['t0'].size()[0]`, ... as a function of the inputs that
+    reads each input's sizes and strides once (torch builds a new tuple at every `.size()`)."""
+    body = _READ.sub(lambda m: f"{m.group(2)}{m.group(1)}", source).replace("L['t", "t").replace("']", "")
+    lines = [f"def holds(args):", f"  {''.join(f't{i}, ' for i in range(count))}= args"]
+    lines += [f"  size{i}, stride{i} = t{i}.shape, t{i}.stride()" for i in range(count)]
+    lines.append(f"  return bool({body})")
+    namespace = dict(interp)
+    exec(compile("\n".join(lines) + "\n", "<squall-inductor-region-guards>", "exec"), namespace)  # noqa: S102 - torch's guard source
+    holds = namespace["holds"]
+    holds.source = source  # type: ignore[attr-defined] - shown by tests
+    return holds
 
 
 class SymbolicRegion:
