@@ -47,7 +47,10 @@ def _marked(t: torch.Tensor, attribute: str) -> set[int]:
 
 
 class DynamicDims:
-    """The symbolic dimensions of one jitted function's tensor arguments, by path."""
+    """The symbolic dimensions of one jitted function's tensor arguments, by path.
+
+    `batch_with_length=False` makes only the dimensions that changed symbolic, one at a time
+    (bench/length_stream.py compares the two on a stream of lengths and batch sizes)."""
 
     def __init__(self, mode: bool | str = _AUTO, batch_with_length: bool = True):
         self.mode = mode
