@@ -251,3 +251,30 @@ def test_explain_shows_the_symbolic_dimensions_the_guards_and_why_fusion_decline
     assert "tensor: argument 'x': cpu f32[s0, s1]" in report.guards
     assert "shape: not (s2 > s1) (shape guards)" in report.guards
     assert report.last_entry == "fits this call"
+
+
+# --- comparisons that need no guard ------------------------------------------------------------
+
+
+def test_slicing_a_buffer_to_the_length_serves_the_buffers_own_length_too():
+    positions = torch.arange(16.0)[None]
+
+    def embed(x):
+        return x + positions[:, : x.shape[1]]  # as transformers' position ids are sliced
+
+    jf = squall.jit(embed)
+    for n in (5, 7, 16, 9):  # 16: the whole buffer, a slice like any other
+        x = torch.randn(3, n)
+        assert_close(jf(x), embed(x))
+    assert _misses(jf) == 2
+
+
+def test_a_bias_broadcast_over_a_symbolic_batch_guards_nothing_on_the_batch():
+    linear = torch.nn.Linear(8, 8)
+    jf = squall.jit(linear)
+    for b in (3, 5, 8, 2):  # 8: the batch equals the features
+        x = torch.randn(b, 6, 8)
+        assert_close(jf(x), linear(x))
+    assert _misses(jf) == 2
+    guards = squall.last_traces(jf).traced.context.shapes.describe()
+    assert not any("== 8" in g for g in guards), guards
