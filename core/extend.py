@@ -43,7 +43,7 @@ from .proxies import NumberProxy, TensorProxy, current_context
 from .runtime.choices import ChoiceStore
 from .sources import load_source
 from .symbol import BoundSymbol, Symbol, Tags
-from .symbolic import SymInt, concrete_shape, source as size_source, symbols_of
+from .symbolic import SymInt, concrete_shape, lone_symbol, source as size_source, symbols_of
 from .trace import ValuePrinter
 
 __all__ = [
@@ -76,6 +76,7 @@ __all__ = [
     "symbols_of",
     "concrete_shape",
     "size_source",
+    "lone_symbol",
     "BoundSymbol",
     "Symbol",
     "Tags",

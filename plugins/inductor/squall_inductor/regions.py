@@ -31,6 +31,7 @@ from squall.extend import (
     concrete_shape,
     example_tensor,
     load_source,
+    lone_symbol,
     symbols_of,
 )
 
@@ -54,10 +55,9 @@ def size_reads(region: FusionRegion) -> tuple[dict[str, tuple[str, int]], set[st
     reads: dict[str, tuple[str, int]] = {}
     for p in region.inputs:
         for d, n in enumerate(p.shape):
-            if type(n) is SymInt and len(n.poly) == 1 and n.poly[0][1] == 1 and len(n.poly[0][0]) == 1:
-                atom = n.poly[0][0][0]
-                if atom[0] == "s" and atom[1] in used:
-                    reads.setdefault(atom[1], (p.name, d))
+            symbol = lone_symbol(n)
+            if symbol in used:
+                reads.setdefault(symbol, (p.name, d))
     return reads, used - set(reads)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from squall.extend import BoundSymbol, PrimIDs, SymInt, TensorProxy
+from squall.extend import BoundSymbol, PrimIDs, SymInt, TensorProxy, lone_symbol
 
 __all__ = ["Translator", "TRANSLATORS", "NV_DTYPES", "LOW_PRECISION", "translate_region", "Translation", "SymbolNotReadable", "symbolic_shape"]
 
@@ -346,9 +346,9 @@ def translate_region(
             shape=list(shape), contiguity=list(contiguity), dtype=t.dtype(p.dtype), stride_order=list(stride_order)
         )
         for d, n in enumerate(p.shape):
-            # a dimension that is one size symbol: that symbol's value for the calls' size arguments
-            if type(n) is SymInt and len(n.poly) == 1 and n.poly[0][1] == 1 and len(n.poly[0][0]) == 1 and n.poly[0][0][0][0] == "s":
-                t.symbols.setdefault(n.poly[0][0][0][1], fd.ops.size(t.values[p.name], d))
+            symbol = lone_symbol(n)  # a dimension that is one size symbol: its value for the calls' size arguments
+            if symbol is not None:
+                t.symbols.setdefault(symbol, fd.ops.size(t.values[p.name], d))
     for call in calls:
         result = TRANSLATORS[call.sym.id].emit(t, call)
         produced = call.output_proxies()
