@@ -16,8 +16,15 @@ Contenders:
 - squall, torch only: `executors=["torch"]`, no background fusion compiles beside the stream;
 - torch.compile(dynamic=True) and torch.compile() (Dynamo's automatic dynamic).
 
-Measured (2 shared cores, one thread, 40 batches; ratios to eager, best of 3 rounds), in the
-closing note of issue 20 with the load at the time.
+Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 16-20):
+- 40 batches, best of 2, load 15.9: squall 3 compiles, 2.54x eager in all (0.53 s against
+  0.21 s), warm 0.87x; length only 4 compiles, 3.41x; torch only 3 compiles, 1.88x, warm
+  0.81x; torch.compile(dynamic=True) 93.7x (19.6 s), warm 1.00x; torch.compile() 48.8x, warm 0.81x.
+- 400 batches, best of 2, load 17.8: squall 3 compiles, 1.58x in all, warm 0.76x; length
+  only 4 compiles, 1.02x; torch only 3 compiles, 0.78x, warm 0.69x. With inductor installed
+  the background upgrade (its symbolic regions compiled in a thread) competes with the stream
+  for the interpreter; with the torch executor alone squall is under eager's total from a few
+  hundred batches. Three compiles cost about 60 ms here, more than eager's 40-batch stream.
 """
 from __future__ import annotations
 
