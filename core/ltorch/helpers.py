@@ -9,7 +9,7 @@ import torch
 from .. import prims
 from ..prims.base import canonical_dim, canonical_dims, check, dtype_category, is_number, number_type
 from ..proxies import NumberProxy, TensorProxy
-from ..symbolic import SymInt
+from ..symbolic import SymInt, same_shape
 
 __all__ = [
     "Promotion",
@@ -204,8 +204,8 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
 def broadcast_to(a: TensorProxy, shape: Sequence[int]) -> TensorProxy:
     """`a` broadcast to `shape` (right-aligned, as torch does)."""
     shape = tuple(shape)
-    if tuple(a.shape) == shape:
-        return a
+    if same_shape(a.shape, shape):
+        return a  # else broadcast, which is a no-op where the sizes turn out equal
     offset = len(shape) - a.ndim
     check(offset >= 0, lambda: f"cannot broadcast shape {list(a.shape)} to {list(shape)}", RuntimeError)
     for i, n in enumerate(a.shape):

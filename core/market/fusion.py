@@ -94,6 +94,8 @@ class FusionRegion:
             for x in leaves:
                 if isinstance(x, TensorProxy):
                     norm.append(local.get(x.name, ("free", x.name)))
+                elif type(x) is SymInt:
+                    norm.append((SymInt, x.poly))  # its expression: comparing SymInts would record a shape guard
                 else:
                     try:
                         hash(x)
@@ -103,7 +105,7 @@ class FusionRegion:
             for p in b.output_proxies():
                 local[p.name] = ("local", len(local))
             parts.append((b.sym.id, str(spec), tuple(norm)))
-        meta = tuple((tuple(p.shape), p.dtype, p.device, p.requires_grad) for p in self.inputs)
+        meta = tuple((tuple(n.poly if type(n) is SymInt else n for n in p.shape), p.dtype, p.device, p.requires_grad) for p in self.inputs)
         return (tuple(parts), tuple(local[p.name] for p in self.outputs), meta)
 
 

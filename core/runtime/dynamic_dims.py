@@ -12,6 +12,11 @@ The policy (`squall.jit(fn, dynamic=...)`, `$SQUALL_DYNAMIC`, `dynamic` under `[
   are all tensor arguments of a call given such an object (`holds_state`: a KV cache passed
   to a decoder's forward), so `generate` compiles its prefill and its decoding step once each,
   for every prompt length.
+  A tensor whose other sizes changed has its first dimension (the batch) made symbolic in the
+  same recompile, where it is 2 or more: in a stream of batches of random lengths and sizes
+  the batch size changes too, soon after, and Dynamo's automatic dynamic would converge there
+  at the cost of one more compile. Its later dimensions (features, heads) stay constants,
+  which is where a symbolic size costs most (guards, or a specialisation and a retrace).
 - True: every dimension of every tensor argument is symbolic from the first call.
 - False: none; every new size compiles anew (and speculation may still guard a size).
 
@@ -49,10 +54,14 @@ def _marked(t: torch.Tensor, attribute: str) -> set[int]:
 
 
 class DynamicDims:
-    """The symbolic dimensions of one jitted function's tensor arguments, by path."""
+    """The symbolic dimensions of one jitted function's tensor arguments, by path.
 
-    def __init__(self, mode: bool | str = _AUTO):
+    `batch_with_length=False` makes only the dimensions that changed symbolic, one at a time
+    (bench/length_stream.py compares the two on a stream of lengths and batch sizes)."""
+
+    def __init__(self, mode: bool | str = _AUTO, batch_with_length: bool = True):
         self.mode = mode
+        self.batch_with_length = batch_with_length
         self.dims: dict[tuple, frozenset[int]] = {}  # the entry point reads this very dict
         self._static: dict[tuple, set[int]] = {}
         self._seen: dict[tuple, dict[tuple, tuple]] = {}  # signature -> the shapes of its first call
@@ -90,7 +99,10 @@ class DynamicDims:
             for path, shape in shapes.items():
                 before = earlier.get(path)
                 if before is not None and len(before) == len(shape):
-                    changed.setdefault(path, set()).update(d for d, (a, b) in enumerate(zip(before, shape)) if a != b)
+                    moved = {d for d, (a, b) in enumerate(zip(before, shape)) if a != b}
+                    if moved and self.batch_with_length and shape[0] >= 2:
+                        moved.add(0)  # its batch size with it: see the module's note
+                    changed.setdefault(path, set()).update(moved)
                 # as Dynamo does per source: a size that differs from the last compile's at this
                 # path, whatever else differs (a decoder's mask from the prompt to the first step)
                 last = self._last.get(path)
