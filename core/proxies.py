@@ -292,7 +292,6 @@ class TensorProxy:
     def __getattr__(self, name: str):
         # Tensor methods (x.softmax, x.view, ...) trace as the torch method they name.
         attr = getattr(torch.Tensor, name, None)
-        attr = getattr(attr, "__squall_method__", attr)  # torch's own method, not its stand-in while tracing (squall.frontend.unbound_methods)
         if attr is None or name.startswith("_"):
             raise AttributeError(f"'TensorProxy' has no attribute {name!r}")
         if isinstance(attr, property) or type(attr).__name__ == "getset_descriptor":

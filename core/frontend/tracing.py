@@ -30,7 +30,6 @@ from .random_state import random_state_kept
 from .speculation import Speculation
 from .state_guards import StateRecorder
 from .type_checks import isinstance_traced
-from .unbound_methods import unbound_methods_traced
 from .views import ViewTracker
 
 __all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names", "ALL_DIMS"]
@@ -324,7 +323,7 @@ def trace_program(
         ctx.state = StateRecorder(module, arg_offset=int(module is not None))
         ctx.state.tensor_input = state_input
         target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
-        with TracingMode(language), unbound_methods_traced(), isinstance_traced():
+        with TracingMode(language), isinstance_traced():
             # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.runtime.wrappers)
             try:
                 with random_state_kept(ctx.state.code_objects):

@@ -4,11 +4,18 @@ While a program is traced its tensors are `TensorProxy` objects and its run-time
 `NumberProxy` objects, neither of which is a torch.Tensor, int or float. Code that branches on
 type (`isinstance(x, torch.Tensor)`, `torch.is_tensor(x)`, `isinstance(s, float)`, as
 transformers does) would silently take the other branch. While tracing, `isinstance_traced()`
-stands a function in front of the built-in `isinstance` (as `squall.frontend.unbound_methods` does for
-torch.Tensor's C methods): for a TensorProxy it answers as for a torch.Tensor (a
-torch.nn.Parameter where the proxy stands for one), for a NumberProxy as for a number of its
-`python_type`; any other object gets the built-in's answer. squall's own modules still get
-the built-in's answer: there `isinstance(x, torch.Tensor)` means a real tensor.
+stands a function in front of the built-in `isinstance`: for a TensorProxy it answers as for a
+torch.Tensor (a torch.nn.Parameter where the proxy stands for one), for a NumberProxy as for a
+number of its `python_type`; any other object gets the built-in's answer. squall's own modules
+still get the built-in's answer: there `isinstance(x, torch.Tensor)` means a real tensor.
+
+This is the one process-wide change tracing still makes (issue 22; torch.Tensor's C methods
+are no longer replaced: squall.frontend.unbound_methods). Giving only the program's own
+code (its recording copies, squall.frontend.state_guards) a traced `isinstance` was tried and
+is not enough: code reached otherwise (`super().forward(x)`, the `__init__` of a class the
+program builds, a property getter) would silently take the other branch. The way out is a
+TensorProxy that is a torch.Tensor (a wrapper subclass) and a NumberProxy whose `__class__`
+is its `python_type`, which `isinstance` consults with no patch.
 
 Why not a `__class__` property on the proxy: torch's C argument parser asks
 `PyObject_IsInstance(obj, torch.Tensor)` (THPVariable_Check) and then reads the object's

@@ -119,8 +119,7 @@ def _tensor_attribute(func: Callable) -> tuple[str, bool] | None:
         return (name, True) if name and torch.Tensor.__dict__.get(name, getattr(torch.Tensor, name, None)) is owner else None
     name = getattr(func, "__name__", None)
     method = getattr(torch.Tensor, name, None) if name else None
-    # while tracing, torch.Tensor holds squall's stand-in, which names torch's own method
-    return (name, False) if method is not None and getattr(method, "__squall_method__", method) is func else None
+    return (name, False) if method is not None and method is func else None
 
 
 class TorchLanguage:
@@ -136,9 +135,6 @@ class TorchLanguage:
         self.warned: set[str] = set()
 
     def dispatch(self, func: Callable, args: tuple, kwargs: dict) -> Any:
-        # torch looks a method up on torch.Tensor when it calls __torch_function__: while tracing
-        # that is squall's stand-in (squall.frontend.unbound_methods), which names torch's own method
-        func = getattr(func, "__squall_method__", func)
         if self.wrapped_results is not None:
             layout = self.wrapped_results.layout(func, args)
             if layout is not None:
