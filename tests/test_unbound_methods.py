@@ -1,4 +1,5 @@
-"""torch.Tensor's methods called unbound with a traced tensor (`torch.Tensor.cfloat(x)`), as op_db and some libraries call them."""
+"""torch.Tensor's methods called unbound with a traced tensor (`torch.Tensor.cfloat(x)`), as op_db and some libraries call them:
+a TensorProxy is a torch.Tensor, so torch's own methods take it, with nothing on torch.Tensor replaced."""
 from __future__ import annotations
 
 import warnings
@@ -16,36 +17,22 @@ def _no_opaque(fn, *args):
         return squall.jit(fn)(*args)
 
 
-_C_METHODS = [("__radd__", (1.5,)), ("__rmul__", (3,)), ("cfloat", ()), ("cdouble", ()), ("add", (2.0,)), ("softmax", (-1,)), ("__eq__", (0.5,))]
-
-
-@pytest.mark.parametrize("name, args", _C_METHODS, ids=[n for n, _ in _C_METHODS])
-def test_unbound_method_held_as_a_default_with_a_proxy_matches_eager(name, args):
-    """A C method reached as a value (here a default argument) is given as its stand-in."""
-
-    def fn(x, op=getattr(torch.Tensor, name)):
-        return op(x, *args)
-
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.Tensor.__radd__(x, 1.5),
+        lambda x: torch.Tensor.__rmul__(x, 3),
+        lambda x: torch.Tensor.cfloat(x),
+        lambda x: torch.Tensor.cdouble(x),
+        lambda x: torch.Tensor.add(x, x, alpha=2),
+        lambda x: torch.Tensor.softmax(x, -1),
+        lambda x: torch.Tensor.__eq__(x, 0.5),
+    ],
+    ids=["radd", "rmul", "cfloat", "cdouble", "add", "softmax", "eq"],
+)
+def test_unbound_method_with_a_proxy_matches_eager(fn):
     x = torch.randn(3, 4)
     assert_close(_no_opaque(fn, x), fn(x))
-
-
-@pytest.mark.parametrize("name, args", _C_METHODS, ids=[n for n, _ in _C_METHODS])
-def test_unbound_method_named_in_place_runs_eagerly_with_a_warning(name, args):
-    """`torch.Tensor.cfloat(x)` written out reads the method from the class, which tracing
-    leaves as torch's own (a stand-in there would change every thread's tensors): torch's
-    TypeError while tracing, then the call runs eagerly, saying why, with eager's result."""
-    fn = eval(f"lambda x: torch.Tensor.{name}(x, *args)", {"torch": torch, "args": args})
-    x = torch.randn(3, 4)
-    with pytest.warns(squall.SquallWarning, match=f"descriptor '{name}' for 'torch._C.TensorBase' objects doesn't apply to a 'TensorProxy'.*runs eagerly"):
-        assert_close(squall.jit(fn)(x), fn(x))
-
-
-def test_python_defined_tensor_methods_named_in_place_trace():
-    """The methods torch.Tensor defines in Python honour __torch_function__: no stand-in is needed."""
-    x, y = torch.randn(3, 4), torch.randn(4, 3)
-    fn = lambda x, y: torch.Tensor.__rmatmul__(y, x) + torch.Tensor.__rsub__(x, 1.0).sum()  # noqa: E731
-    assert_close(_no_opaque(fn, x, y), fn(x, y))
 
 
 def test_unbound_in_place_method_writes_back():
@@ -72,8 +59,7 @@ def test_torch_tensor_is_its_own_again_after_tracing_even_when_it_fails():
 
     with pytest.raises(ValueError, match="boom"):
         squall.jit(broken)(torch.randn(2))
-    add = torch.Tensor.add
-    squall.jit(lambda x: add(x, 1))(torch.randn(2))
+    squall.jit(lambda x: torch.Tensor.add(x, 1))(torch.randn(2))
     assert "add" not in vars(torch.Tensor) and "__getitem__" not in vars(torch.Tensor)
     assert torch.Tensor.add is torch._C.TensorBase.add
     with pytest.raises(TypeError, match="doesn't apply to a 'str' object"):
@@ -92,21 +78,17 @@ def _observable_tensor_type() -> tuple:
 
 def test_torch_tensor_behaves_as_before_after_a_compile():
     before = _observable_tensor_type()
-    add = torch.Tensor.add
-    squall.jit(lambda x: x[0] + add(x, 1) * 2)(torch.randn(3))
+    squall.jit(lambda x: x[0] + torch.Tensor.add(x, 1) * 2)(torch.randn(3))
     after = _observable_tensor_type()
     assert before[0].keys() == after[0].keys()
     assert all(after[0][k] is v for k, v in before[0].items())
     assert before[1:] == after[1:]
 
 
-def test_a_slot_method_named_on_torch_tensor_with_a_proxy_runs_eagerly_with_a_warning():
-    """`torch.Tensor.__getitem__` is a C type slot: no stand-in is put on the class for it (that
-    would change eager tensors for the rest of the process), so the unbound call with a proxy
-    is torch's TypeError while tracing; the function then runs eagerly, saying so."""
-    x = torch.randn(3)
-    with pytest.warns(squall.SquallWarning, match="__getitem__' requires a 'torch._C.TensorBase' object.*runs eagerly"):
-        assert_close(squall.jit(lambda x: torch.Tensor.__getitem__(x, 0))(x), x[0])
+def test_a_slot_method_named_on_torch_tensor_with_a_proxy_traces():
+    """`torch.Tensor.__getitem__` is a C type slot, which takes a proxy as it takes any tensor."""
+    x = torch.randn(3, 4)
+    assert_close(_no_opaque(lambda x: torch.Tensor.__getitem__(x, (0, slice(1, None))), x), x[0, 1:])
 
 
 def test_metadata_methods_of_a_parameter_are_answered_not_run_opaque():
@@ -155,7 +137,7 @@ def test_a_closure_variable_the_function_rebinds_keeps_its_own_cell():
 
     def f(x):
         nonlocal op
-        out = x + 1  # (op is torch's own method: the function assigns its cell, which keeps its value)
+        out = torch.Tensor.__radd__(x, 1)
         op = torch.Tensor.add  # rebinds the caller's variable, as eager does
         return out
 

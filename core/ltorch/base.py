@@ -17,7 +17,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ..proxies import TensorProxy, current_context
+from ..proxies import TensorProxy, current_context, real_tensor
 from ..symbol import Symbol, Tags, snapshot_call
 from . import numbers
 from .functionalization import opaque_writes
@@ -106,7 +106,7 @@ def _scan(values, has_proxy: bool, has_tensor: bool) -> tuple[bool, bool]:
             has_proxy = True
         elif t is list or t is tuple:
             has_proxy, has_tensor = _scan(x, has_proxy, has_tensor)
-        elif isinstance(x, torch.Tensor):
+        elif real_tensor(x):
             has_tensor = True
     return has_proxy, has_tensor
 
@@ -156,7 +156,7 @@ class TorchLanguage:
             ctx.views.refresh((args, kwargs), qualified_name(func))  # views whose base changed since: regenerated first
         if op is not None:
             if has_tensor:
-                as_proxy = lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x
+                as_proxy = lambda x: ctx.constant(x) if real_tensor(x) else x
                 args, kwargs = tree_map(as_proxy, args), tree_map(as_proxy, kwargs)
                 if ctx.views.stale:
                     ctx.views.refresh((args, kwargs), qualified_name(func))
@@ -184,7 +184,7 @@ class TorchLanguage:
         if has_tensor:
             if ctx.substitutes:
                 # a module's parameter or buffer (real, the module is never touched): its input proxy
-                swap = lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) and id(x) in ctx.substitutes else x
+                swap = lambda x: ctx.constant(x) if real_tensor(x) and id(x) in ctx.substitutes else x
                 args, kwargs = tree_map(swap, args), tree_map(swap, kwargs)
                 attribute = _tensor_attribute(func) if args and type(args[0]) is TensorProxy else None
                 if attribute is not None:
@@ -231,7 +231,7 @@ class TorchLanguage:
         def to_meta(x):
             if isinstance(x, TensorProxy):
                 return torch.empty(x.shape, dtype=x.dtype, device="meta")
-            if isinstance(x, torch.Tensor):
+            if real_tensor(x):
                 return x.to("meta")
             return x
 
@@ -262,7 +262,7 @@ class TorchLanguage:
             )
 
         def from_meta(x):
-            if isinstance(x, torch.Tensor):
+            if real_tensor(x):
                 return TensorProxy(shape=x.shape, dtype=x.dtype, device=device, requires_grad=x.requires_grad)
             return x
 

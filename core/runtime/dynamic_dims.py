@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ..proxies import real_tensor
 from ..frontend.tracing import ALL_DIMS
 from ..symbolic import concrete_shape
 from .entry_point import argument_leaves, dynamic_key
@@ -32,7 +33,7 @@ _AUTO = "auto"
 
 def tensor_paths(args: tuple, kwargs: dict) -> dict[tuple, torch.Tensor]:
     """The call's tensor arguments, also in plain lists, tuples and dicts: path -> tensor."""
-    return argument_leaves(args, kwargs, lambda x: x if isinstance(x, torch.Tensor) else None)
+    return argument_leaves(args, kwargs, lambda x: x if real_tensor(x) else None)
 
 
 def _marked(t: torch.Tensor, attribute: str) -> set[int]:
