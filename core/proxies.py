@@ -2,7 +2,11 @@
 
 A `TensorProxy` carries only metadata (shape, dtype, device, requires_grad) and a
 name. Every torch call on it is routed to the active tracing context (`squall.frontend.tracing`), which maps
-it onto the torch language (`squall.ltorch`) and records it.
+it onto the torch language (`squall.ltorch`) and records it. It is a torch.Tensor without data
+(a wrapper subclass, as torch's own tensor subclasses are), so that any code's `isinstance`,
+`torch.is_tensor` and torch.Tensor's unbound methods take it as a tensor with nothing
+replaced process-wide (issue 22); squall's own checks for a tensor with data use `real_tensor`.
+A call below torch's Python API that reaches one (`__torch_dispatch__`) is an error.
 
 A `NumberProxy` stands for a Python int or float read at run time: a number argument whose
 value changed between calls while the rest of the call stayed the same (`squall.jit` then
