@@ -24,10 +24,8 @@ on their values.
 from __future__ import annotations
 
 import contextvars
-import functools
 import math
 import operator
-import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -289,15 +287,6 @@ class TensorProxy(torch.Tensor):
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         return _require_context().dispatch(func, args, kwargs or {})
 
-    def __getattr__(self, name: str):
-        # Tensor methods (x.softmax, x.view, ...) trace as the torch method they name.
-        attr = getattr(torch.Tensor, name, None)
-        if attr is None or name.startswith("_"):
-            raise AttributeError(f"'TensorProxy' has no attribute {name!r}")
-        if isinstance(attr, property) or type(attr).__name__ == "getset_descriptor":
-            return _require_context().dispatch(attr.__get__, (self,), {})
-        return functools.partial(_dispatch_method, attr, self)
-
     @property
     def T(self):
         return _require_context().dispatch(torch.Tensor.T.__get__, (self,), {})
@@ -435,10 +424,6 @@ def _install_number_operators() -> None:
 
 
 _install_number_operators()
-
-
-def _dispatch_method(method, self, *args, **kwargs):
-    return _require_context().dispatch(method, (self, *args), kwargs)
 
 
 def _install_operators() -> None:
