@@ -46,8 +46,11 @@ than by adding, assigning a global, a closure variable holding a module or objec
 settings module's attribute) makes calls of that signature run eagerly, with a warning
 naming the source line (squall.jit), as does the user's code raising while it is traced.
 
-A hook on an inner submodule may have Python side effects a trace cannot replay, so while one
-is registered a compiled module splits (`squall.runtime.split`: its forward runs eagerly, each submodule
+A forward or forward pre-hook on an inner submodule that is a Python function is traced with the
+forward, through a recording copy like any function it calls (`_TRACED_HOOKS`); registering one
+while traced is an `EagerFirst` (the call runs eagerly, so eager registers it, once). Any other
+hook (a backward hook, an object of torch's) may have side effects a trace cannot replay, so while
+one is registered a compiled module splits (`squall.runtime.split`: its forward runs eagerly, each submodule
 it calls compiled, the hooked one with its hooks) and a compiled function runs eagerly, with a
 `SquallWarning`; the hook
 dicts are guarded, so removing the hook compiles it again. The global module hooks
@@ -56,7 +59,13 @@ alike for programs that call a module; an empty hook dict costs nothing per call
 was registered anywhere (`StateGuards.stays_empty`). (Hooks on the jitted module itself, and
 the global hooks while one is registered, are the jitted module's concern: squall.jit.)
 
-Not guarded: other containers than lists, dicts, sets and tuples (a deque); objects of the standard
+A deque is followed as a list is (appends on the right replayed); an `array.array` or
+`bytearray` is guarded by its contents, and a change the program makes to one is undone
+when tracing ends and refused (the call runs eagerly). A list, deque or dict passed as an
+argument is a recording copy whose writes are replayed on the caller's object, and one the
+program returns is the caller's object.
+
+Not guarded: other containers than these (a `queue.Queue`); objects of the standard
 library's classes and installed packages' Python modules read as objects; an instance-level
 `forward` or a method replaced on torch's classes other than for the jitted module.
 """
@@ -91,11 +100,15 @@ from .state_views import (
     _recordable,
     RECORDED_CONTAINERS,
     RECORDED_DICT_TYPES,
+    SNAPSHOT_TYPES,
+    _RecordedDeque,
     _RecordedList,
     _RecordedSet,
     _SCALARS,
     _slot_value,
     _store_line,
+    EagerFirst,
+    HooksWhileTracing,
     UnreplayableWrite,
     _user_function,
     _users_module,
@@ -108,7 +121,13 @@ from .state_views import (
     _where,
 )
 
-__all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite", "raised_by_users_code", "viewable", "global_hook_dicts", "describe_global_hooks"]
+__all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite", "EagerFirst", "raised_by_users_code", "viewable", "global_hook_dicts", "describe_global_hooks"]
+
+
+# inner modules' hooks traced with the forward (when each is a Python function squall reads
+# through); the dicts saying which of them take kwargs or always run; backward hooks never are
+_TRACED_HOOKS = frozenset({"_forward_hooks", "_forward_pre_hooks"})
+_HOOK_BOOKKEEPING = frozenset({"_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called"})
 
 
 class StateRecorder:
@@ -125,6 +144,8 @@ class StateRecorder:
         self._list_copies: dict[int, _RecordedList] = {}
         self._dict_copies: dict[int, Any] = {}  # id(real dict, OrderedDict, defaultdict) -> its recording copy
         self._set_copies: dict[int, _RecordedSet] = {}
+        self._deques: list[tuple[_RecordedDeque, str]] = []  # (recording copy, where it was reached)
+        self._snapshots: list[tuple[Any, Any, str]] = []  # (array or bytearray reached, its contents then, label)
         self._argument_copies: list[Any] = []  # recording copies of dicts passed as arguments
         self._module_reads: dict[int, _ModuleReads] = {}
         self._originals: dict[int, tuple[Any, Any]] = {}  # id(copy) -> (copy, what it stands for)
@@ -169,9 +190,18 @@ class StateRecorder:
         t = type(value)
         if t in _SCALARS or isinstance(value, TensorProxy):
             return value
-        if t in (list, tuple):
+        if t is tuple:
             items = [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]") for i, v in enumerate(value)]
             return t(items) if any(a is not b for a, b in zip(items, value)) else value
+        if t is list:
+            # a copy that records appends, replayed on the caller's list at every call (its items
+            # are in the cache key: its reads need no guard)
+            copy = _RecordedList(self._argument(v, f"{expr}[{i}]", f"{label}[{i}]") for i, v in enumerate(value))
+            copy.items_read, copy.label, copy.real, copy.target, copy.initial = False, label, value, expr, list.copy(copy)
+            self._lists.append((value, copy, label, expr))
+            return copy
+        if t is collections.deque:
+            return self._deque_copy(value, [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]") for i, v in enumerate(value)], label, expr, target=expr)
         if t is dict:
             # (a key that is not a plain number or string is not followed into); a copy that
             # records writes, replayed on the caller's dict at every call (its keys and values
@@ -248,8 +278,21 @@ class StateRecorder:
                 self.guards.add(f"tuple({bound}) == {self.guards.bind(tuple(value), 'k')}", f"the hooks of {info.label}")
             else:
                 self.guards.stays_empty(value, f"the hooks of {info.label}")
+                if name in _TRACED_HOOKS:
+                    empty = HooksWhileTracing()
+                    empty.label = info.label
+                    return empty  # a hook registered while tracing is one eager registers (EagerFirst)
+            if value and name in _HOOK_BOOKKEEPING:
+                return value  # which hooks take kwargs or always run: the keys, guarded above
+            if value and name in _TRACED_HOOKS:
+                # forward (pre-)hooks that are Python functions are traced with the forward, their
+                # reads guarded and their writes replayed as the forward's are (transformers'
+                # output-capture hooks append to a dict the traced forward made)
+                recorded = {k: self._recorded(hook, f"{name.strip('_').replace('_', ' ')} hook of {info.label}") for k, hook in value.items()}
+                if all(r is not hook for r, hook in zip(recorded.values(), value.values())):
+                    return type(value)(recorded)
             if value:
-                hook = next(iter(value.values()))
+                hook = next((h for h in value.values() if self._recorded(h, info.label) is h), next(iter(value.values())))
                 code = getattr(hook, "__code__", None)
                 where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
                 self.guards.eager_because.append(
@@ -304,11 +347,24 @@ class StateRecorder:
             copy = self._list_copies.get(id(value))
             if copy is None:
                 copy = self._list_copies[id(value)] = _RecordedList()
-                copy.items_read, copy.label, copy.real = False, label, value
+                copy.items_read, copy.label, copy.real, copy.target = False, label, value, None
                 self._lists.append((value, copy, label, expr))
                 list.extend(copy, [self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value)])
                 copy.initial = list.copy(copy)
             return copy
+        if type(value) is collections.deque:
+            copy = self._list_copies.get(id(value))
+            if copy is None:
+                items = [self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value)]
+                copy = self._list_copies[id(value)] = self._deque_copy(value, items, label, expr, target=None)
+            return copy
+        if type(value) in SNAPSHOT_TYPES:
+            # a mutable sequence of numbers or bytes (array.array, bytearray): its contents
+            # guarded; a change the program makes is found when it ends, undone and refused
+            snapshot = value[:]
+            self._snapshots.append((value, snapshot, label))
+            self.guards.add(f"{expr} == {self.guards.bind(snapshot, 'k')}", f"the items of {label}")
+            return value
         if type(value) in RECORDED_DICT_TYPES:
             copy = self._dict_copies.get(id(value))
             if copy is None:
@@ -329,6 +385,14 @@ class StateRecorder:
             items = tuple(self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value))
             return value if all(a is b for a, b in zip(items, value)) else self._standing_for(items, value)
         return self._recorded(value, label)
+
+    def _deque_copy(self, real: collections.deque, items: list, label: str, expr: str, *, target: str | None) -> _RecordedDeque:
+        """A recording copy (squall.frontend.state_views) of deque `real`, holding `items`."""
+        copy = _RecordedDeque(maxlen=real.maxlen)
+        collections.deque.extend(copy, items)  # (not recorded as the program's appends)
+        copy.items_read, copy.label, copy.real, copy.target, copy.appended = False, label, real, target, []
+        self._deques.append((copy, expr))
+        return copy
 
     def _dict_copy(self, cls: type, real: Any, label: str, items: dict) -> Any:
         """A recording copy (squall.frontend.state_views) of dict-like `real`, holding `items`."""
@@ -551,13 +615,28 @@ class StateRecorder:
                 self.guards.effects.append(f"_setattr({target}, {plain_scalar(name)!r}, effects[{len(values)}])")
                 values.append(value)
         for real, recorded, label, expr in self._lists:
-            if recorded.items_read:
+            if recorded.items_read and recorded.target is None:
                 self.guards.add(f"_same_items({expr}, {self.guards.bind(list(real), 'k')})", f"the items of {label}")
-            if len(recorded) < len(real) or any(a is not b for a, b in zip(recorded.initial, recorded)):  # list.__init__ on it, say
+            initial = recorded.initial
+            if len(recorded) < len(initial) or any(a is not b for a, b in zip(initial, recorded)):  # list.__init__ on it, say
                 raise UnreplayableWrite(f"squall: the program changes {label} other than by appending to it; squall cannot replay that")
-            if len(recorded) > len(real):
-                self.guards.effects.append(f"{self.guards.bind(real, 'l')}.extend(effects[{len(values)}])")
-                values.append(list(recorded[len(real):]))
+            if len(recorded) > len(initial):
+                target = recorded.target if recorded.target is not None else self.guards.bind(real, "l")
+                self.guards.effects.append(f"{target}.extend(effects[{len(values)}])")
+                values.append(list(recorded[len(initial):]))
+        for recorded, expr in self._deques:
+            if recorded.items_read and recorded.target is None:
+                self.guards.add(f"_same_items(list({expr}), {self.guards.bind(list(recorded.real), 'k')})", f"the items of {recorded.label}")
+            if recorded.appended:
+                target = recorded.target if recorded.target is not None else self.guards.bind(recorded.real, "q")
+                self.guards.effects.append(f"{target}.extend(effects[{len(values)}])")
+                values.append(list(recorded.appended))
+        for real, snapshot, label in self._snapshots:
+            if real != snapshot:
+                real[:] = snapshot  # the call runs eagerly, which makes the change itself
+                raise UnreplayableWrite(
+                    f"squall: the program changes {label} (of type {type(real).__name__}); squall cannot replay changes to it"
+                )
         for recorded in [*self._dict_copies.values(), *self._argument_copies]:
             real = recorded.target if recorded.target is not None else self.guards.bind(recorded.real, "d")
             if recorded.whole_read and recorded.target is None:
@@ -567,7 +646,8 @@ class StateRecorder:
                 # items set again in the order the program set them; each key is held as it is
                 # (a torch.Size key stays one, not rebuilt as a tuple output)
                 for k in recorded.keys_set:
-                    self.guards.effects.append(f"{real}[{self.guards.bind(k, 'k')}] = effects[{len(values)}]")
+                    # (a key the program made from a view, `acts[module] = out` in a hook, is the real object)
+                    self.guards.effects.append(f"{real}[{self.guards.bind(self._unview(k), 'k')}] = effects[{len(values)}]")
                     values.append(dict.__getitem__(recorded, k))
         for recorded in self._set_copies.values():
             real = self.guards.bind(recorded.real, "s")
@@ -576,11 +656,16 @@ class StateRecorder:
             if recorded.added:
                 self.guards.effects.append(f"{real}.update(effects[{len(values)}])")
                 values.append(list(recorded.added))
+        # a list or dict passed in and returned is the caller's own object, its writes replayed
+        # on it first, as in eager (found through plain tuples, lists and dicts)
+        for path, target in _argument_containers(result, ()):
+            self.guards.namespace["_put"] = _put
+            self.guards.effects.append(f"out = _put(out, {self.guards.bind(path, 'k')}, {target})")
         # a view never leaves the trace: an output or value set that is one is the real object;
         # so is a recording copy of a container the program reached (its changes are replayed
-        # on it); one of a dict passed in leaves as a plain dict
+        # on it); one of a list or dict passed in leaves as a plain one (see _put above)
         result, values = tree_map(self._unview, (result, values), is_leaf=lambda x: type(x) in RECORDED_CONTAINERS or size_leaf(x))
-        return (result, tuple(values)) if values else result
+        return (result, tuple(values)) if self.guards.effects else result
 
     def existing(self, x: Any) -> bool:
         """Whether the program returns, in `x`, an object it did not make but was given or reached
@@ -602,10 +687,39 @@ class StateRecorder:
         if type(x) in RECORDED_CONTAINERS:
             if getattr(x, "target", None) is None:
                 return Itself(x.real)
-            plain = {k: dict.__getitem__(x, k) for k in dict.keys(x)}
+            if type(x) is _RecordedList:
+                plain = list(list.__iter__(x))
+            elif type(x) is _RecordedDeque:
+                plain = collections.deque(collections.deque.__iter__(x), maxlen=x.maxlen)
+            else:
+                plain = {k: dict.__getitem__(x, k) for k in dict.keys(x)}
             return tree_map(self._unview, plain, is_leaf=lambda x: type(x) in RECORDED_CONTAINERS or size_leaf(x))
         info = type(x).__dict__.get("_squall_view_info")
         return info.__get__(x).real if info is not None and type(x) in _VIEW_CLASSES.values() else x
+
+
+def _argument_containers(x: Any, path: tuple) -> list[tuple[tuple, str]]:
+    """(path, call-time expression) of each list or dict argument's recording copy in output `x`,
+    reached through plain tuples, lists and dicts."""
+    t = type(x)
+    if t in RECORDED_CONTAINERS and getattr(x, "target", None) is not None:
+        return [(path, x.target)]
+    if t is tuple or t is list or t is _RecordedList:
+        return [found for i, v in enumerate(list.__iter__(x) if t is _RecordedList else x) for found in _argument_containers(v, (*path, i))]
+    if t is dict:
+        return [found for k, v in x.items() for found in _argument_containers(v, (*path, k))]
+    return []
+
+
+def _put(out: Any, path: tuple, value: Any) -> Any:
+    """`out` with `value` at `path` (tuples rebuilt, lists and dicts set in place)."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if type(out) is tuple:
+        return (*out[:head], _put(out[head], rest, value), *out[head + 1 :])
+    out[head] = _put(out[head], rest, value)
+    return out
 
 
 # --- the check ----------------------------------------------------------------------------------

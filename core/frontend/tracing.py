@@ -53,6 +53,12 @@ class TracingContext:
         # an input or constant that an in-place op changed: its name -> (its proxy, the handle
         # that holds its newest value); the value is copied back when the program ends
         self.mutated_inputs: dict[str, tuple[TensorProxy, TensorProxy]] = {}
+        # the name of a value an in-place op wrote under no_grad -> the value it replaced, which
+        # the gradient reaching it passes to (as eager's autograd does)
+        self.gradient_passes: dict[str, TensorProxy] = {}
+        # whether the program is traced with grad mode on (a gradient may be taken of it); only
+        # then does what a no_grad region inside it returns decide a gradient (squall.ltorch.eager_identity)
+        self.traced_with_grad = torch.is_grad_enabled()
         # views and what a write through one changes (squall.frontend.views)
         self.views = ViewTracker(self)
         # the real values of the call being traced, where tracing may read them (squall.frontend.speculation);
@@ -103,11 +109,16 @@ class TracingContext:
             self.inputs = [old if x is handle else x for x in self.inputs]
             self.mutated_inputs[old.name] = (old, handle)
         # a handle rebound a second time keeps its write-back entry: it holds the newest value
+        keeps_gradient = handle.requires_grad and not value.requires_grad and not torch.is_grad_enabled()
+        if keeps_gradient:
+            # eager's in-place write under no_grad leaves the tensor in the graph: a gradient
+            # reaching its new value passes to its old one unchanged (squall.compiler.gradients)
+            self.gradient_passes[value.name] = old
         handle.name = value.name
         handle.shape = value.shape
         handle.dtype = value.dtype
         handle.device = value.device
-        handle.requires_grad = value.requires_grad
+        handle.requires_grad = value.requires_grad or keeps_gradient
         return handle
 
     def new_name(self, prefix: str = "t") -> str:
