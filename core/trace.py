@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import MappingKey, SequenceKey, is_structseq_instance, tree_flatten, tree_flatten_with_path, tree_unflatten
 
-from .proxies import NumberProxy, TensorProxy, size_leaf, type_string
+from .proxies import NumberProxy, TensorProxy, size_leaf, type_string, real_tensor
 from .symbolic import SymInt, source
 from .symbol import DEL, BoundSymbol, Tags
 
@@ -361,7 +361,7 @@ class Trace:
         for p in self.inputs:
             lines.append(f'  # {p.name}: "{type_string(p)}"')
         for name, value in self.constants.items():
-            if isinstance(value, torch.Tensor):
+            if real_tensor(value):
                 lines.append(f'  # {name}: "{value.device} {value.dtype}{list(value.shape)}" (a captured constant)')
 
         def emit(bsym: BoundSymbol, depth: int) -> None:

@@ -84,7 +84,7 @@ from torch.utils._pytree import tree_map
 
 from ..guard_set import GuardSet
 from ..ltorch.base import SquallWarning
-from ..proxies import TensorProxy, size_leaf
+from ..proxies import TensorProxy, size_leaf, real_tensor
 from ..sources import load_source
 from ..symbol import user_stacklevel
 from ..trace import Itself, Reached, plain_scalar, scalar_key
@@ -107,7 +107,6 @@ from .state_views import (
     _SCALARS,
     _slot_value,
     _store_line,
-    _traced_closure,
     EagerFirst,
     HooksWhileTracing,
     UnreplayableWrite,
@@ -122,7 +121,6 @@ from .state_views import (
     _ViewInfo,
     _where,
 )
-from .unbound_methods import stand_in_for
 
 __all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite", "EagerFirst", "raised_by_users_code", "viewable", "by_structure", "global_hook_dicts", "describe_global_hooks"]
 
@@ -187,8 +185,6 @@ class StateRecorder:
         elif type(fn) is types.MethodType and _user_function(fn.__func__) and viewable(fn.__self__):
             # a bound method: its object is read like a module's attributes
             fn = types.MethodType(self._recording_function(fn.__func__), self.view(fn.__self__, f"{type(fn.__self__).__name__} object"))
-        else:
-            fn = stand_in_for(fn)  # squall.jit(torch.Tensor.cfloat): torch's method object takes no proxy
         args = tuple(self._argument(a, f"args[{i + self.arg_offset}]", f"argument {i}", ("args", i)) for i, a in enumerate(args))
         kwargs = {k: self._argument(v, f"kwargs[{plain_scalar(k)!r}]", f"keyword argument {k!r}", ("kwargs", k)) for k, v in kwargs.items()}
         return fn, args, kwargs
@@ -258,14 +254,12 @@ class StateRecorder:
             # a module, object or function in a closure cell is read through a view or recording
             # copy, in a cell of the copy's own (filled once the copy is known: it may be itself;
             # a nonlocal assignment to such a cell is refused at finish)
-            cells = list(_traced_closure(fn) or ())
+            cells = list(fn.__closure__ or ())
             recorded_cells = [i for i, cell in enumerate(cells) if _recordable(_cell_value(cell))]
             for i in recorded_cells:
                 cells[i] = types.CellType()
-            # torch.Tensor's C methods held as defaults or closure variables (squall.frontend.unbound_methods)
-            defaults = tuple(map(stand_in_for, fn.__defaults__)) if fn.__defaults__ else fn.__defaults__
-            copy = types.FunctionType(fn.__code__, watched, fn.__name__, defaults, tuple(cells) if fn.__closure__ else None)
-            copy.__kwdefaults__ = {k: stand_in_for(v) for k, v in fn.__kwdefaults__.items()} if fn.__kwdefaults__ else fn.__kwdefaults__
+            copy = types.FunctionType(fn.__code__, watched, fn.__name__, fn.__defaults__, tuple(cells) if fn.__closure__ else None)
+            copy.__kwdefaults__ = fn.__kwdefaults__
             copy.__qualname__ = fn.__qualname__
             self._functions[id(fn)] = self._standing_for(copy, fn)
             for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars, fn.__closure__ or ())):
@@ -288,7 +282,7 @@ class StateRecorder:
             return self._reached(value, f"{self._dict_expr(info)}['training']", f"the training flag of {info.label}")
         if name in _MODULE_INTERNALS or name == "__dict__":
             return value  # bookkeeping; the jitted tree's training flags are in the cache key
-        if isinstance(value, TensorProxy) or (info.in_tree and isinstance(value, torch.Tensor)):
+        if isinstance(value, TensorProxy) or (info.in_tree and real_tensor(value)):
             return value  # a tensor attribute of the jitted tree: an input, read at every call
         if type(value) is torch.Tensor and self.tensor_input is not None and info.dict is not None and info.dict.get(name) is value:
             return self._tensor_attribute(info, name, value)
@@ -508,7 +502,7 @@ class StateRecorder:
                 types.ModuleType.__getattribute__(reads, "__dict__")["_squall_module"] = (value, self)
                 self._standing_for(reads, value)
             return reads
-        return stand_in_for(value)  # `radd = torch.Tensor.__radd__` taken before tracing takes proxies too
+        return value
 
     def _recording_partial(self, p: functools.partial, label: str) -> functools.partial:
         """A copy of partial `p` whose function records; its keywords (the one part of a partial
@@ -629,7 +623,7 @@ class StateRecorder:
         where = _where()
         if name in _HOOK_DICTS or name in _MODULE_INTERNALS or name in ("_modules", "_parameters", "_buffers"):
             raise UnreplayableWrite(f"squall: the program sets {name!r} of {info.label} ({where}); squall cannot replay that at every call")
-        if isinstance(value, (torch.nn.Parameter, torch.nn.Module)):
+        if type(value) is not TensorProxy and isinstance(value, (torch.nn.Parameter, torch.nn.Module)):
             raise UnreplayableWrite(
                 f"squall: the program sets {info.label}.{name} to a {type(value).__name__} ({where}); squall cannot "
                 "replay creating parameters or modules at every call: create them in __init__"

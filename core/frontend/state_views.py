@@ -26,7 +26,6 @@ import torch
 from ..proxies import NumberProxy, TensorProxy
 from ..trace import plain_scalar
 from .autograd_functions import is_autograd_function
-from .unbound_methods import stand_in_for
 
 
 __all__ = ["UnreplayableWrite", "EagerFirst", "HooksWhileTracing", "raised_by_users_code", "traced_type", "viewable", "by_structure", "global_hook_dicts", "describe_global_hooks"]
@@ -118,26 +117,6 @@ def _users_class(cls: type) -> bool:
     threading.Event's state must stay real) nor torch's."""
     package = (getattr(cls, "__module__", None) or "builtins").partition(".")[0]
     return package not in sys.stdlib_module_names and package not in ("builtins", "torch", "squall")
-
-
-def _traced_closure(fn: types.FunctionType) -> tuple | None:
-    """`fn`'s closure cells, with a torch.Tensor C method held in one (`op = torch.Tensor.__radd__`
-    captured before tracing) in a new cell holding its stand-in, unless `fn` assigns that variable."""
-    cells = fn.__closure__
-    if not cells:
-        return cells
-    traced, assigned = [], None
-    for name, cell in zip(fn.__code__.co_freevars, cells):
-        try:
-            value = cell.cell_contents
-        except ValueError:
-            traced.append(cell)
-            continue
-        stand_in = stand_in_for(value)
-        if stand_in is not value and assigned is None:
-            assigned = {i.argval for i in dis.get_instructions(fn.__code__) if i.opname in ("STORE_DEREF", "DELETE_DEREF")}
-        traced.append(cell if stand_in is value or name in assigned else types.CellType(stand_in))
-    return tuple(traced)
 
 
 def viewable(obj: Any) -> bool:
@@ -294,7 +273,8 @@ def traced_type(obj: Any, *rest: Any) -> type:
     """The built-in `type` as a traced program's own code calls it (squall.frontend.state_guards puts it
     where the program looks `type` up): for an object read through a view or recording copy,
     the class of the object it stands for, and for a proxy the class of the value it stands
-    for (squall.frontend.type_checks answers `isinstance` so), as eager gives it; with three arguments, a new
+    for (`isinstance` answers so: a TensorProxy is a torch.Tensor, a NumberProxy's `__class__` its
+    number type), as eager gives it; with three arguments, a new
     class, as the built-in makes it."""
     if rest:
         return type(obj, *rest)

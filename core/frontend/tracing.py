@@ -22,15 +22,13 @@ from .. import ltorch
 from ..ltorch import numbers
 from ..ltorch.base import DataDependentError, TorchLanguage, TracingMode
 from ..prims import copy_
-from ..proxies import NumberProxy, TensorProxy, size_leaf, tracing
+from ..proxies import NumberProxy, TensorProxy, size_leaf, tracing, real_tensor
 from ..symbolic import ShapeEnv
 from ..trace import Trace
 from .outputs import capture_output
 from .random_state import random_state_kept
 from .speculation import Speculation
 from .state_guards import StateRecorder
-from .type_checks import isinstance_traced
-from .unbound_methods import unbound_methods_traced
 from .views import ViewTracker
 
 __all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names", "ALL_DIMS", "state_dims_path"]
@@ -232,7 +230,7 @@ def module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[
     for prefix, sub in module.named_modules(remove_duplicate=False):
         for store in (sub._parameters, sub._buffers, sub.__dict__):
             for key, value in store.items():
-                if not isinstance(value, torch.Tensor) or id(value) in seen:
+                if not real_tensor(value) or id(value) in seen:
                     continue
                 seen.add(id(value))
                 slots.append((store, key))
@@ -288,7 +286,7 @@ def trace_program(
                 shape = tuple(ctx.shapes.symbol(n, name, d) if d in symbolic and type(n) is int and n >= 2 else n for d, n in enumerate(shape))
             p = TensorProxy(name, shape=shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad)
             if isinstance(x, torch.nn.Parameter):
-                p._is_param = True  # the program's `isinstance(p, torch.nn.Parameter)` answers as in eager (squall.frontend.type_checks)
+                p._is_param = True  # `isinstance(p, torch.nn.Parameter)` answers as in eager (torch's _ParameterMeta reads it)
             ctx.inputs.append(p)
             paths.append(path)
             by_path[path] = p
@@ -347,7 +345,7 @@ def trace_program(
         ctx.state = StateRecorder(module, arg_offset=int(module is not None))
         ctx.state.tensor_input = state_input
         target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
-        with TracingMode(language), unbound_methods_traced(), isinstance_traced():
+        with TracingMode(language):
             # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.runtime.wrappers)
             try:
                 with random_state_kept(ctx.state.code_objects):

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from ..proxies import real_tensor
 from ..frontend.state_guards import by_structure
 from ..frontend.tracing import ALL_DIMS, state_dims_path
 from ..symbolic import concrete_shape
@@ -44,7 +45,7 @@ _AUTO = "auto"
 
 def tensor_paths(args: tuple, kwargs: dict) -> dict[tuple, torch.Tensor]:
     """The call's tensor arguments, also in plain lists, tuples and dicts: path -> tensor."""
-    return argument_leaves(args, kwargs, lambda x: x if isinstance(x, torch.Tensor) else None)
+    return argument_leaves(args, kwargs, lambda x: x if real_tensor(x) else None)
 
 
 def _marked(t: torch.Tensor, attribute: str) -> set[int]:
