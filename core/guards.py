@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .proxies import NumberProxy
+from .proxies import NumberProxy, real_tensor
 from .symbol import Symbol, Tags
 
 __all__ = ["GUARD", "READ", "GuardFailed", "READERS", "guard_impl", "read_impl", "same_value"]
@@ -85,7 +85,7 @@ def guard_impl(how: str, args: tuple, kwargs: dict, expected: Any, site: str) ->
     """Read the value again, from this call's tensors; raise GuardFailed where it differs."""
     got = READERS[how](*args, **kwargs)
     if not same_value(got, expected):
-        raise GuardFailed(how, site, expected, got, on_number=not any(isinstance(a, torch.Tensor) for a in args))
+        raise GuardFailed(how, site, expected, got, on_number=not any(real_tensor(a) for a in args))
 
 
 # a barrier: what follows was traced for the value it checks (a shape, a branch), so nothing

@@ -2,7 +2,11 @@
 
 A `TensorProxy` carries only metadata (shape, dtype, device, requires_grad) and a
 name. Every torch call on it is routed to the active tracing context (`squall.frontend.tracing`), which maps
-it onto the torch language (`squall.ltorch`) and records it.
+it onto the torch language (`squall.ltorch`) and records it. It is a torch.Tensor without data
+(a wrapper subclass, as torch's own tensor subclasses are), so that any code's `isinstance`,
+`torch.is_tensor` and torch.Tensor's unbound methods take it as a tensor with nothing
+replaced process-wide (issue 22); squall's own checks for a tensor with data use `real_tensor`.
+A call below torch's Python API that reaches one (`__torch_dispatch__`) is an error.
 
 A `NumberProxy` stands for a Python int or float read at run time: a number argument whose
 value changed between calls while the rest of the call stayed the same (`squall.jit` then
@@ -20,8 +24,6 @@ on their values.
 from __future__ import annotations
 
 import contextvars
-import functools
-import threading
 import math
 import operator
 from collections.abc import Iterator
@@ -37,10 +39,10 @@ __all__ = [
     "NumberProxy",
     "current_context",
     "tracing",
-    "WhileTracing",
     "short_dtype",
     "type_string",
     "size_leaf",
+    "real_tensor",
 ]
 
 
@@ -62,29 +64,10 @@ def tracing(ctx: Any) -> Iterator[Any]:
         _current.reset(token)
 
 
-class WhileTracing:
-    """A change to global state (a class's attributes, a builtin) in force while any program is
-    traced: made by the first block to enter, undone by the last to leave, so threads and
-    nested blocks share it. `with patch():` enters it."""
-
-    def __init__(self, install: Any, remove: Any):
-        self._install, self._remove = install, remove
-        self._lock = threading.Lock()
-        self._depth = 0
-
-    @contextmanager
-    def __call__(self) -> Iterator[None]:
-        with self._lock:
-            if self._depth == 0:
-                self._install()
-            self._depth += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._depth -= 1
-                if self._depth == 0:
-                    self._remove()
+def real_tensor(x: Any) -> bool:
+    """Whether `x` is a tensor with data: a torch.Tensor that is not a TensorProxy (a proxy is a
+    torch.Tensor too, so that every `isinstance` check answers for it as for a tensor)."""
+    return isinstance(x, torch.Tensor) and type(x) is not TensorProxy
 
 
 def size_leaf(x: Any) -> bool:
@@ -139,7 +122,7 @@ def _shape(shape: Any) -> torch.Size | tuple:
     return torch.Size(shape)
 
 
-class TensorProxy:
+class TensorProxy(torch.Tensor):
     """A tensor's metadata under a name; torch operations on it are traced, not run.
 
     Its `shape` is a torch.Size, or, where some sizes are symbolic (`squall.symbolic.SymInt`),
@@ -148,12 +131,13 @@ class TensorProxy:
     # the marks torch._dynamo.mark_static_address / mark_dynamic / mark_static set on a tensor
     # (transformers' static cache marks its buffers while the model runs): held, and without
     # effect on a trace already being recorded
-    __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "_is_param", "__weakref__",
+    __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "_is_param",
                  "_dynamo_static_input_type", "_dynamo_dynamic_indices", "_dynamo_static_indices",
                  "_dynamo_weak_dynamic_indices", "_dynamo_unbacked_indices")
 
-    def __init__(
-        self,
+    @staticmethod
+    def __new__(
+        cls,
         name: str | None = None,
         *,
         like: TensorProxy | None = None,
@@ -161,7 +145,7 @@ class TensorProxy:
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
         requires_grad: bool | None = None,
-    ):
+    ) -> TensorProxy:
         if like is not None:
             shape = like.shape if shape is None else shape
             dtype = like.dtype if dtype is None else dtype
@@ -169,11 +153,25 @@ class TensorProxy:
             requires_grad = like.requires_grad if requires_grad is None else requires_grad
         if shape is None or dtype is None or device is None:
             raise ValueError("TensorProxy needs a shape, a dtype and a device (or like=)")
+        device = device if isinstance(device, torch.device) else torch.device(device)
+        # a torch.Tensor without data (a wrapper), so that `isinstance`, `torch.is_tensor`,
+        # torch.Tensor's unbound methods and torch's argument parser take it as a tensor; its
+        # sizes there are a symbolic size's traced value, squall's own `shape` is the one read
+        self = torch.Tensor._make_wrapper_subclass(cls, [v.value if type(v) is SymInt else v for v in shape], dtype=dtype, device=device)
         self.name = name if name is not None else _require_context().new_name()
         self.shape = _shape(shape)
         self.dtype = dtype
-        self.device = device if isinstance(device, torch.device) else torch.device(device)
+        self.device = device
         self.requires_grad = bool(requires_grad)
+        return self
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        # reached only by a call below torch's Python API, which __torch_function__ did not see
+        raise RuntimeError(f"squall: {func} reached a traced tensor below torch's Python API, where squall cannot trace it")
+
+    def __format__(self, spec: str) -> str:
+        return object.__format__(self, spec)
 
     # --- metadata, answered without tracing -------------------------------------------
     @property
@@ -289,16 +287,6 @@ class TensorProxy:
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         return _require_context().dispatch(func, args, kwargs or {})
 
-    def __getattr__(self, name: str):
-        # Tensor methods (x.softmax, x.view, ...) trace as the torch method they name.
-        attr = getattr(torch.Tensor, name, None)
-        attr = getattr(attr, "__squall_method__", attr)  # torch's own method, not its stand-in while tracing (squall.frontend.unbound_methods)
-        if attr is None or name.startswith("_"):
-            raise AttributeError(f"'TensorProxy' has no attribute {name!r}")
-        if isinstance(attr, property) or type(attr).__name__ == "getset_descriptor":
-            return _require_context().dispatch(attr.__get__, (self,), {})
-        return functools.partial(_dispatch_method, attr, self)
-
     @property
     def T(self):
         return _require_context().dispatch(torch.Tensor.T.__get__, (self,), {})
@@ -347,6 +335,12 @@ class NumberProxy:
 
     def __repr__(self) -> str:
         return f"<NumberProxy {self.name}: {self.python_type.__name__}>"
+
+    @property
+    def __class__(self):
+        # `isinstance(s, float)` consults `__class__` where the type itself does not match:
+        # a run-time number answers as the number it stands for, in any code, with no patch
+        return self.python_type
 
     __hash__ = object.__hash__
 
@@ -432,10 +426,6 @@ def _install_number_operators() -> None:
 _install_number_operators()
 
 
-def _dispatch_method(method, self, *args, **kwargs):
-    return _require_context().dispatch(method, (self, *args), kwargs)
-
-
 def _install_operators() -> None:
     # Python operators are torch.Tensor's own dunder methods, dispatched like any call.
     names = """add radd sub rsub mul rmul truediv rtruediv floordiv rfloordiv mod rmod pow rpow
@@ -456,6 +446,26 @@ def _install_operators() -> None:
 
 
 _install_operators()
+
+
+def _install_methods() -> None:
+    # torch.Tensor's public methods on a proxy trace as the torch method they name, straight to
+    # the tracing context: not through torch's argument parser, which takes no NumberProxy
+    # where it wants a size (`x.expand(n, 12)`)
+    own = vars(TensorProxy)
+    for name in dir(torch.Tensor):
+        method = getattr(torch.Tensor, name)
+        if name.startswith("_") or name in own or not callable(method) or isinstance(method, (property, type)):
+            continue
+
+        def call(self, *args, _method=method, **kwargs):
+            return _require_context().dispatch(_method, (self, *args), kwargs)
+
+        call.__name__ = name
+        setattr(TensorProxy, name, call)
+
+
+_install_methods()
 
 
 def _sym_torch_function(cls, func, types, args=(), kwargs=None):

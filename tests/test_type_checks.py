@@ -110,23 +110,51 @@ def test_torch_still_sees_a_proxy_as_what_it_is():
     assert seen[0] == (TensorProxy, True)  # the traced call (then eager)
 
 
-def test_the_builtin_isinstance_is_back_after_tracing_even_after_an_error():
+def test_the_builtin_isinstance_is_never_replaced_even_where_the_program_runs():
     original = builtins.isinstance
-
-    # (a list or deque would be the program's side effect, replayed: not written while traced;
-    # a queue squall does not follow is)
-    patched = queue.SimpleQueue()
+    seen = queue.SimpleQueue()  # (a list would be the program's side effect, replayed: not written while traced)
 
     def failing(x):
-        patched.put(isinstance(x, torch.Tensor) and builtins.isinstance is not original)
+        seen.put((isinstance(x, torch.Tensor), builtins.isinstance is original))
         raise ValueError("the program's own error")
 
     with pytest.raises(ValueError, match="the program's own error"):
         squall.jit(failing)(torch.randn(2))  # traced, then run eagerly, which raises it
-    assert [patched.get() for _ in range(patched.qsize())] == [True, False]
+    assert [seen.get_nowait(), seen.get_nowait()] == [(True, True), (True, True)]
     assert builtins.isinstance is original
-    squall.jit(lambda x: x + 1)(torch.randn(2))
-    assert builtins.isinstance is original
+
+
+def test_code_reached_other_than_as_the_programs_own_copy_answers_as_in_eager():
+    """super().forward, the __init__ of a class the program builds and a property getter run as
+    they are (not as recording copies): their type checks answer as in eager too."""
+
+    class Out:
+        def __init__(self, a, s):
+            self.kind = (isinstance(a, torch.Tensor), torch.is_tensor(a), isinstance(s, float))
+
+    class Base(torch.nn.Module):
+        def forward(self, x, s):
+            return x * (1 if isinstance(x, torch.Tensor) else 100)
+
+    class Child(Base):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(3))
+
+        @property
+        def scale(self):
+            return 2 if isinstance(self.weight, torch.nn.Parameter) else 200
+
+        def forward(self, x, s):
+            out = Out(x, s)
+            return super().forward(x, s) * self.scale + (1 if out.kind == (True, True, True) else 100) * self.weight * s
+
+    m = Child()
+    jitted = squall.jit(m)
+    with torch.no_grad():
+        for s in (0.5, 0.25, 0.125):  # a float that changes: a run-time number from the second call on
+            x = torch.randn(3)
+            assert_close(jitted(x, s), m(x, s))
 
 
 def test_transformers_uses_a_4d_attention_mask_as_given():

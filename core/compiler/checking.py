@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-from ..proxies import TensorProxy, type_string
+from ..proxies import TensorProxy, type_string, real_tensor
 from ..symbol import BoundSymbol, Tags
 
 __all__ = ["ExecutorFault", "CHECK_ENV", "check_mode", "needs_check", "checked_call"]
@@ -74,7 +74,7 @@ def _source(bsym: BoundSymbol) -> tuple[str, int, str] | None:
 def _tensor_problem(value: Any, expected: TensorProxy, what: str) -> str | None:
     if value is None:
         return f"returned None for {what}, which should be a tensor ({type_string(expected)})"
-    if not isinstance(value, torch.Tensor):
+    if not real_tensor(value):
         return f"returned a {type(value).__name__} for {what}, which should be a tensor ({type_string(expected)})"
     device_ok = value.device == expected.device or (expected.device.index is None and value.device.type == expected.device.type)
     if tuple(value.shape) != tuple(expected.shape) or value.dtype != expected.dtype or not device_ok:
@@ -101,7 +101,7 @@ def checked_call(bsym: BoundSymbol) -> Callable | None:
     def call(*args: Any, **kwargs: Any) -> Any:
         leaves, _ = tree_flatten((args, kwargs))
         names = [p.name if isinstance(p, TensorProxy) else None for p in printed] if len(printed) == len(leaves) else [None] * len(leaves)
-        watched = [(i, t, t._version, t.detach().clone()) for i, t in enumerate(leaves) if isinstance(t, torch.Tensor) and names[i] not in writes]
+        watched = [(i, t, t._version, t.detach().clone()) for i, t in enumerate(leaves) if real_tensor(t) and names[i] not in writes]
         try:
             out = impl(*args, **kwargs)
         except KeyboardInterrupt:

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from ..proxies import TensorProxy
+from ..proxies import TensorProxy, real_tensor
 
 __all__ = ["capture_output", "ObjectNode", "OutputError"]
 
@@ -148,7 +148,7 @@ class _Capture:
         t = type(x)
         if t is TensorProxy:
             return x
-        if isinstance(x, torch.Tensor):
+        if real_tensor(x):
             return self.constant(x)
         if isinstance(x, _ATOMS) or self.existing(x):
             return x
@@ -246,7 +246,7 @@ def _reaches_proxy(x: Any, limit: int = 10_000) -> bool:
             stack.extend(y.__defaults__ or ())
             stack.extend((y.__kwdefaults__ or {}).values())
             continue
-        if isinstance(y, torch.Tensor):
+        if real_tensor(y):
             continue
         stack.extend(gc.get_referents(y))
     return False

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from ..proxies import real_tensor
 from .state_views import UnreplayableWrite
 
 __all__ = ["random_state_kept"]
@@ -51,7 +52,7 @@ def _states() -> dict[str, Any]:
 
 
 def _same(what: str, a: Any, b: Any) -> bool:
-    if isinstance(a, torch.Tensor):
+    if real_tensor(a):
         return torch.equal(a, b)
     if what == "numpy.random":  # ('MT19937', key array, pos, has_gauss, cached_gaussian)
         return a[0] == b[0] and bool((a[1] == b[1]).all()) and a[2:] == b[2:]

@@ -32,7 +32,7 @@ from ..guards import GUARD, READERS
 from ..ltorch import numbers
 from ..ltorch.base import DataDependentError
 from ..market.torch_executor import TorchExecutor, make_executor
-from ..proxies import NumberProxy, TensorProxy, size_leaf
+from ..proxies import NumberProxy, TensorProxy, size_leaf, real_tensor
 from ..symbol import BoundSymbol, Symbol, Tags, user_source
 from ..symbolic import concrete_value
 
@@ -80,7 +80,7 @@ class Speculation:
 
     def bind(self, proxy: TensorProxy, value: Any) -> None:
         """`proxy` stands for `value` in this call (a real tensor; a stand-in proxy has none)."""
-        if isinstance(value, torch.Tensor) and value.device.type != "meta":
+        if real_tensor(value) and value.device.type != "meta":
             self.values[proxy.name] = value
 
     def value(self, proxy: TensorProxy) -> torch.Tensor:
@@ -89,7 +89,7 @@ class Speculation:
         if known is not None:
             return known
         constant = self.ctx.constants.get(proxy.name)
-        if isinstance(constant, torch.Tensor):
+        if real_tensor(constant):
             return constant
         producers: dict[str, BoundSymbol] = {}
         # an open op's pieces (its decomposition so far) after the program's own calls; the
@@ -121,7 +121,7 @@ class Speculation:
                 stack.pop()
                 continue
             constant = self.ctx.constants.get(name)
-            if isinstance(constant, torch.Tensor):
+            if real_tensor(constant):
                 self.values[name] = constant
                 stack.pop()
                 continue
@@ -216,16 +216,16 @@ class Speculation:
         swap = lambda x: self.value(x) if isinstance(x, TensorProxy) else x
         real_args, real_kwargs = tree_map(swap, args, is_leaf=size_leaf), tree_map(swap, kwargs, is_leaf=size_leaf)
         with torch.no_grad(), torch._C.DisableTorchFunction():
-            copy = lambda x: x.clone() if isinstance(x, torch.Tensor) else x
+            copy = lambda x: x.clone() if real_tensor(x) else x
             real_args, real_kwargs = tree_map(copy, real_args, is_leaf=size_leaf), tree_map(copy, real_kwargs, is_leaf=size_leaf)
-            copies = [x for x in _leaves((real_args, real_kwargs)) if isinstance(x, torch.Tensor)]
+            copies = [x for x in _leaves((real_args, real_kwargs)) if real_tensor(x)]
             versions = [x._version for x in copies]
             real_out = func(*real_args, **real_kwargs)
         if [x._version for x in copies] != versions or not _leaves(real_out):
             raise refused
 
         def proxy_for(x):
-            if isinstance(x, torch.Tensor):
+            if real_tensor(x):
                 return TensorProxy(shape=x.shape, dtype=x.dtype, device=x.device, requires_grad=False)
             return x
 
@@ -239,7 +239,7 @@ class Speculation:
         return result
 
     def _remember_tree(self, proxies: Any, out: Any) -> None:
-        for p, o in zip(_proxies(proxies), [x for x in _leaves(out) if isinstance(x, torch.Tensor)]):
+        for p, o in zip(_proxies(proxies), [x for x in _leaves(out) if real_tensor(x)]):
             self.values[p.name] = o
 
 

@@ -84,10 +84,10 @@ from torch.utils._pytree import tree_map
 
 from ..guard_set import GuardSet
 from ..ltorch.base import SquallWarning
-from ..proxies import TensorProxy, size_leaf
+from ..proxies import TensorProxy, size_leaf, real_tensor
 from ..sources import load_source
 from ..symbol import user_stacklevel
-from ..trace import Itself, plain_scalar, scalar_key
+from ..trace import Itself, Reached, plain_scalar, scalar_key
 from .autograd_functions import TracedAutogradFunction, is_autograd_function
 from .state_views import (
     _cell_value,
@@ -107,7 +107,6 @@ from .state_views import (
     _SCALARS,
     _slot_value,
     _store_line,
-    _traced_closure,
     EagerFirst,
     HooksWhileTracing,
     UnreplayableWrite,
@@ -117,13 +116,13 @@ from .state_views import (
     traced_type,
     _view_class,
     _VIEW_CLASSES,
+    by_structure,
     viewable,
     _ViewInfo,
     _where,
 )
-from .unbound_methods import stand_in_for
 
-__all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite", "EagerFirst", "raised_by_users_code", "viewable", "global_hook_dicts", "describe_global_hooks"]
+__all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite", "EagerFirst", "raised_by_users_code", "viewable", "by_structure", "global_hook_dicts", "describe_global_hooks"]
 
 
 # inner modules' hooks traced with the forward (when each is a Python function squall reads
@@ -149,6 +148,8 @@ class StateRecorder:
         self._deques: list[tuple[_RecordedDeque, str]] = []  # (recording copy, where it was reached)
         self._snapshots: list[tuple[Any, Any, str]] = []  # (array or bytearray reached, its contents then, label)
         self._argument_copies: list[Any] = []  # recording copies of dicts passed as arguments
+        self._routed_by_type: dict[type, list[tuple[Any, str]]] = {}  # objects reached through the arguments
+        self._metadata_guarded: set[str] = set()  # the expressions of the held tensors whose metadata is guarded
         self._module_reads: dict[int, _ModuleReads] = {}
         self._originals: dict[int, tuple[Any, Any]] = {}  # id(copy) -> (copy, what it stands for)
         self._write_order: list[_ViewInfo] = []
@@ -184,42 +185,54 @@ class StateRecorder:
         elif type(fn) is types.MethodType and _user_function(fn.__func__) and viewable(fn.__self__):
             # a bound method: its object is read like a module's attributes
             fn = types.MethodType(self._recording_function(fn.__func__), self.view(fn.__self__, f"{type(fn.__self__).__name__} object"))
-        else:
-            fn = stand_in_for(fn)  # squall.jit(torch.Tensor.cfloat): torch's method object takes no proxy
-        args = tuple(self._argument(a, f"args[{i + self.arg_offset}]", f"argument {i}") for i, a in enumerate(args))
-        kwargs = {k: self._argument(v, f"kwargs[{plain_scalar(k)!r}]", f"keyword argument {k!r}") for k, v in kwargs.items()}
+        args = tuple(self._argument(a, f"args[{i + self.arg_offset}]", f"argument {i}", ("args", i)) for i, a in enumerate(args))
+        kwargs = {k: self._argument(v, f"kwargs[{plain_scalar(k)!r}]", f"keyword argument {k!r}", ("kwargs", k)) for k, v in kwargs.items()}
         return fn, args, kwargs
 
-    def _argument(self, value: Any, expr: str, label: str) -> Any:
+    def _argument(self, value: Any, expr: str, label: str, route: tuple) -> Any:
         t = type(value)
         if t in _SCALARS or isinstance(value, TensorProxy):
             return value
         if t is tuple:
-            items = [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]") for i, v in enumerate(value)]
+            items = [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]", (*route, ("item", i))) for i, v in enumerate(value)]
             return t(items) if any(a is not b for a, b in zip(items, value)) else value
         if t is list:
             # a copy that records appends, replayed on the caller's list at every call (its items
             # are in the cache key: its reads need no guard)
-            copy = _RecordedList(self._argument(v, f"{expr}[{i}]", f"{label}[{i}]") for i, v in enumerate(value))
+            copy = _RecordedList(self._argument(v, f"{expr}[{i}]", f"{label}[{i}]", (*route, ("item", i))) for i, v in enumerate(value))
             copy.items_read, copy.label, copy.real, copy.target, copy.initial = False, label, value, expr, list.copy(copy)
             self._lists.append((value, copy, label, expr))
             return copy
         if t is collections.deque:
-            return self._deque_copy(value, [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]") for i, v in enumerate(value)], label, expr, target=expr)
+            return self._deque_copy(value, [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]", (*route, ("item", i))) for i, v in enumerate(value)], label, expr, target=expr)
         if t is dict:
             # (a key that is not a plain number or string is not followed into); a copy that
             # records writes, replayed on the caller's dict at every call (its keys and values
             # are in the cache key: its reads need no guard)
-            items = {k: self._argument(v, f"{expr}[{plain_scalar(k)!r}]", f"{label}[{plain_scalar(k)!r}]") if type(k) in _SCALARS else v for k, v in value.items()}
+            items = {k: self._argument(v, f"{expr}[{plain_scalar(k)!r}]", f"{label}[{plain_scalar(k)!r}]", (*route, ("item", k))) if type(k) in _SCALARS else v for k, v in value.items()}
             copy = self._dict_copy(dict, value, label, items)
             copy.target = expr
             self._argument_copies.append(copy)
             return copy
         recorded = self._recorded(value, label)
         if recorded is not value:
-            # the cache key holds it (by identity, or its own equality): reached through the call
-            self.guards.root(value, expr)
+            # the cache key holds it (by its type where `by_structure`, by its own equality, or by
+            # identity): reached through the call, as is everything the program reads of it
+            self._route(value, expr, route)
         return recorded
+
+    def _route(self, obj: Any, expr: str, route: tuple) -> None:
+        """`obj` is reached at call time as `expr` (`route` through the call's arguments). Two
+        objects of one type reached so are guarded to be distinct, or the same, as when traced."""
+        first = self.guards.rooted(obj)
+        if first is not None:
+            if first != expr:
+                self.guards.add(f"{expr} is {first}", f"{expr} is the object at {first}")
+            return
+        for other, other_expr in self._routed_by_type.get(type(obj), ()):
+            self.guards.add(f"{expr} is not {other_expr}", f"{expr} is not the object at {other_expr}")
+        self._routed_by_type.setdefault(type(obj), []).append((obj, expr))
+        self.guards.root(obj, expr, route)
 
     def _recording_function(self, fn: types.FunctionType) -> types.FunctionType:
         copy = self._functions.get(id(fn))
@@ -241,14 +254,12 @@ class StateRecorder:
             # a module, object or function in a closure cell is read through a view or recording
             # copy, in a cell of the copy's own (filled once the copy is known: it may be itself;
             # a nonlocal assignment to such a cell is refused at finish)
-            cells = list(_traced_closure(fn) or ())
+            cells = list(fn.__closure__ or ())
             recorded_cells = [i for i, cell in enumerate(cells) if _recordable(_cell_value(cell))]
             for i in recorded_cells:
                 cells[i] = types.CellType()
-            # torch.Tensor's C methods held as defaults or closure variables (squall.frontend.unbound_methods)
-            defaults = tuple(map(stand_in_for, fn.__defaults__)) if fn.__defaults__ else fn.__defaults__
-            copy = types.FunctionType(fn.__code__, watched, fn.__name__, defaults, tuple(cells) if fn.__closure__ else None)
-            copy.__kwdefaults__ = {k: stand_in_for(v) for k, v in fn.__kwdefaults__.items()} if fn.__kwdefaults__ else fn.__kwdefaults__
+            copy = types.FunctionType(fn.__code__, watched, fn.__name__, fn.__defaults__, tuple(cells) if fn.__closure__ else None)
+            copy.__kwdefaults__ = fn.__kwdefaults__
             copy.__qualname__ = fn.__qualname__
             self._functions[id(fn)] = self._standing_for(copy, fn)
             for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars, fn.__closure__ or ())):
@@ -271,7 +282,7 @@ class StateRecorder:
             return self._reached(value, f"{self._dict_expr(info)}['training']", f"the training flag of {info.label}")
         if name in _MODULE_INTERNALS or name == "__dict__":
             return value  # bookkeeping; the jitted tree's training flags are in the cache key
-        if isinstance(value, TensorProxy) or (info.in_tree and isinstance(value, torch.Tensor)):
+        if isinstance(value, TensorProxy) or (info.in_tree and real_tensor(value)):
             return value  # a tensor attribute of the jitted tree: an input, read at every call
         if type(value) is torch.Tensor and self.tensor_input is not None and info.dict is not None and info.dict.get(name) is value:
             return self._tensor_attribute(info, name, value)
@@ -320,7 +331,9 @@ class StateRecorder:
             present = [k for k, v in value.items() if v is not None]
             self.guards.add(f"[k for k, v in {bound}.items() if v is not None] == {self.guards.bind(present, 'k')}", f"the {name[1:]} of {info.label}")
             return value
-        return self._reached(value, f"{self._dict_expr(info)}[{plain_scalar(name)!r}]", f"attribute {name!r} of {info.label}")
+        route = self.guards.route_of(info.real)
+        return self._reached(value, f"{self._dict_expr(info)}[{plain_scalar(name)!r}]", f"attribute {name!r} of {info.label}",
+                             (*route, ("attr", name)) if route is not None else None)
 
     def _tensor_attribute(self, info: _ViewInfo, name: str, value: torch.Tensor) -> TensorProxy:
         """A tensor an object holds (a KV cache's keys, which the model replaces at every step):
@@ -328,9 +341,12 @@ class StateRecorder:
         symbolic dimensions by "2 or more") rather than by identity, so a new tensor of the same
         kind in its place runs the same compiled program."""
         label = f"attribute {name!r} of {info.label}"
-        proxy = self.tensor_input(value, info.dict, name, label)
-        pattern = (proxy.dtype, proxy.device, proxy.requires_grad, tuple(n if type(n) is int else None for n in proxy.shape))
-        self.guards.add(f"_same_metadata({self._dict_expr(info)}[{plain_scalar(name)!r}], {self.guards.bind(pattern, 'k')})", label)
+        proxy = self.tensor_input(value, info.dict, name, label, self.guards.route_of(info.real))
+        expr = f"{self._dict_expr(info)}[{plain_scalar(name)!r}]"
+        if expr not in self._metadata_guarded:  # (read again, as a KV cache's keys are: one guard)
+            self._metadata_guarded.add(expr)
+            pattern = (proxy.dtype, proxy.device, proxy.requires_grad, tuple(n if type(n) is int else None for n in proxy.shape))
+            self.guards.add(f"_same_metadata({expr}, {self.guards.bind(pattern, 'k')})", label)
         return proxy
 
     def _dict_expr(self, info: _ViewInfo) -> str:
@@ -339,11 +355,39 @@ class StateRecorder:
         rooted = self.guards.rooted(info.real)
         return f"{rooted}.__dict__" if rooted is not None else self.guards.bind(info.dict, "d")
 
-    def _reached(self, value: Any, expr: str, label: str) -> Any:
+    def _reached(self, value: Any, expr: str, label: str, route: tuple | None = None) -> Any:
         """A value read from an attribute or global: guarded; a list or object comes back as a
-        recording copy or view so that what is done with it is seen too."""
+        recording copy or view so that what is done with it is seen too. Where it was reached
+        through the call's arguments (`route`), a list, tuple or `by_structure` object is
+        guarded by its type (and length) and followed through the arguments, not by identity:
+        a new KV cache of the same layout runs the same program."""
+        t = type(value)
+        if route is not None and (t is list or t is tuple or by_structure(value)):
+            layout = f" and len({expr}) == {len(value)}" if t is list or t is tuple else ""
+            self.guards.add(f"type({expr}) is {self.guards.bind(t, 'c')}{layout}", label)
+            if t is list or t is tuple:
+                return self._follow_routed(value, expr, label, route)
+            self._route(value, expr, route)
+            return self._recorded(value, label)
         self.guards.watch(expr, value, label)
         return self._follow(value, expr, label)
+
+    def _follow_routed(self, value: list | tuple, expr: str, label: str, route: tuple) -> Any:
+        """A list or tuple reached through the call's arguments: each item guarded as `_reached`
+        guards it, through the arguments; a list as a recording copy (its appends replayed on
+        the call's own list)."""
+        items = [self._reached(v, f"{expr}[{i}]", f"item {i} of {label}", (*route, ("item", i))) for i, v in enumerate(value)]
+        if type(value) is tuple:
+            return value if all(a is b for a, b in zip(items, value)) else self._standing_for(tuple(items), value)
+        copy = self._list_copies.get(id(value))
+        if copy is None:
+            # reached as `expr` at every call (its length and items guarded there): appends replayed on it
+            copy = self._list_copies[id(value)] = _RecordedList()
+            copy.items_read, copy.label, copy.real, copy.target = False, label, value, expr
+            self._lists.append((value, copy, label, expr))
+            list.extend(copy, items)
+            copy.initial = list.copy(copy)
+        return copy
 
     def _follow(self, value: Any, expr: str, label: str) -> Any:
         """`value`, reached as `expr`, as the program is to use it: a list or dict as a
@@ -458,7 +502,7 @@ class StateRecorder:
                 types.ModuleType.__getattribute__(reads, "__dict__")["_squall_module"] = (value, self)
                 self._standing_for(reads, value)
             return reads
-        return stand_in_for(value)  # `radd = torch.Tensor.__radd__` taken before tracing takes proxies too
+        return value
 
     def _recording_partial(self, p: functools.partial, label: str) -> functools.partial:
         """A copy of partial `p` whose function records; its keywords (the one part of a partial
@@ -579,7 +623,7 @@ class StateRecorder:
         where = _where()
         if name in _HOOK_DICTS or name in _MODULE_INTERNALS or name in ("_modules", "_parameters", "_buffers"):
             raise UnreplayableWrite(f"squall: the program sets {name!r} of {info.label} ({where}); squall cannot replay that at every call")
-        if isinstance(value, (torch.nn.Parameter, torch.nn.Module)):
+        if type(value) is not TensorProxy and isinstance(value, (torch.nn.Parameter, torch.nn.Module)):
             raise UnreplayableWrite(
                 f"squall: the program sets {info.label}.{name} to a {type(value).__name__} ({where}); squall cannot "
                 "replay creating parameters or modules at every call: create them in __init__"
@@ -615,7 +659,7 @@ class StateRecorder:
                 self.guards.add(f"{self._dict_expr(info)}.keys().isdisjoint({self.guards.bind(frozenset(names), 'k')})", label)
         values = []
         for info in self._write_order:
-            target = self.guards.bind(info.real, "o")
+            target = self.guards.rooted(info.real) or self.guards.bind(info.real, "o")
             for name, value in info.writes.items():
                 # a name is emitted as a plain str, never by a subclass's own repr (as everywhere here)
                 self.guards.effects.append(f"_setattr({target}, {plain_scalar(name)!r}, effects[{len(values)}])")
@@ -678,7 +722,7 @@ class StateRecorder:
         (and read through a view): that object itself is the output, as in eager. Only one the
         cache key and the guards tell apart by identity: for one equal to others by its own
         `__eq__`, a later call may bring an equal one, and the output is rebuilt instead."""
-        if type(x) is Itself:
+        if type(x) is Itself or type(x) is Reached:
             return True  # a container the program reached (guarded by identity where it was read)
         return id(x) in self._views and type(x).__eq__ is object.__eq__ and not isinstance(x, torch.nn.Module)
 
@@ -701,7 +745,12 @@ class StateRecorder:
                 plain = {k: dict.__getitem__(x, k) for k in dict.keys(x)}
             return tree_map(self._unview, plain, is_leaf=lambda x: type(x) in RECORDED_CONTAINERS or size_leaf(x))
         info = type(x).__dict__.get("_squall_view_info")
-        return info.__get__(x).real if info is not None and type(x) in _VIEW_CLASSES.values() else x
+        if info is None or type(x) not in _VIEW_CLASSES.values():
+            return x
+        real = info.__get__(x).real
+        route = self.guards.route_of(real)
+        # an object the call gave (keyed by its type): the call's own, reached through its arguments
+        return Reached(real, route) if route is not None and by_structure(real) else real
 
 
 def _argument_containers(x: Any, path: tuple) -> list[tuple[tuple, str]]:
@@ -767,13 +816,20 @@ class StateGuards(GuardSet):
         self.eager_because: list[str] = []  # why the program must run eagerly (inner hooks)
         self.namespace.update(_same_items=_same_items, _same_metadata=_same_metadata, _setattr=setattr)
         self._roots: dict[int, str] = {}  # id(argument object) -> how the check reaches it
+        self._routes: dict[int, tuple] = {}  # id(argument object) -> its route (squall.trace.route_source)
 
-    def root(self, obj: Any, expr: str) -> None:
-        """`obj` is reached at call time as `expr` (an argument), not as a bound object."""
+    def root(self, obj: Any, expr: str, route: tuple | None = None) -> None:
+        """`obj` is reached at call time as `expr` (an argument, or an object reached through
+        one by `route`), not as a bound object."""
         self._roots[id(obj)] = expr
+        if route is not None:
+            self._routes[id(obj)] = route
 
     def rooted(self, obj: Any) -> str | None:
         return self._roots.get(id(obj))
+
+    def route_of(self, obj: Any) -> tuple | None:
+        return self._routes.get(id(obj))
 
     @property
     def eager(self) -> bool:

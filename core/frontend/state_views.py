@@ -26,10 +26,9 @@ import torch
 from ..proxies import NumberProxy, TensorProxy
 from ..trace import plain_scalar
 from .autograd_functions import is_autograd_function
-from .unbound_methods import stand_in_for
 
 
-__all__ = ["UnreplayableWrite", "EagerFirst", "HooksWhileTracing", "raised_by_users_code", "traced_type", "viewable", "global_hook_dicts", "describe_global_hooks"]
+__all__ = ["UnreplayableWrite", "EagerFirst", "HooksWhileTracing", "raised_by_users_code", "traced_type", "viewable", "by_structure", "global_hook_dicts", "describe_global_hooks"]
 
 _MISSING = object()
 _SCALARS = (int, float, bool, str, complex, type(None))
@@ -120,26 +119,6 @@ def _users_class(cls: type) -> bool:
     return package not in sys.stdlib_module_names and package not in ("builtins", "torch", "squall")
 
 
-def _traced_closure(fn: types.FunctionType) -> tuple | None:
-    """`fn`'s closure cells, with a torch.Tensor C method held in one (`op = torch.Tensor.__radd__`
-    captured before tracing) in a new cell holding its stand-in, unless `fn` assigns that variable."""
-    cells = fn.__closure__
-    if not cells:
-        return cells
-    traced, assigned = [], None
-    for name, cell in zip(fn.__code__.co_freevars, cells):
-        try:
-            value = cell.cell_contents
-        except ValueError:
-            traced.append(cell)
-            continue
-        stand_in = stand_in_for(value)
-        if stand_in is not value and assigned is None:
-            assigned = {i.argval for i in dis.get_instructions(fn.__code__) if i.opname in ("STORE_DEREF", "DELETE_DEREF")}
-        traced.append(cell if stand_in is value or name in assigned else types.CellType(stand_in))
-    return tuple(traced)
-
-
 def viewable(obj: Any) -> bool:
     """An object whose attribute reads can be recorded through a view: one sharing its
     __dict__, reading its __slots__ from it."""
@@ -152,6 +131,15 @@ def viewable(obj: Any) -> bool:
         and not isinstance(obj, (type, types.ModuleType, torch.Tensor, BaseException))
         and (isinstance(getattr(obj, "__dict__", None), dict) or (not hasattr(obj, "__dict__") and bool(_members(cls))))
     )
+
+
+def by_structure(obj: Any) -> bool:
+    """Whether an argument object is told apart from others by its type and what the program
+    reads of it (guarded through the call's arguments), not by its identity: a plain Python
+    object (a KV cache, which transformers makes anew at every `generate`) with identity's own
+    equality. Modules are not: their parameters are read as the jitted tree's are not."""
+    cls = type(obj)
+    return viewable(obj) and not isinstance(obj, torch.nn.Module) and cls.__eq__ is object.__eq__ and cls.__hash__ is object.__hash__
 
 
 def _class_lookup(cls: type, name: str) -> tuple[type | None, Any]:
@@ -285,7 +273,8 @@ def traced_type(obj: Any, *rest: Any) -> type:
     """The built-in `type` as a traced program's own code calls it (squall.frontend.state_guards puts it
     where the program looks `type` up): for an object read through a view or recording copy,
     the class of the object it stands for, and for a proxy the class of the value it stands
-    for (squall.frontend.type_checks answers `isinstance` so), as eager gives it; with three arguments, a new
+    for (`isinstance` answers so: a TensorProxy is a torch.Tensor, a NumberProxy's `__class__` its
+    number type), as eager gives it; with three arguments, a new
     class, as the built-in makes it."""
     if rest:
         return type(obj, *rest)

@@ -22,20 +22,19 @@ from .. import ltorch
 from ..ltorch import numbers
 from ..ltorch.base import DataDependentError, TorchLanguage, TracingMode
 from ..prims import copy_
-from ..proxies import NumberProxy, TensorProxy, size_leaf, tracing
+from ..proxies import NumberProxy, TensorProxy, size_leaf, tracing, real_tensor
 from ..symbolic import ShapeEnv
 from ..trace import Trace
 from .outputs import capture_output
 from .random_state import random_state_kept
 from .speculation import Speculation
 from .state_guards import StateRecorder
-from .type_checks import isinstance_traced
-from .unbound_methods import unbound_methods_traced
 from .views import ViewTracker
 
-__all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names", "ALL_DIMS"]
+__all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names", "ALL_DIMS", "state_dims_path"]
 
 # `dims[("state",)]`: every dimension of every tensor read from an argument object is symbolic
+# (unless `dims` holds that tensor's own path: then those dimensions only)
 ALL_DIMS = frozenset(range(64))
 
 
@@ -158,12 +157,20 @@ class InputBinding:
 
     The path starts at "params" (a module's parameters and buffers, a list),
     "args" (positional arguments, a tuple) or "kwargs" (a dict); or it is ("state", owner,
-    key): a tensor an object reached from the arguments holds, read as `owner[key]` (the
-    object's `__dict__`) at every call (squall.frontend.state_guards).
+    key, route): a tensor an object reached from the arguments holds, read at every call as
+    `key` of the `__dict__` of the object `route` reaches through the call's arguments
+    (squall.trace.route_source), or where there is no route, as `owner[key]` (the object's
+    `__dict__`; squall.frontend.state_guards).
     """
 
     proxy: TensorProxy
     path: tuple  # e.g. ("args", 1, "k")
+
+
+def state_dims_path(owner: dict | None, key: str, route: tuple | None) -> tuple:
+    """The path `DynamicDims` keys a tensor an argument object holds by: its route through the
+    call's arguments (the same for every KV cache of one layout), else its owner's identity."""
+    return ("state", route, key) if route is not None else ("state", id(owner), key)
 
 
 @functools.cache
@@ -223,7 +230,7 @@ def module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[
     for prefix, sub in module.named_modules(remove_duplicate=False):
         for store in (sub._parameters, sub._buffers, sub.__dict__):
             for key, value in store.items():
-                if not isinstance(value, torch.Tensor) or id(value) in seen:
+                if not real_tensor(value) or id(value) in seen:
                     continue
                 seen.add(id(value))
                 slots.append((store, key))
@@ -279,7 +286,7 @@ def trace_program(
                 shape = tuple(ctx.shapes.symbol(n, name, d) if d in symbolic and type(n) is int and n >= 2 else n for d, n in enumerate(shape))
             p = TensorProxy(name, shape=shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad)
             if isinstance(x, torch.nn.Parameter):
-                p._is_param = True  # the program's `isinstance(p, torch.nn.Parameter)` answers as in eager (squall.frontend.type_checks)
+                p._is_param = True  # `isinstance(p, torch.nn.Parameter)` answers as in eager (torch's _ParameterMeta reads it)
             ctx.inputs.append(p)
             paths.append(path)
             by_path[path] = p
@@ -300,12 +307,14 @@ def trace_program(
 
     state_proxies: dict[int, TensorProxy] = {}
 
-    def state_input(value: torch.Tensor, owner: dict, key: str, label: str) -> TensorProxy:
-        # a tensor an argument object (or one reached from it) holds: an input read from
-        # `owner[key]` at every call; its dimensions symbolic as `dims` says for ("state", id(owner), key)
+    def state_input(value: torch.Tensor, owner: dict, key: str, label: str, route: tuple | None = None) -> TensorProxy:
+        # a tensor an argument object (or one reached from it) holds: an input read at every call
+        # from the call's own object where it is reached through the arguments (`route`), else
+        # from `owner[key]`; its dimensions symbolic as `dims` says for `state_dims_path`
         p = state_proxies.get(id(value))
         if p is None:
-            symbolic = (dims or {}).get(("state", id(owner), key)) or (dims or {}).get(("state",)) or frozenset()
+            dims_path = state_dims_path(owner, key, route)
+            symbolic = dims[dims_path] if dims and dims_path in dims else (dims or {}).get(("state",)) or frozenset()
             marked = getattr(value, "_dynamo_dynamic_indices", None)  # torch._dynamo.mark_dynamic
             symbolic = symbolic | frozenset(marked) if marked and symbolic is not ALL_DIMS else symbolic
             shape = tuple(value.shape)
@@ -314,7 +323,8 @@ def trace_program(
                 shape = tuple(ctx.shapes.symbol(n, name, d) if (d in symbolic or symbolic is ALL_DIMS) and n >= 2 else n for d, n in enumerate(shape))
             p = state_proxies[id(value)] = TensorProxy(name, shape=shape, dtype=value.dtype, device=value.device, requires_grad=value.requires_grad)
             ctx.inputs.append(p)
-            paths.append(("state", owner, key))
+            # (the object's own dict is not held where the route reaches it: a KV cache is freed)
+            paths.append(("state", owner if route is None else None, key, route))
             if ctx.speculation is not None:
                 ctx.speculation.bind(p, value)
         return p
@@ -335,7 +345,7 @@ def trace_program(
         ctx.state = StateRecorder(module, arg_offset=int(module is not None))
         ctx.state.tensor_input = state_input
         target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
-        with TracingMode(language), unbound_methods_traced(), isinstance_traced():
+        with TracingMode(language):
             # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.runtime.wrappers)
             try:
                 with random_state_kept(ctx.state.code_objects):

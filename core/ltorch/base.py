@@ -17,7 +17,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from ..proxies import TensorProxy, current_context
+from ..proxies import TensorProxy, current_context, real_tensor
 from ..symbol import Symbol, Tags, snapshot_call
 from . import numbers
 from .eager_identity import may_return_an_input, returned_inputs
@@ -107,7 +107,7 @@ def _scan(values, has_proxy: bool, has_tensor: bool) -> tuple[bool, bool]:
             has_proxy = True
         elif t is list or t is tuple:
             has_proxy, has_tensor = _scan(x, has_proxy, has_tensor)
-        elif isinstance(x, torch.Tensor):
+        elif real_tensor(x):
             has_tensor = True
     return has_proxy, has_tensor
 
@@ -120,8 +120,7 @@ def _tensor_attribute(func: Callable) -> tuple[str, bool] | None:
         return (name, True) if name and torch.Tensor.__dict__.get(name, getattr(torch.Tensor, name, None)) is owner else None
     name = getattr(func, "__name__", None)
     method = getattr(torch.Tensor, name, None) if name else None
-    # while tracing, torch.Tensor holds squall's stand-in, which names torch's own method
-    return (name, False) if method is not None and getattr(method, "__squall_method__", method) is func else None
+    return (name, False) if method is not None and method is func else None
 
 
 class TorchLanguage:
@@ -137,9 +136,6 @@ class TorchLanguage:
         self.warned: set[str] = set()
 
     def dispatch(self, func: Callable, args: tuple, kwargs: dict) -> Any:
-        # torch looks a method up on torch.Tensor when it calls __torch_function__: while tracing
-        # that is squall's stand-in (squall.frontend.unbound_methods), which names torch's own method
-        func = getattr(func, "__squall_method__", func)
         if self.wrapped_results is not None:
             layout = self.wrapped_results.layout(func, args)
             if layout is not None:
@@ -161,7 +157,7 @@ class TorchLanguage:
             ctx.views.refresh((args, kwargs), qualified_name(func))  # views whose base changed since: regenerated first
         if op is not None:
             if has_tensor:
-                as_proxy = lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) else x
+                as_proxy = lambda x: ctx.constant(x) if real_tensor(x) else x
                 args, kwargs = tree_map(as_proxy, args), tree_map(as_proxy, kwargs)
                 if ctx.views.stale:
                     ctx.views.refresh((args, kwargs), qualified_name(func))
@@ -191,7 +187,7 @@ class TorchLanguage:
         if has_tensor:
             if ctx.substitutes:
                 # a module's parameter or buffer (real, the module is never touched): its input proxy
-                swap = lambda x: ctx.constant(x) if isinstance(x, torch.Tensor) and id(x) in ctx.substitutes else x
+                swap = lambda x: ctx.constant(x) if real_tensor(x) and id(x) in ctx.substitutes else x
                 args, kwargs = tree_map(swap, args), tree_map(swap, kwargs)
                 attribute = _tensor_attribute(func) if args and type(args[0]) is TensorProxy else None
                 if attribute is not None:
@@ -268,7 +264,7 @@ class TorchLanguage:
         def to_meta(x):
             if isinstance(x, TensorProxy):
                 return torch.empty(x.shape, dtype=x.dtype, device="meta")
-            if isinstance(x, torch.Tensor):
+            if real_tensor(x):
                 return x.to("meta")
             return x
 
@@ -299,7 +295,7 @@ class TorchLanguage:
             )
 
         def from_meta(x):
-            if isinstance(x, torch.Tensor):
+            if real_tensor(x):
                 return TensorProxy(shape=x.shape, dtype=x.dtype, device=device, requires_grad=x.requires_grad)
             return x
 

@@ -208,7 +208,7 @@ class WrappedResults:
         if name not in _LAYOUT_READS or not args or self._results.get(id(args[0])) is not args[0]:
             return None
         method = getattr(torch.Tensor, name)
-        if getattr(method, "__squall_method__", method) is not func:  # torch's own method, not its stand-in while tracing
+        if method is not func:
             return None  # a function of that name, not torch.Tensor's method
         shape = args[0].shape
         if name == "storage_offset":

@@ -14,6 +14,7 @@ from .. import ltorch, prims
 from ..guards import GUARD, READ, guard_impl, read_impl
 from ..ltorch.kernels import all_kernels, flash_attention_for_cpu, flash_attention_for_cpu_backward
 from ..prims.base import PrimIDs
+from ..proxies import real_tensor
 from ..symbol import Symbol, Tags
 from .executor import Implementation, OperatorExecutor
 from .hookspecs import hookimpl
@@ -32,9 +33,9 @@ def _broadcast_in_dim(a, shape, broadcast_dimensions):
 def _numbers_as_tensors(fn):
     # Prims accept a Python number for either operand; some torch functions take only tensors.
     def impl(a, b):
-        if not isinstance(a, torch.Tensor):
+        if not real_tensor(a):
             a = torch.scalar_tensor(a, dtype=b.dtype, device=b.device)
-        elif not isinstance(b, torch.Tensor):
+        elif not real_tensor(b):
             b = torch.scalar_tensor(b, dtype=a.dtype, device=a.device)
         return fn(a, b)
 
@@ -203,8 +204,10 @@ PRIM_IMPLS = {
     PrimIDs.BITWISE_LEFT_SHIFT: lambda a, b: a << b,
     PrimIDs.BITWISE_RIGHT_SHIFT: lambda a, b: a >> b,
     PrimIDs.WHERE: torch.where,
-    PrimIDs.CONVERT_ELEMENT_TYPE: lambda a, dtype: a.to(dtype),
+    # a new tensor even of the same dtype (Tensor.to(copy=True) records one): `a.to(dtype)` returns `a`
+    PrimIDs.CONVERT_ELEMENT_TYPE: lambda a, dtype: a.to(dtype, copy=True),
     PrimIDs.COPY_: lambda dst, src: dst.copy_(src),
+    PrimIDs.DEVICE_PUT: lambda a, device, *, non_blocking: a.to(device, non_blocking=non_blocking),
     # --- shape prims ---
     PrimIDs.BROADCAST_IN_DIM: _broadcast_in_dim,
     PrimIDs.RESHAPE: torch.reshape,
@@ -303,7 +306,7 @@ def _with_contiguous_tensors(kernel: Callable) -> Callable:
     0, as the backward of a sum gives) as if it were dense, and return garbage."""
 
     def call(*args, **kwargs):
-        return kernel(*(a.contiguous() if isinstance(a, torch.Tensor) else a for a in args), **kwargs)
+        return kernel(*(a.contiguous() if real_tensor(a) else a for a in args), **kwargs)
 
     call.__name__ = getattr(kernel, "__name__", "kernel")
     call.__wrapped__ = kernel

@@ -147,7 +147,7 @@ class Runtime:
             for held in self.cache.entries.values():
                 for compiled in (held.compiled, *held.set_aside):
                     if compiled is not None:
-                        self._dims.note_state(compiled.compilation)
+                        self._dims.note_state(compiled.compilation, args, kwargs)
             start = time.perf_counter()
             self.stats.misses += 1
             self._note_changes(args, kwargs)

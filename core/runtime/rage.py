@@ -41,7 +41,7 @@ from torch.utils._pytree import tree_flatten
 
 from ..ltorch.base import SquallWarning
 from ..market import plugins
-from ..proxies import type_string
+from ..proxies import type_string, real_tensor
 from . import logs
 from .repro import reproducer
 
@@ -80,7 +80,7 @@ def _enabled(environ: dict[str, str] | None = None) -> bool:
 
 def describe_value(x: Any) -> dict[str, Any]:
     """An argument as metadata: tensors by shape, dtype, device and requires_grad, never values."""
-    if isinstance(x, torch.Tensor):
+    if real_tensor(x):
         return {"tensor": True, "shape": list(x.shape), "dtype": str(x.dtype), "device": str(x.device), "requires_grad": x.requires_grad}
     if x is None or isinstance(x, (bool, int, float)):
         return {"type": type(x).__name__, "value": x if not isinstance(x, float) or x == x and abs(x) != float("inf") else repr(x)}

@@ -47,6 +47,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from ..proxies import real_tensor
 from ..compiler.pipeline import Compilation, compile_traced
 from ..frontend.speculation import guards_of
 from ..ltorch.base import SquallWarning
@@ -207,7 +208,7 @@ def fusion_offers(executors: Sequence[Executor]) -> list[tuple[str, Sequence[Exe
 
 def _spec(x: Any) -> Any:
     """A tensor's metadata in place of the tensor: the job keeps no reference to user data."""
-    if isinstance(x, torch.Tensor):
+    if real_tensor(x):
         return _TensorSpec(tuple(x.shape), x.dtype, x.device, x.requires_grad)
     return x
 
@@ -263,9 +264,9 @@ def _outputs_differ(expected: Any, actual: Any) -> str:
     if len(exp) != len(act):
         return f"{len(act)} outputs where the torch plan returns {len(exp)}"
     for i, (e, a) in enumerate(zip(exp, act)):
-        if not isinstance(e, torch.Tensor):
+        if not real_tensor(e):
             continue
-        if not isinstance(a, torch.Tensor) or (a.shape, a.dtype, a.device) != (e.shape, e.dtype, e.device):
+        if not real_tensor(a) or (a.shape, a.dtype, a.device) != (e.shape, e.dtype, e.device):
             return f"output {i} is {_meta(a)} where the torch plan's is {_meta(e)}"
         if not (e.dtype.is_floating_point or e.dtype.is_complex):
             if not torch.equal(a, e):
@@ -284,7 +285,7 @@ def _outputs_differ(expected: Any, actual: Any) -> str:
 
 
 def _meta(x: Any) -> str:
-    return f"{x.dtype} {tuple(x.shape)} on {x.device}" if isinstance(x, torch.Tensor) else type(x).__name__
+    return f"{x.dtype} {tuple(x.shape)} on {x.device}" if real_tensor(x) else type(x).__name__
 
 
 # --- judgements remembered on disk ------------------------------------------------------------------
