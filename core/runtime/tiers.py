@@ -50,7 +50,7 @@ from ..market.config import ExecutorPriority
 from ..market.executor import Executor
 from ..market.fusion import FusionExecutor, compiling_stopped, example_tensor, stop_compiling
 from ..symbol import Tags
-from .choices import ChoiceStore, cache_dir
+from .choices import ChoiceStore, cache_dir, timing_clock
 
 __all__ = ["Upgrade", "Verdict", "judge", "fusion_offers", "background_priority", "call_specs", "UpgradeWorker", "default_worker", "wait_for_upgrades", "upgrades"]
 
@@ -128,14 +128,17 @@ def judge(
     torch_run: Callable[[], Any],
     fused_run: Callable[[], Any],
     *,
-    clock: Callable[[], float] = time.perf_counter,
+    clock: Callable[[], float] | None = None,
     sync: Callable[[], None] = lambda: None,
+    device_type: str = "cpu",
     rounds: int = 3,
     budget_s: float = 0.3,
     margin: float = MARGIN,
 ) -> Verdict:
     """Time both plans, interleaved round by round (so load changes hit both), best round
-    each; keep the fused plan only when it is faster than `margin` times the torch plan."""
+    each; keep the fused plan only when it is faster than `margin` times the torch plan.
+    `clock` defaults to `timing_clock(device_type)` (CPU time where that is fair to both)."""
+    clock = clock or timing_clock(device_type)
     sync()
     start = clock()
     torch_run()
@@ -380,7 +383,7 @@ class UpgradeJob:
                 return Verdict("torch", None, None, f"its results differ from the torch plan's: {differ}")
             cuda = any(s.device.type == "cuda" for s in specs)
             return judge(lambda: torch_fn(*lead, *args, **kwargs), lambda: fused_fn(*lead, *args, **kwargs),
-                         sync=torch.cuda.synchronize if cuda else (lambda: None))
+                         sync=torch.cuda.synchronize if cuda else (lambda: None), device_type="cuda" if cuda else "cpu")
 
 
 class UpgradeWorker:

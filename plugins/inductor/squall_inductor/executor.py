@@ -144,6 +144,7 @@ class InductorExecutor(FusionExecutor):
         self.outcomes: list[tuple[list[str], str]] = []
         self._backends: frozenset[str] | None = None
         self._unsupported: str | None = None  # why torch.compile cannot run here; None: not asked yet
+        self._warned: set[str] = set()  # the compile failures already warned about
 
     # --- availability -----------------------------------------------------------------------
     def backends(self) -> frozenset[str]:
@@ -246,14 +247,16 @@ class InductorExecutor(FusionExecutor):
             message = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
             if compiling_stopped():  # the interpreter began exiting mid-compile: nobody runs this plan
                 return self._declined(ops, f"the interpreter is exiting ({message})")
-            warnings.warn(
-                f"squall-inductor: inductor could not compile a region of {len(ops)} ops ({', '.join(ops)}); "
-                f"it runs on the torch executor instead ({message})",
-                SquallWarning,
-                stacklevel=2,
-            )
+            if message not in self._warned:  # its parts often fail alike (a missing compiler): said once
+                self._warned.add(message)
+                warnings.warn(
+                    f"squall-inductor: inductor could not compile a region of {len(ops)} ops ({', '.join(ops)}); "
+                    f"its parts are offered again, and what inductor cannot compile runs on the torch executor ({message})",
+                    SquallWarning,
+                    stacklevel=2,
+                )
             self.compile_errors.append(f"region ({', '.join(ops)}) falls back to torch: {message}")
-            return self._declined(ops, f"inductor could not compile it: {message}")
+            return self._declined(ops, f"inductor could not compile it: {message}", split=True)
         if self.time_regions and remembered is None:
             torch_s = best_time(eager, args, device=device)
             inductor_s = best_time(compiled, args, device=device)
@@ -279,9 +282,9 @@ class InductorExecutor(FusionExecutor):
                 self._unsupported = f"torch.compile cannot be imported: {type(e).__name__}: {e}"
         return self._unsupported
 
-    def _declined(self, ops: list[str], why: str) -> Declined:
+    def _declined(self, ops: list[str], why: str, *, split: bool = False) -> Declined:
         self.outcomes.append((ops, why))
-        return Declined(why)
+        return Declined(why, split=split)
 
     def _decline_statically(self, region: FusionRegion) -> str:
         # pure metadata, a lone cheap op, a region too small to win: squall's cost model
