@@ -17,6 +17,7 @@ import squall
 from squall.market.config import PyprojectError, resolve_wait
 from squall.market.torch_executor import make_executor
 from squall.runtime import tiers
+from squall.runtime.choices import timing_clock
 from test_planner import PyFuser
 
 
@@ -210,6 +211,29 @@ def test_judge_takes_the_best_round_of_each():
     ticks = iter(times)
     verdict = tiers.judge(lambda: None, lambda: None, clock=lambda: next(ticks))
     assert (verdict.torch_s, verdict.fused_s, verdict.keep) == (pytest.approx(1e-3), pytest.approx(1e-3), "torch")
+
+
+def _burn(seconds: float) -> None:
+    """Keep this thread on the CPU for `seconds` of its own CPU time."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_judge_on_one_cpu_thread_counts_cpu_time_not_time_spent_waiting_for_a_core():
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert timing_clock("cpu") is time.thread_time
+        assert timing_clock("cuda") is time.perf_counter  # kernels run on the device, not this thread
+        # the fused plan computes half as much, but waits (as a thread on a loaded machine
+        # waits for a core) long enough that wall time would call it slower
+        verdict = tiers.judge(lambda: _burn(2e-3), lambda: (_burn(1e-3), time.sleep(4e-3)), budget_s=0.05)
+        assert verdict.keep == "fused" and verdict.fused_s < verdict.torch_s * 0.75, verdict
+        torch.set_num_threads(2)
+        assert timing_clock("cpu") is time.perf_counter  # other intra-op threads' work would not show
+    finally:
+        torch.set_num_threads(threads)
 
 
 # --- the cost model ------------------------------------------------------------------------------
