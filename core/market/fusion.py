@@ -446,12 +446,13 @@ class FusionExecutor(Executor):
     def _region(self, bsyms, unit: list[int], consumers: dict[str, set[int]], returned: set[str]) -> tuple[FusionRegion, Callable | Declined | None]:
         inside = set(unit)
         members = [bsyms[i] for i in unit]
-        produced = {p.name for b in members for p in b.output_proxies()}
+        produced: set[str] = set()
         inputs: dict[str, TensorProxy] = {}
         for b in members:
             for p in b.input_proxies():
-                if p.name not in produced:
+                if p.name not in produced:  # in order: a call that returns its input (contiguous) reads it first
                     inputs.setdefault(p.name, p)
+            produced.update(p.name for p in b.output_proxies())
         outputs: dict[str, TensorProxy] = {}
         for b in members:
             for p in b.output_proxies():

@@ -52,7 +52,7 @@ __all__ = ["InductorExecutor", "FUSIBLE_PRIMS", "MATMUL_PRIMS", "cpp_compiler", 
 # prims inductor fuses well, beyond every elementwise, reduction and view prim
 _EXTRA_PRIMS = {
     PrimIDs.CAT, PrimIDs.PAD, PrimIDs.FLIP, PrimIDs.FULL, PrimIDs.IOTA,
-    PrimIDs.TAKE, PrimIDs.TAKE_ALONG_AXIS,
+    PrimIDs.TAKE, PrimIDs.TAKE_ALONG_AXIS, PrimIDs.INDEX,  # gathers by integer indices (Swin's position bias)
 }
 # not claimed: random draws (inductor's RNG differs from eager's), in-place copies, scatters,
 # sorts and scans (no fusion win), opaque torch calls
@@ -216,8 +216,14 @@ class InductorExecutor(FusionExecutor):
         if any(type(p) is NumberProxy for p in inputs + outputs):
             # regions are compiled for constant scalars (dynamic=False): a number read at run time stays with torch
             return None, f"{CHECKER_DECLINED}: a number known only at run time (a dynamic Python number)"
-        if not outputs or {id(p) for p in outputs} & {id(p) for p in inputs}:
+        if not outputs:
+            return None, f"{CHECKER_DECLINED}: it returns nothing, there is nothing to compute"
+        if Tags.RANDOM in bsym.sym.tags and {id(p) for p in outputs} & {id(p) for p in inputs}:
+            # a draw that returned its input (eval-mode dropout) splits no region where it stays
             return None, f"{CHECKER_DECLINED}: it returns its input, there is nothing to compute"
+        # a call that returns its input otherwise (contiguous: squall's values have no strides) is
+        # taken: inside a region it makes the layout the calls after it need, and outside one it
+        # would split the region around it (Swin: six regions per block for one)
         for p in inputs + outputs:
             if p.device.type not in self.backends():
                 return None, f"{CHECKER_DECLINED}: inductor has no {p.device.type} backend here"
