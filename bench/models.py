@@ -141,7 +141,7 @@ def _kept(fn) -> str:
     if upgrade.status != "upgraded":
         return {"kept the torch plan": "torch", "nothing to fuse": "nothing"}.get(upgrade.status, upgrade.status)
     last = upgrade.reason.split("; ")[-1]
-    return last.split(":")[0] if ":" in last and not last.startswith("in context") else "regions"
+    return last.removeprefix("kept ") if last.startswith("kept ") else "regions"
 
 
 if __name__ == "__main__":

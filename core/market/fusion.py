@@ -367,8 +367,8 @@ class FusionExecutor(Executor):
         """The ways this executor can fuse a program, for squall.runtime.tiers' in-context judge to choose
         from: (label, executor) pairs, each executor named as this one, largest regions first
         (e.g. inductor's "large regions" with matmuls and attention, then its elementwise
-        "islands"). The judge plans the program with each in turn and keeps the first that agrees
-        with the torch plan and beats it. Default: this executor alone."""
+        "islands"). The judge plans the program with each in turn, times each beside the torch plan,
+        and keeps the fastest that agrees with it and beats it. Default: this executor alone."""
         return [("regions", self)]
 
     def _expand(self, bsym: BoundSymbol) -> list[BoundSymbol]:

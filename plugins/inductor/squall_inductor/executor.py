@@ -191,7 +191,7 @@ class InductorExecutor(FusionExecutor):
     def offers(self) -> list[tuple[str, InductorExecutor]]:
         """"large regions" first — matmuls, linears, convolutions, attention and embeddings with
         their epilogues, up to the whole program — then the elementwise "islands" between them;
-        squall.runtime.tiers' judge keeps the first that beats the torch plan in context. Only one of
+        squall.runtime.tiers' judge keeps the fastest that beats the torch plan in context. Only one of
         them where the user chose (include_matmuls, SQUALL_INDUCTOR_MATMULS), or where regions
         are not timed (autotune off: there is nothing to choose by)."""
         if self.matmuls_chosen or not self.autotune:
