@@ -6,7 +6,8 @@ Workloads: an elementwise chain (bias + gelu + residual), layer norm, softmax, a
 GPT block (inference) and GPT (a training step: forward, loss, backward). Times are medians
 of CUDA-event timings after warm-up; each squall contender also reports which executors ran
 (`squall.last_traces`) so a fast number that never used its executor is visible. Needs a
-CUDA device; written for bench/gpu.sh, and not yet run on a GPU (see plugins/*/README.md).
+CUDA device; written for bench/gpu.sh. Each squall contender's background upgrade is awaited
+before its per-call timing, and its outcome reported (`upgrades`).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +40,14 @@ def _time_ms(fn: Callable[[], Any], *, warmup: int = 5, reps: int = 30) -> float
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end))
     return statistics.median(times)
+
+
+def _first_call_s(step: Callable[[], Any]) -> float:
+    """Wall time of the first call (tracing or Dynamo, planning, compiles), the GPU synchronized."""
+    start = time.perf_counter()
+    step()
+    torch.cuda.synchronize()
+    return time.perf_counter() - start
 
 
 def _workloads() -> dict[str, tuple[Callable, tuple, bool]]:
@@ -90,6 +100,12 @@ def main() -> int:
                     warnings.simplefilter("ignore")
                     compiled = make(fn)
                     step = (lambda: compiled(*inputs)[1].backward()) if grads else (lambda: compiled(*inputs))
+                    row["first_call_s"] = round(_first_call_s(step), 3)
+                    if contender.startswith("squall"):
+                        # per-call speed is what runs once the background upgrade is done; its
+                        # compiles would otherwise be timed as the user's calls
+                        squall.wait_for_upgrades(compiled)
+                        row["upgrades"] = [str(u) for u in squall.upgrades(compiled)]
                     row["ms"] = round(_time_ms(step), 4)
                 if contender.startswith("squall"):
                     executed = squall.last_traces(compiled).source

@@ -38,7 +38,13 @@ CUPY_DTYPES = (torch.float32, torch.float64, torch.float16, torch.int64, torch.b
 
 
 def _executors():
-    return [make_executor(), squall.market.plugins.default_marketplace().get("torch")]
+    # every region kept, untimed: these tests check the kernels' results, not the judge's choice
+    return [make_executor(judge_in_context=False), squall.market.plugins.default_marketplace().get("torch")]
+
+
+def _jit_cupy(fn):
+    # cupy's regions are planned in the background upgrade; wait=True does it before the first call returns
+    return squall.jit(fn, executors=_executors(), wait=True)
 
 
 def _torch_only():
@@ -54,7 +60,7 @@ def test_elementwise_opinfos_match_the_torch_executor(info):
         for sample in info.sample_inputs(dtype, "cuda"):
             program = lambda *args, **kwargs: info.op(*args, **kwargs)
             expected = squall.jit(program, executors=_torch_only())(*sample.args, **sample.kwargs)
-            actual = squall.jit(program, executors=_executors())(*sample.args, **sample.kwargs)
+            actual = _jit_cupy(program)(*sample.args, **sample.kwargs)
             torch.testing.assert_close(actual, expected, equal_nan=True, msg=lambda m: f"{info.name} {sample}: {m}")
             ran += 1
     if not ran:
@@ -69,10 +75,34 @@ def test_gpt_block_matches_the_torch_executor():
     x = torch.randn(2, 32, 64, device="cuda")
     with torch.no_grad():
         expected = squall.jit(block, executors=_torch_only())(x)
-        jblock = squall.jit(block, executors=_executors())
-        actual = jblock(x)
+        actual = _jit_cupy(block)(x)
+    # the block's elementwise work is single ops between matmuls and norms (reductions, not
+    # cupy's): it may take nothing, and must still agree
     torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
-    assert "cupy" in squall.last_traces(jblock).source  # its regions really ran as CuPy kernels
+
+
+def test_tanh_gelu_mlp_runs_as_cupy_kernels():
+    # GPT-2's MLP activation written out: a chain of elementwise ops between two matmuls
+    def mlp(x, w1, w2):
+        h = x @ w1
+        h = 0.5 * h * (1.0 + torch.tanh(0.7978845608 * (h + 0.044715 * h * h * h)))
+        return h @ w2
+
+    x, w1, w2 = torch.randn(64, 128, device="cuda"), torch.randn(128, 512, device="cuda"), torch.randn(512, 128, device="cuda")
+    jmlp = _jit_cupy(mlp)
+    torch.testing.assert_close(jmlp(x, w1, w2), mlp(x, w1, w2), atol=1e-4, rtol=1e-4)
+    assert "cupy" in squall.last_traces(jmlp).source  # its region really ran as a CuPy kernel
+
+
+def test_judged_upgrade_keeps_the_faster_plan_and_says_so():
+    # the default executor is judged in context: the fused plan is installed only if faster
+    fn = lambda a, b: torch.tanh(a * b + 1) * torch.sigmoid(a - b)
+    a, b = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")
+    jfn = squall.jit(fn, executors=[make_executor(), squall.market.plugins.default_marketplace().get("torch")], wait=True)
+    torch.testing.assert_close(jfn(a, b), fn(a, b))
+    (upgrade,) = squall.upgrades(jfn)
+    assert upgrade.status in ("upgraded", "kept the torch plan"), str(upgrade)
+    assert ("cupy" in squall.last_traces(jfn).source) == (upgrade.status == "upgraded")
 
 
 def test_broadcast_noncontiguous_bool_and_empty_inputs():
@@ -80,7 +110,7 @@ def test_broadcast_noncontiguous_bool_and_empty_inputs():
     a = torch.randn(8, 4, device="cuda")  # transposed below: a strided input
     b = torch.randn(8, device="cuda")  # broadcast: a stride-0 view
     m = torch.rand(4, 8, device="cuda") > 0.5
-    jfn = squall.jit(fn, executors=_executors())
+    jfn = _jit_cupy(fn)
     torch.testing.assert_close(jfn(a, b, m), fn(a, b, m))
     assert "cupy" in squall.last_traces(jfn).source
     empty = torch.empty(0, 4, device="cuda")
@@ -90,7 +120,7 @@ def test_broadcast_noncontiguous_bool_and_empty_inputs():
 
 def test_kernels_run_on_pytorchs_current_stream():
     fn = lambda a: torch.tanh(a) * 3 + 1
-    jfn = squall.jit(fn, executors=_executors())
+    jfn = _jit_cupy(fn)
     side = torch.cuda.Stream()
     a = torch.randn(1 << 20, device="cuda")
     with torch.cuda.stream(side):

@@ -1,0 +1,170 @@
+"""Real third-party models on CUDA: eager, torch.compile and squall (torch plan, and each fusion
+executor installed), inference and a training step, at sizes a GPU is used for.
+
+    python bench/gpu_models.py [--only NAME ...] [--train] [--json PATH]
+
+Models are built from the libraries' own classes with random weights (nothing is downloaded):
+transformers LLaMA and GPT-2 (4 layers, hidden 1024, batch 8 x 512 tokens), timm ResNet-50
+and ViT-B/16 (batch 32, 224x224); inference in bfloat16, training in float32. Per contender: the first call's wall time (tracing or Dynamo,
+planning, compiles; squall's background upgrade awaited and timed with it), the median
+per-call time over CUDA events, and the largest difference from eager's output. Contenders
+run in one process, one after the other, on the same inputs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import squall
+
+
+def _transformers(config_name: str, model_name: str, **config: Any) -> Callable[[], torch.nn.Module]:
+    def build() -> torch.nn.Module:
+        import transformers
+
+        cfg = getattr(transformers, config_name)(**config)
+        return getattr(transformers, model_name)(cfg)
+
+    return build
+
+
+def _timm(name: str) -> Callable[[], torch.nn.Module]:
+    def build() -> torch.nn.Module:
+        import timm
+
+        return timm.create_model(name, pretrained=False)
+
+    return build
+
+
+_DECODER = dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
+                num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=1024)
+MODELS: dict[str, tuple[Callable[[], torch.nn.Module], Callable[[], dict[str, torch.Tensor]]]] = {
+    "llama": (_transformers("LlamaConfig", "LlamaForCausalLM", **_DECODER),
+              lambda: {"input_ids": torch.randint(0, 32000, (8, 512), device="cuda")}),
+    "gpt2": (_transformers("GPT2Config", "GPT2LMHeadModel", vocab_size=32000, n_positions=1024, n_embd=1024, n_layer=4, n_head=16),
+             lambda: {"input_ids": torch.randint(0, 32000, (8, 512), device="cuda")}),
+    "resnet50": (_timm("resnet50"), lambda: {"x": torch.randn(32, 3, 224, 224, device="cuda")}),
+    "vit_b16": (_timm("vit_base_patch16_224"), lambda: {"x": torch.randn(32, 3, 224, 224, device="cuda")}),
+}
+
+
+def _median_ms(step: Callable[[], Any], *, warmup: int = 3, reps: int = 20) -> float:
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def _logits(out: Any) -> torch.Tensor:
+    return out.logits if hasattr(out, "logits") else out
+
+
+def _contenders() -> dict[str, Callable[[torch.nn.Module], Callable]]:
+    available = {e.name for e in squall.market.plugins.default_marketplace().default_executors()}
+    found: dict[str, Callable[[torch.nn.Module], Callable]] = {
+        "eager": lambda m: m,
+        "torch.compile": lambda m: torch.compile(m),
+        "squall[torch]": lambda m: squall.jit(m, executors=["torch"]),
+    }
+    for name in ("inductor", "nvfuser", "cupy"):
+        if name in available:
+            found[f"squall[{name}]"] = lambda m, name=name: squall.jit(m, executors=[name, "torch"], wait=True)
+    return found
+
+
+def _run(name: str, train: bool) -> list[dict[str, Any]]:
+    build, make_inputs = MODELS[name]
+    torch.manual_seed(0)
+    model = build().cuda().train(train)
+    inputs = make_inputs()
+    if not train:  # inference in bfloat16, as it is served; training in float32
+        model = model.to(torch.bfloat16)
+        inputs = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in inputs.items()}
+    rows, reference = [], None
+    for contender, make in _contenders().items():
+        row: dict[str, Any] = {"model": name, "mode": "train" if train else "inference", "contender": contender}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                compiled = make(model)
+                if train:
+                    def step():
+                        model.zero_grad(set_to_none=True)
+                        out = _logits(compiled(**inputs))
+                        out.float().square().mean().backward()
+                        return out
+                else:
+                    def step():
+                        with torch.no_grad():
+                            return _logits(compiled(**inputs))
+                start = time.perf_counter()
+                out = step()
+                if contender.startswith("squall"):
+                    squall.wait_for_upgrades(compiled)
+                torch.cuda.synchronize()
+                row["first_call_s"] = round(time.perf_counter() - start, 3)
+                if reference is None:
+                    reference = out.detach().float()
+                row["max_diff"] = float((out.detach().float() - reference).abs().max())
+                row["ms"] = round(_median_ms(step), 3)
+                if contender.startswith("squall"):
+                    row["upgrades"] = [str(u)[:300] for u in squall.upgrades(compiled)]
+                    source = str(squall.last_traces(compiled).source)
+                    row["executors_ran"] = sorted(e for e in ("inductor", "nvfuser", "cupy") if e in source)
+        except Exception as e:  # noqa: BLE001 - one contender failing must not hide the others
+            row["error"] = f"{type(e).__name__}: {str(e)[:400]}"
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    torch._dynamo.reset()
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=None, help=f"models to run (default: all of {', '.join(MODELS)})")
+    parser.add_argument("--train", action="store_true", help="also a training step (forward, loss, backward) per model")
+    parser.add_argument("--json", default=None, help="also write the results as JSON here")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("gpu_models.py: no CUDA device", file=sys.stderr)
+        return 2
+    unknown = set(args.only or ()) - set(MODELS)
+    if unknown:
+        parser.error(f"unknown model(s) {sorted(unknown)}; choose from {sorted(MODELS)}")
+    rows = []
+    for name in args.only or MODELS:
+        rows += _run(name, train=False)
+        if args.train:
+            rows += _run(name, train=True)
+    print(f"\n| model | mode | contender | first call s | ms/call | vs eager | vs torch.compile | max diff |\n|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        base = {r["contender"]: r.get("ms") for r in rows if r["model"] == row["model"] and r["mode"] == row["mode"]}
+        ms = row.get("ms")
+        ratio = lambda other: f"{ms / other:.2f}x" if ms and other else "-"
+        print(f"| {row['model']} | {row['mode']} | {row['contender']} | {row.get('first_call_s', '-')} | {ms if ms else row.get('error', '-')[:60]} "
+              f"| {ratio(base.get('eager'))} | {ratio(base.get('torch.compile'))} | {row.get('max_diff', '-')} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
