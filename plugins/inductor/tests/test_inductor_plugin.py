@@ -447,3 +447,21 @@ def test_a_large_region_spans_contiguous_calls_and_an_integer_gather_and_agrees_
     (region,) = squall.last_traces(jfn).plan.regions
     assert region.ops.count("torch.Tensor.contiguous") == 2 and "torch.Tensor.__getitem__" in region.ops, region.ops
     assert len(region.inputs) == 4  # x too, though the call that reads it returns it under its own name
+
+
+@needs_cpu_inductor
+def test_a_region_inductor_cannot_compile_for_new_strides_runs_its_torch_calls_for_them(monkeypatch):
+    from squall_inductor import regions
+
+    fn = lambda x: (torch.sin(x) * 3 + 1,)  # noqa: E731
+    region = regions.CompiledRegion(fn, [torch.randn(6, 5)])
+
+    def cannot(*args):
+        raise ValueError("inductor cannot lay this out")
+
+    monkeypatch.setattr(regions, "compile_with_inductor", cannot)
+    transposed = torch.randn(5, 6).t()
+    with pytest.warns(squall.SquallWarning, match="could not compile a region for its inputs' strides"):
+        (out,) = region(transposed)
+    torch.testing.assert_close(out, fn(transposed)[0])
+    assert region(torch.randn(6, 5))[0].shape == (6, 5)  # its first layout still runs compiled
