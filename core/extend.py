@@ -43,6 +43,7 @@ from .proxies import NumberProxy, TensorProxy, current_context
 from .runtime.choices import ChoiceStore, timing_clock
 from .sources import load_source
 from .symbol import BoundSymbol, Symbol, Tags
+from .symbolic import SymInt, concrete_shape, lone_symbol, source as size_source, symbols_of
 from .trace import ValuePrinter
 
 __all__ = [
@@ -71,6 +72,12 @@ __all__ = [
     # what checkers, transforms and fusion passes see
     "TensorProxy",
     "NumberProxy",
+    # symbolic sizes (squall.symbolic): what a region's shapes hold where a dimension changes
+    "SymInt",
+    "symbols_of",
+    "concrete_shape",
+    "size_source",
+    "lone_symbol",
     "BoundSymbol",
     "Symbol",
     "Tags",

@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch.utils.hooks import RemovableHandle
 
 from .sources import load_source
@@ -144,8 +145,8 @@ class GuardSet:
         self.guards.append(Guard(kind, label, condition, site))
 
     def watch(self, expr: str, value: Any, label: str, *, kind: str = STATE) -> None:
-        """Guard that `expr` still gives `value`: numbers and strings by type and value (-0.0
-        apart from 0.0, NaN as one value), None and bools and anything else by identity."""
+        """Guard that `expr` still gives `value`: numbers, strings and torch devices by type and
+        value (-0.0 apart from 0.0, NaN as one value), None and bools and anything else by identity."""
         t = type(value)
         if value is None or t is bool:
             self.add(f"{expr} is {value!r}", label, kind=kind)
@@ -157,6 +158,10 @@ class GuardSet:
             self.add(f"(type(_v := {expr}) is {t.__name__} and _v == {self.bind(value, 'k')})", label, kind=kind)
         elif t is complex:
             self.add(f"(type(_v := {expr}) is complex and repr(_v) == {repr(value)!r})", label, kind=kind)
+        elif t is torch.device:
+            # a value, not an identity: each cache object that notes its device makes its own
+            self.add(f"(type(_v := {expr}) is _device and _v == {self.bind(value, 'k')})", label, kind=kind)
+            self.namespace["_device"] = torch.device
         else:
             self.add(f"{expr} is {self.bind(value, 'k')}", label, kind=kind)
 

@@ -25,7 +25,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "concrete_value", "slice_indices", "guarded_int"]
+__all__ = ["SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "concrete_value", "slice_indices", "guarded_int", "same_shape", "lone_symbol"]
 
 # A term's atoms: ("s", name) for a size symbol, ("//", a, b) or ("%", a, b) for an opaque
 # floor division or remainder of two polynomials. A polynomial: ((atoms, coefficient), ...).
@@ -419,6 +419,29 @@ def symbols_of(x: Any) -> set[str]:
         if type(v) is SymInt:
             walk(v.poly)
     return found
+
+
+def lone_symbol(n: Any) -> str | None:
+    """The name of the size symbol `n` is, where it is one symbol alone (`s0`, not `2*s0`)."""
+    if type(n) is not SymInt or len(n.poly) != 1:
+        return None
+    atoms, coefficient = n.poly[0]
+    return atoms[0][1] if coefficient == 1 and len(atoms) == 1 and atoms[0][0] == "s" else None
+
+
+def same_shape(a: Any, b: Any) -> bool:
+    """Whether two shapes are the same sizes for every value of their symbols: equal ints, the
+    same expressions; decided without a guard (`tuple(a) == tuple(b)` compares a symbol with a
+    constant, recording a guard on it, and tuples compare item by item whatever their lengths)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if type(x) is SymInt or type(y) is SymInt:
+            if type(x) is not type(y) or x.poly != y.poly:
+                return False
+        elif x != y:
+            return False
+    return True
 
 
 def concrete_shape(shape: Any) -> tuple[int, ...]:

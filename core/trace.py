@@ -18,7 +18,7 @@ from .proxies import NumberProxy, TensorProxy, size_leaf, type_string
 from .symbolic import SymInt, source
 from .symbol import DEL, BoundSymbol, Tags
 
-__all__ = ["Trace", "ValuePrinter", "plain_scalar", "Itself"]
+__all__ = ["Trace", "ValuePrinter", "plain_scalar", "Itself", "Reached", "route_source", "route_value"]
 
 
 class Itself:
@@ -33,6 +33,43 @@ class Itself:
 
     def __repr__(self) -> str:
         return f"Itself({type(self.obj).__name__} at {id(self.obj):#x})"
+
+
+class Reached:
+    """An object in a program's output that the call gave it (a KV cache passed in, updated and
+    returned): argument objects are keyed by type and layout, not identity, so the generated
+    code reaches the call's own object through `route` (`route_source`), never a constant."""
+
+    __slots__ = ("obj", "route")
+
+    def __init__(self, obj: Any, route: tuple):
+        self.obj = obj
+        self.route = route
+
+    def __repr__(self) -> str:
+        return f"Reached({type(self.obj).__name__} at {route_source(self.route, lambda i: f'args[{i}]')})"
+
+
+def route_source(route: tuple, positional: Callable[[int], str]) -> str:
+    """Python source reaching an object through a call's arguments. `route` is ("args", i) or
+    ("kwargs", name), then steps: ("attr", name) reads the object's `__dict__[name]`,
+    ("item", k) indexes a list, tuple or dict; `positional(i)` is the source of argument i."""
+    root, first, *steps = route
+    text = positional(first) if root == "args" else f"kwargs[{plain_scalar(first)!r}]"
+    for how, k in steps:
+        text += f".__dict__[{plain_scalar(k)!r}]" if how == "attr" else f"[{plain_scalar(k)!r}]"
+    return text
+
+
+def route_value(route: tuple, args: tuple, kwargs: dict, offset: int = 0) -> Any:
+    """The object `route` reaches in a call's arguments (`offset`: leading arguments before the
+    call's own, a module's parameters); raises KeyError, IndexError or AttributeError where
+    the call's objects have no such place."""
+    root, first, *steps = route
+    x = args[first + offset] if root == "args" else kwargs[first]
+    for how, k in steps:
+        x = x.__dict__[k] if how == "attr" else x[k]
+    return x
 
 
 # Scalars whose `repr` is the builtin's own: a literal of one of these types is safe source.
@@ -87,6 +124,9 @@ class ValuePrinter:
     def __init__(self, globals_: dict[str, Any] | None = None, reserved: set[str] = frozenset()):
         self.globals = globals_ if globals_ is not None else {}
         self.reserved = reserved  # local names the generated function uses
+        # the source of positional argument i where the generated function takes the call's
+        # arguments (None: it does not, and an output the call gave cannot be reached: `Reached`)
+        self.positional: Callable[[int], str] | None = None
         self._named: dict[int, str] = {}
         self._temps = itertools.count()
 
@@ -164,6 +204,13 @@ class ValuePrinter:
             return "{" + ", ".join(f"{self.exact(k)}: {self.exact(v)}" for k, v in x.items()) + "}"
         if t is Itself:
             return self.name_for(x.obj, f"_k_{type(x.obj).__name__}")
+        if t is Reached:
+            if self.positional is None:
+                raise NotImplementedError(
+                    f"squall: the program returns the {type(x.obj).__name__} object it was given, from a function "
+                    "that does not receive the call's arguments (a differentiated forward)"
+                )
+            return route_source(x.route, self.positional)
         return self.name_for(x, f"_k_{t.__name__}")
 
     def assignment(self, output: Any) -> tuple[str, list[str]]:

@@ -171,8 +171,8 @@ TRANSFORMERS_MODELS = [
 ]
 
 
-# transformers installs forward hooks on its submodules to collect the hidden states its decode
-# head reads: squall runs a module with inner hooks split (its forward eagerly, each submodule compiled)
+# transformers installs forward hooks on its submodules on the first call, to collect the hidden
+# states its decode head reads (squall traces them with the forward)
 SEGFORMER = RealModel(
     "segformer",
     _built(

@@ -94,3 +94,28 @@ def test_an_evicted_entry_is_forgotten():
     misses = jf.cache_info().misses
     assert_close(jf(a, b), f(a, b))
     assert jf.cache_info().misses == misses + 1  # compiled again: the fast path did not run the evicted entry
+
+
+def test_an_entry_with_symbolic_sizes_takes_the_fast_path_and_sizes_0_and_1_do_not():
+    """Once sizes are symbolic, a call of a new length hits through the C check (sizes left open)
+    plus a check that each open size is 2 or more: a size 1 or 0 still picks its own entry."""
+    from squall.runtime.jit import jitted_state
+
+    f, jf = _jitted()
+    for n in (5, 6, 7):
+        a, b = torch.randn(n), torch.randn(n)
+        assert_close(jf(a, b), f(a, b))
+    state = jitted_state(jf)
+    symbolic_slot = state.cache.last[0][0]
+    assert jf.cache_info().misses == 2  # static, then symbolic
+    for n in (9, 33, 2):
+        a, b = torch.randn(n), torch.randn(n)
+        assert_close(jf(a, b), f(a, b))
+        assert state.cache.last[0][0] is symbolic_slot
+    assert jf.cache_info().misses == 2
+    for x, y in [(torch.randn(1), torch.randn(1)), (torch.randn(0), torch.randn(0)), (torch.randn(4, 2), torch.randn(4, 2)),
+                 (torch.randn(8).double(), torch.randn(8).double())]:
+        misses = jf.cache_info().misses
+        assert_close(jf(x, y), f(x, y))
+        assert jf.cache_info().misses == misses + 1, (x.shape, x.dtype)
+        assert_close(jf(torch.ones(6), torch.ones(6)), f(torch.ones(6), torch.ones(6)))  # back to the symbolic entry

@@ -186,6 +186,25 @@ def test_regions_joined_across_unfused_calls_form_no_cycle():
     assert [r.ops for r in plan.regions] == [["torch.exp"], ["torch.exp", "torch.exp"], ["torch.exp"]]
 
 
+def test_a_region_holds_the_calls_of_one_device():
+    # independent calls on two devices would join one region (no data flow between them); a
+    # region is compiled for one device, so each device's calls form their own
+    fuser = PyFuser()
+
+    def program(x, y):
+        return torch.exp(x) * 2.0, torch.exp(y) * 2.0, (torch.exp(x) + 1.0).to("meta")
+
+    fn = squall.jit(program, executors=[fuser, make_executor()])
+    x, y = torch.randn(4), torch.randn(4, device="meta")
+    got, want = fn(x, y), program(x, y)
+    torch.testing.assert_close(got[0], want[0])
+    assert [(t.device, t.shape) for t in got[1:]] == [(t.device, t.shape) for t in want[1:]]
+    plan = squall.last_traces(fn).plan
+    assert sorted(r.inputs for r in plan.regions) == [["x"], ["y"]]  # one region of x's (cpu), one of y's (meta)
+    # the move itself is no fusible op: it runs on torch, between the regions
+    assert [d.executor for d in _decisions(fn, "torch.Tensor.to")] == ["torch"]
+
+
 def test_region_formation_never_forms_a_cycle_on_random_programs():
     rng = random.Random(0)
     for _ in range(300):

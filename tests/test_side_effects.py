@@ -269,3 +269,163 @@ def test_a_buffer_written_in_place_and_returned_is_the_buffer_itself():
     assert j(torch.ones(2)) is m.seen
     assert j(torch.ones(2)) is m.seen
     assert_close(m.seen, torch.full((2,), 2.0))
+
+
+@pytest.mark.parametrize("returns", ["itself", "in_a_tuple", "in_a_dict"])
+def test_dict_argument_returned_is_the_callers_dict_with_the_writes(returns):
+    def f(x, d):
+        d["y"] = x + 1
+        if returns == "itself":
+            return d
+        return (x * 2, d) if returns == "in_a_tuple" else {"d": d, "x": x * 2}
+
+    j = squall.jit(f)
+    for _ in range(2):
+        x, mine, eager = torch.randn(2), {"a": 1}, {"a": 1}
+        got, expected = j(x, mine), f(x, eager)
+        returned = got if returns == "itself" else got[1] if returns == "in_a_tuple" else got["d"]
+        assert returned is mine
+        assert list(mine) == list(eager) == ["a", "y"]
+        _no_proxies(mine)
+        assert_close(got, {**expected, "d": mine} if returns == "in_a_dict" else (expected[0], mine) if returns == "in_a_tuple" else mine)
+        assert_close(mine["y"], eager["y"])
+
+
+def test_dict_argument_returned_unwritten_is_the_callers_dict():
+    def f(x, d):
+        return d, x + 1
+
+    j = squall.jit(f)
+    for _ in range(2):
+        d = {"scale": 2}
+        got, _ = j(torch.ones(2), d)
+        assert got is d
+
+
+def test_list_argument_appended_to_gets_the_items_at_every_call_and_is_returned_as_itself():
+    def f(x, log):
+        log.append(x * 2)
+        return log, x + len(log)
+
+    j = squall.jit(f)
+    for n in range(3):
+        x, mine, eager = torch.randn(2), [torch.zeros(2)] * n, [torch.zeros(2)] * n
+        got, expected = j(x, mine), f(x, eager)
+        assert got[0] is mine and len(mine) == len(eager) == n + 1
+        _no_proxies(mine)
+        assert_close(mine, eager)
+        assert_close(got[1], expected[1])
+
+
+def test_list_argument_changed_other_than_by_appending_runs_eagerly_naming_the_line():
+    def f(x, items):
+        items[0] = x
+        return x + 1
+
+    items = [1]
+    with pytest.warns(squall.SquallWarning, match=r"other than by appending to it \(__setitem__, at .*test_side_effects.py:\d+\)"):
+        assert_close(squall.jit(f)(torch.ones(2), items), torch.full((2,), 2.0))
+    assert items[0].shape == (2,)  # eager's write
+
+
+@pytest.mark.parametrize("maxlen", [None, 2])
+def test_closure_deque_gets_real_tensors_at_every_call_and_its_length_is_guarded(maxlen):
+    mine, eager = collections.deque(maxlen=maxlen), collections.deque(maxlen=maxlen)
+
+    def program(log):
+        def f(x):
+            log.append(x + 1)
+            return x * len(log), log
+
+        return f
+
+    j, f = squall.jit(program(mine)), program(eager)
+    for _ in range(3):
+        x = torch.randn(2)
+        got, expected = j(x), f(x)
+        assert got[1] is mine
+        assert_close(got[0], expected[0])
+        _no_proxies(mine)
+        assert len(mine) == len(eager)
+        assert_close(list(mine), list(eager))
+
+
+def test_deque_argument_appended_to_and_returned_is_the_callers_deque():
+    def f(x, log):
+        log.append(x * 2)
+        return log
+
+    j = squall.jit(f)
+    for _ in range(2):
+        mine = collections.deque()
+        assert j(torch.ones(2), mine) is mine
+        assert len(mine) == 1
+        _no_proxies(mine)
+        assert_close(mine[0], torch.full((2,), 2.0))
+
+
+def test_a_deque_changed_other_than_by_appending_runs_eagerly_naming_the_line():
+    pending = collections.deque([1, 2])
+
+    def f(x):
+        return x * pending.popleft()
+
+    with pytest.warns(squall.SquallWarning, match=r"other than by appending to it on the right \(popleft, at .*test_side_effects.py:\d+\)"):
+        assert_close(squall.jit(f)(torch.ones(2)), torch.ones(2))
+    assert list(pending) == [2]
+
+
+def test_closure_array_changed_runs_eagerly_and_one_only_read_is_guarded():
+    import array
+
+    grows, fixed = array.array("d", [1.0]), array.array("d", [2.0])
+
+    def f(x):
+        grows.append(3.0)
+        return x * len(grows)
+
+    def g(x):
+        return x * fixed[0]
+
+    x = torch.ones(2)
+    with pytest.warns(squall.SquallWarning, match=r"changes closure variable 'grows' .*array.*runs eagerly"):
+        assert_close(squall.jit(f)(x), x * 2)
+    assert list(grows) == [1.0, 3.0]  # eager's one append, not the trace's too
+    jg = squall.jit(g)
+    assert_close(jg(x), x * 2)
+    fixed[0] = 5.0
+    assert_close(jg(x), x * 5)
+
+
+def test_heappush_on_a_closure_list_runs_eagerly_and_a_users_setitem_is_replayed():
+    import heapq
+
+    heap = [3, 1]
+
+    def f(x):
+        heapq.heappush(heap, 0)
+        return x * heap[0] + len(heap)
+
+    with pytest.warns(squall.SquallWarning, match="runs eagerly"):
+        for n in range(2):
+            assert_close(squall.jit(f)(torch.ones(2)), torch.full((2,), 3.0 + n))
+    assert heap[0] == 0 and len(heap) == 4
+
+    class Store:
+        def __init__(self):
+            self.items = {}
+
+        def __setitem__(self, k, v):
+            self.items[k] = v
+
+    store = Store()
+
+    def g(x):
+        store[len(store.items)] = x + 1
+        return x * len(store.items)
+
+    j = squall.jit(g)
+    for n in range(1, 3):
+        assert_close(j(torch.ones(2)), torch.full((2,), float(n)))
+    assert list(store.items) == [0, 1]
+    _no_proxies(store.items)

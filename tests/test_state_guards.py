@@ -11,6 +11,7 @@ import warnings
 import pytest
 import torch
 from torch import nn
+from torch.nn.utils import prune
 from torch.testing import assert_close
 
 import squall
@@ -153,10 +154,13 @@ def test_hook_registered_on_inner_submodule_after_compiling():
     x = torch.randn(2, 4)
     _check(j, m, x)
     handle = m.lin.register_forward_hook(lambda mod, args, out: out * 10)
-    with pytest.warns(SquallWarning, match="forward hook"):
-        _check(j, m, x)
+    _check(j, m, x)  # compiled again, the hook traced with the forward
     handle.remove()
     _check(j, m, x)
+    assert j.cache_info().misses == 2  # the hooked and the unhooked forward, each compiled once
+    prune.l1_unstructured(m.lin, "weight", amount=0.5)  # a hook of torch's own: run eagerly
+    with pytest.warns(SquallWarning, match="forward pre hooks hook"):
+        _check(j, m, x)
 
 
 def test_pre_hook_side_effect_runs_every_call():
@@ -165,11 +169,10 @@ def test_pre_hook_side_effect_runs_every_call():
     m.lin.register_forward_pre_hook(lambda mod, args: calls.append(1))
     j = squall.jit(m)
     x = torch.randn(2, 4)
-    with pytest.warns(SquallWarning, match="forward pre hook"):
-        j(x)
     j(x)
     j(x)
-    assert len(calls) == 3
+    j(x)
+    assert len(calls) == 3  # the traced hook's append, replayed at every call
 
 
 class Config:
@@ -411,8 +414,7 @@ def test_pre_hook_registered_after_compiling_changes_the_input():
     x = torch.randn(2, 4)
     _check(j, m, x)
     m.lin.register_forward_pre_hook(lambda mod, args: (args[0] * -1,))
-    with pytest.warns(SquallWarning, match="forward pre hook"):
-        _check(j, m, x)
+    _check(j, m, x)
 
 
 GLOBAL_NET = nn.Sequential(nn.Linear(3, 3), nn.Dropout(1.0)).eval()  # in training, p=1 zeroes all
@@ -1284,3 +1286,46 @@ def test_unhashable_dataclass_holding_a_tensor_sees_it_replaced_and_changed_in_p
     c.w = torch.randn(3, dtype=torch.float64)  # another dtype: its metadata guard fails, compiled again
     _check(j, f, x, c)
     assert jitted_state(j).stats.misses == 3
+
+
+class RegistersOnFirstCall(nn.Module):
+    """Registers a capture hook on its inner layer at its first call (as transformers' output capture does)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.installed = False
+        self.captured = []
+
+    def forward(self, x):
+        if not self.installed:
+            self.lin.register_forward_hook(lambda mod, args, out: self.captured.append(out * 2))
+            self.installed = True
+        return self.lin(x) + 1
+
+
+def test_a_hook_registered_while_traced_is_registered_once_by_eager_and_then_traced():
+    torch.manual_seed(0)
+    m = RegistersOnFirstCall()
+    j = squall.jit(m)
+    x = torch.randn(2, 4)
+    expected = torch.nn.functional.linear(x, m.lin.weight, m.lin.bias)  # (not through the hooked layer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SquallWarning)
+        for n in range(1, 4):
+            assert_close(j(x), expected + 1)
+            assert len(m.lin._forward_hooks) == 1  # registered once, by eager, never by the trace
+            assert len(m.captured) == n  # the hook ran at every call
+            assert_close(m.captured[-1], expected * 2)
+    assert j.cache_info().misses == 2 and j.cache_info().split is None  # the first call ran eagerly
+
+
+def test_a_traced_hook_keying_a_dict_by_its_module_stores_the_real_module():
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    activations = {}
+    for layer in model:
+        layer.register_forward_hook(lambda mod, args, out: activations.__setitem__(mod, out.detach()))
+    x = torch.randn(2, 4)
+    squall.jit(model)(x)
+    assert list(activations) == list(model)  # the modules themselves, not squall's stand-ins
+    assert_close(activations[model[1]], model(x))

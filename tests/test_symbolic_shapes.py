@@ -141,7 +141,28 @@ def test_automatic_dynamic_makes_a_changed_dimension_symbolic_at_the_recompile()
         x, y = torch.randn(3, n, 16), torch.randn(3, n, 16)
         assert_close(jf(x, y), _attention_like(x, y))
     assert _misses(jf) == 2
-    assert 'x: "cpu f32[3, s0, 16]"' in str(squall.last_traces(jf).traced)  # only the length changed
+    # the length changed; the batch size became symbolic with it, the features stayed a constant
+    assert 'x: "cpu f32[s0, s1, 16]"' in str(squall.last_traces(jf).traced)
+
+
+def test_a_stream_of_random_lengths_and_batch_sizes_compiles_three_times():
+    # static first call; the length changes: length and batch symbolic; a batch of 1: its own
+    # variant (0 and 1 stay specialised); then no compile, whatever the length or batch size
+    jf = squall.jit(_attention_like)
+    stream = [(4, 10), (4, 23), (8, 17), (1, 9), (2, 40), (1, 33), (6, 5), (8, 64), (3, 12)]
+    for b, n in stream:
+        x, y = torch.randn(b, n, 16), torch.randn(b, n, 16)
+        assert_close(jf(x, y), _attention_like(x, y))
+    assert _misses(jf) == 3
+
+
+def test_a_length_that_changes_leaves_a_size_1_batch_and_later_dimensions_constant():
+    jf = squall.jit(_attention_like)
+    for n in (5, 7, 9):
+        x, y = torch.randn(1, n, 16), torch.randn(1, n, 16)
+        assert_close(jf(x, y), _attention_like(x, y))
+    assert _misses(jf) == 2
+    assert 'x: "cpu f32[1, s0, 16]"' in str(squall.last_traces(jf).traced)
 
 
 def test_dynamic_false_compiles_every_new_size():
@@ -230,3 +251,30 @@ def test_explain_shows_the_symbolic_dimensions_the_guards_and_why_fusion_decline
     assert "tensor: argument 'x': cpu f32[s0, s1]" in report.guards
     assert "shape: not (s2 > s1) (shape guards)" in report.guards
     assert report.last_entry == "fits this call"
+
+
+# --- comparisons that need no guard ------------------------------------------------------------
+
+
+def test_slicing_a_buffer_to_the_length_serves_the_buffers_own_length_too():
+    positions = torch.arange(16.0)[None]
+
+    def embed(x):
+        return x + positions[:, : x.shape[1]]  # as transformers' position ids are sliced
+
+    jf = squall.jit(embed)
+    for n in (5, 7, 16, 9):  # 16: the whole buffer, a slice like any other
+        x = torch.randn(3, n)
+        assert_close(jf(x), embed(x))
+    assert _misses(jf) == 2
+
+
+def test_a_bias_broadcast_over_a_symbolic_batch_guards_nothing_on_the_batch():
+    linear = torch.nn.Linear(8, 8)
+    jf = squall.jit(linear)
+    for b in (3, 5, 8, 2):  # 8: the batch equals the features
+        x = torch.randn(b, 6, 8)
+        assert_close(jf(x), linear(x))
+    assert _misses(jf) == 2
+    guards = squall.last_traces(jf).traced.context.shapes.describe()
+    assert not any("== 8" in g for g in guards), guards

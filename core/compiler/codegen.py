@@ -16,7 +16,7 @@ from ..proxies import type_string
 from ..sources import load_source
 from ..symbol import DEL, BoundSymbol, flat_proxies
 from ..symbolic import SymInt, symbols_of
-from ..trace import Trace, ValuePrinter
+from ..trace import Trace, ValuePrinter, route_source
 
 __all__ = ["generate", "GeneratedFunction", "UnassignedName", "load_source"]
 
@@ -46,6 +46,7 @@ def generate(
     wrap: Callable[[BoundSymbol], Callable | None] | None = None,
     consumes_params: bool = False,
     shape_guards: bool = False,
+    call_arguments: bool = True,
 ) -> GeneratedFunction:
     """Python source and callable for an execution trace, with executor implementations bound as globals.
 
@@ -58,7 +59,9 @@ def generate(
     (a backward's saved tensors). The size symbols the calls use (`squall.symbolic`) are read
     from the inputs' shapes first; with `shape_guards` (the program's own entry function) the
     shape relations its trace relied on are checked next, in one expression that raises
-    `GuardFailed` where one does not hold.
+    `GuardFailed` where one does not hold. `call_arguments`: the function takes the call's own
+    arguments (not a differentiated forward's or backward's tensors), so an object the call
+    gave is reached through them (squall.trace.Reached).
     """
     name, bsyms, output, constants = trace.name, trace.bsyms, trace.output, trace.constants
     local_names = {b.proxy.name for b in bindings} | {p.name for bsym in bsyms for p in bsym.output_proxies()}
@@ -69,6 +72,16 @@ def generate(
     params = [b.proxy.name for b in bindings if b.path[0] == "params"]
     signature = (["params"] if takes_params else []) + [positional.get(i, f"_a{i}") for i in range(nargs)]
     lines = [f"def {name}({', '.join(signature + (['**kwargs'] if takes_kwargs else []))}):"]
+    # an object the call gave, reached through its arguments (squall.trace.Reached), where this
+    # function takes them: a forward that takes only tensors (a differentiated program) does not
+    offset = 1 if takes_params else 0
+
+    def positional_source(i: int) -> str:
+        if i + offset >= len(signature):
+            raise NotImplementedError(f"squall: {name} does not take argument {i}, which the program reads an object of")
+        return signature[i + offset]
+
+    printer.positional = positional_source if call_arguments else None
     if params:
         lines.append(f"  {', '.join(params)}, = params")
         if consumes_params:
@@ -80,6 +93,8 @@ def generate(
             access = f"_a{b.path[1]}" + "".join(f"[{printer.exact(k)}]" for k in b.path[2:])
         elif b.path[0] == "kwargs":
             access = "kwargs" + "".join(f"[{printer.exact(k)}]" for k in b.path[1:])
+        elif b.path[0] == "state" and b.path[3] is not None:
+            access = f"{route_source(b.path[3], positional_source)}.__dict__[{printer.exact(b.path[2])}]"
         elif b.path[0] == "state":
             access = f"{printer.name_for(b.path[1], 'state')}[{printer.exact(b.path[2])}]"
         else:

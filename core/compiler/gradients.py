@@ -192,6 +192,10 @@ def _draws_or_writes(bsym: BoundSymbol) -> bool:
     return any(Tags.RANDOM in b.sym.tags or Tags.SIDE_EFFECT in b.sym.tags for b in bsym.walk())
 
 
+# the gradient of a value written in place under no_grad, passed to the value it replaced
+_PASSES_THROUGH = GradRule(lambda call: (call.g,))
+
+
 class _Differentiator:
     """One differentiation: the forward calls recorded so far, and the tape the backward replays."""
 
@@ -221,6 +225,7 @@ class _Differentiator:
             or not bsym.grad_enabled  # called under torch.no_grad() inside the program
         ):
             self.forward.append(bsym)
+            self._pass_to_written(bsym)
             return
         outputs = bsym.output_proxies()
         if outputs and all(p.name in {q.name for q in inputs} for p in outputs):
@@ -256,6 +261,19 @@ class _Differentiator:
                 self.needs_grad.add(p.name)
         call = GradCall(bsym.args, bsym.kwargs, output, tuple(residuals), ())
         self.tape.append(_TapeEntry(rule, call, bsym, top))
+
+    def _pass_to_written(self, bsym: BoundSymbol) -> None:
+        """Where `bsym` made the value an in-place op wrote under no_grad into a tensor a gradient
+        reaches (TracingContext.gradient_passes), tape that the gradient reaching the new value
+        passes unchanged to the value it replaced, as eager's autograd passes it."""
+        passes = getattr(self.trace.context, "gradient_passes", None)
+        if not passes:
+            return
+        for p in bsym.output_proxies():
+            old = passes.get(p.name)
+            if old is not None and old.name in self.needs_grad and is_differentiable(p):
+                self.needs_grad.add(p.name)
+                self.tape.append(_TapeEntry(_PASSES_THROUGH, GradCall((old,), {}, p, (), ()), bsym, bsym))
 
     def _through_decomposition(self, bsym: BoundSymbol, top: BoundSymbol, call: GradCall) -> tuple:
         """The backward of an op without a rule: its decomposition, traced afresh into the

@@ -217,7 +217,7 @@ def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, 
     if not generate_code:
         return Compilation([traced, diff.forward, diff.backward, forward, backward], bindings, None, seconds)
     forward_x, backward_x = free_after_last_use(forward), free_after_last_use(backward)
-    forward_fn = generate(forward_x, _positional(forward_x), takes_params=False, nargs=len(forward_x.inputs), takes_kwargs=False)
+    forward_fn = generate(forward_x, _positional(forward_x), takes_params=False, nargs=len(forward_x.inputs), takes_kwargs=False, call_arguments=False)
     backward_fn = _generate_backward(backward_x, len(diff.saved))
     function = autograd_function(diff, forward_fn.fn, backward_fn.fn, traced.name, _backward_without(diff, executors))
     program = free_after_last_use(calling_trace(traced, function))
@@ -250,7 +250,7 @@ def _generate_backward(executed: Trace, n_saved: int, wrap: Callable | None = No
     saved tensor is freed after its last use, as eager's autograd frees a node's saved tensors
     once the node has run."""
     bindings = [InputBinding(p, ("params", i) if i < n_saved else ("args", i - n_saved)) for i, p in enumerate(executed.inputs)]
-    return generate(executed, bindings, takes_params=True, nargs=len(executed.inputs) - n_saved, takes_kwargs=False, wrap=wrap, consumes_params=True)
+    return generate(executed, bindings, takes_params=True, nargs=len(executed.inputs) - n_saved, takes_kwargs=False, wrap=wrap, consumes_params=True, call_arguments=False)
 
 
 def _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, layout, executors) -> GeneratedFunction:
@@ -262,7 +262,7 @@ def _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, 
     same saved tensors (its gradients stay eager's), the fault is reported to
     `compilation.on_backward_fault` (squall.jit replans the entry for later calls).
     """
-    forward_fn = generate(forward_x, _positional(forward_x), takes_params=False, nargs=len(forward_x.inputs), takes_kwargs=False, wrap=checked_call)
+    forward_fn = generate(forward_x, _positional(forward_x), takes_params=False, nargs=len(forward_x.inputs), takes_kwargs=False, wrap=checked_call, call_arguments=False)
     backward_fn = _generate_backward(backward_x, len(diff.saved), wrap=checked_call)
     on_torch: list[Callable] = []
 

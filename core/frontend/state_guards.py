@@ -46,8 +46,11 @@ than by adding, assigning a global, a closure variable holding a module or objec
 settings module's attribute) makes calls of that signature run eagerly, with a warning
 naming the source line (squall.jit), as does the user's code raising while it is traced.
 
-A hook on an inner submodule may have Python side effects a trace cannot replay, so while one
-is registered a compiled module splits (`squall.runtime.split`: its forward runs eagerly, each submodule
+A forward or forward pre-hook on an inner submodule that is a Python function is traced with the
+forward, through a recording copy like any function it calls (`_TRACED_HOOKS`); registering one
+while traced is an `EagerFirst` (the call runs eagerly, so eager registers it, once). Any other
+hook (a backward hook, an object of torch's) may have side effects a trace cannot replay, so while
+one is registered a compiled module splits (`squall.runtime.split`: its forward runs eagerly, each submodule
 it calls compiled, the hooked one with its hooks) and a compiled function runs eagerly, with a
 `SquallWarning`; the hook
 dicts are guarded, so removing the hook compiles it again. The global module hooks
@@ -56,7 +59,13 @@ alike for programs that call a module; an empty hook dict costs nothing per call
 was registered anywhere (`StateGuards.stays_empty`). (Hooks on the jitted module itself, and
 the global hooks while one is registered, are the jitted module's concern: squall.jit.)
 
-Not guarded: other containers than lists, dicts, sets and tuples (a deque); objects of the standard
+A deque is followed as a list is (appends on the right replayed); an `array.array` or
+`bytearray` is guarded by its contents, and a change the program makes to one is undone
+when tracing ends and refused (the call runs eagerly). A list, deque or dict passed as an
+argument is a recording copy whose writes are replayed on the caller's object, and one the
+program returns is the caller's object.
+
+Not guarded: other containers than these (a `queue.Queue`); objects of the standard
 library's classes and installed packages' Python modules read as objects; an instance-level
 `forward` or a method replaced on torch's classes other than for the jitted module.
 """
@@ -78,7 +87,7 @@ from ..ltorch.base import SquallWarning
 from ..proxies import TensorProxy, size_leaf
 from ..sources import load_source
 from ..symbol import user_stacklevel
-from ..trace import Itself, plain_scalar, scalar_key
+from ..trace import Itself, Reached, plain_scalar, scalar_key
 from .autograd_functions import TracedAutogradFunction, is_autograd_function
 from .state_views import (
     _cell_value,
@@ -91,12 +100,16 @@ from .state_views import (
     _recordable,
     RECORDED_CONTAINERS,
     RECORDED_DICT_TYPES,
+    SNAPSHOT_TYPES,
+    _RecordedDeque,
     _RecordedList,
     _RecordedSet,
     _SCALARS,
     _slot_value,
     _store_line,
     _traced_closure,
+    EagerFirst,
+    HooksWhileTracing,
     UnreplayableWrite,
     _user_function,
     _users_module,
@@ -104,13 +117,20 @@ from .state_views import (
     traced_type,
     _view_class,
     _VIEW_CLASSES,
+    by_structure,
     viewable,
     _ViewInfo,
     _where,
 )
 from .unbound_methods import stand_in_for
 
-__all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite", "raised_by_users_code", "viewable", "global_hook_dicts", "describe_global_hooks"]
+__all__ = ["StateRecorder", "StateGuards", "UnreplayableWrite", "EagerFirst", "raised_by_users_code", "viewable", "by_structure", "global_hook_dicts", "describe_global_hooks"]
+
+
+# inner modules' hooks traced with the forward (when each is a Python function squall reads
+# through); the dicts saying which of them take kwargs or always run; backward hooks never are
+_TRACED_HOOKS = frozenset({"_forward_hooks", "_forward_pre_hooks"})
+_HOOK_BOOKKEEPING = frozenset({"_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called"})
 
 
 class StateRecorder:
@@ -127,7 +147,11 @@ class StateRecorder:
         self._list_copies: dict[int, _RecordedList] = {}
         self._dict_copies: dict[int, Any] = {}  # id(real dict, OrderedDict, defaultdict) -> its recording copy
         self._set_copies: dict[int, _RecordedSet] = {}
+        self._deques: list[tuple[_RecordedDeque, str]] = []  # (recording copy, where it was reached)
+        self._snapshots: list[tuple[Any, Any, str]] = []  # (array or bytearray reached, its contents then, label)
         self._argument_copies: list[Any] = []  # recording copies of dicts passed as arguments
+        self._routed_by_type: dict[type, list[tuple[Any, str]]] = {}  # objects reached through the arguments
+        self._metadata_guarded: set[str] = set()  # the expressions of the held tensors whose metadata is guarded
         self._module_reads: dict[int, _ModuleReads] = {}
         self._originals: dict[int, tuple[Any, Any]] = {}  # id(copy) -> (copy, what it stands for)
         self._write_order: list[_ViewInfo] = []
@@ -165,31 +189,54 @@ class StateRecorder:
             fn = types.MethodType(self._recording_function(fn.__func__), self.view(fn.__self__, f"{type(fn.__self__).__name__} object"))
         else:
             fn = stand_in_for(fn)  # squall.jit(torch.Tensor.cfloat): torch's method object takes no proxy
-        args = tuple(self._argument(a, f"args[{i + self.arg_offset}]", f"argument {i}") for i, a in enumerate(args))
-        kwargs = {k: self._argument(v, f"kwargs[{plain_scalar(k)!r}]", f"keyword argument {k!r}") for k, v in kwargs.items()}
+        args = tuple(self._argument(a, f"args[{i + self.arg_offset}]", f"argument {i}", ("args", i)) for i, a in enumerate(args))
+        kwargs = {k: self._argument(v, f"kwargs[{plain_scalar(k)!r}]", f"keyword argument {k!r}", ("kwargs", k)) for k, v in kwargs.items()}
         return fn, args, kwargs
 
-    def _argument(self, value: Any, expr: str, label: str) -> Any:
+    def _argument(self, value: Any, expr: str, label: str, route: tuple) -> Any:
         t = type(value)
         if t in _SCALARS or isinstance(value, TensorProxy):
             return value
-        if t in (list, tuple):
-            items = [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]") for i, v in enumerate(value)]
+        if t is tuple:
+            items = [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]", (*route, ("item", i))) for i, v in enumerate(value)]
             return t(items) if any(a is not b for a, b in zip(items, value)) else value
+        if t is list:
+            # a copy that records appends, replayed on the caller's list at every call (its items
+            # are in the cache key: its reads need no guard)
+            copy = _RecordedList(self._argument(v, f"{expr}[{i}]", f"{label}[{i}]", (*route, ("item", i))) for i, v in enumerate(value))
+            copy.items_read, copy.label, copy.real, copy.target, copy.initial = False, label, value, expr, list.copy(copy)
+            self._lists.append((value, copy, label, expr))
+            return copy
+        if t is collections.deque:
+            return self._deque_copy(value, [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]", (*route, ("item", i))) for i, v in enumerate(value)], label, expr, target=expr)
         if t is dict:
             # (a key that is not a plain number or string is not followed into); a copy that
             # records writes, replayed on the caller's dict at every call (its keys and values
             # are in the cache key: its reads need no guard)
-            items = {k: self._argument(v, f"{expr}[{plain_scalar(k)!r}]", f"{label}[{plain_scalar(k)!r}]") if type(k) in _SCALARS else v for k, v in value.items()}
+            items = {k: self._argument(v, f"{expr}[{plain_scalar(k)!r}]", f"{label}[{plain_scalar(k)!r}]", (*route, ("item", k))) if type(k) in _SCALARS else v for k, v in value.items()}
             copy = self._dict_copy(dict, value, label, items)
             copy.target = expr
             self._argument_copies.append(copy)
             return copy
         recorded = self._recorded(value, label)
         if recorded is not value:
-            # the cache key holds it (by identity, or its own equality): reached through the call
-            self.guards.root(value, expr)
+            # the cache key holds it (by its type where `by_structure`, by its own equality, or by
+            # identity): reached through the call, as is everything the program reads of it
+            self._route(value, expr, route)
         return recorded
+
+    def _route(self, obj: Any, expr: str, route: tuple) -> None:
+        """`obj` is reached at call time as `expr` (`route` through the call's arguments). Two
+        objects of one type reached so are guarded to be distinct, or the same, as when traced."""
+        first = self.guards.rooted(obj)
+        if first is not None:
+            if first != expr:
+                self.guards.add(f"{expr} is {first}", f"{expr} is the object at {first}")
+            return
+        for other, other_expr in self._routed_by_type.get(type(obj), ()):
+            self.guards.add(f"{expr} is not {other_expr}", f"{expr} is not the object at {other_expr}")
+        self._routed_by_type.setdefault(type(obj), []).append((obj, expr))
+        self.guards.root(obj, expr, route)
 
     def _recording_function(self, fn: types.FunctionType) -> types.FunctionType:
         copy = self._functions.get(id(fn))
@@ -254,8 +301,21 @@ class StateRecorder:
                 self.guards.add(f"tuple({bound}) == {self.guards.bind(tuple(value), 'k')}", f"the hooks of {info.label}")
             else:
                 self.guards.stays_empty(value, f"the hooks of {info.label}")
+                if name in _TRACED_HOOKS:
+                    empty = HooksWhileTracing()
+                    empty.label = info.label
+                    return empty  # a hook registered while tracing is one eager registers (EagerFirst)
+            if value and name in _HOOK_BOOKKEEPING:
+                return value  # which hooks take kwargs or always run: the keys, guarded above
+            if value and name in _TRACED_HOOKS:
+                # forward (pre-)hooks that are Python functions are traced with the forward, their
+                # reads guarded and their writes replayed as the forward's are (transformers'
+                # output-capture hooks append to a dict the traced forward made)
+                recorded = {k: self._recorded(hook, f"{name.strip('_').replace('_', ' ')} hook of {info.label}") for k, hook in value.items()}
+                if all(r is not hook for r, hook in zip(recorded.values(), value.values())):
+                    return type(value)(recorded)
             if value:
-                hook = next(iter(value.values()))
+                hook = next((h for h in value.values() if self._recorded(h, info.label) is h), next(iter(value.values())))
                 code = getattr(hook, "__code__", None)
                 where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
                 self.guards.eager_because.append(
@@ -277,7 +337,9 @@ class StateRecorder:
             present = [k for k, v in value.items() if v is not None]
             self.guards.add(f"[k for k, v in {bound}.items() if v is not None] == {self.guards.bind(present, 'k')}", f"the {name[1:]} of {info.label}")
             return value
-        return self._reached(value, f"{self._dict_expr(info)}[{plain_scalar(name)!r}]", f"attribute {name!r} of {info.label}")
+        route = self.guards.route_of(info.real)
+        return self._reached(value, f"{self._dict_expr(info)}[{plain_scalar(name)!r}]", f"attribute {name!r} of {info.label}",
+                             (*route, ("attr", name)) if route is not None else None)
 
     def _tensor_attribute(self, info: _ViewInfo, name: str, value: torch.Tensor) -> TensorProxy:
         """A tensor an object holds (a KV cache's keys, which the model replaces at every step):
@@ -285,9 +347,12 @@ class StateRecorder:
         symbolic dimensions by "2 or more") rather than by identity, so a new tensor of the same
         kind in its place runs the same compiled program."""
         label = f"attribute {name!r} of {info.label}"
-        proxy = self.tensor_input(value, info.dict, name, label)
-        pattern = (proxy.dtype, proxy.device, proxy.requires_grad, tuple(n if type(n) is int else None for n in proxy.shape))
-        self.guards.add(f"_same_metadata({self._dict_expr(info)}[{plain_scalar(name)!r}], {self.guards.bind(pattern, 'k')})", label)
+        proxy = self.tensor_input(value, info.dict, name, label, self.guards.route_of(info.real))
+        expr = f"{self._dict_expr(info)}[{plain_scalar(name)!r}]"
+        if expr not in self._metadata_guarded:  # (read again, as a KV cache's keys are: one guard)
+            self._metadata_guarded.add(expr)
+            pattern = (proxy.dtype, proxy.device, proxy.requires_grad, tuple(n if type(n) is int else None for n in proxy.shape))
+            self.guards.add(f"_same_metadata({expr}, {self.guards.bind(pattern, 'k')})", label)
         return proxy
 
     def _dict_expr(self, info: _ViewInfo) -> str:
@@ -296,11 +361,39 @@ class StateRecorder:
         rooted = self.guards.rooted(info.real)
         return f"{rooted}.__dict__" if rooted is not None else self.guards.bind(info.dict, "d")
 
-    def _reached(self, value: Any, expr: str, label: str) -> Any:
+    def _reached(self, value: Any, expr: str, label: str, route: tuple | None = None) -> Any:
         """A value read from an attribute or global: guarded; a list or object comes back as a
-        recording copy or view so that what is done with it is seen too."""
+        recording copy or view so that what is done with it is seen too. Where it was reached
+        through the call's arguments (`route`), a list, tuple or `by_structure` object is
+        guarded by its type (and length) and followed through the arguments, not by identity:
+        a new KV cache of the same layout runs the same program."""
+        t = type(value)
+        if route is not None and (t is list or t is tuple or by_structure(value)):
+            layout = f" and len({expr}) == {len(value)}" if t is list or t is tuple else ""
+            self.guards.add(f"type({expr}) is {self.guards.bind(t, 'c')}{layout}", label)
+            if t is list or t is tuple:
+                return self._follow_routed(value, expr, label, route)
+            self._route(value, expr, route)
+            return self._recorded(value, label)
         self.guards.watch(expr, value, label)
         return self._follow(value, expr, label)
+
+    def _follow_routed(self, value: list | tuple, expr: str, label: str, route: tuple) -> Any:
+        """A list or tuple reached through the call's arguments: each item guarded as `_reached`
+        guards it, through the arguments; a list as a recording copy (its appends replayed on
+        the call's own list)."""
+        items = [self._reached(v, f"{expr}[{i}]", f"item {i} of {label}", (*route, ("item", i))) for i, v in enumerate(value)]
+        if type(value) is tuple:
+            return value if all(a is b for a, b in zip(items, value)) else self._standing_for(tuple(items), value)
+        copy = self._list_copies.get(id(value))
+        if copy is None:
+            # reached as `expr` at every call (its length and items guarded there): appends replayed on it
+            copy = self._list_copies[id(value)] = _RecordedList()
+            copy.items_read, copy.label, copy.real, copy.target = False, label, value, expr
+            self._lists.append((value, copy, label, expr))
+            list.extend(copy, items)
+            copy.initial = list.copy(copy)
+        return copy
 
     def _follow(self, value: Any, expr: str, label: str) -> Any:
         """`value`, reached as `expr`, as the program is to use it: a list or dict as a
@@ -310,11 +403,24 @@ class StateRecorder:
             copy = self._list_copies.get(id(value))
             if copy is None:
                 copy = self._list_copies[id(value)] = _RecordedList()
-                copy.items_read, copy.label, copy.real = False, label, value
+                copy.items_read, copy.label, copy.real, copy.target = False, label, value, None
                 self._lists.append((value, copy, label, expr))
                 list.extend(copy, [self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value)])
                 copy.initial = list.copy(copy)
             return copy
+        if type(value) is collections.deque:
+            copy = self._list_copies.get(id(value))
+            if copy is None:
+                items = [self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value)]
+                copy = self._list_copies[id(value)] = self._deque_copy(value, items, label, expr, target=None)
+            return copy
+        if type(value) in SNAPSHOT_TYPES:
+            # a mutable sequence of numbers or bytes (array.array, bytearray): its contents
+            # guarded; a change the program makes is found when it ends, undone and refused
+            snapshot = value[:]
+            self._snapshots.append((value, snapshot, label))
+            self.guards.add(f"{expr} == {self.guards.bind(snapshot, 'k')}", f"the items of {label}")
+            return value
         if type(value) in RECORDED_DICT_TYPES:
             copy = self._dict_copies.get(id(value))
             if copy is None:
@@ -335,6 +441,14 @@ class StateRecorder:
             items = tuple(self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value))
             return value if all(a is b for a, b in zip(items, value)) else self._standing_for(items, value)
         return self._recorded(value, label)
+
+    def _deque_copy(self, real: collections.deque, items: list, label: str, expr: str, *, target: str | None) -> _RecordedDeque:
+        """A recording copy (squall.frontend.state_views) of deque `real`, holding `items`."""
+        copy = _RecordedDeque(maxlen=real.maxlen)
+        collections.deque.extend(copy, items)  # (not recorded as the program's appends)
+        copy.items_read, copy.label, copy.real, copy.target, copy.appended = False, label, real, target, []
+        self._deques.append((copy, expr))
+        return copy
 
     def _dict_copy(self, cls: type, real: Any, label: str, items: dict) -> Any:
         """A recording copy (squall.frontend.state_views) of dict-like `real`, holding `items`."""
@@ -551,19 +665,34 @@ class StateRecorder:
                 self.guards.add(f"{self._dict_expr(info)}.keys().isdisjoint({self.guards.bind(frozenset(names), 'k')})", label)
         values = []
         for info in self._write_order:
-            target = self.guards.bind(info.real, "o")
+            target = self.guards.rooted(info.real) or self.guards.bind(info.real, "o")
             for name, value in info.writes.items():
                 # a name is emitted as a plain str, never by a subclass's own repr (as everywhere here)
                 self.guards.effects.append(f"_setattr({target}, {plain_scalar(name)!r}, effects[{len(values)}])")
                 values.append(value)
         for real, recorded, label, expr in self._lists:
-            if recorded.items_read:
+            if recorded.items_read and recorded.target is None:
                 self.guards.add(f"_same_items({expr}, {self.guards.bind(list(real), 'k')})", f"the items of {label}")
-            if len(recorded) < len(real) or any(a is not b for a, b in zip(recorded.initial, recorded)):  # list.__init__ on it, say
+            initial = recorded.initial
+            if len(recorded) < len(initial) or any(a is not b for a, b in zip(initial, recorded)):  # list.__init__ on it, say
                 raise UnreplayableWrite(f"squall: the program changes {label} other than by appending to it; squall cannot replay that")
-            if len(recorded) > len(real):
-                self.guards.effects.append(f"{self.guards.bind(real, 'l')}.extend(effects[{len(values)}])")
-                values.append(list(recorded[len(real):]))
+            if len(recorded) > len(initial):
+                target = recorded.target if recorded.target is not None else self.guards.bind(real, "l")
+                self.guards.effects.append(f"{target}.extend(effects[{len(values)}])")
+                values.append(list(recorded[len(initial):]))
+        for recorded, expr in self._deques:
+            if recorded.items_read and recorded.target is None:
+                self.guards.add(f"_same_items(list({expr}), {self.guards.bind(list(recorded.real), 'k')})", f"the items of {recorded.label}")
+            if recorded.appended:
+                target = recorded.target if recorded.target is not None else self.guards.bind(recorded.real, "q")
+                self.guards.effects.append(f"{target}.extend(effects[{len(values)}])")
+                values.append(list(recorded.appended))
+        for real, snapshot, label in self._snapshots:
+            if real != snapshot:
+                real[:] = snapshot  # the call runs eagerly, which makes the change itself
+                raise UnreplayableWrite(
+                    f"squall: the program changes {label} (of type {type(real).__name__}); squall cannot replay changes to it"
+                )
         for recorded in [*self._dict_copies.values(), *self._argument_copies]:
             real = recorded.target if recorded.target is not None else self.guards.bind(recorded.real, "d")
             if recorded.whole_read and recorded.target is None:
@@ -573,7 +702,8 @@ class StateRecorder:
                 # items set again in the order the program set them; each key is held as it is
                 # (a torch.Size key stays one, not rebuilt as a tuple output)
                 for k in recorded.keys_set:
-                    self.guards.effects.append(f"{real}[{self.guards.bind(k, 'k')}] = effects[{len(values)}]")
+                    # (a key the program made from a view, `acts[module] = out` in a hook, is the real object)
+                    self.guards.effects.append(f"{real}[{self.guards.bind(self._unview(k), 'k')}] = effects[{len(values)}]")
                     values.append(dict.__getitem__(recorded, k))
         for recorded in self._set_copies.values():
             real = self.guards.bind(recorded.real, "s")
@@ -582,18 +712,23 @@ class StateRecorder:
             if recorded.added:
                 self.guards.effects.append(f"{real}.update(effects[{len(values)}])")
                 values.append(list(recorded.added))
+        # a list or dict passed in and returned is the caller's own object, its writes replayed
+        # on it first, as in eager (found through plain tuples, lists and dicts)
+        for path, target in _argument_containers(result, ()):
+            self.guards.namespace["_put"] = _put
+            self.guards.effects.append(f"out = _put(out, {self.guards.bind(path, 'k')}, {target})")
         # a view never leaves the trace: an output or value set that is one is the real object;
         # so is a recording copy of a container the program reached (its changes are replayed
-        # on it); one of a dict passed in leaves as a plain dict
+        # on it); one of a list or dict passed in leaves as a plain one (see _put above)
         result, values = tree_map(self._unview, (result, values), is_leaf=lambda x: type(x) in RECORDED_CONTAINERS or size_leaf(x))
-        return (result, tuple(values)) if values else result
+        return (result, tuple(values)) if self.guards.effects else result
 
     def existing(self, x: Any) -> bool:
         """Whether the program returns, in `x`, an object it did not make but was given or reached
         (and read through a view): that object itself is the output, as in eager. Only one the
         cache key and the guards tell apart by identity: for one equal to others by its own
         `__eq__`, a later call may bring an equal one, and the output is rebuilt instead."""
-        if type(x) is Itself:
+        if type(x) is Itself or type(x) is Reached:
             return True  # a container the program reached (guarded by identity where it was read)
         return id(x) in self._views and type(x).__eq__ is object.__eq__ and not isinstance(x, torch.nn.Module)
 
@@ -608,10 +743,44 @@ class StateRecorder:
         if type(x) in RECORDED_CONTAINERS:
             if getattr(x, "target", None) is None:
                 return Itself(x.real)
-            plain = {k: dict.__getitem__(x, k) for k in dict.keys(x)}
+            if type(x) is _RecordedList:
+                plain = list(list.__iter__(x))
+            elif type(x) is _RecordedDeque:
+                plain = collections.deque(collections.deque.__iter__(x), maxlen=x.maxlen)
+            else:
+                plain = {k: dict.__getitem__(x, k) for k in dict.keys(x)}
             return tree_map(self._unview, plain, is_leaf=lambda x: type(x) in RECORDED_CONTAINERS or size_leaf(x))
         info = type(x).__dict__.get("_squall_view_info")
-        return info.__get__(x).real if info is not None and type(x) in _VIEW_CLASSES.values() else x
+        if info is None or type(x) not in _VIEW_CLASSES.values():
+            return x
+        real = info.__get__(x).real
+        route = self.guards.route_of(real)
+        # an object the call gave (keyed by its type): the call's own, reached through its arguments
+        return Reached(real, route) if route is not None and by_structure(real) else real
+
+
+def _argument_containers(x: Any, path: tuple) -> list[tuple[tuple, str]]:
+    """(path, call-time expression) of each list or dict argument's recording copy in output `x`,
+    reached through plain tuples, lists and dicts."""
+    t = type(x)
+    if t in RECORDED_CONTAINERS and getattr(x, "target", None) is not None:
+        return [(path, x.target)]
+    if t is tuple or t is list or t is _RecordedList:
+        return [found for i, v in enumerate(list.__iter__(x) if t is _RecordedList else x) for found in _argument_containers(v, (*path, i))]
+    if t is dict:
+        return [found for k, v in x.items() for found in _argument_containers(v, (*path, k))]
+    return []
+
+
+def _put(out: Any, path: tuple, value: Any) -> Any:
+    """`out` with `value` at `path` (tuples rebuilt, lists and dicts set in place)."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if type(out) is tuple:
+        return (*out[:head], _put(out[head], rest, value), *out[head + 1 :])
+    out[head] = _put(out[head], rest, value)
+    return out
 
 
 # --- the check ----------------------------------------------------------------------------------
@@ -653,13 +822,20 @@ class StateGuards(GuardSet):
         self.eager_because: list[str] = []  # why the program must run eagerly (inner hooks)
         self.namespace.update(_same_items=_same_items, _same_metadata=_same_metadata, _setattr=setattr)
         self._roots: dict[int, str] = {}  # id(argument object) -> how the check reaches it
+        self._routes: dict[int, tuple] = {}  # id(argument object) -> its route (squall.trace.route_source)
 
-    def root(self, obj: Any, expr: str) -> None:
-        """`obj` is reached at call time as `expr` (an argument), not as a bound object."""
+    def root(self, obj: Any, expr: str, route: tuple | None = None) -> None:
+        """`obj` is reached at call time as `expr` (an argument, or an object reached through
+        one by `route`), not as a bound object."""
         self._roots[id(obj)] = expr
+        if route is not None:
+            self._routes[id(obj)] = route
 
     def rooted(self, obj: Any) -> str | None:
         return self._roots.get(id(obj))
+
+    def route_of(self, obj: Any) -> tuple | None:
+        return self._routes.get(id(obj))
 
     @property
     def eager(self) -> bool:

@@ -3,14 +3,15 @@
 While a program is traced, a module or object it reaches is read through a *view*: an instance
 of a subclass of its class sharing the real object's `__dict__` (or reading its `__slots__`
 through their descriptors), whose attribute reads and writes go to the `StateRecorder` that
-made it; a list, dict, OrderedDict, defaultdict or set it reaches is a recording copy (`_RecordedList`,
-`_RecordedDict` and kin, `_RecordedSet`) and
+made it; a list, deque, dict, OrderedDict, defaultdict or set it reaches is a recording copy (`_RecordedList`,
+`_RecordedDeque`, `_RecordedDict` and kin, `_RecordedSet`) and
 a user's Python module a `_ModuleReads`. Neither the objects nor their classes are changed.
 This module holds those stand-ins and the small predicates about objects both sides share;
 the recorder and the generated check are in `squall.frontend.state_guards`.
 """
 from __future__ import annotations
 
+import array
 import collections
 import copy
 import dis
@@ -28,7 +29,7 @@ from .autograd_functions import is_autograd_function
 from .unbound_methods import stand_in_for
 
 
-__all__ = ["UnreplayableWrite", "raised_by_users_code", "traced_type", "viewable", "global_hook_dicts", "describe_global_hooks"]
+__all__ = ["UnreplayableWrite", "EagerFirst", "HooksWhileTracing", "raised_by_users_code", "traced_type", "viewable", "by_structure", "global_hook_dicts", "describe_global_hooks"]
 
 _MISSING = object()
 _SCALARS = (int, float, bool, str, complex, type(None))
@@ -50,6 +51,25 @@ _MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) - _HOOK_DICTS - {"_mod
 
 class UnreplayableWrite(RuntimeError):
     """The program changes Python state in a way squall cannot replay at every call."""
+
+
+class EagerFirst(UnreplayableWrite):
+    """The program makes a one-time change that eager must make itself: it registers a hook on an
+    inner module while traced (transformers' output capture does on its first call). That call
+    runs eagerly, and the next compiles again with the change in place."""
+
+
+class HooksWhileTracing(collections.OrderedDict):
+    """An inner module's empty hook dict as a traced program sees it: a hook registered into it
+    would be one on the real module, made by the trace, so registering one is an `EagerFirst`."""
+
+    __slots__ = ("label",)
+
+    def __setitem__(self, key, value):
+        raise EagerFirst(
+            f"squall: the program registers a hook on {self.label} ({_where()}); that call runs eagerly, "
+            "and the next compiles again with the hook in place"
+        )
 
 
 def _where() -> str:
@@ -134,6 +154,15 @@ def viewable(obj: Any) -> bool:
     )
 
 
+def by_structure(obj: Any) -> bool:
+    """Whether an argument object is told apart from others by its type and what the program
+    reads of it (guarded through the call's arguments), not by its identity: a plain Python
+    object (a KV cache, which transformers makes anew at every `generate`) with identity's own
+    equality. Modules are not: their parameters are read as the jitted tree's are not."""
+    cls = type(obj)
+    return viewable(obj) and not isinstance(obj, torch.nn.Module) and cls.__eq__ is object.__eq__ and cls.__hash__ is object.__hash__
+
+
 def _class_lookup(cls: type, name: str) -> tuple[type | None, Any]:
     """Where attribute lookup on an instance of `cls` finds `name` in the classes: (the class
     holding it, its raw value there), or (None, _MISSING)."""
@@ -157,7 +186,9 @@ def _cell_value(cell: types.CellType) -> Any:
 
 
 # containers a program reaches that are read through recording copies (squall.frontend.state_guards._follow)
-_FOLLOWED_CONTAINERS = frozenset({list, dict, set, collections.OrderedDict, collections.defaultdict})
+_FOLLOWED_CONTAINERS = frozenset({list, collections.deque, dict, set, collections.OrderedDict, collections.defaultdict})
+# mutable sequences of plain values (read as they are, guarded by their contents; a change refused)
+SNAPSHOT_TYPES = frozenset({array.array, bytearray})
 
 
 def _recordable(value: Any) -> bool:
@@ -165,6 +196,7 @@ def _recordable(value: Any) -> bool:
     return (
         _user_function(value)
         or type(value) in _FOLLOWED_CONTAINERS
+        or type(value) in SNAPSHOT_TYPES
         or type(value) is functools.partial
         or (type(value) is types.MethodType and _user_function(value.__func__) and viewable(value.__self__))
         or viewable(value)
@@ -365,9 +397,11 @@ def _view_class(cls: type) -> type:
 class _RecordedList(list):
     """A list the program reached, copied: notes whether its items were read, so that a list
     only appended to (a log) is not guarded on its contents, which change every call; a change
-    other than appending is refused where it is made."""
+    other than appending is refused where it is made. `target` is the call-time expression of a
+    list passed as an argument (its items are in the cache key; its appends are replayed on the
+    caller's list), else None."""
 
-    __slots__ = ("items_read", "label", "initial", "real")
+    __slots__ = ("items_read", "label", "initial", "real", "target")
 
 
 def _noting_read(base: Callable) -> Callable:
@@ -392,6 +426,33 @@ for _name in ("__iter__", "__len__", "__getitem__", "__contains__", "__reversed_
     setattr(_RecordedList, _name, _noting_read(getattr(list, _name)))
 for _name in ("pop", "insert", "remove", "clear", "sort", "reverse", "__setitem__", "__delitem__", "__imul__"):
     setattr(_RecordedList, _name, _refused(_name))
+
+
+class _RecordedDeque(collections.deque):
+    """A deque the program reached or was given, copied: read as a list is (its items guarded
+    once read, an argument's being in the cache key); items appended on the right are appended
+    again at every call (the deque's maxlen dropping from the left as eager's does); any other
+    change is refused where it is made. `target` as for a list."""
+
+    __slots__ = ("items_read", "label", "real", "target", "appended")
+
+    def append(self, item):
+        self.appended.append(item)
+        collections.deque.append(self, item)
+
+    def extend(self, items):
+        for item in list(items):
+            self.append(item)
+
+    def __iadd__(self, items):
+        self.extend(items)
+        return self
+
+
+for _name in ("__iter__", "__len__", "__getitem__", "__contains__", "__reversed__", "index", "count", "copy", "__copy__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__add__", "__mul__", "__rmul__", "__repr__"):
+    setattr(_RecordedDeque, _name, _noting_read(getattr(collections.deque, _name)))
+for _name in ("appendleft", "extendleft", "pop", "popleft", "rotate", "clear", "remove", "insert", "reverse", "__setitem__", "__delitem__", "__imul__"):
+    setattr(_RecordedDeque, _name, _refused(_name, "appending to it on the right"))
 
 
 class _DictRecording:
@@ -515,8 +576,8 @@ for _name in ("__iter__", "__len__", "__contains__", "copy", "__eq__", "__ne__",
 for _name in ("remove", "discard", "pop", "clear", "__isub__", "__iand__", "__ixor__", "difference_update", "intersection_update", "symmetric_difference_update"):
     setattr(_RecordedSet, _name, _refused(_name, "adding to it"))
 
-RECORDED_CONTAINERS = (_RecordedList, *RECORDED_DICT_TYPES.values(), _RecordedSet)
-_RECORDED_AS = {_RecordedList: list, _RecordedSet: set, **{copy: real for real, copy in RECORDED_DICT_TYPES.items()}}
+RECORDED_CONTAINERS = (_RecordedList, _RecordedDeque, *RECORDED_DICT_TYPES.values(), _RecordedSet)
+_RECORDED_AS = {_RecordedList: list, _RecordedDeque: collections.deque, _RecordedSet: set, **{copy: real for real, copy in RECORDED_DICT_TYPES.items()}}
 
 
 def _users_module(module: Any) -> bool:

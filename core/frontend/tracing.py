@@ -33,9 +33,10 @@ from .type_checks import isinstance_traced
 from .unbound_methods import unbound_methods_traced
 from .views import ViewTracker
 
-__all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names", "ALL_DIMS"]
+__all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names", "ALL_DIMS", "state_dims_path"]
 
 # `dims[("state",)]`: every dimension of every tensor read from an argument object is symbolic
+# (unless `dims` holds that tensor's own path: then those dimensions only)
 ALL_DIMS = frozenset(range(64))
 
 
@@ -55,6 +56,12 @@ class TracingContext:
         # an input or constant that an in-place op changed: its name -> (its proxy, the handle
         # that holds its newest value); the value is copied back when the program ends
         self.mutated_inputs: dict[str, tuple[TensorProxy, TensorProxy]] = {}
+        # the name of a value an in-place op wrote under no_grad -> the value it replaced, which
+        # the gradient reaching it passes to (as eager's autograd does)
+        self.gradient_passes: dict[str, TensorProxy] = {}
+        # whether the program is traced with grad mode on (a gradient may be taken of it); only
+        # then does what a no_grad region inside it returns decide a gradient (squall.ltorch.eager_identity)
+        self.traced_with_grad = torch.is_grad_enabled()
         # views and what a write through one changes (squall.frontend.views)
         self.views = ViewTracker(self)
         # the real values of the call being traced, where tracing may read them (squall.frontend.speculation);
@@ -105,11 +112,16 @@ class TracingContext:
             self.inputs = [old if x is handle else x for x in self.inputs]
             self.mutated_inputs[old.name] = (old, handle)
         # a handle rebound a second time keeps its write-back entry: it holds the newest value
+        keeps_gradient = handle.requires_grad and not value.requires_grad and not torch.is_grad_enabled()
+        if keeps_gradient:
+            # eager's in-place write under no_grad leaves the tensor in the graph: a gradient
+            # reaching its new value passes to its old one unchanged (squall.compiler.gradients)
+            self.gradient_passes[value.name] = old
         handle.name = value.name
         handle.shape = value.shape
         handle.dtype = value.dtype
         handle.device = value.device
-        handle.requires_grad = value.requires_grad
+        handle.requires_grad = value.requires_grad or keeps_gradient
         return handle
 
     def new_name(self, prefix: str = "t") -> str:
@@ -147,12 +159,20 @@ class InputBinding:
 
     The path starts at "params" (a module's parameters and buffers, a list),
     "args" (positional arguments, a tuple) or "kwargs" (a dict); or it is ("state", owner,
-    key): a tensor an object reached from the arguments holds, read as `owner[key]` (the
-    object's `__dict__`) at every call (squall.frontend.state_guards).
+    key, route): a tensor an object reached from the arguments holds, read at every call as
+    `key` of the `__dict__` of the object `route` reaches through the call's arguments
+    (squall.trace.route_source), or where there is no route, as `owner[key]` (the object's
+    `__dict__`; squall.frontend.state_guards).
     """
 
     proxy: TensorProxy
     path: tuple  # e.g. ("args", 1, "k")
+
+
+def state_dims_path(owner: dict | None, key: str, route: tuple | None) -> tuple:
+    """The path `DynamicDims` keys a tensor an argument object holds by: its route through the
+    call's arguments (the same for every KV cache of one layout), else its owner's identity."""
+    return ("state", route, key) if route is not None else ("state", id(owner), key)
 
 
 @functools.cache
@@ -289,12 +309,14 @@ def trace_program(
 
     state_proxies: dict[int, TensorProxy] = {}
 
-    def state_input(value: torch.Tensor, owner: dict, key: str, label: str) -> TensorProxy:
-        # a tensor an argument object (or one reached from it) holds: an input read from
-        # `owner[key]` at every call; its dimensions symbolic as `dims` says for ("state", id(owner), key)
+    def state_input(value: torch.Tensor, owner: dict, key: str, label: str, route: tuple | None = None) -> TensorProxy:
+        # a tensor an argument object (or one reached from it) holds: an input read at every call
+        # from the call's own object where it is reached through the arguments (`route`), else
+        # from `owner[key]`; its dimensions symbolic as `dims` says for `state_dims_path`
         p = state_proxies.get(id(value))
         if p is None:
-            symbolic = (dims or {}).get(("state", id(owner), key)) or (dims or {}).get(("state",)) or frozenset()
+            dims_path = state_dims_path(owner, key, route)
+            symbolic = dims[dims_path] if dims and dims_path in dims else (dims or {}).get(("state",)) or frozenset()
             marked = getattr(value, "_dynamo_dynamic_indices", None)  # torch._dynamo.mark_dynamic
             symbolic = symbolic | frozenset(marked) if marked and symbolic is not ALL_DIMS else symbolic
             shape = tuple(value.shape)
@@ -303,7 +325,8 @@ def trace_program(
                 shape = tuple(ctx.shapes.symbol(n, name, d) if (d in symbolic or symbolic is ALL_DIMS) and n >= 2 else n for d, n in enumerate(shape))
             p = state_proxies[id(value)] = TensorProxy(name, shape=shape, dtype=value.dtype, device=value.device, requires_grad=value.requires_grad)
             ctx.inputs.append(p)
-            paths.append(("state", owner, key))
+            # (the object's own dict is not held where the route reaches it: a KV cache is freed)
+            paths.append(("state", owner if route is None else None, key, route))
             if ctx.speculation is not None:
                 ctx.speculation.bind(p, value)
         return p

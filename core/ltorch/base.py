@@ -15,11 +15,12 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from ..proxies import TensorProxy, current_context
 from ..symbol import Symbol, Tags, snapshot_call
 from . import numbers
+from .eager_identity import may_return_an_input, returned_inputs
 from .functionalization import opaque_writes
 from .torchnames import qualified_name
 
@@ -183,6 +184,8 @@ class TorchLanguage:
                     sized = numbers.specialised(ctx, args, kwargs)
                 args, kwargs = sized
                 out = op(*args, **kwargs)
+            if not torch.is_grad_enabled() and ctx.traced_with_grad and len(ctx.scopes) == 1:
+                out = self.as_eager_returns(func, args, kwargs, out)
             ctx.views.note(op, args, kwargs, out)
             return out
         if has_tensor:
@@ -203,6 +206,36 @@ class TorchLanguage:
             # A torch call on constants only (a property of a captured tensor, torch.finfo, ...)
             return func(*args, **kwargs)
         return self.opaque(func, args, kwargs)
+
+    def as_eager_returns(self, func: Callable, args: tuple, kwargs: dict, out: Any) -> Any:
+        """`out`, a call's result under no_grad, holding eager's objects: the input itself where eager
+        returns its input (a gradient still reaches it through the result), a new value where eager
+        returns a new tensor (which carries no gradient) but the op returned its input proxy."""
+        inputs = [x for x in tree_flatten((args, kwargs))[0] if type(x) is TensorProxy]
+        if not any(p.requires_grad for p in inputs):
+            return out  # no gradient to pass or to cut
+        outputs, spec = tree_flatten(out)
+        if not may_return_an_input(inputs, outputs):
+            return out
+        tensors = [i for i, o in enumerate(outputs) if type(o) is TensorProxy]
+        eager = returned_inputs(func, args, kwargs, len(tensors))
+        if eager is None:
+            if any(outputs[i] is p for i in tensors for p in inputs):
+                warnings.warn(
+                    f"squall: {qualified_name(func)} returned its input under torch.no_grad(), and squall could not "
+                    "ask eager (on the meta device) whether eager returns a new tensor; a gradient may pass through "
+                    "it where eager's would not",
+                    SquallWarning,
+                    stacklevel=4,
+                )
+            return out
+        detach = self.table[torch.detach]
+        for i, same in zip(tensors, eager):
+            if same is not None:
+                outputs[i] = same
+            elif any(outputs[i] is p for p in inputs):
+                outputs[i] = detach(outputs[i])  # a new name, as eager's new tensor: no gradient through it
+        return tree_unflatten(outputs, spec)
 
     def read_through_wrapped(self, ctx: Any, values: Any) -> bool:
         """Let each wrapped result in `values` stand for its proxy from its first use on (as a
@@ -269,6 +302,14 @@ class TorchLanguage:
             if isinstance(x, torch.Tensor):
                 return TensorProxy(shape=x.shape, dtype=x.dtype, device=device, requires_grad=x.requires_grad)
             return x
+
+        if all(m._version == version for _, m, version in metas):
+            # eager returns its argument itself (atleast_1d of a matrix, real of a real tensor): so does the
+            # program, and a gradient reaches the argument through it as in eager, whatever the grad mode
+            argument = {id(m): x for x, m, _ in metas}
+            results = [r for r in tree_flatten(meta_out)[0] if isinstance(r, torch.Tensor)]
+            if results and all(id(r) in argument for r in results):
+                return tree_map(lambda r: argument[id(r)] if isinstance(r, torch.Tensor) else r, meta_out)
 
         out = tree_map(from_meta, meta_out)
         sym = Symbol(

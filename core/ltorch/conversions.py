@@ -1,17 +1,20 @@
-"""Torch-language ops: dtype conversions (Tensor.to, Tensor.float, type_as, Tensor.type, ...).
+"""Torch-language ops: conversions of dtype and device (Tensor.to, Tensor.float, Tensor.cpu,
+Tensor.cuda, type_as, Tensor.type, ...).
 
 A conversion that changes nothing returns its input itself, as torch returns `self`, and
-records nothing in the trace: each op has a `TorchForm` whose `before` answers such calls. Moving a tensor to another device needs a device-transfer
-prim squall does not have yet, so only the tensor's own device is accepted.
+records nothing in the trace: each op has a `TorchForm` whose `before` answers such calls.
+A change of device is `prims.device_put`; a change of dtype `prims.convert_element_type`.
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 
 from .. import prims
 from .base import qualified_name
 from .functionalization import TorchForm
-from .helpers import check
+from .helpers import check, on_device, target_device
 from ..proxies import TensorProxy
 from ..symbol import Symbol, Tags
 
@@ -24,7 +27,7 @@ __all__ = [
     "to_char", "to_char_if_changed", "to_byte", "to_byte_if_changed", "to_bool",
     "to_bool_if_changed", "to_cfloat", "to_cfloat_if_changed", "to_cdouble",
     "to_cdouble_if_changed", "type_as", "type_as_if_changed", "tensor_type",
-    "tensor_type_if_changed",
+    "tensor_type_if_changed", "to_cpu", "to_cpu_if_changed", "to_cuda", "to_cuda_if_changed",
 ]
 
 
@@ -32,20 +35,31 @@ def _check_tensor(name: str, a) -> None:
     check(isinstance(a, TensorProxy), lambda: f"{name}(): expected a Tensor as self, got {type(a).__name__}", TypeError)
 
 
-def _check_device(name: str, a: TensorProxy, device) -> None:
-    device = torch.device(device)
-    same = device.type == a.device.type and (device.index is None or device.index == a.device.index)
-    check(
-        same,
-        lambda: f"squall: {name} from {a.device} to {device} needs a device-transfer prim, which squall does not have yet; "
-        "move the tensor before calling the compiled function",
-        NotImplementedError,
-    )
+def _check_bool(name: str, flag: str, value) -> None:
+    check(isinstance(value, bool), lambda: f"{name}(): argument '{flag}' must be bool, not {type(value).__name__}", TypeError)
 
 
-def _convert(a: TensorProxy, dtype: torch.dtype, copy: bool) -> TensorProxy:
-    # a copy of the same dtype is still a new tensor: an in-place op on it must not reach `a`
-    return prims.convert_element_type(a, dtype) if dtype != a.dtype or copy else a
+class _Plan(NamedTuple):
+    """What a conversion call asks for: `a` in `dtype` on `device` (concrete), a new tensor even
+    when nothing changes if `copy`; `non_blocking` is eager's flag, passed on to the move."""
+
+    a: TensorProxy
+    dtype: torch.dtype
+    device: torch.device
+    copy: bool = False
+    non_blocking: bool = False
+
+
+def _convert(plan: _Plan) -> TensorProxy:
+    a, dtype, device, copy, non_blocking = plan
+    if device == a.device:
+        # a copy of the same dtype is still a new tensor: an in-place op on it must not reach `a`
+        return prims.convert_element_type(a, dtype) if dtype != a.dtype or copy else a
+    # the values are the same either way; convert where fewer bytes then cross the devices
+    if dtype.itemsize < a.dtype.itemsize:
+        return on_device(prims.convert_element_type(a, dtype), device, non_blocking=non_blocking)
+    moved = on_device(a, device, non_blocking=non_blocking)
+    return prims.convert_element_type(moved, dtype) if dtype != a.dtype else moved
 
 
 def _plan_to(self, *args, **kwargs):
@@ -54,7 +68,7 @@ def _plan_to(self, *args, **kwargs):
     args = list(args)
     device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
     if args and isinstance(args[0], TensorProxy):
-        other = args.pop(0)
+        other = args.pop(0)  # its device exactly, index included, as eager's to(other) moves
         device, dtype = other.device, other.dtype
     elif args and isinstance(args[0], torch.dtype):
         dtype = args.pop(0)
@@ -74,18 +88,17 @@ def _plan_to(self, *args, **kwargs):
     memory_format = flags.get("memory_format", torch.preserve_format)
     check(isinstance(memory_format, torch.memory_format), lambda: f"to(): argument 'memory_format' must be torch.memory_format, not {type(memory_format).__name__}", TypeError)
     check(dtype is None or isinstance(dtype, torch.dtype), lambda: f"to(): argument 'dtype' must be torch.dtype, not {type(dtype).__name__}", TypeError)
-    if device is not None:
-        _check_device("to", self, device)
-    # squall does not model strides, so a memory format changes no value: only dtype and copy matter
-    return self, dtype or self.dtype, flags.get("copy", False)
+    device = self.device if device is None else target_device(device)
+    # squall does not model strides, so a memory format changes no value: dtype, device and copy matter
+    return _Plan(self, dtype or self.dtype, device, flags.get("copy", False), flags.get("non_blocking", False))
 
 
 def _if_changed(plan):
     """A form's `before`: the tensor itself when the conversion `plan` describes changes nothing."""
 
     def unchanged(*args, **kwargs):
-        a, dtype, copy = plan(*args, **kwargs)
-        return a if dtype == a.dtype and not copy else None
+        a, dtype, device, copy, _ = plan(*args, **kwargs)
+        return a if dtype == a.dtype and device == a.device and not copy else None
 
     return unchanged
 
@@ -97,7 +110,7 @@ def _conversion(name: str, fn, plan, torchfn) -> tuple[Symbol, TorchForm]:
 
 
 def _to(self, *args, **kwargs):
-    return _convert(*_plan_to(self, *args, **kwargs))
+    return _convert(_plan_to(self, *args, **kwargs))
 
 
 to, to_if_changed = _conversion("to", _to, _plan_to, _T.to)
@@ -109,10 +122,10 @@ def _method(name: str, dtype: torch.dtype) -> tuple[Symbol, TorchForm]:
 
     def plan(self, memory_format=torch.preserve_format):
         _check_tensor(name, self)
-        return self, dtype, False
+        return _Plan(self, dtype, self.device)
 
     def op(self, memory_format=torch.preserve_format):
-        return _convert(*plan(self, memory_format))
+        return _convert(plan(self, memory_format))
 
     return _conversion(name, op, plan, torchfn)
 
@@ -134,12 +147,12 @@ to_cdouble, to_cdouble_if_changed = _method("cdouble", torch.complex128)
 def _plan_type_as(self, other):
     _check_tensor("type_as", self)
     check(isinstance(other, TensorProxy), lambda: f"type_as(): argument 'other' must be Tensor, not {type(other).__name__}", TypeError)
-    _check_device("type_as", self, other.device)
-    return self, other.dtype, False
+    # eager's type_as is to(other's dtype and device)
+    return _Plan(self, other.dtype, other.device)
 
 
 def _type_as(self, other):
-    return _convert(*_plan_type_as(self, other))
+    return _convert(_plan_type_as(self, other))
 
 
 type_as, type_as_if_changed = _conversion("type_as", _type_as, _plan_type_as, _T.type_as)
@@ -169,21 +182,25 @@ def _type_name(a: TensorProxy) -> str:
 
 def _plan_type(self, dtype=None, non_blocking=False, **kwargs):
     _check_tensor("type", self)
+    _check_bool("type", "non_blocking", non_blocking)
+    device = self.device
     if dtype is None:
-        return self, self.dtype, False
+        return _Plan(self, self.dtype, device)
     if isinstance(dtype, type):  # torch.FloatTensor and friends
         dtype = f"{dtype.__module__}.{dtype.__name__}"
     if isinstance(dtype, str):
         module, _, name = dtype.rpartition(".")
         check(module in ("torch", "torch.cuda") and name in _DTYPES_BY_NAME, lambda: f"invalid type: '{dtype}'", ValueError)
-        _check_device("type", self, "cpu" if module == "torch" else "cuda")
+        # a type of another device type moves the tensor there (CUDA: the current device)
+        kind = "cpu" if module == "torch" else "cuda"
+        device = device if device.type == kind else target_device(kind)
         dtype = _DTYPES_BY_NAME[name]
     check(isinstance(dtype, torch.dtype), lambda: f"type(): argument 'dtype' must be torch.dtype or str, not {type(dtype).__name__}", TypeError)
-    return self, dtype, False
+    return _Plan(self, dtype, device, non_blocking=non_blocking)
 
 
 def _type(self, dtype=None, non_blocking=False, **kwargs):
-    return _convert(*_plan_type(self, dtype, non_blocking, **kwargs))
+    return _convert(_plan_type(self, dtype, non_blocking, **kwargs))
 
 
 _type_unchanged = _if_changed(_plan_type)
@@ -199,5 +216,48 @@ def _type_or_unchanged(self=None, dtype=None, *args, **kwargs):
 
 tensor_type = Symbol(qualified_name(_T.type), "type", _type, is_prim=False, tags=(Tags.ELEMENTWISE,), torchfns=(_T.type,))
 tensor_type_if_changed = TorchForm(tensor_type, _T.type, before=_type_or_unchanged)
+
+
+def _check_memory_format(name: str, memory_format) -> None:
+    check(
+        isinstance(memory_format, torch.memory_format),
+        lambda: f"{name}(): argument 'memory_format' must be torch.memory_format, not {type(memory_format).__name__}",
+        TypeError,
+    )
+
+
+def _plan_cpu(self, *, memory_format=torch.preserve_format):
+    _check_tensor("cpu", self)
+    _check_memory_format("cpu", memory_format)
+    return _Plan(self, self.dtype, torch.device("cpu"))
+
+
+def _cpu(self, *, memory_format=torch.preserve_format):
+    return _convert(_plan_cpu(self, memory_format=memory_format))
+
+
+to_cpu, to_cpu_if_changed = _conversion("cpu", _cpu, _plan_cpu, _T.cpu)
+
+
+def _plan_cuda(self, device=None, non_blocking=False, *, memory_format=torch.preserve_format):
+    _check_tensor("cuda", self)
+    _check_memory_format("cuda", memory_format)
+    check(
+        device is None or (isinstance(device, (str, torch.device, int)) and not isinstance(device, bool)),
+        lambda: f"cuda(): argument 'device' (position 1) must be torch.device, not {type(device).__name__}",
+        TypeError,
+    )
+    _check_bool("cuda", "non_blocking", non_blocking)
+    # no device: the current CUDA device; an index: that CUDA device
+    device = target_device("cuda" if device is None else torch.device("cuda", device) if isinstance(device, int) else device)
+    check(device.type == "cuda", lambda: "Invalid device, must be cuda device", RuntimeError)
+    return _Plan(self, self.dtype, device, non_blocking=non_blocking)
+
+
+def _cuda(self, device=None, non_blocking=False, *, memory_format=torch.preserve_format):
+    return _convert(_plan_cuda(self, device, non_blocking, memory_format=memory_format))
+
+
+to_cuda, to_cuda_if_changed = _conversion("cuda", _cuda, _plan_cuda, _T.cuda)
 
 # module names avoid the builtins (float, int, bool, type) that `from ... import *` would shadow

@@ -15,7 +15,7 @@ from torch.utils._pytree import tree_flatten
 
 from .. import prims
 from .base import torchsymbol
-from .helpers import cast_number, check, is_number, is_tensor, number_dtype
+from .helpers import cast_number, check, is_number, is_tensor, number_dtype, on_device, target_device
 from ..proxies import TensorProxy, current_context
 from ..symbol import Tags
 from ..prims.base import is_size
@@ -70,7 +70,8 @@ def filled(shape: Sequence[int], value, *, device: torch.device, dtype: torch.dt
     if is_tensor(value):
         check(value.ndim == 0, lambda: f"full(): fill_value must be a number or a 0-d tensor, got shape {list(value.shape)}", RuntimeError)
         v = value if value.dtype == dtype else prims.convert_element_type(value, dtype)
-        return prims.broadcast_in_dim(v, tuple(shape), ())
+        # eager reads a fill tensor on another device (a CPU scalar for a CUDA tensor) as its value
+        return prims.broadcast_in_dim(on_device(v, device), tuple(shape), ())
     check(is_number(value), lambda: f"full(): fill_value must be a number, not {type(value).__name__}", TypeError)
     return prims.full(tuple(shape), cast_number(value, dtype), device=device, dtype=dtype)
 
@@ -209,12 +210,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
 def as_tensor(data, dtype=None, device=None):
     """A tensor given as is (converted if dtype/device ask), or Python data as a constant."""
     if is_tensor(data):
-        check(
-            device is None or factory_device(device) == data.device,
-            lambda: f"squall: as_tensor() cannot move a traced tensor from {data.device} to {device}; use .to(device)",
-            NotImplementedError,
-        )
-        return data if dtype is None or dtype == data.dtype else prims.convert_element_type(data, dtype)
+        converted = data if dtype is None or dtype == data.dtype else prims.convert_element_type(data, dtype)
+        return converted if device is None else on_device(converted, target_device(factory_device(device)))
     return _constant_from_data("as_tensor", data, dtype=dtype, device=device)
 
 

@@ -9,7 +9,7 @@ import torch
 from .. import prims
 from ..prims.base import canonical_dim, canonical_dims, check, dtype_category, is_number, number_type
 from ..proxies import NumberProxy, TensorProxy
-from ..symbolic import SymInt
+from ..symbolic import SymInt, same_shape
 
 __all__ = [
     "Promotion",
@@ -33,6 +33,8 @@ __all__ = [
     "expand_reduced",
     "transpose_if_needed",
     "reshape_if_needed",
+    "target_device",
+    "on_device",
 ]
 
 
@@ -202,8 +204,8 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
 def broadcast_to(a: TensorProxy, shape: Sequence[int]) -> TensorProxy:
     """`a` broadcast to `shape` (right-aligned, as torch does)."""
     shape = tuple(shape)
-    if tuple(a.shape) == shape:
-        return a
+    if same_shape(a.shape, shape):
+        return a  # else broadcast, which is a no-op where the sizes turn out equal
     offset = len(shape) - a.ndim
     check(offset >= 0, lambda: f"cannot broadcast shape {list(a.shape)} to {list(shape)}", RuntimeError)
     for i, n in enumerate(a.shape):
@@ -216,12 +218,46 @@ def broadcast_to(a: TensorProxy, shape: Sequence[int]) -> TensorProxy:
 
 
 def broadcast(*operands):
-    """Tensors among `operands` broadcast to one shape; numbers pass through."""
+    """Tensors among `operands` broadcast to one shape (and device: see `with_cpu_scalars_moved`);
+    numbers pass through."""
     shapes = [x.shape for x in operands if isinstance(x, TensorProxy)]
     if not shapes:
         return operands
+    operands = with_cpu_scalars_moved(operands)
     shape = broadcast_shapes(*shapes)
     return tuple(broadcast_to(x, shape) if isinstance(x, TensorProxy) else x for x in operands)
+
+
+def target_device(device) -> torch.device:
+    """The concrete device a move names, as eager resolves it: torch's own parse (and its error
+    for an unknown name or a missing accelerator), a CUDA device without an index taken as the
+    current one (read while tracing: a later `torch.cuda.set_device` is not guarded)."""
+    check(
+        isinstance(device, (str, torch.device, int)) and not isinstance(device, bool),
+        lambda: f"expected a device as a str, torch.device or int, not {type(device).__name__}",
+        TypeError,
+    )
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def on_device(a: TensorProxy, device: torch.device, *, non_blocking: bool = False) -> TensorProxy:
+    """`a` moved to the concrete `device` (prims.device_put); `a` itself when it is there."""
+    return a if a.device == device else prims.device_put(a, device, non_blocking=non_blocking)
+
+
+def with_cpu_scalars_moved(operands: Sequence) -> tuple:
+    """`operands` with each CPU 0-d tensor moved to the one device the other tensors share: eager
+    reads such a tensor as a number beside tensors of any device. Tensors of two other devices are
+    left for the prim to refuse, as eager refuses them."""
+    tensors = [x for x in operands if isinstance(x, TensorProxy)]
+    devices = {t.device for t in tensors if t.ndim != 0 or t.device.type != "cpu"}
+    if len(devices) != 1 or all(t.device in devices for t in tensors):
+        return tuple(operands)
+    (device,) = devices
+    return tuple(on_device(x, device) if isinstance(x, TensorProxy) else x for x in operands)
 
 
 def check_tensors(name: str, **tensors) -> None:

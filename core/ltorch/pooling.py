@@ -14,7 +14,8 @@ from ..symbolic import guarded_int
 
 __all__ = [
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
-    "adaptive_max_pool2d", "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+    "adaptive_max_pool2d", "adaptive_max_pool3d", "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+    "adaptive_max_pool3d_with_indices",
     "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices",
     "max_pool3d_with_indices", "avg_pool1d", "avg_pool2d", "avg_pool3d",
 ]
@@ -172,6 +173,12 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     return _adaptive_max_pool("adaptive_max_pool2d", 2, input, output_size, return_indices)
 
 
+@torchsymbol(torch.nn.functional.adaptive_max_pool3d)
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """torch.nn.functional.adaptive_max_pool3d."""
+    return _adaptive_max_pool("adaptive_max_pool3d", 3, input, output_size, return_indices)
+
+
 @torchsymbol(torch.nn.functional.adaptive_max_pool1d_with_indices)
 def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
     """adaptive_max_pool1d(..., return_indices=True): values and flat positions of the maxima."""
@@ -182,6 +189,12 @@ def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
 def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
     """adaptive_max_pool2d(..., return_indices=True): values and flat positions of the maxima."""
     return _adaptive_max_pool("adaptive_max_pool2d", 2, input, output_size, True)
+
+
+@torchsymbol(torch.nn.functional.adaptive_max_pool3d_with_indices)
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):
+    """adaptive_max_pool3d(..., return_indices=True): values and flat positions of the maxima."""
+    return _adaptive_max_pool("adaptive_max_pool3d", 3, input, output_size, True)
 
 
 def _pool_param(name: str, arg: str, value, n: int) -> tuple[int, ...]:

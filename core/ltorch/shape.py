@@ -292,9 +292,10 @@ def expand_as(a, other):
     return _expand(a, other.shape)
 
 
-@torchsymbol(torch.broadcast_to, torch.Tensor.broadcast_to, tags=_SHAPE)
-def broadcast_to(input, size):
-    return _expand(input, _sizes("broadcast_to", (size,)))
+# the method first, which the torch executor calls: it takes the sizes as varargs too (`x.broadcast_to(2, 3)`)
+@torchsymbol(torch.Tensor.broadcast_to, torch.broadcast_to, id="torch.broadcast_to", tags=_SHAPE)
+def broadcast_to(input, *sizes, size=None):
+    return _expand(input, _sizes("broadcast_to", sizes, size))
 
 
 @torchsymbol(torch.broadcast_tensors, tags=_SHAPE)

@@ -40,7 +40,6 @@ class _Key:
     new_axes: list[int] = field(default_factory=list)  # positions in the basic result
     empty_axes: list[int] = field(default_factory=list)  # new axes from `False`, sliced to size 0
     advanced: dict[int, TensorProxy] = field(default_factory=dict)  # basic-result dim -> index
-    full_slices_only: bool = True  # no select, no partial slice, no new axis: dims map 1:1
 
 
 def _as_index_tensor(a: TensorProxy, item) -> TensorProxy:
@@ -87,7 +86,6 @@ def _parse(a: TensorProxy, key) -> _Key:
             k.new_axes.append(pos)
             if item is False:
                 k.empty_axes.append(pos)
-            k.full_slices_only = False
             pos += 1
         elif isinstance(item, int):
             n = a.shape[dim]
@@ -95,7 +93,6 @@ def _parse(a: TensorProxy, key) -> _Key:
             item = item + n if item < 0 else item  # not `%`: n may be symbolic
             k.starts[dim], k.stops[dim] = item, item + 1
             k.selected.append(dim)
-            k.full_slices_only = False
             dim += 1
         elif isinstance(item, builtins.slice):
             check(item.step is None or item.step != 0, lambda: "slice step cannot be zero", ValueError)
@@ -105,8 +102,6 @@ def _parse(a: TensorProxy, key) -> _Key:
             start, stop, step = slice_indices(item, a.shape[dim])
             stop = stop if stop >= start else start
             k.starts[dim], k.stops[dim], k.steps[dim] = start, stop, step
-            if (start, stop, step) != (0, a.shape[dim], 1):
-                k.full_slices_only = False
             dim += 1
             pos += 1
         elif is_tensor(item) or isinstance(item, (list, tuple)):

@@ -97,6 +97,8 @@ class FusionRegion:
             for x in leaves:
                 if isinstance(x, TensorProxy):
                     norm.append(local.get(x.name, ("free", x.name)))
+                elif type(x) is SymInt:
+                    norm.append((SymInt, x.poly))  # its expression: comparing SymInts would record a shape guard
                 else:
                     try:
                         hash(x)
@@ -106,7 +108,7 @@ class FusionRegion:
             for p in b.output_proxies():
                 local[p.name] = ("local", len(local))
             parts.append((b.sym.id, str(spec), tuple(norm)))
-        meta = tuple((tuple(p.shape), p.dtype, p.device, p.requires_grad) for p in self.inputs)
+        meta = tuple((tuple(n.poly if type(n) is SymInt else n for n in p.shape), p.dtype, p.device, p.requires_grad) for p in self.inputs)
         return (tuple(parts), tuple(local[p.name] for p in self.outputs), meta)
 
 
@@ -182,8 +184,18 @@ def declines_symbolic(executor: FusionExecutor, bsym: BoundSymbol) -> tuple[None
     return None, f"symbolic sizes ({', '.join(sorted(symbols, key=lambda n: int(n[1:])))}): {executor.name} compiles regions of static shapes only"
 
 
+def call_device(bsym: BoundSymbol) -> torch.device | None:
+    """The device a call computes on: its first tensor output's (a CPU scalar it reads may be
+    another's), else its first tensor input's; None for a call of numbers alone."""
+    for p in (*bsym.output_proxies(), *bsym.input_proxies()):
+        if type(p) is TensorProxy:
+            return p.device
+    return None
+
+
 def form_regions(bsyms: Sequence[BoundSymbol], claimed: Callable[[BoundSymbol], bool]) -> tuple[list[list[int]], list[list[int]]]:
-    """Group the claimed calls into maximal regions along data flow, never creating a cycle.
+    """Group the claimed calls into maximal regions along data flow, never creating a cycle,
+    each region's calls on one device (`call_device`).
 
     Returns (regions, order): each region is a list of indices into `bsyms`; `order` is
     every unit (a region, or one unclaimed call) as index lists, in an order that
@@ -200,6 +212,7 @@ def form_regions(bsyms: Sequence[BoundSymbol], claimed: Callable[[BoundSymbol], 
     # computed, would miss them (two regions joined that way formed a cycle through their consumers)
     consumed_outside: list[bool] = []
     groups: list[list[int]] = []
+    group_device: list[torch.device | None] = []
     preds_of: list[set[int]] = []
     barrier: int | None = None  # the latest call tagged BARRIER: later calls follow it
     sealed: set[int] = set()  # regions formed before it, which later calls may not join
@@ -219,8 +232,11 @@ def form_regions(bsyms: Sequence[BoundSymbol], claimed: Callable[[BoundSymbol], 
                 r |= ancestors[gp]
                 ro |= ancestors[gp]  # through gp's region, outside theirs
 
+        device = call_device(b)
+
         def can_join(g: int) -> bool:
-            return g not in ro and (not consumed_outside[g] or r <= ancestors[g] | {g})
+            # a region is compiled for one device: a call computing on another starts its own
+            return g not in ro and (not consumed_outside[g] or r <= ancestors[g] | {g}) and group_device[g] == device
 
         group = None
         if claimed(b):
@@ -234,6 +250,7 @@ def form_regions(bsyms: Sequence[BoundSymbol], claimed: Callable[[BoundSymbol], 
             if group is None:
                 group = len(groups)
                 groups.append([])
+                group_device.append(device)
                 ancestors.append(set())
                 consumed_outside.append(False)
             groups[group].append(i)

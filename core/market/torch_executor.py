@@ -203,8 +203,10 @@ PRIM_IMPLS = {
     PrimIDs.BITWISE_LEFT_SHIFT: lambda a, b: a << b,
     PrimIDs.BITWISE_RIGHT_SHIFT: lambda a, b: a >> b,
     PrimIDs.WHERE: torch.where,
-    PrimIDs.CONVERT_ELEMENT_TYPE: lambda a, dtype: a.to(dtype),
+    # a new tensor even of the same dtype (Tensor.to(copy=True) records one): `a.to(dtype)` returns `a`
+    PrimIDs.CONVERT_ELEMENT_TYPE: lambda a, dtype: a.to(dtype, copy=True),
     PrimIDs.COPY_: lambda dst, src: dst.copy_(src),
+    PrimIDs.DEVICE_PUT: lambda a, device, *, non_blocking: a.to(device, non_blocking=non_blocking),
     # --- shape prims ---
     PrimIDs.BROADCAST_IN_DIM: _broadcast_in_dim,
     PrimIDs.RESHAPE: torch.reshape,

@@ -7,6 +7,7 @@ for its outputs. Each family lives in its own module.
 from __future__ import annotations
 
 from .base import PrimIDs, make_prim
+from .devices import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
 from .factories import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
@@ -14,10 +15,10 @@ from .linalg import *  # noqa: F401,F403
 from .numbers import *  # noqa: F401,F403
 from .reductions import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
-from . import elementwise, factories, indexing, linalg, numbers, reductions, shape
+from . import devices, elementwise, factories, indexing, linalg, numbers, reductions, shape
 from ..symbol import Symbol
 
-_FAMILIES = (elementwise, factories, indexing, linalg, numbers, reductions, shape)
+_FAMILIES = (devices, elementwise, factories, indexing, linalg, numbers, reductions, shape)
 
 
 def all_prims() -> dict[str, Symbol]:

@@ -91,6 +91,8 @@ class PrimIDs:
     # conversions and side effects
     CONVERT_ELEMENT_TYPE = "prims.convert_element_type"
     COPY_ = "prims.copy_"
+    # devices
+    DEVICE_PUT = "prims.device_put"
     # reductions
     SUM = "prims.sum"
     PROD = "prims.prod"

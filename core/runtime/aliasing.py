@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from ..trace import route_value
+
 __all__ = ["AliasPattern", "alias_pattern", "input_tensors", "tensors_at", "storage_key", "same_as_paths", "describe_path"]
 
 # For each tensor input (in binding order), the index of the first input it is the same
@@ -63,8 +65,9 @@ def tensors_at(paths: Sequence[tuple], takes_params: bool) -> Callable[[tuple, d
     def pick(args: tuple, kwargs: dict) -> list:
         out = []
         for root, *keys in paths:
-            if root == "state":
-                out.append(keys[0][keys[1]])  # a tensor an argument object holds
+            if root == "state":  # a tensor an argument object holds: through the call's own object where routed
+                owner, key, route = keys
+                out.append(route_value(route, args, kwargs, offset).__dict__[key] if route is not None else owner[key])
                 continue
             if root == "params":
                 x = args[0]
@@ -142,7 +145,7 @@ def describe_path(path: tuple, arg_names: Sequence[str], module_tensors: Sequenc
     if root == "params":
         return module_tensors[first]
     if root == "state":
-        return f"the tensor an argument object holds as {rest[0]!r}"  # (owner dict, key): squall.frontend.state_guards
+        return f"the tensor an argument object holds as {rest[0]!r}"  # (owner dict, key, route): squall.frontend.state_guards
     head = f"argument {arg_names[first]!r}" if root == "args" and first < len(arg_names) else f"argument {first!r}"
     if root == "kwargs":
         head = f"keyword argument {first!r}"

@@ -24,7 +24,7 @@ from ..compiler.checking import ExecutorFault
 from ..compiler.pipeline import Compilation, compile_program
 from ..compiler.planner import PlanningError
 from ..frontend.speculation import guards_of, specialised_numbers
-from ..frontend.state_guards import StateGuards, UnreplayableWrite, raised_by_users_code
+from ..frontend.state_guards import EagerFirst, StateGuards, UnreplayableWrite, raised_by_users_code
 from ..frontend.tracing import argument_names, module_slots
 from ..guard_set import ALIAS, GuardFailure
 from ..ltorch.base import SquallWarning
@@ -80,6 +80,7 @@ class Runtime:
         self._numbers = DynamicNumbers()  # the number arguments read at run time (squall.runtime.entry_point)
         self._dims = DynamicDims(dynamic)  # the tensor dimensions traced as symbolic sizes (squall.runtime.dynamic_dims)
         self._eager_keys: dict[Any, str] = {}  # key -> why its calls run eagerly (an unreplayable write)
+        self._set_up_eagerly: set[Any] = set()  # keys whose one-time setup eager made (EagerFirst)
         self.split: Split | None = None  # the module's eager frame with compiled children, once it splits
         # around calls that write module state (a module's buffers are updated as one step, as in eager)
         self._state_lock = threading.Lock()
@@ -146,7 +147,7 @@ class Runtime:
             for held in self.cache.entries.values():
                 for compiled in (held.compiled, *held.set_aside):
                     if compiled is not None:
-                        self._dims.note_state(compiled.compilation)
+                        self._dims.note_state(compiled.compilation, args, kwargs)
             start = time.perf_counter()
             self.stats.misses += 1
             self._note_changes(args, kwargs)
@@ -155,6 +156,11 @@ class Runtime:
                 with record_compilation(self, args, kwargs) as rec:  # always on: squall.runtime.rage
                     compilation, tiered = self._compile_first_tier(args, kwargs, executors, on_traced=rec.traced)
                     rec.compiled(compilation)
+            except EagerFirst as setup:
+                if key in self._set_up_eagerly:  # a change made at every call, not once: eager from now on
+                    return self._eager_for(key, str(setup).removeprefix("squall: "))
+                self._set_up_eagerly.add(key)
+                return self._eager_once()
             except UnreplayableWrite as write:
                 return self._eager_for(key, str(write).removeprefix("squall: "))
             except Exception as error:  # noqa: BLE001 - only the user's own code raising is answered here
@@ -211,6 +217,13 @@ class Runtime:
         self._eager_keys[key] = reason
         warnings.warn(f"squall: {reason}; {self._what()} runs eagerly for these inputs", SquallWarning, stacklevel=user_stacklevel())
         return self._eager_runner(reason)
+
+    def _eager_once(self) -> Callable:
+        """This call runs eagerly (a module: its forward) and caches nothing: the program made a
+        one-time change eager makes (EagerFirst), and the next call compiles with it in place."""
+        if self.module is None:
+            return self.fn
+        return lambda params, *a, **k: self.module.forward(*a, **k)
 
     def _eager_after_error(self, key: Any, error: Exception) -> Callable:
         """The user's code raised while it was traced: this call runs eagerly, so that its

@@ -3,10 +3,20 @@
 The policy (`squall.jit(fn, dynamic=...)`, `$SQUALL_DYNAMIC`, `dynamic` under `[tool.squall]`):
 
 - "auto" (the default): the first call of a signature is compiled with every size a constant.
-  A later call that misses the cache only because some tensor sizes changed (same ranks,
-  same 0/1 sizes, same everything else) makes each changed dimension symbolic: it is keyed
-  as "2 or more" from then on and traced as a size symbol (`squall.symbolic`), so a decoder's
-  growing KV cache or a stream of sequence lengths compiles once more, not at every call.
+  A later call that misses the cache because some tensor sizes changed (same ranks, same 0/1
+  sizes, same everything else), or whose tensor at some argument path has a size of 2 or more
+  that differs from that path's at the last compile, makes each changed dimension symbolic: it
+  is keyed as "2 or more" from then on and traced as a size symbol (`squall.symbolic`), so a
+  decoder's mask or a stream of sequence lengths compiles once more, not at every call. The
+  tensors argument objects hold (a KV cache's) are symbolic from their first compile, and so
+  are all tensor arguments of a call given such an object (`holds_state`: a KV cache passed
+  to a decoder's forward), so `generate` compiles its prefill and its decoding step once each,
+  for every prompt length.
+  A tensor whose other sizes changed has its first dimension (the batch) made symbolic in the
+  same recompile, where it is 2 or more: in a stream of batches of random lengths and sizes
+  the batch size changes too, soon after, and Dynamo's automatic dynamic would converge there
+  at the cost of one more compile. Its later dimensions (features, heads) stay constants,
+  which is where a symbolic size costs most (guards, or a specialisation and a retrace).
 - True: every dimension of every tensor argument is symbolic from the first call.
 - False: none; every new size compiles anew (and speculation may still guard a size).
 
@@ -21,11 +31,13 @@ from typing import Any
 
 import torch
 
-from ..frontend.tracing import ALL_DIMS
+from ..frontend.state_guards import by_structure
+from ..frontend.tracing import ALL_DIMS, state_dims_path
 from ..symbolic import concrete_shape
+from ..trace import route_value
 from .entry_point import argument_leaves, dynamic_key
 
-__all__ = ["DynamicDims", "tensor_paths", "has_shape_guards", "specialised_dims"]
+__all__ = ["DynamicDims", "tensor_paths", "has_shape_guards", "specialised_dims", "holds_state"]
 
 _AUTO = "auto"
 
@@ -42,13 +54,18 @@ def _marked(t: torch.Tensor, attribute: str) -> set[int]:
 
 
 class DynamicDims:
-    """The symbolic dimensions of one jitted function's tensor arguments, by path."""
+    """The symbolic dimensions of one jitted function's tensor arguments, by path.
 
-    def __init__(self, mode: bool | str = _AUTO):
+    `batch_with_length=False` makes only the dimensions that changed symbolic, one at a time
+    (bench/length_stream.py compares the two on a stream of lengths and batch sizes)."""
+
+    def __init__(self, mode: bool | str = _AUTO, batch_with_length: bool = True):
         self.mode = mode
+        self.batch_with_length = batch_with_length
         self.dims: dict[tuple, frozenset[int]] = {}  # the entry point reads this very dict
         self._static: dict[tuple, set[int]] = {}
         self._seen: dict[tuple, dict[tuple, tuple]] = {}  # signature -> the shapes of its first call
+        self._last: dict[tuple, tuple] = {}  # path -> its shape at the last compile
 
     def key_for(self, key: tuple, args: tuple, kwargs: dict, numbers: set | frozenset = frozenset()) -> tuple:
         """The key to compile this call under: `key`, or with its symbolic dimensions masked,
@@ -56,8 +73,10 @@ class DynamicDims:
         same signature (with `numbers`, the dynamic number paths, masked as the key has them)."""
         if self.mode is False:
             return key
-        if self.mode is True:
-            self.dims[("state",)] = ALL_DIMS  # the tensors argument objects hold too
+        # the tensors argument objects hold (a KV cache's keys, replaced at every step): every
+        # size of 2 or more symbolic from the first compile, in either mode (`specialise` keys one
+        # by value again), so a decoding loop compiles its step once, not again when the cache grows
+        self.dims[("state",)] = ALL_DIMS
         tensors = tensor_paths(args, kwargs)
         if not tensors:
             return key
@@ -67,7 +86,10 @@ class DynamicDims:
             marked = _marked(t, "_dynamo_dynamic_indices")
             if marked:
                 changed.setdefault(path, set()).update(marked)
-        if self.mode is True:
+        # a call given a state-holding object (a KV cache, keyed by its layout) is a step of a
+        # stateful loop, generation: its tensors' lengths change from call to call by design, so
+        # they are symbolic from the first compile (a new prompt length compiles nothing)
+        if self.mode is True or any(holds_state(a) for a in (*args, *kwargs.values())):
             for path, shape in shapes.items():
                 changed.setdefault(path, set()).update(range(len(shape)))
         else:
@@ -77,7 +99,16 @@ class DynamicDims:
             for path, shape in shapes.items():
                 before = earlier.get(path)
                 if before is not None and len(before) == len(shape):
-                    changed.setdefault(path, set()).update(d for d, (a, b) in enumerate(zip(before, shape)) if a != b)
+                    moved = {d for d, (a, b) in enumerate(zip(before, shape)) if a != b}
+                    if moved and self.batch_with_length and shape[0] >= 2:
+                        moved.add(0)  # its batch size with it: see the module's note
+                    changed.setdefault(path, set()).update(moved)
+                # as Dynamo does per source: a size that differs from the last compile's at this
+                # path, whatever else differs (a decoder's mask from the prompt to the first step)
+                last = self._last.get(path)
+                if last is not None and len(last) == len(shape):
+                    changed.setdefault(path, set()).update(d for d, (a, b) in enumerate(zip(last, shape)) if a != b and b >= 2)
+            self._last.update(shapes)
         for path, ds in changed.items():
             ds -= self._static.get(path, set()) | _marked(tensors[path], "_dynamo_static_indices")
             if ds:
@@ -86,35 +117,53 @@ class DynamicDims:
             return key
         return dynamic_key(key, args, kwargs, set(), self.dims)
 
-    def note_state(self, compilation: Any) -> None:
+    def note_state(self, compilation: Any, args: tuple, kwargs: dict) -> None:
         """A compiled entry's state check failed (squall.frontend.state_guards): each tensor it read from
-        an argument object (a KV cache's keys) whose sizes changed since, same rank and dtype,
-        has those dimensions symbolic in the recompile."""
+        an argument object (a KV cache's keys) whose sizes in this call (`args`, `kwargs`) differ
+        from the traced ones, same rank and dtype, has those dimensions symbolic in the recompile."""
         if self.mode is False:
             return
         for b in compilation.bindings:
             if b.path[0] != "state":
                 continue
-            owner, k = b.path[1], b.path[2]
-            now = owner.get(k)
+            _, owner, k, route = b.path
+            try:
+                now = route_value(route, args, kwargs).__dict__.get(k) if route is not None else owner.get(k)
+            except (KeyError, IndexError, AttributeError, TypeError):
+                continue  # this call's object has another layout: nothing to compare
             traced = concrete_shape(b.proxy.shape)
             if type(now) is not torch.Tensor or now.dim() != len(traced) or now.dtype != b.proxy.dtype:
                 continue
-            path = ("state", id(owner), k)
+            path = state_dims_path(owner, k, route)
             changed = {d for d, (a, n) in enumerate(zip(traced, now.shape)) if a != n} - self._static.get(path, set())
             if changed:
                 self.dims[path] = self.dims.get(path, frozenset()) | frozenset(changed)
 
     def specialise(self, path: tuple, dim: int) -> None:
         """Key dimension `dim` of the argument at `path` by value again, for good."""
-        if path[0] == "state":
-            path = ("state", id(path[1]), path[2])
+        state = path[0] == "state"
+        if state:
+            path = state_dims_path(*path[1:])
         self._static.setdefault(path, set()).add(dim)
-        left = self.dims.get(path, frozenset()) - {dim}
-        if left:
+        left = self.dims.get(path, self.dims.get(("state",), frozenset()) if state else frozenset()) - {dim}
+        if left or state:  # (a state tensor's own empty set: none of its dimensions, not every one)
             self.dims[path] = left
         else:
             self.dims.pop(path, None)
+
+
+def holds_state(obj: Any) -> bool:
+    """Whether `obj` is an argument object that holds state a loop carries from call to call (a
+    KV cache): a plain object (`by_structure`) with a tensor among its attributes, or a list or
+    tuple of tensors or of such objects (a cache's layers, empty before the first step)."""
+    if not by_structure(obj):
+        return False
+    for value in getattr(obj, "__dict__", {}).values():
+        if isinstance(value, torch.Tensor):
+            return True
+        if type(value) in (list, tuple) and value and all(isinstance(v, torch.Tensor) or by_structure(v) for v in value):
+            return True
+    return False
 
 
 def has_shape_guards(compilation: Any) -> bool:

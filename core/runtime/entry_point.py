@@ -24,7 +24,7 @@ try:  # torch's C check of tensor metadata (private; the fast path is skipped wi
 except ImportError:  # pragma: no cover - other torch builds
     _TensorGuards = None
 
-from ..frontend.state_guards import viewable
+from ..frontend.state_guards import by_structure, viewable
 from ..sources import load_source
 from ..trace import plain_scalar, scalar_key
 
@@ -66,6 +66,11 @@ def value_key(x: Any, where: str) -> Any:
         if all(type(v) in _SCALARS for v in (x.start, x.stop, x.step)):
             return (t, tuple(value_key(v, where) for v in (x.start, x.stop, x.step)))
         return _unhashable_key(x, t, where)
+    if by_structure(x):
+        # a plain object (a KV cache, made anew at every `generate`): keyed by its type; the
+        # program reaches it through the call and guards what it read of it, its layout
+        # included (squall.frontend.state_guards), so a new one of the same layout hits
+        return (t, _BY_LAYOUT)
     leaves, spec = tree_flatten(x)
     if not (len(leaves) == 1 and leaves[0] is x):
         return (spec, tuple(value_key(v, where) for v in leaves))
@@ -74,6 +79,18 @@ def value_key(x: Any, where: str) -> Any:
     except TypeError:
         return _unhashable_key(x, t, where)
     return (t, x)
+
+
+class _ByLayout:
+    """What the key holds for an object told apart by type and guarded layout (one object)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<by layout>"
+
+
+_BY_LAYOUT = _ByLayout()
 
 
 class _Identity:
@@ -169,22 +186,37 @@ _FAST_PATH = """    if len(args) == {n} and not kwargs:
                 last[0] = _recent(cache, checks, entry, key, ({names},))
                 return entry[0]({names})
             if dims:
-                entry = cache.get(dynamic_key(key, args, kwargs, dynamic, dims))
+                key = dynamic_key(key, args, kwargs, dynamic, dims)
+                entry = cache.get(key)
                 if entry is not None:
                     entry[1] += 1
+                    last[0] = _recent(cache, checks, entry, key, ({names},))
                     return entry[0]({names})"""
 
 
 def _recent(cache: dict, checks: dict, entry: list, key: tuple, tensors: tuple) -> tuple | None:
     """What the fast path keeps of the entry it hit: the entry, a C check of the tensors'
     metadata against these (built once per key, kept in `checks`), its grad mode and its
-    default dtype; None if another thread took the entry out of the cache meanwhile."""
+    default dtype; None if another thread took the entry out of the cache meanwhile.
+
+    Where the key holds symbolic sizes (DYNAMIC: any of 2 or more), the C check leaves those
+    sizes and the strides of those tensors open, and a generated check of each such size being
+    2 or more completes it: a call of new lengths takes this path too, not the key's."""
     if _TensorGuards is None or cache.get(key) is not entry:
         return None
     check = checks.get(key)
     if check is None:
-        sizes, strides = [list(t.shape) for t in tensors], [list(t.stride()) for t in tensors]
-        check = checks[key] = _TensorGuards(*tensors, dynamic_dims_sizes=sizes, dynamic_dims_strides=strides).check
+        shapes = [key[2 + 4 * i] for i in range(len(tensors))]  # (shape, dtype, device, requires_grad) per tensor
+        sizes = [[None if n is DYNAMIC else n for n in shape] for shape in shapes]
+        strides = [[None] * t.dim() if DYNAMIC in shape else list(t.stride()) for t, shape in zip(tensors, shapes)]
+        check = _TensorGuards(*tensors, dynamic_dims_sizes=sizes, dynamic_dims_strides=strides).check
+        open_sizes = [f"a{i}.shape[{d}] >= 2" for i, shape in enumerate(shapes) for d, n in enumerate(shape) if n is DYNAMIC]
+        if open_sizes:
+            names = ", ".join(f"a{i}" for i in range(len(tensors)))
+            namespace = {"_metadata_check": check}
+            load_source(f"def check({names}):\n    return _metadata_check({names}) and {' and '.join(open_sizes)}\n", "symbolic-fast-check", namespace)
+            check = namespace["check"]
+        checks[key] = check
     return (entry, check, key[0], key[1])
 
 

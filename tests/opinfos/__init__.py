@@ -94,6 +94,13 @@ def make_tensor(shape, dtype: torch.dtype, device: str = "cpu", *, low: float | 
     return t
 
 
+def other_device(device: str) -> str:
+    """A second device a tensor on `device` can move to here: "meta" from the CPU (eager moves
+    there; a result's shape, dtype and device are compared, a meta tensor has no values), the CPU
+    from CUDA."""
+    return "meta" if torch.device(device).type == "cpu" else "cpu"
+
+
 def prims_only_executor() -> OperatorExecutor:
     """Torch for prims only: every ltorch op must then run through its decomposition."""
     ex = OperatorExecutor("torch_prims", supports_autograd=True)

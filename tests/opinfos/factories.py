@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from opinfos import ALL_TYPES, FLOATING, NUMERIC, ErrorInput, OpInfo, SampleInput, make_tensor
+from opinfos import ALL_TYPES, FLOATING, NUMERIC, ErrorInput, OpInfo, SampleInput, make_tensor, other_device
 
 
 def _size_forms(dtype, device):
@@ -36,6 +36,9 @@ def _full_samples(dtype, device):
     yield SampleInput(((2,), 3))
     yield SampleInput(((2,), 2.5))
     yield SampleInput(((2,), False))
+    # a 0-d tensor as the fill, and one for a tensor on another device (its value is read there)
+    yield SampleInput(((2, 3), make_tensor((), dtype, device)), {"dtype": dtype})
+    yield SampleInput(((2, 3), make_tensor((), dtype, device)), {"dtype": dtype, "device": other_device(device)})
 
 
 def _like_samples(dtype, device):
@@ -98,6 +101,9 @@ def _as_tensor_samples(dtype, device):
     yield SampleInput((make_tensor((2, 3), torch.float32, device),), {"dtype": dtype})
     yield SampleInput(([1, 0, 2],), {"dtype": dtype, "device": device})
     yield SampleInput(([[1.0, 2.0]],))
+    # a tensor on another device is moved there (and converted)
+    yield SampleInput((make_tensor((2, 3), dtype, device),), {"device": other_device(device)})
+    yield SampleInput((make_tensor((2, 3), torch.float64, device),), {"dtype": dtype, "device": other_device(device)})
 
 
 def _arange_samples(dtype, device):

@@ -128,7 +128,7 @@ opinfos += [
 ]
 opinfos += [
     OpInfo(f"adaptive_max_pool{n}d", fn, _adaptive_samples(n), FLOATING, error_inputs=_adaptive_errors(n), symbol=f"torch.nn.functional.adaptive_max_pool{n}d")
-    for n, fn in ((1, F.adaptive_max_pool1d), (2, F.adaptive_max_pool2d))
+    for n, fn in ((1, F.adaptive_max_pool1d), (2, F.adaptive_max_pool2d), (3, F.adaptive_max_pool3d))
 ]
 opinfos += [
     OpInfo(f"max_pool{n}d_return_indices", lambda x, k, _fn=fn, **kw: _fn(x, k, return_indices=True, **kw), _max_pool_samples(n), FLOATING, symbol=f"torch.nn.functional.max_pool{n}d_with_indices")
@@ -136,5 +136,5 @@ opinfos += [
 ]
 opinfos += [
     OpInfo(f"adaptive_max_pool{n}d_return_indices", lambda x, size, _fn=fn: _fn(x, size, return_indices=True), _adaptive_samples(n), FLOATING, symbol=f"torch.nn.functional.adaptive_max_pool{n}d_with_indices")
-    for n, fn in ((1, F.adaptive_max_pool1d), (2, F.adaptive_max_pool2d))
+    for n, fn in ((1, F.adaptive_max_pool1d), (2, F.adaptive_max_pool2d), (3, F.adaptive_max_pool3d))
 ]

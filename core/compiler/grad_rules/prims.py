@@ -335,6 +335,14 @@ def _convert_element_type(call: GradCall) -> tuple:
     return prims.convert_element_type(call.g, a.dtype), None
 
 
+@per_argument
+def _device_put(call: GradCall) -> tuple:
+    # the cotangent arrives on the output's device and goes back to the input's, as eager's
+    # ToCopyBackward moves it (synchronously: a gradient is not read before it lands)
+    a, device = call.args
+    return prims.device_put(call.g, a.device, non_blocking=False), None
+
+
 def register_prim_rules(rules: GradRules) -> None:
     """File a rule for every differentiable prim."""
     unary = {
@@ -394,6 +402,7 @@ def register_prim_rules(rules: GradRules) -> None:
         PrimIDs.IMAG: _imag,
         PrimIDs.WHERE: _where,
         PrimIDs.CONVERT_ELEMENT_TYPE: _convert_element_type,
+        PrimIDs.DEVICE_PUT: _device_put,
     }.items():
         rules.register(op, rule)
     for op, rule in {**reduction_rules(), **shape_rules()}.items():

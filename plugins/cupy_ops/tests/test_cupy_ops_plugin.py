@@ -389,3 +389,26 @@ def test_cupy_parses_the_generated_kernel_declarations():
         kernel = ex.kernel_cache.get(spec)
         assert (kernel.nin, kernel.nout, kernel.name) == (len(spec.in_params), len(spec.out_params), spec.name)
         assert ex.kernel_cache.get(spec) is kernel  # built once
+
+
+def test_a_region_with_symbolic_sizes_is_declined_saying_so():
+    # cupy's kernels are generated for constant shapes: a symbolic size (a length that changes
+    # between calls, squall.symbolic) stays with torch, and the plan says why
+    from squall.frontend.tracing import ALL_DIMS
+
+    ex = make_executor()
+    stand_ins = (TensorProxy("a0", shape=(4, 8), dtype=torch.float32, device="cuda"),)
+    trace, _ = trace_program(_gelu_block_one, stand_ins, {}, dims={("args", 0): ALL_DIMS})
+    with assume_available(ex):
+        result = plan(trace, [ex, _torch_executor()])
+    assert "cupy.region" not in [b.sym.id for b in result.bsyms]
+    reasons = [why for d in result.plan.decisions for name, why in d.declined if name == "cupy"]
+    assert reasons and all("symbolic sizes (s0, s1): cupy compiles regions of static shapes only" in why for why in reasons)
+    # the same program on constant shapes is one cupy region
+    static, _ = trace_program(_gelu_block_one, stand_ins, {})
+    with assume_available(ex):
+        assert "cupy.region" in [b.sym.id for b in plan(static, [ex, _torch_executor()]).bsyms]
+
+
+def _gelu_block_one(x):
+    return F.gelu(x * 2 + 1, approximate="tanh")

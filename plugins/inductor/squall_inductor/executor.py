@@ -42,10 +42,12 @@ from squall.extend import (
     Tags,
     all_prims,
     compiling_stopped,
+    symbols_of,
 )
 
 from squall_inductor.choices import ChoiceStore, best_time, default_choices_path, region_key
-from squall_inductor.regions import CompiledRegion, example_inputs, region_function
+from squall_inductor.regions import CompiledRegion, example_inputs, region_function, size_reads
+from squall_inductor.symbolic import SymbolicRegion
 
 __all__ = ["InductorExecutor", "FUSIBLE_PRIMS", "MATMUL_PRIMS", "cpp_compiler", "env_flag"]
 
@@ -111,6 +113,9 @@ def _walk_prims(bsym: BoundSymbol):
 
 class InductorExecutor(FusionExecutor):
     """Fuses elementwise, reduction and normalization regions and compiles each with inductor."""
+
+    # a region with symbolic sizes is compiled once for all their values (squall_inductor.symbolic)
+    symbolic_shapes = True
 
     def __init__(
         self,
@@ -244,10 +249,17 @@ class InductorExecutor(FusionExecutor):
         remembered = self.choices.get(key) if self.autotune else None
         if remembered is not None and remembered["winner"] == "torch":
             return self._declined(ops, _torch_won(remembered, "remembered"))
+        symbolic = _is_symbolic(region)
+        if symbolic:
+            _, unread = size_reads(region)
+            if unread:
+                return self._declined(ops, f"{CHECKER_DECLINED}: symbolic sizes ({', '.join(sorted(unread))}) that no "
+                                      "input of the region holds as a dimension: its function cannot read them")
         eager, _ = region_function(region)
         args = example_inputs(region.inputs)
         try:
-            compiled = CompiledRegion(eager, args)
+            # symbolic sizes: one compilation for every value of them (squall_inductor.symbolic)
+            compiled = SymbolicRegion(eager, region.inputs) if symbolic else CompiledRegion(eager, args)
             compiled(*args)  # a region that compiles but cannot run falls back here too
         except Exception as e:  # noqa: BLE001 - any inductor failure means "run it with torch"
             message = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
@@ -262,7 +274,8 @@ class InductorExecutor(FusionExecutor):
                     stacklevel=2,
                 )
             self.compile_errors.append(f"region ({', '.join(ops)}) falls back to torch: {message}")
-            return self._declined(ops, f"inductor could not compile it: {message}", split=True)
+            how = " for symbolic sizes" if symbolic else ""
+            return self._declined(ops, f"inductor could not compile it{how}: {message}", split=True)
         if self.time_regions and remembered is None:
             torch_s = best_time(eager, args, device=device)
             inductor_s = best_time(compiled, args, device=device)
@@ -296,6 +309,12 @@ class InductorExecutor(FusionExecutor):
         # pure metadata, a lone cheap op, a region too small to win: squall's cost model
         # (skip_reason) has handed those back before compile_region is asked
         return "" if region.outputs else "no outputs"
+
+
+def _is_symbolic(region: FusionRegion) -> bool:
+    """Whether the region's tensors or its calls' arguments hold a symbolic size (squall.symbolic)."""
+    proxies = (*region.inputs, *region.outputs, *(p for b in region.calls for p in b.output_proxies()))
+    return any(symbols_of(p.shape) for p in proxies) or bool(size_reads(region)[0] or size_reads(region)[1])
 
 
 def _torch_won(choice: dict, how: str) -> str:

@@ -20,10 +20,24 @@ import warnings
 from collections.abc import Callable, Sequence
 
 import torch
+from torch.utils._pytree import tree_flatten
 
-from squall.extend import TORCH_PRIM_IMPLS, BoundSymbol, FusionRegion, SquallWarning, TensorProxy, ValuePrinter, example_tensor, load_source
+from squall.extend import (
+    TORCH_PRIM_IMPLS,
+    BoundSymbol,
+    FusionRegion,
+    SquallWarning,
+    SymInt,
+    TensorProxy,
+    ValuePrinter,
+    concrete_shape,
+    example_tensor,
+    load_source,
+    lone_symbol,
+    symbols_of,
+)
 
-__all__ = ["torch_callable", "region_function", "example_inputs", "compile_with_inductor", "CompiledRegion"]
+__all__ = ["torch_callable", "size_reads", "region_function", "example_inputs", "compile_with_inductor", "CompiledRegion", "layout", "like"]
 
 
 def torch_callable(bsym: BoundSymbol) -> Callable:
@@ -33,11 +47,30 @@ def torch_callable(bsym: BoundSymbol) -> Callable:
     return bsym.sym.torchfns[0]
 
 
+def size_reads(region: FusionRegion) -> tuple[dict[str, tuple[str, int]], set[str]]:
+    """Where the region reads each size symbol its calls' arguments use (`view(t, (s0, 64))`):
+    symbol -> (input name, dimension) for each an input holds as a whole dimension, and the
+    set of those none does (such a region cannot be made a function of its inputs alone)."""
+    used: set[str] = set()
+    for b in region.calls:
+        used |= symbols_of([x for x in tree_flatten((b.args, b.kwargs))[0] if type(x) is SymInt])
+    reads: dict[str, tuple[str, int]] = {}
+    for p in region.inputs:
+        for d, n in enumerate(p.shape):
+            symbol = lone_symbol(n)
+            if symbol in used:
+                reads.setdefault(symbol, (p.name, d))
+    return reads, used - set(reads)
+
+
 def region_function(region: FusionRegion) -> tuple[Callable, str]:
-    """(function, source): the region's calls as one function of its inputs returning a tuple of its outputs."""
-    names = {p.name for p in region.inputs} | {p.name for b in region.calls for p in b.output_proxies()}
+    """(function, source): the region's calls as one function of its inputs returning a tuple of
+    its outputs; the size symbols its calls use are read from its inputs' shapes (`size_reads`)."""
+    reads, _ = size_reads(region)
+    names = {p.name for p in region.inputs} | {p.name for b in region.calls for p in b.output_proxies()} | set(reads)
     printer = ValuePrinter({}, reserved=names)
     lines = [f"def region({', '.join(p.name for p in region.inputs)}):"]
+    lines.extend(f"  {symbol} = {name}.shape[{dim}]" for symbol, (name, dim) in sorted(reads.items()))
     for b in region.calls:
         callee = printer.name_for(torch_callable(b), f"torch_{b.sym.name}")
         target, picks = printer.assignment(b.output) if b.output is not None else ("", [])
@@ -51,8 +84,9 @@ def region_function(region: FusionRegion) -> tuple[Callable, str]:
 
 
 def example_inputs(proxies: list[TensorProxy]) -> list[torch.Tensor]:
-    """Real tensors with the proxies' metadata, drawn without touching the user's random stream."""
-    return [example_tensor(p.shape, p.dtype, p.device) for p in proxies]
+    """Real tensors with the proxies' metadata (a symbolic size at its traced value, read
+    without a guard), drawn without touching the user's random stream."""
+    return [example_tensor(concrete_shape(p.shape), p.dtype, p.device) for p in proxies]
 
 
 def compile_with_inductor(fn: Callable, args: Sequence[torch.Tensor]) -> Callable:
@@ -90,7 +124,7 @@ class CompiledRegion:
 
     def __init__(self, fn: Callable, args: Sequence[torch.Tensor]):
         self.fn = fn
-        self.layout = _layout(args)
+        self.layout = layout(args)
         self.compiled = compile_with_inductor(fn, args)
         self.variants: dict[tuple, Callable] | None = None  # layout -> compilation, after a mismatch
         self._lock = threading.Lock()
@@ -100,16 +134,16 @@ class CompiledRegion:
             try:
                 return tuple(self.compiled(*args))  # inductor returns a list; squall's regions, a tuple
             except AssertionError:
-                if _layout(args) == self.layout:
+                if layout(args) == self.layout:
                     raise  # not a layout mismatch: inductor's own check of something else
             with self._lock:
                 if self.variants is None:
                     self.variants = {self.layout: self.compiled}
-        layout = _layout(args)
-        compiled = self.variants.get(layout)
+        key = layout(args)
+        compiled = self.variants.get(key)
         if compiled is None:
             with self._lock:
-                examples = [_like(a) for a in args]
+                examples = [like(a) for a in args]
                 try:
                     compiled = compile_with_inductor(self.fn, examples)
                 except Exception as e:  # noqa: BLE001 - the region's own torch calls compute the same thing
@@ -118,15 +152,16 @@ class CompiledRegion:
                     warnings.warn(f"squall-inductor: inductor could not compile a region for its inputs' strides "
                                   f"({type(e).__name__}); calls with those strides run its torch calls", SquallWarning, stacklevel=2)
                     compiled = self.fn
-                self.variants[layout] = compiled
+                self.variants[key] = compiled
         return tuple(compiled(*args))
 
 
-def _layout(args: Sequence[torch.Tensor]) -> tuple:
+def layout(args: Sequence[torch.Tensor]) -> tuple:
+    """The inputs' sizes and strides: what one static compilation of a region is valid for."""
     return tuple((a.shape, a.stride()) for a in args)
 
 
-def _like(t: torch.Tensor) -> torch.Tensor:
+def like(t: torch.Tensor) -> torch.Tensor:
     """An example tensor with `t`'s sizes, strides, dtype and device (its values drawn as example_inputs' are)."""
     out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
     return out.copy_(example_tensor(t.shape, t.dtype, t.device))

@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
-from squall.extend import Availability, FusionExecutor, FusionRegion
+from squall.extend import Availability, Declined, FusionExecutor, FusionRegion, concrete_shape, symbols_of
 from squall_nvfuser import frontend
 from squall_nvfuser.checkers import make_checker
-from squall_nvfuser.translate import TRANSLATORS, translate_region
+from squall_nvfuser.translate import TRANSLATORS, SymbolNotReadable, symbolic_shape, translate_region
 
 __all__ = ["NvFuserExecutor", "RegionRunner", "contiguous_strides", "DEFAULT_RANK"]
 
@@ -41,25 +41,39 @@ class RegionRunner:
         self.calls = list(region.calls)
         self.inputs = list(region.inputs)
         self.outputs = list(region.outputs)
-        self.definitions: dict[tuple, Any] = {}  # input strides -> nvfuser_direct.FusionDefinition
+        self.definitions: dict[tuple, Any] = {}  # input strides (or layout, see _key) -> nvfuser_direct.FusionDefinition
+        self.symbolic = any(symbols_of(p.shape) for p in self.inputs)
 
-    def define(self, strides: tuple[tuple[int, ...], ...]) -> Any:
-        """Build (and keep) the definition for inputs with these strides."""
+    def define(self, strides: tuple[tuple[int, ...], ...], sizes: Sequence[Sequence[int]] | None = None) -> Any:
+        """Build (and keep) the definition for inputs with these strides (and, for a symbolic
+        region, these sizes: they decide contiguity and stride order, not the extents)."""
         nvfuser_direct = frontend.load()  # only a runner for an available (or assumed) executor gets here
         descriptors = []
-        for p, stride in zip(self.inputs, strides, strict=True):
-            contiguity, stride_order = nvfuser_direct.compute_tensor_descriptor(list(p.shape), list(stride))
-            descriptors.append((tuple(p.shape), contiguity, stride_order))
+        sizes = sizes if sizes is not None else [concrete_shape(p.shape) for p in self.inputs]
+        for p, shape, stride in zip(self.inputs, sizes, strides, strict=True):
+            contiguity, stride_order = nvfuser_direct.compute_tensor_descriptor(list(shape), list(stride))
+            descriptors.append((symbolic_shape(p.shape), contiguity, stride_order))
         with nvfuser_direct.FusionDefinition() as fd:
             translate_region(self.calls, self.inputs, self.outputs, fd, data_type=nvfuser_direct.DataType, descriptors=descriptors)
-        self.definitions[strides] = fd
+        self.definitions[self._key(sizes, strides, descriptors)] = fd
         return fd
+
+    def _key(self, sizes: Sequence[Sequence[int]], strides: tuple, descriptors: list | None = None) -> tuple:
+        # a static region by its inputs' strides; a symbolic one by what nvFuser specialises on
+        # (contiguity and stride order), since its strides change with every length
+        if not self.symbolic:
+            return strides
+        if descriptors is None:
+            nvfuser_direct = frontend.load()
+            descriptors = [(None, *nvfuser_direct.compute_tensor_descriptor(list(n), list(s))) for n, s in zip(sizes, strides)]
+        return tuple((tuple(c), tuple(o)) for _, c, o in descriptors)
 
     def __call__(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         strides = tuple(t.stride() for t in tensors)
-        fd = self.definitions.get(strides)
+        sizes = [t.shape for t in tensors] if self.symbolic else None
+        fd = self.definitions.get(self._key(sizes, strides) if self.symbolic else strides)
         if fd is None:
-            fd = self.define(strides)
+            fd = self.define(strides, sizes)
         return tuple(fd.execute(list(tensors)))
 
 
@@ -70,6 +84,9 @@ class NvFuserExecutor(FusionExecutor):
     # its regions are planned on the first call, as before squall.runtime.tiers, and not judged in context
     compiles_in_background = False
     judge_in_context = False
+    # symbolic sizes become extents of -1 and scalars over the inputs' sizes: one definition
+    # serves every length (translate.symbolic_shape)
+    symbolic_shapes = True
 
     def __init__(self, name: str = "nvfuser", *, default_rank: int = DEFAULT_RANK):
         super().__init__(
@@ -106,8 +123,11 @@ class NvFuserExecutor(FusionExecutor):
         note = ", ".join(f"fd.ops.{name}" for name in translator.ops)
         return f"{note}  (only: {translator.limits})" if translator.limits else note
 
-    def compile_region(self, region: FusionRegion) -> RegionRunner:
+    def compile_region(self, region: FusionRegion) -> RegionRunner | Declined:
         runner = RegionRunner(region)
         # defining the contiguous layout now turns a translation error into an unfused region
-        runner.define(tuple(contiguous_strides(p.shape) for p in region.inputs))
+        try:
+            runner.define(tuple(contiguous_strides(concrete_shape(p.shape)) for p in region.inputs))
+        except SymbolNotReadable as e:
+            return Declined(f"{e}: its definition cannot compute the size")
         return runner

@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from squall.extend import BoundSymbol, PrimIDs, TensorProxy
+from squall.extend import BoundSymbol, PrimIDs, SymInt, TensorProxy, lone_symbol
 
-__all__ = ["Translator", "TRANSLATORS", "NV_DTYPES", "LOW_PRECISION", "translate_region", "Translation"]
+__all__ = ["Translator", "TRANSLATORS", "NV_DTYPES", "LOW_PRECISION", "translate_region", "Translation", "SymbolNotReadable", "symbolic_shape"]
 
 # torch dtype -> the name of the nvfuser.DataType member (no complex: not offered, see README)
 NV_DTYPES: dict[torch.dtype, str] = {
@@ -44,6 +44,43 @@ class Translation:
         self.fd = fd
         self.data_type = data_type
         self.values: dict[str, Any] = {}
+        self.symbols: dict[str, Any] = {}  # size symbol -> its nvFuser scalar (`fd.ops.size` of an input)
+
+    def size(self, n: Any) -> Any:
+        """A size argument as nvFuser takes it: an int, or a symbolic size (squall.symbolic) as
+        nvFuser scalar arithmetic over the sizes of the region's inputs."""
+        if type(n) is not SymInt:
+            return n
+        return self._poly(n.poly)
+
+    def sizes(self, shape: Sequence[Any]) -> list[Any]:
+        return [self.size(n) for n in shape]
+
+    def _poly(self, poly: tuple) -> Any:
+        ops, total = self.fd.ops, None
+        for atoms, coefficient in poly:
+            term = None
+            for atom in atoms:
+                value = self._atom(atom)
+                term = value if term is None else ops.mul(term, value)
+            if term is None:
+                term = self._int(coefficient)
+            elif coefficient != 1:
+                term = ops.mul(term, self._int(coefficient))
+            total = term if total is None else ops.add(total, term)
+        return total if total is not None else self._int(0)
+
+    def _atom(self, atom: tuple) -> Any:
+        if atom[0] == "s":
+            if atom[1] not in self.symbols:
+                raise SymbolNotReadable(atom[1])
+            return self.symbols[atom[1]]
+        # floor division and remainder of sizes, which are never negative: C's truncation agrees
+        a, b = self._poly(atom[1]), self._poly(atom[2])
+        return self.fd.ops.div(a, b) if atom[0] == "//" else self.fd.ops.fmod(a, b)
+
+    def _int(self, value: int) -> Any:
+        return self.fd.define_scalar(value, dtype=self.data_type.Int)
 
     def dtype(self, dtype: torch.dtype) -> Any:
         """The `nvfuser.DataType` for a torch dtype."""
@@ -63,6 +100,14 @@ class Translation:
             if isinstance(x, kind):
                 return self.fd.define_scalar(x, dtype=getattr(self.data_type, name))
         raise TypeError(f"nvFuser translation got an operand of type {type(x).__name__}")
+
+
+class SymbolNotReadable(ValueError):
+    """A size symbol a region's calls use that no input of the region holds as a dimension."""
+
+    def __init__(self, symbol: str):
+        super().__init__(f"symbolic size {symbol} is not a dimension of any input of the region")
+        self.symbol = symbol
 
 
 @dataclass(frozen=True)
@@ -169,12 +214,12 @@ def _var_accepts(a: TensorProxy, dims: Sequence[int], *, correction: float) -> b
 
 def _emit_broadcast_in_dim(t: Translation, call: BoundSymbol) -> Any:
     a, shape, broadcast_dimensions = call.args
-    return t.fd.ops.broadcast_in_dim(t.nv(a), list(shape), list(broadcast_dimensions))
+    return t.fd.ops.broadcast_in_dim(t.nv(a), t.sizes(shape), list(broadcast_dimensions))
 
 
 def _emit_reshape(t: Translation, call: BoundSymbol) -> Any:
     a, shape = call.args
-    return t.fd.ops.reshape(t.nv(a), list(shape))
+    return t.fd.ops.reshape(t.nv(a), t.sizes(shape))
 
 
 def _emit_permute(t: Translation, call: BoundSymbol) -> Any:
@@ -184,7 +229,7 @@ def _emit_permute(t: Translation, call: BoundSymbol) -> Any:
 
 def _emit_slice(t: Translation, call: BoundSymbol) -> Any:
     a, starts, ends, strides = call.args
-    return t.fd.ops.slice(t.nv(a), list(starts), list(ends), list(strides))
+    return t.fd.ops.slice(t.nv(a), t.sizes(starts), t.sizes(ends), list(strides))
 
 
 def _slice_accepts(a: TensorProxy, start_indices: Sequence[int], end_indices: Sequence[int], strides: Sequence[int]) -> bool:
@@ -204,7 +249,7 @@ def _emit_cat(t: Translation, call: BoundSymbol) -> Any:
 def _emit_pad(t: Translation, call: BoundSymbol) -> Any:
     a, value, config = call.args
     # nvFuser takes (low, high) pairs from the last dimension to the first
-    widths = [w for lo, hi, _ in reversed(config) for w in (lo, hi)]
+    widths = [t.size(w) for lo, hi, _ in reversed(config) for w in (lo, hi)]
     # nvFuser requires the padding value in the tensor's dtype
     kind = bool if a.dtype == torch.bool else float if a.dtype.is_floating_point else int
     return t.fd.ops.pad(t.nv(a), widths, t.fd.define_scalar(kind(value), dtype=t.dtype(a.dtype)))
@@ -273,6 +318,12 @@ TRANSLATORS: dict[str, Translator] = {
 }
 
 
+def symbolic_shape(shape: Sequence[Any]) -> list[int]:
+    """A shape as `define_tensor` takes it: -1 (any extent) for each symbolic size (never 0 or 1:
+    squall keeps those constant, so a symbolic dimension is never a broadcast one)."""
+    return [-1 if type(n) is SymInt else n for n in shape]
+
+
 def translate_region(
     calls: Sequence[BoundSymbol],
     inputs: Sequence[TensorProxy],
@@ -285,7 +336,8 @@ def translate_region(
     """Define a region in `fd` (an open `nvfuser.FusionDefinition`): inputs, every call, outputs.
 
     `descriptors[k]` is (shape, contiguity, stride_order) of input k, as nvFuser's
-    `define_tensor` takes them (`nvfuser.compute_tensor_descriptor` gives the last two);
+    `define_tensor` takes them (-1 for a symbolic size: `symbolic_shape`; the size arguments of
+    the calls are then nvFuser scalars over `fd.ops.size` of the inputs) (`nvfuser.compute_tensor_descriptor` gives the last two);
     `data_type` is `nvfuser.DataType`. Returns the translation (nvFuser values by name).
     """
     t = Translation(fd, data_type)
@@ -293,6 +345,10 @@ def translate_region(
         t.values[p.name] = fd.define_tensor(
             shape=list(shape), contiguity=list(contiguity), dtype=t.dtype(p.dtype), stride_order=list(stride_order)
         )
+        for d, n in enumerate(p.shape):
+            symbol = lone_symbol(n)  # a dimension that is one size symbol: its value for the calls' size arguments
+            if symbol is not None:
+                t.symbols.setdefault(symbol, fd.ops.size(t.values[p.name], d))
     for call in calls:
         result = TRANSLATORS[call.sym.id].emit(t, call)
         produced = call.output_proxies()

@@ -36,7 +36,7 @@ import torch
 from squall.extend import FusionRegion, PrimIDs, TensorProxy, assume_available
 
 from squall_nvfuser import frontend
-from squall_nvfuser.executor import NvFuserExecutor, RegionRunner
+from squall_nvfuser.executor import NvFuserExecutor, RegionRunner, contiguous_strides
 from squall_nvfuser.translate import NV_DTYPES, TRANSLATORS, translate_region
 
 HOW = "run plugins/nvfuser/verify/verify.sh (Python 3.12, torch 2.10.0, nvfuser-cu126-torch210)"
@@ -105,11 +105,11 @@ def _stand_in(x: Any, names: Iterator[str] | None = None) -> Any:
     return x
 
 
-def _plan_on_cuda(fn, args: tuple, kwargs: dict, *, module: torch.nn.Module | None = None) -> RecordingExecutor:
+def _plan_on_cuda(fn, args: tuple, kwargs: dict, *, module: torch.nn.Module | None = None, dims: dict | None = None) -> RecordingExecutor:
     ex = RecordingExecutor()
     with torch.no_grad(), assume_available(ex):
         names = (f"a{k}" for k in itertools.count())
-        trace, _ = trace_program(fn, _stand_in(args, names), _stand_in(kwargs, names), module=module)
+        trace, _ = trace_program(fn, _stand_in(args, names), _stand_in(kwargs, names), module=module, dims=dims)
         plan(trace, [ex, default_marketplace().get("torch")])
     return ex
 
@@ -338,3 +338,31 @@ def test_claimed_ops_exist_in_this_nvfuser():
     missing = {prim: sorted(set(tr.ops) - have) for prim, tr in TRANSLATORS.items() if set(tr.ops) - have}
     assert missing == {}
     assert all(hasattr(nvfuser_direct.DataType, name) for name in NV_DTYPES.values())
+
+
+def _softmax_flatten_bias(x, bias):
+    b, n, h = x.shape
+    y = torch.softmax(x * 2 + bias, -1).reshape(b, n * h)  # a reshape to sizes computed from symbols
+    return torch.tanh(y[:, : n * h - 1])  # a slice with a symbolic bound
+
+
+def test_a_region_with_symbolic_sizes_defines_once_for_every_length():
+    from squall.frontend.tracing import ALL_DIMS
+
+    x, bias = torch.empty(4, 6, 16), torch.empty(16)
+    ex = _plan_on_cuda(_softmax_flatten_bias, (x, bias), {}, dims={("args", 0): ALL_DIMS})
+    assert not ex.rejected, [str(e) for _, e in ex.rejected]
+    assert ex.accepted
+    (symbolic,) = [(region, runner) for region, runner in ex.accepted if runner.symbolic]
+    region, runner = symbolic
+    (fd,) = runner.definitions.values()
+    printed = repr(fd)
+    # the input's symbolic extents are -1 (any); the reshape's and the slice's sizes are
+    # computed from the input's sizes inside the definition
+    assert "shape=[-1, -1, -1]" in printed and "fd.ops.size(" in printed and "fd.ops.reshape(" in printed
+    # another length and batch with the same layout reuses the definition; another layout defines anew
+    sizes = [tuple(n if type(n) is int else 7 for n in p.shape) for p in runner.inputs]
+    contiguous = tuple(contiguous_strides(shape) for shape in sizes)
+    assert runner._key(sizes, contiguous) == next(iter(runner.definitions))
+    reversed_order = tuple(tuple(reversed(contiguous_strides(tuple(reversed(shape))))) for shape in sizes)
+    assert runner._key(sizes, reversed_order) != next(iter(runner.definitions))

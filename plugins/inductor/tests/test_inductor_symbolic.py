@@ -1,0 +1,101 @@
+"""Regions with symbolic sizes: one inductor compilation serves every length (squall_inductor.symbolic)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import squall
+from squall.extend import Declined, FusionRegion, resolve_operation
+from squall.frontend.tracing import TracingContext
+from squall.proxies import TensorProxy, tracing
+from squall.symbolic import ShapeEnv
+
+squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor is not installed (pip install -e plugins/inductor)")
+from squall_inductor import InductorExecutor  # noqa: E402
+from squall_inductor.symbolic import SymbolicRegion  # noqa: E402
+
+pytestmark = pytest.mark.skipif(squall_inductor.cpp_compiler() is None, reason="no C++ compiler for inductor's CPU backend")
+
+
+def _softmax_then_flatten(x):
+    b, n, h = x.shape
+    y = torch.softmax(x * 2 + 1, -1).reshape(b, n * h)  # a view to sizes computed from symbols
+    return torch.tanh(y) * 3
+
+
+def _region_compiles(ex: InductorExecutor) -> int:
+    return sum(1 for _, outcome in ex.outcomes if outcome == "inductor")
+
+
+def test_one_region_compilation_serves_every_length_and_batch_size():
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    jfn = squall.jit(_softmax_then_flatten, executors=[ex, "torch"], wait=True)
+    for b, n in [(2, 5), (3, 7), (4, 9), (2, 30), (5, 3)]:
+        x = torch.randn(b, n, 16)
+        torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))
+    # the first call's static region, then one symbolic region for every later length
+    assert _region_compiles(ex) == 2, ex.outcomes
+    assert 'x: "cpu f32[s0, s1, 16]"' in squall.last_traces(jfn).source
+    assert len(squall.last_traces(jfn).plan.regions) == 1
+    assert [type(c) for c in ex._compiled.values()].count(SymbolicRegion) == 1
+    assert not _static_fallbacks(ex)  # no call fell back to a static compilation
+
+
+def _static_fallbacks(ex: InductorExecutor) -> list:
+    return [s for c in ex._compiled.values() if isinstance(c, SymbolicRegion) for s in c.static]
+
+
+def _symbolic_proxy(env: ShapeEnv, name: str, shape: tuple) -> TensorProxy:
+    sizes = [env.symbol(n, name, d) if n >= 2 and d < len(shape) - 1 else n for d, n in enumerate(shape)]
+    return TensorProxy(shape=tuple(sizes), dtype=torch.float32, device="cpu")
+
+
+def _sigmoid_chain(x):
+    return (torch.sigmoid(x * 2 + 1).sum(1),)
+
+
+def test_a_call_its_guards_refuse_runs_a_static_compilation_for_its_layout():
+    env = ShapeEnv()
+    with tracing(TracingContext()):
+        proxy = _symbolic_proxy(env, "x", (4, 6, 8))  # f32[s0, s1, 8]
+    region = SymbolicRegion(_sigmoid_chain, [proxy])
+    for shape in [(3, 5, 8), (9, 2, 8)]:
+        y = torch.randn(shape)
+        assert region.holds([y])
+        torch.testing.assert_close(region(y), _sigmoid_chain(y))
+    assert not region.static
+    transposed = torch.randn(8, 5, 3).permute(2, 1, 0)  # sizes it takes, strides it was not compiled for
+    assert not region.holds([transposed])
+    torch.testing.assert_close(region(transposed), _sigmoid_chain(transposed))
+    one = torch.randn(1, 5, 8)  # a size 1: never symbolic, so not the symbolic kernel's to run
+    assert not region.holds([one])
+    torch.testing.assert_close(region(one), _sigmoid_chain(one))
+    assert len(region.static) == 2
+    if "L['t0'].size()[1] <= 4096" in region.holds.source:  # a bound inductor chose for its reduction
+        long = torch.randn(2, 5000, 8)
+        assert not region.holds([long])
+        torch.testing.assert_close(region(long), _sigmoid_chain(long))
+
+
+def test_guards_name_the_inputs_sizes_and_strides():
+    env = ShapeEnv()
+    with tracing(TracingContext()):
+        proxy = _symbolic_proxy(env, "x", (4, 6, 8))
+    region = SymbolicRegion(_sigmoid_chain, [proxy])
+    source = region.holds.source
+    assert "L['t0'].size()[2] == 8" in source and "stride()" in source and "2 <= L['t0'].size()[0]" in source
+
+
+def test_a_region_reading_a_symbol_no_input_holds_is_declined_saying_why():
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    env = ShapeEnv()
+    ctx = TracingContext()
+    with tracing(ctx):
+        n = env.symbol(6, "x", 0)
+        x = TensorProxy(shape=(2 * n,), dtype=torch.float32, device="cpu")  # only 2*s0 is a dimension
+        resolve_operation("torch.Tensor.reshape")(x, (n, 2))
+    call = ctx.scopes[0][-1]
+    region = FusionRegion("inductor", [call], [call], [x], list(call.output_proxies()))
+    declined = ex.compile_region(region)
+    assert isinstance(declined, Declined)
+    assert "symbolic sizes (s0) that no input of the region holds as a dimension" in declined.reason

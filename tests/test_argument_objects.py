@@ -1,0 +1,176 @@
+"""Plain Python objects passed as arguments (a KV cache) are keyed by their type and the layout
+the program read, not their identity: a new object of the same layout runs the same program,
+reached through the call's own arguments; any difference the trace relied on compiles again."""
+from __future__ import annotations
+
+import torch
+
+import squall
+
+
+class Layer:
+    def __init__(self, keys: torch.Tensor | None, scale: float = 1.0):
+        self.keys = keys
+        self.scale = scale
+
+
+class Cache:
+    def __init__(self, layers: list[Layer], flag: bool = False):
+        self.layers = layers
+        self.flag = flag
+        self.steps = 0
+
+
+def _cache(n_layers: int = 2, length: int = 5, **options) -> Cache:
+    return Cache([Layer(torch.randn(2, length, 4)) for _ in range(n_layers)], **options)
+
+
+def read(x: torch.Tensor, cache: Cache) -> torch.Tensor:
+    out = x
+    for layer in cache.layers:
+        if layer.keys is not None:
+            out = out + layer.keys.sum(1) * layer.scale
+    return out * 2 if cache.flag else out
+
+
+def _same_calls(fn, jitted, x, make):
+    """Both called on their own object from `make()` with the same contents."""
+    torch.manual_seed(1)
+    expected = fn(x, make())
+    torch.manual_seed(1)
+    actual = jitted(x, make())
+    torch.testing.assert_close(actual, expected)
+
+
+def test_a_new_object_of_the_same_layout_runs_the_same_program_on_its_own_tensors():
+    jitted = squall.jit(read)
+    x = torch.randn(2, 4)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        cache = _cache()
+        torch.testing.assert_close(jitted(x, cache), read(x, cache))
+    info = jitted.cache_info()
+    assert (info.misses, info.hits) == (1, 2)
+
+
+def test_a_different_layout_compiles_again_and_matches_eager():
+    jitted = squall.jit(read)
+    x = torch.randn(2, 4)
+    layouts = [
+        lambda: _cache(),
+        lambda: _cache(n_layers=3),  # one more layer
+        lambda: Cache([Layer(torch.randn(2, 5, 4)), Layer(None)]),  # a tensor missing
+        lambda: _cache(flag=True),  # a Python attribute the trace branched on
+        lambda: Cache([Layer(torch.randn(2, 5, 4), scale=3.0), Layer(torch.randn(2, 5, 4))]),  # a number it read
+        lambda: Cache((Layer(torch.randn(2, 5, 4)), Layer(torch.randn(2, 5, 4)))),  # a tuple, not a list
+    ]
+    for make in layouts:
+        _same_calls(read, jitted, x, make)
+    assert jitted.cache_info().misses == len(layouts)
+    for make in layouts:  # each layout again: its own program, no compile
+        _same_calls(read, jitted, x, make)
+    assert jitted.cache_info().misses == len(layouts)
+
+
+def test_the_tensors_an_object_holds_are_symbolic_so_a_growing_cache_compiles_once():
+    jitted = squall.jit(read)
+    x = torch.randn(2, 4)
+    for length in (5, 6, 9, 17):
+        torch.manual_seed(length)
+        cache = _cache(length=length)
+        torch.testing.assert_close(jitted(x, cache), read(x, cache))
+    assert jitted.cache_info().misses == 1
+    # a dtype differs: the metadata guard fails, compiled again
+    cache = Cache([Layer(torch.randn(2, 5, 4, dtype=torch.float64)) for _ in range(2)])
+    torch.testing.assert_close(jitted(x.double(), cache), read(x.double(), cache))
+    assert jitted.cache_info().misses == 2
+
+
+def update(x: torch.Tensor, cache: Cache) -> Cache:
+    """As a KV cache's update: each layer's keys grow by x, a counter counts; the cache is returned."""
+    for layer in cache.layers:
+        layer.keys = torch.cat([layer.keys, x.unsqueeze(1)], dim=1)
+    cache.steps = cache.steps + 1
+    return cache
+
+
+def test_writes_are_replayed_on_the_call_s_own_object_which_is_returned():
+    jitted = squall.jit(update)
+    x = torch.randn(2, 4)
+    first, again = _cache(), _cache()
+    before = [layer.keys.clone() for layer in again.layers]
+    assert jitted(x, first) is first
+    out = jitted(x, again)
+    assert out is again, "the program returns the object this call gave, not the one it was traced with"
+    assert again.steps == 1 and first.steps == 1
+    for layer, old in zip(again.layers, before):
+        torch.testing.assert_close(layer.keys, torch.cat([old, x.unsqueeze(1)], dim=1))
+    assert jitted.cache_info().misses == 1
+
+
+def two(x: torch.Tensor, a: Cache, b: Cache) -> torch.Tensor:
+    a.layers[0].keys = a.layers[0].keys + 1
+    return x + b.layers[0].keys.sum(1)
+
+
+def test_one_object_passed_twice_is_told_apart_from_two_objects():
+    jitted = squall.jit(two)
+    x = torch.randn(2, 4)
+    for shared in (False, True, False):
+        torch.manual_seed(0)
+        a = _cache()
+        expected = two(x, a, a if shared else _cache())
+        torch.manual_seed(0)
+        a = _cache()
+        actual = jitted(x, a, a if shared else _cache())
+        torch.testing.assert_close(actual, expected, msg=lambda m: f"shared={shared}: {m}")
+    assert jitted.cache_info().misses == 2
+
+
+class Placed:
+    def __init__(self, device: str, keys: torch.Tensor):
+        self.device = torch.device(device)  # a new torch.device object per cache, as HF's static cache makes
+        self.keys = keys
+
+
+def placed(x: torch.Tensor, cache: Placed) -> torch.Tensor:
+    return x + cache.keys if cache.device.type == "cpu" else x - cache.keys
+
+
+def test_a_torch_device_an_object_holds_is_guarded_by_value_not_identity():
+    jitted = squall.jit(placed)
+    x = torch.randn(3)
+    for _ in range(3):
+        cache = Placed("cpu", torch.randn(3))
+        torch.testing.assert_close(jitted(x, cache), placed(x, cache))
+    assert jitted.cache_info().misses == 1
+    cache = Placed("meta", torch.randn(3))  # another device: the guard fails
+    torch.testing.assert_close(jitted(x, cache), placed(x, cache))
+    assert jitted.cache_info().misses == 2
+
+
+class Settings:
+    def __init__(self, scale: float):
+        self.scale = scale
+
+
+def scaled(x: torch.Tensor, settings: Settings) -> torch.Tensor:
+    return x * settings.scale
+
+
+def test_a_call_given_a_state_holding_object_is_symbolic_from_its_first_compile_and_a_settings_object_is_not():
+    """A KV-cache-like object (tensors, or a list of objects) marks a step of a stateful loop: every
+    size of the call is symbolic from the first compile; an object of plain settings does not."""
+    settings = squall.jit(scaled)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(settings(x, Settings(2.0)), scaled(x, Settings(2.0)))
+    assert "s0" not in squall.last_traces(settings).source
+    cached = squall.jit(read)
+    x = torch.randn(2, 4)
+    cache = _cache()
+    torch.testing.assert_close(cached(x, cache), read(x, cache))
+    assert "s0" in squall.last_traces(cached).source
+    for n in (3, 5):  # other batch sizes: the same program
+        x, cache = torch.randn(n, 4), Cache([Layer(torch.randn(n, 5, 4)) for _ in range(2)])
+        torch.testing.assert_close(cached(x, cache), read(x, cache))
+    assert cached.cache_info().misses == 1
