@@ -16,6 +16,7 @@ wrapper, not a Dynamo frame (bench/region_call.py measures both).
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 
 import torch
@@ -25,6 +26,7 @@ from squall.extend import (
     TORCH_PRIM_IMPLS,
     BoundSymbol,
     FusionRegion,
+    SquallWarning,
     SymInt,
     TensorProxy,
     ValuePrinter,
@@ -142,7 +144,15 @@ class CompiledRegion:
         if compiled is None:
             with self._lock:
                 examples = [like(a) for a in args]
-                compiled = self.variants[key] = compile_with_inductor(self.fn, examples)
+                try:
+                    compiled = compile_with_inductor(self.fn, examples)
+                except Exception as e:  # noqa: BLE001 - the region's own torch calls compute the same thing
+                    # (BLOOM: a view of a concatenated cache that inductor's decompositions lay out
+                    # otherwise); the call must not fail where the torch plan would not
+                    warnings.warn(f"squall-inductor: inductor could not compile a region for its inputs' strides "
+                                  f"({type(e).__name__}); calls with those strides run its torch calls", SquallWarning, stacklevel=2)
+                    compiled = self.fn
+                self.variants[key] = compiled
         return tuple(compiled(*args))
 
 
