@@ -1,19 +1,24 @@
-"""Real models: squall.jit against eager (and torch.compile) on the timm, torchvision and transformers models of
-tests/test_real_models.py (small configs, random weights, inference).
+"""Real models: squall.jit against eager and torch.compile on the timm, torchvision and transformers
+models of tests/test_real_models.py (small configs, random weights, inference).
 
-Run: python bench/models.py [--torch-compile] [--inductor] [name ...]
-Per model: whether squall compiles it with no opaque call, how many value guards its trace
-has (a padding mask's check), the first call's time (compile included), and the cached
-per-call time as a ratio to eager. Contenders run side by side in
-one process, alternating within each round, best of several rounds, on one thread.
+Run: python bench/models.py [name ...]          (default: every model; prints a markdown table)
+     python bench/models.py --no-torch-compile --no-inductor resnet   (squall's torch plan only)
 
-With --inductor, squall with the inductor plugin runs with `wait=True`: its first call
-returns after the background upgrade (inductor's compiles, the in-context judge), so its
-first-call time is the time to fused speed; the column "kept" says which offer won (large
-regions, islands) or that the torch plan was kept. inductor is imported and its CPU
-toolchain probed before anything is timed, so neither contender pays those one-time costs
-(seconds) in its compile time. Judgements go to a fresh cache folder (nothing remembered
-from an earlier run); inductor's own caches are left as they are.
+Per model: the cached per-call time of eager, torch.compile (default mode), squall with the torch
+executor alone, and squall with the inductor plugin after its upgrade, each as a ratio to
+torch.compile's; each contender's first call (compile included); which offer the upgrade kept;
+whether squall compiles the model with no opaque call, and how many value guards its trace has.
+Contenders run side by side in one process on one thread, alternating within each round, best
+of several rounds. Per-call times are the thread's CPU time by default (`--clock cpu`), so on a
+shared, loaded machine the time a contender waits for a core counts against none of them; `--clock
+wall` times wall clock. The load average is printed before and after.
+
+squall with the inductor plugin runs with `wait=True`: its first call returns after the
+background upgrade (inductor's compiles, the in-context judge), so its first-call time is the
+time to fused speed. inductor is imported and its CPU toolchain probed before anything is timed,
+so neither contender pays those one-time costs (seconds) in its compile time. Judgements go to a
+fresh cache folder (nothing remembered from an earlier run); inductor's own caches are left as
+they are (`TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)` for cold compiles).
 """
 from __future__ import annotations
 
@@ -46,33 +51,42 @@ def _first_call(fn, inputs) -> tuple[float, list[str]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", help="models to run (default: all)")
-    parser.add_argument("--torch-compile", action="store_true", help="also torch.compile (slow to compile)")
-    parser.add_argument("--inductor", action="store_true", help="also squall with the inductor plugin's fusion first")
-    parser.add_argument("--why", action="store_true", help="print each upgrade's reason (every offer's time) under its row")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--number", type=int, default=5)
+    parser.add_argument("names", nargs="*", help="models to run, by name or last part of it (default: all)")
+    parser.add_argument("--no-torch-compile", action="store_true", help="leave torch.compile out (slow to compile)")
+    parser.add_argument("--no-inductor", action="store_true", help="leave squall with the inductor plugin out")
+    parser.add_argument("--why", action="store_true", help="print each upgrade's reason (every offer's time) under the table")
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu", help="per-call time: the thread's CPU time, or wall clock")
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--number", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
     import_torchvision()
-    contenders = {"squall": lambda m: squall.jit(m, executors=["torch"])}
-    if args.inductor:
-        contenders["squall+inductor"] = lambda m: squall.jit(m, executors=["inductor", "torch"], wait=True)
-    if args.inductor or args.torch_compile:
-        _warm_inductor()
-    if args.torch_compile:
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
+    contenders = {}
+    if not args.no_torch_compile:
         contenders["torch.compile"] = torch.compile
-    header = f"{'model':36}{'opaque calls':>14}{'guards':>8}" + "".join(f"{name + ' first':>22}{name + ' / eager':>22}" for name in contenders)
-    if args.inductor:
-        header += f"{'kept':>16}"
-    if args.inductor and args.torch_compile:
-        header += f"{'per call vs tc':>16}{'first vs tc':>13}"
-    ratios: list[tuple[float, float]] = []
-    print(f"torch {torch.__version__}, one thread, inference; per call: best of {args.rounds} rounds of {args.number}; eager per call in ms")
-    print(header + f"{'eager ms':>10}")
-    for model in TIMM_MODELS + TORCHVISION_MODELS + TRANSFORMERS_MODELS:
-        if args.names and model.name not in args.names and model.name.split("/")[-1] not in args.names:
-            continue
+    contenders["squall"] = lambda m: squall.jit(m, executors=["torch"])
+    if not args.no_inductor:
+        contenders["squall+inductor"] = lambda m: squall.jit(m, executors=["inductor", "torch"], wait=True)
+    if len(contenders) > 1:
+        _warm_inductor()
+    base = "torch.compile" if "torch.compile" in contenders else "eager"
+    models = [m for m in TIMM_MODELS + TORCHVISION_MODELS + TRANSFORMERS_MODELS
+              if not args.names or m.name in args.names or m.name.split("/")[-1] in args.names]
+    missing = set(args.names) - {n for m in models for n in (m.name, m.name.split("/")[-1])}
+    if missing:
+        parser.error(f"unknown models: {', '.join(sorted(missing))}")
+    print(f"torch {torch.__version__}, one thread, inference; per call: best of {args.rounds} rounds of {args.number} calls, "
+          f"{args.clock} time; ratios to {base}'s per-call time (lower is faster); load average {_load()}\n")
+    names = ["eager", *contenders]
+    shown = [n for n in names if n != base]
+    print("| model | " + " | ".join(f"{n} / {base}" for n in shown) + f" | {base} ms | "
+          + " | ".join(f"{n} first s" for n in contenders) + (" | kept" if "squall+inductor" in contenders else "")
+          + " | opaque calls | guards |")
+    print("|---" * (len(shown) + len(contenders) + 4 + ("squall+inductor" in contenders)) + "|")
+    ratios: dict[str, list[float]] = {n: [] for n in names}
+    reasons = []
+    for model in models:
         torch.manual_seed(0)
         module, inputs = model.build(), model.inputs()
         with torch.no_grad():
@@ -87,25 +101,29 @@ def main() -> None:
             best = dict.fromkeys(runs, float("inf"))
             for _ in range(args.rounds):
                 for name, fn in runs.items():
-                    start = time.perf_counter()
+                    start = clock()
                     for _ in range(args.number):
                         fn(**inputs)
-                    best[name] = min(best[name], (time.perf_counter() - start) / args.number)
+                    best[name] = min(best[name], (clock() - start) / args.number)
+        for n in names:
+            ratios[n].append(best[n] / best[base])
         guards = len(guards_of(squall.last_traces(compiled["squall"])))
-        row = f"{model.name:36}{', '.join(opaque) or 'none':>14}{guards:>8}"
-        row += "".join(f"{firsts[n] * 1e3:>20.0f}ms{best[n] / best['eager']:>21.2f}x" for n in contenders)
-        if args.inductor:
-            row += f"{_kept(compiled['squall+inductor']):>16}"
-        if args.inductor and args.torch_compile:
-            ratios.append((best["squall+inductor"] / best["torch.compile"], firsts["squall+inductor"] / firsts["torch.compile"]))
-            row += f"{ratios[-1][0]:>15.2f}x{ratios[-1][1]:>12.2f}x"
-        print(row + f"{best['eager'] * 1e3:>10.2f}", flush=True)
-        if args.why and args.inductor:
-            print(f"    {squall.upgrades(compiled['squall+inductor'])[-1]}", flush=True)
-    if ratios:
-        per_call, first = zip(*ratios)
-        print(f"squall+inductor / torch.compile over {len(ratios)} models: per call median {statistics.median(per_call):.2f}x "
-              f"(worst {max(per_call):.2f}x), first call median {statistics.median(first):.2f}x (worst {max(first):.2f}x)")
+        row = f"| {model.name} | " + " | ".join(f"{best[n] / best[base]:.2f}" for n in shown) + f" | {best[base] * 1e3:.3f} | "
+        row += " | ".join(f"{firsts[n]:.2f}" for n in contenders)
+        if "squall+inductor" in contenders:
+            row += f" | {_kept(compiled['squall+inductor'])}"
+            reasons.append(f"- {model.name}: {squall.upgrades(compiled['squall+inductor'])[-1]}")
+        print(row + f" | {', '.join(opaque) or 'none'} | {guards} |", flush=True)
+    if models:
+        print("| median | " + " | ".join(f"{statistics.median(ratios[n]):.2f}" for n in shown) + " |")
+        print("| worst | " + " | ".join(f"{max(ratios[n]):.2f}" for n in shown) + " |")
+    print(f"\nload average at the end: {_load()}")
+    if args.why:
+        print("\n" + "\n".join(reasons))
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def _warm_inductor() -> None:
@@ -123,7 +141,7 @@ def _kept(fn) -> str:
     if upgrade.status != "upgraded":
         return {"kept the torch plan": "torch", "nothing to fuse": "nothing"}.get(upgrade.status, upgrade.status)
     last = upgrade.reason.split("; ")[-1]
-    return last.split(":")[0] if ":" in last and not last.startswith("in context") else "regions"
+    return last.removeprefix("kept ") if last.startswith("kept ") else "regions"
 
 
 if __name__ == "__main__":

@@ -1,13 +1,14 @@
 """Training-step benchmark on CPU: eager, torch.compile, squall (torch only), squall (installed defaults).
 
-    python bench/training.py [--rounds R] [--only gpt gpt_block ...] [--skip-compile] [--skip-defaults] [--profile] [--cpu-time]
+    python bench/training.py [--rounds R] [--only gpt gpt_block llama ...] [--skip-compile] [--skip-defaults] [--profile] [--cpu-time]
 
 One thread, all contenders side by side in one process. For each workload a step is
 forward + loss + backward (gradients are zeroed between steps, not applied, so every
 step sees the same parameters); `gpt` is the demo's GPT (`squall demo`), returning its
 logits and loss as nanoGPT does, only the loss backpropagated. The contenders' steps are
 timed in alternation, round after round (each round times every contender once; the best
-round counts), so a load that comes and goes on a shared machine hits them alike.
+round counts), so a load that comes and goes on a shared machine hits them alike. `llama` is a
+transformers LlamaForCausalLM (tiny config, random weights) returning the loss of its labels.
 Printed per contender: the first step (compile and run), the best per-step time and its
 ratio to eager, the bytes of tensors saved for the backward (summed by a saved-tensors
 hook: what a step keeps alive between forward and backward, eager and compiled alike),
@@ -23,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib.util
 import os
+import sys
 import tempfile
 import time
 import warnings
@@ -37,6 +40,9 @@ from torch import nn  # noqa: E402
 
 import squall  # noqa: E402
 from squall.tools.demo import GPT, Block, GPTConfig  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from real_models import import_torchvision  # noqa: E402  (transformers imports torchvision)
 
 
 class MLP(nn.Module):
@@ -81,6 +87,22 @@ class SmallCNN(nn.Module):
         return F.cross_entropy(self.head(self.body(x).flatten(1)), target)
 
 
+class CausalLMLoss(nn.Module):
+    """A transformers causal LM (a tiny Llama, random weights) returning the loss of its labels."""
+
+    def __init__(self):
+        super().__init__()
+        import_torchvision()
+        import transformers  # optional: only this workload needs it
+
+        config = transformers.LlamaConfig(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+        self.lm = transformers.LlamaForCausalLM(config).train()
+
+    def forward(self, ids, labels):
+        return self.lm(input_ids=ids, labels=labels).loss
+
+
 def workloads() -> dict:
     torch.manual_seed(0)
     cfg = GPTConfig(vocab_size=8192, block_size=128, n_layer=1, n_head=4, n_embd=256)
@@ -90,6 +112,8 @@ def workloads() -> dict:
         "gpt_block": (BlockWithLoss(cfg), (torch.randn(4, 128, 256), torch.randint(0, 8192, (4, 128)))),
         "cross_entropy": (CrossEntropy(), (torch.randint(0, 8192, (4096,)),)),
         "cnn": (SmallCNN().train(), (torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,)))),
+        **({"llama": (CausalLMLoss(), (torch.randint(0, 1024, (4, 64)), torch.randint(0, 1024, (4, 64))))}
+           if importlib.util.find_spec("transformers") else {}),
     }
 
 

@@ -40,7 +40,7 @@ from .market.torch_executor import PRIM_IMPLS as TORCH_PRIM_IMPLS
 from .prims import all_prims
 from .prims.base import PrimIDs
 from .proxies import NumberProxy, TensorProxy, current_context
-from .runtime.choices import ChoiceStore
+from .runtime.choices import ChoiceStore, timing_clock
 from .sources import load_source
 from .symbol import BoundSymbol, Symbol, Tags
 from .symbolic import SymInt, concrete_shape, lone_symbol, source as size_source, symbols_of
@@ -54,6 +54,7 @@ __all__ = [
     "OperatorExecutor",
     "FusionExecutor",
     "ChoiceStore",
+    "timing_clock",
     "FusionRegion",
     "example_tensor",
     "Declined",

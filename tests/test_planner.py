@@ -318,3 +318,51 @@ def test_a_region_declined_without_a_reason_gets_the_generic_message():
     (d,) = _decisions(fn, "torch.exp")
     assert d.declined == [("silent", "claimed it, but its fusion pass left it out")]
     assert "handed back by" not in str(squall.explain(fn, x))
+
+
+class _CannotCompileAdds(PyFuser):
+    """A fuser that fails to compile any region holding an add, and says its parts may compile."""
+
+    def __init__(self):
+        super().__init__("no_adds")
+        self.attempts: list[list[str]] = []
+
+    def compile_region(self, region):
+        self.attempts.append([c.sym.id for c in region.calls])
+        if any(c.sym.id == "prims.add" for c in region.calls):
+            return Declined("no add kernel here", split=True)
+        return super().compile_region(region)
+
+
+def test_a_region_that_fails_to_compile_is_split_so_the_calls_around_the_culprit_still_fuse():
+    def program(x):
+        a = torch.exp(x) * 2.0
+        b = a + 1.0  # the one call the fuser cannot compile
+        return torch.exp(b) * 2.0
+
+    fuser = _CannotCompileAdds()
+    fn = squall.jit(program, executors=[fuser, make_executor()])
+    x = torch.randn(7)
+    torch.testing.assert_close(fn(x), program(x))
+    plan = squall.last_traces(fn).plan
+    # the whole program failed; its halves in trace order: (exp, mul) compiled, (add, exp, mul) failed
+    # and was halved again: the add alone failed, the second (exp, mul) reused the first's compilation
+    assert [r.ops for r in plan.regions] == [["torch.exp", "torch.mul"], ["torch.exp", "torch.mul"]]
+    assert plan.regions[1].reused
+    (add,) = _decisions(fn, "torch.add")
+    assert add.executor == "torch" and add.declined == [("no_adds", "fusion pass left it out: no add kernel here")]
+    assert len(fuser.attempts) == 4 and all("prims.add" in a for a in fuser.attempts[:1] + fuser.attempts[2:])
+
+
+def test_a_region_does_not_return_what_an_eval_mode_dropout_between_its_calls_reads():
+    def program(x):
+        a = torch.exp(x) * 2.0
+        a = torch.nn.functional.dropout(a, p=0.5, training=False)  # returns its input: computes nothing
+        return torch.exp(a) * 3.0
+
+    fn = squall.jit(program, executors=[PyFuser(), make_executor()])
+    x = torch.randn(5)
+    torch.testing.assert_close(fn(x), program(x))
+    (region,) = squall.last_traces(fn).plan.regions
+    assert len(region.outputs) == 1  # the program's result only, not the tensor the dropout read
+    assert "dropout" not in str(squall.last_traces(fn)[-1])

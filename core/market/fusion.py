@@ -47,6 +47,9 @@ def compiling_stopped() -> bool:
 FUSION_REGION = Tags.FUSION_REGION  # the tag on a fusion region's symbol
 LEFT_OUT = "fusion pass left it out"  # a fusion executor claimed a call, then handed it back
 NOT_WORTH_IT = "not compiled, it cannot pay back"  # the cost model's reasons start so
+# how many times a region that failed to compile is halved (`Declined.split`): each halving costs
+# compiles, and a part still failing at this depth runs on the other executors
+SPLIT_DEPTH = 5
 
 # eager's cost per call, to estimate a region's eager time without running it: (seconds to
 # dispatch one op, bytes per second it moves). Deliberately generous to eager (a high per-op
@@ -154,6 +157,10 @@ class Declined:
     """
 
     reason: str
+    # the executor failed to compile it (rather than judging it not worth it): the fusion pass then
+    # splits the region in two, in trace order, and offers each part, so one call the executor
+    # cannot compile does not keep the whole program from fusing
+    split: bool = False
 
 
 def symbolic_sizes(bsym: BoundSymbol) -> set[str]:
@@ -292,6 +299,14 @@ def form_regions(bsyms: Sequence[BoundSymbol], claimed: Callable[[BoundSymbol], 
     return groups, order
 
 
+def _passes_through(bsym: BoundSymbol) -> bool:
+    """Whether `bsym` is a random draw that returned its input (dropout in eval mode): it computes
+    nothing, its readers read the producer's tensor, and dead code removal drops it once nothing
+    outside a region reads that tensor (form_regions already lets it split no region)."""
+    inputs = {p.name for p in bsym.input_proxies()}
+    return Tags.RANDOM in bsym.sym.tags and all(p.name in inputs for p in bsym.output_proxies())
+
+
 class FusionExecutor(Executor):
     """An executor that claims operations and fuses them into regions.
 
@@ -372,8 +387,8 @@ class FusionExecutor(Executor):
         """The ways this executor can fuse a program, for squall.runtime.tiers' in-context judge to choose
         from: (label, executor) pairs, each executor named as this one, largest regions first
         (e.g. inductor's "large regions" with matmuls and attention, then its elementwise
-        "islands"). The judge plans the program with each in turn and keeps the first that agrees
-        with the torch plan and beats it. Default: this executor alone."""
+        "islands"). The judge plans the program with each in turn, times each beside the torch plan,
+        and keeps the fastest that agrees with it and beats it. Default: this executor alone."""
         return [("regions", self)]
 
     def _expand(self, bsym: BoundSymbol) -> list[BoundSymbol]:
@@ -409,30 +424,55 @@ class FusionExecutor(Executor):
         groups, order = form_regions(bsyms, mine)
         consumers: dict[str, set[int]] = {}
         for i, b in enumerate(bsyms):
+            if _passes_through(b):
+                continue  # reads nothing it computes with: no reason for a region to return what it reads
             for p in b.input_proxies():
                 consumers.setdefault(p.name, set()).add(i)
         returned = {p.name for p in flat_proxies(output)}
         result: list[BoundSymbol] = []
         for unit in order:
-            if not mine(bsyms[unit[0]]) or len(unit) < self.min_region_size:
-                if mine(bsyms[unit[0]]):
-                    self._hand_back([bsyms[i] for i in unit], f"a region of {len(unit)} call{'s' * (len(unit) != 1)}, "
-                                    f"below this executor's minimum of {self.min_region_size}")
+            if mine(bsyms[unit[0]]):
+                result.extend(self._regions(bsyms, unit, consumers, returned, SPLIT_DEPTH))
+            else:
                 result.extend(bsyms[i] for i in unit)
-                continue
-            region_call = self._region(bsyms, unit, consumers, returned)
-            result.extend([region_call] if region_call is not None else [bsyms[i] for i in unit])
         return result
 
-    def _region(self, bsyms, unit: list[int], consumers: dict[str, set[int]], returned: set[str]) -> BoundSymbol | None:
+    def _regions(self, bsyms, unit: list[int], consumers: dict[str, set[int]], returned: set[str], depth: int,
+                 failed: str = "") -> list[BoundSymbol]:
+        """The unit's calls as one region call, or as the calls themselves where it was handed back.
+        A region that failed to compile is halved in trace order (edges run only from the first
+        half to the second, so the halves form no cycle) and each half offered in turn; `failed`
+        is why the region this unit is a part of was not compiled whole."""
+        members = [bsyms[i] for i in unit]
+        if len(unit) < self.min_region_size:
+            why = f"a region of {len(unit)} call{'s' * (len(unit) != 1)}, below this executor's minimum of {self.min_region_size}"
+            self._hand_back(members, f"{failed}; then, as a part of it, {why}" if failed else why)
+            return members
+        region, fn = self._region(bsyms, unit, consumers, returned)
+        if isinstance(fn, Declined) and fn.split and depth > 0 and len(unit) > 1:
+            half = len(unit) // 2
+            failed = failed or fn.reason
+            return (self._regions(bsyms, unit[:half], consumers, returned, depth - 1, failed)
+                    + self._regions(bsyms, unit[half:], consumers, returned, depth - 1, failed))
+        if fn is None or isinstance(fn, Declined):
+            why = fn.reason if fn is not None else ""
+            self._hand_back(members, f"{failed}; then, as a part of it, {why}" if failed and why != failed else why)
+            return members
+        return [BoundSymbol(
+            self.region_symbol, tuple(region.inputs), {}, tuple(region.outputs), tuple(members),
+            members[0].source, self, fn,
+        )]
+
+    def _region(self, bsyms, unit: list[int], consumers: dict[str, set[int]], returned: set[str]) -> tuple[FusionRegion, Callable | Declined | None]:
         inside = set(unit)
         members = [bsyms[i] for i in unit]
-        produced = {p.name for b in members for p in b.output_proxies()}
+        produced: set[str] = set()
         inputs: dict[str, TensorProxy] = {}
         for b in members:
             for p in b.input_proxies():
-                if p.name not in produced:
+                if p.name not in produced:  # in order: a call that returns its input (contiguous) reads it first
                     inputs.setdefault(p.name, p)
+            produced.update(p.name for p in b.output_proxies())
         outputs: dict[str, TensorProxy] = {}
         for b in members:
             for p in b.output_proxies():
@@ -451,11 +491,4 @@ class FusionExecutor(Executor):
             except Exception as e:  # noqa: BLE001 - a region that fails to compile runs unfused
                 self.compile_errors.append(f"compile_region raised {type(e).__name__}: {e}")
                 self._compiled[key] = Declined(f"compile_region raised {type(e).__name__}: {e}")
-        fn = self._compiled[key]
-        if fn is None or isinstance(fn, Declined):
-            self._hand_back(members, fn.reason if fn is not None else "")
-            return None
-        return BoundSymbol(
-            self.region_symbol, tuple(region.inputs), {}, tuple(region.outputs), tuple(members),
-            members[0].source, self, fn,
-        )
+        return region, self._compiled[key]

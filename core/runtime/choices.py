@@ -10,16 +10,28 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
+
+import torch
 
 from .rage import rage_dir
 
-__all__ = ["ChoiceStore", "cache_dir"]
+__all__ = ["ChoiceStore", "cache_dir", "timing_clock"]
 
 
 def cache_dir() -> Path:
     """squall's cache folder, the one its compile records (`squall rage`) live under."""
     return rage_dir().parent
+
+
+def timing_clock(device_type: str) -> Callable[[], float]:
+    """The clock to time a choice with: the timing thread's CPU time where the timed code runs on
+    that thread alone (CPU, one intra-op thread), so the time it waits for a core on a loaded
+    machine (the user's calls, other processes) counts against neither contender; wall time
+    otherwise (CUDA kernels, and the other intra-op threads' work, would not show in it)."""
+    return time.thread_time if device_type == "cpu" and torch.get_num_threads() == 1 else time.perf_counter
 
 
 class ChoiceStore:

@@ -248,8 +248,8 @@ _MODULE_PARTS = {
     # parameters and buffers are read at every call, so optimizer steps and load_state_dict are seen
     "params_key": """    try:
         params = [store[k] for store, k in slots]
-        for p in params:
-            key += (p.shape, p.dtype, p.device, p.requires_grad)
+        # one flat tuple built at once: adding to the key parameter by parameter copies it each time
+        key += tuple([m for p in params for m in (p.shape, p.dtype, p.device, p.requires_grad)])
     except (KeyError, AttributeError):  # a parameter, buffer or tensor attribute was removed
         return relayout(args, kwargs)
     key += (tuple([m.training for m in submodules]),)""",

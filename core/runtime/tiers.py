@@ -55,7 +55,7 @@ from ..market.config import ExecutorPriority
 from ..market.executor import Executor
 from ..market.fusion import FusionExecutor, compiling_stopped, example_tensor, stop_compiling
 from ..symbol import Tags
-from .choices import ChoiceStore, cache_dir
+from .choices import ChoiceStore, cache_dir, timing_clock
 
 __all__ = ["Upgrade", "Verdict", "judge", "fusion_offers", "background_priority", "call_specs", "UpgradeWorker", "default_worker", "wait_for_upgrades", "upgrades"]
 
@@ -139,8 +139,9 @@ def judge(
     torch_run: Callable[[], Any],
     fused_run: Callable[[], Any],
     *,
-    clock: Callable[[], float] = time.perf_counter,
+    clock: Callable[[], float] | None = None,
     sync: Callable[[], None] = lambda: None,
+    device_type: str = "cpu",
     rounds: int = 3,
     budget_s: float = 0.3,
     margin: float = MARGIN,
@@ -157,7 +158,9 @@ def judge(
     judge sleeps `pause` times as long as the batch took. inductor's CPU kernels hold the GIL while
     they run, so a judge that ran flat out would stall the user's thread for whole batches; this
     one holds it at most 1 / (1 + pause) of the time, in stretches of about `slice_s`, and its best
-    batch is one the user's calls did not slow."""
+    batch is one the user's calls did not slow. `clock` defaults to `timing_clock(device_type)`
+    (CPU time where that is fair to both)."""
+    clock = clock or timing_clock(device_type)
     sync()
     start = clock()
     torch_run()
@@ -343,6 +346,9 @@ class UpgradeJob:
         tried: list[str] = []
         fused = None
         seconds = 0.0
+        # every offer that beats the torch plan is a candidate; the fastest relative to the torch
+        # plan it was timed beside wins (a ratio, so load that changed between offers cancels out)
+        best: tuple[float, str, Compilation, Verdict] | None = None
         for label, executors in offers:
             start = time.perf_counter()
             with torch.set_grad_enabled(self.grad_enabled):
@@ -363,12 +369,23 @@ class UpgradeJob:
             self.upgrade.verdict = Verdict(verdict.keep, verdict.torch_s, verdict.fused_s, "; ".join(tried))
             if verdict.keep != "fused":
                 continue
+            if verdict.torch_s is None or not verdict.fused_s:
+                best = (0.0, label, fused, verdict)  # not timed (or remembered): nothing to compare by
+                break
+            ratio = verdict.fused_s / verdict.torch_s
+            if best is None or ratio < best[0]:
+                best = (ratio, label, fused, verdict)
+        if best is not None:
+            _, label, fused, verdict = best
+            kept = f"kept {label}" if len(offers) > 1 else ""
+            reason = "; ".join(tried + [kept] if kept else tried)
+            self.upgrade.verdict = Verdict("fused", verdict.torch_s, verdict.fused_s, reason)
             if remembered is None and verdict.torch_s is not None:
                 _verdict_store().put(key, {"winner": "fused", "offer": label, "torch_s": verdict.torch_s,
-                                           "fused_s": verdict.fused_s, "reason": "; ".join(tried)})
+                                           "fused_s": verdict.fused_s, "reason": reason})
             if not self.install(fused, seconds):
                 return self.upgrade.finish("evicted", "the entry left the cache, or was replanned, before the upgrade")
-            return self.upgrade.finish("upgraded", "; ".join(tried))
+            return self.upgrade.finish("upgraded", reason)
         if self.upgrade.verdict is None:
             # no offer kept a region: the same calls on the same executors as the first plan, with
             # the fusion executors' reasons recorded, installed so that last_traces and explain show why
@@ -414,7 +431,7 @@ class UpgradeJob:
             cuda = any(s.device.type == "cuda" for s in specs)
             polite = dict(slice_s=JUDGE_SLICE_S, pause=JUDGE_PAUSE) if self.background else {}
             return judge(lambda: torch_fn(*lead, *args, **kwargs), lambda: fused_fn(*lead, *args, **kwargs),
-                         sync=torch.cuda.synchronize if cuda else (lambda: None), **polite)
+                         sync=torch.cuda.synchronize if cuda else (lambda: None), device_type="cuda" if cuda else "cpu", **polite)
 
 
 class UpgradeWorker:

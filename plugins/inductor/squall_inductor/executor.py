@@ -55,7 +55,7 @@ __all__ = ["InductorExecutor", "FUSIBLE_PRIMS", "MATMUL_PRIMS", "cpp_compiler", 
 # prims inductor fuses well, beyond every elementwise, reduction and view prim
 _EXTRA_PRIMS = {
     PrimIDs.CAT, PrimIDs.PAD, PrimIDs.FLIP, PrimIDs.FULL, PrimIDs.IOTA,
-    PrimIDs.TAKE, PrimIDs.TAKE_ALONG_AXIS,
+    PrimIDs.TAKE, PrimIDs.TAKE_ALONG_AXIS, PrimIDs.INDEX,  # gathers by integer indices (Swin's position bias)
 }
 # not claimed: random draws (inductor's RNG differs from eager's), in-place copies, scatters,
 # sorts and scans (no fusion win), opaque torch calls
@@ -152,6 +152,7 @@ class InductorExecutor(FusionExecutor):
         self.outcomes: list[tuple[list[str], str]] = []
         self._backends: frozenset[str] | None = None
         self._unsupported: str | None = None  # why torch.compile cannot run here; None: not asked yet
+        self._warned: set[str] = set()  # the compile failures already warned about
 
     # --- availability -----------------------------------------------------------------------
     def backends(self) -> frozenset[str]:
@@ -198,7 +199,7 @@ class InductorExecutor(FusionExecutor):
     def offers(self) -> list[tuple[str, InductorExecutor]]:
         """"large regions" first — matmuls, linears, convolutions, attention and embeddings with
         their epilogues, up to the whole program — then the elementwise "islands" between them;
-        squall.runtime.tiers' judge keeps the first that beats the torch plan in context. Only one of
+        squall.runtime.tiers' judge keeps the fastest that beats the torch plan in context. Only one of
         them where the user chose (include_matmuls, SQUALL_INDUCTOR_MATMULS), or where regions
         are not timed (autotune off: there is nothing to choose by)."""
         if subprocess_enabled() and self.availability():
@@ -225,8 +226,14 @@ class InductorExecutor(FusionExecutor):
         if any(type(p) is NumberProxy for p in inputs + outputs):
             # regions are compiled for constant scalars (dynamic=False): a number read at run time stays with torch
             return None, f"{CHECKER_DECLINED}: a number known only at run time (a dynamic Python number)"
-        if not outputs or {id(p) for p in outputs} & {id(p) for p in inputs}:
+        if not outputs:
+            return None, f"{CHECKER_DECLINED}: it returns nothing, there is nothing to compute"
+        if Tags.RANDOM in bsym.sym.tags and {id(p) for p in outputs} & {id(p) for p in inputs}:
+            # a draw that returned its input (eval-mode dropout) splits no region where it stays
             return None, f"{CHECKER_DECLINED}: it returns its input, there is nothing to compute"
+        # a call that returns its input otherwise (contiguous: squall's values have no strides) is
+        # taken: inside a region it makes the layout the calls after it need, and outside one it
+        # would split the region around it (Swin: six regions per block for one)
         for p in inputs + outputs:
             if p.device.type not in self.backends():
                 return None, f"{CHECKER_DECLINED}: inductor has no {p.device.type} backend here"
@@ -269,15 +276,17 @@ class InductorExecutor(FusionExecutor):
             message = text if isinstance(e, WorkerCompileError) else f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
             if compiling_stopped():  # the interpreter began exiting mid-compile: nobody runs this plan
                 return self._declined(ops, f"the interpreter is exiting ({message})")
-            warnings.warn(
-                f"squall-inductor: inductor could not compile a region of {len(ops)} ops ({', '.join(ops)}); "
-                f"it runs on the torch executor instead ({message})",
-                SquallWarning,
-                stacklevel=2,
-            )
+            if message not in self._warned:  # its parts often fail alike (a missing compiler): said once
+                self._warned.add(message)
+                warnings.warn(
+                    f"squall-inductor: inductor could not compile a region of {len(ops)} ops ({', '.join(ops)}); "
+                    f"its parts are offered again, and what inductor cannot compile runs on the torch executor ({message})",
+                    SquallWarning,
+                    stacklevel=2,
+                )
             self.compile_errors.append(f"region ({', '.join(ops)}) falls back to torch: {message}")
             how = " for symbolic sizes" if symbolic else ""
-            return self._declined(ops, f"inductor could not compile it{how}: {message}")
+            return self._declined(ops, f"inductor could not compile it{how}: {message}", split=True)
         finally:
             self.compile_site = compiler.where or "in this process"
         if timed:
@@ -305,9 +314,9 @@ class InductorExecutor(FusionExecutor):
                 self._unsupported = f"torch.compile cannot be imported: {type(e).__name__}: {e}"
         return self._unsupported
 
-    def _declined(self, ops: list[str], why: str) -> Declined:
+    def _declined(self, ops: list[str], why: str, *, split: bool = False) -> Declined:
         self.outcomes.append((ops, why))
-        return Declined(why)
+        return Declined(why, split=split)
 
     def _decline_statically(self, region: FusionRegion) -> str:
         # pure metadata, a lone cheap op, a region too small to win: squall's cost model

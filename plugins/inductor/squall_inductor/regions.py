@@ -19,6 +19,7 @@ import io
 import pickle
 import threading
 import types
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ from squall.extend import (
     TORCH_PRIM_IMPLS,
     BoundSymbol,
     FusionRegion,
+    SquallWarning,
     SymInt,
     TensorProxy,
     ValuePrinter,
@@ -211,7 +213,16 @@ class CompiledRegion:
         compiled = self.variants.get(key)
         if compiled is None:
             with self._lock:
-                compiled = self.variants[key] = self.compile([like(a) for a in args])
+                examples = [like(a) for a in args]
+                try:
+                    compiled = self.compile(examples)
+                except Exception as e:  # noqa: BLE001 - the region's own torch calls compute the same thing
+                    # (BLOOM: a view of a concatenated cache that inductor's decompositions lay out
+                    # otherwise); the call must not fail where the torch plan would not
+                    warnings.warn(f"squall-inductor: inductor could not compile a region for its inputs' strides "
+                                  f"({type(e).__name__}); calls with those strides run its torch calls", SquallWarning, stacklevel=2)
+                    compiled = self.fn
+                self.variants[key] = compiled
         return tuple(compiled(*args))
 
 

@@ -426,3 +426,42 @@ def test_training_with_large_regions_fuses_the_matmuls_of_the_forward_and_the_ba
     forward, backward = traces.plan.regions, traces.backward.plan.regions
     assert any("torch.matmul" in r.ops for r in forward), forward
     assert any(any("matmul" in op for op in r.ops) for r in backward), backward
+
+
+@needs_cpu_inductor
+def test_a_large_region_spans_contiguous_calls_and_an_integer_gather_and_agrees_with_eager():
+    # Swin's window attention: windows made contiguous before a view, a position-bias table gathered
+    # by an index tensor; each split its block into six regions, with Python between them
+    def f(x, w, table, index):
+        first = x.contiguous()  # the region's first call reads its input before returning it
+        h = (first @ w).transpose(0, 1).contiguous().view(-1)
+        return (h + table[index]).view(4, 4) @ w
+
+    ex = InductorExecutor(include_matmuls=True, autotune=False, choices_path=None, min_eager_seconds=0)
+    x, w, table = torch.randn(4, 4), torch.randn(4, 4), torch.randn(16)
+    index = torch.randperm(16)
+    jfn = squall.jit(f, executors=[ex, "torch"], wait=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)  # no region falls back
+        torch.testing.assert_close(jfn(x, w, table, index), f(x, w, table, index))
+    (region,) = squall.last_traces(jfn).plan.regions
+    assert region.ops.count("torch.Tensor.contiguous") == 2 and "torch.Tensor.__getitem__" in region.ops, region.ops
+    assert len(region.inputs) == 4  # x too, though the call that reads it returns it under its own name
+
+
+@needs_cpu_inductor
+def test_a_region_inductor_cannot_compile_for_new_strides_runs_its_torch_calls_for_them(monkeypatch):
+    from squall_inductor import regions
+
+    fn = lambda x: (torch.sin(x) * 3 + 1,)  # noqa: E731
+    region = regions.CompiledRegion(fn, [torch.randn(6, 5)])
+
+    def cannot(*args):
+        raise ValueError("inductor cannot lay this out")
+
+    monkeypatch.setattr(regions, "compile_with_inductor", cannot)
+    transposed = torch.randn(5, 6).t()
+    with pytest.warns(squall.SquallWarning, match="could not compile a region for its inputs' strides"):
+        (out,) = region(transposed)
+    torch.testing.assert_close(out, fn(transposed)[0])
+    assert region(torch.randn(6, 5))[0].shape == (6, 5)  # its first layout still runs compiled
