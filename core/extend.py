@@ -32,7 +32,7 @@ from .market.executor import (
     Implementation,
     OperatorExecutor,
 )
-from .market.fusion import FUSION_REGION, LEFT_OUT, Declined, FusionExecutor, FusionRegion, compiling_stopped, example_tensor, form_regions
+from .market.fusion import FUSION_REGION, LEFT_OUT, Declined, FusionExecutor, FusionRegion, compiling_stopped, example_tensor, form_regions, stop_compiling
 from .market.hookspecs import hookimpl
 from .market.operations import CustomOperation, OperationRegistry, resolve_operation
 from .market.plugins import Marketplace, default_marketplace
@@ -60,6 +60,7 @@ __all__ = [
     "Declined",
     "form_regions",
     "compiling_stopped",
+    "stop_compiling",
     # operations
     "CustomOperation",
     "OperationRegistry",

@@ -202,6 +202,18 @@ def test_judge_keeps_the_fused_plan_only_when_it_is_faster_by_the_margin():
     assert within_noise.keep == "torch"  # 1% is not a win (margin 0.97)
 
 
+def test_a_background_judge_times_short_batches_and_sleeps_three_times_as_long_after_each():
+    now = [0.0]
+    torch_run = lambda: now.__setitem__(0, now[0] + 1e-3)  # noqa: E731 - a fake clock each run advances
+    fused_run = lambda: now.__setitem__(0, now[0] + 0.5e-3)  # noqa: E731
+    slept: list[float] = []
+    verdict = tiers.judge(torch_run, fused_run, clock=lambda: now[0], budget_s=0.031, slice_s=2e-3, pause=3.0, sleep=slept.append)
+    # a warm-up pair takes 1.5 ms: batches of 2 calls (about 2 slices' worth of a pair), 10 rounds in the budget
+    assert len(slept) == 2 * 10
+    assert slept[:2] == [pytest.approx(3 * 2e-3), pytest.approx(3 * 1e-3)]
+    assert (verdict.keep, verdict.torch_s, verdict.fused_s) == ("fused", pytest.approx(1e-3), pytest.approx(0.5e-3))
+
+
 def test_judge_takes_the_best_round_of_each():
     times = [0.0, 1.0]
     t = 1.0

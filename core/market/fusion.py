@@ -335,6 +335,9 @@ class FusionExecutor(Executor):
     # whether its regions may have symbolic sizes (squall.symbolic); an executor that says False
     # declines every call whose shapes or arguments hold one, saying so
     symbolic_shapes = False
+    # where its latest region compiled, for squall.upgrades(): "" for this process's background
+    # thread; an executor compiling elsewhere (inductor's worker process) says where
+    compile_site = ""
 
     def __init__(self, name: str, **kwargs: Any):
         super().__init__(name, **kwargs)

@@ -22,7 +22,11 @@ process skips the in-context timing, and where the torch plan won, the whole upg
 
 The worker is one daemon thread, so squall never holds more than one core for background
 compilation; on Linux it runs at a lower priority (nice +5, which the C++ compiler
-processes it starts inherit), so the user's compute keeps its cores. At exit, queued jobs
+processes it starts inherit), so the user's compute keeps its cores; a fusion executor may
+compile elsewhere (inductor: in a worker process, `FusionExecutor.compile_site` says where,
+and `upgrades(fn)` shows it). Its in-context judge times short batches and pauses between
+them (`judge`'s slice_s and pause), so it holds the GIL the user's calls need only in short
+stretches, a quarter of the time at most. At exit, queued jobs
 are dropped, and the running one starts no further region compile and is waited for (at most
 `EXIT_JOIN_S`): a thread left inside a compiler while the interpreter finalises aborts the process.
 """
@@ -65,6 +69,10 @@ SETTLE_S = 0.02
 # how long interpreter exit waits for a running upgrade to wind down: it starts no region compile
 # then, so this bounds only one in flight; a thread left inside a compiler aborts the process
 EXIT_JOIN_S = 10.0
+# a background judge (beside the user's calls) times batches of about this long, and sleeps
+# JUDGE_PAUSE times as long after each: it holds the GIL at most a quarter of the time
+JUDGE_SLICE_S = 2e-3
+JUDGE_PAUSE = 3.0
 _NICE = 5  # the worker yields the CPU to the user's threads (Linux: a thread's own nice value)
 
 
@@ -93,6 +101,7 @@ class Upgrade:
     reason: str = ""
     verdict: Verdict | None = None
     seconds: float = 0.0  # background time spent on it
+    compiled_in: str = ""  # where its regions compiled (FusionExecutor.compile_site), when not in this process
     submitted: float = field(default_factory=time.perf_counter)
     done: threading.Event = field(default_factory=threading.Event, repr=False)
 
@@ -103,7 +112,8 @@ class Upgrade:
 
     def __str__(self) -> str:
         took = f" after {self.seconds:.1f} s" if self.done.is_set() else ""
-        return f"{self.function}: {self.status}{took}" + (f" ({self.reason})" if self.reason else "")
+        where = f", compiled {self.compiled_in}" if self.compiled_in else ""
+        return f"{self.function}: {self.status}{took}{where}" + (f" ({self.reason})" if self.reason else "")
 
 
 def background_priority(executors: Sequence[Executor]) -> ExecutorPriority | None:
@@ -135,10 +145,21 @@ def judge(
     rounds: int = 3,
     budget_s: float = 0.3,
     margin: float = MARGIN,
+    slice_s: float | None = None,
+    pause: float = 0.0,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> Verdict:
-    """Time both plans, interleaved round by round (so load changes hit both), best round
+    """Time both plans, interleaved batch by batch (so load changes hit both), best batch
     each; keep the fused plan only when it is faster than `margin` times the torch plan.
-    `clock` defaults to `timing_clock(device_type)` (CPU time where that is fair to both)."""
+
+    By default `rounds` batches each, together about `budget_s` long. With `slice_s` (a judge
+    beside the user's calls: squall's background upgrade), batches last about `slice_s` (at least
+    one call) and there are as many as `budget_s` holds (at least `rounds`); after each batch the
+    judge sleeps `pause` times as long as the batch took. inductor's CPU kernels hold the GIL while
+    they run, so a judge that ran flat out would stall the user's thread for whole batches; this
+    one holds it at most 1 / (1 + pause) of the time, in stretches of about `slice_s`, and its best
+    batch is one the user's calls did not slow. `clock` defaults to `timing_clock(device_type)`
+    (CPU time where that is fair to both)."""
     clock = clock or timing_clock(device_type)
     sync()
     start = clock()
@@ -146,7 +167,11 @@ def judge(
     fused_run()
     sync()
     once = max(clock() - start, 1e-7)
-    number = max(1, min(1000, int(budget_s / rounds / once)))
+    if slice_s is None:
+        number = max(1, min(1000, int(budget_s / rounds / once)))
+    else:
+        number = max(1, min(1000, int(2 * slice_s / once)))  # `once` is a call of each
+        rounds = max(rounds, min(1000, int(budget_s / (number * once))))
     best = {"torch": float("inf"), "fused": float("inf")}
     for _ in range(rounds):
         for name, run in (("torch", torch_run), ("fused", fused_run)):
@@ -154,7 +179,10 @@ def judge(
             for _ in range(number):
                 run()
             sync()
-            best[name] = min(best[name], (clock() - start) / number)
+            took = clock() - start
+            best[name] = min(best[name], took / number)
+            if pause:
+                sleep(pause * took)
     torch_s, fused_s = best["torch"], best["fused"]
     times = f"in context: torch plan {torch_s * 1e3:.3f} ms, fused {fused_s * 1e3:.3f} ms per call"
     if fused_s < torch_s * margin:
@@ -295,6 +323,7 @@ class UpgradeJob:
         # or replanned meanwhile; None when the jitted function is gone
         self.install, self.alive = install, alive
         self.grad_enabled = torch.is_grad_enabled()  # grad mode is per thread; the key holds the caller's
+        self.background = False  # run by the worker thread, beside the user's calls (else in the caller's thread: wait=True)
         self.num_threads = torch.get_num_threads()
 
     def run(self) -> None:
@@ -325,6 +354,9 @@ class UpgradeJob:
             with torch.set_grad_enabled(self.grad_enabled):
                 fused = compile_traced(self.base.traced, self.base.bindings, self.layout, executors=executors)
             seconds += time.perf_counter() - start
+            sites = {ex.compile_site for ex in executors if isinstance(ex, FusionExecutor) and ex.compile_site}
+            if sites:
+                self.upgrade.compiled_in = "; ".join(sorted(sites))
             if compiling_stopped():
                 return self.upgrade.finish("cancelled", "the interpreter is exiting")
             named = f"{label}: " if len(offers) > 1 else ""
@@ -397,8 +429,9 @@ class UpgradeJob:
                               SquallWarning, stacklevel=2)
                 return Verdict("torch", None, None, f"its results differ from the torch plan's: {differ}")
             cuda = any(s.device.type == "cuda" for s in specs)
+            polite = dict(slice_s=JUDGE_SLICE_S, pause=JUDGE_PAUSE) if self.background else {}
             return judge(lambda: torch_fn(*lead, *args, **kwargs), lambda: fused_fn(*lead, *args, **kwargs),
-                         sync=torch.cuda.synchronize if cuda else (lambda: None), device_type="cuda" if cuda else "cpu")
+                         sync=torch.cuda.synchronize if cuda else (lambda: None), device_type="cuda" if cuda else "cpu", **polite)
 
 
 class UpgradeWorker:
@@ -431,6 +464,7 @@ class UpgradeWorker:
                 job.upgrade.finish("cancelled", "the interpreter is exiting")
                 continue
             torch.set_num_threads(job.num_threads)
+            job.background = True
             job.run()
 
     def close(self, timeout: float | None = None) -> None:

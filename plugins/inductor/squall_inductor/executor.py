@@ -48,6 +48,7 @@ from squall.extend import (
 from squall_inductor.choices import ChoiceStore, best_time, default_choices_path, region_key
 from squall_inductor.regions import CompiledRegion, example_inputs, region_function, size_reads
 from squall_inductor.symbolic import SymbolicRegion
+from squall_inductor.worker import RegionCompiler, WorkerCompileError, default_worker, subprocess_enabled
 
 __all__ = ["InductorExecutor", "FUSIBLE_PRIMS", "MATMUL_PRIMS", "cpp_compiler", "env_flag"]
 
@@ -73,6 +74,8 @@ _MARGIN = 0.97
 # 2.13, one thread; through torch.compile it was 45 us), so a region eager runs faster than this
 # cannot win, and is neither compiled nor timed
 CALL_OVERHEAD_S = 8e-6
+# each contender's share of timing one region against torch (choices.best_time)
+_REGION_TIMING_S = 0.1
 
 
 def env_flag(name: str, default: bool) -> bool:
@@ -199,6 +202,8 @@ class InductorExecutor(FusionExecutor):
         squall.runtime.tiers' judge keeps the fastest that beats the torch plan in context. Only one of
         them where the user chose (include_matmuls, SQUALL_INDUCTOR_MATMULS), or where regions
         are not timed (autotune off: there is nothing to choose by)."""
+        if subprocess_enabled() and self.availability():
+            default_worker().start()  # asked as an upgrade begins: the worker's start overlaps the planning
         if self.matmuls_chosen or not self.autotune:
             return [("large regions" if self.include_matmuls else "islands", self)]
         if self._large_regions is None:
@@ -255,14 +260,20 @@ class InductorExecutor(FusionExecutor):
             if unread:
                 return self._declined(ops, f"{CHECKER_DECLINED}: symbolic sizes ({', '.join(sorted(unread))}) that no "
                                       "input of the region holds as a dimension: its function cannot read them")
-        eager, _ = region_function(region)
+        eager, source = region_function(region)
         args = example_inputs(region.inputs)
+        timed = self.time_regions and remembered is None
+        # a static region is compiled (and timed) in the worker process where it serves: the user's
+        # process only loads it; a symbolic one compiles here (squall_inductor.symbolic)
+        compiler = RegionCompiler(eager, source, worker=default_worker() if subprocess_enabled() and not symbolic else None,
+                                  time_budget_s=_REGION_TIMING_S if timed and not symbolic else None)
         try:
             # symbolic sizes: one compilation for every value of them (squall_inductor.symbolic)
-            compiled = SymbolicRegion(eager, region.inputs) if symbolic else CompiledRegion(eager, args)
+            compiled = SymbolicRegion(eager, region.inputs) if symbolic else CompiledRegion(eager, args, compile=compiler)
             compiled(*args)  # a region that compiles but cannot run falls back here too
         except Exception as e:  # noqa: BLE001 - any inductor failure means "run it with torch"
-            message = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            text = str(e).strip()
+            message = text if isinstance(e, WorkerCompileError) else f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
             if compiling_stopped():  # the interpreter began exiting mid-compile: nobody runs this plan
                 return self._declined(ops, f"the interpreter is exiting ({message})")
             if message not in self._warned:  # its parts often fail alike (a missing compiler): said once
@@ -276,9 +287,11 @@ class InductorExecutor(FusionExecutor):
             self.compile_errors.append(f"region ({', '.join(ops)}) falls back to torch: {message}")
             how = " for symbolic sizes" if symbolic else ""
             return self._declined(ops, f"inductor could not compile it{how}: {message}", split=True)
-        if self.time_regions and remembered is None:
-            torch_s = best_time(eager, args, device=device)
-            inductor_s = best_time(compiled, args, device=device)
+        finally:
+            self.compile_site = compiler.where or "in this process"
+        if timed:
+            torch_s, inductor_s = compiler.timings or (best_time(eager, args, device=device, budget_s=_REGION_TIMING_S),
+                                                       best_time(compiled, args, device=device, budget_s=_REGION_TIMING_S))
             remembered = {"winner": "inductor" if inductor_s < torch_s * _MARGIN else "torch",
                           "torch_s": torch_s, "inductor_s": inductor_s, "ops": ops}
             self.choices.put(key, remembered)

@@ -15,9 +15,13 @@ wrapper, not a Dynamo frame (bench/region_call.py measures both).
 """
 from __future__ import annotations
 
+import io
+import pickle
 import threading
+import types
 import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten
@@ -37,7 +41,13 @@ from squall.extend import (
     symbols_of,
 )
 
-__all__ = ["torch_callable", "size_reads", "region_function", "example_inputs", "compile_with_inductor", "CompiledRegion", "layout", "like"]
+__all__ = [
+    "torch_callable", "size_reads", "region_function", "example_inputs", "compile_with_inductor", "CompiledRegion",
+    "layout", "like", "Layout", "layout_of", "examples_for", "region_payload", "load_region",
+]
+
+# one input's (sizes, strides, dtype, device): what a compilation in another process is specialised to
+Layout = tuple[tuple[int, ...], tuple[int, ...], torch.dtype, torch.device]
 
 
 def torch_callable(bsym: BoundSymbol) -> Callable:
@@ -83,6 +93,48 @@ def region_function(region: FusionRegion) -> tuple[Callable, str]:
     return printer.globals["region"], source
 
 
+def region_payload(fn: Callable, source: str) -> bytes:
+    """A region function as bytes another process can rebuild it from (`load_region`): its source
+    and its globals, with modules and the torch executor's prim callables sent by name.
+
+    Raises pickle's errors where a global cannot be sent (a user's own callable defined in a
+    function); the caller then compiles the region in this process.
+    """
+    names = {k: v for k, v in fn.__globals__.items() if k not in ("__builtins__", "region")}
+    buffer = io.BytesIO()
+    _RegionPickler(buffer).dump((source, names))
+    return buffer.getvalue()
+
+
+def load_region(payload: bytes) -> Callable:
+    """The region function `region_payload` describes, rebuilt in this process."""
+    source, names = _RegionUnpickler(io.BytesIO(payload)).load()
+    load_source(source, "inductor-region", names)
+    return names["region"]
+
+
+_PRIM_IDS = {id(fn): pid for pid, fn in TORCH_PRIM_IMPLS.items()}
+
+
+class _RegionPickler(pickle.Pickler):
+    # prim callables are lambdas and closures: they travel as their prim id, modules as their name
+    def persistent_id(self, obj: Any) -> tuple[str, str] | None:
+        if isinstance(obj, types.ModuleType):
+            return ("module", obj.__name__)
+        pid = _PRIM_IDS.get(id(obj))
+        if pid is not None and TORCH_PRIM_IMPLS[pid] is obj:
+            return ("prim", pid)
+        return None
+
+
+class _RegionUnpickler(pickle.Unpickler):
+    def persistent_load(self, ref: tuple[str, str]) -> Any:
+        kind, name = ref
+        if kind == "module":
+            return __import__(name, fromlist=["_"])
+        return TORCH_PRIM_IMPLS[name]
+
+
 def example_inputs(proxies: list[TensorProxy]) -> list[torch.Tensor]:
     """Real tensors with the proxies' metadata (a symbolic size at its traced value, read
     without a guard), drawn without touching the user's random stream."""
@@ -112,6 +164,20 @@ def compile_with_inductor(fn: Callable, args: Sequence[torch.Tensor]) -> Callabl
         return compile_fx(graph, list(args), ignore_shape_env=True)
 
 
+def layout_of(args: Sequence[torch.Tensor]) -> list[Layout]:
+    """Each input's sizes, strides, dtype and device."""
+    return [(tuple(a.shape), tuple(a.stride()), a.dtype, a.device) for a in args]
+
+
+def examples_for(layouts: Sequence[Layout]) -> list[torch.Tensor]:
+    """Example tensors with these sizes, strides, dtypes and devices (values as example_inputs draws them)."""
+    out = []
+    for shape, stride, dtype, device in layouts:
+        t = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+        out.append(t.copy_(example_tensor(shape, dtype, device)))
+    return out
+
+
 class CompiledRegion:
     """A region compiled by inductor for its inputs' sizes and strides, compiled again for others.
 
@@ -120,12 +186,16 @@ class CompiledRegion:
     can be a transposed view an earlier call made), so a mismatch compiles the region for the
     new layout, as Dynamo's guards would recompile; from then on calls pick their compilation
     by their inputs' sizes and strides (a few hundred nanoseconds), not by catching the error.
+
+    `compile(args)` compiles the region for inputs like `args`: `compile_with_inductor` of `fn`
+    in this process by default, or squall_inductor.worker's compile in its worker process.
     """
 
-    def __init__(self, fn: Callable, args: Sequence[torch.Tensor]):
+    def __init__(self, fn: Callable, args: Sequence[torch.Tensor], compile: Callable[[Sequence[torch.Tensor]], Callable] | None = None):
         self.fn = fn
+        self.compile = compile if compile is not None else (lambda examples: compile_with_inductor(fn, examples))
         self.layout = layout(args)
-        self.compiled = compile_with_inductor(fn, args)
+        self.compiled = self.compile(args)
         self.variants: dict[tuple, Callable] | None = None  # layout -> compilation, after a mismatch
         self._lock = threading.Lock()
 
@@ -145,7 +215,7 @@ class CompiledRegion:
             with self._lock:
                 examples = [like(a) for a in args]
                 try:
-                    compiled = compile_with_inductor(self.fn, examples)
+                    compiled = self.compile(examples)
                 except Exception as e:  # noqa: BLE001 - the region's own torch calls compute the same thing
                     # (BLOOM: a view of a concatenated cache that inductor's decompositions lay out
                     # otherwise); the call must not fail where the torch plan would not

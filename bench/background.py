@@ -1,0 +1,157 @@
+"""What squall's background upgrade costs the user's calls: inductor compiling in a worker process vs in-process.
+
+    python bench/background.py                       # GPT block and a transformers GPT-2, both modes, torch.compile
+    python bench/background.py --only gpt_block --skip-torch-compile
+    python bench/background.py --child MODE WORKLOAD # one run, as JSON (used by the above)
+
+Each run is a fresh process with empty squall and inductor caches (so every region really
+compiles), one torch thread (the user's), on this machine's cores. In it:
+1. the torch plan alone (`squall.jit(m, executors=["torch"])`): each call timed, for about a second;
+2. squall with inductor, tiered (the default): the first call, then a user's loop calling it and
+   timing every call until the background upgrade is done ("during upgrade"; the time from the
+   first call's start to then is "time to fused speed");
+3. the torch plan again, and the upgraded function (its per-call time after the upgrade).
+"during/plan" is the median call during the upgrade over the torch plan's median (before and
+after, averaged), "mean/plan" the same for means (the user's throughput: long stalls count);
+the target is at most 1.10. On a loaded machine the means include other processes' preemption,
+in the torch plan's too. MODE is "worker" (regions compile in
+squall-inductor's worker process, the default) or "in-process" (SQUALL_INDUCTOR_SUBPROCESS=0,
+as before the worker). torch.compile's first call (its compile) runs in a fresh process too.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+WORKLOADS = ("gpt_block", "gpt2")
+MODES = ("in-process", "worker")
+
+
+def _parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=None, help=f"workloads (default: {', '.join(WORKLOADS)})")
+    parser.add_argument("--skip-torch-compile", action="store_true", help="skip torch.compile's compile time")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each mode (alternated)")
+    parser.add_argument("--child", nargs=2, metavar=("MODE", "WORKLOAD"), help="one run in this process; print JSON")
+    return parser.parse_args()
+
+
+def build(workload: str):
+    """(module, args, kwargs) of a workload, built with seed 0."""
+    import torch
+
+    torch.manual_seed(0)
+    if workload == "gpt_block":
+        from squall.tools.demo import Block, GPTConfig
+
+        return Block(GPTConfig(n_embd=128, n_head=4, block_size=64)).eval(), (torch.randn(4, 64, 128),), {}
+    if workload == "gpt2":
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+        from real_models import TRANSFORMERS_MODELS, import_torchvision
+
+        import_torchvision()  # transformers' model imports reach torchvision's ops
+        (model,) = [m for m in TRANSFORMERS_MODELS if m.name == "gpt2"]
+        return model.build().eval(), (), model.inputs()
+    raise SystemExit(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
+
+
+def _timed_calls(fn, args, kwargs, seconds: float) -> list[float]:
+    times = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        start = time.perf_counter()
+        fn(*args, **kwargs)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def child(mode: str, workload: str) -> dict:
+    """One run (see the module's docstring), in this process; the caller set the environment."""
+    import torch
+
+    import squall
+
+    torch.set_num_threads(1)
+    module, args, kwargs = build(workload)
+    out: dict = {"mode": mode, "workload": workload}
+    with torch.no_grad():
+        if mode == "torch.compile":
+            start = time.perf_counter()
+            torch.compile(module)(*args, **kwargs)
+            out["first_s"] = time.perf_counter() - start
+            return out
+        plain = squall.jit(module, executors=["torch"])
+        plain(*args, **kwargs)
+        before = _timed_calls(plain, args, kwargs, 1.0)
+        fused = squall.jit(module, executors=["inductor", "torch"])
+        start = time.perf_counter()
+        fused(*args, **kwargs)
+        out["first_s"] = time.perf_counter() - start
+        (upgrade,) = squall.upgrades(fused)
+        during = []
+        while not upgrade.done.is_set():
+            t = time.perf_counter()
+            fused(*args, **kwargs)
+            during.append(time.perf_counter() - t)
+        out["fused_speed_s"] = time.perf_counter() - start
+        after = _timed_calls(plain, args, kwargs, 1.0)
+        upgraded = _timed_calls(fused, args, kwargs, 1.0)
+    torch_plan = (statistics.median(before) + statistics.median(after)) / 2
+    out.update(
+        torch_plan_ms=torch_plan * 1e3,
+        torch_plan_mean_ms=statistics.fmean(before + after) * 1e3,
+        during_ms=statistics.median(during) * 1e3 if during else None,
+        during_mean_ms=statistics.fmean(during) * 1e3 if during else None,
+        during_calls=len(during),
+        after_ms=statistics.median(upgraded) * 1e3,
+        upgrade=str(upgrade),
+    )
+    return out
+
+
+def run_child(mode: str, workload: str) -> dict:
+    """One run in a fresh process with empty caches."""
+    env = dict(os.environ, SQUALL_CACHE_DIR=tempfile.mkdtemp(prefix="bench-squall-"),
+               TORCHINDUCTOR_CACHE_DIR=tempfile.mkdtemp(prefix="bench-inductor-"))
+    if mode == "in-process":
+        env["SQUALL_INDUCTOR_SUBPROCESS"] = "0"
+    result = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", mode, workload],
+                            env=env, capture_output=True, text=True, timeout=1800)
+    if result.returncode != 0:
+        raise SystemExit(f"{mode} {workload} failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    args = _parse()
+    if args.child:
+        print(json.dumps(child(*args.child)))
+        return 0
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"one torch thread for the user; {os.cpu_count()} cores; load average {load:.1f}; fresh process and caches per run")
+    print(f"{'workload':12}{'mode':>12}{'plan ms':>9}{'plan mean':>11}{'during ms':>11}{'mean ms':>9}{'during/plan':>13}"
+          f"{'mean/plan':>11}{'calls':>7}{'fused ms':>10}{'first s':>9}{'to fused s':>12}")
+    for workload in args.only or WORKLOADS:
+        for _ in range(args.repeat):
+            for mode in MODES:
+                r = run_child(mode, workload)
+                ratio = r["during_ms"] / r["torch_plan_ms"] if r["during_ms"] else float("nan")
+                mean_ratio = r["during_mean_ms"] / r["torch_plan_mean_ms"] if r["during_ms"] else float("nan")
+                during = f"{r['during_ms']:>11.3f}{r['during_mean_ms']:>9.3f}" if r["during_ms"] else f"{'-':>11}{'-':>9}"
+                print(f"{workload:12}{mode:>12}{r['torch_plan_ms']:>9.3f}{r['torch_plan_mean_ms']:>11.3f}{during}{ratio:>12.2f}x"
+                      f"{mean_ratio:>10.2f}x{r['during_calls']:>7}{r['after_ms']:>10.3f}{r['first_s']:>9.2f}{r['fused_speed_s']:>12.1f}", flush=True)
+                print(f"    {r['upgrade']}", flush=True)
+        if not args.skip_torch_compile:
+            r = run_child("torch.compile", workload)
+            print(f"{workload:12}{'torch.compile':>12}  compile (first call) {r['first_s']:.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

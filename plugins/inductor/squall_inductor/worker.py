@@ -1,0 +1,266 @@
+"""Inductor regions compiled in a worker process, so the user's process pays only to load them.
+
+Compiling a region in the user's process costs the user twice while squall's background
+upgrade runs (squall.runtime.tiers): inductor's tracing and lowering are seconds of Python
+holding the GIL the user's thread needs, and its AOT trace (`make_fx(record_module_stack=True)`)
+patches `torch.nn.Module.__call__` process-wide, which can break an eager module call the user
+makes meanwhile. So regions compile in one persistent worker process (`worker_main`), started
+at the first upgrade and run at a lower priority: it gets the region as source and example
+input layouts, compiles it into inductor's on-disk caches, times it against its torch calls
+where asked, and saves the compiled artifact, which this process loads (milliseconds; no
+tracing, no patching).
+
+Where the worker cannot start, or dies, regions compile in this process as before, with one
+warning saying so; SQUALL_INDUCTOR_SUBPROCESS=0 asks for that from the start. At interpreter
+exit the worker is stopped (after squall's region compiles are stopped), without waiting for
+a compile in flight.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+import torch
+
+from squall.extend import SquallWarning, compiling_stopped, stop_compiling
+
+from squall_inductor.regions import compile_with_inductor, layout_of, region_payload
+
+__all__ = ["CompileWorker", "WorkerCompileError", "RegionCompiler", "default_worker", "subprocess_enabled"]
+
+# how long a worker may take to start (import torch and inductor) before it counts as failed
+START_TIMEOUT_S = 120.0
+# how often a wait for the worker checks that it is alive and that the interpreter is not exiting
+_POLL_S = 0.1
+# the worker's priority, below the user's process (and squall's background thread, at +5); it is
+# lowered before anything is imported, so the threads torch starts and inductor's compilers inherit it
+WORKER_NICE = 10
+_WORKER_MAIN = (f"import os, sys\ntry:\n    os.nice({WORKER_NICE})\nexcept OSError:\n    pass\n"
+                "from squall_inductor.worker_main import main\nmain(int(sys.argv[1]))\n")
+
+
+class WorkerCompileError(Exception):
+    """inductor could not compile a region in the worker; the message is the worker's error."""
+
+
+class WorkerUnavailable(Exception):
+    """The worker could not start or died; the message says why."""
+
+
+def subprocess_enabled() -> bool:
+    """Whether regions compile in the worker process (SQUALL_INDUCTOR_SUBPROCESS, default on)."""
+    return os.environ.get("SQUALL_INDUCTOR_SUBPROCESS", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+class CompileWorker:
+    """One worker process, started on demand; requests are served one at a time, in order."""
+
+    def __init__(self):
+        self._lock = threading.Lock()  # one request at a time
+        self._process: subprocess.Popen | None = None
+        self._conn: Connection | None = None
+        self._stderr: Any = None
+        self._folder: str | None = None
+        self._count = 0
+        self._ready = False  # the worker said it is ready (it imported torch and inductor)
+        self.pid: int | None = None
+        self.broken: str | None = None  # why regions compile in this process now; None while the worker serves
+        self.closed = False
+
+    def start(self) -> None:
+        """Start the worker process unless it runs (does not wait for it to be ready)."""
+        with self._lock:
+            self._start()
+
+    def _start(self) -> None:
+        if self._process is not None or self.broken or self.closed:
+            return
+        try:
+            ours, theirs = socket.socketpair()
+            self._stderr = tempfile.TemporaryFile()
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", _WORKER_MAIN, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=self._stderr, env=env, start_new_session=True)  # the terminal's Ctrl-C is not its
+            theirs.close()
+            self._conn = Connection(ours.detach())
+            self._folder = tempfile.mkdtemp(prefix="squall-inductor-worker-")
+            atexit.register(self._close_at_exit)
+        except Exception as e:  # noqa: BLE001 - no worker: compile in this process
+            self._fail(f"the compile worker process could not start ({type(e).__name__}: {e})")
+
+    def compile(self, payload: bytes, args: Sequence[torch.Tensor], *, time_budget_s: float | None = None) -> tuple[Callable, float | None, float | None]:
+        """(compiled, torch_s, inductor_s): the region in `payload` compiled in the worker for
+        inputs like `args`, loaded here; the times where a budget was given. Raises
+        WorkerCompileError where inductor failed, WorkerUnavailable where the worker did."""
+        with self._lock:
+            self._start()
+            if self.broken or self._conn is None:
+                raise WorkerUnavailable(self.broken or "the compile worker is closed")
+            if not self._ready:
+                self._wait(START_TIMEOUT_S)  # ("ready", pid)
+                self._ready = True
+            self._count += 1
+            path = os.path.join(self._folder, f"region-{self._count}.bin")
+            config = _inductor_config()
+            try:
+                self._conn.send(("compile", payload, layout_of(args), config, torch.get_num_threads(), time_budget_s, path))
+            except OSError as e:
+                raise self._died(f"{type(e).__name__}: {e}") from None
+            reply = self._wait(None)
+            if reply[0] == "error":
+                raise WorkerCompileError(reply[1])
+            # imported here, not at the top: seconds (it loads Dynamo), paid once, in the background
+            from torch._inductor import CompiledArtifact
+
+            try:
+                artifact = CompiledArtifact.load(path=path, format="binary")
+            finally:
+                os.unlink(path)
+        # the artifact's own __call__ adds a frame around the compiled function
+        compiled = getattr(artifact, "_compiled_fn", artifact)
+        constants = pickle.loads(reply[3])  # the region's tensor constants, lifted to trailing inputs (worker_main.lift_constants)
+        if constants:
+            return (lambda *args: compiled(*args, *constants)), reply[1], reply[2]
+        return compiled, reply[1], reply[2]
+
+    def _wait(self, timeout: float | None) -> tuple:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._conn.poll(_POLL_S):
+            if compiling_stopped():
+                raise WorkerUnavailable("the interpreter is exiting")
+            if self._process.poll() is not None:
+                raise self._died(f"exit code {self._process.returncode}")
+            if deadline is not None and time.monotonic() > deadline:
+                raise self._died(f"it did not start within {timeout:.0f} s")
+        try:
+            reply = self._conn.recv()
+        except (EOFError, OSError) as e:
+            raise self._died(f"{type(e).__name__}") from None
+        if reply[0] == "ready":
+            self.pid = reply[1]
+        return reply
+
+    def _died(self, how: str) -> WorkerUnavailable:
+        try:  # a closed socket usually means the worker exited: its exit code says more
+            how = f"exit code {self._process.wait(1.0)}"
+        except subprocess.TimeoutExpired:
+            pass
+        tail = ""
+        if self._stderr is not None:
+            try:
+                self._stderr.seek(0)
+                lines = self._stderr.read().decode(errors="replace").strip().splitlines()
+                tail = f"; its last words: {lines[-1]}" if lines else ""
+            except (OSError, ValueError):
+                pass
+        self._fail(f"the compile worker process (pid {self._process.pid}) stopped ({how}{tail})")
+        return WorkerUnavailable(self.broken)
+
+    def _fail(self, why: str) -> None:
+        self.broken = why
+        self._shutdown()
+        if not compiling_stopped():
+            warnings.warn(f"squall-inductor: {why}; inductor regions compile in this process from now on, "
+                          "which slows the user's calls while squall's background upgrade runs", SquallWarning, stacklevel=4)
+
+    def _shutdown(self, wait_s: float = 0.0) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._process is not None and self._process.poll() is None:
+            try:
+                self._process.wait(wait_s)  # an idle worker exits when its socket closes
+            except subprocess.TimeoutExpired:
+                try:  # a compile in flight: the worker and the C++ compilers it started (its own session)
+                    os.killpg(self._process.pid, signal.SIGKILL)
+                except OSError:
+                    self._process.kill()
+                self._process.wait()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+        if self._folder is not None:
+            for name in os.listdir(self._folder):
+                os.unlink(os.path.join(self._folder, name))
+            os.rmdir(self._folder)
+            self._folder = None
+
+    def close(self) -> None:
+        """Stop the worker once the request in flight, if any, is answered; later compiles run in this process."""
+        self.closed = True
+        with self._lock:
+            self._shutdown(wait_s=0.5)
+
+    def _close_at_exit(self) -> None:
+        # squall's region compiles are stopped first: a request in flight notices within _POLL_S,
+        # declines quietly and lets go of the lock, and the worker is killed mid-compile
+        stop_compiling()
+        self.close()
+
+
+def _inductor_config() -> dict | None:
+    """This process's inductor settings where inductor is loaded (a user's or a test's patch applies in the worker too)."""
+    config = sys.modules.get("torch._inductor.config")
+    return config.save_config_portable() if config is not None else None
+
+
+_worker: CompileWorker | None = None
+_worker_lock = threading.Lock()
+
+
+def default_worker() -> CompileWorker:
+    """The process's compile worker (its process starts at the first `start` or compile)."""
+    global _worker
+    with _worker_lock:
+        if _worker is None:
+            _worker = CompileWorker()
+        return _worker
+
+
+class RegionCompiler:
+    """Compiles one region function for given example inputs (CompiledRegion's `compile`): in the
+    worker process where it serves, else in this process. Records where (`where`) and, for the
+    first compile with a time budget, the worker's timing of it (`timings`: torch_s, inductor_s)."""
+
+    def __init__(self, fn: Callable, source: str, *, worker: CompileWorker | None, time_budget_s: float | None = None):
+        self.fn, self.source, self.worker = fn, source, worker
+        self.time_budget_s = time_budget_s
+        self.timings: tuple[float, float] | None = None
+        self.where = ""
+
+    def __call__(self, args: Sequence[torch.Tensor]) -> Callable:
+        if self.worker is not None and not self.worker.broken and not self.worker.closed:
+            try:
+                payload = region_payload(self.fn, self.source)
+            except Exception as e:  # noqa: BLE001 - a global that cannot travel: this region compiles here
+                self.where = f"in this process (the region cannot be sent to the worker: {type(e).__name__})"
+            else:
+                try:
+                    compiled, torch_s, inductor_s = self.worker.compile(payload, args, time_budget_s=self.time_budget_s)
+                except WorkerUnavailable:
+                    if compiling_stopped():
+                        raise
+                    self.where = f"in this process ({self.worker.broken})"
+                else:
+                    if torch_s is not None and inductor_s is not None and self.timings is None:
+                        self.timings = (torch_s, inductor_s)
+                    self.time_budget_s = None  # a recompile for another layout is not timed
+                    self.where = f"in the compile worker process (pid {self.worker.pid})"
+                    return compiled
+        elif not self.where:
+            self.where = "in this process" + (f" ({self.worker.broken})" if self.worker is not None and self.worker.broken else "")
+        return compile_with_inductor(self.fn, args)

@@ -1,0 +1,108 @@
+"""The compile worker process: compiles inductor regions sent by squall_inductor.worker.
+
+Started by squall_inductor.worker with FD one end of a socket pair, at a lower priority set
+before torch is imported (the threads torch starts and the C++ compilers inductor starts
+inherit it). It answers requests one at a time until the socket closes:
+
+    ("compile", payload, layouts, config, num_threads, time_budget_s, path)
+      -> ("ok", torch_s, inductor_s, pickled tensor constants) with the compiled region saved at `path`
+         (inductor's CompiledArtifact, binary format; its FX graph and AOTAutograd cache
+         entries are in inductor's on-disk caches too), or ("error", "Type: message").
+
+The region's FX trace (make_fx, which patches torch.nn.Module.__call__ while it runs) and
+inductor's lowering happen here, never in the user's process. With a time budget the region
+is also timed here against its torch calls, on the same example inputs.
+"""
+from __future__ import annotations
+
+import operator
+import os
+import pickle
+import signal
+from multiprocessing.connection import Connection
+from typing import Any
+
+import torch
+
+def lift_constants(graph: Any) -> list:
+    """Turn the graph's tensor constants (a region's `torch.tensor(...)`, which make_fx keeps as
+    attributes) into trailing inputs, and return their values in that order.
+
+    A saved inductor artifact holds the graph's code, not the module's attributes: loaded elsewhere
+    it would expect them from its caller anyway (inductor lifts a module's buffers to inputs), so
+    they become plain inputs, in a known order, that the loading process passes.
+    """
+    placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
+    last = placeholders[-1] if placeholders else None
+    constants = []
+    for node in [n for n in graph.graph.nodes if n.op == "get_attr"]:
+        value = operator.attrgetter(node.target)(graph)
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"the region's graph holds a {type(value).__name__} attribute ({node.target}), not a tensor")
+        if last is None:
+            with graph.graph.inserting_before(next(iter(graph.graph.nodes))):
+                last = graph.graph.placeholder(f"_lifted_constant_{len(constants)}")
+        else:
+            with graph.graph.inserting_after(last):
+                last = graph.graph.placeholder(f"_lifted_constant_{len(constants)}")
+        node.replace_all_uses_with(last)
+        graph.graph.erase_node(node)
+        # gone from the module too: compile_fx lifts a module's buffers to inputs, which the artifact
+        # loaded elsewhere would then expect from its caller
+        graph._buffers.pop(node.target, None)
+        if hasattr(graph, node.target):
+            delattr(graph, node.target)
+        constants.append(value)
+    if constants:
+        # make_fx's code generator unflattens the inputs it traced (a fixed count): take them flat instead
+        graph.graph._codegen = torch.fx.graph.CodeGen()
+    graph.recompile()
+    return constants
+
+
+def main(fd: int) -> None:
+    """Serve compile requests on the socket `fd` until it closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the user's process's to handle
+    conn = Connection(fd)
+    import torch._inductor.config as inductor_config
+    from torch._inductor import standalone_compile
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from squall_inductor.choices import best_time
+    from squall_inductor.regions import examples_for, load_region
+
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return  # the user's process closed the socket, or is gone
+        _, payload, layouts, config, num_threads, time_budget_s, path = request
+        try:
+            torch.set_num_threads(num_threads)
+            fn = load_region(payload)
+            args = examples_for(layouts)
+            # the user's process's inductor settings, one compiler thread (this worker has one core's share)
+            with inductor_config.patch({**(config or {}), "compile_threads": 1}):
+                graph = make_fx(fn, tracing_mode="fake")(*args)
+                constants = lift_constants(graph)
+                artifact = standalone_compile(graph, [*args, *constants], dynamic_shapes="from_example_inputs", options={})
+                artifact.save(path=path, format="binary")
+            compiled = (lambda *a: artifact(*a, *constants)) if constants else artifact
+            compiled(*args)  # a region that compiles but cannot run fails here, not in the user's process
+            torch_s = inductor_s = None
+            if time_budget_s:
+                device = str(layouts[0][3]) if layouts else "cpu"
+                torch_s = best_time(fn, args, device=device, budget_s=time_budget_s)
+                inductor_s = best_time(compiled, args, device=device, budget_s=time_budget_s)
+            # plain pickle: a tensor sent through the connection's own pickler travels as shared memory,
+            # which needs a multiprocessing handshake this worker (not started by multiprocessing) lacks
+            reply: tuple = ("ok", torch_s, inductor_s, pickle.dumps(constants))
+        except Exception as e:  # noqa: BLE001 - any failure is the parent's to report (it falls back to torch)
+            text = str(e).strip()
+            reply = ("error", f"{type(e).__name__}: {text.splitlines()[0] if text else ''}")
+        try:
+            conn.send(reply)
+        except (EOFError, OSError):
+            return
+

@@ -1,0 +1,198 @@
+"""Regions compiled in squall-inductor's worker process: where, with what results, what the
+user's process sees meanwhile, and what happens when the worker is gone.
+
+Each compile costs seconds (and the worker's start a few more), so the regions are tiny and few.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+
+import pytest
+import torch
+
+import squall
+
+squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor is not installed (pip install -e plugins/inductor)")
+from squall.extend import load_source  # noqa: E402
+from squall_inductor import CompiledRegion, InductorExecutor  # noqa: E402
+from squall_inductor.regions import load_region, region_payload  # noqa: E402
+from squall_inductor.worker import CompileWorker, RegionCompiler, default_worker  # noqa: E402
+
+needs_cpu_inductor = pytest.mark.skipif(squall_inductor.cpp_compiler() is None, reason="no C++ compiler for inductor's CPU backend")
+
+
+def _region(source: str, **names):
+    namespace = dict(names)
+    load_source(source, "test-region", namespace)
+    return namespace["region"], source
+
+
+def test_a_region_travels_as_source_with_its_prims_and_modules_by_name():
+    from squall.extend import TORCH_PRIM_IMPLS
+
+    add = TORCH_PRIM_IMPLS["prims.add"]  # a lambda: pickle alone cannot send it
+    fn, source = _region("def region(x, y):\n  return (prim_add(torch.sin(x), y) * 2,)\n", prim_add=add, torch=torch)
+    rebuilt = load_region(region_payload(fn, source))
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    torch.testing.assert_close(rebuilt(x, y), fn(x, y))
+    assert rebuilt.__globals__["prim_add"] is add and rebuilt.__globals__["torch"] is torch
+
+
+def test_a_region_whose_globals_cannot_travel_says_so():
+    fn, source = _region("def region(x):\n  return (scale(x),)\n", scale=lambda x: x * 3)
+    with pytest.raises((pickle.PicklingError, AttributeError), match="pickle"):
+        region_payload(fn, source)
+
+
+@needs_cpu_inductor
+def test_an_upgrade_compiles_in_the_worker_process_and_agrees_with_eager():
+    def f(x):
+        return torch.tanh(torch.softmax(x, -1) * 3 + 1)
+
+    x = torch.randn(7, 9)
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    jfn = squall.jit(f, executors=[ex, "torch"])
+    torch.testing.assert_close(jfn(x), f(x))  # the torch plan, at once
+    assert squall.wait_for_upgrades(jfn, timeout=300)
+    (upgrade,) = squall.upgrades(jfn)
+    assert upgrade.status == "upgraded", upgrade
+    worker = default_worker()
+    assert worker.pid is not None and worker.pid != os.getpid()
+    assert upgrade.compiled_in == f"in the compile worker process (pid {worker.pid})"
+    assert f"compiled in the compile worker process (pid {worker.pid})" in str(upgrade)
+    assert squall.last_traces(jfn).plan.regions
+    for _ in range(2):
+        torch.testing.assert_close(jfn(x), f(x))
+
+
+@needs_cpu_inductor
+def test_module_call_is_untouched_in_this_process_while_an_upgrade_compiles():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(12, 12)
+
+        def forward(self, x):
+            return torch.sigmoid(self.lin(x) * 2 - 1).cumsum(-1).exp()
+
+    net, x = Net(), torch.randn(5, 12)
+    original = torch.nn.Module.__call__
+    seen: set = set()
+    stop = threading.Event()
+
+    def watch():  # what an eager module call in the user's thread would go through
+        while not stop.is_set():
+            seen.add(torch.nn.Module.__call__)
+            time.sleep(0.0005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        ex = InductorExecutor(include_matmuls=True, autotune=False, choices_path=None, min_eager_seconds=0)
+        jfn = squall.jit(net, executors=[ex, "torch"])
+        with torch.no_grad():
+            jfn(x)
+            while not squall.wait_for_upgrades(jfn, timeout=0.01):
+                torch.testing.assert_close(net(x), Net.forward(net, x))  # eager module calls meanwhile
+    finally:
+        stop.set()
+        watcher.join()
+    assert seen == {original}
+    assert squall.upgrades(jfn)[0].status == "upgraded", squall.upgrades(jfn)
+    with torch.no_grad():
+        torch.testing.assert_close(jfn(x), net(x))
+
+
+@needs_cpu_inductor
+def test_a_dead_worker_falls_back_to_compiling_in_this_process_with_a_warning():
+    def f(x):
+        return (torch.cos(x * 0.5 - 2) * 5,)
+
+    worker = CompileWorker()
+    try:
+        x = torch.randn(3, 5)
+        fn, source = _region("def region(x):\n  return (torch.cos(x * 0.5 - 2) * 5,)\n", torch=torch)
+        first = RegionCompiler(fn, source, worker=worker)
+        region = CompiledRegion(fn, [x], compile=first)
+        torch.testing.assert_close(region(x), f(x))
+        assert first.where == f"in the compile worker process (pid {worker.pid})"
+        os.kill(worker.pid, signal.SIGKILL)
+        second = RegionCompiler(fn, source, worker=worker)
+        y = torch.randn(4, 6)
+        with pytest.warns(squall.SquallWarning, match=r"compile worker process \(pid \d+\) stopped.*compile in this process"):
+            again = CompiledRegion(fn, [y], compile=second)
+        assert second.where.startswith("in this process (the compile worker process")
+        torch.testing.assert_close(again(y), f(y))
+        torch.testing.assert_close(region(x), f(x))  # what it compiled before still runs here
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # one warning, not one per region
+            third = RegionCompiler(fn, source, worker=worker)
+            torch.testing.assert_close(CompiledRegion(fn, [x * 2], compile=third)(x * 2), f(x * 2))
+    finally:
+        worker.close()
+
+
+@needs_cpu_inductor
+def test_a_region_with_tensor_constants_compiles_in_the_worker():
+    # make_fx keeps torch.tensor(...) as graph attributes, which a saved artifact does not hold:
+    # the worker lifts them to inputs and this process passes them (GPT-2's attention builds two)
+    fn, source = _region("def region(x):\n  return (x * torch.tensor([1.0, 2.0, 3.0]) + torch.tensor(0.5), x.sum(0))\n", torch=torch)
+    compiler = RegionCompiler(fn, source, worker=default_worker())
+    x = torch.randn(4, 3)
+    region = CompiledRegion(fn, [x], compile=compiler)
+    assert compiler.where.startswith("in the compile worker process")
+    torch.testing.assert_close(region(x), fn(x))
+
+
+@needs_cpu_inductor
+def test_a_worker_that_cannot_start_falls_back_with_a_warning(monkeypatch):
+    monkeypatch.setattr(squall_inductor.worker, "_WORKER_MAIN", "import sys; sys.exit('no torch here')")
+    worker = CompileWorker()
+    fn, source = _region("def region(x):\n  return (torch.cos(x * 0.5 - 2) * 5,)\n", torch=torch)
+    x = torch.randn(3, 5)
+    compiler = RegionCompiler(fn, source, worker=worker)
+    with pytest.warns(squall.SquallWarning, match="stopped .exit code 1; its last words: no torch here"):
+        region = CompiledRegion(fn, [x], compile=compiler)
+    torch.testing.assert_close(region(x), fn(x))
+    worker.close()
+
+
+@needs_cpu_inductor
+def test_the_worker_times_a_region_against_its_torch_calls_where_asked():
+    fn, source = _region("def region(x):\n  return (torch.softmax(x, -1) * 2 + 1,)\n", torch=torch)
+    compiler = RegionCompiler(fn, source, worker=default_worker(), time_budget_s=0.02)
+    CompiledRegion(fn, [torch.randn(16, 16)], compile=compiler)
+    torch_s, inductor_s = compiler.timings
+    assert 0 < torch_s < 1 and 0 < inductor_s < 1
+
+
+_EXITS_MID_COMPILE = """
+import time, torch, squall
+from squall_inductor import InductorExecutor
+ex = InductorExecutor(include_matmuls=True, autotune=False, choices_path=None, min_eager_seconds=0)
+f = lambda x, w: torch.relu(x @ w).cumsum(0).sin() * 3
+jfn = squall.jit(f, executors=[ex, "torch"])
+jfn(torch.randn(9, 9), torch.randn(9, 9))
+time.sleep({delay})
+print("done", flush=True)
+"""
+
+
+@needs_cpu_inductor
+@pytest.mark.parametrize("delay", [0.0, 6.0])
+def test_the_interpreter_exits_promptly_and_quietly_during_an_upgrade(delay, tmp_path):
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"), SQUALL_CACHE_DIR=str(tmp_path / "squall"))
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", _EXITS_MID_COMPILE.format(delay=delay)], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "done"
+    assert result.stderr.strip() == "", result.stderr
+    assert time.perf_counter() - start < 60
