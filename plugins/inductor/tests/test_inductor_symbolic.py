@@ -74,7 +74,9 @@ def test_a_call_its_guards_refuse_runs_a_static_compilation_for_its_layout():
     if "L['t0'].size()[1] <= 4096" in region.holds.source:  # a bound inductor chose for its reduction
         long = torch.randn(2, 5000, 8)
         assert not region.holds([long])
-        torch.testing.assert_close(region(long), _sigmoid_chain(long))
+        # a reduction over 5000 values: inductor's order of summation is not eager's, so float32
+        # differs by a few ulps of the sum (1.5e-6 relative was seen against the default 1.3e-6)
+        torch.testing.assert_close(region(long), _sigmoid_chain(long), rtol=1e-5, atol=1e-5)
 
 
 def test_guards_name_the_inputs_sizes_and_strides():
