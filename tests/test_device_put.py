@@ -7,6 +7,8 @@ shape, a dtype and a device but no values. The CUDA cases skip without CUDA.
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -156,9 +158,11 @@ def test_bad_devices_raise_eagers_error(call, exc, match):
 def test_cuda_without_cuda_raises_eagers_error():
     x = torch.randn(3)
     for call in (lambda x: x.cuda(), lambda x: x.to("cuda")):
-        with pytest.raises(AssertionError):
+        # a CPU build raises AssertionError ("not compiled with CUDA"); a CUDA build on a machine
+        # without a driver (verify.sh's torch 2.10) raises RuntimeError ("Found no NVIDIA driver")
+        with pytest.raises((AssertionError, RuntimeError)) as eager:
             call(x)
-        with pytest.raises(AssertionError, match="not compiled with CUDA"):
+        with pytest.raises(type(eager.value), match=re.escape(str(eager.value)[:40])):
             squall.jit(call)(x)
 
 

@@ -351,7 +351,7 @@ def trace_program(
                 with random_state_kept(ctx.state.code_objects):
                     result = target(*p_args, **p_kwargs)
                 result = ctx.state.finish(result)
-            except TypeError as error:
+            except (TypeError, RuntimeError) as error:
                 untraced = ltorch.collectives.untraced_c10d_error(error)
                 if untraced is None:
                     raise

@@ -350,12 +350,15 @@ NOT_HANDED_TO_TRACING: frozenset[str] = frozenset(
 
 def untraced_c10d_error(error: BaseException) -> NotImplementedError | None:
     """What to raise for `error` when it came out of a c10d collective that this PyTorch does
-    not hand to tracing (its process group refused squall's proxy, a TypeError); None otherwise."""
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
+    not hand to tracing (its process group refused squall's proxy, a TypeError, or passed it to
+    an op below torch's Python API, which the proxy refuses); None otherwise."""
+    code, tb = None, error.__traceback__
+    while tb is not None:
+        frame_code = tb.tb_frame.f_code
+        if frame_code.co_name in NOT_HANDED_TO_TRACING and frame_code.co_filename == dist.distributed_c10d.__file__:
+            code = frame_code  # the innermost such call
         tb = tb.tb_next
-    code = tb.tb_frame.f_code if tb is not None else None
-    if code is None or code.co_name not in NOT_HANDED_TO_TRACING or code.co_filename != dist.distributed_c10d.__file__:
+    if code is None:
         return None
     return NotImplementedError(
         f"squall: torch.distributed.{code.co_name} is not traced on PyTorch {torch.__version__}: this "
