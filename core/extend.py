@@ -32,7 +32,7 @@ from .market.executor import (
     Implementation,
     OperatorExecutor,
 )
-from .market.fusion import FUSION_REGION, LEFT_OUT, Declined, FusionExecutor, FusionRegion, compiling_stopped, example_tensor, form_regions, stop_compiling
+from .market.fusion import FUSION_REGION, LEFT_OUT, Declined, FusionExecutor, FusionRegion, compiling_stopped, example_tensor, form_regions, in_background_upgrade, stop_compiling
 from .market.hookspecs import hookimpl
 from .market.operations import CustomOperation, OperationRegistry, resolve_operation
 from .market.plugins import Marketplace, default_marketplace
@@ -55,6 +55,7 @@ __all__ = [
     "FusionExecutor",
     "ChoiceStore",
     "timing_clock",
+    "in_background_upgrade",
     "FusionRegion",
     "example_tensor",
     "Declined",

@@ -27,7 +27,7 @@ from ..symbolic import SymInt, concrete_shape, symbols_of
 from .executor import Executor, Implementation
 from .operations import CustomOperation, symbol_id
 
-__all__ = ["symbolic_sizes", "declines_symbolic", "FusionExecutor", "FusionRegion", "Declined", "RegionCost", "form_regions", "FUSION_REGION", "LEFT_OUT", "NOT_WORTH_IT", "stop_compiling", "compiling_stopped"]
+__all__ = ["symbolic_sizes", "declines_symbolic", "FusionExecutor", "FusionRegion", "Declined", "RegionCost", "form_regions", "FUSION_REGION", "LEFT_OUT", "NOT_WORTH_IT", "stop_compiling", "compiling_stopped", "mark_background_upgrade_thread", "in_background_upgrade"]
 
 # set at interpreter exit (squall.runtime.tiers): a background upgrade still planning must not start
 # region compiles then (their compilers' thread pools are shutting down, and a thread still
@@ -55,6 +55,20 @@ SPLIT_DEPTH = 5
 # dispatch one op, bytes per second it moves). Deliberately generous to eager (a high per-op
 # cost, a low bandwidth): an estimate that errs makes the cost model skip less, not more.
 _EAGER_COST = {"cpu": (3e-6, 10e9), "cuda": (6e-6, 500e9)}
+
+
+_upgrade_thread = threading.local()
+
+
+def mark_background_upgrade_thread() -> None:
+    """Called by squall.runtime.tiers' worker thread as it starts: `in_background_upgrade()` is True there."""
+    _upgrade_thread.active = True
+
+
+def in_background_upgrade() -> bool:
+    """Whether the calling thread is squall's background upgrade worker: work done here (a region
+    compile) runs beside the user's own threads, not in one of them."""
+    return getattr(_upgrade_thread, "active", False)
 
 
 

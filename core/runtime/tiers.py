@@ -53,7 +53,7 @@ from ..frontend.speculation import guards_of
 from ..ltorch.base import SquallWarning
 from ..market.config import ExecutorPriority
 from ..market.executor import Executor
-from ..market.fusion import FusionExecutor, compiling_stopped, example_tensor, stop_compiling
+from ..market.fusion import FusionExecutor, compiling_stopped, example_tensor, mark_background_upgrade_thread, stop_compiling
 from ..symbol import Tags
 from .choices import ChoiceStore, cache_dir, timing_clock
 
@@ -454,6 +454,7 @@ class UpgradeWorker:
         self._jobs.put(job)
 
     def _loop(self) -> None:
+        mark_background_upgrade_thread()
         try:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _NICE)  # Linux: this thread only
         except (AttributeError, OSError):

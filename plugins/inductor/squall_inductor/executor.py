@@ -33,6 +33,7 @@ from squall.extend import (
     BoundSymbol,
     Declined,
     FusionExecutor,
+    in_background_upgrade,
     FusionRegion,
     Implementation,
     NumberProxy,
@@ -260,6 +261,14 @@ class InductorExecutor(FusionExecutor):
             if unread:
                 return self._declined(ops, f"{CHECKER_DECLINED}: symbolic sizes ({', '.join(sorted(unread))}) that no "
                                       "input of the region holds as a dimension: its function cannot read them")
+            if in_background_upgrade() and subprocess_enabled():
+                # its compile traces with torch.fx here (the worker takes static regions only), and
+                # torch.fx patches torch.nn.Module's __call__ and __getattr__ process-wide while it
+                # traces: a thread of the user's running a model meanwhile (torch.compile, eager)
+                # would call through the patch and break
+                return self._declined(ops, f"{CHECKER_DECLINED}: symbolic sizes are compiled only in the caller's thread "
+                                      "(squall.jit(wait=True)); in the background, tracing them would patch "
+                                      "torch.nn.Module process-wide while the user's threads run")
         eager, source = region_function(region)
         args = example_inputs(region.inputs)
         timed = self.time_regions and remembered is None

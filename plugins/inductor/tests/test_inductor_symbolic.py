@@ -101,3 +101,21 @@ def test_a_region_reading_a_symbol_no_input_holds_is_declined_saying_why():
     declined = ex.compile_region(region)
     assert isinstance(declined, Declined)
     assert "symbolic sizes (s0) that no input of the region holds as a dimension" in declined.reason
+
+
+def test_the_background_upgrade_declines_symbolic_regions_and_leaves_nn_module_alone():
+    # a symbolic region compiles here, in the process, through torch.fx, which patches
+    # torch.nn.Module.__call__ and __getattr__ process-wide while it traces: in the background
+    # that would reach the user's threads (torch.compile of a model crashed in
+    # bench/generation.py), so there it is declined, saying why; wait=True compiles it
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    module_call, module_getattr = torch.nn.Module.__call__, torch.nn.Module.__getattr__
+    jfn = squall.jit(_softmax_then_flatten, executors=[ex, "torch"], dynamic=True)
+    x = torch.randn(3, 7, 16)
+    torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))
+    assert squall.wait_for_upgrades(jfn, timeout=120)
+    assert (torch.nn.Module.__call__, torch.nn.Module.__getattr__) == (module_call, module_getattr)
+    assert not [c for c in ex._compiled.values() if isinstance(c, SymbolicRegion)]
+    declined = [c.reason for c in ex._compiled.values() if isinstance(c, Declined)]
+    assert any("symbolic sizes are compiled only in the caller's thread" in r for r in declined), declined
+    torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))
