@@ -27,7 +27,8 @@ import squall
 from squall.tools.demo import GPT, Block, GPTConfig
 
 
-def _time_ms(fn: Callable[[], Any], *, warmup: int = 5, reps: int = 30) -> float:
+def median_cuda_ms(fn: Callable[[], Any], *, warmup: int = 5, reps: int = 30) -> float:
+    """The median of `reps` CUDA-event timings of `fn()` after `warmup` calls, in milliseconds."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -106,7 +107,7 @@ def main() -> int:
                         # compiles would otherwise be timed as the user's calls
                         squall.wait_for_upgrades(compiled)
                         row["upgrades"] = [str(u) for u in squall.upgrades(compiled)]
-                    row["ms"] = round(_time_ms(step), 4)
+                    row["ms"] = round(median_cuda_ms(step), 4)
                 if contender.startswith("squall"):
                     executed = squall.last_traces(compiled).source
                     row["executors_ran"] = sorted({e for e in ("nvfuser", "cupy", "inductor", "apex_xentropy") if e in str(executed)})

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 import warnings
@@ -24,6 +23,7 @@ from typing import Any
 import torch
 
 import squall
+from gpu_fusion import median_cuda_ms  # bench/ is on sys.path when this script runs
 
 
 def _transformers(config_name: str, model_name: str, **config: Any) -> Callable[[], torch.nn.Module]:
@@ -55,21 +55,6 @@ MODELS: dict[str, tuple[Callable[[], torch.nn.Module], Callable[[], dict[str, to
     "resnet50": (_timm("resnet50"), lambda: {"x": torch.randn(32, 3, 224, 224, device="cuda")}),
     "vit_b16": (_timm("vit_base_patch16_224"), lambda: {"x": torch.randn(32, 3, 224, 224, device="cuda")}),
 }
-
-
-def _median_ms(step: Callable[[], Any], *, warmup: int = 3, reps: int = 20) -> float:
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def _logits(out: Any) -> torch.Tensor:
@@ -123,7 +108,7 @@ def _run(name: str, train: bool) -> list[dict[str, Any]]:
                 if reference is None:
                     reference = out.detach().float()
                 row["max_diff"] = float((out.detach().float() - reference).abs().max())
-                row["ms"] = round(_median_ms(step), 3)
+                row["ms"] = round(median_cuda_ms(step, warmup=3, reps=20), 3)
                 if contender.startswith("squall"):
                     row["upgrades"] = [str(u)[:300] for u in squall.upgrades(compiled)]
                     source = str(squall.last_traces(compiled).source)

@@ -63,18 +63,23 @@ def _program(op, no_grad: bool):
     return f
 
 
-@pytest.mark.filterwarnings("ignore::squall.SquallWarning")
-@pytest.mark.parametrize("no_grad", [False, True], ids=["grad", "no_grad"])
-@pytest.mark.parametrize("name", list(IDENTITY_FORMS))
-def test_identity_op_gradient_matches_eager(name, no_grad):
-    f = _program(IDENTITY_FORMS[name], no_grad)
-    x = torch.randn(*SHAPE, dtype=torch.float64, requires_grad=True)
+def _assert_value_and_gradient_match(f, x):
+    """squall.jit(f)(x) and its gradient for x are eager's."""
     expected = f(x)
     (expected_grad,) = torch.autograd.grad(expected, x)
     actual = squall.jit(f)(x)
     (actual_grad,) = torch.autograd.grad(actual, x)
     torch.testing.assert_close(actual, expected)
     torch.testing.assert_close(actual_grad, expected_grad)
+
+
+@pytest.mark.filterwarnings("ignore::squall.SquallWarning")
+@pytest.mark.parametrize("no_grad", [False, True], ids=["grad", "no_grad"])
+@pytest.mark.parametrize("name", list(IDENTITY_FORMS))
+def test_identity_op_gradient_matches_eager(name, no_grad):
+    f = _program(IDENTITY_FORMS[name], no_grad)
+    x = torch.randn(*SHAPE, dtype=torch.float64, requires_grad=True)
+    _assert_value_and_gradient_match(f, x)
 
 
 @pytest.mark.filterwarnings("ignore::squall.SquallWarning")
@@ -120,9 +125,4 @@ def test_in_place_write_under_no_grad_keeps_the_gradient_path(name):
         return (y * y).sum() + x.sum()
 
     x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
-    expected = f(x)
-    (expected_grad,) = torch.autograd.grad(expected, x)
-    actual = squall.jit(f)(x)
-    (actual_grad,) = torch.autograd.grad(actual, x)
-    torch.testing.assert_close(actual, expected)
-    torch.testing.assert_close(actual_grad, expected_grad)
+    _assert_value_and_gradient_match(f, x)
