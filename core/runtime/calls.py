@@ -570,24 +570,33 @@ class Runtime:
         owner = weakref.ref(self)  # a queued upgrade does not keep the jitted function alive
         key = record.key
 
+        running = [entry]  # the entry in place: the first plan, then each offer installed over it
+
         def install(compilation: Compilation, seconds: float) -> bool | None:
             state = owner()
-            return None if state is None else state._install_upgrade(key, entry, compilation, seconds)
+            if state is None:
+                return None
+            installed = state._install_upgrade(key, running[0], compilation, entry.compile_seconds + seconds)
+            if installed is None:
+                return False
+            running[0] = installed
+            return True
 
         return tiers.UpgradeJob(entry.upgrade, entry.compilation, layout, executors, tiers.call_specs(*call),
                                 install, alive=lambda: owner() is not None)
 
-    def _install_upgrade(self, key: Any, base: CompiledEntry, compilation: Compilation, seconds: float) -> bool:
-        """Swap the entry `key` to the upgraded compilation, unless it was evicted, set aside, replanned or split since."""
-        upgraded = CompiledEntry(compilation, base.compile_seconds + seconds, base.upgrade)
+    def _install_upgrade(self, key: Any, base: CompiledEntry, compilation: Compilation, compile_seconds: float) -> CompiledEntry | None:
+        """Swap the entry `key` from `base` to the upgraded compilation and return the new entry;
+        None where it was evicted, set aside, replanned or split since `base` was installed."""
+        upgraded = CompiledEntry(compilation, compile_seconds, base.upgrade)
         with self.cache.lock:
             record = self.cache.entries.get(key)
             if record is None or record.slot is None or record.compiled is not base or record.split:
-                return False
+                return None
             self.cache.swap(record, self._cached_runner(key, upgraded), compiled=upgraded)  # the hot path's next call runs the fused plan
             if self.last_entry is base:
                 self.last_entry = upgraded
-        return True
+        return upgraded
 
     # --- what changed --------------------------------------------------------------------------
 

@@ -102,6 +102,21 @@ class CompileWorker:
         except Exception as e:  # noqa: BLE001 - no worker: compile in this process
             self._fail(f"the compile worker process could not start ({type(e).__name__}: {e})")
 
+    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> bool:
+        """Start the worker unless it runs and wait until it has imported torch and inductor; False
+        where it could not start (regions then compile in this process)."""
+        with self._lock:
+            self._start()
+            if self.broken or self._conn is None:
+                return False
+            if not self._ready:
+                try:
+                    self._wait(timeout)
+                except WorkerUnavailable:
+                    return False
+                self._ready = True
+        return True
+
     def compile(self, payload: bytes, args: Sequence[torch.Tensor], *, time_budget_s: float | None = None) -> tuple[Callable, float | None, float | None]:
         """(compiled, torch_s, inductor_s): the region in `payload` compiled in the worker for
         inputs like `args`, loaded here; the times where a budget was given. Raises
@@ -120,11 +135,13 @@ class CompileWorker:
                 self._conn.send(("compile", payload, layout_of(args), config, torch.get_num_threads(), time_budget_s, path))
             except OSError as e:
                 raise self._died(f"{type(e).__name__}: {e}") from None
+            # imported here, not at the top: seconds (it loads Dynamo), paid once, in the background,
+            # while the worker compiles the first region rather than after it
+            from torch._inductor import CompiledArtifact
+
             reply = self._wait(None)
             if reply[0] == "error":
                 raise WorkerCompileError(reply[1])
-            # imported here, not at the top: seconds (it loads Dynamo), paid once, in the background
-            from torch._inductor import CompiledArtifact
 
             try:
                 artifact = CompiledArtifact.load(path=path, format="binary")
