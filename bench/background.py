@@ -39,6 +39,7 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--only", nargs="*", default=None, help=f"workloads (default: {', '.join(WORKLOADS)})")
     parser.add_argument("--skip-torch-compile", action="store_true", help="skip torch.compile's compile time")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each mode (alternated)")
+    parser.add_argument("--modes", nargs="*", choices=MODES, default=list(MODES), help="squall's modes to run (default: both)")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "WORKLOAD"), help="one run in this process; print JSON")
     return parser.parse_args()
 
@@ -145,7 +146,7 @@ def main() -> int:
           f"{'mean/plan':>11}{'calls':>7}{'fused ms':>10}{'first s':>9}{'to fused s':>12}{'done s':>8}")
     for workload in args.only or WORKLOADS:
         for _ in range(args.repeat):
-            for mode in MODES:
+            for mode in args.modes:
                 r = run_child(mode, workload)
                 ratio = r["during_ms"] / r["torch_plan_ms"] if r["during_ms"] else float("nan")
                 mean_ratio = r["during_mean_ms"] / r["torch_plan_mean_ms"] if r["during_ms"] else float("nan")

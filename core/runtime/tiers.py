@@ -399,12 +399,12 @@ class UpgradeJob:
                 return False  # finished (cancelled, evicted)
             if self._installed is None or not self._offers:
                 continue
-            ratio = self._installed[0]
+            ratio, running, _ = self._installed
             if ratio is None or ratio <= CLEAR_WIN:
                 # the offer running beats the torch plan by far (or was remembered): later offers, which
                 # fuse less (inductor: islands between the large regions' matmuls), are not compiled
-                why = (f"{label} ran in {ratio:.2f}x the torch plan's time" if ratio is not None
-                       else f"{label} was kept without an in-context time")
+                why = (f"{running} ran in {ratio:.2f}x the torch plan's time" if ratio is not None
+                       else f"{running} was kept without an in-context time")
                 skipped = ", ".join(o[0] for o in self._offers)
                 self._tried.append(f"{skipped} not compiled ({why})")
                 self._offers.clear()

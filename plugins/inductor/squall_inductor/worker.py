@@ -18,6 +18,7 @@ a compile in flight.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import pickle
 import signal
@@ -38,7 +39,7 @@ from squall.extend import SquallWarning, compiling_stopped, stop_compiling
 
 from squall_inductor.regions import compile_with_inductor, layout_of, region_payload
 
-__all__ = ["CompileWorker", "WorkerCompileError", "RegionCompiler", "default_worker", "subprocess_enabled"]
+__all__ = ["CompileWorker", "WorkerCompileError", "RegionCompiler", "default_worker", "kept_artifact", "kept_folder", "subprocess_enabled"]
 
 # how long a worker may take to start (import torch and inductor) before it counts as failed
 START_TIMEOUT_S = 120.0
@@ -117,12 +118,25 @@ class CompileWorker:
                 self._ready = True
         return True
 
-    def compile(self, payload: bytes, args: Sequence[torch.Tensor], *, time_budget_s: float | None = None) -> tuple[Callable, float | None, float | None]:
-        """(compiled, torch_s, inductor_s): the region in `payload` compiled in the worker for
-        inputs like `args`, loaded here; the times where a budget was given. Raises
-        WorkerCompileError where inductor failed, WorkerUnavailable where the worker did."""
+    def compile(self, payload: bytes, args: Sequence[torch.Tensor], *, time_budget_s: float | None = None) -> tuple[Callable, float | None, float | None, bool]:
+        """(compiled, torch_s, inductor_s, kept): the region in `payload` compiled in the worker for
+        inputs like `args`, loaded here; the times where a budget was given. A region compiled
+        before for the same inputs and settings, in any process, is loaded from inductor's cache
+        folder without asking the worker (`kept_artifact`; then `kept` is True), where no timing is
+        asked. Raises WorkerCompileError where inductor failed, WorkerUnavailable where the worker did."""
         with self._lock:
-            self._start()
+            self._start()  # its start (seconds of imports) overlaps this process's import of inductor below
+            # imported here, not at the top: seconds (it loads Dynamo), paid once, in the background
+            from torch._inductor import CompiledArtifact
+
+            layouts = layout_of(args)
+            config = _inductor_config()  # inductor is loaded now: the same settings for every region
+            kept = kept_artifact(payload, layouts, config) if not time_budget_s else None
+            if kept is not None and os.path.exists(kept):
+                try:
+                    return _loaded(CompiledArtifact.load(path=kept, format="binary"), _read(kept + ".constants")), None, None, True
+                except Exception:  # noqa: BLE001 - a damaged or foreign file: compile the region again
+                    pass
             if self.broken or self._conn is None:
                 raise WorkerUnavailable(self.broken or "the compile worker is closed")
             if not self._ready:
@@ -130,29 +144,22 @@ class CompileWorker:
                 self._ready = True
             self._count += 1
             path = os.path.join(self._folder, f"region-{self._count}.bin")
-            config = _inductor_config()
             try:
-                self._conn.send(("compile", payload, layout_of(args), config, torch.get_num_threads(), time_budget_s, path))
+                self._conn.send(("compile", payload, layouts, config, torch.get_num_threads(), time_budget_s, path))
             except OSError as e:
                 raise self._died(f"{type(e).__name__}: {e}") from None
-            # imported here, not at the top: seconds (it loads Dynamo), paid once, in the background,
-            # while the worker compiles the first region rather than after it
-            from torch._inductor import CompiledArtifact
-
             reply = self._wait(None)
             if reply[0] == "error":
                 raise WorkerCompileError(reply[1])
-
             try:
                 artifact = CompiledArtifact.load(path=path, format="binary")
+                if kept is not None:
+                    _keep(path, kept, reply[3])
             finally:
-                os.unlink(path)
-        # the artifact's own __call__ adds a frame around the compiled function
-        compiled = getattr(artifact, "_compiled_fn", artifact)
-        constants = pickle.loads(reply[3])  # the region's tensor constants, lifted to trailing inputs (worker_main.lift_constants)
-        if constants:
-            return (lambda *args: compiled(*args, *constants)), reply[1], reply[2]
-        return compiled, reply[1], reply[2]
+                if os.path.exists(path):
+                    os.unlink(path)
+        # the region's tensor constants, lifted to trailing inputs (worker_main.lift_constants)
+        return _loaded(artifact, reply[3]), reply[1], reply[2], False
 
     def _wait(self, timeout: float | None) -> tuple:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -229,6 +236,52 @@ class CompileWorker:
         self.close()
 
 
+def kept_artifact(payload: bytes, layouts: Sequence, config: dict | None) -> str | None:
+    """Where a region compiled from `payload` for inputs of `layouts` under inductor settings
+    `config` is kept, in inductor's own cache folder (so TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) means
+    cold compiles for it too); None where the key cannot be made (a setting that does not pickle)."""
+    try:
+        text = pickle.dumps((payload, list(layouts), config, torch.__version__, torch.get_num_threads()))
+    except Exception:  # noqa: BLE001 - no stable key: not kept
+        return None
+    return os.path.join(kept_folder(), hashlib.sha256(text).hexdigest() + ".bin")
+
+
+def kept_folder() -> str:
+    """The folder of compiled regions `kept_artifact` names: squall_regions in inductor's cache folder."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir  # inductor is loaded by the caller
+
+    return os.path.join(cache_dir(), "squall_regions")
+
+
+def _keep(path: str, kept: str, constants: bytes) -> None:
+    """Copy a compiled artifact to where `kept_artifact` finds it; the constants first, the
+    artifact last, each by an atomic rename, so a reader never sees half of one."""
+    try:
+        os.makedirs(os.path.dirname(kept), exist_ok=True)
+        for target, data in ((kept + ".constants", constants), (kept, _read(path))):
+            temporary = f"{target}.{os.getpid()}.tmp"
+            with open(temporary, "wb") as f:
+                f.write(data)
+            os.replace(temporary, target)
+    except OSError:  # a full or read-only cache folder: the region is simply compiled again next time
+        pass
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _loaded(artifact: Any, constants: bytes) -> Callable:
+    """The callable of a loaded artifact, given its lifted tensor constants (pickled) after the inputs."""
+    compiled = getattr(artifact, "_compiled_fn", artifact)  # the artifact's own __call__ adds a frame around it
+    values = pickle.loads(constants)
+    if values:
+        return lambda *args: compiled(*args, *values)
+    return compiled
+
+
 def _inductor_config() -> dict | None:
     """This process's inductor settings where inductor is loaded (a user's or a test's patch applies in the worker too)."""
     config = sys.modules.get("torch._inductor.config")
@@ -267,7 +320,7 @@ class RegionCompiler:
                 self.where = f"in this process (the region cannot be sent to the worker: {type(e).__name__})"
             else:
                 try:
-                    compiled, torch_s, inductor_s = self.worker.compile(payload, args, time_budget_s=self.time_budget_s)
+                    compiled, torch_s, inductor_s, kept = self.worker.compile(payload, args, time_budget_s=self.time_budget_s)
                 except WorkerUnavailable:
                     if compiling_stopped():
                         raise
@@ -276,7 +329,8 @@ class RegionCompiler:
                     if torch_s is not None and inductor_s is not None and self.timings is None:
                         self.timings = (torch_s, inductor_s)
                     self.time_budget_s = None  # a recompile for another layout is not timed
-                    self.where = f"in the compile worker process (pid {self.worker.pid})"
+                    self.where = (f"before, loaded from {kept_folder()}" if kept
+                                  else f"in the compile worker process (pid {self.worker.pid})")
                     return compiled
         elif not self.where:
             self.where = "in this process" + (f" ({self.worker.broken})" if self.worker is not None and self.worker.broken else "")
