@@ -8,7 +8,9 @@ makes meanwhile. So regions compile in one persistent worker process (`worker_ma
 at the first upgrade and run at a lower priority: it gets the region as source and example
 input layouts, compiles it into inductor's on-disk caches, times it against its torch calls
 where asked, and saves the compiled artifact, which this process loads (milliseconds; no
-tracing, no patching).
+tracing, no patching). The artifact is kept in inductor's cache folder too (`kept_artifact`):
+a later process loads the same region for the same inputs and settings from there, without
+the worker.
 
 Where the worker cannot start, or dies, regions compile in this process as before, with one
 warning saying so; SQUALL_INDUCTOR_SUBPROCESS=0 asks for that from the start. At interpreter
