@@ -52,6 +52,19 @@ def test_a_region_travels_as_source_with_its_prims_and_modules_by_name():
     assert rebuilt.__globals__["prim_add"] is add and rebuilt.__globals__["torch"] is torch
 
 
+def test_a_function_its_module_makes_inside_another_travels_by_its_module_and_name():
+    # F.max_pool2d is made by torch's boolean_dispatch: pickle cannot send it by its qualified name
+    assert "<locals>" in torch.nn.functional.max_pool2d.__qualname__
+    fn, source = _region("def region(x):\n  return (F.max_pool2d(x, 2) + 1,)\n", F=torch.nn.functional)
+    pooled = torch.nn.functional.max_pool2d
+    fn2, source2 = _region("def region(x):\n  return (pool(x, 2) + 1,)\n", pool=pooled)
+    for f, src in ((fn, source), (fn2, source2)):
+        rebuilt = load_region(region_payload(f, src))
+        x = torch.randn(1, 2, 4, 4)
+        torch.testing.assert_close(rebuilt(x), f(x))
+    assert load_region(region_payload(fn2, source2)).__globals__["pool"] is pooled
+
+
 def test_a_region_whose_globals_cannot_travel_says_so():
     fn, source = _region("def region(x):\n  return (scale(x),)\n", scale=lambda x: x * 3)
     with pytest.raises((pickle.PicklingError, AttributeError), match="pickle"):
