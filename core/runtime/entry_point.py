@@ -267,7 +267,9 @@ _MODULE_PARTS = {
         known = parameter_key.last
         if known is None or not known[0](*params):
             known = parameter_key.find(params)
-    except (KeyError, AttributeError):  # a parameter, buffer or tensor attribute was removed (or set to None)
+    except (KeyError, AttributeError, TypeError):
+        # a parameter, buffer or tensor attribute was removed or set to None (or, in another
+        # thread, the layout was being read again): the module's layout is read again
         return relayout(args, kwargs)
     state = (known[1], training)""",
     "state_key": "    key += (state,)",
