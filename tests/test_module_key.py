@@ -161,3 +161,24 @@ def test_an_argument_the_key_cannot_tell_apart_is_refused_naming_it():
     j = squall.jit(Takes())
     with pytest.raises(TypeError, match="keyword argument 'extra' is a set, which is neither a tensor"):
         j(torch.randn(2), extra={1, 2})
+
+
+
+def test_a_module_with_symbolic_sizes_takes_the_fast_path_for_new_lengths():
+    m = Block().eval()
+    j = squall.jit(m)
+    state = jitted_state(j)
+    with torch.no_grad():
+        for n in (3, 5, 7):  # the batch changes: symbolic from the second compile
+            x = torch.randn(n, 4)
+            assert_close(j(x), m(x))
+        misses, symbolic = j.cache_info().misses, state.cache.last[0][0]
+        for n in (9, 2, 40):
+            x = torch.randn(n, 4)
+            assert_close(j(x), m(x))
+            assert state.cache.last[0][0] is symbolic  # through the fast path's C check
+        assert j.cache_info().misses == misses
+        m.lin.weight.requires_grad_(False)  # the parameters' metadata still picks another entry
+        x = torch.randn(9, 4)
+        assert_close(j(x), m(x))
+        assert j.cache_info().misses == misses + 1
