@@ -45,7 +45,8 @@ def test_each_parameter_change_picks_another_entry_and_matches_eager(cls):
     misses = _calls(j, m, x)
     changes = [
         lambda: m.lin.weight.requires_grad_(False),  # requires_grad flipped
-        lambda: setattr(m.lin, "weight", nn.Parameter(m.lin.weight.detach().double().float().clone())),  # same metadata: no compile
+        # a new parameter with the first entry's metadata: that entry again, reading its values
+        lambda: setattr(m.lin, "weight", nn.Parameter(torch.randn(4, 4))),
         lambda: setattr(m, "shift", m.shift.double()),  # a buffer's dtype
         lambda: setattr(m, "shift", torch.randn(1)),  # a buffer's shape
     ]
