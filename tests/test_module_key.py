@@ -82,6 +82,7 @@ def test_grad_mode_and_the_same_parameters_hit_through_the_c_check():
     state = jitted_state(j)
     check, metadata = state._parameter_key.last
     assert check is not entry_point._never
+    assert state._training_read[0] is entry_point._TRAINING_IN_DICT  # nn.Module keeps the flag in __dict__
     hits = j.cache_info().hits
     for _ in range(3):
         with torch.no_grad():
