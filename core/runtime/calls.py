@@ -23,7 +23,7 @@ import torch
 from ..compiler.checking import ExecutorFault
 from ..compiler.pipeline import Compilation, compile_program
 from ..compiler.planner import PlanningError
-from ..frontend.speculation import guards_of, specialised_numbers
+from ..frontend.speculation import guard_input_paths, guards_of, specialised_numbers
 from ..frontend.state_guards import EagerFirst, StateGuards, UnreplayableWrite, raised_by_users_code
 from ..frontend.tracing import argument_names, module_slots
 from ..guard_set import ALIAS, GuardFailure
@@ -574,7 +574,9 @@ class Runtime:
             state = owner()
             return None if state is None else state._install_upgrade(key, entry, compilation, seconds)
 
-        return tiers.UpgradeJob(entry.upgrade, entry.compilation, layout, executors, tiers.call_specs(*call),
+        # the inputs its value guards read keep their values: the judge takes the call's branches
+        specs = tiers.call_specs(*call, keep=guard_input_paths(entry.compilation))
+        return tiers.UpgradeJob(entry.upgrade, entry.compilation, layout, executors, specs,
                                 install, alive=lambda: owner() is not None)
 
     def _install_upgrade(self, key: Any, base: CompiledEntry, compilation: Compilation, seconds: float) -> bool:
@@ -584,7 +586,17 @@ class Runtime:
             record = self.cache.entries.get(key)
             if record is None or record.slot is None or record.compiled is not base or record.split:
                 return False
-            self.cache.swap(record, self._cached_runner(key, upgraded), compiled=upgraded)  # the hot path's next call runs the fused plan
+            held = record.slot[0]
+            if isinstance(held, Variants):
+                # a guarded entry: its upgraded variant takes its place, the variants compiled since stay
+                variant = next((v for v in held.variants if v[1] is base), None)
+                if variant is None:
+                    return False
+                variant[1] = upgraded
+                variant[0] = self._runner(key, compilation, slot=variant)
+                record.compiled = upgraded
+            else:
+                self.cache.swap(record, self._cached_runner(key, upgraded), compiled=upgraded)  # the hot path's next call runs the fused plan
             if self.last_entry is base:
                 self.last_entry = upgraded
         return True
