@@ -95,10 +95,29 @@ def test_a_module_judged_on_its_mask_keeps_variants_compiled_before_the_upgrade(
         torch.testing.assert_close(f(x, padded), m(x, padded))  # a second variant, on the torch plan
         fuser.gate.set()
         assert squall.wait_for_upgrades(f, timeout=30)
-        (upgrade,) = squall.upgrades(f)
-        assert upgrade.status == "upgraded" and upgrade.verdict.torch_s is not None, upgrade
+        first, variant = squall.upgrades(f)
+        assert "(a variant)" in variant.function
+        for upgrade in (first, variant):
+            assert upgrade.status == "upgraded" and upgrade.verdict.torch_s is not None, upgrade
         misses = f.cache_info().misses
         torch.testing.assert_close(f(x, padded), m(x, padded))
         torch.testing.assert_close(f(x, full), m(x, full))
         torch.testing.assert_close(f(x, padded), m(x, padded))
     assert f.cache_info().misses == misses  # the variant compiled before the upgrade was kept
+    assert all(r.executor == "slowfuse" for r in squall.last_traces(f).plan.regions) and squall.last_traces(f).plan.regions
+
+
+def test_a_variant_compiled_after_a_guard_failed_is_upgraded_judged_on_its_own_values(fused_faster):
+    f = squall.jit(big_sum, executors=[_fuser(), make_executor()], wait=True)
+    small, big, y = torch.ones(8), torch.full((8,), 20.0), torch.randn(8)
+    torch.testing.assert_close(f(small, y), big_sum(small, y))
+    torch.testing.assert_close(f(big, y), big_sum(big, y))  # the guard fails: a variant, upgraded at once
+    first, variant = squall.upgrades(f)
+    # examples (normal floats) would fail the variant's guard: it was judged on its own call's x
+    assert variant.status == "upgraded" and variant.verdict.torch_s == pytest.approx(2e-3), variant
+    assert first.status == "upgraded", first
+    assert squall.last_traces(f).plan.regions
+    misses = f.cache_info().misses
+    for x in (small, big, small):
+        torch.testing.assert_close(f(x, y), big_sum(x, y))
+    assert f.cache_info().misses == misses
