@@ -1,4 +1,5 @@
-"""Tiered compilation of programs with value guards: the judge runs on the values the guards read."""
+"""Tiered compilation of the programs the in-context judge once skipped: programs with value guards
+(judged on the values the guards read) and programs that draw random numbers (judged in the caller's thread)."""
 from __future__ import annotations
 
 import pytest
@@ -121,3 +122,29 @@ def test_a_variant_compiled_after_a_guard_failed_is_upgraded_judged_on_its_own_v
     for x in (small, big, small):
         torch.testing.assert_close(f(x, y), big_sum(x, y))
     assert f.cache_info().misses == misses
+
+
+def noisy(x):
+    return torch.nn.functional.dropout(torch.exp(x) * 2.0, p=0.5, training=True) + 1.0
+
+
+def test_a_program_drawing_random_numbers_is_judged_in_the_callers_thread_leaving_its_stream_alone(fused_faster):
+    f = squall.jit(noisy, executors=[_fuser(), make_executor()], wait=True)
+    x = torch.randn(64)
+    torch.manual_seed(3)
+    out, after = f(x), torch.rand(4)
+    torch.manual_seed(3)
+    torch.testing.assert_close(out, noisy(x))  # the first call draws what eager draws: the judge's draws were undone
+    torch.testing.assert_close(after, torch.rand(4))
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "upgraded" and upgrade.verdict.torch_s == pytest.approx(2e-3), upgrade
+    assert "results not compared: the program draws random numbers" in upgrade.reason
+
+
+def test_in_the_background_a_program_drawing_random_numbers_keeps_its_regions_untimed(fused_faster):
+    f = squall.jit(noisy, executors=[_fuser(), make_executor()])
+    f(torch.randn(64))
+    assert squall.wait_for_upgrades(f, timeout=30)
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "upgraded" and upgrade.verdict.torch_s is None
+    assert "the user's calls draw beside the background judge" in upgrade.reason, upgrade.reason

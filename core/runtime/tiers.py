@@ -40,7 +40,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -436,28 +436,38 @@ class UpgradeJob:
     def _judge(self, fused: Compilation) -> Verdict:
         params, args, kwargs = self.call_specs
         specs = [s for s in tree_flatten((params, args, kwargs))[0] if isinstance(s, _TensorSpec)]
-        if _draws_random_numbers(self.base):
-            # running it would advance the user's random generator under their program's feet
-            return Verdict("fused", None, None, "not judged in context: the program draws random numbers; "
-                           "each region won its own timing")
+        random = _draws_random_numbers(self.base)
+        if random and self.background:
+            # running it would advance the user's random generator under their program's feet (in
+            # the caller's thread, wait=True, the generator's state is put back after the judge)
+            return Verdict("fused", None, None, "not judged in context: the program draws random numbers, and "
+                           "the user's calls draw beside the background judge; each region won its own timing")
         if sum(s.nbytes for s in specs) > JUDGE_MAX_BYTES:
             return Verdict("fused", None, None, f"not judged in context: its inputs take more than "
                            f"{JUDGE_MAX_BYTES >> 20} MiB; each region won its own timing")
         try:
-            return self._judge_on_examples(fused, specs)
+            if not random:
+                return self._judge_on_examples(fused, specs)
+            cuda = sorted({s.device.index or 0 for s in specs if s.device.type == "cuda"})
+            with torch.random.fork_rng(devices=cuda):  # the user's random stream is as it was before the judge
+                verdict = self._judge_on_examples(fused, specs, compare=False)
+            return replace(verdict, reason=f"{verdict.reason} (results not compared: the program draws random numbers, "
+                                           "and a fused kernel may draw others than torch's)")
         except GuardFailed as failed:
             # the inputs its value guards read were not kept (too large), or the program changes them
             return Verdict("fused", None, None, f"not judged in context: a value guard failed on the judge's inputs "
                            f"({failed}); each region won its own timing")
 
-    def _judge_on_examples(self, fused: Compilation, specs: list[_TensorSpec]) -> Verdict:
+    def _judge_on_examples(self, fused: Compilation, specs: list[_TensorSpec], compare: bool = True) -> Verdict:
         """Check the fused plan's results against the torch plan's on example inputs (the call's
-        own values where its value guards read them), then time both there."""
+        own values where its value guards read them; not with `compare` False), then time both there."""
         params, args, kwargs = _example(self.call_specs)
         lead = (params,) if self.layout.get("takes_params") else ()
         torch_fn, fused_fn = self.base.fn, fused.fn
         with torch.set_grad_enabled(self.grad_enabled):
-            differ = _outputs_differ(torch_fn(*lead, *args, **kwargs), fused_fn(*lead, *args, **kwargs))
+            torch_out, fused_out = torch_fn(*lead, *args, **kwargs), fused_fn(*lead, *args, **kwargs)
+            differ = _outputs_differ(torch_out, fused_out) if compare else ""
+            del torch_out, fused_out
             if differ:
                 warnings.warn(f"squall: the fused plan of {self.upgrade.function} computes other results than its "
                               f"torch plan on example inputs ({differ}); the torch plan keeps running",
