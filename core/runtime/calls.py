@@ -184,10 +184,7 @@ class Runtime:
                 guards.warn_eager("the module's forward (each submodule it calls compiled)" if self.module is not None else "the function")
             # a split module runs its children compiled, each upgraded on its own: not the whole
             split = self.module is not None and guards.eager
-            # the upgrade times the program on example inputs, but a tensor an argument object holds is
-            # read from the object itself: a program that writes one (a static KV cache) is not timed
-            writes_held = compilation.writes_inputs and any(b.path[0] == "state" for b in compilation.bindings)
-            upgrade = self._upgrade_job(record, entry, executors, (params, args, kwargs)) if tiered and not split and not writes_held else None
+            upgrade = self._upgrade_job(record, entry, executors, (params, args, kwargs)) if tiered and not split and not _writes_held(compilation) else None
             if upgrade is not None and self.wait:
                 upgrade.run()  # the same upgrade, done before the first call returns
             runner = rec.first_call(self._first_call(key, record.slot[0]))  # this first call is recorded
@@ -373,9 +370,8 @@ class Runtime:
             self.last_entry = entry
             variant = self._variant(key, entry)
             record = self.cache.entries.get(key)
-            writes_held = compilation.writes_inputs and any(b.path[0] == "state" for b in compilation.bindings)
             upgrade = None
-            if tiered and record is not None and not record.split and not writes_held:
+            if tiered and record is not None and not record.split and not _writes_held(compilation):
                 upgrade = self._upgrade_job(record, entry, executors, (params, args, kwargs), variant=variant)
                 if self.wait:
                     upgrade.run()  # installs into `variant`, which the caller runs next
@@ -651,3 +647,9 @@ class Runtime:
                 SquallWarning,
                 stacklevel=4,
             )
+
+
+def _writes_held(compilation: Compilation) -> bool:
+    """Whether the program writes a tensor an argument object holds (a static KV cache): the upgrade
+    times the program on example inputs, but such a tensor is read from the object itself, so it is not upgraded."""
+    return compilation.writes_inputs and any(b.path[0] == "state" for b in compilation.bindings)
