@@ -1,11 +1,15 @@
 """Regions with symbolic sizes: one inductor compilation serves every length (squall_inductor.symbolic)."""
 from __future__ import annotations
 
+import os
+import threading
+import time
+
 import pytest
 import torch
 
 import squall
-from squall.extend import Declined, FusionRegion, resolve_operation
+from squall.extend import Declined, FusionRegion, load_source, resolve_operation
 from squall.frontend.tracing import TracingContext
 from squall.proxies import TensorProxy, tracing
 from squall.symbolic import ShapeEnv
@@ -13,6 +17,7 @@ from squall.symbolic import ShapeEnv
 squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor is not installed (pip install -e plugins/inductor)")
 from squall_inductor import InductorExecutor  # noqa: E402
 from squall_inductor.symbolic import SymbolicRegion  # noqa: E402
+from squall_inductor.worker import RegionCompiler, default_worker  # noqa: E402
 
 pytestmark = pytest.mark.skipif(squall_inductor.cpp_compiler() is None, reason="no C++ compiler for inductor's CPU backend")
 
@@ -52,6 +57,13 @@ def _symbolic_proxy(env: ShapeEnv, name: str, shape: tuple) -> TensorProxy:
 
 def _sigmoid_chain(x):
     return (torch.sigmoid(x * 2 + 1).sum(1),)
+
+
+def _loaded(source: str):
+    """A region function from its source, as squall_inductor.regions makes one (it can travel to the worker)."""
+    namespace = {"torch": torch}
+    load_source(source, "test-region", namespace)
+    return namespace["region"]
 
 
 def test_a_call_its_guards_refuse_runs_a_static_compilation_for_its_layout():
@@ -103,19 +115,55 @@ def test_a_region_reading_a_symbol_no_input_holds_is_declined_saying_why():
     assert "symbolic sizes (s0) that no input of the region holds as a dimension" in declined.reason
 
 
-def test_the_background_upgrade_declines_symbolic_regions_and_leaves_nn_module_alone():
-    # a symbolic region compiles here, in the process, through torch.fx, which patches
-    # torch.nn.Module.__call__ and __getattr__ process-wide while it traces: in the background
-    # that would reach the user's threads (torch.compile of a model crashed in
-    # bench/generation.py), so there it is declined, saying why; wait=True compiles it
+def test_the_background_upgrade_compiles_symbolic_regions_in_the_worker_and_leaves_nn_module_alone():
+    # torch.fx's trace patches torch.nn.Module.__call__ and __getattr__ process-wide while it runs:
+    # in the user's process that would reach the user's threads (torch.compile of a model crashed
+    # beside a decoding loop in bench/generation.py), so symbolic regions compile in the worker
     ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
     module_call, module_getattr = torch.nn.Module.__call__, torch.nn.Module.__getattr__
-    jfn = squall.jit(_softmax_then_flatten, executors=[ex, "torch"], dynamic=True)
-    x = torch.randn(3, 7, 16)
-    torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))
-    assert squall.wait_for_upgrades(jfn, timeout=120)
-    assert (torch.nn.Module.__call__, torch.nn.Module.__getattr__) == (module_call, module_getattr)
-    assert not [c for c in ex._compiled.values() if isinstance(c, SymbolicRegion)]
-    declined = [c.reason for c in ex._compiled.values() if isinstance(c, Declined)]
-    assert any("symbolic sizes are compiled only in the caller's thread" in r for r in declined), declined
-    torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))
+    seen: set = set()
+    stop = threading.Event()
+
+    def watch():  # what an eager module call in one of the user's threads would go through
+        while not stop.is_set():
+            seen.add((torch.nn.Module.__call__, torch.nn.Module.__getattr__))
+            time.sleep(0.0005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        jfn = squall.jit(_softmax_then_flatten, executors=[ex, "torch"], dynamic=True)
+        x = torch.randn(3, 7, 16)
+        torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))
+        assert squall.wait_for_upgrades(jfn, timeout=300)
+    finally:
+        stop.set()
+        watcher.join()
+    assert seen == {(module_call, module_getattr)}
+    (upgrade,) = squall.upgrades(jfn)
+    assert upgrade.status == "upgraded", upgrade
+    worker = default_worker()
+    assert worker.pid is not None and worker.pid != os.getpid()
+    assert upgrade.compiled_in == f"in the compile worker process (pid {worker.pid})"
+    (region,) = [c for c in ex._compiled.values() if isinstance(c, SymbolicRegion)]
+    assert _region_compiles(ex) == 1, ex.outcomes
+    for b, n in [(3, 7), (2, 5), (4, 30), (6, 2)]:  # one compilation serves every length and batch size
+        y = torch.randn(b, n, 16)
+        assert region.holds([y.reshape(b, n, 16)])
+        torch.testing.assert_close(jfn(y), _softmax_then_flatten(y))
+    assert _region_compiles(ex) == 1 and not region.static
+    assert jfn.cache_info().misses == 1  # one squall compile: the symbolic entry
+
+
+def test_a_call_the_guards_refuse_compiles_its_static_region_in_the_worker_too():
+    env = ShapeEnv()
+    with tracing(TracingContext()):
+        proxy = _symbolic_proxy(env, "x", (4, 6, 8))
+    worker = default_worker()
+    source = "def region(x):\n  return (torch.sigmoid(x * 2 + 1).sum(1),)\n"
+    fn = _loaded(source)
+    region = SymbolicRegion(fn, [proxy], compile=RegionCompiler(fn, source, worker=worker).symbolic,
+                            compile_static=(static := RegionCompiler(fn, source, worker=worker)))
+    transposed = torch.randn(8, 5, 3).permute(2, 1, 0)
+    torch.testing.assert_close(region(transposed), _sigmoid_chain(transposed))
+    assert static.where == f"in the compile worker process (pid {worker.pid})" and len(region.static) == 1
