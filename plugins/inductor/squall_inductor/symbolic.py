@@ -26,27 +26,44 @@ from __future__ import annotations
 
 import re
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
 
-from squall.extend import SymInt, TensorProxy, size_source, symbols_of
+from squall.extend import SquallWarning, SymInt, TensorProxy, example_tensor, size_source, symbols_of
 
 from squall_inductor.regions import CompiledRegion, layout, like
 
 __all__ = [
-    "SymbolicSpec", "symbolic_spec", "trace_symbolically", "compile_in_process", "guard_function", "SymbolicRegion",
+    "SymbolicSpec", "symbolic_spec", "memory_order", "memory_orders", "spec_examples", "trace_symbolically", "compile_in_process", "guard_function", "SymbolicRegion",
 ]
 
 
 class SymbolicSpec(NamedTuple):
     """What a symbolic compile needs, as plain data another process can take: each size symbol's
     value in the traced call, and each input's sizes (an int, or an expression over the symbols,
-    `"2*s0"`), dtype and device."""
+    `"2*s0"`), dtype, device and memory order (its dimensions from the outermost in memory to
+    the innermost: `(0, 1, 2)` is contiguous, `(0, 2, 1, 3)` a transposed view's)."""
 
     hints: dict[str, int]
-    inputs: list[tuple[tuple[int | str, ...], torch.dtype, torch.device]]
+    inputs: list[tuple[tuple[int | str, ...], torch.dtype, torch.device, tuple[int, ...]]]
+
+    def with_orders(self, orders: Sequence[tuple[int, ...]]) -> SymbolicSpec:
+        """The same sizes with each input laid out in memory in the given order."""
+        return SymbolicSpec(self.hints, [(dims, dtype, device, order) for (dims, dtype, device, _), order in zip(self.inputs, orders)])
+
+
+def memory_order(t: torch.Tensor) -> tuple[int, ...]:
+    """`t`'s dimensions from the largest stride to the smallest (ties in dimension order)."""
+    stride = t.stride()
+    return tuple(sorted(range(len(stride)), key=lambda d: (-stride[d], d)))
+
+
+def memory_orders(args: Sequence[torch.Tensor]) -> tuple[tuple[int, ...], ...]:
+    """Each input's `memory_order`: which symbolic compilation of a region can take them."""
+    return tuple(memory_order(a) for a in args)
 
 
 def symbolic_spec(proxies: Sequence[TensorProxy]) -> SymbolicSpec:
@@ -62,12 +79,12 @@ def symbolic_spec(proxies: Sequence[TensorProxy]) -> SymbolicSpec:
                 dims.append(size_source(n))
             else:
                 dims.append(int(n))
-        inputs.append((tuple(dims), p.dtype, p.device))
+        inputs.append((tuple(dims), p.dtype, p.device, tuple(range(len(dims)))))  # squall's values are contiguous
     return SymbolicSpec(hints, inputs)
 
 
 def _fake_inputs(spec: SymbolicSpec, fake_mode, shape_env) -> list[torch.Tensor]:
-    """Contiguous fake tensors with the spec's sizes, each squall size symbol one torch symbol."""
+    """Dense fake tensors with the spec's sizes and memory orders, each squall size symbol one torch symbol."""
     from torch._dynamo.source import ConstantSource
     from torch.fx.experimental.symbolic_shapes import DimDynamic
 
@@ -81,8 +98,25 @@ def _fake_inputs(spec: SymbolicSpec, fake_mode, shape_env) -> list[torch.Tensor]
         # an expression over the symbols, evaluated on torch's symbols (squall's own size source)
         return n if type(n) is int else eval(n, {"__builtins__": {}}, dict(symbols))  # noqa: S307
 
+    fakes = []
     with fake_mode:
-        return [torch.empty([size(n) for n in dims], dtype=dtype, device=device) for dims, dtype, device in spec.inputs]
+        for dims, dtype, device, order in spec.inputs:
+            sizes = [size(n) for n in dims]
+            # laid out outermost-first in `order`, then viewed in the input's own dimension order
+            laid = torch.empty([sizes[d] for d in order], dtype=dtype, device=device)
+            fakes.append(laid.permute([order.index(d) for d in range(len(order))]))
+    return fakes
+
+
+def spec_examples(spec: SymbolicSpec) -> list[torch.Tensor]:
+    """Real example tensors at the symbols' traced values, laid out in the spec's memory orders
+    (values drawn as squall_inductor.regions.example_inputs draws them)."""
+    out = []
+    for dims, dtype, device, order in spec.inputs:
+        sizes = [n if type(n) is int else eval(n, {"__builtins__": {}}, dict(spec.hints)) for n in dims]  # noqa: S307 - squall's own size source
+        laid = example_tensor([sizes[d] for d in order], dtype, device)
+        out.append(laid.permute([order.index(d) for d in range(len(order))]))
+    return out
 
 
 def trace_symbolically(fn: Callable, spec: SymbolicSpec) -> tuple[Any, list[torch.Tensor], Any]:
@@ -143,8 +177,11 @@ def guard_function(source: str, count: int) -> Callable[[Sequence[torch.Tensor]]
 
 
 class SymbolicRegion:
-    """A region compiled once for its symbolic sizes; a call its guards do not admit runs a
-    static compilation for its own shapes and strides (compiled at its first such call).
+    """A region compiled once for its symbolic sizes, and once more for each other memory order
+    of its inputs it is called with (a decoding step's first cache is a transposed view, later
+    ones are contiguous); a call no such compilation's guards admit (a size 1, a bound inductor
+    assumed, a strided view) runs a static compilation for its own shapes and strides (compiled
+    at its first such call).
 
     `compile(spec)` returns (compiled, guard source): `compile_in_process` by default, or
     squall_inductor.worker's RegionCompiler.symbolic, in its worker process; `compile_static`
@@ -155,20 +192,60 @@ class SymbolicRegion:
                  compile: Callable[[SymbolicSpec], tuple[Callable, str]] | None = None,
                  compile_static: Callable[[Sequence[torch.Tensor]], Callable] | None = None):
         self.fn = fn
-        self.compiled, source = (compile or (lambda spec: compile_in_process(fn, spec)))(symbolic_spec(proxies))
-        self.holds = guard_function(source, len(proxies))
+        self.spec = symbolic_spec(proxies)
+        self.compile = compile or (lambda spec: compile_in_process(fn, spec))
+        self.compiled, self.holds = self._compile(self.spec)
         self.compile_static = compile_static
-        self.static: dict[tuple, CompiledRegion] = {}  # layout -> a static compilation, for calls the guards refuse
+        # memory orders -> (compiled, holds): the symbolic compilations for other memory orders
+        self.ordered: dict[tuple, tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]]] = {}
+        self.static: dict[tuple, CompiledRegion] = {}  # layout -> a static compilation, for calls no guards admit
         self._lock = threading.Lock()
+
+    def _compile(self, spec: SymbolicSpec) -> tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]]:
+        compiled, source = self.compile(spec)
+        return compiled, guard_function(source, len(spec.inputs))
 
     def __call__(self, *args: torch.Tensor):
         if self.holds(args):
             return tuple(self.compiled(*args))  # inductor returns a list; squall's regions, a tuple
+        return tuple(self._other(args)(*args))
+
+    def _other(self, args: Sequence[torch.Tensor]) -> Callable:
+        """The compilation for a call the first symbolic compilation's guards refuse."""
+        orders = memory_orders(args)
+        ordered = self.ordered.get(orders)
+        if ordered is None and any(order != tuple(range(len(order))) for order in orders):
+            with self._lock:
+                ordered = self.ordered.get(orders)
+                if ordered is None:
+                    ordered = self.ordered[orders] = self._compiled_or_torch(
+                        lambda: self._compile(self.spec.with_orders(orders)), (self.fn, _never), "memory order")
+        if ordered is not None and ordered[1](args):
+            return ordered[0]
         shapes = layout(args)
         static = self.static.get(shapes)
         if static is None:
             with self._lock:
                 static = self.static.get(shapes)
                 if static is None:
-                    static = self.static[shapes] = CompiledRegion(self.fn, [like(a) for a in args], compile=self.compile_static)
-        return static(*args)
+                    static = self.static[shapes] = self._compiled_or_torch(
+                        lambda: CompiledRegion(self.fn, [like(a) for a in args], compile=self.compile_static), self.fn, "shapes and strides")
+        return static
+
+    def _compiled_or_torch(self, compile: Callable[[], Any], torch_calls: Any, what: str) -> Any:
+        # the call must not fail where the torch plan would not: the region's own torch calls compute the same thing
+        try:
+            return compile()
+        except Exception as e:  # noqa: BLE001
+            warnings.warn(f"squall-inductor: inductor could not compile a symbolic region for its inputs' {what} "
+                          f"({_first_line(e)}); calls with them run its torch calls", SquallWarning, stacklevel=4)
+            return torch_calls
+
+
+def _never(args: Sequence[torch.Tensor]) -> bool:
+    return False
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"

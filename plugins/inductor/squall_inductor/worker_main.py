@@ -30,11 +30,9 @@ from torch._inductor import standalone_compile
 from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from squall.extend import example_tensor
-
 from squall_inductor.choices import best_time
 from squall_inductor.regions import Layout, examples_for, load_region
-from squall_inductor.symbolic import SymbolicSpec, guards_source, trace_symbolically
+from squall_inductor.symbolic import SymbolicSpec, guards_source, spec_examples, trace_symbolically
 
 
 def lift_constants(graph: Any) -> list:
@@ -106,10 +104,7 @@ def compile_symbolic(fn: Callable, spec: SymbolicSpec, path: str) -> tuple[str, 
                                       fake_mode=fake_mode, options={})
         artifact.save(path=path, format="binary")
         source = guards_source(fake_mode, fakes)
-        # example inputs at the traced sizes (a symbol's hint, read without a guard)
-        args = [example_tensor([int(n.node.hint) if isinstance(n, torch.SymInt) else n for n in f.shape], f.dtype, f.device)
-                for f in fakes]
-        artifact(*args, *constants)  # a region that compiles but cannot run fails here, not in the user's process
+        artifact(*spec_examples(spec), *constants)  # a region that compiles but cannot run fails here, not in the user's process
     return source, constants
 
 

@@ -66,7 +66,7 @@ def _loaded(source: str):
     return namespace["region"]
 
 
-def test_a_call_its_guards_refuse_runs_a_static_compilation_for_its_layout():
+def test_a_call_its_guards_refuse_runs_a_compilation_for_its_memory_order_or_its_layout():
     env = ShapeEnv()
     with tracing(TracingContext()):
         proxy = _symbolic_proxy(env, "x", (4, 6, 8))  # f32[s0, s1, 8]
@@ -75,14 +75,20 @@ def test_a_call_its_guards_refuse_runs_a_static_compilation_for_its_layout():
         y = torch.randn(shape)
         assert region.holds([y])
         torch.testing.assert_close(region(y), _sigmoid_chain(y))
-    assert not region.static
-    transposed = torch.randn(8, 5, 3).permute(2, 1, 0)  # sizes it takes, strides it was not compiled for
-    assert not region.holds([transposed])
-    torch.testing.assert_close(region(transposed), _sigmoid_chain(transposed))
+    assert not region.static and not region.ordered
+    # transposed views (a decoding step's first cache): one more symbolic compilation, for their
+    # memory order, serves every length
+    for n in (5, 11):
+        transposed = torch.randn(8, n, 3).permute(2, 1, 0)
+        assert not region.holds([transposed])
+        torch.testing.assert_close(region(transposed), _sigmoid_chain(transposed))
+    assert list(region.ordered) == [((2, 1, 0),)] and not region.static
     one = torch.randn(1, 5, 8)  # a size 1: never symbolic, so not the symbolic kernel's to run
     assert not region.holds([one])
     torch.testing.assert_close(region(one), _sigmoid_chain(one))
-    assert len(region.static) == 2
+    strided = torch.randn(3, 10, 8)[:, ::2]  # not dense: no symbolic compilation takes it
+    torch.testing.assert_close(region(strided), _sigmoid_chain(strided))
+    assert len(region.static) == 2 and len(region.ordered) == 1
     if "L['t0'].size()[1] <= 4096" in region.holds.source:  # a bound inductor chose for its reduction
         long = torch.randn(2, 5000, 8)
         assert not region.holds([long])
@@ -155,15 +161,20 @@ def test_the_background_upgrade_compiles_symbolic_regions_in_the_worker_and_leav
     assert jfn.cache_info().misses == 1  # one squall compile: the symbolic entry
 
 
-def test_a_call_the_guards_refuse_compiles_its_static_region_in_the_worker_too():
+def test_the_compilations_for_calls_the_guards_refuse_run_in_the_worker_too():
     env = ShapeEnv()
     with tracing(TracingContext()):
         proxy = _symbolic_proxy(env, "x", (4, 6, 8))
     worker = default_worker()
     source = "def region(x):\n  return (torch.sigmoid(x * 2 + 1).sum(1),)\n"
     fn = _loaded(source)
-    region = SymbolicRegion(fn, [proxy], compile=RegionCompiler(fn, source, worker=worker).symbolic,
-                            compile_static=(static := RegionCompiler(fn, source, worker=worker)))
+    symbolic = RegionCompiler(fn, source, worker=worker)
+    static = RegionCompiler(fn, source, worker=worker)
+    region = SymbolicRegion(fn, [proxy], compile=symbolic.symbolic, compile_static=static)
     transposed = torch.randn(8, 5, 3).permute(2, 1, 0)
     torch.testing.assert_close(region(transposed), _sigmoid_chain(transposed))
-    assert static.where == f"in the compile worker process (pid {worker.pid})" and len(region.static) == 1
+    one = torch.randn(1, 5, 8)
+    torch.testing.assert_close(region(one), _sigmoid_chain(one))
+    assert len(region.ordered) == 1 and len(region.static) == 1
+    assert symbolic.where == static.where == f"in the compile worker process (pid {worker.pid})"
+    assert worker.pid != os.getpid()
