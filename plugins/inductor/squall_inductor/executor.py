@@ -271,8 +271,12 @@ class InductorExecutor(FusionExecutor):
         compiler = RegionCompiler(eager, source, worker=worker, time_budget_s=_REGION_TIMING_S if timed and not symbolic else None)
         try:
             if symbolic:  # one compilation for every value of its sizes (squall_inductor.symbolic)
-                static = RegionCompiler(eager, source, worker=worker)  # for calls its guards refuse
-                compiled = SymbolicRegion(eager, region.inputs, compile=compiler.symbolic, compile_static=static)
+                # calls its guards refuse: their compilations run in the background, in the worker only
+                later = worker is not None and not worker.broken
+                ordered = RegionCompiler(eager, source, worker=worker, in_process=not later)
+                static = RegionCompiler(eager, source, worker=worker, in_process=not later)
+                compiled = SymbolicRegion(eager, region.inputs, compile=compiler.symbolic, compile_ordered=ordered.symbolic,
+                                          compile_static=static, background=later)
             else:
                 compiled = CompiledRegion(eager, args, compile=compiler)
             compiled(*args)  # a region that compiles but cannot run falls back here too

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -34,7 +35,7 @@ import torch
 
 from squall.extend import SquallWarning, SymInt, TensorProxy, example_tensor, size_source, symbols_of
 
-from squall_inductor.regions import CompiledRegion, layout, like
+from squall_inductor.regions import CompiledRegion, examples_for, layout, layout_of
 
 __all__ = [
     "SymbolicSpec", "symbolic_spec", "memory_order", "memory_orders", "spec_examples", "trace_symbolically", "compile_in_process", "guard_function", "SymbolicRegion",
@@ -180,57 +181,89 @@ class SymbolicRegion:
     """A region compiled once for its symbolic sizes, and once more for each other memory order
     of its inputs it is called with (a decoding step's first cache is a transposed view, later
     ones are contiguous); a call no such compilation's guards admit (a size 1, a bound inductor
-    assumed, a strided view) runs a static compilation for its own shapes and strides (compiled
-    at its first such call).
+    assumed, a strided view) runs a static compilation for its own shapes and strides.
 
     `compile(spec)` returns (compiled, guard source): `compile_in_process` by default, or
-    squall_inductor.worker's RegionCompiler.symbolic, in its worker process; `compile_static`
+    squall_inductor.worker's RegionCompiler.symbolic, in its worker process; `compile_ordered`
+    does the same for other memory orders (`compile` by default), and `compile_static`
     (CompiledRegion's `compile`) compiles the static fallbacks, in this process by default.
+    With `background`, those later compilations run in a thread (they wait on the worker
+    process) while the calls that need them run the region's torch calls, so a user's call
+    never waits seconds for inductor.
     """
 
     def __init__(self, fn: Callable, proxies: Sequence[TensorProxy], *,
                  compile: Callable[[SymbolicSpec], tuple[Callable, str]] | None = None,
-                 compile_static: Callable[[Sequence[torch.Tensor]], Callable] | None = None):
+                 compile_ordered: Callable[[SymbolicSpec], tuple[Callable, str]] | None = None,
+                 compile_static: Callable[[Sequence[torch.Tensor]], Callable] | None = None,
+                 background: bool = False):
         self.fn = fn
         self.spec = symbolic_spec(proxies)
-        self.compile = compile or (lambda spec: compile_in_process(fn, spec))
-        self.compiled, self.holds = self._compile(self.spec)
+        compile = compile or (lambda spec: compile_in_process(fn, spec))
+        self.compile_ordered = compile_ordered or compile
         self.compile_static = compile_static
+        self.background = background
+        self.compiled, self.holds = self._guarded(compile(self.spec))
         # memory orders -> (compiled, holds): the symbolic compilations for other memory orders
         self.ordered: dict[tuple, tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]]] = {}
-        self.static: dict[tuple, CompiledRegion] = {}  # layout -> a static compilation, for calls no guards admit
+        self.static: dict[tuple, Callable] = {}  # layout -> a static compilation, for calls no guards admit
+        self._pending: set[tuple] = set()  # the compilations under way in the background
         self._lock = threading.Lock()
 
-    def _compile(self, spec: SymbolicSpec) -> tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]]:
-        compiled, source = self.compile(spec)
-        return compiled, guard_function(source, len(spec.inputs))
+    def _guarded(self, compiled_and_source: tuple[Callable, str]) -> tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]]:
+        compiled, source = compiled_and_source
+        return compiled, guard_function(source, len(self.spec.inputs))
 
     def __call__(self, *args: torch.Tensor):
         if self.holds(args):
             return tuple(self.compiled(*args))  # inductor returns a list; squall's regions, a tuple
         return tuple(self._other(args)(*args))
 
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the background compilations under way; whether none is left."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._pending and (deadline is None or time.monotonic() < deadline):
+            time.sleep(0.01)
+        return not self._pending
+
     def _other(self, args: Sequence[torch.Tensor]) -> Callable:
-        """The compilation for a call the first symbolic compilation's guards refuse."""
+        """What runs a call the first symbolic compilation's guards refuse."""
         orders = memory_orders(args)
-        ordered = self.ordered.get(orders)
-        if ordered is None and any(order != tuple(range(len(order))) for order in orders):
-            with self._lock:
-                ordered = self.ordered.get(orders)
-                if ordered is None:
-                    ordered = self.ordered[orders] = self._compiled_or_torch(
-                        lambda: self._compile(self.spec.with_orders(orders)), (self.fn, _never), "memory order")
-        if ordered is not None and ordered[1](args):
-            return ordered[0]
+        if any(order != tuple(range(len(order))) for order in orders):
+            spec = self.spec.with_orders(orders)
+            ordered = self._get(self.ordered, orders, lambda: self._guarded(self.compile_ordered(spec)), (self.fn, _never), "memory order")
+            if ordered is None:
+                return self.fn  # its compilation is under way
+            if ordered[1](args):
+                return ordered[0]
         shapes = layout(args)
-        static = self.static.get(shapes)
-        if static is None:
-            with self._lock:
-                static = self.static.get(shapes)
-                if static is None:
-                    static = self.static[shapes] = self._compiled_or_torch(
-                        lambda: CompiledRegion(self.fn, [like(a) for a in args], compile=self.compile_static), self.fn, "shapes and strides")
-        return static
+        layouts = layout_of(args)  # not the tensors: a background compile makes its own examples
+        static = self._get(self.static, shapes, lambda: CompiledRegion(self.fn, examples_for(layouts), compile=self.compile_static),
+                           self.fn, "shapes and strides")
+        return self.fn if static is None else static
+
+    def _get(self, table: dict, key: tuple, build: Callable[[], Any], torch_calls: Any, what: str) -> Any:
+        """table[key], compiled by `build` where missing: now, or in the background (None meanwhile)."""
+        found = table.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            found = table.get(key)
+            if found is not None or (what, key) in self._pending:
+                return found
+            if not self.background:
+                table[key] = self._compiled_or_torch(build, torch_calls, what)
+                return table[key]
+            self._pending.add((what, key))
+
+        def run() -> None:
+            try:
+                table[key] = self._compiled_or_torch(build, torch_calls, what)
+            finally:
+                self._pending.discard((what, key))
+
+        threading.Thread(target=run, name="squall-inductor-region-variant", daemon=True).start()
+        return None
 
     def _compiled_or_torch(self, compile: Callable[[], Any], torch_calls: Any, what: str) -> Any:
         # the call must not fail where the torch plan would not: the region's own torch calls compute the same thing

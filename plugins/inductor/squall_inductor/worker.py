@@ -246,10 +246,15 @@ class RegionCompiler:
     """Compiles one region function: for given example inputs (`__call__`, CompiledRegion's
     `compile`) or for symbolic sizes (`symbolic`, SymbolicRegion's `compile`); in the worker
     process where it serves, else in this process. Records where (`where`) and, for the first
-    compile with a time budget, the worker's timing of it (`timings`: torch_s, inductor_s)."""
+    compile with a time budget, the worker's timing of it (`timings`: torch_s, inductor_s).
+    Without `in_process`, where the worker cannot serve it raises WorkerUnavailable instead
+    (a compile in a background thread of the user's process must not run torch.fx's trace,
+    which patches torch.nn.Module process-wide)."""
 
-    def __init__(self, fn: Callable, source: str, *, worker: CompileWorker | None, time_budget_s: float | None = None):
+    def __init__(self, fn: Callable, source: str, *, worker: CompileWorker | None, time_budget_s: float | None = None,
+                 in_process: bool = True):
         self.fn, self.source, self.worker = fn, source, worker
+        self.in_process = in_process
         self.time_budget_s = time_budget_s
         self.timings: tuple[float, float] | None = None
         self.where = ""
@@ -257,7 +262,7 @@ class RegionCompiler:
     def __call__(self, args: Sequence[torch.Tensor]) -> Callable:
         done = self._in_worker(lambda payload: self.worker.compile(payload, args, time_budget_s=self.time_budget_s))
         if done is None:
-            return compile_with_inductor(self.fn, args)
+            return compile_with_inductor(self.fn, self._here(args))
         compiled, torch_s, inductor_s = done
         if torch_s is not None and inductor_s is not None and self.timings is None:
             self.timings = (torch_s, inductor_s)
@@ -267,7 +272,12 @@ class RegionCompiler:
     def symbolic(self, spec: SymbolicSpec) -> tuple[Callable, str]:
         """(compiled, guard source) for the spec's symbolic sizes (squall_inductor.symbolic)."""
         done = self._in_worker(lambda payload: self.worker.compile_symbolic(payload, spec))
-        return compile_in_process(self.fn, spec) if done is None else done
+        return compile_in_process(self.fn, self._here(spec)) if done is None else done
+
+    def _here(self, what: Any) -> Any:
+        if not self.in_process:
+            raise WorkerUnavailable(f"it would compile {self.where}, and this compile may not")
+        return what
 
     def _in_worker(self, request: Callable[[bytes], Any]) -> Any:
         """The request's answer from the worker, or None where this process must compile (saying why in `where`)."""

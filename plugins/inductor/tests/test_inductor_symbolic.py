@@ -17,7 +17,8 @@ from squall.symbolic import ShapeEnv
 squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor is not installed (pip install -e plugins/inductor)")
 from squall_inductor import InductorExecutor  # noqa: E402
 from squall_inductor.symbolic import SymbolicRegion  # noqa: E402
-from squall_inductor.worker import RegionCompiler, default_worker  # noqa: E402
+from squall_inductor.regions import CompiledRegion, layout  # noqa: E402
+from squall_inductor.worker import CompileWorker, RegionCompiler, default_worker  # noqa: E402
 
 pytestmark = pytest.mark.skipif(squall_inductor.cpp_compiler() is None, reason="no C++ compiler for inductor's CPU backend")
 
@@ -161,20 +162,47 @@ def test_the_background_upgrade_compiles_symbolic_regions_in_the_worker_and_leav
     assert jfn.cache_info().misses == 1  # one squall compile: the symbolic entry
 
 
-def test_the_compilations_for_calls_the_guards_refuse_run_in_the_worker_too():
+def test_the_compilations_for_calls_the_guards_refuse_run_in_the_worker_in_the_background():
     env = ShapeEnv()
     with tracing(TracingContext()):
         proxy = _symbolic_proxy(env, "x", (4, 6, 8))
     worker = default_worker()
     source = "def region(x):\n  return (torch.sigmoid(x * 2 + 1).sum(1),)\n"
     fn = _loaded(source)
-    symbolic = RegionCompiler(fn, source, worker=worker)
-    static = RegionCompiler(fn, source, worker=worker)
-    region = SymbolicRegion(fn, [proxy], compile=symbolic.symbolic, compile_static=static)
+    ordered = RegionCompiler(fn, source, worker=worker, in_process=False)
+    static = RegionCompiler(fn, source, worker=worker, in_process=False)
+    region = SymbolicRegion(fn, [proxy], compile=RegionCompiler(fn, source, worker=worker).symbolic,
+                            compile_ordered=ordered.symbolic, compile_static=static, background=True)
     transposed = torch.randn(8, 5, 3).permute(2, 1, 0)
-    torch.testing.assert_close(region(transposed), _sigmoid_chain(transposed))
     one = torch.randn(1, 5, 8)
+    # while their compilations run, the calls run the region's torch calls
+    torch.testing.assert_close(region(transposed), _sigmoid_chain(transposed))
     torch.testing.assert_close(region(one), _sigmoid_chain(one))
+    assert region.wait(timeout=300)
     assert len(region.ordered) == 1 and len(region.static) == 1
-    assert symbolic.where == static.where == f"in the compile worker process (pid {worker.pid})"
+    assert isinstance(region.static[layout([one])], CompiledRegion)
+    assert ordered.where == static.where == f"in the compile worker process (pid {worker.pid})"
     assert worker.pid != os.getpid()
+    for n in (5, 9):  # served by the compilation for their memory order, at any length
+        transposed = torch.randn(8, n, 3).permute(2, 1, 0)
+        assert region.ordered[((2, 1, 0),)][1]([transposed])
+        torch.testing.assert_close(region(transposed), _sigmoid_chain(transposed))
+    torch.testing.assert_close(region(one), _sigmoid_chain(one))
+
+
+def test_a_background_compilation_never_falls_back_to_tracing_in_this_process():
+    # a dead worker: the region's torch calls serve the calls the guards refuse, saying so
+    env = ShapeEnv()
+    with tracing(TracingContext()):
+        proxy = _symbolic_proxy(env, "x", (4, 6, 8))
+    source = "def region(x):\n  return (torch.sigmoid(x * 2 + 1).sum(1),)\n"
+    fn = _loaded(source)
+    worker = CompileWorker()
+    worker.close()
+    region = SymbolicRegion(fn, [proxy], compile_static=RegionCompiler(fn, source, worker=worker, in_process=False), background=True)
+    one = torch.randn(1, 5, 8)
+    with pytest.warns(squall.SquallWarning, match="could not compile a symbolic region for its inputs' shapes and strides.*torch calls"):
+        torch.testing.assert_close(region(one), _sigmoid_chain(one))
+        assert region.wait(timeout=60)
+    assert region.static[layout([one])] is fn
+    torch.testing.assert_close(region(one), _sigmoid_chain(one))
