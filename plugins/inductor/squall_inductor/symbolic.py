@@ -33,13 +33,19 @@ from typing import Any, NamedTuple
 
 import torch
 
-from squall.extend import SquallWarning, SymInt, TensorProxy, example_tensor, size_source, symbols_of
+from squall.extend import SquallWarning, SymInt, compiling_stopped, TensorProxy, example_tensor, size_source, symbols_of
 
 from squall_inductor.regions import CompiledRegion, examples_for, layout, layout_of
 
 __all__ = [
-    "SymbolicSpec", "symbolic_spec", "memory_order", "memory_orders", "spec_examples", "trace_symbolically", "compile_in_process", "guard_function", "SymbolicRegion",
+    "SYMBOLIC_CONFIG", "SymbolicSpec", "symbolic_spec", "memory_order", "memory_orders", "spec_examples", "trace_symbolically", "compile_in_process", "guard_function", "SymbolicRegion",
 ]
+
+
+# inductor settings for a symbolic compile: its code's own checks of each input's sizes and
+# strides (`assert_size_stride`, 31 a llama decoding step) repeat what the guard function has
+# checked before every call of it (sizes, strides, storage offset)
+SYMBOLIC_CONFIG = {"size_asserts": False}
 
 
 class SymbolicSpec(NamedTuple):
@@ -151,7 +157,7 @@ def compile_in_process(fn: Callable, spec: SymbolicSpec) -> tuple[Callable, str]
     context = torch._guards.TracingContext(fake_mode)
     with (
         torch._guards.tracing(context),
-        inductor_config.patch(fx_graph_cache=False),
+        inductor_config.patch(fx_graph_cache=False, **SYMBOLIC_CONFIG),
         torch._functorch.config.patch(enable_autograd_cache=False),
     ):
         compiled = compile_fx(graph, fakes)
@@ -270,6 +276,8 @@ class SymbolicRegion:
         try:
             return compile()
         except Exception as e:  # noqa: BLE001
+            if compiling_stopped():  # the interpreter is exiting: nothing to say
+                return torch_calls
             warnings.warn(f"squall-inductor: inductor could not compile a symbolic region for its inputs' {what} "
                           f"({_first_line(e)}); calls with them run its torch calls", SquallWarning, stacklevel=4)
             return torch_calls

@@ -26,13 +26,14 @@ import tempfile
 from collections.abc import Callable, Sequence
 
 import torch
+import torch._inductor.config as inductor_config
 from torch._inductor import standalone_compile
 from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from squall_inductor.choices import best_time
 from squall_inductor.regions import Layout, examples_for, load_region
-from squall_inductor.symbolic import SymbolicSpec, guards_source, spec_examples, trace_symbolically
+from squall_inductor.symbolic import SYMBOLIC_CONFIG, SymbolicSpec, guards_source, spec_examples, trace_symbolically
 
 
 def lift_constants(graph: Any) -> list:
@@ -99,7 +100,11 @@ def compile_symbolic(fn: Callable, spec: SymbolicSpec, path: str) -> tuple[str, 
     constants = lift_constants(graph)
     with fake_mode:  # the constants' sizes are static: fake copies of them for the compile
         constant_fakes = [fake_mode.from_tensor(c, static_shapes=True) for c in constants]
-    with tempfile.TemporaryDirectory(prefix="squall-inductor-symbolic-") as folder, temporary_cache_dir(folder):
+    with (
+        tempfile.TemporaryDirectory(prefix="squall-inductor-symbolic-") as folder,
+        temporary_cache_dir(folder),
+        inductor_config.patch(SYMBOLIC_CONFIG),
+    ):
         artifact = standalone_compile(graph, [*fakes, *constant_fakes], dynamic_shapes="from_example_inputs",
                                       fake_mode=fake_mode, options={})
         artifact.save(path=path, format="binary")
@@ -112,8 +117,6 @@ def main(fd: int) -> None:
     """Serve compile requests on the socket `fd` until it closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the user's process's to handle
     conn = Connection(fd)
-    import torch._inductor.config as inductor_config
-
     conn.send(("ready", os.getpid()))
     while True:
         try:
