@@ -165,14 +165,45 @@ def compile_in_process(fn: Callable, spec: SymbolicSpec) -> tuple[Callable, str]
 
 
 _READ = re.compile(r"L\['t(\d+)'\]\.(size|stride)\(\)")
+_CONSTANT_DIM = re.compile(r"L\['t(\d+)'\]\.(size|stride)\(\)\[(\d+)\] == (\d+)")
 
 
-def guard_function(source: str, count: int) -> Callable[[Sequence[torch.Tensor]], bool]:
-    """torch's guard expression over `L['t0'].size()[0]`, ... as a function of the inputs that
-    reads each input's sizes and strides once (torch builds a new tuple at every `.size()`)."""
+def _whole_tuples(source: str, ranks: Sequence[int]) -> str:
+    """The guard source with an input's per-dimension size (or stride) equalities to constants,
+    where they cover every dimension, as one comparison of the whole tuple: a weight's
+    `size()[0] == 32 and size()[1] == 32` becomes `size()== (32, 32)`, one C comparison where
+    there were four steps of Python. Only where the source is one conjunction (no `or`, `not`,
+    or parenthesised `and`), so every conjunct stands alone."""
+    parts = source.split(" and ")
+    if " or " in source or "not " in source or any(p.count("(") != p.count(")") for p in parts):
+        return source
+    constant: dict[tuple[str, str], dict[int, str]] = {}
+    for part in parts:
+        m = _CONSTANT_DIM.fullmatch(part.strip())
+        if m:
+            constant.setdefault((m.group(1), m.group(2)), {})[int(m.group(3))] = m.group(4)
+    whole = {key: dims for key, dims in constant.items() if sorted(dims) == list(range(ranks[int(key[0])]))}
+    kept, placed = [], set()
+    for part in parts:
+        m = _CONSTANT_DIM.fullmatch(part.strip())
+        key = (m.group(1), m.group(2)) if m else None
+        if key not in whole:
+            kept.append(part)
+        elif key not in placed:  # the tuple comparison stands where the first of its dimensions stood
+            placed.add(key)
+            dims = whole[key]
+            kept.append(f"L['t{key[0]}'].{key[1]}() == ({''.join(dims[d] + ', ' for d in range(len(dims)))})")
+    return " and ".join(kept)
+
+
+def guard_function(source: str, ranks: Sequence[int]) -> Callable[[Sequence[torch.Tensor]], bool]:
+    """torch's guard expression over `L['t0'].size()[0]`, ... as a function of the inputs (of
+    these ranks) that reads each input's sizes and strides once (torch builds a new tuple at
+    every `.size()`) and compares a constant shape as one tuple (`_whole_tuples`)."""
     from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
 
-    body = _READ.sub(lambda m: f"{m.group(2)}{m.group(1)}", source).replace("L['t", "t").replace("']", "")
+    count = len(ranks)
+    body = _READ.sub(lambda m: f"{m.group(2)}{m.group(1)}", _whole_tuples(source, ranks)).replace("L['t", "t").replace("']", "")
     lines = ["def holds(args):", f"  {''.join(f't{i}, ' for i in range(count))}= args"]
     lines += [f"  size{i}, stride{i} = t{i}.shape, t{i}.stride()" for i in range(count)]
     lines.append(f"  return bool({body})")
@@ -218,7 +249,7 @@ class SymbolicRegion:
 
     def _guarded(self, compiled_and_source: tuple[Callable, str]) -> tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]]:
         compiled, source = compiled_and_source
-        return compiled, guard_function(source, len(self.spec.inputs))
+        return compiled, guard_function(source, [len(dims) for dims, *_ in self.spec.inputs])
 
     def __call__(self, *args: torch.Tensor):
         if self.holds(args):

@@ -206,3 +206,25 @@ def test_a_background_compilation_never_falls_back_to_tracing_in_this_process():
         assert region.wait(timeout=60)
     assert region.static[layout([one])] is fn
     torch.testing.assert_close(region(one), _sigmoid_chain(one))
+
+
+def test_the_guard_function_decides_as_torch_s_guard_expression():
+    # constant sizes and strides are compared as whole tuples; the decisions are the expression's
+    from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
+
+    from squall_inductor.symbolic import guard_function
+
+    source = ("L['t0'].size()[0] == 4 and L['t0'].size()[1] == 8 and L['t0'].stride()[0] == 8 and "
+              "L['t0'].stride()[1] == 1 and L['t0'].storage_offset() == 0 and L['t1'].size()[1] == 8 and "
+              "L['t1'].stride()[0] == L['t1'].size()[1] and L['t1'].stride()[1] == 1 and 2 <= L['t1'].size()[0]")
+    holds = guard_function(source, [2, 2])
+
+    def expected(a, b):
+        return bool(eval(source, dict(SYMPY_INTERP), {"L": {"t0": a, "t1": b}}))  # noqa: S307 - the test's own source
+
+    weight = torch.randn(4, 8)
+    cases = [(weight, torch.randn(3, 8)), (weight, torch.randn(1, 8)), (torch.randn(8, 4).t(), torch.randn(3, 8)),
+             (torch.randn(4, 9)[:, :8], torch.randn(3, 8)), (torch.randn(5, 8), torch.randn(3, 8)),
+             (torch.randn(40)[8:].view(4, 8), torch.randn(3, 8)), (weight, torch.randn(8, 3).t())]
+    assert [holds((a, b)) for a, b in cases] == [expected(a, b) for a, b in cases] == [True] + [False] * 6
+    assert guard_function("L['t0'].size()[0] == 4 or L['t0'].size()[0] == 5", [1])((torch.randn(5),))
