@@ -13,13 +13,16 @@ Then the length stream: an encoder (DistilBERT) over --batches batches of random
 and batch sizes 1/4/8: compiles and total time. One CPU thread; the load on the machine falls on
 all contenders alike, so read the ratios.
 
-Measured (2 shared cores, load ~20: rough; 32 tokens, best of 3): every family compiles twice in
-its first `generate` and nothing in later ones, a new prompt length included (2/0/0), tokens equal
-eager's. First `generate` 0.32-0.46 s (torch.compile 15-22 s with a warm FX cache). Steady tokens/s
-against eager: llama 1.53x / 1.31x (same / new length), gpt2 1.28x / 1.34x, phi3 1.38x / 1.39x;
-torch.compile(dynamic=True) 2.29x / 1.91x, 1.40x / 1.15x, 1.05x / 1.04x (phi3 hits its recompile
-limit). One decoding step: squall 1.44-1.91x eager, torch.compile 2.23-2.42x (phi3 0.67x). The
-DistilBERT stream: 4 compiles, 0.58 s (eager 0.17 s, torch.compile 16.3 s).
+Measured (2 shared cores, load 10-12: rough; 32 tokens, best of 4 with contenders taking turns,
+after squall's background upgrade): every family compiles twice in its first `generate` and
+nothing later, a new prompt length included (2/0/0); tokens equal eager's. First `generate`
+0.34-0.56 s (torch.compile 15-33 s). Steady tokens/s against eager (same / new prompt length):
+llama squall 2.16x / 2.02x, torch.compile(dynamic=True) 1.64x / 1.65x; gpt2 1.75x / 1.54x against
+1.43x / 1.06x; phi3 1.70x / 2.45x against 0.51x / 0.87x (it hits its recompile limit). squall's
+upgrade (each decoding step one inductor region, compiled in its worker process) took 86-192 s.
+One decoding step, cache kept (timed then on squall's torch plan: that entry's upgrade was not waited for):
+squall 1.76-2.52x eager, torch.compile 0.71-3.00x. The DistilBERT
+stream: 3 compiles, 1.44 s (eager 0.68 s, torch.compile 20.4 s).
 """
 from __future__ import annotations
 
