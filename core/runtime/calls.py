@@ -36,7 +36,7 @@ from .aliasing import AliasPattern, alias_pattern, describe_path, input_tensors,
 from .cache import EntryCache
 from .dynamic_dims import DynamicDims, has_shape_guards, specialised_dims
 from .entry import CacheEntry, CompiledEntry, entry_guards
-from .entry_point import DynamicNumbers, key_parts
+from .entry_point import DynamicNumbers, ParameterKey, key_parts, training_reader
 from .exclusions import excluding, ops_to_exclude
 from .policy import SPECULATION_LIMIT, Action, decide, decide_fault
 from .rage import record_compilation
@@ -76,7 +76,10 @@ class Runtime:
         self._slots: list[tuple[dict, str]] = []
         self._slot_names: list[str] = []  # "parameter 'lin.weight'", "buffer 'bn.running_mean'"
         self._slot_paths: list[str] = []  # "lin.weight", "bn.running_mean"
-        self._submodules: list[torch.nn.Module] = []
+        # how the entry point reads the submodules' training flags (squall.runtime.entry_point.training_reader)
+        self._training_read: list[Callable] = [None]
+        self._training_of: list[Any] = []
+        self._parameter_key = ParameterKey()  # the key's part for the parameters' metadata
         self._numbers = DynamicNumbers()  # the number arguments read at run time (squall.runtime.entry_point)
         self._dims = DynamicDims(dynamic)  # the tensor dimensions traced as symbolic sizes (squall.runtime.dynamic_dims)
         self._eager_keys: dict[Any, str] = {}  # key -> why its calls run eagerly (an unreplayable write)
@@ -110,7 +113,8 @@ class Runtime:
         kinds = lambda store, k: "parameter" if isinstance(store[k], torch.nn.Parameter) else "tensor attribute" if "_parameters" in store else "buffer"
         self._slots[:], self._slot_paths[:] = slots, paths
         self._slot_names[:] = [f"{kinds(store, k)} {name!r}" for (store, k), name in zip(slots, paths)]
-        self._submodules[:] = list(self.module.modules())
+        self._training_read[0], self._training_of[:] = training_reader(list(self.module.modules()))
+        self._parameter_key.forget()
 
     def _compiled_child(self, module: torch.nn.Module) -> Callable:
         raise NotImplementedError
