@@ -406,6 +406,7 @@ _SQUALL_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # squall's own files run around a traced program; the demo's model is a program like a user's
 # (named by module, not by file, so it holds wherever in core/ the demo lives)
 _DEMO = "squall.tools.demo"
+_TORCH_DIR = f"{os.sep}torch{os.sep}"
 
 
 def user_stacklevel() -> int:
@@ -426,7 +427,7 @@ def user_source() -> tuple[str, int, str] | None:
     while f is not None:
         fn = f.f_code.co_filename
         # "<stdin>", "<string>" and notebook cells are the program's; "<squall-...>" is generated code
-        if (not fn.startswith(_SQUALL_DIR) or f.f_globals.get("__name__") == _DEMO) and f"{os.sep}torch{os.sep}" not in fn and not fn.startswith("<squall-"):
+        if (not fn.startswith(_SQUALL_DIR) or f.f_globals.get("__name__") == _DEMO) and _TORCH_DIR not in fn and not fn.startswith("<squall-"):
             return fn, f.f_lineno, linecache.getline(fn, f.f_lineno).strip()
         f = f.f_back
     return None
