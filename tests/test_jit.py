@@ -1,7 +1,6 @@
 """The front door: inputs and outputs, caching, modules, in-place ops, fallbacks, errors."""
 from __future__ import annotations
 
-import gc
 import traceback
 import warnings
 
@@ -206,27 +205,6 @@ def test_the_same_source_loaded_twice_runs_under_two_names():
             space["fail"](1)
         frame = traceback.extract_tb(info.value.__traceback__)[-1]
         assert frame.filename == name and frame.line == "return x / 0"
-
-
-def test_tracing_pauses_the_collector_and_leaves_it_as_it_was():
-    seen = []
-
-    def f(x):
-        seen.append(gc.isenabled())  # runs while traced
-        return x * 2
-
-    assert gc.isenabled()
-    squall.jit(f)(torch.ones(2))
-    assert seen == [False] and gc.isenabled()
-    with pytest.raises(ZeroDivisionError):
-        squall.jit(lambda x: x * (1 / 0))(torch.ones(2))  # tracing raised (eager raises it too): on again
-    assert gc.isenabled()
-    gc.disable()  # the user's choice is kept
-    try:
-        squall.jit(lambda x: x + 1)(torch.ones(2))
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
 
 
 def test_inplace_on_intermediate_is_functional():
