@@ -588,31 +588,39 @@ class Runtime:
         owner = weakref.ref(self)  # a queued upgrade does not keep the jitted function alive
         key = record.key
 
+        running = [entry]  # the entry in place: the first plan, then each offer installed over it
+
         def install(compilation: Compilation, seconds: float) -> bool | None:
             state = owner()
-            return None if state is None else state._install_upgrade(key, entry, compilation, seconds, variant)
+            if state is None:
+                return None
+            installed = state._install_upgrade(key, running[0], compilation, entry.compile_seconds + seconds, variant)
+            if installed is None:
+                return False
+            running[0] = installed
+            return True
 
         # the inputs its value guards read keep their values: the judge takes the call's branches
         specs = tiers.call_specs(*call, keep=guard_input_paths(entry.compilation))
         return tiers.UpgradeJob(entry.upgrade, entry.compilation, layout, executors, specs,
                                 install, alive=lambda: owner() is not None)
 
-    def _install_upgrade(self, key: Any, base: CompiledEntry, compilation: Compilation, seconds: float,
-                         variant: list | None = None) -> bool:
-        """Swap the entry `key` (or its `variant`) to the upgraded compilation, unless it was evicted,
-        set aside, replanned or split since."""
-        upgraded = CompiledEntry(compilation, base.compile_seconds + seconds, base.upgrade)
+    def _install_upgrade(self, key: Any, base: CompiledEntry, compilation: Compilation, compile_seconds: float,
+                         variant: list | None = None) -> CompiledEntry | None:
+        """Swap the entry `key` (or its `variant`) from `base` to the upgraded compilation and return
+        the new entry; None where it was evicted, set aside, replanned or split since `base` was installed."""
+        upgraded = CompiledEntry(compilation, compile_seconds, base.upgrade)
         with self.cache.lock:
             record = self.cache.entries.get(key)
             if record is None or record.slot is None or record.split:
-                return False
+                return None
             held = record.slot[0]
             if variant is not None or isinstance(held, Variants):
                 # a guarded entry: the upgraded variant takes its own place, the other variants stay
                 if variant is None:
                     variant = next((v for v in held.variants if v[1] is base), None)
                 if variant is None or variant[1] is not base:  # replanned, or stopped compiling, since
-                    return False
+                    return None
                 variant[1] = upgraded
                 variant[0] = self._runner(key, compilation, slot=variant)
                 if record.compiled is base:
@@ -620,10 +628,10 @@ class Runtime:
             elif record.compiled is base:
                 self.cache.swap(record, self._cached_runner(key, upgraded), compiled=upgraded)  # the hot path's next call runs the fused plan
             else:
-                return False
+                return None
             if self.last_entry is base:
                 self.last_entry = upgraded
-        return True
+        return upgraded
 
     # --- what changed --------------------------------------------------------------------------
 

@@ -21,6 +21,13 @@ A judgement is remembered on disk (`program_choices.json` in squall's cache fold
 by the traced program, its executors, the torch version and the thread count: a later
 process skips the in-context timing, and where the torch plan won, the whole upgrade.
 
+Offers (`FusionExecutor.offers`, e.g. inductor's large regions, then islands) are tried in
+order, and the first that beats the torch plan is installed at once: the user's calls run
+fused from then on (`Upgrade.fused_after`). The later offers are compiled only where it did not
+win by far (CLEAR_WIN), and in the background only after the jobs queued meanwhile had their
+turn (`run` returns True and the worker queues the job again): compile time goes first where it
+brings a fused plan at all. A later offer replaces the one running only when faster.
+
 The worker is one daemon thread, so squall never holds more than one core for background
 compilation; on Linux it runs at a lower priority (nice +5, which the C++ compiler
 processes it starts inherit), so the user's compute keeps its cores; a fusion executor may
@@ -62,6 +69,9 @@ __all__ = ["Upgrade", "Verdict", "judge", "fusion_offers", "background_priority"
 
 # the fused program must beat the torch plan by this factor in context: timing noise is not a win
 MARGIN = 0.97
+# an offer that runs in at most this fraction of the torch plan's time in context wins outright:
+# the offers after it (inductor: islands, after large regions) are not compiled
+CLEAR_WIN = 0.8
 # programs whose example inputs would take more memory than this are not judged in context
 JUDGE_MAX_BYTES = 1 << 30
 # the most a job keeps copies of the inputs its program's value guards read (a mask, token ids)
@@ -93,7 +103,9 @@ class Verdict:
 class Upgrade:
     """One entry's background upgrade: what happened (`status`), why, and when it finished.
 
-    status: "pending"; "upgraded" (the fused plan runs now); "kept the torch plan" (judged
+    status: "pending"; "upgraded" (a fused plan runs now: set as soon as the first offer that wins
+    is installed, `fused_after` seconds after submission, while later offers may still be tried
+    until `done` is set); "kept the torch plan" (judged
     slower in context, or its results differed); "nothing to fuse" (no region was kept);
     "evicted" (the entry left the cache, or was replanned, first); "failed" (an error, shown
     in `reason`); "cancelled" (the interpreter was exiting).
@@ -104,6 +116,9 @@ class Upgrade:
     reason: str = ""
     verdict: Verdict | None = None
     seconds: float = 0.0  # background time spent on it
+    # seconds from submission until a fused plan first ran (its time to fused speed); later offers
+    # may still be tried (status "upgraded" before `done` is set)
+    fused_after: float | None = None
     compiled_in: str = ""  # where its regions compiled (FusionExecutor.compile_site), when not in this process
     submitted: float = field(default_factory=time.perf_counter)
     done: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -115,6 +130,8 @@ class Upgrade:
 
     def __str__(self) -> str:
         took = f" after {self.seconds:.1f} s" if self.done.is_set() else ""
+        if self.fused_after is not None and (not self.done.is_set() or self.seconds - self.fused_after > 0.05):
+            took += f" (fused plan running after {self.fused_after:.1f} s)"
         where = f", compiled {self.compiled_in}" if self.compiled_in else ""
         return f"{self.function}: {self.status}{took}{where}" + (f" ({self.reason})" if self.reason else "")
 
@@ -353,78 +370,159 @@ class UpgradeJob:
         self.grad_enabled = torch.is_grad_enabled()  # grad mode is per thread; the key holds the caller's
         self.background = False  # run by the worker thread, beside the user's calls (else in the caller's thread: wait=True)
         self.num_threads = torch.get_num_threads()
+        # progress over the offers, kept between the worker's turns (`run` may return before the last)
+        self._offers: list[tuple[str, Sequence[Executor]]] | None = None
+        self._offer_count = 0
+        self._key = ""
+        self._remembered: dict | None = None
+        self._tried: list[str] = []
+        self._seconds = 0.0
+        self._judged = False  # some offer kept regions and was judged
+        self._last_plan: Compilation | None = None
+        self._installed: tuple[float | None, str, Verdict] | None = None  # (ratio to the torch plan, label, verdict) running now
 
-    def run(self) -> None:
+    def run(self) -> bool:
+        """Plan, judge and install offers until done; True where a fused plan runs and more offers
+        are left that the worker should try after the jobs queued meanwhile (background only)."""
         try:
-            self._run()
-        except Exception as e:  # noqa: BLE001 - a failed upgrade leaves the torch plan running
-            self.upgrade.finish("failed", f"{type(e).__name__}: {e}")
-        finally:
-            self.call_specs = None  # the copies of guarded inputs go with the job
+            more = self._run()
+        except Exception as e:  # noqa: BLE001 - a failed upgrade leaves the torch plan (or the offer installed) running
+            self._finish_after_error(f"{type(e).__name__}: {e}")
+            more = False
+        if not more:
+            self.call_specs = None  # the copies of guarded inputs go with the job, once it is done
+        return more
 
-    def _run(self) -> None:
+    def cancel(self) -> None:
+        """The interpreter is exiting: try no more offers (the one installed, if any, keeps running)."""
+        self.call_specs = None
+        if self._installed is not None:
+            return self.upgrade.finish("upgraded", self._reason("; the interpreter exited before later offers were tried"))
+        self.upgrade.finish("cancelled", "the interpreter is exiting")
+
+    def _finish_after_error(self, error: str) -> None:
+        if self._installed is not None:
+            return self.upgrade.finish("upgraded", self._reason(f"; a later offer failed: {error}"))
+        self.upgrade.finish("failed", error)
+
+    def _reason(self, tail: str = "") -> str:
+        label = self._installed[1] if self._installed is not None else ""
+        kept = [f"kept {label}"] if label and self._offer_count > 1 else []
+        return "; ".join(self._tried + kept) + tail
+
+    def _run(self) -> bool:
         if not self.alive():
-            return self.upgrade.finish("evicted", "the jitted function no longer exists")
-        key = _program_key(self.base, self.executors, self.num_threads)
-        remembered = _verdict_store().get(key)
-        if remembered is not None and remembered["winner"] == "torch":
-            return self.upgrade.finish("kept the torch plan", f"remembered: {remembered['reason']}")
-        offers = fusion_offers(self.executors)
-        if remembered is not None:
-            # the offer that won before is the only one planned (its regions come from inductor's caches)
-            offers = [o for o in offers if o[0] == remembered.get("offer")] or offers[:1]
-        tried: list[str] = []
-        fused = None
-        seconds = 0.0
-        # every offer that beats the torch plan is a candidate; the fastest relative to the torch
-        # plan it was timed beside wins (a ratio, so load that changed between offers cancels out)
-        best: tuple[float, str, Compilation, Verdict] | None = None
-        for label, executors in offers:
-            start = time.perf_counter()
+            self.upgrade.finish("evicted", "the jitted function no longer exists")
+            return False
+        if self._offers is None:  # first turn: what is remembered decides which offers to plan
+            self._key = _program_key(self.base, self.executors, self.num_threads)
+            self._remembered = _verdict_store().get(self._key)
+            if self._remembered is not None and self._remembered["winner"] == "torch":
+                self.upgrade.finish("kept the torch plan", f"remembered: {self._remembered['reason']}")
+                return False
+            offers = fusion_offers(self.executors)
+            if self._remembered is not None:
+                # the offer that won before is the only one planned (its regions come from inductor's caches)
+                offers = [o for o in offers if o[0] == self._remembered.get("offer")] or offers[:1]
+            self._offers, self._offer_count = list(offers), len(offers)
+        while self._offers:
+            label, executors = self._offers.pop(0)
+            if not self._judge_offer(label, executors):
+                return False  # finished (cancelled, evicted)
+            if self._installed is None or not self._offers:
+                continue
+            ratio, running, _ = self._installed
+            if ratio is None or ratio <= CLEAR_WIN:
+                # the offer running beats the torch plan by far (or was remembered): later offers, which
+                # fuse less (inductor: islands between the large regions' matmuls), are not compiled
+                why = (f"{running} ran in {ratio:.2f}x the torch plan's time" if ratio is not None
+                       else f"{running} was kept without an in-context time")
+                skipped = ", ".join(o[0] for o in self._offers)
+                self._tried.append(f"{skipped} not compiled ({why})")
+                self._offers.clear()
+                break
+            if self.background:
+                return True  # the fused plan runs; later offers wait until the jobs queued meanwhile had their turn
+        return self._conclude()
+
+    def _judge_offer(self, label: str, executors: Sequence[Executor]) -> bool:
+        """Plan the program with one offer, judge it, and install it where it beats the torch plan and
+        the offer running; False where the job finished instead (cancelled, evicted)."""
+        named = f"{label}: " if self._offer_count > 1 else ""
+        start = time.perf_counter()
+        try:
             with torch.set_grad_enabled(self.grad_enabled):
                 fused = compile_traced(self.base.traced, self.base.bindings, self.layout, executors=executors)
-            seconds += time.perf_counter() - start
-            sites = {ex.compile_site for ex in executors if isinstance(ex, FusionExecutor) and ex.compile_site}
-            if sites:
-                self.upgrade.compiled_in = "; ".join(sorted(sites))
+        except Exception as e:  # noqa: BLE001 - one offer failing leaves the others to try
             if compiling_stopped():
-                return self.upgrade.finish("cancelled", "the interpreter is exiting")
-            named = f"{label}: " if len(offers) > 1 else ""
-            fusers = _region_executors(fused)
-            if not fusers:
-                tried.append(f"{named}no fusion region was kept")
-                continue
-            verdict = self._verdict(fused, fusers, remembered)
-            tried.append(named + verdict.reason)
-            self.upgrade.verdict = Verdict(verdict.keep, verdict.torch_s, verdict.fused_s, "; ".join(tried))
-            if verdict.keep != "fused":
-                continue
-            if verdict.torch_s is None or not verdict.fused_s:
-                best = (0.0, label, fused, verdict)  # not timed (or remembered): nothing to compare by
-                break
-            ratio = verdict.fused_s / verdict.torch_s
-            if best is None or ratio < best[0]:
-                best = (ratio, label, fused, verdict)
-        if best is not None:
-            _, label, fused, verdict = best
-            kept = f"kept {label}" if len(offers) > 1 else ""
-            reason = "; ".join(tried + [kept] if kept else tried)
+                self.cancel()
+                return False
+            self._seconds += time.perf_counter() - start
+            if self._offer_count == 1:
+                raise
+            self._tried.append(f"{named}planning failed ({type(e).__name__}: {e})")
+            return True
+        self._seconds += time.perf_counter() - start
+        sites = {ex.compile_site for ex in executors if isinstance(ex, FusionExecutor) and ex.compile_site}
+        if sites:
+            self.upgrade.compiled_in = "; ".join(sorted(sites))
+        if compiling_stopped():
+            self.cancel()
+            return False
+        self._last_plan = fused
+        fusers = _region_executors(fused)
+        if not fusers:
+            self._tried.append(f"{named}no fusion region was kept")
+            return True
+        verdict = self._verdict(fused, fusers, self._remembered)
+        self._tried.append(named + verdict.reason)
+        self._judged = True
+        if verdict.keep != "fused":
+            if self._installed is None:
+                self.upgrade.verdict = Verdict("torch", verdict.torch_s, verdict.fused_s, "; ".join(self._tried))
+            return True
+        # the fastest relative to the torch plan it was timed beside wins (a ratio, so load that
+        # changed between offers cancels out); untimed (or remembered): nothing to compare by
+        timed = verdict.torch_s is not None and bool(verdict.fused_s)
+        ratio = verdict.fused_s / verdict.torch_s if timed else None
+        if self._installed is not None and (ratio is None or self._installed[0] is None or ratio >= self._installed[0]):
+            return True
+        if not self.install(fused, self._seconds):
+            self.upgrade.finish("evicted", "the entry left the cache, or was replanned, before the upgrade")
+            return False
+        self._installed = (ratio, label, verdict)
+        self.upgrade.verdict = Verdict("fused", verdict.torch_s, verdict.fused_s, self._reason())
+        if self.upgrade.fused_after is None:
+            self.upgrade.fused_after = time.perf_counter() - self.upgrade.submitted
+        self.upgrade.status, self.upgrade.reason = "upgraded", self._reason()  # done is set once every offer is tried
+        return True
+
+    def _conclude(self) -> bool:
+        remembered = self._remembered
+        if self._installed is not None:
+            _, label, verdict = self._installed
+            reason = self._reason()
             self.upgrade.verdict = Verdict("fused", verdict.torch_s, verdict.fused_s, reason)
             if remembered is None and verdict.torch_s is not None:
-                _verdict_store().put(key, {"winner": "fused", "offer": label, "torch_s": verdict.torch_s,
-                                           "fused_s": verdict.fused_s, "reason": reason})
-            if not self.install(fused, seconds):
-                return self.upgrade.finish("evicted", "the entry left the cache, or was replanned, before the upgrade")
-            return self.upgrade.finish("upgraded", reason)
-        if self.upgrade.verdict is None:
+                _verdict_store().put(self._key, {"winner": "fused", "offer": label, "torch_s": verdict.torch_s,
+                                                 "fused_s": verdict.fused_s, "reason": reason})
+            self.upgrade.finish("upgraded", reason)
+            return False
+        if not self._judged:
+            if self._last_plan is None:  # every offer failed to plan
+                self.upgrade.finish("failed", "; ".join(self._tried))
+                return False
             # no offer kept a region: the same calls on the same executors as the first plan, with
             # the fusion executors' reasons recorded, installed so that last_traces and explain show why
-            self.install(fused, seconds)
-            return self.upgrade.finish("nothing to fuse", "no fusion region was kept (squall explain says why for each)")
-        if remembered is None:  # every offer with regions was judged, and lost or computed other results
-            _verdict_store().put(key, {"winner": "torch", "torch_s": self.upgrade.verdict.torch_s,
-                                       "fused_s": self.upgrade.verdict.fused_s, "reason": "; ".join(tried)})
-        self.upgrade.finish("kept the torch plan", "; ".join(tried))
+            self.install(self._last_plan, self._seconds)
+            self.upgrade.finish("nothing to fuse", "no fusion region was kept (squall explain says why for each)")
+            return False
+        verdict = self.upgrade.verdict
+        if remembered is None and verdict is not None:  # every offer with regions was judged, and lost or computed other results
+            _verdict_store().put(self._key, {"winner": "torch", "torch_s": verdict.torch_s,
+                                             "fused_s": verdict.fused_s, "reason": "; ".join(self._tried)})
+        self.upgrade.finish("kept the torch plan", "; ".join(self._tried))
+        return False
 
     def _verdict(self, fused: Compilation, fusers: set[str], remembered: dict | None) -> Verdict:
         """The judgement of one offer's fused plan: remembered, timed in context, or not judged."""
@@ -508,11 +606,12 @@ class UpgradeWorker:
         while (job := self._jobs.get()) is not None:
             time.sleep(SETTLE_S)
             if self._closing:
-                job.upgrade.finish("cancelled", "the interpreter is exiting")
+                job.cancel()
                 continue
             torch.set_num_threads(job.num_threads)
             job.background = True
-            job.run()
+            if job.run():
+                self._jobs.put(job)  # its fused plan runs; its later offers come after the jobs queued meanwhile
 
     def close(self, timeout: float | None = None) -> None:
         """Drop queued jobs, stop region compiles, and give the running job `timeout` seconds (default

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import sys
 import threading
 import types
 import warnings
@@ -117,21 +118,29 @@ _PRIM_IDS = {id(fn): pid for pid, fn in TORCH_PRIM_IMPLS.items()}
 
 
 class _RegionPickler(pickle.Pickler):
-    # prim callables are lambdas and closures: they travel as their prim id, modules as their name
-    def persistent_id(self, obj: Any) -> tuple[str, str] | None:
+    # prim callables are lambdas and closures: they travel as their prim id, modules as their name,
+    # and a function made inside another that its module holds under its own name (torch's
+    # F.max_pool2d, made by boolean_dispatch) as that module and name
+    def persistent_id(self, obj: Any) -> tuple[str, ...] | None:
         if isinstance(obj, types.ModuleType):
             return ("module", obj.__name__)
         pid = _PRIM_IDS.get(id(obj))
         if pid is not None and TORCH_PRIM_IMPLS[pid] is obj:
             return ("prim", pid)
+        if isinstance(obj, types.FunctionType) and "<locals>" in obj.__qualname__:
+            module = sys.modules.get(obj.__module__)
+            if module is not None and getattr(module, obj.__name__, None) is obj:
+                return ("attribute", obj.__module__, obj.__name__)
         return None
 
 
 class _RegionUnpickler(pickle.Unpickler):
-    def persistent_load(self, ref: tuple[str, str]) -> Any:
-        kind, name = ref
+    def persistent_load(self, ref: tuple[str, ...]) -> Any:
+        kind, name = ref[0], ref[1]
         if kind == "module":
             return __import__(name, fromlist=["_"])
+        if kind == "attribute":
+            return getattr(__import__(name, fromlist=["_"]), ref[2])
         return TORCH_PRIM_IMPLS[name]
 
 

@@ -8,7 +8,9 @@ makes meanwhile. So regions compile in one persistent worker process (`worker_ma
 at the first upgrade and run at a lower priority: it gets the region as source and example
 input layouts, compiles it into inductor's on-disk caches, times it against its torch calls
 where asked, and saves the compiled artifact, which this process loads (milliseconds; no
-tracing, no patching).
+tracing, no patching). The artifact is kept in inductor's cache folder too (`kept_artifact`):
+a later process loads the same region for the same inputs and settings from there, without
+the worker.
 
 Where the worker cannot start, or dies, regions compile in this process as before, with one
 warning saying so; SQUALL_INDUCTOR_SUBPROCESS=0 asks for that from the start. At interpreter
@@ -18,6 +20,7 @@ a compile in flight.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import pickle
 import signal
@@ -39,7 +42,7 @@ from squall.extend import SquallWarning, compiling_stopped, stop_compiling
 from squall_inductor.regions import compile_with_inductor, layout_of, region_payload
 from squall_inductor.symbolic import SymbolicSpec, compile_in_process
 
-__all__ = ["CompileWorker", "WorkerCompileError", "RegionCompiler", "default_worker", "subprocess_enabled"]
+__all__ = ["CompileWorker", "WorkerCompileError", "RegionCompiler", "default_worker", "kept_artifact", "kept_folder", "subprocess_enabled"]
 
 # how long a worker may take to start (import torch and inductor) before it counts as failed
 START_TIMEOUT_S = 120.0
@@ -103,12 +106,41 @@ class CompileWorker:
         except Exception as e:  # noqa: BLE001 - no worker: compile in this process
             self._fail(f"the compile worker process could not start ({type(e).__name__}: {e})")
 
-    def compile(self, payload: bytes, args: Sequence[torch.Tensor], *, time_budget_s: float | None = None) -> tuple[Callable, float | None, float | None]:
-        """(compiled, torch_s, inductor_s): the region in `payload` compiled in the worker for
-        inputs like `args`, loaded here; the times where a budget was given. Raises
-        WorkerCompileError where inductor failed, WorkerUnavailable where the worker did."""
-        compiled, reply = self._compile("compile", payload, layout_of(args), time_budget_s)
-        return compiled, reply[1], reply[2]
+    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> bool:
+        """Start the worker unless it runs and wait until it has imported torch and inductor; False
+        where it could not start (regions then compile in this process)."""
+        with self._lock:
+            self._start()
+            if self.broken or self._conn is None:
+                return False
+            if not self._ready:
+                try:
+                    self._wait(timeout)
+                except WorkerUnavailable:
+                    return False
+                self._ready = True
+        return True
+
+    def compile(self, payload: bytes, args: Sequence[torch.Tensor], *, time_budget_s: float | None = None) -> tuple[Callable, float | None, float | None, bool]:
+        """(compiled, torch_s, inductor_s, kept): the region in `payload` compiled in the worker for
+        inputs like `args`, loaded here; the times where a budget was given. A region compiled
+        before for the same inputs and settings, in any process, is loaded from inductor's cache
+        folder without asking the worker (`kept_artifact`; then `kept` is True), where no timing is
+        asked. Raises WorkerCompileError where inductor failed, WorkerUnavailable where the worker did."""
+        layouts = layout_of(args)
+        with self._lock:
+            self._start()  # its start (seconds of imports) overlaps this process's import of inductor below
+            # imported here, not at the top: seconds (it loads Dynamo), paid once, in the background
+            from torch._inductor import CompiledArtifact
+
+            kept = kept_artifact(payload, layouts, _inductor_config()) if not time_budget_s else None
+            if kept is not None and os.path.exists(kept):
+                try:
+                    return _loaded(CompiledArtifact.load(path=kept, format="binary"), _read(kept + ".constants")), None, None, True
+                except Exception:  # noqa: BLE001 - a damaged or foreign file: compile the region again
+                    pass
+        compiled, reply = self._compile("compile", payload, layouts, time_budget_s, kept=kept)
+        return compiled, reply[1], reply[2], False
 
     def compile_symbolic(self, payload: bytes, spec: SymbolicSpec) -> tuple[Callable, str]:
         """(compiled, guard source): the region in `payload` compiled in the worker for the
@@ -116,7 +148,8 @@ class CompileWorker:
         compiled, reply = self._compile("compile_symbolic", payload, spec, None)
         return compiled, reply[1]
 
-    def _compile(self, kind: str, payload: bytes, shapes: Any, time_budget_s: float | None) -> tuple[Callable, tuple]:
+    def _compile(self, kind: str, payload: bytes, shapes: Any, time_budget_s: float | None,
+                 *, kept: str | None = None) -> tuple[Callable, tuple]:
         with self._lock:
             self._start()
             if self.broken or self._conn is None:
@@ -131,22 +164,22 @@ class CompileWorker:
                 self._conn.send((kind, payload, shapes, config, torch.get_num_threads(), time_budget_s, path))
             except OSError as e:
                 raise self._died(f"{type(e).__name__}: {e}") from None
+            # imported here, not at the top: seconds (it loads Dynamo), paid once, in the background,
+            # while the worker compiles the first region rather than after it
+            from torch._inductor import CompiledArtifact
+
             reply = self._wait(None)
             if reply[0] == "error":
                 raise WorkerCompileError(reply[1])
-            # imported here, not at the top: seconds (it loads Dynamo), paid once, in the background
-            from torch._inductor import CompiledArtifact
-
             try:
                 artifact = CompiledArtifact.load(path=path, format="binary")
+                if kept is not None:
+                    _keep(path, kept, reply[3])
             finally:
-                os.unlink(path)
-        # the artifact's own __call__ adds a frame around the compiled function
-        compiled = getattr(artifact, "_compiled_fn", artifact)
-        constants = pickle.loads(reply[3])  # the region's tensor constants, lifted to trailing inputs (worker_main.lift_constants)
-        if constants:
-            return (lambda *args: compiled(*args, *constants)), reply
-        return compiled, reply
+                if os.path.exists(path):
+                    os.unlink(path)
+        # the region's tensor constants, lifted to trailing inputs (worker_main.lift_constants)
+        return _loaded(artifact, reply[3]), reply
 
     def _wait(self, timeout: float | None) -> tuple:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -223,6 +256,52 @@ class CompileWorker:
         self.close()
 
 
+def kept_artifact(payload: bytes, layouts: Sequence, config: dict | None) -> str | None:
+    """Where a region compiled from `payload` for inputs of `layouts` under inductor settings
+    `config` is kept, in inductor's own cache folder (so TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) means
+    cold compiles for it too); None where the key cannot be made (a setting that does not pickle)."""
+    try:
+        text = pickle.dumps((payload, list(layouts), config, torch.__version__, torch.get_num_threads()))
+    except Exception:  # noqa: BLE001 - no stable key: not kept
+        return None
+    return os.path.join(kept_folder(), hashlib.sha256(text).hexdigest() + ".bin")
+
+
+def kept_folder() -> str:
+    """The folder of compiled regions `kept_artifact` names: squall_regions in inductor's cache folder."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir  # inductor is loaded by the caller
+
+    return os.path.join(cache_dir(), "squall_regions")
+
+
+def _keep(path: str, kept: str, constants: bytes) -> None:
+    """Copy a compiled artifact to where `kept_artifact` finds it; the constants first, the
+    artifact last, each by an atomic rename, so a reader never sees half of one."""
+    try:
+        os.makedirs(os.path.dirname(kept), exist_ok=True)
+        for target, data in ((kept + ".constants", constants), (kept, _read(path))):
+            temporary = f"{target}.{os.getpid()}.tmp"
+            with open(temporary, "wb") as f:
+                f.write(data)
+            os.replace(temporary, target)
+    except OSError:  # a full or read-only cache folder: the region is simply compiled again next time
+        pass
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _loaded(artifact: Any, constants: bytes) -> Callable:
+    """The callable of a loaded artifact, given its lifted tensor constants (pickled) after the inputs."""
+    compiled = getattr(artifact, "_compiled_fn", artifact)  # the artifact's own __call__ adds a frame around it
+    values = pickle.loads(constants)
+    if values:
+        return lambda *args: compiled(*args, *values)
+    return compiled
+
+
 def _inductor_config() -> dict | None:
     """This process's inductor settings where inductor is loaded (a user's or a test's patch applies in the worker too)."""
     config = sys.modules.get("torch._inductor.config")
@@ -263,10 +342,12 @@ class RegionCompiler:
         done = self._in_worker(lambda payload: self.worker.compile(payload, args, time_budget_s=self.time_budget_s))
         if done is None:
             return compile_with_inductor(self.fn, self._here(args))
-        compiled, torch_s, inductor_s = done
+        compiled, torch_s, inductor_s, kept = done
         if torch_s is not None and inductor_s is not None and self.timings is None:
             self.timings = (torch_s, inductor_s)
         self.time_budget_s = None  # a recompile for another layout is not timed
+        if kept:
+            self.where = f"before, loaded from {kept_folder()}"
         return compiled
 
     def symbolic(self, spec: SymbolicSpec) -> tuple[Callable, str]:

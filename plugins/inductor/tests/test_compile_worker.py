@@ -28,6 +28,13 @@ from squall_inductor.worker import CompileWorker, RegionCompiler, default_worker
 needs_cpu_inductor = pytest.mark.skipif(squall_inductor.cpp_compiler() is None, reason="no C++ compiler for inductor's CPU backend")
 
 
+@pytest.fixture(autouse=True)
+def _own_kept_folder(monkeypatch, tmp_path):
+    # regions compiled by an earlier test or run would load from inductor's cache folder without
+    # the worker: each test starts with none kept
+    monkeypatch.setattr(squall_inductor.worker, "kept_folder", lambda: str(tmp_path / "kept"))
+
+
 def _region(source: str, **names):
     namespace = dict(names)
     load_source(source, "test-region", namespace)
@@ -43,6 +50,19 @@ def test_a_region_travels_as_source_with_its_prims_and_modules_by_name():
     x, y = torch.randn(3, 4), torch.randn(3, 4)
     torch.testing.assert_close(rebuilt(x, y), fn(x, y))
     assert rebuilt.__globals__["prim_add"] is add and rebuilt.__globals__["torch"] is torch
+
+
+def test_a_function_its_module_makes_inside_another_travels_by_its_module_and_name():
+    # F.max_pool2d is made by torch's boolean_dispatch: pickle cannot send it by its qualified name
+    assert "<locals>" in torch.nn.functional.max_pool2d.__qualname__
+    fn, source = _region("def region(x):\n  return (F.max_pool2d(x, 2) + 1,)\n", F=torch.nn.functional)
+    pooled = torch.nn.functional.max_pool2d
+    fn2, source2 = _region("def region(x):\n  return (pool(x, 2) + 1,)\n", pool=pooled)
+    for f, src in ((fn, source), (fn2, source2)):
+        rebuilt = load_region(region_payload(f, src))
+        x = torch.randn(1, 2, 4, 4)
+        torch.testing.assert_close(rebuilt(x), f(x))
+    assert load_region(region_payload(fn2, source2)).__globals__["pool"] is pooled
 
 
 def test_a_region_whose_globals_cannot_travel_says_so():
@@ -137,6 +157,42 @@ def test_a_dead_worker_falls_back_to_compiling_in_this_process_with_a_warning():
             torch.testing.assert_close(CompiledRegion(fn, [x * 2], compile=third)(x * 2), f(x * 2))
     finally:
         worker.close()
+
+
+@needs_cpu_inductor
+def test_a_region_compiled_before_loads_from_the_cache_folder_without_asking_the_worker(tmp_path):
+    fn, source = _region("def region(x):\n  return (torch.sigmoid(x) * 4 - torch.tensor([1.0, 2.0, 3.0]),)\n", torch=torch)
+    x = torch.randn(5, 3)
+    first = RegionCompiler(fn, source, worker=default_worker())
+    torch.testing.assert_close(CompiledRegion(fn, [x], compile=first)(x), fn(x))
+    assert first.where.startswith("in the compile worker process")
+    assert len(os.listdir(tmp_path / "kept")) == 2  # the artifact and its tensor constants
+    later = CompileWorker()  # as in a later process: it never answers a request
+    try:
+        again = RegionCompiler(fn, source, worker=later)
+        region = CompiledRegion(fn, [x], compile=again)
+        assert again.where == f"before, loaded from {tmp_path / 'kept'}" and later.pid is None
+        for y in (x, x * 3 - 1):
+            torch.testing.assert_close(region(y), fn(y))
+        # other sizes are another region for inductor: compiled by the worker, not loaded
+        other = RegionCompiler(fn, source, worker=later)
+        z = torch.randn(2, 3)
+        torch.testing.assert_close(CompiledRegion(fn, [z], compile=other)(z), fn(z))
+        assert other.where == f"in the compile worker process (pid {later.pid})" and later.pid is not None
+    finally:
+        later.close()
+
+
+@needs_cpu_inductor
+def test_a_damaged_kept_region_is_compiled_again(tmp_path):
+    fn, source = _region("def region(x):\n  return (torch.cos(x) * 7 + 2,)\n", torch=torch)
+    x = torch.randn(4, 4)
+    torch.testing.assert_close(CompiledRegion(fn, [x], compile=RegionCompiler(fn, source, worker=default_worker()))(x), fn(x))
+    for name in os.listdir(tmp_path / "kept"):
+        (tmp_path / "kept" / name).write_bytes(b"not an artifact")
+    again = RegionCompiler(fn, source, worker=default_worker())
+    torch.testing.assert_close(CompiledRegion(fn, [x], compile=again)(x), fn(x))
+    assert again.where.startswith("in the compile worker process")
 
 
 @needs_cpu_inductor

@@ -20,6 +20,7 @@ from squall.extend import resolve_operation
 from squall.frontend.tracing import TracingContext
 from squall.market.plugins import Marketplace
 from squall.proxies import TensorProxy, tracing
+from squall.runtime import tiers
 from squall.tools.cli import main
 
 squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor is not installed (pip install -e plugins/inductor)")
@@ -376,6 +377,33 @@ def test_a_large_region_takes_a_whole_block_with_attention_and_agrees_with_eager
         before = _dynamo_activity()
         torch.testing.assert_close(jfn(ids), block(ids), atol=1e-5, rtol=1e-5)
         assert _dynamo_activity() == before
+
+
+@needs_cpu_inductor
+def test_islands_are_not_compiled_when_large_regions_win_by_far_and_the_upgrade_agrees_with_eager(monkeypatch, tmp_path):
+    monkeypatch.delenv("SQUALL_INDUCTOR_MATMULS", raising=False)
+    monkeypatch.setenv("SQUALL_CACHE_DIR", str(tmp_path))  # no judgement remembered from elsewhere
+    judged = []
+
+    def judge(torch_run, fused_run, **kwargs):  # large regions at half the torch plan's time (no timing in tests)
+        torch_run(), fused_run()
+        judged.append(1)
+        return tiers.Verdict("fused", 2e-3, 1e-3, "in context: torch plan 2.000 ms, fused 1.000 ms per call")
+
+    monkeypatch.setattr(tiers, "judge", judge)
+    torch.manual_seed(0)
+    block, ids = _TinyBlock().eval(), torch.randint(0, 50, (2, 5))
+    ex = InductorExecutor(choices_path=None, min_eager_seconds=0)  # both offers: large regions, then islands
+    with torch.no_grad():
+        jfn = squall.jit(block, executors=[ex, "torch"], wait=True)
+        torch.testing.assert_close(jfn(ids), block(ids), atol=1e-5, rtol=1e-5)
+        (upgrade,) = squall.upgrades(jfn)
+        assert upgrade.status == "upgraded" and len(judged) == 1
+        assert "islands not compiled (large regions ran in 0.50x the torch plan's time); kept large regions" in upgrade.reason
+        assert upgrade.fused_after is not None and upgrade.fused_after <= upgrade.seconds
+        assert ex.outcomes == [] and ex.offers()[0][1].outcomes  # the islands executor compiled nothing
+        assert "islands not compiled" in str(squall.explain(jfn, ids))
+        torch.testing.assert_close(jfn(ids + 1), block(ids + 1), atol=1e-5, rtol=1e-5)
 
 
 def test_region_formation_across_matmuls_keeps_unclaimed_calls_outside_without_a_cycle():
