@@ -165,6 +165,13 @@ class TensorProxy(torch.Tensor):
         self.requires_grad = bool(requires_grad)
         return self
 
+    @property
+    def __class__(self):
+        # `x.__class__ is torch.Tensor` in any code (a library's, a staticmethod's) answers as for
+        # the tensor it stands for, with no patch, as a NumberProxy's does; `type(x)` is still the
+        # proxy's class outside the program's recording copies, and squall's own checks use type()
+        return torch.nn.Parameter if getattr(self, "_is_param", False) else torch.Tensor
+
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         # reached only by a call below torch's Python API, which __torch_function__ did not see

@@ -248,7 +248,12 @@ def _view_getattribute(self, name: str):
         if value is _MISSING:
             raise AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
         return info.recorder._recorded(value, f"attribute {name!r} of {info.label}")
-    value = cls.__getattribute__(self, name)
+    if type(raw) is property and _user_function(raw.fget) and cls.__getattribute__ is object.__getattribute__:
+        # a property's getter runs as a recording copy, as a method does: its own `type(self.t)`
+        # and global reads are the program's (object.__getattribute__ would call it as it is)
+        value = info.recorder._recording_function(raw.fget)(self)
+    else:
+        value = cls.__getattribute__(self, name)
     if info.dict is not None and name in info.dict and info.dict[name] is value:
         return info.recorder._read_attribute(info, name, value)
     if name.startswith("__") and name.endswith("__"):
