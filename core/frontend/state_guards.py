@@ -148,6 +148,7 @@ class StateRecorder:
         self._deques: list[tuple[_RecordedDeque, str]] = []  # (recording copy, where it was reached)
         self._snapshots: list[tuple[Any, Any, str]] = []  # (array or bytearray reached, its contents then, label)
         self._argument_copies: list[Any] = []  # recording copies of dicts passed as arguments
+        self._namespaces: dict[int, tuple[types.SimpleNamespace, dict, str, str]] = {}  # id(copy) -> (copy, its items, label, where)
         self._routed_by_type: dict[type, list[tuple[Any, str]]] = {}  # objects reached through the arguments
         self._metadata_guarded: set[str] = set()  # the expressions of the held tensors whose metadata is guarded
         self._module_reads: dict[int, _ModuleReads] = {}
@@ -213,6 +214,14 @@ class StateRecorder:
             copy = self._dict_copy(dict, value, label, items)
             copy.target = expr
             self._argument_copies.append(copy)
+            return copy
+        if t is types.SimpleNamespace:
+            # keyed by its attributes' values (squall.runtime.entry_point), not read through: a
+            # copy whose lists and dicts are recording copies reached through the call's own
+            # namespace, so appends land on the caller's list and a returned one is the caller's
+            items = {k: self._argument(v, f"{expr}.__dict__[{plain_scalar(k)!r}]", f"{label}.{k}", (*route, ("attr", k))) for k, v in vars(value).items()}
+            copy = types.SimpleNamespace(**items)
+            self._namespaces[id(copy)] = (copy, items, label, expr)
             return copy
         recorded = self._recorded(value, label)
         if recorded is not value:
@@ -516,17 +525,21 @@ class StateRecorder:
         args = [self._recorded(a, f"argument {i} of {label}") for i, a in enumerate(p.args)]
         return self._standing_for(functools.partial(self._recorded(p.func, label), *args, **keywords), p)
 
-    def _read_member(self, info: _ViewInfo, name: str, member: Any, value: Any) -> None:
-        """A __slots__ slot read: guarded as an attribute in __dict__ is (_MISSING: unset)."""
+    def _read_member(self, info: _ViewInfo, name: str, member: Any, value: Any) -> Any:
+        """A __slots__ slot read: guarded as an attribute in __dict__ is (_MISSING: unset), by
+        identity; the value as the program is to use it (a list as a recording copy, so that an
+        append is replayed on it, never made on it while tracing)."""
         rooted = self.guards.rooted(info.real)
         target = rooted if rooted is not None else self.guards.bind(info.real, "o")
         if "_slot_value" not in self.guards.namespace:
             self.guards.namespace.update(_slot_value=_slot_value, _MISSING=_MISSING)
         value_expr = f"_slot_value({self.guards.bind(member, 's')}, {target})"
+        label = f"attribute {name!r} of {info.label}"
         if value is _MISSING:
-            self.guards.add(f"{value_expr} is _MISSING", f"attribute {name!r} of {info.label} (unset)")
-        else:
-            self.guards.watch(value_expr, value, f"attribute {name!r} of {info.label}")
+            self.guards.add(f"{value_expr} is _MISSING", f"{label} (unset)")
+            return value
+        self.guards.watch(value_expr, value, label)
+        return self._follow(value, value_expr, label)
 
     def _read_computed(self, info: _ViewInfo, name: str, value: Any) -> Any:
         rooted = self.guards.rooted(info.real)
@@ -635,6 +648,10 @@ class StateRecorder:
     def finish(self, result: Any) -> Any:
         """After the program ran: the output with the values to replay appended (as
         `(output, effects)`) when it wrote Python state; the writes it made noted as effects."""
+        for copy, items, label, _ in self._namespaces.values():
+            now = vars(copy)
+            if now.keys() != items.keys() or any(now[k] is not v for k, v in items.items()):
+                raise UnreplayableWrite(f"squall: the program sets or deletes attributes of {label}, a SimpleNamespace; squall cannot replay that at every call")
         for before, fn, watched in self._wrote:
             for name, value in watched.items():
                 # (a dunder is the interpreter's bookkeeping: warnings' __warningregistry__)
@@ -708,7 +725,7 @@ class StateRecorder:
                 values.append(list(recorded.added))
         # a list or dict passed in and returned is the caller's own object, its writes replayed
         # on it first, as in eager (found through plain tuples, lists and dicts)
-        for path, target in _argument_containers(result, ()):
+        for path, target in _argument_containers(result, (), {k: where for k, (_, _, _, where) in self._namespaces.items()}):
             self.guards.namespace["_put"] = _put
             self.guards.effects.append(f"out = _put(out, {self.guards.bind(path, 'k')}, {target})")
         # a view never leaves the trace: an output or value set that is one is the real object;
@@ -724,6 +741,8 @@ class StateRecorder:
         `__eq__`, a later call may bring an equal one, and the output is rebuilt instead."""
         if type(x) is Itself or type(x) is Reached:
             return True  # a container the program reached (guarded by identity where it was read)
+        if type(x) is types.SimpleNamespace and id(x) in self._namespaces:
+            return True  # a namespace argument's copy: the call's own takes its place (finish)
         return id(x) in self._views and type(x).__eq__ is object.__eq__ and not isinstance(x, torch.nn.Module)
 
     def code_objects(self) -> list[types.CodeType]:
@@ -753,16 +772,19 @@ class StateRecorder:
         return Reached(real, route) if route is not None and by_structure(real) else real
 
 
-def _argument_containers(x: Any, path: tuple) -> list[tuple[tuple, str]]:
+def _argument_containers(x: Any, path: tuple, namespaces: dict[int, str]) -> list[tuple[tuple, str]]:
     """(path, call-time expression) of each list or dict argument's recording copy in output `x`,
-    reached through plain tuples, lists and dicts."""
+    and of each SimpleNamespace argument's copy (`namespaces`: id -> expression), reached
+    through plain tuples, lists and dicts."""
     t = type(x)
     if t in RECORDED_CONTAINERS and getattr(x, "target", None) is not None:
         return [(path, x.target)]
+    if t is types.SimpleNamespace and id(x) in namespaces:
+        return [(path, namespaces[id(x)])]
     if t is tuple or t is list or t is _RecordedList:
-        return [found for i, v in enumerate(list.__iter__(x) if t is _RecordedList else x) for found in _argument_containers(v, (*path, i))]
+        return [found for i, v in enumerate(list.__iter__(x) if t is _RecordedList else x) for found in _argument_containers(v, (*path, i), namespaces)]
     if t is dict:
-        return [found for k, v in x.items() for found in _argument_containers(v, (*path, k))]
+        return [found for k, v in x.items() for found in _argument_containers(v, (*path, k), namespaces)]
     return []
 
 
