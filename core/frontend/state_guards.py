@@ -63,7 +63,8 @@ A deque is followed as a list is (appends on the right replayed); an `array.arra
 `bytearray` is guarded by its contents, and a change the program makes to one is undone
 when tracing ends and refused (the call runs eagerly). A list, deque or dict passed as an
 argument is a recording copy whose writes are replayed on the caller's object, and one the
-program returns is the caller's object.
+program returns is the caller's object; an object argument (a KV cache) and what is read of it
+are reached through the call's arguments at every call (`squall.frontend.argument_routes`).
 
 Not guarded: other containers than these (a `queue.Queue`); objects of the standard
 library's classes and installed packages' Python modules read as objects; an instance-level
@@ -88,6 +89,7 @@ from ..proxies import TensorProxy, size_leaf, real_tensor
 from ..sources import load_source
 from ..symbol import user_stacklevel
 from ..trace import Itself, Reached, plain_scalar, scalar_key
+from .argument_routes import ArgumentRoutes
 from .autograd_functions import TracedAutogradFunction, is_autograd_function
 from .state_views import (
     _cell_value,
@@ -131,7 +133,7 @@ _TRACED_HOOKS = frozenset({"_forward_hooks", "_forward_pre_hooks"})
 _HOOK_BOOKKEEPING = frozenset({"_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called"})
 
 
-class StateRecorder:
+class StateRecorder(ArgumentRoutes):
     """Records, while one program is traced, the Python state it read and wrote."""
 
     def __init__(self, module: torch.nn.Module | None, arg_offset: int):
@@ -147,10 +149,7 @@ class StateRecorder:
         self._set_copies: dict[int, _RecordedSet] = {}
         self._deques: list[tuple[_RecordedDeque, str]] = []  # (recording copy, where it was reached)
         self._snapshots: list[tuple[Any, Any, str]] = []  # (array or bytearray reached, its contents then, label)
-        self._argument_copies: list[Any] = []  # recording copies of dicts passed as arguments
-        self._namespaces: dict[int, tuple[types.SimpleNamespace, dict, str, str]] = {}  # id(copy) -> (copy, its items, label, where)
-        self._routed_by_type: dict[type, list[tuple[Any, str]]] = {}  # objects reached through the arguments
-        self._metadata_guarded: set[str] = set()  # the expressions of the held tensors whose metadata is guarded
+        self._init_routes()  # squall.frontend.argument_routes
         self._module_reads: dict[int, _ModuleReads] = {}
         self._originals: dict[int, tuple[Any, Any]] = {}  # id(copy) -> (copy, what it stands for)
         self._write_order: list[_ViewInfo] = []
@@ -189,59 +188,6 @@ class StateRecorder:
         args = tuple(self._argument(a, f"args[{i + self.arg_offset}]", f"argument {i}", ("args", i)) for i, a in enumerate(args))
         kwargs = {k: self._argument(v, f"kwargs[{plain_scalar(k)!r}]", f"keyword argument {k!r}", ("kwargs", k)) for k, v in kwargs.items()}
         return fn, args, kwargs
-
-    def _argument(self, value: Any, expr: str, label: str, route: tuple) -> Any:
-        t = type(value)
-        if t in _SCALARS or isinstance(value, TensorProxy):
-            return value
-        if t is tuple:
-            items = [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]", (*route, ("item", i))) for i, v in enumerate(value)]
-            return t(items) if any(a is not b for a, b in zip(items, value)) else value
-        if t is list:
-            # a copy that records appends, replayed on the caller's list at every call (its items
-            # are in the cache key: its reads need no guard)
-            copy = _RecordedList(self._argument(v, f"{expr}[{i}]", f"{label}[{i}]", (*route, ("item", i))) for i, v in enumerate(value))
-            copy.items_read, copy.label, copy.real, copy.target, copy.initial = False, label, value, expr, list.copy(copy)
-            self._lists.append((value, copy, label, expr))
-            return copy
-        if t is collections.deque:
-            return self._deque_copy(value, [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]", (*route, ("item", i))) for i, v in enumerate(value)], label, expr, target=expr)
-        if t is dict:
-            # (a key that is not a plain number or string is not followed into); a copy that
-            # records writes, replayed on the caller's dict at every call (its keys and values
-            # are in the cache key: its reads need no guard)
-            items = {k: self._argument(v, f"{expr}[{plain_scalar(k)!r}]", f"{label}[{plain_scalar(k)!r}]", (*route, ("item", k))) if type(k) in _SCALARS else v for k, v in value.items()}
-            copy = self._dict_copy(dict, value, label, items)
-            copy.target = expr
-            self._argument_copies.append(copy)
-            return copy
-        if t is types.SimpleNamespace:
-            # keyed by its attributes' values (squall.runtime.entry_point), not read through: a
-            # copy whose lists and dicts are recording copies reached through the call's own
-            # namespace, so appends land on the caller's list and a returned one is the caller's
-            items = {k: self._argument(v, f"{expr}.__dict__[{plain_scalar(k)!r}]", f"{label}.{k}", (*route, ("attr", k))) for k, v in vars(value).items()}
-            copy = types.SimpleNamespace(**items)
-            self._namespaces[id(copy)] = (copy, items, label, expr)
-            return copy
-        recorded = self._recorded(value, label)
-        if recorded is not value:
-            # the cache key holds it (by its type where `by_structure`, by its own equality, or by
-            # identity): reached through the call, as is everything the program reads of it
-            self._route(value, expr, route)
-        return recorded
-
-    def _route(self, obj: Any, expr: str, route: tuple) -> None:
-        """`obj` is reached at call time as `expr` (`route` through the call's arguments). Two
-        objects of one type reached so are guarded to be distinct, or the same, as when traced."""
-        first = self.guards.rooted(obj)
-        if first is not None:
-            if first != expr:
-                self.guards.add(f"{expr} is {first}", f"{expr} is the object at {first}")
-            return
-        for other, other_expr in self._routed_by_type.get(type(obj), ()):
-            self.guards.add(f"{expr} is not {other_expr}", f"{expr} is not the object at {other_expr}")
-        self._routed_by_type.setdefault(type(obj), []).append((obj, expr))
-        self.guards.root(obj, expr, route)
 
     def _recording_function(self, fn: types.FunctionType) -> types.FunctionType:
         copy = self._functions.get(id(fn))
@@ -344,20 +290,6 @@ class StateRecorder:
         return self._reached(value, f"{self._dict_expr(info)}[{plain_scalar(name)!r}]", f"attribute {name!r} of {info.label}",
                              (*route, ("attr", name)) if route is not None else None)
 
-    def _tensor_attribute(self, info: _ViewInfo, name: str, value: torch.Tensor) -> TensorProxy:
-        """A tensor an object holds (a KV cache's keys, which the model replaces at every step):
-        an input of the program read from the object at each call, guarded by its metadata (its
-        symbolic dimensions by "2 or more") rather than by identity, so a new tensor of the same
-        kind in its place runs the same compiled program."""
-        label = f"attribute {name!r} of {info.label}"
-        proxy = self.tensor_input(value, info.dict, name, label, self.guards.route_of(info.real))
-        expr = f"{self._dict_expr(info)}[{plain_scalar(name)!r}]"
-        if expr not in self._metadata_guarded:  # (read again, as a KV cache's keys are: one guard)
-            self._metadata_guarded.add(expr)
-            pattern = (proxy.dtype, proxy.device, proxy.requires_grad, tuple(n if type(n) is int else None for n in proxy.shape))
-            self.guards.add(f"_same_metadata({expr}, {self.guards.bind(pattern, 'k')})", label)
-        return proxy
-
     def _dict_expr(self, info: _ViewInfo) -> str:
         # an argument is reached through the call's arguments (another object may be equal to
         # it by the cache key); anything else is guarded by identity where it was reached
@@ -370,33 +302,10 @@ class StateRecorder:
         through the call's arguments (`route`), a list, tuple or `by_structure` object is
         guarded by its type (and length) and followed through the arguments, not by identity:
         a new KV cache of the same layout runs the same program."""
-        t = type(value)
-        if route is not None and (t is list or t is tuple or by_structure(value)):
-            layout = f" and len({expr}) == {len(value)}" if t is list or t is tuple else ""
-            self.guards.add(f"type({expr}) is {self.guards.bind(t, 'c')}{layout}", label)
-            if t is list or t is tuple:
-                return self._follow_routed(value, expr, label, route)
-            self._route(value, expr, route)
-            return self._recorded(value, label)
+        if route is not None and (type(value) is list or type(value) is tuple or by_structure(value)):
+            return self._reached_through_arguments(value, expr, label, route)
         self.guards.watch(expr, value, label)
         return self._follow(value, expr, label)
-
-    def _follow_routed(self, value: list | tuple, expr: str, label: str, route: tuple) -> Any:
-        """A list or tuple reached through the call's arguments: each item guarded as `_reached`
-        guards it, through the arguments; a list as a recording copy (its appends replayed on
-        the call's own list)."""
-        items = [self._reached(v, f"{expr}[{i}]", f"item {i} of {label}", (*route, ("item", i))) for i, v in enumerate(value)]
-        if type(value) is tuple:
-            return value if all(a is b for a, b in zip(items, value)) else self._standing_for(tuple(items), value)
-        copy = self._list_copies.get(id(value))
-        if copy is None:
-            # reached as `expr` at every call (its length and items guarded there): appends replayed on it
-            copy = self._list_copies[id(value)] = _RecordedList()
-            copy.items_read, copy.label, copy.real, copy.target = False, label, value, expr
-            self._lists.append((value, copy, label, expr))
-            list.extend(copy, items)
-            copy.initial = list.copy(copy)
-        return copy
 
     def _follow(self, value: Any, expr: str, label: str) -> Any:
         """`value`, reached as `expr`, as the program is to use it: a list or dict as a
@@ -723,11 +632,7 @@ class StateRecorder:
             if recorded.added:
                 self.guards.effects.append(f"{real}.update(effects[{len(values)}])")
                 values.append(list(recorded.added))
-        # a list or dict passed in and returned is the caller's own object, its writes replayed
-        # on it first, as in eager (found through plain tuples, lists and dicts)
-        for path, target in _argument_containers(result, (), {k: where for k, (_, _, _, where) in self._namespaces.items()}):
-            self.guards.namespace["_put"] = _put
-            self.guards.effects.append(f"out = _put(out, {self.guards.bind(path, 'k')}, {target})")
+        self._return_arguments_as_themselves(result)
         # a view never leaves the trace: an output or value set that is one is the real object;
         # so is a recording copy of a container the program reached (its changes are replayed
         # on it); one of a list or dict passed in leaves as a plain one (see _put above)
@@ -770,33 +675,6 @@ class StateRecorder:
         route = self.guards.route_of(real)
         # an object the call gave (keyed by its type): the call's own, reached through its arguments
         return Reached(real, route) if route is not None and by_structure(real) else real
-
-
-def _argument_containers(x: Any, path: tuple, namespaces: dict[int, str]) -> list[tuple[tuple, str]]:
-    """(path, call-time expression) of each list or dict argument's recording copy in output `x`,
-    and of each SimpleNamespace argument's copy (`namespaces`: id -> expression), reached
-    through plain tuples, lists and dicts."""
-    t = type(x)
-    if t in RECORDED_CONTAINERS and getattr(x, "target", None) is not None:
-        return [(path, x.target)]
-    if t is types.SimpleNamespace and id(x) in namespaces:
-        return [(path, namespaces[id(x)])]
-    if t is tuple or t is list or t is _RecordedList:
-        return [found for i, v in enumerate(list.__iter__(x) if t is _RecordedList else x) for found in _argument_containers(v, (*path, i), namespaces)]
-    if t is dict:
-        return [found for k, v in x.items() for found in _argument_containers(v, (*path, k), namespaces)]
-    return []
-
-
-def _put(out: Any, path: tuple, value: Any) -> Any:
-    """`out` with `value` at `path` (tuples rebuilt, lists and dicts set in place)."""
-    if not path:
-        return value
-    head, rest = path[0], path[1:]
-    if type(out) is tuple:
-        return (*out[:head], _put(out[head], rest, value), *out[head + 1 :])
-    out[head] = _put(out[head], rest, value)
-    return out
 
 
 # --- the check ----------------------------------------------------------------------------------

@@ -136,8 +136,14 @@ class EntryCache:
         return self._evicted_hits + sum(hits for _, hits in self.slots.values())
 
     def upgrades(self) -> dict[Any, tiers.Upgrade]:
-        """key -> the background upgrade of its entry (squall.runtime.tiers), oldest entry first."""
-        return {k: e.upgrade for k, e in self.entries.items() if e.upgrade is not None}
+        """key -> the background upgrade of its entry (squall.runtime.tiers), oldest entry first;
+        (key, "variant", i) -> the upgrade of the i-th variant compiled after a value guard failed."""
+        found: dict[Any, tiers.Upgrade] = {}
+        for k, e in self.entries.items():
+            if e.upgrade is not None:
+                found[k] = e.upgrade
+            found.update(((k, "variant", i), u) for i, u in enumerate(e.variant_upgrades))
+        return found
 
     def _drop_if_idle(self, key: Any) -> None:
         if self.entries[key].idle:

@@ -23,7 +23,7 @@ import torch
 from ..compiler.checking import ExecutorFault
 from ..compiler.pipeline import Compilation, compile_program
 from ..compiler.planner import PlanningError
-from ..frontend.speculation import guards_of, specialised_numbers
+from ..frontend.speculation import guard_input_paths, guards_of, specialised_numbers
 from ..frontend.state_guards import EagerFirst, StateGuards, UnreplayableWrite, raised_by_users_code
 from ..frontend.tracing import argument_names, module_slots
 from ..guard_set import ALIAS, GuardFailure
@@ -36,7 +36,7 @@ from .aliasing import AliasPattern, alias_pattern, describe_path, input_tensors,
 from .cache import EntryCache
 from .dynamic_dims import DynamicDims, has_shape_guards, specialised_dims
 from .entry import CacheEntry, CompiledEntry, entry_guards
-from .entry_point import DynamicNumbers, key_parts
+from .entry_point import DynamicNumbers, ParameterKey, key_parts, training_reader
 from .exclusions import excluding, ops_to_exclude
 from .policy import SPECULATION_LIMIT, Action, decide, decide_fault
 from .rage import record_compilation
@@ -76,7 +76,10 @@ class Runtime:
         self._slots: list[tuple[dict, str]] = []
         self._slot_names: list[str] = []  # "parameter 'lin.weight'", "buffer 'bn.running_mean'"
         self._slot_paths: list[str] = []  # "lin.weight", "bn.running_mean"
-        self._submodules: list[torch.nn.Module] = []
+        # how the entry point reads the submodules' training flags (squall.runtime.entry_point.training_reader)
+        self._training_read: list[Callable] = [None]
+        self._training_of: list[Any] = []
+        self._parameter_key = ParameterKey()  # the key's part for the parameters' metadata
         self._numbers = DynamicNumbers()  # the number arguments read at run time (squall.runtime.entry_point)
         self._dims = DynamicDims(dynamic)  # the tensor dimensions traced as symbolic sizes (squall.runtime.dynamic_dims)
         self._eager_keys: dict[Any, str] = {}  # key -> why its calls run eagerly (an unreplayable write)
@@ -110,7 +113,8 @@ class Runtime:
         kinds = lambda store, k: "parameter" if isinstance(store[k], torch.nn.Parameter) else "tensor attribute" if "_parameters" in store else "buffer"
         self._slots[:], self._slot_paths[:] = slots, paths
         self._slot_names[:] = [f"{kinds(store, k)} {name!r}" for (store, k), name in zip(slots, paths)]
-        self._submodules[:] = list(self.module.modules())
+        self._training_read[0], self._training_of[:] = training_reader(list(self.module.modules()))
+        self._parameter_key.forget()
 
     def _compiled_child(self, module: torch.nn.Module) -> Callable:
         raise NotImplementedError
@@ -184,10 +188,7 @@ class Runtime:
                 guards.warn_eager("the module's forward (each submodule it calls compiled)" if self.module is not None else "the function")
             # a split module runs its children compiled, each upgraded on its own: not the whole
             split = self.module is not None and guards.eager
-            # the upgrade times the program on example inputs, but a tensor an argument object holds is
-            # read from the object itself: a program that writes one (a static KV cache) is not timed
-            writes_held = compilation.writes_inputs and any(b.path[0] == "state" for b in compilation.bindings)
-            upgrade = self._upgrade_job(record, entry, executors, (params, args, kwargs)) if tiered and not split and not writes_held else None
+            upgrade = self._upgrade_job(record, entry, executors, (params, args, kwargs)) if tiered and not split and not _writes_held(compilation) else None
             if upgrade is not None and self.wait:
                 upgrade.run()  # the same upgrade, done before the first call returns
             runner = rec.first_call(self._first_call(key, record.slot[0]))  # this first call is recorded
@@ -343,7 +344,8 @@ class Runtime:
         return Variants(
             first,
             module=self.module is not None,
-            compile_variant=compile_variant or (lambda args, kwargs: self._compile_variant(key, args[self._skip:], kwargs)),
+            compile_variant=compile_variant or (lambda args, kwargs: self._compile_variant(
+                key, args[self._skip:], kwargs, args[0] if self._skip else None)),
             stop=self._stop_compiling,
             used=lambda entry: setattr(self, "last_entry", entry),
             failed=self._count_guard_failure,
@@ -358,18 +360,28 @@ class Runtime:
         variant[0] = self._runner(key, entry.compilation, slot=variant)
         return variant
 
-    def _compile_variant(self, key: Any, args: tuple, kwargs: dict) -> list:
-        """Another variant of entry `key`, traced on this call's inputs after a value guard failed."""
+    def _compile_variant(self, key: Any, args: tuple, kwargs: dict, params: list | None = None) -> list:
+        """Another variant of entry `key`, traced on this call's inputs after a value guard failed;
+        upgraded as the entry's first variant is (judged on this call's values where its guards read)."""
         with self.cache.lock:
             start = time.perf_counter()
-            with record_compilation(self, args, kwargs) as record:  # squall.runtime.rage sees variants too
-                # a variant keeps to the first tier: no background upgrade comes for it
-                compilation, _ = self._compile_first_tier(args, kwargs, self._priority(key), on_traced=record.traced)
-                record.compiled(compilation)
+            executors = self._priority(key)
+            with record_compilation(self, args, kwargs) as rec:  # squall.runtime.rage sees variants too
+                compilation, tiered = self._compile_first_tier(args, kwargs, executors, on_traced=rec.traced)
+                rec.compiled(compilation)
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             self.stats.misses += 1
             self.last_entry = entry
-            return self._variant(key, entry)
+            variant = self._variant(key, entry)
+            record = self.cache.entries.get(key)
+            upgrade = None
+            if tiered and record is not None and not record.split and not _writes_held(compilation):
+                upgrade = self._upgrade_job(record, entry, executors, (params, args, kwargs), variant=variant)
+                if self.wait:
+                    upgrade.run()  # installs into `variant`, which the caller runs next
+        if upgrade is not None and not self.wait:
+            tiers.default_worker().submit(upgrade)
+        return variant
 
     # --- a rejected call: the policy's answer, carried out -------------------------------------
 
@@ -562,29 +574,53 @@ class Runtime:
 
     # --- background upgrades (squall.runtime.tiers) ----------------------------------------------------
 
-    def _upgrade_job(self, record: CacheEntry, entry: CompiledEntry, executors: ExecutorPriority, call: tuple) -> tiers.UpgradeJob:
-        """The job that upgrades `entry` to the plan with every executor (squall.runtime.tiers)."""
+    def _upgrade_job(self, record: CacheEntry, entry: CompiledEntry, executors: ExecutorPriority, call: tuple,
+                     *, variant: list | None = None) -> tiers.UpgradeJob:
+        """The job that upgrades `entry` to the plan with every executor (squall.runtime.tiers): the
+        entry's program, or a variant compiled after a value guard failed (`variant`, its [runner, entry])."""
         name = getattr(self.fn, "__name__", type(self.fn).__name__)
-        entry.upgrade = record.upgrade = tiers.Upgrade(name)
+        entry.upgrade = tiers.Upgrade(name + (" (a variant)" if variant is not None else ""))
+        if variant is not None:
+            record.variant_upgrades.append(entry.upgrade)
+        else:
+            record.upgrade = entry.upgrade
         layout = dict(takes_params=self.module is not None, nargs=len(call[1]), takes_kwargs=bool(call[2]))
         owner = weakref.ref(self)  # a queued upgrade does not keep the jitted function alive
         key = record.key
 
         def install(compilation: Compilation, seconds: float) -> bool | None:
             state = owner()
-            return None if state is None else state._install_upgrade(key, entry, compilation, seconds)
+            return None if state is None else state._install_upgrade(key, entry, compilation, seconds, variant)
 
-        return tiers.UpgradeJob(entry.upgrade, entry.compilation, layout, executors, tiers.call_specs(*call),
+        # the inputs its value guards read keep their values: the judge takes the call's branches
+        specs = tiers.call_specs(*call, keep=guard_input_paths(entry.compilation))
+        return tiers.UpgradeJob(entry.upgrade, entry.compilation, layout, executors, specs,
                                 install, alive=lambda: owner() is not None)
 
-    def _install_upgrade(self, key: Any, base: CompiledEntry, compilation: Compilation, seconds: float) -> bool:
-        """Swap the entry `key` to the upgraded compilation, unless it was evicted, set aside, replanned or split since."""
+    def _install_upgrade(self, key: Any, base: CompiledEntry, compilation: Compilation, seconds: float,
+                         variant: list | None = None) -> bool:
+        """Swap the entry `key` (or its `variant`) to the upgraded compilation, unless it was evicted,
+        set aside, replanned or split since."""
         upgraded = CompiledEntry(compilation, base.compile_seconds + seconds, base.upgrade)
         with self.cache.lock:
             record = self.cache.entries.get(key)
-            if record is None or record.slot is None or record.compiled is not base or record.split:
+            if record is None or record.slot is None or record.split:
                 return False
-            self.cache.swap(record, self._cached_runner(key, upgraded), compiled=upgraded)  # the hot path's next call runs the fused plan
+            held = record.slot[0]
+            if variant is not None or isinstance(held, Variants):
+                # a guarded entry: the upgraded variant takes its own place, the other variants stay
+                if variant is None:
+                    variant = next((v for v in held.variants if v[1] is base), None)
+                if variant is None or variant[1] is not base:  # replanned, or stopped compiling, since
+                    return False
+                variant[1] = upgraded
+                variant[0] = self._runner(key, compilation, slot=variant)
+                if record.compiled is base:
+                    record.compiled = upgraded
+            elif record.compiled is base:
+                self.cache.swap(record, self._cached_runner(key, upgraded), compiled=upgraded)  # the hot path's next call runs the fused plan
+            else:
+                return False
             if self.last_entry is base:
                 self.last_entry = upgraded
         return True
@@ -615,3 +651,9 @@ class Runtime:
                 SquallWarning,
                 stacklevel=4,
             )
+
+
+def _writes_held(compilation: Compilation) -> bool:
+    """Whether the program writes a tensor an argument object holds (a static KV cache): the upgrade
+    times the program on example inputs, but such a tensor is read from the object itself, so it is not upgraded."""
+    return compilation.writes_inputs and any(b.path[0] == "state" for b in compilation.bindings)

@@ -56,6 +56,7 @@ class CacheEntry:
     slot: list | None = None
     recency: tuple[int, int] = (0, 0)  # (hits when last looked at, the compilation it was last seen used by)
     upgrade: tiers.Upgrade | None = None
+    variant_upgrades: list[tiers.Upgrade] = field(default_factory=list)  # of variants compiled after a value guard failed
     set_aside: list[CompiledEntry] = field(default_factory=list)  # newest first (squall.frontend.state_guards)
     exclusions: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)  # (executor, ops) kept apart
     state_compiles: dict[str, int] = field(default_factory=dict)  # state label -> compilations it caused
@@ -68,7 +69,7 @@ class CacheEntry:
     @property
     def idle(self) -> bool:
         """Nothing left worth keeping: not cached, no upgrade, nothing set aside or kept out."""
-        return (self.slot is None and self.upgrade is None and not self.set_aside and not self.exclusions
+        return (self.slot is None and self.upgrade is None and not self.variant_upgrades and not self.set_aside and not self.exclusions
                 and not self.state_compiles)
 
 

@@ -8,10 +8,15 @@ A number argument is keyed by its value, until a call misses only because such a
 changed: `DynamicNumbers` then makes it dynamic, keyed by its type alone and passed to the
 generated function at run time (`squall.ltorch.numbers`). The hot path looks the exact key up
 first; only a miss, in a function that has dynamic numbers, builds the key with them.
+
+A module's key also holds its parameters', buffers' and tensor attributes' metadata
+(`ParameterKey`: found with one C check while it is the last call's) and every submodule's
+training flag; a module whose forward takes a fixed number of tensors takes the fast path too.
 """
 from __future__ import annotations
 
 import inspect
+import operator
 import types
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +33,8 @@ from ..frontend.state_guards import by_structure, viewable
 from ..sources import load_source
 from ..trace import plain_scalar, scalar_key
 
-__all__ = ["value_key", "key_parts", "make_entry_point", "forget_recent", "DynamicNumbers", "dynamic_key", "masked_shape", "DYNAMIC", "argument_leaves"]
+__all__ = ["value_key", "key_parts", "make_entry_point", "forget_recent", "DynamicNumbers", "dynamic_key", "masked_shape", "DYNAMIC",
+           "argument_leaves", "ParameterKey", "training_reader"]
 
 # --- the cache key ------------------------------------------------------------------------------
 
@@ -142,6 +148,7 @@ def key_parts(args: tuple, kwargs: dict, names: list[str]) -> dict[str, Any]:
 # has its own cache, so it needs no place in the key.
 _ENTRY_POINT = """
 def compiled(*args, **kwargs):
+{module_state}
 {fast_path}
     key = (_is_grad_enabled(), _get_default_dtype())
     for a in args:
@@ -153,7 +160,7 @@ def compiled(*args, **kwargs):
             key += (value_key(a, "an argument"),)
     if kwargs:
         key += (tuple([(k, value_key(v, f"keyword argument {{k!r}}")) for k, v in kwargs.items()]),)
-{params_key}
+{state_key}
     entry = cache.get(key)
     if entry is None and (dynamic or dims):
         entry = cache.get(dynamic_key(key, args, kwargs, dynamic, dims))
@@ -162,7 +169,7 @@ def compiled(*args, **kwargs):
     entry[1] += 1
     return entry[0]({params_arg}*args, **kwargs)
 """
-_FUNCTION_PARTS = {"params_key": "", "params": "None", "params_arg": ""}
+_FUNCTION_PARTS = {"module_state": "", "state_key": "", "state_check": "", "params": "None", "params_arg": ""}
 
 # For a function of a fixed number of positional parameters, the call with that many plain
 # tensors builds the same key in one tuple display, without the loop. Before that, the entry
@@ -174,24 +181,24 @@ _FUNCTION_PARTS = {"params_key": "", "params": "None", "params_arg": ""}
 _FAST_PATH = """    if len(args) == {n} and not kwargs:
         {names}, = args
         recent = last[0]
-        if recent is not None and recent[1]({names}) and _is_grad_enabled() is recent[2] and _get_default_dtype() is recent[3]:
+        if recent is not None and recent[1]({names}) and _is_grad_enabled() is recent[2] and _get_default_dtype() is recent[3]{state_check}:
             entry = recent[0]
             entry[1] += 1
-            return entry[0]({names})
+            return entry[0]({params_arg}{names})
         if {tensor_checks}:
-            key = (_is_grad_enabled(), _get_default_dtype(), {metadata})
+            key = (_is_grad_enabled(), _get_default_dtype(), {metadata}){state_key_inline}
             entry = cache.get(key)
             if entry is not None:
                 entry[1] += 1
                 last[0] = _recent(cache, checks, entry, key, ({names},))
-                return entry[0]({names})
+                return entry[0]({params_arg}{names})
             if dims:
                 key = dynamic_key(key, args, kwargs, dynamic, dims)
                 entry = cache.get(key)
                 if entry is not None:
                     entry[1] += 1
                     last[0] = _recent(cache, checks, entry, key, ({names},))
-                    return entry[0]({names})"""
+                    return entry[0]({params_arg}{names})"""
 
 
 def _recent(cache: dict, checks: dict, entry: list, key: tuple, tensors: tuple) -> tuple | None:
@@ -217,7 +224,7 @@ def _recent(cache: dict, checks: dict, entry: list, key: tuple, tensors: tuple) 
             load_source(f"def check({names}):\n    return _metadata_check({names}) and {' and '.join(open_sizes)}\n", "symbolic-fast-check", namespace)
             check = namespace["check"]
         checks[key] = check
-    return (entry, check, key[0], key[1])
+    return (entry, check, key[0], key[1], key[-1])  # (the last item: a module's state, for its fast path)
 
 
 def forget_recent(last: list, checks: dict, key: Any, entry: list) -> None:
@@ -228,8 +235,9 @@ def forget_recent(last: list, checks: dict, key: Any, entry: list) -> None:
         last[0] = None
 
 
-def _fast_path(fn: Callable) -> str:
-    """The fast path of the entry point, for functions whose positional arity is fixed."""
+def _fast_path(fn: Callable, parts: dict[str, str]) -> str:
+    """The fast path of the entry point, for functions (and module forwards) whose positional
+    arity is fixed; `parts` are the function's or the module's (`_FUNCTION_PARTS`, `_MODULE_PARTS`)."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -243,29 +251,127 @@ def _fast_path(fn: Callable) -> str:
         names=", ".join(names),
         tensor_checks=" and ".join(f"type({a}) is _Tensor" for a in names),
         metadata=", ".join(f"{a}.shape, {a}.dtype, {a}.device, {a}.requires_grad" for a in names),
+        state_check=parts["state_check"],
+        state_key_inline=" + (state,)" if parts["state_key"] else "",
+        params_arg=parts["params_arg"],
     )
+
+
+# A module's parameters, buffers and tensor attributes are read at every call, so optimizer
+# steps and load_state_dict are seen. Their metadata and the submodules' training flags are the
+# key's last item (`state`); the metadata is found with one C check while it is the last call's.
 _MODULE_PARTS = {
-    # parameters and buffers are read at every call, so optimizer steps and load_state_dict are seen
-    "params_key": """    try:
+    "module_state": """    try:
         params = [store[k] for store, k in slots]
-        # one flat tuple built at once: adding to the key parameter by parameter copies it each time
-        key += tuple([m for p in params for m in (p.shape, p.dtype, p.device, p.requires_grad)])
-    except (KeyError, AttributeError):  # a parameter, buffer or tensor attribute was removed
+        training = tuple(map(training_read[0], training_of))
+        known = parameter_key.last
+        if known is None or not known[0](*params):
+            known = parameter_key.find(params)
+    except (KeyError, AttributeError, TypeError):
+        # a parameter, buffer or tensor attribute was removed or set to None (or, in another
+        # thread, the layout was being read again): the module's layout is read again
         return relayout(args, kwargs)
-    key += (tuple([m.training for m in submodules]),)""",
+    state = (known[1], training)""",
+    "state_key": "    key += (state,)",
+    "state_check": " and state == recent[4]",
     "params": "params",
     "params_arg": "params, ",
 }
 
 
-def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Callable, slots: list, submodules: list, relayout: Callable, dynamic: set, last: list, checks: dict, dims: dict | None = None) -> Callable:
+class _Metadata:
+    """The metadata of a module's parameters, buffers and tensor attributes as its key holds
+    them: (shape, dtype, device, requires_grad) per tensor in one flat tuple, hashed once.
+    Equal to another that holds equal metadata."""
+
+    __slots__ = ("parts", "_hash")
+
+    def __init__(self, parts: tuple):
+        self.parts = parts
+        self._hash = hash(parts)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: Any) -> bool:
+        return other is self or (type(other) is _Metadata and other._hash == self._hash and other.parts == self.parts)
+
+    def __repr__(self) -> str:
+        return f"<metadata of {len(self.parts) // 4} tensors>"
+
+
+def _never(*tensors: Any) -> bool:
+    return False
+
+
+class ParameterKey:
+    """What a module's key holds of its parameters, buffers and tensor attributes: their
+    metadata (`_Metadata`). `last` is the (C check, metadata) pair of the last call's
+    tensors: the check (torch's TensorGuards, as the function fast path's: exact type,
+    dispatch keys, dtype, device, requires_grad and sizes of every tensor) holding means the
+    metadata is the same; where it fails, `find` reads the metadata attribute by attribute."""
+
+    _KEEP = 8  # metadata remembered with its check; forgetting one costs only building its check again
+
+    def __init__(self):
+        self.last: tuple[Callable[..., bool], _Metadata] | None = None
+        self._known: dict[tuple, tuple[Callable[..., bool], _Metadata]] = {}
+
+    def find(self, params: list) -> tuple[Callable[..., bool], _Metadata]:
+        """The (check, metadata) of `params`, made `last`."""
+        parts = tuple([m for p in params for m in (p.shape, p.dtype, p.device, p.requires_grad)])
+        found = self._known.get(parts)
+        if found is None or not found[0](*params):  # new metadata, or a check built under other dispatch state
+            if len(self._known) >= self._KEEP:
+                self._known.clear()
+            found = self._known[parts] = (_metadata_check(params), found[1] if found is not None else _Metadata(parts))
+        self.last = found
+        return found
+
+    def forget(self) -> None:
+        """The module's layout changed: nothing of the old one is checked against."""
+        self.last = None
+        self._known.clear()
+
+
+def _metadata_check(tensors: list) -> Callable[..., bool]:
+    """A C check that tensors have the type, dispatch keys, dtype, device, requires_grad and
+    sizes these have (strides left open: the key does not hold them); one that always fails
+    where torch's check is missing or refuses a tensor (then every call reads the metadata)."""
+    if _TensorGuards is None:
+        return _never
+    try:
+        return _TensorGuards(*tensors, dynamic_dims_sizes=[list(t.shape) for t in tensors],
+                             dynamic_dims_strides=[[None] * t.dim() for t in tensors]).check
+    except Exception:  # noqa: BLE001 - a tensor torch's check does not take: the attribute-by-attribute key
+        return _never
+
+
+_TRAINING_IN_DICT = operator.itemgetter("training")
+_TRAINING_ATTRIBUTE = operator.attrgetter("training")
+
+
+def training_reader(modules: list) -> tuple[Callable[[Any], bool], list]:
+    """How the entry point reads the modules' training flags, and from what: each module's own
+    `__dict__` (a C itemgetter, twice as fast as the attribute) where every one holds a bool
+    there, as nn.Module.__init__ puts it, and no class defines it; else each module's attribute."""
+    if all(type(m.__dict__.get("training")) is bool and not hasattr(type(m), "training") for m in modules):
+        return _TRAINING_IN_DICT, [m.__dict__ for m in modules]
+    return _TRAINING_ATTRIBUTE, list(modules)
+
+
+def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Callable, relayout: Callable, dynamic: set, last: list,
+                     checks: dict, dims: dict | None = None, slots: list | None = None, training_read: list | None = None,
+                     training_of: list | None = None, parameter_key: ParameterKey | None = None) -> Callable:
     """The entry point of a jitted function or module (`module`): generated once, closed over
-    its cache, its compile, (for a module) the lists its parameters are read through, the
-    set of its dynamic number arguments' paths (`DynamicNumbers.paths`, filled in place), and
-    `last`, whose one item is the entry its fast path hit last, with `checks`, the fast
-    path's metadata check per key (`forget_recent` when an entry leaves the cache). `dims`
-    maps a tensor argument's path to its symbolic dimensions (`squall.runtime.dynamic_dims`, filled in
-    place): the key holds DYNAMIC there for a size of 2 or more."""
+    its cache, its compile, the set of its dynamic number arguments' paths
+    (`DynamicNumbers.paths`, filled in place), and `last`, whose one item is the entry its fast
+    path hit last, with `checks`, the fast path's metadata check per key (`forget_recent` when
+    an entry leaves the cache). `dims` maps a tensor argument's path to its symbolic dimensions
+    (`squall.runtime.dynamic_dims`, filled in place): the key holds DYNAMIC there for a size of
+    2 or more. A module's entry point also reads its parameters through `slots`, its training
+    flags with `training_read[0]` from `training_of` (`training_reader`; lists filled in place
+    when its layout changes) and keys their metadata with its `parameter_key`."""
     namespace = {
         "dims": {} if dims is None else dims,
         "last": last,
@@ -276,7 +382,9 @@ def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Calla
         "cache": cache,
         "compile_": compile_,
         "slots": slots,
-        "submodules": submodules,
+        "training_read": training_read,
+        "training_of": training_of,
+        "parameter_key": parameter_key,
         "relayout": relayout,
         "_is_grad_enabled": _is_grad_enabled,
         "_get_default_dtype": _get_default_dtype,
@@ -286,10 +394,8 @@ def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Calla
         "_scalar_key": scalar_key,
         "value_key": value_key,
     }
-    if module:
-        source = _ENTRY_POINT.format(fast_path="", **_MODULE_PARTS)
-    else:
-        source = _ENTRY_POINT.format(fast_path=_fast_path(fn), **_FUNCTION_PARTS)
+    parts = _MODULE_PARTS if module else _FUNCTION_PARTS
+    source = _ENTRY_POINT.format(fast_path=_fast_path(fn.forward if module else fn, parts), **parts)
     load_source(source, "entry-point", namespace)
     return namespace["compiled"]
 

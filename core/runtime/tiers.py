@@ -6,7 +6,8 @@ every new signature pay for all of it. Instead, `squall.jit` plans that first ca
 those executors (milliseconds) and returns, and one background worker thread plans the same
 traced program again with them, compiles and times its regions, then judges the whole fused
 program against the torch plan on example inputs of the real shapes (a region that won its
-timing alone can lose in context). Only a faster fused program replaces the cache entry's
+timing alone can lose in context; where the program's value guards read an input's values, the
+job keeps a copy of that input, so the judge takes the call's branches). Only a faster fused program replaces the cache entry's
 generated function, by the one list-item assignment `_replan` already uses, so the hot path
 pays nothing for the mechanism; a slower one, or one whose results differ, is dropped, and
 `upgrades(fn)` says why.
@@ -40,7 +41,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from ..proxies import real_tensor
 from ..compiler.pipeline import Compilation, compile_traced
-from ..frontend.speculation import guards_of
+from ..guards import GuardFailed
 from ..ltorch.base import SquallWarning
 from ..market.config import ExecutorPriority
 from ..market.executor import Executor
@@ -63,6 +64,8 @@ __all__ = ["Upgrade", "Verdict", "judge", "fusion_offers", "background_priority"
 MARGIN = 0.97
 # programs whose example inputs would take more memory than this are not judged in context
 JUDGE_MAX_BYTES = 1 << 30
+# the most a job keeps copies of the inputs its program's value guards read (a mask, token ids)
+JUDGE_KEEP_MAX_BYTES = 64 << 20
 # a woken worker first gives the GIL back for this long, so the call that queued the job
 # returns at once instead of waiting out the worker's first switch interval (5 ms)
 SETTLE_S = 0.02
@@ -209,10 +212,13 @@ def fusion_offers(executors: Sequence[Executor]) -> list[tuple[str, Sequence[Exe
     return out
 
 
-def _spec(x: Any) -> Any:
-    """A tensor's metadata in place of the tensor: the job keeps no reference to user data."""
+def _spec(x: Any, kept: dict[int, torch.Tensor]) -> Any:
+    """A tensor's metadata in place of the tensor (and a copy of its values where `kept` has
+    it): the job keeps no reference to user data."""
     if real_tensor(x):
-        return _TensorSpec(tuple(x.shape), x.dtype, x.device, x.requires_grad)
+        value = kept.get(id(x))
+        return _TensorSpec(tuple(x.shape), x.dtype, x.device, x.requires_grad,
+                           value.detach().clone() if value is not None else None)
     return x
 
 
@@ -222,6 +228,9 @@ class _TensorSpec:
     dtype: torch.dtype
     device: torch.device
     requires_grad: bool
+    # a copy of the call's values, for an input the program's value guards read: the judge runs
+    # on the values the program was traced for there, so it takes the same branches
+    value: torch.Tensor | None = field(default=None, compare=False, repr=False)
 
     @property
     def nbytes(self) -> int:
@@ -231,12 +240,31 @@ class _TensorSpec:
         return n
 
     def example(self) -> torch.Tensor:
+        if self.value is not None:
+            return self.value.clone().requires_grad_(self.requires_grad)
         return example_tensor(self.shape, self.dtype, self.device, requires_grad=self.requires_grad)
 
 
-def call_specs(params: list | None, args: tuple, kwargs: dict) -> tuple[Any, tuple, dict]:
-    """A call's (params, args, kwargs) with every tensor replaced by its metadata."""
-    return tree_map(_spec, (params, args, kwargs))
+def call_specs(params: list | None, args: tuple, kwargs: dict, *, keep: Sequence[tuple] = ()) -> tuple[Any, tuple, dict]:
+    """A call's (params, args, kwargs) with every tensor replaced by its metadata; the tensors
+    at the input paths `keep` (`InputBinding.path`: those the program's value guards read) by
+    their metadata and a copy of their values, while those copies take at most JUDGE_KEEP_MAX_BYTES.
+    A tensor an argument object holds ("state" paths) needs no copy: the object itself is kept."""
+    roots = {"params": params, "args": args, "kwargs": kwargs}
+    kept: dict[int, torch.Tensor] = {}
+    room = JUDGE_KEEP_MAX_BYTES
+    for path in keep:
+        if path[0] not in roots:
+            continue
+        value = roots[path[0]]
+        for k in path[1:]:
+            value = value[k]
+        if real_tensor(value) and id(value) not in kept:
+            room -= value.numel() * value.element_size()
+            if room < 0:
+                break  # the judge's run fails a guard then, and says so
+            kept[id(value)] = value
+    return tree_map(lambda x: _spec(x, kept), (params, args, kwargs))
 
 
 def _example(tree: Any) -> Any:
@@ -331,6 +359,8 @@ class UpgradeJob:
             self._run()
         except Exception as e:  # noqa: BLE001 - a failed upgrade leaves the torch plan running
             self.upgrade.finish("failed", f"{type(e).__name__}: {e}")
+        finally:
+            self.call_specs = None  # the copies of guarded inputs go with the job
 
     def _run(self) -> None:
         if not self.alive():
@@ -407,22 +437,38 @@ class UpgradeJob:
     def _judge(self, fused: Compilation) -> Verdict:
         params, args, kwargs = self.call_specs
         specs = [s for s in tree_flatten((params, args, kwargs))[0] if isinstance(s, _TensorSpec)]
-        if _draws_random_numbers(self.base):
-            # running it would advance the user's random generator under their program's feet
-            return Verdict("fused", None, None, "not judged in context: the program draws random numbers; "
-                           "each region won its own timing")
-        if guards_of(self.base):
-            # example inputs would take other branches than the call's values, and fail its guards
-            return Verdict("fused", None, None, "not judged in context: the program's value guards "
-                           "(squall.frontend.speculation) hold only on values like the call's; each region won its own timing")
+        random = _draws_random_numbers(self.base)
+        if random and self.background:
+            # running it would advance the user's random generator under their program's feet (in
+            # the caller's thread, wait=True, the generator's state is put back after the judge)
+            return Verdict("fused", None, None, "not judged in context: the program draws random numbers, and "
+                           "the user's calls draw beside the background judge; each region won its own timing")
         if sum(s.nbytes for s in specs) > JUDGE_MAX_BYTES:
             return Verdict("fused", None, None, f"not judged in context: its inputs take more than "
                            f"{JUDGE_MAX_BYTES >> 20} MiB; each region won its own timing")
-        params, args, kwargs = _example((params, args, kwargs))
+        try:
+            if not random:
+                return self._judge_on_examples(fused, specs)
+            cuda = sorted({s.device.index or 0 for s in specs if s.device.type == "cuda"})
+            with torch.random.fork_rng(devices=cuda):  # the user's random stream is as it was before the judge
+                verdict = self._judge_on_examples(fused, specs, compare=False)
+            return replace(verdict, reason=f"{verdict.reason} (results not compared: the program draws random numbers, "
+                                           "and a fused kernel may draw others than torch's)")
+        except GuardFailed as failed:
+            # the inputs its value guards read were not kept (too large), or the program changes them
+            return Verdict("fused", None, None, f"not judged in context: a value guard failed on the judge's inputs "
+                           f"({failed}); each region won its own timing")
+
+    def _judge_on_examples(self, fused: Compilation, specs: list[_TensorSpec], compare: bool = True) -> Verdict:
+        """Check the fused plan's results against the torch plan's on example inputs (the call's
+        own values where its value guards read them; not with `compare` False), then time both there."""
+        params, args, kwargs = _example(self.call_specs)
         lead = (params,) if self.layout.get("takes_params") else ()
         torch_fn, fused_fn = self.base.fn, fused.fn
         with torch.set_grad_enabled(self.grad_enabled):
-            differ = _outputs_differ(torch_fn(*lead, *args, **kwargs), fused_fn(*lead, *args, **kwargs))
+            torch_out, fused_out = torch_fn(*lead, *args, **kwargs), fused_fn(*lead, *args, **kwargs)
+            differ = _outputs_differ(torch_out, fused_out) if compare else ""
+            del torch_out, fused_out
             if differ:
                 warnings.warn(f"squall: the fused plan of {self.upgrade.function} computes other results than its "
                               f"torch plan on example inputs ({differ}); the torch plan keeps running",

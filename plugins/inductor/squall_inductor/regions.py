@@ -42,7 +42,7 @@ from squall.extend import (
 )
 
 __all__ = [
-    "torch_callable", "size_reads", "region_function", "example_inputs", "compile_with_inductor", "CompiledRegion",
+    "torch_callable", "size_reads", "region_function", "example_inputs", "compile_with_inductor", "views_as_reshapes", "CompiledRegion",
     "layout", "like", "Layout", "layout_of", "examples_for", "region_payload", "load_region",
 ]
 
@@ -155,13 +155,33 @@ def compile_with_inductor(fn: Callable, args: Sequence[torch.Tensor]) -> Callabl
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    graph = make_fx(fn, tracing_mode="fake")(*args)
+    graph = views_as_reshapes(make_fx(fn, tracing_mode="fake")(*args))
     # the context torch._inductor.standalone_compile sets up for static shapes: a fake mode with
     # a shape environment, without which inductor bypasses its FX graph and AOTAutograd caches
     # (a region compiled by an earlier process is then loaded, not compiled again)
     context = torch._guards.TracingContext(FakeTensorMode(shape_env=ShapeEnv()))
     with torch._guards.tracing(context):
         return compile_fx(graph, list(args), ignore_shape_env=True)
+
+
+def views_as_reshapes(graph: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """`graph` with each `aten.view` a `aten.reshape` (in place; returned for chaining).
+
+    make_fx records a `reshape` as a `view` where its fake input was laid out so that a view
+    works, but inductor's decompositions may lay that input out otherwise (BLOOM: a `cat` of an
+    empty cache and a transposed key, then `reshape`), and the view then fails to compile. A
+    reshape is a view wherever one works, and a copy elsewhere, which is what the region's torch
+    calls (reshape, or view of a layout that allows it) compute.
+    """
+    view, reshape = torch.ops.aten.view.default, torch.ops.aten.reshape.default
+    changed = False
+    for node in graph.graph.nodes:
+        if node.op == "call_function" and node.target is view:
+            node.target = reshape
+            changed = True
+    if changed:
+        graph.recompile()
+    return graph
 
 
 def layout_of(args: Sequence[torch.Tensor]) -> list[Layout]:

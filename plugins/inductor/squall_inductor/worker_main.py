@@ -69,7 +69,7 @@ def main(fd: int) -> None:
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from squall_inductor.choices import best_time
-    from squall_inductor.regions import examples_for, load_region
+    from squall_inductor.regions import examples_for, load_region, views_as_reshapes
 
     conn.send(("ready", os.getpid()))
     while True:
@@ -84,7 +84,7 @@ def main(fd: int) -> None:
             args = examples_for(layouts)
             # the user's process's inductor settings, one compiler thread (this worker has one core's share)
             with inductor_config.patch({**(config or {}), "compile_threads": 1}):
-                graph = make_fx(fn, tracing_mode="fake")(*args)
+                graph = views_as_reshapes(make_fx(fn, tracing_mode="fake")(*args))
                 constants = lift_constants(graph)
                 artifact = standalone_compile(graph, [*args, *constants], dynamic_shapes="from_example_inputs", options={})
                 artifact.save(path=path, format="binary")

@@ -465,3 +465,22 @@ def test_a_region_inductor_cannot_compile_for_new_strides_runs_its_torch_calls_f
         (out,) = region(transposed)
     torch.testing.assert_close(out, fn(transposed)[0])
     assert region(torch.randn(6, 5))[0].shape == (6, 5)  # its first layout still runs compiled
+
+
+@needs_cpu_inductor
+def test_a_reshape_that_make_fx_recorded_as_a_view_compiles_where_inductor_lays_its_input_out_otherwise():
+    """BLOOM's attention: a cat of an empty cache and a transposed key, then reshape. make_fx records
+    the reshape as a view of the cat's fake layout; inductor's cat has another, where a view fails."""
+
+    def f(x):
+        key = torch.cat([torch.tensor([]), x.transpose(1, 2)], dim=-2)
+        return torch.tanh(key.reshape(8, -1, 8)) * 2.0 + 1.0, key
+
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    x = torch.randn(2, 8, 4, 8)
+    jfn = squall.jit(f, executors=[ex, "torch"], wait=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)  # the region does not fall back to torch
+        torch.testing.assert_close(jfn(x), f(x))
+    (region,) = squall.last_traces(jfn).plan.regions
+    assert "torch.Tensor.reshape" in region.ops and "torch.cat" in region.ops, region.ops

@@ -14,9 +14,10 @@ __all__ = ["NvFuserExecutor", "make_executor", "squall_register_executors"]
 __version__ = "0.1.0"
 
 
-def make_executor() -> NvFuserExecutor:
-    """A fresh nvFuser executor (tests build their own; the hook builds the market's)."""
-    return NvFuserExecutor()
+def make_executor(*, judge_in_context: bool = True) -> NvFuserExecutor:
+    """A fresh nvFuser executor (tests build their own; the hook builds the market's);
+    `judge_in_context=False` keeps every region it compiles, untimed."""
+    return NvFuserExecutor(judge_in_context=judge_in_context)
 
 
 @hookimpl

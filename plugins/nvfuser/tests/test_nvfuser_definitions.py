@@ -313,23 +313,45 @@ def test_every_opinfo_sample_defines_in_nvfuser(info):
     _assert_none(COUNTS.rejected[rejected_before:], COUNTS.mismatches[mismatches_before:])
 
 
-def test_the_gpt_blocks_regions_define_in_nvfuser():
+def _cuda_gpt_block() -> tuple[torch.nn.Module, torch.Tensor]:
+    """The demo GPT block with CUDA stand-ins for its parameters (traced as on a GPU), and an input."""
     from squall.tools.demo import Block, GPTConfig
 
     cfg = GPTConfig()
     block = Block(cfg).eval()
     names = (f"p{k}" for k in itertools.count())
-    for sub in block.modules():  # parameters become CUDA stand-ins: traced as on a GPU
+    for sub in block.modules():
         for store in (sub._parameters, sub._buffers):
             for key, value in list(store.items()):
                 if value is not None:
                     store[key] = _stand_in(value.detach(), names)
-    x = torch.empty(2, 32, cfg.n_embd)
+    return block, torch.empty(2, 32, cfg.n_embd)
+
+
+def test_the_gpt_blocks_regions_define_in_nvfuser():
+    block, x = _cuda_gpt_block()
     ex = _plan_on_cuda(None, (x,), {}, module=block)
     rejected_before, mismatches_before = len(COUNTS.rejected), len(COUNTS.mismatches)
     COUNTS.add("demo.Block", ex)
     assert len(ex.accepted) >= 2  # the layer norms, attention's softmax, the MLP's gelu
     _assert_none(COUNTS.rejected[rejected_before:], COUNTS.mismatches[mismatches_before:])
+
+
+def test_the_background_upgrade_plans_the_regions_the_first_call_left_out():
+    """squall.runtime.tiers, as on a GPU: the first call's plan leaves nvFuser out, and the
+    upgrade's plan defines its regions (running and judging them needs the GPU)."""
+    from squall.runtime import tiers
+
+    block, x = _cuda_gpt_block()
+    ex, torch_ex = RecordingExecutor(), default_marketplace().get("torch")
+    with torch.no_grad(), assume_available(ex):
+        trace, _ = trace_program(None, (_stand_in(x),), {}, module=block)
+        first = plan(trace, tiers.background_priority([ex, torch_ex]))
+        assert not first.plan.regions and not ex.accepted
+        ((_, offered),) = tiers.fusion_offers([ex, torch_ex])
+        upgraded = plan(trace, offered)
+    assert {r.executor for r in upgraded.plan.regions} == {"nvfuser"} and len(ex.accepted) >= 2
+    assert not ex.rejected, [str(e) for _, e in ex.rejected]
 
 
 def test_claimed_ops_exist_in_this_nvfuser():

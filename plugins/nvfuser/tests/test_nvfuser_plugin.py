@@ -17,9 +17,12 @@ import torch
 
 import squall
 from squall import ltorch, prims
+from squall.extend import assume_available
 from squall.frontend.tracing import TracingContext
 from squall.market.plugins import Marketplace
 from squall.proxies import TensorProxy, tracing
+from squall.runtime import tiers
+from squall.runtime.jit import jitted_state
 from squall.tools.cli import main
 
 import squall_nvfuser
@@ -176,6 +179,44 @@ def test_cpu_programs_run_as_before(ex):
         traces = squall.last_traces(jfn)
         assert "nvfuser" not in traces.source
         assert all(d.executor != "nvfuser" for d in traces.plan.decisions)
+
+
+# --- the background upgrade and the in-context judge (squall.runtime.tiers) ---
+
+
+def test_its_regions_wait_for_the_background_upgrade_and_are_judged_in_context():
+    judged, untimed = squall_nvfuser.make_executor(), squall_nvfuser.make_executor(judge_in_context=False)
+    assert judged.compiles_in_background and judged.judge_in_context
+    assert untimed.compiles_in_background and not untimed.judge_in_context
+    torch_ex = squall.market.plugins.default_marketplace().get("torch")
+    with assume_available(judged):
+        # the first call plans without it; the upgrade plans with it
+        first = tiers.background_priority([judged, torch_ex])
+        assert [e.name for e in first] == ["torch"] and "without nvfuser until the background upgrade" in first.source
+        ((label, offered),) = tiers.fusion_offers([judged, torch_ex])
+        assert [e.name for e in offered] == ["nvfuser", "torch"] and offered[0] is judged
+    if not judged.availability():  # unavailable here (no nvFuser, or no GPU): nothing waits for an upgrade
+        assert tiers.background_priority([judged, torch_ex]) is None
+
+
+@pytest.mark.parametrize("judge_in_context", [True, False])
+def test_an_upgrade_with_nvfuser_regions_is_timed_in_context_unless_it_opts_out(monkeypatch, judge_in_context):
+    """The judging path, without running nvFuser: a plan with an nvFuser region goes to the judge
+    (which times it beside the torch plan) unless the executor asked to keep its regions untimed."""
+    nv = squall_nvfuser.make_executor(judge_in_context=judge_in_context)
+    torch_ex = squall.market.plugins.default_marketplace().get("torch")
+    f = squall.jit(lambda x: torch.exp(x) * 2.0, executors=[torch_ex])
+    f(torch.randn(4))
+    base = jitted_state(f).last_entry.compilation
+    job = tiers.UpgradeJob(tiers.Upgrade("f"), base, {"takes_params": False, "nargs": 1, "takes_kwargs": False},
+                           [nv, torch_ex], tiers.call_specs(None, (torch.randn(4),), {}), lambda *a: True)
+    timed = tiers.Verdict("fused", 2e-3, 1e-3, "in context: timed")
+    monkeypatch.setattr(job, "_judge", lambda fused: timed)
+    verdict = job._verdict(base, {"nvfuser"}, None)
+    if judge_in_context:
+        assert verdict is timed
+    else:
+        assert verdict.keep == "fused" and verdict.torch_s is None and "nvfuser asked not to be" in verdict.reason
 
 
 # --- checkers, called directly with CUDA-device proxies ---

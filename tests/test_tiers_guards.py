@@ -1,0 +1,150 @@
+"""Tiered compilation of the programs the in-context judge once skipped: programs with value guards
+(judged on the values the guards read) and programs that draw random numbers (judged in the caller's thread)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import squall
+from squall.frontend.speculation import guard_input_paths
+from squall.market.torch_executor import make_executor
+from squall.runtime import tiers
+from squall.runtime.jit import jitted_state
+from test_tiers import SlowFuser, _own_cache, fused_faster  # noqa: F401 - fixtures used by name
+
+
+def big_sum(x, y):
+    # example inputs (normal floats) sum to about 0: only the call's own x passes this guard
+    z = torch.exp(y) * 2.0 + 1.0
+    return z * x if bool(x.sum() > 100) else z - x
+
+
+def _fuser() -> SlowFuser:
+    fuser = SlowFuser()
+    fuser.gate.set()
+    return fuser
+
+
+def test_guard_input_paths_follow_the_values_a_guard_reads():
+    f = squall.jit(big_sum, executors=[make_executor()])
+    f(torch.full((8,), 20.0), torch.randn(8))
+    assert guard_input_paths(jitted_state(f).last_entry.compilation) == [("args", 0)]
+
+
+def test_a_guarded_program_is_judged_in_context_on_the_calls_values(fused_faster):
+    f = squall.jit(big_sum, executors=[_fuser(), make_executor()], wait=True)
+    x, y = torch.full((8,), 20.0), torch.randn(8)
+    torch.testing.assert_close(f(x, y), big_sum(x, y))
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "upgraded", upgrade
+    # timed in context (the scripted judge: torch 2 ms, fused 1 ms), not kept untimed
+    assert upgrade.verdict.torch_s == pytest.approx(2e-3) and "not judged" not in upgrade.reason
+    assert squall.last_traces(f).plan.regions
+    torch.testing.assert_close(f(x, y), big_sum(x, y))
+    # a call whose guard fails compiles a variant, and computes eager's result
+    small = torch.ones(8)
+    torch.testing.assert_close(f(small, y), big_sum(small, y))
+    torch.testing.assert_close(f(x, y), big_sum(x, y))
+
+
+def test_a_guarded_program_whose_fused_plan_is_slower_keeps_the_torch_plan(monkeypatch):
+    real_judge = tiers.judge
+    slower = lambda torch_run, fused_run, **kw: real_judge(  # noqa: E731
+        torch_run, fused_run, clock=iter([0.0, 1.0] + [0.0, 1e-3, 1e-3, 3e-3] * 3).__next__, **kw)
+    monkeypatch.setattr(tiers, "judge", slower)
+    f = squall.jit(big_sum, executors=[_fuser(), make_executor()], wait=True)
+    x, y = torch.full((8,), 20.0), torch.randn(8)
+    torch.testing.assert_close(f(x, y), big_sum(x, y))
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "kept the torch plan" and "not faster" in upgrade.reason, upgrade
+    assert not squall.last_traces(f).plan.regions
+
+
+def test_guarded_inputs_too_large_to_keep_leave_the_fused_plan_untimed_saying_so(fused_faster, monkeypatch):
+    monkeypatch.setattr(tiers, "JUDGE_KEEP_MAX_BYTES", 0)
+    f = squall.jit(big_sum, executors=[_fuser(), make_executor()], wait=True)
+    x, y = torch.full((8,), 20.0), torch.randn(8)
+    torch.testing.assert_close(f(x, y), big_sum(x, y))
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "upgraded" and upgrade.verdict.torch_s is None
+    assert "a value guard failed on the judge's inputs" in upgrade.reason, upgrade.reason
+    torch.testing.assert_close(f(torch.ones(8), y), big_sum(torch.ones(8), y))
+
+
+class Masked(torch.nn.Module):
+    """As Hugging Face's attention masks: a mask of all ones takes the fast branch."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x, mask):
+        h = torch.exp(self.proj(x)) * 2.0 + 1.0
+        if bool(mask.all()):
+            return h
+        return h * mask[..., None]
+
+
+def test_a_module_judged_on_its_mask_keeps_variants_compiled_before_the_upgrade(fused_faster):
+    fuser = SlowFuser()
+    m = Masked().eval()
+    f = squall.jit(m, executors=[fuser, make_executor()])
+    x = torch.randn(2, 4, 8)
+    full, padded = torch.ones(2, 4, dtype=torch.long), torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    with torch.no_grad():
+        torch.testing.assert_close(f(x, full), m(x, full))  # the upgrade waits at the fuser's gate
+        torch.testing.assert_close(f(x, padded), m(x, padded))  # a second variant, on the torch plan
+        fuser.gate.set()
+        assert squall.wait_for_upgrades(f, timeout=30)
+        first, variant = squall.upgrades(f)
+        assert "(a variant)" in variant.function
+        for upgrade in (first, variant):
+            assert upgrade.status == "upgraded" and upgrade.verdict.torch_s is not None, upgrade
+        misses = f.cache_info().misses
+        torch.testing.assert_close(f(x, padded), m(x, padded))
+        torch.testing.assert_close(f(x, full), m(x, full))
+        torch.testing.assert_close(f(x, padded), m(x, padded))
+    assert f.cache_info().misses == misses  # the variant compiled before the upgrade was kept
+    assert all(r.executor == "slowfuse" for r in squall.last_traces(f).plan.regions) and squall.last_traces(f).plan.regions
+
+
+def test_a_variant_compiled_after_a_guard_failed_is_upgraded_judged_on_its_own_values(fused_faster):
+    f = squall.jit(big_sum, executors=[_fuser(), make_executor()], wait=True)
+    small, big, y = torch.ones(8), torch.full((8,), 20.0), torch.randn(8)
+    torch.testing.assert_close(f(small, y), big_sum(small, y))
+    torch.testing.assert_close(f(big, y), big_sum(big, y))  # the guard fails: a variant, upgraded at once
+    first, variant = squall.upgrades(f)
+    # examples (normal floats) would fail the variant's guard: it was judged on its own call's x
+    assert variant.status == "upgraded" and variant.verdict.torch_s == pytest.approx(2e-3), variant
+    assert first.status == "upgraded", first
+    assert squall.last_traces(f).plan.regions
+    misses = f.cache_info().misses
+    for x in (small, big, small):
+        torch.testing.assert_close(f(x, y), big_sum(x, y))
+    assert f.cache_info().misses == misses
+
+
+def noisy(x):
+    return torch.nn.functional.dropout(torch.exp(x) * 2.0, p=0.5, training=True) + 1.0
+
+
+def test_a_program_drawing_random_numbers_is_judged_in_the_callers_thread_leaving_its_stream_alone(fused_faster):
+    f = squall.jit(noisy, executors=[_fuser(), make_executor()], wait=True)
+    x = torch.randn(64)
+    torch.manual_seed(3)
+    out, after = f(x), torch.rand(4)
+    torch.manual_seed(3)
+    torch.testing.assert_close(out, noisy(x))  # the first call draws what eager draws: the judge's draws were undone
+    torch.testing.assert_close(after, torch.rand(4))
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "upgraded" and upgrade.verdict.torch_s == pytest.approx(2e-3), upgrade
+    assert "results not compared: the program draws random numbers" in upgrade.reason
+
+
+def test_in_the_background_a_program_drawing_random_numbers_keeps_its_regions_untimed(fused_faster):
+    f = squall.jit(noisy, executors=[_fuser(), make_executor()])
+    f(torch.randn(64))
+    assert squall.wait_for_upgrades(f, timeout=30)
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "upgraded" and upgrade.verdict.torch_s is None
+    assert "the user's calls draw beside the background judge" in upgrade.reason, upgrade.reason
