@@ -153,13 +153,15 @@ class TensorProxy(torch.Tensor):
             requires_grad = like.requires_grad if requires_grad is None else requires_grad
         if shape is None or dtype is None or device is None:
             raise ValueError("TensorProxy needs a shape, a dtype and a device (or like=)")
-        device = device if isinstance(device, torch.device) else torch.device(device)
+        device = device if type(device) is torch.device else torch.device(device)
         # a torch.Tensor without data (a wrapper), so that `isinstance`, `torch.is_tensor`,
         # torch.Tensor's unbound methods and torch's argument parser take it as a tensor; its
         # sizes there are a symbolic size's traced value, squall's own `shape` is the one read
-        self = torch.Tensor._make_wrapper_subclass(cls, [v.value if type(v) is SymInt else v for v in shape], dtype=dtype, device=device)
+        shape = shape if type(shape) is torch.Size else _shape(shape)  # (a torch.Size, most often `like`'s, as it is)
+        sizes = shape if type(shape) is torch.Size else [v.value if type(v) is SymInt else v for v in shape]
+        self = torch.Tensor._make_wrapper_subclass(cls, sizes, dtype=dtype, device=device)
         self.name = name if name is not None else _require_context().new_name()
-        self.shape = _shape(shape)
+        self.shape = shape
         self.dtype = dtype
         self.device = device
         self.requires_grad = bool(requires_grad)

@@ -138,7 +138,8 @@ def _mark_requires_grad(out: Any, args: tuple, value: bool) -> None:
 class _Binder:
     """Binds calls to one signature; the common call (positional arguments only) skips inspect."""
 
-    __slots__ = ("signature", "n_positional", "positional_names", "positional_only", "positional_defaults", "keyword_defaults", "simple")
+    __slots__ = ("signature", "n_positional", "positional_names", "positional_only", "positional_defaults", "keyword_defaults", "simple",
+                 "by_name")
 
     def __init__(self, fn: Callable):
         try:
@@ -157,20 +158,47 @@ class _Binder:
         self.simple = all(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params) and all(
             d is not inspect.Parameter.empty for d in self.keyword_defaults.values()
         )
+        # the positional parameters a call may also name: name -> position
+        self.by_name = {p.name: i for i, p in enumerate(positional) if p.kind is p.POSITIONAL_OR_KEYWORD}
 
     def __call__(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         if self.signature is None:
             return args, kwargs
-        if self.simple and not kwargs and len(args) <= self.n_positional:
-            missing = self.positional_defaults[len(args):]
-            if inspect.Parameter.empty not in missing:
-                return args + missing, dict(self.keyword_defaults)
+        if self.simple and len(args) <= self.n_positional:
+            if not kwargs:
+                missing = self.positional_defaults[len(args):]
+                if inspect.Parameter.empty not in missing:
+                    return args + missing, dict(self.keyword_defaults)
+            else:
+                bound = self._bind_named(args, kwargs)
+                if bound is not None:
+                    return bound
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError:
             return args, kwargs
         bound.apply_defaults()
         return bound.args, bound.kwargs
+
+    def _bind_named(self, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        """`Signature.bind` + `apply_defaults` for a call that names some parameters, without
+        inspect (a fifth of the binding cost of a traced program); None where the call is not
+        plainly bindable (a name given twice, unknown or missing), for inspect to answer."""
+        values = list(args) + list(self.positional_defaults[len(args):])
+        keywords = dict(self.keyword_defaults)
+        for name, value in kwargs.items():
+            i = self.by_name.get(name)
+            if i is not None:
+                if i < len(args):
+                    return None  # given by position and by name
+                values[i] = value
+            elif name in keywords:
+                keywords[name] = value
+            else:
+                return None
+        if any(v is inspect.Parameter.empty for v in values):
+            return None
+        return tuple(values), keywords
 
     def shortest(self, args: tuple, kwargs: dict, keywords: frozenset[str]) -> tuple[tuple, dict]:
         if self.signature is None:
@@ -378,6 +406,7 @@ _SQUALL_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # squall's own files run around a traced program; the demo's model is a program like a user's
 # (named by module, not by file, so it holds wherever in core/ the demo lives)
 _DEMO = "squall.tools.demo"
+_TORCH_DIR = f"{os.sep}torch{os.sep}"
 
 
 def user_stacklevel() -> int:
@@ -398,7 +427,7 @@ def user_source() -> tuple[str, int, str] | None:
     while f is not None:
         fn = f.f_code.co_filename
         # "<stdin>", "<string>" and notebook cells are the program's; "<squall-...>" is generated code
-        if (not fn.startswith(_SQUALL_DIR) or f.f_globals.get("__name__") == _DEMO) and f"{os.sep}torch{os.sep}" not in fn and not fn.startswith("<squall-"):
+        if (not fn.startswith(_SQUALL_DIR) or f.f_globals.get("__name__") == _DEMO) and _TORCH_DIR not in fn and not fn.startswith("<squall-"):
             return fn, f.f_lineno, linecache.getline(fn, f.f_lineno).strip()
         f = f.f_back
     return None

@@ -44,11 +44,13 @@ def _operand_text(p: Poly) -> str:
 
 
 def _make_poly(terms: dict) -> Poly:
+    if len(terms) <= 1:  # a constant or one term (most sizes): nothing to order
+        return tuple((m, c) for m, c in terms.items() if c)
     return tuple(sorted(((m, c) for m, c in terms.items() if c), key=lambda t: (len(t[0]), [_atom_text(a) for a in t[0]])))
 
 
 def _constant(c: int) -> Poly:
-    return _make_poly({(): c})
+    return (((), c),) if c else ()
 
 
 def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
@@ -118,7 +120,7 @@ def _lower_bound(p: Poly) -> int | None:
 
 
 def _upper_bound(p: Poly) -> int | None:
-    lb = _lower_bound(_mul(p, _constant(-1)))
+    lb = _lower_bound(tuple((m, -c) for m, c in p))  # -p: its terms in the same order
     return None if lb is None else -lb
 
 
@@ -294,6 +296,8 @@ class SymInt:
 
     # --- comparisons: decided on this call's values, recorded as shape guards ---------------------
     def _compare(self, other: Any, op: str) -> bool:
+        if type(other) is SymInt and other.poly == self.poly:
+            return _COMPARE[op](0, 0)  # the same size (shape checks compare a dim with itself): no guard
         o = self._operand(other)
         if o is None:
             return _COMPARE[op](int(self), other)

@@ -356,6 +356,9 @@ class Trace:
         planning every decomposition, after it only fusion regions' members).
         """
         printer = ValuePrinter()
+        # an object the call gave, shown as where it is reached (a shown trace is no program:
+        # `args[i]` names the call's argument i, as Reached's repr does)
+        printer.positional = lambda i: f"args[{i}]"
         lines = [f"# {self.provenance}"] if self.provenance else []
         lines.append(f"def {self.name}({', '.join(p.name for p in self.inputs)}):")
         for p in self.inputs:

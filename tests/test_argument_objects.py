@@ -174,3 +174,14 @@ def test_a_call_given_a_state_holding_object_is_symbolic_from_its_first_compile_
         x, cache = torch.randn(n, 4), Cache([Layer(torch.randn(n, 5, 4)) for _ in range(2)])
         torch.testing.assert_close(cached(x, cache), read(x, cache))
     assert cached.cache_info().misses == 1
+
+
+def test_a_program_returning_the_object_it_was_given_prints():
+    # the background upgrade keys its verdict by the printed trace: printing the returned object
+    # failed ("from a function that does not receive the call's arguments"), so generate's
+    # entries were never upgraded; shown, the object is where the call's arguments reach it
+    jitted = squall.jit(update, executors=["torch"])
+    cache = _cache()
+    assert jitted(torch.randn(2, 4), cache) is cache
+    shown = str(squall.last_traces(jitted).traced)
+    assert shown.splitlines()[-1].strip() == "return tree_unflatten([args[1], t1, t3, 1], output_spec)", shown

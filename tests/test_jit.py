@@ -10,6 +10,7 @@ from torch.testing import assert_close
 
 import squall
 from squall.runtime.jit import DEFAULT_CACHE_SIZE
+from squall.sources import load_source
 from squall.symbol import Tags
 
 
@@ -190,6 +191,20 @@ def test_generated_source_appears_in_tracebacks():
     frames = traceback.extract_tb(info.value.__traceback__)
     generated_frames = [f for f in frames if f.filename.startswith("<squall-generated")]
     assert generated_frames and "torch_add(x, y)" in generated_frames[0].line
+
+
+def test_the_same_source_loaded_twice_runs_under_two_names():
+    # the second load reuses the first's compiled code: each still has its own file name and text
+    source = "def fail(x):\n    return x / 0\n"
+    spaces = [{}, {}]
+    names = [load_source(source, "test", space) for space in spaces]
+    assert names[0] != names[1]
+    for name, space in zip(names, spaces):
+        assert space["fail"].__code__.co_filename == name
+        with pytest.raises(ZeroDivisionError) as info:
+            space["fail"](1)
+        frame = traceback.extract_tb(info.value.__traceback__)[-1]
+        assert frame.filename == name and frame.line == "return x / 0"
 
 
 def test_inplace_on_intermediate_is_functional():

@@ -112,6 +112,25 @@ def _scan(values, has_proxy: bool, has_tensor: bool) -> tuple[bool, bool]:
     return has_proxy, has_tensor
 
 
+_CALL_LEAVES = frozenset({TensorProxy, torch.Tensor, torch.nn.Parameter, int, float, bool, str, type(None), torch.dtype, torch.device})
+
+
+def _map_call(fn: Callable, tree: Any) -> Any:
+    """`tree_map(fn, tree)` over a call's arguments: the tuples, lists and dicts calls are made
+    of walked directly (pytree's walk cost more than the op at every traced call that passes
+    a parameter); any other node or leaf goes to pytree, which decides as before."""
+    t = type(tree)
+    if t is tuple:
+        return tuple([_map_call(fn, v) for v in tree])
+    if t is list:
+        return [_map_call(fn, v) for v in tree]
+    if t is dict:
+        return {k: _map_call(fn, v) for k, v in tree.items()}
+    if t in _CALL_LEAVES:
+        return fn(tree)
+    return tree_map(fn, tree)
+
+
 def _tensor_attribute(func: Callable) -> tuple[str, bool] | None:
     """(name, is a getter) when `func` is a torch.Tensor method or property getter."""
     if getattr(func, "__name__", None) == "__get__":
@@ -158,7 +177,7 @@ class TorchLanguage:
         if op is not None:
             if has_tensor:
                 as_proxy = lambda x: ctx.constant(x) if real_tensor(x) else x
-                args, kwargs = tree_map(as_proxy, args), tree_map(as_proxy, kwargs)
+                args, kwargs = _map_call(as_proxy, args), _map_call(as_proxy, kwargs)
                 if ctx.views.stale:
                     ctx.views.refresh((args, kwargs), qualified_name(func))
             try:
@@ -188,7 +207,7 @@ class TorchLanguage:
             if ctx.substitutes:
                 # a module's parameter or buffer (real, the module is never touched): its input proxy
                 swap = lambda x: ctx.constant(x) if real_tensor(x) and id(x) in ctx.substitutes else x
-                args, kwargs = tree_map(swap, args), tree_map(swap, kwargs)
+                args, kwargs = _map_call(swap, args), _map_call(swap, kwargs)
                 attribute = _tensor_attribute(func) if args and type(args[0]) is TensorProxy else None
                 if attribute is not None:
                     # what the proxy answers itself (`weight.shape`, `weight.size(0)`), or traces

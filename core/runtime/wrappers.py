@@ -24,6 +24,7 @@ process groups, and a trace would record their work once instead of doing it eve
 """
 from __future__ import annotations
 
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -113,11 +114,16 @@ def _distributed_wrappers() -> tuple[tuple[type, bool, str], ...]:
     """The wrapper classes a trace must not go through: (class, fine at the top level, what to do instead)."""
     if not torch.distributed.is_available():
         return ()
-    from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
     from torch.nn.parallel import DistributedDataParallel
 
-    return (
-        (DistributedDataParallel, False, "wrap the compiled module instead: DDP(squall.jit(model))"),
+    wrappers = ((DistributedDataParallel, False, "wrap the compiled module instead: DDP(squall.jit(model))"),)
+    if "torch.distributed.fsdp" not in sys.modules:
+        # no module is an FSDP one before FSDP is imported, and importing it costs a second and
+        # a half at the first squall.jit of a process
+        return wrappers
+    from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
+
+    return wrappers + (
         (FullyShardedDataParallel, False, "use FSDP2 (fully_shard) on compiled blocks: fully_shard(squall.jit(block))"),
         (FSDPModule, True, "compile each sharded block (squall.jit(block) before or after fully_shard(block)), not the model around them"),
     )
@@ -142,8 +148,8 @@ def check_plain_parameters(names: list[str], tensors: list[torch.Tensor]) -> Non
     """Raise where a parameter is a DTensor when a program is compiled: squall traces plain
     tensors, and FSDP2 hands the compiled forward its unsharded parameters only when its
     hooks ran (they do when it wraps the module, or is the module, that squall.jit compiled)."""
-    if not torch.distributed.is_available():
-        return
+    if not torch.distributed.is_available() or "torch.distributed.tensor" not in sys.modules:
+        return  # (no tensor is a DTensor before DTensor's module is imported)
     from torch.distributed.tensor import DTensor
 
     for name, t in zip(names, tensors):

@@ -33,7 +33,6 @@ from squall.extend import (
     BoundSymbol,
     Declined,
     FusionExecutor,
-    in_background_upgrade,
     FusionRegion,
     Implementation,
     NumberProxy,
@@ -261,24 +260,25 @@ class InductorExecutor(FusionExecutor):
             if unread:
                 return self._declined(ops, f"{CHECKER_DECLINED}: symbolic sizes ({', '.join(sorted(unread))}) that no "
                                       "input of the region holds as a dimension: its function cannot read them")
-            if in_background_upgrade() and subprocess_enabled():
-                # its compile traces with torch.fx here (the worker takes static regions only), and
-                # torch.fx patches torch.nn.Module's __call__ and __getattr__ process-wide while it
-                # traces: a thread of the user's running a model meanwhile (torch.compile, eager)
-                # would call through the patch and break
-                return self._declined(ops, f"{CHECKER_DECLINED}: symbolic sizes are compiled only in the caller's thread "
-                                      "(squall.jit(wait=True)); in the background, tracing them would patch "
-                                      "torch.nn.Module process-wide while the user's threads run")
         eager, source = region_function(region)
         args = example_inputs(region.inputs)
         timed = self.time_regions and remembered is None
-        # a static region is compiled (and timed) in the worker process where it serves: the user's
-        # process only loads it; a symbolic one compiles here (squall_inductor.symbolic)
-        compiler = RegionCompiler(eager, source, worker=default_worker() if subprocess_enabled() and not symbolic else None,
-                                  time_budget_s=_REGION_TIMING_S if timed and not symbolic else None)
+        # a region is compiled (and a static one timed) in the worker process where it serves: the
+        # user's process only loads it, and never runs torch.fx's trace, which patches
+        # torch.nn.Module process-wide while it runs (a user's thread calling a model meanwhile
+        # would go through the patch)
+        worker = default_worker() if subprocess_enabled() else None
+        compiler = RegionCompiler(eager, source, worker=worker, time_budget_s=_REGION_TIMING_S if timed and not symbolic else None)
         try:
-            # symbolic sizes: one compilation for every value of them (squall_inductor.symbolic)
-            compiled = SymbolicRegion(eager, region.inputs) if symbolic else CompiledRegion(eager, args, compile=compiler)
+            if symbolic:  # one compilation for every value of its sizes (squall_inductor.symbolic)
+                # calls its guards refuse: their compilations run in the background, in the worker only
+                later = worker is not None and not worker.broken
+                ordered = RegionCompiler(eager, source, worker=worker, in_process=not later)
+                static = RegionCompiler(eager, source, worker=worker, in_process=not later)
+                compiled = SymbolicRegion(eager, region.inputs, compile=compiler.symbolic, compile_ordered=ordered.symbolic,
+                                          compile_static=static, background=later)
+            else:
+                compiled = CompiledRegion(eager, args, compile=compiler)
             compiled(*args)  # a region that compiles but cannot run falls back here too
         except Exception as e:  # noqa: BLE001 - any inductor failure means "run it with torch"
             text = str(e).strip()

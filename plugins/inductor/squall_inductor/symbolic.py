@@ -3,8 +3,13 @@
 squall's trace has a symbolic size where a dimension changes between calls (`s0`: a batch's
 length, squall.symbolic). Here such a region is traced to ATen on fake tensors whose sizes are
 symbols of torch's own `ShapeEnv`, one per squall symbol (so two inputs of length `s0` share
-one), and the graph goes to `compile_fx` with that shape environment: one compiled kernel
-serves every length.
+one), and the graph goes to inductor with that shape environment: one compiled kernel serves
+every length.
+
+What the compile needs travels as a `SymbolicSpec` (plain data: each symbol's traced value,
+each input's sizes as expressions over the symbols, dtype, device), so the compile can run in
+squall_inductor's worker process (`worker_main`), whose torch.fx trace never patches the user's
+process; `compile_in_process` is the fallback where the worker cannot serve.
 
 inductor may assume more than squall guarded: a size bound (`s0 <= 4096`, its choice of
 index width or reduction strategy), contiguous strides, equal sizes. Those assumptions are
@@ -13,88 +18,196 @@ sizes and strides, as one Python expression, checked at each call (a few microse
 call where it fails runs a static compilation for its exact shapes and strides
 (`CompiledRegion`), as Dynamo would recompile, never the symbolic kernel.
 
-inductor's FX-graph and AOT caches are bypassed for these compilations: a cache hit returns
-the compiled graph without putting the guards it was compiled under into the shape
-environment, so the check above would miss them.
+inductor's FX-graph and AOT caches are bypassed for these compilations (in the worker: a fresh,
+empty cache folder for each): a cache hit returns the compiled graph without putting the guards
+it was compiled under into the shape environment, so the check above would miss them.
 """
 from __future__ import annotations
 
 import re
 import threading
+import time
+import warnings
 from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import torch
 
-from squall.extend import SymInt, TensorProxy, size_source, symbols_of
+from squall.extend import SquallWarning, SymInt, compiling_stopped, TensorProxy, example_tensor, size_source, symbols_of
 
-from squall_inductor.regions import CompiledRegion, layout, like
+from squall_inductor.regions import CompiledRegion, examples_for, layout, layout_of, views_as_reshapes
 
-__all__ = ["compile_symbolically", "guard_function", "SymbolicRegion"]
+__all__ = [
+    "SYMBOLIC_CONFIG", "SymbolicSpec", "symbolic_spec", "memory_order", "memory_orders", "spec_examples", "trace_symbolically", "compile_in_process", "guard_function", "SymbolicRegion",
+]
 
 
-def _fake_inputs(proxies: Sequence[TensorProxy], fake_mode, shape_env) -> list[torch.Tensor]:
-    """Contiguous fake tensors with the proxies' sizes, each squall size symbol one torch symbol."""
+# inductor settings for a symbolic compile: its code's own checks of each input's sizes and
+# strides (`assert_size_stride`, 31 a llama decoding step) repeat what the guard function has
+# checked before every call of it (sizes, strides, storage offset)
+SYMBOLIC_CONFIG = {"size_asserts": False}
+
+
+class SymbolicSpec(NamedTuple):
+    """What a symbolic compile needs, as plain data another process can take: each size symbol's
+    value in the traced call, and each input's sizes (an int, or an expression over the symbols,
+    `"2*s0"`), dtype, device and memory order (its dimensions from the outermost in memory to
+    the innermost: `(0, 1, 2)` is contiguous, `(0, 2, 1, 3)` a transposed view's)."""
+
+    hints: dict[str, int]
+    inputs: list[tuple[tuple[int | str, ...], torch.dtype, torch.device, tuple[int, ...]]]
+
+    def with_orders(self, orders: Sequence[tuple[int, ...]]) -> SymbolicSpec:
+        """The same sizes with each input laid out in memory in the given order."""
+        return SymbolicSpec(self.hints, [(dims, dtype, device, order) for (dims, dtype, device, _), order in zip(self.inputs, orders)])
+
+
+def memory_order(t: torch.Tensor) -> tuple[int, ...]:
+    """`t`'s dimensions from the largest stride to the smallest (ties in dimension order)."""
+    stride = t.stride()
+    return tuple(sorted(range(len(stride)), key=lambda d: (-stride[d], d)))
+
+
+def memory_orders(args: Sequence[torch.Tensor]) -> tuple[tuple[int, ...], ...]:
+    """Each input's `memory_order`: which symbolic compilation of a region can take them."""
+    return tuple(memory_order(a) for a in args)
+
+
+def symbolic_spec(proxies: Sequence[TensorProxy]) -> SymbolicSpec:
+    """The spec of a region whose inputs are `proxies` (their sizes read without a guard)."""
+    hints: dict[str, int] = {}
+    inputs = []
+    for p in proxies:
+        dims: list[int | str] = []
+        for n in p.shape:
+            if type(n) is SymInt:
+                for name in symbols_of(n):
+                    hints.setdefault(name, n.env.symbols[name][0])  # the symbol's value in the traced call
+                dims.append(size_source(n))
+            else:
+                dims.append(int(n))
+        inputs.append((tuple(dims), p.dtype, p.device, tuple(range(len(dims)))))  # squall's values are contiguous
+    return SymbolicSpec(hints, inputs)
+
+
+def _fake_inputs(spec: SymbolicSpec, fake_mode, shape_env) -> list[torch.Tensor]:
+    """Dense fake tensors with the spec's sizes and memory orders, each squall size symbol one torch symbol."""
     from torch._dynamo.source import ConstantSource
     from torch.fx.experimental.symbolic_shapes import DimDynamic
 
     symbols: dict[str, torch.SymInt] = {}
+    for name in sorted(spec.hints):
+        hint = spec.hints[name]
+        expr = shape_env.create_symbol(hint, source=ConstantSource(f"squall_{name}"), dynamic_dim=DimDynamic.DYNAMIC)
+        symbols[name] = shape_env.create_symintnode(expr, hint=hint)
 
-    def size(n):
-        if type(n) is not SymInt:
-            return n
-        for name in sorted(symbols_of(n)):
-            if name not in symbols:
-                hint = n.env.symbols[name][0]  # the symbol's value in the traced call
-                expr = shape_env.create_symbol(hint, source=ConstantSource(f"squall_{name}"), dynamic_dim=DimDynamic.DYNAMIC)
-                symbols[name] = shape_env.create_symintnode(expr, hint=hint)
-        # the size's expression over the symbols, evaluated on torch's symbols
-        return eval(size_source(n), {"__builtins__": {}}, dict(symbols))  # noqa: S307 - squall's own size source
+    def size(n: int | str):
+        # an expression over the symbols, evaluated on torch's symbols (squall's own size source)
+        return n if type(n) is int else eval(n, {"__builtins__": {}}, dict(symbols))  # noqa: S307
 
     fakes = []
     with fake_mode:
-        for p in proxies:
-            fakes.append(torch.empty([size(n) for n in p.shape], dtype=p.dtype, device=p.device))
+        for dims, dtype, device, order in spec.inputs:
+            sizes = [size(n) for n in dims]
+            # laid out outermost-first in `order`, then viewed in the input's own dimension order
+            laid = torch.empty([sizes[d] for d in order], dtype=dtype, device=device)
+            fakes.append(laid.permute([order.index(d) for d in range(len(order))]))
     return fakes
 
 
-def compile_symbolically(fn: Callable, proxies: Sequence[TensorProxy]) -> tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]]:
-    """(compiled, holds): `fn` compiled by inductor for the proxies' symbolic sizes, and the
-    check that a call's inputs are ones it was compiled for (sizes, strides, the bounds
-    inductor assumed). Raises what inductor raises where it cannot compile `fn`."""
-    # imported here: importing inductor costs seconds (see regions.compile_with_inductor)
-    from torch._inductor import config as inductor_config
-    from torch._inductor.compile_fx import compile_fx
+def spec_examples(spec: SymbolicSpec) -> list[torch.Tensor]:
+    """Real example tensors at the symbols' traced values, laid out in the spec's memory orders
+    (values drawn as squall_inductor.regions.example_inputs draws them)."""
+    out = []
+    for dims, dtype, device, order in spec.inputs:
+        sizes = [n if type(n) is int else eval(n, {"__builtins__": {}}, dict(spec.hints)) for n in dims]  # noqa: S307 - squall's own size source
+        laid = example_tensor([sizes[d] for d in order], dtype, device)
+        out.append(laid.permute([order.index(d) for d in range(len(order))]))
+    return out
+
+
+def trace_symbolically(fn: Callable, spec: SymbolicSpec) -> tuple[Any, list[torch.Tensor], Any]:
+    """(graph, fakes, fake_mode): `fn` traced to ATen on fake inputs with the spec's symbolic sizes.
+    torch.fx patches torch.nn.Module process-wide while it traces: the compile worker calls this."""
+    # imported here: importing inductor's and fx's machinery costs seconds (see regions.compile_with_inductor)
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
-    from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP, ShapeEnv
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     shape_env = ShapeEnv(duck_shape=False)  # equal sizes are the same symbol only where squall's are
     fake_mode = FakeTensorMode(shape_env=shape_env)
-    fakes = _fake_inputs(proxies, fake_mode, shape_env)
+    fakes = _fake_inputs(spec, fake_mode, shape_env)
     with fake_mode:
-        graph = make_fx(fn, tracing_mode="symbolic")(*fakes)
+        graph = views_as_reshapes(make_fx(fn, tracing_mode="symbolic")(*fakes))
+    return graph, fakes, fake_mode
+
+
+def guards_source(fake_mode, fakes: Sequence[torch.Tensor]) -> str:
+    """The guards inductor's compile left in the shape environment, over `L['t0']`, ..., as Python."""
+    return fake_mode.shape_env.produce_guards_expression(list(fakes), ignore_static=False) or "True"
+
+
+def compile_in_process(fn: Callable, spec: SymbolicSpec) -> tuple[Callable, str]:
+    """(compiled, guard source): `fn` compiled by inductor in this process for the spec's
+    symbolic sizes. Raises what inductor raises where it cannot compile `fn`."""
+    from torch._inductor import config as inductor_config
+    from torch._inductor.compile_fx import compile_fx
+
+    graph, fakes, fake_mode = trace_symbolically(fn, spec)
     context = torch._guards.TracingContext(fake_mode)
     with (
         torch._guards.tracing(context),
-        inductor_config.patch(fx_graph_cache=False),
+        inductor_config.patch(fx_graph_cache=False, **SYMBOLIC_CONFIG),
         torch._functorch.config.patch(enable_autograd_cache=False),
     ):
         compiled = compile_fx(graph, fakes)
-    source = shape_env.produce_guards_expression(fakes, ignore_static=False) or "True"
-    return compiled, guard_function(source, len(fakes), SYMPY_INTERP)
+    return compiled, guards_source(fake_mode, fakes)
 
 
 _READ = re.compile(r"L\['t(\d+)'\]\.(size|stride)\(\)")
+_CONSTANT_DIM = re.compile(r"L\['t(\d+)'\]\.(size|stride)\(\)\[(\d+)\] == (\d+)")
 
 
-def guard_function(source: str, count: int, interp: dict) -> Callable[[Sequence[torch.Tensor]], bool]:
-    """torch's guard expression over `L['t0'].size()[0]`, ... as a function of the inputs that
-    reads each input's sizes and strides once (torch builds a new tuple at every `.size()`)."""
-    body = _READ.sub(lambda m: f"{m.group(2)}{m.group(1)}", source).replace("L['t", "t").replace("']", "")
-    lines = [f"def holds(args):", f"  {''.join(f't{i}, ' for i in range(count))}= args"]
+def _whole_tuples(source: str, ranks: Sequence[int]) -> str:
+    """The guard source with an input's per-dimension size (or stride) equalities to constants,
+    where they cover every dimension, as one comparison of the whole tuple: a weight's
+    `size()[0] == 32 and size()[1] == 32` becomes `size()== (32, 32)`, one C comparison where
+    there were four steps of Python. Only where the source is one conjunction (no `or`, `not`,
+    or parenthesised `and`), so every conjunct stands alone."""
+    parts = source.split(" and ")
+    if " or " in source or "not " in source or any(p.count("(") != p.count(")") for p in parts):
+        return source
+    constant: dict[tuple[str, str], dict[int, str]] = {}
+    for part in parts:
+        m = _CONSTANT_DIM.fullmatch(part.strip())
+        if m:
+            constant.setdefault((m.group(1), m.group(2)), {})[int(m.group(3))] = m.group(4)
+    whole = {key: dims for key, dims in constant.items() if sorted(dims) == list(range(ranks[int(key[0])]))}
+    kept, placed = [], set()
+    for part in parts:
+        m = _CONSTANT_DIM.fullmatch(part.strip())
+        key = (m.group(1), m.group(2)) if m else None
+        if key not in whole:
+            kept.append(part)
+        elif key not in placed:  # the tuple comparison stands where the first of its dimensions stood
+            placed.add(key)
+            dims = whole[key]
+            kept.append(f"L['t{key[0]}'].{key[1]}() == ({''.join(dims[d] + ', ' for d in range(len(dims)))})")
+    return " and ".join(kept)
+
+
+def guard_function(source: str, ranks: Sequence[int]) -> Callable[[Sequence[torch.Tensor]], bool]:
+    """torch's guard expression over `L['t0'].size()[0]`, ... as a function of the inputs (of
+    these ranks) that reads each input's sizes and strides once (torch builds a new tuple at
+    every `.size()`) and compares a constant shape as one tuple (`_whole_tuples`)."""
+    from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
+
+    count = len(ranks)
+    body = _READ.sub(lambda m: f"{m.group(2)}{m.group(1)}", _whole_tuples(source, ranks)).replace("L['t", "t").replace("']", "")
+    lines = ["def holds(args):", f"  {''.join(f't{i}, ' for i in range(count))}= args"]
     lines += [f"  size{i}, stride{i} = t{i}.shape, t{i}.stride()" for i in range(count)]
     lines.append(f"  return bool({body})")
-    namespace = dict(interp)
+    namespace = dict(SYMPY_INTERP)
     exec(compile("\n".join(lines) + "\n", "<squall-inductor-region-guards>", "exec"), namespace)  # noqa: S102 - torch's guard source
     holds = namespace["holds"]
     holds.source = source  # type: ignore[attr-defined] - shown by tests
@@ -102,23 +215,109 @@ def guard_function(source: str, count: int, interp: dict) -> Callable[[Sequence[
 
 
 class SymbolicRegion:
-    """A region compiled once for its symbolic sizes; a call its guards do not admit runs a
-    static compilation for its own shapes and strides (compiled at its first such call)."""
+    """A region compiled once for its symbolic sizes, and once more for each other memory order
+    of its inputs it is called with (a decoding step's first cache is a transposed view, later
+    ones are contiguous); a call no such compilation's guards admit (a size 1, a bound inductor
+    assumed, a strided view) runs a static compilation for its own shapes and strides.
 
-    def __init__(self, fn: Callable, proxies: Sequence[TensorProxy]):
+    `compile(spec)` returns (compiled, guard source): `compile_in_process` by default, or
+    squall_inductor.worker's RegionCompiler.symbolic, in its worker process; `compile_ordered`
+    does the same for other memory orders (`compile` by default), and `compile_static`
+    (CompiledRegion's `compile`) compiles the static fallbacks, in this process by default.
+    With `background`, those later compilations run in a thread (they wait on the worker
+    process) while the calls that need them run the region's torch calls, so a user's call
+    never waits seconds for inductor.
+    """
+
+    def __init__(self, fn: Callable, proxies: Sequence[TensorProxy], *,
+                 compile: Callable[[SymbolicSpec], tuple[Callable, str]] | None = None,
+                 compile_ordered: Callable[[SymbolicSpec], tuple[Callable, str]] | None = None,
+                 compile_static: Callable[[Sequence[torch.Tensor]], Callable] | None = None,
+                 background: bool = False):
         self.fn = fn
-        self.compiled, self.holds = compile_symbolically(fn, proxies)
-        self.static: dict[tuple, CompiledRegion] = {}  # layout -> a static compilation, for calls the guards refuse
+        self.spec = symbolic_spec(proxies)
+        compile = compile or (lambda spec: compile_in_process(fn, spec))
+        self.compile_ordered = compile_ordered or compile
+        self.compile_static = compile_static
+        self.background = background
+        self.compiled, self.holds = self._guarded(compile(self.spec))
+        # memory orders -> (compiled, holds): the symbolic compilations for other memory orders
+        self.ordered: dict[tuple, tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]]] = {}
+        self.static: dict[tuple, Callable] = {}  # layout -> a static compilation, for calls no guards admit
+        self._pending: set[tuple] = set()  # the compilations under way in the background
         self._lock = threading.Lock()
+
+    def _guarded(self, compiled_and_source: tuple[Callable, str]) -> tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]]:
+        compiled, source = compiled_and_source
+        return compiled, guard_function(source, [len(dims) for dims, *_ in self.spec.inputs])
 
     def __call__(self, *args: torch.Tensor):
         if self.holds(args):
             return tuple(self.compiled(*args))  # inductor returns a list; squall's regions, a tuple
+        return tuple(self._other(args)(*args))
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the background compilations under way; whether none is left."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._pending and (deadline is None or time.monotonic() < deadline):
+            time.sleep(0.01)
+        return not self._pending
+
+    def _other(self, args: Sequence[torch.Tensor]) -> Callable:
+        """What runs a call the first symbolic compilation's guards refuse."""
+        orders = memory_orders(args)
+        if any(order != tuple(range(len(order))) for order in orders):
+            spec = self.spec.with_orders(orders)
+            ordered = self._get(self.ordered, orders, lambda: self._guarded(self.compile_ordered(spec)), (self.fn, _never), "memory order")
+            if ordered is None:
+                return self.fn  # its compilation is under way
+            if ordered[1](args):
+                return ordered[0]
         shapes = layout(args)
-        static = self.static.get(shapes)
-        if static is None:
-            with self._lock:
-                static = self.static.get(shapes)
-                if static is None:
-                    static = self.static[shapes] = CompiledRegion(self.fn, [like(a) for a in args])
-        return static(*args)
+        layouts = layout_of(args)  # not the tensors: a background compile makes its own examples
+        static = self._get(self.static, shapes, lambda: CompiledRegion(self.fn, examples_for(layouts), compile=self.compile_static),
+                           self.fn, "shapes and strides")
+        return self.fn if static is None else static
+
+    def _get(self, table: dict, key: tuple, build: Callable[[], Any], torch_calls: Any, what: str) -> Any:
+        """table[key], compiled by `build` where missing: now, or in the background (None meanwhile)."""
+        found = table.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            found = table.get(key)
+            if found is not None or (what, key) in self._pending:
+                return found
+            if not self.background:
+                table[key] = self._compiled_or_torch(build, torch_calls, what)
+                return table[key]
+            self._pending.add((what, key))
+
+        def run() -> None:
+            try:
+                table[key] = self._compiled_or_torch(build, torch_calls, what)
+            finally:
+                self._pending.discard((what, key))
+
+        threading.Thread(target=run, name="squall-inductor-region-variant", daemon=True).start()
+        return None
+
+    def _compiled_or_torch(self, compile: Callable[[], Any], torch_calls: Any, what: str) -> Any:
+        # the call must not fail where the torch plan would not: the region's own torch calls compute the same thing
+        try:
+            return compile()
+        except Exception as e:  # noqa: BLE001
+            if compiling_stopped():  # the interpreter is exiting: nothing to say
+                return torch_calls
+            warnings.warn(f"squall-inductor: inductor could not compile a symbolic region for its inputs' {what} "
+                          f"({_first_line(e)}); calls with them run its torch calls", SquallWarning, stacklevel=4)
+            return torch_calls
+
+
+def _never(args: Sequence[torch.Tensor]) -> bool:
+    return False
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"

@@ -37,6 +37,7 @@ import torch
 from squall.extend import SquallWarning, compiling_stopped, stop_compiling
 
 from squall_inductor.regions import compile_with_inductor, layout_of, region_payload
+from squall_inductor.symbolic import SymbolicSpec, compile_in_process
 
 __all__ = ["CompileWorker", "WorkerCompileError", "RegionCompiler", "default_worker", "subprocess_enabled"]
 
@@ -106,6 +107,16 @@ class CompileWorker:
         """(compiled, torch_s, inductor_s): the region in `payload` compiled in the worker for
         inputs like `args`, loaded here; the times where a budget was given. Raises
         WorkerCompileError where inductor failed, WorkerUnavailable where the worker did."""
+        compiled, reply = self._compile("compile", payload, layout_of(args), time_budget_s)
+        return compiled, reply[1], reply[2]
+
+    def compile_symbolic(self, payload: bytes, spec: SymbolicSpec) -> tuple[Callable, str]:
+        """(compiled, guard source): the region in `payload` compiled in the worker for the
+        spec's symbolic sizes (squall_inductor.symbolic), loaded here. Raises as `compile` does."""
+        compiled, reply = self._compile("compile_symbolic", payload, spec, None)
+        return compiled, reply[1]
+
+    def _compile(self, kind: str, payload: bytes, shapes: Any, time_budget_s: float | None) -> tuple[Callable, tuple]:
         with self._lock:
             self._start()
             if self.broken or self._conn is None:
@@ -117,7 +128,7 @@ class CompileWorker:
             path = os.path.join(self._folder, f"region-{self._count}.bin")
             config = _inductor_config()
             try:
-                self._conn.send(("compile", payload, layout_of(args), config, torch.get_num_threads(), time_budget_s, path))
+                self._conn.send((kind, payload, shapes, config, torch.get_num_threads(), time_budget_s, path))
             except OSError as e:
                 raise self._died(f"{type(e).__name__}: {e}") from None
             reply = self._wait(None)
@@ -134,8 +145,8 @@ class CompileWorker:
         compiled = getattr(artifact, "_compiled_fn", artifact)
         constants = pickle.loads(reply[3])  # the region's tensor constants, lifted to trailing inputs (worker_main.lift_constants)
         if constants:
-            return (lambda *args: compiled(*args, *constants)), reply[1], reply[2]
-        return compiled, reply[1], reply[2]
+            return (lambda *args: compiled(*args, *constants)), reply
+        return compiled, reply
 
     def _wait(self, timeout: float | None) -> tuple:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -232,35 +243,59 @@ def default_worker() -> CompileWorker:
 
 
 class RegionCompiler:
-    """Compiles one region function for given example inputs (CompiledRegion's `compile`): in the
-    worker process where it serves, else in this process. Records where (`where`) and, for the
-    first compile with a time budget, the worker's timing of it (`timings`: torch_s, inductor_s)."""
+    """Compiles one region function: for given example inputs (`__call__`, CompiledRegion's
+    `compile`) or for symbolic sizes (`symbolic`, SymbolicRegion's `compile`); in the worker
+    process where it serves, else in this process. Records where (`where`) and, for the first
+    compile with a time budget, the worker's timing of it (`timings`: torch_s, inductor_s).
+    Without `in_process`, where the worker cannot serve it raises WorkerUnavailable instead
+    (a compile in a background thread of the user's process must not run torch.fx's trace,
+    which patches torch.nn.Module process-wide)."""
 
-    def __init__(self, fn: Callable, source: str, *, worker: CompileWorker | None, time_budget_s: float | None = None):
+    def __init__(self, fn: Callable, source: str, *, worker: CompileWorker | None, time_budget_s: float | None = None,
+                 in_process: bool = True):
         self.fn, self.source, self.worker = fn, source, worker
+        self.in_process = in_process
         self.time_budget_s = time_budget_s
         self.timings: tuple[float, float] | None = None
         self.where = ""
 
     def __call__(self, args: Sequence[torch.Tensor]) -> Callable:
+        done = self._in_worker(lambda payload: self.worker.compile(payload, args, time_budget_s=self.time_budget_s))
+        if done is None:
+            return compile_with_inductor(self.fn, self._here(args))
+        compiled, torch_s, inductor_s = done
+        if torch_s is not None and inductor_s is not None and self.timings is None:
+            self.timings = (torch_s, inductor_s)
+        self.time_budget_s = None  # a recompile for another layout is not timed
+        return compiled
+
+    def symbolic(self, spec: SymbolicSpec) -> tuple[Callable, str]:
+        """(compiled, guard source) for the spec's symbolic sizes (squall_inductor.symbolic)."""
+        done = self._in_worker(lambda payload: self.worker.compile_symbolic(payload, spec))
+        return compile_in_process(self.fn, self._here(spec)) if done is None else done
+
+    def _here(self, what: Any) -> Any:
+        if not self.in_process:
+            raise WorkerUnavailable(f"it would compile {self.where}, and this compile may not")
+        return what
+
+    def _in_worker(self, request: Callable[[bytes], Any]) -> Any:
+        """The request's answer from the worker, or None where this process must compile (saying why in `where`)."""
         if self.worker is not None and not self.worker.broken and not self.worker.closed:
             try:
                 payload = region_payload(self.fn, self.source)
             except Exception as e:  # noqa: BLE001 - a global that cannot travel: this region compiles here
                 self.where = f"in this process (the region cannot be sent to the worker: {type(e).__name__})"
-            else:
-                try:
-                    compiled, torch_s, inductor_s = self.worker.compile(payload, args, time_budget_s=self.time_budget_s)
-                except WorkerUnavailable:
-                    if compiling_stopped():
-                        raise
-                    self.where = f"in this process ({self.worker.broken})"
-                else:
-                    if torch_s is not None and inductor_s is not None and self.timings is None:
-                        self.timings = (torch_s, inductor_s)
-                    self.time_budget_s = None  # a recompile for another layout is not timed
-                    self.where = f"in the compile worker process (pid {self.worker.pid})"
-                    return compiled
-        elif not self.where:
+                return None
+            try:
+                answer = request(payload)
+            except WorkerUnavailable:
+                if compiling_stopped():
+                    raise
+                self.where = f"in this process ({self.worker.broken})"
+                return None
+            self.where = f"in the compile worker process (pid {self.worker.pid})"
+            return answer
+        if not self.where:
             self.where = "in this process" + (f" ({self.worker.broken})" if self.worker is not None and self.worker.broken else "")
-        return compile_with_inductor(self.fn, args)
+        return None

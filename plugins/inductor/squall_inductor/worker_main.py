@@ -22,7 +22,19 @@ import signal
 from multiprocessing.connection import Connection
 from typing import Any
 
+import tempfile
+from collections.abc import Callable, Sequence
+
 import torch
+import torch._inductor.config as inductor_config
+from torch._inductor import standalone_compile
+from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from squall_inductor.choices import best_time
+from squall_inductor.regions import Layout, examples_for, load_region, views_as_reshapes
+from squall_inductor.symbolic import SYMBOLIC_CONFIG, SymbolicSpec, guards_source, spec_examples, trace_symbolically
+
 
 def lift_constants(graph: Any) -> list:
     """Turn the graph's tensor constants (a region's `torch.tensor(...)`, which make_fx keeps as
@@ -60,44 +72,69 @@ def lift_constants(graph: Any) -> list:
     return constants
 
 
+def compile_static(fn: Callable, layouts: Sequence[Layout], time_budget_s: float | None, path: str) -> tuple[float | None, float | None, list]:
+    """(torch_s, inductor_s, constants): `fn` compiled for inputs with these layouts and saved at
+    `path`; timed against its torch calls where a budget is given."""
+    args = examples_for(layouts)
+    graph = views_as_reshapes(make_fx(fn, tracing_mode="fake")(*args))
+    constants = lift_constants(graph)
+    artifact = standalone_compile(graph, [*args, *constants], dynamic_shapes="from_example_inputs", options={})
+    artifact.save(path=path, format="binary")
+    compiled = (lambda *a: artifact(*a, *constants)) if constants else artifact
+    compiled(*args)  # a region that compiles but cannot run fails here, not in the user's process
+    torch_s = inductor_s = None
+    if time_budget_s:
+        device = str(layouts[0][3]) if layouts else "cpu"
+        torch_s = best_time(fn, args, device=device, budget_s=time_budget_s)
+        inductor_s = best_time(compiled, args, device=device, budget_s=time_budget_s)
+    return torch_s, inductor_s, constants
+
+
+def compile_symbolic(fn: Callable, spec: SymbolicSpec, path: str) -> tuple[str, list]:
+    """(guard source, constants): `fn` compiled for the spec's symbolic sizes and saved at `path`.
+
+    The compile runs against a fresh, empty inductor cache folder: a cache hit would not put the
+    guards it was compiled under into the shape environment (squall_inductor.symbolic), and an
+    empty cache still records what the artifact saves."""
+    graph, fakes, fake_mode = trace_symbolically(fn, spec)
+    constants = lift_constants(graph)
+    with fake_mode:  # the constants' sizes are static: fake copies of them for the compile
+        constant_fakes = [fake_mode.from_tensor(c, static_shapes=True) for c in constants]
+    with (
+        tempfile.TemporaryDirectory(prefix="squall-inductor-symbolic-") as folder,
+        temporary_cache_dir(folder),
+        inductor_config.patch(SYMBOLIC_CONFIG),
+    ):
+        artifact = standalone_compile(graph, [*fakes, *constant_fakes], dynamic_shapes="from_example_inputs",
+                                      fake_mode=fake_mode, options={})
+        artifact.save(path=path, format="binary")
+        source = guards_source(fake_mode, fakes)
+        artifact(*spec_examples(spec), *constants)  # a region that compiles but cannot run fails here, not in the user's process
+    return source, constants
+
+
 def main(fd: int) -> None:
     """Serve compile requests on the socket `fd` until it closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the user's process's to handle
     conn = Connection(fd)
-    import torch._inductor.config as inductor_config
-    from torch._inductor import standalone_compile
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    from squall_inductor.choices import best_time
-    from squall_inductor.regions import examples_for, load_region, views_as_reshapes
-
     conn.send(("ready", os.getpid()))
     while True:
         try:
             request = conn.recv()
         except (EOFError, OSError):
             return  # the user's process closed the socket, or is gone
-        _, payload, layouts, config, num_threads, time_budget_s, path = request
+        kind, payload, shapes, config, num_threads, time_budget_s, path = request
         try:
             torch.set_num_threads(num_threads)
             fn = load_region(payload)
-            args = examples_for(layouts)
             # the user's process's inductor settings, one compiler thread (this worker has one core's share)
             with inductor_config.patch({**(config or {}), "compile_threads": 1}):
-                graph = views_as_reshapes(make_fx(fn, tracing_mode="fake")(*args))
-                constants = lift_constants(graph)
-                artifact = standalone_compile(graph, [*args, *constants], dynamic_shapes="from_example_inputs", options={})
-                artifact.save(path=path, format="binary")
-            compiled = (lambda *a: artifact(*a, *constants)) if constants else artifact
-            compiled(*args)  # a region that compiles but cannot run fails here, not in the user's process
-            torch_s = inductor_s = None
-            if time_budget_s:
-                device = str(layouts[0][3]) if layouts else "cpu"
-                torch_s = best_time(fn, args, device=device, budget_s=time_budget_s)
-                inductor_s = best_time(compiled, args, device=device, budget_s=time_budget_s)
-            # plain pickle: a tensor sent through the connection's own pickler travels as shared memory,
-            # which needs a multiprocessing handshake this worker (not started by multiprocessing) lacks
-            reply: tuple = ("ok", torch_s, inductor_s, pickle.dumps(constants))
+                if kind == "compile_symbolic":
+                    guards, constants = compile_symbolic(fn, shapes, path)
+                    reply: tuple = ("ok", guards, None, pickle.dumps(constants))
+                else:
+                    torch_s, inductor_s, constants = compile_static(fn, shapes, time_budget_s, path)
+                    reply = ("ok", torch_s, inductor_s, pickle.dumps(constants))
         except Exception as e:  # noqa: BLE001 - any failure is the parent's to report (it falls back to torch)
             text = str(e).strip()
             reply = ("error", f"{type(e).__name__}: {text.splitlines()[0] if text else ''}")

@@ -1,11 +1,15 @@
 """Regions with symbolic sizes: one inductor compilation serves every length (squall_inductor.symbolic)."""
 from __future__ import annotations
 
+import os
+import threading
+import time
+
 import pytest
 import torch
 
 import squall
-from squall.extend import Declined, FusionRegion, resolve_operation
+from squall.extend import Declined, FusionRegion, load_source, resolve_operation
 from squall.frontend.tracing import TracingContext
 from squall.proxies import TensorProxy, tracing
 from squall.symbolic import ShapeEnv
@@ -13,6 +17,8 @@ from squall.symbolic import ShapeEnv
 squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor is not installed (pip install -e plugins/inductor)")
 from squall_inductor import InductorExecutor  # noqa: E402
 from squall_inductor.symbolic import SymbolicRegion  # noqa: E402
+from squall_inductor.regions import CompiledRegion, layout  # noqa: E402
+from squall_inductor.worker import CompileWorker, RegionCompiler, default_worker  # noqa: E402
 
 pytestmark = pytest.mark.skipif(squall_inductor.cpp_compiler() is None, reason="no C++ compiler for inductor's CPU backend")
 
@@ -54,7 +60,14 @@ def _sigmoid_chain(x):
     return (torch.sigmoid(x * 2 + 1).sum(1),)
 
 
-def test_a_call_its_guards_refuse_runs_a_static_compilation_for_its_layout():
+def _loaded(source: str):
+    """A region function from its source, as squall_inductor.regions makes one (it can travel to the worker)."""
+    namespace = {"torch": torch}
+    load_source(source, "test-region", namespace)
+    return namespace["region"]
+
+
+def test_a_call_its_guards_refuse_runs_a_compilation_for_its_memory_order_or_its_layout():
     env = ShapeEnv()
     with tracing(TracingContext()):
         proxy = _symbolic_proxy(env, "x", (4, 6, 8))  # f32[s0, s1, 8]
@@ -63,14 +76,20 @@ def test_a_call_its_guards_refuse_runs_a_static_compilation_for_its_layout():
         y = torch.randn(shape)
         assert region.holds([y])
         torch.testing.assert_close(region(y), _sigmoid_chain(y))
-    assert not region.static
-    transposed = torch.randn(8, 5, 3).permute(2, 1, 0)  # sizes it takes, strides it was not compiled for
-    assert not region.holds([transposed])
-    torch.testing.assert_close(region(transposed), _sigmoid_chain(transposed))
+    assert not region.static and not region.ordered
+    # transposed views (a decoding step's first cache): one more symbolic compilation, for their
+    # memory order, serves every length
+    for n in (5, 11):
+        transposed = torch.randn(8, n, 3).permute(2, 1, 0)
+        assert not region.holds([transposed])
+        torch.testing.assert_close(region(transposed), _sigmoid_chain(transposed))
+    assert list(region.ordered) == [((2, 1, 0),)] and not region.static
     one = torch.randn(1, 5, 8)  # a size 1: never symbolic, so not the symbolic kernel's to run
     assert not region.holds([one])
     torch.testing.assert_close(region(one), _sigmoid_chain(one))
-    assert len(region.static) == 2
+    strided = torch.randn(3, 10, 8)[:, ::2]  # not dense: no symbolic compilation takes it
+    torch.testing.assert_close(region(strided), _sigmoid_chain(strided))
+    assert len(region.static) == 2 and len(region.ordered) == 1
     if "L['t0'].size()[1] <= 4096" in region.holds.source:  # a bound inductor chose for its reduction
         long = torch.randn(2, 5000, 8)
         assert not region.holds([long])
@@ -103,19 +122,109 @@ def test_a_region_reading_a_symbol_no_input_holds_is_declined_saying_why():
     assert "symbolic sizes (s0) that no input of the region holds as a dimension" in declined.reason
 
 
-def test_the_background_upgrade_declines_symbolic_regions_and_leaves_nn_module_alone():
-    # a symbolic region compiles here, in the process, through torch.fx, which patches
-    # torch.nn.Module.__call__ and __getattr__ process-wide while it traces: in the background
-    # that would reach the user's threads (torch.compile of a model crashed in
-    # bench/generation.py), so there it is declined, saying why; wait=True compiles it
+def test_the_background_upgrade_compiles_symbolic_regions_in_the_worker_and_leaves_nn_module_alone():
+    # torch.fx's trace patches torch.nn.Module.__call__ and __getattr__ process-wide while it runs:
+    # in the user's process that would reach the user's threads (torch.compile of a model crashed
+    # beside a decoding loop in bench/generation.py), so symbolic regions compile in the worker
     ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
     module_call, module_getattr = torch.nn.Module.__call__, torch.nn.Module.__getattr__
-    jfn = squall.jit(_softmax_then_flatten, executors=[ex, "torch"], dynamic=True)
-    x = torch.randn(3, 7, 16)
-    torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))
-    assert squall.wait_for_upgrades(jfn, timeout=120)
-    assert (torch.nn.Module.__call__, torch.nn.Module.__getattr__) == (module_call, module_getattr)
-    assert not [c for c in ex._compiled.values() if isinstance(c, SymbolicRegion)]
-    declined = [c.reason for c in ex._compiled.values() if isinstance(c, Declined)]
-    assert any("symbolic sizes are compiled only in the caller's thread" in r for r in declined), declined
-    torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))
+    seen: set = set()
+    stop = threading.Event()
+
+    def watch():  # what an eager module call in one of the user's threads would go through
+        while not stop.is_set():
+            seen.add((torch.nn.Module.__call__, torch.nn.Module.__getattr__))
+            time.sleep(0.0005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        jfn = squall.jit(_softmax_then_flatten, executors=[ex, "torch"], dynamic=True)
+        x = torch.randn(3, 7, 16)
+        torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))
+        assert squall.wait_for_upgrades(jfn, timeout=300)
+    finally:
+        stop.set()
+        watcher.join()
+    assert seen == {(module_call, module_getattr)}
+    (upgrade,) = squall.upgrades(jfn)
+    assert upgrade.status == "upgraded", upgrade
+    worker = default_worker()
+    assert worker.pid is not None and worker.pid != os.getpid()
+    assert upgrade.compiled_in == f"in the compile worker process (pid {worker.pid})"
+    (region,) = [c for c in ex._compiled.values() if isinstance(c, SymbolicRegion)]
+    assert _region_compiles(ex) == 1, ex.outcomes
+    for b, n in [(3, 7), (2, 5), (4, 30), (6, 2)]:  # one compilation serves every length and batch size
+        y = torch.randn(b, n, 16)
+        assert region.holds([y.reshape(b, n, 16)])
+        torch.testing.assert_close(jfn(y), _softmax_then_flatten(y))
+    assert _region_compiles(ex) == 1 and not region.static
+    assert jfn.cache_info().misses == 1  # one squall compile: the symbolic entry
+
+
+def test_the_compilations_for_calls_the_guards_refuse_run_in_the_worker_in_the_background():
+    env = ShapeEnv()
+    with tracing(TracingContext()):
+        proxy = _symbolic_proxy(env, "x", (4, 6, 8))
+    worker = default_worker()
+    source = "def region(x):\n  return (torch.sigmoid(x * 2 + 1).sum(1),)\n"
+    fn = _loaded(source)
+    ordered = RegionCompiler(fn, source, worker=worker, in_process=False)
+    static = RegionCompiler(fn, source, worker=worker, in_process=False)
+    region = SymbolicRegion(fn, [proxy], compile=RegionCompiler(fn, source, worker=worker).symbolic,
+                            compile_ordered=ordered.symbolic, compile_static=static, background=True)
+    transposed = torch.randn(8, 5, 3).permute(2, 1, 0)
+    one = torch.randn(1, 5, 8)
+    # while their compilations run, the calls run the region's torch calls
+    torch.testing.assert_close(region(transposed), _sigmoid_chain(transposed))
+    torch.testing.assert_close(region(one), _sigmoid_chain(one))
+    assert region.wait(timeout=300)
+    assert len(region.ordered) == 1 and len(region.static) == 1
+    assert isinstance(region.static[layout([one])], CompiledRegion)
+    assert ordered.where == static.where == f"in the compile worker process (pid {worker.pid})"
+    assert worker.pid != os.getpid()
+    for n in (5, 9):  # served by the compilation for their memory order, at any length
+        transposed = torch.randn(8, n, 3).permute(2, 1, 0)
+        assert region.ordered[((2, 1, 0),)][1]([transposed])
+        torch.testing.assert_close(region(transposed), _sigmoid_chain(transposed))
+    torch.testing.assert_close(region(one), _sigmoid_chain(one))
+
+
+def test_a_background_compilation_never_falls_back_to_tracing_in_this_process():
+    # a dead worker: the region's torch calls serve the calls the guards refuse, saying so
+    env = ShapeEnv()
+    with tracing(TracingContext()):
+        proxy = _symbolic_proxy(env, "x", (4, 6, 8))
+    source = "def region(x):\n  return (torch.sigmoid(x * 2 + 1).sum(1),)\n"
+    fn = _loaded(source)
+    worker = CompileWorker()
+    worker.close()
+    region = SymbolicRegion(fn, [proxy], compile_static=RegionCompiler(fn, source, worker=worker, in_process=False), background=True)
+    one = torch.randn(1, 5, 8)
+    with pytest.warns(squall.SquallWarning, match="could not compile a symbolic region for its inputs' shapes and strides.*torch calls"):
+        torch.testing.assert_close(region(one), _sigmoid_chain(one))
+        assert region.wait(timeout=60)
+    assert region.static[layout([one])] is fn
+    torch.testing.assert_close(region(one), _sigmoid_chain(one))
+
+
+def test_the_guard_function_decides_as_torch_s_guard_expression():
+    # constant sizes and strides are compared as whole tuples; the decisions are the expression's
+    from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
+
+    from squall_inductor.symbolic import guard_function
+
+    source = ("L['t0'].size()[0] == 4 and L['t0'].size()[1] == 8 and L['t0'].stride()[0] == 8 and "
+              "L['t0'].stride()[1] == 1 and L['t0'].storage_offset() == 0 and L['t1'].size()[1] == 8 and "
+              "L['t1'].stride()[0] == L['t1'].size()[1] and L['t1'].stride()[1] == 1 and 2 <= L['t1'].size()[0]")
+    holds = guard_function(source, [2, 2])
+
+    def expected(a, b):
+        return bool(eval(source, dict(SYMPY_INTERP), {"L": {"t0": a, "t1": b}}))  # noqa: S307 - the test's own source
+
+    weight = torch.randn(4, 8)
+    cases = [(weight, torch.randn(3, 8)), (weight, torch.randn(1, 8)), (torch.randn(8, 4).t(), torch.randn(3, 8)),
+             (torch.randn(4, 9)[:, :8], torch.randn(3, 8)), (torch.randn(5, 8), torch.randn(3, 8)),
+             (torch.randn(40)[8:].view(4, 8), torch.randn(3, 8)), (weight, torch.randn(8, 3).t())]
+    assert [holds((a, b)) for a, b in cases] == [expected(a, b) for a, b in cases] == [True] + [False] * 6
+    assert guard_function("L['t0'].size()[0] == 4 or L['t0'].size()[0] == 5", [1])((torch.randn(5),))
