@@ -167,6 +167,13 @@ class TensorProxy(torch.Tensor):
         self.requires_grad = bool(requires_grad)
         return self
 
+    @property
+    def __class__(self):
+        # `x.__class__ is torch.Tensor` in any code (a library's, a staticmethod's) answers as for
+        # the tensor it stands for, with no patch, as a NumberProxy's does; `type(x)` is still the
+        # proxy's class outside the program's recording copies, and squall's own checks use type()
+        return torch.nn.Parameter if getattr(self, "_is_param", False) else torch.Tensor
+
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         # reached only by a call below torch's Python API, which __torch_function__ did not see
@@ -394,21 +401,33 @@ _SYM_OPERATORS = {n: getattr(operator, n if n not in ("and", "or") else n + "_")
                   "add sub mul truediv floordiv mod pow eq ne lt le gt ge and or xor".split()}
 
 
+def _with_size(number: NumberProxy, op: str, size: SymInt, reflected: bool) -> Any:
+    """A run-time number and a symbolic size under `op`. An int number's value is read and
+    guarded, so the size stays symbolic; any other number keeps being computed at run time
+    with the size's value, read and guarded (`int(number)` would truncate a float: `s * n`
+    with s = 1.5 is not `1 * n`)."""
+    if number.python_type is int:
+        operands = (size, int(number)) if reflected else (int(number), size)
+        return _SYM_OPERATORS[op](*operands)
+    operands = (int(size), number) if reflected else (number, int(size))
+    return _require_context().number_op(op, operands)
+
+
 def _install_number_operators() -> None:
     # Arithmetic and comparisons on a NumberProxy are recorded (squall.prims.numbers); with a
     # tensor on the other side, the tensor's reflected operator takes the call.
     binary = "add sub mul truediv floordiv mod pow eq ne lt le gt ge and or xor".split()
     for n in binary:
         def op(self, other, _op=n):
-            if type(other) is SymInt:  # a size with a run-time number: the number's value, guarded
-                return _SYM_OPERATORS[_op](int(self), other)
+            if type(other) is SymInt:
+                return _with_size(self, _op, other, False)
             if type(other) is TensorProxy or not isinstance(other, (int, float, NumberProxy)):
                 return NotImplemented
             return _require_context().number_op(_op, (self, other))
 
         def rop(self, other, _op=n):
             if type(other) is SymInt:
-                return _SYM_OPERATORS[_op](other, int(self))
+                return _with_size(self, _op, other, True)
             if type(other) is TensorProxy or not isinstance(other, (int, float, NumberProxy)):
                 return NotImplemented
             return _require_context().number_op(_op, (other, self))

@@ -220,7 +220,8 @@ class SymInt:
             return other.poly, other.value
         if type(other) is int or type(other) is bool:
             return _constant(int(other)), int(other)
-        if isinstance(other, int):  # an IntEnum: its plain value
+        if issubclass(type(other), int):  # an IntEnum: its plain value (not a run-time number, whose
+            # __class__ says int: it returns NotImplemented here and computes in its own operator)
             return _constant(int.__int__(other)), int.__int__(other)
         return None
 

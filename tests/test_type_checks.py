@@ -175,3 +175,45 @@ def test_transformers_uses_a_4d_attention_mask_as_given():
         actual = squall.jit(model)(input_ids=ids, attention_mask=mask).logits
     assert not torch.allclose(expected, causal)  # the mask matters
     assert_close(actual, expected)
+
+
+class _Shapes:
+    """A helper object a module holds, whose property and method check a tensor's exact class."""
+
+    def __init__(self):
+        self.last = None
+
+    @property
+    def plain(self):
+        return 2 if type(self.last) is torch.Tensor else 300
+
+    def scale(self, x):
+        return x * (2 if type(x) is torch.Tensor else 300)
+
+
+def _class_is_tensor(x):
+    # (as library code that is not run as a recording copy checks it)
+    return x.__class__ is torch.Tensor
+
+
+def test_exact_class_checks_answer_as_in_eager_in_properties_and_through_class():
+    """`type(x) is torch.Tensor` in a property getter of an object the program reaches, and
+    `x.__class__ is torch.Tensor` / `is torch.nn.Parameter` in any code, answer as in eager
+    (before: the proxy's own class, and the other branch was compiled silently)."""
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.shapes = _Shapes()
+            self.weight = torch.nn.Parameter(torch.ones(3))
+
+        def forward(self, x):
+            self.shapes.last = x
+            return (self.shapes.scale(x) * self.shapes.plain * (2 if _class_is_tensor(x) else 300)
+                    + self.weight * (2 if self.weight.__class__ is torch.nn.Parameter else 300))
+
+    m = Model()
+    jitted = squall.jit(m)
+    for _ in range(2):
+        x = torch.randn(3)
+        assert_close(jitted(x), m(x))

@@ -29,6 +29,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from .. import prims
+from ..frontend.state_views import UnreplayableWrite
 from ..market.executor import GradRule
 from ..proxies import TensorProxy, tracing
 from ..symbol import BoundSymbol, Symbol, Tags, flat_proxies
@@ -216,8 +217,14 @@ class _Differentiator:
         top = top or bsym
         inputs = bsym.input_proxies()
         if bsym.sym.id == prims.copy_.id and inputs[0].name in self.leaves:
-            # eager refuses this on a leaf and records it on a non-leaf; PyTorch's autograd knows which
-            raise NeedsAutograd("an in-place update of an input that requires grad", top.sym.id, top.source)
+            if inputs[1].name not in getattr(self.trace.context, "gradient_passes", {}):
+                # eager refuses this on a leaf and records it on a non-leaf; PyTorch's autograd knows which
+                raise NeedsAutograd("an in-place update of an input that requires grad", top.sym.id, top.source)
+            # the write-back of a value written under no_grad (weight clipping, an EMA update):
+            # eager allows it on a leaf and keeps the leaf in the graph, so the gradient reaching
+            # the new value passes to the leaf (_pass_to_written); the copy itself is no step of it
+            self.forward.append(bsym)
+            return
         if (
             not any(p.name in self.needs_grad for p in inputs)
             or Tags.SIDE_EFFECT in bsym.sym.tags
@@ -392,6 +399,21 @@ def _forward_values_read(recorded: list[BoundSymbol], cotangents: dict[str, Tens
     return read
 
 
+def _refuse_overwritten_saved_leaves(forward: list[BoundSymbol], saved: list[TensorProxy]) -> None:
+    """An input that requires grad, written in place (under no_grad, if a leaf; its write-back
+    copy is among the forward's last steps), whose earlier value the backward reads: the copy would overwrite what is saved, so the
+    backward would read the new value. Eager raises at backward there ("modified by an inplace
+    operation"): the call runs eagerly instead (squall.runtime.calls), so it does."""
+    written = {b.args[0].name for b in forward if b.sym.id == prims.copy_.id and b.args[0].requires_grad}
+    overwritten = sorted(p.name for p in saved if p.name in written)
+    if overwritten:
+        raise UnreplayableWrite(
+            f"squall: the program writes {', '.join(overwritten)} in place under no_grad after using it where "
+            "the backward needs its earlier value (eager's backward raises there: one of the variables "
+            "needed for gradient computation has been modified by an inplace operation)"
+        )
+
+
 def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, GradRule] | None = None) -> Differentiated:
     """Split `trace` into a forward trace that saves what the backward reads, and the backward.
 
@@ -409,6 +431,7 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
     cotangents, recorded, grad_outputs = _record_backward(d, differentiable_outputs, grads_for, frozenset())
     # what the backward reads of the forward is what the forward saves
     saved_list = list(_forward_values_read(recorded, cotangents, grad_outputs).values())
+    _refuse_overwritten_saved_leaves(d.forward, saved_list)
     forward = Trace.from_trace(
         trace,
         bsyms=d.forward,

@@ -19,6 +19,7 @@ Part of the state recorder (`squall.frontend.state_guards.StateRecorder`, whose 
 from __future__ import annotations
 
 import collections
+import types
 from typing import Any
 
 import torch
@@ -37,6 +38,7 @@ class ArgumentRoutes:
 
     def _init_routes(self) -> None:
         self._argument_copies: list[Any] = []  # recording copies of dicts passed as arguments
+        self._namespaces: dict[int, tuple[types.SimpleNamespace, dict, str, str]] = {}  # id(copy) -> (copy, its items, label, where)
         self._routed_by_type: dict[type, list[tuple[Any, str]]] = {}  # objects reached through the arguments
         self._metadata_guarded: set[str] = set()  # the expressions of the held tensors whose metadata is guarded
 
@@ -64,6 +66,15 @@ class ArgumentRoutes:
             copy = self._dict_copy(dict, value, label, items)
             copy.target = expr
             self._argument_copies.append(copy)
+            return copy
+        if t is types.SimpleNamespace:
+            # keyed by its attributes' values (squall.runtime.entry_point), not read through: a
+            # copy whose lists and dicts are recording copies reached through the call's own
+            # namespace, so appends land on the caller's list and a returned one is the caller's;
+            # a write to the namespace itself is refused when the program ends (StateRecorder.finish)
+            items = {k: self._argument(v, f"{expr}.__dict__[{plain_scalar(k)!r}]", f"{label}.{k}", (*route, ("attr", k))) for k, v in vars(value).items()}
+            copy = types.SimpleNamespace(**items)
+            self._namespaces[id(copy)] = (copy, items, label, expr)
             return copy
         recorded = self._recorded(value, label)
         if recorded is not value:
@@ -129,23 +140,26 @@ class ArgumentRoutes:
         return proxy
 
     def _return_arguments_as_themselves(self, result: Any) -> None:
-        """A list or dict passed in and returned (in `result`, through plain tuples, lists and
-        dicts) is the caller's own object, its writes replayed on it first, as in eager."""
-        for path, target in _argument_containers(result, ()):
+        """A list, dict or SimpleNamespace passed in and returned (in `result`, through plain
+        tuples, lists and dicts) is the caller's own object, its writes replayed on it first, as in eager."""
+        for path, target in _argument_containers(result, (), {k: where for k, (_, _, _, where) in self._namespaces.items()}):
             self.guards.namespace["_put"] = _put
             self.guards.effects.append(f"out = _put(out, {self.guards.bind(path, 'k')}, {target})")
 
 
-def _argument_containers(x: Any, path: tuple) -> list[tuple[tuple, str]]:
+def _argument_containers(x: Any, path: tuple, namespaces: dict[int, str]) -> list[tuple[tuple, str]]:
     """(path, call-time expression) of each list or dict argument's recording copy in output `x`,
-    reached through plain tuples, lists and dicts."""
+    and of each SimpleNamespace argument's copy (`namespaces`: id -> expression), reached
+    through plain tuples, lists and dicts."""
     t = type(x)
     if t in RECORDED_CONTAINERS and getattr(x, "target", None) is not None:
         return [(path, x.target)]
+    if t is types.SimpleNamespace and id(x) in namespaces:
+        return [(path, namespaces[id(x)])]
     if t is tuple or t is list or t is _RecordedList:
-        return [found for i, v in enumerate(list.__iter__(x) if t is _RecordedList else x) for found in _argument_containers(v, (*path, i))]
+        return [found for i, v in enumerate(list.__iter__(x) if t is _RecordedList else x) for found in _argument_containers(v, (*path, i), namespaces)]
     if t is dict:
-        return [found for k, v in x.items() for found in _argument_containers(v, (*path, k))]
+        return [found for k, v in x.items() for found in _argument_containers(v, (*path, k), namespaces)]
     return []
 
 

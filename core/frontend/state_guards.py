@@ -434,17 +434,21 @@ class StateRecorder(ArgumentRoutes):
         args = [self._recorded(a, f"argument {i} of {label}") for i, a in enumerate(p.args)]
         return self._standing_for(functools.partial(self._recorded(p.func, label), *args, **keywords), p)
 
-    def _read_member(self, info: _ViewInfo, name: str, member: Any, value: Any) -> None:
-        """A __slots__ slot read: guarded as an attribute in __dict__ is (_MISSING: unset)."""
+    def _read_member(self, info: _ViewInfo, name: str, member: Any, value: Any) -> Any:
+        """A __slots__ slot read: guarded as an attribute in __dict__ is (_MISSING: unset), by
+        identity; the value as the program is to use it (a list as a recording copy, so that an
+        append is replayed on it, never made on it while tracing)."""
         rooted = self.guards.rooted(info.real)
         target = rooted if rooted is not None else self.guards.bind(info.real, "o")
         if "_slot_value" not in self.guards.namespace:
             self.guards.namespace.update(_slot_value=_slot_value, _MISSING=_MISSING)
         value_expr = f"_slot_value({self.guards.bind(member, 's')}, {target})"
+        label = f"attribute {name!r} of {info.label}"
         if value is _MISSING:
-            self.guards.add(f"{value_expr} is _MISSING", f"attribute {name!r} of {info.label} (unset)")
-        else:
-            self.guards.watch(value_expr, value, f"attribute {name!r} of {info.label}")
+            self.guards.add(f"{value_expr} is _MISSING", f"{label} (unset)")
+            return value
+        self.guards.watch(value_expr, value, label)
+        return self._follow(value, value_expr, label)
 
     def _read_computed(self, info: _ViewInfo, name: str, value: Any) -> Any:
         rooted = self.guards.rooted(info.real)
@@ -553,6 +557,10 @@ class StateRecorder(ArgumentRoutes):
     def finish(self, result: Any) -> Any:
         """After the program ran: the output with the values to replay appended (as
         `(output, effects)`) when it wrote Python state; the writes it made noted as effects."""
+        for copy, items, label, _ in self._namespaces.values():
+            now = vars(copy)
+            if now.keys() != items.keys() or any(now[k] is not v for k, v in items.items()):
+                raise UnreplayableWrite(f"squall: the program sets or deletes attributes of {label}, a SimpleNamespace; squall cannot replay that at every call")
         for before, fn, watched in self._wrote:
             for name, value in watched.items():
                 # (a dunder is the interpreter's bookkeeping: warnings' __warningregistry__)
@@ -638,6 +646,8 @@ class StateRecorder(ArgumentRoutes):
         `__eq__`, a later call may bring an equal one, and the output is rebuilt instead."""
         if type(x) is Itself or type(x) is Reached:
             return True  # a container the program reached (guarded by identity where it was read)
+        if type(x) is types.SimpleNamespace and id(x) in self._namespaces:
+            return True  # a namespace argument's copy: the call's own takes its place (finish)
         return id(x) in self._views and type(x).__eq__ is object.__eq__ and not isinstance(x, torch.nn.Module)
 
     def code_objects(self) -> list[types.CodeType]:

@@ -243,12 +243,16 @@ def _view_getattribute(self, name: str):
     owner, raw = _class_lookup(cls, name)
     if type(raw) is types.MemberDescriptorType:
         # a __slots__ slot: held by the real object (the view's own slots are empty)
-        value = _slot_value(raw, info.real)
-        info.recorder._read_member(info, name, raw, value)
+        value = info.recorder._read_member(info, name, raw, _slot_value(raw, info.real))
         if value is _MISSING:
             raise AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
-        return info.recorder._recorded(value, f"attribute {name!r} of {info.label}")
-    value = cls.__getattribute__(self, name)
+        return value
+    if type(raw) is property and _user_function(raw.fget) and cls.__getattribute__ is object.__getattribute__:
+        # a property's getter runs as a recording copy, as a method does: its own `type(self.t)`
+        # and global reads are the program's (object.__getattribute__ would call it as it is)
+        value = info.recorder._recording_function(raw.fget)(self)
+    else:
+        value = cls.__getattribute__(self, name)
     if info.dict is not None and name in info.dict and info.dict[name] is value:
         return info.recorder._read_attribute(info, name, value)
     if name.startswith("__") and name.endswith("__"):

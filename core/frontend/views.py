@@ -258,7 +258,13 @@ class ViewTracker:
         new = value
         for step, parent in zip(reversed(steps), reversed(parents)):
             new = setitem(parent, step.key, new) if step.key is not None else _INVERSES[step.op.id](step, parent, new)
-        self.ctx.rebind(root, new)
+        if any(step.op.id == "torch.Tensor.detach" for step in steps):
+            # a write through `w.data` or `w.detach()` is unseen by autograd, as one under no_grad
+            # is: `w` stays in the graph and the gradient reaching its new value passes to it
+            with torch.no_grad():
+                self.ctx.rebind(root, new)
+        else:
+            self.ctx.rebind(root, new)
         self._mark_stale(root, keep=a, why=f"{name} modified another view of the same tensor in place")
         return self.ctx.rebind(a, value)
 

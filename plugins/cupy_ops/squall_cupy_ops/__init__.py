@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import torch
 
-from squall.extend import Availability, FusionExecutor, FusionRegion, PrimIDs, TensorProxy, hookimpl
+from squall.extend import Availability, FusionExecutor, FusionRegion, NumberProxy, PrimIDs, TensorProxy, hookimpl
 
 from squall_cupy_ops.kernels import NothingToCompute, RegionProgram, plan_region
 from squall_cupy_ops.runtime import CupyRegion, KernelCache
@@ -43,6 +43,10 @@ def claimed_prims() -> list[str]:
 def _fits(x) -> bool:
     if isinstance(x, TensorProxy):
         return x.device.type == "cuda" and x.dtype in C_TYPES
+    if type(x) is NumberProxy:
+        # a kernel is generated with its numbers as literals: a number known only at run time
+        # (its __class__ says float or int) stays with torch, as inductor and nvFuser leave it
+        return False
     if isinstance(x, bool) or isinstance(x, float):
         return True
     if isinstance(x, int):

@@ -24,7 +24,7 @@ from squall.frontend.tracing import TracingContext
 from squall.frontend.tracing import trace_program
 from squall.market.plugins import Marketplace
 from squall.prims.base import PrimIDs
-from squall.proxies import TensorProxy, tracing
+from squall.proxies import NumberProxy, TensorProxy, tracing
 
 from squall_cupy_ops import availability_from, claimed_prims, make_executor
 from squall_cupy_ops.kernels import plan_region
@@ -141,6 +141,21 @@ def test_checkers_decline_what_they_cannot_run():
         assert not _offer(PrimIDs.BROADCAST_IN_DIM, cpu, (2, 4), (1,))
     ex = make_executor()
     assert PrimIDs.DIGAMMA not in ex.supported and PrimIDs.SUM not in ex.supported  # left to other executors
+
+
+def test_checkers_leave_run_time_numbers_to_torch():
+    # a dynamic number's __class__ is float or int, so an isinstance check alone would take it
+    # as a constant and bake this call's value into the kernel as a literal
+    with tracing(TracingContext()) as ctx:
+        f32 = TensorProxy(shape=(4,), dtype=torch.float32, device="cuda")
+        i64 = TensorProxy(shape=(4,), dtype=torch.int64, device="cuda")
+        scale, step = NumberProxy("s", float, 0.5), NumberProxy("n", int, 3)
+        assert isinstance(scale, float) and isinstance(step, int)
+        assert not _offer(PrimIDs.MUL, f32, scale)
+        assert not _offer(PrimIDs.ADD, i64, step)
+        assert not _offer(PrimIDs.WHERE, TensorProxy(shape=(4,), dtype=torch.bool, device="cuda"), f32, scale)
+        assert not ctx.scopes[0]  # and nothing was read (a read records a guard)
+        assert _offer(PrimIDs.MUL, f32, 0.5)
 
 
 def test_every_claimed_prim_has_a_translator_and_every_translator_a_prim():
