@@ -28,13 +28,6 @@ from squall_inductor.worker import CompileWorker, RegionCompiler, default_worker
 needs_cpu_inductor = pytest.mark.skipif(squall_inductor.cpp_compiler() is None, reason="no C++ compiler for inductor's CPU backend")
 
 
-@pytest.fixture(autouse=True)
-def _own_kept_folder(monkeypatch, tmp_path):
-    # regions compiled by an earlier test or run would load from inductor's cache folder without
-    # the worker: each test starts with none kept
-    monkeypatch.setattr(squall_inductor.worker, "kept_folder", lambda: str(tmp_path / "kept"))
-
-
 def _region(source: str, **names):
     namespace = dict(names)
     load_source(source, "test-region", namespace)
