@@ -194,3 +194,34 @@ def test_a_fault_in_the_backward_is_named_and_the_gradient_is_eagers():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert_close(torch.autograd.grad(jf(x), x)[0], expected)  # replanned: no fault, no warning
+
+
+def test_a_fault_in_a_program_that_writes_state_returns_the_result_and_writes_once():
+    # the runner replays the program's writes from its result: the replanned program's result
+    # must come back in that form (a result object that unpacks, as HF's ModelOutput does, was
+    # returned as its first key), and the writes happen once, not once per runner
+    class Counter(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def forward(self, x, seen: list):
+            self.calls += 1
+            seen.append(x.sum())
+            return {"out": torch.exp(x), "twice": x * 2}
+
+    module, reference = Counter(), Counter()
+    jm = squall.jit(module, executors=[vendor("faulty", _raises), "torch"])
+    x = torch.randn(3)
+    seen, expected_seen = [], []
+    with torch.no_grad(), pytest.warns(squall.SquallWarning, match="executor 'faulty' raised RuntimeError"):
+        out = jm(x, seen)
+    expected = reference(x, expected_seen)
+    assert type(out) is dict and out.keys() == expected.keys()
+    assert_close(out, expected)
+    assert module.calls == reference.calls == 1
+    assert len(seen) == 1
+    assert_close(seen, expected_seen)
+    with torch.no_grad():
+        assert_close(jm(x, seen), reference(x, expected_seen))  # later calls: the new plan, from the cache
+    assert module.calls == 2 and len(seen) == 2

@@ -334,7 +334,7 @@ class Runtime:
             checked.fn,
             skip=self._skip,
             always=self.check == "always",
-            on_fault=lambda fault, user_args, kwargs: self._replan(key, fault, user_args, kwargs),
+            on_fault=functools.partial(self._replanned_program, key),
             arm_backward=arm_backward if compilation.backward is not None else None,
             hand_over=hand_over,
         ))
@@ -533,9 +533,22 @@ class Runtime:
 
     # --- an executor's fault -------------------------------------------------------------------
 
-    def _replan(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
+    def _replanned_program(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
+        """What the call that met `fault` runs: the entry's new plan (`_replan`) as a program, not
+        as its runner. The faulted program was called by the entry's runner, which has checked
+        this call's guards and replays the program's writes from its result; the new runner would
+        do both again (and take the runner's lock again) and return the bare result, which that
+        runner would then unpack as a program's. Later calls get the new runner from the cache."""
+        compilation = self._replan(key, fault, args, kwargs).compilation
+        if compilation.checked is None or self.check == "never":
+            return compilation.fn
+        return checked_first(compilation.checked.fn, skip=self._skip, always=True, on_fault=functools.partial(self._replanned_program, key),
+                             arm_backward=None, hand_over=lambda: None)
+
+    def _replan(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> CompiledEntry:
         """Compile the entry `key` again without the executor that failed, for the operations it
-        failed on; warn; return the new runner (checked again, for the executors left)."""
+        failed on; warn; put its runner (checked again, for the executors left) in the cache;
+        return the new entry."""
         with self.cache.lock:
             record = self.cache.entry(key)
             exclusions = record.exclusions
@@ -559,9 +572,8 @@ class Runtime:
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             self.last_entry = entry
             self.stats.replans += 1
-            runner = self._cached_runner(key, entry)
-            self.cache.swap(record, runner, compiled=entry)
-            return runner
+            self.cache.swap(record, self._cached_runner(key, entry), compiled=entry)
+            return entry
 
     def _replan_after_backward(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> None:
         """A fault in the checked backward of `key`'s first call: that backward was computed on

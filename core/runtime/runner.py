@@ -55,7 +55,7 @@ def checked_first(
 ) -> Callable:
     """The checked program (`checked`, taking the runner's arguments; the first `skip` of them
     are not the user's). A fault in it: the call runs what `on_fault(fault, user_args, kwargs)`
-    gives. `arm_backward(user_args, kwargs)`, called before each call of a differentiated
+    gives, a program in `checked`'s form (the runner's arguments in, the program's result out). `arm_backward(user_args, kwargs)`, called before each call of a differentiated
     program, lets a fault in its checked backward (heard after the call returns) be acted on.
     After a clean call, `hand_over()` (unless `always`)."""
 
