@@ -143,8 +143,8 @@ def checked_call(bsym: BoundSymbol) -> Callable | None:
     expected_leaves, expected_spec = tree_flatten(bsym.output)
     # the call's arguments as the generated code passes them, to tell inputs apart by name
     printed, _ = tree_flatten(bsym.shortest_arguments())
-    # a side-effecting op (copy_) is meant to write its first argument, in a region or alone
     expected_sizes = _size_reader(printed, expected_leaves)
+    # a side-effecting op (copy_) is meant to write its first argument, in a region or alone
     writes = {b.args[0].name for b in bsym.walk() if Tags.SIDE_EFFECT in b.sym.tags and b.args and isinstance(b.args[0], TensorProxy)}
 
     def fault(problem: str) -> ExecutorFault:
