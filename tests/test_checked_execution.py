@@ -225,3 +225,35 @@ def test_a_fault_in_a_program_that_writes_state_returns_the_result_and_writes_on
     with torch.no_grad():
         assert_close(jm(x, seen), reference(x, expected_seen))  # later calls: the new plan, from the cache
     assert module.calls == 2 and len(seen) == 2
+
+
+def _cat_program(cache, x):
+    return torch.cat([cache, torch.exp(x)], dim=1)  # a decoding step's cache grown by one token
+
+
+def _one_short(x):
+    return torch.exp(x)[:, :-1]
+
+
+def test_a_symbolic_program_is_checked_against_this_calls_sizes_not_the_traced_ones(monkeypatch):
+    # a call at another length than the traced one (an upgraded program's first call, or every
+    # call with SQUALL_CHECK=always) must not be reported for returning its own call's sizes
+    monkeypatch.setenv("SQUALL_CHECK", "always")
+    jf = squall.jit(_cat_program, executors=[vendor("healthy", torch.exp), "torch"], dynamic=True)
+    for length in (3, 5, 6):
+        cache, x = torch.randn(2, length, 4), torch.randn(2, length, 4)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", squall.SquallWarning)
+            out = jf(cache, x)
+        assert out.shape == (2, 2 * length, 4)
+        assert_close(out, _cat_program(cache, x))
+    assert took_exp(jf) == "healthy" and jf.cache_info().replans == 0
+
+
+def test_a_symbolic_program_still_catches_a_size_wrong_for_this_call(monkeypatch):
+    monkeypatch.setenv("SQUALL_CHECK", "always")
+    jf = squall.jit(_cat_program, executors=[vendor("short", _one_short), "torch"], dynamic=True)
+    cache, x = torch.randn(2, 5, 4), torch.randn(2, 5, 4)
+    with pytest.warns(squall.SquallWarning, match=r"executor 'short' returned cpu torch.float32 \[2, 4, 4\] for t\d+, where the trace says .*\(here \[2, 5, 4\]\)"):
+        assert_close(jf(cache, x), _cat_program(cache, x))
+    assert took_exp(jf) == "torch"

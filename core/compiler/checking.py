@@ -28,6 +28,7 @@ from torch.utils._pytree import tree_flatten
 
 from ..proxies import TensorProxy, type_string, real_tensor
 from ..symbol import BoundSymbol, Tags
+from ..symbolic import SymInt, lone_symbol, source as size_source, symbols_of
 
 __all__ = ["ExecutorFault", "CHECK_ENV", "check_mode", "needs_check", "checked_call"]
 
@@ -71,17 +72,67 @@ def _source(bsym: BoundSymbol) -> tuple[str, int, str] | None:
     return next((b.source for b in bsym.walk() if b.source is not None), None)
 
 
-def _tensor_problem(value: Any, expected: TensorProxy, what: str) -> str | None:
+def _tensor_problem(value: Any, expected: TensorProxy, what: str, sizes: tuple[int | None, ...]) -> str | None:
+    """What is wrong with `value` as the call's `expected` tensor, whose sizes in this call are
+    `sizes` (None where a symbolic size cannot be read from the call's arguments)."""
     if value is None:
         return f"returned None for {what}, which should be a tensor ({type_string(expected)})"
     if not real_tensor(value):
         return f"returned a {type(value).__name__} for {what}, which should be a tensor ({type_string(expected)})"
     device_ok = value.device == expected.device or (expected.device.index is None and value.device.type == expected.device.type)
-    if tuple(value.shape) != tuple(expected.shape) or value.dtype != expected.dtype or not device_ok:
+    shape = tuple(value.shape)
+    shape_ok = len(shape) == len(sizes) and all(want is None or got == want for got, want in zip(shape, sizes))
+    if not shape_ok or value.dtype != expected.dtype or not device_ok:
         got = f"{value.device} {value.dtype} {list(value.shape)}"
         want = f"{expected.device} {expected.dtype} {list(expected.shape)}"
-        return f"returned {got} for {what}, where the trace says {want}"
+        bound = f" (here {list(sizes)})" if sizes != shape and any(type(n) is SymInt for n in expected.shape) else ""
+        return f"returned {got} for {what}, where the trace says {want}{bound}"
     return None
+
+
+def _size_reader(printed: list, expected: list) -> Callable[[list], dict[int, tuple[int | None, ...]]]:
+    """A function of a call's flattened arguments giving each expected tensor's sizes in that
+    call: a symbolic size is the trace's expression over the size symbols evaluated at the
+    symbols' values in this call, read from the arguments that hold them (a tensor whose
+    dimension is the symbol, or the size itself); never the traced call's values, which a
+    later call of the same symbolic program does not share. A size whose symbols no argument
+    holds is None (not compared)."""
+    reads: dict[str, tuple[int, int | None]] = {}  # symbol -> (argument index, dimension or None for the size itself)
+    for i, p in enumerate(printed):
+        if isinstance(p, TensorProxy):
+            for d, n in enumerate(p.shape):
+                symbol = lone_symbol(n)
+                if symbol is not None:
+                    reads.setdefault(symbol, (i, d))
+        elif lone_symbol(p) is not None:
+            reads.setdefault(lone_symbol(p), (i, None))
+    plans: dict[int, list] = {}
+    for k, e in enumerate(expected):
+        if isinstance(e, TensorProxy):
+            plans[k] = [(n, None) if type(n) is not SymInt else
+                        (None, compile(size_source(n), "<squall-checked-size>", "eval") if symbols_of(n) <= set(reads) else None)
+                        for n in e.shape]
+
+    def sizes(leaves: list) -> dict[int, tuple[int | None, ...]]:
+        values = {}
+        for symbol, (i, d) in reads.items():
+            if i < len(leaves):
+                v = leaves[i]
+                values[symbol] = int(v.shape[d]) if d is not None and real_tensor(v) else v if d is None and type(v) is int else None
+        out = {}
+        for k, plan in plans.items():
+            dims = []
+            for constant, code in plan:
+                if code is None:
+                    dims.append(constant)
+                else:
+                    names = code.co_names
+                    known = all(values.get(name) is not None for name in names)
+                    dims.append(eval(code, {"__builtins__": {}}, values) if known else None)  # noqa: S307 - squall's own size source
+            out[k] = tuple(dims)
+        return out
+
+    return sizes
 
 
 def checked_call(bsym: BoundSymbol) -> Callable | None:
@@ -92,6 +143,7 @@ def checked_call(bsym: BoundSymbol) -> Callable | None:
     expected_leaves, expected_spec = tree_flatten(bsym.output)
     # the call's arguments as the generated code passes them, to tell inputs apart by name
     printed, _ = tree_flatten(bsym.shortest_arguments())
+    expected_sizes = _size_reader(printed, expected_leaves)
     # a side-effecting op (copy_) is meant to write its first argument, in a region or alone
     writes = {b.args[0].name for b in bsym.walk() if Tags.SIDE_EFFECT in b.sym.tags and b.args and isinstance(b.args[0], TensorProxy)}
 
@@ -119,9 +171,10 @@ def checked_call(bsym: BoundSymbol) -> Callable | None:
             raise (fault(f"returned {got_spec.num_leaves} values where the trace expects {expected_spec.num_leaves}"))
         if len(expected_leaves) == 1 and got_spec != expected_spec:
             got_leaves = [out]
-        for expected, got in zip(expected_leaves, got_leaves):
+        sizes = expected_sizes(leaves if len(printed) == len(leaves) else [])
+        for k, (expected, got) in enumerate(zip(expected_leaves, got_leaves)):
             if isinstance(expected, TensorProxy):
-                problem = _tensor_problem(got, expected, expected.name)
+                problem = _tensor_problem(got, expected, expected.name, sizes[k])
                 if problem is not None:
                     raise (fault(problem))
         return out

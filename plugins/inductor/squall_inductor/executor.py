@@ -275,7 +275,7 @@ class InductorExecutor(FusionExecutor):
                 later = worker is not None and not worker.broken
                 ordered = RegionCompiler(eager, source, worker=worker, in_process=not later)
                 static = RegionCompiler(eager, source, worker=worker, in_process=not later)
-                compiled = SymbolicRegion(eager, region.inputs, compile=compiler.symbolic, compile_ordered=ordered.symbolic,
+                compiled = SymbolicRegion(eager, region.inputs, outputs=region.outputs, compile=compiler.symbolic, compile_ordered=ordered.symbolic,
                                           compile_static=static, background=later)
             else:
                 compiled = CompiledRegion(eager, args, compile=compiler)

@@ -33,12 +33,13 @@ from typing import Any, NamedTuple
 
 import torch
 
-from squall.extend import SquallWarning, SymInt, compiling_stopped, TensorProxy, example_tensor, size_source, symbols_of
+from squall.extend import SquallWarning, SymInt, compiling_stopped, TensorProxy, example_tensor, lone_symbol, size_source, symbols_of
 
 from squall_inductor.regions import CompiledRegion, examples_for, layout, layout_of, views_as_reshapes
 
 __all__ = [
-    "SYMBOLIC_CONFIG", "SymbolicSpec", "symbolic_spec", "memory_order", "memory_orders", "spec_examples", "trace_symbolically", "compile_in_process", "guard_function", "SymbolicRegion",
+    "SYMBOLIC_CONFIG", "SymbolicSpec", "symbolic_spec", "memory_order", "memory_orders", "spec_examples", "trace_symbolically", "compile_in_process", "guard_function",
+    "output_shape_check", "SymbolicRegion",
 ]
 
 
@@ -214,6 +215,37 @@ def guard_function(source: str, ranks: Sequence[int]) -> Callable[[Sequence[torc
     return holds
 
 
+def output_shape_check(inputs: Sequence[TensorProxy], outputs: Sequence[Any]) -> Callable[[Sequence[torch.Tensor], Sequence[Any]], bool]:
+    """A function of a call's inputs and a region's results saying whether each result tensor
+    has the sizes the trace gives it, with its symbolic sizes evaluated at this call's values of
+    the symbols (read from the inputs that hold them as a dimension). A few hundred nanoseconds:
+    one tuple comparison per output. A size whose symbols no input holds is not compared."""
+    reads: dict[str, tuple[int, int]] = {}
+    for i, p in enumerate(inputs):
+        for d, n in enumerate(p.shape):
+            symbol = lone_symbol(n)
+            if symbol is not None:
+                reads.setdefault(symbol, (i, d))
+    checks, used = [], set()
+    for k, out in enumerate(outputs):
+        if not isinstance(out, TensorProxy):
+            continue
+        if all(type(n) is not SymInt or symbols_of(n) <= set(reads) for n in out.shape):
+            used |= symbols_of([n for n in out.shape if type(n) is SymInt])
+            checks.append(f"outs[{k}].shape == ({''.join(size_source(n) + ', ' for n in out.shape)})")
+        else:  # some sizes cannot be known from the inputs: compare the rank and the rest
+            checks.append(f"len(outs[{k}].shape) == {len(out.shape)}")
+            checks.extend(f"outs[{k}].shape[{d}] == {size_source(n)}" for d, n in enumerate(out.shape)
+                          if type(n) is not SymInt or symbols_of(n) <= set(reads))
+            used |= {s for n in out.shape if type(n) is SymInt and symbols_of(n) <= set(reads) for s in symbols_of(n)}
+    lines = ["def fits(args, outs):", f"  if len(outs) != {len(outputs)}:", "    return False"]
+    lines += [f"  {symbol} = args[{reads[symbol][0]}].shape[{reads[symbol][1]}]" for symbol in sorted(used)]
+    lines.append(f"  return {' and '.join(checks) or 'True'}")
+    namespace: dict[str, Any] = {}
+    exec(compile("\n".join(lines) + "\n", "<squall-inductor-region-output-shapes>", "exec"), namespace)  # noqa: S102 - squall's own size source
+    return namespace["fits"]
+
+
 class SymbolicRegion:
     """A region compiled once for its symbolic sizes, and once more for each other memory order
     of its inputs it is called with (a decoding step's first cache is a transposed view, later
@@ -227,9 +259,14 @@ class SymbolicRegion:
     With `background`, those later compilations run in a thread (they wait on the worker
     process) while the calls that need them run the region's torch calls, so a user's call
     never waits seconds for inductor.
+
+    With `outputs` (the region's output proxies), every call compares its results' sizes with
+    the trace's, evaluated for the call (`output_shape_check`): a compilation whose result
+    disagrees (its guards admitted a call it cannot serve) is never returned; the call, and
+    every later one it would have served, runs the region's torch calls, with a warning.
     """
 
-    def __init__(self, fn: Callable, proxies: Sequence[TensorProxy], *,
+    def __init__(self, fn: Callable, proxies: Sequence[TensorProxy], *, outputs: Sequence[Any] | None = None,
                  compile: Callable[[SymbolicSpec], tuple[Callable, str]] | None = None,
                  compile_ordered: Callable[[SymbolicSpec], tuple[Callable, str]] | None = None,
                  compile_static: Callable[[Sequence[torch.Tensor]], Callable] | None = None,
@@ -246,15 +283,36 @@ class SymbolicRegion:
         self.static: dict[tuple, Callable] = {}  # layout -> a static compilation, for calls no guards admit
         self._pending: set[tuple] = set()  # the compilations under way in the background
         self._lock = threading.Lock()
+        self.fits = output_shape_check(proxies, outputs) if outputs is not None else None
 
     def _guarded(self, compiled_and_source: tuple[Callable, str]) -> tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]]:
         compiled, source = compiled_and_source
         return compiled, guard_function(source, [len(dims) for dims, *_ in self.spec.inputs])
 
     def __call__(self, *args: torch.Tensor):
-        if self.holds(args):
-            return tuple(self.compiled(*args))  # inductor returns a list; squall's regions, a tuple
-        return tuple(self._other(args)(*args))
+        run = self.compiled if self.holds(args) else self._other(args)
+        out = tuple(run(*args))  # inductor returns a list; squall's regions, a tuple
+        if self.fits is None or run is self.fn or self.fits(args, out):
+            return out
+        return self._distrusted(run, args, out)
+
+    def _distrusted(self, run: Callable, args: Sequence[torch.Tensor], out: tuple) -> tuple:
+        """The call's result from the region's torch calls, where the compilation `run` returned
+        sizes the trace does not give (never silently wrong); `run` serves no later call."""
+        got = [list(o.shape) if isinstance(o, torch.Tensor) else type(o).__name__ for o in out]
+        warnings.warn(f"squall-inductor: a symbolic region's compilation returned sizes {got} for inputs of sizes "
+                      f"{[list(a.shape) for a in args]}, which its trace does not give; it and the calls it would serve "
+                      "run the region's torch calls (a bug to report to squall-inductor)", SquallWarning, stacklevel=2)
+        with self._lock:
+            if self.compiled is run:
+                self.compiled = self.fn
+            for key, (compiled, holds) in list(self.ordered.items()):
+                if compiled is run:
+                    self.ordered[key] = (self.fn, holds)
+            for key, compiled in list(self.static.items()):
+                if compiled is run:
+                    self.static[key] = self.fn
+        return tuple(self.fn(*args))
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the background compilations under way; whether none is left."""

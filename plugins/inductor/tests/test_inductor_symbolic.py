@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 import time
 
 import pytest
@@ -228,3 +229,49 @@ def test_the_guard_function_decides_as_torch_s_guard_expression():
              (torch.randn(40)[8:].view(4, 8), torch.randn(3, 8)), (weight, torch.randn(8, 3).t())]
     assert [holds((a, b)) for a, b in cases] == [expected(a, b) for a, b in cases] == [True] + [False] * 6
     assert guard_function("L['t0'].size()[0] == 4 or L['t0'].size()[0] == 5", [1])((torch.randn(5),))
+
+
+def _grow_cache(cache, key):
+    """A decoding step's cache grown by the new token's key: `[1, 2, s0 + 1, 16]`."""
+    return torch.cat([cache, torch.tanh(key) * 2], dim=2), cache.sum(-1)
+
+
+def test_a_symbolic_region_checked_at_other_lengths_serves_them_with_eager_values_and_sizes(monkeypatch):
+    # every call checked (as an upgraded program's first call is, at whatever length it comes):
+    # the symbolic region's results must agree with the sizes of the call, not of the traced one
+    monkeypatch.setenv("SQUALL_CHECK", "always")
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    jfn = squall.jit(_grow_cache, executors=[ex, "torch"], wait=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)  # a fault reported would be a warning
+        for length in (5, 8, 9, 6, 13):
+            cache, key = torch.randn(1, 2, length, 16), torch.randn(1, 2, 1, 16)
+            got, want = jfn(cache, key), _grow_cache(cache, key)
+            assert [g.shape for g in got] == [w.shape for w in want] == [(1, 2, length + 1, 16), (1, 2, length)]
+            torch.testing.assert_close(got, want)
+    assert jfn.cache_info().replans == 0
+    assert [type(c) for c in ex._compiled.values()].count(SymbolicRegion) == 1
+
+
+def test_a_compilation_returning_other_sizes_than_the_trace_is_never_returned():
+    env = ShapeEnv()
+    with tracing(TracingContext()):
+        x = _symbolic_proxy(env, "x", (4, 6, 8))  # f32[s0, s1, 8]
+        summed = TensorProxy(shape=(x.shape[0], 8), dtype=torch.float32, device="cpu")  # what _sigmoid_chain returns: f32[s0, 8]
+    served = []
+
+    def one_row_short(*args):  # a compilation whose guards admit calls it serves wrongly
+        served.append(1)
+        return [_sigmoid_chain(*args)[0][:-1]]
+
+    region = SymbolicRegion(_sigmoid_chain, [x], outputs=[summed], compile=lambda spec: (one_row_short, "True"))
+    y = torch.randn(5, 3, 8)
+    with pytest.warns(squall.SquallWarning, match=r"returned sizes \[\[4, 8\]\] for inputs of sizes \[\[5, 3, 8\]\], which its trace does not give"):
+        out = region(y)
+    assert out[0].shape == (5, 8)
+    torch.testing.assert_close(out, _sigmoid_chain(y))
+    z = torch.randn(7, 2, 8)
+    torch.testing.assert_close(region(z), _sigmoid_chain(z))  # later calls: the torch calls, no warning
+    assert served == [1]
+    healthy = SymbolicRegion(_sigmoid_chain, [x], outputs=[summed])
+    assert healthy.fits([z], healthy(z)) and not healthy.fits([z], (torch.zeros(6, 8),))
