@@ -245,3 +245,69 @@ def test_the_interpreter_exits_promptly_and_quietly_during_an_upgrade(delay, tmp
     assert result.stdout.strip() == "done"
     assert result.stderr.strip() == "", result.stderr
     assert time.perf_counter() - start < 60
+
+
+@needs_cpu_inductor
+def test_the_worker_starts_at_jit_and_the_jit_does_not_wait_for_it(monkeypatch):
+    monkeypatch.setattr(squall_inductor.worker, "_worker", None)
+    jfn = squall.jit(lambda x: torch.relu(x * 2 + 1).sum(-1), executors=["inductor", "torch"])
+    worker = squall_inductor.worker._worker
+    try:
+        assert worker is not None and worker._process is not None and worker._process.poll() is None
+        assert not worker._ready  # started, not waited for: its imports and warm-up overlap the first calls
+        x = torch.randn(4, 8)
+        torch.testing.assert_close(jfn(x), torch.relu(x * 2 + 1).sum(-1))
+        assert squall.wait_for_upgrades(jfn, timeout=300)
+        (upgrade,) = squall.upgrades(jfn)
+        assert f"pid {worker.pid}" in upgrade.compiled_in or upgrade.status == "nothing to fuse", upgrade
+        torch.testing.assert_close(jfn(x), torch.relu(x * 2 + 1).sum(-1))
+    finally:
+        if worker is not None:
+            worker.close()
+
+
+@pytest.mark.parametrize("executors, subprocess_setting", [(["torch"], "1"), (["inductor", "torch"], "0")])
+def test_no_worker_starts_where_inductor_is_left_out_or_compiles_in_process(monkeypatch, executors, subprocess_setting):
+    monkeypatch.setattr(squall_inductor.worker, "_worker", None)
+    monkeypatch.setenv("SQUALL_INDUCTOR_SUBPROCESS", subprocess_setting)
+    jfn = squall.jit(lambda x: x * 2 + 1, executors=executors, wait=False)
+    x = torch.randn(3)
+    torch.testing.assert_close(jfn(x), x * 2 + 1)
+    squall.wait_for_upgrades(jfn, timeout=300)
+    assert squall_inductor.worker._worker is None
+
+
+_ISA_PROBE = """
+import torch
+from torch._inductor import cpu_vec_isa
+from squall_inductor.worker_main import probe_vector_isa
+builds = []
+fail_first = {fail_first}
+def check_build(self, code):
+    builds.append(str(self))
+    return not (fail_first and len(builds) == 1)
+cpu_vec_isa.VecISA.check_build = check_build
+if {ours}:
+    probe_vector_isa()
+print(repr((str(cpu_vec_isa.pick_vec_isa()), [str(i) for i in cpu_vec_isa.valid_vec_isa_list()], builds)))
+"""
+
+
+@needs_cpu_inductor
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="the probe shortcut is for x86 CPUs")
+@pytest.mark.parametrize("fail_first", [False, True])
+def test_the_worker_probes_one_vector_isa_and_picks_what_inductor_would(fail_first):
+    def probe(ours: bool) -> tuple:
+        script = _ISA_PROBE.format(fail_first=fail_first, ours=ours)
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                              env={k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"})
+        assert done.returncode == 0, done.stderr
+        return eval(done.stdout.strip().splitlines()[-1])
+
+    inductors, ours = probe(False), probe(True)
+    assert ours[:2] == inductors[:2]  # the same instruction set picked, from the same list
+    if not fail_first:  # fewer test builds: the later sets are not built (their bf16 checks still are)
+        assert len(ours[2]) < len(inductors[2]) or len(inductors[1]) == 1
+        assert ours[2].count(ours[1][-1]) < inductors[2].count(inductors[1][-1]) or len(inductors[1]) == 1
+    else:  # the first failed: inductor's own probe of every listed set
+        assert ours[2][1:] == inductors[2][1:]
