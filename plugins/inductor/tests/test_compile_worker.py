@@ -23,6 +23,7 @@ squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor
 from squall.extend import load_source  # noqa: E402
 from squall_inductor import CompiledRegion, InductorExecutor  # noqa: E402
 from squall_inductor.regions import load_region, region_payload  # noqa: E402
+from squall_inductor.symbolic import SymbolicSpec, guard_function  # noqa: E402
 from squall_inductor.worker import CompileWorker, RegionCompiler, default_worker  # noqa: E402
 
 needs_cpu_inductor = pytest.mark.skipif(squall_inductor.cpp_compiler() is None, reason="no C++ compiler for inductor's CPU backend")
@@ -171,6 +172,33 @@ def test_a_region_compiled_before_loads_from_the_cache_folder_without_asking_the
         other = RegionCompiler(fn, source, worker=later)
         z = torch.randn(2, 3)
         torch.testing.assert_close(CompiledRegion(fn, [z], compile=other)(z), fn(z))
+        assert other.where == f"in the compile worker process (pid {later.pid})" and later.pid is not None
+    finally:
+        later.close()
+
+
+@needs_cpu_inductor
+def test_a_symbolic_region_compiled_before_loads_with_its_guards_without_asking_the_worker(tmp_path):
+    fn, source = _region("def region(x):\n  return (torch.sigmoid(x * 2 + 1).sum(1) - torch.tensor([1.0, 2.0]),)\n", torch=torch)
+    spec = SymbolicSpec({"s0": 5}, [((3, "s0", 2), torch.float32, torch.device("cpu"), (0, 1, 2))])
+    first = RegionCompiler(fn, source, worker=default_worker())
+    compiled, guards = first.symbolic(spec)
+    assert first.where.startswith("in the compile worker process")
+    assert len(os.listdir(tmp_path / "kept")) == 3  # the artifact, its tensor constants and its guards
+    later = CompileWorker()  # as in a later process: it never answers a request
+    try:
+        again = RegionCompiler(fn, source, worker=later)
+        loaded, kept_guards = again.symbolic(spec)
+        assert again.where == f"before, loaded from {tmp_path / 'kept'}" and later.pid is None
+        assert kept_guards == guards
+        admits = guard_function(kept_guards, [3])
+        for length in (5, 9, 30):  # one compilation for every length its guards admit
+            x = torch.randn(3, length, 2)
+            assert admits([x])
+            torch.testing.assert_close(tuple(loaded(x)), fn(x))
+        # other memory orders are another compilation: by the worker, not loaded
+        other = RegionCompiler(fn, source, worker=later)
+        other.symbolic(spec.with_orders([(1, 0, 2)]))
         assert other.where == f"in the compile worker process (pid {later.pid})" and later.pid is not None
     finally:
         later.close()
