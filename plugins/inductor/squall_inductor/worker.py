@@ -5,12 +5,13 @@ upgrade runs (squall.runtime.tiers): inductor's tracing and lowering are seconds
 holding the GIL the user's thread needs, and its AOT trace (`make_fx(record_module_stack=True)`)
 patches `torch.nn.Module.__call__` process-wide, which can break an eager module call the user
 makes meanwhile. So regions compile in one persistent worker process (`worker_main`), started
-at the first upgrade and run at a lower priority: it gets the region as source and example
+when squall.jit is given inductor (the executor's `prepare`) and run at a lower priority; it
+warms inductor up (worker_main.warm_up) while the first calls run on the torch plan, then gets the region as source and example
 input layouts, compiles it into inductor's on-disk caches, times it against its torch calls
 where asked, and saves the compiled artifact, which this process loads (milliseconds; no
 tracing, no patching). The artifact is kept in inductor's cache folder too (`kept_artifact`):
 a later process loads the same region for the same inputs and settings from there, without
-the worker.
+the worker; a symbolic region is kept with its guard source.
 
 Where the worker cannot start, or dies, regions compile in this process as before, with one
 warning saying so; SQUALL_INDUCTOR_SUBPROCESS=0 asks for that from the start. At interpreter
