@@ -29,7 +29,7 @@ try:  # torch's C check of tensor metadata (private; the fast path is skipped wi
 except ImportError:  # pragma: no cover - other torch builds
     _TensorGuards = None
 
-from ..frontend.state_guards import by_structure, viewable
+from ..frontend.state_views import by_structure, viewable
 from ..sources import load_source
 from ..trace import plain_scalar, scalar_key
 
