@@ -79,9 +79,10 @@ def test_first_call_runs_the_torch_plan_and_the_upgrade_swaps_in_the_fused_plan(
     x = torch.randn(16)
     torch.testing.assert_close(fn(x), program(x))  # returns while the fuser's compilation waits
     (upgrade,) = squall.upgrades(fn)
-    assert upgrade.status == "pending" and not squall.last_traces(fn).plan.regions
+    assert upgrade.status == "cold" and not squall.last_traces(fn).plan.regions  # called once: not queued (test_tiers_hot.py)
     assert "slowfuse" not in squall.last_traces(fn).source
-    assert not squall.wait_for_upgrades(fn, timeout=0.05)  # still waiting at the gate
+    assert not squall.wait_for_upgrades(fn, timeout=0.05)  # queued by the wait, and waiting at the gate
+    assert upgrade.status == "pending"
     fuser.gate.set()
     assert squall.wait_for_upgrades(fn, timeout=30)
     assert upgrade.status == "upgraded", upgrade
@@ -374,6 +375,7 @@ def test_at_exit_a_running_upgrade_starts_no_more_region_compiles(tmp_path):
         import atexit
         upgrading = lambda: any(t.name == "squall-upgrades" and t.is_alive() for t in threading.enumerate())
         atexit.register(lambda: print("compiled", len(compiled), "upgrading", upgrading()))  # after squall's close
+        squall.runtime.tiers.HOT_S = 0.0  # queued after its first call (tiers.HOT_S)
         fn = squall.jit(lambda x: torch.exp(torch.exp(x) @ x) * 2.0 + x, executors=[Slow(), make_executor()])
         fn(torch.randn(4, 4))
         started.wait(10)
@@ -526,6 +528,7 @@ def test_an_offer_that_wins_by_far_is_kept_and_the_later_offers_are_not_compiled
 
 def test_the_first_offer_that_wins_runs_while_the_later_ones_compile_and_a_faster_one_replaces_it(monkeypatch):
     _judge_in_turn(monkeypatch, 1.8e-3, 1e-3)  # "wide" wins, not by far; "narrow" wins by more
+    monkeypatch.setattr(tiers, "HOT_S", 0.0)  # queued after its first call
     fuser = TwoOffers()
     fuser.gate.clear()  # "narrow" compiles only when the test says so
     fn = squall.jit(program, executors=[fuser, make_executor()])

@@ -196,11 +196,12 @@ class Runtime:
             return runner
 
         def first_call_then_upgrade(*args, **kwargs):
-            # queued once the first call is done, so the worker does not compete with it
+            # watched once the first call is done: queued when the entry is hot (tiers.HOT_S)
+            start = time.perf_counter()
             try:
                 return runner(*args, **kwargs)
             finally:
-                tiers.default_worker().submit(upgrade)
+                tiers.default_worker().watch(upgrade, _heat(record, entry, time.perf_counter() - start))
 
         return first_call_then_upgrade
 
@@ -671,6 +672,20 @@ class Runtime:
                 SquallWarning,
                 stacklevel=4,
             )
+
+
+def _heat(record: CacheEntry, entry: CompiledEntry, first_call_s: float) -> Callable[[], float | None]:
+    """How long the calls of `entry` have taken so far, estimated without timing them (the cached
+    path only bumps its slot's hit counter): its first call's time for each call; None once the
+    record runs another program (evicted, set aside, replanned) or split."""
+
+    def heat() -> float | None:
+        slot = record.slot
+        if record.compiled is not entry or record.split or slot is None:
+            return None
+        return (1 + slot[1]) * first_call_s
+
+    return heat
 
 
 def _writes_held(compilation: Compilation) -> bool:
