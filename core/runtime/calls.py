@@ -34,7 +34,7 @@ from ..symbol import user_stacklevel
 from . import tiers
 from .aliasing import AliasPattern, alias_pattern, describe_path, input_tensors, same_as_paths
 from .cache import EntryCache
-from .dynamic_dims import DynamicDims, has_shape_guards, specialised_dims
+from .dynamic_dims import DynamicDims, has_shape_guards, specialised_dims, zero_one_variant
 from .entry import CacheEntry, CompiledEntry, entry_guards
 from .entry_point import DynamicNumbers, ParameterKey, key_parts, training_reader
 from .exclusions import excluding, ops_to_exclude
@@ -84,6 +84,8 @@ class Runtime:
         self._dims = DynamicDims(dynamic)  # the tensor dimensions traced as symbolic sizes (squall.runtime.dynamic_dims)
         self._eager_keys: dict[Any, str] = {}  # key -> why its calls run eagerly (an unreplayable write)
         self._set_up_eagerly: set[Any] = set()  # keys whose one-time setup eager made (EagerFirst)
+        self._last_compile_s: float | None = None  # how long the last compile of a new signature took
+        self._eager_spent: dict[Any, float] = {}  # key -> seconds its eager calls took while it waited (_waits_for_compile)
         self.split: Split | None = None  # the module's eager frame with compiled children, once it splits
         # around calls that write module state (a module's buffers are updated as one step, as in eager)
         self._state_lock = threading.Lock()
@@ -132,10 +134,13 @@ class Runtime:
             check_plain_parameters(self._slot_paths, params)
         with self.cache.lock:
             exact, key = key, self._numbers.key_for(key, args, kwargs)  # a number that changed: dynamic (squall.runtime.entry_point)
+            dims = dict(self._dims.dims)
             key = self._dims.key_for(key, args, kwargs, self._numbers.paths)  # a size that changed: symbolic (squall.runtime.dynamic_dims)
             cached = self.cache.slots.get(key)
             if cached is not None:  # another thread compiled this signature while we waited
                 return cached[0]
+            if dims == self._dims.dims and self._waits_for_compile(key):
+                return self._eager_until_paid(key, params)
             if self.module is not None and [(id(d), k) for d, k in module_slots(self.module)[0]] != [(id(d), k) for d, k in self._slots]:
                 return lambda params, *a, **k: self._relayout(a, k)
             if key in self._eager_keys:
@@ -183,6 +188,8 @@ class Runtime:
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             record = self.cache.insert(key, entry, self._runner_for)
             self.last_entry = entry
+            self._last_compile_s = entry.compile_seconds
+            self._eager_spent.pop(key, None)
             guards = self._guards(compilation)
             if guards.eager:
                 guards.warn_eager("the module's forward (each submodule it calls compiled)" if self.module is not None else "the function")
@@ -204,6 +211,34 @@ class Runtime:
                 tiers.default_worker().watch(upgrade, _heat(record, entry, time.perf_counter() - start))
 
         return first_call_then_upgrade
+
+    def _waits_for_compile(self, key: Any) -> bool:
+        """Whether this call of a new signature runs eagerly instead of compiling: the signature
+        is a 0/1 variant of a cached entry whose sizes became symbolic as they changed from call to
+        call (a batch of 1 in a stream of batch sizes; 0 and 1 stay keyed apart), and its eager
+        calls have not yet taken as long as the function's last compile. As a ski rental: a stream
+        that sends few such calls never pays for their compile, and one that sends many pays at most
+        twice what compiling at once would have cost (bench/length_stream.py)."""
+        if not self._dims.sizes_vary or self._last_compile_s is None:
+            return False
+        if self._eager_spent.get(key, 0.0) >= self._last_compile_s:
+            return False
+        return zero_one_variant(key, self.cache.slots)
+
+    def _eager_until_paid(self, key: Any, params: list | None) -> Callable:
+        """A runner that calls the program eagerly (a module: its forward) and adds the time it
+        took to what signature `key` has spent waiting for its compile (`_waits_for_compile`)."""
+        eager = self._eager_once()
+        self.stats.eager_before_compile += 1
+
+        def run_eagerly(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return eager(*args, **kwargs)
+            finally:
+                self._eager_spent[key] = self._eager_spent.get(key, 0.0) + time.perf_counter() - start
+
+        return run_eagerly
 
     def _eager_runner(self, reason: str) -> Callable:
         """A runner that calls the program eagerly (a module: its forward, each submodule it
