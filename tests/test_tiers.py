@@ -528,12 +528,12 @@ def test_an_offer_that_wins_by_far_is_kept_and_the_later_offers_are_not_compiled
 
 def test_the_first_offer_that_wins_runs_while_the_later_ones_compile_and_a_faster_one_replaces_it(monkeypatch):
     _judge_in_turn(monkeypatch, 1.8e-3, 1e-3)  # "wide" wins, not by far; "narrow" wins by more
-    monkeypatch.setattr(tiers, "HOT_S", 0.0)  # queued after its first call
     fuser = TwoOffers()
     fuser.gate.clear()  # "narrow" compiles only when the test says so
     fn = squall.jit(program, executors=[fuser, make_executor()])
     x = torch.randn(16)
     torch.testing.assert_close(fn(x), program(x))
+    assert not squall.wait_for_upgrades(fn, timeout=0)  # queued now, not once hot: still compiling
     (upgrade,) = squall.upgrades(fn)
     deadline = time.monotonic() + 30
     while upgrade.fused_after is None and time.monotonic() < deadline:

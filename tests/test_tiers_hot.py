@@ -18,6 +18,10 @@ POLLS = 3 * tiers.HOT_POLL_S  # time for the worker to look at the watched entri
 def _own_cache(monkeypatch, tmp_path):
     # judgements are remembered on disk: each test starts with none
     monkeypatch.setenv("SQUALL_CACHE_DIR", str(tmp_path / "cache"))
+    # and the worker watches none of the earlier tests' entries, which a lower HOT_S would queue beside its own
+    for job, _ in tiers.default_worker()._watched.values():
+        job.cancel()
+    tiers.default_worker()._watched.clear()
 
 
 def _heat(upgrade: tiers.Upgrade) -> float:
