@@ -219,7 +219,7 @@ class Runtime:
         calls have not yet taken as long as the function's last compile. As a ski rental: a stream
         that sends few such calls never pays for their compile, and one that sends many pays at most
         twice what compiling at once would have cost (bench/length_stream.py)."""
-        if not self._dims.sizes_vary or self._last_compile_s is None:
+        if not (self._dims.sizes_vary and self._dims.zero_one_eagerly) or self._last_compile_s is None:
             return False
         if self._eager_spent.get(key, 0.0) >= self._last_compile_s:
             return False

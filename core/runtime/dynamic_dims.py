@@ -57,12 +57,15 @@ def _marked(t: torch.Tensor, attribute: str) -> set[int]:
 class DynamicDims:
     """The symbolic dimensions of one jitted function's tensor arguments, by path.
 
-    `batch_with_length=False` makes only the dimensions that changed symbolic, one at a time
-    (bench/length_stream.py compares the two on a stream of lengths and batch sizes)."""
+    `batch_with_length=False` makes only the dimensions that changed symbolic, one at a time;
+    `zero_one_eagerly=False` compiles a 0/1 variant of a symbolic entry at its first call
+    instead of running it eagerly until it paid for that compile (squall.runtime.calls)
+    (bench/length_stream.py compares these on a stream of lengths and batch sizes)."""
 
-    def __init__(self, mode: bool | str = _AUTO, batch_with_length: bool = True):
+    def __init__(self, mode: bool | str = _AUTO, batch_with_length: bool = True, zero_one_eagerly: bool = True):
         self.mode = mode
         self.batch_with_length = batch_with_length
+        self.zero_one_eagerly = zero_one_eagerly
         self.dims: dict[tuple, frozenset[int]] = {}  # the entry point reads this very dict
         self._static: dict[tuple, set[int]] = {}
         self._seen: dict[tuple, dict[tuple, tuple]] = {}  # signature -> the shapes of its first call
