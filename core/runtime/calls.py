@@ -140,8 +140,6 @@ class Runtime:
             cached = self.cache.slots.get(key)
             if cached is not None:  # another thread compiled this signature while we waited
                 return cached[0]
-            if dims == self._dims.dims and self._waits_for_compile(key):
-                return self._eager_until_paid(key, params)
             if self.module is not None and [(id(d), k) for d, k in module_slots(self.module)[0]] != [(id(d), k) for d, k in self._slots]:
                 return lambda params, *a, **k: self._relayout(a, k)
             if key in self._eager_keys:
@@ -152,6 +150,8 @@ class Runtime:
                 if self._guards(variant.compilation).holds(call_args, kwargs):
                     record.set_aside.pop(i)  # its state is back: cached again, not compiled
                     return self.cache.insert(key, variant, self._runner_for).slot[0]
+            if record is None and dims == self._dims.dims and self._waits_for_compile(key):
+                return self._eager_until_paid(key)  # a new 0/1 variant of a symbolic entry, until it paid for a compile
             # a tensor an argument object holds (a KV cache) whose sizes changed since an entry read
             # it: those dimensions symbolic in this compile (squall.runtime.dynamic_dims)
             for held in self.cache.entries.values():
@@ -226,7 +226,7 @@ class Runtime:
             return False
         return zero_one_variant(key, self.cache.slots)
 
-    def _eager_until_paid(self, key: Any, params: list | None) -> Callable:
+    def _eager_until_paid(self, key: Any) -> Callable:
         """A runner that calls the program eagerly (a module: its forward) and adds the time it
         took to what signature `key` has spent waiting for its compile (`_waits_for_compile`)."""
         eager = self._eager_once()

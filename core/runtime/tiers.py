@@ -654,7 +654,9 @@ class UpgradeWorker:
                 if self._watched.pop(key, None) is None:
                     continue  # queued meanwhile by queue_now
                 self._heat_seen.pop(key, None)
-            if spent is None:
+            if not job.alive():
+                job.upgrade.finish("evicted", "the jitted function no longer exists")
+            elif spent is None:
                 job.upgrade.finish("evicted", "its entry left the cache (or was replanned) before it was hot")
             else:
                 self._queue(job)
