@@ -10,9 +10,14 @@ so the load on the machine falls on all alike; the table has each contender's be
 its ratio to eager's, then the same stream again on the warm contenders (per-call speed alone).
 
 Contenders:
-- squall: `squall.jit(model)`, automatic dynamic (the default);
-- squall, length only: the same, with a changed length making only that dimension symbolic
-  (the policy before the batch size went with it: one more compile when the batch changes);
+- squall: `squall.jit(model)`, automatic dynamic (the default): a background upgrade is queued
+  once its entry is hot (tiers.HOT_S), and a batch of 1 beside the symbolic entry runs eagerly
+  until its calls took as long as a compile (squall.runtime.calls);
+- squall, upgrade at 1st call: each entry's upgrade queued after its first call (the policy
+  before HOT_S);
+- squall, batch of 1 compiled: a batch of 1 compiled at its first call (the policy before);
+- squall, length only: a changed length making only that dimension symbolic (the policy before
+  the batch size went with it: one more compile when the batch changes), a batch of 1 compiled;
 - squall, torch only: `executors=["torch"]`, no background fusion compiles beside the stream;
 - torch.compile(dynamic=True) and torch.compile() (Dynamo's automatic dynamic).
 
