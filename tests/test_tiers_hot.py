@@ -56,6 +56,7 @@ def test_an_entry_is_queued_once_its_calls_have_taken_hot_s(fused_faster, monkey
     fn = squall.jit(program, executors=[fuser, make_executor()])
     x = torch.randn(16)
     fn(x)
+    time.sleep(POLLS)  # (the heat is never more than the time since the first call started)
     (upgrade,) = squall.upgrades(fn)
     first = _heat(upgrade)  # one call's worth: each call counts as long as the first took
     monkeypatch.setattr(tiers, "HOT_S", 2.5 * first)  # hot at its third call
@@ -69,6 +70,21 @@ def test_an_entry_is_queued_once_its_calls_have_taken_hot_s(fused_faster, monkey
     assert "slowfuse_region" in squall.last_traces(fn).source
     torch.testing.assert_close(fn(x), program(x))  # the fused plan, as eager
     assert fn.cache_info().misses == 1
+
+
+def test_calls_count_no_more_than_the_time_since_the_first_call(fused_faster):
+    fuser = SlowFuser()
+    fuser.gate.set()
+    fn = squall.jit(program, executors=[fuser, make_executor()])
+    x = torch.randn(16)
+    start = time.perf_counter()
+    fn(x)
+    (upgrade,) = squall.upgrades(fn)
+    _, heat = tiers.default_worker()._watched[id(upgrade)]
+    first = heat()
+    for _ in range(int(2 * tiers.HOT_S / first) + 2):  # by the first call's time alone, hot twice over
+        fn(x)
+    assert heat() <= time.perf_counter() - start
 
 
 def test_a_watched_entry_evicted_before_it_is_hot_is_not_upgraded(fused_faster):

@@ -85,8 +85,11 @@ class Runtime:
         self._dims = DynamicDims(dynamic)  # the tensor dimensions traced as symbolic sizes (squall.runtime.dynamic_dims)
         self._eager_keys: dict[Any, str] = {}  # key -> why its calls run eagerly (an unreplayable write)
         self._set_up_eagerly: set[Any] = set()  # keys whose one-time setup eager made (EagerFirst)
-        self._last_compile_s: float | None = None  # how long the last compile of a new signature took
-        self._eager_spent: dict[Any, float] = {}  # key -> seconds its eager calls took while it waited (_waits_for_compile)
+        # the CPU time the last compile of a new signature took, and the CPU time each new 0/1 variant's
+        # eager calls took while it waited for its compile (_waits_for_compile): CPU time, which the
+        # machine's load does not inflate for one more than the other
+        self._last_compile_cpu_s: float | None = None
+        self._eager_spent: dict[Any, float] = {}
         self.split: Split | None = None  # the module's eager frame with compiled children, once it splits
         # around calls that write module state (a module's buffers are updated as one step, as in eager)
         self._state_lock = threading.Lock()
@@ -158,7 +161,7 @@ class Runtime:
                 for compiled in (held.compiled, *held.set_aside):
                     if compiled is not None:
                         self._dims.note_state(compiled.compilation, args, kwargs)
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.thread_time()
             self.stats.misses += 1
             self._note_changes(args, kwargs)
             executors = self._priority(key)
@@ -189,7 +192,7 @@ class Runtime:
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             record = self.cache.insert(key, entry, self._runner_for)
             self.last_entry = entry
-            self._last_compile_s = entry.compile_seconds
+            self._last_compile_cpu_s = time.thread_time() - start_cpu
             self._eager_spent.pop(key, None)
             guards = self._guards(compilation)
             if guards.eager:
@@ -209,7 +212,7 @@ class Runtime:
             try:
                 return runner(*args, **kwargs)
             finally:
-                tiers.default_worker().watch(upgrade, _heat(record, entry, time.perf_counter() - start))
+                tiers.default_worker().watch(upgrade, _heat(record, entry, start, time.perf_counter() - start))
 
         return first_call_then_upgrade
 
@@ -217,27 +220,27 @@ class Runtime:
         """Whether this call of a new signature runs eagerly instead of compiling: the signature
         is a 0/1 variant of a cached entry whose sizes became symbolic as they changed from call to
         call (a batch of 1 in a stream of batch sizes; 0 and 1 stay keyed apart), and its eager
-        calls have not yet taken as long as the function's last compile. As a ski rental: a stream
+        calls have not yet taken as much CPU time as the function's last compile. As a ski rental: a stream
         that sends few such calls never pays for their compile, and one that sends many pays at most
         twice what compiling at once would have cost (bench/length_stream.py)."""
-        if not (self._dims.sizes_vary and self._dims.zero_one_eagerly) or self._last_compile_s is None:
+        if not (self._dims.sizes_vary and self._dims.zero_one_eagerly) or self._last_compile_cpu_s is None:
             return False
-        if self._eager_spent.get(key, 0.0) >= self._last_compile_s:
+        if self._eager_spent.get(key, 0.0) >= self._last_compile_cpu_s:
             return False
         return zero_one_variant(key, self.cache.slots)
 
     def _eager_until_paid(self, key: Any) -> Callable:
-        """A runner that calls the program eagerly (a module: its forward) and adds the time it
+        """A runner that calls the program eagerly (a module: its forward) and adds the CPU time it
         took to what signature `key` has spent waiting for its compile (`_waits_for_compile`)."""
         eager = self._eager_once()
         self.stats.eager_before_compile += 1
 
         def run_eagerly(*args, **kwargs):
-            start = time.perf_counter()
+            start = time.thread_time()
             try:
                 return eager(*args, **kwargs)
             finally:
-                self._eager_spent[key] = self._eager_spent.get(key, 0.0) + time.perf_counter() - start
+                self._eager_spent[key] = self._eager_spent.get(key, 0.0) + time.thread_time() - start
 
         return run_eagerly
 
@@ -710,16 +713,18 @@ class Runtime:
             )
 
 
-def _heat(record: CacheEntry, entry: CompiledEntry, first_call_s: float) -> Callable[[], float | None]:
+def _heat(record: CacheEntry, entry: CompiledEntry, started: float, first_call_s: float) -> Callable[[], float | None]:
     """How long the calls of `entry` have taken so far, estimated without timing them (the cached
-    path only bumps its slot's hit counter): its first call's time for each call; None once the
-    record runs another program (evicted, set aside, replanned) or split."""
+    path only bumps its slot's hit counter): its first call's time (which `started`) for each call,
+    but never more than the time since that call started (a first call slower than the later
+    ones, as a model's often is, would make two calls hot); None once the record runs another
+    program (evicted, set aside, replanned) or split."""
 
     def heat() -> float | None:
         slot = record.slot
         if record.compiled is not entry or record.split or slot is None:
             return None
-        return (1 + slot[1]) * first_call_s
+        return min((1 + slot[1]) * first_call_s, time.perf_counter() - started)
 
     return heat
 
