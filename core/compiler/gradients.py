@@ -209,6 +209,9 @@ class _Differentiator:
         self.forward: list[BoundSymbol] = []
         self.tape: list[_TapeEntry] = []
         self.rules_used: list[str] = []
+        # inputs an ltorch op's rule gave None though a gradient reached the op (the 0-norm's
+        # input): eager's None, which must stay None where nothing else reaches them
+        self.declared_none: set[str] = set()
 
     def visit(self, bsym: BoundSymbol, rule: GradRule | None = None, top: BoundSymbol | None = None) -> None:
         """Record `bsym` into the forward and, where a gradient flows through it, onto the tape.
@@ -312,7 +315,21 @@ class _Differentiator:
         grads = inner.backward(cotangent_of)
         # a tensor passed twice (x * x) has its whole gradient in grads: given once, not per place
         first = {p.name: i for i, p in reversed(list(enumerate(inputs)))}
-        return tuple(grads.get(p.name) if p.name in needs_grad and first[p.name] == i else None for i, p in enumerate(inputs))
+        # eager's autograd node for the op gives each of its inputs a gradient, zeros where none
+        # flows (cdist with p=0 only compares them, addr with beta=0 never reads its input); an
+        # operand read for its metadata only (view_as's `other`) is no input of that node
+        metadata_only = Tags.METADATA_OPERANDS in bsym.sym.tags
+        read = {q.name for piece in pieces for q in piece.input_proxies()}
+        result = []
+        for i, p in enumerate(inputs):
+            g = None
+            if p.name in needs_grad and first[p.name] == i:
+                g = grads.get(p.name)
+                reached = p.name in read or not metadata_only
+                if g is None and is_differentiable(p) and reached and p.name not in inner.declared_none:
+                    g = _zeros_like(p)
+            result.append(g)
+        return tuple(result)
 
     def _record_forward(self, bsym: BoundSymbol, rule: GradRule) -> tuple[Any, tuple]:
         ctx = self.trace.context
@@ -359,8 +376,17 @@ class _Differentiator:
                     f"squall: the grad rule for {entry.bsym.sym.id} returned {len(result)} gradients for {len(inputs)} inputs"
                 )
             for p, g in zip(inputs, result):
-                if p.name in self.needs_grad:
-                    _accumulate(grads, p, g)
+                if p.name not in self.needs_grad:
+                    continue
+                if g is None and not entry.bsym.sym.is_prim:
+                    self.declared_none.add(p.name)
+                elif g is None and is_differentiable(p):
+                    if p.name in grads:
+                        continue  # zeros added to a gradient change nothing
+                    # a flat prim (floor division, copysign's sign operand): eager's autograd gives
+                    # zeros, not None, and an optimizer steps a parameter with a zero gradient
+                    g = _zeros_like(p)
+                _accumulate(grads, p, g)
         return grads
 
 

@@ -128,6 +128,10 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=False, 
 # --- *_like and new_* ---------------------------------------------------------------------
 
 
+# a tensor made from another's metadata carries no gradient back to it (eager: requires_grad False)
+_NO_GRADIENT = (Tags.STOPS_GRADIENT,)
+
+
 def _like_factory(name: str, value, *torchfns):
     def op(input, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False, memory_format=None):
         check(is_tensor(input), lambda: f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
@@ -138,7 +142,7 @@ def _like_factory(name: str, value, *torchfns):
 
     op.__name__ = name
     op.__doc__ = f"torch.{name}: a tensor shaped like the input, full of {value}."
-    return torchsymbol(*torchfns)(op)
+    return torchsymbol(*torchfns, tags=_NO_GRADIENT)(op)
 
 
 zeros_like = _like_factory("zeros_like", 0, torch.zeros_like)
@@ -146,7 +150,7 @@ ones_like = _like_factory("ones_like", 1, torch.ones_like)
 empty_like = _like_factory("empty_like", 0, torch.empty_like)
 
 
-@torchsymbol(torch.full_like, tags=(Tags.NUMBER_OPERANDS,))
+@torchsymbol(torch.full_like, tags=(Tags.NUMBER_OPERANDS, *_NO_GRADIENT))
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False, memory_format=None):
     """A tensor shaped like `input` full of `fill_value`, of input's dtype unless dtype= is given."""
     check(is_tensor(input), lambda: f"full_like(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
@@ -166,7 +170,7 @@ def _new_factory(name: str, value, *torchfns):
 
     op.__name__ = name
     op.__doc__ = f"Tensor.{name}: a tensor of the given size full of {value}, of self's dtype and device by default."
-    return torchsymbol(*torchfns)(op)
+    return torchsymbol(*torchfns, tags=_NO_GRADIENT)(op)
 
 
 new_zeros = _new_factory("new_zeros", 0, torch.Tensor.new_zeros)
@@ -174,7 +178,7 @@ new_ones = _new_factory("new_ones", 1, torch.Tensor.new_ones)
 new_empty = _new_factory("new_empty", 0, torch.Tensor.new_empty)
 
 
-@torchsymbol(torch.Tensor.new_full)
+@torchsymbol(torch.Tensor.new_full, tags=_NO_GRADIENT)
 def new_full(self, size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
     """A tensor of `size` full of `fill_value`, of self's dtype and device by default."""
     check_factory_kwargs("new_full", layout=layout, pin_memory=pin_memory)
