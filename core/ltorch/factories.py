@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 import torch
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map
 
 from .. import prims
 from .base import torchsymbol
@@ -19,7 +19,7 @@ from .helpers import cast_number, check, is_number, is_tensor, number_dtype, on_
 from ..proxies import TensorProxy, current_context
 from ..symbol import Tags
 from ..prims.base import is_size
-from ..symbolic import SymInt
+from ..symbolic import SymInt, guarded_int
 
 __all__ = [
     "zeros", "ones", "empty", "full", "scalar_tensor", "zeros_like", "ones_like", "empty_like",
@@ -198,6 +198,9 @@ def _constant_from_data(name: str, data, *, dtype, device) -> TensorProxy:
             f"squall: {name}() was given data containing traced tensors; its values are not known "
             "while tracing. Use torch.stack / torch.cat (or .to(dtype)) to build a tensor from tensors."
         )
+    # a symbolic size in the data (torch.tensor(x.shape)) becomes its value, guarded: a call at
+    # another size recompiles rather than reuse this constant
+    data = tree_map(guarded_int, data)
     with torch._C.DisableTorchFunction():
         t = torch.tensor(data, dtype=dtype, device=device)
     return current_context().constant(t)
