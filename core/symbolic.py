@@ -408,7 +408,9 @@ class SymInt:
         return self._compare(0, "!=")
 
     def __hash__(self):
-        return hash(self.poly)
+        # equal to an int of its value, so it hashes as that int (`n in {6, 7}`, a dict keyed by
+        # sizes): the lookup decides on the value, so the value is guarded
+        return hash(int(self))
 
     # --- the concrete value: read and guarded ----------------------------------------------------
     def __index__(self) -> int:

@@ -43,6 +43,12 @@ PROGRAMS = {
     "negative_floordiv_and_mod": lambda x: x * ((-x.shape[1]) // 3) + (-x.shape[1]) % 4 + x.shape[1] // -4,
     "divmod_of_size": lambda x: x * divmod(x.shape[1], 3)[1],
     "range_over_size": lambda x: sum(x[:, i] * i for i in range(x.shape[1])),
+    # hashed as the int it equals: set membership and dict keys decide on the value
+    "size_in_a_set": lambda x: x * (1 if x.shape[1] in {6, 7} else 2),
+    "size_as_a_dict_key": lambda x: x * {6: 1, 10: 3}.get(x.shape[1], 2),
+    # a size handed to a factory or an opaque torch call as a number
+    "linspace_of_size_steps": lambda x: x * torch.linspace(0, 1, x.shape[1]),
+    "opaque_fill_with_size": lambda x: x.clone().fill_(x.shape[1]),
 }
 
 LENGTHS = (6, 7, 10, 13, 4)
@@ -57,6 +63,7 @@ def test_size_arithmetic_matches_eager_at_every_length(name, dynamic):
         x = torch.randn(3, n)
         with warnings.catch_warnings():
             warnings.simplefilter("error", squall.SquallWarning)  # traced, not run eagerly
+            warnings.filterwarnings("ignore", "squall: .* runs as an opaque torch call")
             got = jfn(x)
         torch.testing.assert_close(got, fn(x), msg=lambda m: f"{name} at length {n}: {m}")
 

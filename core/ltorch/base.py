@@ -19,6 +19,7 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from ..proxies import TensorProxy, current_context, real_tensor
 from ..symbol import Symbol, Tags, snapshot_call
+from ..symbolic import SymInt, guarded_int
 from . import numbers
 from .eager_identity import may_return_an_input, returned_inputs
 from .functionalization import opaque_writes
@@ -285,6 +286,8 @@ class TorchLanguage:
                 return torch.empty(x.shape, dtype=x.dtype, device="meta")
             if real_tensor(x):
                 return x.to("meta")
+            if type(x) is SymInt:  # a size as a number argument (fill_(x.shape[1])): torch takes ints only
+                return guarded_int(x)
             return x
 
         metas: list[tuple[TensorProxy, torch.Tensor, int]] = []

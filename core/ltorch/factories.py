@@ -274,6 +274,7 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     check_factory_kwargs("linspace", layout=layout, out=out, pin_memory=pin_memory)
     _scalar_arg("linspace", "start", start)
     _scalar_arg("linspace", "end", end)
+    steps = guarded_int(steps)  # the values depend on it, not only the shape: read and guarded
     check(isinstance(steps, int) and not isinstance(steps, bool), lambda: f"linspace(): argument 'steps' must be int, not {type(steps).__name__}", TypeError)
     check(steps >= 0, lambda: "number of steps must be non-negative", RuntimeError)
     dtype = torch.get_default_dtype() if dtype is None else dtype
