@@ -34,6 +34,21 @@ __all__ = [
 ]
 
 
+
+# Python's number types where torch takes a dtype (`torch.ones(3, dtype=bool)`, `x.to(float)`)
+_PYTHON_DTYPES: dict[type, torch.dtype] = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
+
+
+def _python_types_as_dtypes(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The call with Python's number types given as the dtypes torch reads them as; the call itself
+    where there is none (the usual case: two scans, nothing copied)."""
+    if any(type(a) is type and a in _PYTHON_DTYPES for a in args):
+        args = tuple(_PYTHON_DTYPES.get(a, a) if type(a) is type else a for a in args)
+    if kwargs and any(type(v) is type and v in _PYTHON_DTYPES for v in kwargs.values()):
+        kwargs = {k: _PYTHON_DTYPES.get(v, v) if type(v) is type else v for k, v in kwargs.items()}
+    return args, kwargs
+
+
 class SquallWarning(UserWarning):
     """Warnings squall raises (opaque ops, recompilations, unavailable executors)."""
 
@@ -164,6 +179,7 @@ class TorchLanguage:
         # a list the program reached through its state (a recording copy, squall.frontend.state_views) is
         # read here as the plain list it holds now, so the scan below finds the tensors in it
         args, kwargs = snapshot_call(args, kwargs)
+        args, kwargs = _python_types_as_dtypes(args, kwargs)
         has_proxy, has_tensor = _scan(args, False, False)
         if kwargs:
             has_proxy, has_tensor = _scan(kwargs.values(), has_proxy, has_tensor)
