@@ -29,7 +29,7 @@ from ... import ltorch, prims
 from ...ltorch import kernels as k
 from ...prims.base import canonical_dim
 from ...proxies import TensorProxy
-from ..gradients import GradCall, GradRules, NeedsAutograd
+from ..gradients import GradCall, GradRules, NeedsAutograd, NoGradRule
 from .ltorch_attention import attention_rules
 from .ltorch_convolution import convolution_rules
 from .ltorch_losses import loss_rules
