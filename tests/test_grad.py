@@ -36,8 +36,8 @@ TOLERANCES = {torch.float64: {"rtol": 1e-7, "atol": 1e-7}, torch.float32: {"rtol
 # op name -> why squall's gradient is not compared for it (yet)
 NOT_YET: dict[str, str] = {
     "Tensor.logical_or_": (
-        "x.logical_or_(y) on a float x: eager's result carries no gradient back to x, squall's "
-        "in-place handling passes the cotangent through to x"
+        "x.logical_or_(y) on a float x that requires grad: eager records no node for it, so the "
+        "gradient reaching x's new value passes to its old one unchanged; squall's result carries none"
     ),
     "Tensor.lt_": (
         "x.lt_(y) on a float x that requires grad: eager's result carries zero gradients back to x "
