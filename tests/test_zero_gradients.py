@@ -133,3 +133,23 @@ def test_training_steps_a_parameter_with_zero_gradients_as_eager_does(make_optim
     assert not torch.equal(eager.scale.detach(), before)  # weight decay moved it
     for (name, a), b in zip(compiled.named_parameters(), eager.parameters()):
         torch.testing.assert_close(a, b, msg=name)
+
+
+@pytest.mark.parametrize("name", ["elementwise_then_sum", "floor_division_then_sum"])
+def test_a_symbolic_backward_that_only_expands_its_cotangent_runs_at_every_length(name):
+    # the backward's inputs (a scalar cotangent, nothing saved) carry no size: the forward saves
+    # a one-element tensor expanded to the sizes for it (it raised NotImplementedError before)
+    fn = {
+        "elementwise_then_sum": lambda a, b: (a * 2).sum() + (b * 3).sum(),
+        "floor_division_then_sum": lambda a, b: torch.div(a, b, rounding_mode="floor").sum(),
+    }[name]
+    jfn = squall.jit(fn, dynamic=True)
+    for n in (5, 7, 9):
+        a = torch.randn(n, 3, requires_grad=True)
+        b = (torch.rand(n, 3) + 1).requires_grad_()
+        jfn(a, b).backward()
+        got = (a.grad, b.grad)
+        a.grad = b.grad = None
+        fn(a, b).backward()
+        for g, e in zip(got, (a.grad, b.grad)):
+            torch.testing.assert_close(g, e)

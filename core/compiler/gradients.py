@@ -26,13 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 
 from .. import prims
 from ..frontend.state_views import UnreplayableWrite
 from ..market.executor import GradRule
-from ..proxies import TensorProxy, tracing
+from ..proxies import TensorProxy, symbol_reads, tracing
 from ..symbol import BoundSymbol, Symbol, Tags, flat_proxies
+from ..symbolic import SymInt, lone_symbol, symbols_of
 from ..trace import Trace
 from .passes import remove_dead_code
 
@@ -440,6 +441,46 @@ def _refuse_overwritten_saved_leaves(forward: list[BoundSymbol], saved: list[Ten
         )
 
 
+def _symbols_in_calls(recorded: list[BoundSymbol]) -> set[str]:
+    """The size symbols the calls compute with (a gradient's shape given to `full` or `expand`)."""
+    found: set[str] = set()
+    for top in recorded:
+        for b in top.walk():
+            for x in tree_flatten((b.args, b.kwargs))[0]:
+                if type(x) is SymInt:
+                    found |= symbols_of(x)
+    return found
+
+
+def _size_carrier(d: _Differentiator, recorded: list[BoundSymbol], backward_inputs: list) -> TensorProxy | None:
+    """A tensor the forward saves only for its shape, where the backward computes with size symbols
+    none of its inputs has as a dimension (`(a * 2).sum()` with `a`'s sizes symbolic: the backward
+    expands a scalar cotangent to `(s0, s1)`, and its generated code reads sizes from its inputs).
+    One element, expanded: it costs no memory."""
+    missing = _symbols_in_calls(recorded) - set(symbol_reads(backward_inputs))
+    if not missing:
+        return None
+    sizes: dict[str, Any] = {}
+    for p in [*d.trace.inputs, *(q for b in d.forward for q in b.output_proxies())]:
+        if isinstance(p, TensorProxy):
+            for n in p.shape:
+                name = lone_symbol(n)
+                if name in missing:
+                    sizes.setdefault(name, n)
+    if set(sizes) != missing:
+        return None  # the backward's code generation names what it cannot read
+    anchor = next(p for p in d.trace.inputs if isinstance(p, TensorProxy))
+    shape = tuple(sizes[name] for name in sorted(sizes))
+    ctx = d.trace.context
+    with tracing(ctx):
+        ctx.scopes.append([])
+        try:
+            carrier = prims.broadcast_in_dim(prims.full((), False, device=anchor.device, dtype=torch.bool), shape, ())
+        finally:
+            d.forward.extend(ctx.scopes.pop())
+    return carrier
+
+
 def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, GradRule] | None = None) -> Differentiated:
     """Split `trace` into a forward trace that saves what the backward reads, and the backward.
 
@@ -458,6 +499,9 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
     # what the backward reads of the forward is what the forward saves
     saved_list = list(_forward_values_read(recorded, cotangents, grad_outputs).values())
     _refuse_overwritten_saved_leaves(d.forward, saved_list)
+    carrier = _size_carrier(d, recorded, saved_list + list(cotangents.values()))
+    if carrier is not None:
+        saved_list.append(carrier)
     forward = Trace.from_trace(
         trace,
         bsyms=d.forward,
