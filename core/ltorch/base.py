@@ -42,10 +42,17 @@ _PYTHON_DTYPES: dict[type, torch.dtype] = {bool: torch.bool, int: torch.int64, f
 def _python_types_as_dtypes(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """The call with Python's number types given as the dtypes torch reads them as; the call itself
     where there is none (the usual case: two scans, nothing copied)."""
-    if any(type(a) is type and a in _PYTHON_DTYPES for a in args):
-        args = tuple(_PYTHON_DTYPES.get(a, a) if type(a) is type else a for a in args)
-    if kwargs and any(type(v) is type and v in _PYTHON_DTYPES for v in kwargs.values()):
-        kwargs = {k: _PYTHON_DTYPES.get(v, v) if type(v) is type else v for k, v in kwargs.items()}
+    for a in args:  # a plain loop: this runs for every traced call
+        if type(a) is type:
+            break
+    else:
+        for v in kwargs.values():
+            if type(v) is type:
+                break
+        else:
+            return args, kwargs
+    args = tuple(_PYTHON_DTYPES.get(a, a) if type(a) is type else a for a in args)
+    kwargs = {k: _PYTHON_DTYPES.get(v, v) if type(v) is type else v for k, v in kwargs.items()}
     return args, kwargs
 
 
