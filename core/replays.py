@@ -101,7 +101,7 @@ class Decomposition:
     def __init__(self, inputs: list[TensorProxy], output: Any, subsymbols: tuple, made: dict[int, tuple]):
         self.inputs = inputs  # the first call's proxies, in its key's order
         self.output = output
-        self.subsymbols = subsymbols  # the recorded calls as `_steps` gives them
+        self.subsymbols = subsymbols  # the recorded calls as `_step` gives them
         # id(proxy) -> (name prefix, shape, dtype, device, requires_grad) of each proxy the
         # decomposition made, as it was made (a later in-place op rebinds the object itself)
         self.made = made
@@ -112,13 +112,20 @@ class Decomposition:
         function of them (see the module's docstring)."""
         known = {id(p) for p in inputs}
         made: dict[int, tuple] = {}
-        if not all(_closed(b, known, made) for b in subsymbols) or not _plain(output):
+        steps = []
+        for b in subsymbols:
+            step = _step(b, known, made)
+            if step is None:
+                return None
+            steps.append(step)
+        returned: list[TensorProxy] = []
+        if not _walk(output, returned):
             return None
-        for p in _proxies(output):
+        for p in returned:
             if id(p) not in known:  # a proxy the body made itself, not through a call
                 known.add(id(p))
                 made[id(p)] = _meta(p)
-        return cls(list(inputs), output, tuple(_steps(b) for b in subsymbols), made)
+        return cls(list(inputs), output, tuple(steps), made)
 
     def replay(self, inputs: list[TensorProxy], new_name: Any) -> tuple[Any, tuple]:
         """(output, subsymbols) for a call whose proxies, in key order, are `inputs`: the
@@ -133,53 +140,60 @@ def _meta(p: TensorProxy) -> tuple:
     return p.name.rstrip("0123456789"), p.shape, p.dtype, p.device, p.requires_grad
 
 
-def _closed(bsym: Any, known: set[int], made: dict[int, tuple]) -> bool:
-    """Whether `bsym` (and its decomposition) reads only proxies in `known` and holds only plain
-    values; the proxies it makes join `known` and `made`."""
-    if bsym.sym.tags & _NOT_REPLAYED or not (_plain(bsym.args) and _plain(bsym.kwargs) and _plain(bsym.output)):
-        return False
-    if any(id(p) not in known for p in _proxies((bsym.args, bsym.kwargs))):
-        return False
-    if not all(_closed(sub, known, made) for sub in bsym.subsymbols):
-        return False
-    for p in _proxies(bsym.output):
+def _step(bsym: Any, known: set[int], made: dict[int, tuple]) -> tuple | None:
+    """`bsym` as `_Copier.bsym` copies it: (the call, whether its args (1) and kwargs (2) name a
+    proxy (the others are shared: a recorded call's arguments are never changed), its
+    decomposition's steps); None where it reads a proxy not in `known` or holds a value a copy
+    cannot rebuild or share. The proxies it makes join `known` and `made`."""
+    if bsym.sym.tags & _NOT_REPLAYED:
+        return None
+    read_args: list[TensorProxy] = []
+    read_kwargs: list[TensorProxy] = []
+    returned: list[TensorProxy] = []
+    if not (_walk(bsym.args, read_args) and _walk(bsym.kwargs, read_kwargs) and _walk(bsym.output, returned)):
+        return None
+    for p in read_args:
+        if id(p) not in known:
+            return None
+    for p in read_kwargs:
+        if id(p) not in known:
+            return None
+    steps = []
+    for sub in bsym.subsymbols:
+        step = _step(sub, known, made)
+        if step is None:
+            return None
+        steps.append(step)
+    for p in returned:
         if id(p) not in known:
             known.add(id(p))
             made[id(p)] = _meta(p)
-    return True
+    return bsym, (1 if read_args else 0) | (2 if read_kwargs else 0), tuple(steps)
 
 
-def _plain(x: Any) -> bool:
-    """Whether `x` is made of tuples, lists and str-keyed dicts of proxies and shared leaves (a
-    slice of plain numbers too), which a copy rebuilds or shares."""
-    t = type(x)
-    if t is TensorProxy or t in _SHARED_LEAVES:
-        return True
-    if t is tuple or t is list:
-        return all(_plain(v) for v in x)
-    if t is dict:
-        return all(type(k) is str and _plain(v) for k, v in x.items())
-    if t is slice:
-        return all(type(v) in _SHARED_LEAVES for v in (x.start, x.stop, x.step))
-    return False
-
-
-def _proxies(x: Any) -> list[TensorProxy]:
-    found: list[TensorProxy] = []
-    _collect(x, found)
-    return found
-
-
-def _collect(x: Any, found: list) -> None:
+def _walk(x: Any, found: list) -> bool:
+    """Collect the proxies in `x` into `found`; whether `x` is made of tuples, lists and
+    str-keyed dicts of proxies and shared leaves (a slice of plain numbers too), which a copy
+    rebuilds or shares."""
     t = type(x)
     if t is TensorProxy:
         found.append(x)
-    elif t is tuple or t is list:
+        return True
+    if t in _SHARED_LEAVES:
+        return True
+    if t is tuple or t is list:
         for v in x:
-            _collect(v, found)
-    elif t is dict:
-        for v in x.values():
-            _collect(v, found)
+            if not _walk(v, found):
+                return False
+        return True
+    if t is dict:
+        for k, v in x.items():
+            if type(k) is not str or not _walk(v, found):
+                return False
+        return True
+    if t is slice:
+        return all(type(v) in _SHARED_LEAVES for v in (x.start, x.stop, x.step))
+    return False
 
 
 class _Copier:
@@ -219,10 +233,3 @@ class _Copier:
         return type(b)(b.sym, args, kwargs, self.value(b.output), subsymbols, call_keywords=b.call_keywords,
                        grad_enabled=b.grad_enabled)
 
-
-def _steps(bsym: Any) -> tuple:
-    """`bsym` as `_Copier.bsym` copies it: with which of its args (1) and kwargs (2) name a
-    proxy (the others are shared: a call's arguments are never changed once recorded), and
-    its decomposition's steps."""
-    reads = (1 if _proxies(bsym.args) else 0) | (2 if _proxies(bsym.kwargs) else 0)
-    return bsym, reads, tuple(_steps(sub) for sub in bsym.subsymbols)

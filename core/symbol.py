@@ -96,7 +96,8 @@ class Symbol:
         # the call as it is now: a list the program changes later (DenseNet appends to the list
         # it concatenates) must not change what this call read
         args, kwargs = snapshot_call(*self.normalize(args, kwargs))
-        replays = ctx.decompositions if self.replayable else None
+        # (a top-level call only: an op inside a replayed one is copied with it)
+        replays = ctx.decompositions if self.replayable and len(ctx.scopes) == 1 else None
         keyed = call_key(self, args, kwargs) if replays is not None else None
         recorded = replays.get(keyed[0], _UNSEEN) if keyed is not None else None
         if recorded is not None and recorded is not _UNSEEN:
