@@ -7,6 +7,7 @@ functionalization of in-place ops and views needs (see `squall.ltorch.base`).
 """
 from __future__ import annotations
 
+import collections
 import functools
 import gc
 import inspect
@@ -266,6 +267,9 @@ def collector_paused() -> Iterator[None]:
 
 
 
+_NEVER_TENSORS = frozenset({bool, int, float, str, type(None), dict, set, list, tuple, collections.OrderedDict})
+
+
 def module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[str]]:
     """One (owner dict, key) slot and one dotted name per distinct parameter, buffer or tensor
     attribute: a plain tensor attribute (`self.mask = ...`) is an input like a buffer, read at
@@ -276,7 +280,8 @@ def module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[
     for prefix, sub in module.named_modules(remove_duplicate=False):
         for store in (sub._parameters, sub._buffers, sub.__dict__):
             for key, value in store.items():
-                if not real_tensor(value) or id(value) in seen:
+                # (a module's __dict__ is mostly its bookkeeping: told apart by type, without a call)
+                if type(value) in _NEVER_TENSORS or not real_tensor(value) or id(value) in seen:
                     continue
                 seen.add(id(value))
                 slots.append((store, key))
