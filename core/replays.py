@@ -102,8 +102,8 @@ class Decomposition:
         self.inputs = inputs  # the first call's proxies, in its key's order
         self.output = output
         self.subsymbols = subsymbols  # the recorded calls as `_step` gives them
-        # id(proxy) -> (name prefix, shape, dtype, device, requires_grad) of each proxy the
-        # decomposition made, as it was made (a later in-place op rebinds the object itself)
+        # id(proxy) -> (name prefix, shape, its traced sizes, dtype, device, requires_grad) of each
+        # proxy the decomposition made, as it was made (a later in-place op rebinds the object itself)
         self.made = made
 
     @classmethod
@@ -137,7 +137,9 @@ class Decomposition:
 
 
 def _meta(p: TensorProxy) -> tuple:
-    return p.name.rstrip("0123456789"), p.shape, p.dtype, p.device, p.requires_grad
+    shape = p.shape
+    sizes = shape if type(shape) is torch.Size else [v.value if type(v) is SymInt else v for v in shape]
+    return p.name.rstrip("0123456789"), shape, sizes, p.dtype, p.device, p.requires_grad
 
 
 def _step(bsym: Any, known: set[int], made: dict[int, tuple]) -> tuple | None:
@@ -211,9 +213,8 @@ class _Copier:
         if t is TensorProxy:
             p = self.mapping.get(id(x))
             if p is None:
-                prefix, shape, dtype, device, requires_grad = self.made[id(x)]
-                p = self.mapping[id(x)] = TensorProxy(self.new_name(prefix), shape=shape, dtype=dtype, device=device,
-                                                      requires_grad=requires_grad)
+                prefix, shape, sizes, dtype, device, requires_grad = self.made[id(x)]
+                p = self.mapping[id(x)] = TensorProxy.like_recorded(self.new_name(prefix), shape, sizes, dtype, device, requires_grad)
             return p
         if t is tuple:
             return tuple([self.value(v) if type(v) in _CONTAINERS else v for v in x])
