@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import builtins
-import gc
 import queue
 import threading
 
@@ -80,29 +79,3 @@ def test_another_thread_sees_torch_tensor_and_builtins_unchanged_while_a_program
     _assert_same(before, during)
     _assert_same(before, _tensor_type())
     assert_close(results.get(timeout=1), x * 2)
-
-
-def test_the_garbage_collector_is_paused_while_tracing_and_resumed_after():
-    seen = []
-
-    def f(x):
-        seen.append(gc.isenabled())
-        return x * 2
-
-    def fails(x):
-        seen.append(gc.isenabled())
-        raise ValueError("the program's own error")
-
-    x = torch.randn(3)
-    assert gc.isenabled()
-    assert_close(squall.jit(f)(x), x * 2)
-    assert seen == [False] and gc.isenabled()
-    with pytest.raises(ValueError, match="own error"):
-        squall.jit(fails)(x)
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        squall.jit(lambda x: x + 1)(x)
-        assert not gc.isenabled()  # off before: left off
-    finally:
-        gc.enable()

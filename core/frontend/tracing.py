@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import collections
 import functools
-import gc
 import inspect
 import keyword
 import re
-import threading
-from contextlib import contextmanager
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,36 +233,6 @@ def argument_names(fn: Callable, nargs: int) -> list[str]:
 
 # --- tracing ----------------------------------------------------------------------------------
 
-_paused_lock = threading.Lock()
-_paused = 0  # traces running with the cyclic collector paused by them
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while a program is traced: a trace makes
-    thousands of short-lived containers, and every 700 of them set off a collection that walks
-    the young objects (an older generation's walks torch's and the model's too), a tenth of a
-    trace's time for nothing, since a trace's garbage is not cyclic until it ends. Traces in
-    several threads share the pause; the collector runs again when the last one ends, unless
-    it was off before the first began."""
-    global _paused
-    with _paused_lock:
-        if _paused == 0 and not gc.isenabled():
-            resume = False
-        else:
-            resume = True
-            _paused += 1
-            gc.disable()
-    try:
-        yield
-    finally:
-        if resume:
-            with _paused_lock:
-                _paused -= 1
-                if _paused == 0:
-                    gc.enable()
-
-
 
 _NEVER_TENSORS = frozenset({bool, int, float, str, type(None), dict, set, list, tuple, collections.OrderedDict})
 
@@ -382,7 +349,7 @@ def trace_program(
 
     if not strict:
         ctx.speculation = Speculation(ctx)
-    with tracing(ctx), collector_paused():
+    with tracing(ctx):
         if module is not None:
             slots, names = module_slots(module)
             for i, ((store, key), dotted) in enumerate(zip(slots, names)):
