@@ -39,7 +39,7 @@ from .market.plugins import Marketplace, default_marketplace
 from .market.torch_executor import PRIM_IMPLS as TORCH_PRIM_IMPLS
 from .prims import all_prims
 from .prims.base import PrimIDs
-from .proxies import NumberProxy, TensorProxy, current_context
+from .proxies import NumberProxy, TensorProxy, current_context, symbol_reads, symbol_values
 from .runtime.choices import ChoiceStore, timing_clock
 from .sources import load_source
 from .symbol import BoundSymbol, Symbol, Tags
@@ -80,6 +80,8 @@ __all__ = [
     "concrete_shape",
     "size_source",
     "lone_symbol",
+    "symbol_reads",
+    "symbol_values",
     "BoundSymbol",
     "Symbol",
     "Tags",

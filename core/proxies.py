@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from .symbolic import SymInt, source
+from .symbolic import SymInt, lone_symbol, source
 
 __all__ = [
     "TensorProxy",
@@ -43,6 +43,8 @@ __all__ = [
     "type_string",
     "size_leaf",
     "real_tensor",
+    "symbol_reads",
+    "symbol_values",
 ]
 
 
@@ -75,6 +77,35 @@ def size_leaf(x: Any) -> bool:
     torch registers torch.Size as a node that rebuilds as a plain tuple (torch.fx), and a size
     passed on as a tuple changes meaning (`x.new(size)` makes a 1-D tensor of the sizes)."""
     return type(x) is torch.Size and all(type(i) is int for i in x)
+
+
+def symbol_reads(values: Any, *, sizes: bool = False) -> dict[str, tuple[int, int | None]]:
+    """Where a call's arguments hold each size symbol, so that its value in any call can be read
+    from that call's arguments (`symbol_values`): symbol -> (index in `values`, dimension) for the
+    first tensor proxy with the symbol alone as a dimension (`t.shape[1]` is `s0`), and, with
+    `sizes`, (index, None) for a value that is the symbol itself (a size passed as an argument).
+    A symbol no value holds so is absent."""
+    reads: dict[str, tuple[int, int | None]] = {}
+    for i, v in enumerate(values):
+        if isinstance(v, TensorProxy):
+            for d, n in enumerate(v.shape):
+                symbol = lone_symbol(n)
+                if symbol is not None:
+                    reads.setdefault(symbol, (i, d))
+        elif sizes and lone_symbol(v) is not None:
+            reads.setdefault(lone_symbol(v), (i, None))
+    return reads
+
+
+def symbol_values(reads: dict[str, tuple[int, int | None]], values: Any) -> dict[str, int | None]:
+    """Each symbol's value in this call, read from the call's `values` where `symbol_reads` found
+    it; None where this call's value there is not a tensor (or, for a size, not an int), or the
+    call has fewer values."""
+    found: dict[str, int | None] = {}
+    for symbol, (i, d) in reads.items():
+        v = values[i] if i < len(values) else None
+        found[symbol] = int(v.shape[d]) if d is not None and real_tensor(v) else v if d is None and type(v) is int else None
+    return found
 
 
 def _require_context() -> Any:

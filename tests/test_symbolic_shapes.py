@@ -59,6 +59,25 @@ def test_dimensions_of_one_value_share_a_symbol_and_are_checked_equal():
     assert env.check_source() == "mask.shape[1] == s0"
 
 
+def test_symbol_values_are_read_from_the_first_argument_holding_each_symbol():
+    from squall.frontend.tracing import TracingContext
+    from squall.proxies import TensorProxy, symbol_reads, symbol_values, tracing
+
+    env = ShapeEnv()
+    s0, s1 = env.symbol(5, "x", 1), env.symbol(7, "y", 0)
+    with tracing(TracingContext()):
+        x = TensorProxy(shape=(3, s0), dtype=torch.float32, device="cpu")
+        y = TensorProxy(shape=(s1, s0 * 2), dtype=torch.float32, device="cpu")  # 2*s0 is no read of s0
+    assert symbol_reads([2.0, x, y]) == {"s0": (1, 1), "s1": (2, 0)}
+    assert symbol_reads([s1, x]) == {"s0": (1, 1)}  # a size itself counts only with sizes=True
+    assert symbol_reads([s1, x], sizes=True) == {"s1": (0, None), "s0": (1, 1)}
+    reads = symbol_reads([s1, x], sizes=True)
+    assert symbol_values(reads, [9, torch.zeros(3, 4)]) == {"s1": 9, "s0": 4}  # this call's values, not the traced ones
+    # not a tensor (or an int) where one was traced, or too few arguments: unknown, never guessed
+    assert symbol_values(reads, [9.5, 3]) == {"s1": None, "s0": None}
+    assert symbol_values(reads, [9]) == {"s1": 9, "s0": None}
+
+
 # --- traces and generated code ------------------------------------------------------------------
 
 

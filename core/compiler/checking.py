@@ -26,9 +26,9 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-from ..proxies import TensorProxy, type_string, real_tensor
+from ..proxies import TensorProxy, real_tensor, symbol_reads, symbol_values, type_string
 from ..symbol import BoundSymbol, Tags
-from ..symbolic import SymInt, lone_symbol, source as size_source, symbols_of
+from ..symbolic import SymInt, source as size_source, symbols_of
 
 __all__ = ["ExecutorFault", "CHECK_ENV", "check_mode", "needs_check", "checked_call"]
 
@@ -97,15 +97,7 @@ def _size_reader(printed: list, expected: list) -> Callable[[list], dict[int, tu
     dimension is the symbol, or the size itself); never the traced call's values, which a
     later call of the same symbolic program does not share. A size whose symbols no argument
     holds is None (not compared)."""
-    reads: dict[str, tuple[int, int | None]] = {}  # symbol -> (argument index, dimension or None for the size itself)
-    for i, p in enumerate(printed):
-        if isinstance(p, TensorProxy):
-            for d, n in enumerate(p.shape):
-                symbol = lone_symbol(n)
-                if symbol is not None:
-                    reads.setdefault(symbol, (i, d))
-        elif lone_symbol(p) is not None:
-            reads.setdefault(lone_symbol(p), (i, None))
+    reads = symbol_reads(printed, sizes=True)
     plans: dict[int, list] = {}
     for k, e in enumerate(expected):
         if isinstance(e, TensorProxy):
@@ -114,11 +106,7 @@ def _size_reader(printed: list, expected: list) -> Callable[[list], dict[int, tu
                         for n in e.shape]
 
     def sizes(leaves: list) -> dict[int, tuple[int | None, ...]]:
-        values = {}
-        for symbol, (i, d) in reads.items():
-            if i < len(leaves):
-                v = leaves[i]
-                values[symbol] = int(v.shape[d]) if d is not None and real_tensor(v) else v if d is None and type(v) is int else None
+        values = symbol_values(reads, leaves)
         out = {}
         for k, plan in plans.items():
             dims = []

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..frontend.tracing import InputBinding
 from ..guards import GuardFailed
-from ..proxies import type_string
+from ..proxies import symbol_reads, type_string
 from ..sources import load_source
 from ..symbol import DEL, BoundSymbol, flat_proxies
 from ..symbolic import SymInt, symbols_of
@@ -148,11 +148,7 @@ def _size_prologue(trace: Trace, bindings: list[InputBinding], bsyms: list[Bound
     env = getattr(trace.context, "shapes", None)
     if env is None or not env.symbols:
         return []
-    readers: dict[str, str] = {}
-    for b in bindings:
-        for d, n in enumerate(getattr(b.proxy, "shape", ())):
-            if type(n) is SymInt and len(n.poly) == 1 and n.poly[0][1] == 1 and len(n.poly[0][0]) == 1 and n.poly[0][0][0][0] == "s":
-                readers.setdefault(n.poly[0][0][0][1], f"{b.proxy.name}.shape[{d}]")
+    readers = {symbol: f"{bindings[i].proxy.name}.shape[{d}]" for symbol, (i, d) in symbol_reads([b.proxy for b in bindings]).items()}
     used: set[str] = set()
     for bsym in bsyms:
         used |= _symbols_in((bsym.args, bsym.kwargs))

@@ -1,7 +1,7 @@
 """Argument objects: what a traced program reads through the call's own arguments is reached
 there again at every call, not by the identity it had when traced.
 
-Part of the state recorder (`squall.frontend.state_guards.StateRecorder`, whose base this is):
+Part of the state recorder (`squall.frontend.state_recorder.StateRecorder`, whose base this is):
 
 - a list, deque or dict passed as an argument is a recording copy whose writes (appends, items
   set) are replayed on the caller's object at every call; one the program returns is the

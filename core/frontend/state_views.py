@@ -7,7 +7,8 @@ made it; a list, deque, dict, OrderedDict, defaultdict or set it reaches is a re
 `_RecordedDeque`, `_RecordedDict` and kin, `_RecordedSet`) and
 a user's Python module a `_ModuleReads`. Neither the objects nor their classes are changed.
 This module holds those stand-ins and the small predicates about objects both sides share;
-the recorder and the generated check are in `squall.frontend.state_guards`.
+the recorder is in `squall.frontend.state_recorder` (and its bases), the generated check in
+`squall.frontend.state_guards`.
 """
 from __future__ import annotations
 
@@ -165,7 +166,7 @@ def _cell_value(cell: types.CellType) -> Any:
         return _MISSING
 
 
-# containers a program reaches that are read through recording copies (squall.frontend.state_guards._follow)
+# containers a program reaches that are read through recording copies (squall.frontend.recording_copies._follow)
 _FOLLOWED_CONTAINERS = frozenset({list, collections.deque, dict, set, collections.OrderedDict, collections.defaultdict})
 # mutable sequences of plain values (read as they are, guarded by their contents; a change refused)
 SNAPSHOT_TYPES = frozenset({array.array, bytearray})
@@ -285,7 +286,7 @@ def _view_getattribute(self, name: str):
 
 
 def traced_type(obj: Any, *rest: Any) -> type:
-    """The built-in `type` as a traced program's own code calls it (squall.frontend.state_guards puts it
+    """The built-in `type` as a traced program's own code calls it (squall.frontend.recording_copies puts it
     where the program looks `type` up): for an object read through a view or recording copy,
     the class of the object it stands for, and for a proxy the class of the value it stands
     for (`isinstance` answers so: a TensorProxy is a torch.Tensor, a NumberProxy's `__class__` its

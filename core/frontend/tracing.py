@@ -29,7 +29,7 @@ from ..trace import Trace
 from .outputs import capture_output
 from .random_state import random_state_kept
 from .speculation import Speculation
-from .state_guards import StateRecorder
+from .state_recorder import StateRecorder
 from .views import ViewTracker
 
 __all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names", "ALL_DIMS", "state_dims_path"]

@@ -59,6 +59,17 @@ def _check_conv_params(stride, dilation, groups) -> None:
     check(isinstance(groups, int) and groups > 0, lambda: f"non-positive groups is not supported, got groups={groups}", RuntimeError)
 
 
+def _check_groups_divide(weight, groups) -> list:
+    """The weight's first dimension is a multiple of `groups` (torch's message); its shape as a list."""
+    wshape = list(weight.shape)
+    check(
+        weight.shape[0] % groups == 0,
+        lambda: f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, but got weight of size {wshape} instead",
+        RuntimeError,
+    )
+    return wshape
+
+
 def _convnd(name: str, n: int, input, weight, bias, stride, padding, dilation, groups) -> TensorProxy:
     x, added = batched(name, input, n)
     _check_conv_operands(name, x, weight, bias, n)
@@ -81,12 +92,7 @@ def _convnd(name: str, n: int, input, weight, bias, stride, padding, dilation, g
     else:
         padding = _ntuple(name, "padding", padding, n)
         check(all(p >= 0 for p in padding), lambda: f"negative padding is not supported, got padding={list(padding)}", RuntimeError)
-    wshape = list(weight.shape)
-    check(
-        weight.shape[0] % groups == 0,
-        lambda: f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, but got weight of size {wshape} instead",
-        RuntimeError,
-    )
+    wshape = _check_groups_divide(weight, groups)
     check(
         x.shape[1] == weight.shape[1] * groups,
         lambda: f"Given groups={groups}, weight of size {wshape}, expected input{list(x.shape)} to have {weight.shape[1] * groups} channels, but got {x.shape[1]} channels instead",
@@ -144,12 +150,7 @@ def _conv_transposend(name: str, n: int, input, weight, bias, stride, padding, o
         lambda: f"output padding must be smaller than either stride or dilation, but got output_padding={list(output_padding)}, stride={list(stride)}, dilation={list(dilation)}",
         RuntimeError,
     )
-    wshape = list(weight.shape)
-    check(
-        weight.shape[0] % groups == 0,
-        lambda: f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, but got weight of size {wshape} instead",
-        RuntimeError,
-    )
+    wshape = _check_groups_divide(weight, groups)
     check(
         x.shape[1] == weight.shape[0],
         lambda: f"Given transposed=1, weight of size {wshape}, expected input{list(x.shape)} to have {weight.shape[0]} channels, but got {x.shape[1]} channels instead",

@@ -24,7 +24,8 @@ from ..compiler.checking import ExecutorFault
 from ..compiler.pipeline import Compilation, compile_program
 from ..compiler.planner import PlanningError
 from ..frontend.speculation import guard_input_paths, guards_of, specialised_numbers
-from ..frontend.state_guards import EagerFirst, StateGuards, UnreplayableWrite, raised_by_users_code
+from ..frontend.state_guards import StateGuards
+from ..frontend.state_views import EagerFirst, UnreplayableWrite, raised_by_users_code
 from ..frontend.tracing import argument_names, module_slots
 from ..guard_set import ALIAS, GuardFailure
 from ..ltorch.base import SquallWarning

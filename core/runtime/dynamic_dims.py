@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from ..proxies import real_tensor
-from ..frontend.state_guards import by_structure
+from ..frontend.state_views import by_structure
 from ..frontend.tracing import ALL_DIMS, state_dims_path
 from ..symbolic import concrete_shape
 from ..trace import route_value

@@ -29,7 +29,7 @@ try:  # torch's C check of tensor metadata (private; the fast path is skipped wi
 except ImportError:  # pragma: no cover - other torch builds
     _TensorGuards = None
 
-from ..frontend.state_guards import by_structure, viewable
+from ..frontend.state_views import by_structure, viewable
 from ..sources import load_source
 from ..trace import plain_scalar, scalar_key
 
@@ -216,7 +216,7 @@ def _recent(cache: dict, checks: dict, entry: list, key: tuple, tensors: tuple) 
         shapes = [key[2 + 4 * i] for i in range(len(tensors))]  # (shape, dtype, device, requires_grad) per tensor
         sizes = [[None if n is DYNAMIC else n for n in shape] for shape in shapes]
         strides = [[None] * t.dim() if DYNAMIC in shape else list(t.stride()) for t, shape in zip(tensors, shapes)]
-        check = _TensorGuards(*tensors, dynamic_dims_sizes=sizes, dynamic_dims_strides=strides).check
+        check = _metadata_check(tensors, sizes, strides)
         open_sizes = [f"a{i}.shape[{d}] >= 2" for i, shape in enumerate(shapes) for d, n in enumerate(shape) if n is DYNAMIC]
         if open_sizes:
             names = ", ".join(f"a{i}" for i in range(len(tensors)))
@@ -324,7 +324,9 @@ class ParameterKey:
         if found is None or not found[0](*params):  # new metadata, or a check built under other dispatch state
             if len(self._known) >= self._KEEP:
                 self._known.clear()
-            found = self._known[parts] = (_metadata_check(params), found[1] if found is not None else _Metadata(parts))
+            # sizes as the key holds them, strides left open (the key does not hold them)
+            check = _metadata_check(params, [list(p.shape) for p in params], [[None] * p.dim() for p in params])
+            found = self._known[parts] = (check, found[1] if found is not None else _Metadata(parts))
         self.last = found
         return found
 
@@ -334,15 +336,15 @@ class ParameterKey:
         self._known.clear()
 
 
-def _metadata_check(tensors: list) -> Callable[..., bool]:
-    """A C check that tensors have the type, dispatch keys, dtype, device, requires_grad and
-    sizes these have (strides left open: the key does not hold them); one that always fails
-    where torch's check is missing or refuses a tensor (then every call reads the metadata)."""
+def _metadata_check(tensors: Any, sizes: list, strides: list) -> Callable[..., bool]:
+    """torch's C check (TensorGuards) that tensors have the type, dispatch keys, dtype, device and
+    requires_grad these have, and the `sizes` and `strides` given per tensor (None: left open);
+    one that always fails where torch's check is missing or refuses a tensor (then every call
+    reads the metadata)."""
     if _TensorGuards is None:
         return _never
     try:
-        return _TensorGuards(*tensors, dynamic_dims_sizes=[list(t.shape) for t in tensors],
-                             dynamic_dims_strides=[[None] * t.dim() for t in tensors]).check
+        return _TensorGuards(*tensors, dynamic_dims_sizes=sizes, dynamic_dims_strides=strides).check
     except Exception:  # noqa: BLE001 - a tensor torch's check does not take: the attribute-by-attribute key
         return _never
 

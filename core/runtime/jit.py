@@ -18,7 +18,7 @@ import torch
 
 from ..compiler.checking import check_mode
 from ..compiler.pipeline import Compilation
-from ..frontend.state_guards import describe_global_hooks, global_hook_dicts
+from ..frontend.state_views import describe_global_hooks, global_hook_dicts
 from ..ltorch.base import SquallWarning
 from ..market.config import AUTOMATIC, resolve_dynamic, resolve_executors, resolve_wait
 from ..market.executor import Executor

@@ -12,7 +12,7 @@ from ... import prims
 from ...prims.base import PrimIDs
 from ...proxies import TensorProxy
 from ..gradients import GradCall
-from .support import expand, moved_last, per_argument, real_only, restored, zeros
+from .support import expand, last_two_swapped, moved_last, per_argument, real_only, restored, zeros
 
 __all__ = ["reduction_rules"]
 
@@ -109,11 +109,6 @@ def _outer(x: TensorProxy, y: TensorProxy) -> TensorProxy:
     return prims.mul(prims.broadcast_in_dim(x, shape, (0,)), prims.broadcast_in_dim(y, shape, (1,)))
 
 
-def _mT(x: TensorProxy) -> TensorProxy:
-    perm = (*range(x.ndim - 2), x.ndim - 1, x.ndim - 2)
-    return prims.transpose(x, perm)
-
-
 @per_argument
 def _matmul(call: GradCall) -> tuple:
     a, b = call.args
@@ -123,9 +118,9 @@ def _matmul(call: GradCall) -> tuple:
     if a.ndim == 1:  # (k) @ (k, m) -> (m)
         return prims.matmul(b, g), _outer(a, g)
     if b.ndim == 1:  # (n, k) @ (k) -> (n)
-        return _outer(g, b), prims.matmul(_mT(a), g)
+        return _outer(g, b), prims.matmul(last_two_swapped(a), g)
     # 2-d, or batched with identical batch dims (the prim does not broadcast them)
-    return prims.matmul(g, _mT(b)), prims.matmul(_mT(a), g)
+    return prims.matmul(g, last_two_swapped(b)), prims.matmul(last_two_swapped(a), g)
 
 
 def _weight_grad(x: TensorProxy, gy: TensorProxy, weight: TensorProxy, stride, padding, dilation, groups) -> TensorProxy:

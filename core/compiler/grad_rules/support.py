@@ -1,4 +1,5 @@
-"""What the prim grad rules share: per-argument rules, zeros, complex conjugation, broadcasting back.
+"""What the grad rules share: per-argument rules, zeros, complex conjugation, broadcasting back,
+dtype conversion, summing a broadcast gradient back, the last two dimensions swapped.
 
 Prims are strict (operands share shape and dtype, nothing broadcasts), so the rules
 build every intermediate with explicit shapes, through these helpers.
@@ -7,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import torch
+
 from ... import prims
 from ...proxies import TensorProxy
 from ..gradients import GradCall, NoGradRule
 
-__all__ = ["per_argument", "real_only", "zeros", "conj", "expand", "moved_last", "restored"]
+__all__ = ["per_argument", "real_only", "zeros", "conj", "expand", "moved_last", "restored", "to_dtype", "sum_to", "last_two_swapped", "scaled"]
 
 
 def per_argument(rule: Callable[[GradCall], tuple]) -> Callable[[GradCall], tuple]:
@@ -79,3 +82,28 @@ def restored(x: TensorProxy, like: TensorProxy, perm: tuple[int, ...]) -> Tensor
     for i, p in enumerate(perm):
         inverse[p] = i
     return prims.transpose(x, tuple(inverse))
+
+
+def to_dtype(x, dtype: torch.dtype):
+    """`x` converted to `dtype` (None and a tensor of that dtype as they are)."""
+    return x if x is None or x.dtype == dtype else prims.convert_element_type(x, dtype)
+
+
+def sum_to(g: TensorProxy, shape) -> TensorProxy:
+    """`g` summed over the dimensions broadcasting added or expanded, to `shape`."""
+    shape = tuple(shape)
+    lead = g.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
+    if dims:
+        g = prims.sum(g, dims)
+    return g if tuple(g.shape) == shape else prims.reshape(g, shape)
+
+
+def last_two_swapped(x: TensorProxy) -> TensorProxy:
+    """The last two dimensions swapped (a view in torch: `x.mT`)."""
+    return prims.transpose(x, (*range(x.ndim - 2), x.ndim - 1, x.ndim - 2))
+
+
+def scaled(g: TensorProxy, factor) -> TensorProxy:
+    """`g` times `factor` (`g` itself for 1)."""
+    return g if factor == 1 else prims.mul(g, factor)

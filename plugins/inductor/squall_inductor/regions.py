@@ -38,7 +38,7 @@ from squall.extend import (
     concrete_shape,
     example_tensor,
     load_source,
-    lone_symbol,
+    symbol_reads,
     symbols_of,
 )
 
@@ -65,12 +65,7 @@ def size_reads(region: FusionRegion) -> tuple[dict[str, tuple[str, int]], set[st
     used: set[str] = set()
     for b in region.calls:
         used |= symbols_of([x for x in tree_flatten((b.args, b.kwargs))[0] if type(x) is SymInt])
-    reads: dict[str, tuple[str, int]] = {}
-    for p in region.inputs:
-        for d, n in enumerate(p.shape):
-            symbol = lone_symbol(n)
-            if symbol in used:
-                reads.setdefault(symbol, (p.name, d))
+    reads = {symbol: (region.inputs[i].name, d) for symbol, (i, d) in symbol_reads(region.inputs).items() if symbol in used}
     return reads, used - set(reads)
 
 

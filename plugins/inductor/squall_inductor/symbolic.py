@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from squall.extend import SquallWarning, SymInt, compiling_stopped, TensorProxy, example_tensor, lone_symbol, size_source, symbols_of
+from squall.extend import SquallWarning, SymInt, compiling_stopped, TensorProxy, example_tensor, size_source, symbol_reads, symbols_of
 
 from squall_inductor.regions import CompiledRegion, examples_for, layout, layout_of, views_as_reshapes
 
@@ -220,12 +220,7 @@ def output_shape_check(inputs: Sequence[TensorProxy], outputs: Sequence[Any]) ->
     has the sizes the trace gives it, with its symbolic sizes evaluated at this call's values of
     the symbols (read from the inputs that hold them as a dimension). A few hundred nanoseconds:
     one tuple comparison per output. A size whose symbols no input holds is not compared."""
-    reads: dict[str, tuple[int, int]] = {}
-    for i, p in enumerate(inputs):
-        for d, n in enumerate(p.shape):
-            symbol = lone_symbol(n)
-            if symbol is not None:
-                reads.setdefault(symbol, (i, d))
+    reads = symbol_reads(inputs)
     checks, used = [], set()
     for k, out in enumerate(outputs):
         if not isinstance(out, TensorProxy):

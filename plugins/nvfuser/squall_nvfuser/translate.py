@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from squall.extend import BoundSymbol, PrimIDs, SymInt, TensorProxy, lone_symbol
+from squall.extend import BoundSymbol, PrimIDs, SymInt, TensorProxy, symbol_reads
 
 __all__ = ["Translator", "TRANSLATORS", "NV_DTYPES", "LOW_PRECISION", "translate_region", "Translation", "SymbolNotReadable", "symbolic_shape"]
 
@@ -341,14 +341,14 @@ def translate_region(
     `data_type` is `nvfuser.DataType`. Returns the translation (nvFuser values by name).
     """
     t = Translation(fd, data_type)
-    for p, (shape, contiguity, stride_order) in zip(inputs, descriptors, strict=True):
+    reads = symbol_reads(inputs)  # a dimension that is one size symbol: its value for the calls' size arguments
+    for k, (p, (shape, contiguity, stride_order)) in enumerate(zip(inputs, descriptors, strict=True)):
         t.values[p.name] = fd.define_tensor(
             shape=list(shape), contiguity=list(contiguity), dtype=t.dtype(p.dtype), stride_order=list(stride_order)
         )
-        for d, n in enumerate(p.shape):
-            symbol = lone_symbol(n)  # a dimension that is one size symbol: its value for the calls' size arguments
-            if symbol is not None:
-                t.symbols.setdefault(symbol, fd.ops.size(t.values[p.name], d))
+        for symbol, (i, d) in reads.items():
+            if i == k:  # each size read right after its tensor is defined, as nvFuser records them in order
+                t.symbols[symbol] = fd.ops.size(t.values[p.name], d)
     for call in calls:
         result = TRANSLATORS[call.sym.id].emit(t, call)
         produced = call.output_proxies()

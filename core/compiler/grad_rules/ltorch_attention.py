@@ -1,0 +1,125 @@
+"""Grad rule for scaled dot product attention: the forward records the aten kernel that returns
+the logsumexp its backward needs, and the backward kernel eager runs computes the gradients.
+
+Part of the ltorch grad rules (`squall.compiler.grad_rules.ltorch`, whose table files them).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from ... import ltorch, prims
+from ...ltorch import kernels as k
+from ...proxies import TensorProxy
+from ..gradients import GradCall
+from .support import last_two_swapped, per_argument, scaled, sum_to, to_dtype
+
+__all__ = ["attention_rules"]
+
+
+# --- scaled dot product attention -----------------------------------------------------------
+
+
+def _flash_for_cpu(query, key, value, attn_mask, dropout_p, enable_gqa) -> bool:
+    """Whether eager runs this call on the CPU flash kernel (else: the math path, saved probabilities)."""
+    q, kk, v = query, key, value
+    return (
+        q.device.type == "cpu"
+        and q.ndim == kk.ndim == v.ndim == 4
+        and dropout_p == 0
+        and q.shape[0] == kk.shape[0] == v.shape[0]
+        and q.shape[1] == kk.shape[1] == v.shape[1]  # grouped heads take the math path here
+        and q.shape[-1] == kk.shape[-1] == v.shape[-1]
+        and (attn_mask is None or (not attn_mask.requires_grad and attn_mask.dtype in (torch.bool, q.dtype)))
+    )
+
+
+def _float_mask(attn_mask, like: TensorProxy):
+    # the flash kernel takes an additive mask of the query's dtype; eager converts a boolean one so
+    if attn_mask is None or attn_mask.dtype != torch.bool:
+        return attn_mask
+    return prims.where(attn_mask, prims.full(tuple(attn_mask.shape), 0.0, device=like.device, dtype=like.dtype), -math.inf)
+
+
+def _repeat_heads(t: TensorProxy, repeats: int) -> TensorProxy:
+    """Head h of `t` becomes heads h*repeats ... h*repeats + repeats - 1 (grouped-query attention)."""
+    if repeats == 1:
+        return t
+    shape = list(t.shape)
+    h = t.ndim - 3
+    expanded = shape[: h + 1] + [repeats] + shape[h + 1 :]
+    t = prims.broadcast_in_dim(t, tuple(expanded), tuple(d for d in range(len(expanded)) if d != h + 1))
+    return prims.reshape(t, tuple(shape[:h] + [shape[h] * repeats] + shape[h + 1 :]))
+
+
+def _unrepeat_heads(g: TensorProxy, repeats: int) -> TensorProxy:
+    if repeats == 1:
+        return g
+    shape = list(g.shape)
+    h = g.ndim - 3
+    g = prims.reshape(g, tuple(shape[:h] + [shape[h] // repeats, repeats] + shape[h + 1 :]))
+    return prims.sum(g, (h + 1,))
+
+
+def _gqa_repeats(query, key, value, enable_gqa) -> tuple[int, int]:
+    if enable_gqa and query.ndim >= 3 and key.ndim >= 3:
+        return query.shape[-3] // key.shape[-3], query.shape[-3] // value.shape[-3]
+    return 1, 1
+
+
+def _sdpa_forward(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    if _flash_for_cpu(query, key, value, attn_mask, dropout_p, enable_gqa):
+        out, lse = k.flash_attention_for_cpu(query, key, value, 0.0, is_causal, attn_mask=_float_mask(attn_mask, query), scale=scale)
+        return out, (lse,)
+    # the math path, as eager's: the (dropped-out) probabilities are what the backward reads
+    rk, rv = _gqa_repeats(query, key, value, enable_gqa)
+    key, value = _repeat_heads(key, rk), _repeat_heads(value, rv)
+    scores, _ = k._attention_scores(query, key, is_causal, attn_mask, scale)
+    probs = k.softmax_forward(scores, -1, False)
+    if attn_mask is not None:  # a fully masked row attends to nothing (eager's safe softmax)
+        probs = prims.where(prims.isnan(probs), 0.0, probs)
+    keep = None
+    dropped = probs
+    if dropout_p > 0:
+        u = prims.uniform(tuple(probs.shape), 0.0, 1.0, device=probs.device, dtype=probs.dtype)
+        keep = prims.ge(u, float(dropout_p))
+        dropped = prims.where(keep, prims.mul(probs, 1.0 / (1.0 - dropout_p)) if dropout_p < 1 else probs, 0.0)
+    out = to_dtype(ltorch.matmul(dropped, k._up(value)), query.dtype)
+    return out, (probs, dropped, keep)
+
+
+@per_argument
+def _sdpa(call: GradCall) -> tuple:
+    query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa = call.args
+    g = call.g
+    if _flash_for_cpu(query, key, value, attn_mask, dropout_p, enable_gqa):
+        (lse,) = call.residuals
+        gq, gk, gv = k.flash_attention_for_cpu_backward(
+            g, query, key, value, call.output, lse, 0.0, is_causal, attn_mask=_float_mask(attn_mask, query), scale=scale
+        )
+        return gq, gk, gv, None, None, None, None, None
+    probs, dropped, keep = call.residuals
+    rk, rv = _gqa_repeats(query, key, value, enable_gqa)
+    q, kk, v = (k._up(t) for t in (query, _repeat_heads(key, rk), _repeat_heads(value, rv)))
+    gu = k._up(g)
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    gv = _unrepeat_heads(sum_to(ltorch.matmul(last_two_swapped(dropped), gu), v.shape), rv)
+    gp = ltorch.matmul(gu, last_two_swapped(v))
+    if keep is not None:
+        gp = prims.where(keep, prims.mul(gp, 1.0 / (1.0 - dropout_p)) if dropout_p < 1 else gp, 0.0)
+    gs = k.softmax_backward_data(gp, probs, -1, probs.dtype)
+    gq = sum_to(ltorch.matmul(scaled(gs, scale), kk), query.shape)
+    gk = _unrepeat_heads(sum_to(ltorch.matmul(last_two_swapped(scaled(gs, scale)), q), kk.shape), rk)
+    gm = None
+    if call.wants(attn_mask) and attn_mask.dtype != torch.bool:
+        gm = to_dtype(sum_to(gs, attn_mask.shape), attn_mask.dtype)
+    return to_dtype(gq, query.dtype), to_dtype(gk, key.dtype), to_dtype(gv, value.dtype), gm, None, None, None, None
+
+
+def attention_rules() -> dict[str, tuple[Callable, Callable | None]]:
+    """The rules of this module by ltorch op id: (backward, forward or None)."""
+    return {
+        "torch.nn.functional.scaled_dot_product_attention": (_sdpa, _sdpa_forward),
+    }

@@ -1,0 +1,214 @@
+"""Recording copies: the lists, dicts, sets, deques, functions and partials a traced program reaches
+through its state, and what it reads of them.
+
+Part of the state recorder (`squall.frontend.state_recorder.StateRecorder`, whose base this is);
+what is recorded and why is in `squall.frontend.state_guards`. A Python function runs as a copy
+whose globals note each global it looks up (its closure cells guarded as a whole); a list, deque,
+dict or set reached from the program's state is a recording copy (squall.frontend.state_views)
+whose reads become guards and whose writes are replayed; a module or object becomes a view.
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import types
+from typing import Any
+
+
+from ..trace import plain_scalar
+from .autograd_functions import TracedAutogradFunction, is_autograd_function
+from .state_views import (
+    _cell_value,
+    _MISSING,
+    _ModuleReads,
+    _recordable,
+    RECORDED_DICT_TYPES,
+    SNAPSHOT_TYPES,
+    _RecordedDeque,
+    _RecordedList,
+    _RecordedSet,
+    _SCALARS,
+    _user_function,
+    _users_module,
+    traced_type,
+    viewable,
+)
+
+__all__ = ["RecordingCopies"]
+
+
+class _RecordingGlobals(dict):
+    """A recorded function's globals: a copy of its module's, whose reads its recorder sees
+    (one class for all: a class made per function cost more than the function's trace)."""
+
+    __slots__ = ("recorder", "real", "fn")
+
+    def __getitem__(self, name):
+        if name == "type" and not dict.__contains__(self, name):
+            # the builtin, for an object read through a view or copy answering with the
+            # object's own class, as eager's `type(obj)` does
+            return traced_type
+        value = dict.__getitem__(self, name)
+        return self.recorder._read_global(self.real, name, value, self.fn)
+
+
+class RecordingCopies:
+    """How `StateRecorder` follows what it reaches (its base; it calls the recorder's `guards`,
+    `view`, `_read_global`, `_reached`, and its tables of copies made)."""
+
+    def _recording_function(self, fn: types.FunctionType) -> types.FunctionType:
+        copy = self._functions.get(id(fn))
+        if copy is None:
+            real = fn.__globals__
+            watched = _RecordingGlobals(real)
+            watched.recorder, watched.real, watched.fn = self, real, fn
+            # a module, object or function in a closure cell is read through a view or recording
+            # copy, in a cell of the copy's own (filled once the copy is known: it may be itself;
+            # a nonlocal assignment to such a cell is refused at finish)
+            cells = list(fn.__closure__ or ())
+            recorded_cells = [i for i, cell in enumerate(cells) if _recordable(_cell_value(cell))]
+            for i in recorded_cells:
+                cells[i] = types.CellType()
+            copy = types.FunctionType(fn.__code__, watched, fn.__name__, fn.__defaults__, tuple(cells) if fn.__closure__ else None)
+            copy.__kwdefaults__ = fn.__kwdefaults__
+            copy.__qualname__ = fn.__qualname__
+            self._functions[id(fn)] = self._standing_for(copy, fn)
+            for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars, fn.__closure__ or ())):
+                value = _cell_value(cell)
+                if value is _MISSING:
+                    continue
+                label = f"closure variable {name!r} of {fn.__qualname__}"
+                expr = f"{self.guards.bind(cell, 'cell')}.cell_contents"
+                self.guards.watch(expr, value, label)
+                if i in recorded_cells:
+                    cells[i].cell_contents = self._follow(value, expr, label)
+                    self._cells.append((cells[i], cells[i].cell_contents, name, fn))
+            self._wrote.append((dict(real), fn, watched))
+        return copy
+
+    def _follow(self, value: Any, expr: str, label: str) -> Any:
+        """`value`, reached as `expr`, as the program is to use it: a list or dict as a
+        recording copy, and its items (a tuple's too) as `_recorded` gives them, so that a
+        layer in a plain list or a function in a dict is read through as well."""
+        if type(value) is list:
+            copy = self._list_copies.get(id(value))
+            if copy is None:
+                copy = self._list_copies[id(value)] = _RecordedList()
+                copy.items_read, copy.label, copy.real, copy.target = False, label, value, None
+                self._lists.append((value, copy, label, expr))
+                list.extend(copy, [self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value)])
+                copy.initial = list.copy(copy)
+            return copy
+        if type(value) is collections.deque:
+            copy = self._list_copies.get(id(value))
+            if copy is None:
+                items = [self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value)]
+                copy = self._list_copies[id(value)] = self._deque_copy(value, items, label, expr, target=None)
+            return copy
+        if type(value) in SNAPSHOT_TYPES:
+            # a mutable sequence of numbers or bytes (array.array, bytearray): its contents
+            # guarded; a change the program makes is found when it ends, undone and refused
+            snapshot = value[:]
+            self._snapshots.append((value, snapshot, label))
+            self.guards.add(f"{expr} == {self.guards.bind(snapshot, 'k')}", f"the items of {label}")
+            return value
+        if type(value) in RECORDED_DICT_TYPES:
+            copy = self._dict_copies.get(id(value))
+            if copy is None:
+                held = self.guards.bind(value, "d")
+                items = {k: self._follow(v, f"{held}[{plain_scalar(k)!r}]", f"item {plain_scalar(k)!r} of {label}") if type(k) in _SCALARS else v for k, v in value.items()}
+                copy = self._dict_copies[id(value)] = self._dict_copy(type(value), value, label, items)
+                if type(value) is collections.defaultdict:
+                    self.guards.watch(f"{held}.default_factory", value.default_factory, f"the default factory of {label}")
+                    copy.default_factory = self._recorded(value.default_factory, f"the default factory of {label}")
+            return copy
+        if type(value) is set:
+            copy = self._set_copies.get(id(value))
+            if copy is None:
+                copy = self._set_copies[id(value)] = _RecordedSet(value)
+                copy.recorder, copy.real, copy.label, copy.whole_read, copy.added, copy.target = self, value, label, False, [], None
+            return copy
+        if type(value) is tuple:
+            items = tuple(self._follow(v, f"{expr}[{i}]", f"item {i} of {label}") for i, v in enumerate(value))
+            return value if all(a is b for a, b in zip(items, value)) else self._standing_for(items, value)
+        return self._recorded(value, label)
+
+    def _deque_copy(self, real: collections.deque, items: list, label: str, expr: str, *, target: str | None) -> _RecordedDeque:
+        """A recording copy (squall.frontend.state_views) of deque `real`, holding `items`."""
+        copy = _RecordedDeque(maxlen=real.maxlen)
+        collections.deque.extend(copy, items)  # (not recorded as the program's appends)
+        copy.items_read, copy.label, copy.real, copy.target, copy.appended = False, label, real, target, []
+        self._deques.append((copy, expr))
+        return copy
+
+    def _dict_copy(self, cls: type, real: Any, label: str, items: dict) -> Any:
+        """A recording copy (squall.frontend.state_views) of dict-like `real`, holding `items`."""
+        copy = RECORDED_DICT_TYPES[cls]()
+        copy.recorder, copy.real, copy.label, copy.whole_read, copy.keys_set, copy.target = self, real, label, False, {}, None
+        for k, v in items.items():
+            cls.__setitem__(copy, k, v)  # (not recorded as the program's writes)
+        return copy
+
+    def _standing_for(self, copy: Any, original: Any) -> Any:
+        """Note that `copy` stands for `original` while tracing: an output or a value set that
+        is the copy is the original."""
+        self._originals[id(copy)] = (copy, original)
+        return copy
+
+    def _read_item(self, recorded: Any, key: Any, value: Any) -> Any:
+        if recorded.target is not None:
+            return value  # an argument's items are in the cache key
+        if type(key) not in _SCALARS:
+            recorded.whole_read = True  # a key the check cannot name: all items are checked
+            return value
+        expr = f"{self.guards.bind(recorded.real, 'd')}[{plain_scalar(key)!r}]"
+        self.guards.watch(expr, dict.__getitem__(recorded.real, key), f"item {plain_scalar(key)!r} of {recorded.label}")
+        return value  # (followed when the copy was made)
+
+    def _read_key(self, recorded: Any, key: Any, found: bool) -> None:
+        if recorded.target is not None:
+            return
+        if type(key) not in _SCALARS:
+            recorded.whole_read = True
+            return
+        self.guards.add(f"({plain_scalar(key)!r} in {self.guards.bind(recorded.real, 'd')}) is {found}", f"key {plain_scalar(key)!r} of {recorded.label}")
+
+    def _recorded(self, value: Any, label: str) -> Any:
+        """`value` (already guarded where it was reached) as the program is to use it: a user
+        function as a copy recording its global reads, a partial of one likewise, a module or
+        object as a view, anything else as it is."""
+        if _user_function(value):
+            return self._recording_function(value)  # a helper's own global reads are seen too
+        if type(value) is functools.partial:
+            return self._recording_partial(value, label)
+        if type(value) is types.MethodType and _user_function(value.__func__) and viewable(value.__self__):
+            # a bound method: its object is read like a module's attributes
+            owner = self.view(value.__self__, f"{type(value.__self__).__name__} object of {label}")
+            return self._standing_for(types.MethodType(self._recording_function(value.__func__), owner), value)
+        if viewable(value):
+            return self.view(value, label)
+        if is_autograd_function(value):
+            # `MyFn.apply(proxy)`: its forward traced, or the whole Function opaque (squall.frontend.autograd_functions)
+            forward = value.forward
+            traced = TracedAutogradFunction(value, self._recording_function(forward) if _user_function(forward) else forward)
+            return self._standing_for(traced, value)
+        if _users_module(value):
+            reads = self._module_reads.get(id(value))
+            if reads is None:
+                reads = self._module_reads[id(value)] = _ModuleReads(value.__name__)
+                types.ModuleType.__getattribute__(reads, "__dict__")["_squall_module"] = (value, self)
+                self._standing_for(reads, value)
+            return reads
+        return value
+
+    def _recording_partial(self, p: functools.partial, label: str) -> functools.partial:
+        """A copy of partial `p` whose function records; its keywords (the one part of a partial
+        that can change in place) are guarded."""
+        held = self.guards.bind(p, "o")
+        self.guards.add(f"len({held}.keywords) == {len(p.keywords)}", f"the keywords of {label}")
+        keywords = {}
+        for k, v in p.keywords.items():
+            self.guards.watch(f"{held}.keywords[{plain_scalar(k)!r}]", v, f"keyword {k!r} of {label}")
+            keywords[k] = self._recorded(v, f"keyword {k!r} of {label}")
+        args = [self._recorded(a, f"argument {i} of {label}") for i, a in enumerate(p.args)]
+        return self._standing_for(functools.partial(self._recorded(p.func, label), *args, **keywords), p)
