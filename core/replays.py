@@ -6,7 +6,7 @@ A transformer's layers call the same ops on the same shapes over and over (four 
 one width per layer, every layer alike): most of a trace's ltorch calls repeat one made before.
 A body is a function of what the key holds (its tensors' shapes, dtypes, devices and
 requires_grad, which of them are the same tensor, every other argument's exact value and type,
-grad mode and the default dtype), so its decomposition is too. A size comparison it made was
+grad mode, the default dtype and device), so its decomposition is too. A size comparison it made was
 decided and recorded as a shape guard of this trace the first time; the same comparison of the
 same sizes decides the same (`squall.symbolic`), so a copy needs no guard of its own. Replays
 live in one trace's context and die with it: another trace has its own size symbols and guards.
@@ -42,7 +42,8 @@ def call_key(sym: Any, args: tuple, kwargs: dict) -> tuple[tuple, list[TensorPro
     proxies in the order the key names them; None where the call cannot be keyed (a run-time
     number, an object squall does not know, no tensor at all: a factory reads global defaults)."""
     proxies: list[TensorProxy] = []
-    parts: list = [sym, torch.is_grad_enabled(), torch.get_default_dtype()]
+    # the global defaults a body may read (factory_device, the default float dtype)
+    parts: list = [sym, torch.is_grad_enabled(), torch.get_default_dtype(), torch.get_default_device()]
     if not _key_into(args, parts, proxies):
         return None
     for name, value in kwargs.items():
