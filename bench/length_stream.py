@@ -31,6 +31,11 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   torch-only warm stream is 0.70-0.76x eager's, so the compiles pay for themselves after
   about 150-200 batches. A quiet machine runs everything about 3x faster; eager's 40 batches
   (about 43 ms quiet) still cost less than three compiles.
+- Replayed decompositions and cheaper state reads (tracespeed2), paired with main in one sitting,
+  load 7-10, CPU time: the three compiles 49-56 ms -> 44-51 ms; one trace of this model
+  (`trace_program` alone, best of 15) 10.4-11.8 -> 9.1-9.4 ms static and
+  13.5-14.3 -> 9.4-9.7 ms with symbolic sizes. Still well above the 10-15 ms the three
+  compiles would have to cost to match eager's total.
 """
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ traced, since squall compiles on a real call.
 """
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -61,6 +62,11 @@ def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
 
 
 def _mul(a: Poly, b: Poly) -> Poly:
+    if len(b) == 1 and b[0][0] == ():  # by a constant (most products of sizes): the same terms, scaled
+        c = b[0][1]
+        return tuple((m, ca * c) for m, ca in a) if c else ()
+    if len(a) == 1 and a[0][0] == ():
+        return _mul(b, a)
     terms: dict = {}
     for ma, ca in a:
         for mb, cb in b:
@@ -122,6 +128,13 @@ def _lower_bound(p: Poly) -> int | None:
 def _upper_bound(p: Poly) -> int | None:
     lb = _lower_bound(tuple((m, -c) for m, c in p))  # -p: its terms in the same order
     return None if lb is None else -lb
+
+
+@functools.lru_cache(maxsize=4096)
+def _decided_between(a: Poly, b: Poly, op: str) -> bool | None:
+    """Whether `a op b` holds for every value of the symbols (None: it depends on them); pure,
+    so remembered (a trace compares the same sizes over and over: every meta checks its shapes)."""
+    return _decided(_add(a, b, -1), op)
 
 
 def _decided(diff: Poly, op: str) -> bool | None:
@@ -375,7 +388,7 @@ class SymInt:
         o = self._operand(other)
         if o is None:
             return _COMPARE[op](int(self), other)
-        decided = _decided(_add(self.poly, o[0], -1), op)
+        decided = _decided_between(self.poly, o[0], op)
         if decided is not None:
             return decided
         holds = _COMPARE[op](self.value, o[1])

@@ -73,7 +73,7 @@ def torchsymbol(*torchfns: Callable, id: str | None = None, tags: Iterable[str] 
 
     def decorate(fn: Callable) -> Symbol:
         sid = id or (qualified_name(torchfns[0]) if torchfns else f"ltorch.{fn.__name__}")
-        return Symbol(sid, fn.__name__, fn, is_prim=False, tags=tuple(tags), torchfns=tuple(torchfns))
+        return Symbol(sid, fn.__name__, fn, is_prim=False, tags=tuple(tags), torchfns=tuple(torchfns), replayable=True)
 
     return decorate
 
