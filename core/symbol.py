@@ -28,6 +28,7 @@ class Tags:
     ELEMENTWISE = "elementwise"
     NUMBER_OPERANDS = "number_operands"  # takes run-time numbers as fill values (squall.ltorch.numbers)
     STOPS_GRADIENT = "stops_gradient"  # detach: its output never carries a gradient back
+    METADATA_OPERANDS = "metadata_operands"  # view_as: reads operands it does not compute with for their metadata only, so they get no gradient
     FUSION_REGION = "fusion_region"  # a fusion executor's region call; its members are its subsymbols
     BARRIER = "barrier"  # every later call runs after it, and no region spans it (a guard)
 
