@@ -36,11 +36,16 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   torch-only warm stream is 0.70-0.76x eager's, so the compiles pay for themselves after
   about 150-200 batches. A quiet machine runs everything about 3x faster; eager's 40 batches
   (about 43 ms quiet) still cost less than three compiles.
+- Replayed decompositions and cheaper state reads (tracespeed2), paired with main in one sitting,
+  load 7-10, CPU time: the three compiles 49-56 ms -> 44-51 ms; one trace of this model
+  (`trace_program` alone, best of 15) 10.4-11.8 -> 9.1-9.4 ms static and
+  13.5-14.3 -> 9.4-9.7 ms with symbolic sizes. Still well above the 10-15 ms the three
+  compiles would have to cost to match eager's total.
 - Upgrades queued once hot, batches of 1 eager until they paid for a compile (stream2), 40
-  batches, best of 7, load 4.4: eager 0.042 s; squall 2 compiles, 0.071 s (1.69x; on main before,
-  load 1.7: 3 compiles, 0.084 s, 2.06x), warm 1.00x (its batches of 1 still eager); upgrade at
-  the 1st call 0.112 s (2.65x); a batch of 1 compiled 3 compiles, 0.074 s (1.76x), warm 0.75x;
-  torch only 2 compiles, 0.083 s. Timed call by call in one process (load 3-5), the 15 batches
+  batches, best of 5, load 2.3: eager 0.041 s; squall 2 compiles, 0.065 s (1.57x; on main before,
+  load 1.7: 3 compiles, 0.084 s, 2.06x), warm 0.89x (its batches of 1 still eager); upgrade at
+  the 1st call 0.091 s (2.21x); a batch of 1 compiled 3 compiles, 0.081 s (1.97x), warm 0.74x;
+  torch only 2 compiles, 0.078 s. Timed call by call in one process (load 3-5), the 15 batches
   of 1 take 0.85 ms each eagerly against 0.42 ms compiled, and the compile they skip 13-15 ms:
   7 ms saved. Each of the 2 compiles left costs 13-15 ms; the first (static, at the first
   batch) is the one a stream wastes: running the first call eagerly and compiling the second
