@@ -164,15 +164,48 @@ def test_automatic_dynamic_makes_a_changed_dimension_symbolic_at_the_recompile()
     assert 'x: "cpu f32[s0, s1, 16]"' in str(squall.last_traces(jf).traced)
 
 
-def test_a_stream_of_random_lengths_and_batch_sizes_compiles_three_times():
-    # static first call; the length changes: length and batch symbolic; a batch of 1: its own
-    # variant (0 and 1 stay specialised); then no compile, whatever the length or batch size
+def test_a_stream_of_random_lengths_and_batch_sizes_compiles_twice_and_runs_its_batches_of_one_eagerly():
+    # static first call; the length changes: length and batch symbolic; a batch of 1 (0 and 1 stay
+    # specialised) runs eagerly until its calls took as long as a compile; then no compile
     jf = squall.jit(_attention_like)
     stream = [(4, 10), (4, 23), (8, 17), (1, 9), (2, 40), (1, 33), (6, 5), (8, 64), (3, 12)]
-    for b, n in stream:
+    for i, (b, n) in enumerate(stream):
         x, y = torch.randn(b, n, 16), torch.randn(b, n, 16)
         assert_close(jf(x, y), _attention_like(x, y))
-    assert _misses(jf) == 3
+        if i == 1:  # as for a model, whose compile takes far longer than a call (a tiny function's may not)
+            jitted_state(jf)._last_compile_cpu_s = 60.0
+    info = jitted_state(jf).cache_info()
+    assert (info.misses, info.eager_before_compile) == (2, 2)
+    assert 'x: "cpu f32[s0, s1, 16]"' in str(squall.last_traces(jf).traced)
+
+
+def test_a_batch_of_one_compiles_once_its_eager_calls_took_as_long_as_a_compile():
+    jf = squall.jit(_attention_like)
+    for b, n in [(4, 10), (4, 23)]:
+        jf(torch.randn(b, n, 16), torch.randn(b, n, 16))
+    state = jitted_state(jf)
+    compile_s = state._last_compile_cpu_s
+    calls = 0
+    while _misses(jf) == 2:
+        calls += 1
+        assert calls < 100_000, "the batch of one never compiled"
+        x, y = torch.randn(1, 5 + calls % 7, 16), torch.randn(1, 5 + calls % 7, 16)
+        assert_close(jf(x, y), _attention_like(x, y))
+    assert state.cache_info().eager_before_compile == calls - 1  # the last call compiled
+    assert 'x: "cpu f32[1, s0, 16]"' in str(squall.last_traces(jf).traced)  # its own variant, length symbolic
+    assert sum(state._eager_spent.values()) == 0  # forgotten once compiled
+    x, y = torch.randn(1, 40, 16), torch.randn(1, 40, 16)
+    assert_close(jf(x, y), _attention_like(x, y))
+    assert _misses(jf) == 3 and compile_s > 0
+
+
+def test_a_function_whose_sizes_never_changed_compiles_a_batch_of_one_at_once():
+    jf = squall.jit(_attention_like)
+    for b in (4, 1):  # the batch changes to 1: not a symbolic entry's variant, so compiled as before
+        x, y = torch.randn(b, 10, 16), torch.randn(b, 10, 16)
+        assert_close(jf(x, y), _attention_like(x, y))
+    info = jitted_state(jf).cache_info()
+    assert (info.misses, info.eager_before_compile) == (2, 0)
 
 
 def test_a_length_that_changes_leaves_a_size_1_batch_and_later_dimensions_constant():
