@@ -10,9 +10,14 @@ so the load on the machine falls on all alike; the table has each contender's be
 its ratio to eager's, then the same stream again on the warm contenders (per-call speed alone).
 
 Contenders:
-- squall: `squall.jit(model)`, automatic dynamic (the default);
-- squall, length only: the same, with a changed length making only that dimension symbolic
-  (the policy before the batch size went with it: one more compile when the batch changes);
+- squall: `squall.jit(model)`, automatic dynamic (the default): a background upgrade is queued
+  once its entry is hot (tiers.HOT_S), and a batch of 1 beside the symbolic entry runs eagerly
+  until its calls took as much CPU time as a compile (squall.runtime.calls);
+- squall, upgrade at 1st call: each entry's upgrade queued after its first call (the policy
+  before HOT_S);
+- squall, batch of 1 compiled: a batch of 1 compiled at its first call (the policy before);
+- squall, length only: a changed length making only that dimension symbolic (the policy before
+  the batch size went with it: one more compile when the batch changes), a batch of 1 compiled;
 - squall, torch only: `executors=["torch"]`, no background fusion compiles beside the stream;
 - torch.compile(dynamic=True) and torch.compile() (Dynamo's automatic dynamic).
 
@@ -31,6 +36,20 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   torch-only warm stream is 0.70-0.76x eager's, so the compiles pay for themselves after
   about 150-200 batches. A quiet machine runs everything about 3x faster; eager's 40 batches
   (about 43 ms quiet) still cost less than three compiles.
+- Replayed decompositions and cheaper state reads (tracespeed2), paired with main in one sitting,
+  load 7-10, CPU time: the three compiles 49-56 ms -> 44-51 ms; one trace of this model
+  (`trace_program` alone, best of 15) 10.4-11.8 -> 9.1-9.4 ms static and
+  13.5-14.3 -> 9.4-9.7 ms with symbolic sizes. Still well above the 10-15 ms the three
+  compiles would have to cost to match eager's total.
+- Upgrades queued once hot, batches of 1 eager until they paid for a compile (stream2), 40
+  batches, best of 5, load 2.3: eager 0.041 s; squall 2 compiles, 0.065 s (1.57x; on main before,
+  load 1.7: 3 compiles, 0.084 s, 2.06x), warm 0.89x (its batches of 1 still eager); upgrade at
+  the 1st call 0.091 s (2.21x); a batch of 1 compiled 3 compiles, 0.081 s (1.97x), warm 0.74x;
+  torch only 2 compiles, 0.078 s. Timed call by call in one process (load 3-5), the 15 batches
+  of 1 take 0.85 ms each eagerly against 0.42 ms compiled, and the compile they skip 13-15 ms:
+  7 ms saved. Each of the 2 compiles left costs 13-15 ms; the first (static, at the first
+  batch) is the one a stream wastes: running the first call eagerly and compiling the second
+  symbolically would save it (measured by hand: 1 compile, 0.083 s against 0.101 s, load 3).
 """
 from __future__ import annotations
 
@@ -45,6 +64,7 @@ from collections.abc import Callable
 import torch
 
 import squall
+from squall.runtime import tiers
 from squall.runtime.jit import jitted_state
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
@@ -85,9 +105,19 @@ def contenders(model: torch.nn.Module, with_torch_compile: bool) -> dict[str, Ca
         fn = squall.jit(model)
         return fn, lambda: squall_compiles(fn)
 
+    def squall_upgrade_at_once():
+        fn = squall.jit(model)
+        return _upgrading_at_once(fn), lambda: squall_compiles(fn)
+
+    def squall_zero_one_at_once():
+        fn = squall.jit(model)
+        jitted_state(fn)._dims.zero_one_eagerly = False
+        return fn, lambda: squall_compiles(fn)
+
     def squall_length_only():
         fn = squall.jit(model)
         jitted_state(fn)._dims.batch_with_length = False
+        jitted_state(fn)._dims.zero_one_eagerly = False
         return fn, lambda: squall_compiles(fn)
 
     def squall_torch_only():
@@ -101,12 +131,28 @@ def contenders(model: torch.nn.Module, with_torch_compile: bool) -> dict[str, Ca
             return fn, lambda: dynamo_compiles() - start
         return build
 
-    found = {"eager": lambda: (model, lambda: 0), "squall": squall_default, "squall, length only": squall_length_only,
+    found = {"eager": lambda: (model, lambda: 0), "squall": squall_default, "squall, upgrade at 1st call": squall_upgrade_at_once,
+             "squall, batch of 1 compiled": squall_zero_one_at_once, "squall, length only": squall_length_only,
              "squall, torch only": squall_torch_only}
     if with_torch_compile:
         found["torch.compile(dynamic=True)"] = compiled(True)
         found["torch.compile()"] = compiled(None)
     return found
+
+
+def _upgrading_at_once(fn: Callable) -> Callable:
+    """`fn`, each new entry's upgrade queued after its first call (the policy before tiers.HOT_S)."""
+
+    def call(**kwargs):
+        known = {id(u) for u in squall.upgrades(fn)}
+        out = fn(**kwargs)
+        for upgrade in squall.upgrades(fn):
+            if id(upgrade) not in known and upgrade.status == "cold":
+                tiers.default_worker().queue_now(upgrade)
+        return out
+
+    call.__wrapped__ = fn
+    return call
 
 
 def run_stream(fn: Callable, stream: list[torch.Tensor]) -> tuple[float, list[torch.Tensor]]:
@@ -143,7 +189,7 @@ def main() -> None:
                 worst[name] = max(float((a - e).abs().max()) for a, e in zip(outs, expected))
                 warm[name].append(run_stream(fn, stream)[0])
                 if name.startswith("squall"):
-                    squall.wait_for_upgrades(fn)  # the next contender's time is its own
+                    squall.wait_for_upgrades(getattr(fn, "__wrapped__", fn))  # the next contender's time is its own
     load = os.getloadavg()
     print(f"length stream: DistilBERT dim {opts.dim}, {opts.batches} batches of batch size 1/4/8 and length 8-128; "
           f"one thread; best of {opts.rounds} rounds; load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")

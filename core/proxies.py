@@ -198,6 +198,19 @@ class TensorProxy(torch.Tensor):
         self.requires_grad = bool(requires_grad)
         return self
 
+    @classmethod
+    def like_recorded(cls, name: str, shape: Any, sizes: Any, dtype: torch.dtype, device: torch.device, requires_grad: bool) -> TensorProxy:
+        """A proxy of metadata another proxy had, already in the forms `__new__` makes (`shape`
+        a torch.Size or a tuple with SymInts, `sizes` its traced values, `device` a
+        torch.device): how a replayed decomposition (squall.replays) makes its many proxies."""
+        self = torch.Tensor._make_wrapper_subclass(cls, sizes, dtype=dtype, device=device)
+        self.name = name
+        self.shape = shape
+        self.dtype = dtype
+        self.device = device
+        self.requires_grad = requires_grad
+        return self
+
     @property
     def __class__(self):
         # `x.__class__ is torch.Tensor` in any code (a library's, a staticmethod's) answers as for

@@ -12,6 +12,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from .proxies import NumberProxy, TensorProxy, current_context, size_leaf
+from .replays import Decomposition, call_key
 
 __all__ = ["Symbol", "BoundSymbol", "Tags", "flat_proxies", "snapshot", "snapshot_call", "DEL"]
 
@@ -27,6 +28,7 @@ class Tags:
     ELEMENTWISE = "elementwise"
     NUMBER_OPERANDS = "number_operands"  # takes run-time numbers as fill values (squall.ltorch.numbers)
     STOPS_GRADIENT = "stops_gradient"  # detach: its output never carries a gradient back
+    METADATA_OPERANDS = "metadata_operands"  # view_as: reads operands it does not compute with for their metadata only, so they get no gradient
     FUSION_REGION = "fusion_region"  # a fusion executor's region call; its members are its subsymbols
     BARRIER = "barrier"  # every later call runs after it, and no region spans it (a guard)
 
@@ -39,7 +41,7 @@ class Symbol:
     as a `BoundSymbol`.
     """
 
-    __slots__ = ("id", "name", "meta", "is_prim", "tags", "torchfns", "__wrapped__", "_binder")
+    __slots__ = ("id", "name", "meta", "is_prim", "tags", "torchfns", "replayable", "__wrapped__", "_binder")
 
     def __init__(
         self,
@@ -50,6 +52,7 @@ class Symbol:
         is_prim: bool,
         tags: tuple[str, ...] = (),
         torchfns: tuple[Callable, ...] = (),
+        replayable: bool = False,
     ):
         self.id = id
         self.name = name
@@ -58,6 +61,9 @@ class Symbol:
         self.tags = frozenset(tags)
         # the torch callables this symbol stands for; the first accepts the symbol's own signature
         self.torchfns = torchfns
+        # a body that is a function of its call's key alone (the torch language's): a later call
+        # with the same key in one trace copies its first call's decomposition (squall.replays)
+        self.replayable = replayable
         self.__wrapped__ = meta
         self._binder: _Binder | None = None
 
@@ -91,17 +97,28 @@ class Symbol:
         # the call as it is now: a list the program changes later (DenseNet appends to the list
         # it concatenates) must not change what this call read
         args, kwargs = snapshot_call(*self.normalize(args, kwargs))
-        ctx.scopes.append([])
-        try:
-            out = self.meta(*args, **kwargs)
-        finally:
-            subsymbols = ctx.scopes.pop()
+        # (a top-level call only: an op inside a replayed one is copied with it)
+        replays = ctx.decompositions if self.replayable and len(ctx.scopes) == 1 else None
+        keyed = call_key(self, args, kwargs) if replays is not None else None
+        recorded = replays.get(keyed[0], _UNSEEN) if keyed is not None else None
+        if recorded is not None and recorded is not _UNSEEN:
+            out, subsymbols = recorded.replay(keyed[1], ctx.new_name)
+        else:
+            effects = ctx.effects() if recorded is _UNSEEN else None
+            ctx.scopes.append([])
+            try:
+                out = self.meta(*args, **kwargs)
+            finally:
+                subsymbols = ctx.scopes.pop()
         grad_enabled = torch.is_grad_enabled()
         if not grad_enabled or Tags.STOPS_GRADIENT in self.tags:
             _mark_requires_grad(out, args, False)
         elif _requires_grad(args) or _requires_grad(kwargs.values()):
             _mark_requires_grad(out, args, True)
         bsym = BoundSymbol(self, args, kwargs, out, tuple(subsymbols), call_keywords=keywords, grad_enabled=grad_enabled)
+        if recorded is _UNSEEN:
+            # held only where the body did nothing but record calls (None: it runs at every call)
+            replays[keyed[0]] = Decomposition.record(keyed[1], out, bsym.subsymbols) if ctx.effects() == effects else None
         if len(ctx.scopes) == 1:
             bsym.source = user_source()
         ctx.scopes[-1].append(bsym)
@@ -109,6 +126,9 @@ class Symbol:
 
     def __repr__(self) -> str:
         return f"<Symbol {self.id}>"
+
+
+_UNSEEN = object()  # a call key no call has had yet
 
 
 def _requires_grad(values) -> bool:

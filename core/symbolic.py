@@ -21,6 +21,7 @@ traced, since squall compiles on a real call.
 """
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -61,6 +62,11 @@ def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
 
 
 def _mul(a: Poly, b: Poly) -> Poly:
+    if len(b) == 1 and b[0][0] == ():  # by a constant (most products of sizes): the same terms, scaled
+        c = b[0][1]
+        return tuple((m, ca * c) for m, ca in a) if c else ()
+    if len(a) == 1 and a[0][0] == ():
+        return _mul(b, a)
     terms: dict = {}
     for ma, ca in a:
         for mb, cb in b:
@@ -122,6 +128,13 @@ def _lower_bound(p: Poly) -> int | None:
 def _upper_bound(p: Poly) -> int | None:
     lb = _lower_bound(tuple((m, -c) for m, c in p))  # -p: its terms in the same order
     return None if lb is None else -lb
+
+
+@functools.lru_cache(maxsize=4096)
+def _decided_between(a: Poly, b: Poly, op: str) -> bool | None:
+    """Whether `a op b` holds for every value of the symbols (None: it depends on them); pure,
+    so remembered (a trace compares the same sizes over and over: every meta checks its shapes)."""
+    return _decided(_add(a, b, -1), op)
 
 
 def _decided(diff: Poly, op: str) -> bool | None:
@@ -227,23 +240,39 @@ class SymInt:
 
     def __add__(self, other):
         o = self._operand(other)
-        return NotImplemented if o is None else self._new(_add(self.poly, o[0]), self.value + o[1])
+        if o is None:
+            return _with_value(operator.add, self, other)
+        return self._new(_add(self.poly, o[0]), self.value + o[1])
 
-    __radd__ = __add__
+    def __radd__(self, other):
+        o = self._operand(other)
+        if o is None:
+            return _with_value(operator.add, other, self)
+        return self._new(_add(self.poly, o[0]), self.value + o[1])
 
     def __sub__(self, other):
         o = self._operand(other)
-        return NotImplemented if o is None else self._new(_add(self.poly, o[0], -1), self.value - o[1])
+        if o is None:
+            return _with_value(operator.sub, self, other)
+        return self._new(_add(self.poly, o[0], -1), self.value - o[1])
 
     def __rsub__(self, other):
         o = self._operand(other)
-        return NotImplemented if o is None else self._new(_add(o[0], self.poly, -1), o[1] - self.value)
+        if o is None:
+            return _with_value(operator.sub, other, self)
+        return self._new(_add(o[0], self.poly, -1), o[1] - self.value)
 
     def __mul__(self, other):
         o = self._operand(other)
-        return NotImplemented if o is None else self._new(_mul(self.poly, o[0]), self.value * o[1])
+        if o is None:
+            return _with_value(operator.mul, self, other)
+        return self._new(_mul(self.poly, o[0]), self.value * o[1])
 
-    __rmul__ = __mul__
+    def __rmul__(self, other):
+        o = self._operand(other)
+        if o is None:
+            return _with_value(operator.mul, other, self)
+        return self._new(_mul(self.poly, o[0]), self.value * o[1])
 
     def __neg__(self):
         return self._new(_mul(self.poly, _constant(-1)), -self.value)
@@ -262,6 +291,9 @@ class SymInt:
             return out
         return int(self) ** other
 
+    def __rpow__(self, other):
+        return _with_value(operator.pow, other, self)
+
     def __floordiv__(self, other):
         o = self._operand(other)
         if o is None:
@@ -270,7 +302,9 @@ class SymInt:
 
     def __rfloordiv__(self, other):
         o = self._operand(other)
-        return NotImplemented if o is None else _divide(o[0], o[1], self.poly, self.value, self.env, "//")
+        if o is None:
+            return _with_value(operator.floordiv, other, self)
+        return _divide(o[0], o[1], self.poly, self.value, self.env, "//")
 
     def __mod__(self, other):
         o = self._operand(other)
@@ -280,7 +314,60 @@ class SymInt:
 
     def __rmod__(self, other):
         o = self._operand(other)
-        return NotImplemented if o is None else _divide(o[0], o[1], self.poly, self.value, self.env, "%")
+        if o is None:
+            return _with_value(operator.mod, other, self)
+        return _divide(o[0], o[1], self.poly, self.value, self.env, "%")
+
+    # shifts by a constant stay sizes (n >> k is n // 2**k, floored as Python floors); the bitwise
+    # operators read the value
+    def __rshift__(self, other):
+        if type(other) is int and other >= 0:
+            return self // (1 << other)
+        return _with_value(operator.rshift, self, other)
+
+    def __lshift__(self, other):
+        if type(other) is int and other >= 0:
+            return self * (1 << other)
+        return _with_value(operator.lshift, self, other)
+
+    def __rrshift__(self, other):
+        return _with_value(operator.rshift, other, self)
+
+    def __rlshift__(self, other):
+        return _with_value(operator.lshift, other, self)
+
+    def __and__(self, other):
+        return _with_value(operator.and_, self, other)
+
+    def __rand__(self, other):
+        return _with_value(operator.and_, other, self)
+
+    def __or__(self, other):
+        return _with_value(operator.or_, self, other)
+
+    def __ror__(self, other):
+        return _with_value(operator.or_, other, self)
+
+    def __xor__(self, other):
+        return _with_value(operator.xor, self, other)
+
+    def __rxor__(self, other):
+        return _with_value(operator.xor, other, self)
+
+    def __invert__(self):
+        return -self - 1
+
+    # an integer rounds, floors, ceils and truncates to itself
+    def __round__(self, ndigits=None):
+        return self if ndigits is None or ndigits >= 0 else round(int(self), ndigits)
+
+    def __trunc__(self):
+        return self
+
+    __floor__ = __ceil__ = __trunc__
+
+    def bit_length(self) -> int:
+        return int(self).bit_length()
 
     def __divmod__(self, other):
         return self // other, self % other
@@ -301,7 +388,7 @@ class SymInt:
         o = self._operand(other)
         if o is None:
             return _COMPARE[op](int(self), other)
-        decided = _decided(_add(self.poly, o[0], -1), op)
+        decided = _decided_between(self.poly, o[0], op)
         if decided is not None:
             return decided
         holds = _COMPARE[op](self.value, o[1])
@@ -334,7 +421,9 @@ class SymInt:
         return self._compare(0, "!=")
 
     def __hash__(self):
-        return hash(self.poly)
+        # equal to an int of its value, so it hashes as that int (`n in {6, 7}`, a dict keyed by
+        # sizes): the lookup decides on the value, so the value is guarded
+        return hash(int(self))
 
     # --- the concrete value: read and guarded ----------------------------------------------------
     def __index__(self) -> int:
@@ -350,7 +439,24 @@ class SymInt:
     def __repr__(self) -> str:
         return source(self)
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        # str(n), f"{n}": the program sees digits, as eager's int gives (a name built from a
+        # size, a key); traces and messages print sizes with repr or `source`
+        return str(int(self))
+
+    def __format__(self, spec: str) -> str:
+        return format(int(self), spec)
+
+
+def _with_value(op: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    """`op(a, b)` where one operand is a SymInt and the other no size (a float, `x.shape[1] * 0.5`):
+    computed with the size's value, read and guarded, so a call at another size recompiles rather
+    than reuse this result. A run-time number (whose class says int or float) or any other type
+    answers NotImplemented, so its own operator computes."""
+    other = b if type(a) is SymInt else a
+    if type(other) not in (float, complex, int, bool):
+        return NotImplemented
+    return op(int(a) if type(a) is SymInt else a, int(b) if type(b) is SymInt else b)
 
 
 def _divide(a: Poly, av: int, b: Poly, bv: int, env: ShapeEnv, op: str) -> int | SymInt:

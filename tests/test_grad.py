@@ -36,8 +36,12 @@ TOLERANCES = {torch.float64: {"rtol": 1e-7, "atol": 1e-7}, torch.float32: {"rtol
 # op name -> why squall's gradient is not compared for it (yet)
 NOT_YET: dict[str, str] = {
     "Tensor.logical_or_": (
-        "x.logical_or_(y) on a float x: eager's result carries no gradient back to x, squall's "
-        "in-place handling passes the cotangent through to x"
+        "x.logical_or_(y) on a float x that requires grad: eager records no node for it, so the "
+        "gradient reaching x's new value passes to its old one unchanged; squall's result carries none"
+    ),
+    "Tensor.lt_": (
+        "x.lt_(y) on a float x that requires grad: eager's result carries zero gradients back to x "
+        "and y, squall's (the comparison converted to x's dtype) carries none, so they get None"
     ),
     "nn.functional.batch_norm_training": (
         "the program returns the updated running statistics: eager updates them without "
@@ -164,10 +168,10 @@ def _grads(fn, sample: SampleInput, mask: list[bool] | None, weights: list[torch
     # a complex output enters through the real part: the loss is real, as autograd.grad needs
     terms = [torch.real((o * w).sum()) for o, w in zip(outputs, weights) if o.requires_grad]
     if not terms:
-        return outputs, weights, [torch.zeros_like(x) for x in leaves]
-    grads = torch.autograd.grad(sum(terms), leaves, allow_unused=True)
-    # an input no gradient reaches has a zero gradient, however each side says it
-    return outputs, weights, [torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads)]
+        return outputs, weights, [None for _ in leaves]
+    # None where no gradient reaches an input: an optimizer skips such a parameter, so where
+    # eager gives zeros squall must too (weight decay and momentum still step)
+    return outputs, weights, list(torch.autograd.grad(sum(terms), leaves, allow_unused=True))
 
 
 def _eager(info: OpInfo, sample: SampleInput):
@@ -234,7 +238,9 @@ def check_gradients(info: OpInfo, config: str, sample: SampleInput, dtype: torch
     tol = info.tolerances.get(dtype)
     tol = {"rtol": tol[0], "atol": tol[1]} if tol and dtype != torch.float64 else TOLERANCES[dtype]
     for i, (a, e) in enumerate(zip(actual, expected)):
-        torch.testing.assert_close(a, e, equal_nan=True, **tol, msg=lambda m: f"{sample}: gradient of input {i}: {m}")
+        assert (a is None) == (e is None), f"{sample}: gradient of input {i} is {'None' if a is None else 'a tensor'}, eager's {'None' if e is None else 'a tensor'}"
+        if e is not None:
+            torch.testing.assert_close(a, e, equal_nan=True, **tol, msg=lambda m: f"{sample}: gradient of input {i}: {m}")
     return "compared"
 
 

@@ -431,7 +431,8 @@ def test_a_module_cache_is_bounded_too():
 
 
 def test_recompiles_caused_by_eviction_say_so():
-    jf = squall.jit(lambda x: x + 1, cache_size=1, recompile_limit=3)
+    # every size keyed by value (a size-1 call beside a symbolic entry would run eagerly, not evict it)
+    jf = squall.jit(lambda x: x + 1, cache_size=1, recompile_limit=3, dynamic=False)
     a, b = torch.ones(1), torch.ones(2)
     with pytest.warns(squall.SquallWarning, match=r"evicted from the full cache \(cache_size=1\)"):
         for _ in range(3):

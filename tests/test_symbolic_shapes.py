@@ -21,11 +21,11 @@ def _misses(jf) -> int:
 def test_size_arithmetic_is_recorded_and_prints_as_python():
     env = ShapeEnv()
     s0, s1 = env.symbol(5, "x", 1), env.symbol(7, "y", 0)
-    assert str(s0 * 2 + s1 - 1) == "(2*s0 + s1 - 1)" and (s0 * 2 + s1 - 1).value == 16
-    assert (s0 * 32) // 8 == s0 * 4 and str((s0 * 32) // 8) == "(4*s0)"
-    assert str((s0 + 3) // 2) == "((s0 + 3) // 2)" and ((s0 + 3) // 2).value == 4
+    assert repr(s0 * 2 + s1 - 1) == "(2*s0 + s1 - 1)" and (s0 * 2 + s1 - 1).value == 16
+    assert (s0 * 32) // 8 == s0 * 4 and repr((s0 * 32) // 8) == "(4*s0)"
+    assert repr((s0 + 3) // 2) == "((s0 + 3) // 2)" and ((s0 + 3) // 2).value == 4
     assert s0 - s0 == 0 and type(s0 - s0) is int  # symbols that cancel give a plain int
-    assert str((s0 * s1 * 8) // (2 * s0 * s1)) == "4"
+    assert repr((s0 * s1 * 8) // (2 * s0 * s1)) == "4"
     assert not env.guards
 
 
@@ -55,7 +55,7 @@ def test_a_concrete_read_of_a_size_is_guarded_and_noted_as_specialised():
 def test_dimensions_of_one_value_share_a_symbol_and_are_checked_equal():
     env = ShapeEnv()
     a, b = env.symbol(5, "x", 1), env.symbol(5, "mask", 1)
-    assert str(a) == str(b) == "s0" and a == b and not env.guards
+    assert repr(a) == repr(b) == "s0" and a == b and not env.guards
     assert env.check_source() == "mask.shape[1] == s0"
 
 
@@ -164,15 +164,48 @@ def test_automatic_dynamic_makes_a_changed_dimension_symbolic_at_the_recompile()
     assert 'x: "cpu f32[s0, s1, 16]"' in str(squall.last_traces(jf).traced)
 
 
-def test_a_stream_of_random_lengths_and_batch_sizes_compiles_three_times():
-    # static first call; the length changes: length and batch symbolic; a batch of 1: its own
-    # variant (0 and 1 stay specialised); then no compile, whatever the length or batch size
+def test_a_stream_of_random_lengths_and_batch_sizes_compiles_twice_and_runs_its_batches_of_one_eagerly():
+    # static first call; the length changes: length and batch symbolic; a batch of 1 (0 and 1 stay
+    # specialised) runs eagerly until its calls took as long as a compile; then no compile
     jf = squall.jit(_attention_like)
     stream = [(4, 10), (4, 23), (8, 17), (1, 9), (2, 40), (1, 33), (6, 5), (8, 64), (3, 12)]
-    for b, n in stream:
+    for i, (b, n) in enumerate(stream):
         x, y = torch.randn(b, n, 16), torch.randn(b, n, 16)
         assert_close(jf(x, y), _attention_like(x, y))
-    assert _misses(jf) == 3
+        if i == 1:  # as for a model, whose compile takes far longer than a call (a tiny function's may not)
+            jitted_state(jf)._last_compile_cpu_s = 60.0
+    info = jitted_state(jf).cache_info()
+    assert (info.misses, info.eager_before_compile) == (2, 2)
+    assert 'x: "cpu f32[s0, s1, 16]"' in str(squall.last_traces(jf).traced)
+
+
+def test_a_batch_of_one_compiles_once_its_eager_calls_took_as_long_as_a_compile():
+    jf = squall.jit(_attention_like)
+    for b, n in [(4, 10), (4, 23)]:
+        jf(torch.randn(b, n, 16), torch.randn(b, n, 16))
+    state = jitted_state(jf)
+    compile_s = state._last_compile_cpu_s
+    calls = 0
+    while _misses(jf) == 2:
+        calls += 1
+        assert calls < 100_000, "the batch of one never compiled"
+        x, y = torch.randn(1, 5 + calls % 7, 16), torch.randn(1, 5 + calls % 7, 16)
+        assert_close(jf(x, y), _attention_like(x, y))
+    assert state.cache_info().eager_before_compile == calls - 1  # the last call compiled
+    assert 'x: "cpu f32[1, s0, 16]"' in str(squall.last_traces(jf).traced)  # its own variant, length symbolic
+    assert sum(state._eager_spent.values()) == 0  # forgotten once compiled
+    x, y = torch.randn(1, 40, 16), torch.randn(1, 40, 16)
+    assert_close(jf(x, y), _attention_like(x, y))
+    assert _misses(jf) == 3 and compile_s > 0
+
+
+def test_a_function_whose_sizes_never_changed_compiles_a_batch_of_one_at_once():
+    jf = squall.jit(_attention_like)
+    for b in (4, 1):  # the batch changes to 1: not a symbolic entry's variant, so compiled as before
+        x, y = torch.randn(b, 10, 16), torch.randn(b, 10, 16)
+        assert_close(jf(x, y), _attention_like(x, y))
+    info = jitted_state(jf).cache_info()
+    assert (info.misses, info.eager_before_compile) == (2, 0)
 
 
 def test_a_length_that_changes_leaves_a_size_1_batch_and_later_dimensions_constant():

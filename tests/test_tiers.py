@@ -79,9 +79,10 @@ def test_first_call_runs_the_torch_plan_and_the_upgrade_swaps_in_the_fused_plan(
     x = torch.randn(16)
     torch.testing.assert_close(fn(x), program(x))  # returns while the fuser's compilation waits
     (upgrade,) = squall.upgrades(fn)
-    assert upgrade.status == "pending" and not squall.last_traces(fn).plan.regions
+    assert upgrade.status == "cold" and not squall.last_traces(fn).plan.regions  # called once: not queued (test_tiers_hot.py)
     assert "slowfuse" not in squall.last_traces(fn).source
-    assert not squall.wait_for_upgrades(fn, timeout=0.05)  # still waiting at the gate
+    assert not squall.wait_for_upgrades(fn, timeout=0.05)  # queued by the wait, and waiting at the gate
+    assert upgrade.status == "pending"
     fuser.gate.set()
     assert squall.wait_for_upgrades(fn, timeout=30)
     assert upgrade.status == "upgraded", upgrade
@@ -374,6 +375,7 @@ def test_at_exit_a_running_upgrade_starts_no_more_region_compiles(tmp_path):
         import atexit
         upgrading = lambda: any(t.name == "squall-upgrades" and t.is_alive() for t in threading.enumerate())
         atexit.register(lambda: print("compiled", len(compiled), "upgrading", upgrading()))  # after squall's close
+        squall.runtime.tiers.HOT_S = 0.0  # queued after its first call (tiers.HOT_S)
         fn = squall.jit(lambda x: torch.exp(torch.exp(x) @ x) * 2.0 + x, executors=[Slow(), make_executor()])
         fn(torch.randn(4, 4))
         started.wait(10)
@@ -531,6 +533,7 @@ def test_the_first_offer_that_wins_runs_while_the_later_ones_compile_and_a_faste
     fn = squall.jit(program, executors=[fuser, make_executor()])
     x = torch.randn(16)
     torch.testing.assert_close(fn(x), program(x))
+    assert not squall.wait_for_upgrades(fn, timeout=0)  # queued now, not once hot: still compiling
     (upgrade,) = squall.upgrades(fn)
     deadline = time.monotonic() + 30
     while upgrade.fused_after is None and time.monotonic() < deadline:

@@ -26,13 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 
 from .. import prims
 from ..frontend.state_views import UnreplayableWrite
 from ..market.executor import GradRule
-from ..proxies import TensorProxy, tracing
+from ..proxies import TensorProxy, symbol_reads, tracing
 from ..symbol import BoundSymbol, Symbol, Tags, flat_proxies
+from ..symbolic import SymInt, lone_symbol, symbols_of
 from ..trace import Trace
 from .passes import remove_dead_code
 
@@ -209,6 +210,9 @@ class _Differentiator:
         self.forward: list[BoundSymbol] = []
         self.tape: list[_TapeEntry] = []
         self.rules_used: list[str] = []
+        # inputs an ltorch op's rule gave None though a gradient reached the op (the 0-norm's
+        # input): eager's None, which must stay None where nothing else reaches them
+        self.declared_none: set[str] = set()
 
     def visit(self, bsym: BoundSymbol, rule: GradRule | None = None, top: BoundSymbol | None = None) -> None:
         """Record `bsym` into the forward and, where a gradient flows through it, onto the tape.
@@ -312,7 +316,21 @@ class _Differentiator:
         grads = inner.backward(cotangent_of)
         # a tensor passed twice (x * x) has its whole gradient in grads: given once, not per place
         first = {p.name: i for i, p in reversed(list(enumerate(inputs)))}
-        return tuple(grads.get(p.name) if p.name in needs_grad and first[p.name] == i else None for i, p in enumerate(inputs))
+        # eager's autograd node for the op gives each of its inputs a gradient, zeros where none
+        # flows (cdist with p=0 only compares them, addr with beta=0 never reads its input); an
+        # operand read for its metadata only (view_as's `other`) is no input of that node
+        metadata_only = Tags.METADATA_OPERANDS in bsym.sym.tags
+        read = {q.name for piece in pieces for q in piece.input_proxies()}
+        result = []
+        for i, p in enumerate(inputs):
+            g = None
+            if p.name in needs_grad and first[p.name] == i:
+                g = grads.get(p.name)
+                reached = p.name in read or not metadata_only
+                if g is None and is_differentiable(p) and reached and p.name not in inner.declared_none:
+                    g = _zeros_like(p)
+            result.append(g)
+        return tuple(result)
 
     def _record_forward(self, bsym: BoundSymbol, rule: GradRule) -> tuple[Any, tuple]:
         ctx = self.trace.context
@@ -359,8 +377,17 @@ class _Differentiator:
                     f"squall: the grad rule for {entry.bsym.sym.id} returned {len(result)} gradients for {len(inputs)} inputs"
                 )
             for p, g in zip(inputs, result):
-                if p.name in self.needs_grad:
-                    _accumulate(grads, p, g)
+                if p.name not in self.needs_grad:
+                    continue
+                if g is None and not entry.bsym.sym.is_prim:
+                    self.declared_none.add(p.name)
+                elif g is None and is_differentiable(p):
+                    if p.name in grads:
+                        continue  # zeros added to a gradient change nothing
+                    # a flat prim (floor division, copysign's sign operand): eager's autograd gives
+                    # zeros, not None, and an optimizer steps a parameter with a zero gradient
+                    g = _zeros_like(p)
+                _accumulate(grads, p, g)
         return grads
 
 
@@ -414,6 +441,46 @@ def _refuse_overwritten_saved_leaves(forward: list[BoundSymbol], saved: list[Ten
         )
 
 
+def _symbols_in_calls(recorded: list[BoundSymbol]) -> set[str]:
+    """The size symbols the calls compute with (a gradient's shape given to `full` or `expand`)."""
+    found: set[str] = set()
+    for top in recorded:
+        for b in top.walk():
+            for x in tree_flatten((b.args, b.kwargs))[0]:
+                if type(x) is SymInt:
+                    found |= symbols_of(x)
+    return found
+
+
+def _size_carrier(d: _Differentiator, recorded: list[BoundSymbol], backward_inputs: list) -> TensorProxy | None:
+    """A tensor the forward saves only for its shape, where the backward computes with size symbols
+    none of its inputs has as a dimension (`(a * 2).sum()` with `a`'s sizes symbolic: the backward
+    expands a scalar cotangent to `(s0, s1)`, and its generated code reads sizes from its inputs).
+    One element, expanded: it costs no memory."""
+    missing = _symbols_in_calls(recorded) - set(symbol_reads(backward_inputs))
+    if not missing:
+        return None
+    sizes: dict[str, Any] = {}
+    for p in [*d.trace.inputs, *(q for b in d.forward for q in b.output_proxies())]:
+        if isinstance(p, TensorProxy):
+            for n in p.shape:
+                name = lone_symbol(n)
+                if name in missing:
+                    sizes.setdefault(name, n)
+    if set(sizes) != missing:
+        return None  # the backward's code generation names what it cannot read
+    anchor = next(p for p in d.trace.inputs if isinstance(p, TensorProxy))
+    shape = tuple(sizes[name] for name in sorted(sizes))
+    ctx = d.trace.context
+    with tracing(ctx):
+        ctx.scopes.append([])
+        try:
+            carrier = prims.broadcast_in_dim(prims.full((), False, device=anchor.device, dtype=torch.bool), shape, ())
+        finally:
+            d.forward.extend(ctx.scopes.pop())
+    return carrier
+
+
 def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, GradRule] | None = None) -> Differentiated:
     """Split `trace` into a forward trace that saves what the backward reads, and the backward.
 
@@ -432,6 +499,9 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
     # what the backward reads of the forward is what the forward saves
     saved_list = list(_forward_values_read(recorded, cotangents, grad_outputs).values())
     _refuse_overwritten_saved_leaves(d.forward, saved_list)
+    carrier = _size_carrier(d, recorded, saved_list + list(cotangents.values()))
+    if carrier is not None:
+        saved_list.append(carrier)
     forward = Trace.from_trace(
         trace,
         bsyms=d.forward,

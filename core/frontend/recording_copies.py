@@ -37,6 +37,21 @@ from .state_views import (
 __all__ = ["RecordingCopies"]
 
 
+class _RecordingGlobals(dict):
+    """A recorded function's globals: a copy of its module's, whose reads its recorder sees
+    (one class for all: a class made per function cost more than the function's trace)."""
+
+    __slots__ = ("recorder", "real", "fn")
+
+    def __getitem__(self, name):
+        if name == "type" and not dict.__contains__(self, name):
+            # the builtin, for an object read through a view or copy answering with the
+            # object's own class, as eager's `type(obj)` does
+            return traced_type
+        value = dict.__getitem__(self, name)
+        return self.recorder._read_global(self.real, name, value, self.fn)
+
+
 class RecordingCopies:
     """How `StateRecorder` follows what it reaches (its base; it calls the recorder's `guards`,
     `view`, `_read_global`, `_reached`, and its tables of copies made)."""
@@ -44,20 +59,9 @@ class RecordingCopies:
     def _recording_function(self, fn: types.FunctionType) -> types.FunctionType:
         copy = self._functions.get(id(fn))
         if copy is None:
-            recorder, real = self, fn.__globals__
-
-            class RecordingGlobals(dict):
-                __slots__ = ()
-
-                def __getitem__(self, name):
-                    if name == "type" and not dict.__contains__(self, name):
-                        # the builtin, for an object read through a view or copy answering
-                        # with the object's own class, as eager's `type(obj)` does
-                        return traced_type
-                    value = dict.__getitem__(self, name)
-                    return recorder._read_global(real, name, value, fn)
-
-            watched = RecordingGlobals(real)
+            real = fn.__globals__
+            watched = _RecordingGlobals(real)
+            watched.recorder, watched.real, watched.fn = self, real, fn
             # a module, object or function in a closure cell is read through a view or recording
             # copy, in a cell of the copy's own (filled once the copy is known: it may be itself;
             # a nonlocal assignment to such a cell is refused at finish)

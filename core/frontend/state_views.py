@@ -47,6 +47,7 @@ _HOOK_DICTS = frozenset(
 )
 # nn.Module's own bookkeeping: never rebound after __init__; `training` is in the cache key
 _MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) - _HOOK_DICTS - {"_modules", "_parameters", "_buffers"}
+_MODULE_GETATTR = torch.nn.Module.__getattr__
 
 
 class UnreplayableWrite(RuntimeError):
@@ -248,6 +249,16 @@ def _view_getattribute(self, name: str):
         if value is _MISSING:
             raise AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
         return value
+    if (owner is None and info.dict is not None and name not in info.dict and getattr(cls, "__getattr__", None) is _MODULE_GETATTR
+            and cls.__getattribute__ is object.__getattribute__):
+        # a module's parameter, buffer or submodule (`self.weight`, `self.q_lin`), as nn.Module's
+        # own __getattr__ finds it once the instance and its class have not: read here, without
+        # the failed lookup, that __getattr__'s Python and its reads of `__dict__` through the view
+        d = info.dict
+        for store in ("_parameters", "_buffers", "_modules"):
+            held = d.get(store)
+            if held is not None and name in held:
+                return info.recorder._read_slot(info, name, held[name])
     if type(raw) is property and _user_function(raw.fget) and cls.__getattribute__ is object.__getattribute__:
         # a property's getter runs as a recording copy, as a method does: its own `type(self.t)`
         # and global reads are the program's (object.__getattribute__ would call it as it is)

@@ -7,6 +7,7 @@ functionalization of in-place ops and views needs (see `squall.ltorch.base`).
 """
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import keyword
@@ -71,6 +72,18 @@ class TracingContext:
         self.number_sources: dict[str, frozenset[str]] = {}
         # the size symbols of the inputs' symbolic dimensions, and the shape guards (squall.symbolic)
         self.shapes = ShapeEnv()
+        # a torch-language call's key -> the decomposition its first call recorded, copied for a
+        # later call with that key (squall.replays); None: every call runs its body
+        self.decompositions: dict[tuple, Any] | None = {}
+        self.rebinds = 0
+
+    def effects(self) -> tuple:
+        """What a call may change in this context besides recording calls: where it differs after
+        an op's body from before, the body did more (squall.replays), and is not replayed."""
+        return (
+            len(self.constants), len(self.number_roots), len(self.mutated_inputs), len(self.inputs), len(self.gradient_passes),
+            len(self.substitutes), len(self.shapes.symbols), len(self.views.root), len(self.views.stale), self.rebinds,
+        )
 
     def number_op(self, op: str, operands: tuple) -> NumberProxy:
         """Arithmetic or a comparison on a NumberProxy, recorded (squall.ltorch.numbers)."""
@@ -100,6 +113,7 @@ class TracingContext:
         keep seeing the old value under its old name, and a tensor the caller passed in
         (or a captured constant) gets its final value written back when the program ends.
         """
+        self.rebinds += 1
         old = TensorProxy(handle.name, like=handle)
         mapping = {id(handle): old}
         for scope in self.scopes:
@@ -220,6 +234,9 @@ def argument_names(fn: Callable, nargs: int) -> list[str]:
 # --- tracing ----------------------------------------------------------------------------------
 
 
+_NEVER_TENSORS = frozenset({bool, int, float, str, type(None), dict, set, list, tuple, collections.OrderedDict})
+
+
 def module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[str]]:
     """One (owner dict, key) slot and one dotted name per distinct parameter, buffer or tensor
     attribute: a plain tensor attribute (`self.mask = ...`) is an input like a buffer, read at
@@ -230,7 +247,8 @@ def module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[
     for prefix, sub in module.named_modules(remove_duplicate=False):
         for store in (sub._parameters, sub._buffers, sub.__dict__):
             for key, value in store.items():
-                if not real_tensor(value) or id(value) in seen:
+                # (a module's __dict__ is mostly its bookkeeping: told apart by type, without a call)
+                if type(value) in _NEVER_TENSORS or not real_tensor(value) or id(value) in seen:
                     continue
                 seen.add(id(value))
                 slots.append((store, key))
@@ -369,6 +387,7 @@ def trace_program(
             if itself:
                 result = tree_map(lambda x: itself.get(id(x), x) if type(x) is TensorProxy else x, result, is_leaf=size_leaf)
     ctx.speculation = None  # the trace keeps its context: it must not keep this call's tensors
+    ctx.decompositions = None  # replays are this trace's alone (its size symbols and guards)
     bindings = [InputBinding(p, path) for p, path in zip(ctx.inputs, paths)]
     traced = module if module is not None else fn
     what = getattr(traced, "__qualname__", None) or type(traced).__qualname__

@@ -19,6 +19,7 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from ..proxies import TensorProxy, current_context, real_tensor
 from ..symbol import Symbol, Tags, snapshot_call
+from ..symbolic import SymInt, guarded_int
 from . import numbers
 from .eager_identity import may_return_an_input, returned_inputs
 from .functionalization import opaque_writes
@@ -31,6 +32,28 @@ __all__ = [
     "DataDependentError",
     "SquallWarning",
 ]
+
+
+
+# Python's number types where torch takes a dtype (`torch.ones(3, dtype=bool)`, `x.to(float)`)
+_PYTHON_DTYPES: dict[type, torch.dtype] = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
+
+
+def _python_types_as_dtypes(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The call with Python's number types given as the dtypes torch reads them as; the call itself
+    where there is none (the usual case: two scans, nothing copied)."""
+    for a in args:  # a plain loop: this runs for every traced call
+        if type(a) is type:
+            break
+    else:
+        for v in kwargs.values():
+            if type(v) is type:
+                break
+        else:
+            return args, kwargs
+    args = tuple(_PYTHON_DTYPES.get(a, a) if type(a) is type else a for a in args)
+    kwargs = {k: _PYTHON_DTYPES.get(v, v) if type(v) is type else v for k, v in kwargs.items()}
+    return args, kwargs
 
 
 class SquallWarning(UserWarning):
@@ -50,7 +73,7 @@ def torchsymbol(*torchfns: Callable, id: str | None = None, tags: Iterable[str] 
 
     def decorate(fn: Callable) -> Symbol:
         sid = id or (qualified_name(torchfns[0]) if torchfns else f"ltorch.{fn.__name__}")
-        return Symbol(sid, fn.__name__, fn, is_prim=False, tags=tuple(tags), torchfns=tuple(torchfns))
+        return Symbol(sid, fn.__name__, fn, is_prim=False, tags=tuple(tags), torchfns=tuple(torchfns), replayable=True)
 
     return decorate
 
@@ -163,6 +186,7 @@ class TorchLanguage:
         # a list the program reached through its state (a recording copy, squall.frontend.state_views) is
         # read here as the plain list it holds now, so the scan below finds the tensors in it
         args, kwargs = snapshot_call(args, kwargs)
+        args, kwargs = _python_types_as_dtypes(args, kwargs)
         has_proxy, has_tensor = _scan(args, False, False)
         if kwargs:
             has_proxy, has_tensor = _scan(kwargs.values(), has_proxy, has_tensor)
@@ -285,6 +309,8 @@ class TorchLanguage:
                 return torch.empty(x.shape, dtype=x.dtype, device="meta")
             if real_tensor(x):
                 return x.to("meta")
+            if type(x) is SymInt:  # a size as a number argument (fill_(x.shape[1])): torch takes ints only
+                return guarded_int(x)
             return x
 
         metas: list[tuple[TensorProxy, torch.Tensor, int]] = []

@@ -105,7 +105,8 @@ def _if_changed(plan):
 
 def _conversion(name: str, fn, plan, torchfn) -> tuple[Symbol, TorchForm]:
     """The op that converts (recorded when it changes something) and the form torch calls reach."""
-    op = Symbol(qualified_name(torchfn), name, fn, is_prim=False, tags=(Tags.ELEMENTWISE,), torchfns=(torchfn,))
+    # a tensor operand other than self (type_as, to(other)) lends its dtype and device only
+    op = Symbol(qualified_name(torchfn), name, fn, is_prim=False, tags=(Tags.ELEMENTWISE, Tags.METADATA_OPERANDS), torchfns=(torchfn,))
     return op, TorchForm(op, torchfn, before=_if_changed(plan))
 
 

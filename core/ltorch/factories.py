@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 import torch
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map
 
 from .. import prims
 from .base import torchsymbol
@@ -19,7 +19,7 @@ from .helpers import cast_number, check, is_number, is_tensor, number_dtype, on_
 from ..proxies import TensorProxy, current_context
 from ..symbol import Tags
 from ..prims.base import is_size
-from ..symbolic import SymInt
+from ..symbolic import SymInt, guarded_int
 
 __all__ = [
     "zeros", "ones", "empty", "full", "scalar_tensor", "zeros_like", "ones_like", "empty_like",
@@ -128,6 +128,10 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=False, 
 # --- *_like and new_* ---------------------------------------------------------------------
 
 
+# a tensor made from another's metadata carries no gradient back to it (eager: requires_grad False)
+_NO_GRADIENT = (Tags.STOPS_GRADIENT,)
+
+
 def _like_factory(name: str, value, *torchfns):
     def op(input, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False, memory_format=None):
         check(is_tensor(input), lambda: f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
@@ -138,7 +142,7 @@ def _like_factory(name: str, value, *torchfns):
 
     op.__name__ = name
     op.__doc__ = f"torch.{name}: a tensor shaped like the input, full of {value}."
-    return torchsymbol(*torchfns)(op)
+    return torchsymbol(*torchfns, tags=_NO_GRADIENT)(op)
 
 
 zeros_like = _like_factory("zeros_like", 0, torch.zeros_like)
@@ -146,7 +150,7 @@ ones_like = _like_factory("ones_like", 1, torch.ones_like)
 empty_like = _like_factory("empty_like", 0, torch.empty_like)
 
 
-@torchsymbol(torch.full_like, tags=(Tags.NUMBER_OPERANDS,))
+@torchsymbol(torch.full_like, tags=(Tags.NUMBER_OPERANDS, *_NO_GRADIENT))
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False, memory_format=None):
     """A tensor shaped like `input` full of `fill_value`, of input's dtype unless dtype= is given."""
     check(is_tensor(input), lambda: f"full_like(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
@@ -166,7 +170,7 @@ def _new_factory(name: str, value, *torchfns):
 
     op.__name__ = name
     op.__doc__ = f"Tensor.{name}: a tensor of the given size full of {value}, of self's dtype and device by default."
-    return torchsymbol(*torchfns)(op)
+    return torchsymbol(*torchfns, tags=_NO_GRADIENT)(op)
 
 
 new_zeros = _new_factory("new_zeros", 0, torch.Tensor.new_zeros)
@@ -174,7 +178,7 @@ new_ones = _new_factory("new_ones", 1, torch.Tensor.new_ones)
 new_empty = _new_factory("new_empty", 0, torch.Tensor.new_empty)
 
 
-@torchsymbol(torch.Tensor.new_full)
+@torchsymbol(torch.Tensor.new_full, tags=_NO_GRADIENT)
 def new_full(self, size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
     """A tensor of `size` full of `fill_value`, of self's dtype and device by default."""
     check_factory_kwargs("new_full", layout=layout, pin_memory=pin_memory)
@@ -194,6 +198,9 @@ def _constant_from_data(name: str, data, *, dtype, device) -> TensorProxy:
             f"squall: {name}() was given data containing traced tensors; its values are not known "
             "while tracing. Use torch.stack / torch.cat (or .to(dtype)) to build a tensor from tensors."
         )
+    # a symbolic size in the data (torch.tensor(x.shape)) becomes its value, guarded: a call at
+    # another size recompiles rather than reuse this constant
+    data = tree_map(guarded_int, data)
     with torch._C.DisableTorchFunction():
         t = torch.tensor(data, dtype=dtype, device=device)
     return current_context().constant(t)
@@ -267,6 +274,7 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     check_factory_kwargs("linspace", layout=layout, out=out, pin_memory=pin_memory)
     _scalar_arg("linspace", "start", start)
     _scalar_arg("linspace", "end", end)
+    steps = guarded_int(steps)  # the values depend on it, not only the shape: read and guarded
     check(isinstance(steps, int) and not isinstance(steps, bool), lambda: f"linspace(): argument 'steps' must be int, not {type(steps).__name__}", TypeError)
     check(steps >= 0, lambda: "number of steps must be non-negative", RuntimeError)
     dtype = torch.get_default_dtype() if dtype is None else dtype

@@ -12,11 +12,13 @@ from .factories import arange, full, zeros
 from .helpers import check, is_tensor, to_dtype, torch_type_name
 from .reductions import amax, amin, sum
 from .shape import reshape, unsqueeze
+from ..symbol import Tags
 
 __all__ = ["histc"]
 
 
-@torchsymbol(torch.histc, torch.Tensor.histc)
+# counts carry no gradient (eager: histc is not differentiable, its result never requires grad)
+@torchsymbol(torch.histc, torch.Tensor.histc, tags=(Tags.STOPS_GRADIENT,))
 def histc(input, bins=100, min=0, max=0, *, out=None):
     """Counts of `input`'s values in `bins` equal bins over [min, max]; values outside are not counted.
 

@@ -10,7 +10,7 @@ from .base import torchsymbol
 from .helpers import check, computation_dtype, is_tensor, to_dtype
 from .windows import avg_window_counts, batched, sizes_text, unbatch, windows
 from ..proxies import TensorProxy
-from ..symbolic import guarded_int
+from ..symbolic import guarded_int, same_shape
 
 __all__ = [
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
@@ -296,7 +296,8 @@ def _avg_divisor(x: TensorProxy, kernel, stride, padding, sizes, count_include_p
     per_dim = []
     for L, k, s, p, out in zip(x.shape[2:], kernel, stride, padding, sizes):
         per_dim.append(avg_window_counts(L, out, k, s, p, count_include_pad))
-    if all(len(set(c)) == 1 for c in per_dim):
+    # counts may be symbolic: compared as expressions, never hashed (hashing reads a size's value)
+    if all(same_shape(c, (c[0],) * len(c)) for c in per_dim):
         return math.prod(c[0] for c in per_dim)
     divisor = None
     for i, counts in enumerate(per_dim):

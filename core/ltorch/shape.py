@@ -21,6 +21,7 @@ __all__ = [
 ]
 
 _SHAPE = (Tags.SHAPE_ONLY,)
+_SHAPE_OF_OTHER = (Tags.SHAPE_ONLY, Tags.METADATA_OPERANDS)  # `other` lends its shape only
 
 
 # --- argument forms ---------------------------------------------------------------------
@@ -95,12 +96,12 @@ def reshape(input, *sizes, shape=None):
     return _reshape(input, _sizes("reshape", sizes, shape))
 
 
-@torchsymbol(torch.Tensor.view_as, tags=_SHAPE)
+@torchsymbol(torch.Tensor.view_as, tags=_SHAPE_OF_OTHER)
 def view_as(a, other):
     return _reshape(a, other.shape)
 
 
-@torchsymbol(torch.Tensor.reshape_as, tags=_SHAPE)
+@torchsymbol(torch.Tensor.reshape_as, tags=_SHAPE_OF_OTHER)
 def reshape_as(a, other):
     return _reshape(a, other.shape)
 
@@ -287,7 +288,7 @@ def expand(a, *sizes, size=None, implicit=False):
     return _expand(a, _sizes("expand", sizes, size))
 
 
-@torchsymbol(torch.Tensor.expand_as, tags=_SHAPE)
+@torchsymbol(torch.Tensor.expand_as, tags=_SHAPE_OF_OTHER)
 def expand_as(a, other):
     return _expand(a, other.shape)
 

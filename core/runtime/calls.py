@@ -35,7 +35,7 @@ from ..symbol import user_stacklevel
 from . import tiers
 from .aliasing import AliasPattern, alias_pattern, describe_path, input_tensors, same_as_paths
 from .cache import EntryCache
-from .dynamic_dims import DynamicDims, has_shape_guards, specialised_dims
+from .dynamic_dims import DynamicDims, has_shape_guards, specialised_dims, zero_one_variant
 from .entry import CacheEntry, CompiledEntry, entry_guards
 from .entry_point import DynamicNumbers, ParameterKey, key_parts, training_reader
 from .exclusions import excluding, ops_to_exclude
@@ -85,6 +85,11 @@ class Runtime:
         self._dims = DynamicDims(dynamic)  # the tensor dimensions traced as symbolic sizes (squall.runtime.dynamic_dims)
         self._eager_keys: dict[Any, str] = {}  # key -> why its calls run eagerly (an unreplayable write)
         self._set_up_eagerly: set[Any] = set()  # keys whose one-time setup eager made (EagerFirst)
+        # the CPU time the last compile of a new signature took, and the CPU time each new 0/1 variant's
+        # eager calls took while it waited for its compile (_waits_for_compile): CPU time, which the
+        # machine's load does not inflate for one more than the other
+        self._last_compile_cpu_s: float | None = None
+        self._eager_spent: dict[Any, float] = {}
         self.split: Split | None = None  # the module's eager frame with compiled children, once it splits
         # around calls that write module state (a module's buffers are updated as one step, as in eager)
         self._state_lock = threading.Lock()
@@ -133,6 +138,7 @@ class Runtime:
             check_plain_parameters(self._slot_paths, params)
         with self.cache.lock:
             exact, key = key, self._numbers.key_for(key, args, kwargs)  # a number that changed: dynamic (squall.runtime.entry_point)
+            dims = dict(self._dims.dims)
             key = self._dims.key_for(key, args, kwargs, self._numbers.paths)  # a size that changed: symbolic (squall.runtime.dynamic_dims)
             cached = self.cache.slots.get(key)
             if cached is not None:  # another thread compiled this signature while we waited
@@ -147,13 +153,15 @@ class Runtime:
                 if self._guards(variant.compilation).holds(call_args, kwargs):
                     record.set_aside.pop(i)  # its state is back: cached again, not compiled
                     return self.cache.insert(key, variant, self._runner_for).slot[0]
+            if record is None and dims == self._dims.dims and self._waits_for_compile(key):
+                return self._eager_until_paid(key)  # a new 0/1 variant of a symbolic entry, until it paid for a compile
             # a tensor an argument object holds (a KV cache) whose sizes changed since an entry read
             # it: those dimensions symbolic in this compile (squall.runtime.dynamic_dims)
             for held in self.cache.entries.values():
                 for compiled in (held.compiled, *held.set_aside):
                     if compiled is not None:
                         self._dims.note_state(compiled.compilation, args, kwargs)
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.thread_time()
             self.stats.misses += 1
             self._note_changes(args, kwargs)
             executors = self._priority(key)
@@ -184,6 +192,8 @@ class Runtime:
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             record = self.cache.insert(key, entry, self._runner_for)
             self.last_entry = entry
+            self._last_compile_cpu_s = time.thread_time() - start_cpu
+            self._eager_spent.pop(key, None)
             guards = self._guards(compilation)
             if guards.eager:
                 guards.warn_eager("the module's forward (each submodule it calls compiled)" if self.module is not None else "the function")
@@ -197,13 +207,53 @@ class Runtime:
             return runner
 
         def first_call_then_upgrade(*args, **kwargs):
-            # queued once the first call is done, so the worker does not compete with it
+            # watched once the first call is done: queued when the entry is hot (tiers.HOT_S)
+            start = time.perf_counter()
             try:
                 return runner(*args, **kwargs)
             finally:
-                tiers.default_worker().submit(upgrade)
+                tiers.default_worker().watch(upgrade, _heat(record, entry, start, time.perf_counter() - start))
 
         return first_call_then_upgrade
+
+    def _waits_for_compile(self, key: Any) -> bool:
+        """Whether this call of a new signature runs eagerly instead of compiling: the signature
+        is a 0/1 variant of a cached entry whose sizes became symbolic as they changed from call to
+        call (a batch of 1 in a stream of batch sizes; 0 and 1 stay keyed apart), and its eager
+        calls have not yet taken as much CPU time as the function's last compile. As a ski rental: a stream
+        that sends few such calls never pays for their compile, and one that sends many pays at most
+        twice what compiling at once would have cost (bench/length_stream.py)."""
+        if not (self._dims.sizes_vary and self._dims.zero_one_eagerly) or self._last_compile_cpu_s is None:
+            return False
+        if self._eager_spent.get(key, 0.0) >= self._last_compile_cpu_s:
+            return False
+        return zero_one_variant(key, self.cache.slots)
+
+    def _eager_until_paid(self, key: Any) -> Callable:
+        """The runner of a signature that waits for its compile (`_waits_for_compile`): it calls the
+        program eagerly (a module: its forward) and adds the CPU time that took to what `key` has
+        spent. It is cached under `key` like a compiled entry's, so the calls that wait take the
+        hot path, not a miss's (reading the module's layout, the key's dimensions: 0.4 ms on
+        DistilBERT); once `key` has spent a compile's worth, it leaves the cache, and the next call
+        compiles."""
+        eager = self._eager_once()
+        slot = [None, 0]
+
+        def run_eagerly(*args, **kwargs):
+            self.stats.eager_before_compile += 1
+            start = time.thread_time()
+            try:
+                return eager(*args, **kwargs)
+            finally:
+                spent = self._eager_spent[key] = self._eager_spent.get(key, 0.0) + time.thread_time() - start
+                if spent >= self._last_compile_cpu_s:
+                    with self.cache.lock:
+                        if self.cache.slots.get(key) is slot:
+                            self.cache.uncache(key)
+
+        slot[0] = run_eagerly
+        self.cache.entry(key).slot = self.cache.slots[key] = slot
+        return run_eagerly
 
     def _eager_runner(self, reason: str) -> Callable:
         """A runner that calls the program eagerly (a module: its forward, each submodule it
@@ -672,6 +722,22 @@ class Runtime:
                 SquallWarning,
                 stacklevel=4,
             )
+
+
+def _heat(record: CacheEntry, entry: CompiledEntry, started: float, first_call_s: float) -> Callable[[], float | None]:
+    """How long the calls of `entry` have taken so far, estimated without timing them (the cached
+    path only bumps its slot's hit counter): its first call's time (which `started`) for each call,
+    but never more than the time since that call started (a first call slower than the later
+    ones, as a model's often is, would make two calls hot); None once the record runs another
+    program (evicted, set aside, replanned) or split."""
+
+    def heat() -> float | None:
+        slot = record.slot
+        if record.compiled is not entry or record.split or slot is None:
+            return None
+        return min((1 + slot[1]) * first_call_s, time.perf_counter() - started)
+
+    return heat
 
 
 def _writes_held(compilation: Compilation) -> bool:

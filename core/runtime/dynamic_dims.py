@@ -36,9 +36,9 @@ from ..frontend.state_views import by_structure
 from ..frontend.tracing import ALL_DIMS, state_dims_path
 from ..symbolic import concrete_shape
 from ..trace import route_value
-from .entry_point import argument_leaves, dynamic_key
+from .entry_point import DYNAMIC, argument_leaves, dynamic_key
 
-__all__ = ["DynamicDims", "tensor_paths", "has_shape_guards", "specialised_dims", "holds_state"]
+__all__ = ["DynamicDims", "tensor_paths", "has_shape_guards", "specialised_dims", "holds_state", "zero_one_variant"]
 
 _AUTO = "auto"
 
@@ -57,16 +57,22 @@ def _marked(t: torch.Tensor, attribute: str) -> set[int]:
 class DynamicDims:
     """The symbolic dimensions of one jitted function's tensor arguments, by path.
 
-    `batch_with_length=False` makes only the dimensions that changed symbolic, one at a time
-    (bench/length_stream.py compares the two on a stream of lengths and batch sizes)."""
+    `batch_with_length=False` makes only the dimensions that changed symbolic, one at a time;
+    `zero_one_eagerly=False` compiles a 0/1 variant of a symbolic entry at its first call
+    instead of running it eagerly until it paid for that compile (squall.runtime.calls)
+    (bench/length_stream.py compares these on a stream of lengths and batch sizes)."""
 
-    def __init__(self, mode: bool | str = _AUTO, batch_with_length: bool = True):
+    def __init__(self, mode: bool | str = _AUTO, batch_with_length: bool = True, zero_one_eagerly: bool = True):
         self.mode = mode
         self.batch_with_length = batch_with_length
+        self.zero_one_eagerly = zero_one_eagerly
         self.dims: dict[tuple, frozenset[int]] = {}  # the entry point reads this very dict
         self._static: dict[tuple, set[int]] = {}
         self._seen: dict[tuple, dict[tuple, tuple]] = {}  # signature -> the shapes of its first call
         self._last: dict[tuple, tuple] = {}  # path -> its shape at the last compile
+        # a dimension became symbolic because it changed between calls (the "auto" policy did it):
+        # the function's calls come in shapes that vary (squall.runtime.calls: new signatures wait)
+        self.sizes_vary = False
 
     def key_for(self, key: tuple, args: tuple, kwargs: dict, numbers: set | frozenset = frozenset()) -> tuple:
         """The key to compile this call under: `key`, or with its symbolic dimensions masked,
@@ -83,6 +89,7 @@ class DynamicDims:
             return key
         shapes = {path: tuple(t.shape) for path, t in tensors.items()}
         changed: dict[tuple, set[int]] = {}
+        varied: dict[tuple, set[int]] = {}  # of those, the dimensions that changed between calls
         for path, t in tensors.items():
             marked = _marked(t, "_dynamo_dynamic_indices")
             if marked:
@@ -104,16 +111,20 @@ class DynamicDims:
                     if moved and self.batch_with_length and shape[0] >= 2:
                         moved.add(0)  # its batch size with it: see the module's note
                     changed.setdefault(path, set()).update(moved)
+                    varied.setdefault(path, set()).update(moved)
                 # as Dynamo does per source: a size that differs from the last compile's at this
                 # path, whatever else differs (a decoder's mask from the prompt to the first step)
                 last = self._last.get(path)
                 if last is not None and len(last) == len(shape):
-                    changed.setdefault(path, set()).update(d for d, (a, b) in enumerate(zip(last, shape)) if a != b and b >= 2)
+                    differ = {d for d, (a, b) in enumerate(zip(last, shape)) if a != b and b >= 2}
+                    changed.setdefault(path, set()).update(differ)
+                    varied.setdefault(path, set()).update(differ)
             self._last.update(shapes)
         for path, ds in changed.items():
             ds -= self._static.get(path, set()) | _marked(tensors[path], "_dynamo_static_indices")
             if ds:
                 self.dims[path] = self.dims.get(path, frozenset()) | frozenset(ds)
+                self.sizes_vary = self.sizes_vary or bool(ds & varied.get(path, set()))
         if not any(path in self.dims for path in tensors):
             return key
         return dynamic_key(key, args, kwargs, set(), self.dims)
@@ -151,6 +162,35 @@ class DynamicDims:
             self.dims[path] = left
         else:
             self.dims.pop(path, None)
+
+
+def zero_one_variant(key: Any, others: Any) -> bool:
+    """Whether `key` is a 0/1 variant of one of the keys `others`: the same but for a size of 0
+    or 1 where that key holds DYNAMIC (a batch of 1 beside an entry with a symbolic batch)."""
+    return any(_zero_one_of(key, other) for other in others)
+
+
+def _zero_one_of(key: Any, other: Any) -> bool:
+    return _match(key, other) is True
+
+
+def _match(a: Any, b: Any, in_shape: bool = False) -> bool | None:
+    """None where `a` differs from `b` otherwise than by a size 0 or 1 in place of DYNAMIC in a
+    shape (not a dynamic number's (type, DYNAMIC)); else whether it differs so somewhere."""
+    if b is DYNAMIC:
+        return a is not DYNAMIC and (True if in_shape and type(a) is int and a in (0, 1) else None)
+    if isinstance(a, tuple) and isinstance(b, tuple):  # torch.Size too
+        if len(a) != len(b):
+            return None
+        shape = all(type(y) is int or y is DYNAMIC for y in b)
+        found = False
+        for x, y in zip(a, b):
+            matched = _match(x, y, shape)
+            if matched is None:
+                return None
+            found = found or matched
+        return found
+    return False if type(a) is type(b) and a == b else None
 
 
 def holds_state(obj: Any) -> bool:

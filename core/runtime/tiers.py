@@ -86,6 +86,17 @@ EXIT_JOIN_S = 10.0
 # JUDGE_PAUSE times as long after each: it holds the GIL at most a quarter of the time
 JUDGE_SLICE_S = 2e-3
 JUDGE_PAUSE = 3.0
+# an entry's upgrade is queued once its calls have taken this long in all (squall.runtime.calls), as a
+# tiered JIT's counters do: an upgrade holds the interpreter for 10-20 ms of planning and judging
+# even on a small program (a DistilBERT stream of 40 batches, 40 ms in all, lost 12 ms to one), and
+# its compiles take seconds of a core, so an entry that has cost its caller less than a few times
+# that is not worth them yet (bench/length_stream.py); a hot entry is queued at most HOT_S (plus
+# a poll) later than at its first call
+HOT_S = 0.05
+# how often the worker reads the watched entries' heat; up to HOT_POLL_MAX_S while none is called
+HOT_POLL_S = 0.02
+HOT_POLL_MAX_S = 1.0
+_WAKE = object()  # a queue item that only wakes the worker (to start polling)
 _NICE = 5  # the worker yields the CPU to the user's threads (Linux: a thread's own nice value)
 
 
@@ -103,7 +114,8 @@ class Verdict:
 class Upgrade:
     """One entry's background upgrade: what happened (`status`), why, and when it finished.
 
-    status: "pending"; "upgraded" (a fused plan runs now: set as soon as the first offer that wins
+    status: "cold" (not queued yet: its entry has not been called enough, HOT_S); "pending"
+    (queued or running); "upgraded" (a fused plan runs now: set as soon as the first offer that wins
     is installed, `fused_after` seconds after submission, while later offers may still be tried
     until `done` is set); "kept the torch plan" (judged
     slower in context, or its results differed); "nothing to fuse" (no region was kept);
@@ -116,7 +128,7 @@ class Upgrade:
     reason: str = ""
     verdict: Verdict | None = None
     seconds: float = 0.0  # background time spent on it
-    # seconds from submission until a fused plan first ran (its time to fused speed); later offers
+    # seconds from submission (when it was queued) until a fused plan first ran (its time to fused speed); later offers
     # may still be tried (status "upgraded" before `done` is set)
     fused_after: float | None = None
     compiled_in: str = ""  # where its regions compiled (FusionExecutor.compile_site), when not in this process
@@ -588,23 +600,95 @@ class UpgradeJob:
 
 
 class UpgradeWorker:
-    """One background thread that runs upgrade jobs in the order they come."""
+    """One background thread that runs upgrade jobs in the order they come, and queues the jobs
+    it watches once their entries are hot (`watch`)."""
 
     def __init__(self):
         self._jobs: queue.SimpleQueue[UpgradeJob | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closing = False
+        # id(upgrade) -> (its job, heat(): the seconds its entry's calls have taken, None once the entry is gone)
+        self._watched: dict[int, tuple[UpgradeJob, Callable[[], float | None]]] = {}
+        self._heat_seen: dict[int, float] = {}
+        self._poll_s = HOT_POLL_S
 
     def submit(self, job: UpgradeJob) -> None:
+        """Queue `job` now."""
         with self._lock:
             if self._closing:
                 return job.upgrade.finish("cancelled", "the interpreter is exiting")
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="squall-upgrades", daemon=True)
-                self._thread.start()
-                atexit.register(self.close)
+            self._start()
         self._jobs.put(job)
+
+    def watch(self, job: UpgradeJob, heat: Callable[[], float | None]) -> None:
+        """Queue `job` once its entry is hot: once `heat()`, the seconds its entry's calls have
+        taken so far, reaches HOT_S; dropped as evicted where `heat()` gives None first. The
+        worker reads it every HOT_POLL_S (less often while no watched entry is called), so the
+        entry's calls pay nothing for being counted: `heat` reads the hit counter they bump anyway."""
+        with self._lock:
+            if self._closing:
+                return job.upgrade.finish("cancelled", "the interpreter is exiting")
+            self._start()
+            job.upgrade.status, job.upgrade.reason = "cold", f"queued once its calls have taken {HOT_S:g} s"
+            self._watched[id(job.upgrade)] = (job, heat)
+            self._poll_s = HOT_POLL_S
+        self._jobs.put(_WAKE)  # a worker waiting with nothing watched starts polling
+
+    def queue_now(self, upgrade: Upgrade) -> None:
+        """Queue the watched job of `upgrade` now, hot or not (`wait_for_upgrades` asks for it)."""
+        with self._lock:
+            found = self._watched.pop(id(upgrade), None)
+            self._heat_seen.pop(id(upgrade), None)
+        if found is not None:
+            self._queue(found[0])
+
+    def _queue(self, job: UpgradeJob) -> None:
+        job.upgrade.status, job.upgrade.reason = "pending", ""
+        job.upgrade.submitted = time.perf_counter()  # its times (fused_after, seconds) count from here
+        self._jobs.put(job)
+
+    def _queue_hot(self) -> None:
+        """Queue the watched jobs whose entries are hot; forget those whose entries are gone."""
+        with self._lock:
+            watched = list(self._watched.items())
+        called = False
+        for key, (job, heat) in watched:
+            spent = heat() if job.alive() else None
+            if spent is not None and spent < HOT_S:
+                called = called or self._heat_seen.get(key) != spent
+                self._heat_seen[key] = spent
+                continue
+            with self._lock:
+                if self._watched.pop(key, None) is None:
+                    continue  # queued meanwhile by queue_now
+                self._heat_seen.pop(key, None)
+            if not job.alive():
+                job.upgrade.finish("evicted", "the jitted function no longer exists")
+            elif spent is None:
+                job.upgrade.finish("evicted", "its entry left the cache (or was replanned) before it was hot")
+            else:
+                self._queue(job)
+        # while none of the watched entries is called, look less often
+        self._poll_s = HOT_POLL_S if called else min(2 * self._poll_s, HOT_POLL_MAX_S)
+
+    def _start(self) -> None:
+        if self._thread is None:  # (under self._lock)
+            self._thread = threading.Thread(target=self._loop, name="squall-upgrades", daemon=True)
+            self._thread.start()
+            atexit.register(self.close)
+
+    def _next(self) -> UpgradeJob | None:
+        """The next job to run (None: the worker stops), queueing hot watched jobs meanwhile."""
+        while True:
+            try:
+                job = self._jobs.get(timeout=self._poll_s if self._watched else None)
+            except queue.Empty:
+                job = _WAKE
+            if self._watched and not self._closing:
+                self._queue_hot()
+            if job is not _WAKE:
+                return job
 
     def _loop(self) -> None:
         mark_background_upgrade_thread()
@@ -612,7 +696,7 @@ class UpgradeWorker:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _NICE)  # Linux: this thread only
         except (AttributeError, OSError):
             pass
-        while (job := self._jobs.get()) is not None:
+        while (job := self._next()) is not None:
             time.sleep(SETTLE_S)
             if self._closing:
                 job.cancel()
@@ -628,6 +712,9 @@ class UpgradeWorker:
         with self._lock:
             self._closing = True
             thread = self._thread
+            watched, self._watched = self._watched, {}
+        for job, _ in watched.values():
+            job.cancel()
         stop_compiling()
         if thread is not None:
             self._jobs.put(None)
@@ -653,9 +740,14 @@ def upgrades(state: Any) -> list[Upgrade]:
 
 
 def wait_for_upgrades(state: Any, timeout: float | None = None) -> bool:
-    """Block until every pending upgrade of `state` (a JittedFunction) is done; False on timeout."""
+    """Block until every pending upgrade of `state` (a JittedFunction) is done, those of entries
+    not yet hot queued now; False on timeout."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    for upgrade in list(state._upgrades.values()):
+    pending = list(state._upgrades.values())
+    for upgrade in pending:
+        if upgrade.status == "cold":
+            default_worker().queue_now(upgrade)
+    for upgrade in pending:
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         if not upgrade.done.wait(left):
             return False

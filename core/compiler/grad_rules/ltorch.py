@@ -29,7 +29,7 @@ from ... import ltorch, prims
 from ...ltorch import kernels as k
 from ...prims.base import canonical_dim
 from ...proxies import TensorProxy
-from ..gradients import GradCall, GradRules, NeedsAutograd
+from ..gradients import GradCall, GradRules, NeedsAutograd, NoGradRule
 from .ltorch_attention import attention_rules
 from .ltorch_convolution import convolution_rules
 from .ltorch_losses import loss_rules
@@ -313,6 +313,27 @@ def _dropout(call: GradCall) -> tuple:
     return (k.native_dropout_backward(call.g, mask, 1.0 / (1.0 - p)),)
 
 
+# --- the zero norm -------------------------------------------------------------------------
+
+
+def _zero_norm_rule(ord_at: int) -> Callable[[GradCall], tuple]:
+    """vector_norm, norm, pairwise_distance: with ord 0 (a count of nonzeros) eager's backward
+    returns no gradient at all, None, not zeros; other orders go through the decomposition."""
+
+    def backward(call: GradCall) -> tuple:
+        if call.args[ord_at] != 0:
+            raise NoGradRule(f"the {call.args[ord_at]}-norm (its decomposition has the gradient)")
+        return tuple(None for _ in call.inputs)
+
+    return backward
+
+
+def _not_differentiable_in_eager(call: GradCall) -> tuple:
+    # floor_divide: eager's backward raises ("derivative for aten::floor_divide is not
+    # implemented"); PyTorch's autograd gives the same error, zeros would hide it
+    raise NeedsAutograd("floor_divide, whose derivative eager does not implement")
+
+
 # --- the table ------------------------------------------------------------------------------
 
 # ltorch op id -> (backward, forward or None)
@@ -343,6 +364,11 @@ _RULES: dict[str, tuple[Callable, Callable | None]] = {
     "torch.nn.functional.batch_norm": (_batch_norm, _batch_norm_forward),
     "torch.nn.functional.group_norm": (_group_norm, _group_norm_forward),
     "torch.nn.functional.dropout": (_dropout, _dropout_forward),
+    "torch.floor_divide": (_not_differentiable_in_eager, None),
+    "torch.Tensor.__rfloordiv__": (_not_differentiable_in_eager, None),
+    "torch.linalg.vector_norm": (_zero_norm_rule(1), None),
+    "torch.norm": (_zero_norm_rule(1), None),
+    "torch.nn.functional.pairwise_distance": (_zero_norm_rule(2), None),
 }
 
 

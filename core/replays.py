@@ -1,0 +1,237 @@
+"""Replayed decompositions: a torch-language op called again in one trace with the same inputs'
+metadata and the same other arguments gets a copy of the decomposition its first call recorded,
+without running its Python body and its prims' meta functions again.
+
+A transformer's layers call the same ops on the same shapes over and over (four projections of
+one width per layer, every layer alike): most of a trace's ltorch calls repeat one made before.
+A body is a function of what the key holds (its tensors' shapes, dtypes, devices and
+requires_grad, which of them are the same tensor, every other argument's exact value and type,
+grad mode, the default dtype and device), so its decomposition is too. A size comparison it made was
+decided and recorded as a shape guard of this trace the first time; the same comparison of the
+same sizes decides the same (`squall.symbolic`), so a copy needs no guard of its own. Replays
+live in one trace's context and die with it: another trace has its own size symbols and guards.
+
+A decomposition is replayed only where its first call did nothing but record calls: the trace's
+context looked the same after it as before (no constant captured, no number recorded, no view
+noted, no input rebound), every call in it reads only the op's inputs and what earlier calls in
+it made, and it holds no random, opaque, side-effecting or guarding call. Anything else runs its
+body at every call, as before.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .proxies import TensorProxy
+from .symbolic import SymInt
+
+__all__ = ["call_key", "Decomposition"]
+
+# arguments keyed by their value as they are: none of them equals a value of another of these types
+_KEYED_AS_IS = frozenset({int, str, type(None), torch.dtype, torch.device, torch.memory_format, torch.layout, type(Ellipsis)})
+# leaves a recorded call may hold (besides TensorProxy), shared by its copies
+_SHARED_LEAVES = _KEYED_AS_IS | {float, bool, complex, SymInt, torch.Size}
+_CONTAINERS = frozenset({TensorProxy, tuple, list, dict})  # what a copy maps (the rest it shares)
+# tags of calls whose recording is more than a function of the op's inputs
+_NOT_REPLAYED = frozenset({"random", "opaque", "side_effect", "barrier"})
+
+
+def call_key(sym: Any, args: tuple, kwargs: dict) -> tuple[tuple, list[TensorProxy]] | None:
+    """The key a call of `sym` replays a decomposition under, and the call's distinct tensor
+    proxies in the order the key names them; None where the call cannot be keyed (a run-time
+    number, an object squall does not know, no tensor at all: a factory reads global defaults)."""
+    proxies: list[TensorProxy] = []
+    # the global defaults a body may read (factory_device, the default float dtype)
+    parts: list = [sym, torch.is_grad_enabled(), torch.get_default_dtype(), torch.get_default_device()]
+    if not _key_into(args, parts, proxies):
+        return None
+    for name, value in kwargs.items():
+        parts.append(name)
+        if not _key_into(value, parts, proxies):
+            return None
+    return (tuple(parts), proxies) if proxies else None
+
+
+def _key_into(x: Any, parts: list, proxies: list) -> bool:
+    t = type(x)
+    if t is TensorProxy:
+        for i, p in enumerate(proxies):
+            if p is x:
+                parts.append(("same", i))  # the same tensor again: the copy must alias as the original
+                return True
+        proxies.append(x)
+        shape = x.shape
+        if type(shape) is not torch.Size:
+            # a symbolic size by its polynomial: SymInt's own == would record a shape guard
+            shape = tuple(("sym", d.poly) if type(d) is SymInt else d for d in shape)
+        parts.append((shape, x.dtype, x.device, x.requires_grad))
+        return True
+    if t in _KEYED_AS_IS:
+        parts.append(x)
+        return True
+    if t is tuple or t is list or t is torch.Size:
+        parts.append((t, len(x)))
+        return all(_key_into(v, parts, proxies) for v in x)
+    if t is float:
+        parts.append(("float", x.hex()))  # -0.0 is not 0.0, and 1.0 is not 1 (the body promotes by type)
+        return True
+    if t is bool:
+        parts.append(("bool", x))
+        return True
+    if t is SymInt:
+        parts.append(("sym", x.poly))
+        return True
+    if t is complex:
+        parts.append(("complex", x.real.hex(), x.imag.hex()))
+        return True
+    if t is slice:
+        parts.append(slice)
+        return _key_into(x.start, parts, proxies) and _key_into(x.stop, parts, proxies) and _key_into(x.step, parts, proxies)
+    if t is dict:
+        parts.append((dict, tuple(x)))
+        return all(type(k) is str for k in x) and all(_key_into(v, parts, proxies) for v in x.values())
+    return False
+
+
+class Decomposition:
+    """One call's decomposition, held to be copied for later calls with its key."""
+
+    __slots__ = ("inputs", "output", "subsymbols", "made")
+
+    def __init__(self, inputs: list[TensorProxy], output: Any, subsymbols: tuple, made: dict[int, tuple]):
+        self.inputs = inputs  # the first call's proxies, in its key's order
+        self.output = output
+        self.subsymbols = subsymbols  # the recorded calls as `_step` gives them
+        # id(proxy) -> (name prefix, shape, its traced sizes, dtype, device, requires_grad) of each
+        # proxy the decomposition made, as it was made (a later in-place op rebinds the object itself)
+        self.made = made
+
+    @classmethod
+    def record(cls, inputs: list[TensorProxy], output: Any, subsymbols: tuple) -> Decomposition | None:
+        """The decomposition of a call with these inputs, or None where it is more than a
+        function of them (see the module's docstring)."""
+        known = {id(p) for p in inputs}
+        made: dict[int, tuple] = {}
+        steps = []
+        for b in subsymbols:
+            step = _step(b, known, made)
+            if step is None:
+                return None
+            steps.append(step)
+        returned: list[TensorProxy] = []
+        if not _walk(output, returned):
+            return None
+        for p in returned:
+            if id(p) not in known:  # a proxy the body made itself, not through a call
+                known.add(id(p))
+                made[id(p)] = _meta(p)
+        return cls(list(inputs), output, tuple(steps), made)
+
+    def replay(self, inputs: list[TensorProxy], new_name: Any) -> tuple[Any, tuple]:
+        """(output, subsymbols) for a call whose proxies, in key order, are `inputs`: the
+        recorded calls with fresh proxies (named by `new_name(prefix)`) for what they made."""
+        mapping = {id(t): p for t, p in zip(self.inputs, inputs)}
+        copy = _Copier(mapping, self.made, new_name)
+        subsymbols = tuple([copy.bsym(step) for step in self.subsymbols])
+        return copy.value(self.output), subsymbols
+
+
+def _meta(p: TensorProxy) -> tuple:
+    shape = p.shape
+    sizes = shape if type(shape) is torch.Size else [v.value if type(v) is SymInt else v for v in shape]
+    return p.name.rstrip("0123456789"), shape, sizes, p.dtype, p.device, p.requires_grad
+
+
+def _step(bsym: Any, known: set[int], made: dict[int, tuple]) -> tuple | None:
+    """`bsym` as `_Copier.bsym` copies it: (the call, whether its args (1) and kwargs (2) name a
+    proxy (the others are shared: a recorded call's arguments are never changed), its
+    decomposition's steps); None where it reads a proxy not in `known` or holds a value a copy
+    cannot rebuild or share. The proxies it makes join `known` and `made`."""
+    if bsym.sym.tags & _NOT_REPLAYED:
+        return None
+    read_args: list[TensorProxy] = []
+    read_kwargs: list[TensorProxy] = []
+    returned: list[TensorProxy] = []
+    if not (_walk(bsym.args, read_args) and _walk(bsym.kwargs, read_kwargs) and _walk(bsym.output, returned)):
+        return None
+    for p in read_args:
+        if id(p) not in known:
+            return None
+    for p in read_kwargs:
+        if id(p) not in known:
+            return None
+    steps = []
+    for sub in bsym.subsymbols:
+        step = _step(sub, known, made)
+        if step is None:
+            return None
+        steps.append(step)
+    for p in returned:
+        if id(p) not in known:
+            known.add(id(p))
+            made[id(p)] = _meta(p)
+    return bsym, (1 if read_args else 0) | (2 if read_kwargs else 0), tuple(steps)
+
+
+def _walk(x: Any, found: list) -> bool:
+    """Collect the proxies in `x` into `found`; whether `x` is made of tuples, lists and
+    str-keyed dicts of proxies and shared leaves (a slice of plain numbers too), which a copy
+    rebuilds or shares."""
+    t = type(x)
+    if t is TensorProxy:
+        found.append(x)
+        return True
+    if t in _SHARED_LEAVES:
+        return True
+    if t is tuple or t is list:
+        for v in x:
+            if not _walk(v, found):
+                return False
+        return True
+    if t is dict:
+        for k, v in x.items():
+            if type(k) is not str or not _walk(v, found):
+                return False
+        return True
+    if t is slice:
+        return all(type(v) in _SHARED_LEAVES for v in (x.start, x.stop, x.step))
+    return False
+
+
+class _Copier:
+    """Copies recorded calls, mapping the recorded proxies to the new call's and to fresh ones."""
+
+    __slots__ = ("mapping", "made", "new_name")
+
+    def __init__(self, mapping: dict[int, TensorProxy], made: dict[int, tuple], new_name: Any):
+        self.mapping = mapping
+        self.made = made
+        self.new_name = new_name
+
+    def value(self, x: Any) -> Any:
+        t = type(x)
+        if t is TensorProxy:
+            p = self.mapping.get(id(x))
+            if p is None:
+                prefix, shape, sizes, dtype, device, requires_grad = self.made[id(x)]
+                p = self.mapping[id(x)] = TensorProxy.like_recorded(self.new_name(prefix), shape, sizes, dtype, device, requires_grad)
+            return p
+        if t is tuple:
+            return tuple([self.value(v) if type(v) in _CONTAINERS else v for v in x])
+        if t is list:
+            return [self.value(v) if type(v) in _CONTAINERS else v for v in x]
+        if t is dict:
+            return {k: self.value(v) if type(v) in _CONTAINERS else v for k, v in x.items()}
+        return x
+
+    def bsym(self, step: tuple) -> Any:
+        # reads first (known already), then the decomposition (which makes what it returns), then
+        # the outputs: fresh proxies are named in the order the body made them
+        b, reads, steps = step
+        args = self.value(b.args) if reads & 1 else b.args
+        kwargs = self.value(b.kwargs) if reads & 2 else b.kwargs
+        subsymbols = tuple([self.bsym(sub) for sub in steps])
+        return type(b)(b.sym, args, kwargs, self.value(b.output), subsymbols, call_keywords=b.call_keywords,
+                       grad_enabled=b.grad_enabled)
+

@@ -1,0 +1,100 @@
+"""Replayed decompositions (squall.replays): a repeated torch-language call copies its first
+call's decomposition; the trace is the one running every body gives, and results are eager's."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import squall
+import squall.symbol
+from squall.frontend.tracing import trace_program
+from squall.replays import call_key
+from squall.tools.demo import Block, GPTConfig
+
+
+def _traced_text(fn, args, **options) -> str:
+    trace, _ = trace_program(fn, args, {}, **options)
+    return trace.python(decompositions=True)
+
+
+def _without_replays(monkeypatch):
+    monkeypatch.setattr(squall.symbol, "call_key", lambda *a: None)
+
+
+@pytest.mark.parametrize("dims", [None, {("args", 0): frozenset({0, 1})}], ids=["static", "symbolic"])
+def test_a_block_traces_as_without_replays(monkeypatch, dims):
+    torch.manual_seed(0)
+    block = Block(GPTConfig(n_embd=64, n_head=4, block_size=32)).eval()
+    x = torch.randn(2, 16, 64)
+    replayed = _traced_text(block, (x,), module=block, dims=dims)
+    _without_replays(monkeypatch)
+    assert replayed == _traced_text(block, (x,), module=block, dims=dims)
+
+
+def test_repeated_calls_replay_with_fresh_names():
+    w, b = torch.randn(8, 8), torch.randn(8)
+
+    def f(x, y):
+        return F.linear(x, w, b), F.linear(y, w, b)
+
+    trace, _ = trace_program(f, (torch.randn(3, 8), torch.randn(3, 8)), {})
+    first, second = [bsym for bsym in trace.bsyms if bsym.sym.id == "torch.nn.functional.linear"]
+    assert [s.sym.id for s in first.walk()] == [s.sym.id for s in second.walk()]
+    made_first = {p.name for s in first.walk() for p in s.output_proxies()}
+    made_second = {p.name for s in second.walk() for p in s.output_proxies()}
+    assert not made_first & made_second
+    assert second.subsymbols[-1].output_proxies()[0] is second.output  # the copy returns the call's own output
+    xs = torch.randn(3, 8), torch.randn(3, 8)
+    for got, want in zip(squall.jit(f)(*xs), f(*xs)):
+        torch.testing.assert_close(got, want)
+
+
+def test_the_key_tells_numbers_apart_by_type_and_sign():
+    with squall.proxies.tracing(squall.frontend.tracing.TracingContext()):
+        x = squall.proxies.TensorProxy("x", shape=(2,), dtype=torch.float32, device="cpu")
+        y = squall.proxies.TensorProxy("y", shape=(2,), dtype=torch.float32, device="cpu")
+        sym = squall.ltorch.torch_table()[torch.add]
+        keys = [call_key(sym, (x, v), {})[0] for v in (1, True, 1.0, 0.0, -0.0)]
+        assert len(set(keys)) == 5
+        # the same tensor twice is not two tensors of its metadata
+        assert call_key(sym, (x, x), {})[0] != call_key(sym, (x, y), {})[0]
+        assert call_key(sym, (x, y), {})[0] == call_key(sym, (y, x), {})[0]
+
+
+def test_each_call_decomposes_with_its_own_numbers(monkeypatch):
+    def f(x, n):
+        return 1 / (x * 0.0) + 1 / (x * -0.0), n + 1, n + True, n + 1.0, n + n, n + n.flip(0)
+
+    x, n = torch.rand(4) + 1, torch.arange(4)
+    replayed = _traced_text(f, (x, n))
+    assert "-0.0" in replayed
+    for got, want in zip(squall.jit(f)(x, n), f(x, n)):
+        torch.testing.assert_close(got, want, equal_nan=True)
+        assert got.dtype == want.dtype
+    _without_replays(monkeypatch)
+    assert replayed == _traced_text(f, (x, n))
+
+
+def test_a_body_that_captures_a_constant_is_not_replayed():
+    # indexing with a list makes a constant of the indices in the body: each call's own
+    def f(x):
+        return x[[0, 2]] + x[[1, 2]], x[[0, 2]] * 2
+
+    x = torch.randn(3, 4)
+    for got, want in zip(squall.jit(f)(x), f(x)):
+        torch.testing.assert_close(got, want)
+
+
+def test_symbolic_sizes_keep_their_guards():
+    # a replayed broadcast between two symbolic sizes holds only where the first call's did
+    def f(x, y):
+        return (x + y).sum(), (x + y).amax()
+
+    jf = squall.jit(f)
+    for n, m in ((4, 4), (5, 5), (6, 1), (7, 7)):
+        x, y = torch.randn(n, 3), torch.randn(m, 3)
+        for got, want in zip(jf(x, y), f(x, y)):
+            torch.testing.assert_close(got, want)
+    with pytest.raises(RuntimeError):
+        jf(torch.randn(5, 3), torch.randn(4, 3))  # eager's error too: sizes that do not broadcast

@@ -1,0 +1,102 @@
+"""Python arithmetic on symbolic sizes gives eager's numbers at every length.
+
+A size times a float (`int(x.shape[1] * 0.5)`), a float scale from a size, bit shifts, rounding,
+`str(n)` and `torch.tensor(x.shape)` used as data: each is traced (no fallback to eager, no
+SquallWarning) and its value is computed from this call's size, guarded where it is read, so a
+call at another length gets eager's answer, never the traced call's.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+
+import squall
+from squall.symbolic import ShapeEnv
+
+PROGRAMS = {
+    "int_of_size_times_float": lambda x: x[:, : int(x.shape[1] * 0.5)],
+    "size_times_float_scale": lambda x: x * (x.shape[1] * 0.125),
+    "float_times_size": lambda x: x * (0.25 * x.size(-1)),
+    "size_plus_float": lambda x: x * (x.shape[1] + 0.5),
+    "float_minus_size": lambda x: x * (0.5 - x.shape[1]),
+    "round_of_size_times_float": lambda x: x[:, : round(x.shape[1] * 0.7)],
+    "trunc_of_size_times_float": lambda x: x * math.trunc(x.shape[1] * 0.3),
+    "min_of_scaled_size": lambda x: x * min(x.shape[1] * 0.5, 3.0),
+    "full_of_scaled_size": lambda x: x + torch.full((x.shape[1],), x.shape[1] * 0.5),
+    "new_full_of_scaled_size": lambda x: x.new_full((2,), x.shape[1] * 0.5),
+    "sqrt_of_size": lambda x: x / math.sqrt(x.size(-1)),
+    "float_floordiv_size": lambda x: x * (100.0 // x.shape[1]),
+    "float_mod_size": lambda x: x * (100.0 % x.shape[1]),
+    "two_to_the_size": lambda x: x * 2 ** x.shape[1],
+    "float_to_the_size": lambda x: x * 1.5 ** x.shape[1],
+    "shifts_and_bits": lambda x: x[:, : (x.shape[1] >> 1) + (x.shape[1] & 1)] * ((x.shape[1] << 2) | 1),
+    "invert": lambda x: x * ~x.shape[1],
+    "next_power_of_two": lambda x: x * (1 << (x.shape[1] - 1).bit_length()),
+    "round_and_ceil_of_size": lambda x: x * round(x.shape[1]) * math.ceil(x.shape[1]),
+    "str_of_size": lambda x: x * len(str(x.shape[1] * 25)),
+    "format_of_size": lambda x: x * len(f"{x.shape[1]:04d}{x.shape[1]}"),
+    "tensor_of_shape": lambda x: x + torch.tensor(x.shape).sum(),
+    "tensor_of_listed_shape": lambda x: x * torch.tensor(list(x.shape), dtype=torch.float32).prod(),
+    "negative_floordiv_and_mod": lambda x: x * ((-x.shape[1]) // 3) + (-x.shape[1]) % 4 + x.shape[1] // -4,
+    "divmod_of_size": lambda x: x * divmod(x.shape[1], 3)[1],
+    "range_over_size": lambda x: sum(x[:, i] * i for i in range(x.shape[1])),
+    # hashed as the int it equals: set membership and dict keys decide on the value
+    "size_in_a_set": lambda x: x * (1 if x.shape[1] in {6, 7} else 2),
+    "size_as_a_dict_key": lambda x: x * {6: 1, 10: 3}.get(x.shape[1], 2),
+    # a size handed to a factory or an opaque torch call as a number
+    "linspace_of_size_steps": lambda x: x * torch.linspace(0, 1, x.shape[1]),
+    "opaque_fill_with_size": lambda x: x.clone().fill_(x.shape[1]),
+}
+
+LENGTHS = (6, 7, 10, 13, 4)
+
+
+@pytest.mark.parametrize("dynamic", [True, None], ids=["dynamic", "automatic_dynamic"])
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_size_arithmetic_matches_eager_at_every_length(name, dynamic):
+    fn = PROGRAMS[name]
+    jfn = squall.jit(fn, dynamic=dynamic) if dynamic else squall.jit(fn)
+    for n in LENGTHS:
+        x = torch.randn(3, n)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", squall.SquallWarning)  # traced, not run eagerly
+            warnings.filterwarnings("ignore", "squall: .* runs as an opaque torch call")
+            got = jfn(x)
+        torch.testing.assert_close(got, fn(x), msg=lambda m: f"{name} at length {n}: {m}")
+
+
+def test_a_float_product_reads_the_size_and_guards_it():
+    env = ShapeEnv()
+    s0 = env.symbol(6, "x", 1)
+    assert s0 * 0.5 == 3.0 and 0.5 * s0 == 3.0 and type(s0 * 0.5) is float
+    assert "s0 == 6" in env.guards and "s0" in env.specialised
+
+
+def test_shifts_by_a_constant_stay_symbolic():
+    env = ShapeEnv()
+    s0 = env.symbol(13, "x", 1)
+    half, quadruple = s0 >> 1, s0 << 2
+    assert repr(half) == "(s0 // 2)" and half.value == 6
+    assert repr(quadruple) == "(4*s0)" and quadruple.value == 52
+    assert not env.specialised
+
+
+def test_a_size_prints_as_its_expression_and_reads_as_its_digits():
+    env = ShapeEnv()
+    s0 = env.symbol(6, "x", 1)
+    assert repr(s0 + 1) == "(s0 + 1)" and not env.guards  # traces and messages
+    assert str(s0 + 1) == "7" and f"{s0:03d}" == "006"  # the program's own str and format
+    assert env.specialised == {"s0"}
+
+
+def test_a_size_repeats_a_sequence_as_its_value_and_refuses_what_an_int_refuses():
+    env = ShapeEnv()
+    s0 = env.symbol(3, "x", 1)
+    assert s0 * "ab" == "ababab" and [0] * s0 == [0, 0, 0]  # as eager's int (through __index__)
+    with pytest.raises(TypeError):
+        s0 + "ab"
+    with pytest.raises(TypeError):
+        s0 & 1.5
