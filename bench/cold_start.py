@@ -12,8 +12,8 @@ Each child imports torch, squall and the model's library, builds the model (infe
 then starts the clock and:
 - torch.compile: compiles the model and calls it once (its compile time: Dynamo's and inductor's
   imports, the vector-ISA probe and every kernel compile included);
-- squall + inductor: jits it, calls it twice (an upgrade may wait for an entry's second call) and
-  waits until its background upgrade has installed a fused plan (`Upgrade.fused_after`; its compile
+- squall + inductor: jits it, calls it until its upgrade is queued (once the entry is hot), at
+  least twice, and waits until its background upgrade has installed a fused plan (`Upgrade.fused_after`; its compile
   worker's start, imports and warm-up included), or the upgrade ended without one. With --busy it
   calls the model in a loop meanwhile, as a user's serving loop would: the user's thread then
   holds the GIL the upgrade's thread needs for its Python (planning, loading compiled regions).
@@ -68,7 +68,7 @@ def _child(contender: str, name: str, busy: bool) -> None:
                 (upgrade,) = squall.upgrades(fn)[-1:] or (None,)
                 if upgrade is not None and (upgrade.fused_after is not None or upgrade.done.is_set()):
                     break
-                if busy or calls < 2:
+                if busy or calls < 2 or upgrade is None:  # an upgrade is queued once an entry is hot
                     fn(**inputs)
                     calls += 1
                 else:
