@@ -405,6 +405,12 @@ class FusionExecutor(Executor):
         and keeps the fastest that agrees with it and beats it. Default: this executor alone."""
         return [("regions", self)]
 
+    def prepare(self) -> None:
+        """Called when `squall.jit` is given a priority list with this executor, where it compiles
+        in the background: start what its first compile will need (inductor: its worker process,
+        which imports and warms up inductor at a low priority) without blocking the caller, whose
+        first call must not wait for it. Default: nothing."""
+
     def _expand(self, bsym: BoundSymbol) -> list[BoundSymbol]:
         if super().offer(bsym)[0] is not None:
             return [bsym]

@@ -58,6 +58,7 @@ class JittedFunction(Runtime):
         # executors resolved once, when jit is called: names, +name/-name, env, pyproject (squall.market.config)
         super().__init__(fn, executors=resolve_executors(executors), recompile_limit=recompile_limit, cache_size=cache_size,
                          wait=resolve_wait(wait), strict=strict, check=check_mode(), dynamic=resolve_dynamic(dynamic))
+        tiers.prepare_background(self.executors)  # inductor's worker starts now, not when the first upgrade asks
         if self.module is not None:
             check_wrapping(self.module)
             self._set_layout()

@@ -65,7 +65,7 @@ from ..market.fusion import FusionExecutor, compiling_stopped, example_tensor, m
 from ..symbol import Tags
 from .choices import ChoiceStore, cache_dir, timing_clock
 
-__all__ = ["Upgrade", "Verdict", "judge", "fusion_offers", "background_priority", "call_specs", "UpgradeWorker", "default_worker", "wait_for_upgrades", "upgrades"]
+__all__ = ["Upgrade", "Verdict", "judge", "fusion_offers", "background_priority", "prepare_background", "call_specs", "UpgradeWorker", "default_worker", "wait_for_upgrades", "upgrades"]
 
 # the fused program must beat the torch plan by this factor in context: timing noise is not a win
 MARGIN = 0.97
@@ -152,16 +152,25 @@ def background_priority(executors: Sequence[Executor]) -> ExecutorPriority | Non
     """The priority list the first call runs on: `executors` without the available fusion
     executors that compile in the background (their per-operation lists too), or None where
     there are none to leave out (then nothing is tiered)."""
-    deferred = {
-        ex.name for ex in executors
-        if isinstance(ex, FusionExecutor) and ex.compiles_in_background and ex.availability()
-    }
+    deferred = {ex.name for ex in _background_fusers(executors)}
     if not deferred:
         return None
     per_op = {op: [ex for ex in exs if ex.name not in deferred] for op, exs in (getattr(executors, "per_op", None) or {}).items()}
     source = getattr(executors, "source", "jit(executors=...)")
     return ExecutorPriority([ex for ex in executors if ex.name not in deferred], per_op=per_op,
                             source=f"{source}, without {', '.join(sorted(deferred))} until the background upgrade")
+
+
+def prepare_background(executors: Sequence[Executor]) -> None:
+    """Let the available fusion executors that compile in the background start, without blocking,
+    what their first compile will need (`FusionExecutor.prepare`): called when squall.jit resolves
+    its priority list, so an executor's seconds of start-up overlap the first calls, not the upgrade."""
+    for ex in _background_fusers(executors):
+        ex.prepare()
+
+
+def _background_fusers(executors: Sequence[Executor]) -> list[FusionExecutor]:
+    return [ex for ex in executors if isinstance(ex, FusionExecutor) and ex.compiles_in_background and ex.availability()]
 
 
 # --- judging a fused program in context -----------------------------------------------------------

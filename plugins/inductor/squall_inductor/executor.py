@@ -202,8 +202,8 @@ class InductorExecutor(FusionExecutor):
         squall.runtime.tiers' judge keeps the fastest that beats the torch plan in context. Only one of
         them where the user chose (include_matmuls, SQUALL_INDUCTOR_MATMULS), or where regions
         are not timed (autotune off: there is nothing to choose by)."""
-        if subprocess_enabled() and self.availability():
-            default_worker().start()  # asked as an upgrade begins: the worker's start overlaps the planning
+        if self.availability():
+            self.prepare()  # started at squall.jit already; here for offers asked without it
         if self.matmuls_chosen or not self.autotune:
             return [("large regions" if self.include_matmuls else "islands", self)]
         if self._large_regions is None:
@@ -213,6 +213,15 @@ class InductorExecutor(FusionExecutor):
             large.time_regions = False
             self._large_regions = large
         return [("large regions", self._large_regions), ("islands", self)]
+
+    def prepare(self) -> None:
+        """Start the compile worker process (squall_inductor.worker), at squall.jit: its imports and
+        inductor's one-time CPU costs (the vector-ISA probe, the precompiled header; seconds) run at a
+        low priority while the first calls run on the torch plan, not when the first upgrade asks.
+        Starting it costs the caller about a millisecond (one process spawn), and nothing with
+        SQUALL_INDUCTOR_SUBPROCESS=0 or where squall.jit's executors leave inductor out."""
+        if subprocess_enabled():
+            default_worker().start()
 
     def offer(self, bsym: BoundSymbol) -> tuple[Implementation | None, str]:
         if self.implementation_for(bsym.sym) is None:

@@ -5,12 +5,13 @@ upgrade runs (squall.runtime.tiers): inductor's tracing and lowering are seconds
 holding the GIL the user's thread needs, and its AOT trace (`make_fx(record_module_stack=True)`)
 patches `torch.nn.Module.__call__` process-wide, which can break an eager module call the user
 makes meanwhile. So regions compile in one persistent worker process (`worker_main`), started
-at the first upgrade and run at a lower priority: it gets the region as source and example
+when squall.jit is given inductor (the executor's `prepare`) and run at a lower priority; it
+warms inductor up (worker_main.warm_up) while the first calls run on the torch plan, then gets the region as source and example
 input layouts, compiles it into inductor's on-disk caches, times it against its torch calls
 where asked, and saves the compiled artifact, which this process loads (milliseconds; no
 tracing, no patching). The artifact is kept in inductor's cache folder too (`kept_artifact`):
 a later process loads the same region for the same inputs and settings from there, without
-the worker.
+the worker; a symbolic region is kept with its guard source.
 
 Where the worker cannot start, or dies, regions compile in this process as before, with one
 warning saying so; SQUALL_INDUCTOR_SUBPROCESS=0 asks for that from the start. At interpreter
@@ -142,11 +143,26 @@ class CompileWorker:
         compiled, reply = self._compile("compile", payload, layouts, time_budget_s, kept=kept)
         return compiled, reply[1], reply[2], False
 
-    def compile_symbolic(self, payload: bytes, spec: SymbolicSpec) -> tuple[Callable, str]:
-        """(compiled, guard source): the region in `payload` compiled in the worker for the
-        spec's symbolic sizes (squall_inductor.symbolic), loaded here. Raises as `compile` does."""
-        compiled, reply = self._compile("compile_symbolic", payload, spec, None)
-        return compiled, reply[1]
+    def compile_symbolic(self, payload: bytes, spec: SymbolicSpec) -> tuple[Callable, str, bool]:
+        """(compiled, guard source, kept): the region in `payload` compiled in the worker for the
+        spec's symbolic sizes (squall_inductor.symbolic), loaded here. Kept on disk as a static
+        region is (`kept_artifact`, for the same spec: its sizes, symbol values and memory orders),
+        with its guard source beside it, so a later process loads it without the worker. Raises
+        as `compile` does."""
+        with self._lock:
+            self._start()
+            from torch._inductor import CompiledArtifact  # seconds, once: see `compile`
+
+            kept = kept_artifact(payload, [("symbolic", spec)], _inductor_config())
+            if kept is not None and os.path.exists(kept):
+                try:
+                    guards = _read(kept + ".guards").decode()
+                    artifact = CompiledArtifact.load(path=kept, format="binary")
+                    return _loaded(artifact, _read(kept + ".constants")), guards, True
+                except Exception:  # noqa: BLE001 - a damaged or foreign file: compile the region again
+                    pass
+        compiled, reply = self._compile("compile_symbolic", payload, spec, None, kept=kept)
+        return compiled, reply[1], False
 
     def _compile(self, kind: str, payload: bytes, shapes: Any, time_budget_s: float | None,
                  *, kept: str | None = None) -> tuple[Callable, tuple]:
@@ -173,8 +189,8 @@ class CompileWorker:
                 raise WorkerCompileError(reply[1])
             try:
                 artifact = CompiledArtifact.load(path=path, format="binary")
-                if kept is not None:
-                    _keep(path, kept, reply[3])
+                if kept is not None:  # a symbolic region's guard source is kept beside it
+                    _keep(path, kept, {".constants": reply[3], **({".guards": reply[1].encode()} if kind == "compile_symbolic" else {})})
             finally:
                 if os.path.exists(path):
                     os.unlink(path)
@@ -274,12 +290,13 @@ def kept_folder() -> str:
     return os.path.join(cache_dir(), "squall_regions")
 
 
-def _keep(path: str, kept: str, constants: bytes) -> None:
-    """Copy a compiled artifact to where `kept_artifact` finds it; the constants first, the
-    artifact last, each by an atomic rename, so a reader never sees half of one."""
+def _keep(path: str, kept: str, beside: dict[str, bytes]) -> None:
+    """Copy a compiled artifact to where `kept_artifact` finds it; the files `beside` it (suffix:
+    contents: its constants, a symbolic region's guards) first, the artifact last, each by an
+    atomic rename, so a reader never sees half of one."""
     try:
         os.makedirs(os.path.dirname(kept), exist_ok=True)
-        for target, data in ((kept + ".constants", constants), (kept, _read(path))):
+        for target, data in (*((kept + suffix, data) for suffix, data in beside.items()), (kept, _read(path))):
             temporary = f"{target}.{os.getpid()}.tmp"
             with open(temporary, "wb") as f:
                 f.write(data)
@@ -353,7 +370,12 @@ class RegionCompiler:
     def symbolic(self, spec: SymbolicSpec) -> tuple[Callable, str]:
         """(compiled, guard source) for the spec's symbolic sizes (squall_inductor.symbolic)."""
         done = self._in_worker(lambda payload: self.worker.compile_symbolic(payload, spec))
-        return compile_in_process(self.fn, self._here(spec)) if done is None else done
+        if done is None:
+            return compile_in_process(self.fn, self._here(spec))
+        compiled, guards, kept = done
+        if kept:
+            self.where = f"before, loaded from {kept_folder()}"
+        return compiled, guards
 
     def _here(self, what: Any) -> Any:
         if not self.in_process:

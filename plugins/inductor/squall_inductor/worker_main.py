@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import operator
 import os
+import platform
 import pickle
 import signal
 from multiprocessing.connection import Connection
@@ -27,6 +28,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 import torch._inductor.config as inductor_config
+from torch._inductor import cpu_vec_isa
 from torch._inductor import standalone_compile
 from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -113,11 +115,52 @@ def compile_symbolic(fn: Callable, spec: SymbolicSpec, path: str) -> tuple[str, 
     return source, constants
 
 
+def _warm_up_region(x: torch.Tensor) -> torch.Tensor:
+    return torch.relu(x * 2.0 + 1.0).sum(-1)
+
+
+def probe_vector_isa() -> None:
+    """inductor's vector-ISA probe with one test build instead of one per instruction set.
+
+    inductor builds and loads a test program for every instruction set the CPU lists (on an
+    AVX-512 machine: three, 1-3 s each), then picks the first that passed, in its own order. Here
+    the first the CPU lists is built and loaded alone; where it passes, inductor's list is made
+    with the others taken as passing too (`cpp.vec_isa_ok`), so it picks the same one, and the
+    list is kept for the process. Where it fails, or where a setting picks another
+    (ATEN_CPU_CAPABILITY, cpp.simdlen, cpp.vec_isa_ok), inductor probes as it would."""
+    if (os.environ.get("ATEN_CPU_CAPABILITY") or inductor_config.cpp.simdlen is not None
+            or inductor_config.cpp.vec_isa_ok is not None or platform.machine() not in ("x86_64", "AMD64")):
+        return
+    flags = cpu_vec_isa.x86_isa_checker()
+    listed = [isa for isa in cpu_vec_isa.supported_vec_isa_list if all(f in flags for f in str(isa).split())]
+    if listed and listed[0]:  # its test build and load
+        with inductor_config.patch({"cpp.vec_isa_ok": True}):
+            cpu_vec_isa.valid_vec_isa_list()  # functools.cache: made once, here
+
+
+def warm_up() -> None:
+    """Pay inductor's one-time CPU costs before the first request: the vector-ISA probe (it builds
+    and loads a test program per instruction set the CPU has: about 8 s with a cold cache folder)
+    and the precompiled header every C++ kernel includes (built at the first kernel: about 2 s),
+    by compiling one tiny region. The worker starts at squall.jit (squall_inductor.executor's
+    `prepare`), so this runs while the first calls run on the torch plan; a failure here is left
+    for the first real request to report."""
+    try:
+        probe_vector_isa()
+        args = [torch.ones(4, 8)]
+        with inductor_config.patch({"compile_threads": 1}):
+            graph = make_fx(_warm_up_region, tracing_mode="fake")(*args)
+            standalone_compile(graph, args, dynamic_shapes="from_example_inputs", options={})(*args)
+    except Exception:  # noqa: BLE001 - nothing depends on it but time
+        pass
+
+
 def main(fd: int) -> None:
     """Serve compile requests on the socket `fd` until it closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the user's process's to handle
     conn = Connection(fd)
     conn.send(("ready", os.getpid()))
+    warm_up()  # a request sent meanwhile waits in the socket: it would pay these costs anyway
     while True:
         try:
             request = conn.recv()

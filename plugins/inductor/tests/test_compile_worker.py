@@ -23,6 +23,7 @@ squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor
 from squall.extend import load_source  # noqa: E402
 from squall_inductor import CompiledRegion, InductorExecutor  # noqa: E402
 from squall_inductor.regions import load_region, region_payload  # noqa: E402
+from squall_inductor.symbolic import SymbolicSpec, guard_function  # noqa: E402
 from squall_inductor.worker import CompileWorker, RegionCompiler, default_worker  # noqa: E402
 
 needs_cpu_inductor = pytest.mark.skipif(squall_inductor.cpp_compiler() is None, reason="no C++ compiler for inductor's CPU backend")
@@ -177,6 +178,33 @@ def test_a_region_compiled_before_loads_from_the_cache_folder_without_asking_the
 
 
 @needs_cpu_inductor
+def test_a_symbolic_region_compiled_before_loads_with_its_guards_without_asking_the_worker(tmp_path):
+    fn, source = _region("def region(x):\n  return (torch.sigmoid(x * 2 + 1).sum(1) - torch.tensor([1.0, 2.0]),)\n", torch=torch)
+    spec = SymbolicSpec({"s0": 5}, [((3, "s0", 2), torch.float32, torch.device("cpu"), (0, 1, 2))])
+    first = RegionCompiler(fn, source, worker=default_worker())
+    compiled, guards = first.symbolic(spec)
+    assert first.where.startswith("in the compile worker process")
+    assert len(os.listdir(tmp_path / "kept")) == 3  # the artifact, its tensor constants and its guards
+    later = CompileWorker()  # as in a later process: it never answers a request
+    try:
+        again = RegionCompiler(fn, source, worker=later)
+        loaded, kept_guards = again.symbolic(spec)
+        assert again.where == f"before, loaded from {tmp_path / 'kept'}" and later.pid is None
+        assert kept_guards == guards
+        admits = guard_function(kept_guards, [3])
+        for length in (5, 9, 30):  # one compilation for every length its guards admit
+            x = torch.randn(3, length, 2)
+            assert admits([x])
+            torch.testing.assert_close(tuple(loaded(x)), fn(x))
+        # other memory orders are another compilation: by the worker, not loaded
+        other = RegionCompiler(fn, source, worker=later)
+        other.symbolic(spec.with_orders([(1, 0, 2)]))
+        assert other.where == f"in the compile worker process (pid {later.pid})" and later.pid is not None
+    finally:
+        later.close()
+
+
+@needs_cpu_inductor
 def test_a_damaged_kept_region_is_compiled_again(tmp_path):
     fn, source = _region("def region(x):\n  return (torch.cos(x) * 7 + 2,)\n", torch=torch)
     x = torch.randn(4, 4)
@@ -245,3 +273,69 @@ def test_the_interpreter_exits_promptly_and_quietly_during_an_upgrade(delay, tmp
     assert result.stdout.strip() == "done"
     assert result.stderr.strip() == "", result.stderr
     assert time.perf_counter() - start < 60
+
+
+@needs_cpu_inductor
+def test_the_worker_starts_at_jit_and_the_jit_does_not_wait_for_it(monkeypatch):
+    monkeypatch.setattr(squall_inductor.worker, "_worker", None)
+    jfn = squall.jit(lambda x: torch.relu(x * 2 + 1).sum(-1), executors=["inductor", "torch"])
+    worker = squall_inductor.worker._worker
+    try:
+        assert worker is not None and worker._process is not None and worker._process.poll() is None
+        assert not worker._ready  # started, not waited for: its imports and warm-up overlap the first calls
+        x = torch.randn(4, 8)
+        torch.testing.assert_close(jfn(x), torch.relu(x * 2 + 1).sum(-1))
+        assert squall.wait_for_upgrades(jfn, timeout=300)
+        (upgrade,) = squall.upgrades(jfn)
+        assert f"pid {worker.pid}" in upgrade.compiled_in or upgrade.status == "nothing to fuse", upgrade
+        torch.testing.assert_close(jfn(x), torch.relu(x * 2 + 1).sum(-1))
+    finally:
+        if worker is not None:
+            worker.close()
+
+
+@pytest.mark.parametrize("executors, subprocess_setting", [(["torch"], "1"), (["inductor", "torch"], "0")])
+def test_no_worker_starts_where_inductor_is_left_out_or_compiles_in_process(monkeypatch, executors, subprocess_setting):
+    monkeypatch.setattr(squall_inductor.worker, "_worker", None)
+    monkeypatch.setenv("SQUALL_INDUCTOR_SUBPROCESS", subprocess_setting)
+    jfn = squall.jit(lambda x: x * 2 + 1, executors=executors, wait=False)
+    x = torch.randn(3)
+    torch.testing.assert_close(jfn(x), x * 2 + 1)
+    squall.wait_for_upgrades(jfn, timeout=300)
+    assert squall_inductor.worker._worker is None
+
+
+_ISA_PROBE = """
+import torch
+from torch._inductor import cpu_vec_isa
+from squall_inductor.worker_main import probe_vector_isa
+builds = []
+fail_first = {fail_first}
+def check_build(self, code):
+    builds.append(str(self))
+    return not (fail_first and len(builds) == 1)
+cpu_vec_isa.VecISA.check_build = check_build
+if {ours}:
+    probe_vector_isa()
+print(repr((str(cpu_vec_isa.pick_vec_isa()), [str(i) for i in cpu_vec_isa.valid_vec_isa_list()], builds)))
+"""
+
+
+@needs_cpu_inductor
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="the probe shortcut is for x86 CPUs")
+@pytest.mark.parametrize("fail_first", [False, True])
+def test_the_worker_probes_one_vector_isa_and_picks_what_inductor_would(fail_first):
+    def probe(ours: bool) -> tuple:
+        script = _ISA_PROBE.format(fail_first=fail_first, ours=ours)
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                              env={k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"})
+        assert done.returncode == 0, done.stderr
+        return eval(done.stdout.strip().splitlines()[-1])
+
+    inductors, ours = probe(False), probe(True)
+    assert ours[:2] == inductors[:2]  # the same instruction set picked, from the same list
+    if not fail_first:  # fewer test builds: the later sets are not built (their bf16 checks still are)
+        assert len(ours[2]) < len(inductors[2]) or len(inductors[1]) == 1
+        assert ours[2].count(ours[1][-1]) < inductors[2].count(inductors[1][-1]) or len(inductors[1]) == 1
+    else:  # the first failed: inductor's own probe of every listed set
+        assert ours[2][1:] == inductors[2][1:]

@@ -1,0 +1,148 @@
+"""Time to fused speed in a fresh process: squall with inductor against torch.compile, cold and warm.
+
+Run: python bench/cold_start.py [name ...]       (default: gpt2 test_resnet llama bert test_vit test_convnext)
+     python bench/cold_start.py --rounds 2 gpt2
+
+Each model runs, per contender and round, in two new processes in turn: the first with empty
+inductor and squall cache folders (TORCHINDUCTOR_CACHE_DIR, SQUALL_CACHE_DIR: cold), the second
+with the folders the first left (warm: a user's second run). The contenders alternate, and each has
+its own folders, so neither compiles a kernel the other then finds on disk.
+
+Each child imports torch, squall and the model's library, builds the model (inference, one thread),
+then starts the clock and:
+- torch.compile: compiles the model and calls it once (its compile time: Dynamo's and inductor's
+  imports, the vector-ISA probe and every kernel compile included);
+- squall + inductor: jits it, calls it until its upgrade is queued (once the entry is hot), at
+  least twice, and waits until its background upgrade has installed a fused plan (`Upgrade.fused_after`; its compile
+  worker's start, imports and warm-up included), or the upgrade ended without one. With --busy it
+  calls the model in a loop meanwhile, as a user's serving loop would: the user's thread then
+  holds the GIL the upgrade's thread needs for its Python (planning, loading compiled regions).
+The child then times per-call cost against eager (best of rounds, thread CPU time) and prints one
+JSON line. The table shows each contender's seconds, squall's ratio to torch.compile (the target
+is <= 0.2), and per call after the upgrade as a ratio to torch.compile's (each against eager in
+its own process). The load average is printed before and after: the machine may be shared.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_MODELS = ["gpt2", "test_resnet", "llama", "bert", "test_vit", "test_convnext"]
+CONTENDERS = ("torch.compile", "squall+inductor")
+
+
+def _child(contender: str, name: str, busy: bool) -> None:
+    import torch
+
+    sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+    from real_models import TIMM_MODELS, TORCHVISION_MODELS, TRANSFORMERS_MODELS, import_torchvision
+
+    import squall
+
+    torch.set_num_threads(1)
+    import_torchvision()
+    (model,) = [m for m in TIMM_MODELS + TORCHVISION_MODELS + TRANSFORMERS_MODELS if name in (m.name, m.name.split("/")[-1])]
+    torch.manual_seed(0)
+    module, inputs = model.build(), model.inputs()
+    with torch.no_grad():
+        module(**inputs)  # the model's own first-call costs (lazy imports in its code) are nobody's
+        start = time.perf_counter()
+        calls = 1
+        if contender == "torch.compile":
+            fn = torch.compile(module)
+            fn(**inputs)
+            to_fused = time.perf_counter() - start
+            kept = "torch.compile"
+        else:
+            fn = squall.jit(module, executors=["inductor", "torch"])
+            fn(**inputs)
+            while True:
+                (upgrade,) = squall.upgrades(fn)[-1:] or (None,)
+                if upgrade is not None and (upgrade.fused_after is not None or upgrade.done.is_set()):
+                    break
+                if busy or calls < 2 or upgrade is None:  # an upgrade is queued once an entry is hot
+                    fn(**inputs)
+                    calls += 1
+                else:
+                    time.sleep(0.01)
+            squall.wait_for_upgrades(fn)
+            to_fused = None if upgrade.fused_after is None else upgrade.submitted + upgrade.fused_after - start
+            kept = upgrade.status
+        best = {"eager": float("inf"), "compiled": float("inf")}
+        for _ in range(20):
+            for label, run in (("eager", module), ("compiled", fn)):
+                t = time.thread_time()
+                for _ in range(3):
+                    run(**inputs)
+                best[label] = min(best[label], (time.thread_time() - t) / 3)
+    if contender != "torch.compile":
+        print(upgrade, file=sys.stderr)
+    print(json.dumps({"to_fused": to_fused, "calls": calls, "per_call_vs_eager": best["compiled"] / best["eager"], "kept": kept}))
+
+
+def _run(contender: str, name: str, folders: dict[str, str], busy: bool) -> dict:
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=folders["inductor"], SQUALL_CACHE_DIR=folders["squall"])
+    done = subprocess.run([sys.executable, __file__, "--child", contender, name, *(["--busy"] if busy else [])], env=env, capture_output=True, text=True)
+    if os.environ.get("COLD_START_VERBOSE"):
+        print(done.stderr, file=sys.stderr)
+    if done.returncode != 0:
+        raise RuntimeError(f"{contender} on {name} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", default=DEFAULT_MODELS)
+    parser.add_argument("--rounds", type=int, default=1, help="cold+warm process pairs per contender and model")
+    parser.add_argument("--busy", action="store_true", help="squall's child calls the model in a loop until fused "
+                        "(default: twice, then it waits, as bench/models.py does)")
+    parser.add_argument("--child", nargs=2, metavar=("CONTENDER", "MODEL"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(*args.child, args.busy)
+        return
+    print(f"load average {_load()}; seconds from compile/jit to fused speed, per-call ratios to torch.compile's\n")
+    print("| model | run | torch.compile s | squall+inductor to fused s | ratio | calls meanwhile | per call / torch.compile | kept |")
+    print("|---|---|---|---|---|---|---|---|")
+    ratios: dict[str, list[float]] = {"cold": [], "warm": []}
+    for name in args.names:
+        for r in range(args.rounds):
+            results: dict[str, dict[str, dict]] = {"cold": {}, "warm": {}}
+            order = CONTENDERS if r % 2 == 0 else CONTENDERS[::-1]
+            for contender in order:
+                folders = {k: tempfile.mkdtemp(prefix=f"squall-cold-{k}-") for k in ("inductor", "squall")}
+                try:
+                    for run in ("cold", "warm"):
+                        results[run][contender] = _run(contender, name, folders, args.busy)
+                finally:
+                    for folder in folders.values():
+                        shutil.rmtree(folder, ignore_errors=True)
+            for run in ("cold", "warm"):
+                tc, sq = results[run]["torch.compile"], results[run]["squall+inductor"]
+                ratio = sq["to_fused"] / tc["to_fused"] if sq["to_fused"] is not None else None
+                if ratio is not None:
+                    ratios[run].append(ratio)
+                fused = "-" if sq["to_fused"] is None else f"{sq['to_fused']:.2f}"
+                print(f"| {name} | {run} | {tc['to_fused']:.2f} | {fused} | "
+                      f"{'-' if ratio is None else f'{ratio:.2f}'} | {sq['calls']} | "
+                      f"{sq['per_call_vs_eager'] / tc['per_call_vs_eager']:.2f} | {sq['kept']} |", flush=True)
+    for run, found in ratios.items():
+        if found:
+            print(f"\n{run}: to fused / torch.compile median {statistics.median(found):.2f}, worst {max(found):.2f}")
+    print(f"\nload average at the end: {_load()}")
+
+
+if __name__ == "__main__":
+    main()
