@@ -68,7 +68,7 @@ def _child(contender: str, name: str, busy: bool) -> None:
                 (upgrade,) = squall.upgrades(fn)[-1:] or (None,)
                 if upgrade is not None and (upgrade.fused_after is not None or upgrade.done.is_set()):
                     break
-                if busy or calls < 2 or upgrade is None:  # an upgrade is queued once an entry is hot
+                if busy or upgrade is None or upgrade.status == "cold":  # an upgrade is queued once an entry is hot
                     fn(**inputs)
                     calls += 1
                 else:
