@@ -148,8 +148,8 @@ def _step(bsym: Any, known: set[int], made: dict[int, tuple]) -> tuple | None:
     proxy (the others are shared: a recorded call's arguments are never changed), its
     decomposition's steps); None where it reads a proxy not in `known` or holds a value a copy
     cannot rebuild or share. The proxies it makes join `known` and `made`."""
-    if bsym.sym.tags & _NOT_REPLAYED:
-        return None
+    if bsym.sym.tags & _NOT_REPLAYED or not (bsym.sym.is_prim or bsym.sym.replayable):
+        return None  # (an op declared not replayable, such as a collective, inside another op too)
     read_args: list[TensorProxy] = []
     read_kwargs: list[TensorProxy] = []
     returned: list[TensorProxy] = []

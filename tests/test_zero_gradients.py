@@ -58,7 +58,10 @@ def _grads_are_none(fn, dtype=torch.float64) -> tuple[tuple[bool, bool], list[to
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_a_gradient_is_none_exactly_where_eager_s_is(name):
     fn = PROGRAMS[name]
-    expected_none, expected = _grads_are_none(fn)
+    try:
+        expected_none, expected = _grads_are_none(fn)
+    except NotImplementedError as e:  # torch 2.10 has no derivative of nextafter (2.13 gives zeros)
+        pytest.skip(f"eager's own backward raises on torch {torch.__version__}: {e}")
     with warnings.catch_warnings():
         warnings.simplefilter("error", squall.SquallWarning)  # differentiated by squall, no fallback
         got_none, got = _grads_are_none(squall.jit(fn))

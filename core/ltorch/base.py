@@ -64,8 +64,12 @@ class DataDependentError(RuntimeError):
     """An operation whose output shape depends on tensor values, which tracing cannot know."""
 
 
-def torchsymbol(*torchfns: Callable, id: str | None = None, tags: Iterable[str] = ()) -> Callable[[Callable], Symbol]:
+def torchsymbol(*torchfns: Callable, id: str | None = None, tags: Iterable[str] = (), replayable: bool = True) -> Callable[[Callable], Symbol]:
     """Declare an ltorch op standing for `torchfns`; its Python body is its decomposition.
+
+    `replayable=False` for a body that does more than record calls (it notes its result outside
+    the trace, as the collectives do): a repeated call then runs its body, not a copy of the
+    first call's decomposition (squall.replays).
 
     The op's signature must accept every call form of its first torch callable: the
     torch executor runs the op as that callable, with the arguments it was traced with.
@@ -73,7 +77,7 @@ def torchsymbol(*torchfns: Callable, id: str | None = None, tags: Iterable[str] 
 
     def decorate(fn: Callable) -> Symbol:
         sid = id or (qualified_name(torchfns[0]) if torchfns else f"ltorch.{fn.__name__}")
-        return Symbol(sid, fn.__name__, fn, is_prim=False, tags=tuple(tags), torchfns=tuple(torchfns), replayable=True)
+        return Symbol(sid, fn.__name__, fn, is_prim=False, tags=tuple(tags), torchfns=tuple(torchfns), replayable=replayable)
 
     return decorate
 

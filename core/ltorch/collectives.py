@@ -126,7 +126,7 @@ def _op(name: str):
     return _torch_callable("ops", name), _torch_callable("ops", f"{name}.default")
 
 
-@torchsymbol(*_op("all_reduce"), id="torch.ops._c10d_functional.all_reduce")
+@torchsymbol(*_op("all_reduce"), id="torch.ops._c10d_functional.all_reduce", replayable=False)
 def all_reduce(input, reduce_op, group_name):
     """Reduce `input` over the group's ranks; the result is to be read after `wait_tensor`."""
     _check_tensor("all_reduce", input)
@@ -134,7 +134,7 @@ def all_reduce(input, reduce_op, group_name):
     return _contiguous_like(input)
 
 
-@torchsymbol(*_op("all_gather_into_tensor"), id="torch.ops._c10d_functional.all_gather_into_tensor")
+@torchsymbol(*_op("all_gather_into_tensor"), id="torch.ops._c10d_functional.all_gather_into_tensor", replayable=False)
 def all_gather_into_tensor(input, group_size, group_name):
     """Every rank's `input`, concatenated along dim 0 in rank order."""
     _check_tensor("all_gather_into_tensor", input)
@@ -144,7 +144,7 @@ def all_gather_into_tensor(input, group_size, group_name):
     return _contiguous_like(input, (input.shape[0] * group_size, *input.shape[1:]))
 
 
-@torchsymbol(*_op("reduce_scatter_tensor"), id="torch.ops._c10d_functional.reduce_scatter_tensor")
+@torchsymbol(*_op("reduce_scatter_tensor"), id="torch.ops._c10d_functional.reduce_scatter_tensor", replayable=False)
 def reduce_scatter_tensor(input, reduce_op, group_size, group_name):
     """`input` reduced over the ranks, each rank keeping its 1/group_size slice of dim 0."""
     _check_tensor("reduce_scatter_tensor", input)
@@ -158,7 +158,7 @@ def reduce_scatter_tensor(input, reduce_op, group_size, group_name):
     return _contiguous_like(input, (input.shape[0] // group_size, *input.shape[1:]))
 
 
-@torchsymbol(*_op("broadcast"), id="torch.ops._c10d_functional.broadcast")
+@torchsymbol(*_op("broadcast"), id="torch.ops._c10d_functional.broadcast", replayable=False)
 def broadcast(input, src, group_name):
     """The `input` of the group's rank `src` (a rank within the group), on every rank."""
     _check_tensor("broadcast", input)
@@ -167,7 +167,7 @@ def broadcast(input, src, group_name):
     return _contiguous_like(input)
 
 
-@torchsymbol(*_op("wait_tensor"), id="torch.ops._c10d_functional.wait_tensor")
+@torchsymbol(*_op("wait_tensor"), id="torch.ops._c10d_functional.wait_tensor", replayable=False)
 def wait_tensor(tensor):
     """`tensor` once the collective that produces it has finished (blocking on CPU, a stream
     dependency on CUDA)."""
