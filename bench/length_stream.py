@@ -11,7 +11,7 @@ its ratio to eager's, then the same stream again on the warm contenders (per-cal
 
 Contenders:
 - squall: `squall.jit(model)`, automatic dynamic (the default): a background upgrade is queued
-  once its entry is hot (tiers.HOT_S), and a batch of 1 beside the symbolic entry runs eagerly
+  once its entry is hot (upgrade_worker.HOT_S), and a batch of 1 beside the symbolic entry runs eagerly
   until its calls took as much CPU time as a compile (squall.runtime.calls);
 - squall, upgrade at 1st call: each entry's upgrade queued after its first call (the policy
   before HOT_S);
@@ -64,7 +64,7 @@ from collections.abc import Callable
 import torch
 
 import squall
-from squall.runtime import tiers
+from squall.runtime import upgrade_worker
 from squall.runtime.jit import jitted_state
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
@@ -141,14 +141,14 @@ def contenders(model: torch.nn.Module, with_torch_compile: bool) -> dict[str, Ca
 
 
 def _upgrading_at_once(fn: Callable) -> Callable:
-    """`fn`, each new entry's upgrade queued after its first call (the policy before tiers.HOT_S)."""
+    """`fn`, each new entry's upgrade queued after its first call (the policy before upgrade_worker.HOT_S)."""
 
     def call(**kwargs):
         known = {id(u) for u in squall.upgrades(fn)}
         out = fn(**kwargs)
         for upgrade in squall.upgrades(fn):
             if id(upgrade) not in known and upgrade.status == "cold":
-                tiers.default_worker().queue_now(upgrade)
+                upgrade_worker.default_worker().queue_now(upgrade)
         return out
 
     call.__wrapped__ = fn

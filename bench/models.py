@@ -168,7 +168,7 @@ def squall_inductor_worker():
 def _to_fused_speed(fn, inputs: dict, start: float) -> float | None:
     """Seconds from `start` (of `fn`'s first call) until its upgrade's first fused plan ran, after
     waiting for the whole upgrade; None where no fused plan ran. As a user's loop would, `fn` is
-    called until its entry is hot and its upgrade queued (squall.runtime.tiers.HOT_S)."""
+    called until its entry is hot and its upgrade queued (squall.runtime.upgrade_worker.HOT_S)."""
     deadline = time.perf_counter() + 60
     while any(u.status == "cold" for u in squall.upgrades(fn)) and time.perf_counter() < deadline:
         fn(**inputs)

@@ -325,11 +325,11 @@ def test_the_worker_is_one_daemon_thread(fused_faster):
 
 def test_exit_with_a_pending_upgrade_is_quiet(tmp_path):
     code = textwrap.dedent("""
-        import time, torch, squall, squall.runtime.tiers
+        import time, torch, squall, squall.runtime.upgrade_worker
         from squall.market.torch_executor import make_executor
         from squall.extend import FusionExecutor
 
-        squall.runtime.tiers.EXIT_JOIN_S = 1.0  # a compile that never ends: exit gives up on it
+        squall.runtime.upgrade_worker.EXIT_JOIN_S = 1.0  # a compile that never ends: exit gives up on it
         class Sleepy(FusionExecutor):
             def __init__(self):
                 super().__init__("sleepy")
@@ -375,7 +375,7 @@ def test_at_exit_a_running_upgrade_starts_no_more_region_compiles(tmp_path):
         import atexit
         upgrading = lambda: any(t.name == "squall-upgrades" and t.is_alive() for t in threading.enumerate())
         atexit.register(lambda: print("compiled", len(compiled), "upgrading", upgrading()))  # after squall's close
-        squall.runtime.tiers.HOT_S = 0.0  # queued after its first call (tiers.HOT_S)
+        squall.runtime.upgrade_worker.HOT_S = 0.0  # queued after its first call (upgrade_worker.HOT_S)
         fn = squall.jit(lambda x: torch.exp(torch.exp(x) @ x) * 2.0 + x, executors=[Slow(), make_executor()])
         fn(torch.randn(4, 4))
         started.wait(10)

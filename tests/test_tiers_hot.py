@@ -1,4 +1,4 @@
-"""When a background upgrade is queued: once its entry is hot (squall.runtime.tiers.HOT_S), not at its first call."""
+"""When a background upgrade is queued: once its entry is hot (squall.runtime.upgrade_worker.HOT_S), not at its first call."""
 from __future__ import annotations
 
 import time
@@ -8,10 +8,10 @@ import torch
 
 import squall
 from squall.market.torch_executor import make_executor
-from squall.runtime import tiers
+from squall.runtime import tiers, upgrade_worker
 from test_tiers import SlowFuser, fused_faster, program  # noqa: F401 - fused_faster is a fixture
 
-POLLS = 3 * tiers.HOT_POLL_S  # time for the worker to look at the watched entries a few times
+POLLS = 3 * upgrade_worker.HOT_POLL_S  # time for the worker to look at the watched entries a few times
 
 
 @pytest.fixture(autouse=True)
@@ -19,14 +19,14 @@ def _own_cache(monkeypatch, tmp_path):
     # judgements are remembered on disk: each test starts with none
     monkeypatch.setenv("SQUALL_CACHE_DIR", str(tmp_path / "cache"))
     # and the worker watches none of the earlier tests' entries, which a lower HOT_S would queue beside its own
-    for job, _ in tiers.default_worker()._watched.values():
+    for job, _ in upgrade_worker.default_worker()._watched.values():
         job.cancel()
-    tiers.default_worker()._watched.clear()
+    upgrade_worker.default_worker()._watched.clear()
 
 
 def _heat(upgrade: tiers.Upgrade) -> float:
     """The seconds the worker counts the entry's calls as having taken so far."""
-    job, heat = tiers.default_worker()._watched[id(upgrade)]
+    job, heat = upgrade_worker.default_worker()._watched[id(upgrade)]
     return heat()
 
 
@@ -47,7 +47,7 @@ def test_an_entry_called_once_is_not_queued(fused_faster):
     (upgrade,) = squall.upgrades(fn)
     assert upgrade.status == "cold" and "queued once its calls have taken 0.05 s" in str(upgrade)
     assert not fuser.compiled_sources and not squall.last_traces(fn).plan.regions  # nothing compiled for it
-    assert 0 < _heat(upgrade) < tiers.HOT_S
+    assert 0 < _heat(upgrade) < upgrade_worker.HOT_S
 
 
 def test_an_entry_is_queued_once_its_calls_have_taken_hot_s(fused_faster, monkeypatch):
@@ -59,7 +59,7 @@ def test_an_entry_is_queued_once_its_calls_have_taken_hot_s(fused_faster, monkey
     time.sleep(POLLS)  # (the heat is never more than the time since the first call started)
     (upgrade,) = squall.upgrades(fn)
     first = _heat(upgrade)  # one call's worth: each call counts as long as the first took
-    monkeypatch.setattr(tiers, "HOT_S", 2.5 * first)  # hot at its third call
+    monkeypatch.setattr(upgrade_worker, "HOT_S", 2.5 * first)  # hot at its third call
     torch.testing.assert_close(fn(x), program(x))
     time.sleep(POLLS)
     assert upgrade.status == "cold" and _heat(upgrade) == pytest.approx(2 * first)
@@ -80,9 +80,9 @@ def test_calls_count_no_more_than_the_time_since_the_first_call(fused_faster):
     start = time.perf_counter()
     fn(x)
     (upgrade,) = squall.upgrades(fn)
-    _, heat = tiers.default_worker()._watched[id(upgrade)]
+    _, heat = upgrade_worker.default_worker()._watched[id(upgrade)]
     first = heat()
-    for _ in range(int(2 * tiers.HOT_S / first) + 2):  # by the first call's time alone, hot twice over
+    for _ in range(int(2 * upgrade_worker.HOT_S / first) + 2):  # by the first call's time alone, hot twice over
         fn(x)
     assert heat() <= time.perf_counter() - start
 

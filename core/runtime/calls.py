@@ -32,7 +32,7 @@ from ..ltorch.base import SquallWarning
 from ..market.config import ExecutorPriority
 from ..proxies import current_context
 from ..symbol import user_stacklevel
-from . import tiers
+from . import tiers, upgrade_worker
 from .aliasing import AliasPattern, alias_pattern, describe_path, input_tensors, same_as_paths
 from .cache import EntryCache
 from .dynamic_dims import DynamicDims, has_shape_guards, specialised_dims, zero_one_variant
@@ -207,12 +207,12 @@ class Runtime:
             return runner
 
         def first_call_then_upgrade(*args, **kwargs):
-            # watched once the first call is done: queued when the entry is hot (tiers.HOT_S)
+            # watched once the first call is done: queued when the entry is hot (upgrade_worker.HOT_S)
             start = time.perf_counter()
             try:
                 return runner(*args, **kwargs)
             finally:
-                tiers.default_worker().watch(upgrade, _heat(record, entry, start, time.perf_counter() - start))
+                upgrade_worker.default_worker().watch(upgrade, _heat(record, entry, start, time.perf_counter() - start))
 
         return first_call_then_upgrade
 
@@ -431,7 +431,7 @@ class Runtime:
                 if self.wait:
                     upgrade.run()  # installs into `variant`, which the caller runs next
         if upgrade is not None and not self.wait:
-            tiers.default_worker().submit(upgrade)
+            upgrade_worker.default_worker().submit(upgrade)
         return variant
 
     # --- a rejected call: the policy's answer, carried out -------------------------------------

@@ -23,7 +23,7 @@ from ..ltorch.base import SquallWarning
 from ..market.config import AUTOMATIC, resolve_dynamic, resolve_executors, resolve_wait
 from ..market.executor import Executor
 from ..symbol import user_stacklevel
-from . import tiers
+from . import tiers, upgrade_worker
 from .calls import Runtime
 from .entry import CompiledEntry
 from .entry_point import make_entry_point
@@ -229,10 +229,10 @@ def last_traces(jfn: Any) -> Compilation:
 
 def wait_for_upgrades(jfn: Any, timeout: float | None = None) -> bool:
     """Block until `jfn`'s background upgrades (squall.runtime.tiers) are done; False if `timeout` seconds pass first."""
-    return tiers.wait_for_upgrades(jitted_state(jfn), timeout)
+    return upgrade_worker.wait_for_upgrades(jitted_state(jfn), timeout)
 
 
 def upgrades(jfn: Any) -> list[tiers.Upgrade]:
     """`jfn`'s background upgrades, one per compiled signature: status ("pending", "upgraded",
     "kept the torch plan", "nothing to fuse", ...), why, and the in-context timings."""
-    return tiers.upgrades(jitted_state(jfn))
+    return upgrade_worker.upgrades(jitted_state(jfn))

@@ -28,22 +28,16 @@ win by far (CLEAR_WIN), and in the background only after the jobs queued meanwhi
 turn (`run` returns True and the worker queues the job again): compile time goes first where it
 brings a fused plan at all. A later offer replaces the one running only when faster.
 
-The worker is one daemon thread, so squall never holds more than one core for background
-compilation; on Linux it runs at a lower priority (nice +5, which the C++ compiler
-processes it starts inherit), so the user's compute keeps its cores; a fusion executor may
+The jobs run in one background thread (squall.runtime.upgrade_worker: when a job is queued,
+priority, exit), so the user's compute keeps its cores; a fusion executor may
 compile elsewhere (inductor: in a worker process, `FusionExecutor.compile_site` says where,
 and `upgrades(fn)` shows it). Its in-context judge times short batches and pauses between
 them (`judge`'s slice_s and pause), so it holds the GIL the user's calls need only in short
-stretches, a quarter of the time at most. At exit, queued jobs
-are dropped, and the running one starts no further region compile and is waited for (at most
-`EXIT_JOIN_S`): a thread left inside a compiler while the interpreter finalises aborts the process.
+stretches, a quarter of the time at most.
 """
 from __future__ import annotations
 
-import atexit
 import hashlib
-import os
-import queue
 import threading
 import time
 import warnings
@@ -61,11 +55,11 @@ from ..guards import GuardFailed
 from ..ltorch.base import SquallWarning
 from ..market.config import ExecutorPriority
 from ..market.executor import Executor
-from ..market.fusion import FusionExecutor, compiling_stopped, example_tensor, mark_background_upgrade_thread, stop_compiling
+from ..market.fusion import FusionExecutor, compiling_stopped, example_tensor
 from ..symbol import Tags
 from .choices import ChoiceStore, cache_dir, timing_clock
 
-__all__ = ["Upgrade", "Verdict", "judge", "fusion_offers", "background_priority", "prepare_background", "call_specs", "UpgradeWorker", "default_worker", "wait_for_upgrades", "upgrades"]
+__all__ = ["Upgrade", "Verdict", "judge", "fusion_offers", "background_priority", "prepare_background", "call_specs", "UpgradeJob"]
 
 # the fused program must beat the torch plan by this factor in context: timing noise is not a win
 MARGIN = 0.97
@@ -79,25 +73,10 @@ JUDGE_KEEP_MAX_BYTES = 64 << 20
 # a woken worker first gives the GIL back for this long, so the call that queued the job
 # returns at once instead of waiting out the worker's first switch interval (5 ms)
 SETTLE_S = 0.02
-# how long interpreter exit waits for a running upgrade to wind down: it starts no region compile
-# then, so this bounds only one in flight; a thread left inside a compiler aborts the process
-EXIT_JOIN_S = 10.0
 # a background judge (beside the user's calls) times batches of about this long, and sleeps
 # JUDGE_PAUSE times as long after each: it holds the GIL at most a quarter of the time
 JUDGE_SLICE_S = 2e-3
 JUDGE_PAUSE = 3.0
-# an entry's upgrade is queued once its calls have taken this long in all (squall.runtime.calls), as a
-# tiered JIT's counters do: an upgrade holds the interpreter for 10-20 ms of planning and judging
-# even on a small program (a DistilBERT stream of 40 batches, 40 ms in all, lost 12 ms to one), and
-# its compiles take seconds of a core, so an entry that has cost its caller less than a few times
-# that is not worth them yet (bench/length_stream.py); a hot entry is queued at most HOT_S (plus
-# a poll) later than at its first call
-HOT_S = 0.05
-# how often the worker reads the watched entries' heat; up to HOT_POLL_MAX_S while none is called
-HOT_POLL_S = 0.02
-HOT_POLL_MAX_S = 1.0
-_WAKE = object()  # a queue item that only wakes the worker (to start polling)
-_NICE = 5  # the worker yields the CPU to the user's threads (Linux: a thread's own nice value)
 
 
 @dataclass
@@ -597,158 +576,3 @@ class UpgradeJob:
             polite = dict(slice_s=JUDGE_SLICE_S, pause=JUDGE_PAUSE) if self.background else {}
             return judge(lambda: torch_fn(*lead, *args, **kwargs), lambda: fused_fn(*lead, *args, **kwargs),
                          sync=torch.cuda.synchronize if cuda else (lambda: None), device_type="cuda" if cuda else "cpu", **polite)
-
-
-class UpgradeWorker:
-    """One background thread that runs upgrade jobs in the order they come, and queues the jobs
-    it watches once their entries are hot (`watch`)."""
-
-    def __init__(self):
-        self._jobs: queue.SimpleQueue[UpgradeJob | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._closing = False
-        # id(upgrade) -> (its job, heat(): the seconds its entry's calls have taken, None once the entry is gone)
-        self._watched: dict[int, tuple[UpgradeJob, Callable[[], float | None]]] = {}
-        self._heat_seen: dict[int, float] = {}
-        self._poll_s = HOT_POLL_S
-
-    def submit(self, job: UpgradeJob) -> None:
-        """Queue `job` now."""
-        with self._lock:
-            if self._closing:
-                return job.upgrade.finish("cancelled", "the interpreter is exiting")
-            self._start()
-        self._jobs.put(job)
-
-    def watch(self, job: UpgradeJob, heat: Callable[[], float | None]) -> None:
-        """Queue `job` once its entry is hot: once `heat()`, the seconds its entry's calls have
-        taken so far, reaches HOT_S; dropped as evicted where `heat()` gives None first. The
-        worker reads it every HOT_POLL_S (less often while no watched entry is called), so the
-        entry's calls pay nothing for being counted: `heat` reads the hit counter they bump anyway."""
-        with self._lock:
-            if self._closing:
-                return job.upgrade.finish("cancelled", "the interpreter is exiting")
-            self._start()
-            job.upgrade.status, job.upgrade.reason = "cold", f"queued once its calls have taken {HOT_S:g} s"
-            self._watched[id(job.upgrade)] = (job, heat)
-            self._poll_s = HOT_POLL_S
-        self._jobs.put(_WAKE)  # a worker waiting with nothing watched starts polling
-
-    def queue_now(self, upgrade: Upgrade) -> None:
-        """Queue the watched job of `upgrade` now, hot or not (`wait_for_upgrades` asks for it)."""
-        with self._lock:
-            found = self._watched.pop(id(upgrade), None)
-            self._heat_seen.pop(id(upgrade), None)
-        if found is not None:
-            self._queue(found[0])
-
-    def _queue(self, job: UpgradeJob) -> None:
-        job.upgrade.status, job.upgrade.reason = "pending", ""
-        job.upgrade.submitted = time.perf_counter()  # its times (fused_after, seconds) count from here
-        self._jobs.put(job)
-
-    def _queue_hot(self) -> None:
-        """Queue the watched jobs whose entries are hot; forget those whose entries are gone."""
-        with self._lock:
-            watched = list(self._watched.items())
-        called = False
-        for key, (job, heat) in watched:
-            spent = heat() if job.alive() else None
-            if spent is not None and spent < HOT_S:
-                called = called or self._heat_seen.get(key) != spent
-                self._heat_seen[key] = spent
-                continue
-            with self._lock:
-                if self._watched.pop(key, None) is None:
-                    continue  # queued meanwhile by queue_now
-                self._heat_seen.pop(key, None)
-            if not job.alive():
-                job.upgrade.finish("evicted", "the jitted function no longer exists")
-            elif spent is None:
-                job.upgrade.finish("evicted", "its entry left the cache (or was replanned) before it was hot")
-            else:
-                self._queue(job)
-        # while none of the watched entries is called, look less often
-        self._poll_s = HOT_POLL_S if called else min(2 * self._poll_s, HOT_POLL_MAX_S)
-
-    def _start(self) -> None:
-        if self._thread is None:  # (under self._lock)
-            self._thread = threading.Thread(target=self._loop, name="squall-upgrades", daemon=True)
-            self._thread.start()
-            atexit.register(self.close)
-
-    def _next(self) -> UpgradeJob | None:
-        """The next job to run (None: the worker stops), queueing hot watched jobs meanwhile."""
-        while True:
-            try:
-                job = self._jobs.get(timeout=self._poll_s if self._watched else None)
-            except queue.Empty:
-                job = _WAKE
-            if self._watched and not self._closing:
-                self._queue_hot()
-            if job is not _WAKE:
-                return job
-
-    def _loop(self) -> None:
-        mark_background_upgrade_thread()
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _NICE)  # Linux: this thread only
-        except (AttributeError, OSError):
-            pass
-        while (job := self._next()) is not None:
-            time.sleep(SETTLE_S)
-            if self._closing:
-                job.cancel()
-                continue
-            torch.set_num_threads(job.num_threads)
-            job.background = True
-            if job.run():
-                self._jobs.put(job)  # its fused plan runs; its later offers come after the jobs queued meanwhile
-
-    def close(self, timeout: float | None = None) -> None:
-        """Drop queued jobs, stop region compiles, and give the running job `timeout` seconds (default
-        EXIT_JOIN_S) to wind down (called at exit)."""
-        with self._lock:
-            self._closing = True
-            thread = self._thread
-            watched, self._watched = self._watched, {}
-        for job, _ in watched.values():
-            job.cancel()
-        stop_compiling()
-        if thread is not None:
-            self._jobs.put(None)
-            thread.join(EXIT_JOIN_S if timeout is None else timeout)
-
-
-_worker: UpgradeWorker | None = None
-_worker_lock = threading.Lock()
-
-
-def default_worker() -> UpgradeWorker:
-    """The process's one upgrade worker, started at its first job."""
-    global _worker
-    with _worker_lock:
-        if _worker is None:
-            _worker = UpgradeWorker()
-        return _worker
-
-
-def upgrades(state: Any) -> list[Upgrade]:
-    """The background upgrades of a jitted function's compiled entries, oldest first."""
-    return list(state._upgrades.values())
-
-
-def wait_for_upgrades(state: Any, timeout: float | None = None) -> bool:
-    """Block until every pending upgrade of `state` (a JittedFunction) is done, those of entries
-    not yet hot queued now; False on timeout."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    pending = list(state._upgrades.values())
-    for upgrade in pending:
-        if upgrade.status == "cold":
-            default_worker().queue_now(upgrade)
-    for upgrade in pending:
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if not upgrade.done.wait(left):
-            return False
-    return True
