@@ -9,7 +9,7 @@ import torch.nn.functional as F
 import squall
 import squall.symbol
 from squall.frontend.tracing import trace_program
-from squall.replays import call_key
+from squall.replays import PendingCopy, call_key
 from squall.tools.demo import Block, GPTConfig
 
 
@@ -48,6 +48,25 @@ def test_repeated_calls_replay_with_fresh_names():
     xs = torch.randn(3, 8), torch.randn(3, 8)
     for got, want in zip(squall.jit(f)(*xs), f(*xs)):
         torch.testing.assert_close(got, want)
+
+
+def test_a_replayed_decomposition_is_copied_when_first_read():
+    w = torch.randn(8, 8)
+
+    def f(x, y):
+        return torch.tanh(F.linear(x, w)), torch.tanh(F.linear(y, w))
+
+    trace, _ = trace_program(f, (torch.randn(3, 8), torch.randn(3, 8)), {})
+    second = [bsym for bsym in trace.bsyms if bsym.sym.id == "torch.nn.functional.linear"][1]
+    assert type(second._subsymbols) is PendingCopy  # nothing read it while tracing
+    twin = second.from_bsym(source=None)
+    assert type(twin._subsymbols) is PendingCopy  # a copy of the call shares the pending copy
+    assert twin.subsymbols is second.subsymbols  # copied once, for both
+    assert second.subsymbols[-1].output_proxies()[0] is second.output
+    # its fresh proxies were named at the replay: the next call's names come after them
+    names = [p.name for s in second.walk() for p in s.output_proxies()]
+    later = trace.bsyms[trace.bsyms.index(second) + 1].output_proxies()[0].name
+    assert later not in names
 
 
 def test_the_key_tells_numbers_apart_by_type_and_sign():
