@@ -23,6 +23,7 @@ import threading
 from typing import Any
 
 import torch
+from torch.utils._device import DeviceContext
 
 from .proxies import TensorProxy
 from .symbolic import SymInt
@@ -44,7 +45,7 @@ def call_key(sym: Any, args: tuple, kwargs: dict) -> tuple[tuple, list[TensorPro
     number, an object squall does not know, no tensor at all: a factory reads global defaults)."""
     proxies: list[TensorProxy] = []
     # the global defaults a body may read (factory_device, the default float dtype)
-    parts: list = [sym, torch.is_grad_enabled(), torch.get_default_dtype(), torch.get_default_device()]
+    parts: list = [sym, torch.is_grad_enabled(), torch.get_default_dtype(), _default_device()]
     if not _key_into(args, parts, proxies):
         return None
     for name, value in kwargs.items():
@@ -52,6 +53,22 @@ def call_key(sym: Any, args: tuple, kwargs: dict) -> tuple[tuple, list[TensorPro
         if not _key_into(value, parts, proxies):
             return None
     return (tuple(parts), proxies) if proxies else None
+
+
+_CPU = torch.device("cpu")
+_DEVICE_CONTEXT = getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None)  # where torch.set_default_device keeps its device
+
+
+def _default_device() -> torch.device:
+    """torch.get_default_device(), without its generator over the mode stack in the common case:
+    no `with torch.device(...)` on the torch function mode stack and no default device set is
+    the CPU, as torch answers then."""
+    if _DEVICE_CONTEXT is None or getattr(_DEVICE_CONTEXT, "device_context", None) is not None:
+        return torch.get_default_device()
+    for i in range(torch._C._len_torch_function_stack()):
+        if isinstance(torch._C._get_function_stack_at(i), DeviceContext):
+            return torch.get_default_device()
+    return _CPU
 
 
 def _key_into(x: Any, parts: list, proxies: list) -> bool:

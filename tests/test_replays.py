@@ -117,3 +117,25 @@ def test_symbolic_sizes_keep_their_guards():
             torch.testing.assert_close(got, want)
     with pytest.raises(RuntimeError):
         jf(torch.randn(5, 3), torch.randn(4, 3))  # eager's error too: sizes that do not broadcast
+
+
+def test_the_key_reads_the_default_device_as_torch_does():
+    from torch.overrides import TorchFunctionMode
+
+    from squall.replays import _default_device
+
+    class PassingThrough(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    seen = [_default_device() == torch.get_default_device()]
+    with PassingThrough():
+        seen.append(_default_device() == torch.get_default_device())
+        with torch.device("meta"):
+            seen.append(_default_device() == torch.get_default_device() == torch.device("meta"))
+    torch.set_default_device("meta")
+    try:
+        seen.append(_default_device() == torch.get_default_device() == torch.device("meta"))
+    finally:
+        torch.set_default_device(None)
+    assert seen == [True] * 4
