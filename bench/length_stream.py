@@ -12,7 +12,7 @@ its ratio to eager's, then the same stream again on the warm contenders (per-cal
 Contenders:
 - squall: `squall.jit(model)`, automatic dynamic (the default): a background upgrade is queued
   once its entry is hot (upgrade_worker.HOT_S), and a batch of 1 beside the symbolic entry runs eagerly
-  until its calls took as much CPU time as a compile (squall.runtime.calls);
+  until its calls took as much CPU time as a compile (squall.runtime.ski_rental);
 - squall, upgrade at 1st call: each entry's upgrade queued after its first call (the policy
   before HOT_S);
 - squall, batch of 1 compiled: a batch of 1 compiled at its first call (the policy before);
