@@ -76,6 +76,7 @@ class TracingContext:
         # later call with that key (squall.replays); None: every call runs its body
         self.decompositions: dict[tuple, Any] | None = {}
         self.rebinds = 0
+        self.state: StateRecorder | None = None  # the Python state the program reads and writes (squall.frontend.state_guards)
 
     def effects(self) -> tuple:
         """What a call may change in this context besides recording calls: where it differs after
@@ -104,7 +105,6 @@ class TracingContext:
                 "Python numbers, not on tensor data"
             )
         return self.speculation.read(how, args, kwargs or {})
-        self.state: StateRecorder | None = None  # the Python state the program reads and writes (squall.frontend.state_guards)
 
     def rebind(self, handle: TensorProxy, value: TensorProxy) -> TensorProxy:
         """Make `handle` (a proxy the program holds) stand for `value` from now on.
