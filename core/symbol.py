@@ -297,13 +297,21 @@ class BoundSymbol:
 
     def from_bsym(self, **changes: Any) -> BoundSymbol:
         """A copy with some fields changed; passes build these instead of editing a recorded call."""
-        fields = {name: getattr(self, name) for name in self.__slots__ if not name.startswith("_")}
-        fields["subsymbols"] = self._subsymbols  # a pending copy stays pending, shared
+        fields = {
+            "sym": self.sym, "args": self.args, "kwargs": self.kwargs, "output": self.output,
+            "subsymbols": self._subsymbols,  # a pending copy stays pending, shared
+            "source": self.source, "executor": self.executor, "impl": self.impl, "call_keywords": self.call_keywords,
+            "grad_enabled": self.grad_enabled,
+        }  # fmt: skip
         fields.update(changes)
         return BoundSymbol(**fields)
 
     def with_executor(self, executor, impl) -> BoundSymbol:
-        return self.from_bsym(executor=executor, impl=impl)
+        """This call, run by `executor` as `impl` (the planner's copy of each call it places)."""
+        copy = BoundSymbol(self.sym, self.args, self.kwargs, self.output, self._subsymbols, self.source, executor, impl,
+                           call_keywords=self.call_keywords, grad_enabled=self.grad_enabled)
+        copy._inputs, copy._outputs = self._inputs, self._outputs  # the same arguments and output: the same proxies
+        return copy
 
     def shortest_arguments(self) -> tuple[tuple, dict]:
         """The call's arguments as printed and as passed to an implementation (see Symbol.shortest)."""
