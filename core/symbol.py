@@ -341,11 +341,13 @@ class BoundSymbol:
         )
 
     def mentions(self, ids: dict[int, Any] | set[int]) -> bool:
-        """Whether this call or its decomposition names a proxy whose id is in `ids`."""
+        """Whether this call or its decomposition names a proxy whose id is in `ids`. A replayed
+        call's decomposition not copied yet is not read (nor copied): it reads only the call's
+        inputs and returns its outputs, and the proxies it makes between are its own."""
         return (
             any(id(p) in ids for p in self.input_proxies())
             or any(id(p) in ids for p in self.output_proxies())
-            or any(sub.mentions(ids) for sub in self.subsymbols)
+            or (type(self._subsymbols) is not PendingCopy and any(sub.mentions(ids) for sub in self._subsymbols))
         )
 
     def walk(self) -> Iterator[BoundSymbol]:

@@ -69,6 +69,25 @@ def test_a_replayed_decomposition_is_copied_when_first_read():
     assert later not in names
 
 
+def test_an_in_place_op_copies_only_the_replayed_calls_it_touches(monkeypatch):
+    w = torch.randn(8, 8)
+
+    def f(x, y, z):
+        a, b, c = F.linear(x, w), F.linear(y, w), F.linear(z, w)
+        x.add_(1)  # rebinds x: the calls recorded so far are searched for it
+        b.relu_()  # rebinds b, the second call's output
+        return a, b, c
+
+    args = lambda: (torch.randn(3, 8), torch.randn(3, 8), torch.randn(3, 8))
+    trace, _ = trace_program(f, args(), {})
+    _, second, third = [bsym for bsym in trace.bsyms if bsym.sym.id == "torch.nn.functional.linear"]
+    assert type(second._subsymbols) is tuple  # it names b: copied where the rebind looked
+    assert type(third._subsymbols) is PendingCopy  # it names neither
+    replayed = trace.python(decompositions=True)
+    _without_replays(monkeypatch)
+    assert replayed == trace_program(f, args(), {})[0].python(decompositions=True)
+
+
 def test_the_key_tells_numbers_apart_by_type_and_sign():
     with squall.proxies.tracing(squall.frontend.tracing.TracingContext()):
         x = squall.proxies.TensorProxy("x", shape=(2,), dtype=torch.float32, device="cpu")
