@@ -19,7 +19,8 @@
 # STEPS (default "2 3 4 5 6") picks steps to run after the install, e.g. STEPS="3 5" to
 # split the work over two calls of a lent machine; each step is bounded by STEP_TIMEOUT s.
 # Everything is written to the results file; the exit status is non-zero if any step failed.
-# Run on an H100 (2026-11-25, torch 2.11+cu130, CuPy 14.2): see plugins/cupy_ops/README.md for what it found.
+# Run on an H100 (2026-11-25 and 2026-11-26, torch 2.11+cu130, CuPy 14.2): plugins/cupy_ops/README.md and
+# plugins/inductor/README.md ("Run on a GPU") say what it found.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RESULTS="${1:-${OUT:-.}/gpu-results.txt}"
