@@ -41,6 +41,7 @@ class ArgumentRoutes:
         self._namespaces: dict[int, tuple[types.SimpleNamespace, dict, str, str]] = {}  # id(copy) -> (copy, its items, label, where)
         self._routed_by_type: dict[type, list[tuple[Any, str]]] = {}  # objects reached through the arguments
         self._metadata_guarded: set[str] = set()  # the expressions of the held tensors whose metadata is guarded
+        self.routed_ints: dict[tuple, int] = {}  # (the holder's route, attribute) -> the int read there first
 
     def _argument(self, value: Any, expr: str, label: str, route: tuple) -> Any:
         t = type(value)

@@ -76,6 +76,9 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
         # read from the object at every call: (tensor, owner dict, key, label) -> its proxy; None:
         # such tensors are constants of the trace, guarded by identity (squall.frontend.tracing sets it)
         self.tensor_input: Callable[[torch.Tensor, dict, str, str], TensorProxy] | None = None
+        # makes an int an object reached through the arguments holds a size symbol (value, key,
+        # route) -> the symbol, or None where it stays a constant guarded by value (squall.frontend.tracing)
+        self.size_input: Callable[[int, str, tuple], Any] | None = None
 
     # views
 

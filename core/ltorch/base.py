@@ -30,6 +30,7 @@ __all__ = [
     "qualified_name",
     "TorchLanguage",
     "DataDependentError",
+    "NotInLanguage",
     "SquallWarning",
 ]
 
@@ -62,6 +63,12 @@ class SquallWarning(UserWarning):
 
 class DataDependentError(RuntimeError):
     """An operation whose output shape depends on tensor values, which tracing cannot know."""
+
+
+class NotInLanguage(NotImplementedError):
+    """A torch-language op's variant that squall does not model (`interpolate(mode="bicubic")`):
+    raised by the op before it records anything; the program's call runs as an opaque torch call
+    instead, with a warning, as an op outside the language does."""
 
 
 def torchsymbol(*torchfns: Callable, id: str | None = None, tags: Iterable[str] = (), replayable: bool = True) -> Callable[[Callable], Symbol]:
@@ -210,6 +217,10 @@ class TorchLanguage:
                     ctx.views.refresh((args, kwargs), qualified_name(func))
             try:
                 out = op(*args, **kwargs)
+            except NotInLanguage:
+                if len(ctx.scopes) != 1:
+                    raise  # inside another op's decomposition: that op fails as a whole
+                return self.opaque(func, args, kwargs)
             except DataDependentError as refused:
                 # an op whose output shape depends on data, called by the program itself: it runs
                 # whole as its torch call, shaped as in the call being compiled, and guarded
