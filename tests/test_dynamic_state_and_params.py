@@ -158,3 +158,15 @@ def test_interpolate_in_a_mode_squall_does_not_model_runs_as_an_opaque_call(opti
 def test_interpolate_still_refuses_what_torch_refuses():
     with pytest.raises(ValueError, match="align_corners"):
         squall.jit(lambda x: torch.nn.functional.interpolate(x, size=(3, 3), mode="nearest", align_corners=True))(torch.randn(1, 1, 2, 2))
+
+
+def test_a_strided_convolution_trains_with_every_dimension_symbolic():
+    """Its input's gradient is a transposed convolution whose output_padding (the rows the forward's
+    floor division dropped) is computed from the sizes: read and guarded, not passed on symbolic."""
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, stride=2, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(4, 2, 3, stride=2, padding=1))
+    jitted = squall.jit(module, dynamic=True)
+    for batch, size in [(2, 9), (3, 9), (2, 12)]:
+        x = torch.randn(batch, 3, size, size, requires_grad=True)
+        actual = torch.autograd.grad(jitted(x).sum(), (x, *module.parameters()))
+        torch.testing.assert_close(actual, torch.autograd.grad(module(x).sum(), (x, *module.parameters())))
