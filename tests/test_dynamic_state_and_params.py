@@ -170,3 +170,47 @@ def test_a_strided_convolution_trains_with_every_dimension_symbolic():
         x = torch.randn(batch, 3, size, size, requires_grad=True)
         actual = torch.autograd.grad(jitted(x).sum(), (x, *module.parameters()))
         torch.testing.assert_close(actual, torch.autograd.grad(module(x).sum(), (x, *module.parameters())))
+
+
+class _CrossCache:
+    """An encoder-decoder cache's cross-attention part as transformers keeps it: keys computed at
+    the first step, and a dict saying which layers have theirs (made anew with each cache)."""
+
+    def __init__(self):
+        self.is_updated = {0: False, 1: False}
+        self.layers = [_Layer(), _Layer()]
+
+
+def _cross_step(x, memory, cache):
+    out = x
+    for layer in (0, 1):
+        if not cache.is_updated[layer]:
+            cache.layers[layer].keys = memory * (layer + 2)
+            cache.is_updated[layer] = True
+        out = out + cache.layers[layer].keys.sum()
+    return out
+
+
+def test_a_dict_an_argument_object_holds_is_read_and_written_through_the_call():
+    """Its items are guarded, and its writes replayed, on the call's own object: a new cache of
+    the same layout runs the programs the first one compiled, and each call writes its own."""
+    jitted = squall.jit(_cross_step)
+    compiles = []
+    for _ in range(3):
+        memory = torch.randn(4)
+        eager_cache, cache = _CrossCache(), _CrossCache()
+        before = jitted.cache_info().misses
+        for _ in range(3):
+            x = torch.randn(4)
+            torch.testing.assert_close(jitted(x, memory, cache), _cross_step(x, memory, eager_cache))
+            assert cache.is_updated == eager_cache.is_updated
+            torch.testing.assert_close([c.keys for c in cache.layers], [c.keys for c in eager_cache.layers])
+        compiles.append(jitted.cache_info().misses - before)
+    assert compiles == [2, 0, 0]  # the first step (nothing cached yet), the later steps
+    stale = _CrossCache()
+    stale.is_updated[1] = True  # a layout no call compiled for: guarded, not taken for another
+    stale.layers[1].keys = torch.ones(4)
+    x, memory = torch.randn(4), torch.randn(4)
+    expected_cache = _CrossCache()
+    expected_cache.is_updated[1], expected_cache.layers[1].keys = True, torch.ones(4)
+    torch.testing.assert_close(jitted(x, memory, stale), _cross_step(x, memory, expected_cache))

@@ -124,10 +124,10 @@ class AttributeReads:
     def _reached(self, value: Any, expr: str, label: str, route: tuple | None = None) -> Any:
         """A value read from an attribute or global: guarded; a list or object comes back as a
         recording copy or view so that what is done with it is seen too. Where it was reached
-        through the call's arguments (`route`), a list, tuple or `by_structure` object is
+        through the call's arguments (`route`), a list, tuple, dict or `by_structure` object is
         guarded by its type (and length) and followed through the arguments, not by identity:
         a new KV cache of the same layout runs the same program."""
-        if route is not None and (type(value) is list or type(value) is tuple or by_structure(value)):
+        if route is not None and (type(value) is list or type(value) is tuple or type(value) is dict or by_structure(value)):
             return self._reached_through_arguments(value, expr, label, route)
         self.guards.watch(expr, value, label)
         return self._follow(value, expr, label)

@@ -183,7 +183,7 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
                 )
         for recorded in [*self._dict_copies.values(), *self._argument_copies]:
             real = recorded.target if recorded.target is not None else self.guards.bind(recorded.real, "d")
-            if recorded.whole_read and recorded.target is None:
+            if recorded.whole_read and (recorded.target is None or recorded.routed):
                 keys, items = self.guards.bind(list(recorded.real), "k"), self.guards.bind(list(recorded.real.values()), "k")
                 self.guards.add(f"list({real}) == {keys} and _same_items(list({real}.values()), {items})", f"the items of {recorded.label}")
             if recorded.keys_set:
