@@ -214,3 +214,37 @@ def test_a_dict_an_argument_object_holds_is_read_and_written_through_the_call():
     expected_cache = _CrossCache()
     expected_cache.is_updated[1], expected_cache.layers[1].keys = True, torch.ones(4)
     torch.testing.assert_close(jitted(x, memory, stale), _cross_step(x, memory, expected_cache))
+
+
+def _add_in_place(x, n):
+    x.add_(n)
+    return x * 2
+
+
+def test_a_program_writing_its_input_takes_a_dynamic_number():
+    """The check that the written inputs share no memory reads the tensors alone, not the number
+    passed beside them (it raised TypeError at the call after the number became dynamic)."""
+    jitted = squall.jit(_add_in_place)
+    for n in (1, 2, 3, 4):
+        x, expected_x = torch.ones(3), torch.ones(3)
+        torch.testing.assert_close(jitted(x, n), _add_in_place(expected_x, n))
+        torch.testing.assert_close(x, expected_x)
+    x = torch.ones(4)
+    torch.testing.assert_close(jitted(x[:3], 5), torch.full((3,), 12.0))  # still checked: a view of another tensor
+
+
+def test_a_program_writing_its_input_reads_a_held_int_as_a_size():
+    def step(x, cache):
+        layer = cache.layers[0]
+        layer.seen += x.shape[1]
+        x.add_(1)
+        return x[:, : layer.seen % 7 + 1]
+
+    jitted = squall.jit(step)
+    eager_cache, cache = _Cache(), _Cache()
+    for n in (5, 3, 4, 2):
+        x = torch.randn(2, n)
+        expected_x = x.clone()
+        torch.testing.assert_close(jitted(x, cache), step(expected_x, eager_cache))
+        torch.testing.assert_close(x, expected_x)
+        assert cache.layers[0].seen == eager_cache.layers[0].seen
