@@ -342,7 +342,10 @@ def trace_program(
             shape = tuple(value.shape)
             name = _local_name(f"{key}", taken)
             if symbolic:
-                shape = tuple(ctx.shapes.symbol(n, name, d) if (d in symbolic or symbolic is ALL_DIMS) and n >= 2 else n for d, n in enumerate(shape))
+                # every dimension of a held tensor may be symbolic (which one grows is not known
+                # at the first compile): each gets its own symbol, so a value it shares with another
+                # size at this call only (cache length 8, head size 8) is no guard
+                shape = tuple(ctx.shapes.symbol(n, name, d, share=False) if (d in symbolic or symbolic is ALL_DIMS) and n >= 2 else n for d, n in enumerate(shape))
             p = state_proxies[id(value)] = TensorProxy(name, shape=shape, dtype=value.dtype, device=value.device, requires_grad=value.requires_grad)
             ctx.inputs.append(p)
             # (the object's own dict is not held where the route reaches it: a KV cache is freed)
@@ -365,7 +368,9 @@ def trace_program(
             name = _local_name(key, taken)
             ctx.inputs.append(NumberProxy(name, int, value))
             paths.append(("state", None, key, route))
-            size = state_sizes[path] = ctx.shapes.symbol(value, name, None)
+            # a symbol of its own, as a held tensor's sizes have: its relation to them (a sliding
+            # window's count equal to its keys' length until the window fills) is a shape guard
+            size = state_sizes[path] = ctx.shapes.symbol(value, name, None, share=False)
         return size
 
     if not strict:
