@@ -248,3 +248,21 @@ def test_a_program_writing_its_input_reads_a_held_int_as_a_size():
         torch.testing.assert_close(jitted(x, cache), step(expected_x, eager_cache))
         torch.testing.assert_close(x, expected_x)
         assert cache.layers[0].seen == eager_cache.layers[0].seen
+
+
+def _pad_in_ends(ids, pad):
+    return ids * 2 if pad in ids[:, [-1, 0]] else ids * 3  # transformers' padding check
+
+
+def test_a_number_in_a_tensor_is_read_and_guarded():
+    jitted = squall.jit(_pad_in_ends)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        for ids in ([[1, 2, 3]], [[0, 2, 3]], [[4, 2, 5]], [[4, 2, 0]]):
+            ids = torch.tensor(ids)
+            torch.testing.assert_close(jitted(ids, 0), _pad_in_ends(ids, 0))
+
+
+def test_a_tensor_holds_only_tensors_and_numbers():
+    with pytest.raises(RuntimeError, match="Tensor.__contains__ only supports Tensor or scalar"):
+        squall.jit(lambda x: "a" in x)(torch.ones(2))

@@ -311,6 +311,8 @@ class TorchLanguage:
         name = qualified_name(func)
         if name in _VALUE_READS:
             return current_context().read_value(_VALUE_READS[name], args, kwargs, what=name)
+        if name == "torch.Tensor.__contains__" and len(args) == 2 and not kwargs:
+            return _contains(*args)
         if name in _DATA_DEPENDENT:
             ctx = current_context()
             if ctx.speculation is None:
@@ -377,6 +379,14 @@ class TorchLanguage:
             torchfns=(func,),
         )
         return opaque_writes(name, metas, meta_out, sym(*args, **kwargs))
+
+
+def _contains(tensor: TensorProxy, element: Any) -> bool:
+    """`element in tensor` as eager computes it (`(element == tensor).any()`, read as a bool):
+    traced, the value read guarded (transformers' `pad_token_id in input_ids`)."""
+    if not isinstance(element, (TensorProxy, int, float, bool, complex, SymInt)):
+        raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you passed in a {type(element)}.")
+    return bool((element == tensor).any())
 
 
 class TracingMode(TorchFunctionMode):
