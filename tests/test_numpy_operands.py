@@ -77,3 +77,10 @@ def test_numpy_array_operand_is_refused_clearly():
         squall.jit(lambda x: torch.add(x, np.array(2.0)))(x)
     # converted inside the program, as the message says, it traces and matches eager
     _same(lambda x: x * torch.as_tensor(np.array([1.0, 2.0, 3.0])), x)
+
+
+def test_numpy_float64_data_in_lists_keeps_its_dtype():
+    x = torch.randn(2)
+    _same(lambda x: torch.tensor([np.float64(1.5), np.float64(2.5)]), x)
+    _same(lambda x: torch.tensor([[np.float64(1.5)], [np.float64(2.5)]], dtype=float), x)
+    _same(lambda x: x + torch.tensor([np.int64(1), np.int64(2)]), x)

@@ -52,54 +52,65 @@ def _numpy_scalar_as_python(x: Any) -> Any:
     return int(x) if isinstance(x, numpy.integer) else float(x)
 
 
-def _needs_plain(v: Any) -> bool:
-    t = type(v)
-    return t is type or t in _NUMPY_SCALARS or ((t is tuple or t is list) and any(type(i) in _NUMPY_SCALARS for i in v))
-
-
 def _plain_arguments(func: Callable, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """The call with Python's number types given as the dtypes torch reads them as, and numpy
-    scalars (alone, or in a list or tuple: a size) as the Python numbers torch reads them as; the
-    call itself where there is none (the usual case: two scans, nothing copied)."""
+    """The call with Python's number types given as the dtypes torch reads them as (and a data
+    factory's numpy scalars as Python numbers of numpy's dtype, `_numpy_data`); the call itself
+    where there is none (the usual case: two scans, nothing copied). Other numpy scalars are
+    read where an op refuses them (`_numpy_scalars`), which costs the common call nothing."""
     for a in args:  # a plain loop: this runs for every traced call
-        if _needs_plain(a):
+        if type(a) is type:
             break
     else:
         for v in kwargs.values():
-            if _needs_plain(v):
+            if type(v) is type:
                 break
         else:
-            return args, kwargs
-    numbers_too = func not in _DATA_FACTORIES
-    if not numbers_too:
-        return _numpy_data(func, args, kwargs)
+            return _numpy_data(func, args, kwargs) if func in _DATA_FACTORIES else (args, kwargs)
+    args = tuple(_PYTHON_DTYPES.get(a, a) if type(a) is type else a for a in args)
+    kwargs = {k: _PYTHON_DTYPES.get(v, v) if type(v) is type else v for k, v in kwargs.items()}
+    return _numpy_data(func, args, kwargs) if func in _DATA_FACTORIES else (args, kwargs)
 
+
+def _numpy_scalars(args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+    """The call with its numpy scalars, alone or in a list or tuple (a size), as the Python
+    numbers torch reads them as, or None where it has none: for an op that refused the call."""
     def plain(v: Any) -> Any:
         t = type(v)
-        if t is type:
-            return _PYTHON_DTYPES.get(v, v)
-        if numbers_too and t in _NUMPY_SCALARS:
+        if t in _NUMPY_SCALARS:
             return _numpy_scalar_as_python(v)
-        if numbers_too and (t is tuple or t is list):
+        if (t is tuple or t is list) and not _NUMPY_SCALARS.isdisjoint(map(type, v)):
             return t(_numpy_scalar_as_python(i) if type(i) in _NUMPY_SCALARS else i for i in v)
         return v
 
-    return tuple(plain(a) for a in args), {k: plain(v) for k, v in kwargs.items()}
+    new_args, new_kwargs = tuple(plain(a) for a in args), {k: plain(v) for k, v in kwargs.items()}
+    changed = any(x is not y for x, y in zip(new_args, args)) or any(new_kwargs[k] is not kwargs[k] for k in kwargs)
+    return (new_args, new_kwargs) if changed else None
+
+
+def _python_data(data: Any) -> Any:
+    """`data` (a number, or lists and tuples of them) with each numpy scalar as a Python number."""
+    t = type(data)
+    if t in _NUMPY_SCALARS:
+        return _numpy_scalar_as_python(data)
+    if t is list or t is tuple:
+        items = [_python_data(v) for v in data]
+        return data if all(a is b for a, b in zip(items, data)) else t(items)
+    return data
 
 
 def _numpy_data(func: Callable, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """A data factory's call with numpy scalars in its data (alone or in a list) as Python
-    numbers, and the dtype eager makes of them (`torch.tensor(numpy.float64(2.5))` is float64)
-    given where none is: the trace prints its data as Python literals, which torch reads as
-    Python numbers (float32)."""
+    """A data factory's call with numpy scalars in its data (at any depth) as Python numbers,
+    and the dtype eager makes of them (`torch.tensor(numpy.float64(2.5))` is float64) given
+    where none is: the trace prints its data as Python literals, which torch reads as Python
+    numbers (float32). The call itself where its data holds no numpy scalar."""
     at = 1 if func is torch.Tensor.new_tensor else 0  # new_tensor's dtype is its tensor's, not the data's
     if len(args) <= at:
         return args, kwargs
     data = args[at]
-    plain = _numpy_scalar_as_python(data) if type(data) in _NUMPY_SCALARS else type(data)(
-        _numpy_scalar_as_python(v) if type(v) in _NUMPY_SCALARS else v for v in data) if type(data) in (list, tuple) else data
-    items = plain if type(plain) in (list, tuple) else (plain,)
-    if kwargs.get("dtype") is None and at == 0 and len(args) == 1 and all(type(v) in (int, float, bool, complex) for v in items):
+    plain = _python_data(data)
+    if plain is data:
+        return args, kwargs
+    if kwargs.get("dtype") is None and at == 0 and len(args) == 1 and not any(isinstance(v, torch.Tensor) for v in tree_flatten(plain)[0]):
         with torch._C.DisableTorchFunction():
             kwargs = {**kwargs, "dtype": torch.tensor(data).dtype}
     return (*args[:at], plain, *args[at + 1:]), kwargs
@@ -280,8 +291,11 @@ class TorchLanguage:
             except TypeError as refused:
                 _refuse_numpy_arrays(qualified_name(func), args, kwargs, refused)
                 # torch takes a one-element integer tensor where it wants an int (a size, a
-                # bound): read its value, guarded, and call again with the number
-                sized = ctx.speculation.sizes(args, kwargs) if ctx.speculation is not None and len(ctx.scopes) == 1 else None
+                # bound): read its value, guarded, and call again with the number; and numpy
+                # scalars in a size as the numbers they are
+                sized = _numpy_scalars(args, kwargs) if func not in _DATA_FACTORIES else None
+                if sized is None and ctx.speculation is not None and len(ctx.scopes) == 1:
+                    sized = ctx.speculation.sizes(args, kwargs)
                 if sized is None:
                     if not (ctx.number_roots and numbers.has_numbers((args, kwargs))):
                         raise
