@@ -25,7 +25,6 @@ import torch
 
 from .proxies import TensorProxy
 from .symbolic import SymInt
-from .symshape import SymShape
 
 __all__ = ["call_key", "Decomposition"]
 
@@ -71,7 +70,7 @@ def _key_into(x: Any, parts: list, proxies: list) -> bool:
     if t in _KEYED_AS_IS:
         parts.append(x)
         return True
-    if t is tuple or t is list or t is torch.Size or t is SymShape:
+    if t is tuple or t is list or t is torch.Size:
         parts.append((t, len(x)))
         return all(_key_into(v, parts, proxies) for v in x)
     if t is float:

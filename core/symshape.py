@@ -99,10 +99,8 @@ class SymShape(tuple):
         return hash(_values(self))
 
     def __reduce__(self):
+        # copy and pickle make the torch.Size of this call's sizes (read, guarded)
         return (torch.Size, (list(_values(self)),))
-
-    def __getnewargs__(self):
-        return (tuple(_values(self)),)
 
 
 # a pytree node of its sizes, rebuilt by `as_shape`: a program that returns `x.shape` gets a

@@ -386,8 +386,8 @@ def comparison_written(a, b, *, op: str):
 
 
 def _logical_in_eager(a, b, *, op: str):
-    # what the op below runs as, outside squall's grad rules: the logical op in a's dtype
-    return getattr(torch, op)(a, b).to(a.dtype)
+    # what the op below runs as (a callable of its own: each ltorch op stands for one)
+    return _comparison_in_eager(a, b, op=op)
 
 
 @torchsymbol(_logical_in_eager, id="ltorch.logical_written")
@@ -459,7 +459,7 @@ addcmul_ = inplace(addcmul, _T.addcmul_)
 addcdiv_ = inplace(addcdiv, _T.addcdiv_)
 
 __all__ = [
-    "comparison_written", "logical_written", "add", "sub", "rsub", "mul", "radd", "rmul", "div", "true_divide", "floor_divide", "rdiv",
+    "add", "sub", "rsub", "mul", "radd", "rmul", "div", "true_divide", "floor_divide", "rdiv",
     "rfloor_divide", "pow", "rpow", "float_power", "remainder", "rremainder", "fmod", "atan2",
     "hypot", "copysign", "nextafter", "maximum", "minimum", "fmax", "fmin", "eq", "ne", "lt", "le",
     "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
@@ -470,5 +470,5 @@ __all__ = [
     "hypot_", "copysign_", "nextafter_", "eq_", "ne_", "lt_", "le_", "gt_", "ge_", "logical_and_",
     "logical_or_", "logical_xor_", "bitwise_and_", "bitwise_or_", "bitwise_xor_",
     "bitwise_left_shift_", "bitwise_right_shift_", "clamp_", "clamp_min_", "clamp_max_", "lerp_",
-    "addcmul_", "addcdiv_",
+    "addcmul_", "addcdiv_", "comparison_written", "logical_written",
 ]

@@ -334,9 +334,9 @@ def _not_differentiable_in_eager(call: GradCall) -> tuple:
     raise NeedsAutograd("floor_divide, whose derivative eager does not implement")
 
 
-# --- the table ------------------------------------------------------------------------------
+# --- in-place comparisons and logical ops on tensors in autograd (ltorch.elementwise_binary) ---
 
-# ltorch op id -> (backward, forward or None)
+
 @per_argument
 def _comparison_written(call: GradCall) -> tuple:
     # eager's LtBackward1 (and its siblings): a zero gradient to each operand that wants one
@@ -350,6 +350,9 @@ def _logical_written(call: GradCall) -> tuple:
     return call.cotangents[0], None
 
 
+# --- the table ------------------------------------------------------------------------------
+
+# ltorch op id -> (backward, forward or None)
 _RULES: dict[str, tuple[Callable, Callable | None]] = {
     "ltorch.comparison_written": (_comparison_written, None),
     "ltorch.logical_written": (_logical_written, None),
