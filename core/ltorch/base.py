@@ -289,10 +289,10 @@ class TorchLanguage:
                     ctx.views.refresh((args, kwargs), qualified_name(func))
             try:
                 out = op(*args, **kwargs)
-            except NotInLanguage:
+            except NotInLanguage as variant:
                 if len(ctx.scopes) != 1:
                     raise  # inside another op's decomposition: that op fails as a whole
-                return self.opaque(func, args, kwargs)
+                return self.opaque(func, args, kwargs, unmodelled=str(variant))
             except DataDependentError as refused:
                 # an op whose output shape depends on data, called by the program itself: it runs
                 # whole as its torch call, shaped as in the call being compiled, and guarded
@@ -383,7 +383,9 @@ class TorchLanguage:
                 found = True
         return found
 
-    def opaque(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+    def opaque(self, func: Callable, args: tuple, kwargs: dict, unmodelled: str | None = None) -> Any:
+        """`func` run as an opaque torch call (its output's metadata from the meta device), with
+        one warning per op; `unmodelled`: why an op of the language runs so (`NotInLanguage`)."""
         name = qualified_name(func)
         if name in _VALUE_READS:
             return current_context().read_value(_VALUE_READS[name], args, kwargs, what=name)
@@ -427,7 +429,8 @@ class TorchLanguage:
         if name not in self.warned:
             self.warned.add(name)
             warnings.warn(
-                f"squall: {name} is not in squall's torch language; it runs as an opaque torch call",
+                f"squall: {name} is not in squall's torch language; it runs as an opaque torch call"
+                if unmodelled is None else f"squall: {name} runs as an opaque torch call ({unmodelled})",
                 SquallWarning,
                 stacklevel=4,
             )
