@@ -16,6 +16,7 @@ from ..proxies import symbol_reads, type_string
 from ..sources import load_source
 from ..symbol import DEL, BoundSymbol, flat_proxies
 from ..symbolic import SymInt, symbols_of
+from ..symshape import SymShape
 from ..trace import Trace, ValuePrinter, route_source
 
 __all__ = ["generate", "GeneratedFunction", "UnassignedName", "load_source"]
@@ -149,6 +150,9 @@ def _size_prologue(trace: Trace, bindings: list[InputBinding], bsyms: list[Bound
     if env is None or not env.symbols:
         return []
     readers = {symbol: f"{bindings[i].proxy.name}.shape[{d}]" for symbol, (i, d) in symbol_reads([b.proxy for b in bindings]).items()}
+    for symbol, (_, input_name, dim) in env.symbols.items():
+        if dim is None:  # an int an argument object holds, read as a binding: the size itself
+            readers[symbol] = input_name  # (the tensor dimensions that alias it are checked against it)
     used: set[str] = set()
     for bsym in bsyms:
         used |= _symbols_in((bsym.args, bsym.kwargs))
@@ -178,7 +182,7 @@ def _symbols_in(values: Any) -> set[str]:
         t = type(x)
         if t is SymInt:
             found |= symbols_of(x)
-        elif t in (list, tuple) or t is slice:
+        elif t in (list, tuple) or t is slice or t is SymShape:  # (a shape the program returns)
             stack.extend((x.start, x.stop, x.step) if t is slice else x)
         elif t is dict:
             stack.extend(x.values())
