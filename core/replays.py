@@ -19,14 +19,16 @@ body at every call, as before.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import torch
+from torch.utils._device import DeviceContext
 
 from .proxies import TensorProxy
 from .symbolic import SymInt
 
-__all__ = ["call_key", "Decomposition"]
+__all__ = ["call_key", "Decomposition", "PendingCopy"]
 
 # arguments keyed by their value as they are: none of them equals a value of another of these types
 _KEYED_AS_IS = frozenset({int, str, type(None), torch.dtype, torch.device, torch.memory_format, torch.layout, type(Ellipsis)})
@@ -43,7 +45,7 @@ def call_key(sym: Any, args: tuple, kwargs: dict) -> tuple[tuple, list[TensorPro
     number, an object squall does not know, no tensor at all: a factory reads global defaults)."""
     proxies: list[TensorProxy] = []
     # the global defaults a body may read (factory_device, the default float dtype)
-    parts: list = [sym, torch.is_grad_enabled(), torch.get_default_dtype(), torch.get_default_device()]
+    parts: list = [sym, torch.is_grad_enabled(), torch.get_default_dtype(), _default_device()]
     if not _key_into(args, parts, proxies):
         return None
     for name, value in kwargs.items():
@@ -51,6 +53,22 @@ def call_key(sym: Any, args: tuple, kwargs: dict) -> tuple[tuple, list[TensorPro
         if not _key_into(value, parts, proxies):
             return None
     return (tuple(parts), proxies) if proxies else None
+
+
+_CPU = torch.device("cpu")
+_DEVICE_CONTEXT = getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None)  # where torch.set_default_device keeps its device
+
+
+def _default_device() -> torch.device:
+    """torch.get_default_device(), without its generator over the mode stack in the common case:
+    no `with torch.device(...)` on the torch function mode stack and no default device set is
+    the CPU, as torch answers then."""
+    if _DEVICE_CONTEXT is None or getattr(_DEVICE_CONTEXT, "device_context", None) is not None:
+        return torch.get_default_device()
+    for i in range(torch._C._len_torch_function_stack()):
+        if isinstance(torch._C._get_function_stack_at(i), DeviceContext):
+            return torch.get_default_device()
+    return _CPU
 
 
 def _key_into(x: Any, parts: list, proxies: list) -> bool:
@@ -128,13 +146,38 @@ class Decomposition:
                 made[id(p)] = _meta(p)
         return cls(list(inputs), output, tuple(steps), made)
 
-    def replay(self, inputs: list[TensorProxy], new_name: Any) -> tuple[Any, tuple]:
-        """(output, subsymbols) for a call whose proxies, in key order, are `inputs`: the
-        recorded calls with fresh proxies (named by `new_name(prefix)`) for what they made."""
+    def replay(self, inputs: list[TensorProxy], new_name: Any) -> tuple[Any, PendingCopy]:
+        """(output, its subsymbols to come) for a call whose proxies, in key order, are `inputs`:
+        the output now, with fresh proxies for what the decomposition made named now (by
+        `new_name(prefix)`, in the order its first call made them, so the trace prints as if
+        copied at once); the recorded calls are copied only when something reads the call's
+        decomposition (most calls are run whole by an executor, and nothing does)."""
         mapping = {id(t): p for t, p in zip(self.inputs, inputs)}
-        copy = _Copier(mapping, self.made, new_name)
-        subsymbols = tuple([copy.bsym(step) for step in self.subsymbols])
-        return copy.value(self.output), subsymbols
+        names = {key: new_name(meta[0]) for key, meta in self.made.items()}
+        copy = _Copier(mapping, self.made, names)
+        return copy.value(self.output), PendingCopy(copy, self.subsymbols)
+
+
+class PendingCopy:
+    """A replayed call's decomposition, not copied yet: `BoundSymbol.subsymbols` copies it the
+    first time it is read, and every copy of that call shares the result."""
+
+    __slots__ = ("copier", "steps", "done")
+
+    def __init__(self, copier: _Copier, steps: tuple):
+        self.copier = copier
+        self.steps = steps
+        self.done: tuple | None = None
+
+    def __call__(self) -> tuple:
+        with _COPYING:  # a background upgrade may read it while the caller's thread does
+            if self.done is None:
+                self.done = tuple([self.copier.bsym(step) for step in self.steps])
+                self.copier = self.steps = None
+            return self.done
+
+
+_COPYING = threading.Lock()
 
 
 def _meta(p: TensorProxy) -> tuple:
@@ -200,22 +243,23 @@ def _walk(x: Any, found: list) -> bool:
 
 
 class _Copier:
-    """Copies recorded calls, mapping the recorded proxies to the new call's and to fresh ones."""
+    """Copies recorded calls, mapping the recorded proxies to the new call's and to fresh ones
+    (named as `names` says: id of the recorded proxy -> the name its copy was given)."""
 
-    __slots__ = ("mapping", "made", "new_name")
+    __slots__ = ("mapping", "made", "names")
 
-    def __init__(self, mapping: dict[int, TensorProxy], made: dict[int, tuple], new_name: Any):
+    def __init__(self, mapping: dict[int, TensorProxy], made: dict[int, tuple], names: dict[int, str]):
         self.mapping = mapping
         self.made = made
-        self.new_name = new_name
+        self.names = names
 
     def value(self, x: Any) -> Any:
         t = type(x)
         if t is TensorProxy:
             p = self.mapping.get(id(x))
             if p is None:
-                prefix, shape, sizes, dtype, device, requires_grad = self.made[id(x)]
-                p = self.mapping[id(x)] = TensorProxy.like_recorded(self.new_name(prefix), shape, sizes, dtype, device, requires_grad)
+                _, shape, sizes, dtype, device, requires_grad = self.made[id(x)]
+                p = self.mapping[id(x)] = TensorProxy.like_recorded(self.names[id(x)], shape, sizes, dtype, device, requires_grad)
             return p
         if t is tuple:
             return tuple([self.value(v) if type(v) in _CONTAINERS else v for v in x])
@@ -227,7 +271,7 @@ class _Copier:
 
     def bsym(self, step: tuple) -> Any:
         # reads first (known already), then the decomposition (which makes what it returns), then
-        # the outputs: fresh proxies are named in the order the body made them
+        # the outputs (their names were given at the replay, in the order the body made them)
         b, reads, steps = step
         args = self.value(b.args) if reads & 1 else b.args
         kwargs = self.value(b.kwargs) if reads & 2 else b.kwargs

@@ -12,7 +12,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from .proxies import NumberProxy, TensorProxy, current_context, size_leaf
-from .replays import Decomposition, call_key
+from .replays import Decomposition, PendingCopy, call_key
 from .symshape import SymShape
 
 __all__ = ["Symbol", "BoundSymbol", "Tags", "flat_proxies", "snapshot", "snapshot_call", "DEL"]
@@ -110,13 +110,13 @@ class Symbol:
             try:
                 out = self.meta(*args, **kwargs)
             finally:
-                subsymbols = ctx.scopes.pop()
+                subsymbols = tuple(ctx.scopes.pop())
         grad_enabled = torch.is_grad_enabled()
         if not grad_enabled or Tags.STOPS_GRADIENT in self.tags:
             _mark_requires_grad(out, args, False)
         elif _requires_grad(args) or _requires_grad(kwargs.values()):
             _mark_requires_grad(out, args, True)
-        bsym = BoundSymbol(self, args, kwargs, out, tuple(subsymbols), call_keywords=keywords, grad_enabled=grad_enabled)
+        bsym = BoundSymbol(self, args, kwargs, out, subsymbols, call_keywords=keywords, grad_enabled=grad_enabled)
         if recorded is _UNSEEN:
             # held only where the body did nothing but record calls (None: it runs at every call)
             replays[keyed[0]] = Decomposition.record(keyed[1], out, bsym.subsymbols) if ctx.effects() == effects else None
@@ -256,7 +256,7 @@ class BoundSymbol:
     """
 
     __slots__ = (
-        "sym", "args", "kwargs", "output", "subsymbols", "source", "executor", "impl", "call_keywords", "grad_enabled",
+        "sym", "args", "kwargs", "output", "_subsymbols", "source", "executor", "impl", "call_keywords", "grad_enabled",
         "_inputs", "_outputs",
     )
 
@@ -278,7 +278,7 @@ class BoundSymbol:
         self.args = args  # normalized: see Symbol.normalize
         self.kwargs = kwargs
         self.output = output
-        self.subsymbols = subsymbols
+        self._subsymbols = subsymbols  # a tuple, or a replayed call's PendingCopy (squall.replays)
         self.source = source  # (filename, lineno, line) of the user's code, for explain
         self.executor = executor
         self.impl = impl
@@ -288,14 +288,31 @@ class BoundSymbol:
         self._inputs: list[TensorProxy] | None = None
         self._outputs: list[TensorProxy] | None = None
 
+    @property
+    def subsymbols(self) -> tuple:
+        """The calls this one decomposes into (a replayed call's are copied on first read)."""
+        subsymbols = self._subsymbols
+        if type(subsymbols) is PendingCopy:
+            subsymbols = self._subsymbols = subsymbols()
+        return subsymbols
+
     def from_bsym(self, **changes: Any) -> BoundSymbol:
         """A copy with some fields changed; passes build these instead of editing a recorded call."""
-        fields = {name: getattr(self, name) for name in self.__slots__ if not name.startswith("_")}
+        fields = {
+            "sym": self.sym, "args": self.args, "kwargs": self.kwargs, "output": self.output,
+            "subsymbols": self._subsymbols,  # a pending copy stays pending, shared
+            "source": self.source, "executor": self.executor, "impl": self.impl, "call_keywords": self.call_keywords,
+            "grad_enabled": self.grad_enabled,
+        }  # fmt: skip
         fields.update(changes)
         return BoundSymbol(**fields)
 
     def with_executor(self, executor, impl) -> BoundSymbol:
-        return self.from_bsym(executor=executor, impl=impl)
+        """This call, run by `executor` as `impl` (the planner's copy of each call it places)."""
+        copy = BoundSymbol(self.sym, self.args, self.kwargs, self.output, self._subsymbols, self.source, executor, impl,
+                           call_keywords=self.call_keywords, grad_enabled=self.grad_enabled)
+        copy._inputs, copy._outputs = self._inputs, self._outputs  # the same arguments and output: the same proxies
+        return copy
 
     def shortest_arguments(self) -> tuple[tuple, dict]:
         """The call's arguments as printed and as passed to an implementation (see Symbol.shortest)."""
@@ -325,11 +342,13 @@ class BoundSymbol:
         )
 
     def mentions(self, ids: dict[int, Any] | set[int]) -> bool:
-        """Whether this call or its decomposition names a proxy whose id is in `ids`."""
+        """Whether this call or its decomposition names a proxy whose id is in `ids`. A replayed
+        call's decomposition not copied yet is not read (nor copied): it reads only the call's
+        inputs and returns its outputs, and the proxies it makes between are its own."""
         return (
             any(id(p) in ids for p in self.input_proxies())
             or any(id(p) in ids for p in self.output_proxies())
-            or any(sub.mentions(ids) for sub in self.subsymbols)
+            or (type(self._subsymbols) is not PendingCopy and any(sub.mentions(ids) for sub in self._subsymbols))
         )
 
     def walk(self) -> Iterator[BoundSymbol]:

@@ -118,7 +118,7 @@ def test_an_entry_with_symbolic_sizes_takes_the_fast_path_and_sizes_0_and_1_do_n
         before = jf.cache_info()
         misses, eager = before.misses, before.eager_before_compile
         assert_close(jf(x, y), f(x, y))
-        # not the symbolic entry: sizes 1 and 0 run eagerly until they paid for a compile (squall.runtime.calls), the others compile
+        # not the symbolic entry: sizes 1 and 0 run eagerly until they paid for a compile (squall.runtime.ski_rental), the others compile
         after = jf.cache_info()
         assert (after.misses, after.eager_before_compile) == ((misses, eager + 1) if x.shape[0] < 2 else (misses + 1, eager)), (x.shape, x.dtype)
         assert_close(jf(torch.ones(6), torch.ones(6)), f(torch.ones(6), torch.ones(6)))  # back to the symbolic entry

@@ -366,3 +366,20 @@ def test_a_region_does_not_return_what_an_eval_mode_dropout_between_its_calls_re
     (region,) = squall.last_traces(fn).plan.regions
     assert len(region.outputs) == 1  # the program's result only, not the tensor the dropout read
     assert "dropout" not in str(squall.last_traces(fn)[-1])
+
+
+def test_a_planned_copy_of_a_call_keeps_every_field_but_its_executor():
+    from squall.frontend.tracing import trace_program
+    from squall.symbol import BoundSymbol
+
+    trace, _ = trace_program(lambda x: torch.nn.functional.gelu(x, approximate="tanh") * 2, (torch.randn(3),), {})
+    bsym = trace.bsyms[0]
+    torch_executor = make_executor()
+    planned = bsym.with_executor(torch_executor, len)
+    renamed = bsym.from_bsym(grad_enabled=False)
+    fields = [name.lstrip("_") for name in BoundSymbol.__slots__ if name not in ("_inputs", "_outputs")]
+    for name in fields:
+        expected = {"executor": torch_executor, "impl": len}.get(name, getattr(bsym, name))
+        assert getattr(planned, name) is expected, name
+        assert getattr(renamed, name) is (False if name == "grad_enabled" else getattr(bsym, name)), name
+    assert bsym.call_keywords == {"approximate"} and planned.input_proxies() == bsym.input_proxies()

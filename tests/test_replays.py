@@ -9,7 +9,7 @@ import torch.nn.functional as F
 import squall
 import squall.symbol
 from squall.frontend.tracing import trace_program
-from squall.replays import call_key
+from squall.replays import PendingCopy, call_key
 from squall.tools.demo import Block, GPTConfig
 
 
@@ -48,6 +48,44 @@ def test_repeated_calls_replay_with_fresh_names():
     xs = torch.randn(3, 8), torch.randn(3, 8)
     for got, want in zip(squall.jit(f)(*xs), f(*xs)):
         torch.testing.assert_close(got, want)
+
+
+def test_a_replayed_decomposition_is_copied_when_first_read():
+    w = torch.randn(8, 8)
+
+    def f(x, y):
+        return torch.tanh(F.linear(x, w)), torch.tanh(F.linear(y, w))
+
+    trace, _ = trace_program(f, (torch.randn(3, 8), torch.randn(3, 8)), {})
+    second = [bsym for bsym in trace.bsyms if bsym.sym.id == "torch.nn.functional.linear"][1]
+    assert type(second._subsymbols) is PendingCopy  # nothing read it while tracing
+    twin = second.from_bsym(source=None)
+    assert type(twin._subsymbols) is PendingCopy  # a copy of the call shares the pending copy
+    assert twin.subsymbols is second.subsymbols  # copied once, for both
+    assert second.subsymbols[-1].output_proxies()[0] is second.output
+    # its fresh proxies were named at the replay: the next call's names come after them
+    names = [p.name for s in second.walk() for p in s.output_proxies()]
+    later = trace.bsyms[trace.bsyms.index(second) + 1].output_proxies()[0].name
+    assert later not in names
+
+
+def test_an_in_place_op_copies_only_the_replayed_calls_it_touches(monkeypatch):
+    w = torch.randn(8, 8)
+
+    def f(x, y, z):
+        a, b, c = F.linear(x, w), F.linear(y, w), F.linear(z, w)
+        x.add_(1)  # rebinds x: the calls recorded so far are searched for it
+        b.relu_()  # rebinds b, the second call's output
+        return a, b, c
+
+    args = lambda: (torch.randn(3, 8), torch.randn(3, 8), torch.randn(3, 8))
+    trace, _ = trace_program(f, args(), {})
+    _, second, third = [bsym for bsym in trace.bsyms if bsym.sym.id == "torch.nn.functional.linear"]
+    assert type(second._subsymbols) is tuple  # it names b: copied where the rebind looked
+    assert type(third._subsymbols) is PendingCopy  # it names neither
+    replayed = trace.python(decompositions=True)
+    _without_replays(monkeypatch)
+    assert replayed == trace_program(f, args(), {})[0].python(decompositions=True)
 
 
 def test_the_key_tells_numbers_apart_by_type_and_sign():
@@ -98,3 +136,25 @@ def test_symbolic_sizes_keep_their_guards():
             torch.testing.assert_close(got, want)
     with pytest.raises(RuntimeError):
         jf(torch.randn(5, 3), torch.randn(4, 3))  # eager's error too: sizes that do not broadcast
+
+
+def test_the_key_reads_the_default_device_as_torch_does():
+    from torch.overrides import TorchFunctionMode
+
+    from squall.replays import _default_device
+
+    class PassingThrough(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    seen = [_default_device() == torch.get_default_device()]
+    with PassingThrough():
+        seen.append(_default_device() == torch.get_default_device())
+        with torch.device("meta"):
+            seen.append(_default_device() == torch.get_default_device() == torch.device("meta"))
+    torch.set_default_device("meta")
+    try:
+        seen.append(_default_device() == torch.get_default_device() == torch.device("meta"))
+    finally:
+        torch.set_default_device(None)
+    assert seen == [True] * 4

@@ -173,9 +173,10 @@ def test_a_stream_of_random_lengths_and_batch_sizes_compiles_twice_and_runs_its_
         x, y = torch.randn(b, n, 16), torch.randn(b, n, 16)
         assert_close(jf(x, y), _attention_like(x, y))
         if i == 1:  # as for a model, whose compile takes far longer than a call (a tiny function's may not)
-            jitted_state(jf)._last_compile_cpu_s = 60.0
+            jitted_state(jf).rental.last_compile_cpu_s = 60.0
     info = jitted_state(jf).cache_info()
     assert (info.misses, info.eager_before_compile) == (2, 2)
+    assert info.hits == 5  # the second batch of 1 took the hot path to its eager runner: no hit
     assert 'x: "cpu f32[s0, s1, 16]"' in str(squall.last_traces(jf).traced)
 
 
@@ -184,7 +185,7 @@ def test_a_batch_of_one_compiles_once_its_eager_calls_took_as_long_as_a_compile(
     for b, n in [(4, 10), (4, 23)]:
         jf(torch.randn(b, n, 16), torch.randn(b, n, 16))
     state = jitted_state(jf)
-    compile_s = state._last_compile_cpu_s
+    compile_s = state.rental.last_compile_cpu_s
     calls = 0
     while _misses(jf) == 2:
         calls += 1
@@ -193,7 +194,7 @@ def test_a_batch_of_one_compiles_once_its_eager_calls_took_as_long_as_a_compile(
         assert_close(jf(x, y), _attention_like(x, y))
     assert state.cache_info().eager_before_compile == calls - 1  # the last call compiled
     assert 'x: "cpu f32[1, s0, 16]"' in str(squall.last_traces(jf).traced)  # its own variant, length symbolic
-    assert sum(state._eager_spent.values()) == 0  # forgotten once compiled
+    assert sum(state.rental.spent.values()) == 0  # forgotten once compiled
     x, y = torch.randn(1, 40, 16), torch.randn(1, 40, 16)
     assert_close(jf(x, y), _attention_like(x, y))
     assert _misses(jf) == 3 and compile_s > 0

@@ -12,6 +12,8 @@ import functools
 import inspect
 import keyword
 import re
+import types
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -76,6 +78,7 @@ class TracingContext:
         # later call with that key (squall.replays); None: every call runs its body
         self.decompositions: dict[tuple, Any] | None = {}
         self.rebinds = 0
+        self.state: StateRecorder | None = None  # the Python state the program reads and writes (squall.frontend.state_guards)
 
     def effects(self) -> tuple:
         """What a call may change in this context besides recording calls: where it differs after
@@ -104,7 +107,6 @@ class TracingContext:
                 "Python numbers, not on tensor data"
             )
         return self.speculation.read(how, args, kwargs or {})
-        self.state: StateRecorder | None = None  # the Python state the program reads and writes (squall.frontend.state_guards)
 
     def rebind(self, handle: TensorProxy, value: TensorProxy) -> TensorProxy:
         """Make `handle` (a proxy the program holds) stand for `value` from now on.
@@ -220,6 +222,25 @@ def _local_name(hint: str, taken: set[str]) -> str:
 
 def argument_names(fn: Callable, nargs: int) -> list[str]:
     """Names for the first `nargs` positional arguments of `fn` (a0, a1, ... where it has none)."""
+    # a function's signature is read once per function (inspect follows a decorated forward's
+    # wrappers: 0.1 ms, three times per compile); a method's under its function, bound or not
+    target, bound = (fn.__func__, True) if type(fn) is types.MethodType else (fn, False)
+    try:
+        known = _ARGUMENT_NAMES.get(target)
+    except TypeError:  # not weakly referenceable (a builtin, a callable object of __slots__)
+        return _argument_names(fn, nargs)
+    if known is None:
+        known = _ARGUMENT_NAMES[target] = {}
+    names = known.get((bound, nargs))
+    if names is None:
+        names = known[(bound, nargs)] = _argument_names(fn, nargs)
+    return list(names)
+
+
+_ARGUMENT_NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _argument_names(fn: Callable, nargs: int) -> list[str]:
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):

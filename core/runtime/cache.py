@@ -79,7 +79,7 @@ class EntryCache:
                 self.evictions += 1
                 self._drop_if_idle(victim)
             record = self.entry(key)
-            record.compiled, record.split, record.recency = compiled, False, (0, now)
+            record.compiled, record.split, record.waiting, record.recency = compiled, False, False, (0, now)
             record.slot = [None, 0]
             record.slot[0] = runner_for(record)
             self.slots[key] = record.slot
@@ -105,8 +105,10 @@ class EntryCache:
         with self.lock:
             slot = self.slots.pop(key)
             forget_recent(self.last, self.fast_checks, key, slot)
-            self._evicted_hits += slot[1]
-            self.entries[key].slot = None
+            record = self.entries[key]
+            if not record.waiting:
+                self._evicted_hits += slot[1]
+            record.slot, record.waiting = None, False
 
     def set_aside(self, key: Any, keep: int) -> None:
         """Entry `key`'s state changed: it leaves the hot path and waits, newest first (at most
@@ -132,8 +134,9 @@ class EntryCache:
                 self._drop_if_idle(k)
 
     def hits(self) -> int:
-        """Calls served from the cache, evicted entries' included."""
-        return self._evicted_hits + sum(hits for _, hits in self.slots.values())
+        """Calls served from the cache, evicted entries' included (not the eager calls of a
+        signature waiting for its compile: squall.runtime.ski_rental)."""
+        return self._evicted_hits + sum(hits for key, (_, hits) in self.slots.items() if not self.entries[key].waiting)
 
     def upgrades(self) -> dict[Any, tiers.Upgrade]:
         """key -> the background upgrade of its entry (squall.runtime.tiers), oldest entry first;

@@ -5,8 +5,9 @@ Each cached entry's slot runs its runner (`squall.runtime.runner`): the entry's 
 then its program. A rejected call is reported here as a `GuardFailure`, the policy
 (`squall.runtime.policy.decide`) says what it leads to, and `Runtime` carries that out:
 setting the entry aside and compiling again, compiling a variant, splitting a module,
-running eagerly, replanning without an executor that failed. Every change of an entry's
-program goes through `EntryCache.swap`.
+running eagerly, replanning without an executor that failed (`squall.runtime.replans`). A new
+0/1 variant of a symbolic entry may run eagerly a while before it compiles
+(`squall.runtime.ski_rental`). Every change of an entry's program goes through `EntryCache.swap`.
 """
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from typing import Any
 
 import torch
 
-from ..compiler.checking import ExecutorFault
 from ..compiler.pipeline import Compilation, compile_program
 from ..compiler.planner import PlanningError
 from ..frontend.speculation import guard_input_paths, guards_of, specialised_numbers
@@ -35,13 +35,15 @@ from ..symbol import user_stacklevel
 from . import tiers, upgrade_worker
 from .aliasing import AliasPattern, alias_pattern, describe_path, input_tensors, same_as_paths, tensor_paths_of
 from .cache import EntryCache
-from .dynamic_dims import DynamicDims, has_shape_guards, specialised_dims, zero_one_variant
+from .dynamic_dims import DynamicDims, has_shape_guards, specialised_dims
 from .entry import CacheEntry, CompiledEntry, entry_guards
 from .entry_point import DynamicNumbers, ParameterKey, key_parts, training_reader
-from .exclusions import excluding, ops_to_exclude
-from .policy import SPECULATION_LIMIT, Action, decide, decide_fault
+from .exclusions import excluding
+from .policy import SPECULATION_LIMIT, Action, decide
 from .rage import record_compilation
+from .replans import Replans
 from .runner import checked_first, guarded, holding
+from .ski_rental import SkiRental
 from .split import Split
 from .stats import CacheStats
 from .variants import Variants
@@ -50,7 +52,7 @@ from .wrappers import check_plain_parameters, check_wrapping
 __all__ = ["Runtime"]
 
 
-class Runtime:
+class Runtime(Replans):
     """The call-time state of one jitted function (`squall.runtime.jit.JittedFunction` is its face).
 
     A subclass supplies `entry_point` (the callable users call) and `_compiled_child` (a
@@ -85,11 +87,7 @@ class Runtime:
         self._dims = DynamicDims(dynamic)  # the tensor dimensions traced as symbolic sizes (squall.runtime.dynamic_dims)
         self._eager_keys: dict[Any, str] = {}  # key -> why its calls run eagerly (an unreplayable write)
         self._set_up_eagerly: set[Any] = set()  # keys whose one-time setup eager made (EagerFirst)
-        # the CPU time the last compile of a new signature took, and the CPU time each new 0/1 variant's
-        # eager calls took while it waited for its compile (_waits_for_compile): CPU time, which the
-        # machine's load does not inflate for one more than the other
-        self._last_compile_cpu_s: float | None = None
-        self._eager_spent: dict[Any, float] = {}
+        self.rental = SkiRental(self.cache, self.stats, self._dims)  # a new 0/1 variant of a symbolic entry runs eagerly a while
         self.split: Split | None = None  # the module's eager frame with compiled children, once it splits
         # around calls that write module state (a module's buffers are updated as one step, as in eager)
         self._state_lock = threading.Lock()
@@ -153,8 +151,8 @@ class Runtime:
                 if self._guards(variant.compilation).holds(call_args, kwargs):
                     record.set_aside.pop(i)  # its state is back: cached again, not compiled
                     return self.cache.insert(key, variant, self._runner_for).slot[0]
-            if record is None and dims == self._dims.dims and self._waits_for_compile(key):
-                return self._eager_until_paid(key)  # a new 0/1 variant of a symbolic entry, until it paid for a compile
+            if record is None and dims == self._dims.dims and self.rental.waits(key):
+                return self.rental.runner(key, self._eager_once())  # a new 0/1 variant of a symbolic entry, until it paid for a compile
             # a tensor an argument object holds (a KV cache) whose sizes changed since an entry read
             # it: those dimensions symbolic in this compile (squall.runtime.dynamic_dims)
             for held in self.cache.entries.values():
@@ -192,8 +190,7 @@ class Runtime:
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             record = self.cache.insert(key, entry, self._runner_for)
             self.last_entry = entry
-            self._last_compile_cpu_s = time.thread_time() - start_cpu
-            self._eager_spent.pop(key, None)
+            self.rental.compiled(key, time.thread_time() - start_cpu)
             guards = self._guards(compilation)
             if guards.eager:
                 guards.warn_eager("the module's forward (each submodule it calls compiled)" if self.module is not None else "the function")
@@ -215,45 +212,6 @@ class Runtime:
                 upgrade_worker.default_worker().watch(upgrade, _heat(record, entry, start, time.perf_counter() - start))
 
         return first_call_then_upgrade
-
-    def _waits_for_compile(self, key: Any) -> bool:
-        """Whether this call of a new signature runs eagerly instead of compiling: the signature
-        is a 0/1 variant of a cached entry whose sizes became symbolic as they changed from call to
-        call (a batch of 1 in a stream of batch sizes; 0 and 1 stay keyed apart), and its eager
-        calls have not yet taken as much CPU time as the function's last compile. As a ski rental: a stream
-        that sends few such calls never pays for their compile, and one that sends many pays at most
-        twice what compiling at once would have cost (bench/length_stream.py)."""
-        if not (self._dims.sizes_vary and self._dims.zero_one_eagerly) or self._last_compile_cpu_s is None:
-            return False
-        if self._eager_spent.get(key, 0.0) >= self._last_compile_cpu_s:
-            return False
-        return zero_one_variant(key, self.cache.slots)
-
-    def _eager_until_paid(self, key: Any) -> Callable:
-        """The runner of a signature that waits for its compile (`_waits_for_compile`): it calls the
-        program eagerly (a module: its forward) and adds the CPU time that took to what `key` has
-        spent. It is cached under `key` like a compiled entry's, so the calls that wait take the
-        hot path, not a miss's (reading the module's layout, the key's dimensions: 0.4 ms on
-        DistilBERT); once `key` has spent a compile's worth, it leaves the cache, and the next call
-        compiles."""
-        eager = self._eager_once()
-        slot = [None, 0]
-
-        def run_eagerly(*args, **kwargs):
-            self.stats.eager_before_compile += 1
-            start = time.thread_time()
-            try:
-                return eager(*args, **kwargs)
-            finally:
-                spent = self._eager_spent[key] = self._eager_spent.get(key, 0.0) + time.thread_time() - start
-                if spent >= self._last_compile_cpu_s:
-                    with self.cache.lock:
-                        if self.cache.slots.get(key) is slot:
-                            self.cache.uncache(key)
-
-        slot[0] = run_eagerly
-        self.cache.entry(key).slot = self.cache.slots[key] = slot
-        return run_eagerly
 
     def _eager_runner(self, reason: str) -> Callable:
         """A runner that calls the program eagerly (a module: its forward, each submodule it
@@ -581,59 +539,6 @@ class Runtime:
             self._set_layout()
             self.cache.clear()
         return self.entry_point(*args, **kwargs)
-
-    # --- an executor's fault -------------------------------------------------------------------
-
-    def _replanned_program(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> Callable:
-        """What the call that met `fault` runs: the entry's new plan (`_replan`) as a program, not
-        as its runner. The faulted program was called by the entry's runner, which has checked
-        this call's guards and replays the program's writes from its result; the new runner would
-        do both again (and take the runner's lock again) and return the bare result, which that
-        runner would then unpack as a program's. Later calls get the new runner from the cache."""
-        compilation = self._replan(key, fault, args, kwargs).compilation
-        if compilation.checked is None:  # (with $SQUALL_CHECK=never no call is checked, so none faults)
-            return compilation.fn
-        return checked_first(compilation.checked.fn, skip=self._skip, always=True, on_fault=functools.partial(self._replanned_program, key),
-                             arm_backward=None, hand_over=lambda: None)
-
-    def _replan(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> CompiledEntry:
-        """Compile the entry `key` again without the executor that failed, for the operations it
-        failed on; warn; put its runner (checked again, for the executors left) in the cache;
-        return the new entry."""
-        with self.cache.lock:
-            record = self.cache.entry(key)
-            exclusions = record.exclusions
-            ops = ops_to_exclude(record.compiled, fault)
-            here = (fault.executor, ops) in exclusions
-            if here:
-                ops = ()  # failed again where it was kept out: keep it out of the whole entry
-            if decide_fault(here, (fault.executor, ops) in exclusions) is Action.RAISE:
-                raise fault
-            exclusions.append((fault.executor, ops))
-            what = f"for {', '.join(ops)}" if ops else "for every operation of this call"
-            warnings.warn(
-                f"squall: {fault}. The call is compiled again without {fault.executor!r} {what} "
-                "and its result comes from the new plan; the executor's package has a bug to report.",
-                SquallWarning,
-                stacklevel=5,
-            )
-            start = time.perf_counter()
-            compilation = compile_program(self.fn, args, kwargs, executors=excluding(self.executors, exclusions), module=self.module,
-                                          strict=self.strict, dynamic=frozenset(self._numbers.paths), dims=dict(self._dims.dims))
-            entry = CompiledEntry(compilation, time.perf_counter() - start)
-            self.last_entry = entry
-            self.stats.replans += 1
-            self.cache.swap(record, self._cached_runner(key, entry), compiled=entry)
-            return entry
-
-    def _replan_after_backward(self, key: Any, fault: ExecutorFault, args: tuple, kwargs: dict) -> None:
-        """A fault in the checked backward of `key`'s first call: that backward was computed on
-        torch (squall.compiler.pipeline); later calls get a plan without the executor there."""
-        record = self.cache.entries.get(key)
-        if record is not None and record.compiled is not None:
-            record.compiled.compilation.on_backward_fault = None  # the replan holds no reference to the first call's inputs
-        with torch.enable_grad():  # a backward runs in no-grad mode; the entry was compiled for training
-            self._replan(key, fault, args, kwargs)
 
     # --- background upgrades (squall.runtime.tiers) ----------------------------------------------------
 

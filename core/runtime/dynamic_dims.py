@@ -59,7 +59,7 @@ class DynamicDims:
 
     `batch_with_length=False` makes only the dimensions that changed symbolic, one at a time;
     `zero_one_eagerly=False` compiles a 0/1 variant of a symbolic entry at its first call
-    instead of running it eagerly until it paid for that compile (squall.runtime.calls)
+    instead of running it eagerly until it paid for that compile (squall.runtime.ski_rental)
     (bench/length_stream.py compares these on a stream of lengths and batch sizes)."""
 
     def __init__(self, mode: bool | str = _AUTO, batch_with_length: bool = True, zero_one_eagerly: bool = True):
@@ -71,7 +71,7 @@ class DynamicDims:
         self._seen: dict[tuple, dict[tuple, tuple]] = {}  # signature -> the shapes of its first call
         self._last: dict[tuple, tuple] = {}  # path -> its shape at the last compile
         # a dimension became symbolic because it changed between calls (the "auto" policy did it):
-        # the function's calls come in shapes that vary (squall.runtime.calls: new signatures wait)
+        # the function's calls come in shapes that vary (squall.runtime.ski_rental: new signatures wait)
         self.sizes_vary = False
 
     def key_for(self, key: tuple, args: tuple, kwargs: dict, numbers: set | frozenset = frozenset()) -> tuple:

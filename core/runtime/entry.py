@@ -61,6 +61,8 @@ class CacheEntry:
     exclusions: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)  # (executor, ops) kept apart
     state_compiles: dict[str, int] = field(default_factory=dict)  # state label -> compilations it caused
     split: bool = False  # runs the module's eager frame: no background upgrade replaces it
+    # its slot runs eagerly while the signature waits for its compile (squall.runtime.ski_rental): its calls are no hits
+    waiting: bool = False
 
     @property
     def cached(self) -> bool:

@@ -17,7 +17,7 @@ class CacheStats:
     misses: int = 0
     evictions: int = 0
     replans: int = 0  # entries compiled again without an executor that failed its run-time check
-    # calls of a new 0/1 variant of a symbolic entry run eagerly until they paid for its compile (squall.runtime.calls)
+    # calls of a new 0/1 variant of a symbolic entry run eagerly until they paid for its compile (squall.runtime.ski_rental); no hits
     eager_before_compile: int = 0
     guard_failures: int = 0  # calls whose value guards failed (squall.frontend.speculation), variants compiled or not
     size: int = 0
