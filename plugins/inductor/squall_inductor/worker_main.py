@@ -5,9 +5,10 @@ before torch is imported (the threads torch starts and the C++ compilers inducto
 inherit it). It answers requests one at a time until the socket closes:
 
     ("compile", payload, layouts, config, num_threads, time_budget_s, path)
-      -> ("ok", torch_s, inductor_s, pickled tensor constants) with the compiled region saved at `path`
-         (inductor's CompiledArtifact, binary format; its FX graph and AOTAutograd cache
-         entries are in inductor's on-disk caches too), or ("error", "Type: message").
+      -> ("ok", torch_s, inductor_s, pickled tensor constants, direct bundle or None) with the
+         compiled region saved at `path` (inductor's CompiledArtifact, binary format; its FX graph
+         and AOTAutograd cache entries are in inductor's on-disk caches too; the bundle is what
+         squall_inductor.direct_load loads it from without inductor), or ("error", "Type: message").
 
 The region's FX trace (make_fx, which patches torch.nn.Module.__call__ while it runs) and
 inductor's lowering happen here, never in the user's process. With a time budget the region
@@ -34,6 +35,7 @@ from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from squall_inductor.choices import best_time
+from squall_inductor.direct_build import direct_bundle
 from squall_inductor.regions import Layout, examples_for, load_region, views_as_reshapes
 from squall_inductor.symbolic import SYMBOLIC_CONFIG, SymbolicSpec, guards_source, spec_examples, trace_symbolically
 
@@ -74,9 +76,10 @@ def lift_constants(graph: Any) -> list:
     return constants
 
 
-def compile_static(fn: Callable, layouts: Sequence[Layout], time_budget_s: float | None, path: str) -> tuple[float | None, float | None, list]:
-    """(torch_s, inductor_s, constants): `fn` compiled for inputs with these layouts and saved at
-    `path`; timed against its torch calls where a budget is given."""
+def compile_static(fn: Callable, layouts: Sequence[Layout], time_budget_s: float | None, path: str) -> tuple[float | None, float | None, list, bytes | None]:
+    """(torch_s, inductor_s, constants, direct bundle): `fn` compiled for inputs with these layouts
+    and saved at `path`, with what loads it without inductor (squall_inductor.direct_build; None
+    where that cannot serve); timed against its torch calls where a budget is given."""
     args = examples_for(layouts)
     graph = views_as_reshapes(make_fx(fn, tracing_mode="fake")(*args))
     constants = lift_constants(graph)
@@ -84,12 +87,13 @@ def compile_static(fn: Callable, layouts: Sequence[Layout], time_budget_s: float
     artifact.save(path=path, format="binary")
     compiled = (lambda *a: artifact(*a, *constants)) if constants else artifact
     compiled(*args)  # a region that compiles but cannot run fails here, not in the user's process
+    bundle, _ = direct_bundle(artifact._compiled_fn, [*args, *constants])
     torch_s = inductor_s = None
     if time_budget_s:
         device = str(layouts[0][3]) if layouts else "cpu"
         torch_s = best_time(fn, args, device=device, budget_s=time_budget_s)
         inductor_s = best_time(compiled, args, device=device, budget_s=time_budget_s)
-    return torch_s, inductor_s, constants
+    return torch_s, inductor_s, constants, bundle
 
 
 def compile_symbolic(fn: Callable, spec: SymbolicSpec, path: str) -> tuple[str, list]:
@@ -171,13 +175,13 @@ def main(fd: int) -> None:
             torch.set_num_threads(num_threads)
             fn = load_region(payload)
             # the user's process's inductor settings, one compiler thread (this worker has one core's share)
-            with inductor_config.patch({**(config or {}), "compile_threads": 1}):
+            with inductor_config.patch({**config.get("changed", {}), "compile_threads": 1}):
                 if kind == "compile_symbolic":
                     guards, constants = compile_symbolic(fn, shapes, path)
-                    reply: tuple = ("ok", guards, None, pickle.dumps(constants))
+                    reply: tuple = ("ok", guards, None, pickle.dumps(constants), None)
                 else:
-                    torch_s, inductor_s, constants = compile_static(fn, shapes, time_budget_s, path)
-                    reply = ("ok", torch_s, inductor_s, pickle.dumps(constants))
+                    torch_s, inductor_s, constants, bundle = compile_static(fn, shapes, time_budget_s, path)
+                    reply = ("ok", torch_s, inductor_s, pickle.dumps(constants), bundle)
         except Exception as e:  # noqa: BLE001 - any failure is the parent's to report (it falls back to torch)
             text = str(e).strip()
             reply = ("error", f"{type(e).__name__}: {text.splitlines()[0] if text else ''}")
