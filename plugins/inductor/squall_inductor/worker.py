@@ -372,7 +372,10 @@ def _inductor_config() -> dict:
     config = sys.modules.get("torch._inductor.config")
     if config is None:
         return {"environment": environment}
-    changed = {k: v for k, v in config.save_config_portable().items() if not config._is_default(k)}
+    # a setting set to its default (inductor's own loads set some) is no change
+    defaults = getattr(config, "_config", {})
+    changed = {k: v for k, v in config.save_config_portable().items()
+               if not config._is_default(k) and (k not in defaults or v != getattr(defaults[k], "default", object()))}
     return {"environment": environment, "changed": changed} if changed else {"environment": environment}
 
 

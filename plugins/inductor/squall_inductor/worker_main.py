@@ -61,8 +61,15 @@ def lift_constants(graph: Any) -> list:
         else:
             with graph.graph.inserting_after(last):
                 last = graph.graph.placeholder(f"_lifted_constant_{len(constants)}")
+        # inductor's C++ wrapper takes its example inputs from the placeholders' fake values
+        last.meta["val"] = node.meta.get("val") if node.meta.get("val") is not None else _fake_like(graph, value)
         node.replace_all_uses_with(last)
         graph.graph.erase_node(node)
+        for use in list(last.users):
+            # make_fx copies a constant where it is used (lift_fresh_copy), a copy of an input now: a
+            # plain clone (inductor's C++ wrapper passes no tensor to lift_fresh_copy of an input)
+            if use.target is torch.ops.aten.lift_fresh_copy.default:
+                use.target = torch.ops.aten.clone.default
         # gone from the module too: compile_fx lifts a module's buffers to inputs, which the artifact
         # loaded elsewhere would then expect from its caller
         graph._buffers.pop(node.target, None)
@@ -74,6 +81,13 @@ def lift_constants(graph: Any) -> list:
         graph.graph._codegen = torch.fx.graph.CodeGen()
     graph.recompile()
     return constants
+
+
+def _fake_like(graph: Any, value: torch.Tensor) -> Any:
+    """A fake copy of `value` in the fake mode of the graph's other placeholders (none: `value` itself)."""
+    fakes = [n.meta.get("val") for n in graph.graph.nodes if n.op == "placeholder"]
+    mode = next((f.fake_mode for f in fakes if hasattr(f, "fake_mode")), None)
+    return mode.from_tensor(value, static_shapes=True) if mode is not None else value
 
 
 def compile_static(fn: Callable, layouts: Sequence[Layout], time_budget_s: float | None, path: str) -> tuple[float | None, float | None, list, bytes | None]:

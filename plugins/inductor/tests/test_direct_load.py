@@ -47,6 +47,12 @@ def _kept(tmp_path, suffix):
     return [tmp_path / "kept" / n for n in os.listdir(tmp_path / "kept") if n.endswith(suffix)]
 
 
+def _damage(path, data: bytes) -> None:
+    """Replace a kept file (a new file: a library this process loaded stays mapped as it was)."""
+    path.unlink()
+    path.write_bytes(data)
+
+
 def _load_again(fn, source, args):
     """The region as a later process loads it: a worker that is never asked unless nothing is kept."""
     later = CompileWorker()
@@ -92,7 +98,7 @@ def test_a_second_process_loads_a_kept_region_without_importing_inductor_and_mat
 def test_a_damaged_kernel_library_loads_through_inductor_with_a_warning(tmp_path):
     fn, source, x, w = _compiled_once(tmp_path)
     (library, *_) = _kept(tmp_path, ".so")
-    library.write_bytes(library.read_bytes()[:-16] + b"\0" * 16)  # still a library file, not the one compiled
+    _damage(library, library.read_bytes()[:-16] + b"\0" * 16)  # still a library file, not the one compiled
     with pytest.warns(squall.SquallWarning, match="could not be loaded directly.*not the one compiled.*loaded through inductor"):
         region, compiler = _load_again(fn, source, (x, w))
     assert compiler.where.startswith("before, loaded from")
@@ -113,7 +119,7 @@ def test_a_missing_kernel_library_loads_through_inductor_with_a_warning(tmp_path
 def test_a_damaged_bundle_and_artifact_compile_the_region_again_with_a_warning(tmp_path):
     fn, source, x, w = _compiled_once(tmp_path)
     for damaged in (*_kept(tmp_path, ".direct"), *_kept(tmp_path, ".bin")):
-        damaged.write_bytes(b"not what was kept")
+        _damage(damaged, b"not what was kept")
     worker = CompileWorker()
     try:
         with pytest.warns(squall.SquallWarning) as caught:
