@@ -1,10 +1,11 @@
 """In the worker process: what a region's direct load (squall_inductor.direct_load) needs, checked.
 
-For a region inductor compiled for CPU with its Python wrapper, `direct_bundle` takes the
-wrapper's source from the compiled graph, removes its top-level imports from torch._inductor
-(keeping only `AsyncCompile` and `extern_kernels`, which direct_load gives; a name from any
-other inductor import that the wrapper uses means no bundle), finds the library each
-`async_compile.cpp_pybinding(...)` kernel was built into, and runs the wrapper from these alone
+For a region inductor compiled for CPU, `direct_bundle` takes the wrapper's source from the
+compiled graph, removes its top-level imports from torch._inductor (keeping only `AsyncCompile`,
+`extern_kernels` and `CppWrapperCodeCache`, which direct_load gives; a name from any other
+inductor import that the wrapper uses means no bundle), finds the library each
+`async_compile.cpp_pybinding(...)` kernel (Python wrapper) or the one
+`CppWrapperCodeCache.load_pybinding(...)` library (inductor's C++ wrapper) was built into, and runs the wrapper from these alone
 against the compiled artifact on the example inputs: the same outputs (sizes, strides, dtypes,
 bitwise values, and which inputs they alias) or no bundle. Without a bundle the user's process
 loads the region through inductor, as before.
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 import torch._inductor.config as inductor_config
 from torch._inductor.async_compile import AsyncCompile
+from torch._inductor.codecache import CppWrapperCodeCache
 from torch._inductor.output_code import CompiledFxGraph
 from torch._inductor.select_algorithm import extern_kernels
 
@@ -27,9 +29,9 @@ from squall_inductor.direct_load import DirectBundle, kernel_key, run_direct
 __all__ = ["direct_bundle", "wrapper_source"]
 
 # the names direct_load gives a wrapper in place of its inductor imports
-_GIVEN = {"AsyncCompile", "extern_kernels"}
-# the AsyncCompile methods a CPU wrapper of pybinding kernels calls
-_ASYNC_METHODS = {"cpp_pybinding", "wait"}
+_GIVEN = {"AsyncCompile", "extern_kernels", "CppWrapperCodeCache"}
+# the methods of those a CPU wrapper calls: a Python wrapper's kernels, the C++ wrapper's one library
+_BUILDER_METHODS = {"async_compile": {"cpp_pybinding", "wait"}, "CppWrapperCodeCache": {"load_pybinding"}}
 # how many objects to look through for the compiled graph inside the artifact's wrappers
 _SEARCH_LIMIT = 400
 
@@ -49,7 +51,7 @@ def direct_bundle(compiled_fn: Callable, args: Sequence[torch.Tensor]) -> tuple[
     libraries: dict[str, bytes] = {}
     kernels: dict[str, Callable] = {}
     builder = _RecordingCompile(libraries, kernels)
-    bundle = DirectBundle(source=source, kernels={}, inputs_to_check=list(graph.inputs_to_check), externs={})
+    bundle = DirectBundle(source=source, kernels={}, entries=builder.entries, inputs_to_check=list(graph.inputs_to_check), externs={})
     for name in _extern_names(source):
         dotted = _dotted(getattr(extern_kernels, name, None))
         if dotted is None:
@@ -91,9 +93,10 @@ def wrapper_source(source: str) -> tuple[str | None, str]:
     missing = (dropped - _GIVEN) & used
     if missing:
         return None, f"it uses {', '.join(sorted(missing))} from inductor"
-    calls = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "async_compile"}
-    if calls - _ASYNC_METHODS:
-        return None, f"it compiles kernels with async_compile.{', '.join(sorted(calls - _ASYNC_METHODS))}"
+    for builder, methods in _BUILDER_METHODS.items():
+        calls = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == builder}
+        if calls - methods:
+            return None, f"it compiles kernels with {builder}.{', '.join(sorted(calls - methods))}"
     lines = source.splitlines(keepends=True)
     for first, last in removed:
         for i in range(first - 1, last):
@@ -102,17 +105,25 @@ def wrapper_source(source: str) -> tuple[str | None, str]:
 
 
 class _RecordingCompile:
-    """inductor's AsyncCompile, one kernel at a time, noting each kernel's built library."""
+    """inductor's AsyncCompile (one kernel at a time) and CppWrapperCodeCache, noting each kernel's built library."""
 
     def __init__(self, libraries: dict[str, bytes], kernels: dict[str, Callable]):
         self.libraries, self.kernels = libraries, kernels
+        self.entries: dict[str, str] = {}
 
     def cpp_pybinding(self, argtypes: Sequence[str], source: str) -> Callable:
-        kernel = AsyncCompile().cpp_pybinding(argtypes, source)  # built before: a cache hit
-        key = kernel_key(argtypes, source)
+        # built before: a cache hit
+        return self._record(kernel_key(argtypes, source), AsyncCompile().cpp_pybinding(argtypes, source))
+
+    def load_pybinding(self, *, argtypes: Sequence[str], main_code: str, kernel_code: str | None = None, **options: Any) -> Callable:
+        kernel = CppWrapperCodeCache.load_pybinding(argtypes=argtypes, main_code=main_code, kernel_code=kernel_code, **options)
+        return self._record(kernel_key(argtypes, main_code + (kernel_code or "")), kernel)
+
+    def _record(self, key: str, kernel: Callable) -> Callable:
         with open(kernel.__self__.__file__, "rb") as f:  # the extension module inductor loaded it from
             self.libraries[key] = f.read()
         self.kernels[key] = kernel
+        self.entries[key] = kernel.__name__
         return kernel
 
     def wait(self, scope: dict) -> None:

@@ -42,8 +42,8 @@ _ALIGNMENT = 16
 class DirectBundle(types.SimpleNamespace):
     """What `direct_build` saves for a region: `source` (inductor's wrapper, its inductor imports
     removed), `kernels` ({kernel_key: the built library's bytes}), `inputs_to_check` (the inputs
-    whose alignment inductor checks at each call) and `externs` ({name: dotted torch path} for the
-    wrapper's `extern_kernels.<name>` calls)."""
+    whose alignment inductor checks at each call), `entries` ({kernel_key: the library's function
+    name}) and `externs` ({name: dotted torch path} for the wrapper's `extern_kernels.<name>` calls)."""
 
 
 def kernel_key(argtypes: Sequence[str], source: str) -> str:
@@ -97,16 +97,17 @@ def load_direct(kept: str) -> Callable | None:
         with open(library, "rb") as f:
             if hashlib.sha256(f.read()).hexdigest() != digest:
                 raise ValueError(f"the kernel library {library} is not the one compiled for this region")
-        kernels[key] = _load_kernel(library, key)
+        kernels[key] = _load_kernel(library, key, bundle.entries[key])
     return run_direct(bundle, BuiltKernels(kernels))
 
 
 def run_direct(bundle: DirectBundle, kernels: Any) -> Callable:
-    """The region's callable from its bundle, its wrapper given `kernels` as its AsyncCompile (an
-    object with `cpp_pybinding(argtypes, source)` and `wait(scope)`: BuiltKernels here)."""
+    """The region's callable from its bundle, its wrapper given `kernels` as its AsyncCompile and,
+    for inductor's C++ wrapper, its CppWrapperCodeCache (an object with `cpp_pybinding(argtypes,
+    source)`, `wait(scope)` and `load_pybinding(argtypes=, main_code=, ...)`: BuiltKernels here)."""
     module = types.ModuleType(f"squall_inductor_region_{hashlib.sha256(bundle.source.encode()).hexdigest()[:16]}")
     externs = types.SimpleNamespace(**{name: _resolve(dotted) for name, dotted in bundle.externs.items()})
-    module.__dict__.update(AsyncCompile=lambda: kernels, extern_kernels=externs)
+    module.__dict__.update(AsyncCompile=lambda: kernels, CppWrapperCodeCache=kernels, extern_kernels=externs)
     exec(compile(bundle.source, f"<squall-inductor region {module.__name__}>", "exec"), module.__dict__)  # noqa: S102 - inductor's own generated wrapper
     call, check = module.call, tuple(bundle.inputs_to_check)
 
@@ -134,15 +135,19 @@ class BuiltKernels:
     def cpp_pybinding(self, argtypes: Sequence[str], source: str) -> Callable:
         return self.kernels[kernel_key(argtypes, source)]
 
+    def load_pybinding(self, *, argtypes: Sequence[str], main_code: str, kernel_code: str | None = None, **_: Any) -> Callable:
+        return self.kernels[kernel_key(argtypes, main_code + (kernel_code or ""))]
+
     def wait(self, scope: dict) -> None:
         pass
 
 
-def _load_kernel(library: str, key: str) -> Callable:
-    """A kernel library inductor built as a Python extension module (its `kernel` function)."""
+def _load_kernel(library: str, key: str, entry: str) -> Callable:
+    """A kernel library inductor built as a Python extension module: its function `entry` (`kernel`,
+    or the C++ wrapper's `inductor_entry_cpp`)."""
     # the library's start-up reads where torch keeps a tensor's data pointer accessor (inductor sets this too)
     os.environ["_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"] = str(torch._C._dynamo.guards._torchinductor_pyobject_tensor_data_ptr)
-    name = f"squall_inductor_kernel_{key}.kernel"  # its init function is PyInit_kernel, as inductor names it
+    name = f"squall_inductor_kernel_{key}.{entry}"  # its init function is PyInit_<entry>, as inductor names it
     module = sys.modules.get(name)
     if module is None:
         spec = importlib.util.spec_from_file_location(name, library)
@@ -151,7 +156,7 @@ def _load_kernel(library: str, key: str) -> Callable:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         sys.modules[name] = module
-    return module.kernel
+    return getattr(module, entry)
 
 
 def _resolve(dotted: str) -> Any:

@@ -44,7 +44,7 @@ from squall_inductor.direct_load import inductor_cache_dir, keep_direct, load_di
 from squall_inductor.regions import compile_with_inductor, layout_of, region_payload
 from squall_inductor.symbolic import SymbolicSpec, compile_in_process
 
-__all__ = ["CompileWorker", "CompileUnsupported", "WorkerCompileError", "RegionCompiler", "default_worker", "kept_artifact", "kept_folder", "load_kept", "subprocess_enabled"]
+__all__ = ["CompileWorker", "CompileUnsupported", "WorkerCompileError", "RegionCompiler", "default_worker", "kept_artifact", "kept_folder", "load_kept", "one_unit_enabled", "subprocess_enabled"]
 
 # how long a worker may take to start (import torch and inductor) before it counts as failed
 START_TIMEOUT_S = 120.0
@@ -67,6 +67,12 @@ class CompileUnsupported(Exception):
 
 class WorkerUnavailable(Exception):
     """The worker could not start or died; the message says why."""
+
+
+def one_unit_enabled() -> bool:
+    """Whether a static CPU region compiles as one C++ translation unit, with inductor's C++ wrapper
+    (SQUALL_INDUCTOR_ONE_UNIT, default on): one compiler run per region instead of one per kernel."""
+    return os.environ.get("SQUALL_INDUCTOR_ONE_UNIT", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def subprocess_enabled() -> bool:
@@ -365,10 +371,12 @@ def _loaded(artifact: Any, constants: bytes) -> Callable:
 
 def _inductor_config() -> dict:
     """The inductor settings this process changed from their defaults (a user's or a test's patch
-    applies in the worker too), and inductor's environment settings; nothing where inductor is not
+    applies in the worker too), and inductor's environment settings and squall's (`one_unit_enabled`,
+    which the worker reads here); no settings where inductor is not
     loaded here, so a process that never imported it keys its regions as one whose settings are
     the defaults."""
     environment = {k: v for k, v in os.environ.items() if k.startswith("TORCHINDUCTOR_") and k != "TORCHINDUCTOR_CACHE_DIR"}
+    environment["one unit"] = one_unit_enabled()
     config = sys.modules.get("torch._inductor.config")
     if config is None:
         return {"environment": environment}
