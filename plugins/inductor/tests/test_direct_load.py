@@ -185,3 +185,20 @@ def test_the_cache_folder_is_inductors_without_importing_it(monkeypatch, tmp_pat
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
     expected = inductor_cache_dir()
     assert cache_dir() == expected  # (inductor's sets the variable: monkeypatch restores it)
+
+
+@needs_cpu_inductor
+@pytest.mark.parametrize("one_unit", ["1", "0"])
+def test_a_region_compiles_as_one_unit_or_kernel_by_kernel_and_loads_directly_either_way(tmp_path, monkeypatch, one_unit):
+    import pickle
+
+    monkeypatch.setenv("SQUALL_INDUCTOR_ONE_UNIT", one_unit)
+    # the C++ wrapper's one library, or the Python wrapper's kernels (its matmul is a BLAS call)
+    fn, source, x, w = _compiled_once(tmp_path)
+    (bundle_file,) = _kept(tmp_path, ".direct")
+    entries = sorted(pickle.loads(bundle_file.read_bytes()).entries.values())
+    assert entries == ["inductor_entry_cpp"] if one_unit == "1" else entries and set(entries) == {"kernel"}
+    region, compiler = _load_again(fn, source, (x, w))
+    assert compiler.where.startswith("before, loaded from")
+    for a, b in ((x, w), (x.neg(), w * 3)):
+        torch.testing.assert_close(region(a, b), fn(a, b))
