@@ -193,14 +193,18 @@ class CompileWorker:
             if reply[0] == "error":
                 raise WorkerCompileError(reply[1])
             try:
+                bundle = reply[4] if len(reply) > 4 else None
                 if kept is not None:  # a symbolic region's guard source is kept beside it
                     _keep(path, kept, {".constants": reply[3], **({".guards": reply[1].encode()} if kind == "compile_symbolic" else {})})
-                    if len(reply) > 4 and reply[4] is not None:
-                        try:
-                            keep_direct(kept, reply[4])
-                        except OSError:  # a full or read-only cache folder: loaded through inductor below
-                            pass
-                direct = _load_direct_or_warn(kept) if kept is not None and kind == "compile" else None
+                # where the region is not kept (a timed island), its direct load goes beside the
+                # artifact in the worker's folder, which is emptied when the worker stops
+                direct_at = kept if kept is not None else path
+                if bundle is not None:
+                    try:
+                        keep_direct(direct_at, bundle)
+                    except OSError:  # a full or read-only cache folder: loaded through inductor below
+                        pass
+                direct = _load_direct_or_warn(direct_at) if bundle is not None else None
                 if direct is not None:
                     return _loaded(direct, reply[3]), reply
                 # imported here, not at the top: seconds (it loads Dynamo), paid once, in the background
