@@ -48,9 +48,7 @@ def direct_bundle(compiled_fn: Callable, args: Sequence[torch.Tensor]) -> tuple[
     source, why = wrapper_source(graph.source_code)
     if source is None:
         return None, why
-    libraries: dict[str, bytes] = {}
-    kernels: dict[str, Callable] = {}
-    builder = _RecordingCompile(libraries, kernels)
+    builder = _RecordingCompile()
     bundle = DirectBundle(source=source, kernels={}, entries=builder.entries, inputs_to_check=list(graph.inputs_to_check), externs={})
     for name in _extern_names(source):
         dotted = _dotted(getattr(extern_kernels, name, None))
@@ -68,7 +66,7 @@ def direct_bundle(compiled_fn: Callable, args: Sequence[torch.Tensor]) -> tuple[
     why = _differs(expected, got, inputs)
     if why:
         return None, why
-    bundle.kernels = libraries
+    bundle.kernels = builder.libraries
     return pickle.dumps(bundle), ""
 
 
@@ -107,9 +105,10 @@ def wrapper_source(source: str) -> tuple[str | None, str]:
 class _RecordingCompile:
     """inductor's AsyncCompile (one kernel at a time) and CppWrapperCodeCache, noting each kernel's built library."""
 
-    def __init__(self, libraries: dict[str, bytes], kernels: dict[str, Callable]):
-        self.libraries, self.kernels = libraries, kernels
-        self.entries: dict[str, str] = {}
+    def __init__(self):
+        self.libraries: dict[str, bytes] = {}  # kernel_key -> the built library's bytes
+        self.kernels: dict[str, Callable] = {}
+        self.entries: dict[str, str] = {}  # kernel_key -> the library's function name
 
     def cpp_pybinding(self, argtypes: Sequence[str], source: str) -> Callable:
         # built before: a cache hit
