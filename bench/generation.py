@@ -2,7 +2,7 @@
 of batches of random lengths: eager vs squall.jit (automatic dynamic shapes) vs
 torch.compile(dynamic=True), in one process.
 
-Run: python bench/generation.py [--models llama,gpt2,phi3] [--tokens 32] [--batches 40] [--no-torch-compile]
+Run: python bench/generation.py [--models llama,gpt2,phi3] [--tokens 32] [--batches 40] [--no-torch-compile] [--device cuda]
 
 For each decoder family and contender: the first `generate`'s wall time (compiles included),
 the steady tokens/s of a second prompt of the same length and of a third of another length
@@ -42,6 +42,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from real_models import import_torchvision  # noqa: E402  (transformers imports torchvision, which needs it on CPU torch)
 
 V = 97
+DEVICE = torch.device("cpu")  # --device: where the models, prompts and batches live
+
+
+def _synchronize() -> None:
+    """Wait for the device's queued work, so a wall-clock time covers it (a no-op on CPU)."""
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
 
 # family -> (config class, model class, extra config): tiny, random weights, nothing downloaded
 DECODERS = {
@@ -60,7 +67,7 @@ def build_decoder(family: str) -> torch.nn.Module:
     if family == "gpt2":
         common = dict(vocab_size=V)
     config = getattr(transformers, config_name)(**common, **extra)
-    return getattr(transformers, model_name)(config).eval()
+    return getattr(transformers, model_name)(config).eval().to(DEVICE)
 
 
 def _compiles(fn) -> int:
@@ -74,8 +81,10 @@ def _compiles(fn) -> int:
 
 def generate_once(model, forward_owner, prompt: torch.Tensor, tokens: int) -> tuple[torch.Tensor, float]:
     mask = torch.ones_like(prompt)
+    _synchronize()
     start = time.perf_counter()
     out = forward_owner.generate(prompt, attention_mask=mask, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0)
+    _synchronize()
     return out, time.perf_counter() - start
 
 
@@ -88,7 +97,7 @@ def bench_decoder(family: str, tokens: int, rounds: int, with_torch_compile: boo
         compiled.load_state_dict(model.state_dict())
         compiled.forward = torch.compile(compiled.forward, dynamic=True)
         contenders["torch.compile(dynamic=True)"] = compiled
-    prompts = [torch.randint(1, V, (1, 12)), torch.randint(1, V, (1, 12)), torch.randint(1, V, (1, 20))]
+    prompts = [torch.randint(1, V, (1, n), device=DEVICE) for n in (12, 12, 20)]
     expected = [model.generate(p, attention_mask=torch.ones_like(p), max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0) for p in prompts]
     print(f"\n{family}: generate {tokens} tokens (prompt 12, again 12, then 20)")
     print(f"  {'':30}{'first':>9}{'tok/s same len':>16}{'tok/s new len':>15}{'compiles':>16}{'tokens':>8}")
@@ -143,13 +152,15 @@ def decode_step_seconds(fn, steps: int) -> float:
     times = []
     with torch.no_grad():
         for loop in range(3):
-            ids = torch.randint(1, V, (1, 8 + loop))
+            ids = torch.randint(1, V, (1, 8 + loop), device=DEVICE)
             out = fn(input_ids=ids, use_cache=True)
             cache = out.past_key_values
             for _ in range(steps):
                 token = out.logits[:, -1:].argmax(-1)
+                _synchronize()
                 start = time.perf_counter()
                 out = fn(input_ids=token, past_key_values=cache, use_cache=True)
+                _synchronize()
                 if loop == 2:
                     times.append(time.perf_counter() - start)
             if loop == 0 and isinstance(fn, squall.JittedModule):
@@ -162,10 +173,10 @@ def bench_length_stream(batches: int, with_torch_compile: bool) -> None:
 
     torch.manual_seed(0)
     config = transformers.DistilBertConfig(vocab_size=V, dim=32, hidden_dim=64, n_layers=2, n_heads=2, max_position_embeddings=128)
-    model = transformers.DistilBertModel(config).eval()
+    model = transformers.DistilBertModel(config).eval().to(DEVICE)
     rng = random.Random(0)
     stream = [(rng.choice([1, 4, 8]), rng.randint(8, 128)) for _ in range(batches)]
-    inputs = [torch.randint(1, V, shape) for shape in stream]
+    inputs = [torch.randint(1, V, shape, device=DEVICE) for shape in stream]
     contenders = {"eager": model, "squall": squall.jit(model)}
     if with_torch_compile:
         contenders["torch.compile(dynamic=True)"] = torch.compile(model, dynamic=True)
@@ -174,8 +185,10 @@ def bench_length_stream(batches: int, with_torch_compile: bool) -> None:
     with torch.no_grad():
         expected = [model(input_ids=x).last_hidden_state for x in inputs]
         for name, fn in contenders.items():
+            _synchronize()
             start = time.perf_counter()
             outs = [fn(input_ids=x).last_hidden_state for x in inputs]
+            _synchronize()
             total = time.perf_counter() - start
             worst = max(float((a - e).abs().max()) for a, e in zip(outs, expected))
             compiles = _compiles(fn) if name == "squall" else "-"
@@ -191,7 +204,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--no-torch-compile", action="store_true")
+    parser.add_argument("--device", default="cpu", help="where models and inputs live (e.g. cuda)")
     opts = parser.parse_args()
+    global DEVICE
+    DEVICE = torch.device(opts.device)
     import_torchvision()
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")

@@ -12,21 +12,30 @@
 #   3. runs every test of the three CUDA plugins (nvfuser, cupy_ops, apex_xentropy),
 #      listing each skip with its reason;
 #   4. runs bench/gpu_fusion.py: eager, torch.compile and squall with each available
-#      executor on CUDA (elementwise, norms, the GPT block, a GPT training step).
+#      executor on CUDA (elementwise, norms, the GPT block, a GPT training step);
+#   5. runs bench/generation.py on CUDA: `generate` with dynamic shapes (tokens equal eager's,
+#      compiles per generate, tokens/s against eager and torch.compile(dynamic=True));
+#   6. runs bench/gpu_models.py: real models on CUDA, squall's whole-program fusion included.
+# STEPS (default "2 3 4 5 6") picks steps to run after the install, e.g. STEPS="3 5" to
+# split the work over two calls of a lent machine; each step is bounded by STEP_TIMEOUT s.
 # Everything is written to the results file; the exit status is non-zero if any step failed.
-# Run on an H100 (2026-11-25, torch 2.11+cu130, CuPy 14.2): see plugins/cupy_ops/README.md for what it found.
+# Run on an H100 (2026-11-25 and 2026-11-26, torch 2.11+cu130, CuPy 14.2): plugins/cupy_ops/README.md and
+# plugins/inductor/README.md ("Run on a GPU") say what it found.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RESULTS="${1:-${OUT:-.}/gpu-results.txt}"
 WHEELS="${WHEELS:-$ROOT/wheels}"
 PY="${PYTHON:-python3}"
+STEPS=" ${STEPS:-2 3 4 5 6} "
+STEP_TIMEOUT="${STEP_TIMEOUT:-300}"
+want() { [[ "$STEPS" == *" $1 "* ]]; }
 mkdir -p "$(dirname "$RESULTS")"
 RESULTS="$(cd "$(dirname "$RESULTS")" && pwd)/$(basename "$RESULTS")"
 : >"$RESULTS"
 status=0
 step() { echo; echo "== $*"; }
-run() {  # run a command, keep its output in the results file, remember a failure
-    "$@" 2>&1 | tee -a "$RESULTS"
+run() {  # run a command (at most STEP_TIMEOUT s), keep its output in the results file, remember a failure
+    timeout "$STEP_TIMEOUT" "$@" 2>&1 | tee -a "$RESULTS"
     local rc=${PIPESTATUS[0]}
     echo "-- exit $rc: $*" | tee -a "$RESULTS"
     [ "$rc" -eq 0 ] || status=1
@@ -40,6 +49,7 @@ fi
 run "$PY" -m pip install --no-index --no-deps --no-build-isolation -e . \
     -e plugins/nvfuser -e plugins/cupy_ops -e plugins/apex_xentropy -e plugins/inductor
 
+if want 2; then
 step "2. machine and versions" | tee -a "$RESULTS"
 run nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 run "$PY" - <<'PYEOF'
@@ -56,12 +66,29 @@ for name in ("cupy", "nvfuser_direct", "nvfuser", "triton", "apex", "pluggy", "p
         print(f"{name}: fails to import: {type(e).__name__}: {e}")
 PYEOF
 run "$PY" -m squall executors
+fi
 
+if want 3; then
 step "3. the CUDA plugins' tests" | tee -a "$RESULTS"
 run "$PY" -m pytest -q -rs -p no:cacheprovider plugins/nvfuser/tests plugins/cupy_ops/tests plugins/apex_xentropy/tests
+# inductor's tests build C++ kernels too (minutes): last, in a run of their own, so a time-out keeps the above
+run "$PY" -m pytest -q -rfE -p no:cacheprovider plugins/inductor/tests
+fi
 
+if want 4; then
 step "4. fusion benchmark on CUDA" | tee -a "$RESULTS"
 run "$PY" bench/gpu_fusion.py
+fi
+
+if want 5; then
+step "5. generate with dynamic shapes on CUDA" | tee -a "$RESULTS"
+run "$PY" bench/generation.py --device cuda --models "${GEN_MODELS:-llama,gpt2}" --rounds 2
+fi
+
+if want 6; then
+step "6. real models on CUDA" | tee -a "$RESULTS"
+run "$PY" bench/gpu_models.py ${MODELS_ARGS:-}
+fi
 
 echo "results: $RESULTS (status $status)"
 exit $status

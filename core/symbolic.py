@@ -184,12 +184,17 @@ class ShapeEnv:
         self.specialised: set[str] = set()  # symbols whose exact value was read
         self._by_value: dict[int, str] = {}
 
-    def symbol(self, value: int, input_name: str, dim: int) -> SymInt:
+    def symbol(self, value: int, input_name: str, dim: int, *, share: bool = True) -> SymInt:
         """The size symbol for dimension `dim` of the input `input_name`, whose value is
-        `value` (>= 2); inputs' dimensions of one value share one symbol (checked equal)."""
-        name = self._by_value.get(value)
+        `value` (>= 2); inputs' dimensions of one value share one symbol (checked equal).
+        With `share` False the dimension gets a symbol of its own, which no other takes: a
+        relation the program relies on is then a shape guard, and an equal value by chance
+        (a KV cache's length and its head size, at one step) is not."""
+        name = self._by_value.get(value) if share else None
         if name is None:
-            name = self._by_value[value] = f"s{len(self.symbols)}"
+            name = f"s{len(self.symbols)}"
+            if share:
+                self._by_value[value] = name
             self.symbols[name] = (value, input_name, dim)
         else:
             self.aliases.append((input_name, dim, name))

@@ -330,3 +330,29 @@ def test_a_bias_broadcast_over_a_symbolic_batch_guards_nothing_on_the_batch():
     assert _misses(jf) == 2
     guards = squall.last_traces(jf).traced.context.shapes.describe()
     assert not any("== 8" in g for g in guards), guards
+
+
+class _GrowingCache:
+    """A KV-cache-like argument object: the program replaces its tensor with a longer one."""
+
+    def __init__(self):
+        self.t = torch.zeros(2, 0)
+
+
+def _append_to_cache(x, cache):
+    cache.t = torch.cat([cache.t, (x * 2 + 1).sin()], dim=1)
+    return cache.t.sum(1) + x.sum()
+
+
+def test_a_held_tensor_equal_to_an_argument_size_by_chance_shares_no_symbol_with_it():
+    # at the second call the cache's length is 3, as is x's width: had they shared one symbol,
+    # that entry would serve only this call, and the third would compile once more
+    jf = squall.jit(_append_to_cache, executors=["torch"])
+    ours, theirs = _GrowingCache(), _GrowingCache()
+    for _ in range(6):
+        x = torch.randn(2, 3)
+        assert_close(jf(x, ours), _append_to_cache(x, theirs))
+    assert_close(ours.t, theirs.t)
+    assert _misses(jf) == 2
+    trace = str(squall.last_traces(jf).source)
+    assert 't: "cpu f32[2, s2]"' in trace and ".shape[1] == s1" not in trace

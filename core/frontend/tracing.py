@@ -338,7 +338,10 @@ def trace_program(
             shape = tuple(value.shape)
             name = _local_name(f"{key}", taken)
             if symbolic:
-                shape = tuple(ctx.shapes.symbol(n, name, d) if (d in symbolic or symbolic is ALL_DIMS) and n >= 2 else n for d, n in enumerate(shape))
+                # every dimension of a held tensor may be symbolic (which one grows is not known
+                # at the first compile): each gets its own symbol, so a value it shares with another
+                # size at this call only (cache length 8, head size 8) is no guard
+                shape = tuple(ctx.shapes.symbol(n, name, d, share=False) if (d in symbolic or symbolic is ALL_DIMS) and n >= 2 else n for d, n in enumerate(shape))
             p = state_proxies[id(value)] = TensorProxy(name, shape=shape, dtype=value.dtype, device=value.device, requires_grad=value.requires_grad)
             ctx.inputs.append(p)
             # (the object's own dict is not held where the route reaches it: a KV cache is freed)

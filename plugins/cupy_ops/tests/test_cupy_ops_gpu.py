@@ -61,6 +61,8 @@ def test_elementwise_opinfos_match_the_torch_executor(info):
             program = lambda *args, **kwargs: info.op(*args, **kwargs)
             expected = squall.jit(program, executors=_torch_only())(*sample.args, **sample.kwargs)
             actual = _jit_cupy(program)(*sample.args, **sample.kwargs)
+            # a non_blocking copy to the CPU (Tensor.to's samples) may still be in flight, in eager too
+            torch.cuda.synchronize()
             torch.testing.assert_close(actual, expected, equal_nan=True, msg=lambda m: f"{info.name} {sample}: {m}")
             ran += 1
     if not ran:
