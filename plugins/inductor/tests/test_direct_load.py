@@ -202,3 +202,35 @@ def test_a_region_compiles_as_one_unit_or_kernel_by_kernel_and_loads_directly_ei
     assert compiler.where.startswith("before, loaded from")
     for a, b in ((x, w), (x.neg(), w * 3)):
         torch.testing.assert_close(region(a, b), fn(a, b))
+
+
+@needs_cpu_inductor
+def test_a_second_process_upgrades_from_kept_regions_without_importing_dynamo(tmp_path, monkeypatch):
+    monkeypatch.setenv("SQUALL_CACHE_DIR", str(tmp_path / "squall"))
+    program = textwrap.dedent(f"""
+        import sys, torch, squall
+        import squall_inductor.worker as inductor_worker
+        from squall_inductor import InductorExecutor
+        inductor_worker.kept_folder = lambda: {str(tmp_path / "kept")!r}
+
+        def f(x, w):
+            return torch.softmax(torch.tanh(x @ w) * 3 + 1, -1).sum(0)
+
+        x, w = torch.randn(6, 5), torch.randn(5, 7)
+        ex = InductorExecutor(include_matmuls=True, autotune=False, choices_path=None, min_eager_seconds=0)
+        jfn = squall.jit(f, executors=[ex, "torch"])
+        torch.testing.assert_close(jfn(x, w), f(x, w))
+        assert squall.wait_for_upgrades(jfn, timeout=300)
+        (upgrade,) = squall.upgrades(jfn)
+        assert upgrade.status == "upgraded", upgrade
+        for a, b in ((x, w), (x * 2, w - 1)):
+            torch.testing.assert_close(jfn(a, b), f(a, b))
+        print(upgrade.compiled_in)
+        print(sorted(m for m in ("torch._inductor", "torch._dynamo") if m in sys.modules))
+    """)
+    runs = [subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300) for _ in range(2)]
+    for done in runs:
+        assert done.returncode == 0, done.stderr[-3000:]
+    first, second = (done.stdout.strip().splitlines() for done in runs)
+    assert first[0].startswith("in the compile worker process")
+    assert second == [f"before, loaded from {tmp_path / 'kept'}", "[]"]
