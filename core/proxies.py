@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from .symbolic import SymInt, lone_symbol, source
+from .symshape import SymShape, as_shape
 
 __all__ = [
     "TensorProxy",
@@ -143,21 +144,17 @@ def type_string(p: TensorProxy | NumberProxy) -> str:
     return f'{p.device} {short_dtype(p.dtype)}[{", ".join(map(source, p.shape))}]'
 
 
-def _shape(shape: Any) -> torch.Size | tuple:
-    """A proxy's shape: a torch.Size of ints, or a tuple where some sizes are symbolic
+def _shape(shape: Any) -> torch.Size | SymShape:
+    """A proxy's shape: a torch.Size of ints, or a SymShape where some sizes are symbolic
     (`squall.symbolic`; torch.Size holds only ints)."""
-    if type(shape) is tuple and any(type(v) is SymInt for v in shape):
-        return shape
-    if isinstance(shape, (list, tuple)) and any(type(v) is SymInt for v in shape):
-        return tuple(shape)
-    return torch.Size(shape)
+    return shape if type(shape) is SymShape else as_shape(shape)
 
 
 class TensorProxy(torch.Tensor):
     """A tensor's metadata under a name; torch operations on it are traced, not run.
 
     Its `shape` is a torch.Size, or, where some sizes are symbolic (`squall.symbolic.SymInt`),
-    a tuple of ints and SymInts."""
+    a `squall.symshape.SymShape` of ints and SymInts (a torch.Size to the program)."""
 
     # the marks torch._dynamo.mark_static_address / mark_dynamic / mark_static set on a tensor
     # (transformers' static cache marks its buffers while the model runs): held, and without
@@ -201,7 +198,7 @@ class TensorProxy(torch.Tensor):
     @classmethod
     def like_recorded(cls, name: str, shape: Any, sizes: Any, dtype: torch.dtype, device: torch.device, requires_grad: bool) -> TensorProxy:
         """A proxy of metadata another proxy had, already in the forms `__new__` makes (`shape`
-        a torch.Size or a tuple with SymInts, `sizes` its traced values, `device` a
+        a torch.Size or a SymShape, `sizes` its traced values, `device` a
         torch.device): how a replayed decomposition (squall.replays) makes its many proxies."""
         self = torch.Tensor._make_wrapper_subclass(cls, sizes, dtype=dtype, device=device)
         self.name = name

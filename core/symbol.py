@@ -13,6 +13,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from .proxies import NumberProxy, TensorProxy, current_context, size_leaf
 from .replays import Decomposition, call_key
+from .symshape import SymShape
 
 __all__ = ["Symbol", "BoundSymbol", "Tags", "flat_proxies", "snapshot", "snapshot_call", "DEL"]
 
@@ -369,6 +370,10 @@ def snapshot(value: Any) -> Any:
             if copied is not v:
                 return value[:i] + (copied,) + tuple(snapshot(w) for w in value[i + 1:])
         return value
+    if t is SymShape:
+        # a shape holding symbolic sizes, passed on (`x.view(y.shape)`): recorded as the tuple of
+        # sizes it is, which prints as their expressions (its str would read their values)
+        return tuple(value)
     if isinstance(value, list):
         return [snapshot(v) for v in value]
     if isinstance(value, dict):

@@ -16,6 +16,7 @@ from ..proxies import symbol_reads, type_string
 from ..sources import load_source
 from ..symbol import DEL, BoundSymbol, flat_proxies
 from ..symbolic import SymInt, symbols_of
+from ..symshape import SymShape
 from ..trace import Trace, ValuePrinter, route_source
 
 __all__ = ["generate", "GeneratedFunction", "UnassignedName", "load_source"]
@@ -178,7 +179,7 @@ def _symbols_in(values: Any) -> set[str]:
         t = type(x)
         if t is SymInt:
             found |= symbols_of(x)
-        elif t in (list, tuple) or t is slice:
+        elif t in (list, tuple) or t is slice or t is SymShape:  # (a shape the program returns)
             stack.extend((x.start, x.stop, x.step) if t is slice else x)
         elif t is dict:
             stack.extend(x.values())

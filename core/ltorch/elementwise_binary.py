@@ -356,6 +356,71 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     return _addc("addcdiv", prims.div, input, tensor1, tensor2, value)
 
 
+# --- in-place comparisons and logical ops on tensors in autograd ----------------------------
+# Eager's in-place comparison (`x.lt_(y)`) keeps x in autograd: its result requires grad where x
+# or y does, and its backward (LtBackward1) gives each of them a zero gradient. An in-place
+# logical op (`x.logical_or_(y)`) has no derivative, and autograd does not see the write at all:
+# the result keeps x's history, so a gradient reaches x's earlier value unchanged and y gets none.
+
+
+_COMPARISONS = {op.name: op for op in (eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_xor)}
+
+
+def _differentiable(t) -> bool:
+    return is_tensor(t) and t.requires_grad
+
+
+def _comparison_in_eager(a, b, *, op: str):
+    # what the op below runs as, outside squall's grad rules: the comparison in a's dtype
+    return getattr(torch, op)(a, b).to(a.dtype)
+
+
+@torchsymbol(_comparison_in_eager, id="ltorch.comparison_written")
+def comparison_written(a, b, *, op: str):
+    """The value `a.lt_(b)` (`op` "lt"; eq, ne, le, gt, ge alike) writes into a floating `a`,
+    where a or b requires grad: the comparison in a's dtype, requiring grad, with a zero
+    gradient to each of a and b that requires one (its grad rule)."""
+    out = prims.convert_element_type(_COMPARISONS[op](a, b), a.dtype)
+    out.requires_grad = True
+    return out
+
+
+def _logical_in_eager(a, b, *, op: str):
+    # what the op below runs as (a callable of its own: each ltorch op stands for one)
+    return _comparison_in_eager(a, b, op=op)
+
+
+@torchsymbol(_logical_in_eager, id="ltorch.logical_written")
+def logical_written(a, b, *, op: str):
+    """The value `a.logical_or_(b)` (`op` "logical_or"; logical_and, logical_xor alike) writes
+    into a floating `a` that requires grad: the logical op in a's dtype, through which a
+    gradient reaches `a` unchanged and none reaches b, as eager's autograd, which does not see
+    the write (its grad rule)."""
+    out = prims.convert_element_type(_COMPARISONS[op](a, b), a.dtype)
+    out.requires_grad = True
+    return out
+
+
+def _comparison_in_place(op):
+    def written(a, b):
+        if torch.is_grad_enabled() and is_tensor(a) and _floating(a.dtype) and (_differentiable(a) or _differentiable(b)):
+            return comparison_written(a, b, op=op.name)
+        return op(a, b)
+
+    written.__name__ = f"{op.name}_"
+    return written
+
+
+def _logical_in_place(op):
+    def written(a, other):
+        if torch.is_grad_enabled() and is_tensor(a) and _floating(a.dtype) and _differentiable(a):
+            return logical_written(a, other, op=op.name)
+        return op(a, other)
+
+    written.__name__ = f"{op.name}_"
+    return written
+
+
 # --- in-place forms --------------------------------------------------------------------------
 
 add_ = inplace(add, _T.add_, _T.__iadd__)
@@ -372,15 +437,15 @@ atan2_ = inplace(atan2, _T.atan2_, _T.arctan2_)
 hypot_ = inplace(hypot, _T.hypot_)
 copysign_ = inplace(copysign, _T.copysign_)
 nextafter_ = inplace(nextafter, _T.nextafter_)
-eq_ = inplace(eq, _T.eq_)
-ne_ = inplace(ne, _T.ne_, _T.not_equal_)
-lt_ = inplace(lt, _T.lt_, _T.less_)
-le_ = inplace(le, _T.le_, _T.less_equal_)
-gt_ = inplace(gt, _T.gt_, _T.greater_)
-ge_ = inplace(ge, _T.ge_, _T.greater_equal_)
-logical_and_ = inplace(logical_and, _T.logical_and_)
-logical_or_ = inplace(logical_or, _T.logical_or_)
-logical_xor_ = inplace(logical_xor, _T.logical_xor_)
+eq_ = inplace(_comparison_in_place(eq), _T.eq_)
+ne_ = inplace(_comparison_in_place(ne), _T.ne_, _T.not_equal_)
+lt_ = inplace(_comparison_in_place(lt), _T.lt_, _T.less_)
+le_ = inplace(_comparison_in_place(le), _T.le_, _T.less_equal_)
+gt_ = inplace(_comparison_in_place(gt), _T.gt_, _T.greater_)
+ge_ = inplace(_comparison_in_place(ge), _T.ge_, _T.greater_equal_)
+logical_and_ = inplace(_logical_in_place(logical_and), _T.logical_and_)
+logical_or_ = inplace(_logical_in_place(logical_or), _T.logical_or_)
+logical_xor_ = inplace(_logical_in_place(logical_xor), _T.logical_xor_)
 bitwise_and_ = inplace(bitwise_and, _T.bitwise_and_, _T.__iand__)
 bitwise_or_ = inplace(bitwise_or, _T.bitwise_or_, _T.__ior__)
 bitwise_xor_ = inplace(bitwise_xor, _T.bitwise_xor_, _T.__ixor__)
@@ -405,5 +470,5 @@ __all__ = [
     "hypot_", "copysign_", "nextafter_", "eq_", "ne_", "lt_", "le_", "gt_", "ge_", "logical_and_",
     "logical_or_", "logical_xor_", "bitwise_and_", "bitwise_or_", "bitwise_xor_",
     "bitwise_left_shift_", "bitwise_right_shift_", "clamp_", "clamp_min_", "clamp_max_", "lerp_",
-    "addcmul_", "addcdiv_",
+    "addcmul_", "addcdiv_", "comparison_written", "logical_written",
 ]

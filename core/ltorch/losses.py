@@ -17,6 +17,7 @@ from .helpers import broadcast, broadcast_to, check, computation_dtype, is_tenso
 from .softmax import log_softmax
 from ..prims.base import dtype_category
 from ..proxies import TensorProxy
+from ..symshape import shape_text
 
 __all__ = [
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
@@ -63,7 +64,7 @@ def _floating_result(name: str, *operands) -> tuple[torch.dtype, torch.dtype]:
 def _warn_size(input: TensorProxy, target: TensorProxy) -> None:
     if target.shape != input.shape:
         warnings.warn(
-            f"Using a target size ({target.shape}) that is different to the input size ({input.shape}). "
+            f"Using a target size ({shape_text(target.shape)}) that is different to the input size ({shape_text(input.shape)}). "
             "This will likely lead to incorrect results due to broadcasting. Please ensure they have the same size.",
             UserWarning,
             stacklevel=4,

@@ -334,10 +334,28 @@ def _not_differentiable_in_eager(call: GradCall) -> tuple:
     raise NeedsAutograd("floor_divide, whose derivative eager does not implement")
 
 
+# --- in-place comparisons and logical ops on tensors in autograd (ltorch.elementwise_binary) ---
+
+
+@per_argument
+def _comparison_written(call: GradCall) -> tuple:
+    # eager's LtBackward1 (and its siblings): a zero gradient to each operand that wants one
+    a, b = call.args
+    return _zeros_if(call.wants(a), a), _zeros_if(call.wants(b), b) if isinstance(b, TensorProxy) else None
+
+
+@per_argument
+def _logical_written(call: GradCall) -> tuple:
+    # autograd never saw the write: the gradient reaches `a`'s earlier value as it is, none reaches b
+    return call.cotangents[0], None
+
+
 # --- the table ------------------------------------------------------------------------------
 
 # ltorch op id -> (backward, forward or None)
 _RULES: dict[str, tuple[Callable, Callable | None]] = {
+    "ltorch.comparison_written": (_comparison_written, None),
+    "ltorch.logical_written": (_logical_written, None),
     "torch.softmax": (_softmax_rule(k.softmax_backward_data), None),
     "torch.nn.functional.softmax": (_softmax_rule(k.softmax_backward_data), None),
     "torch.log_softmax": (_softmax_rule(k.log_softmax_backward_data), None),
