@@ -168,8 +168,8 @@ class InductorExecutor(FusionExecutor):
 
     def is_available(self) -> Availability:
         # cheap on purpose: every squall.jit asks (even one naming only "torch"), and importing
-        # torch._dynamo costs seconds; whether dynamo supports this Python is asked at the first
-        # region (`_dynamo_unsupported`), which then goes back to torch saying why
+        # torch._dynamo costs seconds; whether dynamo supports this Python is asked before the
+        # first compile (`_dynamo_unsupported`), and a region then goes back to torch saying why
         try:
             found = importlib.util.find_spec("torch._dynamo") is not None
         except (ImportError, ValueError) as e:
@@ -324,7 +324,7 @@ class InductorExecutor(FusionExecutor):
         return compiled
 
     def _dynamo_unsupported(self) -> str:
-        """Why torch.compile cannot run here ("" when it can); asked once, at the first region."""
+        """Why torch.compile cannot run here ("" when it can); asked once, before the first compile (a region kept on disk loads without asking)."""
         if self._unsupported is None:
             try:
                 import torch._dynamo  # torch.compile's front end: seconds to import
