@@ -26,7 +26,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "concrete_value", "slice_indices", "guarded_int", "same_shape", "lone_symbol"]
+__all__ = ["SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "concrete_value", "slice_indices", "guarded_int", "same_shape", "lone_symbol", "size_read"]
 
 # A term's atoms: ("s", name) for a size symbol, ("//", a, b) or ("%", a, b) for an opaque
 # floor division or remainder of two polynomials. A polynomial: ((atoms, coefficient), ...).
@@ -168,28 +168,35 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
 _NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
 
+def size_read(input_name: str, dim: int | None) -> str:
+    """The Python that reads a size symbol's value from where `ShapeEnv.symbols` says it is."""
+    return input_name if dim is None else f"{input_name}.shape[{dim}]"
+
+
 class ShapeEnv:
     """The size symbols of one trace and the shape guards it relies on.
 
     `symbols` maps a symbol's name to its value in the traced call and where it is read from
-    (an input proxy's name and a dimension); `aliases` are the other input dimensions that had
-    the same value and share its symbol (each checked equal at call time); `guards` maps each
-    relation's source to the truth it had.
+    (an input proxy's name and a dimension; dimension None: the input is the size itself, an int
+    an argument object holds, `squall.frontend.argument_routes`); `aliases` are the other input
+    dimensions that had the same value and share its symbol (each checked equal at call time);
+    `guards` maps each relation's source to the truth it had.
     """
 
     def __init__(self):
-        self.symbols: dict[str, tuple[int, str, int]] = {}
-        self.aliases: list[tuple[str, int, str]] = []  # (input name, dim, symbol)
+        self.symbols: dict[str, tuple[int, str, int | None]] = {}
+        self.aliases: list[tuple[str, int | None, str]] = []  # (input name, dim, symbol)
         self.guards: dict[str, bool] = {}
         self.specialised: set[str] = set()  # symbols whose exact value was read
         self._by_value: dict[int, str] = {}
 
-    def symbol(self, value: int, input_name: str, dim: int, *, share: bool = True) -> SymInt:
-        """The size symbol for dimension `dim` of the input `input_name`, whose value is
-        `value` (>= 2); inputs' dimensions of one value share one symbol (checked equal).
-        With `share` False the dimension gets a symbol of its own, which no other takes: a
-        relation the program relies on is then a shape guard, and an equal value by chance
-        (a KV cache's length and its head size, at one step) is not."""
+    def symbol(self, value: int, input_name: str, dim: int | None, *, share: bool = True) -> SymInt:
+        """The size symbol for dimension `dim` of the input `input_name` (None: the input itself,
+        an int an argument object holds), whose value is `value` (>= 2); inputs' dimensions of
+        one value share one symbol (checked equal). With `share` False the dimension gets a
+        symbol of its own, which no other takes: a relation the program relies on is then a
+        shape guard, and an equal value by chance (a KV cache's length and its head size, at
+        one step) is not."""
         name = self._by_value.get(value) if share else None
         if name is None:
             name = f"s{len(self.symbols)}"
@@ -208,13 +215,13 @@ class ShapeEnv:
     def check_source(self) -> str:
         """One Python expression that is true where every guard holds as it did when traced
         (the aliases included); "" where there is nothing to check."""
-        parts = [f"{name}.shape[{dim}] == {symbol}" for name, dim, symbol in self.aliases]
+        parts = [f"{size_read(name, dim)} == {symbol}" for name, dim, symbol in self.aliases]
         parts += [f"({text})" if holds else f"not ({text})" for text, holds in self.guards.items()]
         return " and ".join(parts)
 
     def describe(self) -> list[str]:
         """The guards as a reader sees them: `s0 == s1 + 1`, `not (s0 > 128)`."""
-        return [f"{name}.shape[{dim}] == {symbol}" for name, dim, symbol in self.aliases] + [
+        return [f"{size_read(name, dim)} == {symbol}" for name, dim, symbol in self.aliases] + [
             text if holds else f"not ({text})" for text, holds in self.guards.items()
         ]
 

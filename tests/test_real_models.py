@@ -202,7 +202,8 @@ def test_timm_training_step_matches_eager(name):
         torch.testing.assert_close(a, e, msg=lambda m: f"{name_}: {m}")
 
 
-@pytest.mark.parametrize("name", ["llama", "gpt2", "qwen2"])
+# mistral: its cache is sliding-window layers, each counting the tokens it saw in an int (a size symbol)
+@pytest.mark.parametrize("name", ["llama", "gpt2", "qwen2", "mistral"])
 def test_generate_compiles_prefill_and_decode_once_and_later_generates_reuse_them(name):
     """The KV cache's tensors are symbolic from the first decoding step, so a generate compiles
     twice (prompt, step) however many tokens; the next generate makes a new DynamicCache, keyed
@@ -278,3 +279,23 @@ def test_generate_with_hf_static_cache_matches_eager_and_reuses_its_programs():
         assert torch.equal(actual, expected)
         compiles.append(jitted.cache_info().misses - before)
     assert compiles == [2, 0]
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_a_vision_transformer_over_batches_and_image_sizes_matches_eager_without_running_eagerly(dynamic):
+    """timm's ViT with dynamic_img_size: its class token expanded to the batch (a parameter's
+    method given a symbolic size), its position embedding resampled to each new grid (bicubic,
+    antialiased: an opaque torch call); no call runs the forward eagerly."""
+    import timm
+
+    torch.manual_seed(0)
+    module = timm.create_model("test_vit", pretrained=False, num_classes=10, img_size=64, dynamic_img_size=True).eval()
+    jitted = squall.jit(module, dynamic=dynamic)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        warnings.filterwarnings("ignore", "squall: torch.nn.functional.interpolate .* opaque torch call")
+        with torch.no_grad():
+            for batch, size in [(2, 64), (3, 64), (5, 64), (2, 48), (3, 48), (2, 80)]:
+                x = torch.randn(batch, 3, size, size)
+                assert_same_output(jitted(x), module(x), f"{batch}x{size}", atol=1e-4, rtol=1e-4)
+    assert jitted.cache_info().split is None

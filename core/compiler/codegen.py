@@ -150,6 +150,9 @@ def _size_prologue(trace: Trace, bindings: list[InputBinding], bsyms: list[Bound
     if env is None or not env.symbols:
         return []
     readers = {symbol: f"{bindings[i].proxy.name}.shape[{d}]" for symbol, (i, d) in symbol_reads([b.proxy for b in bindings]).items()}
+    for symbol, (_, input_name, dim) in env.symbols.items():
+        if dim is None:  # an int an argument object holds, read as a binding: the size itself
+            readers[symbol] = input_name  # (the tensor dimensions that alias it are checked against it)
     used: set[str] = set()
     for bsym in bsyms:
         used |= _symbols_in((bsym.args, bsym.kwargs))

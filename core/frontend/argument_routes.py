@@ -26,7 +26,7 @@ import torch
 
 from ..proxies import TensorProxy
 from ..trace import plain_scalar
-from .state_views import RECORDED_CONTAINERS, _RecordedList, _SCALARS, _ViewInfo
+from .state_views import RECORDED_CONTAINERS, _RecordedList, _SCALARS, _ViewInfo, by_structure
 
 __all__ = ["ArgumentRoutes"]
 
@@ -41,6 +41,7 @@ class ArgumentRoutes:
         self._namespaces: dict[int, tuple[types.SimpleNamespace, dict, str, str]] = {}  # id(copy) -> (copy, its items, label, where)
         self._routed_by_type: dict[type, list[tuple[Any, str]]] = {}  # objects reached through the arguments
         self._metadata_guarded: set[str] = set()  # the expressions of the held tensors whose metadata is guarded
+        self.routed_ints: dict[tuple, int] = {}  # (the holder's route, attribute) -> the int read there first
 
     def _argument(self, value: Any, expr: str, label: str, route: tuple) -> Any:
         t = type(value)
@@ -97,7 +98,7 @@ class ArgumentRoutes:
         self.guards.root(obj, expr, route)
 
     def _reached_through_arguments(self, value: Any, expr: str, label: str, route: tuple) -> Any:
-        """A list, tuple or `by_structure` object read (as `expr`) from an object reached through
+        """A list, tuple, dict or `by_structure` object read (as `expr`) from an object reached through
         the call's arguments (`route`): guarded by its type (and length) and followed through
         the arguments, not by identity: a new KV cache of the same layout runs the same program."""
         t = type(value)
@@ -105,6 +106,8 @@ class ArgumentRoutes:
         self.guards.add(f"type({expr}) is {self.guards.bind(t, 'c')}{layout}", label)
         if t is list or t is tuple:
             return self._follow_routed(value, expr, label, route)
+        if t is dict:
+            return self._follow_routed_dict(value, expr, label, route)
         self._route(value, expr, route)
         return self._recorded(value, label)
 
@@ -124,6 +127,26 @@ class ArgumentRoutes:
             list.extend(copy, items)
             copy.initial = list.copy(copy)
         return copy
+
+    def _follow_routed_dict(self, value: dict, expr: str, label: str, route: tuple) -> Any:
+        """A plain dict reached through the call's arguments (an `EncoderDecoderCache`'s
+        `is_updated`, made anew with each cache): a recording copy whose reads are guarded, and
+        whose writes are replayed, through the arguments (`expr`), not on the dict traced; its
+        items followed as `_reached` follows them."""
+        copy = self._dict_copies.get(id(value))
+        if copy is None:
+            items = {k: self._routed_item(v, f"{expr}[{plain_scalar(k)!r}]", f"item {plain_scalar(k)!r} of {label}", (*route, ("item", k)))
+                     if type(k) in _SCALARS else v for k, v in value.items()}
+            copy = self._dict_copies[id(value)] = self._dict_copy(dict, value, label, items)
+            copy.target, copy.routed = expr, True
+        return copy
+
+    def _routed_item(self, value: Any, expr: str, label: str, route: tuple) -> Any:
+        # a list, tuple or cache-like object in it followed through the arguments; anything
+        # else as any dict's item (guarded when the program reads it)
+        if type(value) is list or type(value) is tuple or by_structure(value):
+            return self._reached_through_arguments(value, expr, label, route)
+        return self._follow(value, expr, label)
 
     def _tensor_attribute(self, info: _ViewInfo, name: str, value: torch.Tensor) -> TensorProxy:
         """A tensor an object holds (a KV cache's keys, which the model replaces at every step):

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from ..proxies import TensorProxy, real_tensor
+from ..proxies import TensorProxy, current_context, real_tensor
 from ..trace import plain_scalar
 from .state_views import (
     describe_global_hooks,
@@ -95,8 +95,25 @@ class AttributeReads:
             self.guards.add(f"[k for k, v in {bound}.items() if v is not None] == {self.guards.bind(present, 'k')}", f"the {name[1:]} of {info.label}")
             return value
         route = self.guards.route_of(info.real)
+        if route is not None and type(value) is int:
+            return self._routed_int(info, name, value, route)
         return self._reached(value, f"{self._dict_expr(info)}[{plain_scalar(name)!r}]", f"attribute {name!r} of {info.label}",
                              (*route, ("attr", name)) if route is not None else None)
+
+    def _routed_int(self, info: _ViewInfo, name: str, value: int, route: tuple) -> Any:
+        """An int an object reached through the call's arguments holds (a sliding-window KV
+        cache's count of tokens seen, advanced at every step): noted (`routed_ints`, which
+        `DynamicDims.note_state` compares with a later call's) and guarded by value; or, once it
+        changed from call to call, a size symbol read from the call's object, guarded to be an
+        int of 2 or more (`size_input`)."""
+        expr, label = f"{self._dict_expr(info)}[{plain_scalar(name)!r}]", f"attribute {name!r} of {info.label}"
+        self.routed_ints.setdefault((route, name), value)
+        size = self.size_input(value, name, route) if self.size_input is not None else None
+        if size is None:
+            self.guards.watch(expr, value, label)
+            return value
+        self.guards.add(f"(type(_v := {expr}) is int and _v >= 2)", f"{label} (a size, 2 or more)")
+        return size
 
     def _dict_expr(self, info: _ViewInfo) -> str:
         # an argument is reached through the call's arguments (another object may be equal to
@@ -107,10 +124,10 @@ class AttributeReads:
     def _reached(self, value: Any, expr: str, label: str, route: tuple | None = None) -> Any:
         """A value read from an attribute or global: guarded; a list or object comes back as a
         recording copy or view so that what is done with it is seen too. Where it was reached
-        through the call's arguments (`route`), a list, tuple or `by_structure` object is
+        through the call's arguments (`route`), a list, tuple, dict or `by_structure` object is
         guarded by its type (and length) and followed through the arguments, not by identity:
         a new KV cache of the same layout runs the same program."""
-        if route is not None and (type(value) is list or type(value) is tuple or by_structure(value)):
+        if route is not None and (type(value) is list or type(value) is tuple or type(value) is dict or by_structure(value)):
             return self._reached_through_arguments(value, expr, label, route)
         self.guards.watch(expr, value, label)
         return self._follow(value, expr, label)
@@ -187,6 +204,12 @@ class AttributeReads:
                 # its removal is seen there; what is left to check is a None one being set
                 if held[name] is None:
                     self.guards.add(f"{expr} is None", label)
+                ctx = current_context()
+                if real_tensor(value) and ctx is not None and id(value) in ctx.substitutes:
+                    # its input proxy, not the real tensor: torch's own argument parser refuses a size
+                    # symbol in a real tensor's method (`self.cls_token.expand(x.shape[0], -1, -1)`)
+                    # before the tracing mode would have swapped the proxy in
+                    return ctx.constant(value)
             else:
                 self.guards.watch(expr, held[name], label)
             return value

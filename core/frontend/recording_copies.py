@@ -145,6 +145,7 @@ class RecordingCopies:
         """A recording copy (squall.frontend.state_views) of dict-like `real`, holding `items`."""
         copy = RECORDED_DICT_TYPES[cls]()
         copy.recorder, copy.real, copy.label, copy.whole_read, copy.keys_set, copy.target = self, real, label, False, {}, None
+        copy.routed = False  # True: reached through an argument object, its reads guarded through `target`
         for k, v in items.items():
             cls.__setitem__(copy, k, v)  # (not recorded as the program's writes)
         return copy
@@ -156,22 +157,27 @@ class RecordingCopies:
         return copy
 
     def _read_item(self, recorded: Any, key: Any, value: Any) -> Any:
-        if recorded.target is not None:
+        if recorded.target is not None and not recorded.routed:
             return value  # an argument's items are in the cache key
         if type(key) not in _SCALARS:
             recorded.whole_read = True  # a key the check cannot name: all items are checked
             return value
-        expr = f"{self.guards.bind(recorded.real, 'd')}[{plain_scalar(key)!r}]"
+        expr = f"{self._dict_where(recorded)}[{plain_scalar(key)!r}]"
         self.guards.watch(expr, dict.__getitem__(recorded.real, key), f"item {plain_scalar(key)!r} of {recorded.label}")
         return value  # (followed when the copy was made)
 
     def _read_key(self, recorded: Any, key: Any, found: bool) -> None:
-        if recorded.target is not None:
+        if recorded.target is not None and not recorded.routed:
             return
         if type(key) not in _SCALARS:
             recorded.whole_read = True
             return
-        self.guards.add(f"({plain_scalar(key)!r} in {self.guards.bind(recorded.real, 'd')}) is {found}", f"key {plain_scalar(key)!r} of {recorded.label}")
+        self.guards.add(f"({plain_scalar(key)!r} in {self._dict_where(recorded)}) is {found}", f"key {plain_scalar(key)!r} of {recorded.label}")
+
+    def _dict_where(self, recorded: Any) -> str:
+        """Where the check reads a recorded dict: through the call's arguments where it was
+        reached so (an argument object's dict: a new cache's own), else the very dict traced."""
+        return recorded.target if recorded.routed else self.guards.bind(recorded.real, "d")
 
     def _recorded(self, value: Any, label: str) -> Any:
         """`value` (already guarded where it was reached) as the program is to use it: a user

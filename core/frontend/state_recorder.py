@@ -76,6 +76,9 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
         # read from the object at every call: (tensor, owner dict, key, label) -> its proxy; None:
         # such tensors are constants of the trace, guarded by identity (squall.frontend.tracing sets it)
         self.tensor_input: Callable[[torch.Tensor, dict, str, str], TensorProxy] | None = None
+        # makes an int an object reached through the arguments holds a size symbol (value, key,
+        # route) -> the symbol, or None where it stays a constant guarded by value (squall.frontend.tracing)
+        self.size_input: Callable[[int, str, tuple], Any] | None = None
 
     # views
 
@@ -180,7 +183,7 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
                 )
         for recorded in [*self._dict_copies.values(), *self._argument_copies]:
             real = recorded.target if recorded.target is not None else self.guards.bind(recorded.real, "d")
-            if recorded.whole_read and recorded.target is None:
+            if recorded.whole_read and (recorded.target is None or recorded.routed):
                 keys, items = self.guards.bind(list(recorded.real), "k"), self.guards.bind(list(recorded.real.values()), "k")
                 self.guards.add(f"list({real}) == {keys} and _same_items(list({real}.values()), {items})", f"the items of {recorded.label}")
             if recorded.keys_set:

@@ -511,7 +511,7 @@ for _name in ("__iter__", "__len__", "__reversed__", "keys", "values", "items", 
 for _name in ("pop", "popitem", "clear", "__delitem__", "move_to_end"):
     setattr(_DictRecording, _name, _refused(_name, "setting items"))
 
-_DICT_SLOTS = ("recorder", "real", "label", "whole_read", "keys_set", "target")
+_DICT_SLOTS = ("recorder", "real", "label", "whole_read", "keys_set", "target", "routed")
 
 
 class _RecordedDict(_DictRecording, dict):

@@ -24,7 +24,7 @@ from ..ltorch import numbers
 from ..ltorch.base import DataDependentError, TorchLanguage, TracingMode
 from ..prims import copy_
 from ..proxies import NumberProxy, TensorProxy, size_leaf, tracing, real_tensor
-from ..symbolic import ShapeEnv
+from ..symbolic import ShapeEnv, SymInt
 from ..trace import Trace
 from .outputs import capture_output
 from .random_state import random_state_kept
@@ -32,7 +32,7 @@ from .speculation import Speculation
 from .state_recorder import StateRecorder
 from .views import ViewTracker
 
-__all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names", "ALL_DIMS", "state_dims_path"]
+__all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names", "ALL_DIMS", "NUMBER_SIZE", "state_dims_path"]
 
 # `dims[("state",)]`: every dimension of every tensor read from an argument object is symbolic
 # (unless `dims` holds that tensor's own path: then those dimensions only)
@@ -179,6 +179,10 @@ class InputBinding:
 
     proxy: TensorProxy
     path: tuple  # e.g. ("args", 1, "k")
+
+
+# `dims[state_dims_path(...)] is NUMBER_SIZE`: the int an argument object holds there is a size symbol
+NUMBER_SIZE = frozenset({None})
 
 
 def state_dims_path(owner: dict | None, key: str, route: tuple | None) -> tuple:
@@ -350,6 +354,25 @@ def trace_program(
                 ctx.speculation.bind(p, value)
         return p
 
+    state_sizes: dict[tuple, SymInt] = {}
+
+    def state_size(value: int, key: str, route: tuple) -> SymInt | None:
+        # an int an argument object holds (a sliding-window KV cache's count of tokens seen) that
+        # `DynamicDims` made a size (`dims[path] is NUMBER_SIZE`): an input read from the call's own
+        # object at every call, traced as a size symbol; None where it stays a constant
+        path = state_dims_path(None, key, route)
+        if not dims or dims.get(path) is not NUMBER_SIZE or value < 2:
+            return None
+        size = state_sizes.get(path)
+        if size is None:
+            name = _local_name(key, taken)
+            ctx.inputs.append(NumberProxy(name, int, value))
+            paths.append(("state", None, key, route))
+            # a symbol of its own, as a held tensor's sizes have: its relation to them (a sliding
+            # window's count equal to its keys' length until the window fills) is a shape guard
+            size = state_sizes[path] = ctx.shapes.symbol(value, name, None, share=False)
+        return size
+
     if not strict:
         ctx.speculation = Speculation(ctx)
     with tracing(ctx):
@@ -365,6 +388,7 @@ def trace_program(
         # what the program reads and writes besides its inputs (squall.frontend.state_guards): ctx.state
         ctx.state = StateRecorder(module, arg_offset=int(module is not None))
         ctx.state.tensor_input = state_input
+        ctx.state.size_input = state_size
         target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
         with TracingMode(language):
             # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.runtime.wrappers)

@@ -31,6 +31,7 @@ __all__ = [
     "qualified_name",
     "TorchLanguage",
     "DataDependentError",
+    "NotInLanguage",
     "SquallWarning",
 ]
 
@@ -134,6 +135,12 @@ class SquallWarning(UserWarning):
 
 class DataDependentError(RuntimeError):
     """An operation whose output shape depends on tensor values, which tracing cannot know."""
+
+
+class NotInLanguage(NotImplementedError):
+    """A torch-language op's variant that squall does not model (`interpolate(mode="bicubic")`):
+    raised by the op before it records anything; the program's call runs as an opaque torch call
+    instead, with a warning, as an op outside the language does."""
 
 
 def torchsymbol(*torchfns: Callable, id: str | None = None, tags: Iterable[str] = (), replayable: bool = True) -> Callable[[Callable], Symbol]:
@@ -282,6 +289,10 @@ class TorchLanguage:
                     ctx.views.refresh((args, kwargs), qualified_name(func))
             try:
                 out = op(*args, **kwargs)
+            except NotInLanguage as variant:
+                if len(ctx.scopes) != 1:
+                    raise  # inside another op's decomposition: that op fails as a whole
+                return self.opaque(func, args, kwargs, unmodelled=str(variant))
             except DataDependentError as refused:
                 # an op whose output shape depends on data, called by the program itself: it runs
                 # whole as its torch call, shaped as in the call being compiled, and guarded
@@ -372,10 +383,14 @@ class TorchLanguage:
                 found = True
         return found
 
-    def opaque(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+    def opaque(self, func: Callable, args: tuple, kwargs: dict, unmodelled: str | None = None) -> Any:
+        """`func` run as an opaque torch call (its output's metadata from the meta device), with
+        one warning per op; `unmodelled`: why an op of the language runs so (`NotInLanguage`)."""
         name = qualified_name(func)
         if name in _VALUE_READS:
             return current_context().read_value(_VALUE_READS[name], args, kwargs, what=name)
+        if name == "torch.Tensor.__contains__" and len(args) == 2 and not kwargs:
+            return _contains(*args)
         if name in _DATA_DEPENDENT:
             ctx = current_context()
             if ctx.speculation is None:
@@ -414,7 +429,8 @@ class TorchLanguage:
         if name not in self.warned:
             self.warned.add(name)
             warnings.warn(
-                f"squall: {name} is not in squall's torch language; it runs as an opaque torch call",
+                f"squall: {name} is not in squall's torch language; it runs as an opaque torch call"
+                if unmodelled is None else f"squall: {name} runs as an opaque torch call ({unmodelled})",
                 SquallWarning,
                 stacklevel=4,
             )
@@ -442,6 +458,14 @@ class TorchLanguage:
             torchfns=(func,),
         )
         return opaque_writes(name, metas, meta_out, sym(*args, **kwargs))
+
+
+def _contains(tensor: TensorProxy, element: Any) -> bool:
+    """`element in tensor` as eager computes it (`(element == tensor).any()`, read as a bool):
+    traced, the value read guarded (transformers' `pad_token_id in input_ids`)."""
+    if not isinstance(element, (TensorProxy, int, float, bool, complex, SymInt)):
+        raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you passed in a {type(element)}.")
+    return bool((element == tensor).any())
 
 
 class TracingMode(TorchFunctionMode):

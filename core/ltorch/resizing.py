@@ -6,7 +6,7 @@ import math
 import torch
 
 from .. import prims
-from .base import torchsymbol
+from .base import NotInLanguage, torchsymbol
 from .helpers import check, computation_dtype, is_tensor, to_dtype
 from .pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 from ..proxies import TensorProxy
@@ -144,8 +144,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             lambda: "align_corners option can only be set with the interpolating modes: linear | bilinear | bicubic | trilinear",
             ValueError,
         )
-    check(not antialias, lambda: "interpolate(): antialias=True is not supported by squall", NotImplementedError)
-    check(mode != "bicubic", lambda: "interpolate(): mode='bicubic' is not supported by squall", NotImplementedError)
+    check(not antialias, lambda: "interpolate(): antialias=True is not supported by squall", NotInLanguage)
+    check(mode != "bicubic", lambda: "interpolate(): mode='bicubic' is not supported by squall", NotInLanguage)
     known = ("nearest", "nearest-exact", "area", "linear", "bilinear", "trilinear")
     check(mode in known, lambda: f"interpolate(): unknown mode {mode!r}; squall supports {', '.join(known)}", NotImplementedError)
     check(

@@ -23,17 +23,25 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
+from ..proxies import TensorProxy
 from ..trace import route_value
 
-__all__ = ["AliasPattern", "alias_pattern", "input_tensors", "tensors_at", "storage_key", "same_as_paths", "describe_path"]
+__all__ = ["AliasPattern", "alias_pattern", "input_tensors", "tensor_paths_of", "tensors_at", "storage_key", "same_as_paths", "describe_path"]
 
 # For each tensor input (in binding order), the index of the first input it is the same
 # tensor as (its own index when none); or ("overlapping", i, j) when inputs i and j share
 # memory without being the same tensor.
 AliasPattern = tuple
+
+
+def tensor_paths_of(bindings: Sequence[Any]) -> list[tuple]:
+    """The paths of the input bindings that are tensors (not a dynamic number, nor an int an
+    argument object holds as a size): those the check of shared memory reads."""
+    return [b.path for b in bindings if type(b.proxy) is TensorProxy]
 
 
 def input_tensors(paths: Sequence[tuple], args: tuple, kwargs: dict, takes_params: bool) -> list:

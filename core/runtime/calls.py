@@ -33,7 +33,7 @@ from ..market.config import ExecutorPriority
 from ..proxies import current_context
 from ..symbol import user_stacklevel
 from . import tiers, upgrade_worker
-from .aliasing import AliasPattern, alias_pattern, describe_path, input_tensors, same_as_paths
+from .aliasing import AliasPattern, alias_pattern, describe_path, input_tensors, same_as_paths, tensor_paths_of
 from .cache import EntryCache
 from .dynamic_dims import DynamicDims, has_shape_guards, specialised_dims, zero_one_variant
 from .entry import CacheEntry, CompiledEntry, entry_guards
@@ -529,7 +529,7 @@ class Runtime:
                  failure: GuardFailure, args: tuple, kwargs: dict) -> Any:
         """The call's input tensors share memory: a false alarm runs `program`; a pattern of
         same tensors its own variant; overlapping views eagerly (squall.runtime.aliasing)."""
-        paths = [b.path for b in compilation.bindings]
+        paths = tensor_paths_of(compilation.bindings)
         pattern = alias_pattern(input_tensors(paths, args, kwargs, self.module is not None))
         relation = None if pattern is None else "overlapping" if pattern[0] == "overlapping" else "same"
         action = decide(failure, module=self.module is not None, alias=relation)

@@ -31,9 +31,9 @@ from typing import Any
 
 import torch
 
-from ..proxies import real_tensor
+from ..proxies import TensorProxy, real_tensor
 from ..frontend.state_views import by_structure
-from ..frontend.tracing import ALL_DIMS, state_dims_path
+from ..frontend.tracing import ALL_DIMS, NUMBER_SIZE, state_dims_path
 from ..symbolic import concrete_shape
 from ..trace import route_value
 from .entry_point import DYNAMIC, argument_leaves, dynamic_key
@@ -135,8 +135,9 @@ class DynamicDims:
         from the traced ones, same rank and dtype, has those dimensions symbolic in the recompile."""
         if self.mode is False:
             return
+        self._note_routed_ints(compilation, args, kwargs)
         for b in compilation.bindings:
-            if b.path[0] != "state":
+            if b.path[0] != "state" or type(b.proxy) is not TensorProxy:
                 continue
             _, owner, k, route = b.path
             try:
@@ -151,8 +152,23 @@ class DynamicDims:
             if changed:
                 self.dims[path] = self.dims.get(path, frozenset()) | frozenset(changed)
 
-    def specialise(self, path: tuple, dim: int) -> None:
-        """Key dimension `dim` of the argument at `path` by value again, for good."""
+    def _note_routed_ints(self, compilation: Any, args: tuple, kwargs: dict) -> None:
+        """Each int the compiled entry read from an argument object (`routed_ints`: a sliding-window
+        KV cache's count of tokens seen) that differs in this call, and is 2 or more, is a size
+        symbol in the recompile (`NUMBER_SIZE`), as a changed tensor size is."""
+        state = getattr(compilation.traced.context, "state", None)
+        for (route, name), traced in getattr(state, "routed_ints", {}).items():
+            try:
+                now = route_value(route, args, kwargs).__dict__.get(name)
+            except (KeyError, IndexError, AttributeError, TypeError):
+                continue  # this call's object has another layout: nothing to compare
+            path = state_dims_path(None, name, route)
+            if type(now) is int and now != traced and now >= 2 and None not in self._static.get(path, set()):
+                self.dims[path] = NUMBER_SIZE
+
+    def specialise(self, path: tuple, dim: int | None) -> None:
+        """Key dimension `dim` of the argument at `path` by value again, for good (dim None: the
+        int an argument object holds there)."""
         state = path[0] == "state"
         if state:
             path = state_dims_path(*path[1:])

@@ -26,7 +26,7 @@ from ..proxies import NumberProxy, type_string
 from ..symbolic import is_symbolic
 from ..trace import plain_scalar
 from . import tiers
-from .aliasing import storage_key, tensors_at
+from .aliasing import storage_key, tensor_paths_of, tensors_at
 
 __all__ = ["CompiledEntry", "CacheEntry", "entry_guards"]
 
@@ -104,7 +104,7 @@ def entry_guards(compilation: Compilation, *, alias: bool, takes_params: bool, d
         number = bool(read) and all(type(r) is NumberProxy for r in read)  # as GuardFailed.on_number says at run time
         guards.note(NUMBER if number else VALUE, f"{how}({', '.join(getattr(r, 'name', repr(r)) for r in read)}) == {_short(expected)}", site)
     if alias and compilation.writes_inputs:
-        paths = [b.path for b in compilation.bindings]
+        paths = tensor_paths_of(compilation.bindings)
         pick = guards.bind(tensors_at(paths, takes_params), "pick")
         guards.namespace["_storage_key"] = storage_key
         names = ", ".join(describe(p) for p in paths)
