@@ -48,7 +48,7 @@ from squall.extend import (
 from squall_inductor.choices import ChoiceStore, best_time, default_choices_path, region_key
 from squall_inductor.regions import CompiledRegion, example_inputs, region_function, size_reads
 from squall_inductor.symbolic import SymbolicRegion
-from squall_inductor.worker import RegionCompiler, WorkerCompileError, default_worker, subprocess_enabled
+from squall_inductor.worker import CompileUnsupported, RegionCompiler, WorkerCompileError, default_worker, subprocess_enabled
 
 __all__ = ["InductorExecutor", "FUSIBLE_PRIMS", "MATMUL_PRIMS", "cpp_compiler", "env_flag"]
 
@@ -168,8 +168,8 @@ class InductorExecutor(FusionExecutor):
 
     def is_available(self) -> Availability:
         # cheap on purpose: every squall.jit asks (even one naming only "torch"), and importing
-        # torch._dynamo costs seconds; whether dynamo supports this Python is asked at the first
-        # region (`_dynamo_unsupported`), which then goes back to torch saying why
+        # torch._dynamo costs seconds; whether dynamo supports this Python is asked before the
+        # first compile (`_dynamo_unsupported`), and a region then goes back to torch saying why
         try:
             found = importlib.util.find_spec("torch._dynamo") is not None
         except (ImportError, ValueError) as e:
@@ -254,7 +254,9 @@ class InductorExecutor(FusionExecutor):
     def compile_region(self, region: FusionRegion) -> Callable | Declined:
         """The region compiled by inductor, or `Declined(why)` where the torch executor should run it."""
         ops = [b.sym.id for b in region.calls]
-        why = self._dynamo_unsupported() or self._decline_statically(region)
+        # whether torch.compile runs on this Python is asked only where a region must compile (it
+        # imports Dynamo, seconds): a region kept on disk loads without it
+        why = self._decline_statically(region)
         if why:
             return self._declined(ops, why)
         device = str(region.inputs[0].device if region.inputs else region.outputs[0].device)
@@ -277,18 +279,21 @@ class InductorExecutor(FusionExecutor):
         # torch.nn.Module process-wide while it runs (a user's thread calling a model meanwhile
         # would go through the patch)
         worker = default_worker() if subprocess_enabled() else None
-        compiler = RegionCompiler(eager, source, worker=worker, time_budget_s=_REGION_TIMING_S if timed and not symbolic else None)
+        compiler = RegionCompiler(eager, source, worker=worker, time_budget_s=_REGION_TIMING_S if timed and not symbolic else None,
+                                  unsupported=self._dynamo_unsupported)
         try:
             if symbolic:  # one compilation for every value of its sizes (squall_inductor.symbolic)
                 # calls its guards refuse: their compilations run in the background, in the worker only
                 later = worker is not None and not worker.broken
-                ordered = RegionCompiler(eager, source, worker=worker, in_process=not later)
-                static = RegionCompiler(eager, source, worker=worker, in_process=not later)
+                ordered = RegionCompiler(eager, source, worker=worker, in_process=not later, unsupported=self._dynamo_unsupported)
+                static = RegionCompiler(eager, source, worker=worker, in_process=not later, unsupported=self._dynamo_unsupported)
                 compiled = SymbolicRegion(eager, region.inputs, outputs=region.outputs, compile=compiler.symbolic, compile_ordered=ordered.symbolic,
                                           compile_static=static, background=later)
             else:
                 compiled = CompiledRegion(eager, args, compile=compiler)
             compiled(*args)  # a region that compiles but cannot run falls back here too
+        except CompileUnsupported as e:
+            return self._declined(ops, str(e))
         except Exception as e:  # noqa: BLE001 - any inductor failure means "run it with torch"
             text = str(e).strip()
             message = text if isinstance(e, WorkerCompileError) else f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
@@ -319,7 +324,7 @@ class InductorExecutor(FusionExecutor):
         return compiled
 
     def _dynamo_unsupported(self) -> str:
-        """Why torch.compile cannot run here ("" when it can); asked once, at the first region."""
+        """Why torch.compile cannot run here ("" when it can); asked once, before the first compile (a region kept on disk loads without asking)."""
         if self._unsupported is None:
             try:
                 import torch._dynamo  # torch.compile's front end: seconds to import

@@ -40,10 +40,11 @@ import torch
 
 from squall.extend import SquallWarning, compiling_stopped, stop_compiling
 
+from squall_inductor.direct_load import inductor_cache_dir, keep_direct, load_direct
 from squall_inductor.regions import compile_with_inductor, layout_of, region_payload
 from squall_inductor.symbolic import SymbolicSpec, compile_in_process
 
-__all__ = ["CompileWorker", "WorkerCompileError", "RegionCompiler", "default_worker", "kept_artifact", "kept_folder", "subprocess_enabled"]
+__all__ = ["CompileWorker", "CompileUnsupported", "WorkerCompileError", "RegionCompiler", "default_worker", "kept_artifact", "kept_folder", "load_kept", "one_unit_enabled", "subprocess_enabled"]
 
 # how long a worker may take to start (import torch and inductor) before it counts as failed
 START_TIMEOUT_S = 120.0
@@ -60,8 +61,18 @@ class WorkerCompileError(Exception):
     """inductor could not compile a region in the worker; the message is the worker's error."""
 
 
+class CompileUnsupported(Exception):
+    """inductor cannot compile here at all (RegionCompiler's `unsupported` said why); nothing was kept to load."""
+
+
 class WorkerUnavailable(Exception):
     """The worker could not start or died; the message says why."""
+
+
+def one_unit_enabled() -> bool:
+    """Whether a static CPU region compiles as one C++ translation unit, with inductor's C++ wrapper
+    (SQUALL_INDUCTOR_ONE_UNIT, default on): one compiler run per region instead of one per kernel."""
+    return os.environ.get("SQUALL_INDUCTOR_ONE_UNIT", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def subprocess_enabled() -> bool:
@@ -122,24 +133,23 @@ class CompileWorker:
                 self._ready = True
         return True
 
-    def compile(self, payload: bytes, args: Sequence[torch.Tensor], *, time_budget_s: float | None = None) -> tuple[Callable, float | None, float | None, bool]:
+    def compile(self, payload: bytes, args: Sequence[torch.Tensor], *, time_budget_s: float | None = None,
+                before_compile: Callable[[], None] | None = None) -> tuple[Callable, float | None, float | None, bool]:
         """(compiled, torch_s, inductor_s, kept): the region in `payload` compiled in the worker for
         inputs like `args`, loaded here; the times where a budget was given. A region compiled
         before for the same inputs and settings, in any process, is loaded from inductor's cache
-        folder without asking the worker (`kept_artifact`; then `kept` is True), where no timing is
-        asked. Raises WorkerCompileError where inductor failed, WorkerUnavailable where the worker did."""
+        folder without asking the worker (`load_kept`; then `kept` is True), where no timing is
+        asked; `before_compile` is called only where the worker must compile (it may raise).
+        Raises WorkerCompileError where inductor failed, WorkerUnavailable where the worker did."""
         layouts = layout_of(args)
         with self._lock:
-            self._start()  # its start (seconds of imports) overlaps this process's import of inductor below
-            # imported here, not at the top: seconds (it loads Dynamo), paid once, in the background
-            from torch._inductor import CompiledArtifact
-
+            self._start()
             kept = kept_artifact(payload, layouts, _inductor_config()) if not time_budget_s else None
-            if kept is not None and os.path.exists(kept):
-                try:
-                    return _loaded(CompiledArtifact.load(path=kept, format="binary"), _read(kept + ".constants")), None, None, True
-                except Exception:  # noqa: BLE001 - a damaged or foreign file: compile the region again
-                    pass
+            loaded = load_kept(kept) if kept is not None else None
+            if loaded is not None:
+                return loaded, None, None, True
+        if before_compile is not None:
+            before_compile()
         compiled, reply = self._compile("compile", payload, layouts, time_budget_s, kept=kept)
         return compiled, reply[1], reply[2], False
 
@@ -151,16 +161,15 @@ class CompileWorker:
         as `compile` does."""
         with self._lock:
             self._start()
-            from torch._inductor import CompiledArtifact  # seconds, once: see `compile`
-
             kept = kept_artifact(payload, [("symbolic", spec)], _inductor_config())
             if kept is not None and os.path.exists(kept):
                 try:
                     guards = _read(kept + ".guards").decode()
-                    artifact = CompiledArtifact.load(path=kept, format="binary")
-                    return _loaded(artifact, _read(kept + ".constants")), guards, True
-                except Exception:  # noqa: BLE001 - a damaged or foreign file: compile the region again
-                    pass
+                    loaded = load_kept(kept)
+                    if loaded is not None:
+                        return loaded, guards, True
+                except OSError as e:
+                    _warn_unloadable(kept, e)
         compiled, reply = self._compile("compile_symbolic", payload, spec, None, kept=kept)
         return compiled, reply[1], False
 
@@ -180,17 +189,28 @@ class CompileWorker:
                 self._conn.send((kind, payload, shapes, config, torch.get_num_threads(), time_budget_s, path))
             except OSError as e:
                 raise self._died(f"{type(e).__name__}: {e}") from None
-            # imported here, not at the top: seconds (it loads Dynamo), paid once, in the background,
-            # while the worker compiles the first region rather than after it
-            from torch._inductor import CompiledArtifact
-
             reply = self._wait(None)
             if reply[0] == "error":
                 raise WorkerCompileError(reply[1])
             try:
-                artifact = CompiledArtifact.load(path=path, format="binary")
+                bundle = reply[4] if len(reply) > 4 else None
                 if kept is not None:  # a symbolic region's guard source is kept beside it
                     _keep(path, kept, {".constants": reply[3], **({".guards": reply[1].encode()} if kind == "compile_symbolic" else {})})
+                # where the region is not kept (a timed island), its direct load goes beside the
+                # artifact in the worker's folder, which is emptied when the worker stops
+                direct_at = kept if kept is not None else path
+                if bundle is not None:
+                    try:
+                        keep_direct(direct_at, bundle)
+                    except OSError:  # a full or read-only cache folder: loaded through inductor below
+                        pass
+                direct = _load_direct_or_warn(direct_at) if bundle is not None else None
+                if direct is not None:
+                    return _loaded(direct, reply[3]), reply
+                # imported here, not at the top: seconds (it loads Dynamo), paid once, in the background
+                from torch._inductor import CompiledArtifact
+
+                artifact = CompiledArtifact.load(path=path, format="binary")
             finally:
                 if os.path.exists(path):
                     os.unlink(path)
@@ -285,9 +305,43 @@ def kept_artifact(payload: bytes, layouts: Sequence, config: dict | None) -> str
 
 def kept_folder() -> str:
     """The folder of compiled regions `kept_artifact` names: squall_regions in inductor's cache folder."""
-    from torch._inductor.runtime.cache_dir_utils import cache_dir  # inductor is loaded by the caller
+    return os.path.join(inductor_cache_dir(), "squall_regions")
 
-    return os.path.join(cache_dir(), "squall_regions")
+
+def load_kept(kept: str) -> Callable | None:
+    """The region kept at `kept` (by `kept_artifact`), loaded: directly where the worker left a
+    direct bundle (squall_inductor.direct_load: without importing inductor), else through
+    inductor's CompiledArtifact; None where nothing is kept there, or where what is kept cannot be
+    loaded (then with a warning saying so: the region is compiled again)."""
+    if not os.path.exists(kept):
+        return None
+    try:
+        constants = _read(kept + ".constants")
+        direct = _load_direct_or_warn(kept)
+        if direct is not None:
+            return _loaded(direct, constants)
+        # imported here, not at the top: seconds (it loads Dynamo), and only where no direct bundle serves
+        from torch._inductor import CompiledArtifact
+
+        return _loaded(CompiledArtifact.load(path=kept, format="binary"), constants)
+    except Exception as e:  # noqa: BLE001 - a damaged or foreign file: compile the region again
+        _warn_unloadable(kept, e)
+        return None
+
+
+def _load_direct_or_warn(kept: str) -> Callable | None:
+    """The region's direct load (None where it has no bundle, or where the bundle is damaged: then with a warning)."""
+    try:
+        return load_direct(kept)
+    except Exception as e:  # noqa: BLE001 - the artifact beside it still serves
+        warnings.warn(f"squall-inductor: the compiled region kept at {kept} could not be loaded directly "
+                      f"({type(e).__name__}: {e}); it is loaded through inductor instead", SquallWarning, stacklevel=3)
+        return None
+
+
+def _warn_unloadable(kept: str, error: BaseException) -> None:
+    warnings.warn(f"squall-inductor: the compiled region kept at {kept} could not be loaded "
+                  f"({type(error).__name__}: {error}); it is compiled again", SquallWarning, stacklevel=3)
 
 
 def _keep(path: str, kept: str, beside: dict[str, bytes]) -> None:
@@ -319,10 +373,22 @@ def _loaded(artifact: Any, constants: bytes) -> Callable:
     return compiled
 
 
-def _inductor_config() -> dict | None:
-    """This process's inductor settings where inductor is loaded (a user's or a test's patch applies in the worker too)."""
+def _inductor_config() -> dict:
+    """The inductor settings this process changed from their defaults (a user's or a test's patch
+    applies in the worker too), and inductor's environment settings and squall's (`one_unit_enabled`,
+    which the worker reads here); no settings where inductor is not
+    loaded here, so a process that never imported it keys its regions as one whose settings are
+    the defaults."""
+    environment = {k: v for k, v in os.environ.items() if k.startswith("TORCHINDUCTOR_") and k != "TORCHINDUCTOR_CACHE_DIR"}
+    environment["one unit"] = one_unit_enabled()
     config = sys.modules.get("torch._inductor.config")
-    return config.save_config_portable() if config is not None else None
+    if config is None:
+        return {"environment": environment}
+    # a setting set to its default (inductor's own loads set some) is no change
+    defaults = getattr(config, "_config", {})
+    changed = {k: v for k, v in config.save_config_portable().items()
+               if not config._is_default(k) and (k not in defaults or v != getattr(defaults[k], "default", object()))}
+    return {"environment": environment, "changed": changed} if changed else {"environment": environment}
 
 
 _worker: CompileWorker | None = None
@@ -348,16 +414,19 @@ class RegionCompiler:
     which patches torch.nn.Module process-wide)."""
 
     def __init__(self, fn: Callable, source: str, *, worker: CompileWorker | None, time_budget_s: float | None = None,
-                 in_process: bool = True):
+                 in_process: bool = True, unsupported: Callable[[], str] | None = None):
         self.fn, self.source, self.worker = fn, source, worker
+        self.unsupported = unsupported  # why inductor cannot compile here ("" where it can): asked only before a compile
         self.in_process = in_process
         self.time_budget_s = time_budget_s
         self.timings: tuple[float, float] | None = None
         self.where = ""
 
     def __call__(self, args: Sequence[torch.Tensor]) -> Callable:
-        done = self._in_worker(lambda payload: self.worker.compile(payload, args, time_budget_s=self.time_budget_s))
+        done = self._in_worker(lambda payload: self.worker.compile(payload, args, time_budget_s=self.time_budget_s,
+                                                                    before_compile=self._check_supported))
         if done is None:
+            self._check_supported()
             return compile_with_inductor(self.fn, self._here(args))
         compiled, torch_s, inductor_s, kept = done
         if torch_s is not None and inductor_s is not None and self.timings is None:
@@ -369,6 +438,7 @@ class RegionCompiler:
 
     def symbolic(self, spec: SymbolicSpec) -> tuple[Callable, str]:
         """(compiled, guard source) for the spec's symbolic sizes (squall_inductor.symbolic)."""
+        self._check_supported()
         done = self._in_worker(lambda payload: self.worker.compile_symbolic(payload, spec))
         if done is None:
             return compile_in_process(self.fn, self._here(spec))
@@ -376,6 +446,13 @@ class RegionCompiler:
         if kept:
             self.where = f"before, loaded from {kept_folder()}"
         return compiled, guards
+
+    def _check_supported(self) -> None:
+        """Raise CompileUnsupported where inductor cannot compile here (asked before a compile, not
+        before loading a region kept on disk: the question imports Dynamo, seconds)."""
+        why = self.unsupported() if self.unsupported is not None else ""
+        if why:
+            raise CompileUnsupported(why)
 
     def _here(self, what: Any) -> Any:
         if not self.in_process:

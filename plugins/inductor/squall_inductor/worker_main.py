@@ -5,9 +5,10 @@ before torch is imported (the threads torch starts and the C++ compilers inducto
 inherit it). It answers requests one at a time until the socket closes:
 
     ("compile", payload, layouts, config, num_threads, time_budget_s, path)
-      -> ("ok", torch_s, inductor_s, pickled tensor constants) with the compiled region saved at `path`
-         (inductor's CompiledArtifact, binary format; its FX graph and AOTAutograd cache
-         entries are in inductor's on-disk caches too), or ("error", "Type: message").
+      -> ("ok", torch_s, inductor_s, pickled tensor constants, direct bundle or None) with the
+         compiled region saved at `path` (inductor's CompiledArtifact, binary format; its FX graph
+         and AOTAutograd cache entries are in inductor's on-disk caches too; the bundle is what
+         squall_inductor.direct_load loads it from without inductor), or ("error", "Type: message").
 
 The region's FX trace (make_fx, which patches torch.nn.Module.__call__ while it runs) and
 inductor's lowering happen here, never in the user's process. With a time budget the region
@@ -34,7 +35,9 @@ from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from squall_inductor.choices import best_time
+from squall_inductor.direct_build import direct_bundle
 from squall_inductor.regions import Layout, examples_for, load_region, views_as_reshapes
+from squall_inductor.worker import one_unit_enabled
 from squall_inductor.symbolic import SYMBOLIC_CONFIG, SymbolicSpec, guards_source, spec_examples, trace_symbolically
 
 
@@ -59,8 +62,15 @@ def lift_constants(graph: Any) -> list:
         else:
             with graph.graph.inserting_after(last):
                 last = graph.graph.placeholder(f"_lifted_constant_{len(constants)}")
+        # inductor's C++ wrapper takes its example inputs from the placeholders' fake values
+        last.meta["val"] = node.meta.get("val") if node.meta.get("val") is not None else _fake_like(graph, value)
         node.replace_all_uses_with(last)
         graph.graph.erase_node(node)
+        for use in list(last.users):
+            # make_fx copies a constant where it is used (lift_fresh_copy), a copy of an input now: a
+            # plain clone (inductor's C++ wrapper passes no tensor to lift_fresh_copy of an input)
+            if use.target is torch.ops.aten.lift_fresh_copy.default:
+                use.target = torch.ops.aten.clone.default
         # gone from the module too: compile_fx lifts a module's buffers to inputs, which the artifact
         # loaded elsewhere would then expect from its caller
         graph._buffers.pop(node.target, None)
@@ -74,22 +84,52 @@ def lift_constants(graph: Any) -> list:
     return constants
 
 
-def compile_static(fn: Callable, layouts: Sequence[Layout], time_budget_s: float | None, path: str) -> tuple[float | None, float | None, list]:
-    """(torch_s, inductor_s, constants): `fn` compiled for inputs with these layouts and saved at
-    `path`; timed against its torch calls where a budget is given."""
+def _compiled(graph: Any, args: list, constants: list, path: str) -> tuple[Callable, bytes | None]:
+    """(callable of the inputs, direct bundle): the graph compiled, run once on `args` (a region
+    that compiles but cannot run fails here, not in the user's process) and saved at `path`, with
+    its direct bundle made under the same settings (its kernels are found built, not built again)."""
+    artifact = standalone_compile(graph, [*args, *constants], dynamic_shapes="from_example_inputs", options={})
+    compiled = (lambda *a: artifact(*a, *constants)) if constants else artifact
+    compiled(*args)
+    artifact.save(path=path, format="binary")
+    bundle, _ = direct_bundle(artifact._compiled_fn, [*args, *constants])
+    return compiled, bundle
+
+
+def _fake_like(graph: Any, value: torch.Tensor) -> Any:
+    """A fake copy of `value` in the fake mode of the graph's other placeholders (none: `value` itself)."""
+    fakes = [n.meta.get("val") for n in graph.graph.nodes if n.op == "placeholder"]
+    mode = next((f.fake_mode for f in fakes if hasattr(f, "fake_mode")), None)
+    return mode.from_tensor(value, static_shapes=True) if mode is not None else value
+
+
+def compile_static(fn: Callable, layouts: Sequence[Layout], time_budget_s: float | None, path: str,
+                   *, one_unit: bool = False) -> tuple[float | None, float | None, list, bytes | None]:
+    """(torch_s, inductor_s, constants, direct bundle): `fn` compiled for inputs with these layouts
+    and saved at `path`, with what loads it without inductor (squall_inductor.direct_build; None
+    where that cannot serve); timed against its torch calls where a budget is given.
+
+    With `one_unit`, a CPU region is compiled with inductor's C++ wrapper: the wrapper and every
+    kernel in one translation unit, one C++ compiler run (gpt2's whole-model region: 7.6 against
+    13.0 s at load 8, one run each), where its Python wrapper compiles each kernel by itself.
+    Where that fails, the region is compiled with the Python wrapper."""
     args = examples_for(layouts)
     graph = views_as_reshapes(make_fx(fn, tracing_mode="fake")(*args))
     constants = lift_constants(graph)
-    artifact = standalone_compile(graph, [*args, *constants], dynamic_shapes="from_example_inputs", options={})
-    artifact.save(path=path, format="binary")
-    compiled = (lambda *a: artifact(*a, *constants)) if constants else artifact
-    compiled(*args)  # a region that compiles but cannot run fails here, not in the user's process
+    done = None
+    if one_unit and all(torch.device(device).type == "cpu" for *_, device in layouts) and not inductor_config.cpp_wrapper:
+        try:
+            with inductor_config.patch({"cpp_wrapper": True}):
+                done = _compiled(graph, args, constants, path)
+        except Exception:  # noqa: BLE001 - what the C++ wrapper cannot compile, the Python wrapper may
+            done = None
+    compiled, bundle = done or _compiled(graph, args, constants, path)
     torch_s = inductor_s = None
     if time_budget_s:
         device = str(layouts[0][3]) if layouts else "cpu"
         torch_s = best_time(fn, args, device=device, budget_s=time_budget_s)
         inductor_s = best_time(compiled, args, device=device, budget_s=time_budget_s)
-    return torch_s, inductor_s, constants
+    return torch_s, inductor_s, constants, bundle
 
 
 def compile_symbolic(fn: Callable, spec: SymbolicSpec, path: str) -> tuple[str, list]:
@@ -141,14 +181,16 @@ def probe_vector_isa() -> None:
 def warm_up() -> None:
     """Pay inductor's one-time CPU costs before the first request: the vector-ISA probe (it builds
     and loads a test program per instruction set the CPU has: about 8 s with a cold cache folder)
-    and the precompiled header every C++ kernel includes (built at the first kernel: about 2 s),
+    and the precompiled header every C++ compile includes (built at the first: about 2 s),
     by compiling one tiny region. The worker starts at squall.jit (squall_inductor.executor's
     `prepare`), so this runs while the first calls run on the torch plan; a failure here is left
     for the first real request to report."""
     try:
         probe_vector_isa()
         args = [torch.ones(4, 8)]
-        with inductor_config.patch({"compile_threads": 1}):
+        # the header the regions' compiles include: the C++ wrapper's where regions compile as one
+        # unit (gpt2's whole-model region then compiled in 6.6 s, against 9.9 s after the kernels' header)
+        with inductor_config.patch({"compile_threads": 1, "cpp_wrapper": one_unit_enabled()}):
             graph = make_fx(_warm_up_region, tracing_mode="fake")(*args)
             standalone_compile(graph, args, dynamic_shapes="from_example_inputs", options={})(*args)
     except Exception:  # noqa: BLE001 - nothing depends on it but time
@@ -171,13 +213,14 @@ def main(fd: int) -> None:
             torch.set_num_threads(num_threads)
             fn = load_region(payload)
             # the user's process's inductor settings, one compiler thread (this worker has one core's share)
-            with inductor_config.patch({**(config or {}), "compile_threads": 1}):
+            with inductor_config.patch({**config.get("changed", {}), "compile_threads": 1}):
                 if kind == "compile_symbolic":
                     guards, constants = compile_symbolic(fn, shapes, path)
-                    reply: tuple = ("ok", guards, None, pickle.dumps(constants))
+                    reply: tuple = ("ok", guards, None, pickle.dumps(constants), None)
                 else:
-                    torch_s, inductor_s, constants = compile_static(fn, shapes, time_budget_s, path)
-                    reply = ("ok", torch_s, inductor_s, pickle.dumps(constants))
+                    torch_s, inductor_s, constants, bundle = compile_static(fn, shapes, time_budget_s, path,
+                                                                           one_unit=config.get("environment", {}).get("one unit", False))
+                    reply = ("ok", torch_s, inductor_s, pickle.dumps(constants), bundle)
         except Exception as e:  # noqa: BLE001 - any failure is the parent's to report (it falls back to torch)
             text = str(e).strip()
             reply = ("error", f"{type(e).__name__}: {text.splitlines()[0] if text else ''}")
