@@ -19,6 +19,8 @@ Contenders:
 - squall, length only: a changed length making only that dimension symbolic (the policy before
   the batch size went with it: one more compile when the batch changes), a batch of 1 compiled;
 - squall, torch only: `executors=["torch"]`, no background fusion compiles beside the stream;
+- squall(dynamic=True): every size of 2 or more symbolic from the first call (no static
+  compile first), as a user who knows the lengths vary would set it (`[tool.squall] dynamic`);
 - torch.compile(dynamic=True) and torch.compile() (Dynamo's automatic dynamic).
 
 Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 16-20):
@@ -131,6 +133,10 @@ def contenders(model: torch.nn.Module, with_torch_compile: bool) -> dict[str, Ca
         fn = squall.jit(model, executors=["torch"])
         return fn, lambda: squall_compiles(fn)
 
+    def squall_dynamic():
+        fn = squall.jit(model, dynamic=True)
+        return fn, lambda: squall_compiles(fn)
+
     def compiled(dynamic):
         def build():
             torch._dynamo.reset()
@@ -140,7 +146,7 @@ def contenders(model: torch.nn.Module, with_torch_compile: bool) -> dict[str, Ca
 
     found = {"eager": lambda: (model, lambda: 0), "squall": squall_default, "squall, upgrade at 1st call": squall_upgrade_at_once,
              "squall, batch of 1 compiled": squall_zero_one_at_once, "squall, length only": squall_length_only,
-             "squall, torch only": squall_torch_only}
+             "squall, torch only": squall_torch_only, "squall(dynamic=True)": squall_dynamic}
     if with_torch_compile:
         found["torch.compile(dynamic=True)"] = compiled(True)
         found["torch.compile()"] = compiled(None)
