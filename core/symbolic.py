@@ -449,11 +449,14 @@ class SymInt:
         return float(int(self))
 
     def __repr__(self) -> str:
-        return source(self)
+        # repr(n), f"{n!r}", and the text of any container holding it (`str(list(x.shape))`): the
+        # program sees digits, as eager's int gives, read and guarded as str(n) is; squall's own
+        # printers (traces, generated code, keys, messages) print the expression with `source`
+        return str(int(self))
 
     def __str__(self) -> str:
         # str(n), f"{n}": the program sees digits, as eager's int gives (a name built from a
-        # size, a key); traces and messages print sizes with repr or `source`
+        # size, a key); traces and messages print sizes with `source`, never str or repr
         return str(int(self))
 
     def __format__(self, spec: str) -> str:

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import squall
-from squall.symbolic import ShapeEnv
+from squall.symbolic import ShapeEnv, source
 
 PROGRAMS = {
     "int_of_size_times_float": lambda x: x[:, : int(x.shape[1] * 0.5)],
@@ -38,6 +38,11 @@ PROGRAMS = {
     "round_and_ceil_of_size": lambda x: x * round(x.shape[1]) * math.ceil(x.shape[1]),
     "str_of_size": lambda x: x * len(str(x.shape[1] * 25)),
     "format_of_size": lambda x: x * len(f"{x.shape[1]:04d}{x.shape[1]}"),
+    # repr and the text of a container holding sizes read the value as str does (they read `s0`)
+    "repr_of_size": lambda x: x * len(repr(x.shape[1] * 25)),
+    "repr_in_f_string_and_percent": lambda x: x * len(f"{x.shape[1]!r}") * len("%r" % (x.shape[-1] - 1,)),
+    "text_of_listed_shape": lambda x: x * len(str(list(x.shape))) + len(str([x.shape[1], 2])),
+    "text_of_tuple_of_shape": lambda x: x * len(str(tuple(x.shape))) + len(repr(x.shape[1:][0])),
     "tensor_of_shape": lambda x: x + torch.tensor(x.shape).sum(),
     "tensor_of_listed_shape": lambda x: x * torch.tensor(list(x.shape), dtype=torch.float32).prod(),
     "negative_floordiv_and_mod": lambda x: x * ((-x.shape[1]) // 3) + (-x.shape[1]) % 4 + x.shape[1] // -4,
@@ -79,16 +84,17 @@ def test_shifts_by_a_constant_stay_symbolic():
     env = ShapeEnv()
     s0 = env.symbol(13, "x", 1)
     half, quadruple = s0 >> 1, s0 << 2
-    assert repr(half) == "(s0 // 2)" and half.value == 6
-    assert repr(quadruple) == "(4*s0)" and quadruple.value == 52
+    assert source(half) == "(s0 // 2)" and half.value == 6
+    assert source(quadruple) == "(4*s0)" and quadruple.value == 52
     assert not env.specialised
 
 
 def test_a_size_prints_as_its_expression_and_reads_as_its_digits():
     env = ShapeEnv()
     s0 = env.symbol(6, "x", 1)
-    assert repr(s0 + 1) == "(s0 + 1)" and not env.guards  # traces and messages
+    assert source(s0 + 1) == "(s0 + 1)" and not env.guards  # traces and messages
     assert str(s0 + 1) == "7" and f"{s0:03d}" == "006"  # the program's own str and format
+    assert repr(s0 + 1) == "7" and f"{s0!r}" == "6" and "%r" % (s0,) == "6" and str([s0, 2]) == "[6, 2]"
     assert env.specialised == {"s0"}
 
 

@@ -84,7 +84,7 @@ def _tensor_problem(value: Any, expected: TensorProxy, what: str, sizes: tuple[i
     shape_ok = len(shape) == len(sizes) and all(want is None or got == want for got, want in zip(shape, sizes))
     if not shape_ok or value.dtype != expected.dtype or not device_ok:
         got = f"{value.device} {value.dtype} {list(value.shape)}"
-        want = f"{expected.device} {expected.dtype} {list(expected.shape)}"
+        want = f"{expected.device} {expected.dtype} [{', '.join(map(size_source, expected.shape))}]"  # run time: expressions, no value read
         bound = f" (here {list(sizes)})" if sizes != shape and any(type(n) is SymInt for n in expected.shape) else ""
         return f"returned {got} for {what}, where the trace says {want}{bound}"
     return None

@@ -9,7 +9,7 @@ import torch
 from .. import prims
 from ..prims.base import canonical_dim, canonical_dims, check, dtype_category, is_number, number_type
 from ..proxies import NumberProxy, TensorProxy
-from ..symbolic import SymInt, same_shape
+from ..symbolic import SymInt, concrete_shape, concrete_value, same_shape
 
 __all__ = [
     "Promotion",
@@ -194,9 +194,9 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
             if out[j] == 1:
                 out[j] = n
             elif n != 1 and n != out[j]:
-                raise RuntimeError(
-                    f"The size of tensor a ({out[j]}) must match the size of tensor b ({n}) at "
-                    f"non-singleton dimension {i}; shapes {[list(x) for x in shapes]} do not broadcast"
+                raise RuntimeError(  # eager's text of this call's sizes, read without a guard
+                    f"The size of tensor a ({concrete_value(out[j])}) must match the size of tensor b ({concrete_value(n)}) at "
+                    f"non-singleton dimension {i}; shapes {[list(concrete_shape(x)) for x in shapes]} do not broadcast"
                 )
     return tuple(out)
 

@@ -17,6 +17,7 @@ from .functionalization import inplace
 from .helpers import broadcast, broadcast_shapes, broadcast_to, canonical_dim, cast_number, check, is_number, is_tensor, torch_type_name
 from ..proxies import TensorProxy
 from ..symbol import Tags
+from ..symbolic import concrete_shape
 
 __all__ = [
     "index_select", "gather", "take_along_dim", "take", "scatter", "scatter_add", "scatter_reduce",
@@ -390,7 +391,7 @@ def index_put(input, indices, values, accumulate=False):
     try:
         shape = broadcast_shapes(*(t.shape for t in indices))
     except RuntimeError:
-        shapes = ", ".join(str(list(t.shape)) for t in indices)
+        shapes = ", ".join(str(list(concrete_shape(t.shape))) for t in indices)  # this call's sizes, unguarded
         raise IndexError(f"shape mismatch: indexing tensors could not be broadcast together with shapes {shapes}") from None
     idx = tuple(_long(broadcast_to(t, shape)) for t in indices)
     result_shape = (*shape, *input.shape[len(idx):])

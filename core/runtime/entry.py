@@ -23,7 +23,7 @@ from ..frontend.speculation import guards_of
 from ..frontend.state_guards import StateGuards
 from ..guard_set import ALIAS, NUMBER, SHAPE, TENSOR, VALUE
 from ..proxies import NumberProxy, type_string
-from ..symbolic import is_symbolic
+from ..symbolic import SymInt, is_symbolic, source
 from ..trace import plain_scalar
 from . import tiers
 from .aliasing import storage_key, tensor_paths_of, tensors_at
@@ -104,7 +104,7 @@ def entry_guards(compilation: Compilation, *, alias: bool, takes_params: bool, d
     for g in guards_of(compilation):
         how, read, _, expected, site = g.args
         number = bool(read) and all(type(r) is NumberProxy for r in read)  # as GuardFailed.on_number says at run time
-        guards.note(NUMBER if number else VALUE, f"{how}({', '.join(getattr(r, 'name', repr(r)) for r in read)}) == {_short(expected)}", site)
+        guards.note(NUMBER if number else VALUE, f"{how}({', '.join(r.name if hasattr(r, 'name') else source(r) if type(r) is SymInt else repr(r) for r in read)}) == {_short(expected)}", site)
     if alias and compilation.writes_inputs:
         paths = tensor_paths_of(compilation.bindings)
         pick = guards.bind(tensors_at(paths, takes_params), "pick")

@@ -19,6 +19,7 @@ import torch
 
 from .. import ltorch, prims
 from ..proxies import NumberProxy
+from ..symbolic import concrete_shape, source
 from ..trace import Trace, ValuePrinter
 
 __all__ = ["reproducer", "program_source"]
@@ -55,7 +56,7 @@ def program_source(trace: Trace) -> tuple[str, dict[str, str]]:
 
 
 def _metadata(p: Any) -> str:
-    return p.python_type.__name__ if type(p) is NumberProxy else f"{p.device} {p.dtype} {list(p.shape)}"
+    return p.python_type.__name__ if type(p) is NumberProxy else f"{p.device} {p.dtype} [{', '.join(map(source, p.shape))}]"  # sizes as expressions
 
 
 def _input_literal(p: Any) -> str:
@@ -66,7 +67,8 @@ def _input_literal(p: Any) -> str:
 
 
 def _tensor_literal(shape: Any, dtype: torch.dtype, device: Any, requires_grad: bool) -> str:
-    return f"_tensor({list(shape)!r}, {dtype}, {str(device)!r}, {requires_grad!r})"
+    # symbolic sizes as the failing call's values, read without a guard (the trace is done)
+    return f"_tensor({list(concrete_shape(shape))!r}, {dtype}, {str(device)!r}, {requires_grad!r})"
 
 
 _TEMPLATE = '''#!/usr/bin/env python3
