@@ -20,6 +20,9 @@ nothing later, a new prompt length included (2/0/0); tokens equal eager's. First
 llama squall 2.16x / 2.02x, torch.compile(dynamic=True) 1.64x / 1.65x; gpt2 1.75x / 1.54x against
 1.43x / 1.06x; phi3 1.70x / 2.45x against 0.51x / 0.87x (it hits its recompile limit). squall's
 upgrade (each decoding step one inductor region, compiled in its worker process) took 86-192 s.
+Again after the session of 2026-11-26, load 1-2, best of 2: gpt2 squall 1.60x / 1.64x eager
+(torch.compile(dynamic=True) 1.40x / 1.37x), llama 1.82x / 1.84x (1.58x / 1.61x); 2/0/0 compiles,
+tokens equal, first generate 0.08-0.09 s (torch.compile 4.7 / 10.9 s), fused after 20-23 s.
 One decoding step, cache kept (timed then on squall's torch plan: that entry's upgrade was not waited for):
 squall 1.76-2.52x eager, torch.compile 0.71-3.00x. The DistilBERT
 stream: 3 compiles, 1.44 s (eager 0.68 s, torch.compile 20.4 s).

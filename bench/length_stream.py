@@ -59,6 +59,12 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   64-67 ms (1.46-1.49x) -> 60-63 ms (1.35-1.39x); its two compiles 23.7-24.6 -> 20.4-21.6 ms.
   A cheaper compile also ends the batch of 1's ski rental sooner (it rents until it spent one
   compile): some rounds compile it within the 40 batches (3 compiles).
+- All of this session's merges, best of 3, load 1.5 (2026-11-26): eager 0.044 s; squall 2
+  compiles, 0.063 s (1.43x), warm 1.08x (its batches of 1 eager); torch only 3 compiles, 0.073 s
+  (1.66x), warm 0.76x; squall(dynamic=True) 2 compiles, 0.060 s (1.38x), warm 0.74x;
+  torch.compile(dynamic=True) 4.61 s (105x), warm 0.73x; torch.compile() 2.99 s (68x).
+  Skipping the static first compile (dynamic=True) saves less than it costs to trace every size
+  symbolic: the total stays above eager's with either policy.
 """
 from __future__ import annotations
 
