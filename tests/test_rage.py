@@ -452,3 +452,22 @@ def test_the_environment_line_names_what_the_slow_library_calls_would():
     if sys.platform == "linux" and os.confstr("CS_GNU_LIBC_VERSION"):
         assert versions["os"] == platform.platform()
     assert versions["os"].startswith(platform.system())
+
+
+def test_a_reproducer_of_a_program_with_symbolic_sizes_reads_them_from_its_inputs(tmp_path):
+    """The trace of a `dynamic=True` program computes with size symbols (`view(x, s0, -1)`):
+    the script's program reads each from its inputs, as the generated function does."""
+    from squall.runtime.repro import reproducer
+
+    def f(x):
+        return x.reshape(x.shape[0] * x.shape[1], -1).sin() + x.shape[1]
+
+    fn = squall.jit(f, executors=["torch"], dynamic=True)
+    fn(torch.randn(3, 5, 4))
+    traced = squall.last_traces(fn).traced
+    script = tmp_path / "repro.py"
+    script.write_text(reproducer(traced, {"function": "f", "grad_enabled": False, "executors": {"order": ["torch"]}}))
+    assert "s0 = x.shape[0]" in script.read_text()
+    result = _run_reproducer(script, None)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "did not reproduce" in result.stdout

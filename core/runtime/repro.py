@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from .. import ltorch, prims
-from ..proxies import NumberProxy
-from ..symbolic import concrete_shape, source
+from ..proxies import NumberProxy, symbol_reads
+from ..symbolic import concrete_shape, size_read, source
 from ..trace import Trace, ValuePrinter
 
 __all__ = ["reproducer", "program_source"]
@@ -42,6 +42,10 @@ def program_source(trace: Trace) -> tuple[str, dict[str, str]]:
     known = {*ltorch.all_symbols(), *prims.all_prims()}
     unresolved: list[str] = []
     lines = [f"def program({', '.join(p.name for p in trace.inputs)}):"]
+    # the size symbols the body computes with (`view(x, s0, -1)`), read from the inputs that
+    # carry them, as the generated function's prologue reads them
+    for symbol, (i, dim) in sorted(symbol_reads(trace.inputs, sizes=True).items(), key=lambda kv: int(kv[0][1:])):
+        lines.append(f"    {symbol} = {size_read(trace.inputs[i].name, dim)}")
     for bsym in trace.bsyms:
         target = printer.assignment(bsym.output)[0] + " = " if bsym.output is not None else ""
         extra = printer.assignment(bsym.output)[1] if bsym.output is not None else []
