@@ -48,7 +48,7 @@ from squall.extend import (
 from squall_inductor.choices import ChoiceStore, best_time, default_choices_path, region_key
 from squall_inductor.regions import CompiledRegion, example_inputs, region_function, size_reads
 from squall_inductor.symbolic import SymbolicRegion
-from squall_inductor.worker import CompileUnsupported, RegionCompiler, WorkerCompileError, default_worker, subprocess_enabled
+from squall_inductor.worker import CompileUnsupported, RegionCompiler, WorkerCompileError, default_worker, env_flag, subprocess_enabled
 
 __all__ = ["InductorExecutor", "FUSIBLE_PRIMS", "MATMUL_PRIMS", "cpp_compiler", "env_flag"]
 
@@ -76,16 +76,6 @@ _MARGIN = 0.97
 CALL_OVERHEAD_S = 8e-6
 # each contender's share of timing one region against torch (choices.best_time)
 _REGION_TIMING_S = 0.1
-
-
-def env_flag(name: str, default: bool) -> bool:
-    """A boolean environment setting ("1"/"true"/"yes" or "0"/"false"/"no")."""
-    value = os.environ.get(name, "").strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    return default
 
 
 def cpp_compiler() -> str | None:

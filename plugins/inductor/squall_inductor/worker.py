@@ -44,7 +44,7 @@ from squall_inductor.direct_load import inductor_cache_dir, keep_direct, load_di
 from squall_inductor.regions import compile_with_inductor, layout_of, region_payload
 from squall_inductor.symbolic import SymbolicSpec, compile_in_process
 
-__all__ = ["CompileWorker", "CompileUnsupported", "WorkerCompileError", "RegionCompiler", "default_worker", "kept_artifact", "kept_folder", "load_kept", "one_unit_enabled", "subprocess_enabled"]
+__all__ = ["CompileWorker", "CompileUnsupported", "WorkerCompileError", "RegionCompiler", "default_worker", "env_flag", "kept_artifact", "kept_folder", "load_kept", "one_unit_enabled", "subprocess_enabled"]
 
 # how long a worker may take to start (import torch and inductor) before it counts as failed
 START_TIMEOUT_S = 120.0
@@ -69,15 +69,25 @@ class WorkerUnavailable(Exception):
     """The worker could not start or died; the message says why."""
 
 
+def env_flag(name: str, default: bool) -> bool:
+    """A boolean environment setting ("1"/"true"/"yes"/"on" or "0"/"false"/"no"/"off"; else `default`)."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    return default
+
+
 def one_unit_enabled() -> bool:
     """Whether a static CPU region compiles as one C++ translation unit, with inductor's C++ wrapper
     (SQUALL_INDUCTOR_ONE_UNIT, default on): one compiler run per region instead of one per kernel."""
-    return os.environ.get("SQUALL_INDUCTOR_ONE_UNIT", "1").strip().lower() not in ("0", "false", "no", "off")
+    return env_flag("SQUALL_INDUCTOR_ONE_UNIT", True)
 
 
 def subprocess_enabled() -> bool:
     """Whether regions compile in the worker process (SQUALL_INDUCTOR_SUBPROCESS, default on)."""
-    return os.environ.get("SQUALL_INDUCTOR_SUBPROCESS", "1").strip().lower() not in ("0", "false", "no", "off")
+    return env_flag("SQUALL_INDUCTOR_SUBPROCESS", True)
 
 
 class CompileWorker:
