@@ -311,34 +311,90 @@ def test_no_worker_starts_where_inductor_is_left_out_or_compiles_in_process(monk
 _ISA_PROBE = """
 import torch
 from torch._inductor import cpu_vec_isa
-from squall_inductor.worker_main import probe_vector_isa
+from squall_inductor.warm_up import WarmUp, forget_vector_isa, guess_vector_isa
 builds = []
-fail_first = {fail_first}
+failing = {failing!r}  # the instruction sets whose test builds and compiles fail here
 def check_build(self, code):
     builds.append(str(self))
-    return not (fail_first and len(builds) == 1)
+    return str(self) not in failing
 cpu_vec_isa.VecISA.check_build = check_build
 if {ours}:
-    probe_vector_isa()
-print(repr((str(cpu_vec_isa.pick_vec_isa()), [str(i) for i in cpu_vec_isa.valid_vec_isa_list()], builds)))
+    warm_up = WarmUp()
+    warm_up.isa_guessed = guess_vector_isa()
+    guessed, built_for_guess = str(cpu_vec_isa.pick_vec_isa()), len(builds)
+    def region_compile():  # a compile fails where the picked set is one this compiler cannot build
+        if str(cpu_vec_isa.pick_vec_isa()) in failing:
+            raise RuntimeError("CppCompileError")
+        return str(cpu_vec_isa.pick_vec_isa())
+    compiled_for = warm_up.compile(region_compile, with_header=True)
+    print(repr((guessed, built_for_guess, compiled_for, [str(i) for i in cpu_vec_isa.valid_vec_isa_list()])))
+else:
+    print(repr((str(cpu_vec_isa.pick_vec_isa()), [str(i) for i in cpu_vec_isa.valid_vec_isa_list()])))
 """
 
 
-@needs_cpu_inductor
-@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="the probe shortcut is for x86 CPUs")
-@pytest.mark.parametrize("fail_first", [False, True])
-def test_the_worker_probes_one_vector_isa_and_picks_what_inductor_would(fail_first):
-    def probe(ours: bool) -> tuple:
-        script = _ISA_PROBE.format(fail_first=fail_first, ours=ours)
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
-                              env={k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"})
-        assert done.returncode == 0, done.stderr
-        return eval(done.stdout.strip().splitlines()[-1])
+def _probe(ours: bool, failing: tuple[str, ...]) -> tuple:
+    script = _ISA_PROBE.format(failing=failing, ours=ours)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          env={k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"})
+    assert done.returncode == 0, done.stderr
+    return eval(done.stdout.strip().splitlines()[-1])
 
-    inductors, ours = probe(False), probe(True)
-    assert ours[:2] == inductors[:2]  # the same instruction set picked, from the same list
-    if not fail_first:  # fewer test builds: the later sets are not built (their bf16 checks still are)
-        assert len(ours[2]) < len(inductors[2]) or len(inductors[1]) == 1
-        assert ours[2].count(ours[1][-1]) < inductors[2].count(inductors[1][-1]) or len(inductors[1]) == 1
-    else:  # the first failed: inductor's own probe of every listed set
-        assert ours[2][1:] == inductors[2][1:]
+
+@needs_cpu_inductor
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="the guess is for x86 CPUs")
+def test_the_worker_guesses_the_vector_isa_inductor_would_pick_without_a_test_build():
+    picked, listed = _probe(False, ())
+    guessed, builds, compiled_for, guessed_list = _probe(True, ())
+    assert (guessed, compiled_for, guessed_list) == (picked, picked, listed)
+    assert builds == 0
+
+
+@needs_cpu_inductor
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="the guess is for x86 CPUs")
+def test_a_compile_that_fails_for_the_guessed_vector_isa_is_repeated_after_inductors_own_probe():
+    first, listed = _probe(False, ())
+    if first == "INVALID_VEC_ISA" or len(listed) < 2:
+        pytest.skip("this CPU lists fewer than two vector instruction sets")
+    # the compiler cannot build the set the CPU's flags suggest: inductor's probe drops it
+    picked, probed_list = _probe(False, (first,))
+    guessed, _, compiled_for, final_list = _probe(True, (first,))
+    assert guessed == first and picked != first
+    assert (compiled_for, final_list) == (picked, probed_list)
+
+
+def test_a_compile_that_fails_for_another_reason_raises_its_own_error_after_one_probe():
+    from squall_inductor.warm_up import WarmUp
+
+    warm_up, calls = WarmUp(), []
+    warm_up.isa_guessed = True
+
+    def failing():
+        calls.append(1)
+        raise ValueError("a region inductor cannot lower")
+
+    with pytest.raises(ValueError, match="cannot lower"):
+        warm_up.compile(failing, with_header=True)
+    assert len(calls) == 1 and not warm_up.isa_guessed  # the probe picked the same set: no second try
+    with pytest.raises(ValueError, match="cannot lower"):
+        warm_up.compile(failing, with_header=True)
+    assert len(calls) == 2  # no guess left to blame: no probe, no retry
+
+
+@needs_cpu_inductor
+def test_a_request_waiting_at_warm_up_compiles_before_the_header_is_built(monkeypatch):
+    import torch._inductor.config as inductor_config
+    import squall_inductor.warm_up
+    from squall_inductor.warm_up import WarmUp
+
+    monkeypatch.setattr(squall_inductor.warm_up, "guess_vector_isa", lambda: False)  # this process's ISA verdicts stay inductor's
+    warm_up = WarmUp()
+    warm_up.start(request_waiting=lambda: True)
+    assert not warm_up.header_built
+    assert warm_up.compile(lambda: inductor_config.cpp_cache_precompile_headers) is False  # not built on its way
+    warm_up.build_header()  # after its reply, while the worker is idle
+    assert warm_up.header_built
+    assert warm_up.compile(lambda: inductor_config.cpp_cache_precompile_headers) is inductor_config.cpp_cache_precompile_headers
+    idle = WarmUp()
+    idle.start(request_waiting=lambda: False)
+    assert idle.header_built
