@@ -121,15 +121,18 @@ def _run(contender: str, name: str, folders: dict[str, str], busy: bool, timelin
 
 
 def _print_timeline(name: str, path: str) -> None:
-    """The timeline's steps, seconds after the user's clock started, and each step's own seconds."""
+    """The timeline's steps: seconds after the user's clock started, each step's own wall seconds
+    and CPU seconds (its process's and finished children's, since that process's previous step)."""
     steps = read_timeline(path)
-    start = next((at for at, _, step in steps if step == "user: clock started"), steps[0][0] if steps else 0.0)
-    print(f"\n{name}, squall cold, timeline (s after the clock started; gap: since the process's previous step):")
-    previous: dict[int, float] = {}
-    for at, pid, step in steps:
-        gap = at - previous.get(pid, at)
-        previous[pid] = at
-        print(f"  {at - start:7.2f}  {gap:6.2f}  [{pid}] {step}")
+    start = next((at for at, _, _, step in steps if step == "user: clock started"), steps[0][0] if steps else 0.0)
+    print(f"\n{name}, squall cold, timeline (s after the clock started; wall and CPU s since the process's previous step):")
+    print("  at s     wall s  CPU s  [pid] step")
+    previous: dict[int, tuple[float, float]] = {}
+    for at, pid, cpu, step in steps:
+        # a line of CXX's wrapper (one process per compile) carries that compile's own CPU seconds
+        before_at, before_cpu = previous.get(pid, (at, 0.0 if step.startswith("g++") else cpu))
+        previous[pid] = (at, cpu)
+        print(f"  {at - start:7.2f}  {at - before_at:6.2f}  {cpu - before_cpu:5.2f}  [{pid}] {step}")
     print()
 
 

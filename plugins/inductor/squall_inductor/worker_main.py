@@ -35,7 +35,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from squall_inductor.choices import best_time
 from squall_inductor.direct_build import direct_bundle
 from squall_inductor.regions import Layout, examples_for, load_region, views_as_reshapes
-from squall_inductor.warm_up import WarmUp
+from squall_inductor.warm_up import HEADER_AFTER_IDLE_S, WarmUp
 from squall_inductor.symbolic import SYMBOLIC_CONFIG, SymbolicSpec, guards_source, spec_examples, trace_symbolically
 from squall_inductor.timeline import mark
 
@@ -161,14 +161,16 @@ def compile_symbolic(fn: Callable, spec: SymbolicSpec, path: str) -> tuple[str, 
 def main(fd: int, started: float | None = None) -> None:
     """Serve compile requests on the socket `fd` until it closes (`started`: when the worker's
     interpreter started, seconds since the epoch, for the timeline)."""
-    mark("worker: interpreter started", at=started)
+    mark("worker: interpreter started", at=started, cpu=0.0)
     mark("worker: imports done")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the user's process's to handle
     conn = Connection(fd)
     conn.send(("ready", os.getpid()))
     warm_up = WarmUp()
-    warm_up.start(request_waiting=conn.poll)  # a request sent meanwhile waits in the socket
+    warm_up.start()
     while True:
+        if not conn.poll(HEADER_AFTER_IDLE_S):  # idle: the precompiled header, for the compiles after (once)
+            warm_up.build_header()
         try:
             request = conn.recv()
         except (EOFError, OSError):
@@ -196,6 +198,4 @@ def main(fd: int, started: float | None = None) -> None:
             conn.send(reply)
         except (EOFError, OSError):
             return
-        if not conn.poll():  # idle: the header for the compiles after this one (skipped where one waited)
-            warm_up.build_header()
 

@@ -382,19 +382,46 @@ def test_a_compile_that_fails_for_another_reason_raises_its_own_error_after_one_
 
 
 @needs_cpu_inductor
-def test_a_request_waiting_at_warm_up_compiles_before_the_header_is_built(monkeypatch):
+def test_regions_compile_without_the_precompiled_header_until_an_idle_worker_built_it(monkeypatch):
     import torch._inductor.config as inductor_config
     import squall_inductor.warm_up
     from squall_inductor.warm_up import WarmUp
 
     monkeypatch.setattr(squall_inductor.warm_up, "guess_vector_isa", lambda: False)  # this process's ISA verdicts stay inductor's
     warm_up = WarmUp()
-    warm_up.start(request_waiting=lambda: True)
+    warm_up.start()
     assert not warm_up.header_built
-    assert warm_up.compile(lambda: inductor_config.cpp_cache_precompile_headers) is False  # not built on its way
-    warm_up.build_header()  # after its reply, while the worker is idle
+    assert warm_up.compile(lambda: inductor_config.cpp_cache_precompile_headers) is False  # no header build on its way
+    warm_up.build_header()  # the worker was idle
     assert warm_up.header_built
     assert warm_up.compile(lambda: inductor_config.cpp_cache_precompile_headers) is inductor_config.cpp_cache_precompile_headers
-    idle = WarmUp()
-    idle.start(request_waiting=lambda: False)
-    assert idle.header_built
+
+
+@needs_cpu_inductor
+def test_the_timeline_records_the_workers_steps_in_order_and_nothing_when_unset(monkeypatch, tmp_path):
+    from squall_inductor.timeline import TIMELINE_ENV, mark, read_timeline
+
+    monkeypatch.delenv(TIMELINE_ENV, raising=False)
+    mark("unseen")  # no timeline asked for: no file anywhere, no error
+    path = tmp_path / "timeline.txt"
+    monkeypatch.setenv(TIMELINE_ENV, str(path))
+    worker = CompileWorker()  # a fresh worker inherits the setting
+    try:
+        fn, source = _region("def region(x):\n  return (torch.exp(x) * 3 - 1,)\n", torch=torch)
+        x = torch.randn(4, 5)
+        region = CompiledRegion(fn, [x], compile=RegionCompiler(fn, source, worker=worker))
+        torch.testing.assert_close(region(x), (torch.exp(x) * 3 - 1,))
+    finally:
+        worker.close()
+    steps = read_timeline(str(path))
+    ours = [step for _, pid, _, step in steps if pid == os.getpid()]
+    theirs = [(step, cpu) for _, pid, cpu, step in steps if pid == worker.pid]
+    assert ours[:1] == ["user: worker spawned"] and "user: region sent" in ours and "user: reply received" in ours
+    names = [step for step, _ in theirs]
+    for earlier, later in [("worker: interpreter started", "worker: imports done"), ("worker: imports done", "worker: request received"),
+                           ("worker: request received", "worker: FX graph traced (make_fx)"),
+                           ("worker: FX graph traced (make_fx)", "worker: reply ready")]:
+        assert names.index(earlier) < names.index(later), names
+    cpus = [cpu for _, cpu in theirs]
+    assert cpus[0] == 0.0 and cpus == sorted(cpus)  # CPU seconds used so far: never less than at an earlier step
+    assert "unseen" not in names + ours
