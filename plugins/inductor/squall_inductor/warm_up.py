@@ -17,7 +17,9 @@ process of the user; it then saves about 1.3 s of CPU per compile). `WarmUp` pay
   upgrade is queued while the worker imports) is compiled at once without the header, about 4.5 s
   of CPU sooner with a cold header folder, and 1.5 s later than with a header already on disk
   (gpt2's region: 4.5 against 3.0 s of compiler CPU) where the old warm-up's tiny compile cost 3.5 s
-  first. A region sent while the header builds waits for it: hence the idle time before.
+  first. A region sent while the header builds waits for it: hence the idle time before. On a
+  machine with CUDA the header is not built (its regions are CUDA's; a CPU region there compiles
+  without it).
 """
 from __future__ import annotations
 
@@ -98,7 +100,7 @@ class WarmUp:
     def build_header(self) -> None:
         """Compile one tiny region, which builds the precompiled header (the C++ wrapper's where
         regions compile as one unit) unless it is on disk from an earlier process."""
-        if self._header_tried:  # built, or failed once: not again
+        if self._header_tried or torch.cuda.is_available():  # built or failed once; CUDA's regions need no CPU header
             return
         self._header_tried = True
         try:

@@ -36,6 +36,7 @@ from squall_inductor.choices import best_time
 from squall_inductor.direct_build import direct_bundle
 from squall_inductor.regions import Layout, examples_for, load_region, views_as_reshapes
 from squall_inductor.warm_up import HEADER_AFTER_IDLE_S, WarmUp
+from squall_inductor.worker import compile_threads
 from squall_inductor.symbolic import SYMBOLIC_CONFIG, SymbolicSpec, guards_source, spec_examples, trace_symbolically
 from squall_inductor.timeline import mark
 
@@ -180,8 +181,8 @@ def main(fd: int, started: float | None = None) -> None:
         try:
             torch.set_num_threads(num_threads)
             fn = load_region(payload)
-            # the user's process's inductor settings, one compiler thread (this worker has one core's share)
-            with inductor_config.patch({**config.get("changed", {}), "compile_threads": 1}):
+            # the user's process's inductor settings; compiler processes as compile_threads() allows
+            with inductor_config.patch({**config.get("changed", {}), "compile_threads": compile_threads()}):
                 if kind == "compile_symbolic":
                     guards, constants = warm_up.compile(lambda: compile_symbolic(fn, shapes, path))
                     reply: tuple = ("ok", guards, None, pickle.dumps(constants), None)
