@@ -32,6 +32,7 @@ from .outputs import capture_output
 from .random_state import random_state_kept
 from .speculation import Speculation
 from .state_recorder import StateRecorder
+from .state_views import UnreplayableWrite
 from .views import ViewTracker
 
 __all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names", "ALL_DIMS", "NUMBER_SIZE", "state_dims_path"]
@@ -203,10 +204,10 @@ def _output_record_of(record: Any, items: dict, records: list) -> Any:
 def _refuse_written_records(records: list) -> None:
     """The program ran on stand-ins of its ModelOutput arguments: one it wrote into (an item or
     an attribute set) would leave the caller's unchanged, unlike eager, so it is refused (the
-    call runs eagerly, with a warning)."""
+    calls of its signature run eagerly, with a warning)."""
     for copy, items, attributes in records:
         if len(copy) != len(items) or any(a is not b or v is not w for (a, v), (b, w) in zip(copy.items(), items)) or vars(copy) != attributes:
-            raise NotImplementedError(f"squall: the program writes into a {type(copy).__name__} argument, which squall does not replay on the caller's")
+            raise UnreplayableWrite(f"squall: the program writes into a {type(copy).__name__} argument, which squall does not replay on the caller's")
 
 
 def state_dims_path(owner: dict | None, key: str, route: tuple | None) -> tuple:
