@@ -196,7 +196,7 @@ def _output_record_of(record: Any, items: dict, records: list) -> Any:
     try:
         copy = type(record)(**items)
     except TypeError as e:
-        raise NotImplementedError(f"squall: cannot trace a {type(record).__name__} argument (remaking it from its fields raised: {e})") from e
+        raise UnreplayableWrite(f"squall: a {type(record).__name__} argument cannot be remade from its items ({e}), so squall cannot trace the program with it") from e
     records.append((copy, list(copy.items()), dict(vars(copy))))
     return copy
 
