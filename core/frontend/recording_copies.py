@@ -191,6 +191,9 @@ class RecordingCopies:
             # a bound method: its object is read like a module's attributes
             owner = self.view(value.__self__, f"{type(value.__self__).__name__} object of {label}")
             return self._standing_for(types.MethodType(self._recording_function(value.__func__), owner), value)
+        viewed = self._views.get(id(value))  # (a view holds its object: the id is this object's)
+        if viewed is not None:
+            return viewed  # viewable when first viewed: asked once (a transformers config answers its isinstance checks in Python)
         if viewable(value):
             return self.view(value, label)
         if is_autograd_function(value):

@@ -1,0 +1,125 @@
+"""One compile of the length stream's model, phase by phase, on the calling thread's CPU time.
+
+Run: python bench/compile_phases.py [--repeat 15] [--dim 32] [--executors torch]
+
+The model is bench/length_stream.py's (DistilBERT, 2 layers, --dim wide), called under
+`torch.no_grad()` as the stream calls it. Each sample builds a fresh `squall.jit` and times its
+first call (the miss: trace, plan, generate, guards, runner, the compile record, the program's
+first run), static (automatic dynamic's first compile) and with every size symbolic
+(`dynamic=True`), the two taking turns so that load on a shared machine falls on both alike.
+The table has each phase's best sample (so the phases need not add up to the total's best) and
+its median, in ms of `time.thread_time()`:
+
+- trace: `trace_program` (the program run on proxies through the state views);
+- plan: the planner; codegen: freeing after last use and the generated source's `compile()`;
+- record: the compile record (squall.runtime.rage: its start and its finish);
+- run: the compiled program called again on the same input (what the first call's own run costs);
+- rest: total - the above (guards, the cache's entry and runner, the first call's run).
+
+The phases are timed by wrapping the pipeline's functions in this process only (a few µs each).
+Also printed: the traced program's operations and the µs of trace per operation.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import warnings
+from collections import defaultdict
+from collections.abc import Callable
+
+import torch
+
+import squall
+from squall.compiler import pipeline
+from squall.runtime import rage
+from squall.runtime.jit import jitted_state
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from length_stream import VOCAB, build_model, import_torchvision  # noqa: E402
+
+PHASES = ("trace", "plan", "codegen", "record")
+
+
+class PhaseClock:
+    """Thread CPU seconds spent inside the wrapped functions, per phase, for the current sample."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = defaultdict(float)
+        self.depth = 0
+
+    def wrap(self, phase: str, fn: Callable) -> Callable:
+        def timed(*args, **kwargs):
+            if self.depth:  # a phase inside another (generate inside the checked plan's): counted once
+                return fn(*args, **kwargs)
+            self.depth += 1
+            start = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.spent[phase] += time.thread_time() - start
+                self.depth -= 1
+
+        return timed
+
+
+def instrument(clock: PhaseClock) -> None:
+    pipeline.trace_program = clock.wrap("trace", pipeline.trace_program)
+    pipeline.plan = clock.wrap("plan", pipeline.plan)
+    pipeline.generate = clock.wrap("codegen", pipeline.generate)
+    pipeline.free_after_last_use = clock.wrap("codegen", pipeline.free_after_last_use)
+    rage.CompileRecord.__init__ = clock.wrap("record", rage.CompileRecord.__init__)
+    rage.CompileRecord.finish = clock.wrap("record", rage.CompileRecord.finish)
+
+
+def one_compile(model: torch.nn.Module, x: torch.Tensor, dynamic: bool, executors: list[str] | None, clock: PhaseClock) -> dict[str, float]:
+    fn = squall.jit(model, executors=executors, dynamic=dynamic) if dynamic else squall.jit(model, executors=executors)
+    clock.spent.clear()
+    with torch.no_grad():
+        start = time.thread_time()
+        fn(input_ids=x)
+        total = time.thread_time() - start
+        start = time.thread_time()
+        fn(input_ids=x)
+        run = time.thread_time() - start
+    sample = {phase: clock.spent.get(phase, 0.0) for phase in PHASES}
+    sample.update(run=run, total=total, rest=total - sum(sample.values()) - run)
+    sample["ops"] = len(jitted_state(fn).last_entry.compilation.traced.bsyms)
+    return sample
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--dim", type=int, default=32)
+    parser.add_argument("--executors", default="torch", help="comma-separated, or 'default' for the installed defaults")
+    opts = parser.parse_args()
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    import_torchvision()
+    model = build_model(opts.dim)
+    x = torch.randint(1, VOCAB, (4, 40))
+    executors = None if opts.executors == "default" else opts.executors.split(",")
+    clock = PhaseClock()
+    instrument(clock)
+    samples: dict[str, list[dict[str, float]]] = {"static": [], "dynamic=True": []}
+    for _ in range(2):  # warm-up: imports, first-use caches
+        for name in samples:
+            one_compile(model, x, name != "static", executors, clock)
+    for _ in range(opts.repeat):
+        for name in samples:
+            samples[name].append(one_compile(model, x, name != "static", executors, clock))
+    print(f"one compile of DistilBERT (dim {opts.dim}, 2 layers, input 4x40), thread CPU ms, best / median of {opts.repeat}; load {os.getloadavg()[0]:.1f}")
+    columns = ("total", *PHASES, "run", "rest")
+    print(f"{'':14}" + "".join(f"{c:>15}" for c in columns) + f"{'ops':>6}{'trace µs/op':>13}")
+    for name, rows in samples.items():
+        cells = "".join(f"{min(r[c] for r in rows) * 1e3:7.2f} /{statistics.median(r[c] for r in rows) * 1e3:6.2f}" for c in columns)
+        ops = rows[-1]["ops"]
+        per_op = min(r["trace"] for r in rows) / ops * 1e6 if ops else float("nan")
+        print(f"{name:14}{cells}{ops:6d}{per_op:13.1f}")
+
+
+if __name__ == "__main__":
+    main()
