@@ -197,7 +197,7 @@ def _output_record_of(record: Any, items: dict, records: list) -> Any:
         copy = type(record)(**items)
     except TypeError as e:
         raise UnreplayableWrite(f"squall: a {type(record).__name__} argument cannot be remade from its items ({e}), so squall cannot trace the program with it") from e
-    records.append((copy, list(copy.items()), dict(vars(copy))))
+    records.append((copy, list(copy.items()), list(vars(copy).items())))
     return copy
 
 
@@ -206,8 +206,14 @@ def _refuse_written_records(records: list) -> None:
     an attribute set) would leave the caller's unchanged, unlike eager, so it is refused (the
     calls of its signature run eagerly, with a warning)."""
     for copy, items, attributes in records:
-        if len(copy) != len(items) or any(a is not b or v is not w for (a, v), (b, w) in zip(copy.items(), items)) or vars(copy) != attributes:
+        # compared by identity: a tensor's == would be an op of the program
+        if not (_same_items(copy.items(), items) and _same_items(vars(copy).items(), attributes)):
             raise UnreplayableWrite(f"squall: the program writes into a {type(copy).__name__} argument, which squall does not replay on the caller's")
+
+
+def _same_items(now: Any, before: list) -> bool:
+    now = list(now)
+    return len(now) == len(before) and all(a is b and v is w for (a, v), (b, w) in zip(now, before))
 
 
 def state_dims_path(owner: dict | None, key: str, route: tuple | None) -> tuple:
@@ -339,7 +345,7 @@ def trace_program(
     same_as = same_as or {}
     by_path: dict[tuple, TensorProxy] = {}
 
-    records: list[tuple[Any, list, dict]] = []  # ModelOutput arguments as the program gets them
+    records: list[tuple[Any, list, list]] = []  # ModelOutput arguments as the program gets them
 
     def proxify(x, path: tuple, hint: str):
         # a TensorProxy given as an input stands in for a tensor of its metadata (and name):
