@@ -5,6 +5,7 @@ comments, down to prims; every line carries the result's device, dtype and shape
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import keyword
 import math
@@ -18,7 +19,7 @@ from .proxies import NumberProxy, TensorProxy, size_leaf, type_string, real_tens
 from .symbolic import SymInt, source
 from .symbol import DEL, BoundSymbol, Tags
 
-__all__ = ["Trace", "ValuePrinter", "plain_scalar", "Itself", "Reached", "route_source", "route_value"]
+__all__ = ["Trace", "ValuePrinter", "plain_scalar", "Itself", "Reached", "route_source", "route_value", "output_record"]
 
 
 class Itself:
@@ -70,6 +71,13 @@ def route_value(route: tuple, args: tuple, kwargs: dict, offset: int = 0) -> Any
     for how, k in steps:
         x = x.__dict__[k] if how == "attr" else x[k]
     return x
+
+
+def output_record(x: Any) -> bool:
+    """Whether `x` is a dict that is also a dataclass (transformers' `ModelOutput`: a
+    `BaseModelOutput` passed as a decoder's `encoder_outputs`): an argument read as a plain dict
+    is, its tensors inputs of the program keyed by their metadata, never constants of it."""
+    return isinstance(x, dict) and type(x) is not dict and dataclasses.is_dataclass(x)
 
 
 # Scalars whose `repr` is the builtin's own: a literal of one of these types is safe source.
