@@ -21,6 +21,18 @@ The child then times per-call cost against eager (best of rounds, thread CPU tim
 JSON line. The table shows each contender's seconds, squall's ratio to torch.compile (the target
 is <= 0.2), and per call after the upgrade as a ratio to torch.compile's (each against eager in
 its own process). The load average is printed before and after: the machine may be shared.
+
+Inductor keeps its precompiled C++ headers outside TORCHINDUCTOR_CACHE_DIR, in one folder under
+the temporary folder shared by all of a user's processes (built once: about 6 s on 2 cores, for
+squall's C++-wrapper header and torch.compile's kernel header alike). By default that folder is
+the machine's, so "cold" means cold caches but headers a previous run may have built; with
+--cold-headers each contender gets its own empty temporary folder (TMPDIR) too: a first run on a
+fresh machine.
+
+With --timeline, squall's cold runs also print where the time went: each step of the user's
+process and of the compile worker (squall_inductor.timeline: spawn, imports, vector-ISA probe,
+warm-up, trace, lowering and compile, first run, load), seconds after the clock started; with
+CXX pointing at a compiler wrapper that appends to $SQUALL_INDUCTOR_TIMELINE, each C++ compile too.
 """
 from __future__ import annotations
 
@@ -33,6 +45,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from squall_inductor.timeline import TIMELINE_ENV, mark, read_timeline
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_MODELS = ["gpt2", "test_resnet", "llama", "bert", "test_vit", "test_convnext"]
@@ -54,6 +68,7 @@ def _child(contender: str, name: str, busy: bool) -> None:
     module, inputs = model.build(), model.inputs()
     with torch.no_grad():
         module(**inputs)  # the model's own first-call costs (lazy imports in its code) are nobody's
+        mark("user: clock started")
         start = time.perf_counter()
         calls = 1
         if contender == "torch.compile":
@@ -74,6 +89,8 @@ def _child(contender: str, name: str, busy: bool) -> None:
                 else:
                     time.sleep(0.01)
             squall.wait_for_upgrades(fn)
+            if upgrade.fused_after is not None:
+                mark("user: fused plan installed", at=time.time() - (time.perf_counter() - upgrade.submitted - upgrade.fused_after))
             to_fused = None if upgrade.fused_after is None else upgrade.submitted + upgrade.fused_after - start
             kept = upgrade.status
         best = {"eager": float("inf"), "compiled": float("inf")}
@@ -88,14 +105,35 @@ def _child(contender: str, name: str, busy: bool) -> None:
     print(json.dumps({"to_fused": to_fused, "calls": calls, "per_call_vs_eager": best["compiled"] / best["eager"], "kept": kept}))
 
 
-def _run(contender: str, name: str, folders: dict[str, str], busy: bool) -> dict:
+def _run(contender: str, name: str, folders: dict[str, str], busy: bool, timeline: str | None = None) -> dict:
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=folders["inductor"], SQUALL_CACHE_DIR=folders["squall"])
+    if "tmp" in folders:  # inductor's precompiled headers go under the temporary folder
+        env["TMPDIR"] = folders["tmp"]
+    env.pop(TIMELINE_ENV, None)
+    if timeline:
+        env[TIMELINE_ENV] = timeline
     done = subprocess.run([sys.executable, __file__, "--child", contender, name, *(["--busy"] if busy else [])], env=env, capture_output=True, text=True)
     if os.environ.get("COLD_START_VERBOSE"):
         print(done.stderr, file=sys.stderr)
     if done.returncode != 0:
         raise RuntimeError(f"{contender} on {name} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _print_timeline(name: str, path: str) -> None:
+    """The timeline's steps: seconds after the user's clock started, each step's own wall seconds
+    and CPU seconds (its process's and finished children's, since that process's previous step)."""
+    steps = read_timeline(path)
+    start = next((at for at, _, _, step in steps if step == "user: clock started"), steps[0][0] if steps else 0.0)
+    print(f"\n{name}, squall cold, timeline (s after the clock started; wall and CPU s since the process's previous step):")
+    print("  at s     wall s  CPU s  [pid] step")
+    previous: dict[int, tuple[float, float]] = {}
+    for at, pid, cpu, step in steps:
+        # a line of CXX's wrapper (one process per compile) carries that compile's own CPU seconds
+        before_at, before_cpu = previous.get(pid, (at, 0.0 if step.startswith("g++") else cpu))
+        previous[pid] = (at, cpu)
+        print(f"  {at - start:7.2f}  {at - before_at:6.2f}  {cpu - before_cpu:5.2f}  [{pid}] {step}")
+    print()
 
 
 def _load() -> str:
@@ -108,6 +146,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="cold+warm process pairs per contender and model")
     parser.add_argument("--busy", action="store_true", help="squall's child calls the model in a loop until fused "
                         "(default: twice, then it waits, as bench/models.py does)")
+    parser.add_argument("--cold-headers", action="store_true", help="each contender's own empty TMPDIR too: "
+                        "inductor's precompiled headers cold (a fresh machine's first run)")
+    parser.add_argument("--timeline", action="store_true", help="print the steps of squall's cold runs (squall_inductor.timeline)")
     parser.add_argument("--child", nargs=2, metavar=("CONTENDER", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -122,10 +163,15 @@ def main() -> None:
             results: dict[str, dict[str, dict]] = {"cold": {}, "warm": {}}
             order = CONTENDERS if r % 2 == 0 else CONTENDERS[::-1]
             for contender in order:
-                folders = {k: tempfile.mkdtemp(prefix=f"squall-cold-{k}-") for k in ("inductor", "squall")}
+                folders = {k: tempfile.mkdtemp(prefix=f"squall-cold-{k}-") for k in ("inductor", "squall", *(("tmp",) if args.cold_headers else ()))}
                 try:
                     for run in ("cold", "warm"):
-                        results[run][contender] = _run(contender, name, folders, args.busy)
+                        timeline = None
+                        if args.timeline and run == "cold" and contender != "torch.compile":
+                            timeline = os.path.join(folders["squall"], "timeline.txt")
+                        results[run][contender] = _run(contender, name, folders, args.busy, timeline)
+                        if timeline and os.path.exists(timeline):
+                            _print_timeline(name, timeline)
                 finally:
                     for folder in folders.values():
                         shutil.rmtree(folder, ignore_errors=True)

@@ -43,6 +43,7 @@ from squall.extend import SquallWarning, compiling_stopped, stop_compiling
 from squall_inductor.direct_load import inductor_cache_dir, keep_direct, load_direct
 from squall_inductor.regions import compile_with_inductor, layout_of, region_payload
 from squall_inductor.symbolic import SymbolicSpec, compile_in_process
+from squall_inductor.timeline import mark
 
 __all__ = ["CompileWorker", "CompileUnsupported", "WorkerCompileError", "RegionCompiler", "default_worker", "env_flag", "kept_artifact", "kept_folder", "load_kept", "one_unit_enabled", "subprocess_enabled"]
 
@@ -53,8 +54,8 @@ _POLL_S = 0.1
 # the worker's priority, below the user's process (and squall's background thread, at +5); it is
 # lowered before anything is imported, so the threads torch starts and inductor's compilers inherit it
 WORKER_NICE = 10
-_WORKER_MAIN = (f"import os, sys\ntry:\n    os.nice({WORKER_NICE})\nexcept OSError:\n    pass\n"
-                "from squall_inductor.worker_main import main\nmain(int(sys.argv[1]))\n")
+_WORKER_MAIN = (f"import os, sys, time\nstarted = time.time()\ntry:\n    os.nice({WORKER_NICE})\nexcept OSError:\n    pass\n"
+                "from squall_inductor.worker_main import main\nmain(int(sys.argv[1]), started)\n")
 
 
 class WorkerCompileError(Exception):
@@ -135,6 +136,7 @@ class CompileWorker:
                 stderr=self._stderr, env=env, start_new_session=True)  # the terminal's Ctrl-C is not its
             theirs.close()
             self._conn = Connection(ours.detach())
+            mark("user: worker spawned")
             self._folder = tempfile.mkdtemp(prefix="squall-inductor-worker-")
             atexit.register(self._close_at_exit)
         except Exception as e:  # noqa: BLE001 - no worker: compile in this process
@@ -211,7 +213,9 @@ class CompileWorker:
                 self._conn.send((kind, payload, shapes, config, torch.get_num_threads(), time_budget_s, path))
             except OSError as e:
                 raise self._died(f"{type(e).__name__}: {e}") from None
+            mark("user: region sent")
             reply = self._wait(None)
+            mark("user: reply received")
             if reply[0] == "error":
                 raise WorkerCompileError(reply[1])
             try:
@@ -228,6 +232,7 @@ class CompileWorker:
                         pass
                 direct = _load_direct_or_warn(direct_at) if bundle is not None else None
                 if direct is not None:
+                    mark("user: region loaded directly")
                     return _loaded(direct, reply[3]), reply
                 # imported here, not at the top: seconds (it loads Dynamo), paid once, in the background
                 from torch._inductor import CompiledArtifact

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import operator
 import os
-import platform
 import pickle
 import signal
 from multiprocessing.connection import Connection
@@ -29,7 +28,6 @@ from collections.abc import Callable, Sequence
 
 import torch
 import torch._inductor.config as inductor_config
-from torch._inductor import cpu_vec_isa
 from torch._inductor import standalone_compile
 from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -37,8 +35,10 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from squall_inductor.choices import best_time
 from squall_inductor.direct_build import direct_bundle
 from squall_inductor.regions import Layout, examples_for, load_region, views_as_reshapes
-from squall_inductor.worker import compile_threads, one_unit_enabled
+from squall_inductor.warm_up import HEADER_AFTER_IDLE_S, WarmUp
+from squall_inductor.worker import compile_threads
 from squall_inductor.symbolic import SYMBOLIC_CONFIG, SymbolicSpec, guards_source, spec_examples, trace_symbolically
+from squall_inductor.timeline import mark
 
 
 def lift_constants(graph: Any) -> list:
@@ -89,10 +89,13 @@ def _compiled(graph: Any, args: list, constants: list, path: str) -> tuple[Calla
     that compiles but cannot run fails here, not in the user's process) and saved at `path`, with
     its direct bundle made under the same settings (its kernels are found built, not built again)."""
     artifact = standalone_compile(graph, [*args, *constants], dynamic_shapes="from_example_inputs", options={})
+    mark("worker: lowered and compiled (standalone_compile)")
     compiled = (lambda *a: artifact(*a, *constants)) if constants else artifact
     compiled(*args)
+    mark("worker: first run")
     artifact.save(path=path, format="binary")
     bundle, _ = direct_bundle(artifact._compiled_fn, [*args, *constants])
+    mark("worker: saved, direct bundle checked")
     return compiled, bundle
 
 
@@ -116,6 +119,7 @@ def compile_static(fn: Callable, layouts: Sequence[Layout], time_budget_s: float
     args = examples_for(layouts)
     graph = views_as_reshapes(make_fx(fn, tracing_mode="fake")(*args))
     constants = lift_constants(graph)
+    mark("worker: FX graph traced (make_fx)")
     done = None
     if one_unit and all(torch.device(device).type == "cpu" for *_, device in layouts) and not inductor_config.cpp_wrapper:
         try:
@@ -155,79 +159,42 @@ def compile_symbolic(fn: Callable, spec: SymbolicSpec, path: str) -> tuple[str, 
     return source, constants
 
 
-def _warm_up_region(x: torch.Tensor) -> torch.Tensor:
-    return torch.relu(x * 2.0 + 1.0).sum(-1)
-
-
-def probe_vector_isa() -> None:
-    """inductor's vector-ISA probe with one test build instead of one per instruction set.
-
-    inductor builds and loads a test program for every instruction set the CPU lists (on an
-    AVX-512 machine: three, 1-3 s each), then picks the first that passed, in its own order. Here
-    the first the CPU lists is built and loaded alone; where it passes, inductor's list is made
-    with the others taken as passing too (`cpp.vec_isa_ok`), so it picks the same one, and the
-    list is kept for the process. Where it fails, or where a setting picks another
-    (ATEN_CPU_CAPABILITY, cpp.simdlen, cpp.vec_isa_ok), inductor probes as it would."""
-    if (os.environ.get("ATEN_CPU_CAPABILITY") or inductor_config.cpp.simdlen is not None
-            or inductor_config.cpp.vec_isa_ok is not None or platform.machine() not in ("x86_64", "AMD64")):
-        return
-    flags = cpu_vec_isa.x86_isa_checker()
-    listed = [isa for isa in cpu_vec_isa.supported_vec_isa_list if all(f in flags for f in str(isa).split())]
-    if listed and listed[0]:  # its test build and load
-        with inductor_config.patch({"cpp.vec_isa_ok": True}):
-            cpu_vec_isa.valid_vec_isa_list()  # functools.cache: made once, here
-
-
-def warm_up() -> None:
-    """Pay inductor's one-time CPU costs before the first request: the vector-ISA probe (it builds
-    and loads a test program per instruction set the CPU has: about 8 s with a cold cache folder)
-    and the precompiled header every C++ compile includes (built at the first: about 2 s),
-    by compiling one tiny region. The worker starts at squall.jit (squall_inductor.executor's
-    `prepare`), so this runs while the first calls run on the torch plan; a failure here is left
-    for the first real request to report. On a machine with CUDA it warms nothing: its regions are
-    CUDA's, which need neither (on an H100 host the CPU probe alone took 27 s, and a CUDA model's
-    first fused call waited for it); a CPU region there pays these costs at its first compile."""
-    if torch.cuda.is_available():
-        return
-    try:
-        probe_vector_isa()
-        args = [torch.ones(4, 8)]
-        # the header the regions' compiles include: the C++ wrapper's where regions compile as one
-        # unit (gpt2's whole-model region then compiled in 6.6 s, against 9.9 s after the kernels' header)
-        with inductor_config.patch({"compile_threads": 1, "cpp_wrapper": one_unit_enabled()}):
-            graph = make_fx(_warm_up_region, tracing_mode="fake")(*args)
-            standalone_compile(graph, args, dynamic_shapes="from_example_inputs", options={})(*args)
-    except Exception:  # noqa: BLE001 - nothing depends on it but time
-        pass
-
-
-def main(fd: int) -> None:
-    """Serve compile requests on the socket `fd` until it closes."""
+def main(fd: int, started: float | None = None) -> None:
+    """Serve compile requests on the socket `fd` until it closes (`started`: when the worker's
+    interpreter started, seconds since the epoch, for the timeline)."""
+    mark("worker: interpreter started", at=started, cpu=0.0)
+    mark("worker: imports done")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the user's process's to handle
     conn = Connection(fd)
     conn.send(("ready", os.getpid()))
-    warm_up()  # a request sent meanwhile waits in the socket: it would pay these costs anyway
+    warm_up = WarmUp()
+    warm_up.start()
     while True:
+        if not conn.poll(HEADER_AFTER_IDLE_S):  # idle: the precompiled header, for the compiles after (once)
+            warm_up.build_header()
         try:
             request = conn.recv()
         except (EOFError, OSError):
             return  # the user's process closed the socket, or is gone
         kind, payload, shapes, config, num_threads, time_budget_s, path = request
+        mark("worker: request received")
         try:
             torch.set_num_threads(num_threads)
             fn = load_region(payload)
             # the user's process's inductor settings; compiler processes as compile_threads() allows
             with inductor_config.patch({**config.get("changed", {}), "compile_threads": compile_threads()}):
                 if kind == "compile_symbolic":
-                    guards, constants = compile_symbolic(fn, shapes, path)
+                    guards, constants = warm_up.compile(lambda: compile_symbolic(fn, shapes, path))
                     reply: tuple = ("ok", guards, None, pickle.dumps(constants), None)
                 else:
-                    torch_s, inductor_s, constants, bundle = compile_static(fn, shapes, time_budget_s, path,
-                                                                           one_unit=config.get("environment", {}).get("one unit", False))
+                    one_unit = config.get("environment", {}).get("one unit", False)
+                    torch_s, inductor_s, constants, bundle = warm_up.compile(
+                        lambda: compile_static(fn, shapes, time_budget_s, path, one_unit=one_unit))
                     reply = ("ok", torch_s, inductor_s, pickle.dumps(constants), bundle)
         except Exception as e:  # noqa: BLE001 - any failure is the parent's to report (it falls back to torch)
             text = str(e).strip()
             reply = ("error", f"{type(e).__name__}: {text.splitlines()[0] if text else ''}")
+        mark("worker: reply ready")
         try:
             conn.send(reply)
         except (EOFError, OSError):

@@ -311,37 +311,120 @@ def test_no_worker_starts_where_inductor_is_left_out_or_compiles_in_process(monk
 _ISA_PROBE = """
 import torch
 from torch._inductor import cpu_vec_isa
-from squall_inductor.worker_main import probe_vector_isa
+from squall_inductor.warm_up import WarmUp, forget_vector_isa, guess_vector_isa
 builds = []
-fail_first = {fail_first}
+failing = {failing!r}  # the instruction sets whose test builds and compiles fail here
 def check_build(self, code):
     builds.append(str(self))
-    return not (fail_first and len(builds) == 1)
+    return str(self) not in failing
 cpu_vec_isa.VecISA.check_build = check_build
 if {ours}:
-    probe_vector_isa()
-print(repr((str(cpu_vec_isa.pick_vec_isa()), [str(i) for i in cpu_vec_isa.valid_vec_isa_list()], builds)))
+    warm_up = WarmUp()
+    warm_up.isa_guessed = guess_vector_isa()
+    guessed, built_for_guess = str(cpu_vec_isa.pick_vec_isa()), len(builds)
+    def region_compile():  # a compile fails where the picked set is one this compiler cannot build
+        if str(cpu_vec_isa.pick_vec_isa()) in failing:
+            raise RuntimeError("CppCompileError")
+        return str(cpu_vec_isa.pick_vec_isa())
+    compiled_for = warm_up.compile(region_compile, with_header=True)
+    print(repr((guessed, built_for_guess, compiled_for, [str(i) for i in cpu_vec_isa.valid_vec_isa_list()])))
+else:
+    print(repr((str(cpu_vec_isa.pick_vec_isa()), [str(i) for i in cpu_vec_isa.valid_vec_isa_list()])))
 """
 
 
-@needs_cpu_inductor
-@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="the probe shortcut is for x86 CPUs")
-@pytest.mark.parametrize("fail_first", [False, True])
-def test_the_worker_probes_one_vector_isa_and_picks_what_inductor_would(fail_first):
-    def probe(ours: bool) -> tuple:
-        script = _ISA_PROBE.format(fail_first=fail_first, ours=ours)
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
-                              env={k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"})
-        assert done.returncode == 0, done.stderr
-        return eval(done.stdout.strip().splitlines()[-1])
+def _probe(ours: bool, failing: tuple[str, ...]) -> tuple:
+    script = _ISA_PROBE.format(failing=failing, ours=ours)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          env={k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"})
+    assert done.returncode == 0, done.stderr
+    return eval(done.stdout.strip().splitlines()[-1])
 
-    inductors, ours = probe(False), probe(True)
-    assert ours[:2] == inductors[:2]  # the same instruction set picked, from the same list
-    if not fail_first:  # fewer test builds: the later sets are not built (their bf16 checks still are)
-        assert len(ours[2]) < len(inductors[2]) or len(inductors[1]) == 1
-        assert ours[2].count(ours[1][-1]) < inductors[2].count(inductors[1][-1]) or len(inductors[1]) == 1
-    else:  # the first failed: inductor's own probe of every listed set
-        assert ours[2][1:] == inductors[2][1:]
+
+@needs_cpu_inductor
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="the guess is for x86 CPUs")
+def test_the_worker_guesses_the_vector_isa_inductor_would_pick_without_a_test_build():
+    picked, listed = _probe(False, ())
+    guessed, builds, compiled_for, guessed_list = _probe(True, ())
+    assert (guessed, compiled_for, guessed_list) == (picked, picked, listed)
+    assert builds == 0
+
+
+@needs_cpu_inductor
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="the guess is for x86 CPUs")
+def test_a_compile_that_fails_for_the_guessed_vector_isa_is_repeated_after_inductors_own_probe():
+    first, listed = _probe(False, ())
+    if first == "INVALID_VEC_ISA" or len(listed) < 2:
+        pytest.skip("this CPU lists fewer than two vector instruction sets")
+    # the compiler cannot build the set the CPU's flags suggest: inductor's probe drops it
+    picked, probed_list = _probe(False, (first,))
+    guessed, _, compiled_for, final_list = _probe(True, (first,))
+    assert guessed == first and picked != first
+    assert (compiled_for, final_list) == (picked, probed_list)
+
+
+def test_a_compile_that_fails_for_another_reason_raises_its_own_error_after_one_probe():
+    from squall_inductor.warm_up import WarmUp
+
+    warm_up, calls = WarmUp(), []
+    warm_up.isa_guessed = True
+
+    def failing():
+        calls.append(1)
+        raise ValueError("a region inductor cannot lower")
+
+    with pytest.raises(ValueError, match="cannot lower"):
+        warm_up.compile(failing, with_header=True)
+    assert len(calls) == 1 and not warm_up.isa_guessed  # the probe picked the same set: no second try
+    with pytest.raises(ValueError, match="cannot lower"):
+        warm_up.compile(failing, with_header=True)
+    assert len(calls) == 2  # no guess left to blame: no probe, no retry
+
+
+@needs_cpu_inductor
+def test_regions_compile_without_the_precompiled_header_until_an_idle_worker_built_it(monkeypatch):
+    import torch._inductor.config as inductor_config
+    import squall_inductor.warm_up
+    from squall_inductor.warm_up import WarmUp
+
+    monkeypatch.setattr(squall_inductor.warm_up, "guess_vector_isa", lambda: False)  # this process's ISA verdicts stay inductor's
+    warm_up = WarmUp()
+    warm_up.start()
+    assert not warm_up.header_built
+    assert warm_up.compile(lambda: inductor_config.cpp_cache_precompile_headers) is False  # no header build on its way
+    warm_up.build_header()  # the worker was idle
+    assert warm_up.header_built
+    assert warm_up.compile(lambda: inductor_config.cpp_cache_precompile_headers) is inductor_config.cpp_cache_precompile_headers
+
+
+@needs_cpu_inductor
+def test_the_timeline_records_the_workers_steps_in_order_and_nothing_when_unset(monkeypatch, tmp_path):
+    from squall_inductor.timeline import TIMELINE_ENV, mark, read_timeline
+
+    monkeypatch.delenv(TIMELINE_ENV, raising=False)
+    mark("unseen")  # no timeline asked for: no file anywhere, no error
+    path = tmp_path / "timeline.txt"
+    monkeypatch.setenv(TIMELINE_ENV, str(path))
+    worker = CompileWorker()  # a fresh worker inherits the setting
+    try:
+        fn, source = _region("def region(x):\n  return (torch.exp(x) * 3 - 1,)\n", torch=torch)
+        x = torch.randn(4, 5)
+        region = CompiledRegion(fn, [x], compile=RegionCompiler(fn, source, worker=worker))
+        torch.testing.assert_close(region(x), (torch.exp(x) * 3 - 1,))
+    finally:
+        worker.close()
+    steps = read_timeline(str(path))
+    ours = [step for _, pid, _, step in steps if pid == os.getpid()]
+    theirs = [(step, cpu) for _, pid, cpu, step in steps if pid == worker.pid]
+    assert ours[:1] == ["user: worker spawned"] and "user: region sent" in ours and "user: reply received" in ours
+    names = [step for step, _ in theirs]
+    for earlier, later in [("worker: interpreter started", "worker: imports done"), ("worker: imports done", "worker: request received"),
+                           ("worker: request received", "worker: FX graph traced (make_fx)"),
+                           ("worker: FX graph traced (make_fx)", "worker: reply ready")]:
+        assert names.index(earlier) < names.index(later), names
+    cpus = [cpu for _, cpu in theirs]
+    assert cpus[0] == 0.0 and cpus == sorted(cpus)  # CPU seconds used so far: never less than at an earlier step
+    assert "unseen" not in names + ours
 
 
 @pytest.mark.parametrize("setting, expected", [("3", 3), (" 12 ", 12), ("0", None), ("-2", None), ("many", None), ("", None)])
