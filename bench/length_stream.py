@@ -69,6 +69,7 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import sys
@@ -174,10 +175,43 @@ def _upgrading_at_once(fn: Callable) -> Callable:
     return call
 
 
-def run_stream(fn: Callable, stream: list[torch.Tensor]) -> tuple[float, list[torch.Tensor]]:
+def run_stream(fn: Callable, stream: list[torch.Tensor]) -> tuple[float, list[torch.Tensor], list[tuple[str, float]]]:
+    """The stream through `fn`: its wall time, its outputs, and per call what it did (for squall:
+    "compile", "rented" (eager while a 0/1 variant waits, squall.runtime.ski_rental) or "hit";
+    "eager" for the others) and the calling thread's CPU time it took."""
+    gc.collect()  # the last contender's garbage is not this one's to collect
+    try:
+        stats = jitted_state(getattr(fn, "__wrapped__", fn)).stats
+    except TypeError:  # eager, torch.compile
+        stats = None
+    outs, calls = [], []
     start = time.perf_counter()
-    outs = [fn(input_ids=x).last_hidden_state for x in stream]
-    return time.perf_counter() - start, outs
+    for x in stream:
+        before = (stats.misses, stats.eager_before_compile) if stats is not None else None
+        cpu = time.thread_time()
+        outs.append(fn(input_ids=x).last_hidden_state)
+        cpu = time.thread_time() - cpu
+        kind = "eager" if stats is None else "compile" if stats.misses > before[0] else "rented" if stats.eager_before_compile > before[1] else "hit"
+        calls.append((kind, cpu))
+    return time.perf_counter() - start, outs, calls
+
+
+def print_calls(name: str, stream: list[torch.Tensor], calls: list[tuple[str, float]], warm: list[tuple[str, float]],
+                eager_warm: list[tuple[str, float]]) -> None:
+    """One contender's stream call by call, on the calling thread's CPU time: its compiles, rented
+    calls and hits in the first pass, then per batch size its warm calls against eager's."""
+    parts = []
+    for kind in ("compile", "rented", "hit", "eager"):
+        took = [cpu for k, cpu in calls if k == kind]
+        if took:
+            parts.append(f"{len(took)} {kind} {sum(took) * 1e3:.1f} ms")
+    print(f"  {name}: first pass CPU {sum(c for _, c in calls) * 1e3:.1f} ms = " + ", ".join(parts))
+    for batch in sorted({x.shape[0] for x in stream}):
+        at = [i for i, x in enumerate(stream) if x.shape[0] == batch]
+        first = sum(calls[i][1] for i in at)
+        w, e = sum(warm[i][1] for i in at), sum(eager_warm[i][1] for i in at)
+        kinds = ", ".join(f"{sum(calls[i][0] == k for i in at)} {k}" for k in ("compile", "rented", "hit") if any(calls[i][0] == k for i in at))
+        print(f"    batch {batch}: {len(at):>2} calls, first pass {first * 1e3:5.1f} ms ({kinds or 'eager'}); warm {w * 1e3:5.1f} ms, eager's {e * 1e3:5.1f} ms ({w / e:.2f}x)")
 
 
 def main() -> None:
@@ -186,6 +220,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dim", type=int, default=32)
     parser.add_argument("--no-torch-compile", action="store_true")
+    parser.add_argument("--calls", action="store_true", help="also each contender's calls: compiles, rented, hits, per batch size")
     opts = parser.parse_args()
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
@@ -195,6 +230,8 @@ def main() -> None:
     builders = contenders(model, not opts.no_torch_compile)
     cold: dict[str, list[float]] = {name: [] for name in builders}
     warm: dict[str, list[float]] = {name: [] for name in builders}
+    cpu: dict[str, list[float]] = {name: [] for name in builders}
+    per_call: dict[str, tuple[float, list, list]] = {}  # the round of least CPU time: its calls, then its warm calls
     compiles: dict[str, int] = {}
     worst: dict[str, float] = {}
     with torch.no_grad():
@@ -202,21 +239,29 @@ def main() -> None:
         for _ in range(opts.rounds):
             for name, build in builders.items():
                 fn, count = build()
-                seconds, outs = run_stream(fn, stream)
+                seconds, outs, calls = run_stream(fn, stream)
                 cold[name].append(seconds)
+                cpu[name].append(sum(c for _, c in calls))
                 compiles[name] = count()
                 worst[name] = max(float((a - e).abs().max()) for a, e in zip(outs, expected))
-                warm[name].append(run_stream(fn, stream)[0])
+                seconds, _, warm_calls = run_stream(fn, stream)
+                warm[name].append(seconds)
+                if name not in per_call or cpu[name][-1] < per_call[name][0]:
+                    per_call[name] = (cpu[name][-1], calls, warm_calls)
                 if name.startswith("squall"):
                     squall.wait_for_upgrades(getattr(fn, "__wrapped__", fn))  # the next contender's time is its own
     load = os.getloadavg()
     print(f"length stream: DistilBERT dim {opts.dim}, {opts.batches} batches of batch size 1/4/8 and length 8-128; "
           f"one thread; best of {opts.rounds} rounds; load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
-    print(f"  {'contender':30}{'total (compiles in)':>20}{'vs eager':>10}{'compiles':>10}{'warm stream':>13}{'vs eager':>10}{'max |diff|':>12}")
-    base_cold, base_warm = min(cold["eager"]), min(warm["eager"])
+    print(f"  {'contender':30}{'total (compiles in)':>20}{'vs eager':>10}{'CPU':>9}{'vs eager':>10}{'compiles':>10}{'warm stream':>13}{'vs eager':>10}{'max |diff|':>12}")
+    base_cold, base_warm, base_cpu = min(cold["eager"]), min(warm["eager"]), min(cpu["eager"])
     for name in builders:
-        c, w = min(cold[name]), min(warm[name])
-        print(f"  {name:30}{c:>19.3f}s{c / base_cold:>9.2f}x{compiles[name]:>10}{w:>12.3f}s{w / base_warm:>9.2f}x{worst[name]:>12.1e}")
+        c, w, t = min(cold[name]), min(warm[name]), min(cpu[name])
+        print(f"  {name:30}{c:>19.3f}s{c / base_cold:>9.2f}x{t:>8.3f}s{t / base_cpu:>9.2f}x{compiles[name]:>10}{w:>12.3f}s{w / base_warm:>9.2f}x{worst[name]:>12.1e}")
+    if opts.calls:
+        print("call by call (each contender's round of least CPU time; CPU time of the calling thread):")
+        for name in builders:
+            print_calls(name, stream, per_call[name][1], per_call[name][2], per_call["eager"][2])
 
 
 if __name__ == "__main__":

@@ -209,7 +209,9 @@ class Runtime(Replans):
             try:
                 return runner(*args, **kwargs)
             finally:
-                upgrade_worker.default_worker().watch(upgrade, _heat(record, entry, start, time.perf_counter() - start))
+                # (its heat counts no more than the time since this call started: not hot before start + HOT_S)
+                upgrade_worker.default_worker().watch(upgrade, _heat(record, entry, start, time.perf_counter() - start),
+                                                      not_before=start + upgrade_worker.HOT_S)
 
         return first_call_then_upgrade
 
