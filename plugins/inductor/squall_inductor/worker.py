@@ -85,6 +85,18 @@ def one_unit_enabled() -> bool:
     return env_flag("SQUALL_INDUCTOR_ONE_UNIT", True)
 
 
+def compile_threads() -> int:
+    """How many compiler processes one region's compile may use (SQUALL_INDUCTOR_COMPILE_THREADS, a
+    positive integer): by default half the machine's cores, at least one. A CUDA region's Triton
+    kernels then compile side by side on a many-core GPU host (one at a time, llama's whole-model
+    region took 4x torch.compile's compile time on an H100), while a 2-core machine keeps its other
+    core for the user's calls."""
+    value = os.environ.get("SQUALL_INDUCTOR_COMPILE_THREADS", "").strip()
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
 def subprocess_enabled() -> bool:
     """Whether regions compile in the worker process (SQUALL_INDUCTOR_SUBPROCESS, default on)."""
     return env_flag("SQUALL_INDUCTOR_SUBPROCESS", True)

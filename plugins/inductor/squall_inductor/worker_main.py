@@ -37,7 +37,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from squall_inductor.choices import best_time
 from squall_inductor.direct_build import direct_bundle
 from squall_inductor.regions import Layout, examples_for, load_region, views_as_reshapes
-from squall_inductor.worker import one_unit_enabled
+from squall_inductor.worker import compile_threads, one_unit_enabled
 from squall_inductor.symbolic import SYMBOLIC_CONFIG, SymbolicSpec, guards_source, spec_examples, trace_symbolically
 
 
@@ -184,7 +184,11 @@ def warm_up() -> None:
     and the precompiled header every C++ compile includes (built at the first: about 2 s),
     by compiling one tiny region. The worker starts at squall.jit (squall_inductor.executor's
     `prepare`), so this runs while the first calls run on the torch plan; a failure here is left
-    for the first real request to report."""
+    for the first real request to report. On a machine with CUDA it warms nothing: its regions are
+    CUDA's, which need neither (on an H100 host the CPU probe alone took 27 s, and a CUDA model's
+    first fused call waited for it); a CPU region there pays these costs at its first compile."""
+    if torch.cuda.is_available():
+        return
     try:
         probe_vector_isa()
         args = [torch.ones(4, 8)]
@@ -212,8 +216,8 @@ def main(fd: int) -> None:
         try:
             torch.set_num_threads(num_threads)
             fn = load_region(payload)
-            # the user's process's inductor settings, one compiler thread (this worker has one core's share)
-            with inductor_config.patch({**config.get("changed", {}), "compile_threads": 1}):
+            # the user's process's inductor settings; compiler processes as compile_threads() allows
+            with inductor_config.patch({**config.get("changed", {}), "compile_threads": compile_threads()}):
                 if kind == "compile_symbolic":
                     guards, constants = compile_symbolic(fn, shapes, path)
                     reply: tuple = ("ok", guards, None, pickle.dumps(constants), None)

@@ -24,7 +24,7 @@ from squall.extend import load_source  # noqa: E402
 from squall_inductor import CompiledRegion, InductorExecutor  # noqa: E402
 from squall_inductor.regions import load_region, region_payload  # noqa: E402
 from squall_inductor.symbolic import SymbolicSpec, guard_function  # noqa: E402
-from squall_inductor.worker import CompileWorker, RegionCompiler, default_worker  # noqa: E402
+from squall_inductor.worker import CompileWorker, RegionCompiler, compile_threads, default_worker  # noqa: E402
 
 needs_cpu_inductor = pytest.mark.skipif(squall_inductor.cpp_compiler() is None, reason="no C++ compiler for inductor's CPU backend")
 
@@ -342,3 +342,9 @@ def test_the_worker_probes_one_vector_isa_and_picks_what_inductor_would(fail_fir
         assert ours[2].count(ours[1][-1]) < inductors[2].count(inductors[1][-1]) or len(inductors[1]) == 1
     else:  # the first failed: inductor's own probe of every listed set
         assert ours[2][1:] == inductors[2][1:]
+
+
+@pytest.mark.parametrize("setting, expected", [("3", 3), (" 12 ", 12), ("0", None), ("-2", None), ("many", None), ("", None)])
+def test_compile_threads_reads_a_positive_count_and_otherwise_takes_half_the_cores(monkeypatch, setting, expected):
+    monkeypatch.setenv("SQUALL_INDUCTOR_COMPILE_THREADS", setting)
+    assert compile_threads() == (expected if expected is not None else max(1, (os.cpu_count() or 2) // 2))
