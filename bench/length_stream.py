@@ -71,6 +71,19 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   torch.compile(dynamic=True) 4.61 s (105x), warm 0.73x; torch.compile() 2.99 s (68x).
   Skipping the static first compile (dynamic=True) saves less than it costs to trace every size
   symbolic: the total stays above eager's with either policy.
+- dynamic=True rents its batches of 1 too (streampolicy), main and the branch in alternate
+  processes, load 11-13, the calling thread's CPU time, best of 4: eager 50-54 ms; squall(dynamic=True)
+  1.27-1.30x -> 1.09-1.14x (2 compiles, the second the batch of 1's, 29 ms -> 1 compile, 17 ms,
+  and 15 rented calls, 15 ms); the default unchanged, 1.33-1.35x (2 compiles, 26-29 ms; 15 rented
+  calls 14-15 ms; 23 hits 27 ms against eager's 36-40 ms for those batches). Call by call: a rented
+  batch of 1 costs what eager's does (interleaved, 11.5-12.1 ms against 10.6-12.2 ms for 14), its
+  first 0.4 ms more; a warm hit 0.68-0.8x eager's at batch 4 and 8, 0.55-0.6x at batch 1. Where
+  the total goes: the hits save at most a third of eager's time for batches of 4 and 8 (about 9 ms
+  quiet) and a rented batch of 1 saves nothing, so the total is at or under eager's only once
+  the compiles take less than about 9 ms together: one compile of today's 12-14 ms (quiet) does not fit,
+  whichever the policy (dynamic=True's one compile included); a batch of 1 served by the symbolic
+  entry would save 4 ms more, still short. The background upgrade takes nothing from a 40-batch
+  stream at a quiet load: its entries are not hot (50 ms of calls) before it ends.
 """
 from __future__ import annotations
 
