@@ -84,6 +84,12 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   whichever the policy (dynamic=True's one compile included); a batch of 1 served by the symbolic
   entry would save 4 ms more, still short. The background upgrade takes nothing from a 40-batch
   stream at a quiet load: its entries are not hot (50 ms of calls) before it ends.
+  The default's 15 batches of 1 take about as much eager time (10-12 ms) as the compile their
+  rental is measured against (11-14 ms), so it compiles them near the stream's end in some rounds
+  and not in others (2 or 3 compiles, 1.4x or 1.7x). Each contender's stream now starts with a
+  `gc.collect()`: a full collection of the last contender's garbage inside a compile made that
+  compile, and so the rental's budget, look longer (without it, load 5-6: 2, 2, 3 compiles in
+  three runs; with it: 3, 3, 3; squall(dynamic=True) 1.14-1.20x CPU with it, 1.29-1.46x without).
 """
 from __future__ import annotations
 
