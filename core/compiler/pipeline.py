@@ -22,6 +22,7 @@ from ..trace import Trace
 from .autograd import autograd_function, calling_trace
 from .checking import ExecutorFault, checked_call, needs_check
 from .codegen import GeneratedFunction, generate
+from .collection import collection_paused
 from .grad_rules import default_grad_rules
 from .gradients import GradRule, NoGradRule, differentiate
 from .passes import free_after_last_use
@@ -135,7 +136,8 @@ def compile_program(
     """
     seconds: dict[str, Any] = {}
     start = time.perf_counter()
-    traced, bindings = trace_program(fn, args, kwargs, module=module, same_as=same_as, strict=strict, dynamic=dynamic, dims=dims)
+    with collection_paused():  # (squall.compiler.collection: what a trace allocates survives it)
+        traced, bindings = trace_program(fn, args, kwargs, module=module, same_as=same_as, strict=strict, dynamic=dynamic, dims=dims)
     seconds["trace"] = time.perf_counter() - start
     if on_traced is not None:
         on_traced(traced)

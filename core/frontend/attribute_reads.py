@@ -45,7 +45,7 @@ class AttributeReads:
             return self._reached(value, f"{self._dict_expr(info)}['training']", f"the training flag of {info.label}")
         if name in _MODULE_INTERNALS or name == "__dict__":
             return value  # bookkeeping; the jitted tree's training flags are in the cache key
-        if isinstance(value, TensorProxy) or (info.in_tree and real_tensor(value)):
+        if type(value) is TensorProxy or (info.in_tree and real_tensor(value)):
             return value  # a tensor attribute of the jitted tree: an input, read at every call
         if type(value) is torch.Tensor and self.tensor_input is not None and info.dict is not None and info.dict.get(name) is value:
             return self._tensor_attribute(info, name, value)

@@ -335,12 +335,45 @@ def _view_call(self, *args, **kwargs):
     # called as a function: a module's call notes the global hooks it would run; a user
     # class's __call__ runs as a recording copy, as its other methods do
     info = _info(self)
-    call = type(info.real).__call__
+    cls = type(info.real)
+    call = cls.__call__
     if isinstance(info.real, torch.nn.Module) and info.recorder._global_hooks_run():
         return self.forward(*args, **kwargs)  # they make the program run eagerly: not traced
+    if call is _MODULE_CALL and _hookless_module_call(info, cls):
+        # nn.Module's own call of a module without hooks, its reads made as its Python makes them
+        # (the forward, then each hook dict, recorded as empty) without its two frames and their
+        # reads of torch's own class attributes: a compile's module calls cost a tenth of it
+        forward = self.forward
+        for name in _MODULE_HOOK_DICTS:
+            info.recorder._read_attribute(info, name, info.dict[name])
+        return forward(*args, **kwargs)
     if _user_function(call):
         call = info.recorder._recording_function(call)
     return call(self, *args, **kwargs)
+
+
+_MODULE_CALL = torch.nn.Module.__call__  # _wrapped_call_impl
+_MODULE_CALL_IMPL = torch.nn.Module._call_impl
+# the hook dicts nn.Module._call_impl reads, in its order (all of them where every one is empty)
+_MODULE_HOOK_DICTS = ("_backward_hooks", "_backward_pre_hooks", "_forward_hooks", "_forward_pre_hooks")
+
+
+def _hookless_module_call(info: _ViewInfo, cls: type) -> bool:
+    """Whether calling the module `info` stands for runs nn.Module's `_wrapped_call_impl` and
+    `_call_impl` straight to `self.forward(...)`: neither overridden nor compiled
+    (`module.compile()`), no TorchScript tracing, and its four hook dicts its own, unwritten and
+    empty (the global hooks are checked by the caller). Their reads through the view would
+    record nothing but the four hook dicts."""
+    d = info.dict
+    if d is None or info.writes or "_compiled_call_impl" in d or cls._call_impl is not _MODULE_CALL_IMPL:
+        return False
+    if cls._compiled_call_impl is not None or cls.__getattribute__ is not torch.nn.Module.__getattribute__ or torch._C._get_tracing_state():
+        return False
+    for name in _MODULE_HOOK_DICTS:
+        held = d.get(name)
+        if held is None or held or getattr(cls, name, _MISSING) is not _MISSING:
+            return False
+    return True
 
 
 def _view_new(cls, *args, **kwargs):

@@ -1,0 +1,179 @@
+"""One compile of the length stream's model, phase by phase, on the calling thread's CPU time.
+
+Run: python bench/compile_phases.py [--repeat 15] [--dim 32] [--executors torch] [--cold-sources]
+
+The model is bench/length_stream.py's (DistilBERT, 2 layers, --dim wide), called under
+`torch.no_grad()` as the stream calls it. Each sample builds a fresh `squall.jit` and times its
+first call (the miss: trace, plan, generate, guards, runner, the compile record, the program's
+first run), static (automatic dynamic's first compile) and with every size symbolic
+(`dynamic=True`), the two taking turns so that load on a shared machine falls on both alike.
+The table has each phase's best sample (so the phases need not add up to the total's best) and
+its median, in ms of `time.thread_time()`:
+
+- trace: `trace_program` (the program run on proxies through the state views);
+- plan: the planner; codegen: freeing after last use and the generated source's `compile()`;
+- record: the compile record (squall.runtime.rage: its start and its finish);
+- run: the compiled program called again on the same input (what the first call's own run costs);
+- rest: total - the above (guards, the cache's entry and runner, the first call's run);
+- gc: of the total, the cyclic garbage collector's collections (gc.callbacks).
+
+The jitted functions stay alive (the last 20), as a program keeps its compiled entries, so the
+collector sees what it sees in one. The table's best samples are those the collector spared:
+the mean is what a stream of compiles pays. Generated source is compiled once per process
+and text (squall.sources): `--cold-sources` forgets it before each sample, as a process's
+first compile of a program finds it (what `compile()` costs, in codegen and rest).
+
+The phases are timed by wrapping the pipeline's functions in this process only (a few µs each).
+Also printed: the traced program's operations and the µs of trace per operation.
+
+Measured (tracespeed3, 2026-11-26, main and the branch in alternate processes, --repeat 10,
+load 8.8-9.2, so CPU time; ms, best / mean):
+- static: total 10.2-10.4 / 32-33 -> 9.7-10.3 / 10.4-10.8; trace 6.9-7.2 -> 6.4-6.7 (54 ops:
+  129-134 -> 118-124 µs an op); collections 0.3 / 22 -> 0.3 / 0.4 (main's mean holds one full
+  collection of the heap, about 200 ms, in 10 compiles); rest 0.9 -> 1.3-1.4 (the collection the
+  trace put off runs after it).
+- dynamic=True: total 11.2-11.5 / 12.1-12.8 -> 11.2 / 13.1; trace 7.8-8.0 -> 7.1-7.2.
+- Where a trace goes (branch, instrumented): 55 torch calls dispatched, 3.2 ms, 2.6 ms of it the
+  torch-language ops (a first call of an op 50-270 µs: sdpa, layer_norm, embedding, linear; a
+  replayed one 12-30 µs); 400 attribute reads through the state views, 2.4 ms (about 6 µs a read:
+  the class lookup, the guard's text, the read's record); the rest is the program's own Python,
+  the RNG snapshots (numpy's get_state alone is about 0.1 ms, twice), the recorder's finish
+  (0.25 ms) and the module's slots (0.1-0.2 ms, twice a compile).
+- --cold-sources adds about 2 ms a compile: Python's compile() of the computation (1.3 ms for
+  9.7k characters) and of the state check (2.3 ms for one 7k-character expression), which a
+  process pays at its first compile of a program and the length stream's later rounds do not.
+- The collector, toggled in one process (bench loop of 80 compiles, 20 kept, each with 5
+  calls after): mean 26.0 -> 18.5 ms static, 34.5 -> 16.3 ms symbolic; its collections 11.4
+  -> 3.8 and 18.8 -> 0.6 ms a compile. Medians and bests barely move: the collections it saves
+  are the rare big ones.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+import warnings
+from collections import defaultdict
+from collections.abc import Callable
+
+import torch
+
+import squall
+from squall import sources
+from squall.compiler import pipeline
+from squall.runtime import rage
+from squall.runtime.jit import jitted_state
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from length_stream import VOCAB, build_model, import_torchvision  # noqa: E402
+
+PHASES = ("trace", "plan", "codegen", "record")
+KEPT = 20  # jitted functions kept alive, as a program keeps its entries
+
+
+class PhaseClock:
+    """Thread CPU seconds spent inside the wrapped functions, per phase, for the current sample."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = defaultdict(float)
+        self.depth = 0
+
+    def wrap(self, phase: str, fn: Callable) -> Callable:
+        def timed(*args, **kwargs):
+            if self.depth:  # a phase inside another (generate inside the checked plan's): counted once
+                return fn(*args, **kwargs)
+            self.depth += 1
+            start = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.spent[phase] += time.thread_time() - start
+                self.depth -= 1
+
+        return timed
+
+
+def instrument(clock: PhaseClock) -> None:
+    pipeline.trace_program = clock.wrap("trace", pipeline.trace_program)
+    pipeline.plan = clock.wrap("plan", pipeline.plan)
+    pipeline.generate = clock.wrap("codegen", pipeline.generate)
+    pipeline.free_after_last_use = clock.wrap("codegen", pipeline.free_after_last_use)
+    rage.CompileRecord.__init__ = clock.wrap("record", rage.CompileRecord.__init__)
+    rage.CompileRecord.finish = clock.wrap("record", rage.CompileRecord.finish)
+
+
+class CollectorClock:
+    """Thread CPU seconds the cyclic garbage collector spent, since `clear`."""
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+        self._start = 0.0
+        gc.callbacks.append(self._note)
+
+    def _note(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._start = time.thread_time()
+        else:
+            self.spent += time.thread_time() - self._start
+
+
+def one_compile(model: torch.nn.Module, x: torch.Tensor, dynamic: bool, executors: list[str] | None, clock: PhaseClock,
+                collector: CollectorClock, kept: list, cold_sources: bool) -> dict[str, float]:
+    fn = squall.jit(model, executors=executors, dynamic=dynamic) if dynamic else squall.jit(model, executors=executors)
+    kept.append(fn)
+    del kept[:-KEPT]
+    if cold_sources:
+        sources._COMPILED.clear()
+    clock.spent.clear()
+    collector.spent = 0.0
+    with torch.no_grad():
+        start = time.thread_time()
+        fn(input_ids=x)
+        total = time.thread_time() - start
+        start = time.thread_time()
+        fn(input_ids=x)
+        run = time.thread_time() - start
+    sample = {phase: clock.spent.get(phase, 0.0) for phase in PHASES}
+    sample.update(run=run, total=total, rest=total - sum(sample.values()) - run, gc=collector.spent)
+    sample["ops"] = len(jitted_state(fn).last_entry.compilation.traced.bsyms)
+    return sample
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--dim", type=int, default=32)
+    parser.add_argument("--executors", default="torch", help="comma-separated, or 'default' for the installed defaults")
+    parser.add_argument("--cold-sources", action="store_true", help="forget compiled source text before each sample")
+    opts = parser.parse_args()
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    import_torchvision()
+    model = build_model(opts.dim)
+    x = torch.randint(1, VOCAB, (4, 40))
+    executors = None if opts.executors == "default" else opts.executors.split(",")
+    clock, collector, kept = PhaseClock(), CollectorClock(), []
+    instrument(clock)
+    samples: dict[str, list[dict[str, float]]] = {"static": [], "dynamic=True": []}
+    for _ in range(2):  # warm-up: imports, first-use caches
+        for name in samples:
+            one_compile(model, x, name != "static", executors, clock, collector, kept, opts.cold_sources)
+    for _ in range(opts.repeat):
+        for name in samples:
+            samples[name].append(one_compile(model, x, name != "static", executors, clock, collector, kept, opts.cold_sources))
+    cold = ", source compiled cold" if opts.cold_sources else ""
+    print(f"one compile of DistilBERT (dim {opts.dim}, 2 layers, input 4x40{cold}), thread CPU ms, best / mean of {opts.repeat}; load {os.getloadavg()[0]:.1f}")
+    columns = ("total", *PHASES, "run", "rest", "gc")
+    print(f"{'':14}" + "".join(f"{c:>15}" for c in columns) + f"{'ops':>6}{'trace µs/op':>13}")
+    for name, rows in samples.items():
+        cells = "".join(f"{min(r[c] for r in rows) * 1e3:7.2f} /{statistics.mean(r[c] for r in rows) * 1e3:6.2f}" for c in columns)
+        ops = rows[-1]["ops"]
+        per_op = min(r["trace"] for r in rows) / ops * 1e6 if ops else float("nan")
+        print(f"{name:14}{cells}{ops:6d}{per_op:13.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""What makes a compile cheaper must leave it as it was: the cyclic collector paused while a
+program is traced (squall.compiler.collection), and a hookless module called straight to its
+forward through its view (squall.frontend.state_views)."""
+from __future__ import annotations
+
+import gc
+import threading
+
+import pytest
+import torch
+
+import squall
+from squall.compiler import collection, pipeline
+from squall.frontend.tracing import trace_program
+from squall.runtime.jit import jitted_state
+
+
+@pytest.fixture
+def collector_enabled():
+    was = gc.isenabled()
+    gc.enable()
+    yield
+    (gc.enable if was else gc.disable)()
+
+
+def test_the_collector_is_paused_for_the_block_and_enabled_after_it(collector_enabled):
+    with collection.collection_paused():
+        assert not gc.isenabled()
+        with collection.collection_paused():  # nested: one pause
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_a_collector_the_process_disabled_stays_disabled(collector_enabled):
+    gc.disable()
+    with collection.collection_paused():
+        assert not gc.isenabled()
+    assert not gc.isenabled()
+
+
+def test_the_pause_ends_after_the_last_of_two_threads_tracing_at_once(collector_enabled):
+    inside, release = threading.Event(), threading.Event()
+
+    def other_trace():
+        with collection.collection_paused():
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=other_trace)
+    with collection.collection_paused():
+        thread.start()
+        assert inside.wait(10)
+    assert not gc.isenabled()  # the other thread still traces
+    release.set()
+    thread.join(10)
+    assert gc.isenabled()
+
+
+def test_the_pause_ends_when_the_traced_program_raises(collector_enabled):
+    def broken(x):
+        raise ValueError("the user's own error")
+
+    with pytest.raises(ValueError, match="the user's own error"):
+        pipeline.compile_program(broken, (torch.randn(2),), {}, executors=[])
+    assert gc.isenabled()
+
+
+def test_a_jitted_call_traces_with_the_collector_paused_and_matches_eager(collector_enabled, monkeypatch):
+    seen = []
+    real_trace = pipeline.trace_program
+
+    def watched(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real_trace(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "trace_program", watched)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 2))
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(squall.jit(model)(x), model(x))
+    assert seen == [False]
+    assert gc.isenabled()
+
+
+class _Twice(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Linear(4, 4)
+        self.outer = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.outer(self.inner(x))
+
+
+def _guard_labels(fn) -> list[str]:
+    state = jitted_state(fn)
+    compilation = state.last_entry.compilation
+    return state._guards(compilation).describe()
+
+
+def test_a_hook_added_after_the_compile_is_seen_by_the_submodule_call_guard():
+    model, x = _Twice(), torch.randn(2, 4)
+    jitted = squall.jit(model, executors=["torch"])
+    torch.testing.assert_close(jitted(x), model(x))
+    assert any("hooks of" in label for label in _guard_labels(jitted))
+    model.inner.register_forward_hook(lambda module, args, out: out * 3)
+    torch.testing.assert_close(jitted(x), model(x))  # eager's hook runs: the result is 3x inner's
+
+
+@pytest.mark.parametrize("where", ["pre hook", "compiled", "overridden _call_impl"])
+def test_a_submodule_with_hooks_or_its_own_call_path_is_called_as_torch_calls_it(where):
+    model, x = _Twice(), torch.randn(2, 4)
+    if where == "pre hook":
+        model.inner.register_forward_pre_hook(lambda module, args: (args[0] + 1,))
+    elif where == "compiled":
+        model.outer.compile(backend="eager")
+    else:
+        class Doubled(torch.nn.Linear):
+            def _call_impl(self, *args, **kwargs):
+                return super()._call_impl(*args, **kwargs) * 2
+        model.outer = Doubled(4, 4)
+    expected = model(x)
+    torch.testing.assert_close(squall.jit(model, executors=["torch"])(x), expected)
+
+
+def test_a_trace_through_hookless_submodules_reads_each_hook_dict_once_per_module():
+    model, x = _Twice(), torch.randn(2, 4)
+    trace, _ = trace_program(model, (x,), {}, module=model)
+    labels = [label for _, label in trace.context.state.guards._empty.values()]
+    # the global hook dicts, then each submodule's four, in the one emptiness check (squall.guard_set.stays_empty)
+    assert labels == ["the global module hooks"] * 4 + ["the hooks of submodule 'inner'"] * 4 + ["the hooks of submodule 'outer'"] * 4
