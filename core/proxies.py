@@ -529,11 +529,3 @@ def _install_methods() -> None:
 
 _install_methods()
 
-
-def _sym_torch_function(cls, func, types, args=(), kwargs=None):
-    # torch's argument parser takes an object with __torch_function__ where it wants a number,
-    # so `torch.arange(s)` on a symbolic size reaches the tracing context, as for a NumberProxy
-    return _require_context().dispatch(func, args, kwargs or {})
-
-
-SymInt.__torch_function__ = classmethod(_sym_torch_function)

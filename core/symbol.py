@@ -382,6 +382,10 @@ def snapshot(value: Any) -> Any:
     which print as literals."""
     t = type(value)
     if t in _SNAPSHOT_KEEPS:
+        if t is torch.Size and not all(type(v) is int for v in value):
+            # `torch.Size(x.shape)` holds the symbolic sizes themselves (torch takes them as its
+            # SymInts): recorded as a SymShape is, as the tuple of their expressions
+            return tuple(value)
         return value
     if t is tuple:
         for i, v in enumerate(value):

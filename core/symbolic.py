@@ -26,6 +26,8 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 __all__ = ["SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "concrete_value", "slice_indices", "guarded_int", "same_shape", "lone_symbol", "size_read"]
 
 # A term's atoms: ("s", name) for a size symbol, ("//", a, b) or ("%", a, b) for an opaque
@@ -230,6 +232,14 @@ class SymInt:
     """A size known only at run time: a polynomial over size symbols, with its traced value."""
 
     __slots__ = ("poly", "value", "env")
+
+    @property
+    def __class__(self):
+        # torch's argument parser takes a torch.SymInt where a size or a number goes without
+        # reading its value (an int-like object it probes with __index__, which would guard it),
+        # and only torch.SymInt lets a size first in varargs (`torch.ones(n, 4)`) parse; the
+        # tracing mode then receives the size itself. `type(n)` is still SymInt.
+        return torch.SymInt
 
     def __init__(self, poly: Poly, value: int, env: ShapeEnv):
         self.poly = poly

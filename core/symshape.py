@@ -13,8 +13,9 @@ where it is recorded as the tuple of sizes it holds).
 What reads the values: `str`, `repr`, `format` and `hash` give eager's text and hash of this
 call's sizes (`torch.Size([3, 7])`), each value read and guarded as `str(n)` is
 (`squall.symbolic`), so a program that keys a cache on `str(x.shape)` gets another key at another
-length; the program is then specialised on those sizes. `torch.Size(s)` reads them too (torch's
-own constructor takes only ints). A program that returns one gets a torch.Size of each call's sizes.
+length; the program is then specialised on those sizes. `torch.Size(s)` holds the symbolic sizes
+themselves (torch takes a SymInt as its own torch.SymInt), recorded as a SymShape is when passed
+on. A program that returns one gets a torch.Size of each call's sizes.
 """
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ comments, down to prims; every line carries the result's device, dtype and shape
 """
 from __future__ import annotations
 
+import collections
+import dataclasses
 import itertools
 import keyword
 import math
@@ -12,13 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.utils._pytree import MappingKey, SequenceKey, is_structseq_instance, tree_flatten, tree_flatten_with_path, tree_unflatten
+from torch.utils._pytree import SUPPORTED_NODES, MappingKey, _get_node_type, SequenceKey, is_structseq_instance, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 from .proxies import NumberProxy, TensorProxy, size_leaf, type_string, real_tensor
 from .symbolic import SymInt, source
 from .symbol import DEL, BoundSymbol, Tags
 
-__all__ = ["Trace", "ValuePrinter", "plain_scalar", "Itself", "Reached", "route_source", "route_value"]
+__all__ = ["Trace", "ValuePrinter", "plain_scalar", "Itself", "Reached", "route_source", "route_value", "pytree_container", "container_items", "rebuilt_container"]
 
 
 class Itself:
@@ -70,6 +72,36 @@ def route_value(route: tuple, args: tuple, kwargs: dict, offset: int = 0) -> Any
     for how, k in steps:
         x = x.__dict__[k] if how == "attr" else x[k]
     return x
+
+
+def pytree_container(x: Any) -> bool:
+    """Whether `x` is a container squall reads as torch's pytree flattens it, beyond the plain
+    list, tuple and dict it walks itself: a namedtuple or torch's structseq (a `torch.max`
+    result), a dict subclass torch's pytree knows (OrderedDict, defaultdict, transformers'
+    `ModelOutput`: a decoder's `encoder_outputs`), a deque. As an argument its tensors are
+    inputs of the program, keyed by their metadata, never constants of it (they were: a second
+    call with new values got the first call's result)."""
+    t = type(x)
+    if t is tuple or t is dict or t is list or not isinstance(x, (tuple, dict, collections.deque)):
+        return False
+    return _get_node_type(x) in SUPPORTED_NODES
+
+
+def container_items(x: Any) -> list[tuple[Any, Any]]:
+    """A `pytree_container`'s children with the subscript that reads each (`x[key]`): a dict's
+    keys, else positions; in the order its pytree flattening gives them."""
+    children, _ = SUPPORTED_NODES[_get_node_type(x)].flatten_fn(x)
+    keys = list(x.keys()) if isinstance(x, dict) else range(len(children))
+    if len(keys) != len(children):
+        raise TypeError(f"squall: a {type(x).__name__} argument flattens to {len(children)} items for its {len(keys)} keys, so squall cannot read its items by key")
+    return list(zip(keys, children))
+
+
+def rebuilt_container(x: Any, children: list) -> Any:
+    """A new container like the `pytree_container` `x` (its type, a defaultdict's factory, a
+    deque's maxlen) holding `children`, as torch's pytree rebuilds it."""
+    node = SUPPORTED_NODES[_get_node_type(x)]
+    return node.unflatten_fn(children, node.flatten_fn(x)[1])
 
 
 # Scalars whose `repr` is the builtin's own: a literal of one of these types is safe source.

@@ -27,11 +27,12 @@ from ..ltorch.base import DataDependentError, TorchLanguage, TracingMode
 from ..prims import copy_
 from ..proxies import NumberProxy, TensorProxy, size_leaf, tracing, real_tensor
 from ..symbolic import ShapeEnv, SymInt
-from ..trace import Trace
+from ..trace import Trace, container_items, pytree_container, rebuilt_container
 from .outputs import capture_output
 from .random_state import random_state_kept
 from .speculation import Speculation
 from .state_recorder import StateRecorder
+from .state_views import UnreplayableWrite
 from .views import ViewTracker
 
 __all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names", "ALL_DIMS", "NUMBER_SIZE", "state_dims_path"]
@@ -187,6 +188,35 @@ class InputBinding:
 NUMBER_SIZE = frozenset({None})
 
 
+def _container_stand_in(container: Any, children: list, records: list) -> Any:
+    """A `pytree_container` argument as the traced program gets it: one like it holding
+    `children` (its own, tensors as their proxies), noted in `records` with what it holds, to be
+    checked unwritten after the trace."""
+    if all(c is v for c, (_, v) in zip(children, container_items(container))):
+        return container
+    try:
+        copy = rebuilt_container(container, children)
+    except TypeError as e:
+        raise UnreplayableWrite(f"squall: a {type(container).__name__} argument cannot be remade from its items ({e}), so squall cannot trace the program with it") from e
+    records.append((copy, container_items(copy), list(getattr(copy, "__dict__", {}).items())))
+    return copy
+
+
+def _refuse_written_records(records: list) -> None:
+    """The program ran on stand-ins of its container arguments (`_container_stand_in`): one it
+    wrote into (an item set or added, an attribute set) would leave the caller's unchanged,
+    unlike eager, so it is refused (the calls of its signature run eagerly, with a warning)."""
+    for copy, items, attributes in records:
+        # compared by identity: a tensor's == would be an op of the program
+        if not (_same_items(container_items(copy), items) and _same_items(getattr(copy, "__dict__", {}).items(), attributes)):
+            raise UnreplayableWrite(f"squall: the program writes into a {type(copy).__name__} argument, which squall does not replay on the caller's")
+
+
+def _same_items(now: Any, before: list) -> bool:
+    now = list(now)
+    return len(now) == len(before) and all((a is b or type(a) is int and a == b) and v is w for (a, v), (b, w) in zip(now, before))
+
+
 def state_dims_path(owner: dict | None, key: str, route: tuple | None) -> tuple:
     """The path `DynamicDims` keys a tensor an argument object holds by: its route through the
     call's arguments (the same for every KV cache of one layout), else its owner's identity."""
@@ -316,6 +346,8 @@ def trace_program(
     same_as = same_as or {}
     by_path: dict[tuple, TensorProxy] = {}
 
+    records: list[tuple[Any, list, list]] = []  # container arguments as the program gets them (_container_stand_in)
+
     def proxify(x, path: tuple, hint: str):
         # a TensorProxy given as an input stands in for a tensor of its metadata (and name):
         # it lets a program be traced for a device this machine lacks
@@ -346,6 +378,11 @@ def trace_program(
         if type(x) is dict:
             # a key's own str() is not called: only plain names and numbers make the hint
             return {k: proxify(v, (*path, k), f"{hint}_{k if type(k) in (str, int) else i}") for i, (k, v) in enumerate(x.items())}
+        if pytree_container(x):
+            # a namedtuple, an OrderedDict, a ModelOutput (a decoder's `encoder_outputs`): one like
+            # it, its tensors inputs read at every call by subscript (kept, they were constants of the trace)
+            return _container_stand_in(x, [proxify(v, (*path, k), f"{hint}_{k if type(k) in (str, int) else i}")
+                                           for i, (k, v) in enumerate(container_items(x))], records)
         return x
 
     state_proxies: dict[int, TensorProxy] = {}
@@ -417,6 +454,7 @@ def trace_program(
                 with random_state_kept(ctx.state.code_objects):
                     result = target(*p_args, **p_kwargs)
                 result = ctx.state.finish(result)
+                _refuse_written_records(records)
             except (TypeError, RuntimeError) as error:
                 untraced = ltorch.collectives.untraced_c10d_error(error)
                 if untraced is None:

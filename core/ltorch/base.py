@@ -401,7 +401,8 @@ class TorchLanguage:
 
         def to_meta(x):
             if isinstance(x, TensorProxy):
-                return torch.empty(x.shape, dtype=x.dtype, device="meta")
+                # the op's output shape is learnt at these sizes: each is read and guarded
+                return torch.empty(tuple(map(guarded_int, x.shape)), dtype=x.dtype, device="meta")
             if real_tensor(x):
                 return x.to("meta")
             if type(x) is SymInt:  # a size as a number argument (fill_(x.shape[1])): torch takes ints only

@@ -35,6 +35,8 @@ __all__ = [
     "reshape_if_needed",
     "target_device",
     "on_device",
+    "count_operand",
+    "times_ratio",
 ]
 
 
@@ -308,3 +310,18 @@ _TYPE_NAMES = {
 def torch_type_name(dtype: torch.dtype) -> str:
     """The scalar type name torch's C++ messages use (Float, Long, ...)."""
     return _TYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
+def count_operand(n: int | SymInt) -> float | SymInt:
+    """A count of elements (a product of sizes) as a number to divide by: a float where it is a
+    constant, the size expression itself where symbolic, so the program divides by this call's
+    count (a batch norm's, a mean's) rather than guard the count's value (a compile per batch)."""
+    return n if type(n) is SymInt else float(n)
+
+
+def times_ratio(t: TensorProxy, numerator: int | SymInt, denominator: int | SymInt) -> TensorProxy:
+    """`t * (numerator / denominator)`: one factor where both are constants; where a size is
+    symbolic, `t * numerator / denominator` computed by the program at this call's sizes."""
+    if type(numerator) is not SymInt and type(denominator) is not SymInt:
+        return prims.mul(t, numerator / denominator)
+    return prims.div(prims.mul(t, numerator), denominator)

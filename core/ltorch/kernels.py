@@ -20,6 +20,7 @@ from ..proxies import TensorProxy
 from ..symbol import Symbol, Tags
 from ..symbolic import guarded_int
 from . import torchsymbol
+from .helpers import count_operand, times_ratio
 from .windows import avg_window_counts
 
 aten = torch.ops.aten
@@ -144,7 +145,7 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
 
 def _norm_input_grad(gxh: TensorProxy, xhat: TensorProxy, rstd: TensorProxy, dims, *, centered: bool) -> TensorProxy:
     """The input gradient of x̂ = (x - mean) * rstd (centered) or x * rstd, given g·weight."""
-    n = float(math.prod(gxh.shape[d] for d in dims))
+    n = count_operand(math.prod(gxh.shape[d] for d in dims))
     inner = prims.mul(xhat, _sum_keep(prims.mul(gxh, xhat), dims))
     if centered:
         inner = prims.add(inner, _sum_keep(gxh, dims))
@@ -496,7 +497,7 @@ def batch_norm_functional(input, weight, bias, running_mean, running_var, traini
     dims = tuple(d for d in range(input.ndim) if d != 1)
     count = math.prod(input.shape[d] for d in dims)
     x = _up(input)
-    unbiased = prims.mul(prims.var(x, dims, correction=0), count / max(count - 1, 1))
+    unbiased = times_ratio(prims.var(x, dims, correction=0), count, max(count - 1, 1))
     new_mean = _to(prims.add(prims.mul(_up(running_mean), 1.0 - momentum), prims.mul(_up(mean), float(momentum))), running_mean.dtype)
     new_var = _to(prims.add(prims.mul(_up(running_var), 1.0 - momentum), prims.mul(unbiased, float(momentum))), running_var.dtype)
     return out, mean, rstd, new_mean, new_var
@@ -512,7 +513,7 @@ def _batch_norm_training(input, weight, bias, eps):
     dims = tuple(d for d in range(input.ndim) if d != 1)
     x = _up(input)
     count = math.prod(input.shape[d] for d in dims)
-    mean = prims.div(prims.sum(x, dims), float(max(count, 1)))
+    mean = prims.div(prims.sum(x, dims), count_operand(max(count, 1)))
     rstd = prims.rsqrt(prims.add(prims.var(x, dims, correction=0), float(eps)))
     out = prims.mul(prims.sub(x, _channels(x, mean)), _channels(x, rstd))
     if weight is not None:

@@ -14,7 +14,7 @@ import torch
 from .. import prims
 from .base import torchsymbol
 from .functionalization import TorchForm
-from .helpers import check, computation_dtype, expand_reduced, is_tensor, to_dtype
+from .helpers import check, computation_dtype, count_operand, expand_reduced, is_tensor, times_ratio, to_dtype
 from ..proxies import TensorProxy
 
 F = torch.nn.functional
@@ -37,7 +37,7 @@ def _check_floating(name: str, a: TensorProxy) -> None:
 
 def _mean(x: TensorProxy, dims: tuple[int, ...]) -> TensorProxy:
     n = math.prod(x.shape[d] for d in dims)
-    return prims.div(prims.sum(x, dims), float(n))
+    return prims.div(prims.sum(x, dims), count_operand(n))
 
 
 def _stats(x: TensorProxy, dims: tuple[int, ...]) -> tuple[TensorProxy, TensorProxy]:
@@ -208,7 +208,7 @@ def batch_norm(input, running_mean, running_var, weight, bias, training, momentu
         mean, var = _stats(x, dims)
         if training and running_mean is not None:
             # running stats use the unbiased variance
-            unbiased = prims.mul(var, count / (count - 1))
+            unbiased = times_ratio(var, count, count - 1)
             new_mean = _running_update(running_mean, mean, momentum)
             new_var = _running_update(running_var, unbiased, momentum)
     else:

@@ -12,10 +12,11 @@ import torch
 
 from .. import prims
 from .base import torchsymbol
-from .helpers import broadcast, check, computation_dtype, is_tensor, promote, to_dtype
+from .helpers import broadcast, check, computation_dtype, count_operand, is_tensor, promote, to_dtype
 from ..prims.base import canonical_dim, dtype_category
 from ..proxies import TensorProxy
 from ..symbol import Tags
+from ..symbolic import SymInt
 
 __all__ = [
     "sum", "nansum", "prod", "mean", "nanmean", "amax", "amin", "argmax", "argmin", "max", "min",
@@ -60,7 +61,7 @@ def keep_dims(out: TensorProxy, a: TensorProxy, dims: Sequence[int], keepdim: bo
     return out if tuple(out.shape) == shape else prims.reshape(out, shape)
 
 
-def _count(a: TensorProxy, dims: Sequence[int]) -> int:
+def _count(a: TensorProxy, dims: Sequence[int]) -> int | SymInt:
     return math.prod(a.shape[d] for d in dims)
 
 
@@ -131,7 +132,7 @@ def _mean(a: TensorProxy, dims: tuple[int, ...], result: torch.dtype) -> TensorP
     # an empty reduction divides 0 by 0: NaN, as torch gives
     compute = computation_dtype(result)
     total = prims.sum(to_dtype(to_dtype(a, result), compute), dims)
-    return to_dtype(prims.div(total, float(_count(a, dims))), result)
+    return to_dtype(prims.div(total, count_operand(_count(a, dims))), result)
 
 
 @torchsymbol(torch.mean, torch.Tensor.mean, tags=_REDUCTION)

@@ -210,16 +210,20 @@ def _match(a: Any, b: Any, in_shape: bool = False) -> bool | None:
     return False if type(a) is type(b) and a == b else None
 
 
-def holds_state(obj: Any) -> bool:
+def holds_state(obj: Any, depth: int = 2) -> bool:
     """Whether `obj` is an argument object that holds state a loop carries from call to call (a
     KV cache): a plain object (`by_structure`) with a tensor among its attributes, or a list or
-    tuple of tensors or of such objects (a cache's layers, empty before the first step)."""
+    tuple of tensors or of such objects (a cache's layers, empty before the first step), or
+    such an object (an encoder-decoder's cache: one for its self-attention, one for its
+    cross-attention), `depth` objects down."""
     if not by_structure(obj):
         return False
     for value in getattr(obj, "__dict__", {}).values():
         if isinstance(value, torch.Tensor):
             return True
         if type(value) in (list, tuple) and value and all(isinstance(v, torch.Tensor) or by_structure(v) for v in value):
+            return True
+        if depth > 0 and holds_state(value, depth - 1):
             return True
     return False
 

@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover - other torch builds
 
 from ..frontend.state_views import by_structure, viewable
 from ..sources import load_source
-from ..trace import plain_scalar, scalar_key
+from ..trace import container_items, plain_scalar, pytree_container, scalar_key
 
 __all__ = ["value_key", "key_parts", "make_entry_point", "forget_recent", "DynamicNumbers", "dynamic_key", "masked_shape", "DYNAMIC",
            "argument_leaves", "ParameterKey", "training_reader"]
@@ -72,6 +72,9 @@ def value_key(x: Any, where: str) -> Any:
         if all(type(v) in _SCALARS for v in (x.start, x.stop, x.step)):
             return (t, tuple(value_key(v, where) for v in (x.start, x.stop, x.step)))
         return _unhashable_key(x, t, where)
+    if pytree_container(x):
+        # keyed as a dict is, by subscript (a namedtuple's, a ModelOutput's tensors are inputs of the program)
+        return (t, tuple((value_key(k, where), value_key(v, f"{where}[{_label(k)}]")) for k, v in container_items(x)))
     if by_structure(x):
         # a plain object (a KV cache, made anew at every `generate`): keyed by its type; the
         # program reaches it through the call and guards what it read of it, its layout
@@ -437,7 +440,7 @@ def dynamic_key(key: tuple, args: tuple, kwargs: dict, paths: set | frozenset, d
                 parts[at + 1] = DYNAMIC
             at += 2
         else:
-            if t is list or t is tuple or t is dict or isinstance(a, _Tensor):
+            if t is list or t is tuple or t is dict or isinstance(a, _Tensor) or pytree_container(a):
                 parts[at] = _masked(parts[at], a, ("args", i), paths, dims)
             at += 1
     if kwargs:
@@ -459,11 +462,11 @@ def _masked(part: Any, x: Any, path: tuple, paths: set | frozenset, dims: dict) 
         return (t, DYNAMIC) if path in paths else part
     if isinstance(x, _Tensor):
         return (masked_shape(x.shape, dims[path]), *part[1:]) if path in dims else part
-    if (t is list or t is tuple or t is dict) and (any(p[: len(path)] == path and len(p) > len(path) for p in paths)
+    if (t is list or t is tuple or t is dict or pytree_container(x)) and (any(p[: len(path)] == path and len(p) > len(path) for p in paths)
                                                     or any(p[: len(path)] == path and len(p) > len(path) for p in dims)):
-        items = enumerate(x) if t is not dict else x.items()
+        items = enumerate(x) if t is list or t is tuple else x.items() if t is dict else container_items(x)
         inner = part[1]
-        if t is dict:
+        if t is not list and t is not tuple:
             return (t, tuple((kp, _masked(vp, v, (*path, k), paths, dims)) for (kp, vp), (k, v) in zip(inner, items)))
         return (t, tuple(_masked(vp, v, (*path, k), paths, dims) for vp, (k, v) in zip(inner, items)))
     return part
@@ -479,8 +482,8 @@ def argument_leaves(args: tuple, kwargs: dict, pick: Callable[[Any], Any]) -> di
         if t is list or t is tuple:
             for i, v in enumerate(x):
                 walk(v, (*path, i))
-        elif t is dict:
-            for k, v in x.items():
+        elif t is dict or pytree_container(x):
+            for k, v in (x.items() if t is dict else container_items(x)):
                 walk(v, (*path, k))
         else:
             picked = pick(x)
