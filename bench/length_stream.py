@@ -1,13 +1,18 @@
 """A length stream: an encoder over batches of random lengths and batch sizes, eager vs squall.jit
 vs torch.compile, in one process: total wall time (compiles included) and compiles.
 
-Run: python bench/length_stream.py [--batches 40] [--rounds 3] [--no-torch-compile] [--dim 32]
+Run: python bench/length_stream.py [--batches 40] [--rounds 3] [--no-torch-compile] [--dim 32] [--calls]
+(--calls: each contender's first pass call by call on the calling thread's CPU time: its
+compiles, the calls rented eagerly (squall.runtime.ski_rental) and its hits, then per batch
+size its warm pass against eager's)
 
 The stream: DistilBERT (random weights, --dim wide, 2 layers) over --batches batches, each of a
 batch size drawn from 1/4/8 and a length from 8-128. Each round builds every contender afresh
 (a new `squall.jit`, `torch._dynamo.reset()`) and runs the whole stream through each in turn,
 so the load on the machine falls on all alike; the table has each contender's best round and
-its ratio to eager's, then the same stream again on the warm contenders (per-call speed alone).
+its ratio to eager's, in wall time and in the calling thread's CPU time (steadier on a loaded
+machine; it leaves out what background threads take), then the same stream again on the warm
+contenders (per-call speed; a batch of 1 whose rental ends there compiles in it).
 
 Contenders:
 - squall: `squall.jit(model)`, automatic dynamic (the default): a background upgrade is queued
@@ -21,6 +26,7 @@ Contenders:
 - squall, torch only: `executors=["torch"]`, no background fusion compiles beside the stream;
 - squall(dynamic=True): every size of 2 or more symbolic from the first call (no static
   compile first), as a user who knows the lengths vary would set it (`[tool.squall] dynamic`);
+  its batches of 1 rent as the default's do;
 - torch.compile(dynamic=True) and torch.compile() (Dynamo's automatic dynamic).
 
 Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 16-20):
@@ -65,10 +71,30 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   torch.compile(dynamic=True) 4.61 s (105x), warm 0.73x; torch.compile() 2.99 s (68x).
   Skipping the static first compile (dynamic=True) saves less than it costs to trace every size
   symbolic: the total stays above eager's with either policy.
+- dynamic=True rents its batches of 1 too (streampolicy), main and the branch in alternate
+  processes, load 11-13, the calling thread's CPU time, best of 4: eager 50-54 ms; squall(dynamic=True)
+  1.27-1.30x -> 1.09-1.14x (2 compiles, the second the batch of 1's, 29 ms -> 1 compile, 17 ms,
+  and 15 rented calls, 15 ms); the default unchanged, 1.33-1.35x (2 compiles, 26-29 ms; 15 rented
+  calls 14-15 ms; 23 hits 27 ms against eager's 36-40 ms for those batches). Call by call: a rented
+  batch of 1 costs what eager's does (interleaved, 11.5-12.1 ms against 10.6-12.2 ms for 14), its
+  first 0.4 ms more; a warm hit 0.68-0.8x eager's at batch 4 and 8, 0.55-0.6x at batch 1. Where
+  the total goes: the hits save at most a third of eager's time for batches of 4 and 8 (about 9 ms
+  quiet) and a rented batch of 1 saves nothing, so the total is at or under eager's only once
+  the compiles take less than about 9 ms together: one compile of today's 12-14 ms (quiet) does not fit,
+  whichever the policy (dynamic=True's one compile included); a batch of 1 served by the symbolic
+  entry would save 4 ms more, still short. The background upgrade takes nothing from a 40-batch
+  stream at a quiet load: its entries are not hot (50 ms of calls) before it ends.
+  The default's 15 batches of 1 take about as much eager time (10-12 ms) as the compile their
+  rental is measured against (11-14 ms), so it compiles them near the stream's end in some rounds
+  and not in others (2 or 3 compiles, 1.4x or 1.7x). Each contender's stream now starts with a
+  `gc.collect()`: a full collection of the last contender's garbage inside a compile made that
+  compile, and so the rental's budget, look longer (without it, load 5-6: 2, 2, 3 compiles in
+  three runs; with it: 3, 3, 3; squall(dynamic=True) 1.14-1.20x CPU with it, 1.29-1.46x without).
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import sys
@@ -174,10 +200,43 @@ def _upgrading_at_once(fn: Callable) -> Callable:
     return call
 
 
-def run_stream(fn: Callable, stream: list[torch.Tensor]) -> tuple[float, list[torch.Tensor]]:
+def run_stream(fn: Callable, stream: list[torch.Tensor]) -> tuple[float, list[torch.Tensor], list[tuple[str, float]]]:
+    """The stream through `fn`: its wall time, its outputs, and per call what it did (for squall:
+    "compile", "rented" (eager while a 0/1 variant waits, squall.runtime.ski_rental) or "hit";
+    "eager" for the others) and the calling thread's CPU time it took."""
+    gc.collect()  # the last contender's garbage is not this one's to collect
+    try:
+        stats = jitted_state(getattr(fn, "__wrapped__", fn)).stats
+    except TypeError:  # eager, torch.compile
+        stats = None
+    outs, calls = [], []
     start = time.perf_counter()
-    outs = [fn(input_ids=x).last_hidden_state for x in stream]
-    return time.perf_counter() - start, outs
+    for x in stream:
+        before = (stats.misses, stats.eager_before_compile) if stats is not None else None
+        cpu = time.thread_time()
+        outs.append(fn(input_ids=x).last_hidden_state)
+        cpu = time.thread_time() - cpu
+        kind = "eager" if stats is None else "compile" if stats.misses > before[0] else "rented" if stats.eager_before_compile > before[1] else "hit"
+        calls.append((kind, cpu))
+    return time.perf_counter() - start, outs, calls
+
+
+def print_calls(name: str, stream: list[torch.Tensor], calls: list[tuple[str, float]], warm: list[tuple[str, float]],
+                eager_warm: list[tuple[str, float]]) -> None:
+    """One contender's stream call by call, on the calling thread's CPU time: its compiles, rented
+    calls and hits in the first pass, then per batch size its warm calls against eager's."""
+    parts = []
+    for kind in ("compile", "rented", "hit", "eager"):
+        took = [cpu for k, cpu in calls if k == kind]
+        if took:
+            parts.append(f"{len(took)} {kind} {sum(took) * 1e3:.1f} ms")
+    print(f"  {name}: first pass CPU {sum(c for _, c in calls) * 1e3:.1f} ms = " + ", ".join(parts))
+    for batch in sorted({x.shape[0] for x in stream}):
+        at = [i for i, x in enumerate(stream) if x.shape[0] == batch]
+        first = sum(calls[i][1] for i in at)
+        w, e = sum(warm[i][1] for i in at), sum(eager_warm[i][1] for i in at)
+        kinds = ", ".join(f"{sum(calls[i][0] == k for i in at)} {k}" for k in ("compile", "rented", "hit") if any(calls[i][0] == k for i in at))
+        print(f"    batch {batch}: {len(at):>2} calls, first pass {first * 1e3:5.1f} ms ({kinds or 'eager'}); warm {w * 1e3:5.1f} ms, eager's {e * 1e3:5.1f} ms ({w / e:.2f}x)")
 
 
 def main() -> None:
@@ -186,6 +245,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dim", type=int, default=32)
     parser.add_argument("--no-torch-compile", action="store_true")
+    parser.add_argument("--calls", action="store_true", help="also each contender's calls: compiles, rented, hits, per batch size")
     opts = parser.parse_args()
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
@@ -195,6 +255,9 @@ def main() -> None:
     builders = contenders(model, not opts.no_torch_compile)
     cold: dict[str, list[float]] = {name: [] for name in builders}
     warm: dict[str, list[float]] = {name: [] for name in builders}
+    cpu: dict[str, list[float]] = {name: [] for name in builders}
+    first_calls: dict[str, tuple[float, list]] = {}  # the first pass of least CPU time: its calls
+    warm_calls: dict[str, list[list]] = {name: [] for name in builders}  # each round's warm pass, call by call
     compiles: dict[str, int] = {}
     worst: dict[str, float] = {}
     with torch.no_grad():
@@ -202,21 +265,31 @@ def main() -> None:
         for _ in range(opts.rounds):
             for name, build in builders.items():
                 fn, count = build()
-                seconds, outs = run_stream(fn, stream)
+                seconds, outs, calls = run_stream(fn, stream)
                 cold[name].append(seconds)
+                cpu[name].append(sum(c for _, c in calls))
                 compiles[name] = count()
                 worst[name] = max(float((a - e).abs().max()) for a, e in zip(outs, expected))
-                warm[name].append(run_stream(fn, stream)[0])
+                seconds, _, again = run_stream(fn, stream)
+                warm[name].append(seconds)
+                warm_calls[name].append(again)
+                if name not in first_calls or cpu[name][-1] < first_calls[name][0]:
+                    first_calls[name] = (cpu[name][-1], calls)
                 if name.startswith("squall"):
                     squall.wait_for_upgrades(getattr(fn, "__wrapped__", fn))  # the next contender's time is its own
     load = os.getloadavg()
     print(f"length stream: DistilBERT dim {opts.dim}, {opts.batches} batches of batch size 1/4/8 and length 8-128; "
           f"one thread; best of {opts.rounds} rounds; load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
-    print(f"  {'contender':30}{'total (compiles in)':>20}{'vs eager':>10}{'compiles':>10}{'warm stream':>13}{'vs eager':>10}{'max |diff|':>12}")
-    base_cold, base_warm = min(cold["eager"]), min(warm["eager"])
+    print(f"  {'contender':30}{'total (compiles in)':>20}{'vs eager':>10}{'CPU':>9}{'vs eager':>10}{'compiles':>10}{'warm stream':>13}{'vs eager':>10}{'max |diff|':>12}")
+    base_cold, base_warm, base_cpu = min(cold["eager"]), min(warm["eager"]), min(cpu["eager"])
     for name in builders:
-        c, w = min(cold[name]), min(warm[name])
-        print(f"  {name:30}{c:>19.3f}s{c / base_cold:>9.2f}x{compiles[name]:>10}{w:>12.3f}s{w / base_warm:>9.2f}x{worst[name]:>12.1e}")
+        c, w, t = min(cold[name]), min(warm[name]), min(cpu[name])
+        print(f"  {name:30}{c:>19.3f}s{c / base_cold:>9.2f}x{t:>8.3f}s{t / base_cpu:>9.2f}x{compiles[name]:>10}{w:>12.3f}s{w / base_warm:>9.2f}x{worst[name]:>12.1e}")
+    if opts.calls:
+        print("call by call, on the calling thread's CPU time (the first pass of least CPU time; each warm call's least):")
+        least = {name: [min(runs, key=lambda call: call[1]) for runs in zip(*warm_calls[name])] for name in builders}
+        for name in builders:
+            print_calls(name, stream, first_calls[name][1], least[name], least["eager"])
 
 
 if __name__ == "__main__":

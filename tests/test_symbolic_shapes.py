@@ -209,6 +209,52 @@ def test_a_function_whose_sizes_never_changed_compiles_a_batch_of_one_at_once():
     assert (info.misses, info.eager_before_compile) == (2, 0)
 
 
+def test_dynamic_true_runs_a_batch_of_one_eagerly_until_it_paid_for_a_compile_as_the_default_does():
+    # dynamic=True says the sizes vary: a batch of 1 beside its symbolic entry rents as under "auto"
+    jf = squall.jit(_attention_like, dynamic=True)
+    for i, (b, n) in enumerate([(4, 10), (1, 9), (8, 23), (1, 33)]):
+        x, y = torch.randn(b, n, 16), torch.randn(b, n, 16)
+        assert_close(jf(x, y), _attention_like(x, y))
+        if i == 0:  # as for a model, whose compile takes far longer than a call
+            jitted_state(jf).rental.last_compile_cpu_s = 60.0
+    info = jitted_state(jf).cache_info()
+    assert (info.misses, info.eager_before_compile) == (1, 2)
+    jitted_state(jf).rental.last_compile_cpu_s = 0.0  # paid for: its runner leaves the cache after this call, the next compiles
+    for n in (7, 12):
+        x, y = torch.randn(1, n, 16), torch.randn(1, n, 16)
+        assert_close(jf(x, y), _attention_like(x, y))
+    assert _misses(jf) == 2 and 'x: "cpu f32[1, s0, s1]"' in str(squall.last_traces(jf).traced)  # its own variant, the 1 a constant
+
+
+def test_dynamic_true_compiles_a_batch_of_one_at_its_first_call():
+    jf = squall.jit(_attention_like, dynamic=True)
+    x, y = torch.randn(1, 9, 16), torch.randn(1, 9, 16)
+    assert_close(jf(x, y), _attention_like(x, y))
+    assert _misses(jf) == 1 and squall.last_traces(jf) is not None  # the first call is compiled, never rented
+
+
+class _Held:
+    """An argument object holding a tensor, as a KV cache does."""
+
+    def __init__(self, t: torch.Tensor):
+        self.t = t
+
+
+def test_a_step_given_a_state_holding_object_compiles_its_batch_of_one_at_once():
+    # a decoding step is called at every token: renting would only put its compile off
+    def step(x, held):
+        return x * held.t.sum()
+
+    jf = squall.jit(step, dynamic=True)
+    for i, b in enumerate((4, 1)):
+        x, held = torch.randn(b, 8), _Held(torch.randn(3))
+        assert_close(jf(x, held), step(x, held))
+        if i == 0:
+            jitted_state(jf).rental.last_compile_cpu_s = 60.0
+    info = jitted_state(jf).cache_info()
+    assert (info.misses, info.eager_before_compile) == (2, 0)
+
+
 def test_a_length_that_changes_leaves_a_size_1_batch_and_later_dimensions_constant():
     jf = squall.jit(_attention_like)
     for n in (5, 7, 9):

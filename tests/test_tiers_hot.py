@@ -97,3 +97,33 @@ def test_a_watched_entry_evicted_before_it_is_hot_is_not_upgraded(fused_faster):
     assert _left_cold(first)
     assert first.status == "evicted" and "before it was hot" in first.reason
     assert not fuser.compiled_sources
+
+
+def test_the_worker_reads_no_heat_before_the_entry_can_be_hot(fused_faster, monkeypatch):
+    # a call's heat counts no more than the time since the first call started: a poll before
+    # HOT_S has passed could find nothing, and would only take the interpreter from the caller
+    monkeypatch.setattr(upgrade_worker, "HOT_S", 0.3)
+    fuser = SlowFuser()
+    fuser.gate.set()
+    fn = squall.jit(program, executors=[fuser, make_executor()])
+    x = torch.randn(16)
+    start = time.perf_counter()
+    fn(x)
+    (upgrade,) = squall.upgrades(fn)
+    worker = upgrade_worker.default_worker()
+    assert worker._not_before[id(upgrade)] >= start + 0.3
+    job, heat = worker._watched[id(upgrade)]
+    read_at: list[float] = []
+
+    def counted_heat():
+        read_at.append(time.perf_counter())
+        return heat()
+
+    worker._watched[id(upgrade)] = (job, counted_heat)
+    deadline = time.monotonic() + 10
+    while not read_at and time.monotonic() < deadline:
+        fn(x)
+        time.sleep(0.01)
+    assert read_at, "the worker never read the entry's heat"
+    assert min(read_at) >= start + 0.3
+    assert squall.wait_for_upgrades(fn, timeout=30)

@@ -151,7 +151,7 @@ class Runtime(Replans):
                 if self._guards(variant.compilation).holds(call_args, kwargs):
                     record.set_aside.pop(i)  # its state is back: cached again, not compiled
                     return self.cache.insert(key, variant, self._runner_for).slot[0]
-            if record is None and dims == self._dims.dims and self.rental.waits(key):
+            if record is None and dims == self._dims.dims and self.rental.waits(key, args, kwargs):
                 return self.rental.runner(key, self._eager_once())  # a new 0/1 variant of a symbolic entry, until it paid for a compile
             # a tensor an argument object holds (a KV cache) whose sizes changed since an entry read
             # it: those dimensions symbolic in this compile (squall.runtime.dynamic_dims)
@@ -209,7 +209,9 @@ class Runtime(Replans):
             try:
                 return runner(*args, **kwargs)
             finally:
-                upgrade_worker.default_worker().watch(upgrade, _heat(record, entry, start, time.perf_counter() - start))
+                # (its heat counts no more than the time since this call started: not hot before start + HOT_S)
+                upgrade_worker.default_worker().watch(upgrade, _heat(record, entry, start, time.perf_counter() - start),
+                                                      not_before=start + upgrade_worker.HOT_S)
 
         return first_call_then_upgrade
 

@@ -70,9 +70,10 @@ class DynamicDims:
         self._static: dict[tuple, set[int]] = {}
         self._seen: dict[tuple, dict[tuple, tuple]] = {}  # signature -> the shapes of its first call
         self._last: dict[tuple, tuple] = {}  # path -> its shape at the last compile
-        # a dimension became symbolic because it changed between calls (the "auto" policy did it):
-        # the function's calls come in shapes that vary (squall.runtime.ski_rental: new signatures wait)
-        self.sizes_vary = False
+        # the function's calls come in shapes that vary (squall.runtime.ski_rental: a new 0/1 variant
+        # waits): the user said so (dynamic=True), or a dimension became symbolic because it changed
+        # between calls (the "auto" policy did it)
+        self.sizes_vary = mode is True
 
     def key_for(self, key: tuple, args: tuple, kwargs: dict, numbers: set | frozenset = frozenset()) -> tuple:
         """The key to compile this call under: `key`, or with its symbolic dimensions masked,

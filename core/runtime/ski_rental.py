@@ -1,7 +1,9 @@
 """The ski rental of a 0/1 variant: a new signature that differs from a symbolic entry's only by
-a size of 0 or 1 (a batch of 1 in a stream of batch sizes; 0 and 1 stay keyed apart) runs
-eagerly until its eager calls have taken as much CPU time as the function's last compile, then
-compiles. A stream that sends few such calls never pays for their compile; one that sends many
+a size of 0 or 1 (a batch of 1 in a stream of batch sizes; 0 and 1 stay keyed apart), in a
+function whose sizes vary (they changed from call to call under the "auto" policy, or
+`dynamic=True` said they would), runs eagerly until its eager calls have taken as much CPU time
+as the function's last compile, then compiles. A function's first call always compiles (there
+is no symbolic entry yet), and so does a step of a stateful loop (a call given a KV cache). A stream that sends few such calls never pays for their compile; one that sends many
 pays at most twice what compiling at once would have cost (bench/length_stream.py).
 
 Each eager call is charged whole. Charging only what a compiled call would have saved (the
@@ -20,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .cache import EntryCache
-from .dynamic_dims import DynamicDims, zero_one_variant
+from .dynamic_dims import DynamicDims, holds_state, zero_one_variant
 from .stats import CacheStats
 
 __all__ = ["SkiRental"]
@@ -43,15 +45,18 @@ class SkiRental:
         self.last_compile_cpu_s = cpu_s
         self.spent.pop(key, None)
 
-    def waits(self, key: Any) -> bool:
-        """Whether this call of the new signature `key` runs eagerly instead of compiling: it is
-        a 0/1 variant of a cached entry whose sizes became symbolic as they changed from call to
-        call, and its eager calls have not yet taken as much CPU time as the last compile."""
+    def waits(self, key: Any, args: tuple, kwargs: dict) -> bool:
+        """Whether this call (`args`, `kwargs`) of the new signature `key` runs eagerly instead of
+        compiling: it is a 0/1 variant of a cached entry with symbolic sizes, in a function whose
+        sizes vary (they changed from call to call, or `dynamic=True` said they would), its eager
+        calls have not yet taken as much CPU time as the last compile, and it is not a step of a
+        stateful loop (a call given a KV cache: a decoding step is called at every token, so
+        renting would only put its compile off)."""
         if not (self.dims.sizes_vary and self.dims.zero_one_eagerly) or self.last_compile_cpu_s is None:
             return False
         if self.spent.get(key, 0.0) >= self.last_compile_cpu_s:
             return False
-        return zero_one_variant(key, self.cache.slots)
+        return zero_one_variant(key, self.cache.slots) and not any(holds_state(a) for a in (*args, *kwargs.values()))
 
     def runner(self, key: Any, eager: Callable) -> Callable:
         """The runner of a signature that waits (`waits`): it calls `eager` and adds the CPU time

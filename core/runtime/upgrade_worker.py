@@ -55,7 +55,11 @@ class UpgradeWorker:
         # id(upgrade) -> (its job, heat(): the seconds its entry's calls have taken, None once the entry is gone)
         self._watched: dict[int, tuple[UpgradeJob, Callable[[], float | None]]] = {}
         self._heat_seen: dict[int, float] = {}
+        # id(upgrade) -> the moment before which its entry cannot be hot: a poll sooner only takes the
+        # interpreter from the caller (a niced thread holding the GIL on a busy machine stalls it for ms)
+        self._not_before: dict[int, float] = {}
         self._poll_s = HOT_POLL_S
+        self._waits_until = float("inf")  # when the waiting worker looks at the watched entries next
 
     def submit(self, job: UpgradeJob) -> None:
         """Queue `job` now."""
@@ -65,25 +69,34 @@ class UpgradeWorker:
             self._start()
         self._jobs.put(job)
 
-    def watch(self, job: UpgradeJob, heat: Callable[[], float | None]) -> None:
+    def watch(self, job: UpgradeJob, heat: Callable[[], float | None], not_before: float | None = None) -> None:
         """Queue `job` once its entry is hot: once `heat()`, the seconds its entry's calls have
         taken so far, reaches HOT_S; dropped as evicted where `heat()` gives None first. The
-        worker reads it every HOT_POLL_S (less often while no watched entry is called), so the
-        entry's calls pay nothing for being counted: `heat` reads the hit counter they bump anyway."""
+        worker reads it every HOT_POLL_S (less often while no watched entry is called), not
+        before `not_before` (a `time.perf_counter()` moment before which `heat()` cannot reach
+        HOT_S: it counts no more than the time since the entry's first call started), so the
+        entry's calls pay nothing for being counted: `heat` reads the hit counter they bump
+        anyway, and a short burst of calls is not interrupted by polls that could find nothing."""
         with self._lock:
             if self._closing:
                 return job.upgrade.finish("cancelled", "the interpreter is exiting")
             self._start()
             job.upgrade.status, job.upgrade.reason = "cold", f"queued once its calls have taken {HOT_S:g} s"
             self._watched[id(job.upgrade)] = (job, heat)
+            if not_before is not None:
+                self._not_before[id(job.upgrade)] = not_before
             self._poll_s = HOT_POLL_S
-        self._jobs.put(_WAKE)  # a worker waiting with nothing watched starts polling
+            # a worker waiting with nothing watched (or longer than this entry needs) is woken to poll
+            wake = (HOT_POLL_S if not_before is None else not_before - time.perf_counter()) < self._waits_until - time.perf_counter()
+        if wake:
+            self._jobs.put(_WAKE)
 
     def queue_now(self, upgrade: Upgrade) -> None:
         """Queue the watched job of `upgrade` now, hot or not (`wait_for_upgrades` asks for it)."""
         with self._lock:
             found = self._watched.pop(id(upgrade), None)
             self._heat_seen.pop(id(upgrade), None)
+            self._not_before.pop(id(upgrade), None)
         if found is not None:
             self._queue(found[0])
 
@@ -97,7 +110,11 @@ class UpgradeWorker:
         with self._lock:
             watched = list(self._watched.items())
         called = False
+        now = time.perf_counter()
         for key, (job, heat) in watched:
+            if self._not_before.get(key, now) > now and job.alive():
+                called = True  # too soon to tell: looked at again at its moment (`_timeout`)
+                continue
             spent = heat() if job.alive() else None
             if spent is not None and spent < HOT_S:
                 called = called or self._heat_seen.get(key) != spent
@@ -107,6 +124,7 @@ class UpgradeWorker:
                 if self._watched.pop(key, None) is None:
                     continue  # queued meanwhile by queue_now
                 self._heat_seen.pop(key, None)
+                self._not_before.pop(key, None)
             if not job.alive():
                 job.upgrade.finish("evicted", "the jitted function no longer exists")
             elif spent is None:
@@ -122,11 +140,25 @@ class UpgradeWorker:
             self._thread.start()
             atexit.register(self.close)
 
+    def _timeout(self) -> float | None:
+        """How long the worker waits for a job before it reads the watched entries' heat again:
+        the poll interval, or until the first moment one of them can be hot, whichever is later;
+        forever while none is watched."""
+        with self._lock:
+            if not self._watched:
+                self._waits_until = float("inf")
+                return None
+            soonest = min((self._not_before.get(key, 0.0) for key in self._watched), default=0.0)
+            now = time.perf_counter()
+            wait = max(self._poll_s, soonest - now)
+            self._waits_until = now + wait
+        return wait
+
     def _next(self) -> UpgradeJob | None:
         """The next job to run (None: the worker stops), queueing hot watched jobs meanwhile."""
         while True:
             try:
-                job = self._jobs.get(timeout=self._poll_s if self._watched else None)
+                job = self._jobs.get(timeout=self._timeout())
             except queue.Empty:
                 job = _WAKE
             if self._watched and not self._closing:
@@ -157,6 +189,7 @@ class UpgradeWorker:
             self._closing = True
             thread = self._thread
             watched, self._watched = self._watched, {}
+            self._not_before.clear()
         for job, _ in watched.values():
             job.cancel()
         stop_compiling()
