@@ -228,6 +228,15 @@ class ShapeEnv:
         ]
 
 
+class SymbolicInt(int, torch.SymInt):
+    """What a size known only at run time answers to `isinstance`: an int, as the size it stands
+    for is in eager (`isinstance(x.shape[0], int)` branches as eager does), and a torch.SymInt,
+    which torch's argument parser takes where a size goes without reading its value. Never
+    instantiated; `type(n)` is SymInt."""
+
+    __slots__ = ()
+
+
 class SymInt:
     """A size known only at run time: a polynomial over size symbols, with its traced value."""
 
@@ -238,8 +247,9 @@ class SymInt:
         # torch's argument parser takes a torch.SymInt where a size or a number goes without
         # reading its value (an int-like object it probes with __index__, which would guard it),
         # and only torch.SymInt lets a size first in varargs (`torch.ones(n, 4)`) parse; the
-        # tracing mode then receives the size itself. `type(n)` is still SymInt.
-        return torch.SymInt
+        # tracing mode then receives the size itself; `isinstance(n, int)` is True, as in eager.
+        # `type(n)` is still SymInt.
+        return SymbolicInt
 
     def __init__(self, poly: Poly, value: int, env: ShapeEnv):
         self.poly = poly

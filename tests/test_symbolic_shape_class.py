@@ -145,3 +145,18 @@ def test_shape_concatenation_refuses_what_torch_size_refuses():
         [1] + shape
     with pytest.raises(TypeError):
         torch.Size([3, 5]) + [1]
+
+
+def test_a_symbolic_size_is_an_int_to_isinstance_as_in_eager():
+    """`isinstance(x.shape[1], int)` is True in eager; a program branching on it took the other
+    branch, silently, once the size was symbolic."""
+
+    def fn(x):
+        n, m = x.shape[1], x.size(1) * 2
+        return x * 2 if isinstance(n, int) and isinstance(m, int) else x * 3
+
+    jitted = squall.jit(fn, dynamic=True)
+    for n in (4, 6, 9):
+        x = torch.randn(2, n)
+        torch.testing.assert_close(jitted(x), fn(x))
+    assert jitted.cache_info().misses == 1
