@@ -42,6 +42,7 @@ from torch.utils._pytree import tree_flatten
 from ..ltorch.base import SquallWarning
 from ..market import plugins
 from ..proxies import type_string, real_tensor
+from ..sources import cache_root
 from . import logs
 from .repro import reproducer
 
@@ -57,17 +58,7 @@ _SHORT = 200  # characters kept of a non-tensor argument's repr
 
 def rage_dir(environ: dict[str, str] | None = None) -> Path:
     """Where records go: $SQUALL_CACHE_DIR/rage, else the platform's user cache dir + squall/rage."""
-    env = os.environ if environ is None else environ
-    root = env.get("SQUALL_CACHE_DIR")
-    if not root:
-        if sys.platform == "win32":
-            base = env.get("LOCALAPPDATA") or os.path.join(os.path.expanduser("~"), "AppData", "Local")
-        elif sys.platform == "darwin":
-            base = os.path.join(os.path.expanduser("~"), "Library", "Caches")
-        else:
-            base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(base, "squall")
-    return Path(root) / "rage"
+    return cache_root(environ) / "rage"
 
 
 def _enabled(environ: dict[str, str] | None = None) -> bool:
