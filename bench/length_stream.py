@@ -90,6 +90,11 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   `gc.collect()`: a full collection of the last contender's garbage inside a compile made that
   compile, and so the rental's budget, look longer (without it, load 5-6: 2, 2, 3 compiles in
   three runs; with it: 3, 3, 3; squall(dynamic=True) 1.14-1.20x CPU with it, 1.29-1.46x without).
+- All of the second 2026-11-26 session's merges (cheaper state reads and the collector paused
+  while tracing, the rental under dynamic=True, compiled code kept on disk), best of 3, load 0.8:
+  eager 0.043 s; squall 3 compiles, 0.069 s (1.60x; the batch of 1 compiled at the rental's end),
+  warm 0.75x; torch only 1.52x; squall(dynamic=True) 2 compiles, 0.058 s (1.35x), warm 0.74x;
+  squall with the batch of 1 compiled at once 1.45x. Not yet at eager's total.
 """
 from __future__ import annotations
 
