@@ -6,7 +6,6 @@ comments, down to prims; every line carries the result's device, dtype and shape
 from __future__ import annotations
 
 import collections
-import dataclasses
 import itertools
 import keyword
 import math

@@ -52,10 +52,6 @@ class _RecordingGlobals(dict):
         return self.recorder._read_global(self.real, name, value, self.fn)
 
 
-# values `_follow` gives the program as they are (no view, copy or recording function is made of one)
-_PLAIN_VALUES = frozenset({int, float, bool, str, complex, type(None)})
-
-
 class RecordingCopies:
     """How `StateRecorder` follows what it reaches (its base; it calls the recorder's `guards`,
     `view`, `_read_global`, `_reached`, and its tables of copies made)."""
@@ -94,9 +90,9 @@ class RecordingCopies:
         """`value`, reached as `expr`, as the program is to use it: a list or dict as a
         recording copy, and its items (a tuple's too) as `_recorded` gives them, so that a
         layer in a plain list or a function in a dict is read through as well."""
-        if type(value) in _PLAIN_VALUES:
-            return value  # (as `_recorded` gives it: most attributes a forward reads are numbers and flags)
-        if type(value) is tuple and all(type(v) in _PLAIN_VALUES for v in value):
+        if type(value) in _SCALARS:
+            return value  # given as it is, no view, copy or recording function made (as `_recorded` gives it: most attributes a forward reads are numbers and flags)
+        if type(value) is tuple and all(type(v) in _SCALARS for v in value):
             return value  # (a LayerNorm's normalized_shape: each item as it is, so the tuple itself)
         if type(value) is list:
             copy = self._list_copies.get(id(value))

@@ -32,7 +32,7 @@ from .autograd_functions import is_autograd_function
 __all__ = ["UnreplayableWrite", "EagerFirst", "HooksWhileTracing", "raised_by_users_code", "traced_type", "viewable", "by_structure", "global_hook_dicts", "describe_global_hooks"]
 
 _MISSING = object()
-_SCALARS = (int, float, bool, str, complex, type(None))
+_SCALARS = frozenset({int, float, bool, str, complex, type(None)})
 # the hook dicts nn.Module._call_impl reads; a non-empty one on an inner module means eager
 _HOOK_DICTS = frozenset(
     {

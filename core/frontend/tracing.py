@@ -188,11 +188,11 @@ class InputBinding:
 NUMBER_SIZE = frozenset({None})
 
 
-def _container_stand_in(container: Any, children: list, records: list) -> Any:
-    """A `pytree_container` argument as the traced program gets it: one like it holding
-    `children` (its own, tensors as their proxies), noted in `records` with what it holds, to be
-    checked unwritten after the trace."""
-    if all(c is v for c, (_, v) in zip(children, container_items(container))):
+def _container_stand_in(container: Any, items: list, children: list, records: list) -> Any:
+    """A `pytree_container` argument (its `container_items` are `items`) as the traced program
+    gets it: one like it holding `children` (its own, tensors as their proxies), noted in
+    `records` with what it holds, to be checked unwritten after the trace."""
+    if all(c is v for c, (_, v) in zip(children, items)):
         return container
     try:
         copy = rebuilt_container(container, children)
@@ -381,8 +381,9 @@ def trace_program(
         if pytree_container(x):
             # a namedtuple, an OrderedDict, a ModelOutput (a decoder's `encoder_outputs`): one like
             # it, its tensors inputs read at every call by subscript (kept, they were constants of the trace)
-            return _container_stand_in(x, [proxify(v, (*path, k), f"{hint}_{k if type(k) in (str, int) else i}")
-                                           for i, (k, v) in enumerate(container_items(x))], records)
+            items = container_items(x)
+            return _container_stand_in(x, items, [proxify(v, (*path, k), f"{hint}_{k if type(k) in (str, int) else i}")
+                                                  for i, (k, v) in enumerate(items)], records)
         return x
 
     state_proxies: dict[int, TensorProxy] = {}

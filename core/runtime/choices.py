@@ -16,14 +16,8 @@ from pathlib import Path
 
 import torch
 
-from .rage import rage_dir
 
-__all__ = ["ChoiceStore", "cache_dir", "timing_clock"]
-
-
-def cache_dir() -> Path:
-    """squall's cache folder, the one its compile records (`squall rage`) live under."""
-    return rage_dir().parent
+__all__ = ["ChoiceStore", "timing_clock"]
 
 
 def timing_clock(device_type: str) -> Callable[[], float]:

@@ -29,7 +29,7 @@ try:  # torch's C check of tensor metadata (private; the fast path is skipped wi
 except ImportError:  # pragma: no cover - other torch builds
     _TensorGuards = None
 
-from ..frontend.state_views import by_structure, viewable
+from ..frontend.state_views import _SCALARS, by_structure, viewable
 from ..sources import load_source
 from ..trace import container_items, plain_scalar, pytree_container, scalar_key
 
@@ -38,7 +38,6 @@ __all__ = ["value_key", "key_parts", "make_entry_point", "forget_recent", "Dynam
 
 # --- the cache key ------------------------------------------------------------------------------
 
-_SCALARS = frozenset({int, float, bool, str, complex, type(None)})
 _BUILTIN_SCALARS = (int, float, str, complex)
 _Tensor = torch.Tensor
 _is_grad_enabled = torch.is_grad_enabled

@@ -56,8 +56,9 @@ from ..ltorch.base import SquallWarning
 from ..market.config import ExecutorPriority
 from ..market.executor import Executor
 from ..market.fusion import FusionExecutor, compiling_stopped, example_tensor
+from ..sources import cache_root
 from ..symbol import Tags
-from .choices import ChoiceStore, cache_dir, timing_clock
+from .choices import ChoiceStore, timing_clock
 
 __all__ = ["Upgrade", "Verdict", "judge", "fusion_offers", "background_priority", "prepare_background", "call_specs", "UpgradeJob"]
 
@@ -343,7 +344,7 @@ _stores: dict[Path, ChoiceStore] = {}
 
 def _verdict_store() -> ChoiceStore:
     """The store of in-context judgements in squall's cache folder (resolved at each use)."""
-    path = cache_dir() / "program_choices.json"
+    path = cache_root() / "program_choices.json"
     return _stores.setdefault(path, ChoiceStore(path))
 
 
