@@ -153,6 +153,8 @@ class Runtime(Replans):
                     return self.cache.insert(key, variant, self._runner_for).slot[0]
             if record is None and dims == self._dims.dims and self.rental.waits(key, args, kwargs):
                 return self.rental.runner(key, self._eager_once())  # a new 0/1 variant of a symbolic entry, until it paid for a compile
+            if record is not None and self.rental.waits_one_long(key, args, kwargs):
+                return self.rental.charged(key, self._eager_once())  # a loop's step of one token, until it paid for a compile
             # a tensor an argument object holds (a KV cache) whose sizes changed since an entry read
             # it: those dimensions symbolic in this compile (squall.runtime.dynamic_dims)
             for held in self.cache.entries.values():

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .cache import EntryCache
-from .dynamic_dims import DynamicDims, holds_state, zero_one_variant
+from .dynamic_dims import DynamicDims, holds_state, one_long, zero_one_variant
 from .stats import CacheStats
 
 __all__ = ["SkiRental"]
@@ -57,6 +57,37 @@ class SkiRental:
         if self.spent.get(key, 0.0) >= self.last_compile_cpu_s:
             return False
         return zero_one_variant(key, self.cache.slots) and not any(holds_state(a) for a in (*args, *kwargs.values()))
+
+    def waits_one_long(self, key: Any, args: tuple, kwargs: dict) -> bool:
+        """Whether this call, a step of a stateful loop that no variant of its signature `key`
+        serves, runs eagerly instead of compiling: its state holds a tensor one long beside a
+        longer one of its kind (`one_long`: an encoder-decoder's cache after its first token),
+        a step that comes once per loop (at the next, that length is 2 or more, which a symbolic
+        variant serves), and its eager calls have not yet taken as much CPU time as the last
+        compile. A `generate` then compiles twice, the first step and the symbolic one; the
+        step of one token compiles once it has cost a compile."""
+        if not self.dims.zero_one_eagerly or self.last_compile_cpu_s is None or self.dims.mode is False:
+            return False
+        if self.spent.get(("one long", key), 0.0) >= self.last_compile_cpu_s:
+            return False
+        return any(one_long(a) for a in (*args, *kwargs.values()))
+
+    def charged(self, key: Any, eager: Callable) -> Callable:
+        """A runner for one call that `waits_one_long`: it calls `eager` and charges the CPU
+        time that took to `key`'s one-long steps (not cached: each such call is a miss of
+        the entry, which its variants' state checks decide)."""
+
+        def run_eagerly(*args, **kwargs):
+            start = time.thread_time()
+            try:
+                return eager(*args, **kwargs)
+            finally:
+                took = time.thread_time() - start
+                with self.cache.lock:
+                    self.stats.eager_before_compile += 1
+                    self.spent[("one long", key)] = self.spent.get(("one long", key), 0.0) + took
+
+        return run_eagerly
 
     def runner(self, key: Any, eager: Callable) -> Callable:
         """The runner of a signature that waits (`waits`): it calls `eager` and adds the CPU time
