@@ -153,8 +153,6 @@ class Runtime(Replans):
                     return self.cache.insert(key, variant, self._runner_for).slot[0]
             if record is None and dims == self._dims.dims and self.rental.waits(key, args, kwargs):
                 return self.rental.runner(key, self._eager_once())  # a new 0/1 variant of a symbolic entry, until it paid for a compile
-            if record is not None and self.rental.waits_one_long(key, args, kwargs):
-                return self.rental.charged(key, self._eager_once())  # a loop's step of one token, until it paid for a compile
             # a tensor an argument object holds (a KV cache) whose sizes changed since an entry read
             # it: those dimensions symbolic in this compile (squall.runtime.dynamic_dims)
             for held in self.cache.entries.values():
@@ -405,6 +403,10 @@ class Runtime(Replans):
             return self._aliased(key, compilation, aliased, program, failure, args, kwargs)
         user_args = args[self._skip:]
         fresh = self._fresh == key
+        if not fresh and self.rental.waits_one_long(key, user_args, kwargs):
+            # a loop's step with a cache one token long, once per loop: eager until it paid for a
+            # compile; the entry stays (the next step's), and no state change is counted against it
+            return self.rental.charged(key, self._eager_once())(*args, **kwargs)
         compiles = self._state_compiles(key, failure.label, args, kwargs) if self.module is not None and not fresh else 0
         action = decide(failure, module=self.module is not None, first_call=fresh, compiles=compiles)
         if action is Action.EAGER_ONCE:

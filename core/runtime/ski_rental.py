@@ -3,8 +3,12 @@ a size of 0 or 1 (a batch of 1 in a stream of batch sizes; 0 and 1 stay keyed ap
 function whose sizes vary (they changed from call to call under the "auto" policy, or
 `dynamic=True` said they would), runs eagerly until its eager calls have taken as much CPU time
 as the function's last compile, then compiles. A function's first call always compiles (there
-is no symbolic entry yet), and so does a step of a stateful loop (a call given a KV cache). A stream that sends few such calls never pays for their compile; one that sends many
-pays at most twice what compiling at once would have cost (bench/length_stream.py).
+is no symbolic entry yet), and so does a step of a stateful loop (a call given a KV cache),
+but for the step whose cache holds a tensor one long beside a longer one of its kind (an
+encoder-decoder's after its first token, `waits_one_long`): it comes once per loop, and is
+rented the same way. A stream that sends few such calls never pays for their compile; one that
+sends many pays at most twice what compiling at once would have cost (bench/length_stream.py,
+bench/encoder_decoder.py).
 
 Each eager call is charged whole. Charging only what a compiled call would have saved (the
 eager call less the compiled one) would compile later and pay less, but there is no cheap
