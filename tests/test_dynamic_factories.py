@@ -261,6 +261,20 @@ def test_an_encoder_decoder_s_step_of_one_token_compiles_once_it_cost_a_compile(
     assert jitted.cache_info().eager_before_compile == 1
 
 
+def test_an_encoder_decoder_s_rented_steps_do_not_split_it():
+    # each rented step failed the entry's state check: counted as a state change, the fifth
+    # generate split the module (its forward eager, a warning)
+    module = _encoder_decoder("t5")
+    jitted = squall.jit(module)
+    options = dict(max_new_tokens=3, min_new_tokens=3, do_sample=False)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        for length in range(5, 12):
+            prompt = torch.randint(3, 97, (1, length))
+            assert torch.equal(jitted.generate(prompt, **options), module.generate(prompt, **options))
+    assert jitted.cache_info().misses == 2 and jitted.cache_info().eager_before_compile == 7, jitted.cache_info()
+
+
 class _Layer:
     def __init__(self, keys: torch.Tensor):
         self.keys, self.values = keys, keys.clone()
