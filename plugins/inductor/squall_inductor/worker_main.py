@@ -184,12 +184,14 @@ def main(fd: int, started: float | None = None) -> None:
             # the user's process's inductor settings; compiler processes as compile_threads() allows
             with inductor_config.patch({**config.get("changed", {}), "compile_threads": compile_threads()}):
                 if kind == "compile_symbolic":
-                    guards, constants = warm_up.compile(lambda: compile_symbolic(fn, shapes, path))
+                    on_cpu = all(device.type == "cpu" for _, _, device, _ in shapes.inputs)
+                    guards, constants = warm_up.compile(lambda: compile_symbolic(fn, shapes, path), on_cpu=on_cpu)
                     reply: tuple = ("ok", guards, None, pickle.dumps(constants), None)
                 else:
                     one_unit = config.get("environment", {}).get("one unit", False)
+                    on_cpu = all(device.type == "cpu" for *_, device in shapes)
                     torch_s, inductor_s, constants, bundle = warm_up.compile(
-                        lambda: compile_static(fn, shapes, time_budget_s, path, one_unit=one_unit))
+                        lambda: compile_static(fn, shapes, time_budget_s, path, one_unit=one_unit), on_cpu=on_cpu)
                     reply = ("ok", torch_s, inductor_s, pickle.dumps(constants), bundle)
         except Exception as e:  # noqa: BLE001 - any failure is the parent's to report (it falls back to torch)
             text = str(e).strip()
