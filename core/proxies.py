@@ -245,9 +245,11 @@ class TensorProxy(torch.Tensor):
         strides = _require_context().strides(self)
         if dim is None:
             return strides
-        if not -len(strides) <= dim < max(len(strides), 1):
-            raise IndexError(f"Dimension out of range (expected to be in range of [{-max(len(strides), 1)}, {max(len(strides), 1) - 1}], but got {dim})")
-        return strides[dim] if strides else 1
+        if not strides:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+        if not -len(strides) <= dim < len(strides):
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-len(strides)}, {len(strides) - 1}], but got {dim})")
+        return strides[dim]
 
     def numel(self) -> int:
         n = 1
