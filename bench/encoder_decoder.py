@@ -28,24 +28,7 @@ import squall
 from squall.runtime.jit import jitted_state
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from real_models import import_torchvision  # noqa: E402  (transformers imports torchvision, which needs it on CPU torch)
-
-
-def build(name: str) -> torch.nn.Module:
-    """A tiny encoder-decoder of family `name` (t5 or bart), random weights, in eval mode."""
-    import_torchvision()
-    import transformers
-
-    torch.manual_seed(0)
-    if name == "t5":
-        config = transformers.T5Config(vocab_size=97, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, decoder_start_token_id=0, pad_token_id=0)
-        return transformers.T5ForConditionalGeneration(config).eval()
-    config = transformers.BartConfig(
-        vocab_size=97, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-        encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2,
-        decoder_start_token_id=2,
-    )  # fmt: skip
-    return transformers.BartForConditionalGeneration(config).eval()
+from real_models import tiny_encoder_decoder  # noqa: E402
 
 
 def contender(model: torch.nn.Module, how: str):
@@ -89,7 +72,7 @@ def main() -> None:
     warnings.simplefilter("ignore")
     contenders = ["eager", "squall", "squall, one-token step at once"]
     for name in args.models.split(","):
-        model = build(name)
+        model = tiny_encoder_decoder(name)
         gen = torch.Generator().manual_seed(1)
         prompts = [torch.randint(3, 97, (1, int(n)), generator=gen) for n in torch.randint(5, 30, (args.prompts,), generator=gen)]
         with torch.no_grad():

@@ -29,7 +29,7 @@ from ..ltorch import collectives
 from ..ltorch.base import DataDependentError
 from ..proxies import TensorProxy
 from ..symbolic import SymInt, guarded_int
-from .speculation import _site
+from .speculation import _site, inputs_reached
 
 __all__ = ["traced_strides", "traced_is_contiguous"]
 
@@ -135,20 +135,7 @@ def _dense_strides(shape: Any, real: tuple) -> tuple | None:
 def _source_inputs(ctx: Any, x: TensorProxy) -> list[TensorProxy]:
     """The program's tensor inputs `x` is computed from (itself, where it is one)."""
     inputs = {p.name: p for p in ctx.inputs if type(p) is TensorProxy}
-    producers = {p.name: bsym for bsym in ctx.scopes[0] for p in bsym.output_proxies()}
-    found: dict[str, TensorProxy] = {}
-    seen: set[str] = set()
-    stack = [x.name]
-    while stack:
-        name = stack.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        if name in inputs:
-            found[name] = inputs[name]
-        elif name in producers:
-            stack.extend(p.name for p in producers[name].input_proxies() if type(p) is TensorProxy)
-    return list(found.values())
+    return list(inputs_reached(ctx.scopes[0], inputs, [x.name]).values())
 
 
 def _guard_layout(ctx: Any, p: TensorProxy, real: torch.Tensor | None, site: str) -> None:

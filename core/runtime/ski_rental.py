@@ -81,17 +81,7 @@ class SkiRental:
         time that took to `key`'s one-long steps (not cached: each such call is a miss of
         the entry, which its variants' state checks decide)."""
 
-        def run_eagerly(*args, **kwargs):
-            start = time.thread_time()
-            try:
-                return eager(*args, **kwargs)
-            finally:
-                took = time.thread_time() - start
-                with self.cache.lock:
-                    self.stats.eager_before_compile += 1
-                    self.spent[("one long", key)] = self.spent.get(("one long", key), 0.0) + took
-
-        return run_eagerly
+        return self._charging(("one long", key), eager, lambda spent: None)
 
     def runner(self, key: Any, eager: Callable) -> Callable:
         """The runner of a signature that waits (`waits`): it calls `eager` and adds the CPU time
@@ -102,20 +92,29 @@ class SkiRental:
         next call compiles."""
         slot = [None, 0]
 
+        def paid(spent: float) -> None:
+            if spent >= self.last_compile_cpu_s and self.cache.slots.get(key) is slot:
+                self.cache.uncache(key)
+
+        slot[0] = run_eagerly = self._charging(key, eager, paid)
+        record = self.cache.entry(key)
+        record.waiting = True
+        record.slot = self.cache.slots[key] = slot
+        return run_eagerly
+
+    def _charging(self, account: Any, eager: Callable, then: Callable[[float], None]) -> Callable:
+        """`eager`, adding the CPU time each call takes to what `account` has spent, then calling
+        `then` with the total (under the cache's lock: concurrent callers add up, none lost)."""
+
         def run_eagerly(*args, **kwargs):
             start = time.thread_time()
             try:
                 return eager(*args, **kwargs)
             finally:
                 took = time.thread_time() - start
-                with self.cache.lock:  # concurrent callers of one signature add up, none lost
+                with self.cache.lock:
                     self.stats.eager_before_compile += 1
-                    spent = self.spent[key] = self.spent.get(key, 0.0) + took
-                    if spent >= self.last_compile_cpu_s and self.cache.slots.get(key) is slot:
-                        self.cache.uncache(key)
+                    spent = self.spent[account] = self.spent.get(account, 0.0) + took
+                    then(spent)
 
-        slot[0] = run_eagerly
-        record = self.cache.entry(key)
-        record.waiting = True
-        record.slot = self.cache.slots[key] = slot
         return run_eagerly
