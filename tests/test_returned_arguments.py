@@ -42,7 +42,15 @@ def _returns_it_in_a_dict(c):
     return {"arg": c, "twice": [_first(c) * 2]}
 
 
-@pytest.mark.parametrize("fn", [_returns_it, _returns_it_in_a_tuple, _returns_it_in_a_dict], ids=lambda f: f.__name__)
+def _returns_it_in_a_namedtuple(c):
+    return Pair(c, _first(c) * 2)
+
+
+def _returns_it_in_an_ordered_dict(c):
+    return collections.OrderedDict(arg=c, twice=_first(c) * 2)
+
+
+@pytest.mark.parametrize("fn", [_returns_it, _returns_it_in_a_tuple, _returns_it_in_a_dict, _returns_it_in_a_namedtuple, _returns_it_in_an_ordered_dict], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("kind", sorted(CONTAINERS))
 def test_a_returned_container_argument_is_the_caller_s_object(kind, fn):
     make = CONTAINERS[kind]
@@ -55,10 +63,10 @@ def test_a_returned_container_argument_is_the_caller_s_object(kind, fn):
             torch.testing.assert_close(got, expected)
             if fn is _returns_it:
                 assert got is args
-            elif fn is _returns_it_in_a_tuple:
-                assert got[0] is args
+            elif fn in (_returns_it_in_a_tuple, _returns_it_in_a_namedtuple):
+                assert type(got) is type(expected) and got[0] is args
             else:
-                assert got["arg"] is args
+                assert type(got) is type(expected) and got["arg"] is args
     assert jitted.cache_info().misses == 1
 
 

@@ -186,26 +186,32 @@ class ArgumentRoutes:
 def _argument_containers(x: Any, path: tuple, passed: dict[int, str]) -> list[tuple[tuple, str]]:
     """(path, call-time expression) of each list or dict argument's recording copy in output `x`,
     and of each other argument the program got as it is returned (`passed`: id -> expression:
-    a SimpleNamespace's copy, a tuple, a pytree container), reached through plain tuples, lists
-    and dicts."""
+    a SimpleNamespace's copy, a tuple, a pytree container), reached through tuples, named tuples,
+    lists, dicts and the dicts torch's pytree knows (an OrderedDict, a ModelOutput)."""
     t = type(x)
     if t in RECORDED_CONTAINERS and getattr(x, "target", None) is not None:
         return [(path, x.target)]
     if id(x) in passed:  # (each held by the recorder while it runs: an id is never reused)
         return [(path, passed[id(x)])]
-    if t is tuple or t is list or t is _RecordedList:
+    if t is tuple or t is list or t is _RecordedList or _namedtuple(x):
         return [found for i, v in enumerate(list.__iter__(x) if t is _RecordedList else x) for found in _argument_containers(v, (*path, i), passed)]
-    if t is dict:
+    if t is dict or (isinstance(x, dict) and pytree_container(x)):  # (an OrderedDict, a ModelOutput the program made)
         return [found for k, v in x.items() for found in _argument_containers(v, (*path, k), passed)]
     return []
 
 
+def _namedtuple(x: Any) -> bool:
+    return isinstance(x, tuple) and type(x) is not tuple and hasattr(type(x), "_fields") and hasattr(x, "_replace")
+
+
 def _put(out: Any, path: tuple, value: Any) -> Any:
-    """`out` with `value` at `path` (tuples rebuilt, lists and dicts set in place)."""
+    """`out` with `value` at `path` (tuples and named tuples rebuilt, lists and dicts set in place)."""
     if not path:
         return value
     head, rest = path[0], path[1:]
     if type(out) is tuple:
         return (*out[:head], _put(out[head], rest, value), *out[head + 1 :])
+    if _namedtuple(out):
+        return out._replace(**{out._fields[head]: _put(out[head], rest, value)})
     out[head] = _put(out[head], rest, value)
     return out
