@@ -116,3 +116,12 @@ def test_is_contiguous_answers_as_eager_for_inputs_and_views():
 def test_is_contiguous_of_changing_lengths_compiles_at_most_twice():
     jitted = _stream(_contiguity_branch, [torch.randn(n, 4) for n in (3, 5, 7, 9)])
     assert jitted.cache_info().misses <= 2, jitted.cache_info()
+
+
+def test_unbound_layout_reads_answer_as_the_methods_do():
+    def fn(x):
+        y = x.t()
+        return y * torch.Tensor.stride(y, 0) + torch.Tensor.is_contiguous(y) + torch.Tensor.stride(x)[0]
+
+    jitted = _stream(fn, [torch.randn(n, 4) for n in (3, 5, 7)])
+    assert jitted.cache_info().misses <= 2, jitted.cache_info()
