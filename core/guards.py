@@ -60,6 +60,7 @@ READERS: dict[str, Callable[..., Any]] = {
     # an input's layout, which a read of strides relied on (squall.frontend.layouts)
     "contiguous": torch.Tensor.is_contiguous,
     "strides": lambda t: tuple(t.stride()),
+    "storage_offset": torch.Tensor.storage_offset,
 }
 
 

@@ -251,6 +251,10 @@ class TensorProxy(torch.Tensor):
             raise IndexError(f"Dimension out of range (expected to be in range of [{-len(strides)}, {len(strides) - 1}], but got {dim})")
         return strides[dim]
 
+    def storage_offset(self) -> int:
+        # eager's, as for stride() (squall.frontend.layouts)
+        return _require_context().storage_offset(self)
+
     def numel(self) -> int:
         n = 1
         for s in self.shape:

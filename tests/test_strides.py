@@ -125,3 +125,18 @@ def test_unbound_layout_reads_answer_as_the_methods_do():
 
     jitted = _stream(fn, [torch.randn(n, 4) for n in (3, 5, 7)])
     assert jitted.cache_info().misses <= 2, jitted.cache_info()
+
+
+def test_storage_offsets_answer_as_eager():
+    # it was 0 for every tensor (a contiguous stand-in's): a slice's and an offset input's too
+    def fn(x):
+        return x * x[1:].storage_offset() + x.storage_offset()
+
+    jitted = squall.jit(fn)
+    for x in (torch.randn(3, 4), torch.randn(5, 4), torch.randn(8, 4)[2:], torch.randn(6, 4)[1:]):
+        torch.testing.assert_close(jitted(x), fn(x))
+
+
+def test_a_new_tensor_s_storage_offset_pins_no_size():
+    jitted = _stream(lambda x: (x + 1) * ((x * 2).storage_offset() + 1), [torch.randn(n, 4) for n in (3, 5, 7, 9)])
+    assert jitted.cache_info().misses <= 2, jitted.cache_info()

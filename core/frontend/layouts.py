@@ -1,4 +1,5 @@
-"""Layouts: what `x.stride()` and `x.is_contiguous()` answer while a program is traced, as eager answers.
+"""Layouts: what `x.stride()`, `x.is_contiguous()` and `x.storage_offset()` answer while a program
+is traced, as eager answers.
 
 A trace does not model layouts (every op makes a value; executors take any layout), yet a
 program may read one. The answer is eager's, learnt from the call being compiled
@@ -13,7 +14,9 @@ for), and made to hold at every call that reuses the trace:
   (`x.stride(0)` of a `[s0, 4]` tensor is `4`, of a `[4, s0]` one `s0`);
 - any other layout (a slice, an expanded tensor) is answered with this call's numbers, every
   symbolic size of `x` and of its inputs read and guarded (specialised), so it too holds at
-  every call that passes the guards.
+  every call that passes the guards;
+- a storage offset is 0 for a tensor that is no view and starts its storage (for every size),
+  else this call's, its sizes guarded; the offsets of the inputs it comes from are guarded.
 
 Where the call's values are unknown (strict mode, a stand-in input for a device this machine
 lacks), the answer is a contiguous tensor's strides, the layout squall's proxies stand for.
@@ -31,7 +34,7 @@ from ..proxies import TensorProxy
 from ..symbolic import SymInt, guarded_int
 from .speculation import _site, inputs_reached
 
-__all__ = ["traced_strides", "traced_is_contiguous"]
+__all__ = ["traced_strides", "traced_is_contiguous", "traced_storage_offset"]
 
 # view ops whose result's strides follow from their input's for any sizes of 2 or more: reshapes
 # (a view of a dense tensor is dense) and permutations; a slice's, an expansion's or a diagonal's
@@ -73,6 +76,29 @@ def traced_is_contiguous(ctx: Any, x: TensorProxy, memory_format: torch.memory_f
     if not (_size_independent(ctx, x) and _dense_strides(x.shape, tuple(real.stride())) is not None):
         _specialise(x, sources)
     return real.is_contiguous(memory_format=memory_format)
+
+
+def traced_storage_offset(ctx: Any, x: TensorProxy) -> int:
+    """Eager's `x.storage_offset()` in the program traced in `ctx`: the offsets of the inputs it is
+    computed from are guarded with their layouts; 0 for a tensor that is no view and starts where
+    its storage does (a new tensor's), for every size; else this call's, its sizes guarded."""
+    if collectives.WRAPPED_RESULTS is not None:
+        layout = collectives.WRAPPED_RESULTS.layout(torch.Tensor.storage_offset, (x,))
+        if layout is not None:
+            return layout
+    real, sources = _eager_layout(ctx, x)
+    if real is None:
+        return 0
+    site = _site()[0]
+    for p in sources:
+        value = ctx.speculation.values.get(p.name)
+        if value is not None and ("offset", p.name) not in ctx.layouts_guarded:
+            ctx.layouts_guarded.add(("offset", p.name))
+            GUARD("storage_offset", (p,), {}, value.storage_offset(), site)
+    offset = real.storage_offset()
+    if offset != 0 or id(x) in ctx.views.steps:
+        _specialise(x, sources)
+    return offset
 
 
 def _eager_layout(ctx: Any, x: TensorProxy) -> tuple[torch.Tensor | None, list[TensorProxy]]:

@@ -180,7 +180,7 @@ _DATA_DEPENDENT = {
 
 # Calls that return a Python value read from tensor data -> the guard reader (squall.guards) that reads it
 # layout reads a proxy answers itself, as eager would (squall.frontend.layouts)
-_LAYOUT_READS = frozenset({"stride", "is_contiguous"})
+_LAYOUT_READS = frozenset({"stride", "is_contiguous", "storage_offset"})
 _VALUE_READS = {
     "torch.Tensor.item": "item",
     "torch.Tensor.tolist": "tolist",
