@@ -28,8 +28,8 @@ from ..prims import copy_
 from ..proxies import NumberProxy, TensorProxy, size_leaf, tracing, real_tensor
 from ..symbolic import ShapeEnv, SymInt
 from ..trace import Trace, container_items, pytree_container, rebuilt_container
-from .outputs import capture_output
 from .layouts import traced_is_contiguous, traced_storage_offset, traced_strides
+from .outputs import capture_output
 from .random_state import random_state_kept
 from .speculation import Speculation
 from .state_recorder import StateRecorder

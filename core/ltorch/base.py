@@ -178,9 +178,9 @@ _DATA_DEPENDENT = {
     "torch.repeat_interleave",  # only with a tensor of repeats; the ltorch op handles ints
 }
 
-# Calls that return a Python value read from tensor data -> the guard reader (squall.guards) that reads it
 # layout reads a proxy answers itself, as eager would (squall.frontend.layouts)
 _LAYOUT_READS = frozenset({"stride", "is_contiguous", "storage_offset"})
+# Calls that return a Python value read from tensor data -> the guard reader (squall.guards) that reads it
 _VALUE_READS = {
     "torch.Tensor.item": "item",
     "torch.Tensor.tolist": "tolist",
