@@ -194,16 +194,16 @@ class AttributeReads:
             held = d.get(store, {})
             if name not in held:
                 continue
-            expr = f"{self.guards.bind(held, 'd')}[{plain_scalar(name)!r}]"
-            label = f"{store[1:-1]} {name!r} of {info.label}"
+            # (bound at every read, as the check's names are numbered in the order first bound)
+            held_name = self.guards.bind(held, "d")
             if store == "_modules":
-                self.guards.watch(expr, held[name], label)
+                self.guards.watch(f"{held_name}[{plain_scalar(name)!r}]", held[name], f"module {name!r} of {info.label}")
                 return self.view(value, f"{info.label}.{name}" if not info.is_root else f"submodule {name!r}") if value is not None else None
             if info.in_tree:
                 # a parameter or buffer of the jitted tree is an input, read at every call, and
                 # its removal is seen there; what is left to check is a None one being set
                 if held[name] is None:
-                    self.guards.add(f"{expr} is None", label)
+                    self.guards.add(f"{held_name}[{plain_scalar(name)!r}] is None", f"{store[1:-1]} {name!r} of {info.label}")
                 ctx = current_context()
                 if real_tensor(value) and ctx is not None and id(value) in ctx.substitutes:
                     # its input proxy, not the real tensor: torch's own argument parser refuses a size
@@ -211,7 +211,7 @@ class AttributeReads:
                     # before the tracing mode would have swapped the proxy in
                     return ctx.constant(value)
             else:
-                self.guards.watch(expr, held[name], label)
+                self.guards.watch(f"{held_name}[{plain_scalar(name)!r}]", held[name], f"{store[1:-1]} {name!r} of {info.label}")
             return value
         return value  # from a user class's own __getattr__
 
