@@ -20,6 +20,7 @@ from .state_views import (
     _HOOK_DICTS,
     _MISSING,
     _MODULE_INTERNALS,
+    _SCALARS,
     _slot_value,
     HooksWhileTracing,
     by_structure,
@@ -45,9 +46,10 @@ class AttributeReads:
             return self._reached(value, f"{self._dict_expr(info)}['training']", f"the training flag of {info.label}")
         if name in _MODULE_INTERNALS or name == "__dict__":
             return value  # bookkeeping; the jitted tree's training flags are in the cache key
-        if type(value) is TensorProxy or (info.in_tree and real_tensor(value)):
+        kind = type(value)
+        if kind is TensorProxy or (info.in_tree and kind not in _SCALARS and real_tensor(value)):
             return value  # a tensor attribute of the jitted tree: an input, read at every call
-        if type(value) is torch.Tensor and self.tensor_input is not None and info.dict is not None and info.dict.get(name) is value:
+        if kind is torch.Tensor and self.tensor_input is not None and info.dict is not None and info.dict.get(name) is value:
             return self._tensor_attribute(info, name, value)
         if name in _HOOK_DICTS or name in ("_modules", "_parameters", "_buffers"):
             bound = self.guards.bind(value, "d")

@@ -131,7 +131,7 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
             if now.keys() != items.keys() or any(now[k] is not v for k, v in items.items()):
                 raise UnreplayableWrite(f"squall: the program sets or deletes attributes of {label}, a SimpleNamespace; squall cannot replay that at every call")
         for before, fn, watched in self._wrote:
-            if list(watched) == list(before) and all(map(operator.is_, watched.values(), before.values())):
+            if len(watched) == len(before) and all(map(operator.is_, watched, before)) and all(map(operator.is_, watched.values(), before.values())):
                 continue  # the same names in the same order, each the same object: nothing assigned
             for name, value in watched.items():
                 # (a dunder is the interpreter's bookkeeping: warnings' __warningregistry__)

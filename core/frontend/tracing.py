@@ -236,18 +236,25 @@ _GENERATED = re.compile(r"^[tcn]\d+$")  # tensors, constants, numbers
 
 def _local_name(hint: str, taken: set[str]) -> str:
     """A local variable name for an input, derived from a user's name but never clashing."""
-    # ASCII only: Python folds other identifier characters (NFKC), so "ｔｏｒｃｈ" would be `torch`
-    base = re.sub(r"[^0-9A-Za-z_]", "_", hint).lstrip("_") or "a"
-    if base[0].isdigit():
-        base = "a" + base
-    if keyword.iskeyword(base) or base in _RESERVED or _GENERATED.match(base):
-        base += "_"
+    base = _name_base(hint)
     name, n = base, 1
     while name in taken:
         name = f"{base}_{n}"
         n += 1
     taken.add(name)
     return name
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_base(hint: str) -> str:
+    # (kept per hint: a module's parameters get the same names at every compile)
+    # ASCII only: Python folds other identifier characters (NFKC), so "ｔｏｒｃｈ" would be `torch`
+    base = re.sub(r"[^0-9A-Za-z_]", "_", hint).lstrip("_") or "a"
+    if base[0].isdigit():
+        base = "a" + base
+    if keyword.iskeyword(base) or base in _RESERVED or _GENERATED.match(base):
+        base += "_"
+    return base
 
 
 def argument_names(fn: Callable, nargs: int) -> list[str]:
