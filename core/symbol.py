@@ -94,12 +94,16 @@ class Symbol:
         ctx = current_context()
         if ctx is None:
             raise RuntimeError(f"squall: {self.id} can only be called while tracing (use squall.jit)")
-        keywords = frozenset(kwargs) if kwargs else frozenset()
+        keywords = frozenset(kwargs) if kwargs else _NO_KEYWORDS
+        binder = self._binder
+        if binder is None:
+            binder = self._binder = _Binder(self.meta)
         # the call as it is now: a list the program changes later (DenseNet appends to the list
         # it concatenates) must not change what this call read
-        args, kwargs = snapshot_call(*self.normalize(args, kwargs))
+        args, kwargs = snapshot_call(*binder(args, kwargs))
+        top = len(ctx.scopes) == 1
         # (a top-level call only: an op inside a replayed one is copied with it)
-        replays = ctx.decompositions if self.replayable and len(ctx.scopes) == 1 else None
+        replays = ctx.decompositions if top and self.replayable else None
         keyed = call_key(self, args, kwargs) if replays is not None else None
         recorded = replays.get(keyed[0], _UNSEEN) if keyed is not None else None
         if recorded is not None and recorded is not _UNSEEN:
@@ -120,7 +124,7 @@ class Symbol:
         if recorded is _UNSEEN:
             # held only where the body did nothing but record calls (None: it runs at every call)
             replays[keyed[0]] = Decomposition.record(keyed[1], out, bsym.subsymbols) if ctx.effects() == effects else None
-        if len(ctx.scopes) == 1:
+        if top:
             bsym.source = user_source()
         ctx.scopes[-1].append(bsym)
         return out
@@ -130,6 +134,7 @@ class Symbol:
 
 
 _UNSEEN = object()  # a call key no call has had yet
+_NO_KEYWORDS: frozenset[str] = frozenset()
 
 
 def _requires_grad(values) -> bool:

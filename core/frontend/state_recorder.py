@@ -72,6 +72,8 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
         self._cells: list[tuple[types.CellType, Any, str, types.FunctionType]] = []  # (recording cell, its value, name, function)
         self._class_readers: list[_ViewInfo] = []  # views with attributes read from their class
         self._global_hooks: bool | None = None  # whether global module hooks run (None: no module called yet)
+        # module class -> whether nn.Module's own call runs it (state_views._hookless_module_call)
+        self._plain_module_classes: dict[type, bool] = {}
         self._wrote: list[tuple[dict, Callable, dict]] = []  # (globals as they were, function, its recording globals)
         # makes a tensor an object's attribute holds (a KV cache's keys) an input of the program,
         # read from the object at every call: (tensor, owner dict, key, label) -> its proxy; None:
