@@ -176,3 +176,35 @@ def test_each_recorded_call_names_the_programs_line_at_every_compile():
         torch.testing.assert_close(j(x), _scaled_gelu(x))
         sources = {b.source for b in squall.last_traces(j).traced.bsyms}
         assert sources == {(__file__, line, "return torch.nn.functional.gelu(x) * 2  # the line each recorded call names")}
+
+
+class _Scale(torch.nn.Module):
+    def forward(self, x):
+        return self.scaled(x)
+
+    def scaled(self, x):
+        return x * 2
+
+
+class _TwoScales(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = _Scale(), _Scale()
+
+    def forward(self, x):
+        return self.second(self.first(x))
+
+
+def test_a_method_two_modules_of_one_class_read_is_guarded_once_and_still_seen_replaced():
+    m, x = _TwoScales(), torch.randn(4)
+    j = squall.jit(m)
+    torch.testing.assert_close(j(x), m(x))
+    conditions = [c for c in squall.last_traces(j).guard_set.conditions if ".scaled is " in c]
+    assert len(conditions) == 1  # the second module's read added nothing new
+    original = _Scale.scaled
+    try:
+        _Scale.scaled = lambda self, x: x * 3
+        torch.testing.assert_close(j(x), m(x))  # the class's method replaced: compiled again, as eager computes
+    finally:
+        _Scale.scaled = original
+    torch.testing.assert_close(j(x), m(x))

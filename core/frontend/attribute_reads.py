@@ -161,11 +161,15 @@ class AttributeReads:
         a property): guarded as the class gives it now, and (at finish) that the object's own
         __dict__ still does not shadow it."""
         cls = type(info.real)
-        label = f"attribute {name!r} of class {cls.__qualname__}"
         if info.dict is not None:
             info.class_reads.add(name)
             if info not in self._class_readers:
                 self._class_readers.append(info)
+        if value is not raw and self._class_guarded.get((cls, name), _MISSING) is raw:
+            # an earlier read of this class's attribute (a layer's modules alike) guarded the same
+            # descriptor the class holds now: its guards are the ones already in the set
+            return value
+        label = f"attribute {name!r} of class {cls.__qualname__}"
         try:
             # the class's own lookup (its MRO, through the type's attribute cache) gives the
             # same object at every call for data, functions and properties
@@ -188,6 +192,7 @@ class AttributeReads:
         if value is raw:  # plain data in the class body: guarded and followed as any attribute
             return self._reached(value, expr, label)
         self.guards.watch(expr, resolved, label)  # a function or descriptor: which one it is
+        self._class_guarded[(cls, name)] = raw
         return value
 
     def _read_slot(self, info: _ViewInfo, name: str, value: Any) -> Any:

@@ -71,6 +71,8 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
         self._write_order: list[_ViewInfo] = []
         self._cells: list[tuple[types.CellType, Any, str, types.FunctionType]] = []  # (recording cell, its value, name, function)
         self._class_readers: list[_ViewInfo] = []  # views with attributes read from their class
+        # (class, name) -> the function or descriptor the class held when its guards were made
+        self._class_guarded: dict[tuple[type, str], Any] = {}
         self._global_hooks: bool | None = None  # whether global module hooks run (None: no module called yet)
         # module class -> whether nn.Module's own call runs it (state_views._hookless_module_call)
         self._plain_module_classes: dict[type, bool] = {}

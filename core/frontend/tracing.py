@@ -366,7 +366,12 @@ def trace_program(
             symbolic = dims.get(path) if dims else None
             if symbolic:
                 shape = tuple(ctx.shapes.symbol(n, name, d) if d in symbolic and type(n) is int and n >= 2 else n for d, n in enumerate(shape))
-            p = TensorProxy(name, shape=shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad)
+            device = x.device
+            if type(shape) is torch.Size and type(device) is torch.device:
+                # (a module's parameters, most inputs: already in the forms TensorProxy makes)
+                p = TensorProxy.like_recorded(name, shape, shape, x.dtype, device, bool(x.requires_grad))
+            else:
+                p = TensorProxy(name, shape=shape, dtype=x.dtype, device=device, requires_grad=x.requires_grad)
             if isinstance(x, torch.nn.Parameter):
                 p._is_param = True  # `isinstance(p, torch.nn.Parameter)` answers as in eager (torch's _ParameterMeta reads it)
             ctx.inputs.append(p)
