@@ -91,7 +91,12 @@ def _key_into(x: Any, parts: list, proxies: list) -> bool:
         return True
     if t is tuple or t is list or t is torch.Size:
         parts.append((t, len(x)))
-        return all(_key_into(v, parts, proxies) for v in x)
+        for v in x:  # (a plain loop, ints kept inline: sizes are most of what calls pass)
+            if type(v) is int:
+                parts.append(v)
+            elif not _key_into(v, parts, proxies):
+                return False
+        return True
     if t is float:
         parts.append(("float", x.hex()))  # -0.0 is not 0.0, and 1.0 is not 1 (the body promotes by type)
         return True

@@ -383,6 +383,7 @@ DEL = Symbol("python.del", "del", _del_meta, is_prim=True, tags=(Tags.SIDE_EFFEC
 _LEAVES = (int, float, bool, str, complex, type(None), torch.dtype, torch.device, slice, type(Ellipsis))
 # the values a snapshot keeps as they are, by exact type (the common case, one set lookup)
 _SNAPSHOT_KEEPS = frozenset(_LEAVES) | {TensorProxy, NumberProxy, torch.Size}
+_KEPT_ITEMS = _SNAPSHOT_KEEPS - {torch.Size}  # kept whatever they hold (a torch.Size may hold symbolic sizes)
 
 
 def snapshot(value: Any) -> Any:
@@ -401,6 +402,8 @@ def snapshot(value: Any) -> Any:
         return value
     if t is tuple:
         for i, v in enumerate(value):
+            if type(v) in _KEPT_ITEMS:
+                continue  # (snapshot(v) is v: this runs for every argument of every traced call)
             copied = snapshot(v)
             if copied is not v:
                 return value[:i] + (copied,) + tuple(snapshot(w) for w in value[i + 1:])

@@ -102,6 +102,17 @@ class AttributeReads:
         return self._reached(value, f"{self._dict_expr(info)}[{plain_scalar(name)!r}]", f"attribute {name!r} of {info.label}",
                              (*route, ("attr", name)) if route is not None else None)
 
+    def _read_empty_hook_dicts(self, info: _ViewInfo, names: tuple[str, ...]) -> None:
+        """The reads of a hookless module's hook dicts (each its own and empty: state_views._hookless_module_call)
+        that nn.Module's call makes, recorded as `_read_attribute` records them, without what it
+        would give the program (nothing takes it)."""
+        label = f"the hooks of {info.label}"
+        for name in names:
+            value = info.dict[name]
+            self.guards.bind(value, "d")  # (as _read_attribute binds it: the check's names are numbered in that order)
+            if not info.is_root:
+                self.guards.stays_empty(value, label)
+
     def _routed_int(self, info: _ViewInfo, name: str, value: int, route: tuple) -> Any:
         """An int an object reached through the call's arguments holds (a sliding-window KV
         cache's count of tokens seen, advanced at every step): noted (`routed_ints`, which

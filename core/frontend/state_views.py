@@ -344,8 +344,7 @@ def _view_call(self, *args, **kwargs):
         # (the forward, then each hook dict, recorded as empty) without its two frames and their
         # reads of torch's own class attributes: a compile's module calls cost a tenth of it
         forward = self.forward
-        for name in _MODULE_HOOK_DICTS:
-            info.recorder._read_attribute(info, name, info.dict[name])
+        info.recorder._read_empty_hook_dicts(info, _MODULE_HOOK_DICTS)
         return forward(*args, **kwargs)
     if _user_function(call):
         call = info.recorder._recording_function(call)
