@@ -597,3 +597,76 @@ def test_when_planning_the_first_offer_raises_the_later_offers_are_still_planned
     assert upgrade.status == "upgraded" and len(judged) == 1
     assert upgrade.reason.startswith("wide: planning failed (RuntimeError: planning broke); narrow: in context")
     assert squall.last_traces(fn)[-1].bsyms[0].executor is fuser
+
+
+class GrowingCache:
+    """A KV-cache-like object: each step appends to the tensor it holds."""
+
+    def __init__(self):
+        self.k = torch.zeros(2, 3, 8)
+
+
+def cached_step(x, mask, cache):
+    cache.k = torch.cat([cache.k, x], dim=1)
+    if mask.shape[1] != cache.k.shape[1]:  # a shape guard relating the cache to an argument
+        raise ValueError("the mask and the cache differ in length")
+    return torch.exp(cache.k) * 2.0 + 1.0, mask.sum()
+
+
+def test_the_judge_runs_on_the_state_as_it_was_at_the_call_not_as_it_grew_since(fused_faster):
+    """A decoding loop's cache grows after the call that queued the upgrade: the judge still times
+    the fused plan (on the call's shapes), and leaves the user's object alone."""
+    fuser = SlowFuser()
+    fuser.symbolic_shapes = True  # its regions are elementwise: they take any length
+    f = squall.jit(cached_step, executors=[fuser, make_executor()])
+    ours, eager = GrowingCache(), GrowingCache()
+    for _ in range(6):
+        x = torch.randn(2, 1, 8)
+        mask = torch.rand(2, ours.k.shape[1] + 1)
+        torch.testing.assert_close(f(x, mask, ours), cached_step(x, mask, eager))
+    squall.wait_for_upgrades(f, timeout=0)  # queues the upgrades the gate holds back
+    for _ in range(3):  # the cache grows while the upgrades wait
+        x = torch.randn(2, 1, 8)
+        mask = torch.rand(2, ours.k.shape[1] + 1)
+        torch.testing.assert_close(f(x, mask, ours), cached_step(x, mask, eager))
+    length = ours.k.shape[1]
+    fuser.gate.set()
+    squall.wait_for_upgrades(f)
+    upgraded = [u for u in squall.upgrades(f) if u.status == "upgraded"]
+    assert upgraded and all("in context" in u.reason and "guard failed" not in u.reason for u in upgraded), squall.upgrades(f)
+    assert ours.k.shape[1] == length  # the judge wrote nothing into the user's object
+    x = torch.randn(2, 1, 8)
+    mask = torch.rand(2, length + 1)
+    torch.testing.assert_close(f(x, mask, ours), cached_step(x, mask, eager))
+    torch.testing.assert_close(ours.k, eager.k)
+
+
+class Switch:
+    def __init__(self, on: bool):
+        self.on = torch.tensor(on)
+
+
+def switched(x, switch):
+    y = torch.exp(x) * 2.0
+    return y + 1.0 if bool(switch.on) else y - 1.0
+
+
+def test_the_judge_takes_the_calls_branch_on_an_object_tensor_that_changed_since(fused_faster):
+    """A value guard reads a tensor an argument object holds: the judge runs on a copy of its value at
+    the call, though the user's object holds another value by then."""
+    fuser = SlowFuser()
+    fuser.symbolic_shapes = True  # (a call given an object compiles symbolic at once)
+    switch = Switch(True)
+    f = squall.jit(switched, executors=[fuser, make_executor()])
+    x = torch.rand(8)
+    torch.testing.assert_close(f(x, switch), switched(x, switch))
+    squall.wait_for_upgrades(f, timeout=0)
+    switch.on = torch.tensor(False)  # the object changes while the upgrade waits
+    fuser.gate.set()
+    squall.wait_for_upgrades(f)
+    upgrade = squall.upgrades(f)[0]
+    assert upgrade.status == "upgraded" and "in context" in upgrade.reason and "guard failed" not in upgrade.reason, upgrade
+    assert not bool(switch.on)  # the judge left the user's object as it was
+    torch.testing.assert_close(f(x, switch), switched(x, switch))
+    switch.on = torch.tensor(True)
+    torch.testing.assert_close(f(x, switch), switched(x, switch))

@@ -50,7 +50,8 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ..proxies import real_tensor
-from ..compiler.pipeline import Compilation, compile_traced
+from ..compiler.pipeline import STATE_KEYWORD, Compilation, compile_traced, state_as_keywords
+from ..frontend.tracing import InputBinding
 from ..guards import GuardFailed
 from ..ltorch.base import SquallWarning
 from ..market.config import ExecutorPriority
@@ -58,6 +59,7 @@ from ..market.executor import Executor
 from ..market.fusion import FusionExecutor, compiling_stopped, example_tensor
 from ..sources import cache_root
 from ..symbol import Tags
+from ..trace import route_value
 from .choices import ChoiceStore, timing_clock
 
 __all__ = ["Upgrade", "Verdict", "judge", "fusion_offers", "background_priority", "prepare_background", "call_specs", "UpgradeJob"]
@@ -263,26 +265,38 @@ class _TensorSpec:
         return example_tensor(self.shape, self.dtype, self.device, requires_grad=self.requires_grad)
 
 
-def call_specs(params: list | None, args: tuple, kwargs: dict, *, keep: Sequence[tuple] = ()) -> tuple[Any, tuple, dict]:
+def call_specs(params: list | None, args: tuple, kwargs: dict, *, keep: Sequence[tuple] = (),
+               state: Sequence[InputBinding] = ()) -> tuple[Any, tuple, dict]:
     """A call's (params, args, kwargs) with every tensor replaced by its metadata; the tensors
     at the input paths `keep` (`InputBinding.path`: those the program's value guards read) by
     their metadata and a copy of their values, while those copies take at most JUDGE_KEEP_MAX_BYTES.
-    A tensor an argument object holds ("state" paths) needs no copy: the object itself is kept."""
+    The inputs the program reads from objects (`state`: Compilation.state_bindings) are taken
+    now, as they are at the call, and added to kwargs under STATE_KEYWORD + their name: the
+    objects change after the call (a KV cache grows at every step), and the judge runs the
+    program generated to take them so (`state_as_keywords`)."""
     roots = {"params": params, "args": args, "kwargs": kwargs}
+    snapshot = {STATE_KEYWORD + b.proxy.name: _state_value(b.path, args, kwargs) for b in state}
     kept: dict[int, torch.Tensor] = {}
     room = JUDGE_KEEP_MAX_BYTES
     for path in keep:
-        if path[0] not in roots:
-            continue
-        value = roots[path[0]]
-        for k in path[1:]:
-            value = value[k]
+        if path[0] == "state":
+            value = _state_value(path, args, kwargs)
+        else:
+            value = roots[path[0]]
+            for k in path[1:]:
+                value = value[k]
         if real_tensor(value) and id(value) not in kept:
             room -= value.numel() * value.element_size()
             if room < 0:
                 break  # the judge's run fails a guard then, and says so
             kept[id(value)] = value
-    return tree_map(lambda x: _spec(x, kept), (params, args, kwargs))
+    return tree_map(lambda x: _spec(x, kept), (params, args, {**kwargs, **snapshot}))
+
+
+def _state_value(path: tuple, args: tuple, kwargs: dict) -> Any:
+    """The value at a state input's path (squall.frontend.tracing.InputBinding) in this call."""
+    _, owner, key, route = path
+    return (route_value(route, args, kwargs).__dict__ if route is not None else owner)[key]
 
 
 def _example(tree: Any) -> Any:
@@ -558,12 +572,19 @@ class UpgradeJob:
             return Verdict("fused", None, None, f"not judged in context: a value guard failed on the judge's inputs "
                            f"({failed}); each region won its own timing")
 
+    def _runnable(self, compilation: Compilation) -> Callable:
+        """The program as the judge calls it: taking what it reads from objects as the keywords
+        `call_specs` kept them under, where it reads any (squall.compiler.pipeline.state_as_keywords)."""
+        if not compilation.state_bindings:
+            return compilation.fn
+        return state_as_keywords(compilation, self.layout).fn
+
     def _judge_on_examples(self, fused: Compilation, specs: list[_TensorSpec], compare: bool = True) -> Verdict:
         """Check the fused plan's results against the torch plan's on example inputs (the call's
         own values where its value guards read them; not with `compare` False), then time both there."""
         params, args, kwargs = _example(self.call_specs)
         lead = (params,) if self.layout.get("takes_params") else ()
-        torch_fn, fused_fn = self.base.fn, fused.fn
+        torch_fn, fused_fn = self._runnable(self.base), self._runnable(fused)
         with torch.set_grad_enabled(self.grad_enabled):
             torch_out, fused_out = torch_fn(*lead, *args, **kwargs), fused_fn(*lead, *args, **kwargs)
             differ = _outputs_differ(torch_out, fused_out) if compare else ""

@@ -114,18 +114,19 @@ class WarmUp:
         except Exception:  # noqa: BLE001 - nothing depends on it but time
             pass
 
-    def compile(self, build: Callable[[], T], *, with_header: bool | None = None) -> T:
+    def compile(self, build: Callable[[], T], *, with_header: bool | None = None, on_cpu: bool = True) -> T:
         """`build()` (C++ compiles), without the precompiled header where it is not built yet
-        (`with_header` decides where given). Where it fails while the vector ISA is a guess, the
-        guess is dropped for inductor's own probe, and `build()` runs again where that picks
-        another set; else the failure stands. A guess stays one until a compile fails, so a
+        (`with_header` decides where given). Where a region `on_cpu` fails while the vector ISA
+        is a guess, the guess is dropped for inductor's own probe, and `build()` runs again where
+        that picks another set; else the failure stands (a CUDA region's kernels do not use the
+        set, and the probe costs seconds). A guess stays one until a CPU compile fails, so a
         region that is the first to include the vector headers is still checked."""
         settings = {} if (self.header_built if with_header is None else with_header) else {"cpp_cache_precompile_headers": False}
         try:
             with inductor_config.patch(settings):
                 return build()
         except Exception:
-            if not self.isa_guessed:
+            if not (self.isa_guessed and on_cpu):
                 raise
             self.isa_guessed = False
             guessed = str(cpu_vec_isa.pick_vec_isa())

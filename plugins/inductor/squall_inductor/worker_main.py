@@ -16,6 +16,7 @@ is also timed here against its torch calls, on the same example inputs.
 """
 from __future__ import annotations
 
+import inspect
 import operator
 import os
 import pickle
@@ -136,6 +137,17 @@ def compile_static(fn: Callable, layouts: Sequence[Layout], time_budget_s: float
     return torch_s, inductor_s, constants, bundle
 
 
+def _compile_in_shape_env(graph: torch.fx.GraphModule, fakes: list, fake_mode: Any) -> Any:
+    """standalone_compile of `graph` for `fakes`, under `fake_mode`'s shape environment (its symbols,
+    and the guards the compile adds, are the ones `guards_source` reads). Newer torch (2.13) takes
+    the mode as an argument; older (2.10, 2.11) has no such argument, and is handed the mode as
+    the tracing context's, which "from_tracing_context" compiles under."""
+    if "fake_mode" in inspect.signature(standalone_compile).parameters:
+        return standalone_compile(graph, fakes, dynamic_shapes="from_example_inputs", fake_mode=fake_mode, options={})
+    with torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
+        return standalone_compile(graph, fakes, dynamic_shapes="from_tracing_context", options={})
+
+
 def compile_symbolic(fn: Callable, spec: SymbolicSpec, path: str) -> tuple[str, list]:
     """(guard source, constants): `fn` compiled for the spec's symbolic sizes and saved at `path`.
 
@@ -151,8 +163,7 @@ def compile_symbolic(fn: Callable, spec: SymbolicSpec, path: str) -> tuple[str, 
         temporary_cache_dir(folder),
         inductor_config.patch(SYMBOLIC_CONFIG),
     ):
-        artifact = standalone_compile(graph, [*fakes, *constant_fakes], dynamic_shapes="from_example_inputs",
-                                      fake_mode=fake_mode, options={})
+        artifact = _compile_in_shape_env(graph, [*fakes, *constant_fakes], fake_mode)
         artifact.save(path=path, format="binary")
         source = guards_source(fake_mode, fakes)
         artifact(*spec_examples(spec), *constants)  # a region that compiles but cannot run fails here, not in the user's process
@@ -184,12 +195,14 @@ def main(fd: int, started: float | None = None) -> None:
             # the user's process's inductor settings; compiler processes as compile_threads() allows
             with inductor_config.patch({**config.get("changed", {}), "compile_threads": compile_threads()}):
                 if kind == "compile_symbolic":
-                    guards, constants = warm_up.compile(lambda: compile_symbolic(fn, shapes, path))
+                    on_cpu = all(device.type == "cpu" for _, _, device, _ in shapes.inputs)
+                    guards, constants = warm_up.compile(lambda: compile_symbolic(fn, shapes, path), on_cpu=on_cpu)
                     reply: tuple = ("ok", guards, None, pickle.dumps(constants), None)
                 else:
                     one_unit = config.get("environment", {}).get("one unit", False)
+                    on_cpu = all(device.type == "cpu" for *_, device in shapes)
                     torch_s, inductor_s, constants, bundle = warm_up.compile(
-                        lambda: compile_static(fn, shapes, time_budget_s, path, one_unit=one_unit))
+                        lambda: compile_static(fn, shapes, time_budget_s, path, one_unit=one_unit), on_cpu=on_cpu)
                     reply = ("ok", torch_s, inductor_s, pickle.dumps(constants), bundle)
         except Exception as e:  # noqa: BLE001 - any failure is the parent's to report (it falls back to torch)
             text = str(e).strip()

@@ -381,6 +381,25 @@ def test_a_compile_that_fails_for_another_reason_raises_its_own_error_after_one_
     assert len(calls) == 2  # no guess left to blame: no probe, no retry
 
 
+def test_a_failing_cuda_region_keeps_the_guess_and_runs_no_cpu_probe(monkeypatch):
+    import squall_inductor.warm_up
+    from squall_inductor.warm_up import WarmUp
+
+    probes = []
+    monkeypatch.setattr(squall_inductor.warm_up, "forget_vector_isa", lambda: probes.append(1))
+    warm_up, calls = WarmUp(), []
+    warm_up.isa_guessed = True
+
+    def failing():
+        calls.append(1)
+        raise ValueError("a CUDA region inductor cannot lower")
+
+    with pytest.raises(ValueError, match="cannot lower"):
+        warm_up.compile(failing, with_header=True, on_cpu=False)
+    # its kernels do not use the CPU's vector set: the error is reported at once, the guess stands
+    assert calls == [1] and probes == [] and warm_up.isa_guessed
+
+
 @needs_cpu_inductor
 def test_regions_compile_without_the_precompiled_header_until_an_idle_worker_built_it(monkeypatch):
     import torch._inductor.config as inductor_config
