@@ -144,6 +144,12 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
                         f"squall: {fn.__qualname__} assigns the global {name!r} ({_store_line(fn.__code__, name) or fn.__code__.co_filename}); squall "
                         "cannot replay assigning globals at every call: pass the value in, or return it"
                     )
+            for name in before:
+                if name not in watched and not name.startswith("__"):  # `del` of a global: eager's module loses it
+                    raise UnreplayableWrite(
+                        f"squall: {fn.__qualname__} deletes the global {name!r} ({_store_line(fn.__code__, name) or fn.__code__.co_filename}); squall "
+                        "cannot replay deleting globals at every call"
+                    )
         for cell, value, name, fn in self._cells:
             if cell.cell_contents is not value:
                 raise UnreplayableWrite(
