@@ -250,18 +250,25 @@ _GENERATED = re.compile(r"^[tcn]\d+$")  # tensors, constants, numbers
 
 def _local_name(hint: str, taken: set[str]) -> str:
     """A local variable name for an input, derived from a user's name but never clashing."""
-    # ASCII only: Python folds other identifier characters (NFKC), so "ｔｏｒｃｈ" would be `torch`
-    base = re.sub(r"[^0-9A-Za-z_]", "_", hint).lstrip("_") or "a"
-    if base[0].isdigit():
-        base = "a" + base
-    if keyword.iskeyword(base) or base in _RESERVED or _GENERATED.match(base):
-        base += "_"
+    base = _name_base(hint)
     name, n = base, 1
     while name in taken:
         name = f"{base}_{n}"
         n += 1
     taken.add(name)
     return name
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_base(hint: str) -> str:
+    # (kept per hint: a module's parameters get the same names at every compile)
+    # ASCII only: Python folds other identifier characters (NFKC), so "ｔｏｒｃｈ" would be `torch`
+    base = re.sub(r"[^0-9A-Za-z_]", "_", hint).lstrip("_") or "a"
+    if base[0].isdigit():
+        base = "a" + base
+    if keyword.iskeyword(base) or base in _RESERVED or _GENERATED.match(base):
+        base += "_"
+    return base
 
 
 def argument_names(fn: Callable, nargs: int) -> list[str]:
@@ -373,7 +380,12 @@ def trace_program(
             symbolic = dims.get(path) if dims else None
             if symbolic:
                 shape = tuple(ctx.shapes.symbol(n, name, d) if d in symbolic and type(n) is int and n >= 2 else n for d, n in enumerate(shape))
-            p = TensorProxy(name, shape=shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad)
+            device = x.device
+            if type(shape) is torch.Size and type(device) is torch.device:
+                # (a module's parameters, most inputs: already in the forms TensorProxy makes)
+                p = TensorProxy.like_recorded(name, shape, shape, x.dtype, device, bool(x.requires_grad))
+            else:
+                p = TensorProxy(name, shape=shape, dtype=x.dtype, device=device, requires_grad=x.requires_grad)
             if isinstance(x, torch.nn.Parameter):
                 p._is_param = True  # `isinstance(p, torch.nn.Parameter)` answers as in eager (torch's _ParameterMeta reads it)
             ctx.inputs.append(p)
