@@ -28,6 +28,7 @@ from ..prims import copy_
 from ..proxies import NumberProxy, TensorProxy, size_leaf, tracing, real_tensor
 from ..symbolic import ShapeEnv, SymInt
 from ..trace import Trace, container_items, pytree_container, rebuilt_container
+from .layouts import traced_is_contiguous, traced_storage_offset, traced_strides
 from .outputs import capture_output
 from .random_state import random_state_kept
 from .speculation import Speculation
@@ -80,6 +81,7 @@ class TracingContext:
         self.decompositions: dict[tuple, Any] | None = {}
         self.rebinds = 0
         self.state: StateRecorder | None = None  # the Python state the program reads and writes (squall.frontend.state_guards)
+        self.layouts_guarded: set = set()  # the inputs whose layout (and offset) a layout read guarded (squall.frontend.layouts)
 
     def effects(self) -> tuple:
         """What a call may change in this context besides recording calls: where it differs after
@@ -108,6 +110,18 @@ class TracingContext:
                 "Python numbers, not on tensor data"
             )
         return self.speculation.read(how, args, kwargs or {})
+
+    def strides(self, proxy: TensorProxy) -> tuple:
+        """Eager's `proxy.stride()` in the call being traced, guarded (squall.frontend.layouts)."""
+        return traced_strides(self, proxy)
+
+    def storage_offset(self, proxy: TensorProxy) -> int:
+        """Eager's `proxy.storage_offset()` in the call being traced, guarded (squall.frontend.layouts)."""
+        return traced_storage_offset(self, proxy)
+
+    def is_contiguous(self, proxy: TensorProxy, memory_format: torch.memory_format) -> bool:
+        """Eager's `proxy.is_contiguous(memory_format)` in the call being traced, guarded (squall.frontend.layouts)."""
+        return traced_is_contiguous(self, proxy, memory_format)
 
     def rebind(self, handle: TensorProxy, value: TensorProxy) -> TensorProxy:
         """Make `handle` (a proxy the program holds) stand for `value` from now on.
