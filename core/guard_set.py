@@ -102,7 +102,10 @@ class GuardSet:
 
     def __init__(self, kinds: Mapping[str, tuple[str, str]] = GUARD_KINDS):
         self.kinds = kinds  # kind -> (what it guards, where it is checked): GUARD_KINDS, or a test's own
-        self.guards: list[Guard] = []
+        # (kind, label, condition, site) of each guard in order: a trace adds hundreds, and most
+        # compiles never read them as Guard objects (`guards` makes those on first read)
+        self._entries: list[tuple[str, str, str | None, str]] = []
+        self._made: list[Guard] = []
         self.namespace: dict[str, Any] = {"_copysign": math.copysign}
         self._bound: dict[int, str] = {}
         self._seen: set[str] = set()
@@ -129,7 +132,7 @@ class GuardSet:
                              f"{sorted(k for k, (_, where) in self.kinds.items() if where == 'check')}")
         if condition not in self._seen:
             self._seen.add(condition)
-            self.guards.append(Guard(kind, label, condition, site))
+            self._entries.append((kind, label, condition, site))
             self._holds = None
             self._runners.clear()
 
@@ -142,7 +145,7 @@ class GuardSet:
             raise ValueError(f"squall: a {kind!r} guard needs a condition (GuardSet.add), or is unknown; known: {sorted(self.kinds)}")
         if condition is not None and where != "key":
             raise ValueError(f"squall: a {kind!r} guard is checked inside the program: it has no condition of its own")
-        self.guards.append(Guard(kind, label, condition, site))
+        self._entries.append((kind, label, condition, site))
 
     def watch(self, expr: str, value: Any, label: str, *, kind: str = STATE) -> None:
         """Guard that `expr` still gives `value`: numbers, strings and torch devices by type and
@@ -184,9 +187,18 @@ class GuardSet:
     # --- reading it ---------------------------------------------------------------------------
 
     @property
+    def guards(self) -> list[Guard]:
+        """Every guard, in the order added."""
+        made = self._made
+        if len(made) < len(self._entries):
+            made.extend(Guard(*entry) for entry in self._entries[len(made):])
+        return made
+
+    @property
     def conditions(self) -> list[str]:
         """The conditions the generated check evaluates, in order (a key guard's are the key's)."""
-        return [g.condition for g in self.guards if g.condition is not None and self.kinds[g.kind][1] == "check"]
+        kinds = self.kinds
+        return [condition for kind, _, condition, _ in self._entries if condition is not None and kinds[kind][1] == "check"]
 
     def of_kind(self, kind: str) -> list[Guard]:
         return [g for g in self.guards if g.kind == kind]

@@ -57,6 +57,10 @@ READERS: dict[str, Callable[..., Any]] = {
     "torch.equal": torch.equal,
     "torch.is_nonzero": torch.is_nonzero,
     "number": lambda x: x,  # a run-time number itself (squall.ltorch.numbers): its value is the read
+    # an input's layout, which a read of strides relied on (squall.frontend.layouts)
+    "contiguous": torch.Tensor.is_contiguous,
+    "strides": lambda t: tuple(t.stride()),
+    "storage_offset": torch.Tensor.storage_offset,
 }
 
 

@@ -239,6 +239,22 @@ class TensorProxy(torch.Tensor):
             return self.shape
         return self.shape[dim]
 
+    def stride(self, dim: int | None = None):
+        # eager's strides, learnt from the call being traced and guarded (squall.frontend.layouts):
+        # products of symbolic sizes where the layout is dense, so reading them pins no size
+        strides = _require_context().strides(self)
+        if dim is None:
+            return strides
+        if not strides:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+        if not -len(strides) <= dim < len(strides):
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-len(strides)}, {len(strides) - 1}], but got {dim})")
+        return strides[dim]
+
+    def storage_offset(self) -> int:
+        # eager's, as for stride() (squall.frontend.layouts)
+        return _require_context().storage_offset(self)
+
     def numel(self) -> int:
         n = 1
         for s in self.shape:
@@ -285,9 +301,12 @@ class TensorProxy(torch.Tensor):
         return self.dtype.is_complex
 
     def is_contiguous(self, memory_format=torch.contiguous_format) -> bool:
-        # squall does not model strides: every op produces a value, and executors
-        # accept any layout, so a contiguity question has only this safe answer.
-        return True
+        # eager's answer, as for stride() (squall.frontend.layouts): the trace itself models no
+        # layout (every op makes a value, executors take any layout)
+        ctx = _current.get()
+        if ctx is None:  # (metadata read outside a trace: a proxy stands for a contiguous tensor)
+            return memory_format in (torch.contiguous_format, torch.preserve_format)
+        return ctx.is_contiguous(self, memory_format)
 
     def get_device(self) -> int:
         return self.device.index if self.device.type == "cuda" else -1

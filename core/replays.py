@@ -63,7 +63,8 @@ def _default_device() -> torch.device:
     """torch.get_default_device(), without its generator over the mode stack in the common case:
     no `with torch.device(...)` on the torch function mode stack and no default device set is
     the CPU, as torch answers then."""
-    if _DEVICE_CONTEXT is None or getattr(_DEVICE_CONTEXT, "device_context", None) is not None:
+    # (the thread's own dict of the thread-local: getattr of an unset name raises inside, 10x slower)
+    if _DEVICE_CONTEXT is None or _DEVICE_CONTEXT.__dict__.get("device_context") is not None:
         return torch.get_default_device()
     for i in range(torch._C._len_torch_function_stack()):
         if isinstance(torch._C._get_function_stack_at(i), DeviceContext):
@@ -90,7 +91,12 @@ def _key_into(x: Any, parts: list, proxies: list) -> bool:
         return True
     if t is tuple or t is list or t is torch.Size:
         parts.append((t, len(x)))
-        return all(_key_into(v, parts, proxies) for v in x)
+        for v in x:  # (a plain loop, ints kept inline: sizes are most of what calls pass)
+            if type(v) is int:
+                parts.append(v)
+            elif not _key_into(v, parts, proxies):
+                return False
+        return True
     if t is float:
         parts.append(("float", x.hex()))  # -0.0 is not 0.0, and 1.0 is not 1 (the body promotes by type)
         return True

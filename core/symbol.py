@@ -94,12 +94,16 @@ class Symbol:
         ctx = current_context()
         if ctx is None:
             raise RuntimeError(f"squall: {self.id} can only be called while tracing (use squall.jit)")
-        keywords = frozenset(kwargs) if kwargs else frozenset()
+        keywords = frozenset(kwargs) if kwargs else _NO_KEYWORDS
+        binder = self._binder
+        if binder is None:
+            binder = self._binder = _Binder(self.meta)
         # the call as it is now: a list the program changes later (DenseNet appends to the list
         # it concatenates) must not change what this call read
-        args, kwargs = snapshot_call(*self.normalize(args, kwargs))
+        args, kwargs = snapshot_call(*binder(args, kwargs))
+        top = len(ctx.scopes) == 1
         # (a top-level call only: an op inside a replayed one is copied with it)
-        replays = ctx.decompositions if self.replayable and len(ctx.scopes) == 1 else None
+        replays = ctx.decompositions if top and self.replayable else None
         keyed = call_key(self, args, kwargs) if replays is not None else None
         recorded = replays.get(keyed[0], _UNSEEN) if keyed is not None else None
         if recorded is not None and recorded is not _UNSEEN:
@@ -120,7 +124,7 @@ class Symbol:
         if recorded is _UNSEEN:
             # held only where the body did nothing but record calls (None: it runs at every call)
             replays[keyed[0]] = Decomposition.record(keyed[1], out, bsym.subsymbols) if ctx.effects() == effects else None
-        if len(ctx.scopes) == 1:
+        if top:
             bsym.source = user_source()
         ctx.scopes[-1].append(bsym)
         return out
@@ -130,6 +134,7 @@ class Symbol:
 
 
 _UNSEEN = object()  # a call key no call has had yet
+_NO_KEYWORDS: frozenset[str] = frozenset()
 
 
 def _requires_grad(values) -> bool:
@@ -160,7 +165,7 @@ class _Binder:
     """Binds calls to one signature; the common call (positional arguments only) skips inspect."""
 
     __slots__ = ("signature", "n_positional", "positional_names", "positional_only", "positional_defaults", "keyword_defaults", "simple",
-                 "by_name")
+                 "by_name", "spread")
 
     def __init__(self, fn: Callable):
         try:
@@ -181,6 +186,10 @@ class _Binder:
         )
         # the positional parameters a call may also name: name -> position
         self.by_name = {p.name: i for i, p in enumerate(positional) if p.kind is p.POSITIONAL_OR_KEYWORD}
+        # a `*args` parameter (`reshape(a, *shape)`), no `**kwargs`, a default for every keyword-only one
+        self.spread = any(p.kind is p.VAR_POSITIONAL for p in params) and all(p.kind is not p.VAR_KEYWORD for p in params) and all(
+            d is not inspect.Parameter.empty for d in self.keyword_defaults.values()
+        )
 
     def __call__(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         if self.signature is None:
@@ -194,6 +203,9 @@ class _Binder:
                 bound = self._bind_named(args, kwargs)
                 if bound is not None:
                     return bound
+        elif self.spread and not kwargs and len(args) >= self.n_positional:
+            # every positional parameter given, the rest spread into `*args`: as Signature.bind binds it
+            return args, dict(self.keyword_defaults)
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError:
@@ -371,6 +383,7 @@ DEL = Symbol("python.del", "del", _del_meta, is_prim=True, tags=(Tags.SIDE_EFFEC
 _LEAVES = (int, float, bool, str, complex, type(None), torch.dtype, torch.device, slice, type(Ellipsis))
 # the values a snapshot keeps as they are, by exact type (the common case, one set lookup)
 _SNAPSHOT_KEEPS = frozenset(_LEAVES) | {TensorProxy, NumberProxy, torch.Size}
+_KEPT_ITEMS = _SNAPSHOT_KEEPS - {torch.Size}  # kept whatever they hold (a torch.Size may hold symbolic sizes)
 
 
 def snapshot(value: Any) -> Any:
@@ -389,6 +402,8 @@ def snapshot(value: Any) -> Any:
         return value
     if t is tuple:
         for i, v in enumerate(value):
+            if type(v) in _KEPT_ITEMS:
+                continue  # (snapshot(v) is v: this runs for every argument of every traced call)
             copied = snapshot(v)
             if copied is not v:
                 return value[:i] + (copied,) + tuple(snapshot(w) for w in value[i + 1:])
@@ -473,9 +488,30 @@ def user_source() -> tuple[str, int, str] | None:
     """The innermost frame of the traced program (not squall's tracing machinery, not torch)."""
     f = sys._getframe(1)
     while f is not None:
-        fn = f.f_code.co_filename
-        # "<stdin>", "<string>" and notebook cells are the program's; "<squall-...>" is generated code
-        if (not fn.startswith(_SQUALL_DIR) or f.f_globals.get("__name__") == _DEMO) and _TORCH_DIR not in fn and not fn.startswith("<squall-"):
+        code = f.f_code
+        # (each code object's answer kept: this walks several frames for every call a trace records)
+        known = _MACHINERY.get(id(code))
+        if known is not None and known[0] is code:
+            machinery = known[1]
+        else:
+            machinery = _machinery(code.co_filename, f.f_globals.get("__name__"))
+            if not code.co_filename.startswith("<squall-"):  # generated code is made per compile: not kept
+                if len(_MACHINERY) >= _MACHINERY_KEPT:
+                    _MACHINERY.clear()  # code made at run time (exec'd, dataclasses') would pile up
+                _MACHINERY[id(code)] = (code, machinery)
+        if not machinery:
+            fn = code.co_filename
             return fn, f.f_lineno, linecache.getline(fn, f.f_lineno).strip()
         f = f.f_back
     return None
+
+
+def _machinery(filename: str, module: str | None) -> bool:
+    # "<stdin>", "<string>" and notebook cells are the program's; "<squall-...>" is generated code
+    return not ((not filename.startswith(_SQUALL_DIR) or module == _DEMO) and _TORCH_DIR not in filename and not filename.startswith("<squall-"))
+
+
+# id(code object) -> (it, whether user_source passes over its frames); by id, as code objects
+# compare by contents, not by file (a plain dict: a weak one's lookup cost as much as the checks)
+_MACHINERY: dict[int, tuple[Any, bool]] = {}
+_MACHINERY_KEPT = 4096

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch.testing import assert_close
 
-__all__ = ["import_torchvision", "TIMM_MODELS", "SMALL_IMAGE_CNN", "TORCHVISION_MODELS", "TRANSFORMERS_MODELS", "SEGFORMER", "RealModel", "assert_same_output"]
+__all__ = ["import_torchvision", "tiny_encoder_decoder", "TIMM_MODELS", "SMALL_IMAGE_CNN", "TORCHVISION_MODELS", "TRANSFORMERS_MODELS", "SEGFORMER", "RealModel", "assert_same_output"]
 
 _torchvision_ops: torch.library.Library | None = None
 
@@ -44,6 +44,24 @@ class RealModel:
     build: Callable[[], torch.nn.Module]
     inputs: Callable[[], dict[str, Any]]  # keyword arguments of one call
     tolerance: float = 1e-4
+
+
+def tiny_encoder_decoder(name: str) -> torch.nn.Module:
+    """A tiny T5 (`name` "t5") or BART ("bart") for conditional generation, random weights
+    (seeded), in eval mode: what tests/test_dynamic_factories.py and bench/encoder_decoder.py generate with."""
+    import_torchvision()
+    import transformers
+
+    torch.manual_seed(0)
+    if name == "t5":
+        config = transformers.T5Config(vocab_size=97, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, decoder_start_token_id=0, pad_token_id=0)
+        return transformers.T5ForConditionalGeneration(config).eval()
+    config = transformers.BartConfig(
+        vocab_size=97, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+        encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+        decoder_start_token_id=2,
+    )  # fmt: skip
+    return transformers.BartForConditionalGeneration(config).eval()
 
 
 def _timm(name: str, size: int = 64, **kwargs) -> RealModel:

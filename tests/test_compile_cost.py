@@ -1,9 +1,11 @@
 """What makes a compile cheaper must leave it as it was: the cyclic collector paused while a
-program is traced (squall.compiler.collection), and a hookless module called straight to its
-forward through its view (squall.frontend.state_views)."""
+program is traced (squall.compiler.collection), a hookless module called straight to its
+forward through its view (squall.frontend.state_views), calls bound without inspect, guards
+held as tuples until read, and each recorded call's source line found as before."""
 from __future__ import annotations
 
 import gc
+import inspect
 import threading
 
 import pytest
@@ -12,7 +14,9 @@ import torch
 import squall
 from squall.compiler import collection, pipeline
 from squall.frontend.tracing import trace_program
+from squall.guard_set import GuardSet
 from squall.runtime.jit import jitted_state
+from squall.symbol import _Binder
 
 
 @pytest.fixture
@@ -129,3 +133,78 @@ def test_a_trace_through_hookless_submodules_reads_each_hook_dict_once_per_modul
     labels = [label for _, label in trace.context.state.guards._empty.values()]
     # the global hook dicts, then each submodule's four, in the one emptiness check (squall.guard_set.stays_empty)
     assert labels == ["the global module hooks"] * 4 + ["the hooks of submodule 'inner'"] * 4 + ["the hooks of submodule 'outer'"] * 4
+
+
+@pytest.mark.parametrize("call", [(1,), (1, 2, 3), (1, (2, 3)), (1, 5, 6, 7)])
+def test_a_call_spreading_into_star_args_binds_as_inspect_binds_it(call):
+    # (the binder's own path for a `*shape` parameter, as `reshape(a, *shape)` has)
+    def spread(a, *shape, size=None, keep=True):
+        pass
+
+    bound = inspect.signature(spread).bind(*call)
+    bound.apply_defaults()
+    args, kwargs = _Binder(spread)(call, {})
+    assert (args, kwargs) == (bound.args, bound.kwargs) and list(kwargs) == list(bound.kwargs)
+
+
+def test_reshapes_by_spread_sizes_match_eager():
+    def f(x):
+        return x.reshape(2, 3, 4).view(6, -1).permute(1, 0) + 1
+
+    x = torch.randn(24)
+    torch.testing.assert_close(squall.jit(f)(x), f(x))
+
+
+def test_guards_read_before_more_are_added_list_those_too():
+    guards = GuardSet()
+    guards.add("args[0] is None", "first")
+    assert [g.label for g in guards.guards] == ["first"]
+    guards.add("args[1] is None", "second")
+    guards.add("args[0] is None", "first again")  # a condition already in the set: not added twice
+    assert [g.label for g in guards.guards] == ["first", "second"]
+    assert guards.conditions == ["args[0] is None", "args[1] is None"]
+
+
+def _scaled_gelu(x):
+    return torch.nn.functional.gelu(x) * 2  # the line each recorded call names
+
+
+def test_each_recorded_call_names_the_programs_line_at_every_compile():
+    line = inspect.getsourcelines(_scaled_gelu)[1] + 1
+    for x in (torch.randn(3), torch.randn(5, 2)):  # a second compile finds the frames' answers kept
+        j = squall.jit(_scaled_gelu)
+        torch.testing.assert_close(j(x), _scaled_gelu(x))
+        sources = {b.source for b in squall.last_traces(j).traced.bsyms}
+        assert sources == {(__file__, line, "return torch.nn.functional.gelu(x) * 2  # the line each recorded call names")}
+
+
+class _Scale(torch.nn.Module):
+    def forward(self, x):
+        return self.scaled(x)
+
+    def scaled(self, x):
+        return x * 2
+
+
+class _TwoScales(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = _Scale(), _Scale()
+
+    def forward(self, x):
+        return self.second(self.first(x))
+
+
+def test_a_method_two_modules_of_one_class_read_is_guarded_once_and_still_seen_replaced():
+    m, x = _TwoScales(), torch.randn(4)
+    j = squall.jit(m)
+    torch.testing.assert_close(j(x), m(x))
+    conditions = [c for c in squall.last_traces(j).guard_set.conditions if ".scaled is " in c]
+    assert len(conditions) == 1  # the second module's read added nothing new
+    original = _Scale.scaled
+    try:
+        _Scale.scaled = lambda self, x: x * 3
+        torch.testing.assert_close(j(x), m(x))  # the class's method replaced: compiled again, as eager computes
+    finally:
+        _Scale.scaled = original
+    torch.testing.assert_close(j(x), m(x))

@@ -19,7 +19,9 @@ import pytest
 import torch
 
 import squall
-from real_models import import_torchvision
+from squall.runtime.dynamic_dims import one_long
+from squall.runtime.jit import jitted_state
+from real_models import import_torchvision, tiny_encoder_decoder
 
 
 def _stream(fn, shapes, compare=torch.testing.assert_close):
@@ -191,18 +193,8 @@ def test_a_mean_over_a_symbolic_dimension_compiles_twice(fn):
 
 
 def _encoder_decoder(name: str) -> torch.nn.Module:
-    import_torchvision()
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    if name == "t5":
-        config = transformers.T5Config(vocab_size=97, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, decoder_start_token_id=0, pad_token_id=0)
-        return transformers.T5ForConditionalGeneration(config).eval()
-    config = transformers.BartConfig(
-        vocab_size=97, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-        encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2,
-        decoder_start_token_id=2,
-    )  # fmt: skip
-    return transformers.BartForConditionalGeneration(config).eval()
+    pytest.importorskip("transformers")
+    return tiny_encoder_decoder(name)
 
 
 def test_a_decoder_given_new_encoder_outputs_of_the_same_shape_answers_for_them():
@@ -219,9 +211,11 @@ def test_a_decoder_given_new_encoder_outputs_of_the_same_shape_answers_for_them(
 @pytest.mark.parametrize("name", ["t5", "bart"])
 def test_an_encoder_decoder_generates_new_prompt_lengths_without_compiling(name):
     """BART's decoder (`torch.ones(b, n)` of a symbolic length) is compiled, not run eagerly; a
-    generate compiles its decoding step three times (an empty cache, a cache of one token, of
-    two or more: sizes 1 stay constants), and a new prompt length nothing: the encoder's output
-    (a ModelOutput argument) has a symbolic length, and the encoder-decoder cache holds state."""
+    generate compiles its decoding step twice (an empty cache; a cache of two tokens or more),
+    and a new prompt length nothing: the encoder's output (a ModelOutput argument) has a
+    symbolic length, and the encoder-decoder cache holds state. The step with a cache of one
+    token (a signature of its own: sizes 1 stay constants) comes once per generate, and runs
+    eagerly until it has cost a compile (squall.runtime.ski_rental): it compiled a third time."""
     module = _encoder_decoder(name)
     jitted = squall.jit(module)
     compiles = []
@@ -235,4 +229,64 @@ def test_an_encoder_decoder_generates_new_prompt_lengths_without_compiling(name)
             actual = jitted.generate(prompt, **options)
         assert torch.equal(actual, expected), f"prompt of {length}"
         compiles.append(jitted.cache_info().misses - before)
-    assert compiles == [3, 0, 0]
+        jitted_state(jitted).rental.last_compile_cpu_s = 1e9  # (still rented, whatever the load)
+    assert compiles == [2, 0, 0]
+    assert jitted.cache_info().eager_before_compile == 3  # the step of one token, once per generate
+
+
+@pytest.mark.parametrize("name", ["t5", "bart"])
+def test_an_encoder_decoder_s_step_of_one_token_compiles_once_it_cost_a_compile(name):
+    module = _encoder_decoder(name)
+    jitted = squall.jit(module)
+    options = dict(max_new_tokens=4, min_new_tokens=4, do_sample=False)
+    compiles = []
+    with torch.no_grad():
+        for length in (6, 8, 7):
+            prompt = torch.randint(3, 97, (1, length))
+            before = jitted.cache_info().misses
+            torch.testing.assert_close(jitted.generate(prompt, **options), module.generate(prompt, **options))
+            compiles.append(jitted.cache_info().misses - before)
+            # its eager calls have cost as much as a compile: the next generate compiles it
+            jitted_state(jitted).rental.last_compile_cpu_s = 0.0
+    assert compiles == [2, 1, 0]
+    assert jitted.cache_info().eager_before_compile == 1
+
+
+def test_an_encoder_decoder_s_rented_steps_do_not_split_it():
+    # each rented step failed the entry's state check: counted as a state change, the fifth
+    # generate split the module (its forward eager, a warning)
+    module = _encoder_decoder("t5")
+    jitted = squall.jit(module)
+    options = dict(max_new_tokens=3, min_new_tokens=3, do_sample=False)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        for length in range(5, 12):
+            prompt = torch.randint(3, 97, (1, length))
+            assert torch.equal(jitted.generate(prompt, **options), module.generate(prompt, **options))
+            # (a compile that costs more than these steps: they stay rented, whatever the load)
+            jitted_state(jitted).rental.last_compile_cpu_s = 1e9
+    assert jitted.cache_info().misses == 2 and jitted.cache_info().eager_before_compile == 7, jitted.cache_info()
+
+
+class _Layer:
+    def __init__(self, keys: torch.Tensor):
+        self.keys, self.values = keys, keys.clone()
+
+
+class _Cache:
+    def __init__(self, *layers: torch.Tensor):
+        self.layers = [_Layer(k) for k in layers]
+
+
+@pytest.mark.parametrize(
+    ("shapes", "expected"),
+    [
+        ([(1, 4, 1, 8), (1, 4, 6, 8)], True),  # self-attention one token long beside cross-attention
+        ([(1, 4, 5, 8), (1, 4, 5, 8)], False),  # a decoder's layers: one length, batch of 1
+        ([(2, 4, 1, 8), (2, 4, 1, 8)], False),  # a prompt of one token: nothing longer beside it
+        ([(1, 4, 1, 8), (1, 4, 6, 16)], False),  # other kinds of tensor
+        ([(1, 4, 2, 8), (1, 4, 6, 8)], False),  # two or more: a symbolic variant serves it
+    ],
+)
+def test_a_state_one_long_beside_a_longer_tensor_of_its_kind(shapes, expected):
+    assert one_long(_Cache(*(torch.zeros(s) for s in shapes))) is expected

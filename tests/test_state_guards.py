@@ -408,6 +408,27 @@ def test_assigning_a_global_runs_eagerly_with_a_warning_naming_the_line():
         COUNTER = 0
 
 
+DELETED = 1
+
+
+def test_deleting_a_global_runs_eagerly_with_a_warning_naming_the_line():
+    global DELETED
+
+    def deletes(x):
+        global DELETED
+        del DELETED
+        return x + 1
+
+    j = squall.jit(deletes)
+    try:
+        with pytest.warns(SquallWarning, match=r"deletes the global 'DELETED' \(.*test_state_guards.py:\d+\).*runs eagerly"):
+            out = j(torch.ones(1))
+        assert_close(out, torch.ones(1) + 1)
+        assert "DELETED" not in globals()  # as eager: the module lost it (it was kept, silently, before)
+    finally:
+        DELETED = 1
+
+
 def test_pre_hook_registered_after_compiling_changes_the_input():
     m = Scaled()
     j = squall.jit(m)

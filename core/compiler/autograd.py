@@ -115,7 +115,23 @@ def autograd_function(
 
 
 def calling_trace(traced: Trace, function: type[torch.autograd.Function]) -> Trace:
-    """The program as one call of `function.apply` on its inputs, returning its output structure."""
+    """The program as one call of `function.apply` on its inputs, returning its output structure.
+
+    An input the program returns as it is (`return x, y`) is the caller's tensor, as in eager
+    (`out[0] is x`): the Function's output in its place, a new tensor aliasing it, goes unused."""
+    inputs = {p.name for p in traced.inputs if type(p) is TensorProxy}
     outputs = tuple(flat_proxies(traced.output))
+    if any(p.name in inputs for p in outputs):
+        taken = inputs | {p.name for p in outputs}
+        outputs = tuple(_unused_like(p, taken) if p.name in inputs else p for p in outputs)
     call = BoundSymbol(_APPLY, tuple(traced.inputs), {}, outputs, executor=_RUNNER, impl=function.apply)
     return Trace.from_trace(traced, bsyms=[call], provenance="the program: one torch.autograd.Function running the forward and backward traces")
+
+
+def _unused_like(p: TensorProxy, taken: set[str]) -> TensorProxy:
+    """A proxy like `p` under a name not in `taken` (which it joins): an output slot nothing reads."""
+    n = 0
+    while f"{p.name}_unused{n}" in taken:
+        n += 1
+    taken.add(f"{p.name}_unused{n}")
+    return TensorProxy(f"{p.name}_unused{n}", like=p)

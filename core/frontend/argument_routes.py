@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from ..proxies import TensorProxy
-from ..trace import plain_scalar
+from ..trace import plain_scalar, pytree_container
 from .state_views import RECORDED_CONTAINERS, _RecordedList, _SCALARS, _ViewInfo, by_structure
 
 __all__ = ["ArgumentRoutes"]
@@ -39,6 +39,9 @@ class ArgumentRoutes:
     def _init_routes(self) -> None:
         self._argument_copies: list[Any] = []  # recording copies of dicts passed as arguments
         self._namespaces: dict[int, tuple[types.SimpleNamespace, dict, str, str]] = {}  # id(copy) -> (copy, its items, label, where)
+        # id(what the program got) -> (it, where the call has it): tuples and pytree containers
+        # (namedtuples, OrderedDicts, ModelOutputs) passed in; one the program returns is the caller's own
+        self._passed_as_is: dict[int, tuple[Any, str]] = {}
         self._routed_by_type: dict[type, list[tuple[Any, str]]] = {}  # objects reached through the arguments
         self._metadata_guarded: set[str] = set()  # the expressions of the held tensors whose metadata is guarded
         self.routed_ints: dict[tuple, int] = {}  # (the holder's route, attribute) -> the int read there first
@@ -49,7 +52,9 @@ class ArgumentRoutes:
             return value
         if t is tuple:
             items = [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]", (*route, ("item", i))) for i, v in enumerate(value)]
-            return t(items) if any(a is not b for a, b in zip(items, value)) else value
+            passed = t(items) if any(a is not b for a, b in zip(items, value)) else value
+            self._passed_as_is[id(passed)] = (passed, expr)
+            return passed
         if t is list:
             # a copy that records appends, replayed on the caller's list at every call (its items
             # are in the cache key: its reads need no guard)
@@ -78,7 +83,11 @@ class ArgumentRoutes:
             self._namespaces[id(copy)] = (copy, items, label, expr)
             return copy
         recorded = self._recorded(value, label)
-        if recorded is not value:
+        if pytree_container(value):
+            # (its tensors are inputs read from the call's own: squall.frontend.tracing; a write
+            # into it runs the call eagerly, so returned unchanged, it is the caller's object)
+            self._passed_as_is[id(recorded)] = (recorded, expr)
+        elif recorded is not value:
             # the cache key holds it (by its type where `by_structure`, by its own equality, or by
             # identity): reached through the call, as is everything the program reads of it
             self._route(value, expr, route)
@@ -163,35 +172,46 @@ class ArgumentRoutes:
         return proxy
 
     def _return_arguments_as_themselves(self, result: Any) -> None:
-        """A list, dict or SimpleNamespace passed in and returned (in `result`, through plain
-        tuples, lists and dicts) is the caller's own object, its writes replayed on it first, as in eager."""
-        for path, target in _argument_containers(result, (), {k: where for k, (_, _, _, where) in self._namespaces.items()}):
+        """A list, dict, tuple, pytree container (a namedtuple, an OrderedDict, a ModelOutput) or
+        SimpleNamespace passed in and returned (in `result`, through plain tuples, lists and dicts)
+        is the caller's own object, its writes replayed on it first, as in eager (where a rebuilt
+        one would be equal but not `is` the argument)."""
+        passed = {k: where for k, (_, _, _, where) in self._namespaces.items()}
+        passed.update((k, where) for k, (_, where) in self._passed_as_is.items())
+        for path, target in _argument_containers(result, (), passed):
             self.guards.namespace["_put"] = _put
             self.guards.effects.append(f"out = _put(out, {self.guards.bind(path, 'k')}, {target})")
 
 
-def _argument_containers(x: Any, path: tuple, namespaces: dict[int, str]) -> list[tuple[tuple, str]]:
+def _argument_containers(x: Any, path: tuple, passed: dict[int, str]) -> list[tuple[tuple, str]]:
     """(path, call-time expression) of each list or dict argument's recording copy in output `x`,
-    and of each SimpleNamespace argument's copy (`namespaces`: id -> expression), reached
-    through plain tuples, lists and dicts."""
+    and of each other argument the program got as it is returned (`passed`: id -> expression:
+    a SimpleNamespace's copy, a tuple, a pytree container), reached through tuples, named tuples,
+    lists, dicts and the dicts torch's pytree knows (an OrderedDict, a ModelOutput)."""
     t = type(x)
     if t in RECORDED_CONTAINERS and getattr(x, "target", None) is not None:
         return [(path, x.target)]
-    if t is types.SimpleNamespace and id(x) in namespaces:
-        return [(path, namespaces[id(x)])]
-    if t is tuple or t is list or t is _RecordedList:
-        return [found for i, v in enumerate(list.__iter__(x) if t is _RecordedList else x) for found in _argument_containers(v, (*path, i), namespaces)]
-    if t is dict:
-        return [found for k, v in x.items() for found in _argument_containers(v, (*path, k), namespaces)]
+    if id(x) in passed:  # (each held by the recorder while it runs: an id is never reused)
+        return [(path, passed[id(x)])]
+    if t is tuple or t is list or t is _RecordedList or _namedtuple(x):
+        return [found for i, v in enumerate(list.__iter__(x) if t is _RecordedList else x) for found in _argument_containers(v, (*path, i), passed)]
+    if t is dict or (isinstance(x, dict) and pytree_container(x)):  # (an OrderedDict, a ModelOutput the program made)
+        return [found for k, v in x.items() for found in _argument_containers(v, (*path, k), passed)]
     return []
 
 
+def _namedtuple(x: Any) -> bool:
+    return isinstance(x, tuple) and type(x) is not tuple and hasattr(type(x), "_fields") and hasattr(x, "_replace")
+
+
 def _put(out: Any, path: tuple, value: Any) -> Any:
-    """`out` with `value` at `path` (tuples rebuilt, lists and dicts set in place)."""
+    """`out` with `value` at `path` (tuples and named tuples rebuilt, lists and dicts set in place)."""
     if not path:
         return value
     head, rest = path[0], path[1:]
     if type(out) is tuple:
         return (*out[:head], _put(out[head], rest, value), *out[head + 1 :])
+    if _namedtuple(out):
+        return out._replace(**{out._fields[head]: _put(out[head], rest, value)})
     out[head] = _put(out[head], rest, value)
     return out

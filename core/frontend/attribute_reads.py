@@ -20,6 +20,7 @@ from .state_views import (
     _HOOK_DICTS,
     _MISSING,
     _MODULE_INTERNALS,
+    _SCALARS,
     _slot_value,
     HooksWhileTracing,
     by_structure,
@@ -45,9 +46,10 @@ class AttributeReads:
             return self._reached(value, f"{self._dict_expr(info)}['training']", f"the training flag of {info.label}")
         if name in _MODULE_INTERNALS or name == "__dict__":
             return value  # bookkeeping; the jitted tree's training flags are in the cache key
-        if type(value) is TensorProxy or (info.in_tree and real_tensor(value)):
+        kind = type(value)
+        if kind is TensorProxy or (info.in_tree and kind not in _SCALARS and real_tensor(value)):
             return value  # a tensor attribute of the jitted tree: an input, read at every call
-        if type(value) is torch.Tensor and self.tensor_input is not None and info.dict is not None and info.dict.get(name) is value:
+        if kind is torch.Tensor and self.tensor_input is not None and info.dict is not None and info.dict.get(name) is value:
             return self._tensor_attribute(info, name, value)
         if name in _HOOK_DICTS or name in ("_modules", "_parameters", "_buffers"):
             bound = self.guards.bind(value, "d")
@@ -99,6 +101,17 @@ class AttributeReads:
             return self._routed_int(info, name, value, route)
         return self._reached(value, f"{self._dict_expr(info)}[{plain_scalar(name)!r}]", f"attribute {name!r} of {info.label}",
                              (*route, ("attr", name)) if route is not None else None)
+
+    def _read_empty_hook_dicts(self, info: _ViewInfo, names: tuple[str, ...]) -> None:
+        """The reads of a hookless module's hook dicts (each its own and empty: state_views._hookless_module_call)
+        that nn.Module's call makes, recorded as `_read_attribute` records them, without what it
+        would give the program (nothing takes it)."""
+        label = f"the hooks of {info.label}"
+        for name in names:
+            value = info.dict[name]
+            self.guards.bind(value, "d")  # (as _read_attribute binds it: the check's names are numbered in that order)
+            if not info.is_root:
+                self.guards.stays_empty(value, label)
 
     def _routed_int(self, info: _ViewInfo, name: str, value: int, route: tuple) -> Any:
         """An int an object reached through the call's arguments holds (a sliding-window KV
@@ -159,11 +172,15 @@ class AttributeReads:
         a property): guarded as the class gives it now, and (at finish) that the object's own
         __dict__ still does not shadow it."""
         cls = type(info.real)
-        label = f"attribute {name!r} of class {cls.__qualname__}"
         if info.dict is not None:
             info.class_reads.add(name)
             if info not in self._class_readers:
                 self._class_readers.append(info)
+        if value is not raw and self._class_guarded.get((cls, name), _MISSING) is raw:
+            # an earlier read of this class's attribute (a layer's modules alike) guarded the same
+            # descriptor the class holds now: its guards are the ones already in the set
+            return value
+        label = f"attribute {name!r} of class {cls.__qualname__}"
         try:
             # the class's own lookup (its MRO, through the type's attribute cache) gives the
             # same object at every call for data, functions and properties
@@ -186,6 +203,7 @@ class AttributeReads:
         if value is raw:  # plain data in the class body: guarded and followed as any attribute
             return self._reached(value, expr, label)
         self.guards.watch(expr, resolved, label)  # a function or descriptor: which one it is
+        self._class_guarded[(cls, name)] = raw
         return value
 
     def _read_slot(self, info: _ViewInfo, name: str, value: Any) -> Any:
@@ -194,16 +212,16 @@ class AttributeReads:
             held = d.get(store, {})
             if name not in held:
                 continue
-            expr = f"{self.guards.bind(held, 'd')}[{plain_scalar(name)!r}]"
-            label = f"{store[1:-1]} {name!r} of {info.label}"
+            # (bound at every read, as the check's names are numbered in the order first bound)
+            held_name = self.guards.bind(held, "d")
             if store == "_modules":
-                self.guards.watch(expr, held[name], label)
+                self.guards.watch(f"{held_name}[{plain_scalar(name)!r}]", held[name], f"module {name!r} of {info.label}")
                 return self.view(value, f"{info.label}.{name}" if not info.is_root else f"submodule {name!r}") if value is not None else None
             if info.in_tree:
                 # a parameter or buffer of the jitted tree is an input, read at every call, and
                 # its removal is seen there; what is left to check is a None one being set
                 if held[name] is None:
-                    self.guards.add(f"{expr} is None", label)
+                    self.guards.add(f"{held_name}[{plain_scalar(name)!r}] is None", f"{store[1:-1]} {name!r} of {info.label}")
                 ctx = current_context()
                 if real_tensor(value) and ctx is not None and id(value) in ctx.substitutes:
                     # its input proxy, not the real tensor: torch's own argument parser refuses a size
@@ -211,7 +229,7 @@ class AttributeReads:
                     # before the tracing mode would have swapped the proxy in
                     return ctx.constant(value)
             else:
-                self.guards.watch(expr, held[name], label)
+                self.guards.watch(f"{held_name}[{plain_scalar(name)!r}]", held[name], f"{store[1:-1]} {name!r} of {info.label}")
             return value
         return value  # from a user class's own __getattr__
 

@@ -36,7 +36,7 @@ from ..proxies import NumberProxy, TensorProxy, size_leaf, real_tensor
 from ..symbol import BoundSymbol, Symbol, Tags, user_source
 from ..symbolic import concrete_value
 
-__all__ = ["Speculation", "guards_of", "guard_input_paths", "specialised_numbers", "dynamic_reads", "SPECULATION_LIMIT", "RUNTIME_READS"]
+__all__ = ["Speculation", "guards_of", "guard_input_paths", "inputs_reached", "specialised_numbers", "dynamic_reads", "SPECULATION_LIMIT", "RUNTIME_READS"]
 
 # compilations a single guard site may cause in one cache entry before its value counts as dynamic
 SPECULATION_LIMIT = 4
@@ -260,21 +260,27 @@ def guard_input_paths(compilation: Any) -> list[tuple]:
     """The paths (`InputBinding.path`) of the inputs whose values the program's guards read,
     directly or through what the program computes from them: a call with other values there may
     fail a guard, a call with the same values there passes every one (shapes aside)."""
-    producers = {p.name: b for b in compilation.traced.bsyms for p in b.output_proxies()}
     paths = {b.proxy.name: b.path for b in compilation.bindings}
-    found: dict[str, tuple] = {}
+    return list(inputs_reached(compilation.traced.bsyms, paths, [p.name for g in guards_of(compilation) for p in g.input_proxies()]).values())
+
+
+def inputs_reached(bsyms: list[BoundSymbol], inputs: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """The items of `inputs` (keyed by an input proxy's name) that the values named `names` are
+    computed from through the calls `bsyms` record (a value that is an input: itself)."""
+    producers = {p.name: b for b in bsyms for p in b.output_proxies()}
+    found: dict[str, Any] = {}
     seen: set[str] = set()
-    stack = [p.name for g in guards_of(compilation) for p in g.input_proxies()]
+    stack = list(names)
     while stack:
         name = stack.pop()
         if name in seen:
             continue
         seen.add(name)
-        if name in paths:
-            found[name] = paths[name]
+        if name in inputs:
+            found[name] = inputs[name]
         elif name in producers:
             stack.extend(p.name for p in producers[name].input_proxies())
-    return list(found.values())
+    return found
 
 
 def specialised_numbers(compilation: Any) -> set[tuple]:

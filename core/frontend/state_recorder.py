@@ -71,7 +71,11 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
         self._write_order: list[_ViewInfo] = []
         self._cells: list[tuple[types.CellType, Any, str, types.FunctionType]] = []  # (recording cell, its value, name, function)
         self._class_readers: list[_ViewInfo] = []  # views with attributes read from their class
+        # (class, name) -> the function or descriptor the class held when its guards were made
+        self._class_guarded: dict[tuple[type, str], Any] = {}
         self._global_hooks: bool | None = None  # whether global module hooks run (None: no module called yet)
+        # module class -> whether nn.Module's own call runs it (state_views._hookless_module_call)
+        self._plain_module_classes: dict[type, bool] = {}
         self._wrote: list[tuple[dict, Callable, dict]] = []  # (globals as they were, function, its recording globals)
         # makes a tensor an object's attribute holds (a KV cache's keys) an input of the program,
         # read from the object at every call: (tensor, owner dict, key, label) -> its proxy; None:
@@ -131,7 +135,7 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
             if now.keys() != items.keys() or any(now[k] is not v for k, v in items.items()):
                 raise UnreplayableWrite(f"squall: the program sets or deletes attributes of {label}, a SimpleNamespace; squall cannot replay that at every call")
         for before, fn, watched in self._wrote:
-            if list(watched) == list(before) and all(map(operator.is_, watched.values(), before.values())):
+            if len(watched) == len(before) and all(map(operator.is_, watched, before)) and all(map(operator.is_, watched.values(), before.values())):
                 continue  # the same names in the same order, each the same object: nothing assigned
             for name, value in watched.items():
                 # (a dunder is the interpreter's bookkeeping: warnings' __warningregistry__)
@@ -139,6 +143,12 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
                     raise UnreplayableWrite(
                         f"squall: {fn.__qualname__} assigns the global {name!r} ({_store_line(fn.__code__, name) or fn.__code__.co_filename}); squall "
                         "cannot replay assigning globals at every call: pass the value in, or return it"
+                    )
+            for name in before:
+                if name not in watched and not name.startswith("__"):  # `del` of a global: eager's module loses it
+                    raise UnreplayableWrite(
+                        f"squall: {fn.__qualname__} deletes the global {name!r} ({_store_line(fn.__code__, name) or fn.__code__.co_filename}); squall "
+                        "cannot replay deleting globals at every call"
                     )
         for cell, value, name, fn in self._cells:
             if cell.cell_contents is not value:

@@ -344,8 +344,7 @@ def _view_call(self, *args, **kwargs):
         # (the forward, then each hook dict, recorded as empty) without its two frames and their
         # reads of torch's own class attributes: a compile's module calls cost a tenth of it
         forward = self.forward
-        for name in _MODULE_HOOK_DICTS:
-            info.recorder._read_attribute(info, name, info.dict[name])
+        info.recorder._read_empty_hook_dicts(info, _MODULE_HOOK_DICTS)
         return forward(*args, **kwargs)
     if _user_function(call):
         call = info.recorder._recording_function(call)
@@ -365,13 +364,20 @@ def _hookless_module_call(info: _ViewInfo, cls: type) -> bool:
     empty (the global hooks are checked by the caller). Their reads through the view would
     record nothing but the four hook dicts."""
     d = info.dict
-    if d is None or info.writes or "_compiled_call_impl" in d or cls._call_impl is not _MODULE_CALL_IMPL:
+    if d is None or info.writes or "_compiled_call_impl" in d or torch._C._get_tracing_state():
         return False
-    if cls._compiled_call_impl is not None or cls.__getattribute__ is not torch.nn.Module.__getattribute__ or torch._C._get_tracing_state():
+    # what the class says is asked once per class in a trace (a layer's modules are called many times)
+    plain = info.recorder._plain_module_classes.get(cls)
+    if plain is None:
+        plain = info.recorder._plain_module_classes[cls] = (
+            cls._call_impl is _MODULE_CALL_IMPL and cls._compiled_call_impl is None and cls.__getattribute__ is torch.nn.Module.__getattribute__
+            and all(getattr(cls, name, _MISSING) is _MISSING for name in _MODULE_HOOK_DICTS)
+        )
+    if not plain:
         return False
     for name in _MODULE_HOOK_DICTS:
         held = d.get(name)
-        if held is None or held or getattr(cls, name, _MISSING) is not _MISSING:
+        if held is None or held:
             return False
     return True
 

@@ -28,6 +28,7 @@ from ..prims import copy_
 from ..proxies import NumberProxy, TensorProxy, size_leaf, tracing, real_tensor
 from ..symbolic import ShapeEnv, SymInt
 from ..trace import Trace, container_items, pytree_container, rebuilt_container
+from .layouts import traced_is_contiguous, traced_storage_offset, traced_strides
 from .outputs import capture_output
 from .random_state import random_state_kept
 from .speculation import Speculation
@@ -80,6 +81,7 @@ class TracingContext:
         self.decompositions: dict[tuple, Any] | None = {}
         self.rebinds = 0
         self.state: StateRecorder | None = None  # the Python state the program reads and writes (squall.frontend.state_guards)
+        self.layouts_guarded: set = set()  # the inputs whose layout (and offset) a layout read guarded (squall.frontend.layouts)
 
     def effects(self) -> tuple:
         """What a call may change in this context besides recording calls: where it differs after
@@ -108,6 +110,18 @@ class TracingContext:
                 "Python numbers, not on tensor data"
             )
         return self.speculation.read(how, args, kwargs or {})
+
+    def strides(self, proxy: TensorProxy) -> tuple:
+        """Eager's `proxy.stride()` in the call being traced, guarded (squall.frontend.layouts)."""
+        return traced_strides(self, proxy)
+
+    def storage_offset(self, proxy: TensorProxy) -> int:
+        """Eager's `proxy.storage_offset()` in the call being traced, guarded (squall.frontend.layouts)."""
+        return traced_storage_offset(self, proxy)
+
+    def is_contiguous(self, proxy: TensorProxy, memory_format: torch.memory_format) -> bool:
+        """Eager's `proxy.is_contiguous(memory_format)` in the call being traced, guarded (squall.frontend.layouts)."""
+        return traced_is_contiguous(self, proxy, memory_format)
 
     def rebind(self, handle: TensorProxy, value: TensorProxy) -> TensorProxy:
         """Make `handle` (a proxy the program holds) stand for `value` from now on.
@@ -236,18 +250,25 @@ _GENERATED = re.compile(r"^[tcn]\d+$")  # tensors, constants, numbers
 
 def _local_name(hint: str, taken: set[str]) -> str:
     """A local variable name for an input, derived from a user's name but never clashing."""
-    # ASCII only: Python folds other identifier characters (NFKC), so "ｔｏｒｃｈ" would be `torch`
-    base = re.sub(r"[^0-9A-Za-z_]", "_", hint).lstrip("_") or "a"
-    if base[0].isdigit():
-        base = "a" + base
-    if keyword.iskeyword(base) or base in _RESERVED or _GENERATED.match(base):
-        base += "_"
+    base = _name_base(hint)
     name, n = base, 1
     while name in taken:
         name = f"{base}_{n}"
         n += 1
     taken.add(name)
     return name
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_base(hint: str) -> str:
+    # (kept per hint: a module's parameters get the same names at every compile)
+    # ASCII only: Python folds other identifier characters (NFKC), so "ｔｏｒｃｈ" would be `torch`
+    base = re.sub(r"[^0-9A-Za-z_]", "_", hint).lstrip("_") or "a"
+    if base[0].isdigit():
+        base = "a" + base
+    if keyword.iskeyword(base) or base in _RESERVED or _GENERATED.match(base):
+        base += "_"
+    return base
 
 
 def argument_names(fn: Callable, nargs: int) -> list[str]:
@@ -359,7 +380,12 @@ def trace_program(
             symbolic = dims.get(path) if dims else None
             if symbolic:
                 shape = tuple(ctx.shapes.symbol(n, name, d) if d in symbolic and type(n) is int and n >= 2 else n for d, n in enumerate(shape))
-            p = TensorProxy(name, shape=shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad)
+            device = x.device
+            if type(shape) is torch.Size and type(device) is torch.device:
+                # (a module's parameters, most inputs: already in the forms TensorProxy makes)
+                p = TensorProxy.like_recorded(name, shape, shape, x.dtype, device, bool(x.requires_grad))
+            else:
+                p = TensorProxy(name, shape=shape, dtype=x.dtype, device=device, requires_grad=x.requires_grad)
             if isinstance(x, torch.nn.Parameter):
                 p._is_param = True  # `isinstance(p, torch.nn.Parameter)` answers as in eager (torch's _ParameterMeta reads it)
             ctx.inputs.append(p)

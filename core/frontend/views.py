@@ -210,8 +210,11 @@ class ViewTracker:
             return
         if op.id == "torch.Tensor.__getitem__" and not _is_basic_key(args[1]):
             return  # advanced indexing copies
-        outputs, _ = tree_flatten(out)
-        several = isinstance(out, (tuple, list))
+        if type(out) is TensorProxy:  # the common case, without pytree (and a proxy's __class__, read by isinstance)
+            outputs, several = [out], False
+        else:
+            outputs, _ = tree_flatten(out)
+            several = isinstance(out, (tuple, list))
         keys = self._split_keys(op, args, kwargs, outputs) if op.id in _SPLITS else None
         for i, view in enumerate(outputs):
             at = i if op.id == "torch.broadcast_tensors" else next((j for j, x in enumerate(args) if isinstance(x, TensorProxy)), None)

@@ -178,6 +178,8 @@ _DATA_DEPENDENT = {
     "torch.repeat_interleave",  # only with a tensor of repeats; the ltorch op handles ints
 }
 
+# layout reads a proxy answers itself, as eager would (squall.frontend.layouts)
+_LAYOUT_READS = frozenset({"stride", "is_contiguous", "storage_offset"})
 # Calls that return a Python value read from tensor data -> the guard reader (squall.guards) that reads it
 _VALUE_READS = {
     "torch.Tensor.item": "item",
@@ -391,6 +393,10 @@ class TorchLanguage:
             return current_context().read_value(_VALUE_READS[name], args, kwargs, what=name)
         if name == "torch.Tensor.__contains__" and len(args) == 2 and not kwargs:
             return _contains(*args)
+        layout = getattr(func, "__name__", None)
+        if layout in _LAYOUT_READS and args and type(args[0]) is TensorProxy and func in (getattr(torch.Tensor, layout), getattr(TensorProxy, layout)):
+            # called unbound (`torch.Tensor.stride(x)`): the proxy's own answer, eager's (squall.frontend.layouts)
+            return getattr(args[0], layout)(*args[1:], **kwargs)
         if name in _DATA_DEPENDENT:
             ctx = current_context()
             if ctx.speculation is None:

@@ -403,6 +403,10 @@ class Runtime(Replans):
             return self._aliased(key, compilation, aliased, program, failure, args, kwargs)
         user_args = args[self._skip:]
         fresh = self._fresh == key
+        if not fresh and self.rental.waits_one_long(key, user_args, kwargs):
+            # a loop's step with a cache one token long, once per loop: eager until it paid for a
+            # compile; the entry stays (the next step's), and no state change is counted against it
+            return self.rental.charged(key, self._eager_once())(*args, **kwargs)
         compiles = self._state_compiles(key, failure.label, args, kwargs) if self.module is not None and not fresh else 0
         action = decide(failure, module=self.module is not None, first_call=fresh, compiles=compiles)
         if action is Action.EAGER_ONCE:

@@ -38,7 +38,7 @@ from ..symbolic import concrete_shape
 from ..trace import route_value
 from .entry_point import DYNAMIC, argument_leaves, dynamic_key
 
-__all__ = ["DynamicDims", "tensor_paths", "has_shape_guards", "specialised_dims", "holds_state", "zero_one_variant"]
+__all__ = ["DynamicDims", "tensor_paths", "has_shape_guards", "specialised_dims", "holds_state", "held_tensors", "one_long", "zero_one_variant"]
 
 _AUTO = "auto"
 
@@ -225,6 +225,42 @@ def holds_state(obj: Any, depth: int = 2) -> bool:
             return True
         if depth > 0 and holds_state(value, depth - 1):
             return True
+    return False
+
+
+def held_tensors(obj: Any, depth: int = 3) -> list[torch.Tensor]:
+    """The tensors a state-holding argument object holds (`holds_state`), `depth` objects down:
+    its tensor attributes, and those of the lists, tuples and objects it holds."""
+    found: list[torch.Tensor] = []
+    values = list(getattr(obj, "__dict__", {}).values()) if by_structure(obj) else []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif depth > 0 and type(value) in (list, tuple):
+            for v in value:
+                found.extend([v] if isinstance(v, torch.Tensor) else held_tensors(v, depth - 1))
+        elif depth > 0:
+            found.extend(held_tensors(value, depth - 1))
+    return found
+
+
+def one_long(obj: Any) -> bool:
+    """Whether state-holding `obj` holds a tensor one long where another of its tensors of the
+    same kind is longer: the same rank, dtype and sizes but in one dimension, where it has 1
+    and the other 2 or more (an encoder-decoder's cache after its first step: its
+    self-attention keys one token long beside its cross-attention keys a prompt long). That
+    dimension is a length that grows from call to call: at the next step it is 2, a
+    signature of its own (sizes 1 stay constants), so this one comes once per loop."""
+    shapes: dict[tuple, list[tuple[int, ...]]] = {}
+    for t in held_tensors(obj):
+        shapes.setdefault((t.dim(), t.dtype), []).append(tuple(t.shape))
+    for kind in shapes.values():
+        distinct = set(kind)
+        for a in distinct:
+            for b in distinct:
+                differ = [d for d, (x, y) in enumerate(zip(a, b)) if x != y]
+                if len(differ) == 1 and a[differ[0]] == 1 and b[differ[0]] >= 2:
+                    return True
     return False
 
 

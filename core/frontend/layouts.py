@@ -1,0 +1,175 @@
+"""Layouts: what `x.stride()`, `x.is_contiguous()` and `x.storage_offset()` answer while a program
+is traced, as eager answers.
+
+A trace does not model layouts (every op makes a value; executors take any layout), yet a
+program may read one. The answer is eager's, learnt from the call being compiled
+(`squall.frontend.speculation` computes `x` on the real inputs as the torch calls it stands
+for), and made to hold at every call that reuses the trace:
+
+- the layout of each input `x` is computed from is guarded where it is first read: contiguous,
+  or (for an input that is not) its exact strides (`GUARD("contiguous")`, `GUARD("strides")`);
+- where `x` is dense in some order of its dimensions (contiguous, transposed, permuted) and is
+  no view, or a view only through reshapes and permutations, its strides are the products of
+  its sizes in that order: expressions of its symbolic sizes, so a new length compiles nothing
+  (`x.stride(0)` of a `[s0, 4]` tensor is `4`, of a `[4, s0]` one `s0`);
+- any other layout (a slice, an expanded tensor) is answered with this call's numbers, every
+  symbolic size of `x` and of its inputs read and guarded (specialised), so it too holds at
+  every call that passes the guards;
+- a storage offset is 0 for a tensor that is no view and starts its storage (for every size),
+  else this call's, its sizes guarded; the offsets of the inputs it comes from are guarded.
+
+Where the call's values are unknown (strict mode, a stand-in input for a device this machine
+lacks), the answer is a contiguous tensor's strides, the layout squall's proxies stand for.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..guards import GUARD
+from ..ltorch import collectives
+from ..ltorch.base import DataDependentError
+from ..proxies import TensorProxy
+from ..symbolic import SymInt, guarded_int
+from .speculation import _site, inputs_reached
+
+__all__ = ["traced_strides", "traced_is_contiguous", "traced_storage_offset"]
+
+# view ops whose result's strides follow from their input's for any sizes of 2 or more: reshapes
+# (a view of a dense tensor is dense) and permutations; a slice's, an expansion's or a diagonal's
+# depend on sizes the view does not show (`x[:, :4]` is contiguous only while x has 4 columns)
+_SIZE_INDEPENDENT_VIEWS = frozenset({
+    "torch.Tensor.view", "torch.Tensor.view_as", "torch.Tensor.reshape", "torch.Tensor.reshape_as",
+    "torch.Tensor.flatten", "torch.Tensor.unflatten", "torch.Tensor.contiguous", "torch.Tensor.squeeze",
+    "torch.Tensor.unsqueeze", "torch.Tensor.detach", "torch.transpose", "torch.swapaxes", "torch.swapdims",
+    "torch.t", "torch.Tensor.T", "torch.Tensor.H", "torch.Tensor.mT", "torch.Tensor.mH", "torch.Tensor.permute",
+    "torch.movedim",
+})  # fmt: skip
+
+
+def traced_strides(ctx: Any, x: TensorProxy) -> tuple:
+    """Eager's `x.stride()` in the program traced in `ctx`, as ints and symbolic sizes, guarded
+    so that it holds at every call the trace serves (see the module's note)."""
+    if collectives.WRAPPED_RESULTS is not None:
+        layout = collectives.WRAPPED_RESULTS.layout(torch.Tensor.stride, (x,))
+        if layout is not None:
+            return layout
+    real, sources = _eager_layout(ctx, x)
+    if real is None:
+        return _contiguous_strides(x.shape)
+    if _size_independent(ctx, x):
+        symbolic = _dense_strides(x.shape, tuple(real.stride()))
+        if symbolic is not None:
+            return symbolic
+    _specialise(x, sources)  # a layout that depends on sizes the answer cannot name: this call's
+    return tuple(real.stride())
+
+
+def traced_is_contiguous(ctx: Any, x: TensorProxy, memory_format: torch.memory_format) -> bool:
+    """Eager's `x.is_contiguous(memory_format)` in the program traced in `ctx`, guarded as
+    `traced_strides` guards its answer: where `x` is dense in an order of its dimensions that no
+    size decides, the answer holds for every size; else its sizes are guarded."""
+    real, sources = _eager_layout(ctx, x)
+    if real is None:
+        return memory_format in (torch.contiguous_format, torch.preserve_format)
+    if not (_size_independent(ctx, x) and _dense_strides(x.shape, tuple(real.stride())) is not None):
+        _specialise(x, sources)
+    return real.is_contiguous(memory_format=memory_format)
+
+
+def traced_storage_offset(ctx: Any, x: TensorProxy) -> int:
+    """Eager's `x.storage_offset()` in the program traced in `ctx`: the offsets of the inputs it is
+    computed from are guarded with their layouts; 0 for a tensor that is no view and starts where
+    its storage does (a new tensor's), for every size; else this call's, its sizes guarded."""
+    if collectives.WRAPPED_RESULTS is not None:
+        layout = collectives.WRAPPED_RESULTS.layout(torch.Tensor.storage_offset, (x,))
+        if layout is not None:
+            return layout
+    real, sources = _eager_layout(ctx, x)
+    if real is None:
+        return 0
+    site = _site()[0]
+    for p in sources:
+        value = ctx.speculation.values.get(p.name)
+        if value is not None and ("offset", p.name) not in ctx.layouts_guarded:
+            ctx.layouts_guarded.add(("offset", p.name))
+            GUARD("storage_offset", (p,), {}, value.storage_offset(), site)
+    offset = real.storage_offset()
+    if offset != 0 or id(x) in ctx.views.steps:
+        _specialise(x, sources)
+    return offset
+
+
+def _eager_layout(ctx: Any, x: TensorProxy) -> tuple[torch.Tensor | None, list[TensorProxy]]:
+    """`x`'s value in the call being traced, computed as eager computes it, and the inputs it is
+    computed from, whose layouts are now guarded; (None, []) where the call's values are unknown."""
+    speculation = ctx.speculation
+    if speculation is None or len(ctx.scopes) != 1:
+        return None, []
+    try:
+        real = speculation.value(x)
+    except DataDependentError:
+        return None, []
+    site = _site()[0]
+    sources = _source_inputs(ctx, x)
+    for p in sources:
+        _guard_layout(ctx, p, speculation.values.get(p.name), site)
+    return real, sources
+
+
+def _size_independent(ctx: Any, x: TensorProxy) -> bool:
+    # no view, or a view only through ops whose result's layout no size decides
+    return all(getattr(step.op, "id", None) in _SIZE_INDEPENDENT_VIEWS for step in ctx.views.steps.get(id(x), ()))
+
+
+def _specialise(x: TensorProxy, sources: list[TensorProxy]) -> None:
+    """Read and guard every symbolic size of `x` and of the inputs it is computed from."""
+    for p in (x, *sources):
+        for n in p.shape:
+            guarded_int(n)
+
+
+def _contiguous_strides(shape: Any) -> tuple:
+    strides = []
+    running: Any = 1
+    for n in reversed(tuple(shape)):
+        strides.append(running)
+        running = running * (n if type(n) is SymInt else max(n, 1))  # (a symbolic size is 2 or more)
+    return tuple(reversed(strides))
+
+
+def _dense_strides(shape: Any, real: tuple) -> tuple | None:
+    """The strides of a tensor of `shape` laid out densely in the order its `real` strides
+    give, as products of its sizes; None where that is not how `real` lays it out."""
+    shape = tuple(shape)
+    if any(type(n) is int and n == 0 for n in shape):
+        return None
+    # innermost first: the smallest stride, and of equal ones (a size 1 beside) the later dimension
+    order = sorted(range(len(shape)), key=lambda d: (real[d], -d))
+    strides: list[Any] = [0] * len(shape)
+    running: Any = 1
+    for d in order:
+        strides[d] = running
+        running = running * (shape[d] if type(shape[d]) is SymInt else max(shape[d], 1))
+    # checked against this call's layout: an order that does not lay it out so (an overlap, a gap)
+    if any((s.value if type(s) is SymInt else s) != r for s, r in zip(strides, real)):
+        return None
+    return tuple(strides)
+
+
+def _source_inputs(ctx: Any, x: TensorProxy) -> list[TensorProxy]:
+    """The program's tensor inputs `x` is computed from (itself, where it is one)."""
+    inputs = {p.name: p for p in ctx.inputs if type(p) is TensorProxy}
+    return list(inputs_reached(ctx.scopes[0], inputs, [x.name]).values())
+
+
+def _guard_layout(ctx: Any, p: TensorProxy, real: torch.Tensor | None, site: str) -> None:
+    """Guard input `p`'s layout as it is in this call (`real`), once per trace."""
+    if real is None or p.name in ctx.layouts_guarded:
+        return
+    ctx.layouts_guarded.add(p.name)
+    if real.is_contiguous():
+        GUARD("contiguous", (p,), {}, True, site)
+    else:
+        GUARD("strides", (p,), {}, tuple(real.stride()), site)
