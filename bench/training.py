@@ -14,7 +14,8 @@ ratio to eager, the bytes of tensors saved for the backward (summed by a saved-t
 hook: what a step keeps alive between forward and backward, eager and compiled alike),
 and, for squall, whether squall's own gradient transform ran ("squall") or it fell back
 to PyTorch's autograd ("autograd"). "squall (defaults)" is compiled with `wait=True`:
-what is timed is the upgraded tier (inductor's fused regions where they won their timing).
+what is timed is the upgraded tier (inductor's fused regions where they won their timing); its
+upgrades (`squall.upgrades`: which plan runs, and why) are printed under the table.
 
 `--profile` adds, per workload, torch.profiler's self time per aten op (and autograd
 node) over a few steps of eager and of squall (torch only), side by side, largest first:
@@ -237,6 +238,8 @@ def main() -> int:
         for label, fn in fns.items():
             saved = saved_bytes(fn, inputs) / 2**20
             print(f"  {label:24}{first[label] * 1e3:10.1f}ms{best[label] * 1e3:10.3f}ms{best[label] / best['eager']:9.2f}x{saved:10.1f}  {how_differentiated(fn)}")
+        for upgrade in squall.upgrades(fns["squall (defaults)"]) if "squall (defaults)" in fns else ():
+            print(f"    squall (defaults): {upgrade}")  # which plan runs, and each offer's in-context times
         if args.profile and "squall (torch only)" in fns:
             print_op_breakdown(fns["eager"], fns["squall (torch only)"], inputs)
     return 0

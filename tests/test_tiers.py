@@ -208,11 +208,40 @@ def test_a_background_judge_times_short_batches_and_sleeps_three_times_as_long_a
     torch_run = lambda: now.__setitem__(0, now[0] + 1e-3)  # noqa: E731 - a fake clock each run advances
     fused_run = lambda: now.__setitem__(0, now[0] + 0.5e-3)  # noqa: E731
     slept: list[float] = []
-    verdict = tiers.judge(torch_run, fused_run, clock=lambda: now[0], budget_s=0.031, slice_s=2e-3, pause=3.0, sleep=slept.append)
+    verdict = tiers.judge(torch_run, fused_run, clock=lambda: now[0], budget_s=0.031, slice_s=2e-3, pause=3.0,
+                          sleep=slept.append, decisive=1.0)  # never decided early: the whole budget
     # a warm-up pair takes 1.5 ms: batches of 2 calls (about 2 slices' worth of a pair), 10 rounds in the budget
     assert len(slept) == 2 * 10
     assert slept[:2] == [pytest.approx(3 * 2e-3), pytest.approx(3 * 1e-3)]
     assert (verdict.keep, verdict.torch_s, verdict.fused_s) == ("fused", pytest.approx(1e-3), pytest.approx(0.5e-3))
+
+
+def _sliced_judge_rounds(torch_ms: float, fused_ms: float) -> tuple[tiers.Verdict, int]:
+    """(verdict, rounds timed) of a sliced judge whose plans take these times (a fake clock)."""
+    now = [0.0]
+    batches = []
+    clock = lambda: now[0]  # noqa: E731
+
+    def timed(ms: float):
+        return lambda: now.__setitem__(0, now[0] + ms * 1e-3)
+
+    verdict = tiers.judge(timed(torch_ms), timed(fused_ms), clock=clock, budget_s=0.2, slice_s=2e-3, pause=1.0,
+                          sleep=batches.append)
+    assert f"best of {len(batches) // 2} batches each" in verdict.reason
+    return verdict, len(batches) // 2  # one pause per batch, two batches a round
+
+
+def test_a_sliced_judge_stops_after_its_first_rounds_once_the_verdict_is_clear():
+    # 0.2 s of budget holds dozens of rounds of 2-call batches; a clear verdict takes 3
+    win, rounds = _sliced_judge_rounds(1.0, 0.5)
+    assert (win.keep, rounds) == ("fused", 3) and "best of 3 batches each" in win.reason
+    loss, rounds = _sliced_judge_rounds(1.0, 1.5)
+    assert (loss.keep, rounds) == ("torch", 3)
+    # a close call (fused 0.9x: a win by the margin, not by far) is timed over the whole budget
+    close, rounds = _sliced_judge_rounds(1.0, 0.9)
+    assert close.keep == "fused" and rounds > 30
+    close, rounds = _sliced_judge_rounds(1.0, 1.05)
+    assert close.keep == "torch" and rounds > 30
 
 
 def test_judge_takes_the_best_round_of_each():
@@ -453,8 +482,8 @@ def test_offers_are_judged_in_turn_and_one_slower_than_torch_is_not_kept(monkeyp
     (upgrade,) = squall.upgrades(fn)
     assert upgrade.status == "upgraded" and len(judged) == 2
     # every offer's time shows in the reason (and so in squall.explain), then the one kept
-    assert upgrade.reason == ("wide: the fused plan was not faster in context: torch plan 2.000 ms, fused 3.000 ms per call; "
-                              "narrow: in context: torch plan 2.000 ms, fused 1.000 ms per call; kept narrow")
+    assert upgrade.reason == ("wide: the fused plan was not faster in context: torch plan 2.000 ms, fused 3.000 ms per call (best of 3 batches each); "
+                              "narrow: in context: torch plan 2.000 ms, fused 1.000 ms per call (best of 3 batches each); kept narrow")
     assert fuser.compiled_sources and fuser.wide.compiled_sources  # both planned, "narrow" runs
     assert upgrade.verdict.fused_s == pytest.approx(1e-3)
 

@@ -16,6 +16,7 @@ is also timed here against its torch calls, on the same example inputs.
 """
 from __future__ import annotations
 
+import gc
 import inspect
 import operator
 import os
@@ -107,22 +108,36 @@ def _fake_like(graph: Any, value: torch.Tensor) -> Any:
     return mode.from_tensor(value, static_shapes=True) if mode is not None else value
 
 
+# the aten ops squall's matmul prims (squall_inductor.executor.MATMUL_PRIMS) become under make_fx:
+# inductor calls a library for them, and compiles the epilogues between them as many kernels
+_MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "convolution", "_convolution"})
+
+
+def is_island(graph: Any) -> bool:
+    """Whether a traced region holds no matmul or convolution: an island of elementwise and
+    reduction kernels (one to a few), which inductor's Python wrapper compiles in about half the
+    compiler time of one C++ unit, whose wrapper includes ATen's operator headers (a layer_norm +
+    gelu island: 0.7-1.2 against 2.0-2.6 s of compiler CPU, the same time per call)."""
+    return not any(getattr(getattr(n.target, "overloadpacket", None), "__name__", None) in _MATMUL_OPS
+                   for n in graph.graph.nodes if n.op == "call_function")
+
+
 def compile_static(fn: Callable, layouts: Sequence[Layout], time_budget_s: float | None, path: str,
                    *, one_unit: bool = False) -> tuple[float | None, float | None, list, bytes | None]:
     """(torch_s, inductor_s, constants, direct bundle): `fn` compiled for inputs with these layouts
     and saved at `path`, with what loads it without inductor (squall_inductor.direct_build; None
     where that cannot serve); timed against its torch calls where a budget is given.
 
-    With `one_unit`, a CPU region is compiled with inductor's C++ wrapper: the wrapper and every
-    kernel in one translation unit, one C++ compiler run (gpt2's whole-model region: 7.6 against
-    13.0 s at load 8, one run each), where its Python wrapper compiles each kernel by itself.
-    Where that fails, the region is compiled with the Python wrapper."""
+    With `one_unit`, a CPU region with matmuls is compiled with inductor's C++ wrapper: the wrapper
+    and every kernel in one translation unit, one C++ compiler run (gpt2's whole-model region: 7.6
+    against 13.0 s at load 8, one run each), where its Python wrapper compiles each kernel by itself.
+    Where that fails, and for an island (`is_island`), the region is compiled with the Python wrapper."""
     args = examples_for(layouts)
     graph = views_as_reshapes(make_fx(fn, tracing_mode="fake")(*args))
     constants = lift_constants(graph)
     mark("worker: FX graph traced (make_fx)")
     done = None
-    if one_unit and all(torch.device(device).type == "cpu" for *_, device in layouts) and not inductor_config.cpp_wrapper:
+    if one_unit and not is_island(graph) and all(torch.device(device).type == "cpu" for *_, device in layouts) and not inductor_config.cpp_wrapper:
         try:
             with inductor_config.patch({"cpp_wrapper": True}):
                 done = _compiled(graph, args, constants, path)
@@ -174,6 +189,10 @@ def main(fd: int, started: float | None = None) -> None:
     """Serve compile requests on the socket `fd` until it closes (`started`: when the worker's
     interpreter started, seconds since the epoch, for the timeline)."""
     mark("worker: interpreter started", at=started, cpu=0.0)
+    # torch's and inductor's modules, about 440k objects, live as long as the worker: out of the
+    # collector's sight, a full collection during a region's lowering costs 30-60 ms, not 200+
+    # (gpt2's region: 209 against 28 + 50 ms of CPU). The worker is this process's only user.
+    gc.freeze()
     mark("worker: imports done")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the user's process's to handle
     conn = Connection(fd)

@@ -204,6 +204,39 @@ def test_a_region_compiles_as_one_unit_or_kernel_by_kernel_and_loads_directly_ei
         torch.testing.assert_close(region(a, b), fn(a, b))
 
 
+_ISLAND_SOURCE = "def region(x):\n  return (torch.tanh(x * 2 + 1) * torch.sigmoid(x).sum(-1, keepdim=True),)\n"
+
+
+def test_a_region_without_matmuls_is_an_island():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from squall_inductor.worker_main import is_island
+
+    x, w = torch.randn(4, 5), torch.randn(5, 3)
+    assert is_island(make_fx(lambda x: torch.softmax(x * 2, -1).sum(0))(x))
+    assert not is_island(make_fx(lambda x, w: torch.relu(x @ w))(x, w))
+    assert not is_island(make_fx(lambda x, w: torch.nn.functional.linear(x, w.t(), None))(x, w))
+    assert not is_island(make_fx(lambda x, w: torch.nn.functional.conv1d(x.t()[None], w.t()[:, :, None]))(x, w))
+
+
+@needs_cpu_inductor
+def test_an_island_compiles_kernel_by_kernel_where_regions_compile_as_one_unit_and_loads_directly(tmp_path, monkeypatch):
+    import pickle
+
+    monkeypatch.setenv("SQUALL_INDUCTOR_ONE_UNIT", "1")
+    namespace = {"torch": torch}
+    load_source(_ISLAND_SOURCE, "test-island", namespace)
+    fn, x = namespace["region"], torch.randn(4, 5)
+    first = RegionCompiler(fn, _ISLAND_SOURCE, worker=default_worker())
+    torch.testing.assert_close(CompiledRegion(fn, [x], compile=first)(x), fn(x))
+    (bundle_file,) = _kept(tmp_path, ".direct")
+    # the Python wrapper's kernels, not the C++ wrapper's one library (ATen's headers: twice the compile)
+    assert set(pickle.loads(bundle_file.read_bytes()).entries.values()) == {"kernel"}
+    region, compiler = _load_again(fn, _ISLAND_SOURCE, (x,))
+    assert compiler.where.startswith("before, loaded from")
+    torch.testing.assert_close(region(x.neg()), fn(x.neg()))
+
+
 @needs_cpu_inductor
 def test_a_second_process_upgrades_from_kept_regions_without_importing_dynamo(tmp_path, monkeypatch):
     monkeypatch.setenv("SQUALL_CACHE_DIR", str(tmp_path / "squall"))
