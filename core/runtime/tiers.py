@@ -7,7 +7,9 @@ those executors (milliseconds) and returns, and one background worker thread pla
 traced program again with them, compiles and times its regions, then judges the whole fused
 program against the torch plan on example inputs of the real shapes (a region that won its
 timing alone can lose in context; where the program's value guards read an input's values, the
-job keeps a copy of that input, so the judge takes the call's branches). Only a faster fused program replaces the cache entry's
+job keeps a copy of that input, so the judge takes the call's branches; what the program reads
+from objects, a KV cache's tensors, is taken at the call too, since the objects change after it).
+Only a faster fused program replaces the cache entry's
 generated function, by the one list-item assignment `_replan` already uses, so the hot path
 pays nothing for the mechanism; a slower one, or one whose results differ, is dropped, and
 `upgrades(fn)` says why.
