@@ -5,6 +5,7 @@ import io
 import json
 import logging
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -117,7 +118,8 @@ def test_a_successful_compilation_leaves_a_record(records):
     assert "def " in first["source"]
     assert [t["provenance"].split()[0] for t in first["traces"]] == ["traced", "planned", "execution"]
     assert second["recompilation"] == {"compilations": 2, "changes": {"argument 'x'": 1}}
-    assert "98765" not in records.path.read_text()  # never a tensor value
+    # never a tensor value (as JSON or torch would print it; a timing's digits may hold "98765")
+    assert not re.search(r"98765\.4|9\.8765", records.path.read_text())
 
 
 def test_a_failed_compilation_leaves_a_record_with_its_traceback(records, tmp_path):
