@@ -114,11 +114,15 @@ _PRIM_IDS = {id(fn): pid for pid, fn in TORCH_PRIM_IMPLS.items()}
 
 class _RegionPickler(pickle.Pickler):
     # prim callables are lambdas and closures: they travel as their prim id, modules as their name,
-    # and a function made inside another that its module holds under its own name (torch's
-    # F.max_pool2d, made by boolean_dispatch) as that module and name
+    # aten operators (a training program's backward calls them: torch._ops.OpOverload, which
+    # pickle cannot take) as their namespace, name and overload, and a function made inside
+    # another that its module holds under its own name (torch's F.max_pool2d, made by
+    # boolean_dispatch) as that module and name
     def persistent_id(self, obj: Any) -> tuple[str, ...] | None:
         if isinstance(obj, types.ModuleType):
             return ("module", obj.__name__)
+        if isinstance(obj, torch._ops.OpOverload):
+            return ("operator", obj.namespace, obj._opname, obj._overloadname)
         pid = _PRIM_IDS.get(id(obj))
         if pid is not None and TORCH_PRIM_IMPLS[pid] is obj:
             return ("prim", pid)
@@ -136,6 +140,8 @@ class _RegionUnpickler(pickle.Unpickler):
             return __import__(name, fromlist=["_"])
         if kind == "attribute":
             return getattr(__import__(name, fromlist=["_"]), ref[2])
+        if kind == "operator":
+            return getattr(getattr(getattr(torch.ops, name), ref[2]), ref[3])
         return TORCH_PRIM_IMPLS[name]
 
 

@@ -59,6 +59,19 @@ def test_a_function_its_module_makes_inside_another_travels_by_its_module_and_na
     assert load_region(region_payload(fn2, source2)).__globals__["pool"] is pooled
 
 
+def test_an_aten_operator_a_backward_calls_travels_by_its_name():
+    # a training program's backward region calls aten operators (OpOverload), which pickle cannot send:
+    # such regions compiled in the user's process instead of the worker
+    log_softmax_backward = torch.ops.aten._log_softmax_backward_data.default
+    fn, source = _region("def region(g, y):\n  return (op(g, y, 1, torch.float32) * 2,)\n", op=log_softmax_backward, torch=torch)
+    with pytest.raises(Exception):
+        pickle.dumps(log_softmax_backward)
+    rebuilt = load_region(region_payload(fn, source))
+    assert rebuilt.__globals__["op"] is log_softmax_backward
+    g, y = torch.randn(3, 4), torch.randn(3, 4).log_softmax(1)
+    torch.testing.assert_close(rebuilt(g, y), fn(g, y))
+
+
 def test_a_region_whose_globals_cannot_travel_says_so():
     fn, source = _region("def region(x):\n  return (scale(x),)\n", scale=lambda x: x * 3)
     with pytest.raises((pickle.PicklingError, AttributeError), match="pickle"):
