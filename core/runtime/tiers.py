@@ -295,12 +295,16 @@ def call_specs(params: list | None, args: tuple, kwargs: dict, *, keep: Sequence
     objects change after the call (a KV cache grows at every step), and the judge runs the
     program generated to take them so (`state_as_keywords`)."""
     roots = {"params": params, "args": args, "kwargs": kwargs}
-    snapshot = {STATE_KEYWORD + b.proxy.name: _state_value(b.path, args, kwargs) for b in state}
+    keyword = {id(b.path): STATE_KEYWORD + b.proxy.name for b in state}  # (guard_input_paths gives these path objects)
+    try:
+        snapshot = {keyword[id(b.path)]: _state_value(b.path, args, kwargs) for b in state}
+    except (LookupError, AttributeError, TypeError):  # the call removed a place it read: the judge reads the objects then
+        snapshot = {}
     kept: dict[int, torch.Tensor] = {}
     room = JUDGE_KEEP_MAX_BYTES
     for path in keep:
         if path[0] == "state":
-            value = _state_value(path, args, kwargs)
+            value = snapshot.get(keyword.get(id(path), ""))
         else:
             value = roots[path[0]]
             for k in path[1:]:
@@ -595,7 +599,7 @@ class UpgradeJob:
     def _runnable(self, compilation: Compilation) -> Callable:
         """The program as the judge calls it: taking what it reads from objects as the keywords
         `call_specs` kept them under, where it reads any (squall.compiler.pipeline.state_as_keywords)."""
-        if not compilation.state_bindings:
+        if not compilation.state_bindings or not any(k.startswith(STATE_KEYWORD) for k in self.call_specs[2]):
             return compilation.fn
         return state_as_keywords(compilation, self.layout).fn
 
