@@ -51,10 +51,9 @@ _SIZE_INDEPENDENT_VIEWS = frozenset({
 def traced_strides(ctx: Any, x: TensorProxy) -> tuple:
     """Eager's `x.stride()` in the program traced in `ctx`, as ints and symbolic sizes, guarded
     so that it holds at every call the trace serves (see the module's note)."""
-    if collectives.WRAPPED_RESULTS is not None:
-        layout = collectives.WRAPPED_RESULTS.layout(torch.Tensor.stride, (x,))
-        if layout is not None:
-            return layout
+    layout = _collective_layout(torch.Tensor.stride, x)
+    if layout is not None:
+        return layout
     real, sources = _eager_layout(ctx, x)
     if real is None:
         return _contiguous_strides(x.shape)
@@ -82,10 +81,9 @@ def traced_storage_offset(ctx: Any, x: TensorProxy) -> int:
     """Eager's `x.storage_offset()` in the program traced in `ctx`: the offsets of the inputs it is
     computed from are guarded with their layouts; 0 for a tensor that is no view and starts where
     its storage does (a new tensor's), for every size; else this call's, its sizes guarded."""
-    if collectives.WRAPPED_RESULTS is not None:
-        layout = collectives.WRAPPED_RESULTS.layout(torch.Tensor.storage_offset, (x,))
-        if layout is not None:
-            return layout
+    layout = _collective_layout(torch.Tensor.storage_offset, x)
+    if layout is not None:
+        return layout
     real, sources = _eager_layout(ctx, x)
     if real is None:
         return 0
@@ -99,6 +97,13 @@ def traced_storage_offset(ctx: Any, x: TensorProxy) -> int:
     if offset != 0 or id(x) in ctx.views.steps:
         _specialise(x, sources)
     return offset
+
+
+def _collective_layout(method: Any, x: TensorProxy) -> Any:
+    """`method`'s answer (stride, storage_offset) where `x` is a functional collective's result
+    that PyTorch wraps in Python (ltorch.collectives.WrappedResults); None otherwise."""
+    wrapped = collectives.WRAPPED_RESULTS
+    return wrapped.layout(method, (x,)) if wrapped is not None else None
 
 
 def _eager_layout(ctx: Any, x: TensorProxy) -> tuple[torch.Tensor | None, list[TensorProxy]]:
