@@ -37,6 +37,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from squall_inductor.choices import best_time
 from squall_inductor.direct_build import direct_bundle
 from squall_inductor.regions import Layout, examples_for, load_region, views_as_reshapes
+from squall_inductor.split_build import side_by_side, split_build_settings
 from squall_inductor.warm_up import HEADER_AFTER_IDLE_S, WarmUp
 from squall_inductor.worker import compile_threads
 from squall_inductor.symbolic import SYMBOLIC_CONFIG, SymbolicSpec, guards_source, spec_examples, trace_symbolically
@@ -139,7 +140,7 @@ def compile_static(fn: Callable, layouts: Sequence[Layout], time_budget_s: float
     done = None
     if one_unit and not is_island(graph) and all(torch.device(device).type == "cpu" for *_, device in layouts) and not inductor_config.cpp_wrapper:
         try:
-            with inductor_config.patch({"cpp_wrapper": True}):
+            with inductor_config.patch({"cpp_wrapper": True, **split_build_settings()}), side_by_side():
                 done = _compiled(graph, args, constants, path)
         except Exception:  # noqa: BLE001 - what the C++ wrapper cannot compile, the Python wrapper may
             done = None
