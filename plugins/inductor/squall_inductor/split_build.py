@@ -31,8 +31,11 @@ from torch._inductor import codecache
 from torch.utils._filelock import FileLock
 
 from squall_inductor.timeline import mark
+from squall_inductor.worker import env_flag
 
-__all__ = ["spare_cores", "split_build_settings", "side_by_side"]
+__all__ = ["SPLIT_BUILD_ENV", "spare_cores", "split_build_settings", "side_by_side"]
+
+SPLIT_BUILD_ENV = "SQUALL_INDUCTOR_SPLIT_BUILD"
 
 # how many times, and how far apart, the runnable tasks are counted (the largest count counts):
 # a user's loop of calls is runnable nearly all the time, so a few looks find it
@@ -58,15 +61,12 @@ def spare_cores() -> int:
 
 def split_build_settings() -> dict[str, Any]:
     """The inductor settings that split a one-unit region's C++ into wrapper and kernels (to be
-    built by `side_by_side`), where that pays now: SQUALL_INDUCTOR_SPLIT_BUILD=1 or =0, else
+    built by `side_by_side`), where that pays now: as SQUALL_INDUCTOR_SPLIT_BUILD says where set, else
     where `spare_cores` finds one; {} where not, or where this inductor has no such setting."""
     if not hasattr(inductor_config, "cpp_wrapper_build_separate") or not hasattr(codecache, "_worker_compile_cpp"):
         return {}
-    setting = os.environ.get("SQUALL_INDUCTOR_SPLIT_BUILD", "").strip().lower()
-    if setting in ("1", "true", "yes", "on"):
-        split = True
-    elif setting in ("0", "false", "no", "off"):
-        split = False
+    if os.environ.get(SPLIT_BUILD_ENV, "").strip():
+        split = env_flag(SPLIT_BUILD_ENV, False)
     else:
         split = spare_cores() >= 1
     return {"cpp_wrapper_build_separate": True} if split else {}

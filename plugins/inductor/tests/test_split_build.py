@@ -116,3 +116,46 @@ def test_a_region_built_side_by_side_agrees_with_eager_and_loads_directly(tmp_pa
     # the C++ wrapper's one library (wrapper and kernels linked), loaded without inductor
     assert sorted(pickle.loads((tmp_path / "kept" / bundle_file).read_bytes()).entries.values()) == ["inductor_entry_cpp"]
     assert "user: region loaded directly" in [step for _, pid, _, step in read_timeline(str(tmp_path / "timeline.txt")) if pid == os.getpid()]
+
+
+@needs_cpu_inductor
+def test_a_split_build_that_fails_is_built_again_as_one_unit(tmp_path, monkeypatch):
+    import contextlib
+
+    from torch._inductor import codecache
+    from torch._inductor.utils import fresh_cache
+
+    import squall_inductor.worker_main as worker_main
+    from squall_inductor.regions import layout_of
+
+    seen: list[int] = []
+
+    @contextlib.contextmanager
+    def failing_split():
+        inductor_build = codecache._worker_compile_cpp
+
+        def build(lock_path, builders):
+            if len(builders) == 3 or builders[0].get_target_file_path().endswith(".main.so"):  # not a vector-ISA probe
+                seen.append(len(builders))
+            if len(builders) == 3:
+                raise RuntimeError("the split build failed")
+            return inductor_build(lock_path, builders)
+
+        codecache._worker_compile_cpp = build
+        try:
+            yield
+        finally:
+            codecache._worker_compile_cpp = inductor_build
+
+    monkeypatch.setattr(worker_main, "split_build_settings", lambda: {"cpp_wrapper_build_separate": True})
+    monkeypatch.setattr(worker_main, "side_by_side", failing_split)
+
+    def fn(x, w):
+        return (torch.relu(x @ w) * 2 - 1,)
+
+    x, w = torch.randn(4, 5), torch.randn(5, 3)
+    with fresh_cache():
+        _, _, constants, bundle = worker_main.compile_static(fn, layout_of([x, w]), None, str(tmp_path / "region.bin"), one_unit=True)
+    assert seen == [3, 1]  # the split build, then one unit (not the Python wrapper's kernels)
+    assert constants == [] and bundle is not None
+    assert sorted(pickle.loads(bundle).entries.values()) == ["inductor_entry_cpp"]
