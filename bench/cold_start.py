@@ -65,6 +65,8 @@ History (2-core CPU, torch 2.13, one sample each unless said):
   about 8-8.5 s, 0.31-0.33 of a quiet torch.compile's 26 s. Under load (5-7) no core is spare, the
   region builds as one unit, and the forced split (SQUALL_INDUCTOR_SPLIT_BUILD=1) took as long
   (gpt2 22.1-23.0 against 22.1-22.4 s) for 0.8 s more compiler CPU.
+  To compare on a quiet machine: SQUALL_INDUCTOR_SPLIT_BUILD=0 (one unit) against unset (split
+  where a core is spare; --timeline then shows "worker: wrapper and kernels built side by side").
 """
 from __future__ import annotations
 
