@@ -161,3 +161,22 @@ def test_broadcasting_equal_symbolic_sizes_asks_nothing():
     jf(torch.randn(4, 7), torch.randn(4, 7))
     env = squall.last_traces(jf).traced.context.shapes
     assert env.ones == {"s0", "s1"} and not env.guards
+
+
+def _reads_strides(x):
+    y = x.t()
+    return y * 2, y.stride(), y.is_contiguous()
+
+
+def test_a_layout_read_guards_the_sizes_as_2_or_more():
+    # eager's [1, n] transposed view of a [n, 1] tensor is contiguous (a size-1 dimension's stride
+    # is ignored), where a [2, n] one is not: the answer traced at 4 does not hold at 1
+    jf = squall.jit(_reads_strides, dynamic=True)
+    for b in (4, 1):
+        x = torch.randn(5, b)
+        assert jf(x)[1:] == _reads_strides(x)[1:]
+        assert_close(jf(x)[0], _reads_strides(x)[0])
+        _compiled_at_once(jf)
+    fresh = squall.jit(_reads_strides, dynamic=True)
+    fresh(torch.randn(5, 4))
+    assert "s1 >= 2" in str(squall.explain(fresh, torch.randn(5, 4)))

@@ -20,6 +20,10 @@ The policy (`squall.jit(fn, dynamic=...)`, `$SQUALL_DYNAMIC`, `dynamic` under `[
 - True: every dimension of every tensor argument is symbolic from the first call.
 - False: none; every new size compiles anew (and speculation may still guard a size).
 
+A call with a size of 1 where an entry's key holds a symbolic size is a key of its own (as is
+0), but runs that entry's program where its trace never relied on the size being 2 or more and
+its guards hold (`admits_ones`; `squall.symbolic.ShapeEnv.ones`): no compile.
+
 `torch._dynamo.mark_dynamic(t, d)` on an argument makes that dimension symbolic from the
 first call; `mark_static(t, d)` keeps it a constant whatever the policy says. A dimension
 whose exact value a compiled program needed (an op that takes only constants read it,
