@@ -26,7 +26,10 @@ Contenders:
 - squall, torch only: `executors=["torch"]`, no background fusion compiles beside the stream;
 - squall(dynamic=True): every size of 2 or more symbolic from the first call (no static
   compile first), as a user who knows the lengths vary would set it (`[tool.squall] dynamic`);
-  its batches of 1 rent as the default's do;
+  its batches of 1 rent as the default's do (or, where its trace never relied on the batch being
+  2 or more, run its symbolic entry);
+- squall(dynamic=True), 1st call eager: a what-if for the default policy, the first call run
+  eagerly and the second compiled with every size symbolic;
 - torch.compile(dynamic=True) and torch.compile() (Dynamo's automatic dynamic).
 
 Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 16-20):
@@ -174,6 +177,12 @@ def contenders(model: torch.nn.Module, with_torch_compile: bool) -> dict[str, Ca
         fn = squall.jit(model, dynamic=True)
         return fn, lambda: squall_compiles(fn)
 
+    def squall_dynamic_first_eager():
+        # a what-if for the default policy: its first call run eagerly (no static compile a stream
+        # wastes), the second compiled with the changed sizes symbolic (here: every size, as dynamic=True)
+        fn = squall.jit(model, dynamic=True)
+        return _first_call_eager(fn, model), lambda: squall_compiles(fn)
+
     def compiled(dynamic):
         def build():
             torch._dynamo.reset()
@@ -183,7 +192,8 @@ def contenders(model: torch.nn.Module, with_torch_compile: bool) -> dict[str, Ca
 
     found = {"eager": lambda: (model, lambda: 0), "squall": squall_default, "squall, upgrade at 1st call": squall_upgrade_at_once,
              "squall, batch of 1 compiled": squall_zero_one_at_once, "squall, length only": squall_length_only,
-             "squall, torch only": squall_torch_only, "squall(dynamic=True)": squall_dynamic}
+             "squall, torch only": squall_torch_only, "squall(dynamic=True)": squall_dynamic,
+             "squall(dynamic=True), 1st call eager": squall_dynamic_first_eager}
     if with_torch_compile:
         found["torch.compile(dynamic=True)"] = compiled(True)
         found["torch.compile()"] = compiled(None)
@@ -200,6 +210,21 @@ def _upgrading_at_once(fn: Callable) -> Callable:
             if id(upgrade) not in known and upgrade.status == "cold":
                 upgrade_worker.default_worker().queue_now(upgrade)
         return out
+
+    call.__wrapped__ = fn
+    return call
+
+
+def _first_call_eager(fn: Callable, model: torch.nn.Module) -> Callable:
+    """`fn`, its first call run eagerly by `model` instead (counted as a rented call)."""
+    called = []
+
+    def call(**kwargs):
+        if not called:
+            called.append(True)
+            jitted_state(fn).stats.eager_before_compile += 1
+            return model(**kwargs)
+        return fn(**kwargs)
 
     call.__wrapped__ = fn
     return call
