@@ -98,6 +98,17 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   eager 0.043 s; squall 3 compiles, 0.069 s (1.60x; the batch of 1 compiled at the rental's end),
   warm 0.75x; torch only 1.52x; squall(dynamic=True) 2 compiles, 0.058 s (1.35x), warm 0.74x;
   squall with the batch of 1 compiled at once 1.45x. Not yet at eager's total.
+- A batch of 1 served by the symbolic entry (stream5: a tensor argument's size symbol stands for
+  1 or more until the trace relies on 2 or more; DistilBERT's trace never does for the batch),
+  this branch and main (b6a96cc) alternating in one sitting (branch, main, branch), load 2.3-4.3,
+  the calling thread's CPU time, best of 3: eager 44-47 ms; squall(dynamic=True) 0.99x and 0.96x
+  (1 compile, 11 ms; 39 hits, no rental) against main's 1.29x (2 compiles, 12 rented); squall,
+  torch only 1.12x and 1.14x (2 compiles) against 1.50x (3); the default 1.52x and 1.25x (2
+  compiles; the background upgrade's thread is in its compiles' 24-27 ms) against 1.49x (3).
+  The default's static first compile is what is left between it and dynamic=True: the what-if
+  with the first call eager and every size symbolic at the second gave 1.20x and 0.98x (1
+  compile). Making that the default changes what every fixed-shape program does at its first
+  call (it would run eagerly and compile at the second): left as a measurement.
 """
 from __future__ import annotations
 
