@@ -338,6 +338,13 @@ def test_fusion_executors_decline_symbolic_sizes_saying_so():
     assert declines_symbolic(fusing, bsym) == (None, "symbolic sizes (s0, s1): fuser compiles regions of static shapes only")
     fusing.symbolic_shapes = True
     assert declines_symbolic(fusing, bsym) is None
+    fusing.symbolic_ones = False  # (nvFuser's answer) the program never asks whether a size is 1
+    assert declines_symbolic(fusing, bsym) == (None, "symbolic sizes that may be 1 (s0, s1): fuser is not known to compute a size of 1 correctly")
+    asking = squall.jit(lambda x: x.squeeze(0).squeeze(1).sin() * 2, dynamic=True)
+    asking(torch.randn(4, 5))
+    traced = squall.last_traces(asking).traced
+    assert 'f32[s0, s1]' in str(traced) and not traced.context.shapes.ones  # s0 and s1 guarded as 2 or more
+    assert all(declines_symbolic(fusing, b) is None for b in traced.bsyms)
 
 
 def test_gradients_flow_through_symbolic_shapes():
