@@ -91,7 +91,7 @@ class NvFuserExecutor(FusionExecutor):
     # serves every length (translate.symbolic_shape)
     symbolic_shapes = True
     # a size symbol that may be 1 (squall.symbolic.ShapeEnv.ones) is an extent of -1 whose size 1
-    # at a call nVFuser has not been checked to run as eager does (size-1 contiguity, broadcasting):
+    # at a call nvFuser has not been checked to run as eager does (size-1 contiguity, broadcasting):
     # such calls stay on the torch executor
     symbolic_ones = False
 
