@@ -40,7 +40,7 @@ from ..proxies import TensorProxy, current_context, real_tensor
 from ..replays import NOT_REPLAYED, Decomposition, module_call_key, walk_values
 from ..symbolic import SymInt
 from ..trace import scalar_key
-from .state_views import _HOOK_DICTS, _MODULE_INTERNALS, _SCALARS, _ViewInfo
+from .state_views import _HOOK_DICTS, _MISSING, _MODULE_INTERNALS, _SCALARS, _ViewInfo
 
 __all__ = ["ModuleReplays", "REPLAY_ENV", "replays_enabled"]
 
@@ -68,7 +68,7 @@ class _FirstCall:
     """What a module's first call with a key recorded: its view, input proxies, the calls it
     recorded, its output, its guards' log and its view notes."""
 
-    __slots__ = ("info", "inputs", "objects", "calls", "output", "log", "notes", "rebinds", "depth", "decomposition")
+    __slots__ = ("info", "inputs", "objects", "calls", "output", "log", "notes", "rebinds", "depth", "decomposition", "layout", "program")
 
     def __init__(self, info: _ViewInfo, inputs: list, objects: list, calls: list, output: Any, log: list, notes: list, rebinds: int, depth: int):
         self.info = info
@@ -81,6 +81,8 @@ class _FirstCall:
         self.rebinds = rebinds
         self.depth = depth
         self.decomposition: Any = _UNSEEN  # made at the first replay: most calls are never repeated
+        self.layout: Any = _UNSEEN  # its module's places (_Layout), made at the first replay too
+        self.program: Any = _UNSEEN  # its guard log, ready to re-bind (_Program), made then too
 
 
 class ModuleReplays:
@@ -154,11 +156,11 @@ def _state(ctx: Any, recorder: Any) -> tuple:
         len(ctx.substitutes), len(ctx.shapes.symbols), len(ctx.views.stale), ctx.rebinds, len(ctx.layouts_guarded),
         len(speculation.values) if speculation is not None else 0,
         len(r._write_order), sum(len(i.writes) for i in r._write_order),
-        len(r._lists), sum(list.__len__(copy) for _, copy, _, _ in r._lists), len(r._list_copies),
-        len(r._dict_copies), sum(len(c.keys_set) for c in r._dict_copies.values()),
+        # (a container read, shared by both modules, is read through one copy: what was written to any)
+        sum(list.__len__(copy) - len(copy.initial) for _, copy, _, _ in r._lists),
+        sum(len(c.keys_set) for c in r._dict_copies.values()),
         len(r._argument_copies), sum(len(c.keys_set) for c in r._argument_copies),
-        len(r._set_copies), sum(len(c.added) for c in r._set_copies.values()),
-        len(r._deques), sum(len(c.appended) for c, _ in r._deques),
+        sum(len(c.added) for c in r._set_copies.values()), sum(len(c.appended) for c, _ in r._deques),
         len(r._snapshots), len(r._namespaces), len(r._passed_as_is), sum(len(v) for v in r._routed_by_type.values()),
         len(r._metadata_guarded), len(r.routed_ints),
         len(r.guards.effects), len(r.guards.eager_because), len(r.guards._roots),
@@ -168,101 +170,115 @@ def _state(ctx: Any, recorder: Any) -> tuple:
 # --- the first module's objects -> the new module's ---------------------------------------------
 
 
-class _Correspondence:
-    """The first module's tree matched to the new module's, place by place: `mapped` (id of
-    an object of the first -> the new one's at its place: modules, their dicts, parameters and
-    buffers), `private` (ids of objects only the first holds, which no replay may read) and
-    `tensors` (each parameter's or buffer's proxy, the first's and the new one's)."""
+class _Layout:
+    """The first module's tree as places, made once and matched against each new module: its
+    modules (each its parent's index and its name there), its tensors (module index, store or
+    None for a plain attribute, name, proxy) and the place of each object a guard may read (id ->
+    module index, what it is: the module, its `__dict__`, an attribute, an attribute's `__dict__`)."""
 
-    def __init__(self, first: torch.nn.Module, new: torch.nn.Module, ctx: Any):
-        self.mapped: dict[int, Any] = {}
-        self._back: dict[int, Any] = {}
-        self.private: set[int] = set()
-        self.tensors: list[tuple[TensorProxy, TensorProxy]] = []
-        self._proxies = ctx._constant_proxies
-        self._module(first, new)
+    def __init__(self, root: torch.nn.Module, proxies: dict[int, TensorProxy]):
+        self.modules: list[tuple[int, str]] = []
+        self.reals: list[torch.nn.Module] = []
+        self.tensors: list[tuple[int, str | None, str, TensorProxy]] = []
+        self.places: dict[int, tuple[int, str, str | None]] = {}
+        self._proxies = proxies
+        self._add(root, -1, "")
 
-    def _pair(self, a: Any, b: Any) -> bool:
-        known = self.mapped.get(id(a))
-        if known is not None:
-            if known is not b:
-                raise _Refused
-            return False
-        if self._back.get(id(b), a) is not a:
-            raise _Refused  # two of the first's objects at one of the new one's: not the same structure
-        self.mapped[id(a)] = b
-        self._back[id(b)] = a
-        return True
-
-    def _module(self, a: torch.nn.Module, b: torch.nn.Module) -> None:
-        if type(a) is not type(b):
-            raise _Refused
-        if not self._pair(a, b):
-            return
-        da, db = a.__dict__, b.__dict__
-        if list(da) != list(db):
-            raise _Refused  # an attribute one has (an instance's own forward, say) and the other not
-        self._pair(da, db)
-        for name, va in da.items():
-            vb = db[name]
+    def _add(self, module: torch.nn.Module, parent: int, key: str) -> None:
+        i = len(self.reals)
+        self.reals.append(module)
+        self.modules.append((parent, key))
+        held = module.__dict__
+        self.places.setdefault(id(module), (i, "module", None))
+        self.places.setdefault(id(held), (i, "dict", None))
+        for name, value in held.items():
+            if type(value) in _SCALARS:
+                continue
             if name in ("_parameters", "_buffers"):
-                self._tensors(va, vb)
+                self.places.setdefault(id(value), (i, "attr", name))
+                for k, tensor in value.items():
+                    if tensor is not None:
+                        self._tensor(i, name, k, tensor)
             elif name == "_modules":
-                if list(va) != list(vb):
-                    raise _Refused
-                self._pair(va, vb)
-                for k, ma in va.items():
-                    mb = vb[k]
-                    if (ma is None) != (mb is None):
-                        raise _Refused
-                    if ma is not None:
-                        self._module(ma, mb)
-            elif isinstance(va, torch.nn.Module) and isinstance(vb, torch.nn.Module):
-                self._module(va, vb)
-            elif real_tensor(va) and real_tensor(vb):
-                self._tensor(va, vb)
-            elif va is vb:
-                pass  # shared: its guards are the same guards
-            elif type(va) in _SCALARS and type(vb) is type(va):
-                if name in _MODULE_INTERNALS and scalar_key(va) != scalar_key(vb):
-                    raise _Refused  # `training`: read unguarded (the cache key holds the jitted tree's)
-            elif (name in _HOOK_DICTS or name in _MODULE_INTERNALS) and type(va) is type(vb) and isinstance(va, (dict, set)):
-                self._pair(va, vb)  # a hook dict: what a trace reads of it is guarded
-            elif type(va) is tuple and _same_value(va, vb):
-                self._pair(va, vb)  # a layer norm's shape: guarded by identity, each module's own
+                self.places.setdefault(id(value), (i, "attr", name))
+                for k, sub in value.items():
+                    if sub is not None:
+                        self._add(sub, i, k)
+            elif real_tensor(value):
+                self._tensor(i, None, name, value)
             else:
-                self.private.add(id(va))
-                held = getattr(va, "__dict__", None)
-                if held is not None:
-                    self.private.add(id(held))
+                self.places.setdefault(id(value), (i, "attr", name))
+                attributes = getattr(value, "__dict__", None)
+                if type(attributes) is dict:
+                    self.places.setdefault(id(attributes), (i, "attrdict", name))
 
-    def _tensors(self, da: dict, db: dict) -> None:
-        if list(da) != list(db):
-            raise _Refused
-        self._pair(da, db)
-        for k, ta in da.items():
-            tb = db[k]
-            if (ta is None) != (tb is None):
+    def _tensor(self, i: int, store: str | None, name: str, tensor: torch.Tensor) -> None:
+        proxy = self._proxies.get(id(tensor))
+        if proxy is None:
+            raise _Refused  # not an input of the trace (a module outside the compiled one)
+        self.tensors.append((i, store, name, proxy))
+
+
+class _Places:
+    """The new module's objects at the places of the first module's (`_Layout`): `of(obj)` maps
+    an object the first call read to the new call's (itself where both share it; _Refused where
+    only the first module holds it); `tensors` pairs each tensor's proxy, the first's and the new one's."""
+
+    def __init__(self, layout: _Layout, root: torch.nn.Module, proxies: dict[int, TensorProxy]):
+        self.layout = layout
+        news: list[torch.nn.Module] = []
+        seen: dict[int, torch.nn.Module] = {}
+        back: dict[int, torch.nn.Module] = {}
+        for (parent, key), first in zip(layout.modules, layout.reals):
+            new = root if parent < 0 else news[parent].__dict__["_modules"].get(key)
+            if new is None or type(new) is not type(first):
                 raise _Refused
-            if ta is not None:
-                self._tensor(ta, tb)
-
-    def _tensor(self, a: torch.Tensor, b: torch.Tensor) -> None:
-        if not self._pair(a, b):
-            return
-        pa, pb = self._proxies.get(id(a)), self._proxies.get(id(b))
-        if pa is None or pb is None or type(a) is not type(b) or _metadata(pa) != _metadata(pb):
-            raise _Refused
-        self.tensors.append((pa, pb))
+            a, b = first.__dict__, new.__dict__
+            # an attribute one has and the other not (an instance's own forward); `training`, read
+            # unguarded (the cache key holds the compiled tree's); the same submodules
+            if a.keys() != b.keys() or a["training"] != b["training"] or a["_modules"].keys() != b["_modules"].keys():
+                raise _Refused
+            if seen.setdefault(id(first), new) is not new or back.setdefault(id(new), first) is not first:
+                raise _Refused  # a module shared in one tree and not in the other
+            news.append(new)
+        self.news = news
+        self.tensors: list[tuple[TensorProxy, TensorProxy]] = []
+        for i, store, name, first_proxy in layout.tensors:
+            held = news[i].__dict__
+            tensor = (held[store] if store is not None else held).get(name)
+            proxy = proxies.get(id(tensor)) if real_tensor(tensor) else None
+            if proxy is None or _metadata(proxy) != _metadata(first_proxy):
+                raise _Refused
+            self.tensors.append((first_proxy, proxy))
 
     def of(self, obj: Any) -> Any:
         """The new module's counterpart of `obj` (itself where it is shared)."""
-        new = self.mapped.get(id(obj))
-        if new is not None:
+        return self.at(self.layout.places.get(id(obj)), obj)
+
+    def at(self, place: tuple | None, obj: Any) -> Any:
+        """The new module's object at `place` (`_Layout.places`), where the first module holds `obj`."""
+        if place is None:
+            return obj  # not held by the first module's tree: shared (a class, a config, a global)
+        i, kind, name = place
+        new = self.news[i]
+        if kind == "module":
             return new
-        if id(obj) in self.private:
+        held = new.__dict__
+        if kind == "dict":
+            return held
+        value = held.get(name, _MISSING)
+        if kind == "attrdict":
+            if value is self.layout.reals[i].__dict__.get(name):
+                return obj  # the attribute's object is shared
             raise _Refused
-        return obj
+        if value is obj:
+            return obj
+        if name in ("_parameters", "_buffers", "_modules") or name in _HOOK_DICTS or name in _MODULE_INTERNALS:
+            if type(value) is type(obj):
+                return value  # the new module's own, read through guards
+        elif type(obj) is tuple and _same_value(obj, value):
+            return value  # a layer norm's shape: guarded by identity, each module's own
+        raise _Refused  # an object only the first module holds (a list, a helper)
 
 
 def _same_value(a: Any, b: Any) -> bool:
@@ -304,6 +320,23 @@ def _code(text: str) -> types.CodeType:
     return compile(text, "<squall guard>", "eval")
 
 
+def _relabelled(first: str, new: str, text: str) -> str:
+    """`text` (a guard's label) naming the module labelled `new` where it named `first`'s tree
+    (not a longer label `first` begins: layer 1 is not layer 10)."""
+    parts, start = [], 0
+    while (i := text.find(first, start)) >= 0:
+        end = i + len(first)
+        if end < len(text) and (text[end].isalnum() or text[end] in "_'"):
+            parts.append(text[start:end])
+        else:
+            parts += [text[start:i], new]
+        start = end
+    if not parts:
+        return text
+    parts.append(text[start:])
+    return "".join(parts)
+
+
 def _same_watched(expected: Any, got: Any) -> bool:
     """Whether `GuardSet.watch`'s guard for `expected` holds for `got`."""
     t = type(expected)
@@ -316,108 +349,122 @@ def _same_watched(expected: Any, got: Any) -> bool:
     return got is expected
 
 
-class _Guards:
-    """The first call's guard log re-bound to the new module: `check` evaluates each guard on the
-    new module's objects (raising _Refused where one fails or cannot be re-bound) and changes
-    nothing; `commit` then makes them, in order, as a fresh trace of the new call would."""
+_BIND, _ADD, _WATCH, _EMPTY, _NOTE, _CLASS = range(6)
+_MADE_FOR_GUARDS = (list, tuple, frozenset)  # containers a guard makes to compare with
 
-    def __init__(self, guards: Any, log: list, places: _Correspondence, first_label: str, label: str):
-        self.guards = guards
-        self.log = log
-        self.places = places
-        self._label = re.compile(re.escape(first_label) + r"(?![\w'])")
-        self.label = label
-        self.objects: dict[str, Any] = {}  # a name the first call bound -> what the new call binds there
-        self.watched: list[Any] = []  # each watched value, read on the new module
 
-    def relabel(self, text: str) -> str:
-        return self._label.sub(lambda _: self.label, text)
+class _Program:
+    """A first call's guard log (`StateGuards.start_log`) made ready to re-bind, once: each
+    object's place in the first module's tree (`_Layout.places`), each text's bound names."""
 
-    def check(self) -> None:
-        places = self.places
-        namespace = self.guards.namespace
-        for entry in self.log:
-            if entry[0] == "bind":
-                _, obj, _, name, made = entry
-                if made and type(obj) in (list, tuple, frozenset):
-                    self.objects[name] = type(obj)(places.of(x) for x in obj)  # made for the guard: made again
-                elif type(obj) in (list, tuple, frozenset) and any(places.of(x) is not x for x in obj):
-                    raise _Refused
-                else:
-                    self.objects[name] = places.of(obj)
-        scope = dict(namespace)
-        scope.update(self.objects)
-        for entry in self.log:
-            kind = entry[0]
-            if kind == "add":
-                self._names(entry[1])
-                if not self._holds(entry[1], scope):
-                    raise _Refused
-            elif kind == "watch":
-                _, expr, value, _, _ = entry
-                self._names(expr)
-                try:
-                    got = eval(_code(expr), scope)  # noqa: S307 - squall's own guard text
-                except Exception:  # noqa: BLE001 - an attribute the new module lacks
-                    raise _Refused from None
-                if not _same_watched(places.of(value), got):
-                    raise _Refused
-                self.watched.append(got)
-            elif kind == "empty":
-                if places.of(entry[1]):
-                    raise _Refused  # a hook registered on the new module
-            elif kind == "note":
-                if entry[4] is not None:
-                    raise _Refused
-            elif kind == "class":
-                places.of(entry[1])
-
-    def _names(self, text: str) -> None:
-        # each bound name the text reads is bound by the log, or shared by both modules
-        parts = _template(text)
-        namespace = self.guards.namespace
-        for name in parts[1::2]:
-            if name not in self.objects and name in namespace and self.places.of(namespace[name]) is not namespace[name]:
-                raise _Refused
-
-    @staticmethod
-    def _holds(condition: str, scope: dict) -> bool:
-        try:
-            return bool(eval(_code(condition), scope))  # noqa: S307 - squall's own guard text
-        except Exception:  # noqa: BLE001 - reads the call's arguments, or fails on the new module
-            return False
-
-    def commit(self, recorder: Any) -> None:
-        guards, places = self.guards, self.places
-        names: dict[str, str] = {}
-        watched = iter(self.watched)
-
-        def text(t: str) -> str:
-            parts = list(_template(t))
-            parts[1::2] = [names.get(n, n) for n in parts[1::2]]
-            return "".join(parts)
-
-        for entry in self.log:
+    def __init__(self, log: list, layout: _Layout, namespace: dict):
+        places = layout.places
+        self.ops: list[tuple] = []
+        bound: set[str] = set()
+        texts: list[str] = []
+        for entry in log:
             kind = entry[0]
             if kind == "bind":
-                _, _, hint, name, _ = entry
-                names[name] = guards.bind(self.objects[name], hint)
+                _, obj, hint, name, made = entry
+                bound.add(name)
+                elements = [(places.get(id(x)), x) for x in obj] if type(obj) in _MADE_FOR_GUARDS else None
+                self.ops.append((_BIND, places.get(id(obj)), obj, hint, name, made, elements))
             elif kind == "add":
                 _, condition, label, guard_kind, site = entry
-                guards.add(text(condition), self.relabel(label), kind=guard_kind, site=site)
+                texts.append(condition)
+                self.ops.append((_ADD, _code(condition), _template(condition), " for " in condition, label, guard_kind, site))
             elif kind == "watch":
-                _, expr, _, label, guard_kind = entry
-                guards.watch(text(expr), next(watched), self.relabel(label), kind=guard_kind)
+                _, expr, value, label, guard_kind = entry
+                texts.append(expr)
+                self.ops.append((_WATCH, _code(expr), _template(expr), " for " in expr, value, places.get(id(value)), label, guard_kind))
             elif kind == "empty":
-                guards.stays_empty(places.of(entry[1]), self.relabel(entry[2]))
+                self.ops.append((_EMPTY, places.get(id(entry[1])), entry[1], entry[2]))
             elif kind == "note":
-                _, guard_kind, label, site, _ = entry
-                guards.note(guard_kind, self.relabel(label), site)
+                if entry[4] is not None:
+                    raise _Refused  # (a key guard's condition: none is made inside a module's call)
+                self.ops.append((_NOTE, entry[1], entry[2], entry[3]))
             else:
-                _, obj, name = entry
-                new = places.of(obj)
-                if new is not obj:
-                    _read_from_class(recorder, obj, new, name, self.relabel)
+                self.ops.append((_CLASS, places.get(id(entry[1])), entry[1], entry[2]))
+        # bound names a text reads that the log did not bind: each must be shared by both modules
+        self.outside = [(name, places.get(id(namespace[name])), namespace[name])
+                        for text in texts for name in _template(text)[1::2] if name not in bound and name in namespace]
+
+
+def _check(program: _Program, places: _Places, namespace: dict) -> tuple[dict[str, Any], list]:
+    """The first call's guards evaluated on the new module's objects, changing nothing: (what
+    each name the log bound stands for now, each watched value read now); _Refused where one
+    fails or reads an object only the first module holds."""
+    for name, place, obj in program.outside:
+        if places.at(place, obj) is not obj:
+            raise _Refused
+    objects: dict[str, Any] = {}
+    watched: list = []
+    at = places.at
+    # each guard reads the new module's objects under the first's names: those names are looked
+    # up first (the text's own), then the guard set's (a comprehension's body sees only the
+    # latter: a guard with one is evaluated in a merged copy)
+    for op in program.ops:
+        kind = op[0]
+        if kind == _BIND:
+            _, place, obj, _, name, made, elements = op
+            if elements is None:
+                objects[name] = at(place, obj)
+            elif made:
+                objects[name] = type(obj)(at(p, x) for p, x in elements)  # made for the guard: made again
+            elif any(at(p, x) is not x for p, x in elements):
+                raise _Refused
+            else:
+                objects[name] = obj
+        elif kind == _ADD:
+            try:
+                holds = eval(op[1], {**namespace, **objects} if op[3] else namespace, objects)  # noqa: S307 - squall's own guard text
+            except Exception:  # noqa: BLE001 - reads the call's arguments, or fails on the new module
+                holds = False
+            if not holds:
+                raise _Refused
+        elif kind == _WATCH:
+            try:
+                got = eval(op[1], {**namespace, **objects} if op[3] else namespace, objects)  # noqa: S307 - squall's own guard text
+            except Exception:  # noqa: BLE001 - an attribute the new module lacks
+                raise _Refused from None
+            if not _same_watched(at(op[5], op[4]), got):
+                raise _Refused
+            watched.append(got)
+        elif kind == _EMPTY:
+            if at(op[1], op[2]):
+                raise _Refused  # a hook registered on the new module
+        elif kind == _CLASS:
+            at(op[1], op[2])
+    return objects, watched
+
+
+def _commit(program: _Program, places: _Places, objects: dict[str, Any], watched: list, recorder: Any, first_label: str, label: str) -> None:
+    """Make the guards `_check` evaluated, in order, as a fresh trace of the new call makes them."""
+    guards = recorder.guards
+    names: dict[str, str] = {}
+    watched_values = iter(watched)
+
+    def text(parts: tuple[str, ...]) -> str:
+        parts = list(parts)
+        parts[1::2] = [names.get(n, n) for n in parts[1::2]]
+        return "".join(parts)
+
+    for op in program.ops:
+        kind = op[0]
+        if kind == _BIND:
+            names[op[4]] = guards.bind(objects[op[4]], op[3])
+        elif kind == _ADD:
+            guards.add(text(op[2]), _relabelled(first_label, label, op[4]), kind=op[5], site=op[6])
+        elif kind == _WATCH:
+            guards.watch(text(op[2]), next(watched_values), _relabelled(first_label, label, op[6]), kind=op[7])
+        elif kind == _EMPTY:
+            guards.stays_empty(places.at(op[1], op[2]), _relabelled(first_label, label, op[3]))
+        elif kind == _NOTE:
+            guards.note(op[1], _relabelled(first_label, label, op[2]), op[3])
+        else:
+            new = places.at(op[1], op[2])
+            if new is not op[2]:
+                _read_from_class(recorder, op[2], new, op[3], lambda t: _relabelled(first_label, label, t))
 
 
 def _read_from_class(recorder: Any, first: Any, new: Any, name: str, relabel: Callable[[str], str]) -> None:
@@ -444,7 +491,14 @@ def _plan(first: _FirstCall, info: _ViewInfo, proxies: list) -> Callable[[], Any
     recorder = info.recorder
     if ctx.rebinds != first.rebinds or len(ctx.scopes) != first.depth or recorder._write_order:
         raise _Refused  # (a rebind renamed proxies the first call's record holds)
-    places = _Correspondence(first.info.real, info.real, ctx)
+    if first.layout is _UNSEEN:
+        try:
+            first.layout = _Layout(first.info.real, ctx._constant_proxies)
+        except _Refused:
+            first.layout = None
+    if first.layout is None:
+        raise _Refused
+    places = _Places(first.layout, info.real, ctx._constant_proxies)
     mapping: dict[int, TensorProxy] = {}
     back: dict[int, TensorProxy] = {}
     for old, new in (*zip(first.inputs, proxies), *places.tensors):
@@ -452,8 +506,14 @@ def _plan(first: _FirstCall, info: _ViewInfo, proxies: list) -> Callable[[], Any
             raise _Refused
     if first.decomposition is None:
         raise _Refused
-    guards = _Guards(recorder.guards, first.log, places, first.info.label, info.label)
-    guards.check()
+    if first.program is _UNSEEN:
+        try:
+            first.program = _Program(first.log, first.layout, recorder.guards.namespace)
+        except _Refused:
+            first.program = None
+    if first.program is None:
+        raise _Refused
+    objects, watched = _check(first.program, places, recorder.guards.namespace)
     if first.decomposition is _UNSEEN:
         first.decomposition = _decomposition(first, [old for old, _ in places.tensors])
     decomposition = first.decomposition
@@ -461,7 +521,7 @@ def _plan(first: _FirstCall, info: _ViewInfo, proxies: list) -> Callable[[], Any
         raise _Refused
 
     def replay() -> Any:
-        guards.commit(recorder)
+        _commit(first.program, places, objects, watched, recorder, first.info.label, info.label)
         out, calls, value = decomposition.replay_calls(mapping, ctx.new_name)
         ctx.scopes[-1].extend(calls)
         for op, args, kwargs, made in first.notes:
