@@ -33,6 +33,40 @@ With --timeline, squall's cold runs also print where the time went: each step of
 process and of the compile worker (squall_inductor.timeline: spawn, imports, vector-ISA probe,
 warm-up, trace, lowering and compile, first run, load), seconds after the clock started; with
 CXX pointing at a compiler wrapper that appends to $SQUALL_INDUCTOR_TIMELINE, each C++ compile too.
+
+What is timed, checked (cold21): both contenders run in fresh processes that import torch, squall
+and the model's library and build the model before the clock starts, each with its own empty
+inductor and squall cache folders (and, with --cold-headers, its own TMPDIR): the same cache
+policy. torch.compile's clock holds Dynamo's and inductor's imports, its lowering and every kernel
+compile, and its first call; squall's holds the worker's spawn and imports, the region's trace,
+lowering and C++ compile, the load, the judge and the install.
+
+History (2-core CPU, torch 2.13, one sample each unless said):
+- last session, quiet (load 0.3-0.8), --cold-headers: gpt2 10.67 s against torch.compile's 25.99 s
+  (0.41), llama 12.88 against 28.00 s (0.46); warm 0.03-0.04; per call 0.56-0.64 of torch.compile's.
+- cold21, load 5-7 (other jobs on both cores), --cold-headers --timeline: gpt2 15.59 against
+  48.38 s (0.32), llama 21.82 against 75.59 s (0.29); warm 0.06 and 0.04; per call 0.62 and 0.54.
+  torch.compile's side swells more under load than squall's, so the ratios flatter squall. The
+  worker's CPU from spawn to reply: gpt2 imports 3.9, trace 0.1, lowering 1.9, one C++ unit 3.9 s;
+  llama 3.4, 0.2, 2.6 and 4.0 s.
+- cold21, where the cold seconds go and the floor (worker CPU, gpt2's region; the clock's wall time
+  on a quiet machine is about their sum, as the user's thread waits on the other core):
+  a fresh interpreter's imports 3.2-3.5 s (torch 1.1, inductor with Dynamo and its lowerings 1.6,
+  squall 0.4); make_fx 0.15 s; inductor's lowering and code generation 1.9-2.2 s (of it its
+  pattern-matcher set-ups 0.4, its source hash for cache keys 0.1, lazy imports 0.3, the
+  vector-tiling analysis in sympy 0.3-0.5); the one C++ unit 3.6-4.1 s of compiler CPU, 3.0 s of it
+  ATen's and c10's headers (unchanged by -O1, -g0 or -Wall off: 3.3-3.9 s); load and judge 0.15 s.
+  About 9-10 s in a row, where 1/5 of torch.compile's 26 s is 5.2 s: imports and lowering alone
+  (5.2-5.9 s) use it up before a line of C++ is compiled. The C++ cannot start earlier (g++ lexes a
+  whole unit before parsing it; a precompiled header costs 5.3 s to save 1.2 s), and the Python
+  wrapper would compile each of the region's 23 kernels with its own copy of the headers (1.8 s
+  each). What a spare core buys: the wrapper and the kernels as two units side by side
+  (squall_inductor.split_build): 2.4 + 0.35 s of wall time for the C++ instead of 3.6-4.1 s, so
+  about 8-8.5 s, 0.31-0.33 of a quiet torch.compile's 26 s. Under load (5-7) no core is spare, the
+  region builds as one unit, and the forced split (SQUALL_INDUCTOR_SPLIT_BUILD=1) took as long
+  (gpt2 22.1-23.0 against 22.1-22.4 s) for 0.8 s more compiler CPU.
+  To compare on a quiet machine: SQUALL_INDUCTOR_SPLIT_BUILD=0 (one unit) against unset (split
+  where a core is spare; --timeline then shows "worker: wrapper and kernels built side by side").
 """
 from __future__ import annotations
 

@@ -121,6 +121,44 @@ def test_an_upgrade_whose_results_differ_keeps_the_torch_plan_and_warns(fused_fa
     torch.testing.assert_close(fn(x), program(x))
 
 
+class WrongBackwardFuser(SlowFuser):
+    """Its regions without an exp add one to their first output: `program`'s backward is wrong (it
+    multiplies by the saved exp), its forward right."""
+
+    def compile_region(self, region):
+        fn = super().compile_region(region)
+        if any(call.sym.id == "prims.exp" for call in region.calls):
+            return fn
+        return lambda *a: (fn(*a)[0] + 1, *fn(*a)[1:])
+
+
+def test_a_differentiated_program_is_judged_with_its_backward(fused_faster):
+    fuser = SlowFuser()
+    fuser.gate.set()
+    fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+    x = torch.randn(16, requires_grad=True)
+    fn(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.exp(x.detach()) * 2.0)
+    (upgrade,) = squall.upgrades(fn)
+    assert upgrade.status == "upgraded" and "per call and its backward" in upgrade.reason, upgrade
+
+
+def test_an_upgrade_whose_backward_differs_keeps_the_torch_plan_and_warns(fused_faster):
+    fuser = WrongBackwardFuser()
+    fuser.gate.set()
+    fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+    x = torch.randn(16, requires_grad=True)
+    with pytest.warns(squall.SquallWarning, match="computes other results than its torch plan.*gradients of its inputs"):
+        out = fn(x)
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, torch.exp(x.detach()) * 2.0)
+    (upgrade,) = squall.upgrades(fn)
+    assert upgrade.status == "kept the torch plan" and "gradients of its inputs" in upgrade.reason, upgrade
+    x.grad = None
+    fn(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.exp(x.detach()) * 2.0)
+
+
 def test_judgements_are_remembered_on_disk_for_the_next_process(monkeypatch, tmp_path):
     real_judge = tiers.judge
     judged = []
@@ -499,6 +537,31 @@ def test_of_two_offers_faster_than_torch_the_fastest_is_kept(monkeypatch):
     assert upgrade.status == "upgraded" and len(judged) == 2
     assert upgrade.reason.endswith("; kept narrow") and upgrade.verdict.fused_s == pytest.approx(1e-3)
     assert squall.last_traces(fn)[-1].bsyms[0].executor is fuser  # "narrow" is what runs
+
+
+class RaisingFuser(SlowFuser):
+    """Its regions raise when called (inductor's one-unit code did, on a training program's saved views)."""
+
+    def compile_region(self, region):
+        def region_fn(*args):
+            raise RuntimeError("expected size 4==4, stride 1==6 at dim=0")
+
+        return region_fn
+
+
+def test_an_offer_whose_plan_raises_on_the_judges_inputs_is_passed_over_for_the_next(monkeypatch):
+    judged = _judge_in_turn(monkeypatch, 1e-3)  # only "narrow" is timed
+    fuser = TwoOffers()
+    fuser.wide = RaisingFuser(fuser.name)
+    fuser.wide.gate.set()
+    fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+    x = torch.randn(16)
+    torch.testing.assert_close(fn(x), program(x))
+    (upgrade,) = squall.upgrades(fn)
+    assert upgrade.status == "upgraded" and len(judged) == 1, upgrade
+    assert upgrade.reason.startswith("wide: its plan raised on the judge's inputs (RuntimeError: expected size 4==4")
+    assert upgrade.reason.endswith("; kept narrow")
+    torch.testing.assert_close(fn(x), program(x))
 
 
 def test_the_winning_offer_is_remembered_and_alone_planned_in_the_next_process(monkeypatch):

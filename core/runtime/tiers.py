@@ -8,7 +8,8 @@ traced program again with them, compiles and times its regions, then judges the 
 program against the torch plan on example inputs of the real shapes (a region that won its
 timing alone can lose in context; where the program's value guards read an input's values, the
 job keeps a copy of that input, so the judge takes the call's branches; what the program reads
-from objects, a KV cache's tensors, is taken at the call too, since the objects change after it).
+from objects, a KV cache's tensors, is taken at the call too, since the objects change after it;
+a differentiated program's backward is run, checked and timed with its forward).
 Only a faster fused program replaces the cache entry's
 generated function, by the one list-item assignment `_replan` already uses, so the hot path
 pays nothing for the mechanism; a slower one, or one whose results differ, is dropped, and
@@ -333,6 +334,17 @@ def _draws_random_numbers(compilation: Compilation) -> bool:
                for b in compilation.traced.bsyms for b in b.walk())
 
 
+def _input_gradients(out: Any, leaves: list[torch.Tensor]) -> tuple:
+    """The gradients of `leaves` (the judge's example inputs that require them) from the outputs
+    of a differentiated program, each output's gradient all ones; () where nothing is differentiated."""
+    if not leaves or not torch.is_grad_enabled():
+        return ()
+    outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    if not outs:
+        return ()
+    return torch.autograd.grad(outs, leaves, grad_outputs=[torch.ones_like(t) for t in outs], allow_unused=True)
+
+
 def _region_executors(compilation: Compilation) -> set[str]:
     return {r.executor for t in compilation if t.plan is not None for r in t.plan.regions}
 
@@ -344,8 +356,13 @@ _TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 2e-2}
 _FLOAT_TOLERANCE = 1e-4
 
 
-def _outputs_differ(expected: Any, actual: Any) -> str:
-    """Why two program outputs differ beyond a fused kernel's tolerance ("" if they do not)."""
+# a weight's gradient sums a product over every row of the batch, and the judge's example values
+# (normal weights, equal tokens) cancel much of it: summed in another order, it spreads wider
+GRADIENT_LOOSER = 10.0
+
+
+def _outputs_differ(expected: Any, actual: Any, looser: float = 1.0) -> str:
+    """Why two program outputs differ beyond a fused kernel's tolerance, `looser` times wider ("" if they do not)."""
     exp, _ = tree_flatten(expected)
     act, _ = tree_flatten(actual)
     if len(exp) != len(act):
@@ -365,7 +382,7 @@ def _outputs_differ(expected: Any, actual: Any) -> str:
         if finite.any():
             scale = e[finite].abs().max().item()
             worst = (a[finite] - e[finite]).abs().max().item()
-            tolerance = _TOLERANCE.get(e.dtype, _FLOAT_TOLERANCE) * max(scale, 1e-6)
+            tolerance = looser * _TOLERANCE.get(e.dtype, _FLOAT_TOLERANCE) * max(scale, 1e-6)
             if worst > tolerance:
                 return f"output {i}: differs by up to {worst:.3g} where its values reach {scale:.3g}"
     return ""
@@ -513,7 +530,13 @@ class UpgradeJob:
         if not fusers:
             self._tried.append(f"{named}no fusion region was kept")
             return True
-        verdict = self._verdict(fused, fusers, self._remembered)
+        try:
+            verdict = self._verdict(fused, fusers, self._remembered)
+        except Exception as e:  # noqa: BLE001 - an offer whose program raises on the judge's inputs is not kept
+            if self._offer_count == 1:
+                raise
+            self._tried.append(f"{named}its plan raised on the judge's inputs ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+            return True
         self._tried.append(named + verdict.reason)
         self._judged = True
         if verdict.keep != "fused":
@@ -605,14 +628,27 @@ class UpgradeJob:
 
     def _judge_on_examples(self, fused: Compilation, specs: list[_TensorSpec], compare: bool = True) -> Verdict:
         """Check the fused plan's results against the torch plan's on example inputs (the call's
-        own values where its value guards read them; not with `compare` False), then time both there."""
+        own values where its value guards read them; not with `compare` False), then time both there;
+        a differentiated program's backward, run with gradients of ones, is checked and timed with it."""
         params, args, kwargs = _example(self.call_specs)
         lead = (params,) if self.layout.get("takes_params") else ()
         torch_fn, fused_fn = self._runnable(self.base), self._runnable(fused)
+        # a differentiated program runs its backward after every call: the judge runs it too (its
+        # results checked, its time counted), so a fused backward is never installed unseen
+        leaves = [t for t in tree_flatten((params, args, kwargs))[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+
+        def run(fn: Callable) -> tuple[Any, tuple]:
+            out = fn(*lead, *args, **kwargs)
+            return out, _input_gradients(out, leaves)
+
         with torch.set_grad_enabled(self.grad_enabled):
-            torch_out, fused_out = torch_fn(*lead, *args, **kwargs), fused_fn(*lead, *args, **kwargs)
+            (torch_out, torch_grads), (fused_out, fused_grads) = run(torch_fn), run(fused_fn)
             differ = _outputs_differ(torch_out, fused_out) if compare else ""
-            del torch_out, fused_out
+            if compare and not differ:
+                differ = _outputs_differ(torch_grads, fused_grads, looser=GRADIENT_LOOSER)
+                differ = differ and f"the gradients of its inputs: {differ}"
+            backward = bool(torch_grads)
+            del torch_out, fused_out, torch_grads, fused_grads
             if differ:
                 warnings.warn(f"squall: the fused plan of {self.upgrade.function} computes other results than its "
                               f"torch plan on example inputs ({differ}); the torch plan keeps running",
@@ -621,5 +657,6 @@ class UpgradeJob:
             cuda = any(s.device.type == "cuda" for s in specs)
             # short batches (stopping early once the verdict is clear), with pauses beside the user's calls
             polite = dict(slice_s=JUDGE_SLICE_S, pause=JUDGE_PAUSE if self.background else 0.0)
-            return judge(lambda: torch_fn(*lead, *args, **kwargs), lambda: fused_fn(*lead, *args, **kwargs),
-                         sync=torch.cuda.synchronize if cuda else (lambda: None), device_type="cuda" if cuda else "cpu", **polite)
+            verdict = judge(lambda: run(torch_fn), lambda: run(fused_fn),
+                            sync=torch.cuda.synchronize if cuda else (lambda: None), device_type="cuda" if cuda else "cpu", **polite)
+        return replace(verdict, reason=verdict.reason.replace(" per call ", " per call and its backward ")) if backward else verdict

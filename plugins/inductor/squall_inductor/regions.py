@@ -212,7 +212,8 @@ class CompiledRegion:
     """A region compiled by inductor for its inputs' sizes and strides, compiled again for others.
 
     inductor's code checks its inputs' sizes and strides before it computes anything, and
-    raises AssertionError on a mismatch. squall's plans do not key on strides (a region's input
+    raises on a mismatch (AssertionError from its Python wrapper, RuntimeError from a one-unit
+    C++ wrapper's). squall's plans do not key on strides (a region's input
     can be a transposed view an earlier call made), so a mismatch compiles the region for the
     new layout, as Dynamo's guards would recompile; from then on calls pick their compilation
     by their inputs' sizes and strides (a few hundred nanoseconds), not by catching the error.
@@ -233,9 +234,9 @@ class CompiledRegion:
         if self.variants is None:
             try:
                 return tuple(self.compiled(*args))  # inductor returns a list; squall's regions, a tuple
-            except AssertionError:
+            except (AssertionError, RuntimeError):  # Python wrapper's check; a one-unit C++ wrapper's
                 if layout(args) == self.layout:
-                    raise  # not a layout mismatch: inductor's own check of something else
+                    raise  # not a layout mismatch: inductor's own check of something else, or a real error
             with self._lock:
                 if self.variants is None:
                     self.variants = {self.layout: self.compiled}

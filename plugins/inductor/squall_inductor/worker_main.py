@@ -37,6 +37,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from squall_inductor.choices import best_time
 from squall_inductor.direct_build import direct_bundle
 from squall_inductor.regions import Layout, examples_for, load_region, views_as_reshapes
+from squall_inductor.split_build import side_by_side, split_build_settings
 from squall_inductor.warm_up import HEADER_AFTER_IDLE_S, WarmUp
 from squall_inductor.worker import compile_threads
 from squall_inductor.symbolic import SYMBOLIC_CONFIG, SymbolicSpec, guards_source, spec_examples, trace_symbolically
@@ -131,18 +132,23 @@ def compile_static(fn: Callable, layouts: Sequence[Layout], time_budget_s: float
     With `one_unit`, a CPU region with matmuls is compiled with inductor's C++ wrapper: the wrapper
     and every kernel in one translation unit, one C++ compiler run (gpt2's whole-model region: 7.6
     against 13.0 s at load 8, one run each), where its Python wrapper compiles each kernel by itself.
-    Where that fails, and for an island (`is_island`), the region is compiled with the Python wrapper."""
+    Where a core is spare, the wrapper and its kernels are built as two units side by side
+    (squall_inductor.split_build), and as one unit where that fails. Where the C++ wrapper fails,
+    and for an island (`is_island`), the region is compiled with the Python wrapper."""
     args = examples_for(layouts)
     graph = views_as_reshapes(make_fx(fn, tracing_mode="fake")(*args))
     constants = lift_constants(graph)
     mark("worker: FX graph traced (make_fx)")
     done = None
     if one_unit and not is_island(graph) and all(torch.device(device).type == "cpu" for *_, device in layouts) and not inductor_config.cpp_wrapper:
-        try:
-            with inductor_config.patch({"cpp_wrapper": True}):
-                done = _compiled(graph, args, constants, path)
-        except Exception:  # noqa: BLE001 - what the C++ wrapper cannot compile, the Python wrapper may
-            done = None
+        split = split_build_settings()
+        for settings in ([split, {}] if split else [{}]):  # a split build that fails is tried as one unit
+            try:
+                with inductor_config.patch({"cpp_wrapper": True, **settings}), side_by_side():
+                    done = _compiled(graph, args, constants, path)
+                break
+            except Exception:  # noqa: BLE001 - what the C++ wrapper cannot compile, the Python wrapper may
+                done = None
     compiled, bundle = done or _compiled(graph, args, constants, path)
     torch_s = inductor_s = None
     if time_budget_s:

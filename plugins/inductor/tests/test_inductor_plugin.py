@@ -317,6 +317,28 @@ def test_a_region_called_with_other_strides_compiles_for_them():
 
 
 @needs_cpu_inductor
+def test_a_one_unit_region_called_with_other_strides_compiles_for_them():
+    # a C++-wrapped region's input check raises RuntimeError, not AssertionError: a training
+    # program's backward regions get saved views (attention's q, k, v split from one matmul) where
+    # they were compiled for contiguous inputs
+    from torch._inductor import config as inductor_config
+
+    def f(x, w):
+        return (torch.sigmoid(x @ w + 1),)
+
+    def compile_one_unit(examples):
+        with inductor_config.patch({"cpp_wrapper": True}):
+            return squall_inductor.regions.compile_with_inductor(f, examples)
+
+    x, w = torch.randn(4, 6), torch.randn(6, 5)
+    region = squall_inductor.CompiledRegion(f, [x, w], compile=compile_one_unit)
+    torch.testing.assert_close(region(x, w), f(x, w))
+    transposed = torch.randn(6, 4).t()
+    torch.testing.assert_close(region(transposed, w), f(transposed, w))
+    assert [strides for ((_, strides), _) in region.variants] == [(6, 1), (1, 4)]
+
+
+@needs_cpu_inductor
 def test_a_region_called_with_other_sizes_compiles_for_them():
     def f(x):
         return (torch.sigmoid(x * 2 + 1),)
