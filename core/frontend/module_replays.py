@@ -22,7 +22,8 @@ replayed only where every object a guard of it read is the new module's counterp
 both (never an object only the first module holds: a list, a helper object), and nothing was
 rebound in the trace since. Anything else traces the call as without replays.
 `SQUALL_REPLAY_MODULES=0` turns replays off. Only modules with submodules whose class occurs
-twice or more in the compiled module are recorded: a leaf's one op is replayed by `squall.replays`.
+three times or more in the compiled module are recorded (a leaf's one op is replayed by
+`squall.replays`; one repeat does not pay for the record).
 """
 from __future__ import annotations
 
@@ -62,6 +63,10 @@ class _Refused(Exception):
 
 
 _UNSEEN = object()
+# a module class must occur this often in the compiled tree for its calls to be recorded: a
+# first replay in a trace costs about a layer (the record's log, its places, its decomposition's
+# walk), so one repeat alone (a 2-layer encoder) would make the compile slower, not faster
+_WORTH_RECORDING = 3
 
 
 class _FirstCall:
@@ -90,7 +95,7 @@ class ModuleReplays:
 
     def __init__(self, module: torch.nn.Module):
         counts = collections.Counter(type(m) for m in module.modules())
-        self._repeated = frozenset(cls for cls, n in counts.items() if n > 1)
+        self._repeated = frozenset(cls for cls, n in counts.items() if n >= _WORTH_RECORDING)
         self._first: dict[tuple, _FirstCall | None] = {}
 
     def call(self, view: Any, info: _ViewInfo, forward: Callable, args: tuple, kwargs: dict) -> Any:
