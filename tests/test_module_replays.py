@@ -224,6 +224,24 @@ def test_gradients_through_replayed_layers_match_eager(replays):
         torch.testing.assert_close(p.grad, q.grad, msg=name)
 
 
+def test_a_training_step_compiles_as_without_replays(monkeypatch, replays):
+    # every trace of the compilation (joint, forward, backward, planned, executed) and the source
+    torch.manual_seed(0)
+    first = Stack().train()
+    x = torch.randn(3, 16, requires_grad=True)
+    compiled = {}
+    for replay in (True, False):
+        monkeypatch.setenv(REPLAY_ENV, "1" if replay else "0")
+        model = Stack().train()
+        model.load_state_dict(first.state_dict())
+        jitted = squall.jit(model)
+        jitted(x).square().sum().backward()
+        compilation = squall.last_traces(jitted)
+        compiled[replay] = ([t.python() for t in compilation], compilation.source)
+    assert replays
+    assert compiled[True] == compiled[False]
+
+
 def test_symbolic_sizes_replay(monkeypatch, replays):
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=64, block_size=32, n_layer=4, n_head=4, n_embd=32)).eval()
