@@ -28,6 +28,7 @@ from ..prims import copy_
 from ..proxies import NumberProxy, TensorProxy, size_leaf, tracing, real_tensor
 from ..symbolic import ShapeEnv, SymInt
 from ..trace import Trace, container_items, pytree_container, rebuilt_container
+from .module_replays import ModuleReplays, replays_enabled
 from .layouts import traced_is_contiguous, traced_storage_offset, traced_strides
 from .outputs import capture_output
 from .random_state import random_state_kept
@@ -475,6 +476,8 @@ def trace_program(
         ctx.state = StateRecorder(module, arg_offset=int(module is not None))
         ctx.state.tensor_input = state_input
         ctx.state.size_input = state_size
+        if module is not None and replays_enabled():
+            ctx.state.module_replays = ModuleReplays(module)
         target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
         with TracingMode(language):
             # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.runtime.wrappers)
@@ -502,6 +505,7 @@ def trace_program(
                 result = tree_map(lambda x: itself.get(id(x), x) if type(x) is TensorProxy else x, result, is_leaf=size_leaf)
     ctx.speculation = None  # the trace keeps its context: it must not keep this call's tensors
     ctx.decompositions = None  # replays are this trace's alone (its size symbols and guards)
+    ctx.state.module_replays = None
     bindings = [InputBinding(p, path) for p, path in zip(ctx.inputs, paths)]
     traced = module if module is not None else fn
     what = getattr(traced, "__qualname__", None) or type(traced).__qualname__
