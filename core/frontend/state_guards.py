@@ -85,7 +85,7 @@ from ..symbol import user_stacklevel
 from ..trace import scalar_key
 from .state_views import _SCALARS
 
-__all__ = ["StateGuards"]
+__all__ = ["StateGuards", "ONE_OR_MORE"]
 
 
 def _same_items(items: Any, expected: list) -> bool:
@@ -95,14 +95,18 @@ def _same_items(items: Any, expected: list) -> bool:
     return all(a is b or (type(a) in _SCALARS and type(a) is type(b) and _same_scalar(a, b)) for a, b in zip(items, expected))
 
 
+# in a metadata pattern's shape: a symbolic size that may be 1 (squall.symbolic.ShapeEnv.ones)
+ONE_OR_MORE = "1 or more"
+
+
 def _same_metadata(t: Any, pattern: tuple) -> bool:
     """Whether `t` is a tensor of the dtype, device, requires_grad and shape in `pattern`; a
-    None in its shape is a symbolic size, any of 2 or more."""
+    None in its shape is a symbolic size, any of 2 or more, and ONE_OR_MORE one of 1 or more."""
     dtype, device, requires_grad, shape = pattern
     if type(t) is not torch.Tensor or t.dtype is not dtype or t.device != device or t.requires_grad is not requires_grad:
         return False
     sizes = t.shape
-    return len(sizes) == len(shape) and all(n == s if s is not None else n >= 2 for n, s in zip(sizes, shape))
+    return len(sizes) == len(shape) and all(n == s if type(s) is int else n >= 2 if s is None else n >= 1 for n, s in zip(sizes, shape))
 
 
 def _same_scalar(a: Any, b: Any) -> bool:

@@ -359,7 +359,8 @@ def trace_program(
     too, a NumberProxy read at run time (`squall.ltorch.numbers`), not a constant of the trace.
     `dims` maps a tensor argument's path to its dimensions whose sizes are symbolic
     (`squall.symbolic`): each one of 2 or more becomes a size symbol, read from the input at
-    every call; sizes 0 and 1 stay concrete.
+    every call; sizes 0 and 1 stay concrete. Such a symbol may stand for 1 at a later call until
+    the trace relies on it being 2 or more (`squall.symbolic.ShapeEnv.ones`).
     """
     language = TorchLanguage(_torch_table(), ltorch.collectives.WRAPPED_RESULTS)
     ctx = TracingContext(language.dispatch)
@@ -380,7 +381,7 @@ def trace_program(
             shape = x.shape
             symbolic = dims.get(path) if dims else None
             if symbolic:
-                shape = tuple(ctx.shapes.symbol(n, name, d) if d in symbolic and type(n) is int and n >= 2 else n for d, n in enumerate(shape))
+                shape = tuple(ctx.shapes.symbol(n, name, d, may_be_one=True) if d in symbolic and type(n) is int and n >= 2 else n for d, n in enumerate(shape))
             device = x.device
             if type(shape) is torch.Size and type(device) is torch.device:
                 # (a module's parameters, most inputs: already in the forms TensorProxy makes)
