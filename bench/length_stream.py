@@ -26,7 +26,10 @@ Contenders:
 - squall, torch only: `executors=["torch"]`, no background fusion compiles beside the stream;
 - squall(dynamic=True): every size of 2 or more symbolic from the first call (no static
   compile first), as a user who knows the lengths vary would set it (`[tool.squall] dynamic`);
-  its batches of 1 rent as the default's do;
+  its batches of 1 rent as the default's do (or, where its trace never relied on the batch being
+  2 or more, run its symbolic entry);
+- squall(dynamic=True), 1st call eager: a what-if for the default policy, the first call run
+  eagerly and the second compiled with every size symbolic;
 - torch.compile(dynamic=True) and torch.compile() (Dynamo's automatic dynamic).
 
 Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 16-20):
@@ -95,6 +98,20 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   eager 0.043 s; squall 3 compiles, 0.069 s (1.60x; the batch of 1 compiled at the rental's end),
   warm 0.75x; torch only 1.52x; squall(dynamic=True) 2 compiles, 0.058 s (1.35x), warm 0.74x;
   squall with the batch of 1 compiled at once 1.45x. Not yet at eager's total.
+- A batch of 1 served by the symbolic entry (stream5: a tensor argument's size symbol stands for
+  1 or more until the trace relies on 2 or more; DistilBERT's trace never does for the batch),
+  this branch and main (b6a96cc) alternating in one sitting (branch, main, branch), load 2.3-4.3,
+  the calling thread's CPU time, best of 3: eager 44-47 ms; squall(dynamic=True) 0.99x and 0.96x
+  (1 compile, 11 ms; 39 hits, no rental) against main's 1.29x (2 compiles, 12 rented); squall,
+  torch only 1.12x and 1.14x (2 compiles) against 1.50x (3); the default 1.52x and 1.25x (2
+  compiles; the background upgrade's thread is in its compiles' 24-27 ms) against 1.49x (3).
+  The default's static first compile is what is left between it and dynamic=True: the what-if
+  with the first call eager and every size symbolic at the second gave 1.20x and 0.98x (1
+  compile). Making that the default changes what every fixed-shape program does at its first
+  call (it would run eagerly and compile at the second): left as a measurement.
+  Again after merging main (replayed submodules, 4f19b3c), branch then main, load 2.3-2.6, best
+  of 3, wall and CPU time alike: squall(dynamic=True) 0.98x eager (1 compile) against 1.29x;
+  the default 1.20x (2 compiles) against 1.52x (3); torch only 1.10x against 1.44x.
 """
 from __future__ import annotations
 
@@ -174,6 +191,12 @@ def contenders(model: torch.nn.Module, with_torch_compile: bool) -> dict[str, Ca
         fn = squall.jit(model, dynamic=True)
         return fn, lambda: squall_compiles(fn)
 
+    def squall_dynamic_first_eager():
+        # a what-if for the default policy: its first call run eagerly (no static compile a stream
+        # wastes), the second compiled with the changed sizes symbolic (here: every size, as dynamic=True)
+        fn = squall.jit(model, dynamic=True)
+        return _first_call_eager(fn, model), lambda: squall_compiles(fn)
+
     def compiled(dynamic):
         def build():
             torch._dynamo.reset()
@@ -183,7 +206,8 @@ def contenders(model: torch.nn.Module, with_torch_compile: bool) -> dict[str, Ca
 
     found = {"eager": lambda: (model, lambda: 0), "squall": squall_default, "squall, upgrade at 1st call": squall_upgrade_at_once,
              "squall, batch of 1 compiled": squall_zero_one_at_once, "squall, length only": squall_length_only,
-             "squall, torch only": squall_torch_only, "squall(dynamic=True)": squall_dynamic}
+             "squall, torch only": squall_torch_only, "squall(dynamic=True)": squall_dynamic,
+             "squall(dynamic=True), 1st call eager": squall_dynamic_first_eager}
     if with_torch_compile:
         found["torch.compile(dynamic=True)"] = compiled(True)
         found["torch.compile()"] = compiled(None)
@@ -200,6 +224,21 @@ def _upgrading_at_once(fn: Callable) -> Callable:
             if id(upgrade) not in known and upgrade.status == "cold":
                 upgrade_worker.default_worker().queue_now(upgrade)
         return out
+
+    call.__wrapped__ = fn
+    return call
+
+
+def _first_call_eager(fn: Callable, model: torch.nn.Module) -> Callable:
+    """`fn`, its first call run eagerly by `model` instead (counted as a rented call)."""
+    called = []
+
+    def call(**kwargs):
+        if not called:
+            called.append(True)
+            jitted_state(fn).stats.eager_before_compile += 1
+            return model(**kwargs)
+        return fn(**kwargs)
 
     call.__wrapped__ = fn
     return call

@@ -25,18 +25,20 @@ from typing import Any
 import torch
 from torch.utils._device import DeviceContext
 
-from .proxies import TensorProxy
+from .proxies import NumberProxy, TensorProxy
 from .symbolic import SymInt
 
-__all__ = ["call_key", "Decomposition", "PendingCopy"]
+__all__ = ["call_key", "module_call_key", "Decomposition", "PendingCopy", "walk_values", "NOT_REPLAYED"]
 
 # arguments keyed by their value as they are: none of them equals a value of another of these types
 _KEYED_AS_IS = frozenset({int, str, type(None), torch.dtype, torch.device, torch.memory_format, torch.layout, type(Ellipsis)})
 # leaves a recorded call may hold (besides TensorProxy), shared by its copies
 _SHARED_LEAVES = _KEYED_AS_IS | {float, bool, complex, SymInt, torch.Size}
 _CONTAINERS = frozenset({TensorProxy, tuple, list, dict})  # what a copy maps (the rest it shares)
-# tags of calls whose recording is more than a function of the op's inputs
-_NOT_REPLAYED = frozenset({"random", "opaque", "side_effect", "barrier"})
+# tags of calls whose recording is more than a function of the op's inputs (a random op's is
+# one, and a module's replay copies it: each copy draws its own numbers at run time, as a fresh
+# trace's call would)
+NOT_REPLAYED = frozenset({"random", "opaque", "side_effect", "barrier"})
 
 
 def call_key(sym: Any, args: tuple, kwargs: dict) -> tuple[tuple, list[TensorProxy]] | None:
@@ -59,6 +61,24 @@ _CPU = torch.device("cpu")
 _DEVICE_CONTEXT = getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None)  # where torch.set_default_device keeps its device
 
 
+def module_call_key(prefix: tuple, args: tuple, kwargs: dict) -> tuple[tuple, list[TensorProxy], list] | None:
+    """`call_key` for a module's call (squall.frontend.module_replays): `prefix` (the module's
+    class and forward) first, autocast beside the global defaults, and an argument squall does
+    not key by value (an object, a view of one) keyed by identity; the objects so keyed are
+    returned with the proxies, to be held while the key is. None where the call cannot be keyed
+    (a run-time number, a real tensor)."""
+    proxies: list[TensorProxy] = []
+    objects: list = []
+    parts: list = [*prefix, torch.is_grad_enabled(), torch.get_default_dtype(), _default_device(), torch._C._is_any_autocast_enabled()]
+    if not _key_into(args, parts, proxies, objects):
+        return None
+    for name, value in kwargs.items():
+        parts.append(name)
+        if not _key_into(value, parts, proxies, objects):
+            return None
+    return tuple(parts), proxies, objects
+
+
 def _default_device() -> torch.device:
     """torch.get_default_device(), without its generator over the mode stack in the common case:
     no `with torch.device(...)` on the torch function mode stack and no default device set is
@@ -72,7 +92,7 @@ def _default_device() -> torch.device:
     return _CPU
 
 
-def _key_into(x: Any, parts: list, proxies: list) -> bool:
+def _key_into(x: Any, parts: list, proxies: list, objects: list | None = None) -> bool:
     t = type(x)
     if t is TensorProxy:
         for i, p in enumerate(proxies):
@@ -94,7 +114,7 @@ def _key_into(x: Any, parts: list, proxies: list) -> bool:
         for v in x:  # (a plain loop, ints kept inline: sizes are most of what calls pass)
             if type(v) is int:
                 parts.append(v)
-            elif not _key_into(v, parts, proxies):
+            elif not _key_into(v, parts, proxies, objects):
                 return False
         return True
     if t is float:
@@ -111,11 +131,16 @@ def _key_into(x: Any, parts: list, proxies: list) -> bool:
         return True
     if t is slice:
         parts.append(slice)
-        return _key_into(x.start, parts, proxies) and _key_into(x.stop, parts, proxies) and _key_into(x.step, parts, proxies)
+        return all(_key_into(v, parts, proxies, objects) for v in (x.start, x.stop, x.step))
     if t is dict:
         parts.append((dict, tuple(x)))
-        return all(type(k) is str for k in x) and all(_key_into(v, parts, proxies) for v in x.values())
-    return False
+        return all(type(k) is str for k in x) and all(_key_into(v, parts, proxies, objects) for v in x.values())
+    if objects is None or isinstance(x, (torch.Tensor, NumberProxy)):
+        return False
+    # (an object's reads are its guards, which a replay checks again: the same object is enough)
+    parts.append(("object", id(x)))
+    objects.append(x)
+    return True
 
 
 class Decomposition:
@@ -132,19 +157,19 @@ class Decomposition:
         self.made = made
 
     @classmethod
-    def record(cls, inputs: list[TensorProxy], output: Any, subsymbols: tuple) -> Decomposition | None:
+    def record(cls, inputs: list[TensorProxy], output: Any, subsymbols: tuple, refused: frozenset[str] = NOT_REPLAYED) -> Decomposition | None:
         """The decomposition of a call with these inputs, or None where it is more than a
-        function of them (see the module's docstring)."""
+        function of them (see the module's docstring) or holds a call tagged as in `refused`."""
         known = {id(p) for p in inputs}
         made: dict[int, tuple] = {}
         steps = []
         for b in subsymbols:
-            step = _step(b, known, made)
+            step = _step(b, known, made, refused)
             if step is None:
                 return None
             steps.append(step)
         returned: list[TensorProxy] = []
-        if not _walk(output, returned):
+        if not walk_values(output, returned):
             return None
         for p in returned:
             if id(p) not in known:  # a proxy the body made itself, not through a call
@@ -162,6 +187,16 @@ class Decomposition:
         names = {key: new_name(meta[0]) for key, meta in self.made.items()}
         copy = _Copier(mapping, self.made, names)
         return copy.value(self.output), PendingCopy(copy, self.subsymbols)
+
+    def replay_calls(self, mapping: dict[int, TensorProxy], new_name: Any) -> tuple[Any, list, Any]:
+        """A module call's replay (squall.frontend.module_replays): (output, the recorded calls as
+        the new call's own, each decomposition copied when first read, a function mapping a value
+        the first call held to the new call's), `mapping` taking id of each input proxy of the
+        first call to the new call's. Fresh proxies are named as in `replay`."""
+        names = {key: new_name(meta[0]) for key, meta in self.made.items()}
+        copy = _Copier(dict(mapping), self.made, names)
+        calls = [copy.bsym(step, lazily=True) for step in self.subsymbols]
+        return copy.value(self.output), calls, copy.value
 
 
 class PendingCopy:
@@ -192,17 +227,17 @@ def _meta(p: TensorProxy) -> tuple:
     return p.name.rstrip("0123456789"), shape, sizes, p.dtype, p.device, p.requires_grad
 
 
-def _step(bsym: Any, known: set[int], made: dict[int, tuple]) -> tuple | None:
+def _step(bsym: Any, known: set[int], made: dict[int, tuple], refused: frozenset[str] = frozenset()) -> tuple | None:
     """`bsym` as `_Copier.bsym` copies it: (the call, whether its args (1) and kwargs (2) name a
     proxy (the others are shared: a recorded call's arguments are never changed), its
     decomposition's steps); None where it reads a proxy not in `known` or holds a value a copy
     cannot rebuild or share. The proxies it makes join `known` and `made`."""
-    if bsym.sym.tags & _NOT_REPLAYED or not (bsym.sym.is_prim or bsym.sym.replayable):
+    if bsym.sym.tags & refused or not (bsym.sym.is_prim or bsym.sym.replayable):
         return None  # (an op declared not replayable, such as a collective, inside another op too)
     read_args: list[TensorProxy] = []
     read_kwargs: list[TensorProxy] = []
     returned: list[TensorProxy] = []
-    if not (_walk(bsym.args, read_args) and _walk(bsym.kwargs, read_kwargs) and _walk(bsym.output, returned)):
+    if not (walk_values(bsym.args, read_args) and walk_values(bsym.kwargs, read_kwargs) and walk_values(bsym.output, returned)):
         return None
     for p in read_args:
         if id(p) not in known:
@@ -212,7 +247,7 @@ def _step(bsym: Any, known: set[int], made: dict[int, tuple]) -> tuple | None:
             return None
     steps = []
     for sub in bsym.subsymbols:
-        step = _step(sub, known, made)
+        step = _step(sub, known, made, refused)
         if step is None:
             return None
         steps.append(step)
@@ -223,7 +258,7 @@ def _step(bsym: Any, known: set[int], made: dict[int, tuple]) -> tuple | None:
     return bsym, (1 if read_args else 0) | (2 if read_kwargs else 0), tuple(steps)
 
 
-def _walk(x: Any, found: list) -> bool:
+def walk_values(x: Any, found: list) -> bool:
     """Collect the proxies in `x` into `found`; whether `x` is made of tuples, lists and
     str-keyed dicts of proxies and shared leaves (a slice of plain numbers too), which a copy
     rebuilds or shares."""
@@ -235,12 +270,12 @@ def _walk(x: Any, found: list) -> bool:
         return True
     if t is tuple or t is list:
         for v in x:
-            if not _walk(v, found):
+            if not walk_values(v, found):
                 return False
         return True
     if t is dict:
         for k, v in x.items():
-            if type(k) is not str or not _walk(v, found):
+            if type(k) is not str or not walk_values(v, found):
                 return False
         return True
     if t is slice:
@@ -275,13 +310,21 @@ class _Copier:
             return {k: self.value(v) if type(v) in _CONTAINERS else v for k, v in x.items()}
         return x
 
-    def bsym(self, step: tuple) -> Any:
+    def bsym(self, step: tuple, lazily: bool = False) -> Any:
         # reads first (known already), then the decomposition (which makes what it returns), then
-        # the outputs (their names were given at the replay, in the order the body made them)
+        # the outputs (their names were given at the replay, in the order the body made them);
+        # `lazily`: a top-level call of a module's replay, its decomposition copied when first
+        # read (every proxy it makes was named already) and its source line kept
         b, reads, steps = step
         args = self.value(b.args) if reads & 1 else b.args
         kwargs = self.value(b.kwargs) if reads & 2 else b.kwargs
-        subsymbols = tuple([self.bsym(sub) for sub in steps])
-        return type(b)(b.sym, args, kwargs, self.value(b.output), subsymbols, call_keywords=b.call_keywords,
+        if lazily:
+            subsymbols = PendingCopy(self, steps) if steps else ()
+        else:
+            subsymbols = tuple([self.bsym(sub) for sub in steps])
+        copy = type(b)(b.sym, args, kwargs, self.value(b.output), subsymbols, call_keywords=b.call_keywords,
                        grad_enabled=b.grad_enabled)
+        if lazily:
+            copy.source = b.source
+        return copy
 

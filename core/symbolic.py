@@ -11,8 +11,11 @@ traced, since squall compiles on a real call.
   `view(t3, (2, s0, 4, 8))`, `# t5: "cpu f32[2, 2*s0]"`.
 - A comparison the program or a meta function makes (`s0 == s1`, `s0 > 128`) is decided on
   the values of this call and recorded as a *shape guard* in the `ShapeEnv`, unless it holds
-  for every value the symbols may take (sizes 0 and 1 are never symbolic, so `s0 != 1`,
-  `s0 > 0` and `2*s0 >= s0` need no guard). The generated function checks the guards, all in
+  for every value the symbols may take (`s0 > 0` and `2*s0 >= s0` need no guard). Size 0 is
+  never symbolic. A tensor argument's symbol may be 1 (`ShapeEnv.ones`) until a comparison
+  that only "2 or more" decides (`s0 != 1`, a broadcast or a squeeze asking) is made: that
+  answers as for 2 or more and guards `s0 >= 2`, so a call of size 1 runs this program only
+  where nothing in it depended on the size being 2 or more. The generated function checks the guards, all in
   one expression, before it runs anything.
 - Where a concrete int is needed (`int(s)`, `range(s)`, an op that takes only constants,
   `torch.Size`), the value is read and guarded as `s == value`: the program is then
@@ -28,7 +31,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "concrete_value", "slice_indices", "guarded_int", "same_shape", "lone_symbol", "size_read"]
+__all__ = ["SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "concrete_value", "slice_indices", "guarded_int", "same_shape", "same_size", "lone_symbol", "size_read"]
 
 # A term's atoms: ("s", name) for a size symbol, ("//", a, b) or ("%", a, b) for an opaque
 # floor division or remainder of two polynomials. A polynomial: ((atoms, coefficient), ...).
@@ -101,23 +104,24 @@ def _poly_text(p: Poly) -> str:
     return "".join(out)
 
 
-def _atom_lower_bound(atom: tuple) -> int | None:
+def _atom_lower_bound(atom: tuple, ones: frozenset) -> int | None:
     if atom[0] == "s":
-        return 2  # sizes 0 and 1 are never symbolic
-    num_lb, den_lb = _lower_bound(atom[1]), _lower_bound(atom[2])
+        return 1 if atom[1] in ones else 2  # size 0 is never symbolic; 1 only for the symbols in `ones`
+    num_lb, den_lb = _lower_bound(atom[1], ones), _lower_bound(atom[2], ones)
     if num_lb is not None and num_lb >= 0 and den_lb is not None and den_lb > 0:
         return 0
     return None
 
 
-def _lower_bound(p: Poly) -> int | None:
-    """A bound the polynomial never goes below, where its terms are all non-negative."""
+def _lower_bound(p: Poly, ones: frozenset = frozenset()) -> int | None:
+    """A bound the polynomial never goes below, where its terms are all non-negative (each
+    symbol 2 or more, but those in `ones`, 1 or more)."""
     total = 0
     for atoms, c in p:
         if not atoms:
             total += c
             continue
-        bounds = [_atom_lower_bound(a) for a in atoms]
+        bounds = [_atom_lower_bound(a, ones) for a in atoms]
         if c < 0 or any(b is None or b < 0 for b in bounds):
             return None
         prod = c
@@ -127,24 +131,25 @@ def _lower_bound(p: Poly) -> int | None:
     return total
 
 
-def _upper_bound(p: Poly) -> int | None:
-    lb = _lower_bound(tuple((m, -c) for m, c in p))  # -p: its terms in the same order
+def _upper_bound(p: Poly, ones: frozenset = frozenset()) -> int | None:
+    lb = _lower_bound(tuple((m, -c) for m, c in p), ones)  # -p: its terms in the same order
     return None if lb is None else -lb
 
 
 @functools.lru_cache(maxsize=4096)
-def _decided_between(a: Poly, b: Poly, op: str) -> bool | None:
-    """Whether `a op b` holds for every value of the symbols (None: it depends on them); pure,
-    so remembered (a trace compares the same sizes over and over: every meta checks its shapes)."""
-    return _decided(_add(a, b, -1), op)
+def _decided_between(a: Poly, b: Poly, op: str, ones: frozenset = frozenset()) -> bool | None:
+    """Whether `a op b` holds for every value of the symbols, each 2 or more but those in
+    `ones`, 1 or more (None: it depends on them); pure, so remembered (a trace compares the
+    same sizes over and over: every meta checks its shapes)."""
+    return _decided(_add(a, b, -1), op, ones)
 
 
-def _decided(diff: Poly, op: str) -> bool | None:
+def _decided(diff: Poly, op: str, ones: frozenset = frozenset()) -> bool | None:
     """Whether `diff op 0` holds for every value of the symbols (None: it depends on them)."""
     c = _as_constant(diff)
     if c is not None:
         return _COMPARE[op](c, 0)
-    lb, ub = _lower_bound(diff), _upper_bound(diff)
+    lb, ub = _lower_bound(diff, ones), _upper_bound(diff, ones)
     positive = lb is not None and lb > 0
     nonneg = lb is not None and lb >= 0
     negative = ub is not None and ub < 0
@@ -190,24 +195,42 @@ class ShapeEnv:
         self.aliases: list[tuple[str, int | None, str]] = []  # (input name, dim, symbol)
         self.guards: dict[str, bool] = {}
         self.specialised: set[str] = set()  # symbols whose exact value was read
+        # symbols that may be 1 (no guard says 2 or more): see `symbol` and `SymInt._compare`
+        self.ones: frozenset[str] = frozenset()
         self._by_value: dict[int, str] = {}
 
-    def symbol(self, value: int, input_name: str, dim: int | None, *, share: bool = True) -> SymInt:
+    def symbol(self, value: int, input_name: str, dim: int | None, *, share: bool = True, may_be_one: bool = False) -> SymInt:
         """The size symbol for dimension `dim` of the input `input_name` (None: the input itself,
         an int an argument object holds), whose value is `value` (>= 2); inputs' dimensions of
         one value share one symbol (checked equal). With `share` False the dimension gets a
         symbol of its own, which no other takes: a relation the program relies on is then a
         shape guard, and an equal value by chance (a KV cache's length and its head size, at
-        one step) is not."""
+        one step) is not.
+
+        With `may_be_one` (a tensor argument's dimension) the symbol stands for a size of 1 or
+        more until the trace relies on it being 2 or more (`SymInt._compare`), so a call of size
+        1 can run this program where nothing in it depends on that; else 2 or more (0 and 1 are
+        keyed apart)."""
         name = self._by_value.get(value) if share else None
         if name is None:
             name = f"s{len(self.symbols)}"
             if share:
                 self._by_value[value] = name
             self.symbols[name] = (value, input_name, dim)
+            if may_be_one:
+                self.ones = self.ones | {name}
         else:
             self.aliases.append((input_name, dim, name))
+            if not may_be_one and name in self.ones:
+                self.at_least_two({name})  # a dimension keyed as 2 or more shares it
         return SymInt(((((("s", name),), 1),)), value, self)
+
+    def at_least_two(self, names: set[str]) -> None:
+        """The trace relies on each of the symbols `names` being 2 or more: guarded so (a call of
+        size 1 then misses this program), and decided so from here on."""
+        for name in sorted(names & self.ones):
+            self.note(f"{name} >= 2", True)
+        self.ones = self.ones - names
 
     def note(self, text: str, holds: bool) -> None:
         """Record the shape relation `text` (Python over the size symbols) and its truth."""
@@ -420,9 +443,17 @@ class SymInt:
         o = self._operand(other)
         if o is None:
             return _COMPARE[op](int(self), other)
-        decided = _decided_between(self.poly, o[0], op)
+        ones = self.env.ones
+        decided = _decided_between(self.poly, o[0], op, ones)
         if decided is not None:
             return decided
+        if ones:
+            # undecided where a symbol may be 1, decided where it is 2 or more (`s0 == 1`, a
+            # broadcast or a squeeze asking): answered so, and the symbols guarded as 2 or more
+            decided = _decided_between(self.poly, o[0], op)
+            if decided is not None:
+                self.env.at_least_two(symbols_of(self) | symbols_of(other))
+                return decided
         holds = _COMPARE[op](self.value, o[1])
         self.env.note(f"{source(self)} {op} {_poly_text(o[0])}", holds)
         return holds
@@ -575,19 +606,22 @@ def lone_symbol(n: Any) -> str | None:
     return atoms[0][1] if coefficient == 1 and len(atoms) == 1 and atoms[0][0] == "s" else None
 
 
+def same_size(a: Any, b: Any) -> bool:
+    """Whether two sizes are the same for every value of their symbols (equal ints, or the same
+    expression), decided without a guard: where they are, a broadcast or a reshape between them
+    needs no answer about either being 1."""
+    if type(a) is SymInt or type(b) is SymInt:
+        return type(a) is type(b) and a.poly == b.poly
+    return a == b
+
+
 def same_shape(a: Any, b: Any) -> bool:
     """Whether two shapes are the same sizes for every value of their symbols: equal ints, the
     same expressions; decided without a guard (`tuple(a) == tuple(b)` compares a symbol with a
     constant, recording a guard on it, and tuples compare item by item whatever their lengths)."""
     if len(a) != len(b):
         return False
-    for x, y in zip(a, b):
-        if type(x) is SymInt or type(y) is SymInt:
-            if type(x) is not type(y) or x.poly != y.poly:
-                return False
-        elif x != y:
-            return False
-    return True
+    return all(same_size(x, y) for x, y in zip(a, b))
 
 
 def concrete_shape(shape: Any) -> tuple[int, ...]:

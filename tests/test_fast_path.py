@@ -98,7 +98,8 @@ def test_an_evicted_entry_is_forgotten():
 
 def test_an_entry_with_symbolic_sizes_takes_the_fast_path_and_sizes_0_and_1_do_not():
     """Once sizes are symbolic, a call of a new length hits through the C check (sizes left open)
-    plus a check that each open size is 2 or more: a size 1 or 0 still picks its own entry."""
+    plus a check that each open size is 2 or more: a size 1 or 0 still picks its own entry (a
+    size 1 one that runs the symbolic program, which never asked whether its size is 1)."""
     from squall.runtime.jit import jitted_state
 
     f, jf = _jitted()
@@ -106,7 +107,7 @@ def test_an_entry_with_symbolic_sizes_takes_the_fast_path_and_sizes_0_and_1_do_n
         a, b = torch.randn(n), torch.randn(n)
         assert_close(jf(a, b), f(a, b))
     state = jitted_state(jf)
-    symbolic_slot = state.cache.last[0][0]
+    symbolic_slot, symbolic_entry = state.cache.last[0][0], state.last_entry
     assert jf.cache_info().misses == 2  # static, then symbolic
     for n in (9, 33, 2):
         a, b = torch.randn(n), torch.randn(n)
@@ -118,7 +119,12 @@ def test_an_entry_with_symbolic_sizes_takes_the_fast_path_and_sizes_0_and_1_do_n
         before = jf.cache_info()
         misses, eager = before.misses, before.eager_before_compile
         assert_close(jf(x, y), f(x, y))
-        # not the symbolic entry: sizes 1 and 0 run eagerly until they paid for a compile (squall.runtime.ski_rental), the others compile
+        # not the symbolic entry's key: size 1 runs its program under a key of its own (`a * b + a` never
+        # asks whether a size is 1), size 0 runs eagerly until it paid for a compile (squall.runtime.ski_rental),
+        # the others compile
         after = jf.cache_info()
-        assert (after.misses, after.eager_before_compile) == ((misses, eager + 1) if x.shape[0] < 2 else (misses + 1, eager)), (x.shape, x.dtype)
+        expected = {1: (misses, eager), 0: (misses, eager + 1)}.get(x.shape[0], (misses + 1, eager))
+        assert (after.misses, after.eager_before_compile) == expected, (x.shape, x.dtype)
+        if x.shape[0] == 1:  # two keys, one program
+            assert [state.cache.compiled(k) for k in state.cache.slots].count(symbolic_entry) == 2
         assert_close(jf(torch.ones(6), torch.ones(6)), f(torch.ones(6), torch.ones(6)))  # back to the symbolic entry

@@ -164,24 +164,44 @@ def test_automatic_dynamic_makes_a_changed_dimension_symbolic_at_the_recompile()
     assert 'x: "cpu f32[s0, s1, 16]"' in str(squall.last_traces(jf).traced)
 
 
+def _attention_like_asking(x, y):
+    # as _attention_like, and it asks whether the batch is more than 1: its symbolic trace relies
+    # on the batch being 2 or more (guarded), so a batch of 1 is not its entry's
+    return (*_attention_like(x, y), x.shape[0] > 1)
+
+
 def test_a_stream_of_random_lengths_and_batch_sizes_compiles_twice_and_runs_its_batches_of_one_eagerly():
-    # static first call; the length changes: length and batch symbolic; a batch of 1 (0 and 1 stay
-    # specialised) runs eagerly until its calls took as long as a compile; then no compile
-    jf = squall.jit(_attention_like)
+    # static first call; the length changes: length and batch symbolic; a batch of 1 the trace
+    # relied on being 2 or more runs eagerly until its calls took as long as a compile; then no compile
+    jf = squall.jit(_attention_like_asking)
     stream = [(4, 10), (4, 23), (8, 17), (1, 9), (2, 40), (1, 33), (6, 5), (8, 64), (3, 12)]
     for i, (b, n) in enumerate(stream):
         x, y = torch.randn(b, n, 16), torch.randn(b, n, 16)
-        assert_close(jf(x, y), _attention_like(x, y))
+        assert_close(jf(x, y), _attention_like_asking(x, y))
         if i == 1:  # as for a model, whose compile takes far longer than a call (a tiny function's may not)
             jitted_state(jf).rental.last_compile_cpu_s = 60.0
     info = jitted_state(jf).cache_info()
     assert (info.misses, info.eager_before_compile) == (2, 2)
     assert info.hits == 5  # the second batch of 1 took the hot path to its eager runner: no hit
     assert 'x: "cpu f32[s0, s1, 16]"' in str(squall.last_traces(jf).traced)
+    assert "s0 >= 2" in str(squall.explain(jf, torch.randn(4, 9, 16), torch.randn(4, 9, 16)))
+
+
+def test_a_stream_whose_trace_never_asks_whether_the_batch_is_1_serves_its_batches_of_one_from_the_symbolic_entry():
+    # the same stream, a program that never relies on the batch being 2 or more: its batches of 1
+    # run the symbolic program (a key of their own, no compile, no rental), as eager computes them
+    jf = squall.jit(_attention_like)
+    stream = [(4, 10), (4, 23), (8, 17), (1, 9), (2, 40), (1, 33), (6, 5), (8, 64), (3, 12), (1, 2)]
+    for b, n in stream:
+        x, y = torch.randn(b, n, 16), torch.randn(b, n, 16)
+        assert_close(jf(x, y), _attention_like(x, y))
+    info = jitted_state(jf).cache_info()
+    assert (info.misses, info.eager_before_compile) == (2, 0)
+    assert "s0 >= 2" not in str(squall.explain(jf, torch.randn(4, 9, 16), torch.randn(4, 9, 16)))
 
 
 def test_a_batch_of_one_compiles_once_its_eager_calls_took_as_long_as_a_compile():
-    jf = squall.jit(_attention_like)
+    jf = squall.jit(_attention_like_asking)
     for b, n in [(4, 10), (4, 23)]:
         jf(torch.randn(b, n, 16), torch.randn(b, n, 16))
     state = jitted_state(jf)
@@ -191,12 +211,12 @@ def test_a_batch_of_one_compiles_once_its_eager_calls_took_as_long_as_a_compile(
         calls += 1
         assert calls < 100_000, "the batch of one never compiled"
         x, y = torch.randn(1, 5 + calls % 7, 16), torch.randn(1, 5 + calls % 7, 16)
-        assert_close(jf(x, y), _attention_like(x, y))
+        assert_close(jf(x, y), _attention_like_asking(x, y))
     assert state.cache_info().eager_before_compile == calls - 1  # the last call compiled
     assert 'x: "cpu f32[1, s0, 16]"' in str(squall.last_traces(jf).traced)  # its own variant, length symbolic
     assert sum(state.rental.spent.values()) == 0  # forgotten once compiled
     x, y = torch.randn(1, 40, 16), torch.randn(1, 40, 16)
-    assert_close(jf(x, y), _attention_like(x, y))
+    assert_close(jf(x, y), _attention_like_asking(x, y))
     assert _misses(jf) == 3 and compile_s > 0
 
 
@@ -211,10 +231,10 @@ def test_a_function_whose_sizes_never_changed_compiles_a_batch_of_one_at_once():
 
 def test_dynamic_true_runs_a_batch_of_one_eagerly_until_it_paid_for_a_compile_as_the_default_does():
     # dynamic=True says the sizes vary: a batch of 1 beside its symbolic entry rents as under "auto"
-    jf = squall.jit(_attention_like, dynamic=True)
+    jf = squall.jit(_attention_like_asking, dynamic=True)
     for i, (b, n) in enumerate([(4, 10), (1, 9), (8, 23), (1, 33)]):
         x, y = torch.randn(b, n, 16), torch.randn(b, n, 16)
-        assert_close(jf(x, y), _attention_like(x, y))
+        assert_close(jf(x, y), _attention_like_asking(x, y))
         if i == 0:  # as for a model, whose compile takes far longer than a call
             jitted_state(jf).rental.last_compile_cpu_s = 60.0
     info = jitted_state(jf).cache_info()
@@ -222,7 +242,7 @@ def test_dynamic_true_runs_a_batch_of_one_eagerly_until_it_paid_for_a_compile_as
     jitted_state(jf).rental.last_compile_cpu_s = 0.0  # paid for: its runner leaves the cache after this call, the next compiles
     for n in (7, 12):
         x, y = torch.randn(1, n, 16), torch.randn(1, n, 16)
-        assert_close(jf(x, y), _attention_like(x, y))
+        assert_close(jf(x, y), _attention_like_asking(x, y))
     assert _misses(jf) == 2 and 'x: "cpu f32[1, s0, s1]"' in str(squall.last_traces(jf).traced)  # its own variant, the 1 a constant
 
 
@@ -318,6 +338,13 @@ def test_fusion_executors_decline_symbolic_sizes_saying_so():
     assert declines_symbolic(fusing, bsym) == (None, "symbolic sizes (s0, s1): fuser compiles regions of static shapes only")
     fusing.symbolic_shapes = True
     assert declines_symbolic(fusing, bsym) is None
+    fusing.symbolic_ones = False  # (nvFuser's answer) the program never asks whether a size is 1
+    assert declines_symbolic(fusing, bsym) == (None, "symbolic sizes that may be 1 (s0, s1): fuser is not known to compute a size of 1 correctly")
+    asking = squall.jit(lambda x: x.squeeze(0).squeeze(1).sin() * 2, dynamic=True)
+    asking(torch.randn(4, 5))
+    traced = squall.last_traces(asking).traced
+    assert 'f32[s0, s1]' in str(traced) and not traced.context.shapes.ones  # s0 and s1 guarded as 2 or more
+    assert all(declines_symbolic(fusing, b) is None for b in traced.bsyms)
 
 
 def test_gradients_flow_through_symbolic_shapes():

@@ -176,6 +176,8 @@ class AttributeReads:
             info.class_reads.add(name)
             if info not in self._class_readers:
                 self._class_readers.append(info)
+            if self.guards.logs:
+                self.guards.log_class_read(info.real, name)  # (a module call's replay reads it again: squall.frontend.module_replays)
         if value is not raw and self._class_guarded.get((cls, name), _MISSING) is raw:
             # an earlier read of this class's attribute (a layer's modules alike) guarded the same
             # descriptor the class holds now: its guards are the ones already in the set

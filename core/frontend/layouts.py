@@ -31,12 +31,13 @@ from ..guards import GUARD
 from ..ltorch import collectives
 from ..ltorch.base import DataDependentError
 from ..proxies import TensorProxy
-from ..symbolic import SymInt, guarded_int
+from ..symbolic import SymInt, guarded_int, symbols_of
 from .speculation import _site, inputs_reached
 
 __all__ = ["traced_strides", "traced_is_contiguous", "traced_storage_offset"]
 
-# view ops whose result's strides follow from their input's for any sizes of 2 or more: reshapes
+# view ops whose result's strides follow from their input's for any sizes of 2 or more (a size
+# symbol is guarded so where a layout is read, `_two_or_more`): reshapes
 # (a view of a dense tensor is dense) and permutations; a slice's, an expansion's or a diagonal's
 # depend on sizes the view does not show (`x[:, :4]` is contiguous only while x has 4 columns)
 _SIZE_INDEPENDENT_VIEWS = frozenset({
@@ -111,16 +112,28 @@ def _eager_layout(ctx: Any, x: TensorProxy) -> tuple[torch.Tensor | None, list[T
     computed from, whose layouts are now guarded; (None, []) where the call's values are unknown."""
     speculation = ctx.speculation
     if speculation is None or len(ctx.scopes) != 1:
+        _two_or_more(ctx, [x])
         return None, []
     try:
         real = speculation.value(x)
     except DataDependentError:
+        _two_or_more(ctx, [x])
         return None, []
     site = _site()[0]
     sources = _source_inputs(ctx, x)
     for p in sources:
         _guard_layout(ctx, p, speculation.values.get(p.name), site)
+    _two_or_more(ctx, [x, *sources])
     return real, sources
+
+
+def _two_or_more(ctx: Any, proxies: list[TensorProxy]) -> None:
+    """A layout answer holds for sizes of 2 or more: eager's stride of a dimension of size 1 is
+    whatever its maker left (`is_contiguous` ignores it), so a size symbol of these tensors that
+    might be 1 (squall.symbolic.ShapeEnv.ones) is guarded as 2 or more."""
+    env = getattr(ctx, "shapes", None)
+    if env is not None and env.ones:
+        env.at_least_two(symbols_of([n for p in proxies for n in p.shape]))
 
 
 def _size_independent(ctx: Any, x: TensorProxy) -> bool:
@@ -140,7 +153,7 @@ def _contiguous_strides(shape: Any) -> tuple:
     running: Any = 1
     for n in reversed(tuple(shape)):
         strides.append(running)
-        running = running * (n if type(n) is SymInt else max(n, 1))  # (a symbolic size is 2 or more)
+        running = running * (n if type(n) is SymInt else max(n, 1))  # (a symbolic size is 1 or more)
     return tuple(reversed(strides))
 
 

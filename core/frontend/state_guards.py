@@ -78,14 +78,14 @@ from typing import Any
 
 import torch
 
-from ..guard_set import GuardSet
+from ..guard_set import STATE, GuardSet
 from ..ltorch.base import SquallWarning
 from ..sources import load_source
 from ..symbol import user_stacklevel
 from ..trace import scalar_key
 from .state_views import _SCALARS
 
-__all__ = ["StateGuards"]
+__all__ = ["StateGuards", "ONE_OR_MORE"]
 
 
 def _same_items(items: Any, expected: list) -> bool:
@@ -95,14 +95,18 @@ def _same_items(items: Any, expected: list) -> bool:
     return all(a is b or (type(a) in _SCALARS and type(a) is type(b) and _same_scalar(a, b)) for a, b in zip(items, expected))
 
 
+# in a metadata pattern's shape: a symbolic size that may be 1 (squall.symbolic.ShapeEnv.ones)
+ONE_OR_MORE = "1 or more"
+
+
 def _same_metadata(t: Any, pattern: tuple) -> bool:
     """Whether `t` is a tensor of the dtype, device, requires_grad and shape in `pattern`; a
-    None in its shape is a symbolic size, any of 2 or more."""
+    None in its shape is a symbolic size, any of 2 or more, and ONE_OR_MORE one of 1 or more."""
     dtype, device, requires_grad, shape = pattern
     if type(t) is not torch.Tensor or t.dtype is not dtype or t.device != device or t.requires_grad is not requires_grad:
         return False
     sizes = t.shape
-    return len(sizes) == len(shape) and all(n == s if s is not None else n >= 2 for n, s in zip(sizes, shape))
+    return len(sizes) == len(shape) and all(n == s if type(s) is int else n >= 2 if s is None else n >= 1 for n, s in zip(sizes, shape))
 
 
 def _same_scalar(a: Any, b: Any) -> bool:
@@ -125,6 +129,64 @@ class StateGuards(GuardSet):
         self.namespace.update(_same_items=_same_items, _same_metadata=_same_metadata, _setattr=setattr)
         self._roots: dict[int, str] = {}  # id(argument object) -> how the check reaches it
         self._routes: dict[int, tuple] = {}  # id(argument object) -> its route (squall.trace.route_source)
+        # the logs of the module calls being recorded (squall.frontend.module_replays): each gets
+        # every guard made while it is open, as the call that made it (a replay makes them again)
+        self.logs: list[list] = []
+        self._logging = False  # inside a logged call: the calls it makes are not logged again
+
+    # --- logged while a module call is recorded ---------------------------------------------------
+
+    def start_log(self) -> list:
+        """A new log, open until `stop_log`: every guard made meanwhile goes into it."""
+        log: list = []
+        self.logs.append(log)
+        if len(self.logs) == 1:
+            # (the instance's own: the class's methods stay free of the check while no log is open)
+            self.bind, self.add, self.watch, self.stays_empty, self.note = self._bind_logged, self._add_logged, self._watch_logged, self._empty_logged, self._note_logged
+        return log
+
+    def stop_log(self, log: list) -> None:
+        del self.logs[next(i for i, open_log in enumerate(self.logs) if open_log is log)]  # (by identity: empty logs are equal)
+        if not self.logs:
+            for name in ("bind", "add", "watch", "stays_empty", "note"):
+                del self.__dict__[name]
+
+    def _logged(self, entry: tuple, method: Callable, *args: Any, **kwargs: Any) -> Any:
+        if self._logging:
+            return method(self, *args, **kwargs)
+        for log in self.logs:
+            log.append(entry)
+        self._logging = True
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._logging = False
+
+    def _bind_logged(self, obj: Any, hint: str) -> str:
+        if self._logging:
+            return GuardSet.bind(self, obj, hint)
+        known = len(self._bound)
+        name = GuardSet.bind(self, obj, hint)
+        for log in self.logs:
+            log.append(("bind", obj, hint, name, len(self._bound) > known))
+        return name
+
+    def _add_logged(self, condition: str, label: str, *, kind: str = STATE, site: str = "") -> None:
+        self._logged(("add", condition, label, kind, site), GuardSet.add, condition, label, kind=kind, site=site)
+
+    def _watch_logged(self, expr: str, value: Any, label: str, *, kind: str = STATE) -> None:
+        self._logged(("watch", expr, value, label, kind), GuardSet.watch, expr, value, label, kind=kind)
+
+    def _empty_logged(self, container: Any, label: str) -> None:
+        self._logged(("empty", container, label), GuardSet.stays_empty, container, label)
+
+    def _note_logged(self, kind: str, label: str, site: str = "", *, condition: str | None = None) -> None:
+        self._logged(("note", kind, label, site, condition), GuardSet.note, kind, label, site, condition=condition)
+
+    def log_class_read(self, obj: Any, name: str) -> None:
+        """Note in the open logs that `name` was read from the class of `obj` (squall.frontend.attribute_reads)."""
+        for log in self.logs:
+            log.append(("class", obj, name))
 
     def root(self, obj: Any, expr: str, route: tuple | None = None) -> None:
         """`obj` is reached at call time as `expr` (an argument, or an object reached through

@@ -84,6 +84,9 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
         # makes an int an object reached through the arguments holds a size symbol (value, key,
         # route) -> the symbol, or None where it stays a constant guarded by value (squall.frontend.tracing)
         self.size_input: Callable[[int, str, tuple], Any] | None = None
+        # a repeated submodule's call copies its first call's record (squall.frontend.module_replays,
+        # which squall.frontend.tracing sets); None: every call runs its forward
+        self.module_replays: Any = None
 
     # views
 

@@ -345,6 +345,9 @@ def _view_call(self, *args, **kwargs):
         # reads of torch's own class attributes: a compile's module calls cost a tenth of it
         forward = self.forward
         info.recorder._read_empty_hook_dicts(info, _MODULE_HOOK_DICTS)
+        replays = info.recorder.module_replays
+        if replays is not None:
+            return replays.call(self, info, forward, args, kwargs)  # squall.frontend.module_replays
         return forward(*args, **kwargs)
     if _user_function(call):
         call = info.recorder._recording_function(call)

@@ -28,6 +28,7 @@ from ..prims import copy_
 from ..proxies import NumberProxy, TensorProxy, size_leaf, tracing, real_tensor
 from ..symbolic import ShapeEnv, SymInt
 from ..trace import Trace, container_items, pytree_container, rebuilt_container
+from .module_replays import ModuleReplays, replays_enabled
 from .layouts import traced_is_contiguous, traced_storage_offset, traced_strides
 from .outputs import capture_output
 from .random_state import random_state_kept
@@ -358,7 +359,8 @@ def trace_program(
     too, a NumberProxy read at run time (`squall.ltorch.numbers`), not a constant of the trace.
     `dims` maps a tensor argument's path to its dimensions whose sizes are symbolic
     (`squall.symbolic`): each one of 2 or more becomes a size symbol, read from the input at
-    every call; sizes 0 and 1 stay concrete.
+    every call; sizes 0 and 1 stay concrete. Such a symbol may stand for 1 at a later call until
+    the trace relies on it being 2 or more (`squall.symbolic.ShapeEnv.ones`).
     """
     language = TorchLanguage(_torch_table(), ltorch.collectives.WRAPPED_RESULTS)
     ctx = TracingContext(language.dispatch)
@@ -379,7 +381,7 @@ def trace_program(
             shape = x.shape
             symbolic = dims.get(path) if dims else None
             if symbolic:
-                shape = tuple(ctx.shapes.symbol(n, name, d) if d in symbolic and type(n) is int and n >= 2 else n for d, n in enumerate(shape))
+                shape = tuple(ctx.shapes.symbol(n, name, d, may_be_one=True) if d in symbolic and type(n) is int and n >= 2 else n for d, n in enumerate(shape))
             device = x.device
             if type(shape) is torch.Size and type(device) is torch.device:
                 # (a module's parameters, most inputs: already in the forms TensorProxy makes)
@@ -474,6 +476,8 @@ def trace_program(
         ctx.state = StateRecorder(module, arg_offset=int(module is not None))
         ctx.state.tensor_input = state_input
         ctx.state.size_input = state_size
+        if module is not None and replays_enabled():
+            ctx.state.module_replays = ModuleReplays(module)
         target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
         with TracingMode(language):
             # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.runtime.wrappers)
@@ -501,6 +505,7 @@ def trace_program(
                 result = tree_map(lambda x: itself.get(id(x), x) if type(x) is TensorProxy else x, result, is_leaf=size_leaf)
     ctx.speculation = None  # the trace keeps its context: it must not keep this call's tensors
     ctx.decompositions = None  # replays are this trace's alone (its size symbols and guards)
+    ctx.state.module_replays = None
     bindings = [InputBinding(p, path) for p, path in zip(ctx.inputs, paths)]
     traced = module if module is not None else fn
     what = getattr(traced, "__qualname__", None) or type(traced).__qualname__

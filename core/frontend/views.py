@@ -203,6 +203,7 @@ class ViewTracker:
         self.family: dict[int, list[TensorProxy]] = {}
         self.stale: dict[int, str] = {}  # id(view) -> why: regenerated from its root before its next use
         self.unusable: dict[int, str] = {}  # id(tensor) -> why its value cannot be known (also in stale)
+        self.logs: list[list] = []  # the module calls being recorded: each notes the view calls made meanwhile (squall.frontend.module_replays)
 
     def note(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
         """Record, where `op` is a view op, that the tensors it returned view its tensor argument."""
@@ -210,6 +211,8 @@ class ViewTracker:
             return
         if op.id == "torch.Tensor.__getitem__" and not _is_basic_key(args[1]):
             return  # advanced indexing copies
+        for log in self.logs:
+            log.append((op, args, kwargs, out))
         if type(out) is TensorProxy:  # the common case, without pytree (and a proxy's __class__, read by isinstance)
             outputs, several = [out], False
         else:

@@ -9,7 +9,7 @@ import torch
 from .. import prims
 from ..prims.base import canonical_dim, canonical_dims, check, dtype_category, is_number, number_type
 from ..proxies import NumberProxy, TensorProxy
-from ..symbolic import SymInt, concrete_shape, concrete_value, same_shape
+from ..symbolic import SymInt, concrete_shape, concrete_value, same_shape, same_size
 
 __all__ = [
     "Promotion",
@@ -193,6 +193,10 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     for s in shapes:
         for i, n in enumerate(s):
             j = ndim - len(s) + i
+            # a constant 1 and an equal size change nothing, whatever the sizes' values: asked
+            # first, so a symbolic size is asked whether it is 1 only where the answer matters
+            if same_size(n, out[j]) or (type(n) is int and n == 1):
+                continue
             if out[j] == 1:
                 out[j] = n
             elif n != 1 and n != out[j]:
@@ -212,7 +216,7 @@ def broadcast_to(a: TensorProxy, shape: Sequence[int]) -> TensorProxy:
     check(offset >= 0, lambda: f"cannot broadcast shape {list(a.shape)} to {list(shape)}", RuntimeError)
     for i, n in enumerate(a.shape):
         check(
-            n == 1 or n == shape[offset + i],
+            same_size(n, shape[offset + i]) or n == 1 or n == shape[offset + i],
             lambda: f"The expanded size of the tensor ({shape[offset + i]}) must match the existing size ({n}) at non-singleton dimension {offset + i}.  Target sizes: {list(shape)}.  Tensor sizes: {list(a.shape)}",
             RuntimeError,
         )
@@ -275,7 +279,7 @@ def transpose_if_needed(a: TensorProxy, perm) -> TensorProxy:
 
 def reshape_if_needed(a: TensorProxy, shape) -> TensorProxy:
     """prims.reshape, left out of the trace when the shape does not change."""
-    return a if tuple(shape) == tuple(a.shape) else prims.reshape(a, shape)
+    return a if same_shape(shape, a.shape) else prims.reshape(a, shape)
 
 
 def check_input(name: str, a, what: str = "input") -> None:

@@ -17,7 +17,7 @@ from .functionalization import inplace
 from .helpers import broadcast, broadcast_shapes, broadcast_to, canonical_dim, cast_number, check, is_number, is_tensor, torch_type_name
 from ..proxies import TensorProxy
 from ..symbol import Tags
-from ..symbolic import concrete_shape
+from ..symbolic import concrete_shape, same_shape
 
 __all__ = [
     "index_select", "gather", "take_along_dim", "take", "scatter", "scatter_add", "scatter_reduce",
@@ -31,7 +31,7 @@ __all__ = [
 
 
 def _reshape(a: TensorProxy, shape: Sequence[int]) -> TensorProxy:
-    return a if tuple(a.shape) == tuple(shape) else prims.reshape(a, tuple(shape))
+    return a if same_shape(a.shape, shape) else prims.reshape(a, tuple(shape))
 
 
 def _as_1d(a: TensorProxy) -> TensorProxy:

@@ -18,7 +18,7 @@ import torch
 from .. import ltorch, prims
 from ..proxies import TensorProxy
 from ..symbol import Symbol, Tags
-from ..symbolic import guarded_int
+from ..symbolic import guarded_int, same_shape
 from . import torchsymbol
 from .helpers import count_operand, times_ratio
 from .windows import avg_window_counts
@@ -52,7 +52,7 @@ def _stat_dtype(x: TensorProxy) -> torch.dtype:
 def _expand(x: TensorProxy, shape, dims) -> TensorProxy:
     """`x`, whose dimensions are `dims` of `shape` (the rest reduced away or of size 1), broadcast to `shape`."""
     shape = tuple(shape)
-    if tuple(x.shape) == shape:
+    if same_shape(x.shape, shape):
         return x
     if x.ndim == len(shape):  # kept dims of size 1
         return prims.broadcast_in_dim(x, shape, tuple(range(len(shape))))

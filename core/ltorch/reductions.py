@@ -16,7 +16,7 @@ from .helpers import broadcast, check, computation_dtype, count_operand, is_tens
 from ..prims.base import canonical_dim, dtype_category
 from ..proxies import TensorProxy
 from ..symbol import Tags
-from ..symbolic import SymInt
+from ..symbolic import SymInt, same_shape
 
 __all__ = [
     "sum", "nansum", "prod", "mean", "nanmean", "amax", "amin", "argmax", "argmin", "max", "min",
@@ -58,7 +58,7 @@ def keep_dims(out: TensorProxy, a: TensorProxy, dims: Sequence[int], keepdim: bo
     if not keepdim:
         return out
     shape = tuple(1 if i in dims else n for i, n in enumerate(a.shape))
-    return out if tuple(out.shape) == shape else prims.reshape(out, shape)
+    return out if same_shape(out.shape, shape) else prims.reshape(out, shape)
 
 
 def _count(a: TensorProxy, dims: Sequence[int]) -> int | SymInt:

@@ -187,11 +187,25 @@ def symbolic_sizes(bsym: BoundSymbol) -> set[str]:
     return found
 
 
+def _sizes_that_may_be_one(bsym: BoundSymbol) -> set[str]:
+    """The size symbols of a call that may be 1 at a later call (squall.symbolic.ShapeEnv.ones)."""
+    found: set[str] = set()
+    sizes = [n for p in (*bsym.input_proxies(), *bsym.output_proxies()) if type(p) is TensorProxy for n in p.shape]
+    for n in (*sizes, *tree_flatten((bsym.args, bsym.kwargs))[0]):
+        if type(n) is SymInt:
+            found |= symbols_of(n) & n.env.ones
+    return found
+
+
 def declines_symbolic(executor: FusionExecutor, bsym: BoundSymbol) -> tuple[None, str] | None:
     """The planner's answer for a fusion executor that takes static shapes only, offered a call
-    with symbolic sizes: declined, saying which (None: offer it as usual)."""
+    with symbolic sizes, or one not known to serve a size of 1, offered a call with a size symbol
+    that may be 1: declined, saying which (None: offer it as usual)."""
     if executor.symbolic_shapes:
-        return None
+        ones = set() if executor.symbolic_ones else _sizes_that_may_be_one(bsym)
+        if not ones:
+            return None
+        return None, f"symbolic sizes that may be 1 ({', '.join(sorted(ones, key=lambda n: int(n[1:])))}): {executor.name} is not known to compute a size of 1 correctly"
     symbols = symbolic_sizes(bsym)
     if not symbols:
         return None
@@ -349,6 +363,10 @@ class FusionExecutor(Executor):
     # whether its regions may have symbolic sizes (squall.symbolic); an executor that says False
     # declines every call whose shapes or arguments hold one, saying so
     symbolic_shapes = False
+    # whether its symbolic regions compute a call correctly where a size symbol that may be 1
+    # (squall.symbolic.ShapeEnv.ones: the trace never relied on 2 or more) is 1; one that says
+    # False declines calls with such a symbol, saying so
+    symbolic_ones = True
     # where its latest region compiled, for squall.upgrades(): "" for this process's background
     # thread; an executor compiling elsewhere (inductor's worker process) says where
     compile_site = ""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .base import PrimIDs, check, is_number, make_prim
 from ..proxies import TensorProxy
+from ..symbolic import same_size
 from ..symbol import Tags
 from .base import is_size
 
@@ -16,7 +17,7 @@ def _broadcast_in_dim_meta(a, shape, broadcast_dimensions):
     check(list(dims) == sorted(set(dims)), lambda: f"broadcast_in_dim expects strictly increasing broadcast dimensions, got {dims}", ValueError)
     for d, n in zip(dims, a.shape):
         check(0 <= d < len(shape), lambda: f"broadcast_in_dim: dimension {d} is out of range for shape {list(shape)}", IndexError)
-        check(n == 1 or n == shape[d], lambda: f"broadcast_in_dim cannot broadcast size {n} to {shape[d]} (dimension {d} of {list(shape)})", ValueError)
+        check(same_size(n, shape[d]) or n == 1 or n == shape[d], lambda: f"broadcast_in_dim cannot broadcast size {n} to {shape[d]} (dimension {d} of {list(shape)})", ValueError)
     return TensorProxy(like=a, shape=shape)
 
 

@@ -35,7 +35,7 @@ from ..symbol import user_stacklevel
 from . import tiers, upgrade_worker
 from .aliasing import AliasPattern, alias_pattern, describe_path, input_tensors, same_as_paths, tensor_paths_of
 from .cache import EntryCache
-from .dynamic_dims import DynamicDims, has_shape_guards, specialised_dims
+from .dynamic_dims import DynamicDims, admits_ones, has_shape_guards, one_variants, specialised_dims
 from .entry import CacheEntry, CompiledEntry, entry_guards
 from .entry_point import DynamicNumbers, ParameterKey, key_parts, training_reader
 from .exclusions import excluding
@@ -151,8 +151,12 @@ class Runtime(Replans):
                 if self._guards(variant.compilation).holds(call_args, kwargs):
                     record.set_aside.pop(i)  # its state is back: cached again, not compiled
                     return self.cache.insert(key, variant, self._runner_for).slot[0]
-            if record is None and dims == self._dims.dims and self.rental.waits(key, args, kwargs):
-                return self.rental.runner(key, self._eager_once())  # a new 0/1 variant of a symbolic entry, until it paid for a compile
+            if record is None and dims == self._dims.dims:
+                shared = self._shared_with_ones(key, call_args, args, kwargs)
+                if shared is not None:  # a size of 1 its symbolic entry serves: that program, under this key too
+                    return self.cache.insert(key, shared, self._runner_for).slot[0]
+                if self.rental.waits(key, args, kwargs):
+                    return self.rental.runner(key, self._eager_once())  # a new 0/1 variant of a symbolic entry, until it paid for a compile
             # a tensor an argument object holds (a KV cache) whose sizes changed since an entry read
             # it: those dimensions symbolic in this compile (squall.runtime.dynamic_dims)
             for held in self.cache.entries.values():
@@ -214,6 +218,19 @@ class Runtime(Replans):
                                                       not_before=start + upgrade_worker.HOT_S)
 
         return first_call_then_upgrade
+
+    def _shared_with_ones(self, key: Any, call_args: tuple, args: tuple, kwargs: dict) -> CompiledEntry | None:
+        """The cached symbolic entry whose program serves this call of new signature `key`, which
+        has a size of 1 where that entry's key holds a symbolic size: its trace never relied on
+        that size being 2 or more (`dynamic_dims.admits_ones`) and all its guards hold. None
+        where none does (the call rents or compiles as a 0/1 variant does)."""
+        for other in one_variants(key, self.cache.slots):
+            compiled = self.cache.compiled(other)
+            if compiled is None or self.cache.entries[other].waiting:
+                continue
+            if admits_ones(compiled.compilation, args, kwargs) and self._guards(compiled.compilation).holds(call_args, kwargs):
+                return compiled
+        return None
 
     def _eager_runner(self, reason: str) -> Callable:
         """A runner that calls the program eagerly (a module: its forward, each submodule it

@@ -20,6 +20,10 @@ The policy (`squall.jit(fn, dynamic=...)`, `$SQUALL_DYNAMIC`, `dynamic` under `[
 - True: every dimension of every tensor argument is symbolic from the first call.
 - False: none; every new size compiles anew (and speculation may still guard a size).
 
+A call with a size of 1 where an entry's key holds a symbolic size is a key of its own (as is
+0), but runs that entry's program where its trace never relied on the size being 2 or more and
+its guards hold (`admits_ones`; `squall.symbolic.ShapeEnv.ones`): no compile.
+
 `torch._dynamo.mark_dynamic(t, d)` on an argument makes that dimension symbolic from the
 first call; `mark_static(t, d)` keeps it a constant whatever the policy says. A dimension
 whose exact value a compiled program needed (an op that takes only constants read it,
@@ -38,7 +42,7 @@ from ..symbolic import concrete_shape
 from ..trace import route_value
 from .entry_point import DYNAMIC, argument_leaves, dynamic_key
 
-__all__ = ["DynamicDims", "tensor_paths", "has_shape_guards", "specialised_dims", "holds_state", "held_tensors", "one_long", "zero_one_variant"]
+__all__ = ["DynamicDims", "tensor_paths", "has_shape_guards", "specialised_dims", "holds_state", "held_tensors", "one_long", "zero_one_variant", "one_variants", "admits_ones"]
 
 _AUTO = "auto"
 
@@ -184,30 +188,59 @@ class DynamicDims:
 def zero_one_variant(key: Any, others: Any) -> bool:
     """Whether `key` is a 0/1 variant of one of the keys `others`: the same but for a size of 0
     or 1 where that key holds DYNAMIC (a batch of 1 beside an entry with a symbolic batch)."""
-    return any(_zero_one_of(key, other) for other in others)
+    return any(_match(key, other, (0, 1)) is True for other in others)
 
 
-def _zero_one_of(key: Any, other: Any) -> bool:
-    return _match(key, other) is True
+def one_variants(key: Any, others: Any) -> list:
+    """The keys among `others` of which `key` is a variant of size 1: the same but for a size of
+    1 where that key holds DYNAMIC (never 0: an empty tensor is always keyed apart)."""
+    return [other for other in others if _match(key, other, (1,)) is True]
 
 
-def _match(a: Any, b: Any, in_shape: bool = False) -> bool | None:
-    """None where `a` differs from `b` otherwise than by a size 0 or 1 in place of DYNAMIC in a
-    shape (not a dynamic number's (type, DYNAMIC)); else whether it differs so somewhere."""
+def _match(a: Any, b: Any, small: tuple[int, ...], in_shape: bool = False) -> bool | None:
+    """None where `a` differs from `b` otherwise than by a size in `small` in place of DYNAMIC in
+    a shape (not a dynamic number's (type, DYNAMIC)); else whether it differs so somewhere."""
     if b is DYNAMIC:
-        return a is not DYNAMIC and (True if in_shape and type(a) is int and a in (0, 1) else None)
+        return a is not DYNAMIC and (True if in_shape and type(a) is int and a in small else None)
     if isinstance(a, tuple) and isinstance(b, tuple):  # torch.Size too
         if len(a) != len(b):
             return None
         shape = all(type(y) is int or y is DYNAMIC for y in b)
         found = False
         for x, y in zip(a, b):
-            matched = _match(x, y, shape)
+            matched = _match(x, y, small, shape)
             if matched is None:
                 return None
             found = found or matched
         return found
     return False if type(a) is type(b) and a == b else None
+
+
+def admits_ones(compilation: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether the symbolic program of `compilation` serves this call, whose tensor arguments
+    have a size of 1 where it has a size symbol: each such symbol is one the trace never relied
+    on being 2 or more (`ShapeEnv.ones`), and every shape guard holds at this call's sizes. (The
+    rest of its guards, `GuardSet.holds`, is the caller's to check.) False where a symbol is read
+    from anything but a tensor argument (a KV cache's, an int an object holds)."""
+    env = getattr(compilation.traced.context, "shapes", None)
+    if env is None or not env.ones:
+        return False
+    tensors = tensor_paths(args, kwargs)
+    by_name = {b.proxy.name: tensors.get(b.path) for b in compilation.bindings if type(b.proxy) is TensorProxy}
+    values: dict[str, int] = {}
+    for name, (_, input_name, dim) in env.symbols.items():
+        t = by_name.get(input_name)
+        if t is None or dim is None or dim >= t.dim():
+            return False
+        n = t.shape[dim]
+        if n < 1 or (n == 1 and name not in env.ones):
+            return False
+        values[name] = n
+    check = env.check_source()
+    try:
+        return not check or bool(eval(check, {"__builtins__": {}}, {**by_name, **values}))  # noqa: S307 - squall's own guard source
+    except Exception:  # noqa: BLE001 - a guard over what this call does not hold (a parameter): not served
+        return False
 
 
 def holds_state(obj: Any, depth: int = 2) -> bool:

@@ -20,10 +20,10 @@ from typing import Any
 
 from ..compiler.pipeline import Compilation
 from ..frontend.speculation import guards_of
-from ..frontend.state_guards import StateGuards
+from ..frontend.state_guards import ONE_OR_MORE, StateGuards
 from ..guard_set import ALIAS, NUMBER, SHAPE, TENSOR, VALUE
 from ..proxies import NumberProxy, type_string
-from ..symbolic import SymInt, is_symbolic, source
+from ..symbolic import SymInt, is_symbolic, lone_symbol, source
 from ..trace import plain_scalar
 from . import tiers
 from .aliasing import storage_key, tensor_paths_of, tensors_at
@@ -86,19 +86,22 @@ def entry_guards(compilation: Compilation, *, alias: bool, takes_params: bool, d
     state = getattr(compilation.traced.context, "state", None)
     guards = state.guards if state is not None else StateGuards()
     guards.namespace["_metadata"] = _metadata
+    env = getattr(compilation.traced.context, "shapes", None)
+    ones = env.ones if env is not None else frozenset()
     for b in compilation.bindings:
         if b.path[0] == "state":
             continue  # a tensor an argument object holds: its metadata is a state guard (squall.frontend.state_guards)
         if type(b.proxy) is not NumberProxy:
             if is_symbolic(b.proxy.shape):
-                # a symbolic size is keyed as "2 or more" (squall.runtime.dynamic_dims), so it is explained so
+                # a symbolic size is keyed as "2 or more" (squall.runtime.dynamic_dims), so it is explained
+                # so; one the program never relied on being 2 or more as "1 or more" (`shared_with_ones`)
                 p = b.proxy
-                expected = guards.bind((p.dtype, p.device, p.requires_grad, tuple(n if type(n) is int else None for n in p.shape)), "m")
+                sizes = tuple(n if type(n) is int else ONE_OR_MORE if lone_symbol(n) in ones else None for n in p.shape)
+                expected = guards.bind((p.dtype, p.device, p.requires_grad, sizes), "m")
                 condition = f"_same_metadata({_expression(b.path, takes_params)}, {expected})"
             else:
                 condition = f"_metadata({_expression(b.path, takes_params)}) == {guards.bind(_metadata(b.proxy), 'm')}"
             guards.note(TENSOR, f"{describe(b.path)}: {type_string(b.proxy)}", condition=condition)
-    env = getattr(compilation.traced.context, "shapes", None)
     for relation in env.describe() if env is not None else ():
         guards.note(SHAPE, relation, "shape guards")
     for g in guards_of(compilation):

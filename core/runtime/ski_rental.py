@@ -2,7 +2,9 @@
 a size of 0 or 1 (a batch of 1 in a stream of batch sizes; 0 and 1 stay keyed apart), in a
 function whose sizes vary (they changed from call to call under the "auto" policy, or
 `dynamic=True` said they would), runs eagerly until its eager calls have taken as much CPU time
-as the function's last compile, then compiles. A function's first call always compiles (there
+as the function's last compile, then compiles. (A size of 1 that the symbolic entry's program
+serves, `dynamic_dims.admits_ones`, runs that program instead and never waits.) A function's
+first call always compiles (there
 is no symbolic entry yet), and so does a step of a stateful loop (a call given a KV cache),
 but for the step whose cache holds a tensor one long beside a longer one of its kind (an
 encoder-decoder's after its first token, `waits_one_long`): it comes once per loop, and is

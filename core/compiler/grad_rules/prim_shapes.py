@@ -13,6 +13,7 @@ import torch
 from ... import prims
 from ...prims.base import PrimIDs
 from ...proxies import TensorProxy
+from ...symbolic import same_shape, same_size
 from ..gradients import GradCall, NoGradRule
 from .support import per_argument, zeros
 
@@ -24,11 +25,14 @@ def _broadcast_in_dim(call: GradCall) -> tuple:
     a, shape, broadcast_dimensions = call.args
     # sum over the new dimensions and over the kept ones a had as size 1
     new = tuple(d for d in range(len(shape)) if d not in broadcast_dimensions)
-    expanded = tuple(d for i, d in enumerate(broadcast_dimensions) if a.shape[i] == 1 and shape[d] != 1)
+    # (a size equal to its target's expanded nothing; a constant 1 is summed over whatever its
+    # target's size, a no-op where that is 1 too: neither asks a symbolic size whether it is 1)
+    expanded = tuple(d for i, d in enumerate(broadcast_dimensions)
+                     if not same_size(a.shape[i], shape[d]) and (type(a.shape[i]) is int and a.shape[i] == 1 or a.shape[i] == 1 and shape[d] != 1))
     g = call.g
     if new or expanded:
         g = prims.sum(g, tuple(sorted(new + expanded)))
-    if tuple(g.shape) != tuple(a.shape):
+    if not same_shape(g.shape, a.shape):
         g = prims.reshape(g, tuple(a.shape))
     return g, None, None
 

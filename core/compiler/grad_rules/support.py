@@ -12,6 +12,7 @@ import torch
 
 from ... import prims
 from ...proxies import TensorProxy
+from ...symbolic import same_shape, same_size
 from ..gradients import GradCall, NoGradRule
 
 __all__ = ["per_argument", "real_only", "zeros", "conj", "expand", "moved_last", "restored", "to_dtype", "sum_to", "last_two_swapped", "scaled"]
@@ -93,10 +94,12 @@ def sum_to(g: TensorProxy, shape) -> TensorProxy:
     """`g` summed over the dimensions broadcasting added or expanded, to `shape`."""
     shape = tuple(shape)
     lead = g.ndim - len(shape)
-    dims = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
+    # (as broadcast_in_dim's rule: an equal size asks nothing, a constant 1 is summed over)
+    dims = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if not same_size(n, g.shape[lead + i])
+                                      and (type(n) is int and n == 1 or n == 1 and g.shape[lead + i] != 1))
     if dims:
         g = prims.sum(g, dims)
-    return g if tuple(g.shape) == shape else prims.reshape(g, shape)
+    return g if same_shape(g.shape, shape) else prims.reshape(g, shape)
 
 
 def last_two_swapped(x: TensorProxy) -> TensorProxy:

@@ -275,3 +275,21 @@ def test_a_compilation_returning_other_sizes_than_the_trace_is_never_returned():
     assert served == [1]
     healthy = SymbolicRegion(_sigmoid_chain, [x], outputs=[summed])
     assert healthy.fits([z], healthy(z)) and not healthy.fits([z], (torch.zeros(6, 8),))
+
+
+def test_a_batch_of_one_the_squall_entry_serves_runs_a_compilation_inductor_s_guards_admit():
+    # squall's symbolic trace never asked whether the batch is 1, so a batch of 1 runs its entry's
+    # program; inductor specialises sizes 0 and 1 in its compile, whose guards refuse that call:
+    # it runs a static compilation for its shapes, never the symbolic kernel
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    jfn = squall.jit(_softmax_then_flatten, executors=[ex, "torch"], wait=True)
+    for b, n in [(2, 5), (3, 7), (1, 9), (1, 4), (4, 6)]:
+        x = torch.randn(b, n, 16)
+        torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))
+    assert jfn.cache_info().misses == 2 and jfn.cache_info().eager_before_compile == 0  # static, then symbolic: no compile for the 1s
+    symbolic = [c for c in ex._compiled.values() if type(c) is SymbolicRegion]
+    assert len(symbolic) == 1 and not symbolic[0].holds([torch.randn(1, 9, 16)])
+    assert symbolic[0].wait(120)  # compiled in the background (the region's torch calls meanwhile)
+    assert len(_static_fallbacks(ex)) == 2  # one per batch of 1's shapes
+    x = torch.randn(1, 9, 16)
+    torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))  # now on its static compilation

@@ -90,6 +90,10 @@ class NvFuserExecutor(FusionExecutor):
     # symbolic sizes become extents of -1 and scalars over the inputs' sizes: one definition
     # serves every length (translate.symbolic_shape)
     symbolic_shapes = True
+    # a size symbol that may be 1 (squall.symbolic.ShapeEnv.ones) is an extent of -1 whose size 1
+    # at a call nvFuser has not been checked to run as eager does (size-1 contiguity, broadcasting):
+    # such calls stay on the torch executor
+    symbolic_ones = False
 
     def __init__(self, name: str = "nvfuser", *, default_rank: int = DEFAULT_RANK, judge_in_context: bool = True):
         super().__init__(
