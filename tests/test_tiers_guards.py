@@ -10,7 +10,7 @@ from squall.frontend.speculation import guard_input_paths
 from squall.market.torch_executor import make_executor
 from squall.runtime import tiers
 from squall.runtime.jit import jitted_state
-from test_tiers import SlowFuser, _own_cache, fused_faster  # noqa: F401 - fixtures used by name
+from test_tiers import SlowFuser, _own_cache, fused_faster, program  # noqa: F401 - fixtures used by name
 
 
 def big_sum(x, y):
@@ -148,3 +148,43 @@ def test_in_the_background_a_program_drawing_random_numbers_keeps_its_regions_un
     (upgrade,) = squall.upgrades(f)
     assert upgrade.status == "upgraded" and upgrade.verdict.torch_s is None
     assert "the user's calls draw beside the background judge" in upgrade.reason, upgrade.reason
+
+
+# --- the judge runs on the call's values, not only where a guard reads them -----------------------
+
+
+class WrongOnLargeValuesFuser(SlowFuser):
+    """Its regions are wrong only where an input is below -50: drawn examples (normal floats) never are."""
+
+    def compile_region(self, region):
+        fn = super().compile_region(region)
+        return lambda *a: (fn(*a)[0] + (a[0] < -50), *fn(*a)[1:])
+
+
+def test_the_judge_checks_the_fused_plan_on_the_calls_values_without_guards(fused_faster):
+    f = squall.jit(program, executors=[_with_gate(WrongOnLargeValuesFuser()), make_executor()], wait=True)
+    x = torch.full((8,), -60.0)
+    with pytest.warns(squall.SquallWarning, match="computes other results than its torch plan"):
+        out = f(x)
+    torch.testing.assert_close(out, program(x))
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "kept the torch plan" and "results differ" in upgrade.reason, upgrade
+
+
+def test_call_specs_copy_every_inputs_values_while_they_fit_the_budget(monkeypatch):
+    small, large, weight = torch.arange(4.0), torch.arange(64.0), torch.full((2, 2), 3.0, requires_grad=True)
+    monkeypatch.setattr(tiers, "JUDGE_KEEP_MAX_BYTES", 4 * 4 + 4 * 4)  # the small input and the weight, not the large
+    params, (small_spec, large_spec), _ = tiers.call_specs([weight], (small, large), {})
+    kept = small_spec.example()
+    small.add_(1.0)  # the user's tensor changes after the call: the judge's copy does not
+    torch.testing.assert_close(kept, torch.arange(4.0))
+    torch.testing.assert_close(params[0].example(), weight.detach())
+    assert params[0].example().requires_grad
+    # past the budget: a drawn example of the same shape and dtype, not the call's values
+    drawn = large_spec.example()
+    assert drawn.shape == (64,) and not torch.equal(drawn, large)
+
+
+def _with_gate(fuser: SlowFuser) -> SlowFuser:
+    fuser.gate.set()
+    return fuser

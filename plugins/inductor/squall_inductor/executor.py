@@ -50,7 +50,7 @@ from squall_inductor.regions import CompiledRegion, example_inputs, region_funct
 from squall_inductor.symbolic import SymbolicRegion
 from squall_inductor.worker import CompileUnsupported, RegionCompiler, WorkerCompileError, default_worker, env_flag, subprocess_enabled
 
-__all__ = ["InductorExecutor", "FUSIBLE_PRIMS", "MATMUL_PRIMS", "cpp_compiler", "env_flag"]
+__all__ = ["InductorExecutor", "FUSIBLE_PRIMS", "MATMUL_PRIMS", "PRIMS_WITHIN", "cpp_compiler", "env_flag"]
 
 # prims inductor fuses well, beyond every elementwise, reduction and view prim
 _EXTRA_PRIMS = {
@@ -64,6 +64,15 @@ FUSIBLE_PRIMS: frozenset[str] = frozenset(
     if (p.tags & {Tags.ELEMENTWISE, Tags.REDUCTION, Tags.SHAPE_ONLY} or pid in _EXTRA_PRIMS)
     and not p.tags & {Tags.RANDOM, Tags.SIDE_EFFECT}
 )
+# prims claimed only inside these torch-language ops, where inductor makes one pointwise kernel of
+# them: nll_loss's backward scatters one value per row into zeros (a row's index is its target, so
+# no two writes meet and the result is eager's), which inductor fuses with log_softmax's backward;
+# on torch instead it fills and writes a logits-sized tensor that log_softmax's backward reads again
+# (the gpt training step: [512, 8192], 16 MB)
+PRIMS_WITHIN: dict[str, frozenset[str]] = {
+    "aten.nll_loss_backward": frozenset({PrimIDs.SCATTER}),
+    "aten.nll_loss2d_backward": frozenset({PrimIDs.SCATTER}),
+}
 # on CPU inductor calls the same BLAS/oneDNN kernels for these; opt in with include_matmuls
 MATMUL_PRIMS: frozenset[str] = frozenset({PrimIDs.MATMUL, PrimIDs.CONVOLUTION})
 _MATMUL_HINT = "matmuls, convolutions and attention stay with torch unless SQUALL_INDUCTOR_MATMULS=1"
@@ -217,8 +226,9 @@ class InductorExecutor(FusionExecutor):
         if self.implementation_for(bsym.sym) is None:
             hint = f" ({_MATMUL_HINT})" if bsym.sym.id in MATMUL_PRIMS else ""
             return None, NOT_IMPLEMENTED + hint
+        within = PRIMS_WITHIN.get(bsym.sym.id, frozenset())
         for p in _walk_prims(bsym):
-            if p.sym.id not in self.prims:
+            if p.sym.id not in self.prims and p.sym.id not in within:
                 hint = f"; {_MATMUL_HINT}" if p.sym.id in MATMUL_PRIMS else ""
                 return None, f"{NOT_IMPLEMENTED} (in its decomposition, {p.sym.id}{hint})"
         inputs, outputs = bsym.input_proxies(), bsym.output_proxies()

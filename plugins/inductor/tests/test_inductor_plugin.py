@@ -18,6 +18,7 @@ import torch.nn.functional as F
 import squall
 from squall.extend import resolve_operation
 from squall.frontend.tracing import TracingContext
+from squall.ltorch import kernels
 from squall.market.plugins import Marketplace
 from squall.proxies import TensorProxy, tracing
 from squall.runtime import tiers
@@ -534,3 +535,47 @@ def test_a_reshape_that_make_fx_recorded_as_a_view_compiles_where_inductor_lays_
         torch.testing.assert_close(jfn(x), f(x))
     (region,) = squall.last_traces(jfn).plan.regions
     assert "torch.Tensor.reshape" in region.ops and "torch.cat" in region.ops, region.ops
+
+
+# --- nll_loss's backward: its scatter claimed there, and only there ----------------------------------
+
+
+def test_nll_loss_backward_is_claimed_with_its_scatter_but_a_scatter_alone_is_not():
+    ex = InductorExecutor(choices_path=None)
+    with tracing(TracingContext()):
+        logp, target = _proxy((8, 16)), _proxy((8,), dtype=torch.int64)
+        grad, total = _proxy(()), _proxy(())
+        ctx = TracingContext()
+        with tracing(ctx):
+            kernels.nll_loss_backward(grad, logp, target, None, 1, -1, total)
+        nll_backward = ctx.scopes[0][-1]
+        index = _proxy((8, 1), dtype=torch.int64)
+        scatter = _call("torch.scatter", logp, 1, index, _proxy((8, 1)))
+    impl, reason = ex.offer(nll_backward)
+    assert (impl is not None) is HAS_CPU_BACKEND, reason
+    # a scatter elsewhere may write one place twice, where inductor and torch may keep different values
+    impl, reason = ex.offer(scatter)
+    assert impl is None and "prims.scatter" in reason, reason
+
+
+@needs_cpu_inductor
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropys_backward_region_takes_nll_loss_backward_and_agrees_with_eager(inductor, weighted):
+    # as nanoGPT: logits and loss returned, only the loss backpropagated; ignored targets and class weights
+    weight = torch.rand(16) + 0.5 if weighted else None
+
+    def f(x, w, target):
+        logits = x @ w
+        return logits, F.cross_entropy(logits, target, weight=weight, ignore_index=3)
+
+    x, w = torch.randn(8, 8), torch.randn(8, 16, requires_grad=True)
+    target = torch.tensor([0, 3, 5, 15, 3, 7, 1, 2])
+    jfn = squall.jit(f, executors=[inductor, "torch"], wait=True)
+    logits, loss = jfn(x, w, target)
+    (grad,) = torch.autograd.grad(loss, w)
+    expected_logits, expected_loss = f(x, w, target)
+    (expected,) = torch.autograd.grad(expected_loss, w)
+    torch.testing.assert_close((logits, loss, grad), (expected_logits, expected_loss, expected))
+    traces = squall.last_traces(jfn)
+    backward_regions = [r for t in traces if t.name.startswith("backward_") and t.plan is not None for r in t.plan.regions]
+    assert any("aten.nll_loss_backward" in r.ops for r in backward_regions), backward_regions
