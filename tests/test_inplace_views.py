@@ -212,6 +212,43 @@ def test_a_layout_dependent_view_of_a_value_read_no_more_is_written_freely():
     _matches_eager(f, torch.randn(2, 3))
 
 
+def test_a_write_into_contiguous_of_a_tensor_eager_copies_stays_in_the_copy():
+    # x.t() is not contiguous: eager's contiguous() copies, and the write never reaches x
+    # (squall's trace once held one value for both and wrote into the caller's x)
+    def f(x):
+        y = x.t().contiguous()
+        y.add_(1)
+        return y
+
+    def views_of_the_copy(x):
+        y = x.t().contiguous()
+        y[0].mul_(2)
+        return y, x
+
+    _matches_eager(f, torch.randn(4, 5))
+    _matches_eager(views_of_the_copy, torch.randn(4, 5))
+
+
+def test_a_write_into_contiguous_of_a_contiguous_tensor_reaches_it_as_in_eager():
+    # eager's contiguous() returns x itself: the caller's tensor is modified
+    def f(x):
+        y = x.contiguous()
+        y.mul_(2)
+        return y
+
+    _matches_eager(f, torch.randn(4, 5))
+    _matches_eager(f, torch.randn(5, 4).t())  # not contiguous: a copy, x unchanged
+
+
+def test_the_layout_of_contiguous_of_a_view_is_eagers():
+    # this traced forever: the value of contiguous()'s result was computed from itself
+    def f(x):
+        y = x.t().contiguous()
+        return y * (2 if y.is_contiguous() else 3), y.stride()
+
+    _matches_eager(f, torch.randn(4, 5))
+
+
 def test_write_through_unfold_is_refused():
     def f(x):
         x.unfold(0, 2, 1).add_(1)

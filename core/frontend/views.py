@@ -33,6 +33,7 @@ from ..ltorch.shape import movedim, transpose
 from ..ltorch.subscript import setitem
 from ..prims.base import canonical_dim
 from ..proxies import TensorProxy
+from .layouts import traced_is_contiguous
 
 __all__ = ["ViewStep", "ViewTracker", "VIEW_OPS"]
 
@@ -174,6 +175,7 @@ _INVERSES: dict[str, Callable] = {
     "torch.Tensor.permute": _permuted_back,
     "torch.movedim": _moved_back,
     "torch.diagonal": _diagonal_back,
+    "torch.Tensor.contiguous": lambda step, parent, new: new,  # only where eager returned its input (`_alias_in_eager`)
     "torch.Tensor.unfold": _no_inverse("is not supported (its windows may overlap); write into the tensor it unfolds"),
 }
 # ops returning several views, one per piece along a dim: the position of their dim parameter
@@ -250,7 +252,13 @@ class ViewTracker:
             self._mark_stale(a, keep=None, why=f"{name} modified its base in place")
             return self.ctx.rebind(a, value)
         steps = self.steps[id(a)]
-        layout = next((step.op.id for step in steps if step.op.id in _LAYOUT_DEPENDENT), None)
+        copied = [k for k, step in enumerate(steps) if step.op.id == "torch.Tensor.contiguous" and not self._alias_in_eager(step)]
+        if copied:
+            # eager's contiguous() made a copy: that copy is a tensor of its own, and `a` is it or a view of it
+            k = copied[-1]
+            self._leave_family(a if k == len(steps) - 1 else steps[k + 1].args[steps[k + 1].at], root)
+            return self.write(name, a, value)
+        layout = next((step.op.id for step in steps if step.op.id in _LAYOUT_DEPENDENT and not self._alias_in_eager(step)), None)
         if layout is not None:
             # the write is kept in `a`; reading any other member (the root included) is refused
             why = f"{name} wrote into {layout}(...) of it in place, and {_LAYOUT.format(op=layout)}"
@@ -274,6 +282,28 @@ class ViewTracker:
         self._mark_stale(root, keep=a, why=f"{name} modified another view of the same tensor in place")
         return self.ctx.rebind(a, value)
 
+    def _alias_in_eager(self, step: ViewStep) -> bool:
+        """Whether eager's call of a layout-dependent view op returned its input itself: so for
+        `contiguous()` of a tensor eager lays out as asked (its layout guarded); not known for others."""
+        if step.op.id != "torch.Tensor.contiguous":
+            return False
+        return traced_is_contiguous(self.ctx, step.args[step.at], step.bound()[1])
+
+    def _leave_family(self, a: TensorProxy, root: TensorProxy) -> None:
+        """`a`, noted as a view of `root`, is a copy (eager's contiguous() copied): it and the
+        views taken of it since leave that family, and `a` roots them."""
+        family = self.family[id(root)]
+        leaving = [v for v in family if v is a or any(step.args[step.at] is a for step in self.steps.get(id(v), ()))]
+        family[:] = [v for v in family if not any(v is w for w in leaving)]  # by identity: a proxy's == is torch's
+        for view in leaving:
+            if view is a:
+                del self.root[id(a)], self.steps[id(a)]
+                continue
+            steps = self.steps[id(view)]
+            at = next(i for i, step in enumerate(steps) if step.args[step.at] is a)
+            self.root[id(view)], self.steps[id(view)] = a, steps[at:]
+            self.family.setdefault(id(a), [a]).append(view)
+
     def _mark_stale(self, root: TensorProxy, keep: TensorProxy | None, why: str) -> None:
         for view in self.family.get(id(root), ())[1:]:
             if view is not keep:
@@ -293,7 +323,7 @@ class ViewTracker:
             del self.stale[id(x)]
             steps = self.steps[id(x)]
             for step in steps:
-                if step.op.id in _LAYOUT_DEPENDENT:
+                if step.op.id in _LAYOUT_DEPENDENT and not self._alias_in_eager(step):
                     raise NotImplementedError(
                         f"squall: {what} uses tensor {x.name}, which came from {step.op.id}(...) of a tensor "
                         f"changed since ({why}); {_LAYOUT.format(op=step.op.id)}"

@@ -347,7 +347,10 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
 
 @torchsymbol(torch.Tensor.contiguous)
 def contiguous(a, memory_format=torch.contiguous_format):
-    return a
+    # A value under a new name: eager returns `a` itself only where it is laid out so, else a
+    # copy; the trace notes it as a view whose writes are decided by eager's layout when one is
+    # made (squall.frontend.views). The torch executor runs torch's contiguous.
+    return prims.convert_element_type(a, a.dtype)
 
 
 @torchsymbol(torch.Tensor.detach, torch.detach, tags=(Tags.STOPS_GRADIENT,))
