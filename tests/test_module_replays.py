@@ -76,6 +76,7 @@ def test_a_transformer_traces_as_without_replays(monkeypatch, replays, build, di
 
 
 def test_a_timm_model_traces_as_without_replays(monkeypatch, replays):
+    pytest.importorskip("timm")
     import_torchvision()
     vit = next(m for m in TIMM_MODELS if m.name == "timm/test_vit")
     torch.manual_seed(0)
