@@ -185,6 +185,15 @@ def test_call_specs_copy_every_inputs_values_while_they_fit_the_budget(monkeypat
     assert drawn.shape == (64,) and not torch.equal(drawn, large)
 
 
+def test_call_specs_keep_less_of_the_inputs_no_guard_reads(monkeypatch):
+    # every entry's job holds its copies until its entry is hot: the unguarded ones take a smaller share
+    guarded, other = torch.arange(8.0), torch.arange(8.0)
+    monkeypatch.setattr(tiers, "JUDGE_KEEP_OTHERS_MAX_BYTES", 4 * 4)  # less than `other` takes
+    (guarded_spec, other_spec), _ = tiers.call_specs(None, (guarded, other), {}, keep=[("args", 0)])[1:]
+    torch.testing.assert_close(guarded_spec.example(), guarded)
+    assert not torch.equal(other_spec.example(), other)  # drawn
+
+
 def _with_gate(fuser: SlowFuser) -> SlowFuser:
     fuser.gate.set()
     return fuser

@@ -77,6 +77,9 @@ CLEAR_WIN = 0.8
 JUDGE_MAX_BYTES = 1 << 30
 # the most a job keeps copies of the inputs its program's value guards read (a mask, token ids)
 JUDGE_KEEP_MAX_BYTES = 64 << 20
+# of that, the most it keeps of its other inputs' values (a job waits with them until its entry is
+# hot, and a function with many signatures has a job for each: their copies add up)
+JUDGE_KEEP_OTHERS_MAX_BYTES = 16 << 20
 # a woken worker first gives the GIL back for this long, so the call that queued the job
 # returns at once instead of waiting out the worker's first switch interval (5 ms)
 SETTLE_S = 0.02
@@ -321,6 +324,7 @@ def call_specs(params: list | None, args: tuple, kwargs: dict, *, keep: Sequence
     # token ids) make other activations than the program's, and kernels whose speed depends on the
     # values (exp, erf and their underflows) time otherwise on them (the gpt training step's fused
     # plan: 0.91x the torch plan's time on the call's values, 0.98x on drawn ones)
+    room = min(room, JUDGE_KEEP_OTHERS_MAX_BYTES)
     for value in tree_flatten((params, args, kwargs, snapshot))[0]:
         if (real_tensor(value) and value.layout is torch.strided and id(value) not in kept
                 and value.numel() * value.element_size() <= room):
