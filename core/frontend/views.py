@@ -15,9 +15,11 @@ intermediate) and the *steps* from the root to it (each a recorded view call), a
   value (its steps replayed) the next time the program uses it.
 
 Views whose memory sharing depends on the runtime layout, which a trace does not know
-(`reshape`, `flatten` and `contiguous` return views only of suitably laid-out tensors),
-and views with no inverse here (`unfold`) are refused with a clear error where a write
-would have to pass through them. A write through an expanded view raises eager's error.
+(`reshape` and `flatten` return views only of suitably laid-out tensors), and views with no
+inverse here (`unfold`) are refused with a clear error where a write would have to pass
+through them. `contiguous()` is decided where a write reaches it, by eager's layout of its
+input in the call being traced (squall.frontend.layouts, guarded): its input itself where
+that is contiguous, else a copy, which leaves its input's family. A write through an expanded view raises eager's error.
 """
 from __future__ import annotations
 
