@@ -254,13 +254,14 @@ class ViewTracker:
             self._mark_stale(a, keep=None, why=f"{name} modified its base in place")
             return self.ctx.rebind(a, value)
         steps = self.steps[id(a)]
-        copied = [k for k, step in enumerate(steps) if step.op.id == "torch.Tensor.contiguous" and not self._alias_in_eager(step)]
-        if copied:
-            # eager's contiguous() made a copy: that copy is a tensor of its own, and `a` is it or a view of it
-            k = copied[-1]
+        # the last contiguous() on the way that eager made a copy with (the steps before it lead to that copy's input)
+        k = next((k for k in reversed(range(len(steps))) if steps[k].op.id == "torch.Tensor.contiguous" and not self._alias_in_eager(steps[k])), None)
+        if k is not None:
+            # that copy is a tensor of its own, and `a` is it or a view of it
             self._leave_family(a if k == len(steps) - 1 else steps[k + 1].args[steps[k + 1].at], root)
             return self.write(name, a, value)
-        layout = next((step.op.id for step in steps if step.op.id in _LAYOUT_DEPENDENT and not self._alias_in_eager(step)), None)
+        # every contiguous() on the way returned its input (above): the other layout-dependent views decide
+        layout = next((step.op.id for step in steps if step.op.id in _LAYOUT_DEPENDENT and step.op.id != "torch.Tensor.contiguous"), None)
         if layout is not None:
             # the write is kept in `a`; reading any other member (the root included) is refused
             why = f"{name} wrote into {layout}(...) of it in place, and {_LAYOUT.format(op=layout)}"

@@ -35,7 +35,7 @@ from .executor import Executor
 from .operations import resolve_operation
 from .plugins import Marketplace, default_marketplace
 
-__all__ = ["resolve_wait", "WAIT_ENV", "resolve_dynamic", "DYNAMIC_ENV", "AUTOMATIC", "ExecutorPriority", "UnknownExecutorError", "PyprojectError", "resolve_executors", "find_pyproject", "read_pyproject", "ENV_VAR"]
+__all__ = ["resolve_wait", "WAIT_ENV", "env_flag", "resolve_dynamic", "DYNAMIC_ENV", "AUTOMATIC", "ExecutorPriority", "UnknownExecutorError", "PyprojectError", "resolve_executors", "find_pyproject", "read_pyproject", "ENV_VAR"]
 
 ENV_VAR = "SQUALL_EXECUTORS"
 WAIT_ENV = "SQUALL_WAIT"
@@ -241,7 +241,7 @@ def resolve_executors(
     return ExecutorPriority(chosen, per_op=per_op, source=source)
 
 
-def _env_flag(value: str) -> bool | None:
+def env_flag(value: str) -> bool | None:
     """An environment variable's yes or no (None: neither)."""
     if value in ("1", "true", "yes", "on"):
         return True
@@ -267,7 +267,7 @@ def resolve_wait(
             raise TypeError(f"squall.jit: wait must be True, False or None, got {type(requested).__name__}")
         return requested
     value = (os.environ if environ is None else environ).get(WAIT_ENV, "").strip().lower()
-    flag = _env_flag(value)
+    flag = env_flag(value)
     if flag is not None:
         return flag
     if value:
@@ -300,7 +300,7 @@ def resolve_dynamic(
             raise TypeError(f"squall.jit: dynamic must be True, False or None (automatic), got {requested!r}")
         return requested
     value = (os.environ if environ is None else environ).get(DYNAMIC_ENV, "").strip().lower()
-    flag = _env_flag(value)
+    flag = env_flag(value)
     if flag is not None:
         return flag
     if value == AUTOMATIC:
