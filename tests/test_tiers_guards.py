@@ -267,3 +267,27 @@ def test_the_judge_runs_on_drawn_examples_where_a_lent_input_changed_under_it(fu
     x = torch.full((8,), -60.0)
     torch.testing.assert_close(f(x), program(x))
     assert fuser.seen[0] == -60.0 and fuser.seen[1] > -50, fuser.seen  # the call's values, then drawn ones
+
+
+def bumped(x):
+    x.add_(1.0)
+    return torch.exp(x) * 3.0 - 1.0
+
+
+def test_only_drawn_example_inputs_count_against_the_judges_memory_bound(fused_faster, monkeypatch):
+    monkeypatch.setattr(tiers, "JUDGE_KEEP_MAX_BYTES", 0)
+    monkeypatch.setattr(tiers, "JUDGE_MAX_BYTES", 16)  # less than one input of 8 floats
+    f = squall.jit(program, executors=[_fuser(), make_executor()], wait=True)
+    x = torch.randn(8)
+    torch.testing.assert_close(f(x), program(x))
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.verdict.torch_s == pytest.approx(2e-3), upgrade  # read in place: nothing drawn
+    # an input the program writes into is never read in place: its drawn example counts
+    g = squall.jit(bumped, executors=[_fuser(), make_executor()], wait=True)
+    x = torch.randn(8)
+    expected_x = x.clone()
+    expected = bumped(expected_x)
+    torch.testing.assert_close(g(x), expected)
+    torch.testing.assert_close(x, expected_x)
+    (upgrade,) = squall.upgrades(g)
+    assert upgrade.verdict.torch_s is None and "example inputs it would draw take more than" in upgrade.reason, upgrade

@@ -76,7 +76,8 @@ MARGIN = 0.97
 # an offer that runs in at most this fraction of the torch plan's time in context wins outright:
 # the offers after it (inductor: islands, after large regions) are not compiled
 CLEAR_WIN = 0.8
-# programs whose example inputs would take more memory than this are not judged in context
+# programs whose drawn example inputs would take more memory than this are not judged in context
+# (the copies the job holds and the caller's tensors it reads in place do not count)
 JUDGE_MAX_BYTES = 1 << 30
 # the most a job keeps copies of the inputs its program's value guards read (a mask, token ids)
 JUDGE_KEEP_MAX_BYTES = 64 << 20
@@ -656,8 +657,8 @@ class UpgradeJob:
             # the caller's thread, wait=True, the generator's state is put back after the judge)
             return Verdict("fused", None, None, "not judged in context: the program draws random numbers, and "
                            "the user's calls draw beside the background judge; each region won its own timing")
-        if sum(s.nbytes for s in specs) > JUDGE_MAX_BYTES:
-            return Verdict("fused", None, None, f"not judged in context: its inputs take more than "
+        if sum(s.nbytes for s in specs if s.value is None and s.lent() is None) > JUDGE_MAX_BYTES:
+            return Verdict("fused", None, None, f"not judged in context: the example inputs it would draw take more than "
                            f"{JUDGE_MAX_BYTES >> 20} MiB; each region won its own timing")
         try:
             if not random:
