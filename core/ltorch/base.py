@@ -465,15 +465,22 @@ class TorchLanguage:
                 return tree_map(lambda r: argument[id(r)] if isinstance(r, torch.Tensor) else r, meta_out)
 
         out = tree_map(from_meta, meta_out)
+        # eager returns a view of an argument (x.imag, view_as_real): a write through it, or into
+        # that argument, must reach the other (squall.frontend.views refuses what it cannot follow)
+        viewed = {id(m) for _, m, _ in metas}
+        views = any(isinstance(r, torch.Tensor) and r._is_view() and id(r._base) in viewed for r in tree_flatten(meta_out)[0])
         sym = Symbol(
             f"opaque.{name}",
             name.rsplit(".", 1)[-1],
             lambda *a, **k: out,
             is_prim=True,
-            tags=(Tags.OPAQUE,),
+            tags=(Tags.OPAQUE, Tags.OPAQUE_VIEW) if views else (Tags.OPAQUE,),
             torchfns=(func,),
         )
-        return opaque_writes(name, metas, meta_out, sym(*args, **kwargs))
+        result = opaque_writes(name, metas, meta_out, sym(*args, **kwargs))
+        if views:
+            current_context().views.note(sym, args, kwargs, result)
+        return result
 
 
 def _contains(tensor: TensorProxy, element: Any) -> bool:
