@@ -602,27 +602,40 @@ class Runtime(Replans):
         the new entry; None where it was evicted, set aside, replanned or split since `base` was installed."""
         upgraded = CompiledEntry(compilation, compile_seconds, base.upgrade)
         with self.cache.lock:
-            record = self.cache.entries.get(key)
-            if record is None or record.slot is None or record.split:
+            if not self._swap_upgraded(key, base, upgraded, variant):
                 return None
-            held = record.slot[0]
-            if variant is not None or isinstance(held, Variants):
-                # a guarded entry: the upgraded variant takes its own place, the other variants stay
-                if variant is None:
-                    variant = next((v for v in held.variants if v[1] is base), None)
-                if variant is None or variant[1] is not base:  # replanned, or stopped compiling, since
-                    return None
-                variant[1] = upgraded
-                variant[0] = self._runner(key, compilation, slot=variant)
-                if record.compiled is base:
-                    record.compiled = upgraded
-            elif record.compiled is base:
-                self.cache.swap(record, self._cached_runner(key, upgraded), compiled=upgraded)  # the hot path's next call runs the fused plan
-            else:
-                return None
+            # the keys with a size of 1 that run this entry's program (`_shared_with_ones`) run its
+            # upgrade too: planned from the same trace, whose symbols that may be 1 every fusion
+            # executor in it serves at 1 (one that is not known to declines them: FusionExecutor.symbolic_ones)
+            for other, record in list(self.cache.entries.items()):
+                if other != key and record.slot is not None:
+                    self._swap_upgraded(other, base, upgraded)
             if self.last_entry is base:
                 self.last_entry = upgraded
         return upgraded
+
+    def _swap_upgraded(self, key: Any, base: CompiledEntry, upgraded: CompiledEntry, variant: list | None = None) -> bool:
+        """Swap entry `key` (or its `variant`) from `base` to `upgraded`, under the cache's lock;
+        False where it does not run `base` (evicted, set aside, replanned or split since)."""
+        record = self.cache.entries.get(key)
+        if record is None or record.slot is None or record.split:
+            return False
+        held = record.slot[0]
+        if variant is not None or isinstance(held, Variants):
+            # a guarded entry: the upgraded variant takes its own place, the other variants stay
+            if variant is None:
+                variant = next((v for v in held.variants if v[1] is base), None)
+            if variant is None or variant[1] is not base:  # replanned, or stopped compiling, since
+                return False
+            variant[1] = upgraded
+            variant[0] = self._runner(key, upgraded.compilation, slot=variant)
+            if record.compiled is base:
+                record.compiled = upgraded
+        elif record.compiled is base:
+            self.cache.swap(record, self._cached_runner(key, upgraded), compiled=upgraded)  # the hot path's next call runs the fused plan
+        else:
+            return False
+        return True
 
     # --- what changed --------------------------------------------------------------------------
 

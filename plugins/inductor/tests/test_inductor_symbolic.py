@@ -277,6 +277,34 @@ def test_a_compilation_returning_other_sizes_than_the_trace_is_never_returned():
     assert healthy.fits([z], healthy(z)) and not healthy.fits([z], (torch.zeros(6, 8),))
 
 
+def test_a_batch_of_one_sharing_a_symbolic_entry_runs_its_later_background_upgrade(monkeypatch):
+    # the batch of 1 shares the symbolic entry's torch plan before the background upgrade; once the
+    # upgrade is installed it runs the fused plan too, where inductor's guards send it to a static
+    # compilation of its own shapes (never the symbolic kernel)
+    from squall.runtime import upgrade_worker
+    from squall.runtime.jit import jitted_state
+
+    monkeypatch.setattr(upgrade_worker, "HOT_S", 0.0)  # queued after its first call
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    jfn = squall.jit(_softmax_then_flatten, executors=[ex, "torch"])
+    for b, n in [(2, 5), (3, 7), (1, 9)]:
+        x = torch.randn(b, n, 16)
+        torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))
+    assert squall.wait_for_upgrades(jfn, timeout=240)
+    assert [u.status for u in squall.upgrades(jfn)][-1] == "upgraded", squall.upgrades(jfn)
+    cache = jitted_state(jfn).cache
+    symbolic_key, one_key = [k for k, r in cache.entries.items() if r.slot is not None][-2:]
+    assert cache.entries[one_key].compiled is cache.entries[symbolic_key].compiled  # the upgraded plan
+    assert jfn.cache_info().misses == 2
+    for n in (9, 4):
+        x = torch.randn(1, n, 16)
+        torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))
+    assert jfn.cache_info().misses == 2
+    (symbolic,) = [c for c in ex._compiled.values() if type(c) is SymbolicRegion]
+    assert symbolic.wait(120)
+    assert {shapes[0][0][0] for shapes in symbolic.static} == {1}, list(symbolic.static)  # the batches of 1 ran it
+
+
 def test_a_batch_of_one_the_squall_entry_serves_runs_a_compilation_inductor_s_guards_admit():
     # squall's symbolic trace never asked whether the batch is 1, so a batch of 1 runs its entry's
     # program; inductor specialises sizes 0 and 1 in its compile, whose guards refuse that call:
