@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import CodeType
 from typing import Any
 
 import torch
@@ -113,6 +114,9 @@ class GuardSet:
         self._empty: dict[int, tuple[Any, str]] = {}
         self._holds: Callable | None = None
         self._runners: dict[int, tuple[Callable, Callable]] = {}  # id(program) -> (program, its runner)
+        # condition -> its compiled expression, for `explain` (a decoding loop's prefill and step
+        # share a key and take turns at every generate: each turn explains a failed check)
+        self._conditions: dict[str, CodeType] = {}
 
     # --- building the set ---------------------------------------------------------------------
 
@@ -254,9 +258,14 @@ class GuardSet:
             if container:
                 return GuardFailure(STATE, label, detail="a hook was registered")
         ordered = sorted((g for g in self.guards if g.condition is not None), key=lambda g: self.kinds[g.kind][1] != "key")
+        scope = dict(self.namespace)  # (a copy: eval puts __builtins__ in the globals it is given)
+        call = {"args": args, "kwargs": kwargs}
         for guard in ordered:
+            code = self._conditions.get(guard.condition)
             try:
-                ok = eval(guard.condition, dict(self.namespace), {"args": args, "kwargs": kwargs})  # noqa: S307 - squall's own source
+                if code is None:
+                    code = self._conditions[guard.condition] = compile(guard.condition, "<squall-guard>", "eval")
+                ok = eval(code, scope, call)  # noqa: S307 - squall's own source
             except Exception:  # noqa: BLE001 - a condition that cannot be evaluated does not hold
                 ok = False
             if not ok:
