@@ -253,6 +253,34 @@ def test_a_symbolic_region_checked_at_other_lengths_serves_them_with_eager_value
     assert [type(c) for c in ex._compiled.values()].count(SymbolicRegion) == 1
 
 
+class _Holder:
+    def __init__(self, cache: torch.Tensor):
+        self.cache = cache
+
+
+def _grow_held_cache(holder, key):
+    return _grow_cache(holder.cache, key)
+
+
+def test_a_held_cache_one_token_long_is_compiled_for_every_longer_length():
+    # the cache's length is a symbol traced at 1 (squall.symbolic.ShapeEnv.traced_at_one): inductor
+    # compiles it for 2 or more (a hint of 1 would make it the constant 1: a static kernel per
+    # length), and its guards send the call of length 1 to a static compilation
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    jfn = squall.jit(_grow_held_cache, executors=[ex, "torch"], wait=True)
+    for length in (1, 2, 3, 7, 1):
+        holder, key = _Holder(torch.randn(1, 2, length, 16)), torch.randn(1, 2, 1, 16)
+        torch.testing.assert_close(jfn(holder, key), _grow_held_cache(holder, key))
+    assert jfn.cache_info().misses == 1
+    (symbolic,) = [c for c in ex._compiled.values() if type(c) is SymbolicRegion]
+    assert 2 in symbolic.spec.hints.values() and 1 not in symbolic.spec.hints.values(), symbolic.spec
+    (held,) = [i for i, (dims, *_) in enumerate(symbolic.spec.inputs) if dims[2] != 1]  # the cache, among the region's inputs
+    assert symbolic.holds([torch.randn(1, 2, 3 if i == held else 1, 16) for i in range(2)])
+    assert not symbolic.holds([torch.randn(1, 2, 1, 16) for i in range(2)])
+    assert symbolic.wait(120)
+    assert {shapes[held][0][2] for shapes in symbolic.static} <= {1}, list(symbolic.static)
+
+
 def test_a_compilation_returning_other_sizes_than_the_trace_is_never_returned():
     env = ShapeEnv()
     with tracing(TracingContext()):
