@@ -28,6 +28,13 @@ tokens equal, first generate 0.08-0.09 s (torch.compile 4.7 / 10.9 s), fused aft
 One decoding step, cache kept (timed then on squall's torch plan: that entry's upgrade was not waited for):
 squall 1.76-2.52x eager, torch.compile 0.71-3.00x. The DistilBERT
 stream: 3 compiles, 1.44 s (eager 0.68 s, torch.compile 20.4 s).
+A one-token prompt (`--prompts 1,1,20`, branch gen1 against main in one sitting, load 8-9.5: rough,
+best of 3, two runs each): main compiled 3/0/1 (the prefill, a static first step with its cache one
+token long, then a symbolic step), gen1 2/0/1 (the step's cache length a symbol traced at 1; the 1
+for the third prompt is its prefill, the first one's being static); tokens equal. Same-length
+tok/s against eager: gpt2 main 1.26x / 1.36x, gen1 1.81x / 1.39x; llama main 1.65x / 1.71x, gen1
+1.94x / 2.55x. Prompts of 12 in the same sitting (no change expected): gpt2 main 1.63x / 1.70x,
+gen1 1.51x / 2.13x; llama main 1.88x / 2.34x, gen1 2.09x / 1.87x.
 """
 from __future__ import annotations
 
