@@ -226,6 +226,28 @@ def test_generate_compiles_prefill_and_decode_once_and_later_generates_reuse_the
     assert compiles == [2, 0, 0, 0]
 
 
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_generate_from_a_one_token_prompt_compiles_prefill_and_decode_once(name):
+    """A prompt of one token: the first decoding step's KV cache is one token long. Its length is
+    a symbol traced at 1 (squall.symbolic.ShapeEnv.traced_at_one), not a constant, so that step's
+    program runs every later step: two compiles (prefill, step), none in the next generate."""
+    (model,) = [m for m in TRANSFORMERS_MODELS if m.name == name]
+    torch.manual_seed(0)
+    module = model.build()
+    jitted = squall.jit(module)
+    compiles = []
+    for _ in range(2):
+        prompt = torch.randint(1, 97, (1, 1))
+        options = dict(attention_mask=torch.ones_like(prompt), max_new_tokens=8, min_new_tokens=8, do_sample=False, pad_token_id=0)
+        before = jitted.cache_info().misses
+        with torch.no_grad():
+            expected = module.generate(prompt, **options)
+            actual = _no_opaque_calls(jitted.generate, prompt, **options)
+        assert torch.equal(actual, expected)
+        compiles.append(jitted.cache_info().misses - before)
+    assert compiles == [2, 0]
+
+
 def test_a_decoding_loop_stops_compiling_once_its_lengths_are_symbolic():
     (model,) = [m for m in TRANSFORMERS_MODELS if m.name == "llama"]
     torch.manual_seed(0)
