@@ -66,6 +66,8 @@ class TracingContext:
         # whether the program is traced with grad mode on (a gradient may be taken of it); only
         # then does what a no_grad region inside it returns decide a gradient (squall.ltorch.eager_identity)
         self.traced_with_grad = torch.is_grad_enabled()
+        # and in inference mode: a program that enters or leaves it is not modelled (squall.ltorch.base.UnmodelledMode)
+        self.traced_in_inference = torch.is_inference_mode_enabled()
         # views and what a write through one changes (squall.frontend.views)
         self.views = ViewTracker(self)
         # the real values of the call being traced, where tracing may read them (squall.frontend.speculation);

@@ -28,7 +28,7 @@ from ..frontend.state_guards import StateGuards
 from ..frontend.state_views import EagerFirst, UnreplayableWrite, raised_by_users_code
 from ..frontend.tracing import argument_names, module_slots
 from ..guard_set import ALIAS, GuardFailure
-from ..ltorch.base import AutocastWhileTracing, SquallWarning
+from ..ltorch.base import UnmodelledMode, SquallWarning
 from ..market.config import ExecutorPriority
 from ..proxies import current_context
 from ..symbol import user_stacklevel
@@ -176,7 +176,7 @@ class Runtime(Replans):
                     return self._eager_for(key, str(setup).removeprefix("squall: "))
                 self._set_up_eagerly.add(key)
                 return self._eager_once()
-            except (UnreplayableWrite, AutocastWhileTracing) as write:
+            except (UnreplayableWrite, UnmodelledMode) as write:
                 return self._eager_for(key, str(write).removeprefix("squall: "))
             except Exception as error:  # noqa: BLE001 - only the user's own code raising is answered here
                 if not raised_by_users_code(error):
@@ -412,7 +412,7 @@ class Runtime(Replans):
                 with record_compilation(self, args, kwargs) as rec:  # squall.runtime.rage sees variants too
                     compilation, tiered = self._compile_first_tier(args, kwargs, executors, on_traced=rec.traced)
                     rec.compiled(compilation)
-            except (UnreplayableWrite, AutocastWhileTracing) as refused:  # (EagerFirst too): eager from now on
+            except (UnreplayableWrite, UnmodelledMode) as refused:  # (EagerFirst too): eager from now on
                 return [self._eager_for(key, str(refused).removeprefix("squall: ")), None]
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             self.stats.misses += 1
