@@ -28,7 +28,7 @@ from ..frontend.state_guards import StateGuards
 from ..frontend.state_views import EagerFirst, UnreplayableWrite, raised_by_users_code
 from ..frontend.tracing import argument_names, module_slots
 from ..guard_set import ALIAS, GuardFailure
-from ..ltorch.base import UnmodelledMode, SquallWarning
+from ..ltorch.base import SquallWarning, UnmodelledMode
 from ..market.config import ExecutorPriority
 from ..proxies import current_context
 from ..symbol import user_stacklevel
