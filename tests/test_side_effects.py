@@ -429,3 +429,25 @@ def test_heappush_on_a_closure_list_runs_eagerly_and_a_users_setitem_is_replayed
         assert_close(j(torch.ones(2)), torch.full((2,), float(n)))
     assert list(store.items) == [0, 1]
     _no_proxies(store.items)
+
+
+def _counted(x, calls=[]):  # noqa: B006 - the mutable default is the point: eager keeps it between calls
+    calls.append(x.sum())
+    return x * len(calls)
+
+
+def _counted_by_keyword(x, *, seen={}):  # noqa: B006
+    seen["n"] = seen.get("n", 0) + 1
+    return x * seen["n"]
+
+
+@pytest.mark.parametrize("fn", [_counted, _counted_by_keyword])
+def test_a_mutable_default_written_by_the_program_keeps_eagers_writes_between_calls(fn):
+    # the default object is the function's, kept between calls: read, it is guarded; written, the write replays
+    state = fn.__defaults__[0] if fn.__defaults__ else fn.__kwdefaults__["seen"]
+    jitted = squall.jit(fn)
+    for n in range(1, 5):
+        assert_close(jitted(torch.ones(2)), torch.full((2,), float(n)))
+    assert len(state) == 4 if isinstance(state, list) else state["n"] == 4
+    # eager carries on from the same object
+    assert_close(fn(torch.ones(2)), torch.full((2,), 5.0))

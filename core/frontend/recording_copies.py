@@ -69,8 +69,8 @@ class RecordingCopies:
             recorded_cells = [i for i, cell in enumerate(cells) if _recordable(_cell_value(cell))]
             for i in recorded_cells:
                 cells[i] = types.CellType()
-            copy = types.FunctionType(fn.__code__, watched, fn.__name__, fn.__defaults__, tuple(cells) if fn.__closure__ else None)
-            copy.__kwdefaults__ = fn.__kwdefaults__
+            copy = types.FunctionType(fn.__code__, watched, fn.__name__, self._followed_defaults(fn), tuple(cells) if fn.__closure__ else None)
+            copy.__kwdefaults__ = self._followed_kwdefaults(fn)
             copy.__qualname__ = fn.__qualname__
             self._functions[id(fn)] = self._standing_for(copy, fn)
             for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars, fn.__closure__ or ())):
@@ -85,6 +85,25 @@ class RecordingCopies:
                     self._cells.append((cells[i], cells[i].cell_contents, name, fn))
             self._wrote.append((dict(real), fn, watched))
         return copy
+
+    def _followed_defaults(self, fn: types.FunctionType) -> tuple | None:
+        """`fn`'s default values as its copy is to hold them: a mutable one (`acc=[]`, which eager
+        keeps between calls) followed as a recording copy, so reading it guards and writing it
+        replays, as for a global; numbers, strings and None as they are."""
+        defaults = fn.__defaults__
+        if not defaults or all(type(v) in _SCALARS for v in defaults):
+            return defaults
+        label = f"the defaults of {fn.__qualname__}"
+        return self._follow(defaults, f"{self.guards.bind(fn, 'fn')}.__defaults__", label)
+
+    def _followed_kwdefaults(self, fn: types.FunctionType) -> dict | None:
+        """`fn`'s keyword-only defaults, followed as `_followed_defaults` follows its defaults."""
+        defaults = fn.__kwdefaults__
+        if not defaults or all(type(v) in _SCALARS for v in defaults.values()):
+            return defaults
+        held = self.guards.bind(fn, "fn")
+        return {k: self._follow(v, f"{held}.__kwdefaults__[{k!r}]", f"the default of {fn.__qualname__}'s parameter {k!r}")
+                for k, v in defaults.items()}
 
     def _follow(self, value: Any, expr: str, label: str) -> Any:
         """`value`, reached as `expr`, as the program is to use it: a list or dict as a
