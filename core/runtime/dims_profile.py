@@ -25,7 +25,7 @@ __all__ = ["REMEMBER_ENV", "remember_enabled", "program_code", "learned", "learn
 REMEMBER_ENV = "SQUALL_REMEMBER_DYNAMIC"
 
 _lock = threading.Lock()
-_learned: dict[Any, dict[tuple, frozenset[int]]] = {}  # code object -> argument path -> its symbolic dimensions
+_learned: dict[Any, dict[tuple, frozenset[int]]] = {}  # program_code -> argument path -> its symbolic dimensions
 
 
 def remember_enabled(environ: Mapping[str, str] | None = None) -> bool:
@@ -41,15 +41,17 @@ def remember_enabled(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def program_code(fn: Callable) -> Any:
-    """The code object a jitted program's learned dimensions are kept under: a function's, or a
-    module's forward's; None where it has none (a builtin, a callable object)."""
+    """What a jitted program's learned dimensions are kept under: its code object (a function's,
+    or a module's forward's) with its file (code objects compare by contents, not by file); None
+    where it has none (a builtin, a callable object)."""
     forward = getattr(fn, "forward", None) if not hasattr(fn, "__code__") else fn
     forward = getattr(forward, "__func__", forward)  # a bound method: its function
-    return getattr(forward, "__code__", None)
+    code = getattr(forward, "__code__", None)
+    return (code.co_filename, code) if code is not None else None
 
 
 def learned(code: Any) -> dict[tuple, frozenset[int]]:
-    """The dimensions earlier jits of `code` made symbolic because they changed: path -> dims."""
+    """The dimensions earlier jits of `code` (a `program_code`) made symbolic because they changed: path -> dims."""
     with _lock:
         return dict(_learned.get(code, {}))
 
