@@ -300,12 +300,25 @@ class _TensorSpec:
         return live.detach().requires_grad_(self.requires_grad)
 
     def example(self, borrow: bool = True) -> torch.Tensor:
+        """The copy of the call's values where kept, else the caller's tensor while it lives
+        (where `borrow`; else values drawn at its scale), else drawn values."""
         if self.value is not None:
             return self.value.clone().requires_grad_(self.requires_grad)
-        live = self.lent() if borrow else None
+        live = self.lent()
         if live is not None:
-            return live
+            return live if borrow else _drawn_like(live)
         return example_tensor(self.shape, self.dtype, self.device, requires_grad=self.requires_grad)
+
+
+def _drawn_like(t: torch.Tensor) -> torch.Tensor:
+    """Values drawn at the mean and spread of `t`'s (a model's weights: unit normal ones grow a deep
+    model's activations until plans differ by their rounding alone); zeros for integers, as drawn."""
+    drawn = example_tensor(t.shape, t.dtype, t.device)
+    if t.dtype.is_floating_point and t.numel() > 1:
+        with torch.no_grad():
+            std, mean = torch.std_mean(t.detach().float())
+            drawn = (drawn.float() * std + mean).to(t.dtype)
+    return drawn.requires_grad_(t.requires_grad)
 
 
 def call_specs(params: list | None, args: tuple, kwargs: dict, *, keep: Sequence[tuple] = (),
