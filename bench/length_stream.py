@@ -117,6 +117,18 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   Again after merging main (replayed submodules, 4f19b3c), branch then main, load 2.3-2.6, best
   of 3, wall and CPU time alike: squall(dynamic=True) 0.98x eager (1 compile) against 1.29x;
   the default 1.20x (2 compiles) against 1.52x (3); torch only 1.10x against 1.44x.
+- A fast path for keyword tensors and remembered dimensions (stream6), main and the branch in
+  alternate processes, load 5.7-10, the calling thread's CPU time, best of 3: eager 44-50 ms; the
+  default unchanged within the noise (main 1.16x and 1.08x, the branch 1.27x and 1.27x; its 2
+  compiles 21-25 ms either way: three more pairs of 20 compiles each gave bests of 10.7-12.6 ms a
+  compile on both); the warm pass 0.72-0.75x eager on both (a hit now spends about 17 us before
+  its program instead of 30 us, but only 21 of the 39 hits repeat the last call's entry: batches
+  of 1 have one of their own). squall, remembered dims (rounds 2+): 0.99x and 1.04x, 1 compile
+  (11-13 ms), and never a first run. Where the default's total goes: the 38 hits save about
+  11 ms against eager's calls and the two compiles cost about 21 ms more than the two eager calls
+  they replace, so the default reaches eager's total only at about 7 ms a compile; a trace alone
+  takes 6-7 ms of today's 10-12 (bench/compile_phases.py), and its profile is flat (the program's
+  own Python through the state views, 54 torch-language calls at 60 us each, no part above 5%).
 """
 from __future__ import annotations
 
