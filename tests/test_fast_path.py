@@ -222,3 +222,21 @@ def test_an_evicted_keyword_entry_is_forgotten():
     misses = jf.cache_info().misses
     assert_close(jf(x=a, y=b), f(x=a, y=b))
     assert jf.cache_info().misses == misses + 1
+
+
+def test_a_keyword_call_under_autocast_is_not_served_by_the_recent_entry():
+    import pytest
+
+    from squall.runtime.jit import jitted_state
+
+    m = _Masked()
+    jm = squall.jit(m)
+    x, mask = torch.randn(2, 3, 4), torch.ones(2, 3)
+    jm(x=x, mask=mask), jm(x=x, mask=mask)  # the second one's entry is the recent one
+    assert jitted_state(jm).cache.last[1] is not None
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = m(x=x, mask=mask)
+        with pytest.warns(squall.SquallWarning, match="torch.autocast is enabled around the call.*runs eagerly"):
+            out = jm(x=x, mask=mask)
+    assert out.dtype == expected.dtype
+    assert_close(out, expected, rtol=0, atol=0)  # the linear's bfloat16 rounding, as eager's
