@@ -35,6 +35,7 @@ from ..ltorch.shape import movedim, transpose
 from ..ltorch.subscript import setitem
 from ..prims.base import canonical_dim
 from ..proxies import TensorProxy
+from ..symbol import Tags
 from .layouts import traced_is_contiguous
 
 __all__ = ["ViewStep", "ViewTracker", "VIEW_OPS"]
@@ -211,7 +212,7 @@ class ViewTracker:
 
     def note(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
         """Record, where `op` is a view op, that the tensors it returned view its tensor argument."""
-        if getattr(op, "id", None) not in VIEW_OPS:
+        if getattr(op, "id", None) not in VIEW_OPS and Tags.OPAQUE_VIEW not in getattr(op, "tags", ()):
             return
         if op.id == "torch.Tensor.__getitem__" and not _is_basic_key(args[1]):
             return  # advanced indexing copies
@@ -254,6 +255,12 @@ class ViewTracker:
             self._mark_stale(a, keep=None, why=f"{name} modified its base in place")
             return self.ctx.rebind(a, value)
         steps = self.steps[id(a)]
+        opaque = next((step.op.id for step in steps if Tags.OPAQUE_VIEW in step.op.tags), None)
+        if opaque is not None:
+            raise NotImplementedError(
+                f"squall: {name} writes in place into {opaque.removeprefix('opaque.')}(...) of a tensor: that op is not in "
+                f"squall's torch language and runs as an opaque torch call, which returns a view (sharing memory) "
+                f"squall cannot follow a write through. Write the update out of place")
         # the last contiguous() on the way that eager made a copy with (the steps before it lead to that copy's input)
         k = next((k for k in reversed(range(len(steps))) if steps[k].op.id == "torch.Tensor.contiguous" and not self._alias_in_eager(steps[k])), None)
         if k is not None:
@@ -326,6 +333,11 @@ class ViewTracker:
             del self.stale[id(x)]
             steps = self.steps[id(x)]
             for step in steps:
+                if Tags.OPAQUE_VIEW in step.op.tags:
+                    raise NotImplementedError(
+                        f"squall: {what} uses tensor {x.name}, a view {step.op.id.removeprefix('opaque.')}(...) returned "
+                        f"of a tensor changed since ({why}); that op runs as an opaque torch call, whose view squall "
+                        "cannot take again of the new value. Take the view after the change")
                 if step.op.id in _LAYOUT_DEPENDENT and not self._alias_in_eager(step):
                     raise NotImplementedError(
                         f"squall: {what} uses tensor {x.name}, which came from {step.op.id}(...) of a tensor "
