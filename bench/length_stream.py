@@ -30,6 +30,11 @@ Contenders:
   2 or more, run its symbolic entry);
 - squall(dynamic=True), 1st call eager: a what-if for the default policy, the first call run
   eagerly and the second compiled with every size symbolic;
+- squall, remembered dims (rounds 2+): the default with `$SQUALL_REMEMBER_DYNAMIC=1`
+  (squall.runtime.dims_profile): each round's jit starts with the dimensions the earlier
+  rounds' jits of the model learned, so from the second round on it compiles once, symbolic.
+  Its best round is never a first run: the default's row is (no other contender learns or
+  reads what this one learned);
 - torch.compile(dynamic=True) and torch.compile() (Dynamo's automatic dynamic).
 
 Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 16-20):
@@ -112,6 +117,19 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   Again after merging main (replayed submodules, 4f19b3c), branch then main, load 2.3-2.6, best
   of 3, wall and CPU time alike: squall(dynamic=True) 0.98x eager (1 compile) against 1.29x;
   the default 1.20x (2 compiles) against 1.52x (3); torch only 1.10x against 1.44x.
+- A fast path for keyword tensors and remembered dimensions (stream6), main and the branch in
+  alternate processes, load 5.7-10, the calling thread's CPU time, best of 3: eager 44-50 ms; the
+  default unchanged within the noise (main 1.16x and 1.08x, the branch 1.27x and 1.27x; its 2
+  compiles 21-25 ms either way: three more pairs of 20 compiles each gave bests of 10.7-12.6 ms a
+  compile on both); the warm pass 0.72-0.75x eager on both (a hit now spends about 17 us before
+  its program instead of 30 us, but only 21 of the 39 hits repeat the last call's entry: batches
+  of 1 have one of their own). squall, remembered dims (rounds 2+): 0.99x and 1.04x, 1 compile
+  (11-13 ms), and never a first run. Where the default's total goes: the 38 hits save about
+  11 ms against eager's calls and the two compiles cost about 21 ms more than the two eager calls
+  they replace, so the default reaches eager's total only at about 7 ms a compile; a trace alone
+  takes 6-7 ms of today's 10-12 (bench/compile_phases.py), and its profile is flat (the program's
+  own Python through the state views, 54 torch-language calls at about 60 us each; no function
+  takes 4% of it in its own time).
 """
 from __future__ import annotations
 
@@ -127,7 +145,7 @@ from collections.abc import Callable
 import torch
 
 import squall
-from squall.runtime import upgrade_worker
+from squall.runtime import dims_profile, upgrade_worker
 from squall.runtime.jit import jitted_state
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
@@ -191,6 +209,16 @@ def contenders(model: torch.nn.Module, with_torch_compile: bool) -> dict[str, Ca
         fn = squall.jit(model, dynamic=True)
         return fn, lambda: squall_compiles(fn)
 
+    def squall_remembered():
+        # $SQUALL_REMEMBER_DYNAMIC: this jit starts with the dimensions the last round's jit of the
+        # model's forward learned (squall.runtime.dims_profile); its first round learns them as the default does
+        os.environ[dims_profile.REMEMBER_ENV] = "1"
+        try:
+            fn = squall.jit(model)
+        finally:
+            del os.environ[dims_profile.REMEMBER_ENV]
+        return fn, lambda: squall_compiles(fn)
+
     def squall_dynamic_first_eager():
         # a what-if for the default policy: its first call run eagerly (no static compile a stream
         # wastes), the second compiled with the changed sizes symbolic (here: every size, as dynamic=True)
@@ -207,7 +235,7 @@ def contenders(model: torch.nn.Module, with_torch_compile: bool) -> dict[str, Ca
     found = {"eager": lambda: (model, lambda: 0), "squall": squall_default, "squall, upgrade at 1st call": squall_upgrade_at_once,
              "squall, batch of 1 compiled": squall_zero_one_at_once, "squall, length only": squall_length_only,
              "squall, torch only": squall_torch_only, "squall(dynamic=True)": squall_dynamic,
-             "squall(dynamic=True), 1st call eager": squall_dynamic_first_eager}
+             "squall(dynamic=True), 1st call eager": squall_dynamic_first_eager, "squall, remembered dims (rounds 2+)": squall_remembered}
     if with_torch_compile:
         found["torch.compile(dynamic=True)"] = compiled(True)
         found["torch.compile()"] = compiled(None)
@@ -324,11 +352,11 @@ def main() -> None:
     load = os.getloadavg()
     print(f"length stream: DistilBERT dim {opts.dim}, {opts.batches} batches of batch size 1/4/8 and length 8-128; "
           f"one thread; best of {opts.rounds} rounds; load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
-    print(f"  {'contender':30}{'total (compiles in)':>20}{'vs eager':>10}{'CPU':>9}{'vs eager':>10}{'compiles':>10}{'warm stream':>13}{'vs eager':>10}{'max |diff|':>12}")
+    print(f"  {'contender':38}{'total (compiles in)':>20}{'vs eager':>10}{'CPU':>9}{'vs eager':>10}{'compiles':>10}{'warm stream':>13}{'vs eager':>10}{'max |diff|':>12}")
     base_cold, base_warm, base_cpu = min(cold["eager"]), min(warm["eager"]), min(cpu["eager"])
     for name in builders:
         c, w, t = min(cold[name]), min(warm[name]), min(cpu[name])
-        print(f"  {name:30}{c:>19.3f}s{c / base_cold:>9.2f}x{t:>8.3f}s{t / base_cpu:>9.2f}x{compiles[name]:>10}{w:>12.3f}s{w / base_warm:>9.2f}x{worst[name]:>12.1e}")
+        print(f"  {name:38}{c:>19.3f}s{c / base_cold:>9.2f}x{t:>8.3f}s{t / base_cpu:>9.2f}x{compiles[name]:>10}{w:>12.3f}s{w / base_warm:>9.2f}x{worst[name]:>12.1e}")
     if opts.calls:
         print("call by call, on the calling thread's CPU time (the first pass of least CPU time; each warm call's least):")
         least = {name: [min(runs, key=lambda call: call[1]) for runs in zip(*warm_calls[name])] for name in builders}

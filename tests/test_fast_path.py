@@ -128,3 +128,115 @@ def test_an_entry_with_symbolic_sizes_takes_the_fast_path_and_sizes_0_and_1_do_n
         if x.shape[0] == 1:  # two keys, one program
             assert [state.cache.compiled(k) for k in state.cache.slots].count(symbolic_entry) == 2
         assert_close(jf(torch.ones(6), torch.ones(6)), f(torch.ones(6), torch.ones(6)))  # back to the symbolic entry
+
+
+# --- keyword tensors (a transformers model's `model(input_ids=..., attention_mask=...)`) --------
+
+
+class _Masked(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x=None, mask=None):
+        return self.lin(x) * mask.unsqueeze(-1)
+
+
+def test_keyword_tensors_take_the_recent_entry_and_anything_else_goes_to_the_key():
+    from squall.runtime.jit import jitted_state
+
+    m = _Masked()
+    jm = squall.jit(m)
+    state = jitted_state(jm)
+    x, mask = torch.randn(2, 3, 4), torch.ones(2, 3)
+    jm(x=x, mask=mask), jm(x=x, mask=mask)
+    recent = state.cache.last[1]
+    assert recent is not None and recent[5] == ("x", "mask")
+    hits = jm.cache_info().hits
+    assert_close(jm(x=x, mask=mask), m(x=x, mask=mask))
+    assert jm.cache_info().hits == hits + 1 and state.cache.last[1] is recent  # through the C check
+    # each of these differs in something the key holds, the names' order or the strides: not the recent
+    # entry's C check, and correct
+    t = torch.randn(2, 4, 3).transpose(1, 2)
+    for kwargs in [dict(x=x.clone().requires_grad_(), mask=mask), dict(mask=mask, x=x), dict(x=t, mask=mask),
+                   dict(x=x, mask=mask[:1].expand(2, 3)), dict(x=x.double(), mask=mask)]:
+        if kwargs["x"].dtype is torch.float64:
+            m.double()
+        try:
+            out, expected = jm(**kwargs), m(**kwargs)
+        finally:
+            m.float()
+        assert out.dtype == expected.dtype and out.requires_grad == expected.requires_grad
+        assert_close(out, expected)
+        assert_close(jm(x=x, mask=mask), m(x=x, mask=mask))  # and back
+    with torch.no_grad():
+        out = jm(x=x.clone().requires_grad_(), mask=mask)
+    assert not out.requires_grad
+
+
+def test_a_keyword_that_is_not_a_tensor_goes_to_the_key_every_call():
+    from squall.runtime.jit import jitted_state
+
+    def f(x=None, scale=None):
+        return x * 2 if scale is None else x * scale
+
+    jf = squall.jit(f)
+    x = torch.randn(3)
+    for _ in range(3):
+        assert_close(jf(x=x, scale=None), f(x=x, scale=None))
+    assert jitted_state(jf).cache.last[1] is None
+    assert_close(jf(x=x, scale=3.0), f(x=x, scale=3.0))
+
+
+def test_keyword_tensors_of_a_symbolic_entry_take_it_for_new_lengths_and_not_for_size_1():
+    from squall.runtime.jit import jitted_state
+
+    m = _Masked()
+    jm = squall.jit(m)
+    state = jitted_state(jm)
+    with torch.no_grad():
+        for n in (5, 6, 7):
+            x, mask = torch.randn(2, n, 4), torch.ones(2, n)
+            assert_close(jm(x=x, mask=mask), m(x=x, mask=mask))
+        symbolic = state.cache.last[1][0]
+        misses = jm.cache_info().misses
+        for n in (9, 2, 30):
+            x, mask = torch.randn(3, n, 4), torch.rand(3, n)
+            assert_close(jm(x=x, mask=mask), m(x=x, mask=mask))
+            assert state.cache.last[1][0] is symbolic
+        assert jm.cache_info().misses == misses
+        x, mask = torch.randn(3, 1, 4), torch.rand(3, 1)  # a size of 1: a key of its own, never the symbolic one's
+        served = symbolic[1]
+        assert_close(jm(x=x, mask=mask), m(x=x, mask=mask))
+        assert symbolic[1] == served
+
+
+def test_an_evicted_keyword_entry_is_forgotten():
+    f = lambda x=None, y=None: x - y  # noqa: E731
+    jf = squall.jit(f, cache_size=1)
+    a, b = torch.randn(3), torch.randn(3)
+    jf(x=a, y=b), jf(x=a, y=b)
+    jf(x=a.double(), y=b.double())  # evicts the float32 entry
+    state = jf.__squall__
+    assert jf.cache_info().evictions == 1 and state._last[1] is None  # the evicted entry is forgotten
+    misses = jf.cache_info().misses
+    assert_close(jf(x=a, y=b), f(x=a, y=b))
+    assert jf.cache_info().misses == misses + 1
+
+
+def test_a_keyword_call_under_autocast_is_not_served_by_the_recent_entry():
+    import pytest
+
+    from squall.runtime.jit import jitted_state
+
+    m = _Masked()
+    jm = squall.jit(m)
+    x, mask = torch.randn(2, 3, 4), torch.ones(2, 3)
+    jm(x=x, mask=mask), jm(x=x, mask=mask)  # the second one's entry is the recent one
+    assert jitted_state(jm).cache.last[1] is not None
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = m(x=x, mask=mask)
+        with pytest.warns(squall.SquallWarning, match="torch.autocast is enabled around the call.*runs eagerly"):
+            out = jm(x=x, mask=mask)
+    assert out.dtype == expected.dtype
+    assert_close(out, expected, rtol=0, atol=0)  # the linear's bfloat16 rounding, as eager's

@@ -35,8 +35,9 @@ class EntryCache:
         self.size = size
         self.slots: dict[Any, list] = {}  # key -> [runner, hits]: the entry point's dict
         self.entries: dict[Any, CacheEntry] = {}  # key -> its record, cached or remembered
-        # the slot the entry point's fast path hit last, and its C metadata check per key (squall.runtime.entry_point)
-        self.last: list = [None]
+        # the slot the entry point's fast paths hit last (positional tensors; keyword tensors), and
+        # their C metadata check per key (squall.runtime.entry_point)
+        self.last: list = [None, None]
         self.fast_checks: dict[Any, Callable] = {}
         # held while compiling (threads that miss on one signature compile it once) and around every swap
         self.lock = threading.RLock()

@@ -32,7 +32,7 @@ from ..ltorch.base import SquallWarning, UnmodelledMode
 from ..market.config import ExecutorPriority
 from ..proxies import current_context
 from ..symbol import user_stacklevel
-from . import tiers, upgrade_worker
+from . import dims_profile, tiers, upgrade_worker
 from .aliasing import AliasPattern, alias_pattern, describe_path, input_tensors, same_as_paths, tensor_paths_of
 from .cache import EntryCache
 from .dynamic_dims import DynamicDims, admits_ones, has_shape_guards, one_variants, specialised_dims
@@ -84,7 +84,9 @@ class Runtime(Replans):
         self._training_of: list[Any] = []
         self._parameter_key = ParameterKey()  # the key's part for the parameters' metadata
         self._numbers = DynamicNumbers()  # the number arguments read at run time (squall.runtime.entry_point)
-        self._dims = DynamicDims(dynamic)  # the tensor dimensions traced as symbolic sizes (squall.runtime.dynamic_dims)
+        # the tensor dimensions traced as symbolic sizes (squall.runtime.dynamic_dims); with
+        # $SQUALL_REMEMBER_DYNAMIC, starting from those earlier jits of this code learned (dims_profile)
+        self._dims = DynamicDims(dynamic, code=dims_profile.program_code(fn) if dims_profile.remember_enabled() else None)
         self._warned_autocast = False
         self._eager_keys: dict[Any, str] = {}  # key -> why its calls run eagerly (an unreplayable write)
         self._set_up_eagerly: set[Any] = set()  # keys whose one-time setup eager made (EagerFirst)

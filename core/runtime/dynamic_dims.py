@@ -40,6 +40,7 @@ from ..frontend.state_views import by_structure
 from ..frontend.tracing import ALL_DIMS, NUMBER_SIZE, state_dims_path
 from ..symbolic import concrete_shape
 from ..trace import route_value
+from . import dims_profile
 from .entry_point import DYNAMIC, argument_leaves, dynamic_key
 
 __all__ = ["DynamicDims", "tensor_paths", "has_shape_guards", "specialised_dims", "holds_state", "held_tensors", "one_long", "zero_one_variant", "one_variants", "admits_ones"]
@@ -66,7 +67,7 @@ class DynamicDims:
     instead of running it eagerly until it paid for that compile (squall.runtime.ski_rental)
     (bench/length_stream.py compares these on a stream of lengths and batch sizes)."""
 
-    def __init__(self, mode: bool | str = _AUTO, batch_with_length: bool = True, zero_one_eagerly: bool = True):
+    def __init__(self, mode: bool | str = _AUTO, batch_with_length: bool = True, zero_one_eagerly: bool = True, code: Any = None):
         self.mode = mode
         self.batch_with_length = batch_with_length
         self.zero_one_eagerly = zero_one_eagerly
@@ -78,6 +79,12 @@ class DynamicDims:
         # waits): the user said so (dynamic=True), or a dimension became symbolic because it changed
         # between calls (the "auto" policy did it)
         self.sizes_vary = mode is True
+        # the program's code object, where what it learns is kept for later jits of it
+        # (squall.runtime.dims_profile, $SQUALL_REMEMBER_DYNAMIC): those start with it symbolic
+        self.code = code if mode == _AUTO else None
+        if self.code is not None:
+            self.dims.update(dims_profile.learned(self.code))
+            self.sizes_vary = bool(self.dims)
 
     def key_for(self, key: tuple, args: tuple, kwargs: dict, numbers: set | frozenset = frozenset()) -> tuple:
         """The key to compile this call under: `key`, or with its symbolic dimensions masked,
@@ -130,6 +137,8 @@ class DynamicDims:
             if ds:
                 self.dims[path] = self.dims.get(path, frozenset()) | frozenset(ds)
                 self.sizes_vary = self.sizes_vary or bool(ds & varied.get(path, set()))
+                if self.code is not None and ds & varied.get(path, set()):
+                    dims_profile.learn(self.code, path, self.dims[path])
         if not any(path in self.dims for path in tensors):
             return key
         return dynamic_key(key, args, kwargs, set(), self.dims)
@@ -178,6 +187,8 @@ class DynamicDims:
         if state:
             path = state_dims_path(*path[1:])
         self._static.setdefault(path, set()).add(dim)
+        if self.code is not None:
+            dims_profile.unlearn(self.code, path, dim)
         left = self.dims.get(path, self.dims.get(("state",), frozenset()) if state else frozenset()) - {dim}
         if left or state:  # (a state tensor's own empty set: none of its dimensions, not every one)
             self.dims[path] = left

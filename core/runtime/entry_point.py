@@ -153,6 +153,7 @@ _ENTRY_POINT = """
 def compiled(*args, **kwargs):
 {module_state}
 {fast_path}
+{keyword_path}
     if _is_any_autocast_enabled():
         return under_autocast(*args, **kwargs)
     key = (_is_grad_enabled(), _get_default_dtype())
@@ -166,14 +167,30 @@ def compiled(*args, **kwargs):
     if kwargs:
         key += (tuple([(k, value_key(v, f"keyword argument {{k!r}}")) for k, v in kwargs.items()]),)
 {state_key}
+    found = key
     entry = cache.get(key)
     if entry is None and (dynamic or dims):
-        entry = cache.get(dynamic_key(key, args, kwargs, dynamic, dims))
+        found = dynamic_key(key, args, kwargs, dynamic, dims)
+        entry = cache.get(found)
     if entry is None:
         return compile_(args, kwargs, key, {params})({params_arg}*args, **kwargs)
     entry[1] += 1
+    if kwargs and not args:
+        last[1] = _recent_keywords(cache, checks, entry, found, kwargs)
     return entry[0]({params_arg}*args, **kwargs)
 """
+
+# A call of keyword tensors alone (a transformers model's `model(input_ids=..., attention_mask=...)`)
+# tries the entry it last found by its key (`last[1]`) the same way: the same names in the same
+# order, then one C check of the tensors (`_recent`), grad mode, the default dtype and a module's
+# state (a call under torch.autocast fails that check, as the positional one's does, and goes
+# on to `under_autocast`); anything else goes on to the key.
+_KEYWORD_PATH = """    if kwargs and not args:
+        recent = last[1]
+        if recent is not None and recent[5] == tuple(kwargs) and recent[1](*kwargs.values()) and _is_grad_enabled() is recent[2] and _get_default_dtype() is recent[3]{state_check}:
+            entry = recent[0]
+            entry[1] += 1
+            return entry[0]({params_arg}**kwargs)"""
 _FUNCTION_PARTS = {"module_state": "", "state_key": "", "state_check": "", "params": "None", "params_arg": ""}
 
 # For a function of a fixed number of positional parameters, the call with that many plain
@@ -210,7 +227,19 @@ _FAST_PATH = """    if len(args) == {n} and not kwargs:
                     return entry[0]({params_arg}{names})"""
 
 
-def _recent(cache: dict, checks: dict, entry: list, key: tuple, tensors: tuple) -> tuple | None:
+def _recent_keywords(cache: dict, checks: dict, entry: list, key: tuple, kwargs: dict) -> tuple | None:
+    """`_recent` for a call of keyword tensors alone (`key`: the key its entry was found under,
+    whose third part holds (name, tensor metadata) per keyword), with the names in their order
+    last; None where a value is not a plain tensor."""
+    tensors = tuple(kwargs.values())
+    for t in tensors:
+        if type(t) is not _Tensor:
+            return None
+    recent = _recent(cache, checks, entry, key, tensors, shapes=[part[1][0] for part in key[2]])
+    return recent + (tuple(kwargs),) if recent is not None else None
+
+
+def _recent(cache: dict, checks: dict, entry: list, key: tuple, tensors: tuple, shapes: list | None = None) -> tuple | None:
     """What the fast path keeps of the entry it hit: the entry, a C check of the tensors'
     metadata against these (built once per key, kept in `checks`), its grad mode and its
     default dtype; None if another thread took the entry out of the cache meanwhile.
@@ -222,7 +251,8 @@ def _recent(cache: dict, checks: dict, entry: list, key: tuple, tensors: tuple) 
         return None
     check = checks.get(key)
     if check is None:
-        shapes = [key[2 + 4 * i] for i in range(len(tensors))]  # (shape, dtype, device, requires_grad) per tensor
+        if shapes is None:
+            shapes = [key[2 + 4 * i] for i in range(len(tensors))]  # (shape, dtype, device, requires_grad) per tensor
         sizes = [[None if n is DYNAMIC else n for n in shape] for shape in shapes]
         strides = [[None] * t.dim() if DYNAMIC in shape else list(t.stride()) for t, shape in zip(tensors, shapes)]
         check = _metadata_check(tensors, sizes, strides)
@@ -237,11 +267,11 @@ def _recent(cache: dict, checks: dict, entry: list, key: tuple, tensors: tuple) 
 
 
 def forget_recent(last: list, checks: dict, key: Any, entry: list) -> None:
-    """Entry `key` left the cache: the fast path stops going to it."""
+    """Entry `key` left the cache: the fast paths stop going to it."""
     checks.pop(key, None)
-    recent = last[0]
-    if recent is not None and recent[0] is entry:
-        last[0] = None
+    for i, recent in enumerate(last):
+        if recent is not None and recent[0] is entry:
+            last[i] = None
 
 
 def _fast_path(fn: Callable, parts: dict[str, str]) -> str:
@@ -376,8 +406,8 @@ def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Calla
                      training_of: list | None = None, parameter_key: ParameterKey | None = None) -> Callable:
     """The entry point of a jitted function or module (`module`): generated once, closed over
     its cache, its compile, the set of its dynamic number arguments' paths
-    (`DynamicNumbers.paths`, filled in place), and `last`, whose one item is the entry its fast
-    path hit last, with `checks`, the fast path's metadata check per key (`forget_recent` when
+    (`DynamicNumbers.paths`, filled in place), and `last`, whose items are the entries its fast
+    paths (positional tensors; keyword tensors) hit last, with `checks`, their metadata check per key (`forget_recent` when
     an entry leaves the cache). `dims` maps a tensor argument's path to its symbolic dimensions
     (`squall.runtime.dynamic_dims`, filled in place): the key holds DYNAMIC there for a size of
     2 or more. A module's entry point also reads its parameters through `slots`, its training
@@ -389,6 +419,7 @@ def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Calla
         "last": last,
         "checks": checks,
         "_recent": _recent,
+        "_recent_keywords": _recent_keywords,
         "dynamic": dynamic,
         "dynamic_key": dynamic_key,
         "cache": cache,
@@ -409,7 +440,8 @@ def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Calla
         "value_key": value_key,
     }
     parts = _MODULE_PARTS if module else _FUNCTION_PARTS
-    source = _ENTRY_POINT.format(fast_path=_fast_path(fn.forward if module else fn, parts), **parts)
+    keyword_path = _KEYWORD_PATH.format(state_check=parts["state_check"], params_arg=parts["params_arg"])
+    source = _ENTRY_POINT.format(fast_path=_fast_path(fn.forward if module else fn, parts), keyword_path=keyword_path, **parts)
     load_source(source, "entry-point", namespace)
     return namespace["compiled"]
 
