@@ -181,28 +181,6 @@ def test_write_through_an_expanded_view_raises_eagers_error():
         squall.jit(f)(torch.zeros(1, 3))
 
 
-def test_a_layout_dependent_view_written_then_its_base_read_is_refused():
-    def through_reshape(x):
-        x.reshape(-1).add_(1)  # eager modifies x where reshape returned a view
-        return x.shape[0]
-
-    with pytest.raises(
-        NotImplementedError,
-        match=r"a tensor passed in \(eager would modify it\) uses tensor x, but torch.Tensor.add_ wrote into "
-        r"torch.Tensor.reshape\(...\) of it in place, and eager's torch.Tensor.reshape returns a view \(sharing memory\) "
-        r"or a copy depending on the memory layout",
-    ):
-        squall.jit(through_reshape)(torch.zeros(2, 3))
-
-    def reads_flatten_after_base_write(x):
-        f = x.flatten()
-        x.add_(1)
-        return f
-
-    with pytest.raises(NotImplementedError, match=r"the function's output uses tensor \w+, which came from torch\.Tensor\.flatten"):
-        squall.jit(reads_flatten_after_base_write)(torch.zeros(2, 3))
-
-
 def test_a_layout_dependent_view_of_a_value_read_no_more_is_written_freely():
     def f(x):
         y = (x * 2).reshape(-1)

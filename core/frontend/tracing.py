@@ -494,8 +494,8 @@ def trace_program(
             language.read_through_wrapped(ctx, result)  # a collective's result returned unread: its wait
             result = capture_output(result, ctx.constant, ctx.state.existing)
             if ctx.views.stale:
-                ctx.views.refresh(result, "the function's output")  # a view of a tensor changed since it was taken
-                ctx.views.refresh((ctx.inputs, list(ctx._constant_proxies.values())), "a tensor passed in (eager would modify it)")
+                ctx.views.refresh(result)  # a view of a tensor changed since it was taken
+                ctx.views.refresh((ctx.inputs, list(ctx._constant_proxies.values())))
             for original, handle in ctx.mutated_inputs.values():
                 copy_(original, handle)
             # an output that is a tensor passed in and written in place is that tensor, as in eager

@@ -282,13 +282,13 @@ class TorchLanguage:
             # an op that cannot take a run-time number gets its value in this call, guarded
             args, kwargs = numbers.specialised(ctx, args, kwargs)
         if has_proxy and ctx.views.stale:
-            ctx.views.refresh((args, kwargs), qualified_name(func))  # views whose base changed since: regenerated first
+            ctx.views.refresh((args, kwargs))  # views whose base changed since: regenerated first
         if op is not None:
             if has_tensor:
                 as_proxy = lambda x: ctx.constant(x) if real_tensor(x) else x
                 args, kwargs = _map_call(as_proxy, args), _map_call(as_proxy, kwargs)
                 if ctx.views.stale:
-                    ctx.views.refresh((args, kwargs), qualified_name(func))
+                    ctx.views.refresh((args, kwargs))
             try:
                 out = op(*args, **kwargs)
             except NotInLanguage as variant:
@@ -333,7 +333,7 @@ class TorchLanguage:
                     return value if is_getter else value(*args[1:], **kwargs)
                 has_proxy, _ = _scan((args, kwargs.values()), has_proxy, False)
                 if has_proxy and ctx.views.stale:
-                    ctx.views.refresh((args, kwargs), qualified_name(func))
+                    ctx.views.refresh((args, kwargs))
         if not has_proxy:
             # A torch call on constants only (a property of a captured tensor, torch.finfo, ...)
             return func(*args, **kwargs)
