@@ -205,7 +205,7 @@ class ViewTracker:
         self.steps: dict[int, tuple[ViewStep, ...]] = {}  # id(view) -> the view calls from its root
         # id(root) -> [root, its views...]; holding them keeps every id above in use
         self.family: dict[int, list[TensorProxy]] = {}
-        self.stale: dict[int, str] = {}  # id(view) -> why: regenerated from its root before its next use
+        self.stale: set[int] = set()  # id(view): regenerated from its root before its next use
         self.logs: list[list] = []  # the module calls being recorded: each notes the view calls made meanwhile (squall.frontend.module_replays)
 
     def note(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
@@ -247,18 +247,18 @@ class ViewTracker:
             start += piece.shape[d]
         return keys
 
-    def write(self, name: str, a: TensorProxy, value: TensorProxy) -> TensorProxy:
-        """`a` gets `value` (an in-place op `name` wrote it); its root and other views follow."""
+    def write(self, a: TensorProxy, value: TensorProxy) -> TensorProxy:
+        """`a` gets `value` (an in-place op wrote it); its root and other views follow."""
         root = self.root.get(id(a))
         if root is None:
-            self._mark_stale(a, keep=None, why=f"{name} modified its base in place")
+            self._mark_stale(a, keep=None)
             return self.ctx.rebind(a, value)
         steps = self.steps[id(a)]
         k = self._last_copy(steps)
         if k is not None:
             # that copy is a tensor of its own, and `a` is it or a view of it
             self._leave_family(self._made_by(k, a, steps), root)
-            return self.write(name, a, value)
+            return self.write(a, value)
         parents = [root]  # each step's input, as it is now
         for step in steps[:-1]:
             parents.append(step.forward(parents[-1]))
@@ -272,7 +272,7 @@ class ViewTracker:
                 self.ctx.rebind(root, new)
         else:
             self.ctx.rebind(root, new)
-        self._mark_stale(root, keep=a, why=f"{name} modified another view of the same tensor in place")
+        self._mark_stale(root, keep=a)
         return self.ctx.rebind(a, value)
 
     def _last_copy(self, steps: tuple[ViewStep, ...]) -> int | None:
@@ -303,7 +303,7 @@ class ViewTracker:
         leaving = [v for v in family if v is a or any(step.args[step.at] is a for step in self.steps.get(id(v), ()))]
         family[:] = [v for v in family if not any(v is w for w in leaving)]  # by identity: a proxy's == is torch's
         for view in leaving:
-            self.stale.pop(id(view), None)
+            self.stale.discard(id(view))
             if view is a:
                 del self.root[id(a)], self.steps[id(a)]
                 continue
@@ -312,10 +312,10 @@ class ViewTracker:
             self.root[id(view)], self.steps[id(view)] = a, steps[at:]
             self.family.setdefault(id(a), [a]).append(view)
 
-    def _mark_stale(self, root: TensorProxy, keep: TensorProxy | None, why: str) -> None:
+    def _mark_stale(self, root: TensorProxy, keep: TensorProxy | None) -> None:
         for view in self.family.get(id(root), ())[1:]:
             if view is not keep:
-                self.stale[id(view)] = why
+                self.stale.add(id(view))
 
     def refresh(self, values: Any) -> None:
         """Regenerate, from their roots' newest values, the stale views among `values` (in place:
@@ -333,7 +333,7 @@ class ViewTracker:
                 # and its views keep their values, and leave the family
                 self._leave_family(self._made_by(k, x, steps), self.root[id(x)])
                 continue
-            del self.stale[id(x)]
+            self.stale.discard(id(x))
             value = self.root[id(x)]
             for step in steps:
                 value = step.forward(value)

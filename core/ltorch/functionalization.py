@@ -180,7 +180,7 @@ def rebind_inplace(name: str, a, value):
             raise RuntimeError(f"{name}: result type {value.dtype} can't be cast to the desired output type {a.dtype}")
         value = prims.convert_element_type(value, a.dtype)
     # a view's base and the base's other views follow the write (squall.frontend.views)
-    return current_context().views.write(name, a, value)
+    return current_context().views.write(a, value)
 
 
 def opaque_writes(name: str, metas: list[tuple[TensorProxy, torch.Tensor, int]], meta_out, result):
