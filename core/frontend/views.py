@@ -39,7 +39,7 @@ from ..prims.base import canonical_dim
 from ..proxies import TensorProxy
 from .layouts import traced_is_contiguous, traced_reshape_is_view
 
-__all__ = ["ViewStep", "ViewTracker", "VIEW_OPS"]
+__all__ = ["ViewStep", "ViewTracker", "OpaqueView", "VIEW_OPS"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,15 @@ class ViewStep:
 
     def bound(self) -> tuple:
         return self.op.normalize(self.args, self.kwargs)[0]
+
+
+@dataclass(frozen=True)
+class OpaqueView:
+    """The view op of a step squall does not model: an opaque torch call whose result eager makes
+    a view of its argument (`x.select(1, 2)`, `x.as_strided(...)`, `x.adjoint()`). A write
+    through it, or a read of it after a write into its family, is refused (`ViewTracker`)."""
+
+    id: str
 
 
 def _whole(d: int, item) -> tuple:
@@ -191,9 +200,16 @@ VIEW_OPS = frozenset(_INVERSES) | frozenset(_SPLITS)
 
 
 def _is_basic_key(key) -> bool:
-    """Whether `x[key]` is a view (ints, slices, None, ..., bools) rather than a gather."""
+    """Whether eager's `x[key]` is a view (ints, slices, None, ..., and 0-dim integer tensors,
+    which eager takes as ints) rather than a gather (other tensors, lists, and bools: eager's
+    `x[True]` indexes with a tensor)."""
     items = key if type(key) is tuple else (key,)
-    return not any(isinstance(k, (TensorProxy, torch.Tensor, list, tuple)) for k in items)
+    return not any(type(k) is bool or isinstance(k, (list, tuple)) or (isinstance(k, (TensorProxy, torch.Tensor)) and not _an_int(k)) for k in items)
+
+
+def _an_int(index: TensorProxy | torch.Tensor) -> bool:
+    # (a 0-dim uint8 or bool tensor is a mask to eager)
+    return index.ndim == 0 and not index.dtype.is_floating_point and not index.dtype.is_complex and index.dtype not in (torch.bool, torch.uint8)
 
 
 class ViewTracker:
@@ -234,6 +250,20 @@ class ViewTracker:
             self.steps[id(view)] = (*self.steps.get(id(base), ()), step)
             self.family.setdefault(id(root), [root]).append(view)
 
+    def note_opaque(self, name: str, metas: list[tuple[TensorProxy, torch.Tensor, int]], meta_out: Any, out: Any) -> None:
+        """Record, where an opaque torch call `name` returned views of its tensor arguments (its
+        results on the meta device alias theirs, `metas` pairing each argument with its meta
+        tensor), that they are views squall does not model (`OpaqueView`)."""
+        results = [(m, r) for m, r in zip(tree_flatten(meta_out)[0], tree_flatten(out)[0]) if type(r) is TensorProxy and isinstance(m, torch.Tensor)]
+        for meta, view in results:
+            base = next((x for x, m, _ in metas if m is not meta and torch._C._is_alias_of(meta, m)), None)
+            if base is None or view is base:
+                continue
+            root = self.root.get(id(base), base)
+            self.root[id(view)] = root
+            self.steps[id(view)] = (*self.steps.get(id(base), ()), ViewStep(OpaqueView(name), (base,)))
+            self.family.setdefault(id(root), [root]).append(view)
+
     @staticmethod
     def _split_keys(op: Any, args: tuple, kwargs: dict, pieces: list) -> list[tuple]:
         """For each piece of a split along a dim, the indexing that gives it."""
@@ -259,6 +289,7 @@ class ViewTracker:
             # that copy is a tensor of its own, and `a` is it or a view of it
             self._leave_family(self._made_by(k, a, steps), root)
             return self.write(a, value)
+        _refuse_opaque_views(steps, f"an in-place write into tensor {a.name}")
         parents = [root]  # each step's input, as it is now
         for step in steps[:-1]:
             parents.append(step.forward(parents[-1]))
@@ -333,8 +364,20 @@ class ViewTracker:
                 # and its views keep their values, and leave the family
                 self._leave_family(self._made_by(k, x, steps), self.root[id(x)])
                 continue
+            _refuse_opaque_views(steps, f"tensor {x.name} was written through its base or another view, and reading it")
             self.stale.discard(id(x))
             value = self.root[id(x)]
             for step in steps:
                 value = step.forward(value)
             self.ctx.rebind(x, value)
+
+
+def _refuse_opaque_views(steps: tuple[ViewStep, ...], what: str) -> None:
+    """Raise where one of `steps` is a view squall does not model, naming `what` needed it."""
+    opaque = next((step.op.id for step in steps if type(step.op) is OpaqueView), None)
+    if opaque is not None:
+        raise NotImplementedError(
+            f"squall: {what} needs the memory eager's {opaque}(...) shares with its input, a view squall does "
+            "not model. Take the view with indexing or a view op squall models (x[:, i], x.narrow, x.transpose, x.view), "
+            "or clone() it to write into a copy"
+        )

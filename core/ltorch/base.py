@@ -303,6 +303,11 @@ class TorchLanguage:
                 return ctx.speculation.call(qualified_name(func), func, args, kwargs, refused)
             except TypeError as refused:
                 _refuse_numpy_arrays(qualified_name(func), args, kwargs, refused)
+                if "out" in kwargs and "'out'" in str(refused):
+                    raise NotImplementedError(
+                        f"squall: {qualified_name(func)}(..., out=...) writes its result into a tensor given, which squall "
+                        "does not support; assign the result (y = torch.add(a, b)) or copy it in (y.copy_(torch.add(a, b)))"
+                    ) from refused
                 # torch takes a one-element integer tensor where it wants an int (a size, a
                 # bound): read its value, guarded, and call again with the number; and numpy
                 # scalars in a size as the numbers they are
@@ -464,7 +469,9 @@ class TorchLanguage:
             tags=(Tags.OPAQUE,),
             torchfns=(func,),
         )
-        return opaque_writes(name, metas, meta_out, sym(*args, **kwargs))
+        result = opaque_writes(name, metas, meta_out, sym(*args, **kwargs))
+        current_context().views.note_opaque(name, metas, meta_out, result)  # views of its arguments (select, as_strided)
+        return result
 
 
 def _contains(tensor: TensorProxy, element: Any) -> bool:
