@@ -234,3 +234,29 @@ def test_write_through_unfold_is_refused():
 
     with pytest.raises(NotImplementedError, match=r"torch\.Tensor\.unfold"):
         squall.jit(f)(torch.zeros(4))
+
+
+@pytest.mark.parametrize("transposed", [False, True], ids=["contiguous", "transposed"])
+def test_contiguous_under_no_grad_is_eager_s_object_for_the_call_s_layout(transposed):
+    # under no_grad with an input that requires grad, squall asked eager on a meta tensor (always
+    # contiguous) which object contiguous() returns: for a transposed w it answered w itself, so a
+    # write into the copy reached w and `is` answered True
+    def fn(w):
+        with torch.no_grad():
+            y = w.contiguous()
+            y.add_(1)
+        return (y * w).sum(), y is w
+
+    def make():
+        base = torch.arange(12.0).reshape(4, 3).t() if transposed else torch.arange(12.0).reshape(3, 4)
+        return base.clone(memory_format=torch.preserve_format).requires_grad_(True)
+
+    w_eager, w_squall = make(), make()
+    expected = fn(w_eager)
+    got = squall.jit(fn)(w_squall)
+    assert got[1] is expected[1]
+    assert_close(got[0], expected[0])
+    expected[0].backward()
+    got[0].backward()
+    assert_close(w_squall.grad, w_eager.grad)
+    assert_close(w_squall.detach(), w_eager.detach())

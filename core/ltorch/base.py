@@ -355,6 +355,11 @@ class TorchLanguage:
         if not may_return_an_input(inputs, outputs):
             return out
         tensors = [i for i, o in enumerate(outputs) if type(o) is TensorProxy]
+        if func is torch.Tensor.contiguous:
+            # its input itself exactly where that is laid out as asked: the call's layout decides
+            # (guarded), not a meta tensor's, which is contiguous whatever the input's layout
+            bound = self.table[func].normalize(args, kwargs)[0]
+            return bound[0] if current_context().is_contiguous(bound[0], bound[1]) else out
         eager = returned_inputs(func, args, kwargs, len(tensors))
         if eager is None:
             if any(outputs[i] is p for i in tensors for p in inputs):
