@@ -160,7 +160,9 @@ class Speculation:
 
     def _remember(self, proxies: Any, out: Any) -> None:
         if isinstance(proxies, (TensorProxy, NumberProxy)):
-            self.values[proxies.name] = out
+            source = self.ctx.written_layouts.get(proxies.name) if type(proxies) is TensorProxy else None
+            like = self.values.get(source.name) if source is not None else None
+            self.values[proxies.name] = out if like is None else _laid_out_as(out, like)
         elif isinstance(proxies, (list, tuple)):
             for p, o in zip(proxies, out):
                 self._remember(p, o)
@@ -303,3 +305,19 @@ def specialised_numbers(compilation: Any) -> set[tuple]:
 # the reads that may become run-time numbers: `t.item()` only, since Python requires int(t) and
 # float(t) to return a real int or float (a NumberProxy cannot stand in for one there)
 RUNTIME_READS = ("item",)
+
+
+def _laid_out_as(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """`value` (a tensor's value after an in-place write) laid out as `like` (its value before):
+    eager's write keeps sizes, strides and storage offset, which a layout read of it then answers.
+    `value` itself where they match already, or where `like` overlaps itself (an expanded tensor:
+    eager refuses to write into it)."""
+    if not isinstance(value, torch.Tensor) or value.shape != like.shape or value.dtype != like.dtype:
+        return value
+    if value.stride() == like.stride() and value.storage_offset() == like.storage_offset():
+        return value
+    if value.numel() == 0 or any(st == 0 and n > 1 for n, st in zip(like.shape, like.stride())):
+        return value
+    extent = like.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(like.shape, like.stride()))
+    out = torch.empty(extent, dtype=value.dtype, device=value.device).as_strided(like.shape, like.stride(), like.storage_offset())
+    return out.copy_(value)
