@@ -35,9 +35,11 @@ what the key still holds; the relations on that dim are the new kind's "check" g
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import CodeType
 from typing import Any
 
 import torch
@@ -92,6 +94,15 @@ class GuardFailure:
         return f"{self.kind} guard failed: {self.label}{where}" + (f" ({self.detail})" if self.detail else "")
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _condition_code(condition: str) -> CodeType:
+    """A guard condition compiled once: a call a variant's check rejects is explained (the
+    runtime's policy acts on which guard failed), and hundreds of conditions recur across a
+    function's variants and entries (a generate's decoding step switches between two at each
+    `generate`: 500 conditions compiled from their text at every switch took 3-15 ms)."""
+    return compile(condition, "<squall guard>", "eval")
+
+
 class GuardSet:
     """The guards of one compilation, and the one generated check over those checked before the program.
 
@@ -112,6 +123,8 @@ class GuardSet:
         # containers that were empty (the hook dicts of most modules): one C-level any() checks all
         self._empty: dict[int, tuple[Any, str]] = {}
         self._holds: Callable | None = None
+        # (how many guards there were, each guard with a condition and its code, key guards first)
+        self._explain_order: tuple[int, list[tuple[Guard, CodeType]]] | None = None
         self._runners: dict[int, tuple[Callable, Callable]] = {}  # id(program) -> (program, its runner)
 
     # --- building the set ---------------------------------------------------------------------
@@ -253,10 +266,13 @@ class GuardSet:
         for container, label in self._empty.values():
             if container:
                 return GuardFailure(STATE, label, detail="a hook was registered")
-        ordered = sorted((g for g in self.guards if g.condition is not None), key=lambda g: self.kinds[g.kind][1] != "key")
-        for guard in ordered:
+        if self._explain_order is None or self._explain_order[0] != len(self._entries):
+            ordered = sorted((g for g in self.guards if g.condition is not None), key=lambda g: self.kinds[g.kind][1] != "key")
+            self._explain_order = (len(self._entries), [(g, _condition_code(g.condition)) for g in ordered])
+        namespace, call = dict(self.namespace), {"args": args, "kwargs": kwargs}
+        for guard, code in self._explain_order[1]:
             try:
-                ok = eval(guard.condition, dict(self.namespace), {"args": args, "kwargs": kwargs})  # noqa: S307 - squall's own source
+                ok = eval(code, namespace, call)  # noqa: S307 - squall's own source
             except Exception:  # noqa: BLE001 - a condition that cannot be evaluated does not hold
                 ok = False
             if not ok:

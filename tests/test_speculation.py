@@ -153,6 +153,17 @@ def test_data_dependent_ops_match_eager_as_their_shapes_change(name):
     assert any(g.args[0] == "shape" for g in guards_of(squall.last_traces(jf)))
 
 
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_a_data_dependent_op_takes_a_size_as_a_number(dynamic):
+    # a size symbolic at the second call (or the first, dynamic=True): its value is read for the op, guarded
+    op = lambda r: torch.bincount(r.flatten(), minlength=r.shape[0]) + torch.histc(r.float(), bins=r.shape[1]).sum()  # noqa: E731
+    jf = squall.jit(op, dynamic=dynamic)
+    gen = torch.Generator().manual_seed(0)
+    for shape in ((6, 4), (9, 3), (6, 4), (12, 5)):
+        r = torch.randint(0, 5, shape, generator=gen)
+        assert_close(jf(r), op(r))
+
+
 def test_an_in_place_write_to_an_input_happens_once_when_a_guard_fails():
     def f(x, acc):
         acc.add_(1)

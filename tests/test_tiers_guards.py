@@ -60,15 +60,27 @@ def test_a_guarded_program_whose_fused_plan_is_slower_keeps_the_torch_plan(monke
     assert not squall.last_traces(f).plan.regions
 
 
-def test_guarded_inputs_too_large_to_keep_leave_the_fused_plan_untimed_saying_so(fused_faster, monkeypatch):
+def test_guarded_inputs_too_large_to_copy_are_read_in_place(fused_faster, monkeypatch):
     monkeypatch.setattr(tiers, "JUDGE_KEEP_MAX_BYTES", 0)
     f = squall.jit(big_sum, executors=[_fuser(), make_executor()], wait=True)
     x, y = torch.full((8,), 20.0), torch.randn(8)
     torch.testing.assert_close(f(x, y), big_sum(x, y))
     (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "upgraded" and upgrade.verdict.torch_s == pytest.approx(2e-3), upgrade
+    torch.testing.assert_close(f(torch.ones(8), y), big_sum(torch.ones(8), y))
+
+
+def test_guarded_inputs_changed_before_the_judge_leave_the_fused_plan_untimed_saying_so(fused_faster, monkeypatch):
+    monkeypatch.setattr(tiers, "JUDGE_KEEP_MAX_BYTES", 0)  # not copied: read in place when the judge runs
+    f = squall.jit(big_sum, executors=[_fuser(), make_executor()])
+    x, y = torch.full((8,), 20.0), torch.randn(8)
+    torch.testing.assert_close(f(x, y), big_sum(x, y))
+    x.fill_(1.0)  # the user's tensor changes before the background judge runs: its value guard fails there
+    assert squall.wait_for_upgrades(f, timeout=30)
+    (upgrade,) = squall.upgrades(f)
     assert upgrade.status == "upgraded" and upgrade.verdict.torch_s is None
     assert "a value guard failed on the judge's inputs" in upgrade.reason, upgrade.reason
-    torch.testing.assert_close(f(torch.ones(8), y), big_sum(torch.ones(8), y))
+    torch.testing.assert_close(f(x, y), big_sum(x, y))
 
 
 class Masked(torch.nn.Module):
@@ -180,9 +192,25 @@ def test_call_specs_copy_every_inputs_values_while_they_fit_the_budget(monkeypat
     torch.testing.assert_close(kept, torch.arange(4.0))
     torch.testing.assert_close(params[0].example(), weight.detach())
     assert params[0].example().requires_grad
-    # past the budget: a drawn example of the same shape and dtype, not the call's values
-    drawn = large_spec.example()
-    assert drawn.shape == (64,) and not torch.equal(drawn, large)
+    # past the budget: the user's tensor itself, read in place (no copy), while it lives
+    borrowed = large_spec.example()
+    assert borrowed.data_ptr() == large.data_ptr() and torch.equal(borrowed, large)
+    del large, borrowed
+    drawn = large_spec.example()  # then a drawn example of the same shape and dtype
+    assert drawn.shape == (64,) and not torch.equal(drawn, torch.arange(64.0))
+
+
+def test_call_specs_never_lend_the_judge_an_input_the_program_writes(monkeypatch):
+    monkeypatch.setattr(tiers, "JUDGE_KEEP_MAX_BYTES", 0)
+    weight, state = torch.ones(8, requires_grad=True), torch.zeros(8)
+    params, (state_spec,), _ = tiers.call_specs([weight], (state,), {}, written=[("args", 0)])
+    lent = params[0].example()
+    assert lent.data_ptr() == weight.data_ptr() and lent.requires_grad and lent is not weight
+    drawn = state_spec.example()  # written: the judge's runs must not write into the user's tensor
+    assert drawn.data_ptr() != state.data_ptr()
+    # an input whose metadata changed since the call (resized in place) is not read either
+    weight.data = torch.ones(4)
+    assert params[0].example().data_ptr() != weight.data_ptr()
 
 
 def test_call_specs_keep_less_of_the_inputs_no_guard_reads(monkeypatch):
@@ -191,9 +219,80 @@ def test_call_specs_keep_less_of_the_inputs_no_guard_reads(monkeypatch):
     monkeypatch.setattr(tiers, "JUDGE_KEEP_OTHERS_MAX_BYTES", 4 * 4)  # less than `other` takes
     (guarded_spec, other_spec), _ = tiers.call_specs(None, (guarded, other), {}, keep=[("args", 0)])[1:]
     torch.testing.assert_close(guarded_spec.example(), guarded)
-    assert not torch.equal(other_spec.example(), other)  # drawn
+    assert other_spec.value is None  # not copied: read in place
+    assert other_spec.example().data_ptr() == other.data_ptr()
 
 
 def _with_gate(fuser: SlowFuser) -> SlowFuser:
     fuser.gate.set()
     return fuser
+
+
+def test_the_judge_checks_inputs_past_the_copy_budget_on_the_callers_values(fused_faster, monkeypatch):
+    # a model's weights past the budget: drawn examples (unit normal) hid a plan wrong on the call's values
+    monkeypatch.setattr(tiers, "JUDGE_KEEP_MAX_BYTES", 0)
+    f = squall.jit(program, executors=[_with_gate(WrongOnLargeValuesFuser()), make_executor()], wait=True)
+    x = torch.full((8,), -60.0)
+    with pytest.warns(squall.SquallWarning, match="computes other results than its torch plan"):
+        out = f(x)
+    torch.testing.assert_close(out, program(x))
+    torch.testing.assert_close(x, torch.full((8,), -60.0))  # read in place, never written
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "kept the torch plan" and "results differ" in upgrade.reason, upgrade
+
+
+class WritesItsInputOnceFuser(SlowFuser):
+    """Its first run writes its input in place, as a user's optimizer step beside a background judge
+    would: the judge's two runs did not read the same values, so it runs both again on values
+    drawn at the scale of the caller's."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: list[torch.Tensor] = []
+
+    def compile_region(self, region):
+        fn = super().compile_region(region)
+
+        def run(*a):
+            self.seen.append(a[0])
+            if len(self.seen) == 1:
+                a[0].add_(0.0)
+            return fn(*a)
+        return run
+
+
+def test_the_judge_runs_on_drawn_examples_where_a_lent_input_changed_under_it(fused_faster, monkeypatch):
+    monkeypatch.setattr(tiers, "JUDGE_KEEP_MAX_BYTES", 0)
+    fuser = _with_gate(WritesItsInputOnceFuser())
+    f = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+    x = torch.randn(4096) * 0.01 - 60.0
+    torch.testing.assert_close(f(x), program(x))
+    first, again = fuser.seen[0], fuser.seen[1]
+    assert first.data_ptr() == x.data_ptr()  # the call's tensor, read in place
+    assert again.data_ptr() != x.data_ptr() and not torch.equal(again, x)  # then drawn ...
+    torch.testing.assert_close(again.mean(), x.mean(), atol=2e-3, rtol=0)  # ... at its scale, not unit normal
+    torch.testing.assert_close(again.std(), x.std(), atol=0, rtol=0.1)
+
+
+def bumped(x):
+    x.add_(1.0)
+    return torch.exp(x) * 3.0 - 1.0
+
+
+def test_only_drawn_example_inputs_count_against_the_judges_memory_bound(fused_faster, monkeypatch):
+    monkeypatch.setattr(tiers, "JUDGE_KEEP_MAX_BYTES", 0)
+    monkeypatch.setattr(tiers, "JUDGE_MAX_BYTES", 16)  # less than one input of 8 floats
+    f = squall.jit(program, executors=[_fuser(), make_executor()], wait=True)
+    x = torch.randn(8)
+    torch.testing.assert_close(f(x), program(x))
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.verdict.torch_s == pytest.approx(2e-3), upgrade  # read in place: nothing drawn
+    # an input the program writes into is never read in place: its drawn example counts
+    g = squall.jit(bumped, executors=[_fuser(), make_executor()], wait=True)
+    x = torch.randn(8)
+    expected_x = x.clone()
+    expected = bumped(expected_x)
+    torch.testing.assert_close(g(x), expected)
+    torch.testing.assert_close(x, expected_x)
+    (upgrade,) = squall.upgrades(g)
+    assert upgrade.verdict.torch_s is None and "example inputs it would draw take more than" in upgrade.reason, upgrade

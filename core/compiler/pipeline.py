@@ -92,14 +92,16 @@ class Compilation(list):
     @property
     def writes_inputs(self) -> bool:
         """Whether the program writes into a tensor it was given (`squall.runtime.aliasing` guards it)."""
-        return bool(self._written_places())
+        return bool(self.written_input_paths)
 
     @property
     def writes_module_state(self) -> bool:
         """Whether the program writes into a module's parameter or buffer (running statistics)."""
-        return any(path[0] == "params" for path in self._written_places())
+        return any(path[0] == "params" for path in self.written_input_paths)
 
-    def _written_places(self) -> list[tuple]:
+    @property
+    def written_input_paths(self) -> list[tuple]:
+        """The paths (`InputBinding.path`) of the inputs the program writes into."""
         context = self.traced.context
         written = {old.name for old, _ in context.mutated_inputs.values()} if context is not None else set()
         return [b.path for b in self.bindings if b.proxy.name in written]

@@ -34,7 +34,7 @@ from ..ltorch.base import DataDependentError
 from ..market.torch_executor import TorchExecutor, make_executor
 from ..proxies import NumberProxy, TensorProxy, size_leaf, real_tensor
 from ..symbol import BoundSymbol, Symbol, Tags, user_source
-from ..symbolic import concrete_value
+from ..symbolic import SymInt, concrete_value, guarded_int
 
 __all__ = ["Speculation", "guards_of", "guard_input_paths", "inputs_reached", "specialised_numbers", "dynamic_reads", "SPECULATION_LIMIT", "RUNTIME_READS"]
 
@@ -176,7 +176,7 @@ class Speculation:
         if len(self.ctx.scopes) != 1:
             # inside an op's own decomposition there is no place in the program for a guard
             raise DataDependentError(f"squall: {how} of a tensor's value inside an operation's decomposition cannot be traced")
-        swap = lambda x: self.value(x) if isinstance(x, TensorProxy) else x
+        swap = self._real
         real_args, real_kwargs = tree_map(swap, args), tree_map(swap, kwargs)
         with torch._C.DisableTorchFunction():
             value = READERS[how](*real_args, **real_kwargs)
@@ -208,6 +208,11 @@ class Speculation:
         args, kwargs = tuple(as_int(a) for a in args), {k: as_int(v) for k, v in kwargs.items()}
         return (args, kwargs) if found else None
 
+    def _real(self, x: Any) -> Any:
+        """A traced argument as the real op takes it: a proxy's value; a size passed as a number
+        (`minlength=x.shape[0]`) its value, guarded, as the op's output depends on it."""
+        return self.value(x) if isinstance(x, TensorProxy) else guarded_int(x) if type(x) is SymInt else x
+
     def call(self, name: str, func: Callable, args: tuple, kwargs: dict, refused: DataDependentError) -> Any:
         """Record `func`, an op whose output shape depends on data, as one opaque torch call,
         its outputs shaped as they are in this call, each shape guarded. `refused` is the error
@@ -215,7 +220,7 @@ class Speculation:
         if len(self.ctx.scopes) != 1:
             raise refused
         # on copies: an op that writes in place must not touch the caller's tensors
-        swap = lambda x: self.value(x) if isinstance(x, TensorProxy) else x
+        swap = self._real
         real_args, real_kwargs = tree_map(swap, args, is_leaf=size_leaf), tree_map(swap, kwargs, is_leaf=size_leaf)
         with torch.no_grad(), torch._C.DisableTorchFunction():
             copy = lambda x: x.clone() if real_tensor(x) else x

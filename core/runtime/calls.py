@@ -592,7 +592,8 @@ class Runtime(Replans):
             return True
 
         # the inputs its value guards read keep their values: the judge takes the call's branches
-        specs = tiers.call_specs(*call, keep=guard_input_paths(entry.compilation), state=entry.compilation.state_bindings)
+        specs = tiers.call_specs(*call, keep=guard_input_paths(entry.compilation), state=entry.compilation.state_bindings,
+                                 written=entry.compilation.written_input_paths)
         return tiers.UpgradeJob(entry.upgrade, entry.compilation, layout, executors, specs,
                                 install, alive=lambda: owner() is not None)
 

@@ -7,9 +7,11 @@ those executors (milliseconds) and returns, and one background worker thread pla
 traced program again with them, compiles and times its regions, then judges the whole fused
 program against the torch plan on example inputs of the real shapes (a region that won its
 timing alone can lose in context; where the program's value guards read an input's values, the
-job keeps a copy of that input, so the judge takes the call's branches; what the program reads
-from objects, a KV cache's tensors, is taken at the call too, since the objects change after it;
-a differentiated program's backward is run, checked and timed with its forward).
+job keeps a copy of that input, so the judge takes the call's branches; the other inputs are
+copied within a budget and past it read in place where the program never writes them, a model's
+weights included; what the program reads from objects, a KV cache's tensors, is taken at the call
+too, since the objects change after it; a differentiated program's backward is run, checked and
+timed with its forward).
 Only a faster fused program replaces the cache entry's
 generated function, by the one list-item assignment `_replan` already uses, so the hot path
 pays nothing for the mechanism; a slower one, or one whose results differ, is dropped, and
@@ -45,6 +47,7 @@ import hashlib
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -73,7 +76,8 @@ MARGIN = 0.97
 # an offer that runs in at most this fraction of the torch plan's time in context wins outright:
 # the offers after it (inductor: islands, after large regions) are not compiled
 CLEAR_WIN = 0.8
-# programs whose example inputs would take more memory than this are not judged in context
+# programs whose drawn example inputs would take more memory than this are not judged in context
+# (the copies the job holds and the caller's tensors it reads in place do not count)
 JUDGE_MAX_BYTES = 1 << 30
 # the most a job keeps copies of the inputs its program's value guards read (a mask, token ids)
 JUDGE_KEEP_MAX_BYTES = 64 << 20
@@ -256,13 +260,14 @@ def fusion_offers(executors: Sequence[Executor]) -> list[tuple[str, Sequence[Exe
     return out
 
 
-def _spec(x: Any, kept: dict[int, torch.Tensor]) -> Any:
-    """A tensor's metadata in place of the tensor (and a copy of its values where `kept` has
-    it): the job keeps no reference to user data."""
+def _spec(x: Any, kept: dict[int, torch.Tensor], borrowable: set[int]) -> Any:
+    """A tensor's metadata in place of the tensor, with a copy of its values where `kept` has it,
+    else a weak reference to it where `borrowable` has its id: the job keeps no user data alive."""
     if real_tensor(x):
         value = kept.get(id(x))
         return _TensorSpec(tuple(x.shape), x.dtype, x.device, x.requires_grad,
-                           value.detach().clone() if value is not None else None)
+                           value.detach().clone() if value is not None else None,
+                           weakref.ref(x) if value is None and id(x) in borrowable else None)
     return x
 
 
@@ -275,6 +280,10 @@ class _TensorSpec:
     # a copy of the call's values, for an input the program's value guards read: the judge runs
     # on the values the program was traced for there, so it takes the same branches
     value: torch.Tensor | None = field(default=None, compare=False, repr=False)
+    # past the copies' budget, the caller's tensor itself where the program never writes it (a
+    # model's weights): drawn examples (unit normal weights) blow the activations of a deep model
+    # up until the fused and the torch plan differ by their rounding alone
+    borrowed: weakref.ReferenceType | None = field(default=None, compare=False, repr=False)
 
     @property
     def nbytes(self) -> int:
@@ -283,19 +292,44 @@ class _TensorSpec:
             n *= s
         return n
 
-    def example(self) -> torch.Tensor:
+    def lent(self) -> torch.Tensor | None:
+        """The caller's tensor, read in place, while it lives and still has this metadata."""
+        live = self.borrowed() if self.borrowed is not None else None
+        if live is None or (tuple(live.shape), live.dtype, live.device) != (self.shape, self.dtype, self.device):
+            return None
+        return live.detach().requires_grad_(self.requires_grad)
+
+    def example(self, borrow: bool = True) -> torch.Tensor:
+        """The copy of the call's values where kept, else the caller's tensor while it lives
+        (where `borrow`; else values drawn at its scale), else drawn values."""
         if self.value is not None:
             return self.value.clone().requires_grad_(self.requires_grad)
+        live = self.lent()
+        if live is not None:
+            return live if borrow else _drawn_like(live)
         return example_tensor(self.shape, self.dtype, self.device, requires_grad=self.requires_grad)
 
 
+def _drawn_like(t: torch.Tensor) -> torch.Tensor:
+    """Values drawn at the mean and spread of `t`'s (a model's weights: unit normal ones grow a deep
+    model's activations until plans differ by their rounding alone); zeros for integers, as drawn."""
+    drawn = example_tensor(t.shape, t.dtype, t.device)
+    if t.dtype.is_floating_point and t.numel() > 1:
+        with torch.no_grad():
+            std, mean = torch.std_mean(t.detach().float())
+            drawn = (drawn.float() * std + mean).to(t.dtype)
+    return drawn.requires_grad_(t.requires_grad)
+
+
 def call_specs(params: list | None, args: tuple, kwargs: dict, *, keep: Sequence[tuple] = (),
-               state: Sequence[InputBinding] = ()) -> tuple[Any, tuple, dict]:
+               state: Sequence[InputBinding] = (), written: Sequence[tuple] = ()) -> tuple[Any, tuple, dict]:
     """A call's (params, args, kwargs) with every tensor replaced by its metadata; the tensors
     at the input paths `keep` (`InputBinding.path`: those the program's value guards read) by
     their metadata and a copy of their values, while those copies take at most JUDGE_KEEP_MAX_BYTES.
     The other tensors keep a copy of their values too while the copies fit that budget (the judge
-    times the plans on the call's values; past it, on drawn examples). The inputs the program reads
+    times the plans on the call's values); past it, a weak reference to each the program never
+    writes (the paths `written`: Compilation.written_input_paths), read in place by the judge while
+    it lives, else drawn examples. The inputs the program reads
     from objects (`state`: Compilation.state_bindings) are taken
     now, as they are at the call, and added to kwargs under STATE_KEYWORD + their name: the
     objects change after the call (a KV cache grows at every step), and the judge runs the
@@ -306,15 +340,18 @@ def call_specs(params: list | None, args: tuple, kwargs: dict, *, keep: Sequence
         snapshot = {keyword[id(b.path)]: _state_value(b.path, args, kwargs) for b in state}
     except (LookupError, AttributeError, TypeError):  # the call removed a place it read: the judge reads the objects then
         snapshot = {}
+    def at(path: tuple) -> Any:
+        if path[0] == "state":
+            return snapshot.get(keyword.get(id(path), ""))
+        value = roots[path[0]]
+        for k in path[1:]:
+            value = value[k]
+        return value
+
     kept: dict[int, torch.Tensor] = {}
     room = JUDGE_KEEP_MAX_BYTES
     for path in keep:
-        if path[0] == "state":
-            value = snapshot.get(keyword.get(id(path), ""))
-        else:
-            value = roots[path[0]]
-            for k in path[1:]:
-                value = value[k]
+        value = at(path)
         if real_tensor(value) and id(value) not in kept:
             room -= value.numel() * value.element_size()
             if room < 0:
@@ -325,12 +362,14 @@ def call_specs(params: list | None, args: tuple, kwargs: dict, *, keep: Sequence
     # values (exp, erf and their underflows) time otherwise on them (the gpt training step's fused
     # plan: 0.91x the torch plan's time on the call's values, 0.98x on drawn ones)
     room = min(room, JUDGE_KEEP_OTHERS_MAX_BYTES)
-    for value in tree_flatten((params, args, kwargs, snapshot))[0]:
-        if (real_tensor(value) and value.layout is torch.strided and id(value) not in kept
-                and value.numel() * value.element_size() <= room):
+    leaves = [v for v in tree_flatten((params, args, kwargs, snapshot))[0] if real_tensor(v) and v.layout is torch.strided]
+    for value in leaves:
+        if id(value) not in kept and value.numel() * value.element_size() <= room:
             room -= value.numel() * value.element_size()
             kept[id(value)] = value
-    return tree_map(lambda x: _spec(x, kept), (params, args, {**kwargs, **snapshot}))
+    # the judge runs the plans on a borrowed tensor itself: never one the program writes into
+    unwritten = {id(v) for v in leaves} - {id(at(path)) for path in written}
+    return tree_map(lambda x: _spec(x, kept, unwritten), (params, args, {**kwargs, **snapshot}))
 
 
 def _state_value(path: tuple, args: tuple, kwargs: dict) -> Any:
@@ -339,8 +378,21 @@ def _state_value(path: tuple, args: tuple, kwargs: dict) -> Any:
     return (route_value(route, args, kwargs).__dict__ if route is not None else owner)[key]
 
 
-def _example(tree: Any) -> Any:
-    return tree_map(lambda s: s.example() if isinstance(s, _TensorSpec) else s, tree)
+def _example(tree: Any, borrow: bool = True) -> tuple[Any, list[torch.Tensor]]:
+    """Example inputs for the specs in `tree` (not reading the caller's tensors unless `borrow`),
+    and those of them that are the caller's own tensors, read in place."""
+    lent: list[torch.Tensor] = []
+
+    def one(s: Any) -> Any:
+        if not isinstance(s, _TensorSpec):
+            return s
+        live = s.lent() if borrow and s.value is None else None
+        if live is None:
+            return s.example(borrow=False)
+        lent.append(live)
+        return live
+
+    return tree_map(one, tree), lent
 
 
 def _draws_random_numbers(compilation: Compilation) -> bool:
@@ -618,8 +670,8 @@ class UpgradeJob:
             # the caller's thread, wait=True, the generator's state is put back after the judge)
             return Verdict("fused", None, None, "not judged in context: the program draws random numbers, and "
                            "the user's calls draw beside the background judge; each region won its own timing")
-        if sum(s.nbytes for s in specs) > JUDGE_MAX_BYTES:
-            return Verdict("fused", None, None, f"not judged in context: its inputs take more than "
+        if sum(s.nbytes for s in specs if s.value is None and s.lent() is None) > JUDGE_MAX_BYTES:
+            return Verdict("fused", None, None, f"not judged in context: the example inputs it would draw take more than "
                            f"{JUDGE_MAX_BYTES >> 20} MiB; each region won its own timing")
         try:
             if not random:
@@ -641,13 +693,12 @@ class UpgradeJob:
             return compilation.fn
         return state_as_keywords(compilation, self.layout).fn
 
-    def _judge_on_examples(self, fused: Compilation, specs: list[_TensorSpec], compare: bool = True) -> Verdict:
-        """Check the fused plan's results against the torch plan's on example inputs (the call's
-        own values where its value guards read them; not with `compare` False), then time both there;
-        a differentiated program's backward, run with gradients of ones, is checked and timed with it."""
-        params, args, kwargs = _example(self.call_specs)
+    def _runner(self, borrow: bool) -> tuple[Callable[[Callable], tuple[Any, tuple]], list[torch.Tensor]]:
+        """A function running a plan on example inputs (the caller's own tensors where `borrow` and
+        the job holds them: `_example`), returning its outputs and its inputs' gradients; and
+        those inputs that are the caller's tensors."""
+        (params, args, kwargs), lent = _example(self.call_specs, borrow)
         lead = (params,) if self.layout.get("takes_params") else ()
-        torch_fn, fused_fn = self._runnable(self.base), self._runnable(fused)
         # a differentiated program runs its backward after every call: the judge runs it too (its
         # results checked, its time counted), so a fused backward is never installed unseen
         leaves = [t for t in tree_flatten((params, args, kwargs))[0] if isinstance(t, torch.Tensor) and t.requires_grad]
@@ -656,8 +707,22 @@ class UpgradeJob:
             out = fn(*lead, *args, **kwargs)
             return out, _input_gradients(out, leaves)
 
+        return run, lent
+
+    def _judge_on_examples(self, fused: Compilation, specs: list[_TensorSpec], compare: bool = True) -> Verdict:
+        """Check the fused plan's results against the torch plan's on example inputs (the call's
+        own values where its value guards read them; not with `compare` False), then time both there;
+        a differentiated program's backward, run with gradients of ones, is checked and timed with it."""
+        torch_fn, fused_fn = self._runnable(self.base), self._runnable(fused)
         with torch.set_grad_enabled(self.grad_enabled):
+            run, lent = self._runner(borrow=True)
+            versions = [t._version for t in lent]
             (torch_out, torch_grads), (fused_out, fused_grads) = run(torch_fn), run(fused_fn)
+            if [t._version for t in lent] != versions:
+                # the user's program wrote a tensor the judge reads in place between the two runs (an
+                # optimizer step beside a background judge): they did not run on the same values
+                run, _ = self._runner(borrow=False)
+                (torch_out, torch_grads), (fused_out, fused_grads) = run(torch_fn), run(fused_fn)
             differ = _outputs_differ(torch_out, fused_out) if compare else ""
             if compare and not differ:
                 differ = _outputs_differ(torch_grads, fused_grads, looser=GRADIENT_LOOSER)

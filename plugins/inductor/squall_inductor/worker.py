@@ -367,6 +367,8 @@ def _load_direct_or_warn(kept: str) -> Callable | None:
 
 
 def _warn_unloadable(kept: str, error: BaseException) -> None:
+    if compiling_stopped():  # the interpreter is exiting (a load registers an atexit hook, refused now): nothing to say
+        return
     warnings.warn(f"squall-inductor: the compiled region kept at {kept} could not be loaded "
                   f"({type(error).__name__}: {error}); it is compiled again", SquallWarning, stacklevel=3)
 

@@ -267,3 +267,17 @@ def test_a_second_process_upgrades_from_kept_regions_without_importing_dynamo(tm
     first, second = (done.stdout.strip().splitlines() for done in runs)
     assert first[0].startswith("in the compile worker process")
     assert second == [f"before, loaded from {tmp_path / 'kept'}", "[]"]
+
+
+def test_a_region_unloadable_while_the_interpreter_exits_says_nothing(monkeypatch):
+    # a background upgrade still loading at exit: the load's atexit hook is refused then
+    from squall_inductor import worker
+
+    error = RuntimeError("can't register atexit after shutdown")
+    monkeypatch.setattr(worker, "compiling_stopped", lambda: True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        worker._warn_unloadable("/kept/region.bin", error)
+    monkeypatch.setattr(worker, "compiling_stopped", lambda: False)
+    with pytest.warns(squall.SquallWarning, match="could not be loaded .*atexit.* it is compiled again"):
+        worker._warn_unloadable("/kept/region.bin", error)
