@@ -150,7 +150,11 @@ def _row_slice():
     return torch.arange(24.0).reshape(6, 4)[2:5]
 
 
-@pytest.mark.parametrize("make", [_stepped, _row_slice], ids=["stepped", "row_slice"])
+def _transposed():
+    return torch.arange(24.0).reshape(6, 4).t()
+
+
+@pytest.mark.parametrize("make", [_stepped, _row_slice, _transposed], ids=["stepped", "row_slice", "transposed"])
 def test_a_tensor_written_in_place_keeps_its_layout_as_in_eager(make):
     # eager's in-place ops keep a tensor's sizes, strides and offset; squall's layout read of the
     # value a write gave it answered the functional result's (contiguous, offset 0)
@@ -169,7 +173,13 @@ def test_a_tensor_written_in_place_keeps_its_layout_as_in_eager(make):
         x.reshape(-1).mul_(3)  # a view exactly where x's eager layout allows one
         return x * 1
 
-    for fn in (written, a_view_written, reshape_after_a_write):
+    def a_stale_view_written(x):
+        y = x[1:]
+        x[0] = 7.0  # y is regenerated from x's new value when next used
+        y.add_(1)
+        return y.stride(), y.storage_offset(), y * 1
+
+    for fn in (written, a_view_written, reshape_after_a_write, a_stale_view_written):
         eager_input, squall_input = make(), make()
         expected = fn(eager_input)
         got = squall.jit(fn)(squall_input)
