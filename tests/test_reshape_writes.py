@@ -218,3 +218,35 @@ def test_view_strides_is_eager_s_rule(shape, strides, new_shape):
     assert (got is None) == (expected is None), (got, expected)
     if got is not None:
         assert all(g == e for g, e, n in zip(got, expected, new_shape) if n != 1), (got, expected)
+
+
+@pytest.mark.parametrize("take", [lambda x: x.contiguous(), lambda x: x.reshape(-1), lambda x: x.flatten()[None]], ids=["contiguous", "reshape", "flatten"])
+def test_an_opaque_write_into_a_copy_eager_made_never_reaches_its_input(take):
+    # x written first is a contiguous value at run time, so there contiguous()/reshape() of it is
+    # a view: zero_ and fill_ (opaque torch calls, run on the tensor itself) zeroed the caller's x
+    def fn(x):
+        x.mul_(-2)
+        y = take(x)  # eager: a copy (x is a stepped slice)
+        y.zero_()
+        y.view(-1)[:3].fill_(5.0)
+        return y * 1, x * 1
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", squall.SquallWarning)  # zero_ and fill_ run as opaque torch calls
+        for make in (_stepped, _contiguous):
+            _matches_eager(fn, make)
+
+
+def test_an_opaque_write_into_the_input_never_reaches_a_copy_eager_made_of_it():
+    # the other way: zero_ on x reached the copy, which at run time was a view of x's value
+    def fn(x):
+        x.mul_(-2)
+        y = x.contiguous()  # eager: a copy (x is a stepped slice)
+        x.zero_()
+        y.add_(1)
+        return y * 1, x * 1
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", squall.SquallWarning)  # zero_ runs as an opaque torch call
+        for make in (_stepped, _contiguous):
+            _matches_eager(fn, make)

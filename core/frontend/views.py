@@ -33,7 +33,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from .. import prims
-from ..ltorch.shape import movedim, transpose
+from ..ltorch.shape import clone, movedim, transpose
 from ..ltorch.subscript import setitem
 from ..prims.base import canonical_dim
 from ..proxies import TensorProxy
@@ -305,6 +305,22 @@ class ViewTracker:
             self.ctx.rebind(root, new)
         self._mark_stale(root, keep=a)
         return self.ctx.rebind(a, value)
+
+    def before_opaque_write(self, a: TensorProxy) -> None:
+        """Before an opaque torch call writes into `a` in place, which it does to `a`'s tensor at run
+        time: each copy eager made in `a`'s family (a layout-dependent view of it that is no view in
+        eager) leaves the family now as a fresh tensor (a clone), its views stale (regenerated from
+        it before their next use). At run time the torch call that made such a copy may have
+        returned a view (contiguous() of a value squall computed contiguous), which the write must
+        neither reach through the copy nor leave the copy sharing."""
+        root = self.root.get(id(a), a)
+        for member in list(self.family.get(id(root), ())[1:]):
+            steps = self.steps.get(id(member))
+            if self.root.get(id(member)) is not root or steps[-1].op.id not in _LAYOUT_DEPENDENT or self._view_in_eager(steps[-1]):
+                continue
+            self._leave_family(member, root)
+            self.ctx.rebind(member, clone(member))
+            self._mark_stale(member, keep=None)
 
     def _last_copy(self, steps: tuple[ViewStep, ...]) -> int | None:
         """The position of the last of `steps` that eager made a copy with (a layout-dependent

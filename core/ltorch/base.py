@@ -465,6 +465,14 @@ class TorchLanguage:
             if results and all(id(r) in argument for r in results):
                 return tree_map(lambda r: argument[id(r)] if isinstance(r, torch.Tensor) else r, meta_out)
 
+        written = [x for x, m, version in metas if m._version != version]
+        if written:
+            # the call writes into its argument's tensor at run time: a copy eager made on its way is made a tensor of its own first
+            ctx = current_context()
+            for x in written:
+                ctx.views.before_opaque_write(x)
+            if ctx.views.stale:
+                ctx.views.refresh((args, kwargs))
         out = tree_map(from_meta, meta_out)
         sym = Symbol(
             f"opaque.{name}",
