@@ -43,11 +43,6 @@ NOT_YET: dict[str, str] = {
         "x.lt_(y) on a float x that requires grad: eager's result carries zero gradients back to x "
         "and y, squall's (the comparison converted to x's dtype) carries none, so they get None"
     ),
-    "nn.functional.batch_norm_training": (
-        "the program returns the updated running statistics: eager updates them without "
-        "autograd, squall's decomposition records the update as differentiable, so gradient "
-        "flows from them into the input"
-    ),
 }
 
 # the op a fallback warning names ("no gradient rule for X") -> why that fallback is expected

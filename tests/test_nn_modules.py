@@ -73,6 +73,28 @@ def test_batch_norm_train_then_eval_recompiles():
     torch.testing.assert_close(m.running_var, eager.running_var)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_instance_norm_tracking_running_stats_updates_them_in_training_then_uses_them(dtype):
+    m = torch.nn.InstanceNorm2d(3, affine=True, track_running_stats=True, momentum=0.3).to(dtype)
+    eager = copy.deepcopy(m)
+    jm = _compiled(m)
+    for shape in ((4, 3, 5, 5), (2, 3, 6, 4), (4, 3, 5, 5)):
+        x = torch.randn(shape, dtype=dtype)
+        torch.testing.assert_close(_run_quietly(jm, x), eager(x))
+        torch.testing.assert_close(m.running_mean, eager.running_mean)
+        torch.testing.assert_close(m.running_var, eager.running_var)
+    assert not torch.equal(m.running_var, torch.ones(3, dtype=dtype))
+    m.eval(), eager.eval()
+    x = torch.randn(2, 3, 5, 5, dtype=dtype)
+    torch.testing.assert_close(_run_quietly(jm, x), eager(x))
+
+
+def test_instance_norm_updating_one_running_stat_says_it_is_not_supported():
+    x, mean = torch.randn(2, 3, 4), torch.zeros(3)
+    with pytest.raises(NotImplementedError, match="only one of running_mean and running_var"):
+        squall.jit(lambda x, m: torch.nn.functional.instance_norm(x, running_mean=m))(x, mean)
+
+
 def test_batch_norm_without_running_stats_in_eval():
     # track_running_stats=False normalises with batch statistics in eval too
     m = torch.nn.BatchNorm1d(4, track_running_stats=False).eval()

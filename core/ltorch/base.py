@@ -46,6 +46,7 @@ _PYTHON_DTYPES: dict[type, torch.dtype] = {bool: torch.bool, int: torch.int64, f
 # argument parser does), except where it takes data (`torch.tensor(numpy.float16(1))` keeps float16)
 _NUMPY_SCALARS = frozenset(t for t in numpy.sctypeDict.values() if issubclass(t, (numpy.number, numpy.bool_)))
 _DATA_FACTORIES = frozenset({torch.tensor, torch.as_tensor, torch.asarray, torch.Tensor.new_tensor})
+_is_any_autocast_enabled = torch._C._is_any_autocast_enabled
 
 
 def _numpy_scalar_as_python(x: Any) -> Any:
@@ -131,6 +132,11 @@ def _refuse_numpy_arrays(name: str, args: tuple, kwargs: dict, refused: TypeErro
 
 class SquallWarning(UserWarning):
     """Warnings squall raises (opaque ops, recompilations, unavailable executors)."""
+
+
+class AutocastWhileTracing(RuntimeError):
+    """The program enabled torch.autocast while it was traced: squall's traces do not model
+    autocast's dtype casts, so such a program runs eagerly (squall.runtime.calls)."""
 
 
 class DataDependentError(RuntimeError):
@@ -263,6 +269,9 @@ class TorchLanguage:
         self.warned: set[str] = set()
 
     def dispatch(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        if _is_any_autocast_enabled():  # (a block like `with torch.autocast("cuda", enabled=False)` leaves it off)
+            raise AutocastWhileTracing(
+                "squall: the program enables torch.autocast, whose dtype casts squall's traces do not model yet")
         if self.wrapped_results is not None:
             layout = self.wrapped_results.layout(func, args)
             if layout is not None:
@@ -504,3 +513,4 @@ class TracingMode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         return self.language.dispatch(func, args, kwargs or {})
+

@@ -2,8 +2,9 @@
 
 Statistics are computed in float32 for bf16/f16 inputs, as PyTorch's kernels do, and
 the result is cast back to the input's dtype. batch_norm in training mode also updates
-the running statistics the caller passed: its symbol returns the new values and its
-`F.batch_norm` form (at the end) writes them back into the caller's tensors.
+the running statistics the caller passed, as does instance_norm where it tracks them: each
+symbol returns the new values and its `F.batch_norm` / `F.instance_norm` form writes them
+back into the caller's tensors.
 """
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from .. import prims
 from .base import torchsymbol
 from .functionalization import TorchForm
 from .helpers import check, computation_dtype, count_operand, expand_reduced, is_tensor, times_ratio, to_dtype
+from .shape import detach
 from ..proxies import TensorProxy
 
 F = torch.nn.functional
 
 __all__ = [
-    "layer_norm", "rms_norm", "group_norm", "batch_norm", "batch_norm_functional", "instance_norm",
+    "layer_norm", "rms_norm", "group_norm", "batch_norm", "batch_norm_functional", "instance_norm", "instance_norm_functional",
 ]
 
 
@@ -236,9 +238,10 @@ def _check_param_dtypes(input: TensorProxy, *params) -> None:
 
 
 def _running_update(running: TensorProxy, stat: TensorProxy, momentum: float) -> TensorProxy:
+    # eager updates running statistics outside autograd: no gradient reaches the input through them
     compute = computation_dtype(running.dtype)
     old = to_dtype(running, compute)
-    new = prims.add(prims.mul(old, 1.0 - momentum), prims.mul(to_dtype(stat, compute), float(momentum)))
+    new = prims.add(prims.mul(old, 1.0 - momentum), prims.mul(to_dtype(detach(stat), compute), float(momentum)))
     return to_dtype(new, running.dtype)
 
 
@@ -246,21 +249,35 @@ def _running_update(running: TensorProxy, stat: TensorProxy, momentum: float) ->
 batch_norm_functional = TorchForm(batch_norm, F.batch_norm, updates=("running_mean", "running_var"))
 
 
-@torchsymbol(F.instance_norm)
+def _eager_instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True, momentum=0.1, eps=1e-05):
+    """What the torch executor runs for `instance_norm`: as `_eager_batch_norm`, on copies of
+    the running stats it updates, returned with the output."""
+    if use_input_stats and running_mean is not None and running_var is not None:
+        running_mean, running_var = running_mean.clone(), running_var.clone()
+        out = F.instance_norm(input, running_mean, running_var, weight, bias, True, momentum, eps)
+        return out, running_mean, running_var
+    return F.instance_norm(input, running_mean, running_var, weight, bias, use_input_stats, momentum, eps)
+
+
+@torchsymbol(_eager_instance_norm, id="torch.nn.functional.instance_norm")
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True, momentum=0.1, eps=1e-05):
     """Normalise each (sample, channel) over its spatial dims; per-channel weight and bias.
 
-    Updating running statistics (running stats given with use_input_stats=True) is not
-    supported: it raises NotImplementedError rather than silently skipping the update.
+    With running stats and use_input_stats (an InstanceNorm tracking them, in training), also
+    returns the updated running statistics, as torch computes them: each sample's statistic
+    updates its own copy of the running one (the unbiased variance), and the copies are
+    averaged over the batch. Given only one of the two running stats there, it raises
+    NotImplementedError rather than skip the update.
     """
     _check_input("instance_norm", input)
     check(input.ndim >= 3, lambda: f"instance_norm expects an input with at least 3 dimensions (N, C, *), got shape {list(input.shape)}", ValueError)
     c = input.shape[1]
     for what, t in (("weight", weight), ("bias", bias), ("running_mean", running_mean), ("running_var", running_var)):
         _check_channel_vector("instance_norm", what, t, c, lambda: f"{what} should contain {c} elements not {t.numel()}")
+    updates = use_input_stats and (running_mean is not None or running_var is not None)
     check(
-        not (use_input_stats and (running_mean is not None or running_var is not None)),
-        lambda: "squall: instance_norm with running statistics and use_input_stats=True (which updates them) is not supported",
+        not updates or (running_mean is not None and running_var is not None),
+        lambda: "squall: instance_norm updating only one of running_mean and running_var is not supported",
         NotImplementedError,
     )
     check(use_input_stats or (running_mean is not None and running_var is not None), lambda: "Expected running_mean and running_var to be defined when use_input_stats is false", ValueError)
@@ -269,7 +286,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     x = to_dtype(input, compute)
     dims = tuple(range(2, input.ndim))
     if use_input_stats:
-        check(math.prod(input.shape[2:]) > 1, lambda: f"Expected more than 1 spatial element when training, got input size {input.shape}", ValueError)
+        spatial = math.prod(input.shape[2:])
+        check(spatial > 1, lambda: f"Expected more than 1 spatial element when training, got input size {input.shape}", ValueError)
         mean, var = _stats(x, dims)
         centered = prims.sub(x, expand_reduced(mean, x.shape, dims))
         out = prims.mul(centered, expand_reduced(prims.rsqrt(prims.add(var, float(eps))), x.shape, dims))
@@ -280,7 +298,18 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         out = prims.mul(out, _affine_vector(weight, x.shape, 1, compute))
     if bias is not None:
         out = prims.add(out, _affine_vector(bias, x.shape, 1, compute))
-    return to_dtype(out, input.dtype)
+    out = to_dtype(out, input.dtype)
+    if not updates:
+        return out
+    # (1 - m) * old + m * s_b, averaged over the samples b, is (1 - m) * old + m * mean_b(s_b)
+    unbiased = times_ratio(var, spatial, spatial - 1)
+    new_mean = _running_update(running_mean, _mean(mean, (0,)), momentum)
+    new_var = _running_update(running_var, _mean(unbiased, (0,)), momentum)
+    return out, new_mean, new_var
+
+
+# F.instance_norm: the functional op, then the updated running statistics written into the caller's tensors
+instance_norm_functional = TorchForm(instance_norm, F.instance_norm, updates=("running_mean", "running_var"))
 
 
 # --- vector norms: normalize, cosine similarity, pairwise distance ----------------------------

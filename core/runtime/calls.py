@@ -28,7 +28,7 @@ from ..frontend.state_guards import StateGuards
 from ..frontend.state_views import EagerFirst, UnreplayableWrite, raised_by_users_code
 from ..frontend.tracing import argument_names, module_slots
 from ..guard_set import ALIAS, GuardFailure
-from ..ltorch.base import SquallWarning
+from ..ltorch.base import AutocastWhileTracing, SquallWarning
 from ..market.config import ExecutorPriority
 from ..proxies import current_context
 from ..symbol import user_stacklevel
@@ -85,6 +85,7 @@ class Runtime(Replans):
         self._parameter_key = ParameterKey()  # the key's part for the parameters' metadata
         self._numbers = DynamicNumbers()  # the number arguments read at run time (squall.runtime.entry_point)
         self._dims = DynamicDims(dynamic)  # the tensor dimensions traced as symbolic sizes (squall.runtime.dynamic_dims)
+        self._warned_autocast = False
         self._eager_keys: dict[Any, str] = {}  # key -> why its calls run eagerly (an unreplayable write)
         self._set_up_eagerly: set[Any] = set()  # keys whose one-time setup eager made (EagerFirst)
         self.rental = SkiRental(self.cache, self.stats, self._dims)  # a new 0/1 variant of a symbolic entry runs eagerly a while
@@ -176,7 +177,7 @@ class Runtime(Replans):
                     return self._eager_for(key, str(setup).removeprefix("squall: "))
                 self._set_up_eagerly.add(key)
                 return self._eager_once()
-            except UnreplayableWrite as write:
+            except (UnreplayableWrite, AutocastWhileTracing) as write:
                 return self._eager_for(key, str(write).removeprefix("squall: "))
             except Exception as error:  # noqa: BLE001 - only the user's own code raising is answered here
                 if not raised_by_users_code(error):
@@ -246,6 +247,20 @@ class Runtime(Replans):
         self._eager_keys[key] = reason
         warnings.warn(f"squall: {reason}; {self._what()} runs eagerly for these inputs", SquallWarning, stacklevel=user_stacklevel())
         return self._eager_runner(reason)
+
+    def _under_autocast(self, *args, **kwargs) -> Any:
+        """A call made while torch.autocast is enabled: eager, as squall's traces do not model
+        autocast's dtype casts (a trace would record float32 where eager computes in bfloat16,
+        and a `.to(dtype)` read from a result would be left out), with one warning."""
+        if not self._warned_autocast:
+            self._warned_autocast = True
+            warnings.warn(f"squall: torch.autocast is enabled around the call, and squall's traces do not model its dtype "
+                          f"casts yet: {self._what_plainly()} runs eagerly while it is (its results are eager's)",
+                          SquallWarning, stacklevel=3)
+        return (self.module.forward if self.module is not None else self.fn)(*args, **kwargs)
+
+    def _what_plainly(self) -> str:
+        return f"{type(self.module).__name__}'s forward" if self.module is not None else "the function"
 
     def _eager_once(self) -> Callable:
         """This call runs eagerly (a module: its forward) and caches nothing: the program made a
@@ -394,9 +409,12 @@ class Runtime(Replans):
         with self.cache.lock:
             start = time.perf_counter()
             executors = self._priority(key)
-            with record_compilation(self, args, kwargs) as rec:  # squall.runtime.rage sees variants too
-                compilation, tiered = self._compile_first_tier(args, kwargs, executors, on_traced=rec.traced)
-                rec.compiled(compilation)
+            try:
+                with record_compilation(self, args, kwargs) as rec:  # squall.runtime.rage sees variants too
+                    compilation, tiered = self._compile_first_tier(args, kwargs, executors, on_traced=rec.traced)
+                    rec.compiled(compilation)
+            except (UnreplayableWrite, AutocastWhileTracing) as refused:  # (EagerFirst too): eager from now on
+                return [self._eager_for(key, str(refused).removeprefix("squall: ")), None]
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             self.stats.misses += 1
             self.last_entry = entry

@@ -41,6 +41,7 @@ __all__ = ["value_key", "key_parts", "make_entry_point", "forget_recent", "Dynam
 _BUILTIN_SCALARS = (int, float, str, complex)
 _Tensor = torch.Tensor
 _is_grad_enabled = torch.is_grad_enabled
+_is_any_autocast_enabled = torch._C._is_any_autocast_enabled
 _get_default_dtype = torch.get_default_dtype
 
 
@@ -152,6 +153,8 @@ _ENTRY_POINT = """
 def compiled(*args, **kwargs):
 {module_state}
 {fast_path}
+    if _is_any_autocast_enabled():
+        return under_autocast(*args, **kwargs)
     key = (_is_grad_enabled(), _get_default_dtype())
     for a in args:
         if type(a) is _Tensor:
@@ -180,6 +183,8 @@ _FUNCTION_PARTS = {"module_state": "", "state_key": "", "state_check": "", "para
 # strides of that entry's first such call, which is all its key holds of them and more, and
 # grad mode and the default dtype are compared to the entry's key; anything else goes on to
 # the key. Reading shape, dtype and device attribute by attribute is most of a hit's cost.
+# torch.autocast adds its dispatch keys to every tensor's as the C check reads them: a call under
+# it fails that check, and is sent eagerly (`under_autocast`) before any key is looked up.
 _FAST_PATH = """    if len(args) == {n} and not kwargs:
         {names}, = args
         recent = last[0]
@@ -187,6 +192,8 @@ _FAST_PATH = """    if len(args) == {n} and not kwargs:
             entry = recent[0]
             entry[1] += 1
             return entry[0]({params_arg}{names})
+        if _is_any_autocast_enabled():
+            return under_autocast(*args, **kwargs)
         if {tensor_checks}:
             key = (_is_grad_enabled(), _get_default_dtype(), {metadata}){state_key_inline}
             entry = cache.get(key)
@@ -365,7 +372,7 @@ def training_reader(modules: list) -> tuple[Callable[[Any], bool], list]:
 
 
 def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Callable, relayout: Callable, dynamic: set, last: list,
-                     checks: dict, dims: dict | None = None, slots: list | None = None, training_read: list | None = None,
+                     checks: dict, under_autocast: Callable, dims: dict | None = None, slots: list | None = None, training_read: list | None = None,
                      training_of: list | None = None, parameter_key: ParameterKey | None = None) -> Callable:
     """The entry point of a jitted function or module (`module`): generated once, closed over
     its cache, its compile, the set of its dynamic number arguments' paths
@@ -375,7 +382,8 @@ def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Calla
     (`squall.runtime.dynamic_dims`, filled in place): the key holds DYNAMIC there for a size of
     2 or more. A module's entry point also reads its parameters through `slots`, its training
     flags with `training_read[0]` from `training_of` (`training_reader`; lists filled in place
-    when its layout changes) and keys their metadata with its `parameter_key`."""
+    when its layout changes) and keys their metadata with its `parameter_key`. A call made while
+    torch.autocast is enabled goes to `under_autocast` (squall's traces do not model its casts)."""
     namespace = {
         "dims": {} if dims is None else dims,
         "last": last,
@@ -391,6 +399,8 @@ def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Calla
         "parameter_key": parameter_key,
         "relayout": relayout,
         "_is_grad_enabled": _is_grad_enabled,
+        "_is_any_autocast_enabled": _is_any_autocast_enabled,
+        "under_autocast": under_autocast,
         "_get_default_dtype": _get_default_dtype,
         "_Tensor": _Tensor,
         "_SCALARS": _SCALARS,

@@ -79,6 +79,7 @@ class JittedFunction(Runtime):
             dynamic=self._numbers.paths,
             last=self.cache.last,
             checks=self.cache.fast_checks,
+            under_autocast=self._under_autocast,
             dims=self._dims.dims,
         )
         compiled.__squall__ = self

@@ -36,7 +36,9 @@ class Variants:
     """What the cache holds for an entry whose trace has guards: its compiled variants.
 
     `compile_variant(args, kwargs)` (args as the runner gets them) compiles one for a call and
-    gives `[runner, CompiledEntry]`; `stop(failure, action, args, kwargs)` gives the runner
+    gives `[runner, CompiledEntry]`, or `[runner, None]` where the call cannot be compiled (it
+    enables torch.autocast, or writes Python state squall cannot replay): that runner, eager,
+    then runs every call; `stop(failure, action, args, kwargs)` gives the runner
     that takes over once the policy says to stop compiling (SPLIT or EAGER); `used(entry)` is
     told which variant ran; `failed()` counts each failed guard.
     """
@@ -102,6 +104,9 @@ class Variants:
                 return self.eager(*args, **kwargs)
             with dynamic_reads(self.dynamic_sites):
                 variant = self.compile_variant(args, kwargs)
+            if variant[1] is None:
+                self.eager, self.variants = variant[0], []
+                return self.eager(*args, **kwargs)
             self.variants.insert(0, variant)
             tried.add(id(variant))
             try:

@@ -144,8 +144,23 @@ def _instance_norm_samples(dtype, device):
 def _instance_norm_errors(device):
     x = make_tensor((2, 3, 4), torch.float32, device)
     rm, rv = _running(3, device)
-    yield ErrorInput(SampleInput((x, rm, rv)), NotImplementedError, "not supported", torch_raises=False)
+    yield ErrorInput(SampleInput((x, rm, None)), NotImplementedError, "only one of running_mean and running_var is not supported", torch_raises=False)
     yield ErrorInput(SampleInput((x, None, None, make_tensor((4,), torch.float32, device))), RuntimeError, "weight should contain 3 elements", torch_raises=False)
+
+
+def _instance_norm_train(x, running_mean, running_var, *args, **kwargs):
+    """Instance norm updating its running statistics: the output and the updated statistics
+    (on copies, as `_batch_norm_train`)."""
+    running_mean, running_var = running_mean.clone(), running_var.clone()
+    out = F.instance_norm(x, running_mean, running_var, *args, use_input_stats=True, **kwargs)
+    return out, running_mean, running_var
+
+
+def _instance_norm_train_samples(dtype, device):
+    w, b = _bn_params(3, dtype, device)
+    yield SampleInput((make_tensor((4, 3, 5), dtype, device), *_running(3, device, dtype)))
+    yield SampleInput((make_tensor((2, 3, 4, 4), dtype, device, noncontiguous=True), *_running(3, device, dtype), w, b), {"momentum": 0.5, "eps": 1e-3})
+    yield SampleInput((make_tensor((1, 3, 2, 3), dtype, device), *_running(3, device, dtype)))
 
 
 opinfos = [
@@ -176,4 +191,5 @@ opinfos = [
         tolerances=_LOW,
     ),
     OpInfo("nn.functional.instance_norm", F.instance_norm, _instance_norm_samples, FLOATING, error_inputs=_instance_norm_errors, symbol="torch.nn.functional.instance_norm", tolerances=_LOW),
+    OpInfo("nn.functional.instance_norm_training", _instance_norm_train, _instance_norm_train_samples, FLOATING, symbol="torch.nn.functional.instance_norm", tolerances=_LOW),
 ]

@@ -1,0 +1,101 @@
+"""torch.autocast and squall: its dtype casts are not modelled by squall's traces yet, so a call made
+under autocast, or a program that enables it, runs eagerly (saying so) and answers as eager does."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import squall
+
+
+class RMSNormed(nn.Module):
+    """As transformers' RMSNorm: it reads its input's dtype and casts its result back to it."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.weight = nn.Parameter(torch.rand(8) + 0.5)
+
+    def forward(self, x):
+        h = self.lin(x)
+        dtype = h.dtype
+        h32 = h.to(torch.float32)
+        h32 = h32 * torch.rsqrt(h32.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return self.weight * h32.to(dtype), dtype
+
+
+def _same(actual, expected):
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+
+
+def test_a_call_under_autocast_runs_eagerly_saying_so_and_answers_as_eager():
+    torch.manual_seed(0)
+    m = RMSNormed()
+    jm = squall.jit(m)
+    x = torch.randn(3, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = m(x)
+        with pytest.warns(squall.SquallWarning, match="torch.autocast is enabled around the call.*runs eagerly"):
+            out = jm(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # said once
+            again = jm(x)
+    # the linear's result is bfloat16 there, and the cast back to it rounds (a trace made in float32 left it out)
+    assert expected[1] == out[1] == torch.bfloat16
+    _same(out[0], expected[0])
+    _same(again[0], expected[0])
+    assert jm.cache_info().misses == 0
+    # outside autocast the module compiles as ever
+    _same(jm(x)[0], m(x)[0])
+    assert jm.cache_info().misses == 1
+
+
+def _autocast_inside(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ x.t()
+    return y, y.dtype
+
+
+def test_a_program_that_enables_autocast_runs_eagerly_saying_so():
+    f = squall.jit(_autocast_inside)
+    x = torch.randn(4, 4)
+    with pytest.warns(squall.SquallWarning, match="enables torch.autocast.*runs eagerly for these inputs"):
+        out = f(x)
+    expected = _autocast_inside(x)
+    assert out[1] == expected[1] == torch.bfloat16
+    _same(out[0], expected[0])
+    _same(f(x)[0], expected[0])
+
+
+def test_autocast_disabled_inside_the_program_compiles():
+    # transformers' rotary embeddings turn autocast off for their float32 math
+    def f(x):
+        with torch.autocast("cpu", enabled=False):
+            return torch.sin(x) * 2
+
+    jf = squall.jit(f)
+    x = torch.randn(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        _same(jf(x), f(x))
+    assert jf.cache_info().misses == 1
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_autocast_enabled_by_a_condition_the_trace_reads(dynamic):
+    # enabled for some shapes only: those calls run eagerly, the others compile (a new variant included)
+    def f(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=x.shape[0] > 2):
+            return x @ x.t()
+
+    jf = squall.jit(f, dynamic=dynamic)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", squall.SquallWarning)
+        for n in (3, 2, 5, 2, 4):
+            x = torch.randn(n, 4)
+            out, expected = jf(x), f(x)
+            assert out.dtype == expected.dtype
+            _same(out, expected)
