@@ -19,9 +19,12 @@ view where `view` would succeed for their input's sizes and strides, else a copy
 returns its input itself where that is contiguous, else a copy) are decided where a write or a
 stale read reaches them, by eager's layout of their input in the call being traced
 (squall.frontend.layouts, guarded): a view is written back through like any other, a copy
-leaves its input's family (with the views taken of it). Views with no inverse here (`unfold`)
-are refused with a clear error where a write would have to pass through them. A write through
-an expanded view raises eager's error.
+leaves its input's family (with the views taken of it); before an opaque torch call writes in
+place (at run time, into the tensor itself), such copies leave as clones (`before_opaque_write`).
+Views with no inverse here (`unfold`), and views eager makes in calls squall runs opaquely
+(`OpaqueView`: `select`, `as_strided`, ...), are refused with a clear error where a write would
+have to pass through them, or a read would need a write into their base. A write through an
+expanded view raises eager's error.
 """
 from __future__ import annotations
 
