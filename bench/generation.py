@@ -3,6 +3,8 @@ of batches of random lengths: eager vs squall.jit (automatic dynamic shapes) vs
 torch.compile(dynamic=True), in one process.
 
 Run: python bench/generation.py [--models llama,gpt2,phi3] [--tokens 32] [--batches 40] [--no-torch-compile] [--device cuda]
+                                [--prompts 12,12,20] [--no-stream]
+(`--prompts 1,1,20`: a one-token prompt twice, then one of 20 tokens.)
 
 For each decoder family and contender: the first `generate`'s wall time (compiles included),
 the steady tokens/s of a second prompt of the same length and of a third of another length
@@ -26,6 +28,13 @@ tokens equal, first generate 0.08-0.09 s (torch.compile 4.7 / 10.9 s), fused aft
 One decoding step, cache kept (timed then on squall's torch plan: that entry's upgrade was not waited for):
 squall 1.76-2.52x eager, torch.compile 0.71-3.00x. The DistilBERT
 stream: 3 compiles, 1.44 s (eager 0.68 s, torch.compile 20.4 s).
+A one-token prompt (`--prompts 1,1,20`, branch gen1 against main in one sitting, load 8-9.5: rough,
+best of 3, two runs each): main compiled 3/0/1 (the prefill, a static first step with its cache one
+token long, then a symbolic step), gen1 2/0/1 (the step's cache length a symbol traced at 1; the 1
+for the third prompt is its prefill, the first one's being static); tokens equal. Same-length
+tok/s against eager: gpt2 main 1.26x / 1.36x, gen1 1.81x / 1.39x; llama main 1.65x / 1.71x, gen1
+1.94x / 2.55x. Prompts of 12 in the same sitting (no change expected): gpt2 main 1.63x / 1.70x,
+gen1 1.51x / 2.13x; llama main 1.88x / 2.34x, gen1 2.09x / 1.87x.
 """
 from __future__ import annotations
 
@@ -91,7 +100,7 @@ def generate_once(model, forward_owner, prompt: torch.Tensor, tokens: int) -> tu
     return out, time.perf_counter() - start
 
 
-def bench_decoder(family: str, tokens: int, rounds: int, with_torch_compile: bool) -> None:
+def bench_decoder(family: str, tokens: int, rounds: int, with_torch_compile: bool, lengths: tuple[int, int, int] = (12, 12, 20)) -> None:
     torch.manual_seed(0)
     model = build_decoder(family)
     contenders = {"eager": model, "squall": squall.jit(model)}
@@ -100,9 +109,9 @@ def bench_decoder(family: str, tokens: int, rounds: int, with_torch_compile: boo
         compiled.load_state_dict(model.state_dict())
         compiled.forward = torch.compile(compiled.forward, dynamic=True)
         contenders["torch.compile(dynamic=True)"] = compiled
-    prompts = [torch.randint(1, V, (1, n), device=DEVICE) for n in (12, 12, 20)]
+    prompts = [torch.randint(1, V, (1, n), device=DEVICE) for n in lengths]
     expected = [model.generate(p, attention_mask=torch.ones_like(p), max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0) for p in prompts]
-    print(f"\n{family}: generate {tokens} tokens (prompt 12, again 12, then 20)")
+    print(f"\n{family}: generate {tokens} tokens (prompt {lengths[0]}, again {lengths[1]}, then {lengths[2]})")
     print(f"  {'':30}{'first':>9}{'tok/s same len':>16}{'tok/s new len':>15}{'compiles':>16}{'tokens':>8}")
     jitted = contenders["squall"]
     firsts, equal, per_generate = {}, {}, []
@@ -208,15 +217,21 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--no-torch-compile", action="store_true")
     parser.add_argument("--device", default="cpu", help="where models and inputs live (e.g. cuda)")
+    parser.add_argument("--prompts", default="12,12,20", help="the three prompts' lengths (1,1,20: a one-token prompt)")
+    parser.add_argument("--no-stream", action="store_true", help="skip the DistilBERT length stream")
     opts = parser.parse_args()
     global DEVICE
     DEVICE = torch.device(opts.device)
     import_torchvision()
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
+    lengths = tuple(int(n) for n in opts.prompts.split(","))
+    if len(lengths) != 3 or min(lengths) < 1:
+        parser.error(f"--prompts takes three lengths of 1 or more, got {opts.prompts!r}")
     for family in opts.models.split(","):
-        bench_decoder(family, opts.tokens, opts.rounds, not opts.no_torch_compile)
-    bench_length_stream(opts.batches, not opts.no_torch_compile)
+        bench_decoder(family, opts.tokens, opts.rounds, not opts.no_torch_compile, lengths)
+    if not opts.no_stream:
+        bench_length_stream(opts.batches, not opts.no_torch_compile)
 
 
 if __name__ == "__main__":

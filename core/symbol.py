@@ -23,6 +23,7 @@ class Tags:
 
     SIDE_EFFECT = "side_effect"  # never removed as dead code
     OPAQUE = "opaque"  # a torch call squall does not model; runs as itself
+    OPAQUE_VIEW = "opaque_view"  # an opaque call that returned a view of its input (squall.frontend.views)
     RANDOM = "random"  # draws from a random number generator
     SHAPE_ONLY = "shape_only"  # changes metadata only (views, reshapes)
     REDUCTION = "reduction"

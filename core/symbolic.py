@@ -197,11 +197,15 @@ class ShapeEnv:
         self.specialised: set[str] = set()  # symbols whose exact value was read
         # symbols that may be 1 (no guard says 2 or more): see `symbol` and `SymInt._compare`
         self.ones: frozenset[str] = frozenset()
+        # of those, the symbols whose value in the traced call is 1 (a KV cache one token long):
+        # always in `ones`; a comparison that 1 and "2 or more" answer apart is answered for 1
+        self.traced_at_one: frozenset[str] = frozenset()
         self._by_value: dict[int, str] = {}
 
     def symbol(self, value: int, input_name: str, dim: int | None, *, share: bool = True, may_be_one: bool = False) -> SymInt:
         """The size symbol for dimension `dim` of the input `input_name` (None: the input itself,
-        an int an argument object holds), whose value is `value` (>= 2); inputs' dimensions of
+        an int an argument object holds), whose value is `value` (>= 2, or 1 with `may_be_one`
+        and not `share`: `traced_at_one`); inputs' dimensions of
         one value share one symbol (checked equal). With `share` False the dimension gets a
         symbol of its own, which no other takes: a relation the program relies on is then a
         shape guard, and an equal value by chance (a KV cache's length and its head size, at
@@ -210,7 +214,14 @@ class ShapeEnv:
         With `may_be_one` (a tensor argument's dimension) the symbol stands for a size of 1 or
         more until the trace relies on it being 2 or more (`SymInt._compare`), so a call of size
         1 can run this program where nothing in it depends on that; else 2 or more (0 and 1 are
-        keyed apart)."""
+        keyed apart).
+
+        A symbol whose value is 1 stands for 1 or more from this call on: the trace answers
+        every comparison as it holds at 1, guarded where 2 or more would answer otherwise, so
+        the program serves the later sizes wherever nothing in it depended on this one being 1
+        (a decoding step traced with a cache one token long serves the longer ones)."""
+        if value < 2 and not (value == 1 and may_be_one and not share):
+            raise ValueError(f"squall: a size symbol of value {value} (sizes 0 and 1 are constants but for a tensor's own symbol that may be 1)")
         name = self._by_value.get(value) if share else None
         if name is None:
             name = f"s{len(self.symbols)}"
@@ -219,6 +230,8 @@ class ShapeEnv:
             self.symbols[name] = (value, input_name, dim)
             if may_be_one:
                 self.ones = self.ones | {name}
+            if value == 1:
+                self.traced_at_one = self.traced_at_one | {name}
         else:
             self.aliases.append((input_name, dim, name))
             if not may_be_one and name in self.ones:
@@ -227,10 +240,14 @@ class ShapeEnv:
 
     def at_least_two(self, names: set[str]) -> None:
         """The trace relies on each of the symbols `names` being 2 or more: guarded so (a call of
-        size 1 then misses this program), and decided so from here on."""
-        for name in sorted(names & self.ones):
+        size 1 then misses this program), and decided so from here on. One traced at 1
+        (`traced_at_one`) is guarded as 1 instead (the program then serves that size only) and
+        stays among `ones`, since 1 is the value it has."""
+        for name in sorted(names & self.traced_at_one):
+            self.note(f"{name} == 1", True)
+        for name in sorted((names & self.ones) - self.traced_at_one):
             self.note(f"{name} >= 2", True)
-        self.ones = self.ones - names
+        self.ones = self.ones - (names - self.traced_at_one)
 
     def note(self, text: str, holds: bool) -> None:
         """Record the shape relation `text` (Python over the size symbols) and its truth."""
@@ -447,9 +464,10 @@ class SymInt:
         decided = _decided_between(self.poly, o[0], op, ones)
         if decided is not None:
             return decided
-        if ones:
+        if ones and not (self.env.traced_at_one and (symbols_of(self) | symbols_of(other)) & self.env.traced_at_one):
             # undecided where a symbol may be 1, decided where it is 2 or more (`s0 == 1`, a
             # broadcast or a squeeze asking): answered so, and the symbols guarded as 2 or more
+            # (not where a symbol is 1 in this call: answered by the values below, guarded)
             decided = _decided_between(self.poly, o[0], op)
             if decided is not None:
                 self.env.at_least_two(symbols_of(self) | symbols_of(other))

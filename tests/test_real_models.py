@@ -226,6 +226,17 @@ def test_generate_compiles_prefill_and_decode_once_and_later_generates_reuse_the
     assert compiles == [2, 0, 0, 0]
 
 
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_generate_from_a_one_token_prompt_compiles_prefill_and_decode_once(name):
+    """A prompt of one token: the first decoding step's KV cache is one token long. Its length is
+    a symbol traced at 1 (squall.symbolic.ShapeEnv.traced_at_one), not a constant, so that step's
+    program runs every later step: two compiles (prefill, step), none in the next generate."""
+    (model,) = [m for m in TRANSFORMERS_MODELS if m.name == name]
+    torch.manual_seed(0)
+    module = model.build()
+    assert _compiles_per_generate(module, prompt_length=1, max_new_tokens=8) == [2, 0]
+
+
 def test_a_decoding_loop_stops_compiling_once_its_lengths_are_symbolic():
     (model,) = [m for m in TRANSFORMERS_MODELS if m.name == "llama"]
     torch.manual_seed(0)
@@ -265,19 +276,25 @@ def test_generate_with_hf_static_cache_matches_eager_and_reuses_its_programs():
     (model,) = [m for m in TRANSFORMERS_MODELS if m.name == "llama"]
     torch.manual_seed(0)
     module = model.build()
+    assert _compiles_per_generate(module, prompt_length=6, max_new_tokens=6, cache_implementation="static") == [2, 0]
+
+
+def _compiles_per_generate(module: torch.nn.Module, prompt_length: int, max_new_tokens: int, **options) -> list[int]:
+    """Two greedy `generate`s of a fresh squall.jit of `module` from random prompts of `prompt_length`:
+    each one's tokens asserted equal to eager's, and how many compiles each took."""
     jitted = squall.jit(module)
     compiles = []
     for _ in range(2):
-        prompt = torch.randint(1, 97, (1, 6))
-        options = dict(attention_mask=torch.ones_like(prompt), max_new_tokens=6, min_new_tokens=6, do_sample=False, pad_token_id=0,
-                       cache_implementation="static")
+        prompt = torch.randint(1, 97, (1, prompt_length))
+        options = dict(options, attention_mask=torch.ones_like(prompt), max_new_tokens=max_new_tokens, min_new_tokens=max_new_tokens,
+                       do_sample=False, pad_token_id=0)
         before = jitted.cache_info().misses
         with torch.no_grad():
             expected = module.generate(prompt, **options)
             actual = _no_opaque_calls(jitted.generate, prompt, **options)
         assert torch.equal(actual, expected)
         compiles.append(jitted.cache_info().misses - before)
-    assert compiles == [2, 0]
+    return compiles
 
 
 @pytest.mark.parametrize("dynamic", [None, True])

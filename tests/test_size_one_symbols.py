@@ -180,3 +180,42 @@ def test_a_layout_read_guards_the_sizes_as_2_or_more():
     fresh = squall.jit(_reads_strides, dynamic=True)
     fresh(torch.randn(5, 4))
     assert "s1 >= 2" in str(squall.explain(fresh, torch.randn(5, 4)))
+
+
+# --- a symbol traced at 1: a tensor an argument object holds, one long (a KV cache after a one-token prompt)
+
+
+def test_a_symbol_traced_at_one_answers_as_one_and_guards_where_two_or_more_would_answer_otherwise():
+    env = ShapeEnv()
+    n = env.symbol(1, "keys", 2, share=False, may_be_one=True)
+    assert n + 1 >= 2 and n > 0 and not env.guards  # true for every size of 1 or more: no guard
+    assert (n == 1) is True and env.guards == {"s0 == 1": True}  # 2 or more would say False
+    env.at_least_two({"s0"})  # (a layout read): guarded as the 1 it is, and still a symbol that may be 1
+    assert "s0" in env.ones and "s0 >= 2" not in env.guards
+    with pytest.raises(ValueError, match="size symbol of value 1"):
+        env.symbol(1, "x", 0)  # a tensor argument's size of 1 stays a constant
+
+
+class _Holder:
+    def __init__(self, t: torch.Tensor):
+        self.t = t
+
+
+def _adds_what_it_holds(x, holder):
+    return x + holder.t.sum(-1, keepdim=True)
+
+
+def _squeezes_what_it_holds(x, holder):
+    return x + holder.t.squeeze(1).sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("fn, compiles", [(_adds_what_it_holds, 1), (_squeezes_what_it_holds, 2)])
+def test_a_held_tensor_one_long_runs_its_program_for_longer_ones_unless_the_trace_relied_on_the_one(fn, compiles):
+    """Traced with the held tensor one long: a program that never asks serves every later length
+    (one compile); one that squeezed the 1 away is guarded so, and compiles again at length 3."""
+    jf = squall.jit(fn)
+    x = torch.randn(4, 1)
+    for n in (1, 3, 5, 1):
+        holder = _Holder(torch.randn(4, n))
+        assert_close(jf(x, holder), fn(x, holder))
+    assert jitted_state(jf).cache_info().misses == compiles

@@ -1350,3 +1350,25 @@ def test_a_traced_hook_keying_a_dict_by_its_module_stores_the_real_module():
     squall.jit(model)(x)
     assert list(activations) == list(model)  # the modules themselves, not squall's stand-ins
     assert_close(activations[model[1]], model(x))
+
+
+def test_a_state_changed_back_runs_the_entry_set_aside_for_it_in_place_of_a_miss():
+    """A one-token prompt's prefill and decoding step share a key and take turns at every
+    generate: the rejected call runs the set-aside entry whose guards hold at once, without a
+    second dispatch through the entry point (a miss's checks)."""
+    m = Scaled()
+    j = squall.jit(m)
+    state = jitted_state(j)
+    x = torch.randn(2, 4)
+    for scale in (2.0, 3.0):
+        m.scale = scale
+        _check(j, m, x)
+    dispatched = []
+    entry_point = state.entry_point
+    state.entry_point = lambda *a, **k: dispatched.append(1) or entry_point(*a, **k)
+    for scale in (2.0, 3.0, 2.0):
+        m.scale = scale
+        _check(j, m, x)
+    assert dispatched == []
+    assert j.cache_info().misses == 2
+    assert state.stats.changes == {"attribute 'scale' of the module": 4}

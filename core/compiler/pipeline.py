@@ -173,8 +173,21 @@ def compile_traced(
     """
     seconds = {} if seconds is None else seconds
     now = time.perf_counter()
-    needs_grad = torch.is_grad_enabled() and any(p.requires_grad for p in traced.inputs)
-    if needs_grad:
+    # a tensor the program captured (a global module's parameter) is no input of squall's differentiated
+    # program: where one requires grad, only PyTorch's autograd carries a gradient to it
+    captured = [f"{name} {tuple(t.shape)}" for name, t in traced.constants.items() if isinstance(t, torch.Tensor) and t.requires_grad]
+    needs_grad = torch.is_grad_enabled() and (bool(captured) or any(p.requires_grad for p in traced.inputs))
+    if needs_grad and captured:
+        warnings.warn(
+            f"squall: the program reads {len(captured)} tensor(s) that require grad without taking them as arguments "
+            f"({', '.join(captured[:4])}{', ...' if len(captured) > 4 else ''}: a module it reaches as a global or "
+            "through a closure): it is differentiated by PyTorch's autograd instead, on the executors autograd can "
+            "differentiate through (torch), so their gradients reach them. squall.jit the module itself, or pass "
+            "them in, to have squall differentiate it",
+            SquallWarning,
+            stacklevel=user_stacklevel(),
+        )
+    elif needs_grad:
         try:
             diff = differentiate(traced, default_grad_rules(), overrides=executor_grad_rules(traced, executors))
         except NoGradRule as e:

@@ -25,7 +25,9 @@ from typing import Any
 import torch
 
 from ..proxies import TensorProxy
+from ..symbolic import lone_symbol
 from ..trace import plain_scalar, pytree_container
+from .state_guards import ONE_OR_MORE
 from .state_views import RECORDED_CONTAINERS, _RecordedList, _SCALARS, _ViewInfo, by_structure
 
 __all__ = ["ArgumentRoutes"]
@@ -167,7 +169,9 @@ class ArgumentRoutes:
         expr = f"{self._dict_expr(info)}[{plain_scalar(name)!r}]"
         if expr not in self._metadata_guarded:  # (read again, as a KV cache's keys are: one guard)
             self._metadata_guarded.add(expr)
-            pattern = (proxy.dtype, proxy.device, proxy.requires_grad, tuple(n if type(n) is int else None for n in proxy.shape))
+            # (a size traced at 1 stays 1 or more: squall.symbolic.ShapeEnv.traced_at_one)
+            pattern = (proxy.dtype, proxy.device, proxy.requires_grad,
+                       tuple(n if type(n) is int else ONE_OR_MORE if lone_symbol(n) in n.env.traced_at_one else None for n in proxy.shape))
             self.guards.add(f"_same_metadata({expr}, {self.guards.bind(pattern, 'k')})", label)
         return proxy
 

@@ -66,6 +66,8 @@ class TracingContext:
         # whether the program is traced with grad mode on (a gradient may be taken of it); only
         # then does what a no_grad region inside it returns decide a gradient (squall.ltorch.eager_identity)
         self.traced_with_grad = torch.is_grad_enabled()
+        # and in inference mode: a program that enters or leaves it is not modelled (squall.ltorch.base.UnmodelledMode)
+        self.traced_in_inference = torch.is_inference_mode_enabled()
         # views and what a write through one changes (squall.frontend.views)
         self.views = ViewTracker(self)
         # the real values of the call being traced, where tracing may read them (squall.frontend.speculation);
@@ -436,8 +438,12 @@ def trace_program(
             if symbolic:
                 # every dimension of a held tensor may be symbolic (which one grows is not known
                 # at the first compile): each gets its own symbol, so a value it shares with another
-                # size at this call only (cache length 8, head size 8) is no guard
-                shape = tuple(ctx.shapes.symbol(n, name, d, share=False) if (d in symbolic or symbolic is ALL_DIMS) and n >= 2 else n for d, n in enumerate(shape))
+                # size at this call only (cache length 8, head size 8) is no guard. A size of 1 past
+                # the first dimension (a cache one token long, after a one-token prompt) is a symbol
+                # traced at 1 (`ShapeEnv.traced_at_one`), so the next step, two tokens long, runs
+                # this program rather than compile another; the first (the batch) stays a constant
+                shape = tuple(ctx.shapes.symbol(n, name, d, share=False, may_be_one=n == 1)
+                              if (d in symbolic or symbolic is ALL_DIMS) and (n >= 2 or (n == 1 and d >= 1)) else n for d, n in enumerate(shape))
             p = state_proxies[id(value)] = TensorProxy(name, shape=shape, dtype=value.dtype, device=value.device, requires_grad=value.requires_grad)
             ctx.inputs.append(p)
             # (the object's own dict is not held where the route reaches it: a KV cache is freed)

@@ -22,7 +22,7 @@ stale read reaches them, by eager's layout of their input in the call being trac
 leaves its input's family (with the views taken of it); before an opaque torch call writes in
 place (at run time, into the tensor itself), such copies leave as clones (`before_opaque_write`).
 Views with no inverse here (`unfold`), and views eager makes in calls squall runs opaquely
-(`OpaqueView`: `select`, `as_strided`, ...), are refused with a clear error where a write would
+(tagged `OPAQUE_VIEW`: `select`, `as_strided`, `x.imag`, ...), are refused with a clear error where a write would
 have to pass through them, or a read would need a write into their base. A write through an
 expanded view raises eager's error.
 """
@@ -40,9 +40,10 @@ from ..ltorch.shape import clone, movedim, transpose
 from ..ltorch.subscript import setitem
 from ..prims.base import canonical_dim
 from ..proxies import TensorProxy
+from ..symbol import Tags
 from .layouts import traced_is_contiguous, traced_reshape_is_view
 
-__all__ = ["ViewStep", "ViewTracker", "OpaqueView", "VIEW_OPS"]
+__all__ = ["ViewStep", "ViewTracker", "VIEW_OPS"]
 
 
 @dataclass(frozen=True)
@@ -67,15 +68,6 @@ class ViewStep:
 
     def bound(self) -> tuple:
         return self.op.normalize(self.args, self.kwargs)[0]
-
-
-@dataclass(frozen=True)
-class OpaqueView:
-    """The view op of a step squall does not model: an opaque torch call whose result eager makes
-    a view of its argument (`x.select(1, 2)`, `x.as_strided(...)`, `x.adjoint()`). A write
-    through it, or a read of it after a write into its family, is refused (`ViewTracker`)."""
-
-    id: str
 
 
 def _whole(d: int, item) -> tuple:
@@ -229,7 +221,7 @@ class ViewTracker:
 
     def note(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
         """Record, where `op` is a view op, that the tensors it returned view its tensor argument."""
-        if getattr(op, "id", None) not in VIEW_OPS:
+        if getattr(op, "id", None) not in VIEW_OPS and Tags.OPAQUE_VIEW not in getattr(op, "tags", ()):
             return
         if op.id == "torch.Tensor.__getitem__" and not _is_basic_key(args[1]):
             return  # advanced indexing copies
@@ -251,20 +243,6 @@ class ViewTracker:
             root = self.root.get(id(base), base)
             self.root[id(view)] = root
             self.steps[id(view)] = (*self.steps.get(id(base), ()), step)
-            self.family.setdefault(id(root), [root]).append(view)
-
-    def note_opaque(self, name: str, metas: list[tuple[TensorProxy, torch.Tensor, int]], meta_out: Any, out: Any) -> None:
-        """Record, where an opaque torch call `name` returned views of its tensor arguments (its
-        results on the meta device alias theirs, `metas` pairing each argument with its meta
-        tensor), that they are views squall does not model (`OpaqueView`)."""
-        results = [(m, r) for m, r in zip(tree_flatten(meta_out)[0], tree_flatten(out)[0]) if type(r) is TensorProxy and isinstance(m, torch.Tensor)]
-        for meta, view in results:
-            base = next((x for x, m, _ in metas if m is not meta and torch._C._is_alias_of(meta, m)), None)
-            if base is None or view is base:
-                continue
-            root = self.root.get(id(base), base)
-            self.root[id(view)] = root
-            self.steps[id(view)] = (*self.steps.get(id(base), ()), ViewStep(OpaqueView(name), (base,)))
             self.family.setdefault(id(root), [root]).append(view)
 
     @staticmethod
@@ -292,7 +270,7 @@ class ViewTracker:
             # that copy is a tensor of its own, and `a` is it or a view of it
             self._leave_family(self._made_by(k, a, steps), root)
             return self.write(a, value)
-        _refuse_opaque_views(steps, f"an in-place write into tensor {a.name}")
+        _refuse_opaque_views(steps, a, written=True)
         parents = [root]  # each step's input, as it is now
         for step in steps[:-1]:
             parents.append(step.forward(parents[-1]))
@@ -383,7 +361,7 @@ class ViewTracker:
                 # and its views keep their values, and leave the family
                 self._leave_family(self._made_by(k, x, steps), self.root[id(x)])
                 continue
-            _refuse_opaque_views(steps, f"tensor {x.name} was written through its base or another view, and reading it")
+            _refuse_opaque_views(steps, x, written=False)
             self.stale.discard(id(x))
             value = self.root[id(x)]
             for step in steps:
@@ -391,12 +369,20 @@ class ViewTracker:
             self.ctx.rebind(x, value)
 
 
-def _refuse_opaque_views(steps: tuple[ViewStep, ...], what: str) -> None:
-    """Raise where one of `steps` is a view squall does not model, naming `what` needed it."""
-    opaque = next((step.op.id for step in steps if type(step.op) is OpaqueView), None)
-    if opaque is not None:
+def _refuse_opaque_views(steps: tuple[ViewStep, ...], x: TensorProxy, written: bool) -> None:
+    """Raise where one of `steps` (the view calls that made `x`) is an opaque call's view: squall
+    follows no write through it (`written`), nor takes it again of its base's new value."""
+    opaque = next((step.op.id.removeprefix("opaque.") for step in steps if Tags.OPAQUE_VIEW in getattr(step.op, "tags", ())), None)
+    if opaque is None:
+        return
+    if written:
         raise NotImplementedError(
-            f"squall: {what} needs the memory eager's {opaque}(...) shares with its input, a view squall does "
-            "not model. Take the view with indexing or a view op squall models (x[:, i], x.narrow, x.transpose, x.view), "
-            "or clone() it to write into a copy"
+            f"squall: an in-place write into {opaque}(...) of a tensor: that op is not in squall's torch language and "
+            "runs as an opaque torch call, which returns a view (sharing memory) squall cannot follow a write through. "
+            "Write the update out of place, or take the view with indexing or a view op squall models (x[:, i], "
+            "x.narrow, x.transpose, x.view)"
         )
+    raise NotImplementedError(
+        f"squall: the program uses tensor {x.name}, a view {opaque}(...) returned of a tensor changed since; that op "
+        "runs as an opaque torch call, whose view squall cannot take again of the new value. Take the view after the change"
+    )

@@ -134,9 +134,11 @@ class SquallWarning(UserWarning):
     """Warnings squall raises (opaque ops, recompilations, unavailable executors)."""
 
 
-class AutocastWhileTracing(RuntimeError):
-    """The program enabled torch.autocast while it was traced: squall's traces do not model
-    autocast's dtype casts, so such a program runs eagerly (squall.runtime.calls)."""
+class UnmodelledMode(RuntimeError):
+    """While traced, the program entered a mode squall's traces do not model: torch.autocast
+    (its dtype casts), grad mode turned on in a call made without it around tensors that require
+    grad (`torch.enable_grad()` under the caller's no_grad: eager records a graph there), or
+    inference mode entered or left. Such a program runs eagerly (squall.runtime.calls)."""
 
 
 class DataDependentError(RuntimeError):
@@ -270,8 +272,7 @@ class TorchLanguage:
 
     def dispatch(self, func: Callable, args: tuple, kwargs: dict) -> Any:
         if _is_any_autocast_enabled():  # (a block like `with torch.autocast("cuda", enabled=False)` leaves it off)
-            raise AutocastWhileTracing(
-                "squall: the program enables torch.autocast, whose dtype casts squall's traces do not model yet")
+            raise UnmodelledMode("squall: the program enables torch.autocast, whose dtype casts squall's traces do not model yet")
         if self.wrapped_results is not None:
             layout = self.wrapped_results.layout(func, args)
             if layout is not None:
@@ -285,6 +286,12 @@ class TorchLanguage:
         if kwargs:
             has_proxy, has_tensor = _scan(kwargs.values(), has_proxy, has_tensor)
         ctx = current_context()
+        if torch.is_inference_mode_enabled() is not ctx.traced_in_inference:
+            raise UnmodelledMode(f"squall: the program {'enters' if ctx.traced_in_inference is False else 'leaves'} "
+                                 "torch.inference_mode, which squall's traces do not model")
+        if has_proxy and not ctx.traced_with_grad and torch.is_grad_enabled() and _requires_grad((args, kwargs)):
+            raise UnmodelledMode("squall: the program turns grad mode on (torch.enable_grad) in a call made without it, "
+                                 "around tensors that require grad: eager records a graph there, squall's program would not")
         if has_tensor and self.wrapped_results is not None:
             has_proxy = self.read_through_wrapped(ctx, (args, kwargs.values())) or has_proxy
         if ctx.number_roots and not numbers.takes_numbers(op) and (numbers.has_numbers(args) or numbers.has_numbers(kwargs.values())):
@@ -483,17 +490,26 @@ class TorchLanguage:
             if ctx.views.stale:
                 ctx.views.refresh((args, kwargs))
         out = tree_map(from_meta, meta_out)
+        # eager returns a view of an argument (x.imag, view_as_real): a write through it, or into
+        # that argument, must reach the other (squall.frontend.views refuses what it cannot follow)
+        viewed = {id(m) for _, m, _ in metas}
+        views = any(isinstance(r, torch.Tensor) and r._is_view() and id(r._base) in viewed for r in tree_flatten(meta_out)[0])
         sym = Symbol(
             f"opaque.{name}",
             name.rsplit(".", 1)[-1],
             lambda *a, **k: out,
             is_prim=True,
-            tags=(Tags.OPAQUE,),
+            tags=(Tags.OPAQUE, Tags.OPAQUE_VIEW) if views else (Tags.OPAQUE,),
             torchfns=(func,),
         )
         result = opaque_writes(name, metas, meta_out, sym(*args, **kwargs))
-        current_context().views.note_opaque(name, metas, meta_out, result)  # views of its arguments (select, as_strided)
+        if views:
+            current_context().views.note(sym, args, kwargs, result)
         return result
+
+
+def _requires_grad(tree: Any) -> bool:
+    return any(type(x) is TensorProxy and x.requires_grad for x in tree_flatten(tree)[0])
 
 
 def _contains(tensor: TensorProxy, element: Any) -> bool:

@@ -167,6 +167,14 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
 # --- batch and instance norm ------------------------------------------------------------------
 
 
+def _on_copies(norm, input, running_mean, running_var, *args):
+    """(output, new running mean, new running var): torch's `norm` run on copies of the running
+    statistics it updates, so the op stays functional (the caller's get the new values when the
+    program ends, through its form)."""
+    running_mean, running_var = running_mean.clone(), running_var.clone()
+    return norm(input, running_mean, running_var, *args), running_mean, running_var
+
+
 def _eager_batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps):
     """What the torch executor runs for `batch_norm`: F.batch_norm on copies of the running stats.
 
@@ -175,9 +183,7 @@ def _eager_batch_norm(input, running_mean, running_var, weight, bias, training, 
     the output alone otherwise.
     """
     if training and running_mean is not None and running_var is not None:
-        running_mean, running_var = running_mean.clone(), running_var.clone()
-        out = F.batch_norm(input, running_mean, running_var, weight, bias, True, momentum, eps)
-        return out, running_mean, running_var
+        return _on_copies(F.batch_norm, input, running_mean, running_var, weight, bias, True, momentum, eps)
     return F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
 
 
@@ -253,9 +259,7 @@ def _eager_instance_norm(input, running_mean=None, running_var=None, weight=None
     """What the torch executor runs for `instance_norm`: as `_eager_batch_norm`, on copies of
     the running stats it updates, returned with the output."""
     if use_input_stats and running_mean is not None and running_var is not None:
-        running_mean, running_var = running_mean.clone(), running_var.clone()
-        out = F.instance_norm(input, running_mean, running_var, weight, bias, True, momentum, eps)
-        return out, running_mean, running_var
+        return _on_copies(F.instance_norm, input, running_mean, running_var, weight, bias, True, momentum, eps)
     return F.instance_norm(input, running_mean, running_var, weight, bias, use_input_stats, momentum, eps)
 
 

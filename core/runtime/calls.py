@@ -28,7 +28,7 @@ from ..frontend.state_guards import StateGuards
 from ..frontend.state_views import EagerFirst, UnreplayableWrite, raised_by_users_code
 from ..frontend.tracing import argument_names, module_slots
 from ..guard_set import ALIAS, GuardFailure
-from ..ltorch.base import AutocastWhileTracing, SquallWarning
+from ..ltorch.base import UnmodelledMode, SquallWarning
 from ..market.config import ExecutorPriority
 from ..proxies import current_context
 from ..symbol import user_stacklevel
@@ -148,10 +148,9 @@ class Runtime(Replans):
                 return self._eager_runner(self._eager_keys[key])
             call_args = (params, *args) if params is not None else args
             record = self.cache.entries.get(key)
-            for i, variant in enumerate(record.set_aside if record is not None else ()):
-                if self._guards(variant.compilation).holds(call_args, kwargs):
-                    record.set_aside.pop(i)  # its state is back: cached again, not compiled
-                    return self.cache.insert(key, variant, self._runner_for).slot[0]
+            back = self._set_aside_holding(record, call_args, kwargs)
+            if back is not None:  # its state is back: cached again, not compiled
+                return self._bring_back(record, back)
             if record is None and dims == self._dims.dims:
                 shared = self._shared_with_ones(key, call_args, args, kwargs)
                 if shared is not None:  # a size of 1 its symbolic entry serves: that program, under this key too
@@ -177,7 +176,7 @@ class Runtime(Replans):
                     return self._eager_for(key, str(setup).removeprefix("squall: "))
                 self._set_up_eagerly.add(key)
                 return self._eager_once()
-            except (UnreplayableWrite, AutocastWhileTracing) as write:
+            except (UnreplayableWrite, UnmodelledMode) as write:
                 return self._eager_for(key, str(write).removeprefix("squall: "))
             except Exception as error:  # noqa: BLE001 - only the user's own code raising is answered here
                 if not raised_by_users_code(error):
@@ -413,7 +412,7 @@ class Runtime(Replans):
                 with record_compilation(self, args, kwargs) as rec:  # squall.runtime.rage sees variants too
                     compilation, tiered = self._compile_first_tier(args, kwargs, executors, on_traced=rec.traced)
                     rec.compiled(compilation)
-            except (UnreplayableWrite, AutocastWhileTracing) as refused:  # (EagerFirst too): eager from now on
+            except (UnreplayableWrite, UnmodelledMode) as refused:  # (EagerFirst too): eager from now on
                 return [self._eager_for(key, str(refused).removeprefix("squall: ")), None]
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             self.stats.misses += 1
@@ -442,7 +441,8 @@ class Runtime(Replans):
             # a loop's step with a cache one token long, once per loop: eager until it paid for a
             # compile; the entry stays (the next step's), and no state change is counted against it
             return self.rental.charged(key, self._eager_once())(*args, **kwargs)
-        compiles = self._state_compiles(key, failure.label, args, kwargs) if self.module is not None and not fresh else 0
+        back = None if fresh else self._set_aside_holding(self.cache.entries.get(key), args, kwargs)
+        compiles = self._state_compiles(key, failure.label) if self.module is not None and not fresh and back is None else 0
         action = decide(failure, module=self.module is not None, first_call=fresh, compiles=compiles)
         if action is Action.EAGER_ONCE:
             # changed between tracing and this first call (another thread, or code tracing ran
@@ -457,14 +457,38 @@ class Runtime(Replans):
         if action is Action.SPLIT:
             return self._split_entry(key, failure.label)(*args, **kwargs)
         self._stale_entry(key, failure.label)  # SET_ASIDE: it comes back when its state does
+        record = self.cache.entries.get(key)
+        if back is not None and record is not None and record.slot is None:
+            # one set aside for this key serves the call (a one-token prompt's prefill and decoding
+            # step share a key and take turns at every generate): back in its place now, without
+            # the dispatch and checks of a miss
+            runner = self._bring_back(record, back)
+            if runner is not None:
+                return runner(*args, **kwargs)
         return self.entry_point(*user_args, **kwargs)
 
-    def _state_compiles(self, key: Any, label: str, args: tuple, kwargs: dict) -> int:
-        """How many compilations a change of `label` has now caused in entry `key`: none where an
-        entry set aside for it holds for this call (it comes back, nothing compiles)."""
+    def _set_aside_holding(self, record: CacheEntry | None, args: tuple, kwargs: dict) -> CompiledEntry | None:
+        """The entry set aside in `record` whose guards all hold for this call (args as a runner
+        gets them), newest first; None where none does."""
+        for entry in record.set_aside if record is not None else ():
+            if self._guards(entry.compilation).holds(args, kwargs):
+                return entry
+        return None
+
+    def _bring_back(self, record: CacheEntry, entry: CompiledEntry) -> Callable | None:
+        """Cache `entry`, set aside in `record`, again under its key; its runner. None where it
+        is no longer set aside there (dropped past the limit, or taken back by another thread)."""
+        with self.cache.lock:
+            for i, e in enumerate(record.set_aside):
+                if e is entry and record.slot is None:
+                    del record.set_aside[i]
+                    return self.cache.insert(record.key, entry, self._runner_for).slot[0]
+        return None
+
+    def _state_compiles(self, key: Any, label: str) -> int:
+        """How many compilations a change of `label` has now caused in entry `key` (none set
+        aside for it holds for this call: it compiles)."""
         record = self.cache.entry(key)
-        if any(self._guards(e.compilation).holds(args, kwargs) for e in record.set_aside):
-            return 0
         count = record.state_compiles[label] = record.state_compiles.get(label, 0) + 1
         return count
 
@@ -621,27 +645,40 @@ class Runtime(Replans):
         the new entry; None where it was evicted, set aside, replanned or split since `base` was installed."""
         upgraded = CompiledEntry(compilation, compile_seconds, base.upgrade)
         with self.cache.lock:
-            record = self.cache.entries.get(key)
-            if record is None or record.slot is None or record.split:
+            if not self._swap_upgraded(key, base, upgraded, variant):
                 return None
-            held = record.slot[0]
-            if variant is not None or isinstance(held, Variants):
-                # a guarded entry: the upgraded variant takes its own place, the other variants stay
-                if variant is None:
-                    variant = next((v for v in held.variants if v[1] is base), None)
-                if variant is None or variant[1] is not base:  # replanned, or stopped compiling, since
-                    return None
-                variant[1] = upgraded
-                variant[0] = self._runner(key, compilation, slot=variant)
-                if record.compiled is base:
-                    record.compiled = upgraded
-            elif record.compiled is base:
-                self.cache.swap(record, self._cached_runner(key, upgraded), compiled=upgraded)  # the hot path's next call runs the fused plan
-            else:
-                return None
+            # the keys with a size of 1 that run this entry's program (`_shared_with_ones`) run its
+            # upgrade too: planned from the same trace, whose symbols that may be 1 every fusion
+            # executor in it serves at 1 (one that is not known to declines them: FusionExecutor.symbolic_ones)
+            for other, record in list(self.cache.entries.items()):
+                if other != key and record.slot is not None:
+                    self._swap_upgraded(other, base, upgraded)
             if self.last_entry is base:
                 self.last_entry = upgraded
         return upgraded
+
+    def _swap_upgraded(self, key: Any, base: CompiledEntry, upgraded: CompiledEntry, variant: list | None = None) -> bool:
+        """Swap entry `key` (or its `variant`) from `base` to `upgraded`, under the cache's lock;
+        False where it does not run `base` (evicted, set aside, replanned or split since)."""
+        record = self.cache.entries.get(key)
+        if record is None or record.slot is None or record.split:
+            return False
+        held = record.slot[0]
+        if variant is not None or isinstance(held, Variants):
+            # a guarded entry: the upgraded variant takes its own place, the other variants stay
+            if variant is None:
+                variant = next((v for v in held.variants if v[1] is base), None)
+            if variant is None or variant[1] is not base:  # replanned, or stopped compiling, since
+                return False
+            variant[1] = upgraded
+            variant[0] = self._runner(key, upgraded.compilation, slot=variant)
+            if record.compiled is base:
+                record.compiled = upgraded
+        elif record.compiled is base:
+            self.cache.swap(record, self._cached_runner(key, upgraded), compiled=upgraded)  # the hot path's next call runs the fused plan
+        else:
+            return False
+        return True
 
     # --- what changed --------------------------------------------------------------------------
 

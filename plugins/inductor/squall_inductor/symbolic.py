@@ -83,7 +83,11 @@ def symbolic_spec(proxies: Sequence[TensorProxy]) -> SymbolicSpec:
         for n in p.shape:
             if type(n) is SymInt:
                 for name in symbols_of(n):
-                    hints.setdefault(name, n.env.symbols[name][0])  # the symbol's value in the traced call
+                    # the symbol's value in the traced call; one traced at 1 (a KV cache one token
+                    # long: squall.symbolic.ShapeEnv.traced_at_one) is compiled for 2 or more, since
+                    # torch's shape environment makes a hint of 1 the constant 1 (a kernel for that
+                    # size alone): the guards then send a call of size 1 to a static compilation
+                    hints.setdefault(name, max(n.env.symbols[name][0], 2))
                 dims.append(size_source(n))
             else:
                 dims.append(int(n))

@@ -253,6 +253,34 @@ def test_a_symbolic_region_checked_at_other_lengths_serves_them_with_eager_value
     assert [type(c) for c in ex._compiled.values()].count(SymbolicRegion) == 1
 
 
+class _Holder:
+    def __init__(self, cache: torch.Tensor):
+        self.cache = cache
+
+
+def _grow_held_cache(holder, key):
+    return _grow_cache(holder.cache, key)
+
+
+def test_a_held_cache_one_token_long_is_compiled_for_every_longer_length():
+    # the cache's length is a symbol traced at 1 (squall.symbolic.ShapeEnv.traced_at_one): inductor
+    # compiles it for 2 or more (a hint of 1 would make it the constant 1: a static kernel per
+    # length), and its guards send the call of length 1 to a static compilation
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    jfn = squall.jit(_grow_held_cache, executors=[ex, "torch"], wait=True)
+    for length in (1, 2, 3, 7, 1):
+        holder, key = _Holder(torch.randn(1, 2, length, 16)), torch.randn(1, 2, 1, 16)
+        torch.testing.assert_close(jfn(holder, key), _grow_held_cache(holder, key))
+    assert jfn.cache_info().misses == 1
+    (symbolic,) = [c for c in ex._compiled.values() if type(c) is SymbolicRegion]
+    assert 2 in symbolic.spec.hints.values() and 1 not in symbolic.spec.hints.values(), symbolic.spec
+    (held,) = [i for i, (dims, *_) in enumerate(symbolic.spec.inputs) if dims[2] != 1]  # the cache, among the region's inputs
+    assert symbolic.holds([torch.randn(1, 2, 3 if i == held else 1, 16) for i in range(2)])
+    assert not symbolic.holds([torch.randn(1, 2, 1, 16) for i in range(2)])
+    assert symbolic.wait(120)
+    assert {shapes[held][0][2] for shapes in symbolic.static} <= {1}, list(symbolic.static)
+
+
 def test_a_compilation_returning_other_sizes_than_the_trace_is_never_returned():
     env = ShapeEnv()
     with tracing(TracingContext()):
@@ -275,6 +303,34 @@ def test_a_compilation_returning_other_sizes_than_the_trace_is_never_returned():
     assert served == [1]
     healthy = SymbolicRegion(_sigmoid_chain, [x], outputs=[summed])
     assert healthy.fits([z], healthy(z)) and not healthy.fits([z], (torch.zeros(6, 8),))
+
+
+def test_a_batch_of_one_sharing_a_symbolic_entry_runs_its_later_background_upgrade(monkeypatch):
+    # the batch of 1 shares the symbolic entry's torch plan before the background upgrade; once the
+    # upgrade is installed it runs the fused plan too, where inductor's guards send it to a static
+    # compilation of its own shapes (never the symbolic kernel)
+    from squall.runtime import upgrade_worker
+    from squall.runtime.jit import jitted_state
+
+    monkeypatch.setattr(upgrade_worker, "HOT_S", 0.0)  # queued after its first call
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    jfn = squall.jit(_softmax_then_flatten, executors=[ex, "torch"])
+    for b, n in [(2, 5), (3, 7), (1, 9)]:
+        x = torch.randn(b, n, 16)
+        torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))
+    assert squall.wait_for_upgrades(jfn, timeout=240)
+    assert [u.status for u in squall.upgrades(jfn)][-1] == "upgraded", squall.upgrades(jfn)
+    cache = jitted_state(jfn).cache
+    symbolic_key, one_key = [k for k, r in cache.entries.items() if r.slot is not None][-2:]
+    assert cache.entries[one_key].compiled is cache.entries[symbolic_key].compiled  # the upgraded plan
+    assert jfn.cache_info().misses == 2
+    for n in (9, 4):
+        x = torch.randn(1, n, 16)
+        torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))
+    assert jfn.cache_info().misses == 2
+    (symbolic,) = [c for c in ex._compiled.values() if type(c) is SymbolicRegion]
+    assert symbolic.wait(120)
+    assert {shapes[0][0][0] for shapes in symbolic.static} == {1}, list(symbolic.static)  # the batches of 1 ran it
 
 
 def test_a_batch_of_one_the_squall_entry_serves_runs_a_compilation_inductor_s_guards_admit():

@@ -1,5 +1,6 @@
-"""torch.autocast and squall: its dtype casts are not modelled by squall's traces yet, so a call made
-under autocast, or a program that enables it, runs eagerly (saying so) and answers as eager does."""
+"""Modes squall's traces do not model: torch.autocast (its dtype casts), grad mode turned on inside a
+call made without it, inference mode entered or left inside the program. A call made under
+autocast, or a program that enters one of these, runs eagerly (saying so) and answers as eager does."""
 from __future__ import annotations
 
 import warnings
@@ -99,3 +100,43 @@ def test_autocast_enabled_by_a_condition_the_trace_reads(dynamic):
             out, expected = jf(x), f(x)
             assert out.dtype == expected.dtype
             _same(out, expected)
+
+
+def _grad_inside(x):
+    with torch.enable_grad():
+        y = (x * 2).sum()
+    return y
+
+
+def test_grad_mode_turned_on_inside_a_no_grad_call_runs_eagerly_and_keeps_the_graph():
+    f = squall.jit(_grad_inside)
+    x = torch.randn(3, requires_grad=True)
+    with torch.no_grad():
+        with pytest.warns(squall.SquallWarning, match="turns grad mode on.*runs eagerly for these inputs"):
+            y = f(x)
+    assert y.requires_grad  # as eager's: a graph was recorded inside the block
+    y.backward()
+    torch.testing.assert_close(x.grad, torch.full((3,), 2.0))
+    # with grad on around the call, nothing changes mode: it compiles
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        _same(f(x), _grad_inside(x))
+
+
+def test_grad_mode_turned_on_inside_around_no_tensor_requiring_grad_compiles():
+    f = squall.jit(_grad_inside)
+    x = torch.randn(3)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        _same(f(x), _grad_inside(x))
+
+
+def test_inference_mode_entered_inside_the_program_runs_eagerly():
+    def f(x):
+        with torch.inference_mode():
+            y = x * 2
+        return y, y.is_inference()
+
+    with pytest.warns(squall.SquallWarning, match="enters torch.inference_mode"):
+        out = squall.jit(f)(torch.randn(3))
+    assert out[1] is True and out[0].is_inference()
