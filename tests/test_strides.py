@@ -140,3 +140,48 @@ def test_storage_offsets_answer_as_eager():
 def test_a_new_tensor_s_storage_offset_pins_no_size():
     jitted = _stream(lambda x: (x + 1) * ((x * 2).storage_offset() + 1), [torch.randn(n, 4) for n in (3, 5, 7, 9)])
     assert jitted.cache_info().misses <= 2, jitted.cache_info()
+
+
+def _stepped():
+    return torch.arange(24.0).reshape(3, 8)[:, ::2]
+
+
+def _row_slice():
+    return torch.arange(24.0).reshape(6, 4)[2:5]
+
+
+def _transposed():
+    return torch.arange(24.0).reshape(6, 4).t()
+
+
+@pytest.mark.parametrize("make", [_stepped, _row_slice, _transposed], ids=["stepped", "row_slice", "transposed"])
+def test_a_tensor_written_in_place_keeps_its_layout_as_in_eager(make):
+    # eager's in-place ops keep a tensor's sizes, strides and offset; squall's layout read of the
+    # value a write gave it answered the functional result's (contiguous, offset 0)
+    def written(x):
+        x.mul_(2)
+        x[0] = 1.0
+        return x.stride(), x.is_contiguous(), x.storage_offset(), x.t().stride(), x[1].storage_offset(), x * 1
+
+    def a_view_written(x):
+        y = x.t()
+        y.add_(1)
+        return y.stride(), x.stride(), y * 1
+
+    def reshape_after_a_write(x):
+        x.add_(1)
+        x.reshape(-1).mul_(3)  # a view exactly where x's eager layout allows one
+        return x * 1
+
+    def a_stale_view_written(x):
+        y = x[1:]
+        x[0] = 7.0  # y is regenerated from x's new value when next used
+        y.add_(1)
+        return y.stride(), y.storage_offset(), y * 1
+
+    for fn in (written, a_view_written, reshape_after_a_write, a_stale_view_written):
+        eager_input, squall_input = make(), make()
+        expected = fn(eager_input)
+        got = squall.jit(fn)(squall_input)
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(squall_input, eager_input)

@@ -34,7 +34,7 @@ from ..proxies import TensorProxy
 from ..symbolic import SymInt, guarded_int, symbols_of
 from .speculation import _site, inputs_reached
 
-__all__ = ["traced_strides", "traced_is_contiguous", "traced_storage_offset"]
+__all__ = ["traced_strides", "traced_is_contiguous", "traced_storage_offset", "traced_reshape_is_view", "view_strides"]
 
 # view ops whose result's strides follow from their input's for any sizes of 2 or more (a size
 # symbol is guarded so where a layout is read, `_two_or_more`): reshapes
@@ -76,6 +76,51 @@ def traced_is_contiguous(ctx: Any, x: TensorProxy, memory_format: torch.memory_f
     if not (_size_independent(ctx, x) and _dense_strides(x.shape, tuple(real.stride())) is not None):
         _specialise(x, sources)
     return real.is_contiguous(memory_format=memory_format)
+
+
+def traced_reshape_is_view(ctx: Any, x: TensorProxy, shape: tuple) -> bool:
+    """Whether eager's `x.reshape(shape)` in the program traced in `ctx` is a view of `x` (else
+    a copy): it is exactly where `x.view(shape)` would succeed for `x`'s sizes and strides
+    (`view_strides`). The strides are `traced_strides`' (guarded as it guards them), and a
+    comparison of symbolic sizes the rule makes is guarded as every size comparison is."""
+    return view_strides(tuple(x.shape), traced_strides(ctx, x), tuple(shape)) is not None
+
+
+def view_strides(shape: tuple, strides: tuple, new_shape: tuple) -> tuple | None:
+    """The strides of a view of shape `new_shape` of a tensor of `shape` and `strides`; None
+    where no view has that shape (eager's reshape then copies). PyTorch's rule
+    (`at::detail::computeStride`): split `shape` into chunks of dimensions each laid out as one
+    (`strides[d] == shape[d + 1] * strides[d + 1]`, a size 1 joining any chunk); `new_shape`
+    must split into chunks of the same element counts, each viewing one of them."""
+    if not shape:
+        return (1,) * len(new_shape)
+    numel: Any = 1
+    for n in shape:
+        numel = numel * n
+    if numel == 0:  # no element to lay out: any view
+        if tuple(shape) == tuple(new_shape):
+            return tuple(strides)
+        return _contiguous_strides(new_shape)
+    new_strides: list[Any] = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_base_stride = strides[-1]  # the stride of the innermost dimension of the current chunk
+    tensor_numel: Any = 1
+    view_numel: Any = 1
+    for tensor_d in reversed(range(len(shape))):
+        tensor_numel = tensor_numel * shape[tensor_d]
+        if tensor_d == 0 or (shape[tensor_d - 1] != 1 and strides[tensor_d - 1] != tensor_numel * chunk_base_stride):
+            # the chunk ends here: the view's dimensions that fill it take its strides
+            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+                new_strides[view_d] = view_numel * chunk_base_stride
+                view_numel = view_numel * new_shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_base_stride = strides[tensor_d - 1]
+                tensor_numel = 1
+                view_numel = 1
+    return tuple(new_strides) if view_d == -1 else None
 
 
 def traced_storage_offset(ctx: Any, x: TensorProxy) -> int:

@@ -158,9 +158,16 @@ class Speculation:
         out = impl.impl(*tree_map(swap, args, is_leaf=size_leaf), **tree_map(swap, kwargs, is_leaf=size_leaf))
         self._remember(bsym.output, out)
 
+    def _value_or_none(self, proxy: TensorProxy) -> torch.Tensor | None:
+        try:
+            return self.value(proxy)
+        except DataDependentError:
+            return None
+
     def _remember(self, proxies: Any, out: Any) -> None:
         if isinstance(proxies, (TensorProxy, NumberProxy)):
-            self.values[proxies.name] = out
+            source = self.ctx.written_layouts.get(proxies.name) if type(proxies) is TensorProxy else None
+            self.values[proxies.name] = out if source is None else _laid_out_as(out, self._value_or_none(source))
         elif isinstance(proxies, (list, tuple)):
             for p, o in zip(proxies, out):
                 self._remember(p, o)
@@ -308,3 +315,19 @@ def specialised_numbers(compilation: Any) -> set[tuple]:
 # the reads that may become run-time numbers: `t.item()` only, since Python requires int(t) and
 # float(t) to return a real int or float (a NumberProxy cannot stand in for one there)
 RUNTIME_READS = ("item",)
+
+
+def _laid_out_as(value: torch.Tensor, like: torch.Tensor | None) -> torch.Tensor:
+    """`value` (a tensor's value after an in-place write) laid out as `like` (its value before):
+    eager's write keeps sizes, strides and storage offset, which a layout read of it then answers.
+    `value` itself where they match already, where `like` is unknown, or where it overlaps itself
+    (an expanded tensor: eager refuses to write into it)."""
+    if like is None or not isinstance(value, torch.Tensor) or value.shape != like.shape or value.dtype != like.dtype:
+        return value
+    if value.stride() == like.stride() and value.storage_offset() == like.storage_offset():
+        return value
+    if value.numel() == 0 or any(st == 0 and n > 1 for n, st in zip(like.shape, like.stride())):
+        return value
+    extent = like.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(like.shape, like.stride()))
+    out = torch.empty(extent, dtype=value.dtype, device=value.device).as_strided(like.shape, like.stride(), like.storage_offset())
+    return out.copy_(value)

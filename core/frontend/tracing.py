@@ -85,6 +85,9 @@ class TracingContext:
         self.rebinds = 0
         self.state: StateRecorder | None = None  # the Python state the program reads and writes (squall.frontend.state_guards)
         self.layouts_guarded: set = set()  # the inputs whose layout (and offset) a layout read guarded (squall.frontend.layouts)
+        # the name of a value an in-place write gave a handle -> the handle's value before its first
+        # write: eager's in-place ops keep a tensor's layout, so speculation lays the new value out as it
+        self.written_layouts: dict[str, TensorProxy] = {}
 
     def effects(self) -> tuple:
         """What a call may change in this context besides recording calls: where it differs after
@@ -149,6 +152,8 @@ class TracingContext:
             # eager's in-place write under no_grad leaves the tensor in the graph: a gradient
             # reaching its new value passes to its old one unchanged (squall.compiler.gradients)
             self.gradient_passes[value.name] = old
+        if value.name not in self.constants and not any(p.name == value.name for p in self.inputs if type(p) is TensorProxy):
+            self.written_layouts[value.name] = self.written_layouts.get(old.name, old)
         handle.name = value.name
         handle.shape = value.shape
         handle.dtype = value.dtype
@@ -500,8 +505,8 @@ def trace_program(
             language.read_through_wrapped(ctx, result)  # a collective's result returned unread: its wait
             result = capture_output(result, ctx.constant, ctx.state.existing)
             if ctx.views.stale:
-                ctx.views.refresh(result, "the function's output")  # a view of a tensor changed since it was taken
-                ctx.views.refresh((ctx.inputs, list(ctx._constant_proxies.values())), "a tensor passed in (eager would modify it)")
+                ctx.views.refresh(result)  # a view of a tensor changed since it was taken
+                ctx.views.refresh((ctx.inputs, list(ctx._constant_proxies.values())))
             for original, handle in ctx.mutated_inputs.values():
                 copy_(original, handle)
             # an output that is a tensor passed in and written in place is that tensor, as in eager

@@ -14,12 +14,17 @@ intermediate) and the *steps* from the root to it (each a recorded view call), a
 - every other view of that root is marked stale, and regenerated from the root's newest
   value (its steps replayed) the next time the program uses it.
 
-Views whose memory sharing depends on the runtime layout, which a trace does not know
-(`reshape` and `flatten` return views only of suitably laid-out tensors), and views with no
-inverse here (`unfold`) are refused with a clear error where a write would have to pass
-through them. `contiguous()` is decided where a write reaches it, by eager's layout of its
-input in the call being traced (squall.frontend.layouts, guarded): its input itself where
-that is contiguous, else a copy, which leaves its input's family. A write through an expanded view raises eager's error.
+Views whose memory sharing depends on the layout (`reshape`, `reshape_as` and `flatten` return a
+view where `view` would succeed for their input's sizes and strides, else a copy; `contiguous()`
+returns its input itself where that is contiguous, else a copy) are decided where a write or a
+stale read reaches them, by eager's layout of their input in the call being traced
+(squall.frontend.layouts, guarded): a view is written back through like any other, a copy
+leaves its input's family (with the views taken of it); before an opaque torch call writes in
+place (at run time, into the tensor itself), such copies leave as clones (`before_opaque_write`).
+Views with no inverse here (`unfold`), and views eager makes in calls squall runs opaquely
+(tagged `OPAQUE_VIEW`: `select`, `as_strided`, `x.imag`, ...), are refused with a clear error where a write would
+have to pass through them, or a read would need a write into their base. A write through an
+expanded view raises eager's error.
 """
 from __future__ import annotations
 
@@ -31,12 +36,12 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from .. import prims
-from ..ltorch.shape import movedim, transpose
+from ..ltorch.shape import clone, movedim, transpose
 from ..ltorch.subscript import setitem
 from ..prims.base import canonical_dim
 from ..proxies import TensorProxy
 from ..symbol import Tags
-from .layouts import traced_is_contiguous
+from .layouts import traced_is_contiguous, traced_reshape_is_view
 
 __all__ = ["ViewStep", "ViewTracker", "VIEW_OPS"]
 
@@ -53,6 +58,7 @@ class ViewStep:
     at: int = 0
     index: int | None = None
     key: tuple | None = None
+    shape: tuple | None = None  # the view's shape when made (a layout-dependent one's: `ViewTracker._view_in_eager`)
 
     def forward(self, parent: TensorProxy) -> TensorProxy:
         """The view, replayed from `parent`'s current value."""
@@ -148,17 +154,15 @@ def _no_inverse(why: str) -> Callable:
     return refuse
 
 
-_LAYOUT = (
-    "eager's {op} returns a view (sharing memory) or a copy depending on the memory layout of its "
-    "input at run time, which squall's traces do not know. Write the update out of place, or take a "
-    "view that always is one (view, a slice, transpose)"
-)
-
 # what a write through each view op does to the viewed tensor
 _INVERSES: dict[str, Callable] = {
     "torch.Tensor.__getitem__": _getitem_back,
     "torch.Tensor.view": _reshaped_back,
     "torch.Tensor.view_as": _reshaped_back,
+    "torch.Tensor.reshape": _reshaped_back,  # only where eager's was a view (`_view_in_eager`), as for the next three
+    "torch.Tensor.reshape_as": _reshaped_back,
+    "torch.Tensor.flatten": _reshaped_back,
+    "torch.Tensor.unflatten": _reshaped_back,  # always a view: it splits one dimension
     "torch.Tensor.squeeze": _reshaped_back,
     "torch.Tensor.unsqueeze": _reshaped_back,
     "torch.Tensor.detach": _reshaped_back,
@@ -178,23 +182,29 @@ _INVERSES: dict[str, Callable] = {
     "torch.Tensor.permute": _permuted_back,
     "torch.movedim": _moved_back,
     "torch.diagonal": _diagonal_back,
-    "torch.Tensor.contiguous": lambda step, parent, new: new,  # only where eager returned its input (`_alias_in_eager`)
+    "torch.Tensor.contiguous": lambda step, parent, new: new,  # only where eager returned its input
     "torch.Tensor.unfold": _no_inverse("is not supported (its windows may overlap); write into the tensor it unfolds"),
 }
 # ops returning several views, one per piece along a dim: the position of their dim parameter
 _SPLITS = {"torch.split": 2, "torch.Tensor.split": 2, "torch.chunk": 2, "torch.tensor_split": 2, "torch.unbind": 1}
-# views only where the input's layout allows it (else copies): a write through one leaves the
-# other tensors of its family unusable, and a family member changed since cannot be regenerated
-_LAYOUT_DEPENDENT = frozenset({"torch.Tensor.reshape", "torch.Tensor.reshape_as", "torch.Tensor.flatten", "torch.Tensor.unflatten", "torch.Tensor.contiguous"})
+# views only where the input's layout allows it, else copies (`ViewTracker._view_in_eager`)
+_LAYOUT_DEPENDENT = frozenset({"torch.Tensor.reshape", "torch.Tensor.reshape_as", "torch.Tensor.flatten", "torch.Tensor.contiguous"})
 
 # ltorch ops whose torch counterparts return views sharing memory with their input
-VIEW_OPS = frozenset(_INVERSES) | frozenset(_SPLITS) | _LAYOUT_DEPENDENT
+VIEW_OPS = frozenset(_INVERSES) | frozenset(_SPLITS)
 
 
 def _is_basic_key(key) -> bool:
-    """Whether `x[key]` is a view (ints, slices, None, ..., bools) rather than a gather."""
+    """Whether eager's `x[key]` is a view (ints, slices, None, ..., and 0-dim integer tensors,
+    which eager takes as ints) rather than a gather (other tensors, lists, and bools: eager's
+    `x[True]` indexes with a tensor)."""
     items = key if type(key) is tuple else (key,)
-    return not any(isinstance(k, (TensorProxy, torch.Tensor, list, tuple)) for k in items)
+    return not any(type(k) is bool or isinstance(k, (list, tuple)) or (isinstance(k, (TensorProxy, torch.Tensor)) and not _an_int(k)) for k in items)
+
+
+def _an_int(index: TensorProxy | torch.Tensor) -> bool:
+    # (a 0-dim uint8 or bool tensor is a mask to eager)
+    return index.ndim == 0 and not index.dtype.is_floating_point and not index.dtype.is_complex and index.dtype not in (torch.bool, torch.uint8)
 
 
 class ViewTracker:
@@ -206,8 +216,7 @@ class ViewTracker:
         self.steps: dict[int, tuple[ViewStep, ...]] = {}  # id(view) -> the view calls from its root
         # id(root) -> [root, its views...]; holding them keeps every id above in use
         self.family: dict[int, list[TensorProxy]] = {}
-        self.stale: dict[int, str] = {}  # id(view) -> why: regenerated from its root before its next use
-        self.unusable: dict[int, str] = {}  # id(tensor) -> why its value cannot be known (also in stale)
+        self.stale: set[int] = set()  # id(view): regenerated from its root before its next use
         self.logs: list[list] = []  # the module calls being recorded: each notes the view calls made meanwhile (squall.frontend.module_replays)
 
     def note(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
@@ -228,7 +237,8 @@ class ViewTracker:
             at = i if op.id == "torch.broadcast_tensors" else next((j for j, x in enumerate(args) if isinstance(x, TensorProxy)), None)
             if at is None or not isinstance(view, TensorProxy) or view is args[at]:
                 continue
-            step = ViewStep(op, args, kwargs, at, i if several else None, keys[i] if keys else None)
+            shape = tuple(view.shape) if op.id in _LAYOUT_DEPENDENT else None
+            step = ViewStep(op, args, kwargs, at, i if several else None, keys[i] if keys else None, shape)
             base = args[at]
             root = self.root.get(id(base), base)
             self.root[id(view)] = root
@@ -248,34 +258,19 @@ class ViewTracker:
             start += piece.shape[d]
         return keys
 
-    def write(self, name: str, a: TensorProxy, value: TensorProxy) -> TensorProxy:
-        """`a` gets `value` (an in-place op `name` wrote it); its root and other views follow."""
+    def write(self, a: TensorProxy, value: TensorProxy) -> TensorProxy:
+        """`a` gets `value` (an in-place op wrote it); its root and other views follow."""
         root = self.root.get(id(a))
         if root is None:
-            self._mark_stale(a, keep=None, why=f"{name} modified its base in place")
+            self._mark_stale(a, keep=None)
             return self.ctx.rebind(a, value)
         steps = self.steps[id(a)]
-        opaque = next((step.op.id for step in steps if Tags.OPAQUE_VIEW in step.op.tags), None)
-        if opaque is not None:
-            raise NotImplementedError(
-                f"squall: {name} writes in place into {opaque.removeprefix('opaque.')}(...) of a tensor: that op is not in "
-                f"squall's torch language and runs as an opaque torch call, which returns a view (sharing memory) "
-                f"squall cannot follow a write through. Write the update out of place")
-        # the last contiguous() on the way that eager made a copy with (the steps before it lead to that copy's input)
-        k = next((k for k in reversed(range(len(steps))) if steps[k].op.id == "torch.Tensor.contiguous" and not self._alias_in_eager(steps[k])), None)
+        k = self._last_copy(steps)
         if k is not None:
             # that copy is a tensor of its own, and `a` is it or a view of it
-            self._leave_family(a if k == len(steps) - 1 else steps[k + 1].args[steps[k + 1].at], root)
-            return self.write(name, a, value)
-        # every contiguous() on the way returned its input (above): the other layout-dependent views decide
-        layout = next((step.op.id for step in steps if step.op.id in _LAYOUT_DEPENDENT and step.op.id != "torch.Tensor.contiguous"), None)
-        if layout is not None:
-            # the write is kept in `a`; reading any other member (the root included) is refused
-            why = f"{name} wrote into {layout}(...) of it in place, and {_LAYOUT.format(op=layout)}"
-            for member in self.family[id(root)]:
-                if member is not a:
-                    self.unusable[id(member)] = self.stale[id(member)] = why
-            return self.ctx.rebind(a, value)
+            self._leave_family(self._made_by(k, a, steps), root)
+            return self.write(a, value)
+        _refuse_opaque_views(steps, a, written=True)
         parents = [root]  # each step's input, as it is now
         for step in steps[:-1]:
             parents.append(step.forward(parents[-1]))
@@ -289,23 +284,54 @@ class ViewTracker:
                 self.ctx.rebind(root, new)
         else:
             self.ctx.rebind(root, new)
-        self._mark_stale(root, keep=a, why=f"{name} modified another view of the same tensor in place")
+        self._mark_stale(root, keep=a)
         return self.ctx.rebind(a, value)
 
-    def _alias_in_eager(self, step: ViewStep) -> bool:
-        """Whether eager's call of a layout-dependent view op returned its input itself: so for
-        `contiguous()` of a tensor eager lays out as asked (its layout guarded); not known for others."""
-        if step.op.id != "torch.Tensor.contiguous":
-            return False
-        return traced_is_contiguous(self.ctx, step.args[step.at], step.bound()[1])
+    def before_opaque_write(self, a: TensorProxy) -> None:
+        """Before an opaque torch call writes into `a` in place, which it does to `a`'s tensor at run
+        time: each copy eager made in `a`'s family (a layout-dependent view of it that is no view in
+        eager) leaves the family now as a fresh tensor (a clone), its views stale (regenerated from
+        it before their next use). At run time the torch call that made such a copy may have
+        returned a view (contiguous() of a value squall computed contiguous), which the write must
+        neither reach through the copy nor leave the copy sharing."""
+        root = self.root.get(id(a), a)
+        for member in list(self.family.get(id(root), ())[1:]):
+            steps = self.steps.get(id(member))
+            if self.root.get(id(member)) is not root or steps[-1].op.id not in _LAYOUT_DEPENDENT or self._view_in_eager(steps[-1]):
+                continue
+            self._leave_family(member, root)
+            self.ctx.rebind(member, clone(member))
+            self._mark_stale(member, keep=None)
+
+    def _last_copy(self, steps: tuple[ViewStep, ...]) -> int | None:
+        """The position of the last of `steps` that eager made a copy with (a layout-dependent
+        one), asking eager's layout from the end: the steps before it lead to that copy's input."""
+        return next((k for k in reversed(range(len(steps))) if steps[k].op.id in _LAYOUT_DEPENDENT and not self._view_in_eager(steps[k])), None)
+
+    @staticmethod
+    def _made_by(k: int, view: TensorProxy, steps: tuple[ViewStep, ...]) -> TensorProxy:
+        """The tensor step `k` of `steps` (which lead to `view`) made."""
+        return view if k == len(steps) - 1 else steps[k + 1].args[steps[k + 1].at]
+
+    def _view_in_eager(self, step: ViewStep) -> bool:
+        """Whether eager's call of a layout-dependent view op returned a view of its input (for
+        `contiguous()`: the input itself) rather than a copy, by its input's layout in the call
+        being traced (guarded, squall.frontend.layouts): `contiguous()` where the input is laid out
+        as asked, `reshape`, `reshape_as` and `flatten` where `view` would succeed for it."""
+        x = step.args[step.at]
+        if step.op.id == "torch.Tensor.contiguous":
+            return traced_is_contiguous(self.ctx, x, step.bound()[1])
+        return traced_reshape_is_view(self.ctx, x, step.shape)
 
     def _leave_family(self, a: TensorProxy, root: TensorProxy) -> None:
-        """`a`, noted as a view of `root`, is a copy (eager's contiguous() copied): it and the
-        views taken of it since leave that family, and `a` roots them."""
+        """`a`, noted as a view of `root`, is a copy (eager's layout-dependent op copied): it and
+        the views taken of it since leave that family, and `a` roots them. A write into that
+        family never reached them (a write through them leaves it first), so none is stale."""
         family = self.family[id(root)]
         leaving = [v for v in family if v is a or any(step.args[step.at] is a for step in self.steps.get(id(v), ()))]
         family[:] = [v for v in family if not any(v is w for w in leaving)]  # by identity: a proxy's == is torch's
         for view in leaving:
+            self.stale.discard(id(view))
             if view is a:
                 del self.root[id(a)], self.steps[id(a)]
                 continue
@@ -314,36 +340,49 @@ class ViewTracker:
             self.root[id(view)], self.steps[id(view)] = a, steps[at:]
             self.family.setdefault(id(a), [a]).append(view)
 
-    def _mark_stale(self, root: TensorProxy, keep: TensorProxy | None, why: str) -> None:
+    def _mark_stale(self, root: TensorProxy, keep: TensorProxy | None) -> None:
         for view in self.family.get(id(root), ())[1:]:
             if view is not keep:
-                self.stale[id(view)] = why
+                self.stale.add(id(view))
 
-    def refresh(self, values: Any, what: str = "the program") -> None:
+    def refresh(self, values: Any) -> None:
         """Regenerate, from their roots' newest values, the stale views among `values` (in place:
-        the handles the program holds stand for the new values); `what` uses them."""
+        the handles the program holds stand for the new values), which the program is about to use."""
         for x in tree_flatten(values)[0]:
             if type(x) is not TensorProxy:
                 continue
-            why = self.stale.get(id(x))
-            if why is None:
+            if id(x) not in self.stale:
                 continue
-            if id(x) in self.unusable:
-                raise NotImplementedError(f"squall: {what} uses tensor {x.name}, but {why}")
-            del self.stale[id(x)]
             steps = self.steps[id(x)]
-            for step in steps:
-                if Tags.OPAQUE_VIEW in step.op.tags:
-                    raise NotImplementedError(
-                        f"squall: {what} uses tensor {x.name}, a view {step.op.id.removeprefix('opaque.')}(...) returned "
-                        f"of a tensor changed since ({why}); that op runs as an opaque torch call, whose view squall "
-                        "cannot take again of the new value. Take the view after the change")
-                if step.op.id in _LAYOUT_DEPENDENT and not self._alias_in_eager(step):
-                    raise NotImplementedError(
-                        f"squall: {what} uses tensor {x.name}, which came from {step.op.id}(...) of a tensor "
-                        f"changed since ({why}); {_LAYOUT.format(op=step.op.id)}"
-                    )
+            k = self._last_copy(steps)
+            if k is not None:
+                # eager made a copy on the way, which the write that made `x` stale did not reach
+                # (a write through the copy's views leaves the family first, `write`): the copy
+                # and its views keep their values, and leave the family
+                self._leave_family(self._made_by(k, x, steps), self.root[id(x)])
+                continue
+            _refuse_opaque_views(steps, x, written=False)
+            self.stale.discard(id(x))
             value = self.root[id(x)]
             for step in steps:
                 value = step.forward(value)
             self.ctx.rebind(x, value)
+
+
+def _refuse_opaque_views(steps: tuple[ViewStep, ...], x: TensorProxy, written: bool) -> None:
+    """Raise where one of `steps` (the view calls that made `x`) is an opaque call's view: squall
+    follows no write through it (`written`), nor takes it again of its base's new value."""
+    opaque = next((step.op.id.removeprefix("opaque.") for step in steps if Tags.OPAQUE_VIEW in getattr(step.op, "tags", ())), None)
+    if opaque is None:
+        return
+    if written:
+        raise NotImplementedError(
+            f"squall: an in-place write into {opaque}(...) of a tensor: that op is not in squall's torch language and "
+            "runs as an opaque torch call, which returns a view (sharing memory) squall cannot follow a write through. "
+            "Write the update out of place, or take the view with indexing or a view op squall models (x[:, i], "
+            "x.narrow, x.transpose, x.view)"
+        )
+    raise NotImplementedError(
+        f"squall: the program uses tensor {x.name}, a view {opaque}(...) returned of a tensor changed since; that op "
+        "runs as an opaque torch call, whose view squall cannot take again of the new value. Take the view after the change"
+    )

@@ -298,13 +298,13 @@ class TorchLanguage:
             # an op that cannot take a run-time number gets its value in this call, guarded
             args, kwargs = numbers.specialised(ctx, args, kwargs)
         if has_proxy and ctx.views.stale:
-            ctx.views.refresh((args, kwargs), qualified_name(func))  # views whose base changed since: regenerated first
+            ctx.views.refresh((args, kwargs))  # views whose base changed since: regenerated first
         if op is not None:
             if has_tensor:
                 as_proxy = lambda x: ctx.constant(x) if real_tensor(x) else x
                 args, kwargs = _map_call(as_proxy, args), _map_call(as_proxy, kwargs)
                 if ctx.views.stale:
-                    ctx.views.refresh((args, kwargs), qualified_name(func))
+                    ctx.views.refresh((args, kwargs))
             try:
                 out = op(*args, **kwargs)
             except NotInLanguage as variant:
@@ -319,6 +319,11 @@ class TorchLanguage:
                 return ctx.speculation.call(qualified_name(func), func, args, kwargs, refused)
             except TypeError as refused:
                 _refuse_numpy_arrays(qualified_name(func), args, kwargs, refused)
+                if "out" in kwargs and "'out'" in str(refused):
+                    raise NotImplementedError(
+                        f"squall: {qualified_name(func)}(..., out=...) writes its result into a tensor given, which squall "
+                        "does not support; assign the result (y = torch.add(a, b)) or copy it in (y.copy_(torch.add(a, b)))"
+                    ) from refused
                 # torch takes a one-element integer tensor where it wants an int (a size, a
                 # bound): read its value, guarded, and call again with the number; and numpy
                 # scalars in a size as the numbers they are
@@ -349,7 +354,7 @@ class TorchLanguage:
                     return value if is_getter else value(*args[1:], **kwargs)
                 has_proxy, _ = _scan((args, kwargs.values()), has_proxy, False)
                 if has_proxy and ctx.views.stale:
-                    ctx.views.refresh((args, kwargs), qualified_name(func))
+                    ctx.views.refresh((args, kwargs))
         if not has_proxy:
             # A torch call on constants only (a property of a captured tensor, torch.finfo, ...)
             return func(*args, **kwargs)
@@ -366,6 +371,11 @@ class TorchLanguage:
         if not may_return_an_input(inputs, outputs):
             return out
         tensors = [i for i, o in enumerate(outputs) if type(o) is TensorProxy]
+        if func is torch.Tensor.contiguous:
+            # its input itself exactly where that is laid out as asked: the call's layout decides
+            # (guarded), not a meta tensor's, which is contiguous whatever the input's layout
+            bound = self.table[func].normalize(args, kwargs)[0]
+            return bound[0] if current_context().is_contiguous(bound[0], bound[1]) else out
         eager = returned_inputs(func, args, kwargs, len(tensors))
         if eager is None:
             if any(outputs[i] is p for i in tensors for p in inputs):
@@ -471,6 +481,14 @@ class TorchLanguage:
             if results and all(id(r) in argument for r in results):
                 return tree_map(lambda r: argument[id(r)] if isinstance(r, torch.Tensor) else r, meta_out)
 
+        written = [x for x, m, version in metas if m._version != version]
+        if written:
+            # the call writes into its argument's tensor at run time: a copy eager made on its way is made a tensor of its own first
+            ctx = current_context()
+            for x in written:
+                ctx.views.before_opaque_write(x)
+            if ctx.views.stale:
+                ctx.views.refresh((args, kwargs))
         out = tree_map(from_meta, meta_out)
         # eager returns a view of an argument (x.imag, view_as_real): a write through it, or into
         # that argument, must reach the other (squall.frontend.views refuses what it cannot follow)

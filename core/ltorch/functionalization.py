@@ -36,6 +36,7 @@ from .. import prims
 from .torchnames import qualified_name
 from ..proxies import TensorProxy, current_context
 from ..symbol import Symbol
+from ..symbolic import concrete_shape
 
 __all__ = ["TorchForm", "inplace", "rebind_inplace", "opaque_writes"]
 
@@ -180,7 +181,11 @@ def rebind_inplace(name: str, a, value):
             raise RuntimeError(f"{name}: result type {value.dtype} can't be cast to the desired output type {a.dtype}")
         value = prims.convert_element_type(value, a.dtype)
     # a view's base and the base's other views follow the write (squall.frontend.views)
-    return current_context().views.write(name, a, value)
+    return current_context().views.write(a, value)
+
+
+# in-place calls that make their argument share another tensor's memory
+_SHARES_STORAGE = frozenset({"torch.Tensor.set_"})
 
 
 def opaque_writes(name: str, metas: list[tuple[TensorProxy, torch.Tensor, int]], meta_out, result):
@@ -192,6 +197,13 @@ def opaque_writes(name: str, metas: list[tuple[TensorProxy, torch.Tensor, int]],
     the call's result; any other write is one squall cannot follow, and is refused.
     """
     for proxy, meta, version in metas:
+        if tuple(meta.shape) != concrete_shape(proxy.shape) or not meta.is_contiguous() or name in _SHARES_STORAGE:
+            # each meta tensor was made contiguous, of its proxy's sizes: the call changed its metadata
+            raise NotImplementedError(
+                f"squall: {name} changes the shape, strides or storage of tensor {proxy.name} in place, which squall's "
+                "traces do not model (a value has one layout). Use the out-of-place form (x = x.t(), x = x.unsqueeze(0), "
+                "x = x.reshape(...)), or call it outside the compiled function"
+            )
         if meta._version == version:
             continue
         if meta_out is not meta:
