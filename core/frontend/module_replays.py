@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import os
 import re
 import types
 from collections.abc import Callable
@@ -37,7 +36,7 @@ from typing import Any
 
 import torch
 
-from ..market.config import env_flag
+from ..market.config import env_switch
 from ..proxies import TensorProxy, current_context, real_tensor
 from ..replays import NOT_REPLAYED, Decomposition, module_call_key, walk_values
 from ..symbolic import SymInt
@@ -50,15 +49,9 @@ REPLAY_ENV = "SQUALL_REPLAY_MODULES"
 
 
 def replays_enabled(environ: dict | None = None) -> bool:
-    """Whether module calls are replayed: `$SQUALL_REPLAY_MODULES` (1/true/yes, the default, or
-    0/false/no), read as squall's other settings are (squall.market.config.env_flag)."""
-    value = (os.environ if environ is None else environ).get(REPLAY_ENV, "").strip().lower()
-    flag = env_flag(value)
-    if flag is not None:
-        return flag
-    if value:
-        raise ValueError(f"squall: ${REPLAY_ENV} must be 1/true/yes or 0/false/no, got {value!r}")
-    return True
+    """Whether module calls are replayed: `$SQUALL_REPLAY_MODULES` (1/true/yes/on, the default, or
+    0/false/no/off), read as squall's other settings are (squall.market.config.env_flag)."""
+    return env_switch(REPLAY_ENV, True, environ)
 
 
 class _Refused(Exception):

@@ -35,7 +35,7 @@ from .executor import Executor
 from .operations import resolve_operation
 from .plugins import Marketplace, default_marketplace
 
-__all__ = ["resolve_wait", "WAIT_ENV", "env_flag", "resolve_dynamic", "DYNAMIC_ENV", "AUTOMATIC", "ExecutorPriority", "UnknownExecutorError", "PyprojectError", "resolve_executors", "find_pyproject", "read_pyproject", "ENV_VAR"]
+__all__ = ["resolve_wait", "WAIT_ENV", "env_flag", "env_switch", "resolve_dynamic", "DYNAMIC_ENV", "AUTOMATIC", "ExecutorPriority", "UnknownExecutorError", "PyprojectError", "resolve_executors", "find_pyproject", "read_pyproject", "ENV_VAR"]
 
 ENV_VAR = "SQUALL_EXECUTORS"
 WAIT_ENV = "SQUALL_WAIT"
@@ -248,6 +248,18 @@ def env_flag(value: str) -> bool | None:
     if value in ("0", "false", "no", "off"):
         return False
     return None
+
+
+def env_switch(name: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
+    """The yes or no of environment variable `name` (1/true/yes/on or 0/false/no/off); `default`
+    where it is unset or empty; a ValueError naming it where it is something else."""
+    value = (os.environ if environ is None else environ).get(name, "").strip().lower()
+    flag = env_flag(value)
+    if flag is not None:
+        return flag
+    if value:
+        raise ValueError(f"squall: ${name} must be 1/true/yes/on or 0/false/no/off, got {value!r}")
+    return default
 
 
 def resolve_wait(

@@ -13,12 +13,11 @@ first call compiles depending on what ran before in the process. `forget()` clea
 """
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..market.config import env_flag
+from ..market.config import env_switch
 
 __all__ = ["REMEMBER_ENV", "remember_enabled", "program_code", "learned", "learn", "unlearn", "forget"]
 
@@ -31,13 +30,7 @@ _learned: dict[Any, dict[tuple, frozenset[int]]] = {}  # program_code -> argumen
 def remember_enabled(environ: Mapping[str, str] | None = None) -> bool:
     """Whether a new jit starts with the dimensions its program's earlier jits learned:
     `$SQUALL_REMEMBER_DYNAMIC` (1/true/yes/on, or 0/false/no/off, the default)."""
-    value = (os.environ if environ is None else environ).get(REMEMBER_ENV, "").strip().lower()
-    flag = env_flag(value)
-    if flag is not None:
-        return flag
-    if value:
-        raise ValueError(f"squall: ${REMEMBER_ENV} must be 1/true/yes/on or 0/false/no/off, got {value!r}")
-    return False
+    return env_switch(REMEMBER_ENV, False, environ)
 
 
 def program_code(fn: Callable) -> Any:
