@@ -6,8 +6,10 @@ program may read one. The answer is eager's, learnt from the call being compiled
 (`squall.frontend.speculation` computes `x` on the real inputs as the torch calls it stands
 for), and made to hold at every call that reuses the trace:
 
-- the layout of each input `x` is computed from is guarded where it is first read: contiguous,
-  or (for an input that is not) its exact strides (`GUARD("contiguous")`, `GUARD("strides")`);
+- the layout of each input `x` is computed from is guarded where it is first read: contiguous
+  (with a dimension of size 1, laid out exactly as a new tensor, its size-1 strides included),
+  or (for an input that is not) its exact strides (`GUARD("contiguous")`,
+  `GUARD("contiguous_strides")`, `GUARD("strides")`);
 - where `x` is dense in some order of its dimensions (contiguous, transposed, permuted) and is
   no view, or a view only through reshapes and permutations, its strides are the products of
   its sizes in that order: expressions of its symbolic sizes, so a new length compiles nothing
@@ -27,7 +29,7 @@ from typing import Any
 
 import torch
 
-from ..guards import GUARD
+from ..guards import GUARD, has_contiguous_strides
 from ..ltorch import collectives
 from ..ltorch.base import DataDependentError
 from ..proxies import TensorProxy
@@ -228,11 +230,19 @@ def _source_inputs(ctx: Any, x: TensorProxy) -> list[TensorProxy]:
 
 
 def _guard_layout(ctx: Any, p: TensorProxy, real: torch.Tensor | None, site: str) -> None:
-    """Guard input `p`'s layout as it is in this call (`real`), once per trace."""
+    """Guard input `p`'s layout as it is in this call (`real`), once per trace: contiguous, or its
+    exact strides. A dimension of size 1 (one at every call the trace serves: a size traced at 1
+    is guarded so, `_two_or_more`) has a stride `is_contiguous()` ignores but `stride()` answers
+    and the tensors computed from `p` inherit (so do all of an empty tensor's, size 0 is never
+    symbolic), so where `p` has one, contiguous means laid out
+    exactly as a new tensor (`torch.empty(shape)`), which holds for every size; an input whose
+    size-1 strides are other than that has them guarded exactly."""
     if real is None or p.name in ctx.layouts_guarded:
         return
     ctx.layouts_guarded.add(p.name)
-    if real.is_contiguous():
+    if real.is_contiguous() and 1 not in real.shape and 0 not in real.shape:
         GUARD("contiguous", (p,), {}, True, site)
+    elif real.is_contiguous() and has_contiguous_strides(real):
+        GUARD("contiguous_strides", (p,), {}, True, site)
     else:
         GUARD("strides", (p,), {}, tuple(real.stride()), site)
