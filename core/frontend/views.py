@@ -288,6 +288,10 @@ class ViewTracker:
         self._mark_stale(root, keep=a)
         return self.ctx.rebind(a, value)
 
+    def has_views(self, a: TensorProxy) -> bool:
+        """Whether a view was taken of `a`'s root (`a` is one, or has one)."""
+        return id(self.root.get(id(a), a)) in self.family
+
     def check_overlap(self, name: str, a: TensorProxy, operands: list, key: Any = None) -> None:
         """Before in-place op `name` writes `a`: raise eager's error where an operand is a view of
         `a`'s family whose memory partly overlaps `a`'s (`x[1:] += x[:-1]`, `x.add_(x.t())`; eager's
@@ -298,9 +302,9 @@ class ViewTracker:
         unknown squall cannot tell: the program runs eagerly (`UndecidedOverlap`). With `key`
         (`a[key] = b`), the part `a[key]` is what is written: a view where `key` is basic, else
         (advanced indexing) `a` itself, as torch's index_put_ checks."""
+        if not self.has_views(a):
+            return  # no operand shares its memory
         root = self.root.get(id(a), a)
-        if id(root) not in self.family:
-            return  # no view was taken of `a`'s root: no operand shares its memory
         for b in operands:
             if type(b) is not TensorProxy or b is a or self.root.get(id(b), b) is not root:
                 continue

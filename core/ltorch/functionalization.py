@@ -109,7 +109,7 @@ class TorchForm(Symbol):
                 return self.op(*args, **kwargs)
             target = args[self.writes] if len(args) > self.writes else self.normalize(args, kwargs)[0][self.writes]
             if self.checks_overlap is not False:
-                _check_overlap(self, target, self.normalize(args, kwargs))
+                _check_overlap(self, target, args, kwargs)
             return rebind_inplace(self.id, target, self.op(*args, **kwargs))
         named = kwargs.keys()
         bound, bound_kwargs = self.normalize(args, kwargs)
@@ -124,7 +124,7 @@ class TorchForm(Symbol):
             if answer is not None:
                 return answer
         if self.checks_overlap is not False and self.writes is not None and (self._flag_at is None or bound[self._flag_at]):
-            _check_overlap(self, bound[self.writes], (bound, bound_kwargs))
+            _check_overlap(self, bound[self.writes], bound, bound_kwargs, bound=True)
         result = self.op(*self._op_args(bound, named), **self._op_kwargs(bound, bound_kwargs, named))
         if self.writes is not None:
             if self._flag_at is None or bound[self._flag_at]:
@@ -177,15 +177,17 @@ def inplace(op: Callable, *torchfns: Callable, flag: str | None = None, checks_o
     return TorchForm(op, *torchfns, writes=0, flag=flag, checks_overlap=checks_overlap)
 
 
-def _check_overlap(form: TorchForm, target, bound: tuple) -> None:
-    """Eager's check, before in-place `form` writes `target`, of the bound call's other tensors
-    (`bound`: its positional and keyword arguments)."""
-    if not isinstance(target, TensorProxy):
-        return
-    args, kwargs = bound
+def _check_overlap(form: TorchForm, target, args: tuple, kwargs: dict, bound: bool = False) -> None:
+    """Eager's check, before in-place `form` writes `target`, of the call's other tensors (`bound`:
+    `args` and `kwargs` are bound to the form's signature already)."""
+    views = current_context().views
+    if not isinstance(target, TensorProxy) or not views.has_views(target):
+        return  # (the common case, before binding the call)
+    if not bound:
+        args, kwargs = form.normalize(args, kwargs)
     at = form.checks_overlap if type(form.checks_overlap) is int else None
     operands = tree_flatten([a for i, a in enumerate(args) if i != at] + list(kwargs.values()))[0]
-    current_context().views.check_overlap(form.id, target, operands, key=args[at] if at is not None else None)
+    views.check_overlap(form.id, target, operands, key=args[at] if at is not None else None)
 
 
 def rebind_inplace(name: str, a, value):
