@@ -96,3 +96,31 @@ def test_an_input_s_layout_decides_as_in_eager():
     torch.testing.assert_close(squall_input, eager_input)
     with pytest.raises(RuntimeError, match=_MESSAGE):
         jitted(torch.arange(9.0).reshape(3, 3))
+
+
+def test_a_view_written_then_assigned_back_compiles():
+    # `x[0] += 1` writes the view x[0], then assigns it to x[0]: the same elements, laid out alike
+    def fn(x):
+        x[0] += 1
+        x[1, :2] += x[2, 0]
+        x.t()[1:].mul_(2)
+        return x * 1
+
+    eager_input, squall_input = torch.arange(9.0).reshape(3, 3), torch.arange(9.0).reshape(3, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        got = squall.jit(fn)(squall_input)
+    torch.testing.assert_close(got, fn(eager_input))
+    torch.testing.assert_close(squall_input, eager_input)
+
+
+def test_a_reshape_eager_copied_shares_no_memory():
+    # x.t().reshape(-1) is a copy in eager: writing x while reading it is allowed
+    def fn(x):
+        y = x.t().reshape(9)[:8]
+        x.view(9)[1:].add_(y)  # as views of x they would overlap in part
+        return x * 1
+
+    eager_input, squall_input = torch.arange(9.0).reshape(3, 3), torch.arange(9.0).reshape(3, 3)
+    torch.testing.assert_close(squall.jit(fn)(squall_input), fn(eager_input))
+    torch.testing.assert_close(squall_input, eager_input)

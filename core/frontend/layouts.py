@@ -147,12 +147,15 @@ def traced_storage_offset(ctx: Any, x: TensorProxy) -> int:
     return offset
 
 
-def traced_overlap(ctx: Any, a: TensorProxy, b: TensorProxy, key: Any = None) -> str | None:
+def traced_overlap(ctx: Any, a: TensorProxy, b: TensorProxy, key: Any = None, shared: bool = True) -> str | None:
     """How eager's `a` (or its view `a[key]`, for a basic `key`) and `b`, two tensors of one view
     family in the program traced in `ctx`, overlap in memory (`memory_overlap`); None where this
-    call's values are unknown or computed apart (squall cannot tell). It depends on the layouts
-    of the inputs they come from (guarded, as a layout read guards them) and on their sizes
-    (every symbolic one read and guarded, so a key computed from them holds too)."""
+    call's values are unknown (squall cannot tell). `shared`: eager's `a` and `b` share a storage
+    (no copy on their way from their root), so their values in this call, which keep eager's
+    strides and offsets but not always its storage (a value written in place is computed anew),
+    are compared as on one storage; else they overlap only where those values share one. It
+    depends on the layouts of the inputs they come from (guarded, as a layout read guards them)
+    and on their sizes (every symbolic one read and guarded, so a key computed from them holds too)."""
     real_a, sources_a = _eager_layout(ctx, a)
     real_b, sources_b = _eager_layout(ctx, b)
     if real_a is None or real_b is None:
@@ -167,8 +170,8 @@ def traced_overlap(ctx: Any, a: TensorProxy, b: TensorProxy, key: Any = None) ->
     with torch._C.DisableTorchFunction():  # torch's own calls on this call's tensors, not the tracing mode's
         if key is not None:
             real_a = real_a[index]
-        if real_a.untyped_storage().data_ptr() != real_b.untyped_storage().data_ptr():
-            return None
+        if not shared and real_a.untyped_storage().data_ptr() != real_b.untyped_storage().data_ptr():
+            return "none"
         overlap = memory_overlap(real_a, real_b)
         if overlap == "too_hard":
             # eager does not check: where they share an element, its answer is its loop order's
@@ -181,7 +184,7 @@ _OFFSETS_COMPARED = 1 << 20
 
 
 def _may_share_elements(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether `b`, read by an in-place op writing `a` (one storage), may read an element of `a`
+    """Whether `b`, read by an in-place op writing `a` (on one storage), may read an element of `a`
     at another position than the one it writes it at (where eager's loop may have written it
     already); the same element at the same position is read before written, as squall reads it."""
     if a.shape == b.shape and a.stride() == b.stride() and a.storage_offset() == b.storage_offset():

@@ -308,7 +308,8 @@ class ViewTracker:
         for b in operands:
             if type(b) is not TensorProxy or b is a or self.root.get(id(b), b) is not root:
                 continue
-            overlap = traced_overlap(self.ctx, a, b, key if key is not None and _is_basic_key(key) else None)
+            copied = any(self._last_copy(self.steps.get(id(t), ())) is not None for t in (a, b))  # a reshape eager copied
+            overlap = traced_overlap(self.ctx, a, b, key if key is not None and _is_basic_key(key) else None, shared=not copied)
             if overlap == "partial":
                 raise RuntimeError(
                     "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
