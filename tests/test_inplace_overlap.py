@@ -124,3 +124,20 @@ def test_a_reshape_eager_copied_shares_no_memory():
     eager_input, squall_input = torch.arange(9.0).reshape(3, 3), torch.arange(9.0).reshape(3, 3)
     torch.testing.assert_close(squall.jit(fn)(squall_input), fn(eager_input))
     torch.testing.assert_close(squall_input, eager_input)
+
+
+def test_augmented_assignments_into_views_answer_as_eager_at_every_length():
+    # `x[:, 0] += 1` assigns the view it wrote back to x[:, 0], the same elements laid out alike
+    def fn(x):
+        x[:, 0] += 1
+        x[1:] *= 2
+        return x * 1
+
+    jitted = squall.jit(fn)
+    for n in (3, 5, 7, 9):
+        eager_input, squall_input = torch.arange(4.0 * n).reshape(n, 4), torch.arange(4.0 * n).reshape(n, 4)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", squall.SquallWarning)
+            got = jitted(squall_input)
+        torch.testing.assert_close(got, fn(eager_input))
+        torch.testing.assert_close(squall_input, eager_input)

@@ -306,7 +306,7 @@ class ViewTracker:
             return  # no operand shares its memory
         root = self.root.get(id(a), a)
         for b in operands:
-            if type(b) is not TensorProxy or b is a or self.root.get(id(b), b) is not root:
+            if type(b) is not TensorProxy or b is a or self.root.get(id(b), b) is not root or self._taken_at(b, a, key):
                 continue
             copied = any(self._last_copy(self.steps.get(id(t), ())) is not None for t in (a, b))  # a reshape eager copied
             overlap = traced_overlap(self.ctx, a, b, key if key is not None and _is_basic_key(key) else None, shared=not copied)
@@ -321,6 +321,12 @@ class ViewTracker:
                     "its elements: eager then raises, or answers in the order its loop writes them, which squall's "
                     "functional program does not reproduce"
                 )
+
+    def _taken_at(self, b: TensorProxy, a: TensorProxy, key: Any) -> bool:
+        """Whether `b` is `a[key]` itself (`x[i] += y` assigns the view it wrote back to `x[i]`, with
+        the same key): the same elements laid out alike, for every size, with no layout read."""
+        step = self.steps.get(id(b), (None,))[-1]
+        return key is not None and step is not None and step.op.id == "torch.Tensor.__getitem__" and step.args[0] is a and step.args[1] is key
 
     def before_opaque_write(self, a: TensorProxy) -> None:
         """Before an opaque torch call writes into `a` in place, which it does to `a`'s tensor at run
