@@ -168,10 +168,12 @@ def _value_problems(call: Any, p: TensorProxy, tv: Any) -> list[str]:
     if call.sym.id in _REDUCTIONS and 0 not in call.args[0].shape:
         # nvFuser squeezes a size-1 axis instead of reducing it: compare the reduced extents
         # (a reduction of an empty tensor is a `full` of its initial value: the shape says it all)
+        # (a reduction of size-1 axes only is a squeeze there, and the nearest reduction above it
+        # is an earlier call's: its shape, checked above, says it all)
         a, dims = call.args[0], call.args[1]
-        reducing = _reduction_producing(tv)
-        reduced = sorted(size for kind, size in _axes(reducing) if kind == "r") if reducing is not None else []
         expected = sorted(a.shape[int(d) % a.ndim] for d in dims if a.shape[int(d) % a.ndim] != 1)
+        reducing = _reduction_producing(tv) if expected else None
+        reduced = sorted(size for kind, size in _axes(reducing) if kind == "r") if reducing is not None else []
         if reduced != expected:
             problems.append(f"reduces axes of sizes {reduced} where the trace reduces dims {list(dims)} of {tuple(a.shape)}")
     elif call.sym.id not in _REDUCTIONS and any(kind == "r" for kind, _ in axes):
