@@ -24,7 +24,7 @@ import torch
 from .proxies import NumberProxy, real_tensor
 from .symbol import Symbol, Tags
 
-__all__ = ["GUARD", "READ", "GuardFailed", "READERS", "guard_impl", "read_impl", "same_value"]
+__all__ = ["GUARD", "READ", "GuardFailed", "READERS", "guard_impl", "has_contiguous_strides", "read_impl", "same_value"]
 
 
 class GuardFailed(Exception):
@@ -44,6 +44,17 @@ def _shape(t: torch.Tensor) -> tuple[int, ...]:
     return tuple(t.shape)
 
 
+def has_contiguous_strides(t: torch.Tensor) -> bool:
+    """Whether `t`'s strides are exactly a new contiguous tensor's (`torch.empty(t.shape)`'s),
+    those of its dimensions of size 1 included, which `is_contiguous()` ignores."""
+    expected = 1
+    for n, stride in zip(reversed(t.shape), reversed(t.stride())):
+        if stride != expected:
+            return False
+        expected *= max(n, 1)
+    return True
+
+
 # how a guard reads its value: the name printed in the trace -> the Python or torch call
 READERS: dict[str, Callable[..., Any]] = {
     "bool": bool,
@@ -59,6 +70,7 @@ READERS: dict[str, Callable[..., Any]] = {
     "number": lambda x: x,  # a run-time number itself (squall.ltorch.numbers): its value is the read
     # an input's layout, which a read of strides relied on (squall.frontend.layouts)
     "contiguous": torch.Tensor.is_contiguous,
+    "contiguous_strides": has_contiguous_strides,
     "strides": lambda t: tuple(t.stride()),
     "storage_offset": torch.Tensor.storage_offset,
 }

@@ -185,3 +185,46 @@ def test_a_tensor_written_in_place_keeps_its_layout_as_in_eager(make):
         got = squall.jit(fn)(squall_input)
         torch.testing.assert_close(got, expected)
         torch.testing.assert_close(squall_input, eager_input)
+
+
+def _size_one_strides(x):
+    return x.stride(), (x + 1).stride(), x.unsqueeze(0).stride()
+
+
+def test_a_size_one_dimension_s_stride_answers_as_eager():
+    # `is_contiguous()` ignores a size-1 dimension's stride (and all of an empty tensor's), so an
+    # input that differed only there passed the trace's contiguity guard and got the compiled
+    # call's strides: torch.empty(1, 1)'s are (1, 1), a stepped slice's (4, 2)
+    jitted = squall.jit(_size_one_strides)
+    inputs = [torch.empty(1, 1), torch.empty(2, 2)[::2, ::2], torch.empty(0, 3), torch.empty(4, 5)[:0, :3]]
+    for x in inputs + inputs:
+        assert x.is_contiguous()
+        assert jitted(x) == _size_one_strides(x)
+
+
+def test_a_reshape_view_of_a_size_one_dimension_takes_its_stride_as_in_eager():
+    # the view keeps the size-1 dimension's stride (4 for the transposed slice, 1 for a new tensor)
+    def fn(x):
+        y = x.reshape(2, 2, 1)
+        y.mul_(2)
+        return y.stride(), y.is_contiguous(), x * 1
+
+    jitted = squall.jit(fn)
+    for make in (lambda: torch.arange(4.0).reshape(4, 1), lambda: torch.arange(12.0).reshape(3, 4).t()[:, :1]) * 2:
+        eager_input, squall_input = make(), make()
+        expected = fn(eager_input)
+        got = jitted(squall_input)
+        assert got[:2] == expected[:2]
+        torch.testing.assert_close(got[2], expected[2])
+        torch.testing.assert_close(squall_input, eager_input)
+
+
+def test_new_tensors_of_one_row_keep_one_program_for_every_length():
+    # a new (1, n) tensor's strides are (n, 1) at every length: its guard names no length
+    jitted = _stream(_size_one_strides, [torch.randn(1, n) for n in (3, 5, 7, 9)])
+    assert jitted.cache_info().misses <= 2 and jitted.cache_info().guard_failures == 0, jitted.cache_info()
+
+
+def test_a_program_that_reads_no_layout_guards_no_size_one_stride():
+    jitted = _stream(lambda x: x.reshape(-1) * 2 + x.t(), [torch.empty(1, 1).fill_(1.0), torch.ones(2, 2)[::2, ::2]])
+    assert jitted.cache_info().misses == 1 and jitted.cache_info().guard_failures == 0, jitted.cache_info()

@@ -6,8 +6,10 @@ program may read one. The answer is eager's, learnt from the call being compiled
 (`squall.frontend.speculation` computes `x` on the real inputs as the torch calls it stands
 for), and made to hold at every call that reuses the trace:
 
-- the layout of each input `x` is computed from is guarded where it is first read: contiguous,
-  or (for an input that is not) its exact strides (`GUARD("contiguous")`, `GUARD("strides")`);
+- the layout of each input `x` is computed from is guarded where it is first read: contiguous
+  (with a dimension of size 1, laid out exactly as a new tensor, its size-1 strides included),
+  or (for an input that is not) its exact strides (`GUARD("contiguous")`,
+  `GUARD("contiguous_strides")`, `GUARD("strides")`);
 - where `x` is dense in some order of its dimensions (contiguous, transposed, permuted) and is
   no view, or a view only through reshapes and permutations, its strides are the products of
   its sizes in that order: expressions of its symbolic sizes, so a new length compiles nothing
@@ -27,14 +29,14 @@ from typing import Any
 
 import torch
 
-from ..guards import GUARD
+from ..guards import GUARD, has_contiguous_strides
 from ..ltorch import collectives
 from ..ltorch.base import DataDependentError
-from ..proxies import TensorProxy
+from ..proxies import NumberProxy, TensorProxy
 from ..symbolic import SymInt, guarded_int, symbols_of
 from .speculation import _site, inputs_reached
 
-__all__ = ["traced_strides", "traced_is_contiguous", "traced_storage_offset", "traced_reshape_is_view", "view_strides"]
+__all__ = ["traced_strides", "traced_is_contiguous", "traced_storage_offset", "traced_reshape_is_view", "traced_overlap", "view_strides", "memory_overlap"]
 
 # view ops whose result's strides follow from their input's for any sizes of 2 or more (a size
 # symbol is guarded so where a layout is read, `_two_or_more`): reshapes
@@ -145,6 +147,107 @@ def traced_storage_offset(ctx: Any, x: TensorProxy) -> int:
     return offset
 
 
+def traced_overlap(ctx: Any, a: TensorProxy, b: TensorProxy, key: Any = None, shared: bool = True) -> str | None:
+    """How eager's `a` (or its view `a[key]`, for a basic `key`) and `b`, two tensors of one view
+    family in the program traced in `ctx`, overlap in memory (`memory_overlap`); None where this
+    call's values are unknown (squall cannot tell). `shared`: eager's `a` and `b` share a storage
+    (no copy on their way from their root), so their values in this call, which keep eager's
+    strides and offsets but not always its storage (a value written in place is computed anew),
+    are compared as on one storage; else they overlap only where those values share one. It
+    depends on the layouts of the inputs they come from (guarded, as a layout read guards them)
+    and on their sizes (every symbolic one read and guarded, so a key computed from them holds too)."""
+    real_a, sources_a = _eager_layout(ctx, a)
+    real_b, sources_b = _eager_layout(ctx, b)
+    if real_a is None or real_b is None:
+        return None
+    _specialise(a, sources_a)
+    _specialise(b, sources_b)
+    if key is not None:
+        items = key if type(key) is tuple else (key,)
+        if any(isinstance(k, (TensorProxy, NumberProxy)) for k in items):
+            return None  # an index or a bound computed from data in the program
+        index = tuple(_guarded_index(k) for k in items)
+    with torch._C.DisableTorchFunction():  # torch's own calls on this call's tensors, not the tracing mode's
+        if key is not None:
+            real_a = real_a[index]
+        if not shared and real_a.untyped_storage().data_ptr() != real_b.untyped_storage().data_ptr():
+            return "none"
+        overlap = memory_overlap(real_a, real_b)
+        if overlap == "too_hard":
+            # eager does not check: where they share an element, its answer is its loop order's
+            return None if _may_share_elements(real_a, real_b) else "none"
+        return overlap
+
+
+# the most elements whose memory offsets a trace compares (`_may_share_elements`)
+_OFFSETS_COMPARED = 1 << 20
+
+
+def _may_share_elements(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether `b`, read by an in-place op writing `a` (on one storage), may read an element of `a`
+    at another position than the one it writes it at (where eager's loop may have written it
+    already); the same element at the same position is read before written, as squall reads it."""
+    if a.shape == b.shape and a.stride() == b.stride() and a.storage_offset() == b.storage_offset():
+        return False
+    ranges = [(t.storage_offset(), t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) for t in (a, b)]
+    if ranges[0][1] < ranges[1][0] or ranges[1][1] < ranges[0][0]:
+        return False
+    if a.numel() > _OFFSETS_COMPARED or b.numel() > _OFFSETS_COMPARED:
+        return True
+    written = _element_offsets(a)
+    try:
+        read = _element_offsets(b).broadcast_to(written.shape)  # b's element read at each position of a
+    except RuntimeError:
+        return True
+    return bool((torch.isin(read, written) & (read != written)).any())
+
+
+def _element_offsets(t: torch.Tensor) -> torch.Tensor:
+    """The storage offset of each element of `t`, shaped as `t`."""
+    offsets = torch.full((), t.storage_offset(), dtype=torch.int64)
+    for n, stride in zip(t.shape, t.stride()):
+        offsets = offsets.unsqueeze(-1) + torch.arange(n, dtype=torch.int64) * stride
+    return offsets
+
+
+def _guarded_index(k: Any) -> Any:
+    """A basic index with each symbolic size in it read (guarded)."""
+    if type(k) is SymInt:
+        return guarded_int(k)
+    if type(k) is slice:
+        return slice(*(guarded_int(v) if type(v) is SymInt else v for v in (k.start, k.stop, k.step)))
+    return k
+
+
+def memory_overlap(a: torch.Tensor, b: torch.Tensor) -> str:
+    """PyTorch's `get_overlap_status` of two tensors sharing a storage, which an in-place op
+    checks between the tensor it writes and each operand: "full" (the same elements, laid out
+    alike), "partial" (eager raises), "none", or "too_hard" (one is not dense and
+    non-overlapping: eager does not check)."""
+    if a.numel() == 0 or b.numel() == 0:
+        return "none"
+    if not (_non_overlapping_and_dense(a) and _non_overlapping_and_dense(b)):
+        return "too_hard"
+    a_begin, b_begin = a.storage_offset() * a.element_size(), b.storage_offset() * b.element_size()
+    a_end, b_end = a_begin + a.numel() * a.element_size(), b_begin + b.numel() * b.element_size()
+    if a_begin == b_begin and a_end == b_end:
+        return "full" if a.stride() == b.stride() else "partial"
+    return "partial" if a_begin < b_end and b_begin < a_end else "none"
+
+
+def _non_overlapping_and_dense(t: torch.Tensor) -> bool:
+    """Whether `t`'s elements fill a block of memory, each once, in some order of its dimensions
+    (PyTorch's `is_non_overlapping_and_dense`; a dimension of size 1 takes no part)."""
+    if t.is_contiguous():
+        return True
+    expected = 1
+    for stride, n in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n != 1):
+        if stride != expected:
+            return False
+        expected *= n
+    return True
+
+
 def _collective_layout(method: Any, x: TensorProxy) -> Any:
     """`method`'s answer (stride, storage_offset) where `x` is a functional collective's result
     that PyTorch wraps in Python (ltorch.collectives.WrappedResults); None otherwise."""
@@ -228,11 +331,19 @@ def _source_inputs(ctx: Any, x: TensorProxy) -> list[TensorProxy]:
 
 
 def _guard_layout(ctx: Any, p: TensorProxy, real: torch.Tensor | None, site: str) -> None:
-    """Guard input `p`'s layout as it is in this call (`real`), once per trace."""
+    """Guard input `p`'s layout as it is in this call (`real`), once per trace: contiguous, or its
+    exact strides. A dimension of size 1 (one at every call the trace serves: a size traced at 1
+    is guarded so, `_two_or_more`) has a stride `is_contiguous()` ignores but `stride()` answers
+    and the tensors computed from `p` inherit (so do all of an empty tensor's, size 0 is never
+    symbolic), so where `p` has one, contiguous means laid out
+    exactly as a new tensor (`torch.empty(shape)`), which holds for every size; an input whose
+    size-1 strides are other than that has them guarded exactly."""
     if real is None or p.name in ctx.layouts_guarded:
         return
     ctx.layouts_guarded.add(p.name)
-    if real.is_contiguous():
+    if real.is_contiguous() and 1 not in real.shape and 0 not in real.shape:
         GUARD("contiguous", (p,), {}, True, site)
+    elif real.is_contiguous() and has_contiguous_strides(real):
+        GUARD("contiguous_strides", (p,), {}, True, site)
     else:
         GUARD("strides", (p,), {}, tuple(real.stride()), site)

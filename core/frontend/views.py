@@ -36,12 +36,13 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from .. import prims
+from ..ltorch.base import UndecidedOverlap
 from ..ltorch.shape import clone, movedim, transpose
 from ..ltorch.subscript import setitem
 from ..prims.base import canonical_dim
 from ..proxies import TensorProxy
 from ..symbol import Tags
-from .layouts import traced_is_contiguous, traced_reshape_is_view
+from .layouts import traced_is_contiguous, traced_overlap, traced_reshape_is_view
 
 __all__ = ["ViewStep", "ViewTracker", "VIEW_OPS"]
 
@@ -286,6 +287,46 @@ class ViewTracker:
             self.ctx.rebind(root, new)
         self._mark_stale(root, keep=a)
         return self.ctx.rebind(a, value)
+
+    def has_views(self, a: TensorProxy) -> bool:
+        """Whether a view was taken of `a`'s root (`a` is one, or has one)."""
+        return id(self.root.get(id(a), a)) in self.family
+
+    def check_overlap(self, name: str, a: TensorProxy, operands: list, key: Any = None) -> None:
+        """Before in-place op `name` writes `a`: raise eager's error where an operand is a view of
+        `a`'s family whose memory partly overlaps `a`'s (`x[1:] += x[:-1]`, `x.add_(x.t())`; eager's
+        loop would read elements it has already written). The same tensor (`x.add_(x)`), a view of
+        the same elements laid out alike and disjoint views (`x[0] += x[1]`, `x[:, ::2] += x[:, 1::2]`)
+        are answered as eager answers them. Where views that are not dense (which eager does not
+        check) share elements, eager's answer is its loop order's, and where the call's layouts are
+        unknown squall cannot tell: the program runs eagerly (`UndecidedOverlap`). With `key`
+        (`a[key] = b`), the part `a[key]` is what is written: a view where `key` is basic, else
+        (advanced indexing) `a` itself, as torch's index_put_ checks."""
+        if not self.has_views(a):
+            return  # no operand shares its memory
+        root = self.root.get(id(a), a)
+        for b in operands:
+            if type(b) is not TensorProxy or b is a or self.root.get(id(b), b) is not root or self._taken_at(b, a, key):
+                continue
+            copied = any(self._last_copy(self.steps.get(id(t), ())) is not None for t in (a, b))  # a reshape eager copied
+            overlap = traced_overlap(self.ctx, a, b, key if key is not None and _is_basic_key(key) else None, shared=not copied)
+            if overlap == "partial":
+                raise RuntimeError(
+                    "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+                    "single memory location. Please clone() the tensor before performing the operation."
+                )
+            if overlap is None:
+                raise UndecidedOverlap(
+                    f"squall: {name} writes tensor {a.name} reading {b.name}, a view of the same tensor that may share "
+                    "its elements: eager then raises, or answers in the order its loop writes them, which squall's "
+                    "functional program does not reproduce"
+                )
+
+    def _taken_at(self, b: TensorProxy, a: TensorProxy, key: Any) -> bool:
+        """Whether `b` is `a[key]` itself (`x[i] += y` assigns the view it wrote back to `x[i]`, with
+        the same key): the same elements laid out alike, for every size, with no layout read."""
+        step = self.steps.get(id(b), (None,))[-1]
+        return key is not None and step is not None and step.op.id == "torch.Tensor.__getitem__" and step.args[0] is a and step.args[1] is key
 
     def before_opaque_write(self, a: TensorProxy) -> None:
         """Before an opaque torch call writes into `a` in place, which it does to `a`'s tensor at run

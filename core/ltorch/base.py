@@ -141,6 +141,12 @@ class UnmodelledMode(RuntimeError):
     inference mode entered or left. Such a program runs eagerly (squall.runtime.calls)."""
 
 
+class UndecidedOverlap(UnmodelledMode):
+    """An in-place op whose operand is a view of the tensor it writes (or of its base) and may
+    share its elements where eager does not raise (views that are not dense: eager's answer is its
+    loop order's), or where the call's layouts are unknown: the program runs eagerly."""
+
+
 class DataDependentError(RuntimeError):
     """An operation whose output shape depends on tensor values, which tracing cannot know."""
 

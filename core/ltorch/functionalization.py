@@ -31,6 +31,7 @@ import inspect
 from collections.abc import Callable, Iterable
 
 import torch
+from torch.utils._pytree import tree_flatten
 
 from .. import prims
 from .torchnames import qualified_name
@@ -58,10 +59,14 @@ class TorchForm(Symbol):
       (`F.relu(x, inplace=True)`);
     - `updates`: parameters that receive an op's extra results: when the op returns a
       tuple it is (output, new value of updates[0], ...), and the form returns the output
-      (`F.batch_norm` updating its running statistics).
+      (`F.batch_norm` updating its running statistics);
+    - `checks_overlap`: torch's call refuses an operand whose memory partly overlaps the tensor
+      it writes (its TensorIterator's check: `x[1:] += x[:-1]`); so does the form, before the op
+      (`ViewTracker.check_overlap`). An int: the position of the argument indexing the part of
+      the tensor the op writes (`__setitem__`'s key), which is what torch checks.
     """
 
-    __slots__ = ("op", "before", "flag", "writes", "updates", "_own", "_names", "_n", "_flag_at", "_update_at", "_by_name")
+    __slots__ = ("op", "before", "flag", "writes", "updates", "checks_overlap", "_own", "_names", "_n", "_flag_at", "_update_at", "_by_name")
 
     def __init__(
         self,
@@ -72,6 +77,7 @@ class TorchForm(Symbol):
         flag: str | None = None,
         writes: int | None = None,
         updates: Iterable[str] = (),
+        checks_overlap: bool | int = False,
     ):
         name = qualified_name(torchfns[0])
         op_signature = getattr(op, "meta", op)
@@ -79,6 +85,7 @@ class TorchForm(Symbol):
             signature = torchfns[0] if _has_signature(torchfns[0]) else op_signature
         super().__init__(name, name.rsplit(".", 1)[-1], signature, is_prim=False, torchfns=torchfns)
         self.op, self.before, self.flag, self.writes, self.updates = op, before, flag, writes, tuple(updates)
+        self.checks_overlap = checks_overlap
         # the op's own parameters: the caller's arguments go to the op as they are
         self._own = signature is op_signature and flag is None and not self.updates
         params = list(inspect.signature(signature).parameters.values())
@@ -98,11 +105,12 @@ class TorchForm(Symbol):
                 answer = self.before(*args, **kwargs)
                 if answer is not None:
                     return answer
-            result = self.op(*args, **kwargs)
             if self.writes is None:
-                return result
+                return self.op(*args, **kwargs)
             target = args[self.writes] if len(args) > self.writes else self.normalize(args, kwargs)[0][self.writes]
-            return rebind_inplace(self.id, target, result)
+            if self.checks_overlap is not False:
+                _check_overlap(self, target, args, kwargs)
+            return rebind_inplace(self.id, target, self.op(*args, **kwargs))
         named = kwargs.keys()
         bound, bound_kwargs = self.normalize(args, kwargs)
         if self._n is not None and len(bound) != self._n:
@@ -115,6 +123,8 @@ class TorchForm(Symbol):
             answer = self.before(*bound, **bound_kwargs)
             if answer is not None:
                 return answer
+        if self.checks_overlap is not False and self.writes is not None and (self._flag_at is None or bound[self._flag_at]):
+            _check_overlap(self, bound[self.writes], bound, bound_kwargs, bound=True)
         result = self.op(*self._op_args(bound, named), **self._op_kwargs(bound, bound_kwargs, named))
         if self.writes is not None:
             if self._flag_at is None or bound[self._flag_at]:
@@ -159,11 +169,25 @@ def _has_signature(fn: Callable) -> bool:
     return True
 
 
-def inplace(op: Callable, *torchfns: Callable, flag: str | None = None) -> TorchForm:
+def inplace(op: Callable, *torchfns: Callable, flag: str | None = None, checks_overlap: bool | int = False) -> TorchForm:
     """The in-place form of `op` (`torch.Tensor.add_` for `add`): its result is written
     into its first argument, or, with `flag`, only when that argument is true
-    (`inplace(relu, F.relu, flag="inplace")`)."""
-    return TorchForm(op, *torchfns, writes=0, flag=flag)
+    (`inplace(relu, F.relu, flag="inplace")`); `checks_overlap` where torch's call refuses an
+    operand partly overlapping the tensor it writes (`TorchForm`)."""
+    return TorchForm(op, *torchfns, writes=0, flag=flag, checks_overlap=checks_overlap)
+
+
+def _check_overlap(form: TorchForm, target, args: tuple, kwargs: dict, bound: bool = False) -> None:
+    """Eager's check, before in-place `form` writes `target`, of the call's other tensors (`bound`:
+    `args` and `kwargs` are bound to the form's signature already)."""
+    views = current_context().views
+    if not isinstance(target, TensorProxy) or not views.has_views(target):
+        return  # (the common case, before binding the call)
+    if not bound:
+        args, kwargs = form.normalize(args, kwargs)
+    at = form.checks_overlap if type(form.checks_overlap) is int else None
+    operands = tree_flatten([a for i, a in enumerate(args) if i != at] + list(kwargs.values()))[0]
+    views.check_overlap(form.id, target, operands, key=args[at] if at is not None else None)
 
 
 def rebind_inplace(name: str, a, value):

@@ -461,11 +461,11 @@ def one_hot(tensor, num_classes=-1):
 
 # --- in-place forms ---------------------------------------------------------------------------
 
-index_put_ = inplace(index_put, torch.Tensor.index_put_, torch.index_put_)
-index_add_ = inplace(index_add, torch.Tensor.index_add_)
-index_copy_ = inplace(index_copy, torch.Tensor.index_copy_)
+index_put_ = inplace(index_put, torch.Tensor.index_put_, torch.index_put_, checks_overlap=True)
+index_add_ = inplace(index_add, torch.Tensor.index_add_, checks_overlap=True)
+index_copy_ = inplace(index_copy, torch.Tensor.index_copy_, checks_overlap=True)
 index_fill_ = inplace(index_fill, torch.Tensor.index_fill_)
-scatter_ = inplace(scatter, torch.Tensor.scatter_)
-scatter_add_ = inplace(scatter_add, torch.Tensor.scatter_add_)
-scatter_reduce_ = inplace(scatter_reduce, torch.Tensor.scatter_reduce_)
+scatter_ = inplace(scatter, torch.Tensor.scatter_, checks_overlap=True)
+scatter_add_ = inplace(scatter_add, torch.Tensor.scatter_add_, checks_overlap=True)
+scatter_reduce_ = inplace(scatter_reduce, torch.Tensor.scatter_reduce_, checks_overlap=True)
 masked_fill_ = inplace(masked_fill, torch.Tensor.masked_fill_)

@@ -295,7 +295,7 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
     return add(input if beta == 1 else mul(input, beta), product)
 
 
-addr_ = inplace(addr, torch.Tensor.addr_)
+addr_ = inplace(addr, torch.Tensor.addr_, checks_overlap=True)
 
 
 @torchsymbol(torch.chain_matmul)

@@ -223,7 +223,7 @@ def bernoulli_like(input, p=0.5, *, generator=None):
 
 uniform_ = inplace(uniform_like, torch.Tensor.uniform_)
 normal_ = inplace(normal_like, torch.Tensor.normal_)
-bernoulli_ = inplace(bernoulli_like, torch.Tensor.bernoulli_)
+bernoulli_ = inplace(bernoulli_like, torch.Tensor.bernoulli_, checks_overlap=True)
 
 
 # --- dropout -------------------------------------------------------------------------------

@@ -249,4 +249,4 @@ def setitem(a, key, value):
     return _setitem_value(a, key, value)
 
 
-setitem_ = inplace(setitem, torch.Tensor.__setitem__)
+setitem_ = inplace(setitem, torch.Tensor.__setitem__, checks_overlap=1)  # torch checks `a[key]` against the value
