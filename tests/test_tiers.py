@@ -369,7 +369,7 @@ def test_wait_comes_from_the_call_the_environment_or_pyproject(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[tool.squall]\nwait = true\n")
     assert resolve_wait(None, environ={}, cwd=tmp_path) is True
     assert resolve_wait(None, environ={"SQUALL_WAIT": "0"}, cwd=tmp_path) is False
-    with pytest.raises(ValueError, match=r"\$SQUALL_WAIT must be 1/true/yes or 0/false/no, got 'later'"):
+    with pytest.raises(ValueError, match=r"\$SQUALL_WAIT must be 1/true/yes/on or 0/false/no/off, got 'later'"):
         resolve_wait(None, environ={"SQUALL_WAIT": "later"}, cwd=tmp_path)
     (tmp_path / "pyproject.toml").write_text("[tool.squall]\nwait = 1\n")
     with pytest.raises(PyprojectError, match="wait in .* must be true or false, got an integer"):

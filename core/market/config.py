@@ -250,7 +250,7 @@ def env_flag(value: str) -> bool | None:
     return None
 
 
-def env_switch(name: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
+def env_switch(name: str, default: bool | None, environ: Mapping[str, str] | None = None) -> bool | None:
     """The yes or no of environment variable `name` (1/true/yes/on or 0/false/no/off); `default`
     where it is unset or empty; a ValueError naming it where it is something else."""
     value = (os.environ if environ is None else environ).get(name, "").strip().lower()
@@ -271,19 +271,16 @@ def resolve_wait(
     """Whether a first call compiles and times fusion regions before it returns (True) or runs
     the torch plan and upgrades in the background (False, the default; squall.runtime.tiers).
 
-    Highest first: `squall.jit(fn, wait=...)`; $SQUALL_WAIT (1/true/yes or 0/false/no);
+    Highest first: `squall.jit(fn, wait=...)`; $SQUALL_WAIT (1/true/yes/on or 0/false/no/off);
     `wait = true` under `[tool.squall]` in the nearest pyproject.toml; False.
     """
     if requested is not None:
         if not isinstance(requested, bool):
             raise TypeError(f"squall.jit: wait must be True, False or None, got {type(requested).__name__}")
         return requested
-    value = (os.environ if environ is None else environ).get(WAIT_ENV, "").strip().lower()
-    flag = env_flag(value)
+    flag = env_switch(WAIT_ENV, None, environ)
     if flag is not None:
         return flag
-    if value:
-        raise ValueError(f"squall: ${WAIT_ENV} must be 1/true/yes or 0/false/no, got {value!r}")
     pyproject = find_pyproject(cwd)
     return bool(read_pyproject(pyproject).get("wait", False)) if pyproject is not None else False
 
