@@ -19,6 +19,11 @@ Measured (2 shared cores, load 4.5-7, best of 5, 16 tokens): T5 and BART compile
 0.108 s at once (0.70x), BART 0.077 s against 0.096 s (0.80x); the later prompts' CPU time is the
 same either way (T5 1.12x / 1.11x eager's, BART 1.36x / 1.38x): the one-token step runs eagerly
 once per generate, where the compiled one ran on the tiny models no faster.
+2026-11-26 (load 1-3, best of 3): each rejected call explained its failed check by compiling
+481-504 guard conditions from their text (3-15 ms per switch between the decoding step's two
+variants, three switches per generate); compiled once now (squall.guard_set). With a KV cache
+of one token traced as a size symbol at 1 (gen1), "at once" compiles twice too. Later prompts,
+CPU time against eager's: T5 1.16x -> 0.89x, BART 1.21x -> 0.94x (wall 0.91x and 1.07x).
 """
 from __future__ import annotations
 
