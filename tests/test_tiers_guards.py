@@ -8,7 +8,7 @@ import torch
 import squall
 from squall.frontend.speculation import guard_input_paths
 from squall.market.torch_executor import make_executor
-from squall.runtime import tiers
+from squall.runtime import judge_inputs, tiers
 from squall.runtime.jit import jitted_state
 from test_tiers import SlowFuser, _own_cache, fused_faster, program  # noqa: F401 - fixtures used by name
 
@@ -61,7 +61,7 @@ def test_a_guarded_program_whose_fused_plan_is_slower_keeps_the_torch_plan(monke
 
 
 def test_guarded_inputs_too_large_to_copy_are_read_in_place(fused_faster, monkeypatch):
-    monkeypatch.setattr(tiers, "JUDGE_KEEP_MAX_BYTES", 0)
+    monkeypatch.setattr(judge_inputs, "JUDGE_KEEP_MAX_BYTES", 0)
     f = squall.jit(big_sum, executors=[_fuser(), make_executor()], wait=True)
     x, y = torch.full((8,), 20.0), torch.randn(8)
     torch.testing.assert_close(f(x, y), big_sum(x, y))
@@ -71,7 +71,7 @@ def test_guarded_inputs_too_large_to_copy_are_read_in_place(fused_faster, monkey
 
 
 def test_guarded_inputs_changed_before_the_judge_leave_the_fused_plan_untimed_saying_so(fused_faster, monkeypatch):
-    monkeypatch.setattr(tiers, "JUDGE_KEEP_MAX_BYTES", 0)  # not copied: read in place when the judge runs
+    monkeypatch.setattr(judge_inputs, "JUDGE_KEEP_MAX_BYTES", 0)  # not copied: read in place when the judge runs
     f = squall.jit(big_sum, executors=[_fuser(), make_executor()])
     x, y = torch.full((8,), 20.0), torch.randn(8)
     torch.testing.assert_close(f(x, y), big_sum(x, y))
@@ -185,7 +185,7 @@ def test_the_judge_checks_the_fused_plan_on_the_calls_values_without_guards(fuse
 
 def test_call_specs_copy_every_inputs_values_while_they_fit_the_budget(monkeypatch):
     small, large, weight = torch.arange(4.0), torch.arange(64.0), torch.full((2, 2), 3.0, requires_grad=True)
-    monkeypatch.setattr(tiers, "JUDGE_KEEP_MAX_BYTES", 4 * 4 + 4 * 4)  # the small input and the weight, not the large
+    monkeypatch.setattr(judge_inputs, "JUDGE_KEEP_MAX_BYTES", 4 * 4 + 4 * 4)  # the small input and the weight, not the large
     params, (small_spec, large_spec), _ = tiers.call_specs([weight], (small, large), {})
     kept = small_spec.example()
     small.add_(1.0)  # the user's tensor changes after the call: the judge's copy does not
@@ -201,7 +201,7 @@ def test_call_specs_copy_every_inputs_values_while_they_fit_the_budget(monkeypat
 
 
 def test_call_specs_never_lend_the_judge_an_input_the_program_writes(monkeypatch):
-    monkeypatch.setattr(tiers, "JUDGE_KEEP_MAX_BYTES", 0)
+    monkeypatch.setattr(judge_inputs, "JUDGE_KEEP_MAX_BYTES", 0)
     weight, state = torch.ones(8, requires_grad=True), torch.zeros(8)
     params, (state_spec,), _ = tiers.call_specs([weight], (state,), {}, written=[("args", 0)])
     lent = params[0].example()
@@ -216,7 +216,7 @@ def test_call_specs_never_lend_the_judge_an_input_the_program_writes(monkeypatch
 def test_call_specs_keep_less_of_the_inputs_no_guard_reads(monkeypatch):
     # every entry's job holds its copies until its entry is hot: the unguarded ones take a smaller share
     guarded, other = torch.arange(8.0), torch.arange(8.0)
-    monkeypatch.setattr(tiers, "JUDGE_KEEP_OTHERS_MAX_BYTES", 4 * 4)  # less than `other` takes
+    monkeypatch.setattr(judge_inputs, "JUDGE_KEEP_OTHERS_MAX_BYTES", 4 * 4)  # less than `other` takes
     (guarded_spec, other_spec), _ = tiers.call_specs(None, (guarded, other), {}, keep=[("args", 0)])[1:]
     torch.testing.assert_close(guarded_spec.example(), guarded)
     assert other_spec.value is None  # not copied: read in place
@@ -230,7 +230,7 @@ def _with_gate(fuser: SlowFuser) -> SlowFuser:
 
 def test_the_judge_checks_inputs_past_the_copy_budget_on_the_callers_values(fused_faster, monkeypatch):
     # a model's weights past the budget: drawn examples (unit normal) hid a plan wrong on the call's values
-    monkeypatch.setattr(tiers, "JUDGE_KEEP_MAX_BYTES", 0)
+    monkeypatch.setattr(judge_inputs, "JUDGE_KEEP_MAX_BYTES", 0)
     f = squall.jit(program, executors=[_with_gate(WrongOnLargeValuesFuser()), make_executor()], wait=True)
     x = torch.full((8,), -60.0)
     with pytest.warns(squall.SquallWarning, match="computes other results than its torch plan"):
@@ -262,7 +262,7 @@ class WritesItsInputOnceFuser(SlowFuser):
 
 
 def test_the_judge_runs_on_drawn_examples_where_a_lent_input_changed_under_it(fused_faster, monkeypatch):
-    monkeypatch.setattr(tiers, "JUDGE_KEEP_MAX_BYTES", 0)
+    monkeypatch.setattr(judge_inputs, "JUDGE_KEEP_MAX_BYTES", 0)
     fuser = _with_gate(WritesItsInputOnceFuser())
     f = squall.jit(program, executors=[fuser, make_executor()], wait=True)
     x = torch.randn(4096) * 0.01 - 60.0
@@ -280,7 +280,7 @@ def bumped(x):
 
 
 def test_only_drawn_example_inputs_count_against_the_judges_memory_bound(fused_faster, monkeypatch):
-    monkeypatch.setattr(tiers, "JUDGE_KEEP_MAX_BYTES", 0)
+    monkeypatch.setattr(judge_inputs, "JUDGE_KEEP_MAX_BYTES", 0)
     monkeypatch.setattr(tiers, "JUDGE_MAX_BYTES", 16)  # less than one input of 8 floats
     f = squall.jit(program, executors=[_fuser(), make_executor()], wait=True)
     x = torch.randn(8)

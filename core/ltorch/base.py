@@ -535,4 +535,3 @@ class TracingMode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         return self.language.dispatch(func, args, kwargs or {})
-

@@ -47,27 +47,25 @@ import hashlib
 import threading
 import time
 import warnings
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten
 
 from ..proxies import real_tensor
 from ..compiler.pipeline import STATE_KEYWORD, Compilation, compile_traced, state_as_keywords
-from ..frontend.tracing import InputBinding
 from ..guards import GuardFailed
 from ..ltorch.base import SquallWarning
 from ..market.config import ExecutorPriority
 from ..market.executor import Executor
-from ..market.fusion import FusionExecutor, compiling_stopped, example_tensor
+from ..market.fusion import FusionExecutor, compiling_stopped
 from ..sources import cache_root
 from ..symbol import Tags
-from ..trace import route_value
 from .choices import ChoiceStore, timing_clock
+from .judge_inputs import TensorSpec, call_specs, example_inputs
 
 __all__ = ["Upgrade", "Verdict", "judge", "fusion_offers", "background_priority", "prepare_background", "call_specs", "UpgradeJob"]
 
@@ -79,11 +77,6 @@ CLEAR_WIN = 0.8
 # programs whose drawn example inputs would take more memory than this are not judged in context
 # (the copies the job holds and the caller's tensors it reads in place do not count)
 JUDGE_MAX_BYTES = 1 << 30
-# the most a job keeps copies of the inputs its program's value guards read (a mask, token ids)
-JUDGE_KEEP_MAX_BYTES = 64 << 20
-# of that, the most it keeps of its other inputs' values (a job waits with them until its entry is
-# hot, and a function with many signatures has a job for each: their copies add up)
-JUDGE_KEEP_OTHERS_MAX_BYTES = 16 << 20
 # a woken worker first gives the GIL back for this long, so the call that queued the job
 # returns at once instead of waiting out the worker's first switch interval (5 ms)
 SETTLE_S = 0.02
@@ -260,141 +253,6 @@ def fusion_offers(executors: Sequence[Executor]) -> list[tuple[str, Sequence[Exe
     return out
 
 
-def _spec(x: Any, kept: dict[int, torch.Tensor], borrowable: set[int]) -> Any:
-    """A tensor's metadata in place of the tensor, with a copy of its values where `kept` has it,
-    else a weak reference to it where `borrowable` has its id: the job keeps no user data alive."""
-    if real_tensor(x):
-        value = kept.get(id(x))
-        return _TensorSpec(tuple(x.shape), x.dtype, x.device, x.requires_grad,
-                           value.detach().clone() if value is not None else None,
-                           weakref.ref(x) if value is None and id(x) in borrowable else None)
-    return x
-
-
-@dataclass(frozen=True)
-class _TensorSpec:
-    shape: tuple[int, ...]
-    dtype: torch.dtype
-    device: torch.device
-    requires_grad: bool
-    # a copy of the call's values, for an input the program's value guards read: the judge runs
-    # on the values the program was traced for there, so it takes the same branches
-    value: torch.Tensor | None = field(default=None, compare=False, repr=False)
-    # past the copies' budget, the caller's tensor itself where the program never writes it (a
-    # model's weights): drawn examples (unit normal weights) blow the activations of a deep model
-    # up until the fused and the torch plan differ by their rounding alone
-    borrowed: weakref.ReferenceType | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def nbytes(self) -> int:
-        n = self.dtype.itemsize
-        for s in self.shape:
-            n *= s
-        return n
-
-    def lent(self) -> torch.Tensor | None:
-        """The caller's tensor, read in place, while it lives and still has this metadata."""
-        live = self.borrowed() if self.borrowed is not None else None
-        if live is None or (tuple(live.shape), live.dtype, live.device) != (self.shape, self.dtype, self.device):
-            return None
-        return live.detach().requires_grad_(self.requires_grad)
-
-    def example(self, borrow: bool = True) -> torch.Tensor:
-        """The copy of the call's values where kept, else the caller's tensor while it lives
-        (where `borrow`; else values drawn at its scale), else drawn values."""
-        if self.value is not None:
-            return self.value.clone().requires_grad_(self.requires_grad)
-        live = self.lent()
-        if live is not None:
-            return live if borrow else _drawn_like(live)
-        return example_tensor(self.shape, self.dtype, self.device, requires_grad=self.requires_grad)
-
-
-def _drawn_like(t: torch.Tensor) -> torch.Tensor:
-    """Values drawn at the mean and spread of `t`'s (a model's weights: unit normal ones grow a deep
-    model's activations until plans differ by their rounding alone); zeros for integers, as drawn."""
-    drawn = example_tensor(t.shape, t.dtype, t.device)
-    if t.dtype.is_floating_point and t.numel() > 1:
-        with torch.no_grad():
-            std, mean = torch.std_mean(t.detach().float())
-            drawn = (drawn.float() * std + mean).to(t.dtype)
-    return drawn.requires_grad_(t.requires_grad)
-
-
-def call_specs(params: list | None, args: tuple, kwargs: dict, *, keep: Sequence[tuple] = (),
-               state: Sequence[InputBinding] = (), written: Sequence[tuple] = ()) -> tuple[Any, tuple, dict]:
-    """A call's (params, args, kwargs) with every tensor replaced by its metadata; the tensors
-    at the input paths `keep` (`InputBinding.path`: those the program's value guards read) by
-    their metadata and a copy of their values, while those copies take at most JUDGE_KEEP_MAX_BYTES.
-    The other tensors keep a copy of their values too while the copies fit that budget (the judge
-    times the plans on the call's values); past it, a weak reference to each the program never
-    writes (the paths `written`: Compilation.written_input_paths), read in place by the judge while
-    it lives, else drawn examples. The inputs the program reads
-    from objects (`state`: Compilation.state_bindings) are taken
-    now, as they are at the call, and added to kwargs under STATE_KEYWORD + their name: the
-    objects change after the call (a KV cache grows at every step), and the judge runs the
-    program generated to take them so (`state_as_keywords`)."""
-    roots = {"params": params, "args": args, "kwargs": kwargs}
-    keyword = {id(b.path): STATE_KEYWORD + b.proxy.name for b in state}  # (guard_input_paths gives these path objects)
-    try:
-        snapshot = {keyword[id(b.path)]: _state_value(b.path, args, kwargs) for b in state}
-    except (LookupError, AttributeError, TypeError):  # the call removed a place it read: the judge reads the objects then
-        snapshot = {}
-    def at(path: tuple) -> Any:
-        if path[0] == "state":
-            return snapshot.get(keyword.get(id(path), ""))
-        value = roots[path[0]]
-        for k in path[1:]:
-            value = value[k]
-        return value
-
-    kept: dict[int, torch.Tensor] = {}
-    room = JUDGE_KEEP_MAX_BYTES
-    for path in keep:
-        value = at(path)
-        if real_tensor(value) and id(value) not in kept:
-            room -= value.numel() * value.element_size()
-            if room < 0:
-                break  # the judge's run fails a guard then, and says so
-            kept[id(value)] = value
-    # then every other input's values, while their copies fit: drawn examples (normal weights, zero
-    # token ids) make other activations than the program's, and kernels whose speed depends on the
-    # values (exp, erf and their underflows) time otherwise on them (the gpt training step's fused
-    # plan: 0.91x the torch plan's time on the call's values, 0.98x on drawn ones)
-    room = min(room, JUDGE_KEEP_OTHERS_MAX_BYTES)
-    leaves = [v for v in tree_flatten((params, args, kwargs, snapshot))[0] if real_tensor(v) and v.layout is torch.strided]
-    for value in leaves:
-        if id(value) not in kept and value.numel() * value.element_size() <= room:
-            room -= value.numel() * value.element_size()
-            kept[id(value)] = value
-    # the judge runs the plans on a borrowed tensor itself: never one the program writes into
-    unwritten = {id(v) for v in leaves} - {id(at(path)) for path in written}
-    return tree_map(lambda x: _spec(x, kept, unwritten), (params, args, {**kwargs, **snapshot}))
-
-
-def _state_value(path: tuple, args: tuple, kwargs: dict) -> Any:
-    """The value at a state input's path (squall.frontend.tracing.InputBinding) in this call."""
-    _, owner, key, route = path
-    return (route_value(route, args, kwargs).__dict__ if route is not None else owner)[key]
-
-
-def _example(tree: Any, borrow: bool = True) -> tuple[Any, list[torch.Tensor]]:
-    """Example inputs for the specs in `tree` (not reading the caller's tensors unless `borrow`),
-    and those of them that are the caller's own tensors, read in place."""
-    lent: list[torch.Tensor] = []
-
-    def one(s: Any) -> Any:
-        if not isinstance(s, _TensorSpec):
-            return s
-        live = s.lent() if borrow and s.value is None else None
-        if live is None:
-            return s.example(borrow=False)
-        lent.append(live)
-        return live
-
-    return tree_map(one, tree), lent
-
-
 def _draws_random_numbers(compilation: Compilation) -> bool:
     # a random op that returned its input (dropout in eval mode) draws nothing
     return any(Tags.RANDOM in b.sym.tags and {p.name for p in b.output_proxies()} - {p.name for p in b.input_proxies()}
@@ -486,7 +344,7 @@ class UpgradeJob:
                  call_specs: tuple[Any, tuple, dict], install: Callable[[Compilation, float], bool | None],
                  *, alive: Callable[[], bool] = lambda: True):
         self.upgrade, self.base, self.layout, self.executors = upgrade, base, layout, executors
-        self.call_specs = call_specs  # (params, args, kwargs) with tensors as _TensorSpec
+        self.call_specs = call_specs  # (params, args, kwargs) with tensors as TensorSpec
         # install(compilation, seconds): True when swapped in; False when the entry was evicted
         # or replanned meanwhile; None when the jitted function is gone
         self.install, self.alive = install, alive
@@ -663,7 +521,7 @@ class UpgradeJob:
 
     def _judge(self, fused: Compilation) -> Verdict:
         params, args, kwargs = self.call_specs
-        specs = [s for s in tree_flatten((params, args, kwargs))[0] if isinstance(s, _TensorSpec)]
+        specs = [s for s in tree_flatten((params, args, kwargs))[0] if isinstance(s, TensorSpec)]
         random = _draws_random_numbers(self.base)
         if random and self.background:
             # running it would advance the user's random generator under their program's feet (in
@@ -697,7 +555,7 @@ class UpgradeJob:
         """A function running a plan on example inputs (the caller's own tensors where `borrow` and
         the job holds them: `_example`), returning its outputs and its inputs' gradients; and
         those inputs that are the caller's tensors."""
-        (params, args, kwargs), lent = _example(self.call_specs, borrow)
+        (params, args, kwargs), lent = example_inputs(self.call_specs, borrow)
         lead = (params,) if self.layout.get("takes_params") else ()
         # a differentiated program runs its backward after every call: the judge runs it too (its
         # results checked, its time counted), so a fused backward is never installed unseen
@@ -709,7 +567,7 @@ class UpgradeJob:
 
         return run, lent
 
-    def _judge_on_examples(self, fused: Compilation, specs: list[_TensorSpec], compare: bool = True) -> Verdict:
+    def _judge_on_examples(self, fused: Compilation, specs: list[TensorSpec], compare: bool = True) -> Verdict:
         """Check the fused plan's results against the torch plan's on example inputs (the call's
         own values where its value guards read them; not with `compare` False), then time both there;
         a differentiated program's backward, run with gradients of ones, is checked and timed with it."""
