@@ -403,17 +403,20 @@ def test_exit_with_a_pending_upgrade_is_quiet(tmp_path):
                 self.register_supported("prims.exp")
                 self.register_supported("prims.mul")
             def compile_region(self, region):
-                time.sleep(60)  # far longer than exit waits
+                time.sleep(600)  # far longer than exit waits
 
         fn = squall.jit(lambda x: torch.exp(x) * 2.0, executors=[Sleepy(), make_executor()])
         fn(torch.randn(4)); fn(torch.randn(5))  # one upgrade running, one queued
-        print("done")
+        print("done", time.monotonic())
     """)
-    start = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+    # timed from the program's last line to the process's end (one machine-wide monotonic clock),
+    # not from the start: importing torch under a loaded CI machine took 38 s once
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=400,
                           env={**os.environ, "SQUALL_CACHE_DIR": str(tmp_path)})
-    assert done.returncode == 0 and done.stdout.split() == ["done"] and done.stderr == "", done.stderr
-    assert time.monotonic() - start < 20
+    exited = time.monotonic()
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    word, finished = done.stdout.split()
+    assert word == "done" and exited - float(finished) < 300  # it did not wait for the 600 s compile
 
 
 def test_at_exit_a_running_upgrade_starts_no_more_region_compiles(tmp_path):

@@ -274,7 +274,7 @@ f = lambda x, w: torch.relu(x @ w).cumsum(0).sin() * 3
 jfn = squall.jit(f, executors=[ex, "torch"])
 jfn(torch.randn(9, 9), torch.randn(9, 9))
 time.sleep({delay})
-print("done", flush=True)
+print("done", time.monotonic(), flush=True)
 """
 
 
@@ -282,13 +282,16 @@ print("done", flush=True)
 @pytest.mark.parametrize("delay", [0.0, 6.0])
 def test_the_interpreter_exits_promptly_and_quietly_during_an_upgrade(delay, tmp_path):
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"), SQUALL_CACHE_DIR=str(tmp_path / "squall"))
-    start = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", _EXITS_MID_COMPILE.format(delay=delay)], env=env,
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True, timeout=300)
+    exited = time.monotonic()
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "done"
+    word, finished = result.stdout.split()
+    assert word == "done"
     assert result.stderr.strip() == "", result.stderr
-    assert time.perf_counter() - start < 60
+    # from the program's last line to the process's end (one machine-wide monotonic clock): the
+    # start is left out, as importing torch on a loaded machine can take half a minute
+    assert exited - float(finished) < 20
 
 
 @needs_cpu_inductor
