@@ -123,6 +123,27 @@ def test_a_region_reading_a_symbol_no_input_holds_is_declined_saying_why():
     assert "symbolic sizes (s0) that no input of the region holds as a dimension" in declined.reason
 
 
+def test_a_region_whose_inputs_hold_a_symbol_only_in_an_expression_is_declined_saying_why():
+    """DenseNet's batch norm and ReLU after a strided convolution, under symbolic sizes: the
+    region's input is `f32[2, (s0 - 1) // 2 + 1]`, its calls name no size. Inductor cannot bind
+    s0 from that dimension ("expected [s0] to have been codegen-ed"): it was compiled anyway and
+    failed, with a warning at the call; now declined before compiling."""
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    env = ShapeEnv()
+    ctx = TracingContext()
+    with tracing(ctx):
+        n = env.symbol(9, "x", 1)
+        x = TensorProxy(shape=(2, (n - 1) // 2 + 1), dtype=torch.float32, device="cpu")
+        resolve_operation("torch.relu")(x)
+    call = ctx.scopes[0][-1]
+    region = FusionRegion("inductor", [call], [call], [x], list(call.output_proxies()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        declined = ex.compile_region(region)
+    assert isinstance(declined, Declined)
+    assert "symbolic sizes (s0) that no input of the region holds as a dimension" in declined.reason
+
+
 def test_the_background_upgrade_compiles_symbolic_regions_in_the_worker_and_leaves_nn_module_alone():
     # torch.fx's trace patches torch.nn.Module.__call__ and __getattr__ process-wide while it runs:
     # in the user's process that would reach the user's threads (torch.compile of a model crashed
