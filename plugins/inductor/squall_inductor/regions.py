@@ -66,7 +66,9 @@ def size_reads(region: FusionRegion) -> tuple[dict[str, tuple[str, int]], set[st
     from a dimension that is that symbol)."""
     used = symbols_of([n for p in region.inputs for n in p.shape if type(n) is SymInt])
     for b in region.calls:
-        used |= symbols_of([x for x in tree_flatten((b.args, b.kwargs))[0] if type(x) is SymInt])
+        leaves = tree_flatten((b.args, b.kwargs))[0]
+        leaves += [bound for x in leaves if type(x) is slice for bound in (x.start, x.stop, x.step)]  # pytree keeps a slice whole
+        used |= symbols_of([x for x in leaves if type(x) is SymInt])
     reads = {symbol: (region.inputs[i].name, d) for symbol, (i, d) in symbol_reads(region.inputs).items() if symbol in used}
     return reads, used - set(reads)
 

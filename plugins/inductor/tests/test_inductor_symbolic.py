@@ -370,3 +370,23 @@ def test_a_batch_of_one_the_squall_entry_serves_runs_a_compilation_inductor_s_gu
     assert len(_static_fallbacks(ex)) == 2  # one per batch of 1's shapes
     x = torch.randn(1, 9, 16)
     torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))  # now on its static compilation
+
+
+def test_a_slice_bound_from_a_symbol_no_input_holds_is_declined_saying_why():
+    """`x[:, : y.shape[1] // 2]` where y is not an input of the region: the bound sits in a slice,
+    which pytree keeps whole, so the symbol went unseen and the region function named s0 without
+    reading it (NameError at compile, a warning at the call)."""
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    env = ShapeEnv()
+    ctx = TracingContext()
+    with tracing(ctx):
+        n = env.symbol(9, "y", 1)
+        x = TensorProxy(shape=(2, 12), dtype=torch.float32, device="cpu")
+        resolve_operation("torch.Tensor.__getitem__")(x, (slice(None), slice(None, n // 2)))
+    call = ctx.scopes[0][-1]
+    region = FusionRegion("inductor", [call], [call], [x], list(call.output_proxies()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        declined = ex.compile_region(region)
+    assert isinstance(declined, Declined)
+    assert "symbolic sizes (s0) that no input of the region holds as a dimension" in declined.reason
