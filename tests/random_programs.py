@@ -400,4 +400,6 @@ if __name__ == "__main__":  # python tests/random_programs.py FIRST COUNT: every
             if problems:
                 failed += 1
                 print(f"### program {seed} ({mode})\n{generate(seed)}" + "\n".join(problems), flush=True)
+        if (seed - first + 1) % 100 == 0:
+            print(f"{seed - first + 1} programs: {failed} failed", flush=True)
     print(f"{count} programs, {len(modes)} modes: {failed} failed")
