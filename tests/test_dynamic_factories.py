@@ -91,6 +91,24 @@ def test_a_factory_refuses_what_torch_refuses_after_a_symbolic_size():
         jitted(torch.randn(5))
 
 
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_arange_of_a_size_that_becomes_0_runs_as_eager(dynamic):
+    """`torch.arange(x.shape[-1])` at length 0 is `arange(0)`: its start left at the meta's default
+    printed `torch.arange()`, which torch refuses (a TypeError where eager returns an empty range)."""
+    fns = [
+        lambda x: torch.arange(x.shape[-1], dtype=x.dtype),
+        lambda x: torch.arange(end=x.shape[-1]) * 2,
+        lambda x: (torch.arange(0), torch.arange(start=0, end=x.shape[-1])),
+    ]
+    for fn in fns:
+        jitted = squall.jit(fn, dynamic=dynamic)
+        for n in (3, 0, 5, 0):
+            x = torch.randn(2, n)
+            torch.testing.assert_close(jitted(x), fn(x))
+    with pytest.raises(TypeError, match="arange"):
+        squall.jit(lambda x: x + torch.arange())(torch.randn(2))
+
+
 def test_a_size_read_by_value_is_still_guarded():
     """Where the program needs a size's value (a Python int built from it), it reads it guarded:
     a new length compiles again rather than reuse the first one's result."""

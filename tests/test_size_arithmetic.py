@@ -54,6 +54,10 @@ PROGRAMS = {
     # a size handed to a factory or an opaque torch call as a number
     "linspace_of_size_steps": lambda x: x * torch.linspace(0, 1, x.shape[1]),
     "opaque_fill_with_size": lambda x: x.clone().fill_(x.shape[1]),
+    # a torch call with no tensor argument that squall does not model: torch's C code took the
+    # size for its own torch.SymInt and failed on it (AttributeError: no attribute 'node')
+    "tril_indices_of_size": lambda x: x[:, :2] * torch.tril_indices(x.shape[1], x.shape[1], offset=-1).sum(),
+    "triu_indices_of_a_shape": lambda x: x * torch.triu_indices(*x.shape[::-1]).shape[1],
 }
 
 LENGTHS = (6, 7, 10, 13, 4)

@@ -237,6 +237,22 @@ def _scan(values, has_proxy: bool, has_tensor: bool) -> tuple[bool, bool]:
 _CALL_LEAVES = frozenset({TensorProxy, torch.Tensor, torch.nn.Parameter, int, float, bool, str, type(None), torch.dtype, torch.device})
 
 
+def _sizes_read(tree: Any) -> Any:
+    """`tree` (a call's arguments) with each symbolic size replaced by its value in this call,
+    guarded; the same object where it holds none."""
+    t = type(tree)
+    if t is SymInt:
+        return guarded_int(tree)
+    if t is tuple or t is list or isinstance(tree, tuple) and any(type(v) is SymInt for v in tree):  # a SymShape, a torch.Size of sizes
+        items = [_sizes_read(v) for v in tree]
+        if all(a is b for a, b in zip(items, tree)):
+            return tree
+        return t(items) if t is tuple or t is list else torch.Size(items)
+    if t is dict:
+        return {k: _sizes_read(v) for k, v in tree.items()}
+    return tree
+
+
 def _map_call(fn: Callable, tree: Any) -> Any:
     """`tree_map(fn, tree)` over a call's arguments: the tuples, lists and dicts calls are made
     of walked directly (pytree's walk cost more than the op at every traced call that passes
@@ -362,8 +378,10 @@ class TorchLanguage:
                 if has_proxy and ctx.views.stale:
                     ctx.views.refresh((args, kwargs))
         if not has_proxy:
-            # A torch call on constants only (a property of a captured tensor, torch.finfo, ...)
-            return func(*args, **kwargs)
+            # A torch call on constants only (a property of a captured tensor, torch.finfo, ...);
+            # a symbolic size among them is read, guarded: torch's C code takes it for its own
+            # SymInt and fails on it (`torch.tril_indices(n, n)`)
+            return func(*_sizes_read(args), **_sizes_read(kwargs))
         return self.opaque(func, args, kwargs)
 
     def as_eager_returns(self, func: Callable, args: tuple, kwargs: dict, out: Any) -> Any:

@@ -240,11 +240,16 @@ def _scalar_arg(name: str, what: str, x):
 
 
 @torchsymbol(torch.arange)
-def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
+def arange(start=None, end=None, step=1, *, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
     """[start, end) by step; int64 when every bound is an int, the default float dtype otherwise."""
+    # start's default is None, not torch's 0: a call that leaves an argument at its default
+    # prints without it, and `arange(0)` printed as `arange()` is no call torch accepts
     check_factory_kwargs("arange", layout=layout, out=out, pin_memory=pin_memory)
+    check(start is not None or end is not None, lambda: "arange() missing 1 required positional arguments: \"end\"", TypeError)
     if end is None:
         start, end = 0, start
+    elif start is None:
+        start = 0
     for what, x in (("start", start), ("end", end), ("step", step)):
         _scalar_arg("arange", what, x)
     if dtype is None:

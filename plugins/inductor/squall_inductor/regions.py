@@ -59,12 +59,16 @@ def torch_callable(bsym: BoundSymbol) -> Callable:
 
 
 def size_reads(region: FusionRegion) -> tuple[dict[str, tuple[str, int]], set[str]]:
-    """Where the region reads each size symbol its calls' arguments use (`view(t, (s0, 64))`):
-    symbol -> (input name, dimension) for each an input holds as a whole dimension, and the
-    set of those none does (such a region cannot be made a function of its inputs alone)."""
-    used: set[str] = set()
+    """Where the region reads each size symbol its calls' arguments or its inputs' sizes use
+    (`view(t, (s0, 64))`, an input `f32[2, (s0 - 1) // 2 + 1]`): symbol -> (input name,
+    dimension) for each an input holds as a whole dimension, and the set of those none does
+    (such a region cannot be made a function of its inputs alone: inductor binds a symbol only
+    from a dimension that is that symbol)."""
+    used = symbols_of([n for p in region.inputs for n in p.shape if type(n) is SymInt])
     for b in region.calls:
-        used |= symbols_of([x for x in tree_flatten((b.args, b.kwargs))[0] if type(x) is SymInt])
+        leaves = tree_flatten((b.args, b.kwargs))[0]
+        leaves += [bound for x in leaves if type(x) is slice for bound in (x.start, x.stop, x.step)]  # pytree keeps a slice whole
+        used |= symbols_of([x for x in leaves if type(x) is SymInt])
     reads = {symbol: (region.inputs[i].name, d) for symbol, (i, d) in symbol_reads(region.inputs).items() if symbol in used}
     return reads, used - set(reads)
 

@@ -123,6 +123,27 @@ def test_a_region_reading_a_symbol_no_input_holds_is_declined_saying_why():
     assert "symbolic sizes (s0) that no input of the region holds as a dimension" in declined.reason
 
 
+def test_a_region_whose_inputs_hold_a_symbol_only_in_an_expression_is_declined_saying_why():
+    """DenseNet's batch norm and ReLU after a strided convolution, under symbolic sizes: the
+    region's input is `f32[2, (s0 - 1) // 2 + 1]`, its calls name no size. Inductor cannot bind
+    s0 from that dimension ("expected [s0] to have been codegen-ed"): it was compiled anyway and
+    failed, with a warning at the call; now declined before compiling."""
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    env = ShapeEnv()
+    ctx = TracingContext()
+    with tracing(ctx):
+        n = env.symbol(9, "x", 1)
+        x = TensorProxy(shape=(2, (n - 1) // 2 + 1), dtype=torch.float32, device="cpu")
+        resolve_operation("torch.relu")(x)
+    call = ctx.scopes[0][-1]
+    region = FusionRegion("inductor", [call], [call], [x], list(call.output_proxies()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        declined = ex.compile_region(region)
+    assert isinstance(declined, Declined)
+    assert "symbolic sizes (s0) that no input of the region holds as a dimension" in declined.reason
+
+
 def test_the_background_upgrade_compiles_symbolic_regions_in_the_worker_and_leaves_nn_module_alone():
     # torch.fx's trace patches torch.nn.Module.__call__ and __getattr__ process-wide while it runs:
     # in the user's process that would reach the user's threads (torch.compile of a model crashed
@@ -349,3 +370,23 @@ def test_a_batch_of_one_the_squall_entry_serves_runs_a_compilation_inductor_s_gu
     assert len(_static_fallbacks(ex)) == 2  # one per batch of 1's shapes
     x = torch.randn(1, 9, 16)
     torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))  # now on its static compilation
+
+
+def test_a_slice_bound_from_a_symbol_no_input_holds_is_declined_saying_why():
+    """`x[:, : y.shape[1] // 2]` where y is not an input of the region: the bound sits in a slice,
+    which pytree keeps whole, so the symbol went unseen and the region function named s0 without
+    reading it (NameError at compile, a warning at the call)."""
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    env = ShapeEnv()
+    ctx = TracingContext()
+    with tracing(ctx):
+        n = env.symbol(9, "y", 1)
+        x = TensorProxy(shape=(2, 12), dtype=torch.float32, device="cpu")
+        resolve_operation("torch.Tensor.__getitem__")(x, (slice(None), slice(None, n // 2)))
+    call = ctx.scopes[0][-1]
+    region = FusionRegion("inductor", [call], [call], [x], list(call.output_proxies()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        declined = ex.compile_region(region)
+    assert isinstance(declined, Declined)
+    assert "symbolic sizes (s0) that no input of the region holds as a dimension" in declined.reason
