@@ -130,6 +130,18 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   takes 6-7 ms of today's 10-12 (bench/compile_phases.py), and its profile is flat (the program's
   own Python through the state views, 54 torch-language calls at about 60 us each; no function
   takes 4% of it in its own time).
+- Cheaper compiles (compilecost3, 2026-11-26; bench/compile_phases.py has what changed: a few
+  percent a compile), main (4df9abf) then the branch, eager, squall, torch only and
+  squall(dynamic=True) only (the full set took over 10 minutes a run at this load, its inductor
+  upgrades waited for), best of 3, load 6-10, CPU time: eager 51 / 49 ms; squall 2 compiles,
+  1.22x / 1.29x (its compiles 28.3 / 28.9 ms); torch only 1.20x / 1.26x; squall(dynamic=True)
+  1 compile, 1.08x / 1.04x (15-16 ms). No change the load lets one see. Where the default's total
+  crosses eager's (the branch, best of 2, load 5-7): at 100 batches squall 0.75x wall, 0.86x CPU
+  (2 compiles), torch only 0.85x / 0.88x, dynamic=True 0.83x / 0.74x; at 200 batches the default's
+  background upgrades (inductor, 4 compiles in all) run beside the stream: squall 1.80x wall but
+  1.02x CPU, torch only 0.77x / 0.85x, dynamic=True 1.17x / 0.99x (main at 200: squall 1.25x /
+  0.91x, torch only 0.77x / 0.75x). So the default (and torch only) cross eager's total between
+  40 and 100 batches; past a few hundred the upgrade's compiles in its thread decide the wall time.
 """
 from __future__ import annotations
 

@@ -222,12 +222,13 @@ class GuardSet:
 
     # --- the generated check ------------------------------------------------------------------
 
-    def _check(self, result: str) -> list[str]:
+    def _check(self, result: str, conditions: list[str] | None = None) -> list[str]:
         # an attribute or key gone (a KeyError), an argument no longer of its type, a user
         # __eq__ that raises: the state is not what was traced
+        conditions = self.conditions if conditions is None else conditions
         return [
             "    try:",
-            f"        {result} = {' and '.join(self.conditions) or 'True'}",
+            f"        {result} = {' and '.join(conditions) or 'True'}",
             "    except Exception:",
             f"        {result} = False",
         ]
@@ -235,14 +236,15 @@ class GuardSet:
     def runner(self, fn: Callable, failed: Callable[[tuple, dict], Any], body: list[str] | None = None, name: str = "guard-set") -> Callable:
         """`fn` behind the one check: `failed(args, kwargs)` answers a call the check rejects.
         `body`, lines that call `fn`, replaces the plain call (state writes replayed after it)."""
-        if not self.conditions and body is None:
+        conditions = self.conditions  # (read once: a list made from every guard)
+        if not conditions and body is None:
             return fn
         made = self._runners.get(id(fn))
         if made is not None and made[0] is fn:
             return made[1]  # an entry cached again when its state came back: same runner
         lines = ["def run(*args, **kwargs):"]
-        if self.conditions:
-            lines += self._check("holds")
+        if conditions:
+            lines += self._check("holds", conditions)
             lines += ["    if not holds:", "        return failed(args, kwargs)"]
         lines += body if body is not None else ["    return fn(*args, **kwargs)"]
         namespace = dict(self.namespace, fn=fn, failed=failed)

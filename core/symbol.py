@@ -166,7 +166,7 @@ class _Binder:
     """Binds calls to one signature; the common call (positional arguments only) skips inspect."""
 
     __slots__ = ("signature", "n_positional", "positional_names", "positional_only", "positional_defaults", "keyword_defaults", "simple",
-                 "by_name", "spread")
+                 "keywords_required", "by_name", "spread")
 
     def __init__(self, fn: Callable):
         try:
@@ -181,10 +181,10 @@ class _Binder:
         self.positional_only = tuple(p.kind is p.POSITIONAL_ONLY for p in positional)
         self.positional_defaults = tuple(p.default for p in positional)
         self.keyword_defaults = {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
-        # no *args, **kwargs, and a default for every keyword-only parameter
-        self.simple = all(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params) and all(
-            d is not inspect.Parameter.empty for d in self.keyword_defaults.values()
-        )
+        # no *args, **kwargs; a keyword-only parameter without a default (`var(a, dims, *, correction)`)
+        # is bound here too where the call names it
+        self.simple = all(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)
+        self.keywords_required = any(d is inspect.Parameter.empty for d in self.keyword_defaults.values())
         # the positional parameters a call may also name: name -> position
         self.by_name = {p.name: i for i, p in enumerate(positional) if p.kind is p.POSITIONAL_OR_KEYWORD}
         # a `*args` parameter (`reshape(a, *shape)`), no `**kwargs`, a default for every keyword-only one
@@ -198,7 +198,7 @@ class _Binder:
         if self.simple and len(args) <= self.n_positional:
             if not kwargs:
                 missing = self.positional_defaults[len(args):]
-                if inspect.Parameter.empty not in missing:
+                if inspect.Parameter.empty not in missing and not self.keywords_required:
                     return args + missing, dict(self.keyword_defaults)
             else:
                 bound = self._bind_named(args, kwargs)
@@ -231,6 +231,8 @@ class _Binder:
             else:
                 return None
         if any(v is inspect.Parameter.empty for v in values):
+            return None
+        if self.keywords_required and any(v is inspect.Parameter.empty for v in keywords.values()):
             return None
         return tuple(values), keywords
 

@@ -147,6 +147,53 @@ def test_a_call_spreading_into_star_args_binds_as_inspect_binds_it(call):
     assert (args, kwargs) == (bound.args, bound.kwargs) and list(kwargs) == list(bound.kwargs)
 
 
+_CALLS_WITH_REQUIRED_KEYWORDS = [((1, 2), {"correction": 0}), ((1,), {"dims": 2, "correction": 1}), ((1, 2), {}),
+                                 ((1, 2), {"correction": 0, "other": 3}), ((1,), {"correction": 0}), ((1, 2, 3), {"correction": 0})]
+
+
+@pytest.mark.parametrize("args, kwargs", _CALLS_WITH_REQUIRED_KEYWORDS)
+def test_a_keyword_only_parameter_without_a_default_binds_as_inspect_binds_it(args, kwargs):
+    # (prims.var's `correction`: bound by the binder's own path where the call names it; a call
+    # that does not, or names an unknown parameter, comes back as made, for the meta to refuse)
+    def var(a, dims, *, correction, keep=False):
+        pass
+
+    try:
+        bound = inspect.signature(var).bind(*args, **kwargs)
+        bound.apply_defaults()
+        expected = (bound.args, bound.kwargs)
+    except TypeError:
+        expected = (args, kwargs)
+    got = _Binder(var)(args, kwargs)
+    assert got == expected and list(got[1]) == list(expected[1])
+
+
+def test_var_and_layer_norm_with_the_correction_keyword_match_eager():
+    def f(x, w, b):
+        return torch.var(x, dim=1, correction=0) + torch.nn.functional.layer_norm(x, (4,), w, b).sum(1)
+
+    x, w, b = torch.randn(3, 4), torch.randn(4), torch.randn(4)
+    torch.testing.assert_close(squall.jit(f)(x, w, b), f(x, w, b))
+
+
+def test_a_compile_walks_the_module_tree_once(monkeypatch):
+    # the cache's layout check, the trace's inputs, the state recorder and the module replays
+    # read one walk (ModuleLayout); check_wrapping makes the other. Each walk is a call of named_modules
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Sequential(torch.nn.Linear(4, 2)))
+    jitted, x = squall.jit(model), torch.randn(3, 4)
+    walks = []
+    named_modules = torch.nn.Module.named_modules
+
+    def counted(self, *args, **kwargs):
+        if self is model:
+            walks.append(kwargs.get("remove_duplicate", True))
+        return named_modules(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.Module, "named_modules", counted)
+    torch.testing.assert_close(jitted(x), model(x))
+    assert len(walks) == 2, walks
+
+
 def test_reshapes_by_spread_sizes_match_eager():
     def f(x):
         return x.reshape(2, 3, 4).view(6, -1).permute(1, 0) + 1

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..frontend.tracing import InputBinding, trace_program
+from ..frontend.tracing import InputBinding, ModuleLayout, trace_program
 from ..ltorch.base import SquallWarning
 from ..market.executor import Executor
 from ..symbol import user_stacklevel
@@ -134,6 +134,7 @@ def compile_program(
     strict: bool = False,
     dynamic: frozenset[tuple] = frozenset(),
     dims: dict[tuple, frozenset[int]] | None = None,
+    layout: ModuleLayout | None = None,
 ) -> Compilation:
     """Compile `fn(*args, **kwargs)` (or `module(...)`) for the priority list `executors`.
 
@@ -143,12 +144,14 @@ def compile_program(
     `same_as` names inputs that are the same tensor as an earlier one (`squall.runtime.aliasing`).
     `strict` refuses to read tensor values while tracing (see `trace_program`).
     `dynamic` names the number arguments that are run-time inputs, `dims` the tensor
-    arguments' symbolic dimensions (see `trace_program`).
+    arguments' symbolic dimensions, `layout` the module's walk where the caller made one (see
+    `trace_program`).
     """
     seconds: dict[str, Any] = {}
     start = time.perf_counter()
     with collection_paused():  # (squall.compiler.collection: what a trace allocates survives it)
-        traced, bindings = trace_program(fn, args, kwargs, module=module, same_as=same_as, strict=strict, dynamic=dynamic, dims=dims)
+        traced, bindings = trace_program(fn, args, kwargs, module=module, same_as=same_as, strict=strict, dynamic=dynamic, dims=dims,
+                                          layout=layout)
     seconds["trace"] = time.perf_counter() - start
     if on_traced is not None:
         on_traced(traced)

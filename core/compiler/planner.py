@@ -228,10 +228,12 @@ def plan(
         # the final pass has read that state; locks taken in one order, so no two plans deadlock
         for key in sorted(fusers):
             held.enter_context(fusers[key].pass_lock)
+        live = out
         if any(isinstance(ex, FusionExecutor) for ex, why in planner.executors if not why):
             out = planner.fuse(out, regions)
         out = planner.pick_up(out)
-    out = remove_dead_code(out, trace.output)
+    if len(out) != len(live) or any(a is not b for a, b in zip(out, live)):
+        out = remove_dead_code(out, trace.output)  # (what fusion or the final pass changed; the calls as claimed are live)
     report = Plan(planner.decisions, planner.unavailable, regions, planner.errors, tuple(ex.name for ex in executors))
     used = [ex.name for ex, why in planner.executors if not why]
     fused = f", {len(regions)} fusion region{'s' * (len(regions) != 1)}" if regions else ""

@@ -89,8 +89,10 @@ class _FirstCall:
 class ModuleReplays:
     """The module calls of one trace that a later call may replay (see the module's docstring)."""
 
-    def __init__(self, module: torch.nn.Module):
-        counts = collections.Counter(type(m) for m in module.modules())
+    def __init__(self, module: torch.nn.Module, tree: list[tuple[str, torch.nn.Module]] | None = None):
+        """`tree`: the module's `named_modules(remove_duplicate=False)` where the caller has it."""
+        distinct = {id(m): m for _, m in tree}.values() if tree is not None else module.modules()
+        counts = collections.Counter(type(m) for m in distinct)
         self._repeated = frozenset(cls for cls, n in counts.items() if n >= _WORTH_RECORDING)
         self._first: dict[tuple, _FirstCall | None] = {}
 

@@ -52,13 +52,14 @@ __all__ = ["StateRecorder"]
 class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
     """Records, while one program is traced, the Python state it read and wrote."""
 
-    def __init__(self, module: torch.nn.Module | None, arg_offset: int):
+    def __init__(self, module: torch.nn.Module | None, arg_offset: int, tree: list[tuple[str, torch.nn.Module]] | None = None):
+        """`tree`: the module's `named_modules(remove_duplicate=False)` where the caller has it."""
         self.module = module
         self.arg_offset = arg_offset  # a module's generated function takes params first
         self.guards = StateGuards()
         self._views: dict[int, Any] = {}
         self._functions: dict[int, types.FunctionType] = {}
-        self._tree = {id(m) for m in module.modules()} if module is not None else set()
+        self._tree = {id(m) for _, m in (tree if tree is not None else module.named_modules())} if module is not None else set()
         self._lists: list[tuple[list, _RecordedList, str, str]] = []  # (real, copy, label, where)
         self._list_copies: dict[int, _RecordedList] = {}
         self._dict_copies: dict[int, Any] = {}  # id(real dict, OrderedDict, defaultdict) -> its recording copy

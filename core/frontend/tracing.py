@@ -16,7 +16,7 @@ import types
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.utils._pytree import tree_map
@@ -37,7 +37,7 @@ from .state_recorder import StateRecorder
 from .state_views import UnreplayableWrite
 from .views import ViewTracker
 
-__all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "argument_names", "ALL_DIMS", "NUMBER_SIZE", "state_dims_path"]
+__all__ = ["TracingContext", "InputBinding", "trace_program", "module_slots", "module_layout", "ModuleLayout", "argument_names", "ALL_DIMS", "NUMBER_SIZE", "state_dims_path"]
 
 # `dims[("state",)]`: every dimension of every tensor read from an argument object is symbolic
 # (unless `dims` holds that tensor's own path: then those dimensions only)
@@ -321,14 +321,24 @@ def _argument_names(fn: Callable, nargs: int) -> list[str]:
 _NEVER_TENSORS = frozenset({bool, int, float, str, type(None), dict, set, list, tuple, collections.OrderedDict})
 
 
-def module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[str]]:
-    """One (owner dict, key) slot and one dotted name per distinct parameter, buffer or tensor
-    attribute: a plain tensor attribute (`self.mask = ...`) is an input like a buffer, read at
-    every call, so a program that sets it (`self.count = self.count + 1`) sees the new value."""
+class ModuleLayout(NamedTuple):
+    """One walk of a module tree: its modules as `named_modules(remove_duplicate=False)` gives
+    them, and one (owner dict, key) slot and one dotted name per distinct parameter, buffer or
+    tensor attribute (`module_slots`). A compile walks the tree once: the cache's layout check,
+    the trace's inputs, the state recorder and the module replays all read this walk."""
+
+    modules: list[tuple[str, torch.nn.Module]]
+    slots: list[tuple[dict, str]]
+    names: list[str]
+
+
+def module_layout(module: torch.nn.Module) -> ModuleLayout:
+    """The module tree's walk and its tensors' slots (see `ModuleLayout`, `module_slots`)."""
+    modules = list(module.named_modules(remove_duplicate=False))
     slots: list[tuple[dict, str]] = []
     names: list[str] = []
     seen: set[int] = set()
-    for prefix, sub in module.named_modules(remove_duplicate=False):
+    for prefix, sub in modules:
         for store in (sub._parameters, sub._buffers, sub.__dict__):
             for key, value in store.items():
                 # (a module's __dict__ is mostly its bookkeeping: told apart by type, without a call)
@@ -337,6 +347,14 @@ def module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[
                 seen.add(id(value))
                 slots.append((store, key))
                 names.append(f"{prefix}.{key}" if prefix else key)
+    return ModuleLayout(modules, slots, names)
+
+
+def module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[str]]:
+    """One (owner dict, key) slot and one dotted name per distinct parameter, buffer or tensor
+    attribute: a plain tensor attribute (`self.mask = ...`) is an input like a buffer, read at
+    every call, so a program that sets it (`self.count = self.count + 1`) sees the new value."""
+    _, slots, names = module_layout(module)
     return slots, names
 
 
@@ -351,6 +369,7 @@ def trace_program(
     strict: bool = False,
     dynamic: frozenset[tuple] = frozenset(),
     dims: dict[tuple, frozenset[int]] | None = None,
+    layout: ModuleLayout | None = None,
 ) -> tuple[Trace, list[InputBinding]]:
     """Trace `fn(*args, **kwargs)` (or `module(...)`) into a Trace of ltorch calls.
 
@@ -367,7 +386,8 @@ def trace_program(
     `dims` maps a tensor argument's path to its dimensions whose sizes are symbolic
     (`squall.symbolic`): each one of 2 or more becomes a size symbol, read from the input at
     every call; sizes 0 and 1 stay concrete. Such a symbol may stand for 1 at a later call until
-    the trace relies on it being 2 or more (`squall.symbolic.ShapeEnv.ones`).
+    the trace relies on it being 2 or more (`squall.symbolic.ShapeEnv.ones`). `layout` is the
+    module's walk where the caller just made it (`module_layout`).
     """
     language = TorchLanguage(_torch_table(), ltorch.collectives.WRAPPED_RESULTS)
     ctx = TracingContext(language.dispatch)
@@ -475,8 +495,8 @@ def trace_program(
         ctx.speculation = Speculation(ctx)
     with tracing(ctx):
         if module is not None:
-            slots, names = module_slots(module)
-            for i, ((store, key), dotted) in enumerate(zip(slots, names)):
+            layout = layout or module_layout(module)
+            for i, ((store, key), dotted) in enumerate(zip(layout.slots, layout.names)):
                 real = store[key]
                 # every slot holding this tensor (tied weights) is the same object, so one proxy
                 ctx.substitute(real, proxify(real, ("params", i), "p_" + dotted))
@@ -484,11 +504,11 @@ def trace_program(
         p_args = tuple(proxify(a, ("args", i), arg_names[i]) for i, a in enumerate(args))
         p_kwargs = {k: proxify(v, ("kwargs", k), k) for k, v in kwargs.items()}
         # what the program reads and writes besides its inputs (squall.frontend.state_guards): ctx.state
-        ctx.state = StateRecorder(module, arg_offset=int(module is not None))
+        ctx.state = StateRecorder(module, arg_offset=int(module is not None), tree=layout.modules if module is not None else None)
         ctx.state.tensor_input = state_input
         ctx.state.size_input = state_size
         if module is not None and replays_enabled():
-            ctx.state.module_replays = ModuleReplays(module)
+            ctx.state.module_replays = ModuleReplays(module, layout.modules)
         target, p_args, p_kwargs = ctx.state.entry(fn, p_args, p_kwargs)
         with TracingMode(language):
             # a module's own hooks are not traced: they run eagerly around the compiled forward (squall.runtime.wrappers)

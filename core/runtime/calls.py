@@ -26,7 +26,7 @@ from ..compiler.planner import PlanningError
 from ..frontend.speculation import guard_input_paths, guards_of, specialised_numbers
 from ..frontend.state_guards import StateGuards
 from ..frontend.state_views import EagerFirst, UnreplayableWrite, raised_by_users_code
-from ..frontend.tracing import argument_names, module_slots
+from ..frontend.tracing import argument_names, module_layout, module_slots
 from ..guard_set import ALIAS, GuardFailure
 from ..ltorch.base import SquallWarning, UnmodelledMode
 from ..market.config import ExecutorPriority
@@ -144,7 +144,8 @@ class Runtime(Replans):
             cached = self.cache.slots.get(key)
             if cached is not None:  # another thread compiled this signature while we waited
                 return cached[0]
-            if self.module is not None and [(id(d), k) for d, k in module_slots(self.module)[0]] != [(id(d), k) for d, k in self._slots]:
+            layout = module_layout(self.module) if self.module is not None else None  # (the trace reads this walk too)
+            if layout is not None and [(id(d), k) for d, k in layout.slots] != [(id(d), k) for d, k in self._slots]:
                 return lambda params, *a, **k: self._relayout(a, k)
             if key in self._eager_keys:
                 return self._eager_runner(self._eager_keys[key])
@@ -171,7 +172,7 @@ class Runtime(Replans):
             executors = self._priority(key)
             try:
                 with record_compilation(self, args, kwargs) as rec:  # always on: squall.runtime.rage
-                    compilation, tiered = self._compile_first_tier(args, kwargs, executors, on_traced=rec.traced)
+                    compilation, tiered = self._compile_first_tier(args, kwargs, executors, on_traced=rec.traced, layout=layout)
                     rec.compiled(compilation)
             except EagerFirst as setup:
                 if key in self._set_up_eagerly:  # a change made at every call, not once: eager from now on

@@ -134,7 +134,10 @@ def check_wrapping(module: torch.nn.Module) -> None:
     FSDP1 module, or the hooks of an FSDP2 module below the top level (the top level's hooks run
     eagerly around the compiled forward, so `squall.jit(fully_shard(block))` is fine)."""
     wrappers = _distributed_wrappers()
+    classes = tuple(cls for cls, _, _ in wrappers)  # (one isinstance per module: this runs at every compile)
     for name, sub in module.named_modules():
+        if not isinstance(sub, classes):
+            continue
         for cls, fine_at_top, advice in wrappers:
             if isinstance(sub, cls) and not (fine_at_top and not name):
                 where = f"its submodule {name!r}" if name else "it"
