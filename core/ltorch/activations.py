@@ -48,11 +48,15 @@ def _check_floating(name: str, a: TensorProxy) -> None:
 
 
 def _clamp(x: TensorProxy, lo, hi) -> TensorProxy:
-    """x limited to [lo, hi] (None: unbounded); NaN passes through, as in torch.clamp."""
+    """x limited to [lo, hi] (None: unbounded); NaN passes through, as in torch.clamp.
+
+    A value at a bound takes the bound, so no gradient passes there: eager's hardtanh,
+    relu6, hardsigmoid and hardswish backwards pass none at their bounds (torch.clamp's does).
+    """
     if lo is not None:
-        x = prims.where(prims.lt(x, lo), lo, x)
+        x = prims.where(prims.le(x, lo), lo, x)
     if hi is not None:
-        x = prims.where(prims.gt(x, hi), hi, x)
+        x = prims.where(prims.ge(x, hi), hi, x)
     return x
 
 
@@ -218,8 +222,12 @@ def logsigmoid(input):
     """log(sigmoid(x)) as min(x, 0) - log1p(exp(-|x|)), stable for large |x|."""
     _check_floating("logsigmoid", input)
     x = upcast(input)
-    low = prims.where(prims.lt(x, 0.0), x, 0.0)
-    return to_dtype(prims.sub(low, prims.log1p(prims.exp(prims.neg(prims.abs(x))))), input.dtype)
+    negative = prims.lt(x, 0.0)
+    low = prims.where(negative, x, 0.0)
+    # -|x| as a select, so its gradient at 0 is -1 (abs's is 0): eager's 0.5 there, where
+    # a DPO loss starts (the policy equal to the reference)
+    minus_abs = prims.where(negative, x, prims.neg(x))
+    return to_dtype(prims.sub(low, prims.log1p(prims.exp(minus_abs))), input.dtype)
 
 
 def _float_result(name: str, a) -> tuple[TensorProxy, torch.dtype]:
