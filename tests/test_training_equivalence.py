@@ -1,0 +1,58 @@
+"""Training steps that gave other numbers than eager's, without a word: a reentrant checkpoint
+(its layers got no gradient) and attention dropout (another mask for the same seed)."""
+from __future__ import annotations
+
+import copy
+import warnings
+
+import torch
+import torch.nn.functional as F
+import torch.utils.checkpoint as checkpoint
+
+import squall
+
+
+class _Checkpointed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Linear(4, 4)
+        self.head = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.head(checkpoint.checkpoint(self.inner, x, use_reentrant=True)).sum() + x.sum()
+
+
+def test_reentrant_checkpoint_gives_the_checkpointed_layer_its_gradient():
+    # CheckpointFunction (torch's own autograd.Function) ran its forward on proxies without grad:
+    # the checkpointed layer's output carried no gradient, and the loss still had one through x
+    torch.manual_seed(0)
+    model = _Checkpointed()
+    compiled_model = copy.deepcopy(model)
+    jitted = squall.jit(compiled_model)
+    x = torch.randn(3, 4, requires_grad=True)
+    model(x).backward()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        jitted(x.detach().requires_grad_()).backward()
+    assert any("autograd.Function of torch's own" in str(w.message) for w in caught)
+    for (name, p), q in zip(model.named_parameters(), compiled_model.parameters()):
+        assert q.grad is not None, name
+        torch.testing.assert_close(q.grad, p.grad)
+
+
+def test_attention_dropout_draws_eagers_mask_under_gradients():
+    q = torch.randn(2, 2, 5, 4, requires_grad=True)
+
+    def attend(q):
+        return F.scaled_dot_product_attention(q, q, q, dropout_p=0.3)
+
+    g = torch.randn(2, 2, 5, 4)
+    torch.manual_seed(3)
+    expected = attend(q)
+    (expected_grad,) = torch.autograd.grad(expected, q, g)
+    qs = q.detach().requires_grad_()
+    torch.manual_seed(3)
+    out = squall.jit(attend)(qs)
+    (grad,) = torch.autograd.grad(out, qs, g)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(grad, expected_grad)
