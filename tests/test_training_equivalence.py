@@ -56,3 +56,20 @@ def test_attention_dropout_draws_eagers_mask_under_gradients():
     (grad,) = torch.autograd.grad(out, qs, g)
     torch.testing.assert_close(out, expected)
     torch.testing.assert_close(grad, expected_grad)
+
+
+def test_an_input_returned_as_itself_with_symbolic_sizes_gets_every_gradient():
+    # x comes back as the caller's own tensor, so its cotangent slot never gets a gradient; the
+    # backward built without it computed with s0, which no input of it carried (it raised), and
+    # the zeros made instead took the traced symbolic shape
+    def program(x):
+        return x, x[0], x.view(-1)
+
+    jitted = squall.jit(program, dynamic=True)
+    for rows in (4, 6):
+        x = torch.randn(rows, 5, requires_grad=True)
+        xs = x.detach().requires_grad_()
+        weights = [torch.randn(o.shape) for o in program(x)]
+        sum((o * w).sum() for o, w in zip(program(x), weights)).backward()
+        sum((o * w).sum() for o, w in zip(jitted(xs), weights)).backward()
+        torch.testing.assert_close(xs.grad, x.grad)

@@ -528,6 +528,10 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
         cotangents, recorded, grad_outputs = _record_backward(d, differentiable_outputs, grads_for, absent)
         if not set(_forward_values_read(recorded, cotangents, grad_outputs)) <= {p.name for p in saved_list}:
             return None
+        if _symbols_in_calls(recorded) - set(symbol_reads(saved_list + list(cotangents.values()))):
+            # it computes with sizes only an absent cotangent carried (`return x, x[0]`: x is
+            # returned as itself, so its slot never gets a gradient and s0 is in no input)
+            return None
         return backward_trace(cotangents, recorded, grad_outputs, f"backward of the gradient transform, for a call where {sorted(absent)} got no gradient")
 
     return Differentiated(forward, backward, saved_list, differentiable_outputs, grads_for, d.rules_used, backward_without)
