@@ -73,3 +73,36 @@ def test_an_input_returned_as_itself_with_symbolic_sizes_gets_every_gradient():
         sum((o * w).sum() for o, w in zip(program(x), weights)).backward()
         sum((o * w).sum() for o, w in zip(jitted(xs), weights)).backward()
         torch.testing.assert_close(xs.grad, x.grad)
+
+
+class _HookedIntermediate(torch.nn.Module):
+    def __init__(self, kept: bool):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.kept = kept
+
+    def forward(self, x):
+        y = self.lin(x)
+        if self.kept:
+            y.retain_grad()
+            self.y = y
+        else:
+            y.register_hook(lambda g: g * 3)
+        return y.tanh()
+
+
+def test_a_hook_or_retained_gradient_on_an_intermediate_runs_eagerly():
+    # they raised: the op is outside the torch language and fails on the meta device
+    for kept in (False, True):
+        torch.manual_seed(0)
+        model = _HookedIntermediate(kept)
+        compiled_model = copy.deepcopy(model)
+        x = torch.randn(3, 4)
+        model(x).sum().backward()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            squall.jit(compiled_model)(x).sum().backward()
+        assert any("belongs to eager's autograd graph" in str(w.message) for w in caught)
+        torch.testing.assert_close(compiled_model.lin.weight.grad, model.lin.weight.grad)
+        if kept:
+            torch.testing.assert_close(compiled_model.y.grad, model.y.grad)
