@@ -300,8 +300,9 @@ class TorchLanguage:
             raise UnmodelledMode("squall: the program turns grad mode on (torch.enable_grad) in a call made without it, "
                                  "around tensors that require grad: eager records a graph there, squall's program would not")
         if has_proxy and func in _AUTOGRAD_GRAPH_CALLS:
-            raise UnmodelledMode(f"squall: the program calls Tensor.{func.__name__} on a traced tensor: that belongs to eager's "
-                                 "autograd graph, which squall's compiled program does not build tensor by tensor")
+            raise UnmodelledMode(f"squall: the program calls {qualified_name(func)} on a traced tensor: that belongs to eager's "
+                                 "autograd graph, which squall's compiled program does not build tensor by tensor (jit the "
+                                 "forward and call backward outside it to have squall differentiate it)")
         if has_proxy and ctx.traced_with_grad and not torch.is_grad_enabled() and _requires_grad((args, kwargs)) and _inside_function_apply():
             raise UnmodelledMode("squall: the program runs a torch.autograd.Function of torch's own on tensors that require grad "
                                  "(torch.utils.checkpoint with use_reentrant=True): its forward runs without grad, and only "
@@ -526,8 +527,11 @@ def _requires_grad(tree: Any) -> bool:
     return any(type(x) is TensorProxy and x.requires_grad for x in tree_flatten(tree)[0])
 
 
-# a hook on an intermediate's gradient, or its gradient kept (`y.register_hook(...)`, `y.retain_grad()`)
-_AUTOGRAD_GRAPH_CALLS = frozenset({torch.Tensor.register_hook, torch.Tensor.retain_grad, torch.Tensor.register_post_accumulate_grad_hook})
+# a hook on an intermediate's gradient, its gradient kept (`y.retain_grad()`), a backward inside the program
+_AUTOGRAD_GRAPH_CALLS = frozenset({
+    torch.Tensor.register_hook, torch.Tensor.retain_grad, torch.Tensor.register_post_accumulate_grad_hook,
+    torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad,
+})
 
 _FUNCTION_APPLY = torch.autograd.Function.apply.__func__.__code__
 
