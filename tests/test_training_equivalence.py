@@ -133,3 +133,20 @@ def test_a_train_step_that_calls_backward_inside_runs_eagerly():
             torch.testing.assert_close(loss, expected)
             torch.testing.assert_close(compiled_model.weight, model.weight)
     assert any("torch.Tensor.backward" in str(w.message) for w in caught)
+
+
+def test_a_backward_from_some_outputs_with_symbolic_sizes_leaves_the_others_none():
+    # the backward built without the unused outputs' cotangents had no input carrying s0; zeros
+    # made for them instead would give w a zero gradient where eager's is None
+    def program(x, w):
+        return x, x[0] * w[0, 0], x.view(-1)
+
+    jitted = squall.jit(program, dynamic=True)
+    for rows in (3, 5):
+        x = torch.randn(rows, 4, requires_grad=True)
+        w = torch.randn(4, 4, requires_grad=True)
+        g = torch.randn(rows * 4)
+        expected = torch.autograd.grad(program(x, w)[2], (x, w), g, allow_unused=True)
+        got = torch.autograd.grad(jitted(x, w)[2], (x, w), g, allow_unused=True)
+        assert got[1] is None and expected[1] is None
+        torch.testing.assert_close(got[0], expected[0])

@@ -499,7 +499,9 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
     # what the backward reads of the forward is what the forward saves
     saved_list = list(_forward_values_read(recorded, cotangents, grad_outputs).values())
     _refuse_overwritten_saved_leaves(d.forward, saved_list)
-    carrier = _size_carrier(d, recorded, saved_list + list(cotangents.values()))
+    # sizes read from the saved tensors alone: a backward built for a call where some outputs got
+    # no gradient lacks their cotangents (`return x, x[0]` with symbolic sizes: x comes back as itself)
+    carrier = _size_carrier(d, recorded, saved_list)
     if carrier is not None:
         saved_list.append(carrier)
     forward = Trace.from_trace(
