@@ -55,6 +55,14 @@ PROGRAMS = {
     "cdist": lambda x: torch.cdist(x, X),
     "cdist_mm": lambda x: torch.cdist(x, X, compute_mode="use_mm_for_euclid_dist"),
     "std_of_constant": lambda x: (x * 0 + 1).std(1) + x.std(1),
+    # overflow in a branch a select discards: exp(100) is inf, and 0 * inf made the gradient NaN
+    "sigmoid_far": lambda x: (x * 20).sigmoid(),
+    "glu_far": lambda x: F.glu(torch.cat([x, x * -20], 1), 1),
+    "elu_far": lambda x: F.elu(x * 20, 0.5),
+    "selu_far": lambda x: F.selu(x * 20),
+    "celu_far": lambda x: F.celu(x * 20, 2.0),
+    "softplus_far": lambda x: F.softplus(x * 20),
+    "mish_far": lambda x: F.mish(x * 20),
 }
 
 
