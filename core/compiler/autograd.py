@@ -55,6 +55,8 @@ def autograd_function(
     n_inputs = len(inputs)
     variants: dict[frozenset[str], Callable | None] = {}  # built at the first backward that needs each
     zeros_like = [(p.shape, p.dtype, p.device) for p in diff.differentiable_outputs]
+    # a symbolic output shape is known at run time only: the forward keeps the call's
+    symbolic_shapes = any(any(type(n) is not int for n in p.shape) for p in diff.differentiable_outputs)
     # run-time numbers the backward reads (the `s` of `x * s`) are kept beside the saved tensors
     numbers_at = [i for i, p in enumerate(diff.saved) if type(p) is NumberProxy]
 
@@ -66,6 +68,8 @@ def autograd_function(
             ctx.saved_numbers = [saved[i] for i in numbers_at]
             saved = [v for i, v in enumerate(saved) if i not in numbers_at]
         ctx.save_for_backward(*saved)
+        if symbolic_shapes:
+            ctx.cotangent_shapes = [outs[positions[0]].shape for positions in feeds]
         if non_differentiable:
             ctx.mark_non_differentiable(*(outs[i] for i in non_differentiable))
         return tuple(outs)
@@ -96,6 +100,8 @@ def autograd_function(
                 run = backward_fn
                 for slot in absent:
                     shape, dtype, device = zeros_like[slot]
+                    if symbolic_shapes:
+                        shape = ctx.cotangent_shapes[slot]
                     cotangents[slot] = torch.zeros(shape, dtype=dtype, device=device)
             else:
                 cotangents = [g for g in cotangents if g is not None]

@@ -499,7 +499,9 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
     # what the backward reads of the forward is what the forward saves
     saved_list = list(_forward_values_read(recorded, cotangents, grad_outputs).values())
     _refuse_overwritten_saved_leaves(d.forward, saved_list)
-    carrier = _size_carrier(d, recorded, saved_list + list(cotangents.values()))
+    # sizes read from the saved tensors alone: a backward built for a call where some outputs got
+    # no gradient lacks their cotangents (`return x, x[0]` with symbolic sizes: x comes back as itself)
+    carrier = _size_carrier(d, recorded, saved_list)
     if carrier is not None:
         saved_list.append(carrier)
     forward = Trace.from_trace(
@@ -527,6 +529,10 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
         it would read a forward value the forward does not save."""
         cotangents, recorded, grad_outputs = _record_backward(d, differentiable_outputs, grads_for, absent)
         if not set(_forward_values_read(recorded, cotangents, grad_outputs)) <= {p.name for p in saved_list}:
+            return None
+        if _symbols_in_calls(recorded) - set(symbol_reads(saved_list + list(cotangents.values()))):
+            # it computes with sizes only an absent cotangent carried (`return x, x[0]`: x is
+            # returned as itself, so its slot never gets a gradient and s0 is in no input)
             return None
         return backward_trace(cotangents, recorded, grad_outputs, f"backward of the gradient transform, for a call where {sorted(absent)} got no gradient")
 

@@ -103,6 +103,11 @@ def _narrow_back(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> Tenso
     return setitem(parent, _whole(d, slice(start, start + length)), new)
 
 
+def _selected_back(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> TensorProxy:
+    _, dim, index = step.bound()
+    return setitem(parent, _whole(canonical_dim(parent.ndim, dim), index), new)
+
+
 def _swapped_back(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> TensorProxy:
     _, d0, d1 = step.bound()
     return transpose(new, d0, d1)
@@ -172,6 +177,7 @@ _INVERSES: dict[str, Callable] = {
     "torch.broadcast_to": _expanded_back,
     "torch.broadcast_tensors": _expanded_back,
     "torch.narrow": _narrow_back,
+    "torch.select": _selected_back,
     "torch.transpose": _swapped_back,
     "torch.swapaxes": _swapped_back,
     "torch.swapdims": _swapped_back,

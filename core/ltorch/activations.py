@@ -13,6 +13,7 @@ import torch
 from .. import prims
 from .base import torchsymbol
 from .functionalization import inplace
+from .elementwise_unary import sigmoid
 from .helpers import canonical_dim, check, computation_dtype, is_tensor, to_dtype, upcast
 from ..proxies import TensorProxy
 from ..symbol import Tags
@@ -48,16 +49,16 @@ def _check_floating(name: str, a: TensorProxy) -> None:
 
 
 def _clamp(x: TensorProxy, lo, hi) -> TensorProxy:
-    """x limited to [lo, hi] (None: unbounded); NaN passes through, as in torch.clamp."""
+    """x limited to [lo, hi] (None: unbounded); NaN passes through, as in torch.clamp.
+
+    A value at a bound takes the bound, so no gradient passes there: eager's hardtanh,
+    relu6, hardsigmoid and hardswish backwards pass none at their bounds (torch.clamp's does).
+    """
     if lo is not None:
-        x = prims.where(prims.lt(x, lo), lo, x)
+        x = prims.where(prims.le(x, lo), lo, x)
     if hi is not None:
-        x = prims.where(prims.gt(x, hi), hi, x)
+        x = prims.where(prims.ge(x, hi), hi, x)
     return x
-
-
-def _sigmoid(x: TensorProxy) -> TensorProxy:
-    return prims.div(1.0, prims.add(prims.exp(prims.neg(x)), 1.0))
 
 
 # --- softmax family -------------------------------------------------------------------------
@@ -129,8 +130,12 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 def _elu_core(name: str, a, alpha: float, scale: float, input_scale: float) -> TensorProxy:
     _check_floating(name, a)
     x = upcast(a)
-    negative = prims.mul(prims.expm1(prims.mul(x, _as_float(input_scale))), _as_float(alpha) * _as_float(scale))
-    return to_dtype(prims.where(prims.gt(x, 0), prims.mul(x, _as_float(scale)), negative), a.dtype)
+    positive = prims.gt(x, 0)
+    # the exponential of the positive inputs is never taken: unselected, it overflowed to inf
+    # above 88 and made their gradient 0 * inf = NaN (eager's is scale)
+    below = prims.where(positive, 0.0, x)
+    negative = prims.mul(prims.expm1(prims.mul(below, _as_float(input_scale))), _as_float(alpha) * _as_float(scale))
+    return to_dtype(prims.where(positive, prims.mul(x, _as_float(scale)), negative), a.dtype)
 
 
 @torchsymbol(torch._C._nn.elu, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.elu")
@@ -184,17 +189,23 @@ def mish(input):
     """x * tanh(softplus(x))."""
     _check_floating("mish", input)
     x = upcast(input)
-    return to_dtype(prims.mul(x, prims.tanh(prims.log1p(prims.exp(x)))), input.dtype)
+    return to_dtype(prims.mul(x, prims.tanh(_softplus(x, 1.0, 20.0))), input.dtype)
 
 
 @torchsymbol(F.softplus, tags=(Tags.ELEMENTWISE,))
 def softplus(input, beta=1, threshold=20):
     """log1p(exp(beta * x)) / beta, linear above `threshold` for stability."""
     _check_floating("softplus", input)
-    x = upcast(input)
-    scaled = prims.mul(x, float(beta))
-    soft = prims.div(prims.log1p(prims.exp(scaled)), float(beta))
-    return to_dtype(prims.where(prims.gt(scaled, float(threshold)), x, soft), input.dtype)
+    return to_dtype(_softplus(upcast(input), float(beta), float(threshold)), input.dtype)
+
+
+def _softplus(x: TensorProxy, beta: float, threshold: float) -> TensorProxy:
+    scaled = prims.mul(x, beta)
+    linear = prims.gt(scaled, threshold)
+    # exp of the linear part's inputs is never taken: unselected, it overflowed to inf above 88
+    # and made their gradient 0 * inf = NaN (eager's is 1)
+    soft = prims.div(prims.log1p(prims.exp(prims.where(linear, 0.0, scaled))), beta)
+    return prims.where(linear, x, soft)
 
 
 @torchsymbol(torch._C._nn.hardsigmoid, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.hardsigmoid")
@@ -218,8 +229,12 @@ def logsigmoid(input):
     """log(sigmoid(x)) as min(x, 0) - log1p(exp(-|x|)), stable for large |x|."""
     _check_floating("logsigmoid", input)
     x = upcast(input)
-    low = prims.where(prims.lt(x, 0.0), x, 0.0)
-    return to_dtype(prims.sub(low, prims.log1p(prims.exp(prims.neg(prims.abs(x))))), input.dtype)
+    negative = prims.lt(x, 0.0)
+    low = prims.where(negative, x, 0.0)
+    # -|x| as a select, so its gradient at 0 is -1 (abs's is 0): eager's 0.5 there, where
+    # a DPO loss starts (the policy equal to the reference)
+    minus_abs = prims.where(negative, x, prims.neg(x))
+    return to_dtype(prims.sub(low, prims.log1p(prims.exp(minus_abs))), input.dtype)
 
 
 def _float_result(name: str, a) -> tuple[TensorProxy, torch.dtype]:
@@ -278,7 +293,7 @@ def glu(input, dim=-1):
     ones = (1,) * x.ndim
     first = prims.slice(x, (0,) * x.ndim, tuple(half if i == d else s for i, s in enumerate(x.shape)), ones)
     second = prims.slice(x, tuple(half if i == d else 0 for i in range(x.ndim)), tuple(x.shape), ones)
-    return to_dtype(prims.mul(first, _sigmoid(second)), input.dtype)
+    return to_dtype(prims.mul(first, sigmoid(second)), input.dtype)
 
 
 # --- in-place forms -----------------------------------------------------------------------------

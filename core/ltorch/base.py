@@ -9,6 +9,7 @@ on the meta device, with one warning naming the op.
 """
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -314,6 +315,14 @@ class TorchLanguage:
         if has_proxy and not ctx.traced_with_grad and torch.is_grad_enabled() and _requires_grad((args, kwargs)):
             raise UnmodelledMode("squall: the program turns grad mode on (torch.enable_grad) in a call made without it, "
                                  "around tensors that require grad: eager records a graph there, squall's program would not")
+        if has_proxy and func in _AUTOGRAD_GRAPH_CALLS:
+            raise UnmodelledMode(f"squall: the program calls {qualified_name(func)} on a traced tensor: that belongs to eager's "
+                                 "autograd graph, which squall's compiled program does not build tensor by tensor (jit the "
+                                 "forward and call backward outside it to have squall differentiate it)")
+        if has_proxy and ctx.traced_with_grad and not torch.is_grad_enabled() and _requires_grad((args, kwargs)) and _inside_function_apply():
+            raise UnmodelledMode("squall: the program runs a torch.autograd.Function of torch's own on tensors that require grad "
+                                 "(torch.utils.checkpoint with use_reentrant=True): its forward runs without grad, and only "
+                                 "PyTorch's autograd links its outputs to its inputs and the parameters it reads")
         if has_tensor and self.wrapped_results is not None:
             has_proxy = self.read_through_wrapped(ctx, (args, kwargs.values())) or has_proxy
         if ctx.number_roots and not numbers.takes_numbers(op) and (numbers.has_numbers(args) or numbers.has_numbers(kwargs.values())):
@@ -534,6 +543,28 @@ class TorchLanguage:
 
 def _requires_grad(tree: Any) -> bool:
     return any(type(x) is TensorProxy and x.requires_grad for x in tree_flatten(tree)[0])
+
+
+# a hook on an intermediate's gradient, its gradient kept (`y.retain_grad()`), a backward inside the program
+_AUTOGRAD_GRAPH_CALLS = frozenset({
+    torch.Tensor.register_hook, torch.Tensor.retain_grad, torch.Tensor.register_post_accumulate_grad_hook,
+    torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad,
+})
+
+_FUNCTION_APPLY = torch.autograd.Function.apply.__func__.__code__
+
+
+def _inside_function_apply() -> bool:
+    """Whether this op runs inside the forward of a torch.autograd.Function applied by torch's C
+    machinery (a user's Function is traced through squall.frontend.autograd_functions instead,
+    never applied to proxies): the forward runs without grad, and the C machinery, which sees no
+    proxy requiring grad, records no node, so the outputs would silently carry no gradient."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code is _FUNCTION_APPLY:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _contains(tensor: TensorProxy, element: Any) -> bool:

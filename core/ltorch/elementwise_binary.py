@@ -188,7 +188,7 @@ maximum = _binary("maximum", prims.maximum, Promotion.DEFAULT, torch.maximum, _T
 minimum = _binary("minimum", prims.minimum, Promotion.DEFAULT, torch.minimum, _T.minimum, operands="tensors", exact=True)
 
 
-def _nan_ignoring(name: str, prim, *torchfns):
+def _nan_ignoring(name: str, prim, keeps_input, *torchfns):
     """fmax/fmin: like maximum/minimum, but a NaN loses to a number."""
 
     def op(input, other):
@@ -197,14 +197,16 @@ def _nan_ignoring(name: str, prim, *torchfns):
         a, b = broadcast(to_dtype(input, dtype), to_dtype(other, dtype))
         if not dtype.is_floating_point:
             return prim(a, b)
-        return prims.where(prims.isnan(a), b, prims.where(prims.isnan(b), a, prim(a, b)))
+        # one select, as eager's backward: a tie's gradient goes to `input` whole (maximum's
+        # is split between the two)
+        return prims.where(prims.logical_or(keeps_input(a, b), prims.isnan(b)), a, b)
 
     op.__name__ = name
     return torchsymbol(*torchfns, tags=_TAGS)(op)
 
 
-fmax = _nan_ignoring("fmax", prims.maximum, torch.fmax, _T.fmax)
-fmin = _nan_ignoring("fmin", prims.minimum, torch.fmin, _T.fmin)
+fmax = _nan_ignoring("fmax", prims.maximum, prims.ge, torch.fmax, _T.fmax)
+fmin = _nan_ignoring("fmin", prims.minimum, prims.le, torch.fmin, _T.fmin)
 
 # --- comparisons ---------------------------------------------------------------------------
 

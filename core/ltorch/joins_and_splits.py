@@ -15,7 +15,7 @@ from ..symbolic import guarded_int
 
 __all__ = [
     "cat", "concatenate", "stack", "hstack", "vstack", "dstack", "split", "split_method", "chunk",
-    "unbind", "tensor_split", "narrow", "unfold",
+    "unbind", "tensor_split", "narrow", "select", "unfold",
 ]
 
 
@@ -200,6 +200,22 @@ def narrow(input, dim, start, length):
     start = start + n if start < 0 else start
     check(start + length <= n, lambda: f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
     return _slice_dim(input, d, start, start + length)
+
+
+@torchsymbol(torch.select, torch.Tensor.select)
+def select(input, dim, index):
+    """The slice at `index` along `dim`, that dimension dropped (a view, as `x[:, index]`)."""
+    check(input.ndim > 0, lambda: "select() cannot be applied to a 0-dim tensor.", IndexError)
+    check(not is_tensor(index), lambda: "squall: select with a tensor index needs its value", NotImplementedError)
+    d = canonical_dim(input.ndim, dim)
+    n = input.shape[d]
+    check(
+        -n <= index < n,
+        lambda: f"select(): index {index} out of range for tensor of size [{', '.join(str(s) for s in input.shape)}] at dimension {dim}",
+        IndexError,
+    )
+    index = index + n if index < 0 else index
+    return prims.squeeze(_slice_dim(input, d, index, index + 1), (d,))
 
 
 @torchsymbol(torch.Tensor.unfold)

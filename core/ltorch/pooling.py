@@ -89,13 +89,6 @@ def _adaptive_avg_dim(x: TensorProxy, dim: int, out: int) -> TensorProxy:
     return prims.div(total, counts)
 
 
-def _adaptive_max_dim(x: TensorProxy, dim: int, out: int) -> TensorProxy:
-    """The max over each of `out` cells of `dim` (repeated elements do not change a max)."""
-    if out == x.shape[dim]:
-        return x
-    return prims.amax(_cells(x, dim, out)[0], [dim + 1])
-
-
 def _adaptive_avg_pool(name: str, n: int, input, output_size) -> TensorProxy:
     sizes = _adaptive_setup(name, n, input, output_size)
     check(input.dtype.is_floating_point, lambda: f"{name}(): not implemented for '{input.dtype}'", NotImplementedError)
@@ -153,12 +146,10 @@ def _adaptive_max_with_indices(x: TensorProxy, n: int, sizes) -> tuple[TensorPro
 def _adaptive_max_pool(name: str, n: int, input, output_size, return_indices):
     sizes = _adaptive_setup(name, n, input, output_size)
     check(input.dtype.is_floating_point, lambda: f"{name}(): not implemented for '{input.dtype}'", NotImplementedError)
-    if return_indices:
-        return _adaptive_max_with_indices(input, n, sizes)
-    x = input
-    for i, out in enumerate(sizes):
-        x = _adaptive_max_dim(x, input.ndim - n + i, out)
-    return x
+    # values read at the indices even where they are not returned, so their gradient reaches the
+    # first maximum of each cell only, as eager's (a max per dimension would split it among ties)
+    values, indices = _adaptive_max_with_indices(input, n, sizes)
+    return (values, indices) if return_indices else values
 
 
 @torchsymbol(torch.nn.functional.adaptive_max_pool1d)
@@ -256,8 +247,8 @@ def _max_pool(name: str, n: int, input, kernel_size, stride, padding, dilation, 
     x, added, kernel, stride, padding, dilation, sizes = _pool_setup(name, n, input, kernel_size, stride, padding, dilation, ceil_mode, max_pool=True)
     check(x.dtype != torch.bool, lambda: f"{name}(): not implemented for 'Bool'", NotImplementedError)
     w = windows(x, kernel, stride, padding, dilation, sizes, _lowest(x.dtype))
-    if not return_indices:
-        return unbatch(prims.amax(w, list(range(2 + n, 2 + 2 * n))), added)
+    # values read at the indices even where they are not returned: their gradient reaches the
+    # selected element only, as eager's (an amax would split it among a window's ties)
     # the flat spatial position of every window element, windowed exactly like the values
     spatial = x.shape[2:]
     positions = prims.iota(math.prod(spatial), start=0, step=1, device=x.device, dtype=torch.int64)
@@ -270,7 +261,8 @@ def _max_pool(name: str, n: int, input, kernel_size, stride, padding, dilation, 
     values = prims.take_along_axis(flat, best, 2 + n)
     indices = prims.take_along_axis(positions, best, 2 + n)
     shape = (*flat.shape[:-1],)
-    return unbatch(prims.reshape(values, shape), added), unbatch(prims.reshape(indices, shape), added)
+    values = unbatch(prims.reshape(values, shape), added)
+    return (values, unbatch(prims.reshape(indices, shape), added)) if return_indices else values
 
 
 @torchsymbol(torch.nn.functional.max_pool1d, torch.max_pool1d)

@@ -241,6 +241,13 @@ def _max_or_min(name: str, a, dim, keepdim, other):
         return _extremum(name, value_prim, a, None, False)
     values = _extremum(name, value_prim, a, (dim,), keepdim)
     indices = _arg_extremum(name, index_prim, a, dim, keepdim)
+    if a.ndim > 0 and a.numel() > 0:
+        # the values read at the indices: their gradient reaches the selected element only, as
+        # eager's (an amax splits it among ties: a row of zeros after a relu)
+        d = canonical_dim(a.ndim, dim)
+        at = indices if keepdim else prims.reshape(indices, tuple(1 if i == d else n for i, n in enumerate(a.shape)))
+        values = prims.take_along_axis(a, at, d)
+        values = values if keepdim else prims.reshape(values, tuple(indices.shape))
     return result_type((values, indices))
 
 
@@ -325,8 +332,24 @@ def _var(a: TensorProxy, dims, correction) -> TensorProxy:
     return to_dtype(prims.var(to_dtype(a, computation_dtype(a.dtype)), dims, correction=correction), result)
 
 
+def root_of_sum(total: TensorProxy, ord: float = 2) -> TensorProxy:
+    """total ** (1 / ord) (its square root for 2), passing no gradient where `total` is 0.
+
+    The root's derivative at 0 is infinite, and the 0 that the sum's own derivative gives there
+    would make it NaN (0 * inf); eager's std and norm backwards mask a zero result instead (a zero
+    row normalized, two equal points' distance). The root of the masked places is taken of 1,
+    so its gradient there is finite before the select discards it.
+    """
+    if ord < 0:  # the root of 0 is infinite: no zero result to mask
+        return prims.pow(total, 1.0 / ord)
+    zero = prims.eq(total, 0.0)
+    safe = prims.where(zero, 1.0, total)
+    root = prims.sqrt(safe) if ord == 2 else prims.pow(safe, 1.0 / ord)
+    return prims.where(zero, 0.0, root)
+
+
 def _sqrt(x: TensorProxy) -> TensorProxy:
-    return to_dtype(prims.sqrt(to_dtype(x, computation_dtype(x.dtype))), x.dtype)
+    return to_dtype(root_of_sum(to_dtype(x, computation_dtype(x.dtype))), x.dtype)
 
 
 @torchsymbol(torch.var, torch.Tensor.var, tags=_REDUCTION)

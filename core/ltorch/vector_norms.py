@@ -8,7 +8,7 @@ import torch
 from .. import prims
 from .base import torchsymbol
 from .helpers import broadcast, broadcast_shapes, broadcast_to, canonical_dim, check, check_input, computation_dtype, expand_reduced, is_tensor, result_dtype, to_dtype
-from .reductions import keep_dims, reduction_dims
+from .reductions import keep_dims, reduction_dims, root_of_sum
 from ..prims.base import dtype_category
 from ..proxies import TensorProxy
 from ..symbol import Tags
@@ -48,7 +48,7 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
         sq_b = prims.broadcast_in_dim(prims.sum(prims.mul(b, b), [nb + 1]), (*batch, P, R), [*range(nb), nb + 1])
         cross = prims.matmul(a, prims.transpose(b, [*range(nb), nb + 1, nb]))
         dist2 = prims.add(prims.add(prims.mul(cross, -2.0), sq_a), sq_b)
-        return to_dtype(prims.sqrt(prims.maximum(dist2, 0.0)), x1.dtype)
+        return to_dtype(root_of_sum(prims.maximum(dist2, 0.0)), x1.dtype)
     shape = (*batch, P, R, M)
     diff = prims.sub(prims.broadcast_in_dim(a, shape, [*range(nb), nb, nb + 2]), prims.broadcast_in_dim(b, shape, [*range(nb), nb + 1, nb + 2]))
     last = [nb + 2]
@@ -59,9 +59,9 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     elif p == 1:
         out = prims.sum(prims.abs(diff), last)
     elif p == 2:
-        out = prims.sqrt(prims.sum(prims.mul(diff, diff), last))
+        out = root_of_sum(prims.sum(prims.mul(diff, diff), last))
     else:
-        out = prims.pow(prims.sum(prims.pow(prims.abs(diff), float(p)), last), 1.0 / p)
+        out = root_of_sum(prims.sum(prims.pow(prims.abs(diff), float(p)), last), p)
     return to_dtype(out, x1.dtype)
 
 
@@ -93,9 +93,9 @@ def _vector_norm(a: TensorProxy, ord, dims: tuple[int, ...], keepdim: bool, dtyp
     elif ord == 1:
         out = prims.sum(x, dims)
     elif ord == 2:
-        out = prims.sqrt(prims.sum(prims.mul(x, x), dims))
+        out = root_of_sum(prims.sum(prims.mul(x, x), dims))
     else:
-        out = prims.pow(prims.sum(prims.pow(x, float(ord)), dims), 1.0 / ord)
+        out = root_of_sum(prims.sum(prims.pow(x, float(ord)), dims), ord)
     return keep_dims(to_dtype(out, result), a, dims, keepdim)
 
 

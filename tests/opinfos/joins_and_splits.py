@@ -56,6 +56,9 @@ opinfos = [
     OpInfo("narrow", torch.narrow, _samples(((5, 3), (0, 1, 3), {}), ((5, 3), (-1, -2, 2), {}), ((5, 3), (0, 5, 0), {}), ((4, 6), (1, 2, 3), {}, True), ((5, 3), (0, 0, 5), {}), ((5, 3), (-1, 0, 3), {})), ALL_TYPES,
            error_inputs=_errors(((2, 3), (0, 3, 1), {}, IndexError, "start out of range"), ((2, 3), (0, 1, 3), {}, RuntimeError, r"start \(1\) \+ length \(3\) exceeds"),
                                 ((), (0, 0, 1), {}, RuntimeError, "cannot be applied to a 0-dim tensor"), ((2, 3), (0, 0, -1), {}, RuntimeError, "length must be non-negative")), symbol="torch.narrow"),
+    OpInfo("select", torch.select, _samples(((5, 3), (0, 1), {}), ((5, 3), (1, -1), {}), ((2, 4, 3), (-2, 3), {}), ((4, 6), (0, 0), {}, True), ((5,), (0, -5), {})), ALL_TYPES,
+           error_inputs=_errors(((2, 3), (0, 2), {}, IndexError, r"index 2 out of range for tensor of size \[2, 3\] at dimension 0"),
+                                ((2, 3), (1, -4), {}, IndexError, "index -4 out of range"), ((), (0, 0), {}, IndexError, "cannot be applied to a 0-dim tensor")), symbol="torch.select"),
     OpInfo("unfold", lambda x, *a, **k: x.unfold(*a, **k), _samples(((7,), (0, 3, 2), {}), ((2, 6, 3), (1, 2, 2), {}), ((2, 6), (-1, 6, 1), {}), ((), (0, 1, 1), {}), ((3, 4), (), {"dimension": 0, "size": 0, "step": 1})), ALL_TYPES,
            error_inputs=_errors(((3,), (0, 4, 1), {}, RuntimeError, "maximum size for tensor at dimension 0 is 3 but size is 4"), ((3,), (0, 2, 0), {}, RuntimeError, "step is 0 but must be > 0")), symbol="torch.Tensor.unfold"),
 ]

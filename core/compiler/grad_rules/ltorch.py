@@ -33,7 +33,7 @@ from ..gradients import GradCall, GradRules, NeedsAutograd, NoGradRule
 from .ltorch_attention import attention_rules
 from .ltorch_convolution import convolution_rules
 from .ltorch_losses import loss_rules
-from .support import last_two_swapped, per_argument, scaled, sum_to, to_dtype
+from .support import last_two_swapped, per_argument, real_only, scaled, sum_to, to_dtype
 
 __all__ = ["register_ltorch_rules"]
 
@@ -101,6 +101,13 @@ def _rms_norm(call: GradCall) -> tuple:
 def _gelu(call: GradCall) -> tuple:
     input, approximate = call.args
     return k.gelu_backward(call.g, input, approximate=approximate), None
+
+
+def _sigmoid(call: GradCall) -> tuple:
+    # eager's: from the saved output, y * (1 - y); the decomposition's 1 / (1 + exp(-x)) gives
+    # 0 * inf = NaN below -88, where exp(-x) overflows
+    y = call.output
+    return (prims.mul(call.g, prims.mul(y, prims.sub(1.0, y))),)
 
 
 def _relu(call: GradCall) -> tuple:
@@ -365,6 +372,7 @@ _RULES: dict[str, tuple[Callable, Callable | None]] = {
     "torch.nn.functional.gelu": (_gelu, None),
     "torch.nn.functional.silu": (_silu, None),
     "torch.relu": (_relu, None),
+    "torch.sigmoid": (real_only("sigmoid", _sigmoid), None),
     "torch.nn.functional.embedding": (_embedding, None),
     "torch.matmul": (_matmul, None),
     "torch.mm": (_mm, None),

@@ -82,10 +82,13 @@ def _sdpa_forward(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fa
         probs = prims.where(prims.isnan(probs), 0.0, probs)
     keep = None
     dropped = probs
-    if dropout_p > 0:
-        u = prims.uniform(tuple(probs.shape), 0.0, 1.0, device=probs.device, dtype=probs.dtype)
-        keep = prims.ge(u, float(dropout_p))
-        dropped = prims.where(keep, prims.mul(probs, 1.0 / (1.0 - dropout_p)) if dropout_p < 1 else probs, 0.0)
+    if 0 < dropout_p < 1:
+        # eager's math path calls dropout: its kernel's draw, so a seeded step keeps eager's mask
+        # (a uniform draw compared with p kept other elements: GPT-2's training loss differed)
+        dropped, keep = k.native_dropout(probs, float(dropout_p), True)
+    elif dropout_p >= 1:
+        keep = prims.full(tuple(probs.shape), False, device=probs.device, dtype=torch.bool)
+        dropped = prims.where(keep, probs, 0.0)
     out = to_dtype(ltorch.matmul(dropped, k._up(value)), query.dtype)
     return out, (probs, dropped, keep)
 

@@ -280,7 +280,9 @@ def _atan2(call: GradCall) -> tuple:
     g = call.g
     like = a if isinstance(a, TensorProxy) else b
     square = lambda x: prims.mul(x, x) if isinstance(x, TensorProxy) else prims.full(tuple(like.shape), float(x * x), device=like.device, dtype=like.dtype)  # noqa: E731
-    recip = prims.reciprocal(prims.add(square(a), square(b)))
+    # at the origin eager's gradient is 0, not 0 * inf (its recip is masked there)
+    radius2 = prims.add(square(a), square(b))
+    recip = prims.where(prims.eq(radius2, 0), 0.0, prims.reciprocal(radius2))
     ga = prims.mul(g, prims.mul(b, recip)) if isinstance(a, TensorProxy) else None
     gb = prims.mul(g, prims.mul(prims.neg(a) if isinstance(a, TensorProxy) else -a, recip)) if isinstance(b, TensorProxy) else None
     return ga, gb

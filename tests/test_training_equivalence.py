@@ -1,0 +1,152 @@
+"""Training steps that gave other numbers than eager's, without a word: a reentrant checkpoint
+(its layers got no gradient) and attention dropout (another mask for the same seed)."""
+from __future__ import annotations
+
+import copy
+import warnings
+
+import torch
+import torch.nn.functional as F
+import torch.utils.checkpoint as checkpoint
+
+import squall
+
+
+class _Checkpointed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Linear(4, 4)
+        self.head = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.head(checkpoint.checkpoint(self.inner, x, use_reentrant=True)).sum() + x.sum()
+
+
+def test_reentrant_checkpoint_gives_the_checkpointed_layer_its_gradient():
+    # CheckpointFunction (torch's own autograd.Function) ran its forward on proxies without grad:
+    # the checkpointed layer's output carried no gradient, and the loss still had one through x
+    torch.manual_seed(0)
+    model = _Checkpointed()
+    compiled_model = copy.deepcopy(model)
+    jitted = squall.jit(compiled_model)
+    x = torch.randn(3, 4, requires_grad=True)
+    model(x).backward()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        jitted(x.detach().requires_grad_()).backward()
+    assert any("autograd.Function of torch's own" in str(w.message) for w in caught)
+    for (name, p), q in zip(model.named_parameters(), compiled_model.parameters()):
+        assert q.grad is not None, name
+        torch.testing.assert_close(q.grad, p.grad)
+
+
+def test_attention_dropout_draws_eagers_mask_under_gradients():
+    q = torch.randn(2, 2, 5, 4, requires_grad=True)
+
+    def attend(q):
+        return F.scaled_dot_product_attention(q, q, q, dropout_p=0.3)
+
+    g = torch.randn(2, 2, 5, 4)
+    torch.manual_seed(3)
+    expected = attend(q)
+    (expected_grad,) = torch.autograd.grad(expected, q, g)
+    qs = q.detach().requires_grad_()
+    torch.manual_seed(3)
+    out = squall.jit(attend)(qs)
+    (grad,) = torch.autograd.grad(out, qs, g)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(grad, expected_grad)
+
+
+def test_an_input_returned_as_itself_with_symbolic_sizes_gets_every_gradient():
+    # x comes back as the caller's own tensor, so its cotangent slot never gets a gradient; the
+    # backward built without it computed with s0, which no input of it carried (it raised), and
+    # the zeros made instead took the traced symbolic shape
+    def program(x):
+        return x, x[0], x.view(-1)
+
+    jitted = squall.jit(program, dynamic=True)
+    for rows in (4, 6):
+        x = torch.randn(rows, 5, requires_grad=True)
+        xs = x.detach().requires_grad_()
+        weights = [torch.randn(o.shape) for o in program(x)]
+        sum((o * w).sum() for o, w in zip(program(x), weights)).backward()
+        sum((o * w).sum() for o, w in zip(jitted(xs), weights)).backward()
+        torch.testing.assert_close(xs.grad, x.grad)
+
+
+class _HookedIntermediate(torch.nn.Module):
+    def __init__(self, kept: bool):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.kept = kept
+
+    def forward(self, x):
+        y = self.lin(x)
+        if self.kept:
+            y.retain_grad()
+            self.y = y
+        else:
+            y.register_hook(lambda g: g * 3)
+        return y.tanh()
+
+
+def test_a_hook_or_retained_gradient_on_an_intermediate_runs_eagerly():
+    # they raised: the op is outside the torch language and fails on the meta device
+    for kept in (False, True):
+        torch.manual_seed(0)
+        model = _HookedIntermediate(kept)
+        compiled_model = copy.deepcopy(model)
+        x = torch.randn(3, 4)
+        model(x).sum().backward()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            squall.jit(compiled_model)(x).sum().backward()
+        assert any("belongs to eager's autograd graph" in str(w.message) for w in caught)
+        torch.testing.assert_close(compiled_model.lin.weight.grad, model.lin.weight.grad)
+        if kept:
+            torch.testing.assert_close(compiled_model.y.grad, model.y.grad)
+
+
+def test_a_train_step_that_calls_backward_inside_runs_eagerly():
+    # loss.backward() inside the program raised (an op outside the torch language, failing on
+    # the meta device); it runs eagerly now, so the step updates the weights as eager's does
+    def train_step(model, optimizer, x):
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        return loss
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    compiled_model = copy.deepcopy(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    compiled_optimizer = torch.optim.SGD(compiled_model.parameters(), lr=0.1)
+    jitted = squall.jit(train_step)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            x = torch.randn(5, 4)
+            expected = train_step(model, optimizer, x)
+            loss = jitted(compiled_model, compiled_optimizer, x)
+            torch.testing.assert_close(loss, expected)
+            torch.testing.assert_close(compiled_model.weight, model.weight)
+    assert any("torch.Tensor.backward" in str(w.message) for w in caught)
+
+
+def test_a_backward_from_some_outputs_with_symbolic_sizes_leaves_the_others_none():
+    # the backward built without the unused outputs' cotangents had no input carrying s0; zeros
+    # made for them instead would give w a zero gradient where eager's is None
+    def program(x, w):
+        return x, x[0] * w[0, 0], x.view(-1)
+
+    jitted = squall.jit(program, dynamic=True)
+    for rows in (3, 5):
+        x = torch.randn(rows, 4, requires_grad=True)
+        w = torch.randn(4, 4, requires_grad=True)
+        g = torch.randn(rows * 4)
+        expected = torch.autograd.grad(program(x, w)[2], (x, w), g, allow_unused=True)
+        got = torch.autograd.grad(jitted(x, w)[2], (x, w), g, allow_unused=True)
+        assert got[1] is None and expected[1] is None
+        torch.testing.assert_close(got[0], expected[0])
