@@ -108,19 +108,31 @@ def test_guards_name_the_inputs_sizes_and_strides():
     assert "L['t0'].size()[2] == 8" in source and "stride()" in source and "2 <= L['t0'].size()[0]" in source
 
 
-def test_a_region_reading_a_symbol_no_input_holds_is_declined_saying_why():
+def _one_call_region_compiled(size: int, make_call) -> object:
+    """What inductor's compile_region answers for a region of the one call `make_call(n)` records,
+    `n` a size symbol of value `size` (a warning at the call would be an error)."""
     ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
-    env = ShapeEnv()
     ctx = TracingContext()
     with tracing(ctx):
-        n = env.symbol(6, "x", 0)
-        x = TensorProxy(shape=(2 * n,), dtype=torch.float32, device="cpu")  # only 2*s0 is a dimension
-        resolve_operation("torch.Tensor.reshape")(x, (n, 2))
+        x = make_call(ShapeEnv().symbol(size, "x", 0))
     call = ctx.scopes[0][-1]
     region = FusionRegion("inductor", [call], [call], [x], list(call.output_proxies()))
-    declined = ex.compile_region(region)
-    assert isinstance(declined, Declined)
-    assert "symbolic sizes (s0) that no input of the region holds as a dimension" in declined.reason
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        return ex.compile_region(region)
+
+
+def _assert_declined_for_an_unheld_symbol(answer) -> None:
+    assert isinstance(answer, Declined)
+    assert "symbolic sizes (s0) that no input of the region holds as a dimension" in answer.reason
+
+
+def test_a_region_reading_a_symbol_no_input_holds_is_declined_saying_why():
+    def reshape(n):
+        x = TensorProxy(shape=(2 * n,), dtype=torch.float32, device="cpu")  # only 2*s0 is a dimension
+        resolve_operation("torch.Tensor.reshape")(x, (n, 2))
+        return x
+    _assert_declined_for_an_unheld_symbol(_one_call_region_compiled(6, reshape))
 
 
 def test_a_region_whose_inputs_hold_a_symbol_only_in_an_expression_is_declined_saying_why():
@@ -128,20 +140,11 @@ def test_a_region_whose_inputs_hold_a_symbol_only_in_an_expression_is_declined_s
     region's input is `f32[2, (s0 - 1) // 2 + 1]`, its calls name no size. Inductor cannot bind
     s0 from that dimension ("expected [s0] to have been codegen-ed"): it was compiled anyway and
     failed, with a warning at the call; now declined before compiling."""
-    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
-    env = ShapeEnv()
-    ctx = TracingContext()
-    with tracing(ctx):
-        n = env.symbol(9, "x", 1)
+    def relu(n):
         x = TensorProxy(shape=(2, (n - 1) // 2 + 1), dtype=torch.float32, device="cpu")
         resolve_operation("torch.relu")(x)
-    call = ctx.scopes[0][-1]
-    region = FusionRegion("inductor", [call], [call], [x], list(call.output_proxies()))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", squall.SquallWarning)
-        declined = ex.compile_region(region)
-    assert isinstance(declined, Declined)
-    assert "symbolic sizes (s0) that no input of the region holds as a dimension" in declined.reason
+        return x
+    _assert_declined_for_an_unheld_symbol(_one_call_region_compiled(9, relu))
 
 
 def test_the_background_upgrade_compiles_symbolic_regions_in_the_worker_and_leaves_nn_module_alone():
@@ -376,17 +379,8 @@ def test_a_slice_bound_from_a_symbol_no_input_holds_is_declined_saying_why():
     """`x[:, : y.shape[1] // 2]` where y is not an input of the region: the bound sits in a slice,
     which pytree keeps whole, so the symbol went unseen and the region function named s0 without
     reading it (NameError at compile, a warning at the call)."""
-    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
-    env = ShapeEnv()
-    ctx = TracingContext()
-    with tracing(ctx):
-        n = env.symbol(9, "y", 1)
+    def sliced(n):
         x = TensorProxy(shape=(2, 12), dtype=torch.float32, device="cpu")
         resolve_operation("torch.Tensor.__getitem__")(x, (slice(None), slice(None, n // 2)))
-    call = ctx.scopes[0][-1]
-    region = FusionRegion("inductor", [call], [call], [x], list(call.output_proxies()))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", squall.SquallWarning)
-        declined = ex.compile_region(region)
-    assert isinstance(declined, Declined)
-    assert "symbolic sizes (s0) that no input of the region holds as a dimension" in declined.reason
+        return x
+    _assert_declined_for_an_unheld_symbol(_one_call_region_compiled(9, sliced))
