@@ -8,6 +8,7 @@ import torch
 from torch.testing import assert_close
 
 import squall
+from eager_answers import runs_eagerly_saying
 
 
 def _matches_eager(fn, *inputs):
@@ -227,13 +228,12 @@ def test_the_layout_of_contiguous_of_a_view_is_eagers():
     _matches_eager(f, torch.randn(4, 5))
 
 
-def test_write_through_unfold_is_refused():
+def test_write_through_unfold_runs_eagerly():
     def f(x):
         x.unfold(0, 2, 1).add_(1)
         return x
 
-    with pytest.raises(NotImplementedError, match=r"torch\.Tensor\.unfold"):
-        squall.jit(f)(torch.zeros(4))
+    runs_eagerly_saying(f, lambda: (torch.zeros(4),), r"torch\.Tensor\.unfold")
 
 
 @pytest.mark.parametrize("transposed", [False, True], ids=["contiguous", "transposed"])

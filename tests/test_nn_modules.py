@@ -89,9 +89,9 @@ def test_instance_norm_tracking_running_stats_updates_them_in_training_then_uses
     torch.testing.assert_close(_run_quietly(jm, x), eager(x))
 
 
-def test_instance_norm_updating_one_running_stat_says_it_is_not_supported():
+def test_instance_norm_given_one_running_stat_raises_eager_s_error():
     x, mean = torch.randn(2, 3, 4), torch.zeros(3)
-    with pytest.raises(NotImplementedError, match="only one of running_mean and running_var"):
+    with pytest.raises(ValueError, match="running_mean and running_var must either both be None or neither be None"):
         squall.jit(lambda x, m: torch.nn.functional.instance_norm(x, running_mean=m))(x, mean)
 
 

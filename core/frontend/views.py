@@ -36,7 +36,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from .. import prims
-from ..ltorch.base import UndecidedOverlap
+from ..ltorch.base import NotModelled, UndecidedOverlap
 from ..ltorch.shape import clone, movedim, transpose
 from ..ltorch.subscript import setitem
 from ..prims.base import canonical_dim
@@ -155,7 +155,7 @@ def _diagonal_back(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> Ten
 
 def _no_inverse(why: str) -> Callable:
     def refuse(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> TensorProxy:
-        raise NotImplementedError(f"squall: an in-place write through {step.op.id}(...) {why}")
+        raise NotModelled(f"squall: an in-place write through {step.op.id}(...) {why}")
 
     return refuse
 
@@ -423,13 +423,13 @@ def _refuse_opaque_views(steps: tuple[ViewStep, ...], x: TensorProxy, written: b
     if opaque is None:
         return
     if written:
-        raise NotImplementedError(
+        raise NotModelled(
             f"squall: an in-place write into {opaque}(...) of a tensor: that op is not in squall's torch language and "
             "runs as an opaque torch call, which returns a view (sharing memory) squall cannot follow a write through. "
             "Write the update out of place, or take the view with indexing or a view op squall models (x[:, i], "
             "x.narrow, x.transpose, x.view)"
         )
-    raise NotImplementedError(
+    raise NotModelled(
         f"squall: the program uses tensor {x.name}, a view {opaque}(...) returned of a tensor changed since; that op "
         "runs as an opaque torch call, whose view squall cannot take again of the new value. Take the view after the change"
     )

@@ -26,6 +26,7 @@ from . import numbers
 from .eager_identity import may_return_an_input, returned_inputs
 from .functionalization import opaque_writes
 from .torchnames import qualified_name
+from .unmodelled import NotModelled, UndecidedOverlap, UnmodelledMode  # noqa: F401 - where squall.runtime and the frontend take them from
 
 __all__ = [
     "torchsymbol",
@@ -33,6 +34,7 @@ __all__ = [
     "TorchLanguage",
     "DataDependentError",
     "NotInLanguage",
+    "NotModelled",
     "SquallWarning",
 ]
 
@@ -133,19 +135,6 @@ def _refuse_numpy_arrays(name: str, args: tuple, kwargs: dict, refused: TypeErro
 
 class SquallWarning(UserWarning):
     """Warnings squall raises (opaque ops, recompilations, unavailable executors)."""
-
-
-class UnmodelledMode(RuntimeError):
-    """While traced, the program entered a mode squall's traces do not model: torch.autocast
-    (its dtype casts), grad mode turned on in a call made without it around tensors that require
-    grad (`torch.enable_grad()` under the caller's no_grad: eager records a graph there), or
-    inference mode entered or left. Such a program runs eagerly (squall.runtime.calls)."""
-
-
-class UndecidedOverlap(UnmodelledMode):
-    """An in-place op whose operand is a view of the tensor it writes (or of its base) and may
-    share its elements where eager does not raise (views that are not dense: eager's answer is its
-    loop order's), or where the call's layouts are unknown: the program runs eagerly."""
 
 
 class DataDependentError(RuntimeError):
@@ -351,7 +340,7 @@ class TorchLanguage:
             except TypeError as refused:
                 _refuse_numpy_arrays(qualified_name(func), args, kwargs, refused)
                 if "out" in kwargs and "'out'" in str(refused):
-                    raise NotImplementedError(
+                    raise NotModelled(
                         f"squall: {qualified_name(func)}(..., out=...) writes its result into a tensor given, which squall "
                         "does not support; assign the result (y = torch.add(a, b)) or copy it in (y.copy_(torch.add(a, b)))"
                     ) from refused

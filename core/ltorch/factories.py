@@ -15,6 +15,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from .. import prims
 from .base import torchsymbol
+from .unmodelled import NotModelled
 from .helpers import cast_number, check, is_number, is_tensor, number_dtype, on_device, target_device
 from ..proxies import TensorProxy, current_context
 from ..symbol import Tags
@@ -59,10 +60,10 @@ def factory_device(device) -> torch.device:
 
 def check_factory_kwargs(name: str, *, layout=None, out=None, pin_memory=False, generator=None) -> None:
     """Refuse, clearly, the factory arguments squall does not model."""
-    check(layout in (None, torch.strided), lambda: f"squall: {name}() supports only layout=torch.strided, got {layout}", NotImplementedError)
-    check(out is None, lambda: f"squall: {name}(out=...) is not supported; use the returned tensor", NotImplementedError)
-    check(not pin_memory, lambda: f"squall: {name}(pin_memory=True) is not supported while tracing", NotImplementedError)
-    check(generator is None, lambda: f"squall: {name}(generator=...) is not supported; seed torch's global generator instead", NotImplementedError)
+    check(layout in (None, torch.strided), lambda: f"squall: {name}() supports only layout=torch.strided, got {layout}", NotModelled)
+    check(out is None, lambda: f"squall: {name}(out=...) is not supported; use the returned tensor", NotModelled)
+    check(not pin_memory, lambda: f"squall: {name}(pin_memory=True) is not supported while tracing", NotModelled)
+    check(generator is None, lambda: f"squall: {name}(generator=...) is not supported; seed torch's global generator instead", NotModelled)
 
 
 def filled(shape: Sequence[int], value, *, device: torch.device, dtype: torch.dtype) -> TensorProxy:

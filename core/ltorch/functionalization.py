@@ -38,6 +38,7 @@ from .torchnames import qualified_name
 from ..proxies import TensorProxy, current_context
 from ..symbol import Symbol
 from ..symbolic import concrete_shape
+from .unmodelled import NotModelled
 
 __all__ = ["TorchForm", "inplace", "rebind_inplace", "opaque_writes"]
 
@@ -223,7 +224,7 @@ def opaque_writes(name: str, metas: list[tuple[TensorProxy, torch.Tensor, int]],
     for proxy, meta, version in metas:
         if tuple(meta.shape) != concrete_shape(proxy.shape) or not meta.is_contiguous() or name in _SHARES_STORAGE:
             # each meta tensor was made contiguous, of its proxy's sizes: the call changed its metadata
-            raise NotImplementedError(
+            raise NotModelled(
                 f"squall: {name} changes the shape, strides or storage of tensor {proxy.name} in place, which squall's "
                 "traces do not model (a value has one layout). Use the out-of-place form (x = x.t(), x = x.unsqueeze(0), "
                 "x = x.reshape(...)), or call it outside the compiled function"
@@ -231,7 +232,7 @@ def opaque_writes(name: str, metas: list[tuple[TensorProxy, torch.Tensor, int]],
         if meta._version == version:
             continue
         if meta_out is not meta:
-            raise NotImplementedError(
+            raise NotModelled(
                 f"squall: {name} modifies its argument {proxy.name} in place without returning it; "
                 "squall cannot follow that write. Call it outside the compiled function."
             )

@@ -13,6 +13,7 @@ import torch
 
 from .. import prims
 from .base import data_dependent_error, torchsymbol
+from .unmodelled import NotModelled
 from .functionalization import inplace
 from .helpers import broadcast, broadcast_shapes, broadcast_to, canonical_dim, cast_number, check, is_number, is_tensor, torch_type_name
 from ..proxies import TensorProxy
@@ -433,7 +434,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         elif padding_idx < 0:
             check(padding_idx >= -weight.shape[0], lambda: "Padding_idx must be within num_embeddings", AssertionError)
     if max_norm is not None:
-        raise NotImplementedError("squall: embedding(max_norm=...) renormalizes the weight in place, which squall does not support")
+        raise NotModelled("squall: embedding(max_norm=...) renormalizes the weight in place, which squall does not support")
     check(weight.ndim == 2, lambda: "'weight' must be 2-D", RuntimeError)
     check(
         input.dtype in (torch.int64, torch.int32),

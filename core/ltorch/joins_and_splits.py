@@ -8,6 +8,7 @@ import torch
 
 from .. import prims
 from .base import data_dependent_error, torchsymbol
+from .unmodelled import NotModelled
 from .helpers import canonical_dim, check, is_tensor
 from .shape import _sizes, _slice_dim, unsqueeze
 from ..proxies import TensorProxy
@@ -192,7 +193,7 @@ def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indic
 @torchsymbol(torch.narrow, torch.Tensor.narrow)
 def narrow(input, dim, start, length):
     check(input.ndim > 0, lambda: "narrow() cannot be applied to a 0-dim tensor.")
-    check(not is_tensor(start), lambda: "squall: narrow with a tensor start needs its value", NotImplementedError)
+    check(not is_tensor(start), lambda: "squall: narrow with a tensor start needs its value", NotModelled)
     d = canonical_dim(input.ndim, dim)
     n = input.shape[d]
     check(-n <= start <= n, lambda: f"start out of range (expected to be in range of [{-n}, {n}], but got {start})", IndexError)
@@ -206,7 +207,7 @@ def narrow(input, dim, start, length):
 def select(input, dim, index):
     """The slice at `index` along `dim`, that dimension dropped (a view, as `x[:, index]`)."""
     check(input.ndim > 0, lambda: "select() cannot be applied to a 0-dim tensor.", IndexError)
-    check(not is_tensor(index), lambda: "squall: select with a tensor index needs its value", NotImplementedError)
+    check(not is_tensor(index), lambda: "squall: select with a tensor index needs its value", NotModelled)
     d = canonical_dim(input.ndim, dim)
     n = input.shape[d]
     check(

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from .. import prims
 from .base import torchsymbol
+from .unmodelled import NotModelled
 from .helpers import broadcast, broadcast_to, check, computation_dtype, is_tensor, promote, to_dtype
 from .softmax import log_softmax
 from ..prims.base import dtype_category
@@ -106,7 +107,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean absolute error."""
     if weight is None and _weight_dropped_by_torch() is not None:
-        raise NotImplementedError(
+        raise NotModelled(
             "squall: this torch's torch.nn.functional.l1_loss does not pass weight= on to "
             "__torch_function__, so a traced call cannot see it; write the weighted loss out "
             "(e.g. (weight * (input - target).abs()).mean()) or call l1_loss outside squall.jit"

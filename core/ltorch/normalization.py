@@ -278,12 +278,12 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     c = input.shape[1]
     for what, t in (("weight", weight), ("bias", bias), ("running_mean", running_mean), ("running_var", running_var)):
         _check_channel_vector("instance_norm", what, t, c, lambda: f"{what} should contain {c} elements not {t.numel()}")
-    updates = use_input_stats and (running_mean is not None or running_var is not None)
     check(
-        not updates or (running_mean is not None and running_var is not None),
-        lambda: "squall: instance_norm updating only one of running_mean and running_var is not supported",
-        NotImplementedError,
+        not use_input_stats or (running_mean is None) == (running_var is None),
+        lambda: "running_mean and running_var must either both be None or neither be None",
+        ValueError,
     )
+    updates = use_input_stats and running_mean is not None
     check(use_input_stats or (running_mean is not None and running_var is not None), lambda: "Expected running_mean and running_var to be defined when use_input_stats is false", ValueError)
     _check_floating("instance_norm", input)
     compute = computation_dtype(input.dtype)

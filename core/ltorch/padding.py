@@ -5,6 +5,7 @@ import torch
 
 from .. import prims
 from .base import torchsymbol
+from .unmodelled import NotModelled
 from .helpers import check
 from .shape import _sizes, _slice_dim
 from ..proxies import TensorProxy
@@ -53,7 +54,7 @@ def pad(input, pad, mode="constant", value=None):
         lambda: f"Padding size {len(pad)} is not supported for {input.ndim}D input tensor.",
         NotImplementedError,
     )
-    check(all(v >= 0 for v in pad), lambda: f"squall: negative padding in mode {mode!r} is not supported", NotImplementedError)
+    check(all(v >= 0 for v in pad), lambda: f"squall: negative padding in mode {mode!r} is not supported", NotModelled)
     out = input
     for d, (lo, hi) in sorted(pairs.items()):
         out = _edge_pad(out, d, lo, hi, mode)

@@ -7,6 +7,7 @@ import torch
 
 from .. import prims
 from .base import NotInLanguage, torchsymbol
+from .unmodelled import NotModelled
 from .helpers import check, computation_dtype, is_tensor, to_dtype
 from .pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 from ..proxies import TensorProxy
@@ -147,7 +148,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     check(not antialias, lambda: "interpolate(): antialias=True is not supported by squall", NotInLanguage)
     check(mode != "bicubic", lambda: "interpolate(): mode='bicubic' is not supported by squall", NotInLanguage)
     known = ("nearest", "nearest-exact", "area", "linear", "bilinear", "trilinear")
-    check(mode in known, lambda: f"interpolate(): unknown mode {mode!r}; squall supports {', '.join(known)}", NotImplementedError)
+    check(mode in known, lambda: f"interpolate(): unknown mode {mode!r}; squall supports {', '.join(known)}", NotModelled)
     check(
         1 <= n <= 3 and (mode not in _LINEAR_MODES or _LINEAR_MODES[mode] == n),
         lambda: f"Got {input.ndim}D input, but {mode} mode needs {(_LINEAR_MODES.get(mode, 1) + 2)}D input" if mode in _LINEAR_MODES else f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for the modes: nearest | linear | bilinear | bicubic | trilinear | area | nearest-exact (got {mode})",

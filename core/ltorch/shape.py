@@ -8,6 +8,7 @@ import torch
 from .. import prims
 from . import helpers
 from .base import data_dependent_error, torchsymbol
+from .unmodelled import NotModelled
 from .helpers import broadcast_shapes, canonical_dim, check, is_tensor
 from ..prims.base import is_size
 from ..proxies import TensorProxy
@@ -86,7 +87,7 @@ def view(a, *shape, size=None):
     check(
         not (len(shape) == 1 and isinstance(shape[0], torch.dtype)),
         lambda: "squall: Tensor.view(dtype) reinterprets memory, which squall does not model; use .to(dtype) for a value conversion",
-        NotImplementedError,
+        NotModelled,
     )
     return _reshape(a, _sizes("view", shape, size))
 
@@ -207,7 +208,7 @@ def mT(a):
 
 def _no_complex(a: TensorProxy, name: str) -> None:
     # a conjugate needs complex prims squall does not have yet
-    check(not a.dtype.is_complex, lambda: f"squall: {name} of a complex tensor is not supported", NotImplementedError)
+    check(not a.dtype.is_complex, lambda: f"squall: {name} of a complex tensor is not supported", NotModelled)
 
 
 @torchsymbol(torch.Tensor.mH.__get__, tags=_SHAPE)

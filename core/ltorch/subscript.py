@@ -14,6 +14,7 @@ import torch
 
 from .. import prims
 from .base import data_dependent_error, torchsymbol
+from .unmodelled import NotModelled
 from .functionalization import inplace
 from .helpers import broadcast_shapes, broadcast_to, check, is_tensor
 from .shape import clone
@@ -173,7 +174,7 @@ def _setitem_value(a: TensorProxy, key, value) -> TensorProxy:
         check(
             all(isinstance(x, builtins.slice) and x == builtins.slice(None) or x is Ellipsis or is_tensor(x) or isinstance(x, (list, tuple)) for x in items),
             lambda: "squall: x[key] = v with index tensors supports only `:` and `...` beside them",
-            NotImplementedError,
+            NotModelled,
         )
         indices = _index_tuple(k)
         shape = _indexed_shape(a, indices)
@@ -212,7 +213,7 @@ def _masked_set(a: TensorProxy, items: tuple, value) -> TensorProxy:
     check(
         len(items) == 1,
         lambda: "squall: x[mask] = v supports a bool mask alone as the key",
-        NotImplementedError,
+        NotModelled,
     )
     mask = items[0]
     check(

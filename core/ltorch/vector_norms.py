@@ -7,6 +7,7 @@ import torch
 
 from .. import prims
 from .base import torchsymbol
+from .unmodelled import NotModelled
 from .helpers import broadcast, broadcast_shapes, broadcast_to, canonical_dim, check, check_input, computation_dtype, expand_reduced, is_tensor, result_dtype, to_dtype
 from .reductions import keep_dims, reduction_dims, root_of_sum
 from ..prims.base import dtype_category
@@ -115,7 +116,7 @@ def norm(a, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     if isinstance(p, str):
         check(p in ("fro", "nuc"), lambda: f"norm(): unknown norm type {p!r}; expected 'fro', 'nuc' or a number", ValueError)
         if p == "nuc":
-            raise NotImplementedError("squall: torch.norm(p='nuc') needs a singular value decomposition, which squall does not have")
+            raise NotModelled("squall: torch.norm(p='nuc') needs a singular value decomposition, which squall does not have")
         check(
             dim is None or isinstance(dim, int) or len(dim) <= 2,
             lambda: f"linalg.matrix_norm: dim must be a 2-tuple. Got {dim}",
@@ -129,7 +130,7 @@ def norm(a, p="fro", dim=None, keepdim=False, out=None, dtype=None):
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """input / max(||input||_p over dim, eps)."""
     check_input("normalize", input)
-    check(out is None, lambda: "squall: normalize(out=...) is not supported; use the returned tensor", NotImplementedError)
+    check(out is None, lambda: "squall: normalize(out=...) is not supported; use the returned tensor", NotModelled)
     d = canonical_dim(input.ndim, dim)
     check(input.dtype.is_floating_point, lambda: f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {input.dtype}", RuntimeError)
     x = to_dtype(input, computation_dtype(input.dtype))

@@ -51,6 +51,8 @@ class ErrorInput:
     exc_type: type[BaseException]
     match: str  # a regex the message must contain
     torch_raises: bool = True  # torch itself rejects this input with the same exception type
+    # exc_type NotModelled (squall.ltorch.unmodelled): torch takes this input and squall does not
+    # model it, so the jitted call runs eagerly with a warning matching `match` (tests/test_ops.py)
 
 
 @dataclass

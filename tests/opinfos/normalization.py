@@ -144,7 +144,7 @@ def _instance_norm_samples(dtype, device):
 def _instance_norm_errors(device):
     x = make_tensor((2, 3, 4), torch.float32, device)
     rm, rv = _running(3, device)
-    yield ErrorInput(SampleInput((x, rm, None)), NotImplementedError, "only one of running_mean and running_var is not supported", torch_raises=False)
+    yield ErrorInput(SampleInput((x, rm, None)), ValueError, "running_mean and running_var must either both be None or neither be None")
     yield ErrorInput(SampleInput((x, None, None, make_tensor((4,), torch.float32, device))), RuntimeError, "weight should contain 3 elements", torch_raises=False)
 
 

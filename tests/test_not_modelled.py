@@ -1,0 +1,76 @@
+"""Programs valid in PyTorch that squall's traces do not model run eagerly, saying why
+(squall.ltorch.unmodelled.NotModelled), and answer as eager: an `out=` tensor, a generator, an
+embedding's max_norm renormalising its weight in place, a view reinterpreting memory, a nuclear
+norm, a negative pad, histc's out=. Each was a NotImplementedError that stopped the program."""
+from __future__ import annotations
+
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+
+import squall
+from eager_answers import runs_eagerly_saying
+
+
+def test_an_out_tensor_runs_eagerly():
+    a, b = torch.randn(2, 3), torch.randn(3, 4)
+    runs_eagerly_saying(lambda a, b, c: (torch.mm(a, b, out=c), c * 2)[1], lambda: (a, b, torch.empty(2, 4)), r"mm\(\): out= is not supported")
+
+
+def test_a_generator_draws_as_eager_draws():
+    def fn(x, generator):
+        return torch.randint(0, 5, (3,), generator=generator) + torch.rand(3, generator=generator) + x
+
+    eager_generator, squall_generator = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    jitted = squall.jit(fn)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):  # the same generator at every call, drawing on
+            assert_close(jitted(torch.ones(3), squall_generator), fn(torch.ones(3), eager_generator))
+    said = [str(w.message) for w in caught if issubclass(w.category, squall.SquallWarning)]
+    assert len(said) == 1 and "randint(generator=...)" in said[0] and "runs eagerly" in said[0], said
+
+
+def test_embedding_max_norm_renormalises_the_weight_as_eager_does():
+    def make():
+        torch.manual_seed(0)
+        return torch.tensor([[1, 2], [2, 5]]), torch.randn(10, 4) * 3
+
+    runs_eagerly_saying(lambda i, w: F.embedding(i, w, max_norm=1.0) * 2, make, r"embedding\(max_norm=...\)")
+
+
+def test_a_module_with_a_max_norm_embedding_splits_and_answers_as_eager():
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Embedding(10, 4, max_norm=1.0), torch.nn.Linear(4, 3))
+    compiled = torch.nn.Sequential(torch.nn.Embedding(10, 4, max_norm=1.0), torch.nn.Linear(4, 3))
+    compiled.load_state_dict(eager.state_dict())
+    jitted = squall.jit(compiled)
+    i = torch.tensor([[1, 2], [3, 9]])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            assert_close(jitted(i), eager(i))
+    assert_close(compiled[0].weight, eager[0].weight)  # renormalised in place, as eager's
+    assert any("max_norm" in str(w.message) and "runs eagerly" in str(w.message) for w in caught)
+
+
+def test_a_view_reinterpreting_memory_runs_eagerly():
+    x = torch.randn(3, 4)
+    runs_eagerly_saying(lambda x: x.view(torch.int32) + 1, lambda: (x.clone(),), r"view\(dtype\) reinterprets memory")
+
+
+def test_a_nuclear_norm_runs_eagerly():
+    x = torch.randn(4, 5)
+    runs_eagerly_saying(lambda x: torch.norm(x, p="nuc") * 2, lambda: (x.clone(),), "singular value decomposition")
+
+
+def test_a_negative_reflect_pad_runs_eagerly():
+    x = torch.randn(1, 2, 8)
+    runs_eagerly_saying(lambda x: F.pad(x, (-1, 2), mode="reflect"), lambda: (x.clone(),), "negative padding")
+
+
+def test_histc_out_runs_eagerly():
+    x = torch.randn(50)
+    runs_eagerly_saying(lambda x, out: torch.histc(x, bins=5, out=out) * 1, lambda: (x.clone(), torch.empty(5)), r"histc\(\): out=")
