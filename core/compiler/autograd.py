@@ -55,7 +55,8 @@ def autograd_function(
     n_inputs = len(inputs)
     variants: dict[frozenset[str], Callable | None] = {}  # built at the first backward that needs each
     zeros_like = [(p.shape, p.dtype, p.device) for p in diff.differentiable_outputs]
-    # a symbolic output shape is known at run time only: the forward keeps the call's
+    # a symbolic output's shape is known at run time only: the forward keeps the call's shapes,
+    # for the zeros that stand in for an absent cotangent
     symbolic_shapes = any(any(type(n) is not int for n in p.shape) for p in diff.differentiable_outputs)
     # run-time numbers the backward reads (the `s` of `x * s`) are kept beside the saved tensors
     numbers_at = [i for i, p in enumerate(diff.saved) if type(p) is NumberProxy]
