@@ -140,3 +140,37 @@ def test_inference_mode_entered_inside_the_program_runs_eagerly():
     with pytest.warns(squall.SquallWarning, match="enters torch.inference_mode"):
         out = squall.jit(f)(torch.randn(3))
     assert out[1] is True and out[0].is_inference()
+
+
+def test_a_program_changing_whether_a_traced_tensor_requires_grad_runs_eagerly():
+    """`x.requires_grad_()` on an input or an intermediate: eager's results and the caller's tensor
+    require grad from there on; squall's compiled program decided its results' flags when traced."""
+    def make_leaf(x):
+        y = x.clone().requires_grad_()
+        return y * 2, y
+
+    def mark_input(x):
+        x.requires_grad_(True)
+        return x * 2
+
+    for fn in (make_leaf, mark_input):
+        eager_input, squall_input = torch.randn(3), torch.randn(3)
+        expected = fn(eager_input)
+        with pytest.warns(squall.SquallWarning, match=r"changes whether a traced tensor requires grad.*runs eagerly"):
+            got = squall.jit(fn)(squall_input)
+        expected, got = (expected if isinstance(expected, tuple) else (expected,)), (got if isinstance(got, tuple) else (got,))
+        assert [t.requires_grad for t in got] == [t.requires_grad for t in expected] == [True] * len(expected)
+        assert squall_input.requires_grad == eager_input.requires_grad  # (the caller's x marked by mark_input)
+
+
+def test_requires_grad_that_changes_nothing_compiles():
+    def fn(x):
+        x.requires_grad_(False)  # already False
+        return x * 2
+
+    x = torch.randn(3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = squall.jit(fn)(x)
+    assert not any("runs eagerly" in str(w.message) for w in caught)
+    torch.testing.assert_close(got, x * 2)

@@ -308,6 +308,9 @@ class TorchLanguage:
             raise UnmodelledMode(f"squall: the program calls {qualified_name(func)} on a traced tensor: that belongs to eager's "
                                  "autograd graph, which squall's compiled program does not build tensor by tensor (jit the "
                                  "forward and call backward outside it to have squall differentiate it)")
+        if has_proxy and func is torch.Tensor.requires_grad_ and type(args[0]) is TensorProxy and _grad_flag_set(args, kwargs) != args[0].requires_grad:
+            raise UnmodelledMode(f"squall: the program changes whether a traced tensor requires grad ({qualified_name(func)}): "
+                                 "eager's later ops and the caller's tensor see that change, squall's program would not")
         if has_proxy and ctx.traced_with_grad and not torch.is_grad_enabled() and _requires_grad((args, kwargs)) and _inside_function_apply():
             raise UnmodelledMode("squall: the program runs a torch.autograd.Function of torch's own on tensors that require grad "
                                  "(torch.utils.checkpoint with use_reentrant=True): its forward runs without grad, and only "
@@ -539,6 +542,11 @@ _AUTOGRAD_GRAPH_CALLS = frozenset({
     torch.Tensor.register_hook, torch.Tensor.retain_grad, torch.Tensor.register_post_accumulate_grad_hook,
     torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad,
 })
+
+def _grad_flag_set(args: tuple, kwargs: dict) -> bool:
+    """The flag `x.requires_grad_(...)` sets."""
+    return bool(args[1] if len(args) > 1 else kwargs.get("requires_grad", True))
+
 
 _FUNCTION_APPLY = torch.autograd.Function.apply.__func__.__code__
 
