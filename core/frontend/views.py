@@ -22,9 +22,9 @@ stale read reaches them, by eager's layout of their input in the call being trac
 leaves its input's family (with the views taken of it); before an opaque torch call writes in
 place (at run time, into the tensor itself), such copies leave as clones (`before_opaque_write`).
 Views with no inverse here (`unfold`), and views eager makes in calls squall runs opaquely
-(tagged `OPAQUE_VIEW`: `select`, `as_strided`, `x.imag`, ...), are refused with a clear error where a write would
-have to pass through them, or a read would need a write into their base. A write through an
-expanded view raises eager's error.
+(tagged `OPAQUE_VIEW`: `as_strided`, `x.imag`, ...), make the call run eagerly, with a warning saying
+why (`NotModelled`), where a write would have to pass through them, or a read would need a write
+into their base. So does a write through an expanded view: eager refuses most and takes some.
 """
 from __future__ import annotations
 
@@ -85,9 +85,11 @@ def _reshaped_back(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> Ten
 
 def _expanded_back(step: ViewStep, parent: TensorProxy, new: TensorProxy) -> TensorProxy:
     if new.numel() != parent.numel():
-        raise RuntimeError(
-            "unsupported operation: more than one element of the written-to tensor refers to a single "
-            "memory location. Please clone() the tensor before performing the operation."
+        # eager refuses most such writes ("more than one element of the written-to tensor refers
+        # to a single memory location") and takes some (fill_, zero_): eager decides, and says which
+        raise NotModelled(
+            "squall: an in-place write through an expanded view, whose elements share memory: eager refuses most "
+            "such writes and takes some (fill_, zero_), which squall's traces do not model"
         )
     return prims.reshape(new, tuple(parent.shape))
 
