@@ -35,6 +35,12 @@ for the third prompt is its prefill, the first one's being static); tokens equal
 tok/s against eager: gpt2 main 1.26x / 1.36x, gen1 1.81x / 1.39x; llama main 1.65x / 1.71x, gen1
 1.94x / 2.55x. Prompts of 12 in the same sitting (no change expected): gpt2 main 1.63x / 1.70x,
 gen1 1.51x / 2.13x; llama main 1.88x / 2.34x, gen1 2.09x / 1.87x.
+After the third 2026-11-26 session's merges (gradients at kinks, NotModelled, cheaper compiles),
+quiet (load 0.8-1.2), one run: llama squall 1.64x / 1.74x eager (torch.compile(dynamic=True)
+1.37x / 1.43x), gpt2 1.67x / 1.64x (1.39x / 1.38x), phi3 1.83x / 1.87x (0.83x / 0.79x); 2/0/0
+compiles and tokens equal on all three; first generate 0.12-0.17 s (torch.compile 16-30 s); fused
+after 31-80 s. One decoding step, cache kept: squall 3.25x / 4.42x / 6.27x eager, torch.compile
+1.50x / 3.43x / 1.25x. The DistilBERT stream: 2 compiles, 0.12 s (eager 0.09 s, torch.compile 13.5 s).
 """
 from __future__ import annotations
 

@@ -142,6 +142,16 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   1.02x CPU, torch only 0.77x / 0.85x, dynamic=True 1.17x / 0.99x (main at 200: squall 1.25x /
   0.91x, torch only 0.77x / 0.75x). So the default (and torch only) cross eager's total between
   40 and 100 batches; past a few hundred the upgrade's compiles in its thread decide the wall time.
+- All of the third 2026-11-26 session's merges (4df9abf -> 215da32), the two trees alternating in
+  one sitting (base, main, base, main; --no-torch-compile, best of 3, load 0.8-2.2), wall time:
+  eager 48-53 ms; squall 1.46x / 1.49x (base) against 1.29x / 1.30x (main), 2 compiles; torch
+  only 1.23x / 1.21x against 1.30x / 1.28x; squall(dynamic=True) 1.03x / 0.97x against 1.33x /
+  1.06x (1 compile; a third main run gave 1.10x). The warm pass: torch only 0.63-0.64x (base)
+  against 0.78x (main), which comes from whether the rented batches of 1 were compiled by then
+  (ski rental, timed): a warm pass over batches of 4 and 8 only, one symbolic entry, takes
+  0.66-0.74x eager on base and 0.71-0.75x on main, and bench/compile_phases.py (alternating) gave
+  static compiles of 11.4-11.8 ms (base) and 11.0-11.9 ms (main). The default's 40-batch total
+  stays above eager's.
 """
 from __future__ import annotations
 
