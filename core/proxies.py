@@ -159,7 +159,7 @@ class TensorProxy(torch.Tensor):
     # the marks torch._dynamo.mark_static_address / mark_dynamic / mark_static set on a tensor
     # (transformers' static cache marks its buffers while the model runs): held, and without
     # effect on a trace already being recorded
-    __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "_is_param",
+    __slots__ = ("name", "shape", "dtype", "device", "_requires_grad", "_is_param",
                  "_dynamo_static_input_type", "_dynamo_dynamic_indices", "_dynamo_static_indices",
                  "_dynamo_weak_dynamic_indices", "_dynamo_unbacked_indices")
 
@@ -192,7 +192,7 @@ class TensorProxy(torch.Tensor):
         self.shape = shape
         self.dtype = dtype
         self.device = device
-        self.requires_grad = bool(requires_grad)
+        self._requires_grad = bool(requires_grad)
         return self
 
     @classmethod
@@ -205,8 +205,22 @@ class TensorProxy(torch.Tensor):
         self.shape = shape
         self.dtype = dtype
         self.device = device
-        self.requires_grad = requires_grad
+        self._requires_grad = requires_grad
         return self
+
+    def _program_sets_requires_grad(self, value: Any) -> None:
+        # `x.requires_grad = v` in the program: eager changes the flag (or raises, for a non-leaf
+        # set to False), and the caller's tensor sees it where x is an input; squall's trace does
+        # not model that, so a change runs the call eagerly, as `x.requires_grad_(v)` does
+        # (squall.ltorch.base). squall's own code sets `_requires_grad`.
+        if bool(value) != self._requires_grad:
+            from .ltorch.unmodelled import UnmodelledMode
+            raise UnmodelledMode("squall: the program changes whether a traced tensor requires grad "
+                                 "(x.requires_grad = ...): eager's later ops and the caller's tensor see that change, "
+                                 "squall's program would not")
+
+    # read as fast as a slot (the getter runs in C); set by the program through the check above
+    requires_grad = property(operator.attrgetter("_requires_grad"), _program_sets_requires_grad)
 
     @property
     def __class__(self):

@@ -156,7 +156,7 @@ def _mark_requires_grad(out: Any, args: tuple, value: bool) -> None:
     if isinstance(out, TensorProxy):
         if out.requires_grad != value and not any(out is a for a in args):
             if not value or out.dtype.is_floating_point or out.dtype.is_complex:
-                out.requires_grad = value  # a proxy this call's meta made a moment ago
+                out._requires_grad = value  # a proxy this call's meta made a moment ago
     elif isinstance(out, (list, tuple)):
         for o in out:
             _mark_requires_grad(o, args, value)

@@ -153,7 +153,16 @@ def test_a_program_changing_whether_a_traced_tensor_requires_grad_runs_eagerly()
         x.requires_grad_(True)
         return x * 2
 
-    for fn in (make_leaf, mark_input):
+    def set_on_new_leaf(x):  # the attribute form, as transformers' and users' code writes it
+        z = torch.zeros(3)
+        z.requires_grad = True
+        return z * x, z
+
+    def set_on_input(x):
+        x.requires_grad = True
+        return x * 2
+
+    for fn in (make_leaf, mark_input, set_on_new_leaf, set_on_input):
         eager_input, squall_input = torch.randn(3), torch.randn(3)
         expected = fn(eager_input)
         with pytest.warns(squall.SquallWarning, match=r"changes whether a traced tensor requires grad.*runs eagerly"):
@@ -163,9 +172,21 @@ def test_a_program_changing_whether_a_traced_tensor_requires_grad_runs_eagerly()
         assert squall_input.requires_grad == eager_input.requires_grad  # (the caller's x marked by mark_input)
 
 
+def test_unsetting_requires_grad_on_a_computed_tensor_raises_eagers_error():
+    def fn(x):
+        y = x * 2
+        y.requires_grad = False
+        return y
+
+    with pytest.warns(squall.SquallWarning, match="changes whether a traced tensor requires grad"):
+        with pytest.raises(RuntimeError, match="only change requires_grad flags of leaf variables"):
+            squall.jit(fn)(torch.randn(3, requires_grad=True))
+
+
 def test_requires_grad_that_changes_nothing_compiles():
     def fn(x):
         x.requires_grad_(False)  # already False
+        x.requires_grad = False
         return x * 2
 
     x = torch.randn(3)

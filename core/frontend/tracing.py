@@ -158,7 +158,7 @@ class TracingContext:
         handle.shape = value.shape
         handle.dtype = value.dtype
         handle.device = value.device
-        handle.requires_grad = value.requires_grad or keeps_gradient
+        handle._requires_grad = value.requires_grad or keeps_gradient
         return handle
 
     def new_name(self, prefix: str = "t") -> str:

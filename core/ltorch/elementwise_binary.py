@@ -383,7 +383,7 @@ def comparison_written(a, b, *, op: str):
     where a or b requires grad: the comparison in a's dtype, requiring grad, with a zero
     gradient to each of a and b that requires one (its grad rule)."""
     out = prims.convert_element_type(_COMPARISONS[op](a, b), a.dtype)
-    out.requires_grad = True
+    out._requires_grad = True
     return out
 
 
@@ -399,7 +399,7 @@ def logical_written(a, b, *, op: str):
     gradient reaches `a` unchanged and none reaches b, as eager's autograd, which does not see
     the write (its grad rule)."""
     out = prims.convert_element_type(_COMPARISONS[op](a, b), a.dtype)
-    out.requires_grad = True
+    out._requires_grad = True
     return out
 
 

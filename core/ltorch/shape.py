@@ -359,7 +359,7 @@ def detach(input):
     # A value under a new name (so no gradient can reach `input` through it); the torch executor
     # runs torch's detach, which cuts the autograd graph and shares memory, as this conversion does
     out = prims.convert_element_type(input, input.dtype)
-    out.requires_grad = False  # made just now, by this call
+    out._requires_grad = False  # made just now, by this call
     return out
 
 
