@@ -81,3 +81,41 @@ def test_gradient_at_boundaries_is_eagers(name, dynamic):
     (grad,) = torch.autograd.grad(out, xs, g)
     torch.testing.assert_close(out, expected, equal_nan=True)
     torch.testing.assert_close(grad, expected_grad, equal_nan=True)
+
+
+
+# NaN and infinities where the ops' backwards pick a side. Eager's clamp and hardsigmoid pass no
+# gradient to a NaN input, max()/min() over every element give a NaN result's gradient to the
+# NaNs, and hardswish passes 1 at +inf and 0 at -inf. (Eager's elu, hardswish, softshrink and
+# hardtanh give a NaN input 1 or NaN/0 depending on whether it falls in a vectorised stretch of
+# the tensor or in its scalar tail: no one answer to match, so not compared.)
+_SPECIALS = torch.tensor([-float("inf"), float("inf"), -4.0, -3.0, -1.0, 0.0, 1.0, 3.0, 6.0, 2.0, 2.0])
+_NAN = torch.tensor([float("nan")])
+INFINITIES = {"infinities": _SPECIALS}
+WITH_NAN = {**INFINITIES, "with_nan": torch.cat([_NAN, _SPECIALS]), "two_nans": torch.tensor([1.0, float("nan"), 5.0, float("nan")])}
+
+AT_SPECIALS = [
+    ("clamp", lambda x: x.clamp(-1, 1), WITH_NAN),
+    ("clamp_min", lambda x: torch.clamp_min(x, 0.5), WITH_NAN),
+    ("clamp_tensor_bounds", lambda x: x.clamp(torch.zeros_like(x) - 1, torch.ones_like(x)), WITH_NAN),
+    ("hardsigmoid", lambda x: F.hardsigmoid(x), WITH_NAN),
+    ("max_all", lambda x: x.max(), WITH_NAN),
+    ("min_all", lambda x: torch.min(x), WITH_NAN),
+    ("hardswish", lambda x: F.hardswish(x), INFINITIES),
+]
+
+
+@pytest.mark.parametrize(("name", "fn", "values"), [
+    pytest.param(name, fn, values, id=f"{name}-{which}") for name, fn, inputs in AT_SPECIALS for which, values in inputs.items()
+])
+def test_gradient_at_nan_and_infinities_is_eagers(name, fn, values):
+    x = values.clone().requires_grad_()
+    expected = fn(x)
+    (expected_grad,) = torch.autograd.grad(expected, x, torch.ones_like(expected))
+    xs = values.clone().requires_grad_()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        out = squall.jit(fn)(xs)
+    (grad,) = torch.autograd.grad(out, xs, torch.ones_like(out))
+    torch.testing.assert_close(out, expected, equal_nan=True)
+    torch.testing.assert_close(grad, expected_grad, equal_nan=True)

@@ -213,7 +213,9 @@ def hardsigmoid(input):
     """clamp(x + 3, 0, 6) / 6."""
     _check_floating("hardsigmoid", input)
     x = upcast(input)
-    return to_dtype(prims.div(_clamp(prims.add(x, 3.0), 0.0, 6.0), 6.0), input.dtype)
+    # a NaN of its own at a NaN input: eager's backward passes no gradient there
+    shifted = prims.add(prims.where(prims.isnan(x), float("nan"), x), 3.0)
+    return to_dtype(prims.div(_clamp(shifted, 0.0, 6.0), 6.0), input.dtype)
 
 
 @torchsymbol(torch._C._nn.hardswish, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.hardswish")
@@ -221,7 +223,13 @@ def hardswish(input):
     """x * clamp(x + 3, 0, 6) / 6."""
     _check_floating("hardswish", input)
     x = upcast(input)
-    return to_dtype(prims.div(prims.mul(x, _clamp(prims.add(x, 3.0), 0.0, 6.0)), 6.0), input.dtype)
+    # eager's backward: 0 up to -3, x / 3 + 1/2 between, 1 from 3; the middle's product taken
+    # between only (at an infinity, unselected, it made the gradient 0 * inf = NaN)
+    below, within = prims.le(x, -3.0), prims.lt(x, 3.0)
+    xm = prims.where(prims.logical_and(prims.logical_not(below), within), x, 0.0)
+    middle = prims.div(prims.mul(xm, prims.add(xm, 3.0)), 6.0)
+    # x * 0 below, as eager's forward: NaN at -inf
+    return to_dtype(prims.where(below, prims.mul(x, 0.0), prims.where(within, middle, x)), input.dtype)
 
 
 @torchsymbol(F.logsigmoid, tags=(Tags.ELEMENTWISE,), id="torch.nn.functional.logsigmoid")

@@ -288,12 +288,16 @@ def clamp(input, min=None, max=None):
     dtype = result_dtype(input, min, max)
     check(dtype != torch.bool, lambda: "clamp(): not implemented for torch.bool tensors", NotImplementedError)
     a, lo, hi = (to_dtype(x, dtype) for x in broadcast(input, min, max))
-    # comparisons and selections are exact in any dtype; NaN in the input stays NaN
-    keep_nan = (lambda x, c: prims.logical_or(c, prims.isnan(x))) if dtype.is_floating_point else (lambda x, c: c)
+    # comparisons and selections are exact in any dtype. NaN in the input stays NaN, a NaN of
+    # its own rather than the input's: eager's clamp passes no gradient to a NaN input
+    keep = lambda c, x: c
+    if dtype.is_floating_point:
+        a = prims.where(prims.isnan(a), float("nan"), a)
+        keep = lambda c, x: prims.logical_or(c, prims.isnan(x))
     if lo is not None:
-        a = prims.where(keep_nan(a, prims.ge(a, lo)), a, lo)
+        a = prims.where(keep(prims.ge(a, lo), a), a, lo)
     if hi is not None:
-        a = prims.where(keep_nan(a, prims.le(a, hi)), a, hi)
+        a = prims.where(keep(prims.le(a, hi), a), a, hi)
     return a
 
 

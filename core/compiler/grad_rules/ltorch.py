@@ -335,6 +335,22 @@ def _zero_norm_rule(ord_at: int) -> Callable[[GradCall], tuple]:
     return backward
 
 
+def _whole_extremum(call: GradCall) -> tuple:
+    """max()/min() over every element: eager's evenly_distribute_backward, the gradient split
+    among the elements equal to the result, or among the NaNs where the result is NaN (the
+    decomposition's amax matches no element there and gave NaN everywhere). The forms with a
+    dim or another tensor go through the decomposition."""
+    a = call.args[0]
+    dim = call.args[1] if len(call.args) > 1 else call.kwargs.get("dim")
+    if dim is not None or call.kwargs.get("other") is not None or not isinstance(call.output, TensorProxy):
+        raise NoGradRule("max/min along a dim or against a tensor (its decomposition has the gradient)")
+    result = prims.broadcast_in_dim(call.output, tuple(a.shape), ())
+    chosen = prims.logical_or(prims.eq(a, result), prims.logical_and(prims.isnan(a), prims.isnan(result)))
+    chosen = prims.convert_element_type(chosen, a.dtype)
+    share = prims.div(call.g, prims.sum(chosen, tuple(range(a.ndim))))
+    return (prims.mul(prims.broadcast_in_dim(share, tuple(a.shape), ()), chosen),)
+
+
 def _not_differentiable_in_eager(call: GradCall) -> tuple:
     # floor_divide: eager's backward raises ("derivative for aten::floor_divide is not
     # implemented"); PyTorch's autograd gives the same error, zeros would hide it
@@ -392,6 +408,8 @@ _RULES: dict[str, tuple[Callable, Callable | None]] = {
     "torch.nn.functional.dropout": (_dropout, _dropout_forward),
     "torch.floor_divide": (_not_differentiable_in_eager, None),
     "torch.Tensor.__rfloordiv__": (_not_differentiable_in_eager, None),
+    "torch.max": (_whole_extremum, None),
+    "torch.min": (_whole_extremum, None),
     "torch.linalg.vector_norm": (_zero_norm_rule(1), None),
     "torch.norm": (_zero_norm_rule(1), None),
     "torch.nn.functional.pairwise_distance": (_zero_norm_rule(2), None),
