@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
@@ -16,7 +17,32 @@ from eager_answers import runs_eagerly_saying
 
 def test_an_out_tensor_runs_eagerly():
     a, b = torch.randn(2, 3), torch.randn(3, 4)
-    runs_eagerly_saying(lambda a, b, c: (torch.mm(a, b, out=c), c * 2)[1], lambda: (a, b, torch.empty(2, 4)), r"mm\(\): out= is not supported")
+    runs_eagerly_saying(lambda a, b, c: (torch.mm(a, b, out=c), c * 2)[1], lambda: (a, b, torch.empty(2, 4)), r"torch.mm\(..., out=...\) writes its result into a tensor given")
+
+
+_OUT_PROGRAMS = [
+    ("vector_norm", lambda x, out: torch.linalg.vector_norm(x, out=out) + 1, ()),  # raised squall's TypeError
+    ("norm", lambda x, out: torch.norm(x, 2, 0, out=out) + 1, (4,)),
+    ("matmul", lambda x, out: torch.matmul(x, x.T, out=out) * 2, (3, 3)),
+    ("zeros", lambda x, out: torch.zeros(3, 4, out=out) + x, (3, 4)),
+    ("sin", lambda x, out: torch.sin(x, out=out) * 2, (3, 4)),
+]
+
+
+@pytest.mark.parametrize(("fn", "out_shape"), [pytest.param(fn, shape, id=name) for name, fn, shape in _OUT_PROGRAMS])
+def test_every_out_tensor_runs_eagerly_saying_so(fn, out_shape):
+    x = torch.randn(3, 4)
+    runs_eagerly_saying(fn, lambda: (x.clone(), torch.empty(out_shape)), r"\(\.\.\., out=\.\.\.\) writes its result into a tensor given")
+
+
+def test_out_none_compiles():
+    def fn(a, b):
+        return torch.mm(a, b, out=None) + torch.linalg.vector_norm(a, out=None)
+
+    a, b = torch.randn(2, 3), torch.randn(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        assert_close(squall.jit(fn)(a, b), fn(a, b))
 
 
 def test_a_generator_draws_as_eager_draws():
@@ -73,4 +99,4 @@ def test_a_negative_reflect_pad_runs_eagerly():
 
 def test_histc_out_runs_eagerly():
     x = torch.randn(50)
-    runs_eagerly_saying(lambda x, out: torch.histc(x, bins=5, out=out) * 1, lambda: (x.clone(), torch.empty(5)), r"histc\(\): out=")
+    runs_eagerly_saying(lambda x, out: torch.histc(x, bins=5, out=out) * 1, lambda: (x.clone(), torch.empty(5)), r"torch.histc\(..., out=...\) writes its result")

@@ -328,6 +328,8 @@ class TorchLanguage:
                 args, kwargs = _map_call(as_proxy, args), _map_call(as_proxy, kwargs)
                 if ctx.views.stale:
                     ctx.views.refresh((args, kwargs))
+            if kwargs.get("out") is not None:
+                raise NotModelled(_writes_into_given(func))
             try:
                 out = op(*args, **kwargs)
             except NotInLanguage as variant:
@@ -342,11 +344,8 @@ class TorchLanguage:
                 return ctx.speculation.call(qualified_name(func), func, args, kwargs, refused)
             except TypeError as refused:
                 _refuse_numpy_arrays(qualified_name(func), args, kwargs, refused)
-                if "out" in kwargs and "'out'" in str(refused):
-                    raise NotModelled(
-                        f"squall: {qualified_name(func)}(..., out=...) writes its result into a tensor given, which squall "
-                        "does not support; assign the result (y = torch.add(a, b)) or copy it in (y.copy_(torch.add(a, b)))"
-                    ) from refused
+                if "out" in kwargs and "'out'" in str(refused):  # out=None to an op without the parameter
+                    raise NotModelled(_writes_into_given(func)) from refused
                 # torch takes a one-element integer tensor where it wants an int (a size, a
                 # bound): read its value, guarded, and call again with the number; and numpy
                 # scalars in a size as the numbers they are
@@ -542,6 +541,12 @@ _AUTOGRAD_GRAPH_CALLS = frozenset({
     torch.Tensor.register_hook, torch.Tensor.retain_grad, torch.Tensor.register_post_accumulate_grad_hook,
     torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad,
 })
+
+def _writes_into_given(func) -> str:
+    # out=: eager writes into (and may resize) the tensor given; a trace's results are new tensors
+    return (f"squall: {qualified_name(func)}(..., out=...) writes its result into a tensor given, which squall does not "
+            "support; assign the result (y = torch.add(a, b)) or copy it in (y.copy_(torch.add(a, b)))")
+
 
 def _grad_flag_set(args: tuple, kwargs: dict) -> bool:
     """The flag `x.requires_grad_(...)` sets."""

@@ -35,7 +35,6 @@ def _contract_dims(a: TensorProxy, b: TensorProxy, dims_a: list[int], dims_b: li
 @torchsymbol(torch.tensordot)
 def tensordot(a, b, dims=2, out=None):
     """torch.tensordot: contract the last `dims` dims of a with the first of b, or the listed pairs."""
-    check(out is None, lambda: "tensordot(): out= is not supported by squall", NotModelled)
     check_tensors("tensordot", a=a, b=b)
     check(a.dtype == b.dtype, lambda: f"tensordot(): both inputs should have same dtype, got {a.dtype} and {b.dtype}", RuntimeError)
     check(a.dtype != torch.bool, lambda: "tensordot(): not implemented for 'Bool'", NotImplementedError)
@@ -68,7 +67,6 @@ def tensordot(a, b, dims=2, out=None):
 @torchsymbol(torch.inner, torch.Tensor.inner)
 def inner(input, other, *, out=None):
     """torch.inner: contract the last dims (a 0-d operand multiplies, with type promotion)."""
-    check(out is None, lambda: "inner(): out= is not supported by squall", NotModelled)
     check_tensors("inner", input=input, other=other)
     if input.ndim == 0 or other.ndim == 0:
         return mul(input, other)
@@ -85,7 +83,6 @@ def inner(input, other, *, out=None):
 @torchsymbol(torch.linalg.vecdot)
 def vecdot(x, y, *, dim=-1, out=None):
     """torch.linalg.vecdot: sum(x * y) over `dim`, batch dimensions broadcast."""
-    check(out is None, lambda: "linalg.vecdot(): out= is not supported by squall", NotModelled)
     check_tensors("linalg.vecdot", x=x, y=y)
     check(x.dtype == y.dtype, lambda: f"linalg.vecdot: Expected x and y to have the same dtype, but found x of type {x.dtype} and y of type {y.dtype} instead", RuntimeError)
     check(x.dtype.is_floating_point, lambda: f"linalg.vecdot: Expected a floating point or complex tensor as input. Got {x.dtype}", RuntimeError)

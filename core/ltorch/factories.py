@@ -61,7 +61,6 @@ def factory_device(device) -> torch.device:
 def check_factory_kwargs(name: str, *, layout=None, out=None, pin_memory=False, generator=None) -> None:
     """Refuse, clearly, the factory arguments squall does not model."""
     check(layout in (None, torch.strided), lambda: f"squall: {name}() supports only layout=torch.strided, got {layout}", NotModelled)
-    check(out is None, lambda: f"squall: {name}(out=...) is not supported; use the returned tensor", NotModelled)
     check(not pin_memory, lambda: f"squall: {name}(pin_memory=True) is not supported while tracing", NotModelled)
     check(generator is None, lambda: f"squall: {name}(generator=...) is not supported; seed torch's global generator instead", NotModelled)
 

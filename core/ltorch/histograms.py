@@ -30,7 +30,6 @@ def histc(input, bins=100, min=0, max=0, *, out=None):
     infinite values); the decomposition then counts nothing (the torch executor runs
     torch.histc itself, and raises).
     """
-    check(out is None, lambda: "histc(): out= is not supported by squall (results are new tensors)", NotModelled)
     check(is_tensor(input), lambda: f"histc(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
     check(input.dtype.is_floating_point, lambda: f"\"histogram_cpu\" not implemented for '{torch_type_name(input.dtype)}'", NotImplementedError)
     check(bins > 0, lambda: f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0", RuntimeError)

@@ -44,7 +44,6 @@ def _unsqueeze(a: TensorProxy, dim: int) -> TensorProxy:
 @torchsymbol(torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.linalg.matmul)
 def matmul(input, other, *, out=None):
     """torch.matmul: 1-D operands as vectors, batch dimensions broadcast."""
-    check(out is None, lambda: "matmul(): out= is not supported by squall (results are new tensors)", NotModelled)
     check_tensors("matmul", input=input, other=other)
     a, b = input, other
     check(a.ndim >= 1 and b.ndim >= 1, lambda: f"both arguments to matmul need to be at least 1D, but they are {a.ndim}D and {b.ndim}D", RuntimeError)
@@ -77,7 +76,6 @@ def rmatmul(self, other):
 @torchsymbol(torch.mm, torch.Tensor.mm)
 def mm(input, mat2, *, out=None):
     """torch.mm: a product of two matrices, no broadcasting."""
-    check(out is None, lambda: "mm(): out= is not supported by squall", NotModelled)
     check_tensors("mm", input=input, mat2=mat2)
     check(input.ndim == 2, lambda: f"mm(): self must be a matrix, got a {input.ndim}-D tensor", RuntimeError)
     check(mat2.ndim == 2, lambda: f"mm(): mat2 must be a matrix, got a {mat2.ndim}-D tensor", RuntimeError)
@@ -99,7 +97,6 @@ def _check_bmm(name: str, b1, b2) -> None:
 @torchsymbol(torch.bmm, torch.Tensor.bmm)
 def bmm(input, mat2, *, out=None):
     """torch.bmm: batched products of 3-D tensors with equal batch sizes."""
-    check(out is None, lambda: "bmm(): out= is not supported by squall", NotModelled)
     check_tensors("bmm", input=input, mat2=mat2)
     _check_bmm("bmm", input, mat2)
     check_operand_dtypes("bmm", input, mat2)
@@ -109,7 +106,6 @@ def bmm(input, mat2, *, out=None):
 @torchsymbol(torch.mv, torch.Tensor.mv)
 def mv(input, vec, *, out=None):
     """torch.mv: a matrix times a vector."""
-    check(out is None, lambda: "mv(): out= is not supported by squall", NotModelled)
     check_tensors("mv", input=input, vec=vec)
     check(input.ndim == 2 and vec.ndim == 1, lambda: f"mv(): matrix @ vector expected, got shapes {list(input.shape)} and {list(vec.shape)}", RuntimeError)
     check_operand_dtypes("mv", input, vec)
@@ -132,14 +128,12 @@ def _dot(name: str, input, tensor) -> TensorProxy:
 @torchsymbol(torch.dot, torch.Tensor.dot)
 def dot(input, tensor, *, out=None):
     """torch.dot: the inner product of two vectors."""
-    check(out is None, lambda: "dot(): out= is not supported by squall", NotModelled)
     return _dot("dot", input, tensor)
 
 
 @torchsymbol(torch.vdot, torch.Tensor.vdot)
 def vdot(input, other, *, out=None):
     """torch.vdot: dot with the first vector conjugated (the same as dot for real tensors)."""
-    check(out is None, lambda: "vdot(): out= is not supported by squall", NotModelled)
     check(not (is_tensor(input) and input.dtype.is_complex), lambda: "vdot(): complex tensors are not supported by squall", NotModelled)
     return _dot("vdot", input, other)
 
@@ -147,7 +141,6 @@ def vdot(input, other, *, out=None):
 @torchsymbol(torch.outer, torch.Tensor.outer, torch.ger, torch.Tensor.ger)
 def outer(input, vec2, *, out=None):
     """torch.outer: the outer product of two vectors (type promotion as mul)."""
-    check(out is None, lambda: "outer(): out= is not supported by squall", NotModelled)
     check_tensors("outer", input=input, vec2=vec2)
     check(input.ndim == 1, lambda: f"outer: Expected 1-D argument self, but got {input.ndim}-D", RuntimeError)
     check(vec2.ndim == 1, lambda: f"outer: Expected 1-D argument vec2, but got {vec2.ndim}-D", RuntimeError)
@@ -187,28 +180,24 @@ def _scaled_sum(name: str, input, product: TensorProxy, beta, alpha) -> TensorPr
 @torchsymbol(torch.addmm, torch.Tensor.addmm)
 def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     """torch.addmm: beta * input + alpha * (mat1 @ mat2)."""
-    check(out is None, lambda: "addmm(): out= is not supported by squall", NotModelled)
     return _scaled_sum("addmm", input, mm(mat1, mat2), beta, alpha)
 
 
 @torchsymbol(torch.addmv, torch.Tensor.addmv)
 def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
     """torch.addmv: beta * input + alpha * (mat @ vec)."""
-    check(out is None, lambda: "addmv(): out= is not supported by squall", NotModelled)
     return _scaled_sum("addmv", input, mv(mat, vec), beta, alpha)
 
 
 @torchsymbol(torch.baddbmm, torch.Tensor.baddbmm)
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """torch.baddbmm: beta * input + alpha * (batch1 @ batch2), batch by batch."""
-    check(out is None, lambda: "baddbmm(): out= is not supported by squall", NotModelled)
     return _scaled_sum("baddbmm", input, bmm(batch1, batch2), beta, alpha)
 
 
 @torchsymbol(torch.addbmm, torch.Tensor.addbmm)
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """torch.addbmm: beta * input + alpha * (the sum over the batch of batch1 @ batch2)."""
-    check(out is None, lambda: "addbmm(): out= is not supported by squall", NotModelled)
     check_tensors("addbmm", batch1=batch1, batch2=batch2)
     _check_bmm("addbmm", batch1, batch2)
     check_operand_dtypes("addbmm", batch1, batch2)
@@ -256,7 +245,6 @@ def _chain_product(mats: list) -> TensorProxy:
 @torchsymbol(torch.linalg.multi_dot)
 def multi_dot(tensors, *, out=None):
     """torch.linalg.multi_dot: a chain of matrix products; the first and last may be vectors."""
-    check(out is None, lambda: "linalg.multi_dot(): out= is not supported by squall", NotModelled)
     tensors = list(tensors)
     check(len(tensors) >= 2, lambda: f"multi_dot(): expected at least 2 tensors but got {len(tensors)}", RuntimeError)
     for i, t in enumerate(tensors):
@@ -284,7 +272,6 @@ def multi_dot(tensors, *, out=None):
 @torchsymbol(torch.addr, torch.Tensor.addr)
 def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
     """torch.addr: beta * input + alpha * outer(vec1, vec2), with type promotion."""
-    check(out is None, lambda: "addr(): out= is not supported by squall", NotModelled)
     check(is_tensor(input), lambda: f"addr(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
     product = outer(vec1, vec2)
     if alpha != 1:
@@ -302,7 +289,6 @@ addr_ = inplace(addr, torch.Tensor.addr_, checks_overlap=True)
 @torchsymbol(torch.chain_matmul)
 def chain_matmul(*matrices, out=None):
     """torch.chain_matmul (deprecated): multi_dot over 2-D matrices."""
-    check(out is None, lambda: "chain_matmul(): out= is not supported by squall", NotModelled)
     check(len(matrices) >= 1, lambda: "chain_matmul(): Expected one or more matrices", RuntimeError)
     for i, m in enumerate(matrices):
         check(is_tensor(m) and m.ndim == 2, lambda: f"chain_matmul(): Tensor dimension is {getattr(m, 'ndim', None)}, expected 2 instead (tensor {i})", RuntimeError)

@@ -104,7 +104,6 @@ def _vector_norm(a: TensorProxy, ord, dims: tuple[int, ...], keepdim: bool, dtyp
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     """The ord-norm of `x` over `dim` (every element when None)."""
     check_input("linalg.vector_norm", x)
-    check(out is None, lambda: "linalg.vector_norm: out= is not supported while tracing", TypeError)
     return _vector_norm(x, ord, reduction_dims(x, dim), keepdim, dtype)
 
 
@@ -112,7 +111,6 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
 def norm(a, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     """torch.norm: the Frobenius norm, or the p-norm of the elements over `dim`."""
     check_input("norm", a)
-    check(out is None, lambda: "norm: out= is not supported while tracing", TypeError)
     if isinstance(p, str):
         check(p in ("fro", "nuc"), lambda: f"norm(): unknown norm type {p!r}; expected 'fro', 'nuc' or a number", ValueError)
         if p == "nuc":
@@ -130,7 +128,6 @@ def norm(a, p="fro", dim=None, keepdim=False, out=None, dtype=None):
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """input / max(||input||_p over dim, eps)."""
     check_input("normalize", input)
-    check(out is None, lambda: "squall: normalize(out=...) is not supported; use the returned tensor", NotModelled)
     d = canonical_dim(input.ndim, dim)
     check(input.dtype.is_floating_point, lambda: f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {input.dtype}", RuntimeError)
     x = to_dtype(input, computation_dtype(input.dtype))
