@@ -214,10 +214,9 @@ class TensorProxy(torch.Tensor):
         # not model that, so a change runs the call eagerly, as `x.requires_grad_(v)` does
         # (squall.ltorch.base). squall's own code sets `_requires_grad`.
         if bool(value) != self._requires_grad:
-            from .ltorch.unmodelled import UnmodelledMode
-            raise UnmodelledMode("squall: the program changes whether a traced tensor requires grad "
-                                 "(x.requires_grad = ...): eager's later ops and the caller's tensor see that change, "
-                                 "squall's program would not")
+            _require_context().refuse("squall: the program changes whether a traced tensor requires grad "
+                                      "(x.requires_grad = ...): eager's later ops and the caller's tensor see that change, "
+                                      "squall's program would not")
 
     # read as fast as a slot (the getter runs in C); set by the program through the check above
     requires_grad = property(operator.attrgetter("_requires_grad"), _program_sets_requires_grad)
@@ -390,13 +389,30 @@ class TensorProxy(torch.Tensor):
     def data(self):
         return _require_context().dispatch(torch.Tensor.detach, (self,), {})
 
-    @property
-    def grad(self):
+    def _gradient(self):
+        # eager's .grad: None for a tensor the program computed (a non-leaf, or a leaf made just
+        # now); for one given to it (an input, a parameter, a captured tensor) what the last
+        # backward left, which backward replaces or accumulates between calls: not modelled
+        ctx = _require_context()
+        if self.name in ctx.constants or any(p is self for p in ctx.inputs):
+            ctx.refuse(GRADIENT_NOT_MODELLED)
         return None
+
+    def _program_sets_gradient(self, value: Any) -> None:
+        _require_context().refuse(GRADIENT_NOT_MODELLED)
+
+    grad = property(_gradient, _program_sets_gradient)
 
     @property
     def is_leaf(self) -> bool:
         return True
+
+
+# why a program reading or setting a given tensor's .grad runs eagerly (the tracing context's `refuse`)
+GRADIENT_NOT_MODELLED = (
+    "squall: the program reads or sets the gradient (.grad) of a tensor it did not compute: backward replaces or "
+    "accumulates it between calls (zero_grad() sets it to None), which squall's trace, holding the one it saw, does not follow"
+)
 
 
 class NumberProxy:

@@ -15,9 +15,10 @@ from typing import Any
 import torch
 
 from ..frontend.tracing import InputBinding, ModuleLayout, trace_program
-from ..ltorch.base import SquallWarning
+from ..ltorch.base import SquallWarning, UnmodelledMode
 from ..market.executor import Executor
-from ..symbol import user_stacklevel
+from ..proxies import TensorProxy
+from ..symbol import flat_proxies, user_stacklevel
 from ..trace import Trace
 from .autograd import autograd_function, calling_trace
 from .checking import ExecutorFault, checked_call, needs_check
@@ -181,6 +182,7 @@ def compile_traced(
     captured = [f"{name} {tuple(t.shape)}" for name, t in traced.constants.items() if isinstance(t, torch.Tensor) and t.requires_grad]
     needs_grad = torch.is_grad_enabled() and (bool(captured) or any(p.requires_grad for p in traced.inputs))
     if needs_grad and captured:
+        _refuse_writes_without_grad(traced)
         warnings.warn(
             f"squall: the program reads {len(captured)} tensor(s) that require grad without taking them as arguments "
             f"({', '.join(captured[:4])}{', ...' if len(captured) > 4 else ''}: a module it reaches as a global or "
@@ -194,6 +196,7 @@ def compile_traced(
         try:
             diff = differentiate(traced, default_grad_rules(), overrides=executor_grad_rules(traced, executors))
         except NoGradRule as e:
+            _refuse_writes_without_grad(traced)
             warnings.warn(
                 f"{e}: this program is differentiated by PyTorch's autograd instead, on the executors "
                 "autograd can differentiate through (torch)",
@@ -208,10 +211,46 @@ def compile_traced(
     if not generate_code:
         return Compilation([traced, planned], bindings, None, seconds)
     executed = free_after_last_use(planned)
-    generated = generate(executed, bindings, **layout, shape_guards=True)
-    checked = generate(executed, bindings, **layout, wrap=checked_call, shape_guards=True) if any(map(needs_check, executed.bsyms)) else None
+    # under PyTorch's autograd, what eager computed without grad runs without it (its graph would carry gradients eager's does not)
+    without_grad = _without_grad_where_eager if needs_grad else None
+    generated = generate(executed, bindings, **layout, shape_guards=True, wrap=without_grad)
+    checked = None
+    if any(map(needs_check, executed.bsyms)):
+        wrap = checked_call if without_grad is None else (lambda bsym: _without_grad_where_eager(bsym, checked_call(bsym)))
+        checked = generate(executed, bindings, **layout, wrap=wrap, shape_guards=True)
     seconds["generate"] = time.perf_counter() - start
     return Compilation([traced, planned, executed], bindings, generated, seconds, checked)
+
+
+def _refuse_writes_without_grad(traced: Trace) -> None:
+    """A program PyTorch's autograd is to differentiate may not write, under no_grad, into a tensor
+    that requires grad (an EMA or a weight rescaled in place): eager's later reads see the tensor
+    itself, with its gradient, where the trace reads the value written. squall's own differentiation
+    models that (squall.compiler.gradients); run by autograd it would be wrong, so it runs eagerly."""
+    written = getattr(traced.context, "gradient_passes", None)
+    if written:
+        raise UnmodelledMode(
+            "squall: the program writes under torch.no_grad() into a tensor that requires grad "
+            f"({', '.join(sorted(p.name for p in written.values())[:4])}) and is differentiated by PyTorch's autograd "
+            "(it reads tensors that require grad without taking them as arguments): jit the module itself, or pass them in")
+
+
+def _without_grad_where_eager(bsym: Any, stand_in: Callable | None = None) -> Callable | None:
+    """`stand_in` (or the call's implementation) run under torch.no_grad() where eager computed the
+    call without grad: a tensor argument requires grad and no output does (inside torch.no_grad(),
+    or an op whose results never require grad); None where nothing changes."""
+    outputs = [p for p in bsym.output_proxies() if type(p) is TensorProxy]
+    if not outputs or any(p.requires_grad for p in outputs):
+        return stand_in
+    if not any(type(p) is TensorProxy and p.requires_grad for p in flat_proxies((bsym.args, bsym.kwargs))):
+        return stand_in
+    impl = stand_in or bsym.impl
+
+    def without_grad(*args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            return impl(*args, **kwargs)
+
+    return without_grad
 
 
 def state_as_keywords(compilation: Compilation, layout: dict[str, Any]) -> GeneratedFunction:

@@ -28,7 +28,7 @@ from ..proxies import TensorProxy
 from ..symbolic import lone_symbol
 from ..trace import plain_scalar, pytree_container
 from .state_guards import ONE_OR_MORE
-from .state_views import RECORDED_CONTAINERS, _RecordedList, _SCALARS, _ViewInfo, by_structure
+from .state_views import RECORDED_CONTAINERS, _RecordedList, _SCALARS, _ViewInfo, by_structure, refuse_python_state_owner
 
 __all__ = ["ArgumentRoutes"]
 
@@ -52,6 +52,7 @@ class ArgumentRoutes:
         t = type(value)
         if t in _SCALARS or isinstance(value, TensorProxy):
             return value
+        refuse_python_state_owner(value, label)
         if t is tuple:
             items = [self._argument(v, f"{expr}[{i}]", f"{label}[{i}]", (*route, ("item", i))) for i, v in enumerate(value)]
             passed = t(items) if any(a is not b for a, b in zip(items, value)) else value

@@ -23,6 +23,7 @@ from .state_views import (
     _ModuleReads,
     _recordable,
     RECORDED_DICT_TYPES,
+    refuse_python_state_owner,
     SNAPSHOT_TYPES,
     _RecordedDeque,
     _RecordedList,
@@ -206,6 +207,7 @@ class RecordingCopies:
         """`value` (already guarded where it was reached) as the program is to use it: a user
         function as a copy recording its global reads, a partial of one likewise, a module or
         object as a view, anything else as it is."""
+        refuse_python_state_owner(value, label)
         if _user_function(value):
             return self._recording_function(value)  # a helper's own global reads are seen too
         if type(value) is functools.partial:

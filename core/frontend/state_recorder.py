@@ -32,6 +32,7 @@ from .state_views import (
     _MODULE_INTERNALS,
     _ModuleReads,
     RECORDED_CONTAINERS,
+    refuse_python_state_owner,
     _RecordedDeque,
     _RecordedList,
     _RecordedSet,
@@ -104,6 +105,7 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
     def entry(self, fn: Callable, args: tuple, kwargs: dict) -> tuple[Callable, tuple, dict]:
         """The callable to trace in place of `fn` (the module's forward, or the function), and
         its arguments with object arguments replaced by views."""
+        refuse_python_state_owner(fn, "the jitted method's object")
         if self.module is not None:
             # its own hooks run eagerly around the compiled forward (squall.runtime.wrappers)
             fn = self.view(self.module, "the module", is_root=True).forward

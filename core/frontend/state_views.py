@@ -107,11 +107,34 @@ def _store_line(code: types.CodeType, name: str) -> str | None:
 
 
 def _user_function(fn: Any) -> bool:
-    """A plain Python function of the user's (not torch's or squall's), whose globals can be watched."""
+    """A plain Python function of the user's (not torch's or squall's), whose globals can be watched;
+    or torch's decorator around one (`@torch.no_grad()`), traced as the user's own so that the
+    function in its closure is too: its object read through a view, its globals watched."""
     if type(fn) is not types.FunctionType or type(fn.__globals__) is not dict:
         return False
     module = fn.__globals__.get("__name__") or ""
-    return not (module == "torch" or module.startswith(("torch.", "squall")))
+    if not (module == "torch" or module.startswith(("torch.", "squall"))):
+        return True
+    wrapped = getattr(fn, "__wrapped__", None)
+    return (module.startswith("torch.") and type(wrapped) is types.FunctionType and _user_function(wrapped)
+            and any(_cell_value(cell) is wrapped for cell in fn.__closure__ or ()))
+
+
+# torch's objects whose methods keep state in Python (momentum buffers, step counts, a scale):
+# read and written by torch's own code, unviewed, so neither guarded nor replayed
+_PYTHON_STATE_OWNERS = (torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler, torch.amp.GradScaler)
+
+
+def refuse_python_state_owner(value: Any, label: str) -> None:
+    """Run the program eagerly where it uses one of torch's objects that keep Python state (an
+    optimizer: jitting `opt.step`, or a function calling it); its trace would bake in the state
+    it saw and write proxies into the object."""
+    owner = value.__self__ if type(value) is types.MethodType else value
+    if isinstance(owner, _PYTHON_STATE_OWNERS):
+        from ..ltorch.unmodelled import UnmodelledMode
+        raise UnmodelledMode(
+            f"squall: the program uses {label}, a {type(owner).__module__}.{type(owner).__qualname__}, whose state "
+            "(momentum buffers, step counts) torch keeps in Python objects that squall's trace does not record")
 
 
 def _users_class(cls: type) -> bool:

@@ -23,7 +23,7 @@ from torch.utils._pytree import tree_map
 
 from .. import ltorch
 from ..ltorch import numbers
-from ..ltorch.base import DataDependentError, TorchLanguage, TracingMode
+from ..ltorch.base import DataDependentError, TorchLanguage, TracingMode, UnmodelledMode
 from ..prims import copy_
 from ..proxies import NumberProxy, TensorProxy, size_leaf, tracing, real_tensor
 from ..symbolic import ShapeEnv, SymInt
@@ -160,6 +160,11 @@ class TracingContext:
         handle.device = value.device
         handle._requires_grad = value.requires_grad or keeps_gradient
         return handle
+
+    def refuse(self, why: str) -> None:
+        """Stop the trace: the program does what squall's traces do not model, and runs eagerly (a
+        proxy's own attribute found it; squall.ltorch.unmodelled)."""
+        raise UnmodelledMode(why)
 
     def new_name(self, prefix: str = "t") -> str:
         n = self._counters.get(prefix, 0)

@@ -19,7 +19,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from ..proxies import TensorProxy, current_context, real_tensor
+from ..proxies import GRADIENT_NOT_MODELLED, TensorProxy, current_context, real_tensor
 from ..symbol import Symbol, Tags, snapshot_call
 from ..symbolic import SymInt, guarded_int
 from . import numbers
@@ -283,6 +283,10 @@ class TorchLanguage:
         self.warned: set[str] = set()
 
     def dispatch(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        if getattr(func, "__self__", None) is _GRADIENT_ATTRIBUTE and args and _data_tensor(args[0]):
+            # `p.grad` of a real tensor the program reached (a parameter of a module it was given):
+            # backward replaces or accumulates it between calls, which a trace would not follow
+            raise UnmodelledMode(GRADIENT_NOT_MODELLED)
         if _is_any_autocast_enabled():  # (a block like `with torch.autocast("cuda", enabled=False)` leaves it off)
             raise UnmodelledMode("squall: the program enables torch.autocast, whose dtype casts squall's traces do not model yet")
         if self.wrapped_results is not None:
@@ -377,7 +381,7 @@ class TorchLanguage:
                 has_proxy, _ = _scan((args, kwargs.values()), has_proxy, False)
                 if has_proxy and ctx.views.stale:
                     ctx.views.refresh((args, kwargs))
-        if not has_proxy:
+        if not has_proxy and not (has_tensor and _computes_on_tensors(func, args, kwargs)):
             # A torch call on constants only (a property of a captured tensor, torch.finfo, ...);
             # a symbolic size among them is read, guarded: torch's C code takes it for its own
             # SymInt and fails on it (`torch.tril_indices(n, n)`)
@@ -452,6 +456,11 @@ class TorchLanguage:
             if ctx.speculation is None:
                 raise data_dependent_error(name)
             return ctx.speculation.call(name, func, args, kwargs, data_dependent_error(name))
+        # a real tensor among its arguments (a captured one, a parameter's gradient) is read at every
+        # call, as for the ops of the language: what it holds then, not what it held when traced
+        if any(map(_data_tensor, tree_flatten((args, kwargs))[0])):  # (mapped only then: a torch.Size stays one)
+            as_constant = lambda x: current_context().constant(x) if _data_tensor(x) else x
+            args, kwargs = _map_call(as_constant, args), _map_call(as_constant, kwargs)
         proxies = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, TensorProxy)]
         device = proxies[0].device
 
@@ -541,6 +550,39 @@ _AUTOGRAD_GRAPH_CALLS = frozenset({
     torch.Tensor.register_hook, torch.Tensor.retain_grad, torch.Tensor.register_post_accumulate_grad_hook,
     torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad,
 })
+
+_GRADIENT_ATTRIBUTE = torch.Tensor.grad  # (its getter and setter are method-wrappers of this descriptor)
+
+
+def _data_tensor(x: Any) -> bool:
+    """A real tensor holding data: not a proxy, nor one of squall's own meta tensors (its bookkeeping)."""
+    return real_tensor(x) and x.device.type != "meta"
+
+
+def _computes_on_tensors(func: Callable, args: tuple, kwargs: dict) -> bool:
+    """Whether an opaque call on real tensors only (captured ones: `torch._foreach_norm(grads)`)
+    makes tensors or writes into them, asked on the meta device: it then runs at every call on
+    what they hold then. A query of their metadata (a size, a dtype) answers at tracing."""
+    if getattr(func, "__name__", None) in ("__get__", "__set__"):
+        return False  # an attribute (`t._base`, `t.real`): read or set as it is
+    metas: list[tuple[torch.Tensor, int]] = []
+
+    def to_meta(x):
+        if _data_tensor(x):
+            m = x.to("meta")
+            metas.append((m, m._version))
+            return m
+        return x
+
+    if not any(map(_data_tensor, tree_flatten((args, kwargs))[0])):
+        return False
+    try:
+        with torch._C.DisableTorchFunction():
+            out = func(*_map_call(to_meta, args), **_map_call(to_meta, kwargs))
+    except Exception:  # noqa: BLE001 - not on the meta device: answered at tracing, as before
+        return False
+    return any(isinstance(r, torch.Tensor) for r in tree_flatten(out)[0]) or any(m._version != v for m, v in metas)
+
 
 def _writes_into_given(func) -> str:
     # out=: eager writes into (and may resize) the tensor given; a trace's results are new tensors
