@@ -206,3 +206,23 @@ def test_a_torch_call_outside_the_language_on_captured_tensors_runs_at_every_cal
         assert_close(jitted(torch.zeros(2)), fn(torch.zeros(2)))
         held[0].mul_(3.0)
         assert_close(jitted(torch.zeros(2)), fn(torch.zeros(2)))
+
+
+CAPTURED = torch.nn.Linear(3, 3)
+
+
+@pytest.mark.parametrize("fn", [
+    pytest.param(lambda x: (CAPTURED.weight.data.mul_(0.5), CAPTURED(x))[1], id="write-through-data-then-read"),
+    pytest.param(lambda x: (setattr(CAPTURED.weight, "data", CAPTURED.weight.data * 0.5), CAPTURED(x))[1], id="data-set"),
+])
+def test_a_write_into_captured_memory_another_captured_tensor_shares_runs_eagerly(fn):
+    results = []
+    for call in (fn, squall.jit(fn)):
+        torch.manual_seed(0)
+        CAPTURED.reset_parameters()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            outs = [call(torch.ones(3)).detach() for _ in range(2)]
+        results.append((outs, CAPTURED.weight.detach().clone()))
+    assert_close(results[1], results[0])
+    assert any("runs eagerly" in str(w.message) and ".data" in str(w.message) or "shares memory" in str(w.message) for w in caught)

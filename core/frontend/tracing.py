@@ -88,6 +88,7 @@ class TracingContext:
         # the name of a value an in-place write gave a handle -> the handle's value before its first
         # write: eager's in-place ops keep a tensor's layout, so speculation lays the new value out as it
         self.written_layouts: dict[str, TensorProxy] = {}
+        self._written_storages: set[int] = set()  # the memory of the captured tensors the program wrote
 
     def effects(self) -> tuple:
         """What a call may change in this context besides recording calls: where it differs after
@@ -142,6 +143,8 @@ class TracingContext:
         for scope in self.scopes:
             scope[:] = [bsym.swap_proxies(mapping) for bsym in scope]
         if any(x is handle for x in self.inputs) or handle.name in self.constants:
+            if handle.name in self.constants:
+                self._note_constant_written(self.constants[handle.name])
             # the real tensor (a captured constant, a module's parameter or buffer) keeps mapping
             # to `handle`, which holds its newest value from now on
             self.inputs = [old if x is handle else x for x in self.inputs]
@@ -160,6 +163,16 @@ class TracingContext:
         handle.device = value.device
         handle._requires_grad = value.requires_grad or keeps_gradient
         return handle
+
+    def _note_constant_written(self, real: torch.Tensor) -> None:
+        # captured tensors are separate inputs to the trace, so a write into one that shares memory
+        # with another (`p.data.mul_(0.5)`, then `p` read; a view taken outside the program) would
+        # not reach the other: eager runs such a program
+        storage = _storage(real)
+        if storage is not None:
+            self._written_storages.add(storage)
+            if any(c is not real and _storage(c) == storage for c in self.constants.values()):
+                self.refuse(_SHARED_MEMORY)
 
     def refuse(self, why: str) -> None:
         """Stop the trace: the program does what squall's traces do not model, and runs eagerly (a
@@ -182,6 +195,8 @@ class TracingContext:
         or for a module's parameter or buffer (`substitute`)."""
         p = self._constant_proxies.get(id(value))
         if p is None:
+            if self._written_storages and _storage(value) in self._written_storages:
+                self.refuse(_SHARED_MEMORY)
             p = TensorProxy(
                 self.new_name("c"),
                 shape=value.shape,
@@ -193,6 +208,19 @@ class TracingContext:
             self._constant_proxies[id(value)] = p
         return p
 
+
+
+_SHARED_MEMORY = ("squall: the program writes into a tensor it captured that shares memory with another it uses (a "
+                  "parameter's .data and the parameter, a view taken outside the program): squall's trace holds them "
+                  "as separate tensors, so the write would not reach the other")
+
+
+def _storage(t: Any) -> int | None:
+    """Where a captured tensor's memory is (None for one with none: an empty tensor's is shared by many)."""
+    if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+        return None
+    storage = t.untyped_storage()
+    return storage.data_ptr() if storage.nbytes() else None
 
 
 @dataclass(frozen=True)

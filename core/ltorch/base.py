@@ -283,10 +283,14 @@ class TorchLanguage:
         self.warned: set[str] = set()
 
     def dispatch(self, func: Callable, args: tuple, kwargs: dict) -> Any:
-        if getattr(func, "__self__", None) is _GRADIENT_ATTRIBUTE and args and _data_tensor(args[0]):
+        attribute = getattr(func, "__self__", None)
+        if attribute is _GRADIENT_ATTRIBUTE and args and _data_tensor(args[0]):
             # `p.grad` of a real tensor the program reached (a parameter of a module it was given):
             # backward replaces or accumulates it between calls, which a trace would not follow
             raise UnmodelledMode(GRADIENT_NOT_MODELLED)
+        if attribute is _DATA_ATTRIBUTE and func.__name__ == "__set__" and args and _data_tensor(args[0]):
+            raise UnmodelledMode("squall: the program sets the .data of a tensor it captured (`p.data = ...`), which "
+                                 "squall's trace, holding that tensor as it was, does not model")
         if _is_any_autocast_enabled():  # (a block like `with torch.autocast("cuda", enabled=False)` leaves it off)
             raise UnmodelledMode("squall: the program enables torch.autocast, whose dtype casts squall's traces do not model yet")
         if self.wrapped_results is not None:
@@ -551,7 +555,8 @@ _AUTOGRAD_GRAPH_CALLS = frozenset({
     torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad,
 })
 
-_GRADIENT_ATTRIBUTE = torch.Tensor.grad  # (its getter and setter are method-wrappers of this descriptor)
+# (the getters and setters of these attributes are method-wrappers of their descriptors)
+_GRADIENT_ATTRIBUTE, _DATA_ATTRIBUTE = torch.Tensor.grad, torch.Tensor.data
 
 
 def _data_tensor(x: Any) -> bool:
