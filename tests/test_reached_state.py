@@ -226,3 +226,16 @@ def test_a_write_into_captured_memory_another_captured_tensor_shares_runs_eagerl
         results.append((outs, CAPTURED.weight.detach().clone()))
     assert_close(results[1], results[0])
     assert any("runs eagerly" in str(w.message) and ".data" in str(w.message) or "shares memory" in str(w.message) for w in caught)
+
+
+def test_a_distribution_caching_what_it_derives_keeps_real_tensors():
+    # Categorical(probs=...).logits is computed on first read and set on the object: traced, that
+    # set had left a proxy on the caller's distribution (the call failed, and so did every later use)
+    dist = torch.distributions.Categorical(probs=torch.tensor([0.2, 0.3, 0.5]))
+
+    def fn(x):
+        return dist.logits + x
+
+    assert_close(squall.jit(fn)(torch.zeros(3)), torch.tensor([0.2, 0.3, 0.5]).log())
+    assert type(dist.logits) is torch.Tensor
+    assert_close(dist.logits, torch.tensor([0.2, 0.3, 0.5]).log())

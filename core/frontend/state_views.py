@@ -148,7 +148,9 @@ def viewable(obj: Any) -> bool:
     """An object whose attribute reads can be recorded through a view: one sharing its
     __dict__, reading its __slots__ from it."""
     cls = type(obj)
-    if isinstance(obj, torch.nn.Module):
+    if isinstance(obj, (torch.nn.Module, torch.distributions.Distribution)):
+        # (a distribution caches what it derives, `logits` from `probs`, as attributes set on
+        # first read: through a view that write is the program's, replayed, not a proxy left behind)
         return True
     return (
         cls.__new__ is object.__new__
