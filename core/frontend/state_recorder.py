@@ -110,7 +110,7 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
             # its own hooks run eagerly around the compiled forward (squall.runtime.wrappers)
             fn = self.view(self.module, "the module", is_root=True).forward
         elif _user_function(fn):
-            fn = self._recording_function(fn)
+            fn = self._recording_function(fn, jitted=True)
         elif type(fn) is types.MethodType and _user_function(fn.__func__) and viewable(fn.__self__):
             # a bound method: its object is read like a module's attributes
             fn = types.MethodType(self._recording_function(fn.__func__), self.view(fn.__self__, f"{type(fn.__self__).__name__} object"))

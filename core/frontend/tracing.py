@@ -23,7 +23,7 @@ from torch.utils._pytree import tree_map
 
 from .. import ltorch
 from ..ltorch import numbers
-from ..ltorch.base import DataDependentError, TorchLanguage, TracingMode, UnmodelledMode
+from ..ltorch.base import DataDependentError, NotModelled, TorchLanguage, TracingMode, UnmodelledMode
 from ..prims import copy_
 from ..proxies import NumberProxy, TensorProxy, size_leaf, tracing, real_tensor
 from ..symbolic import ShapeEnv, SymInt
@@ -244,6 +244,18 @@ def _same_items(now: Any, before: list) -> bool:
     return len(now) == len(before) and all((a is b or type(a) is int and a == b) and v is w for (a, v), (b, w) in zip(now, before))
 
 
+def _refuse_tensor_subclass(x: Any, label: str) -> None:
+    """Refuse an input of a tensor subclass whose ops eager answers as its class says (its own
+    `__torch_function__` or `__torch_dispatch__`, or torch's default one, which makes every result
+    an instance of it): a trace records torch's ops on plain tensors. nn.Parameter and nn.Buffer
+    turn that handling off, so they are traced as their tensors."""
+    cls = type(x)
+    if cls is torch.Tensor or cls is TensorProxy:
+        return
+    if cls.__torch_function__ is not torch._C._disabled_torch_function_impl or cls.__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
+        raise NotModelled(f"squall: {label} is a {cls.__qualname__}, a tensor subclass whose handling of torch's ops squall's traces do not model")
+
+
 def state_dims_path(owner: dict | None, key: str, route: tuple | None) -> tuple:
     """The path `DynamicDims` keys a tensor an argument object holds by: its route through the
     call's arguments (the same for every KV cache of one layout), else its owner's identity."""
@@ -407,6 +419,7 @@ def trace_program(
         # a TensorProxy given as an input stands in for a tensor of its metadata (and name):
         # it lets a program be traced for a device this machine lacks
         if isinstance(x, (torch.Tensor, TensorProxy)):
+            _refuse_tensor_subclass(x, hint)
             if path in same_as:
                 return by_path[same_as[path]]
             name = _local_name(x.name if isinstance(x, TensorProxy) else hint, taken)
@@ -454,6 +467,7 @@ def trace_program(
         # from `owner[key]`; its dimensions symbolic as `dims` says for `state_dims_path`
         p = state_proxies.get(id(value))
         if p is None:
+            _refuse_tensor_subclass(value, label)
             dims_path = state_dims_path(owner, key, route)
             symbolic = dims[dims_path] if dims and dims_path in dims else (dims or {}).get(("state",)) or frozenset()
             marked = getattr(value, "_dynamo_dynamic_indices", None)  # torch._dynamo.mark_dynamic

@@ -50,9 +50,11 @@ _KEYED_BY_EQUALITY = frozenset({int, bool, str, type(None)})  # the scalars whos
 
 def value_key(x: Any, where: str) -> Any:
     """The key part of one argument: metadata for tensors, values for everything else."""
-    if isinstance(x, _Tensor):
-        return (x.shape, x.dtype, x.device, x.requires_grad)
     t = type(x)
+    if isinstance(x, _Tensor):
+        # a Parameter or another subclass by its type too: eager's ops answer for a subclass's
+        # tensors as its class says (squall.frontend.tracing refuses to trace one that overrides them)
+        return (x.shape, x.dtype, x.device, x.requires_grad) if t is _Tensor else (x.shape, x.dtype, x.device, x.requires_grad, t)
     if t in _SCALARS:
         return (t, x if t in _KEYED_BY_EQUALITY else scalar_key(x))
     if isinstance(x, _BUILTIN_SCALARS):

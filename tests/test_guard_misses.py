@@ -1,0 +1,129 @@
+"""Changes a cached program's guards once missed, each found by a driver that calls a jitted
+function, changes one thing, and calls it again beside eager: every later call must answer as
+eager does (a new compile, or eager itself with a warning)."""
+from __future__ import annotations
+
+import types
+import warnings
+
+import pytest
+import torch
+from torch import nn
+from torch.testing import assert_close
+
+import squall
+from squall.ltorch.base import SquallWarning
+from squall.runtime.jit import jitted_state
+
+
+class _Outer(nn.Module):
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return self.inner(x) + 1
+
+
+@pytest.mark.parametrize("inner", [nn.ReLU, lambda: nn.Linear(4, 4)], ids=["relu", "linear"])
+def test_forward_replaced_on_a_torch_submodule_after_compiling(inner):
+    # wrapping libraries (accelerate's hooks) set `module.forward` on a built model's layers
+    m = _Outer(inner())
+    j = squall.jit(m)
+    x = torch.randn(3, 4)
+    assert_close(j(x), m(x))
+    m.inner.forward = types.MethodType(lambda self, t: t.tanh() * 3, m.inner)
+    assert_close(j(x), m(x))
+    del m.inner.forward
+    assert_close(j(x), m(x))
+    assert jitted_state(j).stats.misses == 2, "the class's forward came back: the first program again"
+
+
+def test_forward_of_a_torch_class_patched_after_compiling():
+    m = _Outer(nn.Hardtanh())
+    j = squall.jit(m)
+    x = torch.randn(3, 4) * 3
+    assert_close(j(x), m(x))
+    original = nn.Hardtanh.forward
+    nn.Hardtanh.forward = lambda self, t: t * 5
+    try:
+        assert_close(j(x), m(x))
+    finally:
+        nn.Hardtanh.forward = original
+    assert_close(j(x), m(x))
+
+
+def _scaled(x, s=2.0, *, shift=1.0):
+    return x * s + shift
+
+
+def _calls_scaled(x):
+    return _scaled(x)
+
+
+def _tripled(x, s=3.0, *, shift=1.0):
+    return x * s - shift
+
+
+def test_a_helper_s_code_and_defaults_changed_in_place():
+    # IPython's autoreload sets an edited function's __code__ and __defaults__ on the function itself
+    j = squall.jit(_calls_scaled)
+    x = torch.randn(3)
+    saved = (_scaled.__code__, _scaled.__defaults__, dict(_scaled.__kwdefaults__))
+    try:
+        assert_close(j(x), _calls_scaled(x))
+        _scaled.__defaults__ = (5.0,)
+        assert_close(j(x), _calls_scaled(x))
+        _scaled.__kwdefaults__["shift"] = -4.0  # the dict itself, changed in place
+        assert_close(j(x), _calls_scaled(x))
+        _scaled.__code__ = _tripled.__code__
+        assert_close(j(x), _calls_scaled(x))
+    finally:
+        _scaled.__code__, _scaled.__defaults__, _scaled.__kwdefaults__ = saved
+    assert_close(j(x), _calls_scaled(x))
+
+
+def test_a_module_forward_s_defaults_changed_in_place():
+    class Scale(nn.Module):
+        def forward(self, x, s=2.0):
+            return x * s
+
+    m = Scale()
+    j = squall.jit(m)
+    x = torch.randn(3)
+    assert_close(j(x), m(x))
+    Scale.forward.__defaults__ = (7.0,)
+    assert_close(j(x), m(x))
+
+
+class _Scaling(torch.Tensor):
+    """A subclass whose __torch_function__ changes what `*` computes."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.mul:
+            args = (args[0], args[1] * 10)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class _Marked(torch.Tensor):
+    """A subclass with torch's default __torch_function__: results are _Marked too."""
+
+
+@pytest.mark.parametrize("cls", [_Scaling, _Marked])
+def test_a_tensor_subclass_input_runs_eagerly_and_is_keyed_by_its_type(cls):
+    def f(x):
+        return x * 2
+
+    j = squall.jit(f)
+    p = nn.Parameter(torch.randn(3))
+    assert_close(j(p), f(p))  # a Parameter is traced as its tensor
+    t = torch.randn(3).as_subclass(cls)
+    with pytest.warns(SquallWarning, match=f"{cls.__name__}, a tensor subclass"):
+        got = j(t)  # the same metadata as the Parameter: another key all the same
+    want = f(t)
+    assert type(got) is type(want) is cls
+    assert_close(got.as_subclass(torch.Tensor), want.as_subclass(torch.Tensor))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_close(j(p), f(p))  # the Parameter's program still
