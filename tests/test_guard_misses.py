@@ -127,3 +127,30 @@ def test_a_tensor_subclass_input_runs_eagerly_and_is_keyed_by_its_type(cls):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert_close(j(p), f(p))  # the Parameter's program still
+
+
+class _Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(4, 4, bias=False)
+        self.head = nn.Linear(4, 4, bias=False)
+        self.head.weight = self.embed.weight  # tied, as a language model's embeddings and head
+
+    def forward(self, x):
+        return self.head(self.embed(x).relu())
+
+
+def test_tied_weights_untied_after_compiling():
+    m = _Tied()
+    j = squall.jit(m)
+    x = torch.randn(3, 4, requires_grad=True)
+    assert_close(j(x), m(x))
+    m.head.weight = nn.Parameter(m.embed.weight.detach() * -2)  # untied: a parameter of its own
+    got, want = j(x), m(x)
+    assert_close(got, want)
+    got.sum().backward()
+    grad, x.grad = x.grad, None
+    want.sum().backward()
+    assert_close(grad, x.grad)
+    m.head.weight = m.embed.weight  # tied again
+    assert_close(j(x), m(x))

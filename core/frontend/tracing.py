@@ -347,6 +347,9 @@ class ModuleLayout(NamedTuple):
     modules: list[tuple[str, torch.nn.Module]]
     slots: list[tuple[dict, str]]
     names: list[str]
+    # every other place holding a tensor that has a slot (a tied weight): (owner dict, key, its
+    # slot's index); the entry point checks each still holds it, or the layout is read again
+    ties: list[tuple[dict, str, int]]
 
 
 def module_layout(module: torch.nn.Module) -> ModuleLayout:
@@ -354,25 +357,29 @@ def module_layout(module: torch.nn.Module) -> ModuleLayout:
     modules = list(module.named_modules(remove_duplicate=False))
     slots: list[tuple[dict, str]] = []
     names: list[str] = []
-    seen: set[int] = set()
+    ties: list[tuple[dict, str, int]] = []
+    seen: dict[int, int] = {}  # a tensor's id -> its slot's index
     for prefix, sub in modules:
         for store in (sub._parameters, sub._buffers, sub.__dict__):
             for key, value in store.items():
                 # (a module's __dict__ is mostly its bookkeeping: told apart by type, without a call)
-                if type(value) in _NEVER_TENSORS or not real_tensor(value) or id(value) in seen:
+                if type(value) in _NEVER_TENSORS or not real_tensor(value):
                     continue
-                seen.add(id(value))
+                if id(value) in seen:
+                    ties.append((store, key, seen[id(value)]))
+                    continue
+                seen[id(value)] = len(slots)
                 slots.append((store, key))
                 names.append(f"{prefix}.{key}" if prefix else key)
-    return ModuleLayout(modules, slots, names)
+    return ModuleLayout(modules, slots, names, ties)
 
 
 def module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[str]]:
     """One (owner dict, key) slot and one dotted name per distinct parameter, buffer or tensor
     attribute: a plain tensor attribute (`self.mask = ...`) is an input like a buffer, read at
     every call, so a program that sets it (`self.count = self.count + 1`) sees the new value."""
-    _, slots, names = module_layout(module)
-    return slots, names
+    layout = module_layout(module)
+    return layout.slots, layout.names
 
 
 def trace_program(
