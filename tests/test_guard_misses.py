@@ -3,6 +3,7 @@ function, changes one thing, and calls it again beside eager: every later call m
 eager does (a new compile, or eager itself with a warning)."""
 from __future__ import annotations
 
+import functools
 import types
 import warnings
 
@@ -154,3 +155,52 @@ def test_tied_weights_untied_after_compiling():
     assert_close(grad, x.grad)
     m.head.weight = m.embed.weight  # tied again
     assert_close(j(x), m(x))
+
+
+@pytest.mark.filterwarnings("ignore:.*require grad without taking them as arguments")
+def test_a_torch_module_s_bound_forward_jitted_reads_the_module_at_every_call():
+    # `model.forward = compile(model.forward)`, as transformers' docs show for torch.compile
+    m = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    j = squall.jit(m.forward)
+    x = torch.randn(3, 4)
+    assert_close(j(x), m(x))
+    m[1] = nn.Tanh()
+    assert_close(j(x), m(x))
+    m[0].weight = nn.Parameter(torch.ones(4, 4))
+    assert_close(j(x), m(x))
+
+
+class _Affine:
+    def __init__(self):
+        self.k = 2.0
+
+    def __call__(self, x):
+        return x * self.k
+
+
+def test_a_callable_object_jitted_is_read_through_its_attributes_and_class():
+    obj = _Affine()
+    j = squall.jit(obj)
+    x = torch.randn(3)
+    assert_close(j(x), obj(x))
+    obj.k = 5.0
+    assert_close(j(x), obj(x))
+    original = _Affine.__call__
+    _Affine.__call__ = lambda self, x: x - self.k
+    try:
+        assert_close(j(x), obj(x))
+    finally:
+        _Affine.__call__ = original
+
+
+def test_a_partial_jitted_sees_its_keywords_change_in_place():
+    def scaled(x, s, t=1.0):
+        return x * s + t
+
+    p = functools.partial(scaled, s=2.0)
+    j = squall.jit(p)
+    x = torch.randn(3)
+    assert_close(j(x), p(x))
+    p.keywords["s"] = 3.0
+    assert_close(j(x), p(x))
+    assert_close(j(x, t=5.0), p(x, t=5.0))

@@ -374,6 +374,9 @@ def _view_call(self, *args, **kwargs):
             return replays.call(self, info, forward, args, kwargs)  # squall.frontend.module_replays
         return forward(*args, **kwargs)
     if _user_function(call):
+        owner, raw = _class_lookup(cls, "__call__")
+        if owner is not None:  # (as a method read from the class: rebinding it there is seen)
+            info.recorder._read_class_attribute(info, "__call__", owner, raw, call)
         call = info.recorder._recording_function(call)
     return call(self, *args, **kwargs)
 
