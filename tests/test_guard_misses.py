@@ -204,3 +204,30 @@ def test_a_partial_jitted_sees_its_keywords_change_in_place():
     p.keywords["s"] = 3.0
     assert_close(j(x), p(x))
     assert_close(j(x, t=5.0), p(x, t=5.0))
+
+
+def test_reading_is_leaf_grad_fn_or_an_input_s_grad_answers_as_eager():
+    # the key holds requires_grad, not whether a tensor is a leaf: such reads were answered
+    # as for a new leaf (True, None, None) whatever the caller's tensor was
+    def leafy(x):
+        return x * 2 if x.is_leaf else x - 1
+
+    def has_history(x):
+        return x * 2 if x.grad_fn is not None else x - 1
+
+    def steps(p):
+        return p.detach() - 0.1 * p.grad if p.grad is not None else p.detach()
+
+    leaf = torch.randn(3, requires_grad=True)
+    for f in (leafy, has_history):
+        j = squall.jit(f)
+        assert_close(j(leaf), f(leaf))
+        made = leaf * 1  # not a leaf, the same key
+        assert_close(j(made), f(made))
+        plain = torch.randn(3)
+        assert_close(j(plain), f(plain))
+    j = squall.jit(steps)
+    p = nn.Parameter(torch.randn(3))
+    assert_close(j(p), steps(p))
+    p.grad = torch.ones(3)
+    assert_close(j(p), steps(p))
