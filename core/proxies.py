@@ -405,7 +405,22 @@ class TensorProxy(torch.Tensor):
 
     @property
     def is_leaf(self) -> bool:
-        return True
+        # a tensor that requires no grad is a leaf, and so is a parameter; whether any other one
+        # that requires grad is (the key holds requires_grad, not how a tensor was made) is not modelled
+        if not self._requires_grad or getattr(self, "_is_param", False):
+            return True
+        _require_context().refuse(_HISTORY_NOT_MODELLED.format(".is_leaf"))
+
+    @property
+    def grad_fn(self):
+        if not self._requires_grad or getattr(self, "_is_param", False):
+            return None
+        _require_context().refuse(_HISTORY_NOT_MODELLED.format(".grad_fn"))
+
+
+# why a program reading how a tensor that requires grad was made runs eagerly
+_HISTORY_NOT_MODELLED = ("squall: the program reads {} of a tensor that requires grad: whether it is a leaf depends on how the "
+                         "caller made it, which squall's cache key (holding requires_grad) does not tell apart")
 
 
 # why a program reading or setting a given tensor's .grad runs eagerly (the tracing context's `refuse`)

@@ -57,7 +57,7 @@ class RecordingCopies:
     """How `StateRecorder` follows what it reaches (its base; it calls the recorder's `guards`,
     `view`, `_read_global`, `_reached`, and its tables of copies made)."""
 
-    def _recording_function(self, fn: types.FunctionType) -> types.FunctionType:
+    def _recording_function(self, fn: types.FunctionType, *, jitted: bool = False) -> types.FunctionType:
         copy = self._functions.get(id(fn))
         if copy is None:
             real = fn.__globals__
@@ -74,6 +74,10 @@ class RecordingCopies:
             copy.__kwdefaults__ = self._followed_kwdefaults(fn)
             copy.__qualname__ = fn.__qualname__
             self._functions[id(fn)] = self._standing_for(copy, fn)
+            if not jitted:
+                # (the jitted function's own are not: a function reading no state would pay a
+                # check at every call for them; squall.jit it again after editing it in place)
+                self._guard_code_and_defaults(fn)
             for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars, fn.__closure__ or ())):
                 value = _cell_value(cell)
                 if value is _MISSING:
@@ -86,6 +90,20 @@ class RecordingCopies:
                     self._cells.append((cells[i], cells[i].cell_contents, name, fn))
             self._wrote.append((dict(real), fn, watched))
         return copy
+
+    def _guard_code_and_defaults(self, fn: types.FunctionType) -> None:
+        """Guard that `fn` still runs the code and takes the defaults it was traced with: the
+        same objects (IPython's autoreload sets an edited function's `__code__` and `__defaults__`
+        on the function object itself)."""
+        held = self.guards.bind(fn, "fn")
+        parts = [f"{held}.__code__ is {self.guards.bind(fn.__code__, 'k')}"]
+        for name in ("__defaults__", "__kwdefaults__"):
+            value = getattr(fn, name)
+            parts.append(f"{held}.{name} is {self.guards.bind(value, 'k') if value is not None else None}")
+        if fn.__kwdefaults__ and all(type(v) in _SCALARS for v in fn.__kwdefaults__.values()):
+            # a dict, which may be changed in place: its numbers and strings too (others are followed)
+            parts.append(f"{held}.__kwdefaults__ == {self.guards.bind(dict(fn.__kwdefaults__), 'k')}")
+        self.guards.add(f"({' and '.join(parts)})", f"the code and defaults of {fn.__qualname__}")
 
     def _followed_defaults(self, fn: types.FunctionType) -> tuple | None:
         """`fn`'s default values as its copy is to hold them: a mutable one (`acc=[]`, which eager

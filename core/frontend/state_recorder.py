@@ -12,6 +12,7 @@ effects to replay. Its reads are in its bases: attributes and globals
 from __future__ import annotations
 
 import collections
+import functools
 import operator
 import types
 from collections.abc import Callable
@@ -110,10 +111,16 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
             # its own hooks run eagerly around the compiled forward (squall.runtime.wrappers)
             fn = self.view(self.module, "the module", is_root=True).forward
         elif _user_function(fn):
-            fn = self._recording_function(fn)
-        elif type(fn) is types.MethodType and _user_function(fn.__func__) and viewable(fn.__self__):
-            # a bound method: its object is read like a module's attributes
-            fn = types.MethodType(self._recording_function(fn.__func__), self.view(fn.__self__, f"{type(fn.__self__).__name__} object"))
+            fn = self._recording_function(fn, jitted=True)
+        elif type(fn) is types.MethodType and viewable(fn.__self__) and (_user_function(fn.__func__) or isinstance(fn.__self__, torch.nn.Module)):
+            # a bound method, a torch module's too (`squall.jit(model.forward)`): its object is
+            # read like a module's attributes
+            func = self._recording_function(fn.__func__) if _user_function(fn.__func__) else fn.__func__
+            fn = types.MethodType(func, self.view(fn.__self__, f"{type(fn.__self__).__name__} object"))
+        elif type(fn) is functools.partial:
+            fn = self._recording_partial(fn, "the jitted partial")  # its keywords can change in place
+        elif viewable(fn):
+            fn = self.view(fn, f"{type(fn).__name__} object")  # a callable object: read as its __call__ runs
         args = tuple(self._argument(a, f"args[{i + self.arg_offset}]", f"argument {i}", ("args", i)) for i, a in enumerate(args))
         kwargs = {k: self._argument(v, f"kwargs[{plain_scalar(k)!r}]", f"keyword argument {k!r}", ("kwargs", k)) for k, v in kwargs.items()}
         return fn, args, kwargs

@@ -294,9 +294,10 @@ def _view_getattribute(self, name: str):
         return info.recorder._read_attribute(info, name, value)
     if name.startswith("__") and name.endswith("__"):
         pass  # the interpreter's protocol, and the view's own (__deepcopy__)
-    elif owner is not None and (_users_class(owner) or (info.is_root and name == "forward")):
-        # (of torch's classes only the jitted module's forward: replaced on the instance by
-        # wrapping libraries; every module's would cost a check per module per call)
+    elif owner is not None and (_users_class(owner) or name == "forward"):
+        # (of torch's classes only a module's forward: wrapping libraries replace it on the
+        # instance, or patch the class, after a model is built; any other would cost a check
+        # per module per call)
         value = info.recorder._read_class_attribute(info, name, owner, raw, value)
     elif owner is None and cls.__getattribute__ is not object.__getattribute__:
         # found by the class's own __getattribute__ elsewhere (a transformers config maps
@@ -375,6 +376,9 @@ def _view_call(self, *args, **kwargs):
             return replays.call(self, info, forward, args, kwargs)  # squall.frontend.module_replays
         return forward(*args, **kwargs)
     if _user_function(call):
+        owner, raw = _class_lookup(cls, "__call__")
+        if owner is not None:  # (as a method read from the class: rebinding it there is seen)
+            info.recorder._read_class_attribute(info, "__call__", owner, raw, call)
         call = info.recorder._recording_function(call)
     return call(self, *args, **kwargs)
 

@@ -23,7 +23,7 @@ from torch.utils._pytree import tree_map
 
 from .. import ltorch
 from ..ltorch import numbers
-from ..ltorch.base import DataDependentError, TorchLanguage, TracingMode, UnmodelledMode
+from ..ltorch.base import DataDependentError, NotModelled, TorchLanguage, TracingMode, UnmodelledMode
 from ..prims import copy_
 from ..proxies import NumberProxy, TensorProxy, size_leaf, tracing, real_tensor
 from ..symbolic import ShapeEnv, SymInt
@@ -272,6 +272,18 @@ def _same_items(now: Any, before: list) -> bool:
     return len(now) == len(before) and all((a is b or type(a) is int and a == b) and v is w for (a, v), (b, w) in zip(now, before))
 
 
+def _refuse_tensor_subclass(x: Any, label: str) -> None:
+    """Refuse an input of a tensor subclass whose ops eager answers as its class says (its own
+    `__torch_function__` or `__torch_dispatch__`, or torch's default one, which makes every result
+    an instance of it): a trace records torch's ops on plain tensors. nn.Parameter and nn.Buffer
+    turn that handling off, so they are traced as their tensors."""
+    cls = type(x)
+    if cls is torch.Tensor or cls is TensorProxy:
+        return
+    if cls.__torch_function__ is not torch._C._disabled_torch_function_impl or cls.__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
+        raise NotModelled(f"squall: {label} is a {cls.__qualname__}, a tensor subclass whose handling of torch's ops squall's traces do not model")
+
+
 def state_dims_path(owner: dict | None, key: str, route: tuple | None) -> tuple:
     """The path `DynamicDims` keys a tensor an argument object holds by: its route through the
     call's arguments (the same for every KV cache of one layout), else its owner's identity."""
@@ -363,6 +375,9 @@ class ModuleLayout(NamedTuple):
     modules: list[tuple[str, torch.nn.Module]]
     slots: list[tuple[dict, str]]
     names: list[str]
+    # every other place holding a tensor that has a slot (a tied weight): (owner dict, key, its
+    # slot's index); the entry point checks each still holds it, or the layout is read again
+    ties: list[tuple[dict, str, int]]
 
 
 def module_layout(module: torch.nn.Module) -> ModuleLayout:
@@ -370,25 +385,29 @@ def module_layout(module: torch.nn.Module) -> ModuleLayout:
     modules = list(module.named_modules(remove_duplicate=False))
     slots: list[tuple[dict, str]] = []
     names: list[str] = []
-    seen: set[int] = set()
+    ties: list[tuple[dict, str, int]] = []
+    seen: dict[int, int] = {}  # a tensor's id -> its slot's index
     for prefix, sub in modules:
         for store in (sub._parameters, sub._buffers, sub.__dict__):
             for key, value in store.items():
                 # (a module's __dict__ is mostly its bookkeeping: told apart by type, without a call)
-                if type(value) in _NEVER_TENSORS or not real_tensor(value) or id(value) in seen:
+                if type(value) in _NEVER_TENSORS or not real_tensor(value):
                     continue
-                seen.add(id(value))
+                if id(value) in seen:
+                    ties.append((store, key, seen[id(value)]))
+                    continue
+                seen[id(value)] = len(slots)
                 slots.append((store, key))
                 names.append(f"{prefix}.{key}" if prefix else key)
-    return ModuleLayout(modules, slots, names)
+    return ModuleLayout(modules, slots, names, ties)
 
 
 def module_slots(module: torch.nn.Module) -> tuple[list[tuple[dict, str]], list[str]]:
     """One (owner dict, key) slot and one dotted name per distinct parameter, buffer or tensor
     attribute: a plain tensor attribute (`self.mask = ...`) is an input like a buffer, read at
     every call, so a program that sets it (`self.count = self.count + 1`) sees the new value."""
-    _, slots, names = module_layout(module)
-    return slots, names
+    layout = module_layout(module)
+    return layout.slots, layout.names
 
 
 def trace_program(
@@ -435,6 +454,7 @@ def trace_program(
         # a TensorProxy given as an input stands in for a tensor of its metadata (and name):
         # it lets a program be traced for a device this machine lacks
         if isinstance(x, (torch.Tensor, TensorProxy)):
+            _refuse_tensor_subclass(x, hint)
             if path in same_as:
                 return by_path[same_as[path]]
             name = _local_name(x.name if isinstance(x, TensorProxy) else hint, taken)
@@ -482,6 +502,7 @@ def trace_program(
         # from `owner[key]`; its dimensions symbolic as `dims` says for `state_dims_path`
         p = state_proxies.get(id(value))
         if p is None:
+            _refuse_tensor_subclass(value, label)
             dims_path = state_dims_path(owner, key, route)
             symbolic = dims[dims_path] if dims and dims_path in dims else (dims or {}).get(("state",)) or frozenset()
             marked = getattr(value, "_dynamo_dynamic_indices", None)  # torch._dynamo.mark_dynamic

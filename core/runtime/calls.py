@@ -26,7 +26,7 @@ from ..compiler.planner import PlanningError
 from ..frontend.speculation import guard_input_paths, guards_of, specialised_numbers
 from ..frontend.state_guards import StateGuards
 from ..frontend.state_views import EagerFirst, UnreplayableWrite, raised_by_users_code
-from ..frontend.tracing import argument_names, module_layout, module_slots
+from ..frontend.tracing import argument_names, module_layout
 from ..guard_set import ALIAS, GuardFailure
 from ..ltorch.base import SquallWarning, UnmodelledMode
 from ..market.config import ExecutorPriority
@@ -77,6 +77,7 @@ class Runtime(Replans):
         self._last_parts: dict[str, Any] | None = None
         self._warned = False
         self._slots: list[tuple[dict, str]] = []
+        self._ties: list[tuple[dict, str, int]] = []  # tied weights' other places (squall.frontend.tracing.ModuleLayout)
         self._slot_names: list[str] = []  # "parameter 'lin.weight'", "buffer 'bn.running_mean'"
         self._slot_paths: list[str] = []  # "lin.weight", "bn.running_mean"
         # how the entry point reads the submodules' training flags (squall.runtime.entry_point.training_reader)
@@ -116,7 +117,9 @@ class Runtime(Replans):
     def _set_layout(self) -> None:
         """Read where the module's parameters, buffers and tensor attributes are (in place: the
         entry point holds these lists)."""
-        slots, paths = module_slots(self.module)
+        layout = module_layout(self.module)
+        slots, paths = layout.slots, layout.names
+        self._ties[:] = layout.ties
         kinds = lambda store, k: "parameter" if isinstance(store[k], torch.nn.Parameter) else "tensor attribute" if "_parameters" in store else "buffer"
         self._slots[:], self._slot_paths[:] = slots, paths
         self._slot_names[:] = [f"{kinds(store, k)} {name!r}" for (store, k), name in zip(slots, paths)]
@@ -145,7 +148,8 @@ class Runtime(Replans):
             if cached is not None:  # another thread compiled this signature while we waited
                 return cached[0]
             layout = module_layout(self.module) if self.module is not None else None  # (the trace reads this walk too)
-            if layout is not None and [(id(d), k) for d, k in layout.slots] != [(id(d), k) for d, k in self._slots]:
+            if layout is not None and ([(id(d), k) for d, k in layout.slots] != [(id(d), k) for d, k in self._slots]
+                                       or [(id(d), k, i) for d, k, i in layout.ties] != [(id(d), k, i) for d, k, i in self._ties]):
                 return lambda params, *a, **k: self._relayout(a, k)
             if key in self._eager_keys:
                 return self._eager_runner(self._eager_keys[key])

@@ -50,9 +50,11 @@ _KEYED_BY_EQUALITY = frozenset({int, bool, str, type(None)})  # the scalars whos
 
 def value_key(x: Any, where: str) -> Any:
     """The key part of one argument: metadata for tensors, values for everything else."""
-    if isinstance(x, _Tensor):
-        return (x.shape, x.dtype, x.device, x.requires_grad)
     t = type(x)
+    if isinstance(x, _Tensor):
+        # a Parameter or another subclass by its type too: eager's ops answer for a subclass's
+        # tensors as its class says (squall.frontend.tracing refuses to trace one that overrides them)
+        return (x.shape, x.dtype, x.device, x.requires_grad) if t is _Tensor else (x.shape, x.dtype, x.device, x.requires_grad, t)
     if t in _SCALARS:
         return (t, x if t in _KEYED_BY_EQUALITY else scalar_key(x))
     if isinstance(x, _BUILTIN_SCALARS):
@@ -302,6 +304,9 @@ def _fast_path(fn: Callable, parts: dict[str, str]) -> str:
 _MODULE_PARTS = {
     "module_state": """    try:
         params = [store[k] for store, k in slots]
+        for store, k, i in ties:
+            if store[k] is not params[i]:  # a tied weight untied
+                return relayout(args, kwargs)
         training = tuple(map(training_read[0], training_of))
         known = parameter_key.last
         if known is None or not known[0](*params):
@@ -402,7 +407,8 @@ def training_reader(modules: list) -> tuple[Callable[[Any], bool], list]:
 
 
 def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Callable, relayout: Callable, dynamic: set, last: list,
-                     checks: dict, under_autocast: Callable, dims: dict | None = None, slots: list | None = None, training_read: list | None = None,
+                     checks: dict, under_autocast: Callable, dims: dict | None = None, slots: list | None = None, ties: list | None = None,
+                     training_read: list | None = None,
                      training_of: list | None = None, parameter_key: ParameterKey | None = None) -> Callable:
     """The entry point of a jitted function or module (`module`): generated once, closed over
     its cache, its compile, the set of its dynamic number arguments' paths
@@ -410,7 +416,8 @@ def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Calla
     paths (positional tensors; keyword tensors) hit last, with `checks`, their metadata check per key (`forget_recent` when
     an entry leaves the cache). `dims` maps a tensor argument's path to its symbolic dimensions
     (`squall.runtime.dynamic_dims`, filled in place): the key holds DYNAMIC there for a size of
-    2 or more. A module's entry point also reads its parameters through `slots`, its training
+    2 or more. A module's entry point also reads its parameters through `slots` (checking that each tied
+    weight's other place in `ties` still holds it), its training
     flags with `training_read[0]` from `training_of` (`training_reader`; lists filled in place
     when its layout changes) and keys their metadata with its `parameter_key`. A call made while
     torch.autocast is enabled goes to `under_autocast` (squall's traces do not model its casts)."""
@@ -425,6 +432,7 @@ def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Calla
         "cache": cache,
         "compile_": compile_,
         "slots": slots,
+        "ties": ties,
         "training_read": training_read,
         "training_of": training_of,
         "parameter_key": parameter_key,

@@ -72,6 +72,7 @@ class JittedFunction(Runtime):
             cache=self.cache.slots,
             compile_=self._compile,
             slots=self._slots,
+            ties=self._ties,
             training_read=self._training_read,
             training_of=self._training_of,
             parameter_key=self._parameter_key,
