@@ -559,7 +559,16 @@ def _divide(a: Poly, av: int, b: Poly, bv: int, env: ShapeEnv, op: str) -> int |
 
 
 def _exact_quotient(a: Poly, b: Poly) -> Poly | None:
-    """a / b where b is one term (`8*s0`) dividing every term of a (`32*s0*s1`), else None."""
+    """a / b where b is one term (`8*s0`) dividing every term of a (`32*s0*s1`), or where a is
+    one term times b (`(64*s0*n + 64*s0) / (4*n + 4)`, as a view's -1 computes `numel // known`
+    from sizes with opaque atoms), else None."""
+    if len(b) > 1:
+        # a is q*b for a one-term q: q divides a's term that b's first term multiplies into
+        for term in a:
+            q = _exact_quotient((term,), (b[0],))
+            if q is not None and _mul(q, b) == a:
+                return q
+        return None
     if len(b) != 1 or b[0][1] <= 0:
         return None
     (db, cb), = b

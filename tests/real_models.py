@@ -181,6 +181,17 @@ TRANSFORMERS_MODELS = [
     ),
     # its GeLU is a torch.autograd.Function (traced as ops here; run whole, with its backward, under gradients)
     RealModel("bloom", _built("BloomConfig", "BloomForCausalLM", vocab_size=V, hidden_size=32, n_layer=2, n_head=4), _ids(2, 8)),
+    # a state-space model: its cache's convolution and SSM states are written in place with copy_
+    RealModel("mamba", _built("MambaConfig", "MambaForCausalLM", vocab_size=V, hidden_size=32, num_hidden_layers=2, state_size=4), _ids(2, 8)),
+    # speech: a convolutional feature encoder, and a positional convolution under the weight_norm parametrization
+    RealModel(
+        "wav2vec2",
+        _built(
+            "Wav2Vec2Config", "Wav2Vec2ForCTC", vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+            conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
+        ),  # fmt: skip
+        lambda: {"input_values": torch.randn(2, 400)},
+    ),
     RealModel(
         "clip_vision",
         _built("CLIPVisionConfig", "CLIPVisionModel", **_CLIP["vision_config"]),

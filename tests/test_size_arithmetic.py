@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import squall
+from squall.runtime.jit import jitted_state
 from squall.symbolic import ShapeEnv, source
 
 PROGRAMS = {
@@ -91,6 +92,41 @@ def test_shifts_by_a_constant_stay_symbolic():
     assert source(half) == "(s0 // 2)" and half.value == 6
     assert source(quadruple) == "(4*s0)" and quadruple.value == 52
     assert not env.specialised
+
+
+def test_a_multiple_of_a_sum_divides_exactly():
+    """`numel // known` for a view's -1, where the sizes hold an opaque floor division (a strided
+    conv's output): the quotient is exact, not an opaque term whose later read would guard it."""
+    env = ShapeEnv()
+    s0, s1 = env.symbol(3, "x", 0), env.symbol(9, "x", 2)
+    n = (s1 - 1) // 2 + 1  # 5
+    rows = s0 * n * n + s0 * n
+    assert source((64 * rows) // (4 * rows)) == "16" and (64 * rows) % (4 * rows) == 0
+    quotient = (s0 * 8 * rows) // (4 * rows)
+    assert source(quotient) == "(2*s0)" and quotient.value == 6
+    assert (rows // (rows + 1)).value == 0  # not a multiple: an opaque term, its value eager's
+    assert not env.specialised
+
+
+_CONV_WEIGHT = torch.randn(8, 3, 3, 3)
+
+
+def _split_after_strided_conv(x, w=_CONV_WEIGHT):
+    """LeViT's attention: a strided conv, its map flattened into tokens, `view(B, N, heads, -1)`
+    and a split along the inferred dimension."""
+    y = torch.nn.functional.conv2d(x, w, stride=2).flatten(2).transpose(1, 2)
+    B, N, _ = y.shape
+    q, k = y.view(B, N, 2, -1).split([1, 3], dim=3)
+    return q * 2 + k.sum(-1, keepdim=True)
+
+
+def test_a_split_on_an_inferred_dimension_keeps_the_batch_symbolic():
+    jf = squall.jit(_split_after_strided_conv, dynamic=True)
+    for batch in (2, 3, 5):
+        x = torch.randn(batch, 3, 9, 9)
+        torch.testing.assert_close(jf(x), _split_after_strided_conv(x))
+    # before: the -1 was an opaque (a*b) // b, whose read by the split guarded the batch size too
+    assert jitted_state(jf).cache_info().misses == 1
 
 
 def test_a_size_prints_as_its_expression_and_reads_as_its_digits():

@@ -430,3 +430,18 @@ def test_a_held_tensor_equal_to_an_argument_size_by_chance_shares_no_symbol_with
     assert _misses(jf) == 2
     trace = str(squall.last_traces(jf).source)
     assert 't: "cpu f32[2, s2]"' in trace and ".shape[1] == s1" not in trace
+
+
+def _global_pool_after_strided_conv(x, w=torch.randn(4, 3, 3, 3)):
+    """A CNN's head: a strided conv, then nn.AdaptiveAvgPool2d(1) (MobileNetV3, EfficientNet, RegNet)."""
+    return torch.nn.functional.adaptive_avg_pool2d(torch.nn.functional.conv2d(x, w, stride=2), 1).flatten(1)
+
+
+def test_a_global_adaptive_pool_divides_by_the_symbolic_map_size():
+    """Its mean divides by the map's size as an expression: before, it read the size (float(L)),
+    guarding it, and compiled once per image size."""
+    jf = squall.jit(_global_pool_after_strided_conv, dynamic=True)
+    for size in (9, 13, 20):
+        x = torch.randn(2, 3, size, size + 2)
+        assert_close(jf(x), _global_pool_after_strided_conv(x))
+    assert _misses(jf) == 1

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from types import ModuleType
 
-from . import activations, attention, collectives, conversions, convolution, einsum, elementwise_binary, elementwise_unary, factories, flips, grouped, histograms, indexing, joins_and_splits, linear, losses, matmul, normalization, padding, pooling, random_ops, reductions, resizing, shape, softmax, sorting, subscript, vector_norms
+from . import activations, attention, collectives, conversions, convolution, einsum, elementwise_binary, elementwise_unary, factories, flips, grouped, histograms, indexing, joins_and_splits, linear, losses, matmul, normalization, overwrites, padding, pooling, random_ops, reductions, resizing, shape, softmax, sorting, subscript, vector_norms
 from .base import DataDependentError, SquallWarning, TorchLanguage, TracingMode, qualified_name, torchsymbol
 from .functionalization import TorchForm
 from ..symbol import Symbol
@@ -20,7 +20,7 @@ from ..symbol import Symbol
 # bound before the star imports below, which rebind names like `softmax` and `matmul` to ops
 MODULES: tuple[ModuleType, ...] = (
     elementwise_unary, elementwise_binary, conversions, factories, random_ops, reductions, sorting,
-    vector_norms, shape, joins_and_splits, flips, padding, subscript, indexing, matmul, grouped, histograms, einsum, linear,
+    vector_norms, shape, joins_and_splits, overwrites, flips, padding, subscript, indexing, matmul, grouped, histograms, einsum, linear,
     convolution, pooling, resizing, attention, activations, softmax, normalization, losses, collectives,
 )  # fmt: skip
 
@@ -42,6 +42,7 @@ from .linear import *  # noqa: E402,F401,F403
 from .losses import *  # noqa: E402,F401,F403
 from .matmul import *  # noqa: E402,F401,F403
 from .normalization import *  # noqa: E402,F401,F403
+from .overwrites import *  # noqa: E402,F401,F403
 from .padding import *  # noqa: E402,F401,F403
 from .pooling import *  # noqa: E402,F401,F403
 from .random_ops import *  # noqa: E402,F401,F403

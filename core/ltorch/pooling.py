@@ -7,7 +7,7 @@ import torch
 
 from .. import prims
 from .base import torchsymbol
-from .helpers import check, computation_dtype, is_tensor, to_dtype
+from .helpers import check, computation_dtype, count_operand, is_tensor, to_dtype
 from .windows import avg_window_counts, batched, sizes_text, unbatch, windows
 from ..proxies import TensorProxy
 from ..symbolic import guarded_int, same_shape
@@ -79,7 +79,8 @@ def _adaptive_avg_dim(x: TensorProxy, dim: int, out: int) -> TensorProxy:
         # equal cells: a reshape and a sum
         shape = list(x.shape)
         shape[dim : dim + 1] = [out, L // out]
-        return prims.div(prims.sum(prims.reshape(x, shape), [dim + 1]), float(L // out))
+        # (a global pool's L // 1 is a symbolic size: divided by as it is, not read and guarded)
+        return prims.div(prims.sum(prims.reshape(x, shape), [dim + 1]), count_operand(L // out))
     cells, real, counts = _cells(x, dim, out)
     # a select, not a multiply by the mask: a NaN must stay inside its own cells
     dims = [dim, dim + 1]

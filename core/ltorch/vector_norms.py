@@ -1,4 +1,5 @@
-"""Torch-language ops: vector norms and what is built on them (vector_norm, norm, normalize, cosine_similarity, pairwise_distance, cdist)."""
+"""Torch-language ops: vector norms and what is built on them (vector_norm, norm, normalize, cosine_similarity, pairwise_distance, cdist,
+norm_except_dim and the weight norm torch.nn.utils's weight_norm parametrization computes)."""
 from __future__ import annotations
 
 import math
@@ -8,6 +9,7 @@ import torch
 from .. import prims
 from .base import torchsymbol
 from .unmodelled import NotModelled
+from .elementwise_binary import div, mul
 from .helpers import broadcast, broadcast_shapes, broadcast_to, canonical_dim, check, check_input, computation_dtype, expand_reduced, is_tensor, result_dtype, to_dtype
 from .reductions import keep_dims, reduction_dims, root_of_sum
 from ..prims.base import dtype_category
@@ -18,7 +20,7 @@ F = torch.nn.functional
 _REDUCTION = (Tags.REDUCTION,)
 
 __all__ = [
-    "cdist", "vector_norm", "norm", "normalize", "cosine_similarity", "pairwise_distance",
+    "cdist", "vector_norm", "norm", "normalize", "cosine_similarity", "pairwise_distance", "norm_except_dim", "weight_norm",
 ]
 
 
@@ -171,3 +173,23 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-06, keepdim=False):
         # a 0-d pair has one element: its norm is 0-d with or without keepdim
         return to_dtype(vector_norm(prims.reshape(diff, (1,)), p, (0,)), dtype)
     return to_dtype(vector_norm(diff, p, (diff.ndim - 1,), keepdim=keepdim), dtype)
+
+
+@torchsymbol(torch.norm_except_dim)
+def norm_except_dim(v, pow=2, dim=0):
+    """The pow-norm of `v` over every dimension but `dim`, which is kept (the others kept as size 1);
+    dim -1: over every element, a 0-d tensor, as torch has it."""
+    check_input("norm_except_dim", v, "v")
+    if dim == -1:
+        return vector_norm(v, pow)
+    d = canonical_dim(v.ndim, dim)
+    return vector_norm(v, pow, tuple(i for i in range(v.ndim) if i != d), keepdim=True)
+
+
+@torchsymbol(torch._weight_norm)
+def weight_norm(v, g, dim=0):
+    """v * (g / norm_except_dim(v, 2, dim)): the weight `torch.nn.utils.parametrizations.weight_norm`
+    makes from its direction `v` and magnitude `g` (wav2vec2's and HuBERT's positional convolution)."""
+    check_input("_weight_norm", v, "v")
+    check_input("_weight_norm", g, "g")
+    return mul(v, div(g, norm_except_dim(v, 2, dim)))

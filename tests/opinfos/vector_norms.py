@@ -141,3 +141,25 @@ opinfos += [
     OpInfo("vector_norm", torch.linalg.vector_norm, _vector_norm_samples, FLOATING, error_inputs=_vector_norm_errors, symbol="torch.linalg.vector_norm"),
     OpInfo("norm", torch.norm, _norm_samples, FLOATING, error_inputs=_norm_errors, symbol="torch.norm"),
 ]
+
+
+def _norm_except_dim_samples(dtype, device):
+    yield SampleInput((_t((4, 3, 5), dtype, device),))
+    yield SampleInput((_t((4, 3, 5), dtype, device), 2, 2))
+    yield SampleInput((_t((4, 3, 5), dtype, device), 1, 1))
+    yield SampleInput((_t((4, 3, 5), dtype, device), 2, -2))
+    yield SampleInput((_t((4, 3, 5), dtype, device), 3, -1))  # every element: a 0-d tensor
+
+
+def _weight_norm_samples(dtype, device):
+    # g shaped as torch.nn.utils.parametrizations.weight_norm makes it: v's sizes at dim, 1 elsewhere
+    yield SampleInput((_t((6, 4, 3), dtype, device), _t((6, 1, 1), dtype, device)))
+    yield SampleInput((_t((6, 4, 3), dtype, device), _t((1, 1, 3), dtype, device), 2))
+    yield SampleInput((_t((6, 4, 3), dtype, device, noncontiguous=True), _t((1, 4, 1), dtype, device)), {"dim": 1})
+    yield SampleInput((_t((6, 4), dtype, device), _t((), dtype, device), -1))
+
+
+opinfos += [
+    OpInfo("norm_except_dim", torch.norm_except_dim, _norm_except_dim_samples, FLOATING, symbol="torch.norm_except_dim", tolerances=_LOW),
+    OpInfo("_weight_norm", torch._weight_norm, _weight_norm_samples, FLOATING, symbol="torch._weight_norm", tolerances=_LOW),
+]
