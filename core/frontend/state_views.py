@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from ..ltorch.unmodelled import UnmodelledMode
 from ..proxies import NumberProxy, TensorProxy
 from ..trace import plain_scalar
 from .autograd_functions import is_autograd_function
@@ -131,7 +132,6 @@ def refuse_python_state_owner(value: Any, label: str) -> None:
     it saw and write proxies into the object."""
     owner = value.__self__ if type(value) is types.MethodType else value
     if isinstance(owner, _PYTHON_STATE_OWNERS):
-        from ..ltorch.unmodelled import UnmodelledMode
         raise UnmodelledMode(
             f"squall: the program uses {label}, a {type(owner).__module__}.{type(owner).__qualname__}, whose state "
             "(momentum buffers, step counts) torch keeps in Python objects that squall's trace does not record")

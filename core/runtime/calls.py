@@ -15,7 +15,6 @@ import functools
 import threading
 import time
 import warnings
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +22,7 @@ import torch
 
 from ..compiler.pipeline import Compilation, compile_program
 from ..compiler.planner import PlanningError
-from ..frontend.speculation import guard_input_paths, guards_of, specialised_numbers
+from ..frontend.speculation import guards_of, specialised_numbers
 from ..frontend.state_guards import StateGuards
 from ..frontend.state_views import EagerFirst, UnreplayableWrite, raised_by_users_code
 from ..frontend.tracing import argument_names, module_layout
@@ -46,13 +45,14 @@ from .runner import checked_first, guarded, holding
 from .ski_rental import SkiRental
 from .split import Split
 from .stats import CacheStats
+from .upgrades import Upgrades, heat, writes_held
 from .variants import Variants
 from .wrappers import check_plain_parameters, check_wrapping
 
 __all__ = ["Runtime"]
 
 
-class Runtime(Replans):
+class Runtime(Replans, Upgrades):
     """The call-time state of one jitted function (`squall.runtime.jit.JittedFunction` is its face).
 
     A subclass supplies `entry_point` (the callable users call) and `_compiled_child` (a
@@ -207,7 +207,7 @@ class Runtime(Replans):
                 guards.warn_eager("the module's forward (each submodule it calls compiled)" if self.module is not None else "the function")
             # a split module runs its children compiled, each upgraded on its own: not the whole
             split = self.module is not None and guards.eager
-            upgrade = self._upgrade_job(record, entry, executors, (params, args, kwargs)) if tiered and not split and not _writes_held(compilation) else None
+            upgrade = self._upgrade_job(record, entry, executors, (params, args, kwargs)) if tiered and not split and not writes_held(compilation) else None
             if upgrade is not None and self.wait:
                 upgrade.run()  # the same upgrade, done before the first call returns
             runner = rec.first_call(self._first_call(key, record.slot[0]))  # this first call is recorded
@@ -221,7 +221,7 @@ class Runtime(Replans):
                 return runner(*args, **kwargs)
             finally:
                 # (its heat counts no more than the time since this call started: not hot before start + HOT_S)
-                upgrade_worker.default_worker().watch(upgrade, _heat(record, entry, start, time.perf_counter() - start),
+                upgrade_worker.default_worker().watch(upgrade, heat(record, entry, start, time.perf_counter() - start),
                                                       not_before=start + upgrade_worker.HOT_S)
 
         return first_call_then_upgrade
@@ -427,7 +427,7 @@ class Runtime(Replans):
             variant = self._variant(key, entry)
             record = self.cache.entries.get(key)
             upgrade = None
-            if tiered and record is not None and not record.split and not _writes_held(compilation):
+            if tiered and record is not None and not record.split and not writes_held(compilation):
                 upgrade = self._upgrade_job(record, entry, executors, (params, args, kwargs), variant=variant)
                 if self.wait:
                     upgrade.run()  # installs into `variant`, which the caller runs next
@@ -612,81 +612,6 @@ class Runtime(Replans):
             self.cache.clear()
         return self.entry_point(*args, **kwargs)
 
-    # --- background upgrades (squall.runtime.tiers) ----------------------------------------------------
-
-    def _upgrade_job(self, record: CacheEntry, entry: CompiledEntry, executors: ExecutorPriority, call: tuple,
-                     *, variant: list | None = None) -> tiers.UpgradeJob:
-        """The job that upgrades `entry` to the plan with every executor (squall.runtime.tiers): the
-        entry's program, or a variant compiled after a value guard failed (`variant`, its [runner, entry])."""
-        name = getattr(self.fn, "__name__", type(self.fn).__name__)
-        entry.upgrade = tiers.Upgrade(name + (" (a variant)" if variant is not None else ""))
-        if variant is not None:
-            record.variant_upgrades.append(entry.upgrade)
-        else:
-            record.upgrade = entry.upgrade
-        layout = dict(takes_params=self.module is not None, nargs=len(call[1]), takes_kwargs=bool(call[2]))
-        owner = weakref.ref(self)  # a queued upgrade does not keep the jitted function alive
-        key = record.key
-
-        running = [entry]  # the entry in place: the first plan, then each offer installed over it
-
-        def install(compilation: Compilation, seconds: float) -> bool | None:
-            state = owner()
-            if state is None:
-                return None
-            installed = state._install_upgrade(key, running[0], compilation, entry.compile_seconds + seconds, variant)
-            if installed is None:
-                return False
-            running[0] = installed
-            return True
-
-        # the inputs its value guards read keep their values: the judge takes the call's branches
-        specs = tiers.call_specs(*call, keep=guard_input_paths(entry.compilation), state=entry.compilation.state_bindings,
-                                 written=entry.compilation.written_input_paths)
-        return tiers.UpgradeJob(entry.upgrade, entry.compilation, layout, executors, specs,
-                                install, alive=lambda: owner() is not None)
-
-    def _install_upgrade(self, key: Any, base: CompiledEntry, compilation: Compilation, compile_seconds: float,
-                         variant: list | None = None) -> CompiledEntry | None:
-        """Swap the entry `key` (or its `variant`) from `base` to the upgraded compilation and return
-        the new entry; None where it was evicted, set aside, replanned or split since `base` was installed."""
-        upgraded = CompiledEntry(compilation, compile_seconds, base.upgrade)
-        with self.cache.lock:
-            if not self._swap_upgraded(key, base, upgraded, variant):
-                return None
-            # the keys with a size of 1 that run this entry's program (`_shared_with_ones`) run its
-            # upgrade too: planned from the same trace, whose symbols that may be 1 every fusion
-            # executor in it serves at 1 (one that is not known to declines them: FusionExecutor.symbolic_ones)
-            for other, record in list(self.cache.entries.items()):
-                if other != key and record.slot is not None:
-                    self._swap_upgraded(other, base, upgraded)
-            if self.last_entry is base:
-                self.last_entry = upgraded
-        return upgraded
-
-    def _swap_upgraded(self, key: Any, base: CompiledEntry, upgraded: CompiledEntry, variant: list | None = None) -> bool:
-        """Swap entry `key` (or its `variant`) from `base` to `upgraded`, under the cache's lock;
-        False where it does not run `base` (evicted, set aside, replanned or split since)."""
-        record = self.cache.entries.get(key)
-        if record is None or record.slot is None or record.split:
-            return False
-        held = record.slot[0]
-        if variant is not None or isinstance(held, Variants):
-            # a guarded entry: the upgraded variant takes its own place, the other variants stay
-            if variant is None:
-                variant = next((v for v in held.variants if v[1] is base), None)
-            if variant is None or variant[1] is not base:  # replanned, or stopped compiling, since
-                return False
-            variant[1] = upgraded
-            variant[0] = self._runner(key, upgraded.compilation, slot=variant)
-            if record.compiled is base:
-                record.compiled = upgraded
-        elif record.compiled is base:
-            self.cache.swap(record, self._cached_runner(key, upgraded), compiled=upgraded)  # the hot path's next call runs the fused plan
-        else:
-            return False
-        return True
-
     # --- what changed --------------------------------------------------------------------------
 
     def _note_changes(self, args: tuple, kwargs: dict) -> None:
@@ -714,24 +639,3 @@ class Runtime(Replans):
                 stacklevel=4,
             )
 
-
-def _heat(record: CacheEntry, entry: CompiledEntry, started: float, first_call_s: float) -> Callable[[], float | None]:
-    """How long the calls of `entry` have taken so far, estimated without timing them (the cached
-    path only bumps its slot's hit counter): its first call's time (which `started`) for each call,
-    but never more than the time since that call started (a first call slower than the later
-    ones, as a model's often is, would make two calls hot); None once the record runs another
-    program (evicted, set aside, replanned) or split."""
-
-    def heat() -> float | None:
-        slot = record.slot
-        if record.compiled is not entry or record.split or slot is None:
-            return None
-        return min((1 + slot[1]) * first_call_s, time.perf_counter() - started)
-
-    return heat
-
-
-def _writes_held(compilation: Compilation) -> bool:
-    """Whether the program writes a tensor an argument object holds (a static KV cache): the upgrade
-    times the program on example inputs, but such a tensor is read from the object itself, so it is not upgraded."""
-    return compilation.writes_inputs and any(b.path[0] == "state" for b in compilation.bindings)
