@@ -207,6 +207,25 @@ def test_a_mean_over_a_symbolic_dimension_compiles_twice(fn):
     assert jitted.cache_info().misses == 2, jitted.cache_info()
 
 
+@pytest.mark.parametrize("ceil_mode, count_include_pad", [(True, False), (True, True), (False, False)])
+def test_an_average_pool_whose_windows_are_cut_short_compiles_once_per_parity(ceil_mode, count_include_pad):
+    """Windows cut short by the edge (ceil_mode's overhang, padding left out of the count; timm's
+    ResNet-D shortcut) average fewer elements, counted by the program at the call's sizes: the
+    image size is never read, so sizes of one parity share an entry (a compile per image size
+    before), and values and gradients are eager's."""
+
+    def pool(x):
+        return torch.nn.functional.avg_pool2d(x, 3, 2, 1, ceil_mode=ceil_mode, count_include_pad=count_include_pad)
+
+    sizes = [(2, 3, 8, 10), (2, 3, 12, 14), (2, 3, 16, 6), (2, 3, 20, 12)]
+    jitted = _stream(pool, sizes)
+    assert jitted.cache_info().misses == 2, jitted.cache_info()
+    x = torch.randn(2, 3, 10, 18, requires_grad=True)
+    (expected,) = torch.autograd.grad(pool(x).square().sum(), x)
+    (actual,) = torch.autograd.grad(jitted(x).square().sum(), x)
+    torch.testing.assert_close(actual, expected)
+
+
 # --- encoder-decoder models ------------------------------------------------------------------
 
 

@@ -20,8 +20,8 @@ from ..proxies import TensorProxy
 from ..symbol import Symbol, Tags
 from ..symbolic import guarded_int, same_shape
 from . import torchsymbol
-from .helpers import count_operand, times_ratio
-from .windows import avg_window_counts
+from .helpers import count_operand, is_tensor, times_ratio
+from .windows import window_counts
 
 aten = torch.ops.aten
 
@@ -440,9 +440,10 @@ def avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mo
         g = prims.div(g, float(divisor_override))
     else:
         for i in range(2):
-            counts = avg_window_counts(in_hw[i], out_hw[i], kernel[i], stride[i], padding[i], count_include_pad)
-            col = prims.broadcast_in_dim(_constant_vector(counts, g.device, g.dtype), tuple(g.shape), (g.ndim - 2 + i,))
-            g = prims.div(g, col)
+            counts = window_counts(in_hw[i], out_hw[i], kernel[i], stride[i], padding[i], count_include_pad, ceil_mode, g.device)
+            if is_tensor(counts):
+                counts = prims.broadcast_in_dim(prims.convert_element_type(counts, g.dtype), tuple(g.shape), (g.ndim - 2 + i,))
+            g = prims.div(g, counts if is_tensor(counts) else float(counts))
     b = math.prod(lead)
     ones = prims.full((1, 1, *kernel), 1.0, device=g.device, dtype=g.dtype)
     spread = prims.convolution(prims.reshape(g, (b, 1, *out_hw)), ones, None, stride, (0, 0), (1, 1), True, (0, 0), 1)

@@ -8,9 +8,9 @@ import torch
 from .. import prims
 from .base import torchsymbol
 from .helpers import check, computation_dtype, count_operand, is_tensor, to_dtype
-from .windows import avg_window_counts, batched, sizes_text, unbatch, windows
+from .windows import batched, sizes_text, unbatch, window_counts, windows
 from ..proxies import TensorProxy
-from ..symbolic import guarded_int, same_shape
+from ..symbolic import guarded_int
 
 __all__ = [
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
@@ -284,33 +284,17 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
 
-def _avg_divisor(x: TensorProxy, kernel, stride, padding, sizes, count_include_pad: bool):
+def _avg_divisor(x: TensorProxy, kernel, stride, padding, sizes, count_include_pad: bool, ceil_mode: bool):
     """How many elements each window averages: a number when all agree, else an (*out) tensor."""
-    per_dim = []
-    for L, k, s, p, out in zip(x.shape[2:], kernel, stride, padding, sizes):
-        per_dim.append(avg_window_counts(L, out, k, s, p, count_include_pad))
-    # counts may be symbolic: compared as expressions, never hashed (hashing reads a size's value)
-    if all(same_shape(c, (c[0],) * len(c)) for c in per_dim):
-        return math.prod(c[0] for c in per_dim)
-    divisor = None
-    for i, counts in enumerate(per_dim):
-        # counts are piecewise constant in the position: build them from iota comparisons
-        col = _counts_tensor(counts, x.device)
-        col = prims.broadcast_in_dim(col, sizes, [i])
-        divisor = col if divisor is None else prims.mul(divisor, col)
-    return divisor
-
-
-def _counts_tensor(counts: list[int], device) -> TensorProxy:
-    """A 1-D int64 tensor holding `counts` (known at trace time), without a captured constant."""
-    pos = prims.iota(len(counts), start=0, step=1, device=device, dtype=torch.int64)
-    out = prims.full((len(counts),), counts[0], device=device, dtype=torch.int64)
-    for o in range(1, len(counts)):
-        if counts[o] != counts[o - 1]:
-            # from position o on, the count changes by the difference
-            step = prims.convert_element_type(prims.ge(pos, o), torch.int64)
-            out = prims.add(out, prims.mul(step, counts[o] - counts[o - 1]))
-    return out
+    number, tensor = 1, None
+    for i, (L, k, s, p, out) in enumerate(zip(x.shape[2:], kernel, stride, padding, sizes)):
+        counts = window_counts(L, out, k, s, p, count_include_pad, ceil_mode, x.device)
+        if is_tensor(counts):
+            counts = prims.broadcast_in_dim(counts, sizes, [i])
+            tensor = counts if tensor is None else prims.mul(tensor, counts)
+        else:
+            number *= counts
+    return number if tensor is None else (tensor if number == 1 else prims.mul(tensor, number))
 
 
 def _avg_pool(name: str, n: int, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override) -> TensorProxy:
@@ -321,7 +305,7 @@ def _avg_pool(name: str, n: int, input, kernel_size, stride, padding, ceil_mode,
     compute = computation_dtype(dtype)
     w = windows(to_dtype(x, compute), kernel, stride, padding, (1,) * n, sizes, 0)
     total = prims.sum(w, list(range(2 + n, 2 + 2 * n)))
-    divisor = divisor_override if divisor_override is not None else _avg_divisor(x, kernel, stride, padding, sizes, count_include_pad)
+    divisor = divisor_override if divisor_override is not None else _avg_divisor(x, kernel, stride, padding, sizes, count_include_pad, ceil_mode)
     if is_tensor(divisor):
         divisor = prims.broadcast_in_dim(to_dtype(divisor, compute), total.shape, list(range(2, 2 + n)))
     # integer averages truncate toward zero, as torch's integer kernels do

@@ -1,11 +1,14 @@
 """Sliding windows, shared by convolution, pooling and fold/unfold; never seen in traces."""
 from __future__ import annotations
 
+import torch
+
 from .. import prims
 from .helpers import check, is_tensor
 
-__all__ = ["batched", "unbatch", "sizes_text", "windows", "avg_window_counts"]
+__all__ = ["batched", "unbatch", "sizes_text", "windows", "window_counts"]
 from ..proxies import TensorProxy
+from ..symbolic import SymInt
 
 
 def sizes_text(values) -> str:
@@ -50,13 +53,25 @@ def windows(x: TensorProxy, kernel, stride, padding, dilation, sizes, fill) -> T
     return x
 
 
-def avg_window_counts(L: int, out: int, k: int, s: int, p: int, count_include_pad: bool) -> list[int]:
-    """How many elements each window of one dimension averages (torch's avg_pool rule)."""
-    counts = []
-    for o in range(out):
-        start = o * s - p
-        end = min(start + k, L + p)  # padding counts; the ceil_mode overhang does not
-        if not count_include_pad:
-            start, end = max(start, 0), min(end, L)
-        counts.append(end - start)
-    return counts
+def window_counts(L, out, k: int, s: int, p: int, count_include_pad: bool, ceil_mode: bool, device):
+    """How many elements each of a dimension's `out` averaging windows covers (torch's avg_pool
+    rule: the padding counts where `count_include_pad`, ceil_mode's overhang past it never does):
+    one number where every window covers as many, else an int64 (out,) tensor the program
+    computes at the call's sizes, so a symbolic size is never read (a compile per image size)."""
+    if not ceil_mode and (count_include_pad or p == 0):
+        return k  # every window lies inside the (padded) input: none is cut short
+    if type(L) is not SymInt and type(out) is not SymInt:
+        counts = []
+        for o in range(out):
+            start = o * s - p
+            end = min(start + k, L + p)
+            if not count_include_pad:
+                start, end = max(start, 0), min(end, L)
+            counts.append(end - start)
+        if all(c == counts[0] for c in counts):
+            return counts[0]
+    start = prims.iota(out, start=-p, step=s, device=device, dtype=torch.int64)
+    end = prims.minimum(prims.add(start, k), L + p)
+    if not count_include_pad:
+        start, end = prims.maximum(start, 0), prims.minimum(end, L)
+    return prims.sub(end, start)
