@@ -271,6 +271,58 @@ def test_a_buffer_written_in_place_and_returned_is_the_buffer_itself():
     assert_close(m.seen, torch.full((2,), 2.0))
 
 
+VIEWS_OF_A_WRITTEN_INPUT = {
+    "x[0]": lambda x: (x.mul_(2), x[0])[1],
+    "taken before the write": lambda x: (lambda v: (x.add_(1), v)[1])(x[:, 1:]),
+    "x.t()": lambda x: (x.sub_(1), x.t())[1],
+    "x.view(-1)": lambda x: (x.mul_(3), x.view(-1))[1],
+    "x.reshape(-1)": lambda x: (x.mul_(3), x.reshape(-1))[1],
+    "x.split(1)": lambda x: (x.add_(2), x.split(1))[1],
+    "x.unsqueeze(0)[..., ::2]": lambda x: (x.mul_(-1), x.unsqueeze(0)[..., ::2])[1],
+}
+
+
+@pytest.mark.parametrize("make", VIEWS_OF_A_WRITTEN_INPUT.values(), ids=VIEWS_OF_A_WRITTEN_INPUT.keys())
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_a_returned_view_of_an_input_written_in_place_shares_the_input_s_memory(make, dynamic):
+    """As eager's: a write through the returned view reaches the input, and a later write into the
+    input reaches the view (it came back as a view of a copy of the new value)."""
+    j = squall.jit(make, dynamic=dynamic)
+    for shape in ((3, 4), (3, 4), (5, 6)):
+        x = torch.randn(shape)
+        ex = x.clone()
+        out, expected = j(x), make(ex)
+        assert_close(out, expected)
+        assert_close(x, ex)
+        outs, expecteds = (out, expected) if isinstance(out, tuple) else ((out,), (expected,))
+        for o, e in zip(outs, expecteds):
+            o.add_(1)
+            e.add_(1)
+        assert_close(x, ex)
+        x.mul_(2)
+        ex.mul_(2)
+        assert_close(out, expected)
+
+
+def test_a_returned_view_of_a_buffer_written_in_place_shares_the_buffer_s_memory():
+    class Window(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("cache", torch.zeros(2, 8))
+
+        def forward(self, x, at: int):
+            self.cache[:, at] = x
+            return self.cache[:, : at + 1]
+
+    m = Window()
+    j = squall.jit(m)
+    for at in range(3):
+        out = j(torch.full((2,), float(at + 1)), at)
+        assert out.data_ptr() == m.cache.data_ptr()
+    m.cache.zero_()
+    assert not out.any()
+
+
 @pytest.mark.parametrize("returns", ["itself", "in_a_tuple", "in_a_dict"])
 def test_dict_argument_returned_is_the_callers_dict_with_the_writes(returns):
     def f(x, d):

@@ -257,6 +257,14 @@ def _container_stand_in(container: Any, items: list, children: list, records: li
     return copy
 
 
+def _as_eager_returns(ctx: TracingContext, x: TensorProxy, written: dict[int, TensorProxy]) -> TensorProxy:
+    """The output `x` as eager returns it, where the program wrote an input in place (`written`:
+    each written input's handle -> the input): that input itself, or a view taken of it."""
+    if id(x) in written:
+        return written[id(x)]
+    view = ctx.views.taken_of(x, written)
+    return x if view is None else view
+
 def _refuse_written_records(records: list) -> None:
     """The program ran on stand-ins of its container arguments (`_container_stand_in`): one it
     wrote into (an item set or added, an attribute set) would leave the caller's unchanged,
@@ -584,10 +592,11 @@ def trace_program(
             for original, handle in ctx.mutated_inputs.values():
                 copy_(original, handle)
             # an output that is a tensor passed in and written in place is that tensor, as in eager
-            # (`x.mul_(2); return x`); where gradients flow the autograd runner returns new tensors
+            # (`x.mul_(2); return x`), and a view of one a view of it (`return x[0]`); where gradients
+            # flow the autograd runner returns new tensors
             itself = {id(handle): original for original, handle in ctx.mutated_inputs.values() if not handle.requires_grad}
             if itself:
-                result = tree_map(lambda x: itself.get(id(x), x) if type(x) is TensorProxy else x, result, is_leaf=size_leaf)
+                result = tree_map(lambda x: _as_eager_returns(ctx, x, itself) if type(x) is TensorProxy else x, result, is_leaf=size_leaf)
     ctx.speculation = None  # the trace keeps its context: it must not keep this call's tensors
     ctx.decompositions = None  # replays are this trace's alone (its size symbols and guards)
     ctx.state.module_replays = None

@@ -418,6 +418,23 @@ class ViewTracker:
             self.ctx.rebind(x, value)
 
 
+    def taken_of(self, x: TensorProxy, bases: dict[int, TensorProxy]) -> TensorProxy | None:
+        """`x` taken again, by its steps, of the tensor `bases` maps its root to (an input the
+        program wrote, once its final value is written back into it), where eager's `x` is a view
+        of that root: a returned view of a written input then shares the input's memory, as
+        eager's does (`x.mul_(2); return x[0]`). None where `x` is no such view."""
+        root = self.root.get(id(x))
+        base = bases.get(id(root)) if root is not None else None
+        if base is None:
+            return None
+        steps = self.steps[id(x)]
+        if self._last_copy(steps) is not None or any(Tags.OPAQUE_VIEW in getattr(step.op, "tags", ()) for step in steps):
+            return None  # eager copied on the way, or squall cannot take that view again
+        value = base
+        for step in steps:
+            value = step.forward(value)
+        return value
+
 def _refuse_opaque_views(steps: tuple[ViewStep, ...], x: TensorProxy, written: bool) -> None:
     """Raise where one of `steps` (the view calls that made `x`) is an opaque call's view: squall
     follows no write through it (`written`), nor takes it again of its base's new value."""
