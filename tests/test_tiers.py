@@ -121,6 +121,29 @@ def test_an_upgrade_whose_results_differ_keeps_the_torch_plan_and_warns(fused_fa
     torch.testing.assert_close(fn(x), program(x))
 
 
+def test_a_program_writing_its_input_is_judged_with_each_plan_starting_from_the_calls_values(fused_faster):
+    """The judge ran the torch plan, then the fused plan on the inputs the first run had written
+    (running statistics, a KV cache): their results differed, and a right fused plan was refused."""
+
+    def doubles_then(x):
+        x.mul_(2.0)
+        return program(x)
+
+    fuser = SlowFuser()
+    fuser.gate.set()
+    fn = squall.jit(doubles_then, executors=[fuser, make_executor()], wait=True)
+    x = torch.randn(16)
+    eager_x = x.clone()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        out = fn(x)
+    torch.testing.assert_close(out, doubles_then(eager_x))
+    torch.testing.assert_close(x, eager_x)  # written once, by the call alone
+    (upgrade,) = squall.upgrades(fn)
+    assert upgrade.status == "upgraded", upgrade
+    assert "slowfuse_region" in squall.last_traces(fn).source
+
+
 class WrongBackwardFuser(SlowFuser):
     """Its regions without an exp add one to their first output: `program`'s backward is wrong (it
     multiplies by the saved exp), its forward right."""

@@ -559,9 +559,20 @@ class UpgradeJob:
         lead = (params,) if self.layout.get("takes_params") else ()
         # a differentiated program runs its backward after every call: the judge runs it too (its
         # results checked, its time counted), so a fused backward is never installed unseen
-        leaves = [t for t in tree_flatten((params, args, kwargs))[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+        tensors = [t for t in tree_flatten((params, args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        leaves = [t for t in tensors if t.requires_grad]
+        # a program writing its inputs in place (running statistics, a KV cache) leaves them changed:
+        # each run starts from the values the first one had, as both plans must (a lent tensor is
+        # one the program never writes)
+        restore = [[t, t.detach().clone(), t._version] for t in tensors if not any(t is l for l in lent)] if self.base.writes_inputs else []
 
         def run(fn: Callable) -> tuple[Any, tuple]:
+            for held in restore:
+                tensor, values, version = held
+                if tensor._version != version:
+                    with torch.no_grad():
+                        tensor.copy_(values)
+                    held[2] = tensor._version
             out = fn(*lead, *args, **kwargs)
             return out, _input_gradients(out, leaves)
 
