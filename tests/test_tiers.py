@@ -144,6 +144,16 @@ def test_a_program_writing_its_input_is_judged_with_each_plan_starting_from_the_
     assert "slowfuse_region" in squall.last_traces(fn).source
 
 
+def test_gradients_are_compared_at_the_scale_of_the_largest_so_cancellation_noise_is_not_a_difference():
+    """A conv's bias before a batch norm gets a gradient of rounding noise (its terms cancel): two
+    summation orders differ by more than the noise itself, not by more than its terms' rounding."""
+    weight = torch.randn(16, 3, 3, 3)
+    noise = torch.full((16,), 2e-8)
+    assert tiers._outputs_differ((weight, noise), (weight, noise + 3e-8), looser=tiers.GRADIENT_LOOSER, shared_scale=True) == ""
+    assert "output 1" in tiers._outputs_differ((weight, noise), (weight, noise + 0.5), looser=tiers.GRADIENT_LOOSER, shared_scale=True)
+    assert "output 1" in tiers._outputs_differ((weight, noise), (weight, noise + 3e-8), looser=tiers.GRADIENT_LOOSER)
+
+
 class WrongBackwardFuser(SlowFuser):
     """Its regions without an exp add one to their first output: `program`'s backward is wrong (it
     multiplies by the saved exp), its forward right."""

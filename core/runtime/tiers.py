@@ -286,12 +286,22 @@ _FLOAT_TOLERANCE = 1e-4
 GRADIENT_LOOSER = 10.0
 
 
-def _outputs_differ(expected: Any, actual: Any, looser: float = 1.0) -> str:
-    """Why two program outputs differ beyond a fused kernel's tolerance, `looser` times wider ("" if they do not)."""
+# raised when the judge's checks change, so that no judgement made by the old ones is remembered
+# (2: each plan run from the call's values where the program writes its inputs; gradients measured
+# against the largest of them)
+JUDGE_REVISION = 2
+
+
+def _outputs_differ(expected: Any, actual: Any, looser: float = 1.0, shared_scale: bool = False) -> str:
+    """Why two program outputs differ beyond a fused kernel's tolerance, `looser` times wider ("" if
+    they do not); with `shared_scale`, each measured against the largest magnitude of them all
+    (gradients: a bias's before a batch norm sums terms that cancel to rounding noise, whose size is
+    the terms', not the sum's)."""
     exp, _ = tree_flatten(expected)
     act, _ = tree_flatten(actual)
     if len(exp) != len(act):
         return f"{len(act)} outputs where the torch plan returns {len(exp)}"
+    largest = max((_largest(e) for e in exp if real_tensor(e) and (e.dtype.is_floating_point or e.dtype.is_complex)), default=0.0) if shared_scale else 0.0
     for i, (e, a) in enumerate(zip(exp, act)):
         if not real_tensor(e):
             continue
@@ -307,10 +317,15 @@ def _outputs_differ(expected: Any, actual: Any, looser: float = 1.0) -> str:
         if finite.any():
             scale = e[finite].abs().max().item()
             worst = (a[finite] - e[finite]).abs().max().item()
-            tolerance = looser * _TOLERANCE.get(e.dtype, _FLOAT_TOLERANCE) * max(scale, 1e-6)
+            tolerance = looser * _TOLERANCE.get(e.dtype, _FLOAT_TOLERANCE) * max(scale, largest, 1e-6)
             if worst > tolerance:
                 return f"output {i}: differs by up to {worst:.3g} where its values reach {scale:.3g}"
     return ""
+
+
+def _largest(t: torch.Tensor) -> float:
+    finite = t[torch.isfinite(t)]
+    return finite.abs().max().item() if finite.numel() else 0.0
 
 
 def _meta(x: Any) -> str:
@@ -330,7 +345,7 @@ def _verdict_store() -> ChoiceStore:
 
 def _program_key(compilation: Compilation, executors: Sequence[Executor], num_threads: int) -> str:
     names = (tuple(ex.name for ex in executors), getattr(executors, "key", None))
-    text = repr((str(compilation.traced), names, torch.__version__, num_threads))
+    text = repr((str(compilation.traced), names, torch.__version__, num_threads, JUDGE_REVISION))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -594,7 +609,7 @@ class UpgradeJob:
                 (torch_out, torch_grads), (fused_out, fused_grads) = run(torch_fn), run(fused_fn)
             differ = _outputs_differ(torch_out, fused_out) if compare else ""
             if compare and not differ:
-                differ = _outputs_differ(torch_grads, fused_grads, looser=GRADIENT_LOOSER)
+                differ = _outputs_differ(torch_grads, fused_grads, looser=GRADIENT_LOOSER, shared_scale=True)
                 differ = differ and f"the gradients of its inputs: {differ}"
             backward = bool(torch_grads)
             del torch_out, fused_out, torch_grads, fused_grads
