@@ -354,5 +354,7 @@ def _is_symbolic(region: FusionRegion) -> bool:
 
 
 def _torch_won(choice: dict, how: str) -> str:
-    return (f"torch was faster on these shapes ({how}: torch {choice['torch_s'] * 1e3:.3f} ms, "
-            f"inductor {choice['inductor_s'] * 1e3:.3f} ms)")
+    times = f"({how}: torch {choice['torch_s'] * 1e3:.3f} ms, inductor {choice['inductor_s'] * 1e3:.3f} ms)"
+    if choice["inductor_s"] < choice["torch_s"]:
+        return f"inductor was faster by less than the {round((1 - _MARGIN) * 100)}% a region must win by on these shapes {times}"
+    return f"torch was faster on these shapes {times}"

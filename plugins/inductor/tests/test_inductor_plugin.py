@@ -27,6 +27,7 @@ from squall.tools.cli import main
 squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor is not installed (pip install -e plugins/inductor)")
 from squall_inductor import InductorExecutor, region_function  # noqa: E402
 from squall_inductor.choices import region_key  # noqa: E402
+from squall_inductor.executor import _torch_won  # noqa: E402
 
 HAS_CPU_BACKEND = squall_inductor.cpp_compiler() is not None
 needs_cpu_inductor = pytest.mark.skipif(not HAS_CPU_BACKEND, reason="no C++ compiler for inductor's CPU backend (g++ or clang++)")
@@ -185,6 +186,14 @@ def test_cpu_programs_without_fusible_work_plan_as_with_torch_alone():
     assert not squall.last_traces(with_inductor).plan.regions  # pure metadata stays with torch
 
 
+def test_a_region_that_won_by_less_than_the_margin_says_so():
+    """Not "torch was faster" where inductor was faster, by less than a region must win by."""
+    assert _torch_won({"torch_s": 1.76e-4, "inductor_s": 1.73e-4}, "measured") == (
+        "inductor was faster by less than the 3% a region must win by on these shapes (measured: torch 0.176 ms, inductor 0.173 ms)"
+    )
+    assert _torch_won({"torch_s": 1e-4, "inductor_s": 2e-4}, "measured").startswith("torch was faster on these shapes")
+
+
 def test_a_region_remembered_as_slower_is_not_compiled(tmp_path):
     fn = lambda x: torch.sigmoid(x * 3 + 1)  # noqa: E731
     x = torch.randn(5, 7)
@@ -197,7 +206,7 @@ def test_a_region_remembered_as_slower_is_not_compiled(tmp_path):
     # whichever won, one choice is now on disk, keyed by the region's signature
     (key, choice), = json.loads(path.read_text()).items()
     assert choice["torch_s"] > 0 and choice["inductor_s"] > 0 and choice["winner"] in ("torch", "inductor")
-    choice.update(winner="torch")
+    choice.update(winner="torch", torch_s=1e-4, inductor_s=2e-4)
     path.write_text(json.dumps({key: choice}))
     fresh = InductorExecutor(choices_path=path, min_eager_seconds=0)
     jfn = squall.jit(fn, executors=[fresh, "torch"], wait=True)
