@@ -6,7 +6,8 @@ it onto the torch language (`squall.ltorch`) and records it. It is a torch.Tenso
 (a wrapper subclass, as torch's own tensor subclasses are), so that any code's `isinstance`,
 `torch.is_tensor` and torch.Tensor's unbound methods take it as a tensor with nothing
 replaced process-wide (issue 22); squall's own checks for a tensor with data use `real_tensor`.
-A call below torch's Python API that reaches one (`__torch_dispatch__`) is an error.
+A call below torch's Python API that reaches one (`__torch_dispatch__`: torch.func's vmap
+unwrapping its batched tensors) is `BelowPythonAPI`: that call runs eagerly.
 
 A `NumberProxy` stands for a Python int or float read at run time: a number argument whose
 value changed between calls while the rest of the call stayed the same (`squall.jit` then
@@ -36,6 +37,7 @@ from .symbolic import SymInt, lone_symbol, source
 from .symshape import SymShape, as_shape
 
 __all__ = [
+    "BelowPythonAPI",
     "TensorProxy",
     "NumberProxy",
     "current_context",
@@ -150,6 +152,10 @@ def _shape(shape: Any) -> torch.Size | SymShape:
     return shape if type(shape) is SymShape else as_shape(shape)
 
 
+class BelowPythonAPI(RuntimeError):
+    """A torch call below torch's Python API (from C++, which squall's tracing does not see) reached
+    a traced tensor: squall cannot trace the program, and the call runs eagerly (squall.runtime)."""
+
 class TensorProxy(torch.Tensor):
     """A tensor's metadata under a name; torch operations on it are traced, not run.
 
@@ -231,7 +237,7 @@ class TensorProxy(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         # reached only by a call below torch's Python API, which __torch_function__ did not see
-        raise RuntimeError(f"squall: {func} reached a traced tensor below torch's Python API, where squall cannot trace it")
+        raise BelowPythonAPI(f"squall: {func} reached a traced tensor below torch's Python API, where squall cannot trace it")
 
     def __format__(self, spec: str) -> str:
         return object.__format__(self, spec)

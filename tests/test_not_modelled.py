@@ -100,3 +100,14 @@ def test_a_negative_reflect_pad_runs_eagerly():
 def test_histc_out_runs_eagerly():
     x = torch.randn(50)
     runs_eagerly_saying(lambda x, out: torch.histc(x, bins=5, out=out) * 1, lambda: (x.clone(), torch.empty(5)), r"torch.histc\(..., out=...\) writes its result")
+
+
+def test_a_torch_call_below_its_python_api_reaching_a_traced_tensor_runs_eagerly():
+    """torch.func.vmap unwraps its batched tensors in C++ (aten.expand below torch's Python API):
+    squall's own RuntimeError escaped to the caller, where eager runs; now the call runs eagerly."""
+
+    def row_sums(x):
+        return torch.vmap(lambda row: row.cos().sum())(x)
+
+    x = torch.randn(4, 3)
+    runs_eagerly_saying(row_sums, lambda: (x.clone(),), r"below torch's Python API")

@@ -29,7 +29,7 @@ from ..frontend.tracing import argument_names, module_layout
 from ..guard_set import ALIAS, GuardFailure
 from ..ltorch.base import SquallWarning, UnmodelledMode
 from ..market.config import ExecutorPriority
-from ..proxies import current_context
+from ..proxies import BelowPythonAPI, current_context
 from ..symbol import user_stacklevel
 from . import dims_profile, tiers, upgrade_worker
 from .aliasing import AliasPattern, alias_pattern, describe_path, input_tensors, same_as_paths, tensor_paths_of
@@ -186,7 +186,7 @@ class Runtime(Replans, Upgrades):
             except (UnreplayableWrite, UnmodelledMode) as write:
                 return self._eager_for(key, str(write).removeprefix("squall: "))
             except Exception as error:  # noqa: BLE001 - only the user's own code raising is answered here
-                if not raised_by_users_code(error):
+                if not (raised_by_users_code(error) or isinstance(error, BelowPythonAPI)):
                     raise
                 return self._eager_after_error(key, error)
             guarded_numbers = specialised_numbers(compilation)
