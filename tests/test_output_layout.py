@@ -79,3 +79,32 @@ def test_one_program_serves_both_layouts_as_eager():
         actual = jfn(x_jit)
         _same_layout(actual, expected)
         torch.testing.assert_close(x_jit, x_eager)
+
+
+_W = torch.randn(4, 3, 3, 3)
+_LAYOUT_KEEPING = {
+    "mul": lambda t: t * 2,
+    "sigmoid_mul": lambda t: torch.sigmoid(t) * t,
+    "zeros_like": torch.zeros_like,
+    "empty_like": lambda t: torch.empty_like(t).zero_(),
+    "clone": torch.clone,
+    "contiguous_cl": lambda t: t.contiguous(memory_format=CL),
+    "conv": lambda t: torch.nn.functional.conv2d(t, _W, padding=1),
+    "max_pool": lambda t: torch.nn.functional.max_pool2d(t, 2),
+    "batch_norm": lambda t: torch.nn.functional.batch_norm(t, None, None, training=True),
+    "permuted": lambda t: t.permute(0, 2, 3, 1),
+    "sliced": lambda t: t[:, 1:],
+}
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("name", list(_LAYOUT_KEEPING))
+def test_results_keep_eagers_layout_across_input_layouts(name, dynamic):
+    # one program (no strides in the key) called with each layout in turn: eager's strides each time
+    fn = _LAYOUT_KEEPING[name]
+    jfn = squall.jit(fn, dynamic=dynamic)
+    for layout in ("contiguous", "channels_last", "transposed", "contiguous"):
+        x = _inputs()[layout]
+        expected, actual = fn(x), jfn(x)
+        _same_layout(actual, expected)
+        assert actual.storage_offset() == expected.storage_offset()
