@@ -36,7 +36,7 @@ from ..proxies import NumberProxy, TensorProxy
 from ..symbolic import SymInt, guarded_int, symbols_of
 from .speculation import _site, inputs_reached
 
-__all__ = ["traced_strides", "traced_is_contiguous", "traced_storage_offset", "traced_reshape_is_view", "traced_overlap", "view_strides", "memory_overlap"]
+__all__ = ["traced_strides", "traced_is_contiguous", "traced_to_aliases", "traced_storage_offset", "traced_reshape_is_view", "traced_overlap", "view_strides", "memory_overlap"]
 
 # view ops whose result's strides follow from their input's for any sizes of 2 or more (a size
 # symbol is guarded so where a layout is read, `_two_or_more`): reshapes
@@ -47,7 +47,7 @@ _SIZE_INDEPENDENT_VIEWS = frozenset({
     "torch.Tensor.flatten", "torch.Tensor.unflatten", "torch.Tensor.contiguous", "torch.Tensor.squeeze",
     "torch.Tensor.unsqueeze", "torch.Tensor.detach", "torch.transpose", "torch.swapaxes", "torch.swapdims",
     "torch.t", "torch.Tensor.T", "torch.Tensor.H", "torch.Tensor.mT", "torch.Tensor.mH", "torch.Tensor.permute",
-    "torch.movedim",
+    "torch.movedim", "torch.Tensor.to.memory_format",
 })  # fmt: skip
 
 
@@ -78,6 +78,21 @@ def traced_is_contiguous(ctx: Any, x: TensorProxy, memory_format: torch.memory_f
     if not (_size_independent(ctx, x) and _dense_strides(x.shape, tuple(real.stride())) is not None):
         _specialise(x, sources)
     return real.is_contiguous(memory_format=memory_format)
+
+
+def traced_to_aliases(ctx: Any, x: TensorProxy, memory_format: torch.memory_format) -> bool:
+    """Whether eager's `x.to(memory_format=memory_format)` (nothing else changed) in the program
+    traced in `ctx` returns `x` itself, else a copy: where `x`'s layout already suggests that format
+    (`suggest_memory_format`, which reads strides and sizes of 1). Guarded as `traced_is_contiguous`
+    guards its answer."""
+    real, sources = _eager_layout(ctx, x)
+    if real is None:
+        return memory_format == torch.contiguous_format
+    if not (_size_independent(ctx, x) and _dense_strides(x.shape, tuple(real.stride())) is not None):
+        _specialise(x, sources)
+    with torch._C.DisableTorchFunction():  # torch's own call on this call's tensor, not the tracing mode's
+        out = real.to(memory_format=memory_format)  # `real` itself, though under another Python object
+        return out.data_ptr() == real.data_ptr() and out.stride() == real.stride()
 
 
 def traced_reshape_is_view(ctx: Any, x: TensorProxy, shape: tuple) -> bool:

@@ -42,7 +42,7 @@ from ..ltorch.subscript import setitem
 from ..prims.base import canonical_dim
 from ..proxies import TensorProxy
 from ..symbol import Tags
-from .layouts import traced_is_contiguous, traced_overlap, traced_reshape_is_view
+from .layouts import traced_is_contiguous, traced_overlap, traced_reshape_is_view, traced_to_aliases
 
 __all__ = ["ViewStep", "ViewTracker", "VIEW_OPS"]
 
@@ -192,12 +192,13 @@ _INVERSES: dict[str, Callable] = {
     "torch.movedim": _moved_back,
     "torch.diagonal": _diagonal_back,
     "torch.Tensor.contiguous": lambda step, parent, new: new,  # only where eager returned its input
+    "torch.Tensor.to.memory_format": lambda step, parent, new: new,  # as contiguous
     "torch.Tensor.unfold": _no_inverse("is not supported (its windows may overlap); write into the tensor it unfolds"),
 }
 # ops returning several views, one per piece along a dim: the position of their dim parameter
 _SPLITS = {"torch.split": 2, "torch.Tensor.split": 2, "torch.chunk": 2, "torch.tensor_split": 2, "torch.unbind": 1}
 # views only where the input's layout allows it, else copies (`ViewTracker._view_in_eager`)
-_LAYOUT_DEPENDENT = frozenset({"torch.Tensor.reshape", "torch.Tensor.reshape_as", "torch.Tensor.flatten", "torch.Tensor.contiguous"})
+_LAYOUT_DEPENDENT = frozenset({"torch.Tensor.reshape", "torch.Tensor.reshape_as", "torch.Tensor.flatten", "torch.Tensor.contiguous", "torch.Tensor.to.memory_format"})
 
 # ltorch ops whose torch counterparts return views sharing memory with their input
 VIEW_OPS = frozenset(_INVERSES) | frozenset(_SPLITS)
@@ -370,6 +371,8 @@ class ViewTracker:
         x = step.args[step.at]
         if step.op.id == "torch.Tensor.contiguous":
             return traced_is_contiguous(self.ctx, x, step.bound()[1])
+        if step.op.id == "torch.Tensor.to.memory_format":
+            return traced_to_aliases(self.ctx, x, step.kwargs["memory_format"])
         return traced_reshape_is_view(self.ctx, x, step.shape)
 
     def _leave_family(self, a: TensorProxy, root: TensorProxy) -> None:

@@ -15,7 +15,7 @@ from .. import prims
 from .base import qualified_name
 from .functionalization import TorchForm
 from .helpers import check, on_device, target_device
-from ..proxies import TensorProxy
+from ..proxies import TensorProxy, current_context
 from ..symbol import Symbol, Tags
 
 _T = torch.Tensor
@@ -28,6 +28,7 @@ __all__ = [
     "to_bool_if_changed", "to_cfloat", "to_cfloat_if_changed", "to_cdouble",
     "to_cdouble_if_changed", "type_as", "type_as_if_changed", "tensor_type",
     "tensor_type_if_changed", "to_cpu", "to_cpu_if_changed", "to_cuda", "to_cuda_if_changed",
+    "to_memory_format",
 ]
 
 
@@ -48,10 +49,11 @@ class _Plan(NamedTuple):
     device: torch.device
     copy: bool = False
     non_blocking: bool = False
+    memory_format: torch.memory_format = torch.preserve_format
 
 
 def _convert(plan: _Plan) -> TensorProxy:
-    a, dtype, device, copy, non_blocking = plan
+    a, dtype, device, copy, non_blocking, _ = plan
     if device == a.device:
         # a copy of the same dtype is still a new tensor: an in-place op on it must not reach `a`
         return prims.convert_element_type(a, dtype) if dtype != a.dtype or copy else a
@@ -89,16 +91,24 @@ def _plan_to(self, *args, **kwargs):
     check(isinstance(memory_format, torch.memory_format), lambda: f"to(): argument 'memory_format' must be torch.memory_format, not {type(memory_format).__name__}", TypeError)
     check(dtype is None or isinstance(dtype, torch.dtype), lambda: f"to(): argument 'dtype' must be torch.dtype, not {type(dtype).__name__}", TypeError)
     device = self.device if device is None else target_device(device)
-    # squall does not model strides, so a memory format changes no value: dtype, device and copy matter
-    return _Plan(self, dtype or self.dtype, device, flags.get("copy", False), flags.get("non_blocking", False))
+    # a memory format changes no value; the torch executor passes it on with the call (its layout)
+    return _Plan(self, dtype or self.dtype, device, flags.get("copy", False), flags.get("non_blocking", False), memory_format)
 
 
 def _if_changed(plan):
     """A form's `before`: the tensor itself when the conversion `plan` describes changes nothing."""
 
     def unchanged(*args, **kwargs):
-        a, dtype, device, copy, _ = plan(*args, **kwargs)
-        return a if dtype == a.dtype and device == a.device and not copy else None
+        a, dtype, device, copy, _, memory_format = plan(*args, **kwargs)
+        if dtype != a.dtype or device != a.device or copy:
+            return None
+        if memory_format != torch.preserve_format:
+            kwargs = {"memory_format": memory_format}
+            out = to_memory_format(a, **kwargs)
+            # eager's result is `a` itself or a copy, by `a`'s layout: a view where a write decides
+            current_context().views.note(to_memory_format, (a,), kwargs, out)
+            return out
+        return a
 
     return unchanged
 
@@ -114,6 +124,25 @@ def _to(self, *args, **kwargs):
     return _convert(_plan_to(self, *args, **kwargs))
 
 
+def _to_memory_format(self, *, memory_format):
+    # A value under a new name, as contiguous(memory_format) is: eager returns `self` itself where
+    # its layout already suggests that format, else a copy laid out so; the trace notes it as a
+    # view whose writes are decided by eager's layout (squall.frontend.views). The torch executor
+    # runs torch's `to`, which lays the result out as asked.
+    return prims.convert_element_type(self, self.dtype)
+
+
+def _torch_to_memory_format(self, *, memory_format):
+    """Eager's `self.to(memory_format=memory_format)`: what the torch executor runs."""
+    return self.to(memory_format=memory_format)
+
+
+# `x.to(memory_format=...)` that changes nothing else: recorded (never answered with `x` itself,
+# whose layout eager's result need not keep) under an id of its own, its torch call a function of
+# its own (Tensor.to is claimed by `to`)
+to_memory_format = Symbol("torch.Tensor.to.memory_format", "to", _to_memory_format, is_prim=False, tags=(Tags.ELEMENTWISE,), torchfns=(_torch_to_memory_format,))
+
+
 to, to_if_changed = _conversion("to", _to, _plan_to, _T.to)
 
 
@@ -123,7 +152,8 @@ def _method(name: str, dtype: torch.dtype) -> tuple[Symbol, TorchForm]:
 
     def plan(self, memory_format=torch.preserve_format):
         _check_tensor(name, self)
-        return _Plan(self, dtype, self.device)
+        _check_memory_format(name, memory_format)
+        return _Plan(self, dtype, self.device, memory_format=memory_format)
 
     def op(self, memory_format=torch.preserve_format):
         return _convert(plan(self, memory_format))
@@ -230,7 +260,7 @@ def _check_memory_format(name: str, memory_format) -> None:
 def _plan_cpu(self, *, memory_format=torch.preserve_format):
     _check_tensor("cpu", self)
     _check_memory_format("cpu", memory_format)
-    return _Plan(self, self.dtype, torch.device("cpu"))
+    return _Plan(self, self.dtype, torch.device("cpu"), memory_format=memory_format)
 
 
 def _cpu(self, *, memory_format=torch.preserve_format):
@@ -252,7 +282,7 @@ def _plan_cuda(self, device=None, non_blocking=False, *, memory_format=torch.pre
     # no device: the current CUDA device; an index: that CUDA device
     device = target_device("cuda" if device is None else torch.device("cuda", device) if isinstance(device, int) else device)
     check(device.type == "cuda", lambda: "Invalid device, must be cuda device", RuntimeError)
-    return _Plan(self, self.dtype, device, non_blocking=non_blocking)
+    return _Plan(self, self.dtype, device, non_blocking=non_blocking, memory_format=memory_format)
 
 
 def _cuda(self, device=None, non_blocking=False, *, memory_format=torch.preserve_format):
