@@ -74,9 +74,9 @@ class RecordingCopies:
             copy.__kwdefaults__ = self._followed_kwdefaults(fn)
             copy.__qualname__ = fn.__qualname__
             self._functions[id(fn)] = self._standing_for(copy, fn)
-            if not jitted:
-                # (the jitted function's own are not: a function reading no state would pay a
-                # check at every call for them; squall.jit it again after editing it in place)
+            if not jitted or fn.__kwdefaults__:
+                # (the jitted function's own code and positional defaults are checked by its entry
+                # point, two identity checks; keyword-only defaults, a dict changed in place, here)
                 self._guard_code_and_defaults(fn)
             for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars, fn.__closure__ or ())):
                 value = _cell_value(cell)
