@@ -37,3 +37,41 @@ def test_the_jitted_function_s_own_code_and_defaults_changed_in_place():
     finally:
         _scaled.__code__, _scaled.__defaults__, _scaled.__kwdefaults__ = saved
     assert_close(j(x), _scaled(x))
+
+
+class Config:
+    scale = 2.0
+    name = "double"
+
+
+class DerivedConfig(Config):
+    pass
+
+
+def _by_config(x):
+    return x * Config.scale if Config.name == "double" else x - Config.scale
+
+
+def _by_derived_config(x):
+    return x * DerivedConfig.scale
+
+
+def test_a_class_attribute_read_off_a_global_class_changed():
+    x = torch.randn(3)
+    j, jd = squall.jit(_by_config), squall.jit(_by_derived_config)
+    try:
+        assert_close(j(x), _by_config(x))
+        assert_close(jd(x), _by_derived_config(x))
+        Config.scale = 3.0
+        assert_close(j(x), _by_config(x))
+        assert_close(jd(x), _by_derived_config(x))  # inherited
+        DerivedConfig.scale = 7  # a subclass's own now, an int
+        assert_close(jd(x), _by_derived_config(x))
+        Config.name = "minus"
+        assert_close(j(x), _by_config(x))
+    finally:
+        Config.scale, Config.name = 2.0, "double"
+        if "scale" in vars(DerivedConfig):
+            del DerivedConfig.scale
+    assert_close(j(x), _by_config(x))
+    assert_close(jd(x), _by_derived_config(x))
