@@ -75,3 +75,23 @@ def test_a_class_attribute_read_off_a_global_class_changed():
             del DerivedConfig.scale
     assert_close(j(x), _by_config(x))
     assert_close(jd(x), _by_derived_config(x))
+
+
+def _absolute_shift(x):
+    return x + abs(-2) + len(x.shape)
+
+
+def test_a_global_that_later_shadows_a_builtin_the_program_called():
+    x = torch.randn(3)
+    j = squall.jit(_absolute_shift)
+    assert_close(j(x), _absolute_shift(x))
+    try:
+        globals()["abs"] = lambda v: 10 * v
+        assert_close(j(x), _absolute_shift(x))
+        del globals()["abs"]
+        globals()["len"] = lambda v: 100
+        assert_close(j(x), _absolute_shift(x))
+    finally:
+        globals().pop("abs", None)
+        globals().pop("len", None)
+    assert_close(j(x), _absolute_shift(x))

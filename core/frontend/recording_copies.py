@@ -45,10 +45,14 @@ class _RecordingGlobals(dict):
     __slots__ = ("recorder", "real", "fn")
 
     def __getitem__(self, name):
-        if name == "type" and not dict.__contains__(self, name):
-            # the builtin, for an object read through a view or copy answering with the
-            # object's own class, as eager's `type(obj)` does
-            return traced_type
+        if not dict.__contains__(self, name):
+            # a builtin (`abs`, `len`) is read next: guarded against the module gaining a global of its name
+            self.recorder.guards.add(f"{plain_scalar(name)!r} not in {self.recorder.guards.bind(self.real, 'g')}", f"builtin {name!r} of {self.fn.__qualname__} (no global of its name)")
+            if name == "type":
+                # the builtin, for an object read through a view or copy answering with the
+                # object's own class, as eager's `type(obj)` does
+                return traced_type
+            raise KeyError(name)
         value = dict.__getitem__(self, name)
         return self.recorder._read_global(self.real, name, value, self.fn)
 
