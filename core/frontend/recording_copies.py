@@ -42,12 +42,17 @@ class _RecordingGlobals(dict):
     """A recorded function's globals: a copy of its module's, whose reads its recorder sees
     (one class for all: a class made per function cost more than the function's trace)."""
 
-    __slots__ = ("recorder", "real", "fn")
+    __slots__ = ("recorder", "real", "fn", "builtins_read")
 
     def __getitem__(self, name):
         if not dict.__contains__(self, name):
-            # a builtin (`abs`, `len`) is read next: guarded against the module gaining a global of its name
-            self.recorder.guards.add(f"{plain_scalar(name)!r} not in {self.recorder.guards.bind(self.real, 'g')}", f"builtin {name!r} of {self.fn.__qualname__} (no global of its name)")
+            # a builtin (`abs`, `len`) is read next: guarded against the module gaining a global
+            # of its name (one check per function, of all the builtins it reads: a set filled as read)
+            if not self.builtins_read:
+                guards = self.recorder.guards
+                guards.add(f"{guards.bind(self.real, 'g')}.keys().isdisjoint({guards.bind(self.builtins_read, 'k')})",
+                           f"the builtins {self.fn.__qualname__} reads (no global of their names)")
+            self.builtins_read.add(name)
             if name == "type":
                 # the builtin, for an object read through a view or copy answering with the
                 # object's own class, as eager's `type(obj)` does
@@ -66,7 +71,7 @@ class RecordingCopies:
         if copy is None:
             real = fn.__globals__
             watched = _RecordingGlobals(real)
-            watched.recorder, watched.real, watched.fn = self, real, fn
+            watched.recorder, watched.real, watched.fn, watched.builtins_read = self, real, fn, set()
             # a module, object or function in a closure cell is read through a view or recording
             # copy, in a cell of the copy's own (filled once the copy is known: it may be itself;
             # a nonlocal assignment to such a cell is refused at finish)
