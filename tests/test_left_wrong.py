@@ -3,10 +3,12 @@ program did not see. Each test calls a jitted function, makes one change, and ca
 beside eager: every later call must answer as eager does."""
 from __future__ import annotations
 
+import pytest
 import torch
 from torch.testing import assert_close
 
 import squall
+from squall.ltorch.base import SquallWarning
 from squall.runtime.jit import jitted_state
 
 
@@ -95,3 +97,25 @@ def test_a_global_that_later_shadows_a_builtin_the_program_called():
         globals().pop("abs", None)
         globals().pop("len", None)
     assert_close(j(x), _absolute_shift(x))
+
+
+_exp_cached = torch.distributions.transforms.ExpTransform(cache_size=1)
+_composed = torch.distributions.transforms.ComposeTransform(
+    [torch.distributions.transforms.AffineTransform(0.0, 2.0), torch.distributions.transforms.ExpTransform(cache_size=1)])
+
+
+def _through_cached_transform(x):
+    return _exp_cached(x) * 2 + _composed(x)
+
+
+def test_a_caching_distributions_transform_runs_eagerly_and_keeps_real_tensors():
+    # cache_size=1 keeps the last (input, output) on the transform: the trace left its proxies there
+    j = squall.jit(_through_cached_transform)
+    x = torch.randn(3)
+    with pytest.warns(SquallWarning, match="cache_size=1"):
+        got = j(x)
+    assert_close(got, _through_cached_transform(x))
+    for t in (_exp_cached, _composed.parts[1]):
+        assert all(type(v) is torch.Tensor for v in t._cached_x_y)
+    y = _exp_cached(x)
+    assert _exp_cached.inv(y) is x  # the cache eager keeps, working
