@@ -261,4 +261,27 @@ class AttributeReads:
         return self._global_hooks
 
     def _read_global(self, real: dict, name: str, value: Any, fn: types.FunctionType) -> Any:
-        return self._reached(value, f"{self.guards.bind(real, 'g')}[{plain_scalar(name)!r}]", f"global {name!r} of {fn.__qualname__}")
+        label = f"global {name!r} of {fn.__qualname__}"
+        if type(value) is type and not value.__module__.startswith(_LIBRARY_MODULES):
+            # a user's class read as a global (`Config.scale`): its attributes are read straight off
+            # the class, no view between, so its numbers, strings and flags are guarded as they are now
+            self.guards.namespace["_class_scalars"] = class_scalars
+            self.guards.add(f"_class_scalars({self.guards.bind(value, 'c')}) == {self.guards.bind(class_scalars(value), 'k')}",
+                            f"the numbers, strings and flags of class {value.__qualname__} ({label})")
+        return self._reached(value, f"{self.guards.bind(real, 'g')}[{plain_scalar(name)!r}]", label)
+
+
+_LIBRARY_MODULES = ("torch", "builtins", "transformers", "timm", "torchvision", "typing", "collections", "enum", "abc")
+
+
+def class_scalars(cls: type) -> dict:
+    """The numbers, strings, bools and Nones `cls` gives as class attributes (its bases' too), each
+    with its type (2 apart from 2.0 and True), as `cls.name` resolves them."""
+    found = {}
+    for c in reversed(cls.__mro__[:-1]):
+        for k, v in vars(c).items():
+            if v is None or type(v) in _SCALARS:
+                found[k] = (type(v), v)
+            else:
+                found.pop(k, None)
+    return found

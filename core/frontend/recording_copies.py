@@ -42,13 +42,22 @@ class _RecordingGlobals(dict):
     """A recorded function's globals: a copy of its module's, whose reads its recorder sees
     (one class for all: a class made per function cost more than the function's trace)."""
 
-    __slots__ = ("recorder", "real", "fn")
+    __slots__ = ("recorder", "real", "fn", "builtins_read")
 
     def __getitem__(self, name):
-        if name == "type" and not dict.__contains__(self, name):
-            # the builtin, for an object read through a view or copy answering with the
-            # object's own class, as eager's `type(obj)` does
-            return traced_type
+        if not dict.__contains__(self, name):
+            # a builtin (`abs`, `len`) is read next: guarded against the module gaining a global
+            # of its name (one check per function, of all the builtins it reads: a set filled as read)
+            if not self.builtins_read:
+                guards = self.recorder.guards
+                guards.add(f"{guards.bind(self.real, 'g')}.keys().isdisjoint({guards.bind(self.builtins_read, 'k')})",
+                           f"the builtins {self.fn.__qualname__} reads (no global of their names)")
+            self.builtins_read.add(name)
+            if name == "type":
+                # the builtin, for an object read through a view or copy answering with the
+                # object's own class, as eager's `type(obj)` does
+                return traced_type
+            raise KeyError(name)
         value = dict.__getitem__(self, name)
         return self.recorder._read_global(self.real, name, value, self.fn)
 
@@ -62,7 +71,7 @@ class RecordingCopies:
         if copy is None:
             real = fn.__globals__
             watched = _RecordingGlobals(real)
-            watched.recorder, watched.real, watched.fn = self, real, fn
+            watched.recorder, watched.real, watched.fn, watched.builtins_read = self, real, fn, set()
             # a module, object or function in a closure cell is read through a view or recording
             # copy, in a cell of the copy's own (filled once the copy is known: it may be itself;
             # a nonlocal assignment to such a cell is refused at finish)
@@ -74,9 +83,9 @@ class RecordingCopies:
             copy.__kwdefaults__ = self._followed_kwdefaults(fn)
             copy.__qualname__ = fn.__qualname__
             self._functions[id(fn)] = self._standing_for(copy, fn)
-            if not jitted:
-                # (the jitted function's own are not: a function reading no state would pay a
-                # check at every call for them; squall.jit it again after editing it in place)
+            if not jitted or fn.__kwdefaults__:
+                # (the jitted function's own code and positional defaults are checked by its entry
+                # point, two identity checks; keyword-only defaults, a dict changed in place, here)
                 self._guard_code_and_defaults(fn)
             for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars, fn.__closure__ or ())):
                 value = _cell_value(cell)

@@ -135,6 +135,22 @@ def refuse_python_state_owner(value: Any, label: str) -> None:
         raise UnmodelledMode(
             f"squall: the program uses {label}, a {type(owner).__module__}.{type(owner).__qualname__}, whose state "
             "(momentum buffers, step counts) torch keeps in Python objects that squall's trace does not record")
+    if isinstance(owner, torch.distributions.transforms.Transform) and _caches_in_python(owner):
+        # (cache_size=1 keeps the last input and output on the object: traced tensors, left there)
+        raise UnmodelledMode(
+            f"squall: the program uses {label}, a {type(owner).__qualname__} with cache_size=1 (itself or a part), whose "
+            "last input and output torch keeps on the object, which squall's trace does not record")
+
+
+def _caches_in_python(transform: Any, depth: int = 0) -> bool:
+    """Whether a torch.distributions transform, or one it is made of (a ComposeTransform's parts,
+    an inverse's forward), keeps its last input and output (cache_size=1)."""
+    if getattr(transform, "_cache_size", 0):
+        return True
+    Transform = torch.distributions.transforms.Transform
+    return depth < 8 and any(
+        isinstance(part, Transform) and _caches_in_python(part, depth + 1)
+        for v in vars(transform).values() for part in (v if type(v) in (list, tuple) else (v,)))
 
 
 def _users_class(cls: type) -> bool:

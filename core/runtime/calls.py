@@ -36,7 +36,7 @@ from .aliasing import AliasPattern, alias_pattern, describe_path, input_tensors,
 from .cache import EntryCache
 from .dynamic_dims import DynamicDims, admits_ones, has_shape_guards, one_variants, specialised_dims
 from .entry import CacheEntry, CompiledEntry, entry_guards
-from .entry_point import DynamicNumbers, ParameterKey, key_parts, training_reader
+from .entry_point import DynamicNumbers, ParameterKey, key_parts, remember_own_code, training_reader
 from .exclusions import excluding
 from .policy import SPECULATION_LIMIT, Action, decide
 from .rage import record_compilation
@@ -609,6 +609,14 @@ class Runtime(Replans, Upgrades):
         was compiled for the old layout, so all are dropped before the call compiles anew."""
         with self.cache.lock:
             self._set_layout()
+            self.cache.clear()
+        return self.entry_point(*args, **kwargs)
+
+    def _recode(self, args: tuple, kwargs: dict) -> Any:
+        """The jitted function's own code or defaults were set anew (an edit reloaded in place):
+        every entry was traced from the old ones, so all are dropped before the call compiles anew."""
+        with self.cache.lock:
+            remember_own_code(self.entry_point)
             self.cache.clear()
         return self.entry_point(*args, **kwargs)
 

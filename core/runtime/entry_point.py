@@ -195,6 +195,18 @@ _KEYWORD_PATH = """    if kwargs and not args:
             return entry[0]({params_arg}**kwargs)"""
 _FUNCTION_PARTS = {"module_state": "", "state_key": "", "state_check": "", "params": "None", "params_arg": ""}
 
+# A plain function's own code and positional defaults are the ones its entries were traced with
+# (IPython's autoreload sets an edited function's on the function object): two identity checks,
+# and where either changed every entry is dropped (`recode`) and the call compiles anew.
+_OWN_CODE = """    if own.__code__ is not own_code or own.__defaults__ is not own_defaults:
+        return recode(args, kwargs)"""
+
+
+def remember_own_code(compiled: Callable) -> None:
+    """The entry point's function runs the code and defaults it holds now: checked against these."""
+    space = compiled.__globals__
+    space["own_code"], space["own_defaults"] = space["own"].__code__, space["own"].__defaults__
+
 # For a function of a fixed number of positional parameters, the call with that many plain
 # tensors builds the same key in one tuple display, without the loop. Before that, the entry
 # this fast path last hit (`recent`) is tried with one C call (`_metadata_check`): it holds
@@ -408,7 +420,7 @@ def training_reader(modules: list) -> tuple[Callable[[Any], bool], list]:
 
 def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Callable, relayout: Callable, dynamic: set, last: list,
                      checks: dict, under_autocast: Callable, dims: dict | None = None, slots: list | None = None, ties: list | None = None,
-                     training_read: list | None = None,
+                     training_read: list | None = None, recode: Callable | None = None,
                      training_of: list | None = None, parameter_key: ParameterKey | None = None) -> Callable:
     """The entry point of a jitted function or module (`module`): generated once, closed over
     its cache, its compile, the set of its dynamic number arguments' paths
@@ -420,7 +432,8 @@ def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Calla
     weight's other place in `ties` still holds it), its training
     flags with `training_read[0]` from `training_of` (`training_reader`; lists filled in place
     when its layout changes) and keys their metadata with its `parameter_key`. A call made while
-    torch.autocast is enabled goes to `under_autocast` (squall's traces do not model its casts)."""
+    torch.autocast is enabled goes to `under_autocast` (squall's traces do not model its casts).
+    A plain function's entry point goes to `recode` where its code or defaults changed (`_OWN_CODE`)."""
     namespace = {
         "dims": {} if dims is None else dims,
         "last": last,
@@ -448,6 +461,10 @@ def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Calla
         "value_key": value_key,
     }
     parts = _MODULE_PARTS if module else _FUNCTION_PARTS
+    own = fn if not module and type(fn) is types.FunctionType else None  # (a bound method's function is traced as a helper's: guarded there)
+    if own is not None:
+        parts = {**parts, "module_state": _OWN_CODE}
+        namespace.update(own=own, own_code=own.__code__, own_defaults=own.__defaults__, recode=recode)
     keyword_path = _KEYWORD_PATH.format(state_check=parts["state_check"], params_arg=parts["params_arg"])
     source = _ENTRY_POINT.format(fast_path=_fast_path(fn.forward if module else fn, parts), keyword_path=keyword_path, **parts)
     load_source(source, "entry-point", namespace)

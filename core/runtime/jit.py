@@ -77,6 +77,7 @@ class JittedFunction(Runtime):
             training_of=self._training_of,
             parameter_key=self._parameter_key,
             relayout=self._relayout,
+            recode=self._recode,
             dynamic=self._numbers.paths,
             last=self.cache.last,
             checks=self.cache.fast_checks,

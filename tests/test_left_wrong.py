@@ -1,0 +1,121 @@
+"""Silent wrong answers once known and left alone: a change after compiling that a cached
+program did not see. Each test calls a jitted function, makes one change, and calls it again
+beside eager: every later call must answer as eager does."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import squall
+from squall.ltorch.base import SquallWarning
+from squall.runtime.jit import jitted_state
+
+
+def _scaled(x, s=2.0, *, shift=1.0):
+    return x * s + shift
+
+
+def _tripled(x, s=3.0, *, shift=1.0):
+    return x * s - shift
+
+
+def test_the_jitted_function_s_own_code_and_defaults_changed_in_place():
+    # IPython's autoreload sets an edited function's __code__ and __defaults__ on the function itself
+    j = squall.jit(_scaled)
+    x = torch.randn(3)
+    saved = (_scaled.__code__, _scaled.__defaults__, dict(_scaled.__kwdefaults__))
+    try:
+        assert_close(j(x), _scaled(x))
+        assert_close(j(x), _scaled(x))
+        assert jitted_state(j).stats.misses == 1, "no change: the cached program"
+        _scaled.__defaults__ = (5.0,)
+        assert_close(j(x), _scaled(x))
+        _scaled.__kwdefaults__["shift"] = -4.0  # the dict itself, changed in place
+        assert_close(j(x), _scaled(x))
+        _scaled.__code__ = _tripled.__code__
+        assert_close(j(x), _scaled(x))
+        assert_close(j(x, 0.5), _scaled(x, 0.5))
+    finally:
+        _scaled.__code__, _scaled.__defaults__, _scaled.__kwdefaults__ = saved
+    assert_close(j(x), _scaled(x))
+
+
+class Config:
+    scale = 2.0
+    name = "double"
+
+
+class DerivedConfig(Config):
+    pass
+
+
+def _by_config(x):
+    return x * Config.scale if Config.name == "double" else x - Config.scale
+
+
+def _by_derived_config(x):
+    return x * DerivedConfig.scale
+
+
+def test_a_class_attribute_read_off_a_global_class_changed():
+    x = torch.randn(3)
+    j, jd = squall.jit(_by_config), squall.jit(_by_derived_config)
+    try:
+        assert_close(j(x), _by_config(x))
+        assert_close(jd(x), _by_derived_config(x))
+        Config.scale = 3.0
+        assert_close(j(x), _by_config(x))
+        assert_close(jd(x), _by_derived_config(x))  # inherited
+        DerivedConfig.scale = 7  # a subclass's own now, an int
+        assert_close(jd(x), _by_derived_config(x))
+        Config.name = "minus"
+        assert_close(j(x), _by_config(x))
+    finally:
+        Config.scale, Config.name = 2.0, "double"
+        if "scale" in vars(DerivedConfig):
+            del DerivedConfig.scale
+    assert_close(j(x), _by_config(x))
+    assert_close(jd(x), _by_derived_config(x))
+
+
+def _absolute_shift(x):
+    return x + abs(-2) + len(x.shape)
+
+
+def test_a_global_that_later_shadows_a_builtin_the_program_called():
+    x = torch.randn(3)
+    j = squall.jit(_absolute_shift)
+    assert_close(j(x), _absolute_shift(x))
+    try:
+        globals()["abs"] = lambda v: 10 * v
+        assert_close(j(x), _absolute_shift(x))
+        del globals()["abs"]
+        globals()["len"] = lambda v: 100
+        assert_close(j(x), _absolute_shift(x))
+    finally:
+        globals().pop("abs", None)
+        globals().pop("len", None)
+    assert_close(j(x), _absolute_shift(x))
+
+
+_exp_cached = torch.distributions.transforms.ExpTransform(cache_size=1)
+_composed = torch.distributions.transforms.ComposeTransform(
+    [torch.distributions.transforms.AffineTransform(0.0, 2.0), torch.distributions.transforms.ExpTransform(cache_size=1)])
+
+
+def _through_cached_transform(x):
+    return _exp_cached(x) * 2 + _composed(x)
+
+
+def test_a_caching_distributions_transform_runs_eagerly_and_keeps_real_tensors():
+    # cache_size=1 keeps the last (input, output) on the transform: the trace left its proxies there
+    j = squall.jit(_through_cached_transform)
+    x = torch.randn(3)
+    with pytest.warns(SquallWarning, match="cache_size=1"):
+        got = j(x)
+    assert_close(got, _through_cached_transform(x))
+    for t in (_exp_cached, _composed.parts[1]):
+        assert all(type(v) is torch.Tensor for v in t._cached_x_y)
+    y = _exp_cached(x)
+    assert _exp_cached.inv(y) is x  # the cache eager keeps, working
