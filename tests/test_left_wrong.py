@@ -119,3 +119,28 @@ def test_a_caching_distributions_transform_runs_eagerly_and_keeps_real_tensors()
         assert all(type(v) is torch.Tensor for v in t._cached_x_y)
     y = _exp_cached(x)
     assert _exp_cached.inv(y) is x  # the cache eager keeps, working
+
+
+def _by_settings(x):
+    threads = x * torch.get_num_threads()
+    scale = 2.0 if torch.are_deterministic_algorithms_enabled() else 3.0
+    return threads + [scale if torch.get_float32_matmul_precision() == "highest" else -scale for _ in range(1)][0]
+
+
+def test_torch_settings_the_program_reads_changed():
+    x = torch.randn(3)
+    j = squall.jit(_by_settings)
+    threads, precision = torch.get_num_threads(), torch.get_float32_matmul_precision()
+    assert_close(j(x), _by_settings(x))
+    try:
+        torch.set_num_threads(threads + 1)
+        assert_close(j(x), _by_settings(x))
+        torch.use_deterministic_algorithms(True)
+        assert_close(j(x), _by_settings(x))
+        torch.set_float32_matmul_precision("high" if precision == "highest" else "highest")
+        assert_close(j(x), _by_settings(x))  # read in a comprehension
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)
+        torch.set_float32_matmul_precision(precision)
+    assert_close(j(x), _by_settings(x))

@@ -14,6 +14,8 @@ import functools
 import types
 from typing import Any
 
+import torch
+
 
 from ..trace import plain_scalar
 from .autograd_functions import TracedAutogradFunction, is_autograd_function
@@ -36,6 +38,17 @@ from .state_views import (
 )
 
 __all__ = ["RecordingCopies"]
+
+
+# torch's global settings a program may ask for and branch on, whose answers no trace records;
+# (grad mode and the default dtype are in every call's key, autocast sends the call to eager)
+_SETTING_QUERIES = {
+    name: getattr(torch, name)
+    for name in ("get_num_threads", "get_num_interop_threads", "are_deterministic_algorithms_enabled",
+                 "is_deterministic_algorithms_warn_only_enabled", "get_float32_matmul_precision",
+                 "is_inference_mode_enabled", "get_default_device")
+    if hasattr(torch, name)
+}
 
 
 class _RecordingGlobals(dict):
@@ -83,6 +96,7 @@ class RecordingCopies:
             copy.__kwdefaults__ = self._followed_kwdefaults(fn)
             copy.__qualname__ = fn.__qualname__
             self._functions[id(fn)] = self._standing_for(copy, fn)
+            self._guard_settings_read(fn.__code__)
             if not jitted or fn.__kwdefaults__:
                 # (the jitted function's own code and positional defaults are checked by its entry
                 # point, two identity checks; keyword-only defaults, a dict changed in place, here)
@@ -99,6 +113,19 @@ class RecordingCopies:
                     self._cells.append((cells[i], cells[i].cell_contents, name, fn))
             self._wrote.append((dict(real), fn, watched))
         return copy
+
+    def _guard_settings_read(self, code: types.CodeType) -> None:
+        """Guard each of torch's global settings `code` names a query of (`torch.get_num_threads()`,
+        `torch.are_deterministic_algorithms_enabled()`): called at trace time, its answer would
+        be baked into the program (not seen by a trace, which records tensor operations only)."""
+        names, codes = set(), [code]
+        while codes:  # a comprehension's or lambda's code inside too
+            c = codes.pop()
+            names.update(c.co_names)
+            codes.extend(k for k in c.co_consts if type(k) is types.CodeType)
+        for name in names & _SETTING_QUERIES.keys():
+            query = _SETTING_QUERIES[name]
+            self.guards.watch(f"{self.guards.bind(query, 'q')}()", query(), f"torch.{name}()")
 
     def _guard_code_and_defaults(self, fn: types.FunctionType) -> None:
         """Guard that `fn` still runs the code and takes the defaults it was traced with: the
