@@ -16,7 +16,6 @@ from typing import Any
 
 import torch
 
-
 from ..trace import plain_scalar
 from .autograd_functions import TracedAutogradFunction, is_autograd_function
 from .state_views import (
