@@ -152,6 +152,12 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   0.66-0.74x eager on base and 0.71-0.75x on main, and bench/compile_phases.py (alternating) gave
   static compiles of 11.4-11.8 ms (base) and 11.0-11.9 ms (main). The default's 40-batch total
   stays above eager's.
+- 2026-11-26 (fourth session, all its merges: 9cc72bb), --no-torch-compile, best of 3, load 1.6-2.5:
+  eager 0.055 s; squall 1.30x (2 compiles), warm 0.67x; torch only 1.34x; squall(dynamic=True)
+  0.99x (1 compile), warm 0.68x; remembered dims (rounds 2+) 0.92x (1 compile). The default's two
+  compiles still cost more than the hits save; compilecost5 (not merged) found the torch-language
+  dispatch's own checks cost about 1 us a call (0.15 ms a compile): a compile's trace time is in
+  the ops' bodies (4.4 of 6.0 ms of dispatch) and the state views' reads.
 """
 from __future__ import annotations
 
