@@ -66,22 +66,25 @@ def _tripled(x, s=3.0, *, shift=1.0):
     return x * s - shift
 
 
-def test_a_helper_s_code_and_defaults_changed_in_place():
+@pytest.mark.parametrize("jitted", [_calls_scaled, _scaled], ids=["a helper's", "the jitted function's own"])
+def test_code_and_defaults_changed_in_place(jitted):
     # IPython's autoreload sets an edited function's __code__ and __defaults__ on the function itself
-    j = squall.jit(_calls_scaled)
+    j = squall.jit(jitted)
     x = torch.randn(3)
     saved = (_scaled.__code__, _scaled.__defaults__, dict(_scaled.__kwdefaults__))
     try:
-        assert_close(j(x), _calls_scaled(x))
+        assert_close(j(x), jitted(x))
+        assert_close(j(x), jitted(x))
+        assert jitted_state(j).stats.misses == 1, "no change: the cached program"
         _scaled.__defaults__ = (5.0,)
-        assert_close(j(x), _calls_scaled(x))
+        assert_close(j(x), jitted(x))
         _scaled.__kwdefaults__["shift"] = -4.0  # the dict itself, changed in place
-        assert_close(j(x), _calls_scaled(x))
+        assert_close(j(x), jitted(x))
         _scaled.__code__ = _tripled.__code__
-        assert_close(j(x), _calls_scaled(x))
+        assert_close(j(x), jitted(x))
     finally:
         _scaled.__code__, _scaled.__defaults__, _scaled.__kwdefaults__ = saved
-    assert_close(j(x), _calls_scaled(x))
+    assert_close(j(x), jitted(x))
 
 
 def test_a_module_forward_s_defaults_changed_in_place():
