@@ -207,6 +207,7 @@ def remember_own_code(compiled: Callable) -> None:
     space = compiled.__globals__
     space["own_code"], space["own_defaults"] = space["own"].__code__, space["own"].__defaults__
 
+
 # For a function of a fixed number of positional parameters, the call with that many plain
 # tensors builds the same key in one tuple display, without the loop. Before that, the entry
 # this fast path last hit (`recent`) is tried with one C call (`_metadata_check`): it holds
