@@ -275,10 +275,13 @@ _LIBRARY_MODULES = ("torch", "builtins", "transformers", "timm", "torchvision", 
 
 
 def class_scalars(cls: type) -> dict:
-    """The numbers, strings, bools and Nones `cls` gives as class attributes (its bases' too), each
-    with its type (2 apart from 2.0 and True), as `cls.name` resolves them."""
+    """The numbers, strings, bools and Nones `cls` gives as class attributes (its user bases' too;
+    a library's, such as torch.nn.Module's hundred, are not read at every call), each with its
+    type (2 apart from 2.0 and True), as `cls.name` resolves them."""
     found = {}
     for c in reversed(cls.__mro__[:-1]):
+        if c.__module__.startswith(_LIBRARY_MODULES):
+            continue
         for k, v in vars(c).items():
             if v is None or type(v) in _SCALARS:
                 found[k] = (type(v), v)
