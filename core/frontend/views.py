@@ -420,7 +420,6 @@ class ViewTracker:
                 value = step.forward(value)
             self.ctx.rebind(x, value)
 
-
     def taken_of(self, x: TensorProxy, bases: dict[int, TensorProxy]) -> TensorProxy | None:
         """`x` taken again, by its steps, of the tensor `bases` maps its root to (an input the
         program wrote, once its final value is written back into it), where eager's `x` is a view
