@@ -156,6 +156,7 @@ class BelowPythonAPI(RuntimeError):
     """A torch call below torch's Python API (from C++, which squall's tracing does not see) reached
     a traced tensor: squall cannot trace the program, and the call runs eagerly (squall.runtime)."""
 
+
 class TensorProxy(torch.Tensor):
     """A tensor's metadata under a name; torch operations on it are traced, not run.
 

@@ -265,6 +265,7 @@ def _as_eager_returns(ctx: TracingContext, x: TensorProxy, written: dict[int, Te
     view = ctx.views.taken_of(x, written)
     return x if view is None else view
 
+
 def _refuse_written_records(records: list) -> None:
     """The program ran on stand-ins of its container arguments (`_container_stand_in`): one it
     wrote into (an item set or added, an attribute set) would leave the caller's unchanged,

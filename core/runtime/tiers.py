@@ -579,7 +579,8 @@ class UpgradeJob:
         # a program writing its inputs in place (running statistics, a KV cache) leaves them changed:
         # each run starts from the values the first one had, as both plans must (a lent tensor is
         # one the program never writes)
-        restore = [[t, t.detach().clone(), t._version] for t in tensors if not any(t is l for l in lent)] if self.base.writes_inputs else []
+        lent_ids = {id(t) for t in lent}
+        restore = [[t, t.detach().clone(), t._version] for t in tensors if id(t) not in lent_ids] if self.base.writes_inputs else []
 
         def run(fn: Callable) -> tuple[Any, tuple]:
             for held in restore:
