@@ -1,14 +1,26 @@
 """Real third-party models on CUDA: eager, torch.compile and squall (torch plan, and each fusion
 executor installed), inference and a training step, at sizes a GPU is used for.
 
-    python bench/gpu_models.py [--only NAME ...] [--train] [--json PATH]
+    python bench/gpu_models.py [--only NAME ...] [--train | --train-only] [--rounds 5] [--skip CONTENDER ...] [--json PATH]
 
 Models are built from the libraries' own classes with random weights (nothing is downloaded):
 transformers LLaMA and GPT-2 (4 layers, hidden 1024, batch 8 x 512 tokens), timm ResNet-50
 and ViT-B/16 (batch 32, 224x224); inference in bfloat16, training in float32. Per contender: the first call's wall time (tracing or Dynamo,
-planning, compiles; squall's background upgrade awaited and timed with it), the median
-per-call time over CUDA events, and the largest difference from eager's output. Contenders
-run in one process, one after the other, on the same inputs.
+planning, compiles; squall's background upgrade awaited and timed with it), the per-call
+time, and the largest difference from eager's output. Contenders run in one process on the
+same inputs: each is built and called once, one after the other; then per-call times are taken
+in --rounds rounds, every contender in turn (each round the median of 10 CUDA-event timings),
+and the best round is reported.
+
+Measured on an H100 (torch 2.11+cu130, 2026-11-27), inference, per call against torch.compile:
+timed one contender after the other (before the rounds), squall with inductor took 0.79x on
+LLaMA, 0.63x on GPT-2 and 1.46x on ResNet-50; the ResNet-50 number was the order's, not the
+program's: in rounds (the same process, .diag script) squall 2.739 ms against torch.compile's
+2.618 (1.05x), its region called alone 2.494 ms, and both ran the same 131 kernels (1.82 ms of
+kernel time; layout optimisation on in both): at batch 32 the call is bound by the host's
+launches. A LLaMA training step (float32): squall with inductor 51.3 ms against torch.compile's
+50.3 (1.02x) and eager's 53.9; its first call, the upgrade awaited, 64 s against 15 s (the
+large regions ran after 42 s; islands were compiled and judged as well).
 """
 from __future__ import annotations
 
@@ -61,7 +73,7 @@ def _logits(out: Any) -> torch.Tensor:
     return out.logits if hasattr(out, "logits") else out
 
 
-def _contenders() -> dict[str, Callable[[torch.nn.Module], Callable]]:
+def _contenders(skip: set[str]) -> dict[str, Callable[[torch.nn.Module], Callable]]:
     available = {e.name for e in squall.market.plugins.default_marketplace().default_executors()}
     found: dict[str, Callable[[torch.nn.Module], Callable]] = {
         "eager": lambda m: m,
@@ -71,10 +83,25 @@ def _contenders() -> dict[str, Callable[[torch.nn.Module], Callable]]:
     for name in ("inductor", "nvfuser", "cupy"):
         if name in available:
             found[f"squall[{name}]"] = lambda m, name=name: squall.jit(m, executors=[name, "torch"], wait=True)
-    return found
+    return {name: make for name, make in found.items() if name not in skip}
 
 
-def _run(name: str, train: bool) -> list[dict[str, Any]]:
+def _step(model: torch.nn.Module, compiled: Callable, inputs: dict[str, torch.Tensor], train: bool) -> Callable[[], torch.Tensor]:
+    """One call of `compiled`: a training step (forward, loss, backward) or a forward without gradients."""
+    if train:
+        def step():
+            model.zero_grad(set_to_none=True)
+            out = _logits(compiled(**inputs))
+            out.float().square().mean().backward()
+            return out
+    else:
+        def step():
+            with torch.no_grad():
+                return _logits(compiled(**inputs))
+    return step
+
+
+def _run(name: str, train: bool, rounds: int, skip: set[str]) -> list[dict[str, Any]]:
     build, make_inputs = MODELS[name]
     torch.manual_seed(0)
     model = build().cuda().train(train)
@@ -82,23 +109,14 @@ def _run(name: str, train: bool) -> list[dict[str, Any]]:
     if not train:  # inference in bfloat16, as it is served; training in float32
         model = model.to(torch.bfloat16)
         inputs = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in inputs.items()}
-    rows, reference = [], None
-    for contender, make in _contenders().items():
+    rows, reference, steps = [], None, {}
+    for contender, make in _contenders(skip).items():
         row: dict[str, Any] = {"model": name, "mode": "train" if train else "inference", "contender": contender}
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 compiled = make(model)
-                if train:
-                    def step():
-                        model.zero_grad(set_to_none=True)
-                        out = _logits(compiled(**inputs))
-                        out.float().square().mean().backward()
-                        return out
-                else:
-                    def step():
-                        with torch.no_grad():
-                            return _logits(compiled(**inputs))
+                step = _step(model, compiled, inputs, train)
                 start = time.perf_counter()
                 out = step()
                 if contender.startswith("squall"):
@@ -108,14 +126,29 @@ def _run(name: str, train: bool) -> list[dict[str, Any]]:
                 if reference is None:
                     reference = out.detach().float()
                 row["max_diff"] = float((out.detach().float() - reference).abs().max())
-                row["ms"] = round(median_cuda_ms(step, warmup=3, reps=20), 3)
                 if contender.startswith("squall"):
                     row["upgrades"] = [str(u)[:300] for u in squall.upgrades(compiled)]
                     source = str(squall.last_traces(compiled).source)
                     row["executors_ran"] = sorted(e for e in ("inductor", "nvfuser", "cupy") if e in source)
+                steps[contender] = step
         except Exception as e:  # noqa: BLE001 - one contender failing must not hide the others
             row["error"] = f"{type(e).__name__}: {str(e)[:400]}"
         rows.append(row)
+    # per-call times in rounds, each contender in turn, once all are compiled: at these sizes a call
+    # is bound by the host's kernel launches, and timing each contender right after its own compile
+    # let what ran before it (a compile's threads, the allocator, clocks) decide the order (one
+    # H100 run timed a ResNet-50 contender at 1.46x torch.compile alone and 1.04x in rounds)
+    times: dict[str, list[float]] = {c: [] for c in steps}
+    for _ in range(rounds):
+        for contender, step in steps.items():
+            try:
+                times[contender].append(median_cuda_ms(step, warmup=2, reps=10))
+            except Exception as e:  # noqa: BLE001
+                next(r for r in rows if r["contender"] == contender)["error"] = f"{type(e).__name__}: {str(e)[:400]}"
+    for row in rows:
+        if times.get(row["contender"]):
+            row["ms"] = round(min(times[row["contender"]]), 3)
+            row["ms_rounds"] = [round(t, 3) for t in times[row["contender"]]]
         print(json.dumps(row), flush=True)
     torch._dynamo.reset()
     return rows
@@ -125,6 +158,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=None, help=f"models to run (default: all of {', '.join(MODELS)})")
     parser.add_argument("--train", action="store_true", help="also a training step (forward, loss, backward) per model")
+    parser.add_argument("--train-only", action="store_true", help="only the training step, no inference")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of per-call timing, each contender in turn (the best round is reported)")
+    parser.add_argument("--skip", nargs="*", default=[], help="contenders to leave out, e.g. squall[cupy]")
     parser.add_argument("--json", default=None, help="also write the results as JSON here")
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -135,10 +171,11 @@ def main() -> int:
         parser.error(f"unknown model(s) {sorted(unknown)}; choose from {sorted(MODELS)}")
     rows = []
     for name in args.only or MODELS:
-        rows += _run(name, train=False)
-        if args.train:
-            rows += _run(name, train=True)
-    print(f"\n| model | mode | contender | first call s | ms/call | vs eager | vs torch.compile | max diff |\n|---|---|---|---|---|---|---|---|")
+        if not args.train_only:
+            rows += _run(name, train=False, rounds=args.rounds, skip=set(args.skip))
+        if args.train or args.train_only:
+            rows += _run(name, train=True, rounds=args.rounds, skip=set(args.skip))
+    print("\n| model | mode | contender | first call s | ms/call | vs eager | vs torch.compile | max diff |\n|---|---|---|---|---|---|---|---|")
     for row in rows:
         base = {r["contender"]: r.get("ms") for r in rows if r["model"] == row["model"] and r["mode"] == row["mode"]}
         ms = row.get("ms")
