@@ -257,3 +257,24 @@ def test_a_symbolic_program_still_catches_a_size_wrong_for_this_call(monkeypatch
     with pytest.warns(squall.SquallWarning, match=r"executor 'short' returned cpu torch.float32 \[2, 4, 4\] for t\d+, where the trace says cpu torch.float32 \[s0, s1, s2\] \(here \[2, 5, 4\]\)"):
         assert_close(jf(cache, x), _cat_program(cache, x))
     assert took_exp(jf) == "torch"
+
+
+def test_a_fault_after_a_random_draw_draws_eagers_numbers():
+    """The faulted run had drawn dropout's mask before the faulty call: the replanned program
+    draws it again from the call's generator state, as eager draws it once."""
+
+    def noisy(x):
+        return torch.exp(torch.nn.functional.dropout(x, 0.5, training=True)) + 1
+
+    jf = squall.jit(noisy, executors=[vendor("faulty", _raises), "torch"])
+    x = torch.randn(6, 5)
+    results = []
+    for run in (noisy, jf):
+        torch.manual_seed(11)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", squall.SquallWarning)
+            out = run(x)
+        results.append((out, torch.rand(2)))  # the generator as each left it
+    (want, want_next), (got, got_next) = results
+    assert torch.equal(got, want)
+    assert torch.equal(got_next, want_next)

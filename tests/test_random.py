@@ -106,3 +106,60 @@ def test_dropout_in_training_with_gradients_draws_eagers_mask():
     assert torch.equal(out[1], expected[1])
     torch.testing.assert_close(out[0], expected[0])
     assert torch.equal(grad, expected_grad)
+
+
+class _DropoutThenBranch(torch.nn.Module):
+    """Dropout, then a branch on an input's value: a value guard checked after the draw."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = torch.nn.BatchNorm1d(4)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x, flag):
+        h = self.drop(self.bn(x))
+        return h * 2 if flag.sum() > 0 else h * 3
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_a_guard_failing_after_a_draw_draws_eagers_numbers(grad):
+    """A run stopped by a value guard had drawn dropout's mask: the variant that runs the call
+    instead draws it again from the call's generator state, as eager draws it once (it drew the
+    next numbers: another mask, and every later draw shifted)."""
+    import copy
+
+    eager = _DropoutThenBranch().train()
+    compiled_module = copy.deepcopy(eager)
+    jitted = squall.jit(compiled_module)
+    for flag in (1.0, 1.0, -1.0, -1.0, 1.0, -1.0):
+        x = torch.randn(8, 4, requires_grad=grad)
+        results = []
+        for run in (eager, jitted):
+            torch.manual_seed(3)
+            with torch.set_grad_enabled(grad):
+                out = run(x, torch.full((3,), flag))
+            results.append((out, torch.rand(2)))  # the generator as each left it
+        (want, want_next), (got, got_next) = results
+        assert torch.equal(got, want)
+        assert torch.equal(got_next, want_next)
+    for name, buffer in eager.bn.named_buffers():
+        torch.testing.assert_close(getattr(compiled_module.bn, name), buffer)
+
+
+def test_a_branch_on_a_random_draw_takes_eagers_branch():
+    """A value guard on a random draw: the variant run after it failed draws the same number
+    again (not the next one), so the branch and the result are eager's at every seed."""
+
+    def f(x):
+        if torch.rand(()) > 0.5:
+            return x + torch.rand(3)
+        return x - torch.rand(3)
+
+    jitted = squall.jit(f)
+    x = torch.zeros(3)
+    for seed in range(12):
+        torch.manual_seed(seed)
+        want = f(x)
+        torch.manual_seed(seed)
+        got = jitted(x)
+        assert torch.equal(got, want), seed

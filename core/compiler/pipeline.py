@@ -18,7 +18,7 @@ from ..frontend.tracing import InputBinding, ModuleLayout, trace_program
 from ..ltorch.base import SquallWarning, UnmodelledMode
 from ..market.executor import Executor
 from ..proxies import TensorProxy
-from ..symbol import flat_proxies, user_stacklevel
+from ..symbol import Tags, flat_proxies, user_stacklevel
 from ..trace import Trace
 from .autograd import autograd_function, calling_trace
 from .checking import ExecutorFault, checked_call, needs_check
@@ -89,6 +89,13 @@ class Compilation(list):
         if self.generated is None:
             return None
         return "\n".join([self.generated.source, *(part.source for part in self.generated.parts.values())])
+
+    @property
+    def draws_random_numbers(self) -> bool:
+        """Whether the program draws from a random number generator (a random op that returned
+        its input, dropout in eval mode, draws nothing)."""
+        return any(Tags.RANDOM in b.sym.tags and {p.name for p in b.output_proxies()} - {p.name for p in b.input_proxies()}
+                   for top in self.traced.bsyms for b in top.walk())
 
     @property
     def writes_inputs(self) -> bool:

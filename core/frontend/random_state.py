@@ -26,12 +26,26 @@ import torch
 from ..proxies import real_tensor
 from .state_views import UnreplayableWrite
 
-__all__ = ["random_state_kept"]
+__all__ = ["random_state_kept", "torch_generators", "restore_torch_generators"]
 
 # names a program calls to seed or draw: torch's seeding, Python's and numpy's module functions
 _TORCH_SEEDING = frozenset({"manual_seed", "seed", "set_rng_state", "fork_rng"})
 _PYTHON_RANDOM = frozenset(name for name in dir(random.Random) if not name.startswith("_")) | {"random"}
 _NUMPY_RANDOM = _PYTHON_RANDOM | {"rand", "randn", "random_sample", "standard_normal", "normal", "permutation", "set_state", "default_rng"}
+
+
+def torch_generators() -> tuple:
+    """The state of torch's default generators a program's random operations draw from: the
+    CPU's and, once CUDA is initialized, each CUDA device's (`restore_torch_generators` puts it back)."""
+    return torch.get_rng_state(), (torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None)
+
+
+def restore_torch_generators(state: tuple) -> None:
+    """Put torch's default generators back as `torch_generators()` found them."""
+    cpu, cuda = state
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
 
 
 def _numpy_random() -> Any:

@@ -35,6 +35,7 @@ from ..market.torch_executor import TorchExecutor, make_executor
 from ..proxies import NumberProxy, TensorProxy, size_leaf, real_tensor
 from ..symbol import BoundSymbol, Symbol, Tags, user_source
 from ..symbolic import SymInt, concrete_value, guarded_int
+from .random_state import restore_torch_generators, torch_generators
 
 __all__ = ["Speculation", "guards_of", "guard_input_paths", "inputs_reached", "specialised_numbers", "dynamic_reads", "SPECULATION_LIMIT", "RUNTIME_READS"]
 
@@ -100,17 +101,14 @@ class Speculation:
                     continue
                 for p in bsym.output_proxies():
                     producers[p.name] = bsym
-        cpu_rng = torch.get_rng_state()
-        cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+        generators = torch_generators()
         try:
             # real torch calls, not the tracing mode's: it is active while the program is traced
             with torch.no_grad(), torch._C.DisableTorchFunction():
                 self._compute(proxy, producers)
         finally:
             # values read for speculation must not move the generator the real run draws from
-            torch.set_rng_state(cpu_rng)
-            if cuda_rng is not None:
-                torch.cuda.set_rng_state_all(cuda_rng)
+            restore_torch_generators(generators)
         return self.values[proxy.name]
 
     def _compute(self, target: TensorProxy, producers: dict[str, BoundSymbol]) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..compiler.checking import ExecutorFault
+from ..frontend.random_state import restore_torch_generators, torch_generators
 from ..guard_set import STATE, GuardFailure, GuardSet
 
 __all__ = ["guarded", "holding", "checked_first", "UNEXPLAINED"]
@@ -63,10 +64,15 @@ def checked_first(
         user_args = args[skip:]
         if arm_backward is not None:
             arm_backward(user_args, kwargs)
+        generators = torch_generators()
         try:
             out = checked(*args, **kwargs)
         except ExecutorFault as fault:
-            return on_fault(fault, user_args, kwargs)(*args, **kwargs)
+            program = on_fault(fault, user_args, kwargs)
+            # the program that runs the call instead draws what the faulted run drew before it
+            # stopped, from the same state, as eager draws them once (squall.runtime.variants)
+            restore_torch_generators(generators)
+            return program(*args, **kwargs)
         if not always:
             hand_over()
         return out

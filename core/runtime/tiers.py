@@ -63,7 +63,6 @@ from ..market.config import ExecutorPriority
 from ..market.executor import Executor
 from ..market.fusion import FusionExecutor, compiling_stopped
 from ..sources import cache_root
-from ..symbol import Tags
 from .choices import ChoiceStore, timing_clock
 from .judge_inputs import TensorSpec, call_specs, example_inputs
 
@@ -251,12 +250,6 @@ def fusion_offers(executors: Sequence[Executor]) -> list[tuple[str, Sequence[Exe
             planned = [swap(ex) for ex in executors]
         out.append((" + ".join(label for label, _ in chosen.values()) or "regions", planned))
     return out
-
-
-def _draws_random_numbers(compilation: Compilation) -> bool:
-    # a random op that returned its input (dropout in eval mode) draws nothing
-    return any(Tags.RANDOM in b.sym.tags and {p.name for p in b.output_proxies()} - {p.name for p in b.input_proxies()}
-               for b in compilation.traced.bsyms for b in b.walk())
 
 
 def _input_gradients(out: Any, leaves: list[torch.Tensor]) -> tuple:
@@ -537,7 +530,7 @@ class UpgradeJob:
     def _judge(self, fused: Compilation) -> Verdict:
         params, args, kwargs = self.call_specs
         specs = [s for s in tree_flatten((params, args, kwargs))[0] if isinstance(s, TensorSpec)]
-        random = _draws_random_numbers(self.base)
+        random = self.base.draws_random_numbers
         if random and self.background:
             # running it would advance the user's random generator under their program's feet (in
             # the caller's thread, wait=True, the generator's state is put back after the judge)

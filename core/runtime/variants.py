@@ -8,12 +8,18 @@ where none holds it reports the failure (`GuardFailure`: kind, site, what was re
 the policy (`squall.runtime.policy.decide`) whether to compile a new variant, to read the
 value at run time in the variants compiled from then on, or to stop compiling (the host's
 `stop`: a module splits, a function runs eagerly).
+
+A guard fails midway through a program, after the random numbers drawn before it (a dropout
+before the branch on a mask): whatever runs the call then (another variant, a new one, eager)
+draws them again from the state torch's generators had when the call began, as eager draws
+them once, so the call's draws and every later one are eager's.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from ..frontend.random_state import restore_torch_generators, torch_generators
 from ..frontend.speculation import dynamic_reads
 from ..guard_set import NUMBER, SHAPE, VALUE, GuardFailure
 from ..guards import GuardFailed
@@ -64,17 +70,27 @@ class Variants:
         self.compiles_at: dict[str, int] = {}  # guard site -> variants it made this entry compile
         self.dynamic_sites: frozenset[str] = frozenset()  # value reads made at run time in new variants
         self.eager: Callable | None = None
+        # whether a variant draws random numbers: then each call notes the generators' state first
+        self.draws = _draws(variant)
 
     def __call__(self, *args, **kwargs):
         if self.eager is not None:
             return self.eager(*args, **kwargs)
+        generators = torch_generators() if self.draws else None
         try:
             return self.variants[0][0](*args, **kwargs)
         except GuardFailed as failure:
-            return self._recover(failure, args, kwargs)
+            return self._recover(failure, args, kwargs, generators)
 
-    def _recover(self, failed: GuardFailed, args: tuple, kwargs: dict) -> Any:
-        """Run a variant whose guards pass; else do what the policy says."""
+    def _recover(self, failed: GuardFailed, args: tuple, kwargs: dict, generators: tuple | None) -> Any:
+        """Run a variant whose guards pass; else do what the policy says. Each run starts from
+        the generators' state at the call (`generators`), drawing what the failed runs drew."""
+
+        def run(runner: Callable) -> Any:
+            if generators is not None:
+                restore_torch_generators(generators)
+            return runner(*args, **kwargs)
+
         self.failed()
         tried = {id(self.variants[0])}
         while True:
@@ -83,7 +99,7 @@ class Variants:
                     continue
                 tried.add(id(variant))
                 try:
-                    out = variant[0](*args, **kwargs)
+                    out = run(variant[0])
                 except GuardFailed as again:
                     failed = again
                     continue
@@ -101,15 +117,21 @@ class Variants:
             elif action is not Action.NEW_VARIANT:
                 self.eager = self.stop(failure, action, args, kwargs)
                 self.variants = []
-                return self.eager(*args, **kwargs)
+                return run(self.eager)
             with dynamic_reads(self.dynamic_sites):
                 variant = self.compile_variant(args, kwargs)
             if variant[1] is None:
                 self.eager, self.variants = variant[0], []
-                return self.eager(*args, **kwargs)
+                return run(self.eager)
             self.variants.insert(0, variant)
+            self.draws = self.draws or _draws(variant)
             tried.add(id(variant))
             try:
-                return variant[0](*args, **kwargs)
+                return run(variant[0])
             except GuardFailed as again:  # a value that differs between two reads (a random draw)
                 failed = again
+
+
+def _draws(variant: list) -> bool:
+    entry: CompiledEntry | None = variant[1]
+    return entry is not None and entry.compilation.draws_random_numbers
