@@ -4,6 +4,8 @@ write squall cannot replay, or the user's code raising while traced, runs the ca
 from __future__ import annotations
 
 import collections
+import re
+import warnings
 
 import pytest
 import torch
@@ -503,3 +505,39 @@ def test_a_mutable_default_written_by_the_program_keeps_eagers_writes_between_ca
     assert len(state) == 4 if isinstance(state, list) else state["n"] == 4
     # eager carries on from the same object
     assert_close(fn(torch.ones(2)), torch.full((2,), 5.0))
+
+
+def _prints_a_tensor(x):
+    print("sum", x.sum(), "shape", tuple(x.shape))  # THE PRINT LINE
+    return x * 2
+
+
+class _PrintingModule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.lin(x)
+        print("mean", y.mean())
+        return y.relu()
+
+
+@pytest.mark.parametrize("make", [lambda: _prints_a_tensor, _PrintingModule], ids=["function", "module"])
+def test_print_prints_at_every_call_as_eager_does(make, capsys):
+    """print while traced printed once, at trace time, and a tensor as its proxy
+    (`<TensorProxy t0: ...>`); cached calls printed nothing. The call runs eagerly, saying so."""
+    program = make()
+    jitted = squall.jit(program)
+    module = isinstance(program, torch.nn.Module)
+    for i, size in enumerate((4, 4, 5)):
+        x = torch.randn(size, 3) if module else torch.randn(size)
+        expected = program(x)
+        want = capsys.readouterr().out
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = jitted(x)
+        assert capsys.readouterr().out == want
+        assert_close(got, expected)
+        if i == 0:
+            assert any(re.search(r"the program prints \(.*test_side_effects.py:\d+\)", str(w.message)) for w in caught), caught

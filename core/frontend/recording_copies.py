@@ -32,6 +32,7 @@ from .state_views import (
     _SCALARS,
     _user_function,
     _users_module,
+    traced_print,
     traced_type,
     viewable,
 )
@@ -50,6 +51,11 @@ _SETTING_QUERIES = {
 }
 
 
+# builtins a traced program's own code gets a stand-in for: `type` answers with the class of the
+# object a view or copy stands for, as eager's `type(obj)` does; `print` runs the call eagerly
+_TRACED_BUILTINS = {"type": traced_type, "print": traced_print}
+
+
 class _RecordingGlobals(dict):
     """A recorded function's globals: a copy of its module's, whose reads its recorder sees
     (one class for all: a class made per function cost more than the function's trace)."""
@@ -65,10 +71,9 @@ class _RecordingGlobals(dict):
                 guards.add(f"{guards.bind(self.real, 'g')}.keys().isdisjoint({guards.bind(self.builtins_read, 'k')})",
                            f"the builtins {self.fn.__qualname__} reads (no global of their names)")
             self.builtins_read.add(name)
-            if name == "type":
-                # the builtin, for an object read through a view or copy answering with the
-                # object's own class, as eager's `type(obj)` does
-                return traced_type
+            stand_in = _TRACED_BUILTINS.get(name)
+            if stand_in is not None:
+                return stand_in
             raise KeyError(name)
         value = dict.__getitem__(self, name)
         return self.recorder._read_global(self.real, name, value, self.fn)

@@ -327,6 +327,14 @@ def _view_getattribute(self, name: str):
     return value
 
 
+def traced_print(*args: Any, **kwargs: Any) -> None:
+    """The built-in `print` as a traced program's own code calls it (put where the program looks
+    `print` up, as `traced_type` is): printing while traced would print once, at trace time (a
+    tensor as its proxy), where eager prints at every call, so the call runs eagerly."""
+    raise UnreplayableWrite(f"squall: the program prints ({_where()}); printing while it is traced would print once, "
+                            "not at every call as eager does")
+
+
 def traced_type(obj: Any, *rest: Any) -> type:
     """The built-in `type` as a traced program's own code calls it (squall.frontend.recording_copies puts it
     where the program looks `type` up): for an object read through a view or recording copy,
