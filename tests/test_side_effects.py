@@ -4,6 +4,7 @@ write squall cannot replay, or the user's code raising while traced, runs the ca
 from __future__ import annotations
 
 import collections
+import logging
 import re
 import warnings
 
@@ -541,3 +542,28 @@ def test_print_prints_at_every_call_as_eager_does(make, capsys):
         assert_close(got, expected)
         if i == 0:
             assert any(re.search(r"the program prints \(.*test_side_effects.py:\d+\)", str(w.message)) for w in caught), caught
+
+
+_LOGGER = logging.getLogger("squall.tests.user_program")
+
+
+def _logs(x):
+    _LOGGER.info("rows %d", x.shape[0])
+    _LOGGER.debug("detail")
+    return x + 1
+
+
+def test_a_logger_logs_at_every_call_as_eager_does(caplog):
+    """logger.info while traced logged once, at trace time; cached calls logged nothing. A
+    message the logger would emit runs the call eagerly; one whose level is off is skipped, and
+    turning the level on is seen at the next call."""
+    jitted = squall.jit(_logs)
+    messages = lambda: [r.getMessage() for r in caplog.records if r.name == _LOGGER.name]  # noqa: E731
+    for level, expected in ((logging.WARNING, []), (logging.WARNING, []), (logging.INFO, ["rows 3"]),
+                            (logging.INFO, ["rows 3"]), (logging.DEBUG, ["rows 3", "detail"])):
+        caplog.clear()
+        caplog.set_level(level, logger=_LOGGER.name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", squall.SquallWarning)
+            assert_close(jitted(torch.zeros(3)), torch.ones(3))
+        assert messages() == expected

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import logging
 import types
 from typing import Any
 
@@ -34,6 +35,7 @@ from .state_views import (
     _users_module,
     traced_print,
     traced_type,
+    TracedLogger,
     viewable,
 )
 
@@ -284,6 +286,8 @@ class RecordingCopies:
             forward = value.forward
             traced = TracedAutogradFunction(value, self._recording_function(forward) if _user_function(forward) else forward)
             return self._standing_for(traced, value)
+        if isinstance(value, logging.Logger):
+            return self._standing_for(TracedLogger(value, self.guards, label), value)
         if _users_module(value):
             reads = self._module_reads.get(id(value))
             if reads is None:

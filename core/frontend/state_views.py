@@ -17,6 +17,7 @@ import collections
 import copy
 import dis
 import functools
+import logging
 import sys
 import types
 from collections.abc import Callable
@@ -333,6 +334,33 @@ def traced_print(*args: Any, **kwargs: Any) -> None:
     tensor as its proxy), where eager prints at every call, so the call runs eagerly."""
     raise UnreplayableWrite(f"squall: the program prints ({_where()}); printing while it is traced would print once, "
                             "not at every call as eager does")
+
+
+class TracedLogger:
+    """A `logging.Logger` as a traced program reads it (`logger.info(...)` in a forward): a
+    message the logger would emit was emitted once, at trace time, where eager emits it at every
+    call, so such a call runs eagerly (UnreplayableWrite); one it would not emit (its level is
+    off) is skipped, guarded on staying off. Anything else (`warning_once`, whose once is
+    eager's too; `isEnabledFor`, `name`) is the logger's own."""
+
+    _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "warn": logging.WARNING,
+               "error": logging.ERROR, "exception": logging.ERROR, "critical": logging.CRITICAL, "fatal": logging.CRITICAL}
+
+    def __init__(self, logger: logging.Logger, guards: Any, label: str):
+        self._logger, self._guards, self._label = logger, guards, label
+
+    def __getattr__(self, name: str) -> Any:
+        level = self._LEVELS.get(name)
+        if level is None and name != "log":
+            return getattr(self._logger, name)
+        return functools.partial(self._emit, level) if level is not None else self._emit
+
+    def _emit(self, level: int, *args: Any, **kwargs: Any) -> None:
+        if self._logger.isEnabledFor(level):
+            raise UnreplayableWrite(f"squall: the program logs through {self._label} ({_where()}); a message logged while "
+                                    "the program is traced would be logged once, not at every call as eager logs it")
+        self._guards.add(f"not {self._guards.bind(self._logger, 'o')}.isEnabledFor({level})",
+                         f"{self._label} logs nothing at level {logging.getLevelName(level)}")
 
 
 def traced_type(obj: Any, *rest: Any) -> type:
