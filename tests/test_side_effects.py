@@ -4,8 +4,10 @@ write squall cannot replay, or the user's code raising while traced, runs the ca
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import re
+import time
 import warnings
 
 import pytest
@@ -567,3 +569,53 @@ def test_a_logger_logs_at_every_call_as_eager_does(caplog):
             warnings.simplefilter("ignore", squall.SquallWarning)
             assert_close(jitted(torch.zeros(3)), torch.ones(3))
         assert messages() == expected
+
+
+class _TimedLinear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.elapsed = None
+
+    def forward(self, x):
+        start = time.perf_counter()
+        y = self.lin(x)
+        self.elapsed = time.perf_counter() - start
+        return y
+
+
+def test_a_clock_read_while_traced_is_read_at_every_call():
+    """time.perf_counter() while traced was frozen at the first call's answer: the elapsed time
+    set on the module was the same number at every call. The call runs eagerly, saying why."""
+    module = _TimedLinear()
+    jitted = squall.jit(module)
+    elapsed = []
+    with pytest.warns(squall.SquallWarning, match="the time module"):
+        jitted(torch.randn(2, 3))
+    for _ in range(3):
+        jitted(torch.randn(2, 3))
+        elapsed.append(module.elapsed)
+    assert len(set(elapsed)) == 3, elapsed
+
+
+_COUNTER = itertools.count()
+_NUMBERS = iter(range(100))
+
+
+def _counts(x):
+    return x + next(_COUNTER)
+
+
+def _takes_next(x):
+    return x * next(_NUMBERS)
+
+
+@pytest.mark.parametrize("program", [_counts, _takes_next], ids=["itertools.count", "iterator"])
+def test_an_iterator_that_lives_between_calls_advances_at_every_call(program):
+    """next() of an iterator kept between calls gave the first call's item at every call (it was
+    advanced once, at trace time). The call runs eagerly: each call takes the next item."""
+    jitted = squall.jit(program)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", squall.SquallWarning)
+        got = [jitted(torch.ones(1)).item() for _ in range(4)]
+    assert len(set(got)) == 4, got

@@ -25,6 +25,7 @@ from .state_views import (
     _ModuleReads,
     _recordable,
     RECORDED_DICT_TYPES,
+    refuse_call_dependent,
     refuse_python_state_owner,
     SNAPSHOT_TYPES,
     _RecordedDeque,
@@ -268,6 +269,7 @@ class RecordingCopies:
         function as a copy recording its global reads, a partial of one likewise, a module or
         object as a view, anything else as it is."""
         refuse_python_state_owner(value, label)
+        refuse_call_dependent(value, label)
         if _user_function(value):
             return self._recording_function(value)  # a helper's own global reads are seen too
         if type(value) is functools.partial:

@@ -18,9 +18,11 @@ import copy
 import dis
 import functools
 import logging
+import os
 import sys
+import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -141,6 +143,31 @@ def refuse_python_state_owner(value: Any, label: str) -> None:
         raise UnmodelledMode(
             f"squall: the program uses {label}, a {type(owner).__qualname__} with cache_size=1 (itself or a part), whose "
             "last input and output torch keeps on the object, which squall's trace does not record")
+
+
+# what answers differently at every call (clocks, fresh random bytes): read while traced, its
+# first answer would be frozen into the trace
+_CALL_DEPENDENT_FUNCTIONS = frozenset(
+    getattr(time, name) for name in ("time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns",
+                                     "process_time", "process_time_ns", "thread_time", "thread_time_ns", "sleep")
+    if hasattr(time, name)) | {os.urandom}
+
+
+def refuse_call_dependent(value: Any, label: str) -> None:
+    """Run the program eagerly where it reads what answers differently at every call: a clock
+    (`time.perf_counter()`, the `time` module itself), or an iterator that lives on between calls
+    (`next(COUNTER)`, a generator kept on an object), whose traced answers would be frozen at the
+    first call's (the same count, the same elapsed time at every call)."""
+    if value is time:
+        what = "the time module (its clocks answer differently at every call)"
+    elif isinstance(value, (types.BuiltinFunctionType, types.FunctionType)) and value in _CALL_DEPENDENT_FUNCTIONS:
+        what = f"{value.__module__}.{value.__name__}, which answers differently at every call"
+    elif isinstance(value, Iterator):
+        what = f"a {type(value).__qualname__}, an iterator that advances at every call"
+    else:
+        return
+    raise UnmodelledMode(f"squall: the program reads {label}, {what}; traced, its answers would be those of the first call, "
+                         "frozen into the trace")
 
 
 def _caches_in_python(transform: Any, depth: int = 0) -> bool:
