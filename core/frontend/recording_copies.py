@@ -34,6 +34,7 @@ from .state_views import (
     _SCALARS,
     _user_function,
     _users_module,
+    traced_id,
     traced_print,
     traced_type,
     TracedLogger,
@@ -54,9 +55,9 @@ _SETTING_QUERIES = {
 }
 
 
-# builtins a traced program's own code gets a stand-in for: `type` answers with the class of the
-# object a view or copy stands for, as eager's `type(obj)` does; `print` runs the call eagerly
-_TRACED_BUILTINS = {"type": traced_type, "print": traced_print}
+# builtins a traced program's own code gets a stand-in for: `type` and `id` answer for the object a
+# view or copy stands for, as eager's do; `print`, and `id` of a traced tensor, run the call eagerly
+_TRACED_BUILTINS = {"type": traced_type, "id": traced_id, "print": traced_print}
 
 
 class _RecordingGlobals(dict):

@@ -390,6 +390,22 @@ class TracedLogger:
                          f"{self._label} logs nothing at level {logging.getLevelName(level)}")
 
 
+def traced_id(obj: Any) -> int:
+    """The built-in `id` as a traced program's own code calls it: for an object read through a
+    view or recording copy, the identity of the object it stands for, as eager's `id(obj)`. A
+    traced tensor's or number's identity is the call's own, which a trace would keep from its
+    first call (`cache[id(x)]`), so asking for it runs the call eagerly."""
+    t = type(obj)
+    if t is TensorProxy or t is NumberProxy:
+        raise UnmodelledMode(f"squall: the program asks for the id() of a traced {'tensor' if t is TensorProxy else 'number'} "
+                             f"({_where()}), which is the call's own; a trace would keep the first call's")
+    if t in _VIEW_CLASSES_REVERSED:
+        return id(_info(obj).real)
+    if t in _RECORDED_AS:
+        return id(getattr(obj, "real", obj))
+    return id(obj)
+
+
 def traced_type(obj: Any, *rest: Any) -> type:
     """The built-in `type` as a traced program's own code calls it (squall.frontend.recording_copies puts it
     where the program looks `type` up): for an object read through a view or recording copy,

@@ -496,6 +496,12 @@ class TorchLanguage:
                 f"device to learn its output failed ({type(e).__name__}: {e}). If its output shape "
                 "depends on tensor values, call it outside the compiled function."
             ) from e
+        answers = [type(r).__name__ for r in tree_flatten(meta_out)[0] if type(r) in _PYTHON_ANSWERS]
+        if answers:
+            # a number or string read off the tensors (data_ptr, get_device): the meta device's
+            # answer is not the call's, and a trace would keep it as a constant
+            raise NotModelled(f"squall: {name} answers with a Python {answers[0]} read from its tensors, which squall's "
+                              "trace cannot compute (not in its torch language)")
         if name not in self.warned:
             self.warned.add(name)
             warnings.warn(
@@ -543,6 +549,10 @@ class TorchLanguage:
         if views:
             current_context().views.note(sym, args, kwargs, result)
         return result
+
+
+# what an opaque call's answer may not hold: a number or string computed from its tensors
+_PYTHON_ANSWERS = frozenset({int, float, bool, complex, str})
 
 
 def _requires_grad(tree: Any) -> bool:
