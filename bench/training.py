@@ -1,6 +1,6 @@
 """Training-step benchmark on CPU: eager, torch.compile, squall (torch only), squall (installed defaults).
 
-    python bench/training.py [--rounds R] [--only gpt gpt_block llama ...] [--skip-compile] [--skip-defaults] [--profile] [--cpu-time]
+    python bench/training.py [--rounds R] [--only gpt gpt_block llama ...] [--skip-compile] [--skip-defaults] [--profile] [--cpu-time] [--channels-last]
 
 One thread, all contenders side by side in one process. For each workload a step is
 forward + loss + backward (gradients are zeroed between steps, not applied, so every
@@ -19,7 +19,12 @@ upgrades (`squall.upgrades`: which plan runs, and why) are printed under the tab
 
 `--profile` adds, per workload, torch.profiler's self time per aten op (and autograd
 node) over a few steps of eager and of squall (torch only), side by side, largest first:
-where squall's step spends more than eager's, op by op.
+where squall's step spends more than eager's, op by op; and of torch.compile and squall
+(defaults) where both run (a compiled region's kernels count as the self time of the
+autograd node that calls them: `SquallFunction_computation`, `CompiledFxGraph`).
+`--channels-last` lays out the convolution workloads' (cnn, resnet) weights and images
+channels-last (`model.to(memory_format=torch.channels_last)`) for every contender: what
+torch.compile's inductor does by itself inside its graphs on CPU (`decide_layout_opt`).
 
 Measured 2026-11-26 (--only gpt llama --cpu-time --rounds 7, load 3-4, thread CPU time): gpt eager
 67.4 ms, torch.compile 75.7 ms (1.12x), squall torch only 77.1 ms (1.14x), squall defaults 72.6 ms
@@ -154,6 +159,12 @@ def workloads() -> dict:
     }
 
 
+def channels_last(model: nn.Module, inputs: tuple) -> tuple[nn.Module, tuple]:
+    """`model` and its 4-D inputs laid out channels-last (other inputs as they are)."""
+    laid_out = tuple(t.contiguous(memory_format=torch.channels_last) if t.ndim == 4 else t for t in inputs)
+    return model.to(memory_format=torch.channels_last), laid_out
+
+
 def contenders(model: nn.Module, skip: set[str]) -> dict:
     made = {
         "eager": lambda: model,
@@ -221,10 +232,10 @@ def op_times(model, args, steps: int = 3) -> dict[str, tuple[float, int]]:
     return {e.key: (e.self_cpu_time_total / steps, e.count // steps) for e in prof.key_averages()}
 
 
-def print_op_breakdown(eager, compiled, args, top: int = 25) -> None:
+def print_op_breakdown(eager, compiled, args, top: int = 25, labels: tuple[str, str] = ("eager", "squall")) -> None:
     by_eager, by_squall = op_times(eager, args), op_times(compiled, args)
     names = sorted(set(by_eager) | set(by_squall), key=lambda k: -max(by_eager.get(k, (0, 0))[0], by_squall.get(k, (0, 0))[0]))
-    print(f"  self time per step by op: {'eager us':>10}{'calls':>6}{'squall us':>11}{'calls':>6}")
+    print(f"  self time per step by op: {labels[0] + ' us':>10}{'calls':>6}{labels[1] + ' us':>11}{'calls':>6}")
     for name in names[:top]:
         (e_us, e_n), (s_us, s_n) = by_eager.get(name, (0.0, 0)), by_squall.get(name, (0.0, 0))
         print(f"    {name[:46]:46}{e_us:10.0f}{e_n:6}{s_us:11.0f}{s_n:6}")
@@ -245,7 +256,10 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=None, help="workloads to run (default: all)")
     parser.add_argument("--skip-compile", action="store_true", help="leave out torch.compile (it takes seconds per workload)")
     parser.add_argument("--skip-defaults", action="store_true", help="leave out squall with the installed plugins (inductor compiles for minutes)")
-    parser.add_argument("--profile", action="store_true", help="also print eager's and squall's (torch only) self time per op")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print eager's and squall's (torch only) self time per op, and torch.compile's and squall's (defaults)")
+    parser.add_argument("--channels-last", action="store_true",
+                        help="lay out the convolution workloads' weights and images channels-last for every contender")
     parser.add_argument(
         "--cpu-time", action="store_true",
         help="time steps by this thread's CPU time (time.thread_time: torch runs on this one thread), which other "
@@ -262,6 +276,9 @@ def main() -> int:
     for key, (model, inputs) in workloads().items():
         if args.only and key not in args.only:
             continue
+        if args.channels_last and any(isinstance(m, nn.Conv2d) for m in model.modules()):
+            model, inputs = channels_last(model, inputs)
+            key += " (channels-last)"
         print(f"\n{key}")
         print(f"  {'contender':24}{'first step':>12}{'per step':>12}{'vs eager':>10}{'saved MB':>10}  gradients")
         fns = contenders(model, skip)
@@ -278,6 +295,8 @@ def main() -> int:
             print(f"    squall (defaults): {upgrade}")  # which plan runs, and each offer's in-context times
         if args.profile and "squall (torch only)" in fns:
             print_op_breakdown(fns["eager"], fns["squall (torch only)"], inputs)
+        if args.profile and "squall (defaults)" in fns and "torch.compile" in fns:
+            print_op_breakdown(fns["torch.compile"], fns["squall (defaults)"], inputs, labels=("compile", "defaults"))
     return 0
 
 
