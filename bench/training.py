@@ -44,6 +44,31 @@ a conv bias's gradient before a batch norm is rounding noise) and squall default
 plan, 6.24 ms (1.04x eager); resnet (no conv biases) was fused either way. Where resnet's step
 still loses to torch.compile's: the batch norm and ReLU backwards (aten's native_batch_norm_backward,
 threshold_backward) run unfused between the convolution backwards in the kept islands plan.
+
+Measured 2026-11-27 (--only resnet cnn --cpu-time --rounds 5 [--channels-last] [--profile], load
+1-3.5, thread CPU time). Contiguous, as before: cnn eager 6.25 ms, torch.compile 3.82 (0.61x),
+squall torch only 6.55, squall defaults 4.06 (0.65x; 1.06 of torch.compile's, large regions);
+resnet eager 22.98, torch.compile 16.32 (0.71x), squall torch only 23.06, squall defaults 22.87
+(1.00x; large regions kept at 0.78x the torch plan in context, so islands, 17.7 ms in an earlier
+sitting, were not compiled). Where torch.compile's lead comes from: the layout. On CPU inductor
+lays every graph with a convolution out channels-last (`decide_layout_opt`: its profile shows one
+weight copy per convolution), and AOTAutograd keeps the saved activations so. resnet's 15
+convolutions alone, forward and backward, each timed by itself on its shapes: 15.3 ms contiguous,
+13.2 channels-last (converting to and from channels-last around each one instead: slower than
+contiguous). The same model laid out channels-last by its user: eager 17.1 ms, near
+torch.compile's 16.4 (profiles under load swung too much to split this finer). squall's torch plan took 26.6 ms there (1.55x eager; cnn 1.43x): the torch
+executor copied every tensor it handed an aten backward kernel (batch norm's forward too) to
+contiguous, so everything after the first batch norm ran contiguous, with copies. It now hands
+them on channels-last, as eager's autograd does (main against this branch, alternating, load 2.5-3.5:
+resnet 1.49x and 1.51x eager against 1.29x and 1.05x, cnn 1.81x and 1.43x against 0.95x and 0.89x).
+After it, channels-last: cnn eager 5.29, torch.compile 3.67, squall torch only 4.24 (0.80x), squall
+defaults 3.90 (0.74x; 1.06 of torch.compile's); resnet eager 14.06, torch.compile 13.46, squall
+torch only 14.47 (1.03x), squall defaults 14.64 (the torch plan: the judge refused both fused
+plans, whose gradients differ from the torch plan's by up to 9.4e-4 where they reach 0.31).
+That difference is eager's own: on this CPU the channels-last step's gradients are far from
+float64's (the stem convolution's weight gradient by 9.4e-4, against 9e-7 contiguous), and the
+fused plans' backward runs contiguous. So the gap left on a contiguous conv net is the layout
+torch.compile picks for the user, at that cost in accuracy; squall keeps eager's layout.
 """
 from __future__ import annotations
 
