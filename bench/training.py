@@ -1,6 +1,6 @@
 """Training-step benchmark on CPU: eager, torch.compile, squall (torch only), squall (installed defaults).
 
-    python bench/training.py [--rounds R] [--only gpt gpt_block llama ...] [--skip-compile] [--skip-defaults] [--profile] [--cpu-time]
+    python bench/training.py [--rounds R] [--only gpt gpt_block llama ...] [--skip-compile] [--skip-defaults] [--profile] [--cpu-time] [--channels-last]
 
 One thread, all contenders side by side in one process. For each workload a step is
 forward + loss + backward (gradients are zeroed between steps, not applied, so every
@@ -19,7 +19,12 @@ upgrades (`squall.upgrades`: which plan runs, and why) are printed under the tab
 
 `--profile` adds, per workload, torch.profiler's self time per aten op (and autograd
 node) over a few steps of eager and of squall (torch only), side by side, largest first:
-where squall's step spends more than eager's, op by op.
+where squall's step spends more than eager's, op by op; and of torch.compile and squall
+(defaults) where both run (a compiled region's kernels count as the self time of the
+autograd node that calls them: `SquallFunction_computation`, `CompiledFxGraph`).
+`--channels-last` lays out the convolution workloads' (cnn, resnet) weights and images
+channels-last (`model.to(memory_format=torch.channels_last)`) for every contender: what
+torch.compile's inductor does by itself inside its graphs on CPU (`decide_layout_opt`).
 
 Measured 2026-11-26 (--only gpt llama --cpu-time --rounds 7, load 3-4, thread CPU time): gpt eager
 67.4 ms, torch.compile 75.7 ms (1.12x), squall torch only 77.1 ms (1.14x), squall defaults 72.6 ms
@@ -39,6 +44,31 @@ a conv bias's gradient before a batch norm is rounding noise) and squall default
 plan, 6.24 ms (1.04x eager); resnet (no conv biases) was fused either way. Where resnet's step
 still loses to torch.compile's: the batch norm and ReLU backwards (aten's native_batch_norm_backward,
 threshold_backward) run unfused between the convolution backwards in the kept islands plan.
+
+Measured 2026-11-27 (--only resnet cnn --cpu-time --rounds 5 [--channels-last] [--profile], load
+1-3.5, thread CPU time). Contiguous, as before: cnn eager 6.25 ms, torch.compile 3.82 (0.61x),
+squall torch only 6.55, squall defaults 4.06 (0.65x; 1.06 of torch.compile's, large regions);
+resnet eager 22.98, torch.compile 16.32 (0.71x), squall torch only 23.06, squall defaults 22.87
+(1.00x; large regions kept at 0.78x the torch plan in context, so islands, 17.7 ms in an earlier
+sitting, were not compiled). Where torch.compile's lead comes from: the layout. On CPU inductor
+lays every graph with a convolution out channels-last (`decide_layout_opt`: its profile shows one
+weight copy per convolution), and AOTAutograd keeps the saved activations so. resnet's 15
+convolutions alone, forward and backward, each timed by itself on its shapes: 15.3 ms contiguous,
+13.2 channels-last (converting to and from channels-last around each one instead: slower than
+contiguous). The same model laid out channels-last by its user: eager 17.1 ms, near
+torch.compile's 16.4 (profiles under load swung too much to split this finer). squall's torch plan took 26.6 ms there (1.55x eager; cnn 1.43x): the torch
+executor copied every tensor it handed an aten backward kernel (batch norm's forward too) to
+contiguous, so everything after the first batch norm ran contiguous, with copies. It now hands
+them on channels-last, as eager's autograd does (main against this branch, alternating, load 2.5-3.5:
+resnet 1.49x and 1.51x eager against 1.29x and 1.05x, cnn 1.81x and 1.43x against 0.95x and 0.89x).
+After it, channels-last: cnn eager 5.29, torch.compile 3.67, squall torch only 4.24 (0.80x), squall
+defaults 3.90 (0.74x; 1.06 of torch.compile's); resnet eager 14.06, torch.compile 13.46, squall
+torch only 14.47 (1.03x), squall defaults 14.64 (the torch plan: the judge refused both fused
+plans, whose gradients differ from the torch plan's by up to 9.4e-4 where they reach 0.31).
+That difference is eager's own: on this CPU the channels-last step's gradients are far from
+float64's (the stem convolution's weight gradient by 9.4e-4, against 9e-7 contiguous), and the
+fused plans' backward runs contiguous. So the gap left on a contiguous conv net is the layout
+torch.compile picks for the user, at that cost in accuracy; squall keeps eager's layout.
 """
 from __future__ import annotations
 
@@ -154,6 +184,12 @@ def workloads() -> dict:
     }
 
 
+def channels_last(model: nn.Module, inputs: tuple) -> tuple[nn.Module, tuple]:
+    """`model` and its 4-D inputs laid out channels-last (other inputs as they are)."""
+    laid_out = tuple(t.contiguous(memory_format=torch.channels_last) if t.ndim == 4 else t for t in inputs)
+    return model.to(memory_format=torch.channels_last), laid_out
+
+
 def contenders(model: nn.Module, skip: set[str]) -> dict:
     made = {
         "eager": lambda: model,
@@ -221,10 +257,10 @@ def op_times(model, args, steps: int = 3) -> dict[str, tuple[float, int]]:
     return {e.key: (e.self_cpu_time_total / steps, e.count // steps) for e in prof.key_averages()}
 
 
-def print_op_breakdown(eager, compiled, args, top: int = 25) -> None:
+def print_op_breakdown(eager, compiled, args, top: int = 25, labels: tuple[str, str] = ("eager", "squall")) -> None:
     by_eager, by_squall = op_times(eager, args), op_times(compiled, args)
     names = sorted(set(by_eager) | set(by_squall), key=lambda k: -max(by_eager.get(k, (0, 0))[0], by_squall.get(k, (0, 0))[0]))
-    print(f"  self time per step by op: {'eager us':>10}{'calls':>6}{'squall us':>11}{'calls':>6}")
+    print(f"  self time per step by op: {labels[0] + ' us':>10}{'calls':>6}{labels[1] + ' us':>11}{'calls':>6}")
     for name in names[:top]:
         (e_us, e_n), (s_us, s_n) = by_eager.get(name, (0.0, 0)), by_squall.get(name, (0.0, 0))
         print(f"    {name[:46]:46}{e_us:10.0f}{e_n:6}{s_us:11.0f}{s_n:6}")
@@ -245,7 +281,10 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=None, help="workloads to run (default: all)")
     parser.add_argument("--skip-compile", action="store_true", help="leave out torch.compile (it takes seconds per workload)")
     parser.add_argument("--skip-defaults", action="store_true", help="leave out squall with the installed plugins (inductor compiles for minutes)")
-    parser.add_argument("--profile", action="store_true", help="also print eager's and squall's (torch only) self time per op")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print eager's and squall's (torch only) self time per op, and torch.compile's and squall's (defaults)")
+    parser.add_argument("--channels-last", action="store_true",
+                        help="lay out the convolution workloads' weights and images channels-last for every contender")
     parser.add_argument(
         "--cpu-time", action="store_true",
         help="time steps by this thread's CPU time (time.thread_time: torch runs on this one thread), which other "
@@ -262,6 +301,9 @@ def main() -> int:
     for key, (model, inputs) in workloads().items():
         if args.only and key not in args.only:
             continue
+        if args.channels_last and any(isinstance(m, nn.Conv2d) for m in model.modules()):
+            model, inputs = channels_last(model, inputs)
+            key += " (channels-last)"
         print(f"\n{key}")
         print(f"  {'contender':24}{'first step':>12}{'per step':>12}{'vs eager':>10}{'saved MB':>10}  gradients")
         fns = contenders(model, skip)
@@ -278,6 +320,8 @@ def main() -> int:
             print(f"    squall (defaults): {upgrade}")  # which plan runs, and each offer's in-context times
         if args.profile and "squall (torch only)" in fns:
             print_op_breakdown(fns["eager"], fns["squall (torch only)"], inputs)
+        if args.profile and "squall (defaults)" in fns and "torch.compile" in fns:
+            print_op_breakdown(fns["torch.compile"], fns["squall (defaults)"], inputs, labels=("compile", "defaults"))
     return 0
 
 

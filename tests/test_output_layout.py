@@ -108,3 +108,30 @@ def test_results_keep_eagers_layout_across_input_layouts(name, dynamic):
         expected, actual = fn(x), jfn(x)
         _same_layout(actual, expected)
         assert actual.storage_offset() == expected.storage_offset()
+
+
+_W4 = torch.randn(4, 3, 3, 3)
+_TRAINING = {
+    "batch_norm_relu": lambda t, w: torch.relu(torch.nn.functional.batch_norm(t, None, None, w, w * 0.5, training=True)),
+    "conv_batch_norm_pool": lambda t, w: torch.nn.functional.max_pool2d(
+        torch.relu(torch.nn.functional.batch_norm(torch.nn.functional.conv2d(t * w[:, None, None], _W4, padding=1), None, None, training=True)), 2),
+}
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("name", list(_TRAINING))
+def test_training_results_and_gradients_keep_eagers_layout(name, layout):
+    # squall's own gradients call aten's backward kernels (batch norm's forward and backward, relu's,
+    # the pool's, the convolution's) with the layouts eager's autograd hands them: a channels-last
+    # activation stays channels-last through the step, as in eager (it was copied to contiguous
+    # before each kernel, and every kernel after it ran on that layout)
+    fn = _TRAINING[name]
+    jfn = squall.jit(fn)
+    x = _inputs()[layout].clone(memory_format=torch.preserve_format).requires_grad_()
+    w = torch.randn(3, requires_grad=True)
+    expected, actual = fn(x, w), jfn(x, w)
+    _same_layout(actual, expected)
+    assert squall.last_traces(jfn).backward is not None  # squall's gradients, not PyTorch's autograd
+    g = torch.randn_like(expected)
+    for a, e in zip(torch.autograd.grad(actual, (x, w), g), torch.autograd.grad(expected, (x, w), g)):
+        _same_layout(a, e)
