@@ -619,3 +619,61 @@ def test_an_iterator_that_lives_between_calls_advances_at_every_call(program):
         warnings.simplefilter("ignore", squall.SquallWarning)
         got = [jitted(torch.ones(1)).item() for _ in range(4)]
     assert len(set(got)) == 4, got
+
+
+def _same_memory(x, y):
+    return x + 1 if x.data_ptr() == y.data_ptr() else x - 1
+
+
+def test_an_address_read_off_a_tensor_is_the_calls_own():
+    """data_ptr() ran as an opaque call on meta tensors, where every address is 0: two distinct
+    tensors compared equal, and the first call's answer stayed in the trace. A number or string
+    an opaque call reads off its tensors runs the call eagerly, saying so."""
+    jitted = squall.jit(_same_memory)
+    a, b = torch.ones(2), torch.ones(2)
+    with pytest.warns(squall.SquallWarning, match=r"data_ptr answers with a Python int"):
+        jitted(a, b)
+    for x, y in ((a, a), (a, b), (a, a[:]), (a, b)):
+        assert_close(jitted(x, y), _same_memory(x, y))
+
+
+_BY_ID: dict = {}
+
+
+class _CountsByIdentity(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 2)
+
+    def forward(self, x):
+        _BY_ID[id(self)] = _BY_ID.get(id(self), 0) + 1
+        return self.lin(x) * _BY_ID[id(self)]
+
+
+def test_id_answers_for_the_object_a_view_stands_for():
+    """id(self) in a forward was the id of squall's recording view, not of the module: a dict
+    keyed by it missed the caller's entries. It is the module's own id now."""
+    module = _CountsByIdentity()
+    jitted = squall.jit(module)
+    with torch.no_grad():
+        got = [jitted(torch.ones(1, 2)) for _ in range(3)]
+    assert _BY_ID == {id(module): 3}
+    with torch.no_grad():
+        one = module.lin(torch.ones(1, 2))
+    for i, out in enumerate(got, 1):
+        assert_close(out, one * i)
+
+
+def test_id_of_a_traced_tensor_runs_the_call_eagerly():
+    """`table[id(x)]` with a table the caller filled raised KeyError (the id was the proxy's),
+    and a trace would keep the first call's id: the call runs eagerly."""
+
+    def scaled(x, table):
+        return table[id(x)] * x
+
+    jitted = squall.jit(scaled)
+    a, b = torch.ones(2), torch.ones(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", squall.SquallWarning)
+        assert_close(jitted(a, {id(a): 2.0}), a * 2)
+        assert_close(jitted(b, {id(b): 3.0}), b * 3)
