@@ -677,3 +677,52 @@ def test_id_of_a_traced_tensor_runs_the_call_eagerly():
         warnings.simplefilter("ignore", squall.SquallWarning)
         assert_close(jitted(a, {id(a): 2.0}), a * 2)
         assert_close(jitted(b, {id(b): 3.0}), b * 3)
+
+
+def _registry():
+    class Registry:
+        calls = 0
+        seen: list = []
+        table: dict = {}
+
+    return Registry
+
+
+def _counting(registry):
+    def counted(x):
+        registry.calls += 1
+        registry.seen.append(x.shape[0])
+        registry.table[x.shape[0]] = registry.table.get(x.shape[0], 0) + 1
+        return x * registry.calls
+
+    return counted
+
+
+def test_a_class_the_program_changes_changes_at_every_call():
+    """A class attribute set, or a list or dict a class holds changed, while traced changed once
+    (at trace time), and the trace kept the count it read: every call returned x * 1. The class
+    is put back as it was and the call runs eagerly, naming the class."""
+    eager, compiled = _registry(), _registry()
+    jitted = squall.jit(_counting(compiled))
+    with pytest.warns(squall.SquallWarning, match=r"changes class .*Registry \(calls, seen, table\)"):
+        first = jitted(torch.ones(2))
+    got = [first] + [jitted(torch.ones(2)) for _ in range(2)]
+    want = [_counting(eager)(torch.ones(2)) for _ in range(3)]
+    for g, w in zip(got, want):
+        assert_close(g, w)
+    assert (compiled.calls, compiled.seen, compiled.table) == (eager.calls, eager.seen, eager.table) == (3, [2, 2, 2], {2: 3})
+
+
+def test_a_class_the_program_only_reads_stays_compiled():
+    registry = _registry()
+    registry.calls = 4
+
+    def scaled(x):
+        return x * registry.calls + len(registry.seen)
+
+    jitted = squall.jit(scaled)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        assert_close(jitted(torch.ones(2)), torch.full((2,), 4.0))
+        registry.calls = 5  # a class's number is guarded: the next call compiles again
+        assert_close(jitted(torch.ones(2)), torch.full((2,), 5.0))

@@ -23,7 +23,9 @@ from .state_views import (
     _SCALARS,
     _slot_value,
     HooksWhileTracing,
+    UnreplayableWrite,
     by_structure,
+    _users_class,
     _ViewInfo,
 )
 
@@ -40,6 +42,26 @@ class AttributeReads:
     """How `StateRecorder` reads attributes and globals through its views (its base; it calls the
     recorder's `guards`, `view`, `_follow`, `_recorded`, `_tensor_attribute`,
     `_reached_through_arguments`, `tensor_input` and its tables of class readers)."""
+
+    def note_class(self, cls: type, label: str) -> None:
+        """The program reached class `cls` itself (a global, a closure variable, `type(self)`,
+        `self.__class__`), whose attributes it reads straight off the class, no view between: a
+        user's class has its numbers, strings and flags guarded as they are now, and is checked
+        unchanged when the program ends (ClassState)."""
+        if id(cls) in self._classes or not _users_class(cls):
+            return
+        self._classes[id(cls)] = ClassState(cls)
+        if not cls.__module__.startswith(_LIBRARY_MODULES):
+            self.guards.namespace["_class_scalars"] = class_scalars
+            self.guards.add(f"_class_scalars({self.guards.bind(cls, 'c')}) == {self.guards.bind(class_scalars(cls), 'k')}",
+                            f"the numbers, strings and flags of class {cls.__qualname__} ({label})")
+
+    def _classes_changed(self) -> None:
+        for state in self._classes.values():
+            changed = state.changed()
+            if changed:
+                raise UnreplayableWrite(f"squall: the program changes class {state.cls.__qualname__} ({changed}); squall cannot "
+                                        "replay changes to a class at every call")
 
     def _read_attribute(self, info: _ViewInfo, name: str, value: Any) -> Any:
         if name == "training" and not info.in_tree:
@@ -262,16 +284,51 @@ class AttributeReads:
 
     def _read_global(self, real: dict, name: str, value: Any, fn: types.FunctionType) -> Any:
         label = f"global {name!r} of {fn.__qualname__}"
-        if type(value) is type and not value.__module__.startswith(_LIBRARY_MODULES):
-            # a user's class read as a global (`Config.scale`): its attributes are read straight off
-            # the class, no view between, so its numbers, strings and flags are guarded as they are now
-            self.guards.namespace["_class_scalars"] = class_scalars
-            self.guards.add(f"_class_scalars({self.guards.bind(value, 'c')}) == {self.guards.bind(class_scalars(value), 'k')}",
-                            f"the numbers, strings and flags of class {value.__qualname__} ({label})")
         return self._reached(value, f"{self.guards.bind(real, 'g')}[{plain_scalar(name)!r}]", label)
 
 
 _LIBRARY_MODULES = ("torch", "builtins", "transformers", "timm", "torchvision", "typing", "collections", "enum", "abc")
+_CLASS_CONTAINERS = (list, dict, set)
+
+
+def _contents(value: Any) -> Any:
+    """What a list, dict or set a class holds has in it now (its items by identity)."""
+    return list(value.items()) if type(value) is dict else list(value) if type(value) is list else set(value)
+
+
+def _same_contents(value: Any, then: Any) -> bool:
+    now = _contents(value)
+    if type(then) is set:
+        return now == then
+    return len(now) == len(then) and all(a is b or (type(a) is tuple and a[0] is b[0] and a[1] is b[1]) for a, b in zip(now, then))
+
+
+class ClassState:
+    """A user's class a traced program reached (`type(self)`, `self.__class__`, a class read as a
+    global), as it was: a change the program makes to it (`type(self).count += 1`,
+    `Registry.items.append(x)`) happens once, while traced, where eager makes it at every call,
+    and the trace would keep the values it read. `changed()` says what changed, after putting
+    it back (the call then runs eagerly, which makes the change itself)."""
+
+    def __init__(self, cls: type):
+        self.cls = cls
+        self.attributes = dict(vars(cls))
+        self.contents = {k: _contents(v) for k, v in self.attributes.items() if type(v) in _CLASS_CONTAINERS}
+
+    def changed(self) -> str | None:
+        now = vars(self.cls)
+        names = [k for k in now.keys() | self.attributes.keys() if now.get(k, _MISSING) is not self.attributes.get(k, _MISSING)]
+        names += [k for k, then in self.contents.items() if k not in names and not _same_contents(self.attributes[k], then)]
+        for name in names:
+            if name in self.contents:
+                value, then = self.attributes[name], self.contents[name]
+                value.clear()
+                value.update(then) if type(value) is not list else value.extend(then)
+            if name in self.attributes:
+                type.__setattr__(self.cls, name, self.attributes[name])
+            else:
+                type.__delattr__(self.cls, name)
+        return ", ".join(sorted(names)) or None
 
 
 def class_scalars(cls: type) -> dict:

@@ -116,6 +116,8 @@ class RecordingCopies:
                 label = f"closure variable {name!r} of {fn.__qualname__}"
                 expr = f"{self.guards.bind(cell, 'cell')}.cell_contents"
                 self.guards.watch(expr, value, label)
+                if isinstance(value, type):
+                    self.note_class(value, label)
                 if i in recorded_cells:
                     cells[i].cell_contents = self._follow(value, expr, label)
                     self._cells.append((cells[i], cells[i].cell_contents, name, fn))
@@ -271,6 +273,8 @@ class RecordingCopies:
         object as a view, anything else as it is."""
         refuse_python_state_owner(value, label)
         refuse_call_dependent(value, label)
+        if isinstance(value, type):
+            self.note_class(value, label)
         if _user_function(value):
             return self._recording_function(value)  # a helper's own global reads are seen too
         if type(value) is functools.partial:

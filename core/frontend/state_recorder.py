@@ -68,6 +68,7 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
         self._set_copies: dict[int, _RecordedSet] = {}
         self._deques: list[tuple[_RecordedDeque, str]] = []  # (recording copy, where it was reached)
         self._snapshots: list[tuple[Any, Any, str]] = []  # (array or bytearray reached, its contents then, label)
+        self._classes: dict[int, Any] = {}  # id(a user's class the program reached) -> its ClassState
         self._init_routes()  # squall.frontend.argument_routes
         self._module_reads: dict[int, _ModuleReads] = {}
         self._originals: dict[int, tuple[Any, Any]] = {}  # id(copy) -> (copy, what it stands for)
@@ -143,6 +144,7 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
     def finish(self, result: Any) -> Any:
         """After the program ran: the output with the values to replay appended (as
         `(output, effects)`) when it wrote Python state; the writes it made noted as effects."""
+        self._classes_changed()
         for copy, items, label, _ in self._namespaces.values():
             now = vars(copy)
             if now.keys() != items.keys() or any(now[k] is not v for k, v in items.items()):

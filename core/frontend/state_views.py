@@ -307,6 +307,7 @@ def _info(view) -> _ViewInfo:
 def _view_getattribute(self, name: str):
     info = _info(self)
     if name == "__class__":
+        info.recorder.note_class(type(info.real), f"the __class__ of {info.label}")
         return type(info.real)  # as eager's `obj.__class__` (`type(obj)`: traced_type)
     if name in info.writes:
         return info.writes[name]
@@ -421,7 +422,9 @@ def traced_type(obj: Any, *rest: Any) -> type:
     if t is NumberProxy:
         return obj.python_type
     if t in _VIEW_CLASSES_REVERSED:
-        return _VIEW_CLASSES_REVERSED[t]
+        cls = _VIEW_CLASSES_REVERSED[t]
+        _info(obj).recorder.note_class(cls, f"type() of {_info(obj).label}")
+        return cls
     return _RECORDED_AS.get(t, t)
 
 
