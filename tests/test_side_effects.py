@@ -10,6 +10,7 @@ import re
 import time
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from torch.testing import assert_close
@@ -452,6 +453,35 @@ def test_closure_array_changed_runs_eagerly_and_one_only_read_is_guarded():
     assert_close(jg(x), x * 2)
     fixed[0] = 5.0
     assert_close(jg(x), x * 5)
+
+
+_TABLE = np.array([1.0, 2.0], dtype=np.float32)
+
+
+def test_a_numpy_array_read_is_guarded_and_one_changed_runs_eagerly():
+    """float(ARR[0]) of a global numpy array was kept in the trace: after ARR[0] = 5 the cached
+    program still scaled by 1. Its contents are guarded as an array.array's are, and the program
+    changing it runs eagerly (the change made once, by eager)."""
+
+    def scaled(x):
+        return x * float(_TABLE[0]) + torch.from_numpy(_TABLE)
+
+    def writes(x):
+        _TABLE[1] += 1
+        return x * float(_TABLE[1])
+
+    _TABLE[:] = [1.0, 2.0]
+    jitted = squall.jit(scaled)
+    x = torch.ones(2)
+    assert_close(jitted(x), scaled(x))
+    _TABLE[0] = 5.0
+    assert_close(jitted(x), scaled(x))
+    _TABLE[:] = [np.nan, 2.0]  # NaN is NaN: the guard holds, and the answer is eager's
+    assert_close(jitted(x), scaled(x), equal_nan=True)
+    _TABLE[:] = [1.0, 2.0]
+    with pytest.warns(squall.SquallWarning, match=r"changes .*_TABLE.*runs eagerly"):
+        assert_close(squall.jit(writes)(x), x * 3)
+    assert _TABLE.tolist() == [1.0, 3.0]
 
 
 def test_heappush_on_a_closure_list_runs_eagerly_and_a_users_setitem_is_replayed():

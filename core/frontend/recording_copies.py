@@ -28,6 +28,8 @@ from .state_views import (
     refuse_call_dependent,
     refuse_python_state_owner,
     SNAPSHOT_TYPES,
+    same_contents,
+    snapshot_of,
     _RecordedDeque,
     _RecordedList,
     _RecordedSet,
@@ -194,11 +196,12 @@ class RecordingCopies:
                 copy = self._list_copies[id(value)] = self._deque_copy(value, items, label, expr, target=None)
             return copy
         if type(value) in SNAPSHOT_TYPES:
-            # a mutable sequence of numbers or bytes (array.array, bytearray): its contents
-            # guarded; a change the program makes is found when it ends, undone and refused
-            snapshot = value[:]
+            # a mutable sequence of numbers or bytes (array.array, bytearray, a numpy array): its
+            # contents guarded; a change the program makes is found when it ends, undone and refused
+            snapshot = snapshot_of(value)
             self._snapshots.append((value, snapshot, label))
-            self.guards.add(f"{expr} == {self.guards.bind(snapshot, 'k')}", f"the items of {label}")
+            self.guards.namespace["_same_contents"] = same_contents
+            self.guards.add(f"_same_contents({expr}, {self.guards.bind(snapshot, 'k')})", f"the items of {label}")
             return value
         if type(value) in RECORDED_DICT_TYPES:
             copy = self._dict_copies.get(id(value))

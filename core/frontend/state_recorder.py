@@ -34,6 +34,8 @@ from .state_views import (
     _ModuleReads,
     RECORDED_CONTAINERS,
     refuse_python_state_owner,
+    restore_contents,
+    same_contents,
     _RecordedDeque,
     _RecordedList,
     _RecordedSet,
@@ -204,8 +206,8 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
                 self.guards.effects.append(f"{target}.extend(effects[{len(values)}])")
                 values.append(list(recorded.appended))
         for real, snapshot, label in self._snapshots:
-            if real != snapshot:
-                real[:] = snapshot  # the call runs eagerly, which makes the change itself
+            if not same_contents(real, snapshot):
+                restore_contents(real, snapshot)  # the call runs eagerly, which makes the change itself
                 raise UnreplayableWrite(
                     f"squall: the program changes {label} (of type {type(real).__name__}); squall cannot replay changes to it"
                 )

@@ -25,6 +25,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy
 import torch
 
 from ..ltorch.unmodelled import UnmodelledMode
@@ -238,7 +239,28 @@ def _cell_value(cell: types.CellType) -> Any:
 # containers a program reaches that are read through recording copies (squall.frontend.recording_copies._follow)
 _FOLLOWED_CONTAINERS = frozenset({list, collections.deque, dict, set, collections.OrderedDict, collections.defaultdict})
 # mutable sequences of plain values (read as they are, guarded by their contents; a change refused)
-SNAPSHOT_TYPES = frozenset({array.array, bytearray})
+SNAPSHOT_TYPES = frozenset({array.array, bytearray, numpy.ndarray})
+
+
+def snapshot_of(value: Any) -> Any:
+    """A copy of an array.array's, bytearray's or numpy array's contents (a numpy slice is a view)."""
+    return value.copy() if type(value) is numpy.ndarray else value[:]
+
+
+def same_contents(value: Any, snapshot: Any) -> bool:
+    """Whether `value` holds what `snapshot_of` copied (a numpy array: shape, dtype and values, NaN as NaN)."""
+    if type(value) is numpy.ndarray:
+        return (value.shape == snapshot.shape and value.dtype == snapshot.dtype
+                and bool(numpy.array_equal(value, snapshot, equal_nan=value.dtype.kind in "fc")))
+    return value == snapshot
+
+
+def restore_contents(value: Any, snapshot: Any) -> None:
+    """Put back what `snapshot_of` copied."""
+    if type(value) is numpy.ndarray:
+        value[...] = snapshot
+    else:
+        value[:] = snapshot
 
 
 def _recordable(value: Any) -> bool:
