@@ -69,6 +69,10 @@ That difference is eager's own: on this CPU the channels-last step's gradients a
 float64's (the stem convolution's weight gradient by 9.4e-4, against 9e-7 contiguous), and the
 fused plans' backward runs contiguous. So the gap left on a contiguous conv net is the layout
 torch.compile picks for the user, at that cost in accuracy; squall keeps eager's layout.
+After that merge (2026-11-27, `--only resnet cnn --cpu-time --rounds 3`, load about 2):
+cnn squall defaults 4.045 ms against torch.compile's 4.097 (0.99x; large regions kept), eager
+6.99; resnet 18.28 against 16.14 (1.13x; islands kept, the judge timing large regions at 19.0 and
+islands at 16.5 in context), eager 21.97, squall torch only 20.80 (0.95x eager).
 """
 from __future__ import annotations
 
