@@ -1,8 +1,8 @@
 """A symbolic trace reused at sizes it was not first called with gives eager's answer.
 
-Each program reads a size in a way whose value must follow the call (a list of sizes as an index)
-or returns what eager returns; it runs under `dynamic=True` and automatic dynamic over lengths
-that change together and apart, and is compared with eager at every call.
+Each program reads a size in a way whose value must follow the call (a list of sizes as an
+index), checks a size's type, or returns what eager returns; it runs under `dynamic=True` and
+automatic dynamic over lengths that change together and apart, compared with eager at every call.
 """
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ PROGRAMS = {
     # a list holding a symbolic size as an index: before, torch.tensor of the list failed on the size
     "list_of_sizes_as_index": lambda x: x[[x.shape[0] - 1, 0]] * 2,
     "list_of_sizes_written": lambda x: _written_at(x.clone(), [0, x.shape[0] // 2, -x.shape[0]], x.shape[1]),
+    # type() of a size in the program's own code is int, of its shape torch.Size, as in eager:
+    # before, SymInt and SymShape (the branch for an int was never taken, silently)
+    "type_of_a_size": lambda x: x * (type(x.shape[0]) is int) + (type(x.shape[0] // 2) == int),
+    "type_of_a_shape": lambda x: x * (type(x.shape) is torch.Size) + len(type(x.shape[1:]).__name__),
     # eager's Tensor.__setitem__ returns None: before, the traced call returned the written tensor
     "setitem_returns_none": lambda x: x.__setitem__(slice(x.shape[0] // 3, None), x.shape[1]) or x,
 }
