@@ -563,7 +563,7 @@ def _install_operators() -> None:
     # Python operators are torch.Tensor's own dunder methods, dispatched like any call.
     names = """add radd sub rsub mul rmul truediv rtruediv floordiv rfloordiv mod rmod pow rpow
         matmul rmatmul and rand or ror xor rxor lshift rlshift rshift rrshift neg pos abs invert
-        eq ne lt le gt ge getitem setitem iadd isub imul itruediv ifloordiv imod ipow iand ior ixor
+        eq ne lt le gt ge getitem iadd isub imul itruediv ifloordiv imod ipow iand ior ixor
         imatmul""".split()
     for n in names:
         dunder = f"__{n}__"
@@ -576,6 +576,11 @@ def _install_operators() -> None:
 
         op.__name__ = dunder
         setattr(TensorProxy, dunder, op)
+
+    def __setitem__(self, key, value):  # as eager's, it returns None (`x.__setitem__(k, v) or x`)
+        _require_context().dispatch(torch.Tensor.__setitem__, (self, key, value), {})
+
+    TensorProxy.__setitem__ = __setitem__
 
 
 _install_operators()

@@ -30,6 +30,8 @@ import torch
 
 from ..ltorch.unmodelled import UnmodelledMode
 from ..proxies import NumberProxy, TensorProxy
+from ..symbolic import SymInt
+from ..symshape import SymShape
 from ..trace import plain_scalar
 from .autograd_functions import is_autograd_function
 
@@ -434,7 +436,7 @@ def traced_type(obj: Any, *rest: Any) -> type:
     where the program looks `type` up): for an object read through a view or recording copy,
     the class of the object it stands for, and for a proxy the class of the value it stands
     for (`isinstance` answers so: a TensorProxy is a torch.Tensor, a NumberProxy's `__class__` its
-    number type), as eager gives it; with three arguments, a new
+    number type, a symbolic size an int, a shape holding one a torch.Size), as eager gives it; with three arguments, a new
     class, as the built-in makes it."""
     if rest:
         return type(obj, *rest)
@@ -765,6 +767,8 @@ for _name in ("remove", "discard", "pop", "clear", "__isub__", "__iand__", "__ix
 
 RECORDED_CONTAINERS = (_RecordedList, _RecordedDeque, *RECORDED_DICT_TYPES.values(), _RecordedSet)
 _RECORDED_AS = {_RecordedList: list, _RecordedDeque: collections.deque, _RecordedSet: set, **{copy: real for real, copy in RECORDED_DICT_TYPES.items()}}
+# a symbolic size and a shape holding one are an int and a torch.Size in eager (`type(n) is int`)
+_RECORDED_AS.update({SymInt: int, SymShape: torch.Size})
 
 
 def _users_module(module: Any) -> bool:

@@ -11,6 +11,7 @@ import builtins
 from dataclasses import dataclass, field
 
 import torch
+from torch.utils._pytree import tree_map
 
 from .. import prims
 from .base import data_dependent_error, torchsymbol
@@ -20,7 +21,7 @@ from .helpers import broadcast_shapes, broadcast_to, check, is_tensor
 from .shape import clone
 from ..prims.base import is_size
 from ..proxies import TensorProxy, current_context
-from ..symbolic import slice_indices
+from ..symbolic import guarded_int, slice_indices
 
 __all__ = [
     "getitem", "setitem", "setitem_",
@@ -45,6 +46,8 @@ class _Key:
 
 def _as_index_tensor(a: TensorProxy, item) -> TensorProxy:
     if isinstance(item, (list, tuple)):
+        # a symbolic size in the list (x[[n - 1, 0]]) becomes its value, guarded, as in torch.tensor
+        item = tree_map(guarded_int, item)
         flat = list(_flatten(item))
         if any(isinstance(v, bool) for v in flat):
             raise data_dependent_error("indexing with a list of bools (a mask)")
