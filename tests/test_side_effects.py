@@ -756,3 +756,24 @@ def test_a_class_the_program_only_reads_stays_compiled():
         assert_close(jitted(torch.ones(2)), torch.full((2,), 4.0))
         registry.calls = 5  # a class's number is guarded: the next call compiles again
         assert_close(jitted(torch.ones(2)), torch.full((2,), 5.0))
+
+
+def test_a_class_list_of_tuples_changed_by_the_program_is_put_back_whole():
+    """The check compares a class's lists item by item by identity (tuples of any length) and a
+    dict's keys and values, so the eager run makes each change exactly once."""
+
+    class Log:
+        entries = [(0,)]
+        totals = {"a": 1}
+
+    def f(x):
+        Log.entries.append((x.shape[0],))
+        Log.totals["b"] = Log.totals.get("b", 0) + 1
+        return x * len(Log.entries)
+
+    jitted = squall.jit(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", squall.SquallWarning)
+        got = [jitted(torch.ones(2)) for _ in range(2)]
+    assert_close(got[1], torch.full((2,), 3.0))
+    assert Log.entries == [(0,), (2,), (2,)] and Log.totals == {"a": 1, "b": 2}

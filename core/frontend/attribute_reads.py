@@ -7,6 +7,7 @@ what is recorded and why is in `squall.frontend.state_guards`.
 from __future__ import annotations
 
 import keyword
+import operator
 import types
 from typing import Any
 
@@ -292,15 +293,20 @@ _CLASS_CONTAINERS = (list, dict, set)
 
 
 def _contents(value: Any) -> Any:
-    """What a list, dict or set a class holds has in it now (its items by identity)."""
-    return list(value.items()) if type(value) is dict else list(value) if type(value) is list else set(value)
+    """What a list, dict or set a class holds has in it now: a list's items, a dict's keys and
+    values (each compared by identity), a set's members."""
+    if type(value) is dict:
+        return list(value), list(value.values())
+    return list(value) if type(value) is list else set(value)
 
 
 def _same_contents(value: Any, then: Any) -> bool:
     now = _contents(value)
     if type(then) is set:
         return now == then
-    return len(now) == len(then) and all(a is b or (type(a) is tuple and a[0] is b[0] and a[1] is b[1]) for a, b in zip(now, then))
+    if type(then) is tuple:  # a dict's (keys, values)
+        return all(len(a) == len(b) and all(map(operator.is_, a, b)) for a, b in zip(now, then))
+    return len(now) == len(then) and all(map(operator.is_, now, then))
 
 
 class ClassState:
@@ -323,7 +329,12 @@ class ClassState:
             if name in self.contents:
                 value, then = self.attributes[name], self.contents[name]
                 value.clear()
-                value.update(then) if type(value) is not list else value.extend(then)
+                if type(value) is dict:
+                    value.update(zip(*then))
+                elif type(value) is list:
+                    value.extend(then)
+                else:
+                    value.update(then)
             if name in self.attributes:
                 type.__setattr__(self.cls, name, self.attributes[name])
             else:
