@@ -284,8 +284,7 @@ class AttributeReads:
         return self._global_hooks
 
     def _read_global(self, real: dict, name: str, value: Any, fn: types.FunctionType) -> Any:
-        label = f"global {name!r} of {fn.__qualname__}"
-        return self._reached(value, f"{self.guards.bind(real, 'g')}[{plain_scalar(name)!r}]", label)
+        return self._reached(value, f"{self.guards.bind(real, 'g')}[{plain_scalar(name)!r}]", f"global {name!r} of {fn.__qualname__}")
 
 
 _LIBRARY_MODULES = ("torch", "builtins", "transformers", "timm", "torchvision", "typing", "collections", "enum", "abc")

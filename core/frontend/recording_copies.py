@@ -19,14 +19,13 @@ import torch
 
 from ..trace import plain_scalar
 from .autograd_functions import TracedAutogradFunction, is_autograd_function
+from .python_effects import refuse_call_dependent, refuse_python_state_owner, traced_id, traced_print, TracedLogger
 from .state_views import (
     _cell_value,
     _MISSING,
     _ModuleReads,
     _recordable,
     RECORDED_DICT_TYPES,
-    refuse_call_dependent,
-    refuse_python_state_owner,
     SNAPSHOT_TYPES,
     same_contents,
     snapshot_of,
@@ -36,10 +35,7 @@ from .state_views import (
     _SCALARS,
     _user_function,
     _users_module,
-    traced_id,
-    traced_print,
     traced_type,
-    TracedLogger,
     viewable,
 )
 

@@ -27,13 +27,13 @@ from .argument_routes import ArgumentRoutes
 from .attribute_reads import AttributeReads
 from .recording_copies import RecordingCopies
 from .state_guards import StateGuards
+from .python_effects import refuse_python_state_owner
 from .state_views import (
     _HOOK_DICTS,
     _MISSING,
     _MODULE_INTERNALS,
     _ModuleReads,
     RECORDED_CONTAINERS,
-    refuse_python_state_owner,
     restore_contents,
     same_contents,
     _RecordedDeque,
