@@ -777,3 +777,15 @@ def test_a_class_list_of_tuples_changed_by_the_program_is_put_back_whole():
         got = [jitted(torch.ones(2)) for _ in range(2)]
     assert_close(got[1], torch.full((2,), 3.0))
     assert Log.entries == [(0,), (2,), (2,)] and Log.totals == {"a": 1, "b": 2}
+
+
+def test_a_logger_read_by_the_program_is_still_a_logger():
+    """The stand-in a traced program reads a logger through answers isinstance and __class__ as
+    the logger does (a branch on isinstance(log, logging.Logger) took the other side)."""
+
+    def f(x):
+        return x + 1 if isinstance(_LOGGER, logging.Logger) and _LOGGER.__class__ is logging.Logger else x - 1
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        assert_close(squall.jit(f)(torch.zeros(2)), torch.ones(2))

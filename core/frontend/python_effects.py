@@ -106,6 +106,10 @@ class TracedLogger:
     def __init__(self, logger: logging.Logger, guards: Any, label: str):
         self._logger, self._guards, self._label = logger, guards, label
 
+    @property
+    def __class__(self) -> type:  # isinstance(logger, logging.Logger) and logger.__class__ answer as eager's
+        return type(self._logger)
+
     def __getattr__(self, name: str) -> Any:
         level = self._LEVELS.get(name)
         if level is None and name != "log":
