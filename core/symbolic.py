@@ -45,8 +45,11 @@ def _atom_text(atom: tuple) -> str:
 
 
 def _operand_text(p: Poly) -> str:
+    # bare only where it is one symbol, one opaque term or a constant: a product as the right
+    # operand of // or % would bind wrongly (`1 % s0*s1` is `(1 % s0) * s1`)
     text = _poly_text(p)
-    return text if len(p) <= 1 and (not p or p[0][1] == 1 or p[0][0] == ()) and not text.startswith("-") else f"({text})"
+    bare = not p or (len(p) == 1 and ((p[0][1] == 1 and len(p[0][0]) == 1) or p[0][0] == ()))
+    return text if bare and not text.startswith("-") else f"({text})"
 
 
 def _make_poly(terms: dict) -> Poly:

@@ -179,15 +179,18 @@ def _symbolic_cases():
         if not dtypes:
             continue
         dtype = torch.float32 if torch.float32 in dtypes else dtypes[0]
-        marks = []
-        reason = info.skip_reason("torch", dtype) or SYMBOLIC_SKIPS.get(info.name)
-        if reason:
-            marks.append(pytest.mark.skip(reason=reason))
-        yield pytest.param(info, dtype, id=f"{info.name}-{str(dtype).removeprefix('torch.')}", marks=marks)
+        for config in CONFIGS:
+            marks = []
+            reason = info.skip_reason(config, dtype) or SYMBOLIC_SKIPS.get(info.name)
+            if reason:
+                marks.append(pytest.mark.skip(reason=reason))
+            yield pytest.param(info, config, dtype, id=f"{info.name}-{config}-{str(dtype).removeprefix('torch.')}", marks=marks)
 
 
-@pytest.mark.parametrize("info,dtype", list(_symbolic_cases()))
-def test_consistency_with_symbolic_sizes(info: OpInfo, dtype: torch.dtype):
+@pytest.mark.parametrize("info,config,dtype", list(_symbolic_cases()))
+def test_consistency_with_symbolic_sizes(info: OpInfo, config: str, dtype: torch.dtype):
     """Every sample traced with every dimension of 2 or more symbolic (`dynamic=True`): the
-    same results as eager, on the torch executor (fusion executors decline symbolic sizes)."""
-    assert _run_samples(info, dtype, CONFIGS["torch"], dynamic=True), f"{info.name} produced no samples for {dtype}"
+    same results as eager, on the torch executor and decomposed to prims (what a fusion
+    executor that compiles symbolic sizes is handed: a size expression in a decomposition,
+    roll's `shift % numel`, is checked here)."""
+    assert _run_samples(info, dtype, CONFIGS[config], dynamic=True), f"{info.name} produced no samples for {dtype}"

@@ -26,6 +26,10 @@ PROGRAMS = {
     "type_of_a_shape": lambda x: x * (type(x.shape) is torch.Size) + len(type(x.shape[1:]).__name__),
     # eager's Tensor.__setitem__ returns None: before, the traced call returned the written tensor
     "setitem_returns_none": lambda x: x.__setitem__(slice(x.shape[0] // 3, None), x.shape[1]) or x,
+    # a product of sizes as the right operand of % or // was written bare in the generated code:
+    # `1 % s0*s1` is `(1 % s0) * s1` (roll of the flattened tensor, decomposed; a size divided)
+    "remainder_by_a_product": lambda x: x.new_zeros(29 % (x.shape[0] * x.shape[1]) + 1) + 1,
+    "quotient_by_a_product": lambda x: x.new_ones((100 * x.shape[0]) // (x.shape[0] * x.shape[1])),
 }
 
 SHAPES = [(5, 7), (7, 7), (2, 3), (3, 2), (16, 4), (6, 6), (5, 7)]
