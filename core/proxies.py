@@ -38,6 +38,7 @@ from .symshape import SymShape, as_shape
 
 __all__ = [
     "BelowPythonAPI",
+    "SizeBelowPythonAPI",
     "TensorProxy",
     "NumberProxy",
     "current_context",
@@ -155,6 +156,11 @@ def _shape(shape: Any) -> torch.Size | SymShape:
 class BelowPythonAPI(RuntimeError):
     """A torch call below torch's Python API (from C++, which squall's tracing does not see) reached
     a traced tensor: squall cannot trace the program, and the call runs eagerly (squall.runtime)."""
+
+
+class SizeBelowPythonAPI(BelowPythonAPI, AttributeError):
+    """torch's C++ read a symbolic size's `node` (torch.vmap's batch size): it has none. Also an
+    AttributeError, so that `hasattr(n, "node")` stays False for Python code that asks."""
 
 
 class TensorProxy(torch.Tensor):

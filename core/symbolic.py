@@ -294,6 +294,14 @@ class SymInt:
         # `type(n)` is still SymInt.
         return SymbolicInt
 
+    @property
+    def node(self):
+        # what torch's C++ reads off a torch.SymInt it is handed (torch.vmap's batch size): squall's
+        # size has no SymNode, and what C++ does with it is not traced: the call runs eagerly
+        from .proxies import SizeBelowPythonAPI
+
+        raise SizeBelowPythonAPI(f"squall: symbolic size {_poly_text(self.poly)} reached torch below its Python API, where squall cannot trace it")
+
     def __init__(self, poly: Poly, value: int, env: ShapeEnv):
         self.poly = poly
         self.value = value

@@ -111,3 +111,22 @@ def test_a_torch_call_below_its_python_api_reaching_a_traced_tensor_runs_eagerly
 
     x = torch.randn(4, 3)
     runs_eagerly_saying(row_sums, lambda: (x.clone(),), r"below torch's Python API")
+
+
+@pytest.mark.parametrize("dynamic", [True, None], ids=["dynamic", "automatic_dynamic"])
+def test_a_symbolic_size_handed_to_torch_below_its_python_api_runs_eagerly(dynamic):
+    """torch.vmap hands its batch size to C++, which reads the size's SymNode: under symbolic sizes
+    (dynamic=True, or a batch that changed) the call raised torch's internal assert
+    (`!dynamicLayerStack.empty()`) where eager runs; now it runs eagerly, saying why."""
+
+    def row_sums(x):
+        return torch.vmap(lambda row: row.cos().sum())(x)
+
+    jitted = squall.jit(row_sums, dynamic=dynamic)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in (4, 5, 6, 5):
+            x = torch.randn(n, 3)
+            assert_close(jitted(x), row_sums(x))
+    said = [str(w.message) for w in caught if issubclass(w.category, squall.SquallWarning)]
+    assert any("symbolic size s0 reached torch below its Python API" in m for m in said), said

@@ -52,6 +52,17 @@ from .wrappers import check_plain_parameters, check_wrapping
 __all__ = ["Runtime"]
 
 
+
+def _below_python_api(error: BaseException) -> BelowPythonAPI | None:
+    """The BelowPythonAPI `error` is, or was raised while handling (torch.vmap's cleanup raises
+    its own error after a symbolic size reached C++): None where there is none."""
+    seen = 0
+    while error is not None and seen < 8:
+        if isinstance(error, BelowPythonAPI):
+            return error
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return None
+
 class Runtime(Replans, Upgrades):
     """The call-time state of one jitted function (`squall.runtime.jit.JittedFunction` is its face).
 
@@ -186,9 +197,10 @@ class Runtime(Replans, Upgrades):
             except (UnreplayableWrite, UnmodelledMode) as write:
                 return self._eager_for(key, str(write).removeprefix("squall: "))
             except Exception as error:  # noqa: BLE001 - only the user's own code raising is answered here
-                if not (raised_by_users_code(error) or isinstance(error, BelowPythonAPI)):
+                below = _below_python_api(error)
+                if not (raised_by_users_code(error) or below is not None):
                     raise
-                return self._eager_after_error(key, error)
+                return self._eager_after_error(key, below or error)
             guarded_numbers = specialised_numbers(compilation)
             if guarded_numbers:  # its dynamic trace needed the number's exact value: keyed by value again
                 self._numbers.specialise(guarded_numbers)
