@@ -5,7 +5,7 @@ import warnings
 
 import pytest
 import torch
-from torch.utils._pytree import tree_leaves
+from torch.utils._pytree import tree_leaves, tree_map
 
 import squall
 from squall.ltorch.unmodelled import NotModelled
@@ -194,3 +194,43 @@ def test_consistency_with_symbolic_sizes(info: OpInfo, config: str, dtype: torch
     executor that compiles symbolic sizes is handed: a size expression in a decomposition,
     roll's `shift % numel`, is checked here)."""
     assert _run_samples(info, dtype, CONFIGS[config], dynamic=True), f"{info.name} produced no samples for {dtype}"
+
+
+def _grown(x, generator: torch.Generator):
+    """`x` one longer in each dimension of 2 or more, new values (an integer tensor's within its
+    old range, so indices stay valid); anything else as it is."""
+    if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.device.type != "cpu":
+        return x
+    shape = [n + 1 if n >= 2 else n for n in x.shape]
+    if x.dtype == torch.bool:
+        return torch.rand(shape, generator=generator) > 0.5
+    if x.dtype.is_floating_point or x.dtype.is_complex:
+        return torch.randn(shape, generator=generator, dtype=x.dtype)
+    low, high = (int(x.min()), int(x.max()) + 1) if x.numel() else (0, 1)
+    return torch.randint(low, high, shape, generator=generator, dtype=x.dtype)
+
+
+@pytest.mark.parametrize("info,config,dtype", list(_symbolic_cases()))
+def test_a_symbolic_trace_reused_at_other_sizes(info: OpInfo, config: str, dtype: torch.dtype):
+    """Every sample traced with every size symbolic, then called again with each size of 2 or more
+    one longer (where eager takes those inputs): eager's results, whether the trace is reused or
+    its guards send the call to a new compile (a size burned into a reused trace is a wrong answer)."""
+    if info.random:
+        pytest.skip("random ops compare only the structure of their results")
+    generator = torch.Generator().manual_seed(0)
+    reused = 0
+    for sample in info.sample_inputs(dtype, "cpu"):
+        if reused == 3:  # (a few samples an op: the suite's time)
+            break
+        jfn = squall.jit(_compile(info.op), executors=CONFIGS[config], dynamic=True)
+        jfn(*sample.args, **sample.kwargs)
+        args, kwargs = tree_map(lambda x: _grown(x, generator), (sample.args, sample.kwargs))
+        try:
+            expected = info.ref()(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - sizes this op does not take together: nothing to compare
+            continue
+        actual = jfn(*args, **kwargs)
+        torch.testing.assert_close(actual, expected, equal_nan=True, **_tolerance(info, dtype), msg=lambda m: f"{sample} grown: {m}")
+        reused += 1
+    if not reused:
+        pytest.skip("no sample of this op takes every size one longer (a size among its arguments)")
