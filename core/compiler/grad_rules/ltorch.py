@@ -27,6 +27,7 @@ import torch
 
 from ... import ltorch, prims
 from ...ltorch import kernels as k
+from ...ltorch.helpers import computation_dtype
 from ...prims.base import canonical_dim
 from ...proxies import TensorProxy
 from ..gradients import GradCall, GradRules, NeedsAutograd, NoGradRule
@@ -108,6 +109,21 @@ def _sigmoid(call: GradCall) -> tuple:
     # 0 * inf = NaN below -88, where exp(-x) overflows
     y = call.output
     return (prims.mul(call.g, prims.mul(y, prims.sub(1.0, y))),)
+
+
+def _logit(call: GradCall) -> tuple:
+    # eager's logit_backward: outside [eps, 1 - eps] 0, or NaN without eps (the decomposition's
+    # 1 / (x (1 - x)) there is a number); at exactly 0 or 1, g * inf (the decomposition's NaN)
+    x = call.args[0]
+    eps = call.args[1] if len(call.args) > 1 else call.kwargs.get("eps")
+    g = call.g
+    compute = computation_dtype(x.dtype)
+    x, g = to_dtype(x, compute), to_dtype(g, compute)
+    lo, hi, outside = (0.0, 1.0, math.nan) if eps is None or eps < 0 else (float(eps), 1.0 - eps, 0.0)
+    at_bounds = prims.logical_or(prims.eq(x, 0.0), prims.eq(x, 1.0))
+    inside = prims.where(at_bounds, prims.mul(g, math.inf), prims.div(g, prims.mul(x, prims.sub(1.0, x))))
+    grad = prims.where(prims.logical_or(prims.lt(x, lo), prims.gt(x, hi)), outside, inside)
+    return (to_dtype(grad, call.args[0].dtype),)
 
 
 def _relu(call: GradCall) -> tuple:
@@ -388,6 +404,7 @@ _RULES: dict[str, tuple[Callable, Callable | None]] = {
     "torch.nn.functional.gelu": (_gelu, None),
     "torch.nn.functional.silu": (_silu, None),
     "torch.relu": (_relu, None),
+    "torch.logit": (real_only("logit", _logit), None),
     "torch.sigmoid": (real_only("sigmoid", _sigmoid), None),
     "torch.nn.functional.embedding": (_embedding, None),
     "torch.matmul": (_matmul, None),
