@@ -130,3 +130,35 @@ def test_a_symbolic_size_handed_to_torch_below_its_python_api_runs_eagerly(dynam
             assert_close(jitted(x), row_sums(x))
     said = [str(w.message) for w in caught if issubclass(w.category, squall.SquallWarning)]
     assert any("symbolic size s0 reached torch below its Python API" in m for m in said), said
+
+
+def test_a_refusal_raised_under_another_error_runs_the_call_eagerly():
+    """Library code that catches any error and raises its own over it (torch.testing.assert_close
+    does): squall's refusal underneath (here an address read off a traced tensor) escaped to the
+    caller as that error, where eager returns; now the call runs eagerly, saying why."""
+
+    def wrapped_address(x):
+        try:
+            address = x.data_ptr()
+        except Exception as error:
+            raise RuntimeError("could not read the address") from error
+        return x * 2 + (address > 0)
+
+    x = torch.randn(4)
+    runs_eagerly_saying(wrapped_address, lambda: (x.clone(),), r"data_ptr answers with a Python int read from its tensors")
+
+
+def test_device_kind_queries_answer_from_the_traced_tensors_device():
+    """x.is_mps (torch.testing asks it of every tensor it compares) and the other device kinds'
+    and layouts' queries answer as eager does, without running the call eagerly."""
+    names = ["is_cpu", "is_cuda", "is_meta", "is_mps", "is_xpu", "is_xla", "is_mtia", "is_maia", "is_ipu", "is_vulkan",
+             "is_sparse", "is_sparse_csr", "is_mkldnn", "is_quantized", "is_nested"]
+
+    def queries(x):
+        return x + 1, [getattr(x, name) for name in names]
+
+    x = torch.randn(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)  # answered in the trace, not eagerly
+        got = squall.jit(queries)(x)
+    assert got[1] == queries(x)[1]

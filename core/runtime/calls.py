@@ -53,12 +53,13 @@ __all__ = ["Runtime"]
 
 
 
-def _below_python_api(error: BaseException) -> BelowPythonAPI | None:
-    """The BelowPythonAPI `error` is, or was raised while handling (torch.vmap's cleanup raises
-    its own error after a symbolic size reached C++): None where there is none."""
-    seen = 0
+def _raised_over(error: BaseException, kinds: tuple[type, ...]) -> BaseException | None:
+    """The error of one of `kinds` that `error` was raised while handling (torch.vmap's cleanup
+    raises its own error after a symbolic size reached C++; torch.testing.assert_close raises a
+    RuntimeError over any error of a tensor's): None where there is none."""
+    error, seen = error.__cause__ or error.__context__, 0
     while error is not None and seen < 8:
-        if isinstance(error, BelowPythonAPI):
+        if isinstance(error, kinds):
             return error
         error, seen = error.__cause__ or error.__context__, seen + 1
     return None
@@ -197,7 +198,10 @@ class Runtime(Replans, Upgrades):
             except (UnreplayableWrite, UnmodelledMode) as write:
                 return self._eager_for(key, str(write).removeprefix("squall: "))
             except Exception as error:  # noqa: BLE001 - only the user's own code raising is answered here
-                below = _below_python_api(error)
+                refused = _raised_over(error, (UnreplayableWrite, UnmodelledMode))  # (as above, under another error)
+                if refused is not None:
+                    return self._eager_for(key, str(refused).removeprefix("squall: "))
+                below = error if isinstance(error, BelowPythonAPI) else _raised_over(error, (BelowPythonAPI,))
                 if not (raised_by_users_code(error) or below is not None):
                     raise
                 return self._eager_after_error(key, below or error)
