@@ -24,7 +24,7 @@ import torch
 from .proxies import NumberProxy, real_tensor
 from .symbol import Symbol, Tags
 
-__all__ = ["GUARD", "READ", "GuardFailed", "READERS", "guard_impl", "has_contiguous_strides", "read_impl", "same_value"]
+__all__ = ["ABSENT", "GUARD", "READ", "GuardFailed", "READERS", "guard_impl", "has_contiguous_strides", "read_impl", "same_value"]
 
 
 class GuardFailed(Exception):
@@ -56,6 +56,20 @@ def has_contiguous_strides(t: torch.Tensor) -> bool:
 
 
 # how a guard reads its value: the name printed in the trace -> the Python or torch call
+class _Absent:
+    """What an attribute read answers where the tensor has no such attribute (a guard's value)."""
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+ABSENT = _Absent()
+
+
+def _instance_attribute(t: torch.Tensor, name: str) -> Any:
+    return t.__dict__.get(name, ABSENT)
+
+
 READERS: dict[str, Callable[..., Any]] = {
     "bool": bool,
     "int": int,
@@ -73,6 +87,8 @@ READERS: dict[str, Callable[..., Any]] = {
     "contiguous_strides": has_contiguous_strides,
     "strides": lambda t: tuple(t.stride()),
     "storage_offset": torch.Tensor.storage_offset,
+    # a Python attribute the user set on an input tensor (`x.scale = 2.0`), or its absence
+    "attribute": _instance_attribute,
 }
 
 

@@ -25,6 +25,8 @@ on their values.
 from __future__ import annotations
 
 import contextvars
+import functools
+import sys
 import math
 import operator
 from collections.abc import Iterator
@@ -151,6 +153,13 @@ def _shape(shape: Any) -> torch.Size | SymShape:
     """A proxy's shape: a torch.Size of ints, or a SymShape where some sizes are symbolic
     (`squall.symbolic`; torch.Size holds only ints)."""
     return shape if type(shape) is SymShape else as_shape(shape)
+
+
+@functools.cache
+def _absent() -> Any:
+    from .guards import ABSENT  # (guards imports this module)
+
+    return ABSENT
 
 
 class BelowPythonAPI(RuntimeError):
@@ -347,6 +356,23 @@ class TensorProxy(torch.Tensor):
 
     def get_device(self) -> int:
         return self.device.index if self.device.type == "cuda" else -1
+
+    def __getattr__(self, name: str) -> Any:
+        # only where nothing else has it: a Python attribute the user set on the tensor this
+        # proxy stands for (`x.scale = 2.0`), read as eager reads it, and guarded, present or
+        # absent (`hasattr(x, "tag")`); squall's and torch's own probes ask the proxy alone
+        ctx = _current.get()
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if ctx is None or name.startswith("__") or caller == "torch" or caller.startswith(("torch.", "squall")):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        if ctx.speculation is None:
+            from .ltorch.unmodelled import NotModelled
+
+            raise NotModelled(f"squall: the program asks tensor {self.name} for {name!r}, a Python attribute, whose value strict mode cannot follow")
+        value = ctx.speculation.attribute(self, name)
+        if value is _absent():
+            raise AttributeError(f"'Tensor' object has no attribute '{name}'")
+        return value
 
     def __len__(self) -> int:
         if not self.shape:

@@ -28,9 +28,10 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ..guards import GUARD, READERS
+from ..guards import ABSENT, GUARD, READERS
 from ..ltorch import numbers
 from ..ltorch.base import DataDependentError
+from ..ltorch.unmodelled import NotModelled
 from ..market.torch_executor import TorchExecutor, make_executor
 from ..proxies import NumberProxy, TensorProxy, size_leaf, real_tensor
 from ..symbol import BoundSymbol, Symbol, Tags, user_source
@@ -77,12 +78,30 @@ class Speculation:
     def __init__(self, ctx: Any):
         self.ctx = ctx
         self.values: dict[str, torch.Tensor] = {}  # proxy name -> its value in this call
+        self.inputs: dict[str, Any] = {}  # an input proxy's name -> what it stands for (a meta tensor too)
         self.dynamic_sites = _dynamic_reads.get()  # reads made at run time, not speculated
 
     def bind(self, proxy: TensorProxy, value: Any) -> None:
         """`proxy` stands for `value` in this call (a real tensor; a stand-in proxy has none)."""
+        self.inputs[proxy.name] = value
         if real_tensor(value) and value.device.type != "meta":
             self.values[proxy.name] = value
+
+    def attribute(self, proxy: TensorProxy, name: str) -> Any:
+        """The Python attribute `name` the user set on the input tensor `proxy` stands for (`x.scale`,
+        a parameter's `lr_scale`), or ABSENT where it has none, guarded in the trace; an
+        intermediate's is ABSENT (one the program set is on its proxy)."""
+        real = self.inputs.get(proxy.name)
+        if not isinstance(real, torch.Tensor):
+            return ABSENT
+        value = real.__dict__.get(name, ABSENT)
+        if not (value is ABSENT or value is None or type(value) in (bool, int, float, str)):
+            raise NotModelled(f"squall: the program reads {name!r}, a Python attribute set on a tensor it takes, "
+                              f"which holds a {type(value).__name__}: only numbers, strings and None are followed")
+        if len(self.ctx.scopes) != 1:  # (inside an op's decomposition there is no place for a guard)
+            raise NotModelled(f"squall: an operation's decomposition reads {name!r}, a Python attribute of a tensor")
+        GUARD("attribute", (proxy, name), {}, value, _site()[0])
+        return value
 
     def value(self, proxy: TensorProxy) -> torch.Tensor:
         """The real value of `proxy` in this call: the calls it depends on, run on the torch executor."""

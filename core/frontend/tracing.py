@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 
 from .. import ltorch
 from ..ltorch import numbers
@@ -274,6 +274,20 @@ def _refuse_written_records(records: list) -> None:
         # compared by identity: a tensor's == would be an op of the program
         if not (_same_items(container_items(copy), items) and _same_items(getattr(copy, "__dict__", {}).items(), attributes)):
             raise UnreplayableWrite(f"squall: the program writes into a {type(copy).__name__} argument, which squall does not replay on the caller's")
+
+
+def _refuse_tensor_attributes(inputs: list, result: Any) -> None:
+    """A Python attribute the program set on a tensor it takes (`x.cache = y`) would stay on the
+    proxy, and one on a tensor it returns would not reach the caller's result, unlike eager:
+    refused (the calls of its signature run eagerly, with a warning)."""
+    for p in inputs:
+        if type(p) is TensorProxy and p.__dict__:
+            raise UnreplayableWrite(f"squall: the program sets {', '.join(map(repr, p.__dict__))} on tensor {p.name} it takes, "
+                                    "a Python attribute squall does not replay on the caller's tensor")
+    for x in tree_flatten(result)[0]:
+        if type(x) is TensorProxy and x.__dict__:
+            raise UnreplayableWrite(f"squall: the program returns a tensor carrying the Python attribute(s) "
+                                    f"{', '.join(map(repr, x.__dict__))}, which squall's result would not carry")
 
 
 def _same_items(now: Any, before: list) -> bool:
@@ -580,6 +594,7 @@ def trace_program(
                     result = target(*p_args, **p_kwargs)
                 result = ctx.state.finish(result)
                 _refuse_written_records(records)
+                _refuse_tensor_attributes(ctx.inputs, result)
             except (TypeError, RuntimeError) as error:
                 untraced = ltorch.collectives.untraced_c10d_error(error)
                 if untraced is None:
