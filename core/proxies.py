@@ -357,6 +357,22 @@ class TensorProxy(torch.Tensor):
     def get_device(self) -> int:
         return self.device.index if self.device.type == "cuda" else -1
 
+    @property
+    def _base(self) -> TensorProxy | None:
+        # eager's: the tensor a view was taken from (itself no view); a tensor the program takes
+        # answers from outside the trace, so only where it is no view in eager
+        ctx = _current.get()
+        if ctx is None:
+            return None
+        root = ctx.views.root.get(id(self))
+        origin = self if root is None else root
+        real = ctx.speculation.inputs.get(origin.name) if ctx.speculation is not None else None
+        if isinstance(real, torch.Tensor) and real._is_view():
+            from .ltorch.unmodelled import NotModelled
+
+            raise NotModelled(f"squall: the program reads the base of a view of tensor {origin.name}, a view it takes, whose base is outside the trace")
+        return root
+
     def __getattr__(self, name: str) -> Any:
         # only where nothing else has it: a Python attribute the user set on the tensor this
         # proxy stands for (`x.scale = 2.0`), read as eager reads it, and guarded, present or

@@ -108,3 +108,20 @@ def test_an_attribute_the_program_sets_on_its_own_intermediate_is_traced():
     with warnings.catch_warnings():
         warnings.simplefilter("error", squall.SquallWarning)
         assert_close(squall.jit(local)(torch.ones(2)), torch.full((2,), 6.0))
+
+
+def _bases(x):
+    v = x[:2]
+    w = x * 2
+    return x + 1, v._base is x, w._base is None, w[:1].t()._base is w, x._base is None
+
+
+def test_a_views_base_is_eagers():
+    """Before, `x[:2]._base` of a traced tensor was None where eager's is `x`."""
+    x = torch.randn(3, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        assert squall.jit(_bases)(x)[1:] == _bases(x)[1:] == (True, True, True, True)
+    view = torch.randn(4, 3)[1:]  # its base is outside the program: the call runs eagerly
+    with pytest.warns(squall.SquallWarning, match=r"reads the base of a view of tensor x, a view it takes"):
+        assert squall.jit(_bases)(view)[1:] == _bases(view)[1:]
