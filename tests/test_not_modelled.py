@@ -162,3 +162,10 @@ def test_device_kind_queries_answer_from_the_traced_tensors_device():
         warnings.simplefilter("error", squall.SquallWarning)  # answered in the trace, not eagerly
         got = squall.jit(queries)(x)
     assert got[1] == queries(x)[1]
+
+
+def test_a_torch_call_with_no_meta_kernel_runs_the_call_eagerly():
+    """x.is_set_to(y) has no meta kernel, so squall cannot learn its output: before, the call
+    raised squall's RuntimeError where eager answers; now it runs eagerly, saying why."""
+    x = torch.randn(3)
+    runs_eagerly_saying(lambda x: (x + 1, x.is_set_to(x)), lambda: (x.clone(),), r"torch.Tensor.is_set_to is not in squall's torch language, and running it on the meta device")

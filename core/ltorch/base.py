@@ -491,10 +491,10 @@ class TorchLanguage:
             with torch._C.DisableTorchFunction():
                 meta_out = func(*tree_map(to_meta_noting, args), **tree_map(to_meta_noting, kwargs))
         except Exception as e:  # noqa: BLE001 - any failure here means squall cannot model the op
-            raise RuntimeError(
+            # valid or not, eager answers it: the call runs eagerly (an error is then eager's own)
+            raise NotModelled(
                 f"squall: {name} is not in squall's torch language, and running it on the meta "
-                f"device to learn its output failed ({type(e).__name__}: {e}). If its output shape "
-                "depends on tensor values, call it outside the compiled function."
+                f"device to learn its output failed ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
             ) from e
         answers = [type(r).__name__ for r in tree_flatten(meta_out)[0] if type(r) in _PYTHON_ANSWERS]
         if answers:
