@@ -424,11 +424,11 @@ class TensorProxy(torch.Tensor):
     def tolist(self):
         return _require_context().read_value("tolist", (self,), what="tensor.tolist()")
 
-    def numpy(self):
-        raise RuntimeError(
-            f"squall: tensor.numpy() needs the value of tensor {self.name} as an array, which a "
-            "compiled function cannot guard; use .tolist() or .item(), or call it outside the compiled function"
-        )
+    def numpy(self, *, force: bool = False):
+        from .ltorch.unmodelled import NotModelled
+
+        # eager's array shares the tensor's memory (a write through it writes the tensor): the call runs eagerly
+        raise NotModelled(f"squall: {self.name}.numpy() is an array sharing the tensor's memory, which a trace cannot follow")
 
     # --- everything else goes through torch's own dispatch --------------------------------
     @classmethod

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -169,3 +170,19 @@ def test_a_torch_call_with_no_meta_kernel_runs_the_call_eagerly():
     raised squall's RuntimeError where eager answers; now it runs eagerly, saying why."""
     x = torch.randn(3)
     runs_eagerly_saying(lambda x: (x + 1, x.is_set_to(x)), lambda: (x.clone(),), r"torch.Tensor.is_set_to is not in squall's torch language, and running it on the meta device")
+
+
+def test_numpy_of_a_traced_tensor_runs_the_call_eagerly():
+    """x.numpy() raised squall's RuntimeError where eager answers (np.asarray(x) ran eagerly): both
+    run the call eagerly, and a write through the array reaches the tensor, as in eager."""
+
+    def doubled_through_numpy(x):
+        return torch.from_numpy(x.numpy() * 2) + x
+
+    def written_through_numpy(x):
+        np.asarray(x)[0] = 5.0
+        return x * 1
+
+    x = torch.randn(3)
+    runs_eagerly_saying(doubled_through_numpy, lambda: (x.clone(),), r"x.numpy\(\) is an array sharing the tensor's memory")
+    runs_eagerly_saying(written_through_numpy, lambda: (x.clone(),), r"torch.Tensor.__array__ is not in squall's torch language")
