@@ -98,9 +98,31 @@ class RecordingCopies:
             recorded_cells = [i for i, cell in enumerate(cells) if _recordable(_cell_value(cell))]
             for i in recorded_cells:
                 cells[i] = types.CellType()
+            # any other filled cell: a copy too (one per cell, shared by the copies of the functions
+            # that close over it), so that a `nonlocal count; count += 1` while traced leaves the
+            # caller's variable as it was; assigning it is refused at finish, before anything ran twice
+            for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars, fn.__closure__ or ())):
+                value = _cell_value(cell)
+                if i in recorded_cells or value is _MISSING:
+                    continue
+                copied = self._plain_cells.get(id(cell))
+                if copied is None:
+                    copied = self._plain_cells[id(cell)] = types.CellType(value)
+                    self._cells.append((copied, value, name, fn))
+                cells[i] = copied
             copy = types.FunctionType(fn.__code__, watched, fn.__name__, self._followed_defaults(fn), tuple(cells) if fn.__closure__ else None)
             copy.__kwdefaults__ = self._followed_kwdefaults(fn)
             copy.__qualname__ = fn.__qualname__
+            # the function's own attributes (`f.calls`, functools.wraps' `__wrapped__`) as the copy's,
+            # guarded; one the program sets on it (a call counter) is refused at finish
+            attributes = dict(fn.__dict__)
+            copy.__dict__.update(attributes)
+            self._function_attributes.append((copy, attributes, fn))
+            if attributes:
+                held = self.guards.bind(fn, "fn")
+                self.guards.add(f"list({held}.__dict__) == {self.guards.bind(list(attributes), 'k')} and "
+                                f"_same_items(list({held}.__dict__.values()), {self.guards.bind(list(attributes.values()), 'k')})",
+                                f"the attributes of {fn.__qualname__}")
             self._functions[id(fn)] = self._standing_for(copy, fn)
             self._guard_settings_read(fn.__code__)
             if not jitted or fn.__kwdefaults__:

@@ -76,6 +76,8 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
         self._originals: dict[int, tuple[Any, Any]] = {}  # id(copy) -> (copy, what it stands for)
         self._write_order: list[_ViewInfo] = []
         self._cells: list[tuple[types.CellType, Any, str, types.FunctionType]] = []  # (recording cell, its value, name, function)
+        self._plain_cells: dict[int, types.CellType] = {}  # id(a closure cell of numbers and the like) -> the copies' cell
+        self._function_attributes: list[tuple[types.FunctionType, dict, types.FunctionType]] = []  # (copy, its attributes as made, function)
         self._class_readers: list[_ViewInfo] = []  # views with attributes read from their class
         # (class, name) -> the function or descriptor the class held when its guards were made
         self._class_guarded: dict[tuple[type, str], Any] = {}
@@ -167,6 +169,12 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
                         f"squall: {fn.__qualname__} deletes the global {name!r} ({_store_line(fn.__code__, name) or fn.__code__.co_filename}); squall "
                         "cannot replay deleting globals at every call"
                     )
+        for copy, attributes, fn in self._function_attributes:
+            now = copy.__dict__
+            if now.keys() != attributes.keys() or any(now[k] is not v for k, v in attributes.items()):
+                changed = sorted(k for k in now.keys() | attributes.keys() if now.get(k, _MISSING) is not attributes.get(k, _MISSING))
+                raise UnreplayableWrite(f"squall: the program sets or deletes {', '.join(map(repr, changed))} on the function {fn.__qualname__}; "
+                                        "squall cannot replay that at every call")
         for cell, value, name, fn in self._cells:
             if cell.cell_contents is not value:
                 raise UnreplayableWrite(
