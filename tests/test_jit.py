@@ -447,3 +447,25 @@ def test_a_slice_argument_is_keyed_by_its_values():
     assert jf.cache_info().misses == 3
     with pytest.raises(TypeError, match="is a slice, which is neither a tensor"):
         jf(x, slice(torch.tensor(1), None))  # a tensor bound would be traced as a constant
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["lazy_module", "lazy_submodule"])
+def test_a_lazy_module_runs_its_first_call_eagerly_then_compiles(nested):
+    """nn.LazyLinear learns its weight's shape at its first call: before, squall's entry point read
+    the uninitialized parameter's shape and raised where eager runs."""
+
+    def make():
+        return torch.nn.Sequential(torch.nn.LazyLinear(4), torch.nn.ReLU()) if nested else torch.nn.LazyLinear(4)
+
+    model, twin = make(), make()
+    jitted = squall.jit(model)
+    for seed in range(3):
+        torch.manual_seed(seed)  # (materializing draws the initial weights)
+        if seed == 0 and nested:  # (a lazy module jitted itself runs its own materializing hook first)
+            with pytest.warns(squall.SquallWarning, match="not yet materialized"):
+                got = jitted(torch.ones(2, 3))
+        else:
+            got = jitted(torch.ones(2, 3))
+        torch.manual_seed(seed)
+        torch.testing.assert_close(got, twin(torch.ones(2, 3)), rtol=0, atol=0)
+    assert jitted.cache_info().misses == 1  # compiled once, at the second call

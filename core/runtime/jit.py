@@ -114,6 +114,10 @@ class JittedFunction(Runtime):
         return self.stats
 
 
+def _has_lazy_state(module: torch.nn.Module) -> bool:
+    return any(torch.nn.parameter.is_lazy(t) for t in (*module.parameters(), *module.buffers()))
+
+
 class JittedModule(torch.nn.Module):
     """An nn.Module whose forward runs compiled; parameters and buffers stay the original's.
 
@@ -131,6 +135,18 @@ class JittedModule(torch.nn.Module):
         self._entry_point = jitted.entry_point
         # every hook dict a call may have to run (torch fills them in place), for one any() per call
         self._hook_dicts = hook_dicts(self) + hook_dicts(module, with_global=False)
+        if _has_lazy_state(module):
+            self._entry_point = self._eagerly_until_materialized
+
+    def _eagerly_until_materialized(self, *args, **kwargs):
+        """A module with lazy parameters (`nn.LazyLinear`) learns their shapes at its first call:
+        eager makes that call (and any before they all are materialized), then calls compile."""
+        if _has_lazy_state(self._orig_mod):
+            warnings.warn(f"squall: {type(self._orig_mod).__name__} has parameters or buffers not yet materialized (a lazy module): "
+                          "this call runs eagerly, which materializes them; later calls are compiled", SquallWarning, stacklevel=3)
+            return self._orig_mod.forward(*args, **kwargs) if any(self._hook_dicts) else self._orig_mod(*args, **kwargs)
+        self._entry_point = self._jitted.entry_point
+        return self._entry_point(*args, **kwargs)
 
     def forward(self, *args, **kwargs):
         orig = self._orig_mod
