@@ -1,10 +1,12 @@
 """Training steps that gave other numbers than eager's, without a word: a reentrant checkpoint
-(its layers got no gradient) and attention dropout (another mask for the same seed)."""
+(its layers got no gradient), attention dropout (another mask for the same seed), and state
+written inside a checkpointed function (eager's backward writes it again)."""
 from __future__ import annotations
 
 import copy
 import warnings
 
+import pytest
 import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint as checkpoint
@@ -155,3 +157,59 @@ def test_a_backward_from_some_outputs_with_symbolic_sizes_leaves_the_others_none
         got = torch.autograd.grad(jitted(x, w)[2], (x, w), g, allow_unused=True)
         assert got[1] is None and expected[1] is None
         torch.testing.assert_close(got[0], expected[0])
+
+
+class _CheckpointedState(torch.nn.Module):
+    """A block under torch.utils.checkpoint (non-reentrant, as transformers' and timm's gradient
+    checkpointing) that writes state: batch norm's running statistics, a counter."""
+
+    def __init__(self, counted: bool):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.norm = torch.nn.BatchNorm1d(4)
+        self.counted, self.calls = counted, 0
+
+    def block(self, x):
+        if self.counted:
+            self.calls += 1
+        return self.norm(self.lin(x)).relu()
+
+    def forward(self, x):
+        return checkpoint.checkpoint(self.block, x, use_reentrant=False).pow(2).mean()
+
+
+@pytest.mark.parametrize("counted", [False, True])
+def test_state_written_inside_a_checkpoint_is_written_again_by_the_backward_as_in_eager(counted):
+    # eager's backward recomputes the checkpointed block, updating the running statistics (and
+    # the counter) a second time; squall's program, differentiated as a whole, ran it once
+    torch.manual_seed(0)
+    model = _CheckpointedState(counted)
+    compiled_model = copy.deepcopy(model)
+    jitted = squall.jit(compiled_model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(2):
+            x = torch.randn(6, 4)
+            model(x).backward()
+            jitted(x).backward()
+            torch.testing.assert_close(compiled_model.norm.running_mean, model.norm.running_mean)
+            torch.testing.assert_close(compiled_model.norm.running_var, model.norm.running_var)
+            assert compiled_model.norm.num_batches_tracked.item() == model.norm.num_batches_tracked.item() == 2 * (step + 1)
+            assert compiled_model.calls == model.calls
+            for p, q in zip(model.parameters(), compiled_model.parameters()):
+                torch.testing.assert_close(q.grad, p.grad)
+    assert any("inside torch.utils.checkpoint" in str(w.message) for w in caught)
+
+
+def test_a_checkpoint_that_writes_no_state_compiles_or_runs_without_grad():
+    model = _CheckpointedState(counted=False).eval()  # eval: batch norm reads its statistics only
+    x = torch.randn(6, 4, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = squall.jit(model)(x)
+        with torch.no_grad():  # nothing is recomputed without a backward
+            train_model = _CheckpointedState(counted=True)
+            squall.jit(train_model)(x)
+    assert not any("runs eagerly" in str(w.message) for w in caught), [str(w.message) for w in caught]
+    torch.testing.assert_close(out, model(x))
+    assert train_model.calls == 1
