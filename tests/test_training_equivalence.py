@@ -213,3 +213,38 @@ def test_a_checkpoint_that_writes_no_state_compiles_or_runs_without_grad():
     assert not any("runs eagerly" in str(w.message) for w in caught), [str(w.message) for w in caught]
     torch.testing.assert_close(out, model(x))
     assert train_model.calls == 1
+
+
+class _AuxiliaryLoss(torch.nn.Module):
+    """As a mixture of experts' router: a loss kept on the module, added to the task's loss
+    outside the call."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 8)
+        self.gate = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = self.lin(x).relu()
+        self.aux_loss = self.gate(h).softmax(-1).mean(0).pow(2).sum()
+        return h
+
+
+@pytest.mark.parametrize("rows", [pytest.param([6, 6, 6], id="warmed-up-eagerly"), pytest.param([6, 4, 5], id="recompiled")])
+def test_a_tensor_attribute_overwritten_unread_does_not_link_the_last_calls_graph(rows):
+    # the last call's aux_loss, an input of the compiled program as every tensor attribute is,
+    # got an edge in its autograd node although the program never reads it: each backward ran
+    # the last call's backward again (its saved tensors freed: it raised) and every call kept
+    # the one before alive
+    torch.manual_seed(0)
+    model = _AuxiliaryLoss()
+    compiled_model = copy.deepcopy(model)
+    compiled_model(torch.randn(6, 4))  # the attribute exists when the program is traced
+    jitted = squall.jit(compiled_model)
+    for n in rows:
+        x = torch.randn(n, 4)
+        (model(x).sum() + model.aux_loss).backward()
+        out = jitted(x)
+        (out.sum() + compiled_model.aux_loss).backward()
+        for p, q in zip(model.parameters(), compiled_model.parameters()):
+            torch.testing.assert_close(q.grad, p.grad)
