@@ -248,3 +248,21 @@ def test_a_tensor_attribute_overwritten_unread_does_not_link_the_last_calls_grap
         (out.sum() + compiled_model.aux_loss).backward()
         for p, q in zip(model.parameters(), compiled_model.parameters()):
             torch.testing.assert_close(q.grad, p.grad)
+
+
+def test_two_views_through_batch_norm_in_training_before_one_backward():
+    # as contrastive learning's two augmented views: each call updates the running statistics in
+    # place, and squall's backward had saved them (its batch norm rule passed them to the
+    # backward kernel, which reads the batch's statistics in training): autograd's version check
+    # failed at the backward, where eager's succeeds
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU())
+    compiled_model = copy.deepcopy(model)
+    jitted = squall.jit(compiled_model)
+    for _ in range(2):
+        x = torch.randn(6, 4)
+        F.cosine_similarity(model(x), model(x.flip(0) * 0.5)).mean().backward()
+        F.cosine_similarity(jitted(x), jitted(x.flip(0) * 0.5)).mean().backward()
+        for p, q in zip(model.parameters(), compiled_model.parameters()):
+            torch.testing.assert_close(q.grad, p.grad)
+        torch.testing.assert_close(compiled_model[1].running_var, model[1].running_var)
