@@ -427,15 +427,17 @@ def _forward_values_read(recorded: list[BoundSymbol], cotangents: dict[str, Tens
 
 
 def _refuse_overwritten_saved_leaves(forward: list[BoundSymbol], saved: list[TensorProxy]) -> None:
-    """An input that requires grad, written in place (under no_grad, if a leaf; its write-back
-    copy is among the forward's last steps), whose earlier value the backward reads: the copy would overwrite what is saved, so the
-    backward would read the new value. Eager raises at backward there ("modified by an inplace
-    operation"): the call runs eagerly instead (squall.runtime.calls), so it does."""
-    written = {b.args[0].name for b in forward if b.sym.id == prims.copy_.id and b.args[0].requires_grad}
+    """An input written in place (its write-back copy is among the forward's last steps) whose
+    earlier value the backward reads: one that requires grad (written under no_grad, if a leaf),
+    or a buffer (`y = x * self.scale`, then `self.scale.mul_(0.5)`: its gradient read the new
+    scale). The copy would overwrite what is saved, so the backward would read the new value.
+    Eager raises at backward there ("modified by an inplace operation"): the call runs eagerly
+    instead (squall.runtime.calls), so it does."""
+    written = {b.args[0].name for b in forward if b.sym.id == prims.copy_.id}
     overwritten = sorted(p.name for p in saved if p.name in written)
     if overwritten:
         raise UnreplayableWrite(
-            f"squall: the program writes {', '.join(overwritten)} in place under no_grad after using it where "
+            f"squall: the program writes {', '.join(overwritten)} in place after using it where "
             "the backward needs its earlier value (eager's backward raises there: one of the variables "
             "needed for gradient computation has been modified by an inplace operation)"
         )
