@@ -266,3 +266,33 @@ def test_two_views_through_batch_norm_in_training_before_one_backward():
         for p, q in zip(model.parameters(), compiled_model.parameters()):
             torch.testing.assert_close(q.grad, p.grad)
         torch.testing.assert_close(compiled_model[1].running_var, model[1].running_var)
+
+
+class _CarriedState(torch.nn.Module):
+    """A recurrent state kept on the module between calls, read detached (truncated backpropagation)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.h = torch.zeros(2, 4)
+
+    def forward(self, x):
+        h = torch.tanh(self.lin(x) + self.h.detach() * 0.5)
+        self.h = h
+        return h
+
+
+def test_a_state_read_detached_from_the_last_call_does_not_link_its_graph():
+    # the last call's h, read only through detach(), had an edge in this call's autograd node:
+    # the backward ran the last call's backward again, whose saved tensors were freed
+    torch.manual_seed(0)
+    model = _CarriedState()
+    compiled_model = copy.deepcopy(model)
+    jitted = squall.jit(compiled_model)
+    for _ in range(3):
+        x = torch.randn(2, 4)
+        model(x).sum().backward()
+        jitted(x).sum().backward()
+        torch.testing.assert_close(compiled_model.h, model.h)
+        for p, q in zip(model.parameters(), compiled_model.parameters()):
+            torch.testing.assert_close(q.grad, p.grad)

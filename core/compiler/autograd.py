@@ -118,11 +118,12 @@ def autograd_function(
             result[position] = g
         return tuple(result)
 
-    # an input that requires grad but is no parameter, which the program never differentiates
-    # (a tensor attribute it overwrites unread, `self.aux_loss = ...`, holding the last call's
-    # result): eager's graph has no edge to it, and one here would reach the last call's graph,
-    # its backward running again (with its saved tensors freed, it raised) and kept alive by each call
-    ungraded = tuple(grad_slot[n] for n, g in zip(diff.grads_for, diff.backward.output) if g is None and not getattr(inputs[grad_slot[n]], "_is_param", False))
+    # an input that requires grad, other than a parameter, which no differentiated call reads (a
+    # tensor attribute the program overwrites unread, `self.aux_loss = ...`, or reads detached,
+    # holding the last call's result): eager's graph has no edge to it, and one here would reach
+    # the last call's graph, its backward running again (its saved tensors freed: it raised) and
+    # kept alive by each call
+    ungraded = tuple(grad_slot[n] for n in diff.unlinked if not getattr(inputs[grad_slot[n]], "_is_param", False))
     return type(f"SquallFunction_{name}", (torch.autograd.Function,), {
         "forward": staticmethod(forward), "backward": staticmethod(backward), "inputs_cut_from_graph": ungraded,
     })

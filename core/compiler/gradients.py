@@ -156,6 +156,9 @@ class Differentiated:
     rules_used: list[str] = field(default_factory=list)
     # the backward for a call where the outputs named got no gradient (see `differentiate`)
     backward_without: Callable[[frozenset[str]], Trace | None] | None = None
+    # inputs that require grad which no differentiated call reads (unread, detached, read under
+    # no_grad): eager's graph has no edge to them (squall.compiler.autograd cuts theirs)
+    unlinked: list[str] = field(default_factory=list)
 
 
 def _zeros_like(p: TensorProxy) -> TensorProxy:
@@ -538,4 +541,6 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
             return None
         return backward_trace(cotangents, recorded, grad_outputs, f"backward of the gradient transform, for a call where {sorted(absent)} got no gradient")
 
-    return Differentiated(forward, backward, saved_list, differentiable_outputs, grads_for, d.rules_used, backward_without)
+    linked = {p.name for entry in d.tape for p in entry.bsym.input_proxies()}
+    unlinked = [name for name, g in zip(grads_for, grad_outputs) if g is None and name not in linked]
+    return Differentiated(forward, backward, saved_list, differentiable_outputs, grads_for, d.rules_used, backward_without, unlinked)
