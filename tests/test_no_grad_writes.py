@@ -135,6 +135,35 @@ def test_a_saved_value_written_under_no_grad_raises_at_backward_as_in_eager():
         out.backward()
 
 
+class _DecayingScale(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.tensor([2.0, 3.0, 4.0]))
+
+    def forward(self, x):
+        y = x * self.scale
+        self.scale.mul_(0.5)
+        return y.sum()
+
+
+@pytest.mark.parametrize("argument", [False, True])
+def test_a_saved_buffer_or_input_written_after_its_use_raises_at_backward_as_in_eager(argument):
+    # mul saves the scale for x's gradient; the write-back of its new value overwrote what the
+    # forward saved, and x's gradient came out halved (only inputs requiring grad were checked)
+    def program(x, scale):
+        y = x * scale
+        scale.mul_(0.5)
+        return y.sum()
+
+    x = torch.ones(3, requires_grad=True)
+    model = _DecayingScale()
+    with pytest.warns(squall.SquallWarning, match="earlier value"):
+        out = squall.jit(program)(x, torch.tensor([2.0, 3.0, 4.0])) if argument else squall.jit(model)(x)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.backward()
+    assert x.grad is None
+
+
 def test_a_write_with_grad_on_into_a_leaf_still_fails_as_in_eager():
     def program(x, w):
         w.mul_(0.5)

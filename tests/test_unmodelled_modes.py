@@ -183,6 +183,49 @@ def test_unsetting_requires_grad_on_a_computed_tensor_raises_eagers_error():
             squall.jit(fn)(torch.randn(3, requires_grad=True))
 
 
+def test_detaching_a_traced_tensor_in_place_runs_eagerly():
+    """`h.detach_()` cuts h from the graph where it stands: eager's later ops on h pass no gradient
+    back (a truncated backpropagation through time), and an input detached so stops requiring grad
+    for the caller. squall's trace kept h's name and passed the gradient through (twice w's)."""
+    def truncated(x, w):
+        h = x * w
+        h.detach_()
+        return (h * w).sum()
+
+    def detach_input(x, w):
+        w.detach_()
+        return x * w
+
+    x = torch.randn(3, 4)
+    for fn in (truncated, detach_input):
+        w, ws = torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True)
+        with torch.no_grad():
+            ws.copy_(w)
+        expected = fn(x, w)
+        with pytest.warns(squall.SquallWarning, match=r"changes whether a traced tensor requires grad \(torch.Tensor.detach_\).*runs eagerly"):
+            got = squall.jit(fn)(x, ws)
+        torch.testing.assert_close(got, expected)
+        assert (got.requires_grad, ws.requires_grad) == (expected.requires_grad, w.requires_grad)
+        if expected.requires_grad:
+            expected.backward()
+            got.backward()
+            torch.testing.assert_close(ws.grad, w.grad)
+
+
+def test_detaching_in_place_a_tensor_that_requires_no_grad_compiles():
+    def fn(x):
+        h = x * 2
+        h.detach_()
+        return h + 1
+
+    x = torch.randn(3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = squall.jit(fn)(x)
+    assert not any("runs eagerly" in str(w.message) for w in caught)
+    torch.testing.assert_close(got, x * 2 + 1)
+
+
 def test_requires_grad_that_changes_nothing_compiles():
     def fn(x):
         x.requires_grad_(False)  # already False

@@ -118,7 +118,15 @@ def autograd_function(
             result[position] = g
         return tuple(result)
 
-    return type(f"SquallFunction_{name}", (torch.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)})
+    # an input that requires grad, other than a parameter, which no differentiated call reads (a
+    # tensor attribute the program overwrites unread, `self.aux_loss = ...`, or reads detached,
+    # holding the last call's result): eager's graph has no edge to it, and one here would reach
+    # the last call's graph, its backward running again (its saved tensors freed: it raised) and
+    # kept alive by each call
+    ungraded = tuple(grad_slot[n] for n in diff.unlinked if not getattr(inputs[grad_slot[n]], "_is_param", False))
+    return type(f"SquallFunction_{name}", (torch.autograd.Function,), {
+        "forward": staticmethod(forward), "backward": staticmethod(backward), "inputs_cut_from_graph": ungraded,
+    })
 
 
 def calling_trace(traced: Trace, function: type[torch.autograd.Function]) -> Trace:
@@ -131,7 +139,7 @@ def calling_trace(traced: Trace, function: type[torch.autograd.Function]) -> Tra
     if any(p.name in inputs for p in outputs):
         taken = inputs | {p.name for p in outputs}
         outputs = tuple(_unused_like(p, taken) if p.name in inputs else p for p in outputs)
-    call = BoundSymbol(_APPLY, tuple(traced.inputs), {}, outputs, executor=_RUNNER, impl=function.apply)
+    call = BoundSymbol(_APPLY, tuple(traced.inputs), {}, outputs, executor=_RUNNER, impl=_apply_cutting(function))
     return Trace.from_trace(traced, bsyms=[call], provenance="the program: one torch.autograd.Function running the forward and backward traces")
 
 
@@ -142,3 +150,18 @@ def _unused_like(p: TensorProxy, taken: set[str]) -> TensorProxy:
         n += 1
     taken.add(f"{p.name}_unused{n}")
     return TensorProxy(f"{p.name}_unused{n}", like=p)
+
+
+def _apply_cutting(function: type[torch.autograd.Function]) -> Callable:
+    """`function.apply`, given detached the inputs it names in `inputs_cut_from_graph`."""
+    cut = function.inputs_cut_from_graph
+    if not cut:
+        return function.apply
+
+    def apply(*args):
+        args = list(args)
+        for i in cut:
+            args[i] = args[i].detach()
+        return function.apply(*args)
+
+    return apply

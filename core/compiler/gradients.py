@@ -156,6 +156,9 @@ class Differentiated:
     rules_used: list[str] = field(default_factory=list)
     # the backward for a call where the outputs named got no gradient (see `differentiate`)
     backward_without: Callable[[frozenset[str]], Trace | None] | None = None
+    # inputs that require grad which no differentiated call reads (unread, detached, read under
+    # no_grad): eager's graph has no edge to them (squall.compiler.autograd cuts theirs)
+    unlinked: list[str] = field(default_factory=list)
 
 
 def _zeros_like(p: TensorProxy) -> TensorProxy:
@@ -427,15 +430,17 @@ def _forward_values_read(recorded: list[BoundSymbol], cotangents: dict[str, Tens
 
 
 def _refuse_overwritten_saved_leaves(forward: list[BoundSymbol], saved: list[TensorProxy]) -> None:
-    """An input that requires grad, written in place (under no_grad, if a leaf; its write-back
-    copy is among the forward's last steps), whose earlier value the backward reads: the copy would overwrite what is saved, so the
-    backward would read the new value. Eager raises at backward there ("modified by an inplace
-    operation"): the call runs eagerly instead (squall.runtime.calls), so it does."""
-    written = {b.args[0].name for b in forward if b.sym.id == prims.copy_.id and b.args[0].requires_grad}
+    """An input written in place (its write-back copy is among the forward's last steps) whose
+    earlier value the backward reads: one that requires grad (written under no_grad, if a leaf),
+    or a buffer (`y = x * self.scale`, then `self.scale.mul_(0.5)`: its gradient read the new
+    scale). The copy would overwrite what is saved, so the backward would read the new value.
+    Eager raises at backward there ("modified by an inplace operation"): the call runs eagerly
+    instead (squall.runtime.calls), so it does."""
+    written = {b.args[0].name for b in forward if b.sym.id == prims.copy_.id}
     overwritten = sorted(p.name for p in saved if p.name in written)
     if overwritten:
         raise UnreplayableWrite(
-            f"squall: the program writes {', '.join(overwritten)} in place under no_grad after using it where "
+            f"squall: the program writes {', '.join(overwritten)} in place after using it where "
             "the backward needs its earlier value (eager's backward raises there: one of the variables "
             "needed for gradient computation has been modified by an inplace operation)"
         )
@@ -536,4 +541,6 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
             return None
         return backward_trace(cotangents, recorded, grad_outputs, f"backward of the gradient transform, for a call where {sorted(absent)} got no gradient")
 
-    return Differentiated(forward, backward, saved_list, differentiable_outputs, grads_for, d.rules_used, backward_without)
+    linked = {p.name for entry in d.tape for p in entry.bsym.input_proxies()}
+    unlinked = [name for name, g in zip(grads_for, grad_outputs) if g is None and name not in linked]
+    return Differentiated(forward, backward, saved_list, differentiable_outputs, grads_for, d.rules_used, backward_without, unlinked)

@@ -38,10 +38,12 @@ def is_autograd_function(value: Any) -> bool:
 
 class _ForwardContext:
     """The `ctx` a traced forward gets: it keeps what forward puts there, which no backward reads
-    (a traced forward is only used where no gradient is needed)."""
+    (a traced forward is only used where no gradient is needed). Its `needs_input_grad` is
+    eager's: whether each argument is a tensor that requires grad, in grad mode or not (under
+    no_grad it said False for a parameter, and a forward that reads it answered otherwise)."""
 
-    def __init__(self, n_inputs: int):
-        self.needs_input_grad = (False,) * n_inputs
+    def __init__(self, args: tuple):
+        self.needs_input_grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
         self.saved_tensors: tuple = ()
         self.materialize_grads = True
 
@@ -85,7 +87,7 @@ class TracedAutogradFunction:
         with torch.no_grad():  # as eager runs forward
             if _separate_setup(self._cls):
                 return self._forward(*args, **kwargs)
-            return self._forward(_ForwardContext(len(args)), *args, **kwargs)
+            return self._forward(_ForwardContext(args), *args, **kwargs)
 
 
 def _separate_setup(cls: type) -> bool:

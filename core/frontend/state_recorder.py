@@ -28,6 +28,7 @@ from .attribute_reads import AttributeReads
 from .recording_copies import RecordingCopies
 from .state_guards import StateGuards
 from .python_effects import refuse_python_state_owner
+from .recomputed_regions import refuse_recomputed_write
 from .state_views import (
     _HOOK_DICTS,
     _MISSING,
@@ -141,6 +142,7 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
                 f"squall: the program sets {info.label}.{name} to a {type(value).__name__} ({where}); squall cannot "
                 "replay creating parameters or modules at every call: create them in __init__"
             )
+        refuse_recomputed_write(f"{info.label}.{name} ({where})")
         if info not in self._write_order:
             self._write_order.append(info)
         info.writes[name] = value

@@ -32,6 +32,7 @@ from .module_replays import ModuleReplays, replays_enabled
 from .layouts import traced_is_contiguous, traced_storage_offset, traced_strides
 from .outputs import capture_output
 from .random_state import random_state_kept
+from .recomputed_regions import refuse_recomputed_write
 from .speculation import Speculation
 from .state_recorder import StateRecorder
 from .state_views import UnreplayableWrite
@@ -143,6 +144,7 @@ class TracingContext:
         for scope in self.scopes:
             scope[:] = [bsym.swap_proxies(mapping) for bsym in scope]
         if any(x is handle for x in self.inputs) or handle.name in self.constants:
+            refuse_recomputed_write(f"into tensor {handle.name}, an input or state it reads (a buffer: batch norm's running statistics)")
             if handle.name in self.constants:
                 self._note_constant_written(self.constants[handle.name])
             # the real tensor (a captured constant, a module's parameter or buffer) keeps mapping

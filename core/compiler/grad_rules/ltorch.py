@@ -287,6 +287,11 @@ def _batch_norm(call: GradCall) -> tuple:
         gi, gw, gb = (_zeros_if(want, p) for want, p in zip(mask, (input, weight, bias)))
         return gi, None, None, gw, gb, None, None, None
     g = call.cotangents[0]  # the running statistics' new values take no gradient
+    if training:
+        # the batch's statistics are used, not the running ones: passed, they were saved for the
+        # backward, and a second call's update of them in place (two views of a batch through one
+        # encoder before the backward) failed autograd's version check, where eager's does not
+        running_mean = running_var = None
     gi, gw, gb = k.native_batch_norm_backward(g, input, weight, running_mean, running_var, mean, rstd, bool(training), float(eps), mask)
     return gi, None, None, gw, gb, None, None, None
 
