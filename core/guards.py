@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .proxies import NumberProxy, real_tensor
+from .proxies import ABSENT, NumberProxy, real_tensor
 from .symbol import Symbol, Tags
 
 __all__ = ["ABSENT", "GUARD", "READ", "GuardFailed", "READERS", "guard_impl", "has_contiguous_strides", "read_impl", "same_value"]
@@ -56,16 +56,6 @@ def has_contiguous_strides(t: torch.Tensor) -> bool:
 
 
 # how a guard reads its value: the name printed in the trace -> the Python or torch call
-class _Absent:
-    """What an attribute read answers where the tensor has no such attribute (a guard's value)."""
-
-    def __repr__(self) -> str:
-        return "<absent>"
-
-
-ABSENT = _Absent()
-
-
 def _instance_attribute(t: torch.Tensor, name: str) -> Any:
     return t.__dict__.get(name, ABSENT)
 

@@ -35,10 +35,11 @@ from typing import Any
 
 import torch
 
-from .symbolic import SymInt, lone_symbol, source
+from .symbolic import BelowPythonAPI, SizeBelowPythonAPI, SymInt, lone_symbol, source
 from .symshape import SymShape, as_shape
 
 __all__ = [
+    "ABSENT",
     "BelowPythonAPI",
     "SizeBelowPythonAPI",
     "TensorProxy",
@@ -155,21 +156,15 @@ def _shape(shape: Any) -> torch.Size | SymShape:
     return shape if type(shape) is SymShape else as_shape(shape)
 
 
-@functools.cache
-def _absent() -> Any:
-    from .guards import ABSENT  # (guards imports this module)
+class _Absent:
+    """What a proxy's read of a Python attribute answers where the tensor it stands for has none
+    (the value a guard on that read holds: squall.guards' "attribute" reader)."""
 
-    return ABSENT
-
-
-class BelowPythonAPI(RuntimeError):
-    """A torch call below torch's Python API (from C++, which squall's tracing does not see) reached
-    a traced tensor: squall cannot trace the program, and the call runs eagerly (squall.runtime)."""
+    def __repr__(self) -> str:
+        return "<absent>"
 
 
-class SizeBelowPythonAPI(BelowPythonAPI, AttributeError):
-    """torch's C++ read a symbolic size's `node` (torch.vmap's batch size): it has none. Also an
-    AttributeError, so that `hasattr(n, "node")` stays False for Python code that asks."""
+ABSENT = _Absent()
 
 
 class TensorProxy(torch.Tensor):
@@ -368,9 +363,7 @@ class TensorProxy(torch.Tensor):
         origin = self if root is None else root
         real = ctx.speculation.inputs.get(origin.name) if ctx.speculation is not None else None
         if isinstance(real, torch.Tensor) and real._is_view():
-            from .ltorch.unmodelled import NotModelled
-
-            raise NotModelled(f"squall: the program reads the base of a view of tensor {origin.name}, a view it takes, whose base is outside the trace")
+            ctx.not_modelled(f"squall: the program reads the base of a view of tensor {origin.name}, a view it takes, whose base is outside the trace")
         return root
 
     def __getattr__(self, name: str) -> Any:
@@ -382,11 +375,9 @@ class TensorProxy(torch.Tensor):
         if ctx is None or name.startswith("__") or caller == "torch" or caller.startswith(("torch.", "squall")):
             raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
         if ctx.speculation is None:
-            from .ltorch.unmodelled import NotModelled
-
-            raise NotModelled(f"squall: the program asks tensor {self.name} for {name!r}, a Python attribute, whose value strict mode cannot follow")
+            ctx.not_modelled(f"squall: the program asks tensor {self.name} for {name!r}, a Python attribute, whose value strict mode cannot follow")
         value = ctx.speculation.attribute(self, name)
-        if value is _absent():
+        if value is ABSENT:
             raise AttributeError(f"'Tensor' object has no attribute '{name}'")
         return value
 
@@ -425,10 +416,8 @@ class TensorProxy(torch.Tensor):
         return _require_context().read_value("tolist", (self,), what="tensor.tolist()")
 
     def numpy(self, *, force: bool = False):
-        from .ltorch.unmodelled import NotModelled
-
         # eager's array shares the tensor's memory (a write through it writes the tensor): the call runs eagerly
-        raise NotModelled(f"squall: {self.name}.numpy() is an array sharing the tensor's memory, which a trace cannot follow")
+        _require_context().not_modelled(f"squall: {self.name}.numpy() is an array sharing the tensor's memory, which a trace cannot follow")
 
     # --- everything else goes through torch's own dispatch --------------------------------
     @classmethod

@@ -16,7 +16,7 @@ import types
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
@@ -130,6 +130,11 @@ class TracingContext:
     def is_contiguous(self, proxy: TensorProxy, memory_format: torch.memory_format) -> bool:
         """Eager's `proxy.is_contiguous(memory_format)` in the call being traced, guarded (squall.frontend.layouts)."""
         return traced_is_contiguous(self, proxy, memory_format)
+
+    def not_modelled(self, message: str) -> NoReturn:
+        """Refuse what a proxy was asked (squall.proxies, which the torch language's errors come after):
+        the call runs eagerly, saying `message`."""
+        raise NotModelled(message)
 
     def rebind(self, handle: TensorProxy, value: TensorProxy) -> TensorProxy:
         """Make `handle` (a proxy the program holds) stand for `value` from now on.
