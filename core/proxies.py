@@ -25,7 +25,6 @@ on their values.
 from __future__ import annotations
 
 import contextvars
-import functools
 import sys
 import math
 import operator
