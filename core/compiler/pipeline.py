@@ -103,6 +103,18 @@ class Compilation(list):
         return bool(self.written_input_paths)
 
     @property
+    def captured_tensors(self) -> list[torch.Tensor]:
+        """The tensors the program captured (globals, closure cells, modules reached through them),
+        which its code holds as constants."""
+        return [t for t in self.traced.constants.values() if isinstance(t, torch.Tensor)]
+
+    @property
+    def writes_captured(self) -> bool:
+        """Whether the program writes into a tensor it captured (a global accumulator)."""
+        context = self.traced.context
+        return context is not None and any(old.name in self.traced.constants for old, _ in context.mutated_inputs.values())
+
+    @property
     def writes_module_state(self) -> bool:
         """Whether the program writes into a module's parameter or buffer (running statistics)."""
         return any(path[0] == "params" for path in self.written_input_paths)
