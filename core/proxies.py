@@ -480,7 +480,10 @@ class NumberProxy:
         # a run-time number answers as the number it stands for, in any code, with no patch
         return self.python_type
 
-    __hash__ = object.__hash__
+    def __hash__(self):
+        # equal to the number it stands for, so it hashes as that number (`n in {1, 2}`, a dict
+        # keyed by numbers): the lookup decides on the value, so the value is read and guarded
+        return hash(_require_context().read_number("number", self))
 
     # --- the concrete value: read from the call being traced, and guarded ------------------
     def __bool__(self):
