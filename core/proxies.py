@@ -472,7 +472,12 @@ class NumberProxy:
         self.value = value
 
     def __repr__(self) -> str:
-        return f"<NumberProxy {self.name}: {self.python_type.__name__}>"
+        # repr(n), f"{n!r}", and the text of a container holding it (`str([n, 1])`): while traced,
+        # the program sees the number, read and guarded as str(n) is (squall's printers use `name`)
+        ctx = _current.get()
+        if ctx is None:
+            return f"<NumberProxy {self.name}: {self.python_type.__name__}>"
+        return repr(ctx.read_number("number", self))
 
     @property
     def __class__(self):
