@@ -231,6 +231,8 @@ def test_an_argument_sharing_memory_with_a_captured_tensor_runs_eagerly():
         for view in views:
             same_as_eager(fn, jf, view)
         same_as_eager(fn, jf, lambda: torch.ones(3))  # the compiled program again
+        with pytest.warns(squall.SquallWarning, match=r"shares memory with a tensor the program captured"):
+            same_as_eager(fn, squall.jit(fn), views[0])  # at the call that compiles
     assert alias_pattern([torch.zeros(3), ACCUMULATED[1:]], [ACCUMULATED]) == ("captured", 1)
     assert alias_pattern([ACCUMULATED[:1]], [ACCUMULATED[1:]]) is None  # one storage, no element in common
 
