@@ -167,7 +167,11 @@ class RecordingCopies:
         for flag in names & _BACKEND_FLAGS.keys():
             for holder_name, holder in _BACKEND_FLAGS[flag]:
                 if holder_name in names or "backends" in names:
-                    self.guards.watch(f"{self.guards.bind(holder, 'q')}.{flag}", getattr(holder, flag), f"torch.backends.{holder_name}.{flag}")
+                    try:
+                        value = getattr(holder, flag)
+                    except Exception:  # noqa: BLE001 - a flag this build cannot read: the program cannot either
+                        continue
+                    self.guards.watch(f"{self.guards.bind(holder, 'q')}.{flag}", value, f"torch.backends.{holder_name}.{flag}")
 
     def _guard_code_and_defaults(self, fn: types.FunctionType) -> None:
         """Guard that `fn` still runs the code and takes the defaults it was traced with: the
