@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from .symbolic import SymInt, lone_symbol, source
+from .symbolic import BelowPythonAPI, SizeBelowPythonAPI, SymInt, lone_symbol, source
 from .symshape import SymShape, as_shape
 
 __all__ = [
@@ -151,16 +151,6 @@ def _shape(shape: Any) -> torch.Size | SymShape:
     """A proxy's shape: a torch.Size of ints, or a SymShape where some sizes are symbolic
     (`squall.symbolic`; torch.Size holds only ints)."""
     return shape if type(shape) is SymShape else as_shape(shape)
-
-
-class BelowPythonAPI(RuntimeError):
-    """A torch call below torch's Python API (from C++, which squall's tracing does not see) reached
-    a traced tensor: squall cannot trace the program, and the call runs eagerly (squall.runtime)."""
-
-
-class SizeBelowPythonAPI(BelowPythonAPI, AttributeError):
-    """torch's C++ read a symbolic size's `node` (torch.vmap's batch size): it has none. Also an
-    AttributeError, so that `hasattr(n, "node")` stays False for Python code that asks."""
 
 
 class TensorProxy(torch.Tensor):

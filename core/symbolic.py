@@ -31,7 +31,18 @@ from typing import Any
 
 import torch
 
-__all__ = ["SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "concrete_value", "slice_indices", "guarded_int", "same_shape", "same_size", "lone_symbol", "size_read"]
+__all__ = ["BelowPythonAPI", "SizeBelowPythonAPI", "SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "concrete_value", "slice_indices", "guarded_int", "same_shape", "same_size", "lone_symbol", "size_read"]
+
+class BelowPythonAPI(RuntimeError):
+    """A torch call below torch's Python API (from C++, which squall's tracing does not see) reached
+    a traced tensor: squall cannot trace the program, and the call runs eagerly (squall.runtime)."""
+
+
+class SizeBelowPythonAPI(BelowPythonAPI, AttributeError):
+    """torch's C++ read a symbolic size's `node` (torch.vmap's batch size): it has none. Also an
+    AttributeError, so that `hasattr(n, "node")` stays False for Python code that asks.
+    (Here, beside the sizes, so that this module need not import squall.proxies, which imports it.)"""
+
 
 # A term's atoms: ("s", name) for a size symbol, ("//", a, b) or ("%", a, b) for an opaque
 # floor division or remainder of two polynomials. A polynomial: ((atoms, coefficient), ...).
@@ -298,8 +309,6 @@ class SymInt:
     def node(self):
         # what torch's C++ reads off a torch.SymInt it is handed (torch.vmap's batch size): squall's
         # size has no SymNode, and what C++ does with it is not traced: the call runs eagerly
-        from .proxies import SizeBelowPythonAPI
-
         raise SizeBelowPythonAPI(f"squall: symbolic size {_poly_text(self.poly)} reached torch below its Python API, where squall cannot trace it")
 
     def __init__(self, poly: Poly, value: int, env: ShapeEnv):
