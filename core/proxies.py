@@ -502,7 +502,12 @@ class NumberProxy:
         self.value = value
 
     def __repr__(self) -> str:
-        return f"<NumberProxy {self.name}: {self.python_type.__name__}>"
+        # repr(n), f"{n!r}", and the text of a container holding it (`str([n, 1])`): while traced,
+        # the program sees the number, read and guarded as str(n) is (squall's printers use `name`)
+        ctx = _current.get()
+        if ctx is None:
+            return f"<NumberProxy {self.name}: {self.python_type.__name__}>"
+        return repr(ctx.read_number("number", self))
 
     @property
     def __class__(self):
@@ -510,7 +515,10 @@ class NumberProxy:
         # a run-time number answers as the number it stands for, in any code, with no patch
         return self.python_type
 
-    __hash__ = object.__hash__
+    def __hash__(self):
+        # equal to the number it stands for, so it hashes as that number (`n in {1, 2}`, a dict
+        # keyed by numbers): the lookup decides on the value, so the value is read and guarded
+        return hash(_require_context().read_number("number", self))
 
     # --- the concrete value: read from the call being traced, and guarded ------------------
     def __bool__(self):

@@ -77,8 +77,10 @@ def test_a_float_scalar_promotes_an_int_tensor_as_a_python_float_does():
         lambda x, n: torch.zeros(n) + x.sum(),  # a factory's size
         lambda x, n: torch.stack([x] * n).sum(0) * len(range(n)),  # range()
         lambda x, n: x.sum(dim=n % 2),  # a dim
+        lambda x, n: x * {1: 5, 2: 7}.get(n, 1) + (n in {3, 6}),  # a dict's and a set's key (missed before 2026-11-27)
+        lambda x, n: x * len(repr(n) + f"{n!r}") + (str([n]) == "[3]"),  # its repr (the proxy's before 2026-11-27)
     ],
-    ids=["shape", "slice", "factory", "range", "dim"],
+    ids=["shape", "slice", "factory", "range", "dim", "key", "repr"],
 )
 def test_an_int_that_must_be_concrete_is_specialised_with_a_guard_and_matches(program):
     x = torch.randn(6, 4)

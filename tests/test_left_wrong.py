@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.backends import cudnn
 from torch.testing import assert_close
 
 import squall
@@ -114,3 +115,31 @@ def test_torch_settings_the_program_reads_changed():
         torch.use_deterministic_algorithms(False)
         torch.set_float32_matmul_precision(precision)
     assert_close(j(x), _by_settings(x))
+
+
+def _by_backend_flags(x):
+    if torch.backends.mkldnn.enabled:
+        x = x * 2
+    return x + 1 if torch.is_anomaly_enabled() else x - 1
+
+
+class _ByCudnnFlag(torch.nn.Module):
+    def forward(self, x):
+        return x * 3 if cudnn.deterministic else x * 5
+
+
+def test_backend_flags_and_anomaly_mode_the_program_reads_changed():
+    # read as attributes of torch.backends' modules, or queried: baked into the trace before 2026-11-27
+    x = torch.randn(3)
+    j, m = squall.jit(_by_backend_flags), _ByCudnnFlag()
+    jm = squall.jit(m)
+    assert_close(j(x), _by_backend_flags(x))
+    assert_close(jm(x), m(x))
+    with torch.backends.mkldnn.flags(enabled=False):
+        assert_close(j(x), _by_backend_flags(x))
+    with torch.autograd.set_detect_anomaly(True):
+        assert_close(j(x), _by_backend_flags(x))
+    with torch.backends.cudnn.flags(deterministic=True):
+        assert_close(jm(x), m(x))
+    assert_close(j(x), _by_backend_flags(x))
+    assert_close(jm(x), m(x))

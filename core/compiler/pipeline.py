@@ -7,6 +7,7 @@ these steps.
 """
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -101,6 +102,27 @@ class Compilation(list):
     def writes_inputs(self) -> bool:
         """Whether the program writes into a tensor it was given (`squall.runtime.aliasing` guards it)."""
         return bool(self.written_input_paths)
+
+    @functools.cached_property
+    def captured_tensors(self) -> list[torch.Tensor]:
+        """The tensors the program captured (globals, closure cells, modules reached through them),
+        which its code holds as constants: those with a storage to compare (not a sparse tensor
+        nor a wrapper subclass's)."""
+        held = []
+        for t in self.traced.constants.values():
+            if isinstance(t, torch.Tensor):
+                try:
+                    t.untyped_storage()
+                except (NotImplementedError, RuntimeError):
+                    continue
+                held.append(t)
+        return held
+
+    @property
+    def writes_captured(self) -> bool:
+        """Whether the program writes into a tensor it captured (a global accumulator)."""
+        context = self.traced.context
+        return context is not None and any(old.name in self.traced.constants for old, _ in context.mutated_inputs.values())
 
     @property
     def writes_module_state(self) -> bool:

@@ -45,12 +45,39 @@ __all__ = ["RecordingCopies"]
 # torch's global settings a program may ask for and branch on, whose answers no trace records;
 # (grad mode and the default dtype are in every call's key, autocast sends the call to eager)
 _SETTING_QUERIES = {
-    name: getattr(torch, name)
-    for name in ("get_num_threads", "get_num_interop_threads", "are_deterministic_algorithms_enabled",
-                 "is_deterministic_algorithms_warn_only_enabled", "get_float32_matmul_precision",
-                 "is_inference_mode_enabled", "get_default_device")
-    if hasattr(torch, name)
+    name: getattr(module, name)
+    for module, names in (
+        (torch, ("get_num_threads", "get_num_interop_threads", "are_deterministic_algorithms_enabled",
+                 "is_deterministic_algorithms_warn_only_enabled", "get_deterministic_debug_mode",
+                 "get_float32_matmul_precision", "is_inference_mode_enabled", "get_default_device",
+                 "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "is_warn_always_enabled")),
+        (getattr(torch.backends, "mha", None), ("get_fastpath_enabled",)),
+        (getattr(torch.backends, "cuda", None), ("flash_sdp_enabled", "mem_efficient_sdp_enabled", "math_sdp_enabled", "cudnn_sdp_enabled")),
+    )
+    for name in names
+    if module is not None and hasattr(module, name)
 }
+
+
+def _backend_flags() -> dict[str, list[tuple[str, Any]]]:
+    """torch's backend flags a program may read and branch on (`torch.backends.cudnn.deterministic`,
+    `torch.backends.mkldnn.enabled`), by flag name: the (name, object) of each module holding one."""
+    flags: dict[str, list[tuple[str, Any]]] = {}
+    holders = [(name, getattr(torch.backends, name, None)) for name in ("cudnn", "mkldnn", "miopen")]
+    for name, holder in holders:
+        for flag, prop in vars(type(holder)).items() if holder is not None else ():
+            if isinstance(prop, torch.backends.ContextProp):
+                flags.setdefault(flag, []).append((name, holder))
+    matmul = getattr(getattr(torch.backends, "cuda", None), "matmul", None)
+    opt_einsum = getattr(torch.backends, "opt_einsum", None)
+    for holder_name, holder, names in (("matmul", matmul, ("allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction")),
+                                       ("opt_einsum", opt_einsum, ("enabled", "strategy"))):
+        for flag in names if holder is not None else ():
+            flags.setdefault(flag, []).append((holder_name, holder))
+    return flags
+
+
+_BACKEND_FLAGS = _backend_flags()
 
 
 # builtins a traced program's own code gets a stand-in for: `type` and `id` answer for the object a
@@ -146,7 +173,8 @@ class RecordingCopies:
 
     def _guard_settings_read(self, code: types.CodeType) -> None:
         """Guard each of torch's global settings `code` names a query of (`torch.get_num_threads()`,
-        `torch.are_deterministic_algorithms_enabled()`): called at trace time, its answer would
+        `torch.are_deterministic_algorithms_enabled()`, `torch.is_anomaly_enabled()`) or a backend flag
+        of (`torch.backends.cudnn.deterministic`): called or read at trace time, its answer would
         be baked into the program (not seen by a trace, which records tensor operations only)."""
         names, codes = set(), [code]
         while codes:  # a comprehension's or lambda's code inside too
@@ -156,6 +184,16 @@ class RecordingCopies:
         for name in names & _SETTING_QUERIES.keys():
             query = _SETTING_QUERIES[name]
             self.guards.watch(f"{self.guards.bind(query, 'q')}()", query(), f"torch.{name}()")
+        # a backend flag, read as an attribute: where the code names the flag and its module (or
+        # `backends`: `torch.backends.cudnn.deterministic`, `from torch.backends import cudnn`)
+        for flag in names & _BACKEND_FLAGS.keys():
+            for holder_name, holder in _BACKEND_FLAGS[flag]:
+                if holder_name in names or "backends" in names:
+                    try:
+                        value = getattr(holder, flag)
+                    except Exception:  # noqa: BLE001 - a flag this build cannot read: the program cannot either
+                        continue
+                    self.guards.watch(f"{self.guards.bind(holder, 'q')}.{flag}", value, f"torch.backends.{holder_name}.{flag}")
 
     def _guard_code_and_defaults(self, fn: types.FunctionType) -> None:
         """Guard that `fn` still runs the code and takes the defaults it was traced with: the

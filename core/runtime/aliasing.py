@@ -15,7 +15,10 @@ one check; where it fails, `squall.runtime` finds the pattern (`alias_pattern`):
   update through one is seen through the others, as in eager;
 - some overlap without being the same (views of one tensor): the call runs eagerly, with a
   `SquallWarning` naming the inputs; torch then raises its own error where eager does (an
-  in-place op between partly overlapping tensors).
+  in-place op between partly overlapping tensors);
+- one shares memory with a tensor the program captured (`f(acc)` where `f` adds into the global
+  `acc`), which its code holds as a constant apart from its inputs: eagerly, as overlapping
+  views. So a program that writes a captured tensor has the check too, over the captured ones.
 
 Variants are kept per pattern (`AliasPattern`), so each compiles once.
 """
@@ -34,7 +37,8 @@ __all__ = ["AliasPattern", "alias_pattern", "input_tensors", "tensor_paths_of", 
 
 # For each tensor input (in binding order), the index of the first input it is the same
 # tensor as (its own index when none); or ("overlapping", i, j) when inputs i and j share
-# memory without being the same tensor.
+# memory without being the same tensor; or ("captured", i) when input i shares memory with a
+# tensor the program captured (a global, a closure variable).
 AliasPattern = tuple
 
 
@@ -95,10 +99,16 @@ def tensors_at(paths: Sequence[tuple], takes_params: bool) -> Callable[[tuple, d
 storage_key = getattr(torch._C, "_storage_address", None) or (lambda t: t.untyped_storage()._cdata)
 
 
-def alias_pattern(tensors: Sequence[torch.Tensor]) -> AliasPattern | None:
-    """None when no two of `tensors` share a storage (one pointer read each); else the pattern."""
-    if len({storage_key(t) for t in tensors}) == len(tensors):
+def alias_pattern(tensors: Sequence[torch.Tensor], captured: Sequence[torch.Tensor] = ()) -> AliasPattern | None:
+    """None when no two of `tensors` share a storage, nor one of them with a tensor the program
+    `captured` (one pointer read each); else the pattern."""
+    keys = {storage_key(t) for t in tensors}
+    if len(keys) == len(tensors) and keys.isdisjoint([storage_key(c) for c in captured]):
         return None
+    for i, t in enumerate(tensors):
+        # the program holds a captured tensor as a constant of its own, apart from its inputs
+        if any(_same_storage(c, t) and _relation(c, t) != "disjoint" for c in captured):
+            return ("captured", i)
     pattern = list(range(len(tensors)))
     for i, t in enumerate(tensors):
         for j in range(i):

@@ -138,6 +138,12 @@ class Runtime(Replans, Upgrades):
         self._training_read[0], self._training_of[:] = training_reader(list(self.module.modules()))
         self._parameter_key.forget()
 
+    def _moved(self, layout: Any) -> bool:
+        """Whether the module's parameters, buffers, tensor attributes or ties are no longer where
+        `_set_layout` read them (`layout` is `module_layout`'s walk now)."""
+        return ([(id(d), k) for d, k in layout.slots] != [(id(d), k) for d, k in self._slots]
+                or [(id(d), k, i) for d, k, i in layout.ties] != [(id(d), k, i) for d, k, i in self._ties])
+
     def _compiled_child(self, module: torch.nn.Module) -> Callable:
         raise NotImplementedError
 
@@ -160,8 +166,7 @@ class Runtime(Replans, Upgrades):
             if cached is not None:  # another thread compiled this signature while we waited
                 return cached[0]
             layout = module_layout(self.module) if self.module is not None else None  # (the trace reads this walk too)
-            if layout is not None and ([(id(d), k) for d, k in layout.slots] != [(id(d), k) for d, k in self._slots]
-                                       or [(id(d), k, i) for d, k, i in layout.ties] != [(id(d), k, i) for d, k, i in self._ties]):
+            if layout is not None and self._moved(layout):
                 return lambda params, *a, **k: self._relayout(a, k)
             if key in self._eager_keys:
                 return self._eager_runner(self._eager_keys[key])
@@ -574,10 +579,18 @@ class Runtime(Replans, Upgrades):
     def _aliased(self, key: Any, compilation: Compilation, aliased: dict, program: Callable,
                  failure: GuardFailure, args: tuple, kwargs: dict) -> Any:
         """The call's input tensors share memory: a false alarm runs `program`; a pattern of
-        same tensors its own variant; overlapping views eagerly (squall.runtime.aliasing)."""
+        same tensors its own variant; overlapping views eagerly (squall.runtime.aliasing). A
+        module whose tensors now share memory because it was tied (`m.b = m.a`) lays out anew."""
+        if self.module is not None and self._moved(module_layout(self.module)):
+            return self._relayout(args[self._skip:], kwargs)
         paths = tensor_paths_of(compilation.bindings)
-        pattern = alias_pattern(input_tensors(paths, args, kwargs, self.module is not None))
-        relation = None if pattern is None else "overlapping" if pattern[0] == "overlapping" else "same"
+        pattern = alias_pattern(input_tensors(paths, args, kwargs, self.module is not None), compilation.captured_tensors)
+        if pattern is not None and pattern[0] not in ("overlapping", "captured"):
+            # a module's parameter or buffer the same as another (`m.b = m.a[:]`) cannot share one
+            # proxy (the program unpacks one per place): as overlapping views
+            shared = next(((j, i) for i, j in enumerate(pattern) if i != j and paths[i][0] == "params"), None)
+            pattern = ("overlapping", *shared) if shared is not None else pattern
+        relation = None if pattern is None else "overlapping" if pattern[0] in ("overlapping", "captured") else "same"
         action = decide(failure, module=self.module is not None, alias=relation)
         if action is Action.RUN:
             return self._guards(compilation).replaying(program)(*args, **kwargs)
@@ -595,11 +608,15 @@ class Runtime(Replans, Upgrades):
         if action is not Action.NEW_VARIANT:
             fn = self.module.forward if self.module is not None else self.fn
             names = argument_names(fn, len(user_args))
-            first, second = (describe_path(paths[i], names, self._slot_names) for i in pattern[1:])
+            first, second = (describe_path(paths[i], names, self._slot_names) for i in pattern[1:]) if pattern[0] == "overlapping" else (
+                describe_path(paths[pattern[1]], names, self._slot_names), "a tensor the program captured (a global, a closure variable)")
             reason = (
                 f"{first} and {second} share memory without being the same tensor (overlapping "
                 "views of one tensor), and the program writes into its inputs in place; squall's "
                 "compiled code cannot follow a write through one into the other"
+            ) if pattern[0] == "overlapping" else (
+                f"{first} shares memory with {second}, and the program writes into one of them in place; "
+                "squall's compiled code holds the captured tensor apart from its inputs, so a write through one would not reach the other"
             )
             warnings.warn(
                 f"squall: {reason}, so calls like this one run "

@@ -108,12 +108,20 @@ def entry_guards(compilation: Compilation, *, alias: bool, takes_params: bool, d
         how, read, _, expected, site = g.args
         number = bool(read) and all(type(r) is NumberProxy for r in read)  # as GuardFailed.on_number says at run time
         guards.note(NUMBER if number else VALUE, f"{how}({', '.join(r.name if hasattr(r, 'name') else source(r) if type(r) is SymInt else repr(r) for r in read)}) == {_short(expected)}", site)
-    if alias and compilation.writes_inputs:
+    if alias and (compilation.writes_inputs or compilation.writes_captured):
         paths = tensor_paths_of(compilation.bindings)
         pick = guards.bind(tensors_at(paths, takes_params), "pick")
         guards.namespace["_storage_key"] = storage_key
         names = ", ".join(describe(p) for p in paths)
-        guards.add(f"len({{_storage_key(t) for t in {pick}(args, kwargs)}}) == {len(paths)}", f"no two of {names} share memory", kind=ALIAS)
+        keys = f"{{_storage_key(t) for t in {pick}(args, kwargs)}}"
+        captured = compilation.captured_tensors
+        if not captured:
+            guards.add(f"len({keys}) == {len(paths)}", f"no two of {names} share memory", kind=ALIAS)
+        else:
+            # (read at every call: a captured tensor's storage may be swapped, `acc.data = ...`)
+            held = guards.bind(captured, "k")
+            guards.add(f"(len(_ks := {keys}) == {len(paths)} and _ks.isdisjoint([_storage_key(c) for c in {held}]))",
+                       f"no two of {names} and the tensors the program captured share memory", kind=ALIAS)
     compilation.guard_set = guards
     return guards
 
