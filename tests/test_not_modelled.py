@@ -186,3 +186,42 @@ def test_numpy_of_a_traced_tensor_runs_the_call_eagerly():
     x = torch.randn(3)
     runs_eagerly_saying(doubled_through_numpy, lambda: (x.clone(),), r"x.numpy\(\) is an array sharing the tensor's memory")
     runs_eagerly_saying(written_through_numpy, lambda: (x.clone(),), r"torch.Tensor.__array__ is not in squall's torch language")
+
+
+def test_a_leaf_the_program_creates_with_requires_grad_runs_the_call_eagerly():
+    """torch.zeros(3, requires_grad=True) inside the program came back not requiring grad, and a
+    backward gave it no gradient, silently; now the call runs eagerly, so it is eager's leaf."""
+
+    def with_a_new_leaf(x):
+        w = torch.zeros(3, requires_grad=True)
+        return x * 2 + w, w
+
+    x = torch.randn(3, requires_grad=True)
+    with pytest.warns(squall.SquallWarning, match=r"zeros\(requires_grad=True\) makes a leaf tensor autograd tracks"):
+        out, leaf = squall.jit(with_a_new_leaf)(x)
+    assert leaf.requires_grad and leaf.is_leaf
+    out.sum().backward()
+    assert_close(leaf.grad, torch.ones(3))
+
+
+@pytest.mark.parametrize("product", ["matmul", "tensordot"])
+def test_a_complex_matrix_product_runs_the_call_eagerly(product):
+    """Before, squall's meta function raised TypeError where eager multiplies complex matrices."""
+    a, b = torch.randn(2, 3, dtype=torch.cfloat), torch.randn(3, 2, dtype=torch.cfloat)
+    fn = (lambda a, b: a @ b) if product == "matmul" else (lambda a, b: torch.tensordot(a, b, 1))
+    runs_eagerly_saying(fn, lambda: (a.clone(), b.clone()), r"of complex tensors is not in squall's torch language")
+
+
+def test_a_complex_number_written_into_a_complex_tensor():
+    """v[0] = 1j raised TypeError ("can't assign a complex") where eager writes it."""
+
+    def written(v):
+        v[0] = 1j
+        v[1:] = 2 + 3j
+        return v * 2
+
+    v = torch.zeros(3, dtype=torch.cdouble)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        got = squall.jit(written)(v.clone())
+    assert_close(got, written(v.clone()))

@@ -38,6 +38,7 @@ def tensordot(a, b, dims=2, out=None):
     check_tensors("tensordot", a=a, b=b)
     check(a.dtype == b.dtype, lambda: f"tensordot(): both inputs should have same dtype, got {a.dtype} and {b.dtype}", RuntimeError)
     check(a.dtype != torch.bool, lambda: "tensordot(): not implemented for 'Bool'", NotImplementedError)
+    check(not a.dtype.is_complex, lambda: "squall: tensordot() of complex tensors is not in squall's torch language", NotModelled)
     if isinstance(dims, int) and not isinstance(dims, bool):
         check(dims >= 0, lambda: f"tensordot expects dims >= 0, but got dims={dims}", RuntimeError)
         check(dims <= min(a.ndim, b.ndim), lambda: f"tensordot expects dims < ndim_a or ndim_b, but got dims={dims}", RuntimeError)

@@ -58,8 +58,10 @@ def factory_device(device) -> torch.device:
     return torch.device(device)
 
 
-def check_factory_kwargs(name: str, *, layout=None, out=None, pin_memory=False, generator=None) -> None:
+def check_factory_kwargs(name: str, *, layout=None, out=None, pin_memory=False, generator=None, requires_grad=False) -> None:
     """Refuse, clearly, the factory arguments squall does not model."""
+    # a new leaf autograd tracks (its .grad filled by a backward): squall's result would be none
+    check(not requires_grad, lambda: f"squall: {name}(requires_grad=True) makes a leaf tensor autograd tracks, which a trace does not", NotModelled)
     check(layout in (None, torch.strided), lambda: f"squall: {name}() supports only layout=torch.strided, got {layout}", NotModelled)
     check(not pin_memory, lambda: f"squall: {name}(pin_memory=True) is not supported while tracing", NotModelled)
     check(generator is None, lambda: f"squall: {name}(generator=...) is not supported; seed torch's global generator instead", NotModelled)
@@ -92,7 +94,7 @@ def _fill_dtype(value) -> torch.dtype:
 
 def _constant_factory(name: str, value, *torchfns):
     def op(*size_args, size=None, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False, memory_format=None, names=None):
-        check_factory_kwargs(name, layout=layout, out=out, pin_memory=pin_memory)
+        check_factory_kwargs(name, layout=layout, out=out, pin_memory=pin_memory, requires_grad=requires_grad)
         shape = parse_size(name, size_args, size)
         dtype = torch.get_default_dtype() if dtype is None else dtype
         return filled(shape, value, device=factory_device(device), dtype=dtype)
@@ -111,7 +113,7 @@ empty = _constant_factory("empty", 0, torch.empty)
 @torchsymbol(torch.full, tags=(Tags.NUMBER_OPERANDS,))
 def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False, names=None):
     """A tensor of `size` full of `fill_value`; its dtype follows the value's kind by default."""
-    check_factory_kwargs("full", layout=layout, out=out, pin_memory=pin_memory)
+    check_factory_kwargs("full", layout=layout, out=out, pin_memory=pin_memory, requires_grad=requires_grad)
     shape = parse_size("full", (size,))
     dtype = _fill_dtype(fill_value) if dtype is None else dtype
     return filled(shape, fill_value, device=factory_device(device), dtype=dtype)
@@ -120,7 +122,7 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, pi
 @torchsymbol(torch.scalar_tensor)
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
     """A 0-d tensor holding the number `s` (default dtype unless dtype= is given)."""
-    check_factory_kwargs("scalar_tensor", layout=layout, pin_memory=pin_memory)
+    check_factory_kwargs("scalar_tensor", layout=layout, pin_memory=pin_memory, requires_grad=requires_grad)
     dtype = torch.get_default_dtype() if dtype is None else dtype
     return filled((), s, device=factory_device(device), dtype=dtype)
 
@@ -135,7 +137,7 @@ _NO_GRADIENT = (Tags.STOPS_GRADIENT,)
 def _like_factory(name: str, value, *torchfns):
     def op(input, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False, memory_format=None):
         check(is_tensor(input), lambda: f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
-        check_factory_kwargs(name, layout=layout, pin_memory=pin_memory)
+        check_factory_kwargs(name, layout=layout, pin_memory=pin_memory, requires_grad=requires_grad)
         dtype = input.dtype if dtype is None else dtype
         device = input.device if device is None else factory_device(device)
         return filled(input.shape, value, device=device, dtype=dtype)
@@ -154,7 +156,7 @@ empty_like = _like_factory("empty_like", 0, torch.empty_like)
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False, memory_format=None):
     """A tensor shaped like `input` full of `fill_value`, of input's dtype unless dtype= is given."""
     check(is_tensor(input), lambda: f"full_like(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
-    check_factory_kwargs("full_like", layout=layout, pin_memory=pin_memory)
+    check_factory_kwargs("full_like", layout=layout, pin_memory=pin_memory, requires_grad=requires_grad)
     dtype = input.dtype if dtype is None else dtype
     device = input.device if device is None else factory_device(device)
     return filled(input.shape, fill_value, device=device, dtype=dtype)
@@ -162,7 +164,7 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None, pin_me
 
 def _new_factory(name: str, value, *torchfns):
     def op(self, *size_args, size=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
-        check_factory_kwargs(name, layout=layout, pin_memory=pin_memory)
+        check_factory_kwargs(name, layout=layout, pin_memory=pin_memory, requires_grad=requires_grad)
         shape = parse_size(name, size_args, size)
         dtype = self.dtype if dtype is None else dtype
         device = self.device if device is None else factory_device(device)
@@ -181,7 +183,7 @@ new_empty = _new_factory("new_empty", 0, torch.Tensor.new_empty)
 @torchsymbol(torch.Tensor.new_full, tags=_NO_GRADIENT)
 def new_full(self, size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
     """A tensor of `size` full of `fill_value`, of self's dtype and device by default."""
-    check_factory_kwargs("new_full", layout=layout, pin_memory=pin_memory)
+    check_factory_kwargs("new_full", layout=layout, pin_memory=pin_memory, requires_grad=requires_grad)
     shape = parse_size("new_full", (size,))
     dtype = self.dtype if dtype is None else dtype
     device = self.device if device is None else factory_device(device)
@@ -209,7 +211,7 @@ def _constant_from_data(name: str, data, *, dtype, device) -> TensorProxy:
 @torchsymbol(torch.tensor)
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """torch.tensor of Python data: a constant of the trace."""
-    check_factory_kwargs("tensor", pin_memory=pin_memory)
+    check_factory_kwargs("tensor", pin_memory=pin_memory, requires_grad=requires_grad)
     return _constant_from_data("tensor", data, dtype=dtype, device=device)
 
 
@@ -225,7 +227,7 @@ def as_tensor(data, dtype=None, device=None):
 @torchsymbol(torch.Tensor.new_tensor)
 def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
     """Python data as a constant of self's dtype and device unless told otherwise."""
-    check_factory_kwargs("new_tensor", layout=layout, pin_memory=pin_memory)
+    check_factory_kwargs("new_tensor", layout=layout, pin_memory=pin_memory, requires_grad=requires_grad)
     dtype = self.dtype if dtype is None else dtype
     device = self.device if device is None else factory_device(device)
     return _constant_from_data("new_tensor", data, dtype=dtype, device=device)
@@ -244,7 +246,7 @@ def arange(start=None, end=None, step=1, *, out=None, dtype=None, layout=None, d
     """[start, end) by step; int64 when every bound is an int, the default float dtype otherwise."""
     # start's default is None, not torch's 0: a call that leaves an argument at its default
     # prints without it, and `arange(0)` printed as `arange()` is no call torch accepts
-    check_factory_kwargs("arange", layout=layout, out=out, pin_memory=pin_memory)
+    check_factory_kwargs("arange", layout=layout, out=out, pin_memory=pin_memory, requires_grad=requires_grad)
     check(start is not None or end is not None, lambda: "arange() missing 1 required positional arguments: \"end\"", TypeError)
     if end is None:
         start, end = 0, start
@@ -276,7 +278,7 @@ def arange(start=None, end=None, step=1, *, out=None, dtype=None, layout=None, d
 @torchsymbol(torch.linspace)
 def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
     """`steps` evenly spaced values from start to end, computed like torch's kernel (from both ends)."""
-    check_factory_kwargs("linspace", layout=layout, out=out, pin_memory=pin_memory)
+    check_factory_kwargs("linspace", layout=layout, out=out, pin_memory=pin_memory, requires_grad=requires_grad)
     _scalar_arg("linspace", "start", start)
     _scalar_arg("linspace", "end", end)
     steps = guarded_int(steps)  # the values depend on it, not only the shape: read and guarded
@@ -303,7 +305,7 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
 @torchsymbol(torch.eye)
 def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
     """An n x m tensor with ones on the diagonal."""
-    check_factory_kwargs("eye", layout=layout, out=out, pin_memory=pin_memory)
+    check_factory_kwargs("eye", layout=layout, out=out, pin_memory=pin_memory, requires_grad=requires_grad)
     m = n if m is None else m
     check(n >= 0, lambda: f"n must be greater or equal to 0, got {n}", RuntimeError)
     check(m >= 0, lambda: f"m must be greater or equal to 0, got {m}", RuntimeError)

@@ -26,6 +26,8 @@ def check_operand_dtypes(name: str, *tensors: TensorProxy) -> None:
     check(len(set(dtypes)) == 1, lambda: f"{name}(): expected operands of one dtype, but got {', '.join(map(str, dtypes))}", RuntimeError)
     # torch has no bool kernels for matrix products: its error is NotImplementedError
     check(dtypes[0] != torch.bool, lambda: f"{name}(): not implemented for 'Bool'", NotImplementedError)
+    # eager's complex products (conjugate bits and all) are not in the prims: eager runs them
+    check(not dtypes[0].is_complex, lambda: f"squall: {name}() of complex tensors is not in squall's torch language", NotModelled)
 
 
 def _shape_str(t: TensorProxy) -> str:

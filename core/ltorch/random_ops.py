@@ -50,7 +50,7 @@ def _standard_normal(shape, *, device, dtype) -> TensorProxy:
 @torchsymbol(torch.rand, tags=_RANDOM)
 def rand(*size_args, size=None, generator=None, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
     """Uniform samples in [0, 1)."""
-    check_factory_kwargs("rand", layout=layout, out=out, pin_memory=pin_memory, generator=generator)
+    check_factory_kwargs("rand", layout=layout, out=out, pin_memory=pin_memory, requires_grad=requires_grad, generator=generator)
     dtype = torch.get_default_dtype() if dtype is None else dtype
     _check_random_dtype("check_uniform_bounds", dtype)
     return _uniform(parse_size("rand", size_args, size), 0.0, 1.0, device=factory_device(device), dtype=dtype)
@@ -59,7 +59,7 @@ def rand(*size_args, size=None, generator=None, out=None, dtype=None, layout=Non
 @torchsymbol(torch.randn, tags=_RANDOM)
 def randn(*size_args, size=None, generator=None, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
     """Standard normal samples."""
-    check_factory_kwargs("randn", layout=layout, out=out, pin_memory=pin_memory, generator=generator)
+    check_factory_kwargs("randn", layout=layout, out=out, pin_memory=pin_memory, requires_grad=requires_grad, generator=generator)
     dtype = torch.get_default_dtype() if dtype is None else dtype
     _check_random_dtype("normal_kernel_cpu", dtype)
     return _standard_normal(parse_size("randn", size_args, size), device=factory_device(device), dtype=dtype)
@@ -80,7 +80,7 @@ def _randint_values(shape, low: int, high: int, *, device, dtype) -> TensorProxy
 @torchsymbol(torch.randint, tags=_RANDOM)
 def randint(*args, low=None, high=None, size=None, generator=None, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
     """Integers uniform in [low, high): randint(high, size) or randint(low, high, size)."""
-    check_factory_kwargs("randint", layout=layout, out=out, pin_memory=pin_memory, generator=generator)
+    check_factory_kwargs("randint", layout=layout, out=out, pin_memory=pin_memory, requires_grad=requires_grad, generator=generator)
     positional = list(args)
     if size is None and positional:
         size = positional.pop()
@@ -103,7 +103,7 @@ def _like(name: str, input, dtype, device):
 @torchsymbol(torch.rand_like, tags=_RANDOM)
 def rand_like(input, *, generator=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False, memory_format=None):
     """Uniform [0, 1) samples shaped like `input`."""
-    check_factory_kwargs("rand_like", layout=layout, pin_memory=pin_memory, generator=generator)
+    check_factory_kwargs("rand_like", layout=layout, pin_memory=pin_memory, requires_grad=requires_grad, generator=generator)
     dtype, device = _like("rand_like", input, dtype, device)
     _check_random_dtype("check_uniform_bounds", dtype)
     return _uniform(input.shape, 0.0, 1.0, device=device, dtype=dtype)
@@ -112,7 +112,7 @@ def rand_like(input, *, generator=None, dtype=None, layout=None, device=None, pi
 @torchsymbol(torch.randn_like, tags=_RANDOM)
 def randn_like(input, *, generator=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False, memory_format=None):
     """Standard normal samples shaped like `input`."""
-    check_factory_kwargs("randn_like", layout=layout, pin_memory=pin_memory, generator=generator)
+    check_factory_kwargs("randn_like", layout=layout, pin_memory=pin_memory, requires_grad=requires_grad, generator=generator)
     dtype, device = _like("randn_like", input, dtype, device)
     _check_random_dtype("normal_kernel_cpu", dtype)
     return _standard_normal(input.shape, device=device, dtype=dtype)
@@ -121,7 +121,7 @@ def randn_like(input, *, generator=None, dtype=None, layout=None, device=None, p
 @torchsymbol(torch.randint_like, tags=_RANDOM)
 def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False, memory_format=None):
     """Integers in [low, high) shaped like `input`, of its dtype: randint_like(x, high) or (x, low, high)."""
-    check_factory_kwargs("randint_like", layout=layout, pin_memory=pin_memory, generator=generator)
+    check_factory_kwargs("randint_like", layout=layout, pin_memory=pin_memory, requires_grad=requires_grad, generator=generator)
     if high is None:
         low, high = 0, low
     dtype, device = _like("randint_like", input, dtype, device)
@@ -134,7 +134,7 @@ def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=
 @torchsymbol(torch.normal, tags=_RANDOM)
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
     """Normal samples: numbers mean/std with size=, or tensors (broadcast together) for either."""
-    check_factory_kwargs("normal", layout=layout, out=out, pin_memory=pin_memory, generator=generator)
+    check_factory_kwargs("normal", layout=layout, out=out, pin_memory=pin_memory, requires_grad=requires_grad, generator=generator)
     if not is_tensor(mean) and not is_tensor(std):
         check(size is not None, lambda: "normal() with number mean and std needs a size", TypeError)
         check(std >= 0, lambda: f"normal expects std >= 0.0, but found std {std}", RuntimeError)

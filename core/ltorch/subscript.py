@@ -153,7 +153,8 @@ def getitem(a, key):
 def _value_as(a: TensorProxy, value, shape) -> TensorProxy | int | float | bool:
     """`value` as the setitem source for a region of `shape`: a's dtype, broadcast to the region."""
     if not is_tensor(value):
-        check(isinstance(value, (int, float, bool)), lambda: f"can't assign a {type(value).__name__} to a {a.dtype} tensor", TypeError)
+        numbers = (int, float, bool, complex) if a.dtype.is_complex else (int, float, bool)
+        check(isinstance(value, numbers), lambda: f"can't assign a {type(value).__name__} to a {a.dtype} tensor", TypeError)
         if a.dtype == torch.bool:
             value = bool(value)
         elif not (a.dtype.is_floating_point or a.dtype.is_complex):
