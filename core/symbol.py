@@ -5,6 +5,7 @@ import inspect
 import linecache
 import os
 import sys
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -485,6 +486,17 @@ def user_stacklevel() -> int:
             return level
         level, f = level + 1, f.f_back
     return 1
+
+
+def running_inside(code: types.CodeType) -> bool:
+    """Whether a frame of `code` is on the stack below the caller (torch.utils.checkpoint's,
+    torch.autograd.Function.apply's)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def user_source() -> tuple[str, int, str] | None:

@@ -7,11 +7,11 @@ mode, a counter on a module. Such a write in a checkpointed function runs the ca
 from __future__ import annotations
 
 import inspect
-import sys
 
 import torch.utils.checkpoint
 
 from ..ltorch.unmodelled import UnmodelledMode
+from ..symbol import running_inside
 
 __all__ = ["refuse_recomputed_write"]
 
@@ -23,12 +23,7 @@ def _inside_checkpoint() -> bool:
     no_grad eager saves nothing, so nothing is recomputed)."""
     if not torch.is_grad_enabled():
         return False
-    frame = sys._getframe(2)
-    while frame is not None:
-        if frame.f_code is _CHECKPOINT:
-            return True
-        frame = frame.f_back
-    return False
+    return running_inside(_CHECKPOINT)
 
 
 def refuse_recomputed_write(what: str) -> None:

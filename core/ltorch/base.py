@@ -9,7 +9,6 @@ on the meta device, with one warning naming the op.
 """
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -20,7 +19,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from ..proxies import GRADIENT_NOT_MODELLED, TensorProxy, current_context, real_tensor
-from ..symbol import Symbol, Tags, snapshot_call
+from ..symbol import Symbol, Tags, running_inside, snapshot_call
 from ..symbolic import SymInt, guarded_int
 from . import numbers
 from .eager_identity import may_return_an_input, returned_inputs
@@ -624,12 +623,7 @@ def _inside_function_apply() -> bool:
     machinery (a user's Function is traced through squall.frontend.autograd_functions instead,
     never applied to proxies): the forward runs without grad, and the C machinery, which sees no
     proxy requiring grad, records no node, so the outputs would silently carry no gradient."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        if frame.f_code is _FUNCTION_APPLY:
-            return True
-        frame = frame.f_back
-    return False
+    return running_inside(_FUNCTION_APPLY)
 
 
 def _contains(tensor: TensorProxy, element: Any) -> bool:
