@@ -54,15 +54,22 @@ __all__ = ["Runtime"]
 
 
 def _raised_over(error: BaseException, kinds: tuple[type, ...]) -> BaseException | None:
-    """The error of one of `kinds` that `error` was raised while handling (torch.vmap's cleanup
-    raises its own error after a symbolic size reached C++; torch.testing.assert_close raises a
-    RuntimeError over any error of a tensor's): None where there is none."""
+    """The error of one of `kinds` that `error`, raised by a library or the program, was raised
+    while handling (torch.vmap's cleanup raises its own error after a symbolic size reached C++;
+    torch.testing.assert_close raises a RuntimeError over any error of a tensor's): None where
+    there is none, or where squall raised `error` itself (its answer: a collective it does not trace)."""
+    where = error.__traceback__
+    while where is not None and where.tb_next is not None:
+        where = where.tb_next
+    if where is not None and where.tb_frame.f_globals.get("__name__", "").startswith("squall"):
+        return None
     error, seen = error.__cause__ or error.__context__, 0
     while error is not None and seen < 8:
         if isinstance(error, kinds):
             return error
         error, seen = error.__cause__ or error.__context__, seen + 1
     return None
+
 
 class Runtime(Replans, Upgrades):
     """The call-time state of one jitted function (`squall.runtime.jit.JittedFunction` is its face).
