@@ -25,9 +25,9 @@ on their values.
 from __future__ import annotations
 
 import contextvars
-import sys
 import math
 import operator
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
