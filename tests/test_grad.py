@@ -13,6 +13,7 @@ differentiate yet are listed in `NOT_YET` with the reason, never skipped silentl
 """
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 
@@ -275,6 +276,12 @@ _EDGE_PROGRAMS = {
     # g * inf at exactly 0 and 1 (the decomposition's gradient gave numbers and NaN there)
     "logit_outside_its_domain": (torch.logit, lambda: torch.tensor([-0.5, 0.3, 1.5, 0.0, 1.0, 0.05], dtype=torch.float64)),
     "logit_with_eps": (lambda x: torch.logit(x, 0.1), lambda: torch.tensor([-0.5, 0.3, 1.5, 0.0, 1.0, 0.05], dtype=torch.float64)),
+    # eager's BCE-with-logits backward at an infinite logit: sigmoid(x) - target, finite (the
+    # decomposition's stable softplus gave NaN at -inf)
+    "bce_with_logits_at_infinite_logits": (
+        lambda x: F.binary_cross_entropy_with_logits(x, torch.tensor([0.0, 1.0, 0.5, 1.0, 0.2], dtype=torch.float64)),
+        lambda: torch.tensor([-math.inf, math.inf, 0.0, 1e30, -3.0], dtype=torch.float64),
+    ),
     "complex_elementwise": (
         lambda z: torch.exp(z) * z / (z + 2) + torch.sin(z) * torch.tanh(z) + torch.sqrt(z) + torch.log(z),
         lambda: torch.randn(6, dtype=torch.complex128),

@@ -12,6 +12,7 @@ from torch.nn import _reduction as reduction_enum
 
 from ... import prims
 from ...ltorch import kernels as k
+from ...ltorch.helpers import broadcast_to
 from ...proxies import TensorProxy
 from ..gradients import GradCall, NoGradRule
 from .support import per_argument, scaled, to_dtype
@@ -171,9 +172,37 @@ def _cross_entropy(call: GradCall) -> tuple:
     return gx, gt, None, None, None, None, None, None
 
 
+@per_argument
+def _bce_with_logits(call: GradCall) -> tuple:
+    # eager's backward: (sigmoid(x) (pos_weight t + 1 - t) - pos_weight t) g, finite at a logit of
+    # -inf (the decomposition's stable softplus gave NaN there); target, weight or pos_weight that
+    # require grad go through the decomposition
+    input, target, weight, size_average, reduce, reduction, pos_weight = call.args
+    if call.wants(target) or call.wants(weight) or call.wants(pos_weight):
+        raise NoGradRule("binary_cross_entropy_with_logits with a target, weight or pos_weight that requires grad")
+    reduction = _reduction(size_average, reduce, reduction)
+    compute = k._compute_dtype(input.dtype)
+    shape = tuple(input.shape)
+    x, t = to_dtype(input, compute), to_dtype(target, compute)
+    s = prims.reciprocal(prims.add(prims.exp(prims.neg(x)), 1.0))
+    if pos_weight is not None:
+        pt = prims.mul(broadcast_to(to_dtype(pos_weight, compute), shape), t)
+        d = prims.sub(prims.mul(prims.sub(prims.add(pt, 1.0), t), s), pt)
+    else:
+        d = prims.sub(s, t)
+    g = to_dtype(call.g, compute)
+    if reduction == "mean":
+        g = prims.div(g, float(input.numel()))
+    grad = prims.mul(d, broadcast_to(g, shape))
+    if weight is not None:
+        grad = prims.mul(grad, broadcast_to(to_dtype(weight, compute), shape))
+    return to_dtype(grad, input.dtype), None, None, None, None, None, None
+
+
 def loss_rules() -> dict[str, tuple[Callable, Callable | None]]:
     """The rules of this module by ltorch op id: (backward, forward or None)."""
     return {
         "torch.nn.functional.nll_loss": (_nll_loss, _nll_loss_forward),
         "torch.nn.functional.cross_entropy": (_cross_entropy, _cross_entropy_forward),
+        "torch.nn.functional.binary_cross_entropy_with_logits": (_bce_with_logits, None),
     }
