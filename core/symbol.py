@@ -499,6 +499,18 @@ def running_inside(code: types.CodeType) -> bool:
     return False
 
 
+def called_from_torch() -> bool:
+    """Whether the innermost frame outside squall is torch's own (torch.utils.checkpoint making its
+    dummy leaf), not the program's."""
+    f = sys._getframe(1)
+    while f is not None:
+        module = f.f_globals.get("__name__") or ""
+        if not (module.startswith("squall") or f.f_code.co_filename.startswith("<squall-")):
+            return module == "torch" or module.startswith("torch.")
+        f = f.f_back
+    return False
+
+
 def user_source() -> tuple[str, int, str] | None:
     """The innermost frame of the traced program (not squall's tracing machinery, not torch)."""
     f = sys._getframe(1)

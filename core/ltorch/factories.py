@@ -18,7 +18,7 @@ from .base import torchsymbol
 from .unmodelled import NotModelled
 from .helpers import cast_number, check, is_number, is_tensor, number_dtype, on_device, target_device
 from ..proxies import TensorProxy, current_context
-from ..symbol import Tags
+from ..symbol import Tags, called_from_torch
 from ..prims.base import is_size
 from ..symbolic import SymInt, guarded_int
 
@@ -61,7 +61,8 @@ def factory_device(device) -> torch.device:
 def check_factory_kwargs(name: str, *, layout=None, out=None, pin_memory=False, generator=None, requires_grad=False) -> None:
     """Refuse, clearly, the factory arguments squall does not model."""
     # a new leaf autograd tracks (its .grad filled by a backward): squall's result would be none
-    check(not requires_grad, lambda: f"squall: {name}(requires_grad=True) makes a leaf tensor autograd tracks, which a trace does not", NotModelled)
+    # (torch's own, a checkpoint's dummy leaf on torch 2.10, is traced as before)
+    check(not requires_grad or called_from_torch(), lambda: f"squall: {name}(requires_grad=True) makes a leaf tensor autograd tracks, which a trace does not", NotModelled)
     check(layout in (None, torch.strided), lambda: f"squall: {name}() supports only layout=torch.strided, got {layout}", NotModelled)
     check(not pin_memory, lambda: f"squall: {name}(pin_memory=True) is not supported while tracing", NotModelled)
     check(generator is None, lambda: f"squall: {name}(generator=...) is not supported; seed torch's global generator instead", NotModelled)
