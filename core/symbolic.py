@@ -24,158 +24,16 @@ traced, since squall compiles on a real call.
 """
 from __future__ import annotations
 
-import functools
 import operator
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from . import size_polynomials as polynomials
+from .size_polynomials import Poly
+
 __all__ = ["BelowPythonAPI", "SizeBelowPythonAPI", "SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "concrete_value", "slice_indices", "guarded_int", "same_shape", "same_size", "lone_symbol", "size_read"]
-
-# A term's atoms: ("s", name) for a size symbol, ("//", a, b) or ("%", a, b) for an opaque
-# floor division or remainder of two polynomials. A polynomial: ((atoms, coefficient), ...).
-Poly = tuple
-
-
-def _atom_text(atom: tuple) -> str:
-    if atom[0] == "s":
-        return atom[1]
-    return f"({_operand_text(atom[1])} {atom[0]} {_operand_text(atom[2])})"
-
-
-def _operand_text(p: Poly) -> str:
-    # bare only where it is one symbol, one opaque term or a constant: a product as the right
-    # operand of // or % would bind wrongly (`1 % s0*s1` is `(1 % s0) * s1`)
-    text = _poly_text(p)
-    bare = not p or (len(p) == 1 and ((p[0][1] == 1 and len(p[0][0]) == 1) or p[0][0] == ()))
-    return text if bare and not text.startswith("-") else f"({text})"
-
-
-def _make_poly(terms: dict) -> Poly:
-    if len(terms) <= 1:  # a constant or one term (most sizes): nothing to order
-        return tuple((m, c) for m, c in terms.items() if c)
-    return tuple(sorted(((m, c) for m, c in terms.items() if c), key=lambda t: (len(t[0]), [_atom_text(a) for a in t[0]])))
-
-
-def _constant(c: int) -> Poly:
-    return (((), c),) if c else ()
-
-
-def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
-    terms = dict(a)
-    for m, c in b:
-        terms[m] = terms.get(m, 0) + sign * c
-    return _make_poly(terms)
-
-
-def _mul(a: Poly, b: Poly) -> Poly:
-    if len(b) == 1 and b[0][0] == ():  # by a constant (most products of sizes): the same terms, scaled
-        c = b[0][1]
-        return tuple((m, ca * c) for m, ca in a) if c else ()
-    if len(a) == 1 and a[0][0] == ():
-        return _mul(b, a)
-    terms: dict = {}
-    for ma, ca in a:
-        for mb, cb in b:
-            m = tuple(sorted(ma + mb, key=_atom_text))
-            terms[m] = terms.get(m, 0) + ca * cb
-    return _make_poly(terms)
-
-
-def _as_constant(p: Poly) -> int | None:
-    if not p:
-        return 0
-    if len(p) == 1 and p[0][0] == ():
-        return p[0][1]
-    return None
-
-
-def _poly_text(p: Poly) -> str:
-    """The polynomial as Python source over the size symbols, e.g. `2*s0*s1 + s0 - 3`."""
-    if not p:
-        return "0"
-    out = []
-    for i, (atoms, c) in enumerate(sorted(p, key=lambda t: (-len(t[0]), [_atom_text(a) for a in t[0]]))):
-        body = "*".join(_atom_text(a) for a in atoms)
-        magnitude = abs(c)
-        text = body if magnitude == 1 and body else f"{magnitude}*{body}" if body else str(magnitude)
-        if i == 0:
-            out.append(f"-{text}" if c < 0 else text)
-        else:
-            out.append(f" - {text}" if c < 0 else f" + {text}")
-    return "".join(out)
-
-
-def _atom_lower_bound(atom: tuple, ones: frozenset) -> int | None:
-    if atom[0] == "s":
-        return 1 if atom[1] in ones else 2  # size 0 is never symbolic; 1 only for the symbols in `ones`
-    num_lb, den_lb = _lower_bound(atom[1], ones), _lower_bound(atom[2], ones)
-    if num_lb is not None and num_lb >= 0 and den_lb is not None and den_lb > 0:
-        return 0
-    return None
-
-
-def _lower_bound(p: Poly, ones: frozenset = frozenset()) -> int | None:
-    """A bound the polynomial never goes below, where its terms are all non-negative (each
-    symbol 2 or more, but those in `ones`, 1 or more)."""
-    total = 0
-    for atoms, c in p:
-        if not atoms:
-            total += c
-            continue
-        bounds = [_atom_lower_bound(a, ones) for a in atoms]
-        if c < 0 or any(b is None or b < 0 for b in bounds):
-            return None
-        prod = c
-        for b in bounds:
-            prod *= b
-        total += prod
-    return total
-
-
-def _upper_bound(p: Poly, ones: frozenset = frozenset()) -> int | None:
-    lb = _lower_bound(tuple((m, -c) for m, c in p), ones)  # -p: its terms in the same order
-    return None if lb is None else -lb
-
-
-@functools.lru_cache(maxsize=4096)
-def _decided_between(a: Poly, b: Poly, op: str, ones: frozenset = frozenset()) -> bool | None:
-    """Whether `a op b` holds for every value of the symbols, each 2 or more but those in
-    `ones`, 1 or more (None: it depends on them); pure, so remembered (a trace compares the
-    same sizes over and over: every meta checks its shapes)."""
-    return _decided(_add(a, b, -1), op, ones)
-
-
-def _decided(diff: Poly, op: str, ones: frozenset = frozenset()) -> bool | None:
-    """Whether `diff op 0` holds for every value of the symbols (None: it depends on them)."""
-    c = _as_constant(diff)
-    if c is not None:
-        return _COMPARE[op](c, 0)
-    lb, ub = _lower_bound(diff, ones), _upper_bound(diff, ones)
-    positive = lb is not None and lb > 0
-    nonneg = lb is not None and lb >= 0
-    negative = ub is not None and ub < 0
-    nonpos = ub is not None and ub <= 0
-    if op == "==":
-        return False if positive or negative else None
-    if op == "!=":
-        return True if positive or negative else None
-    if op == ">":
-        return True if positive else False if nonpos else None
-    if op == ">=":
-        return True if nonneg else False if negative else None
-    if op == "<":
-        return True if negative else False if nonneg else None
-    if op == "<=":
-        return True if nonpos else False if positive else None
-    return None
-
-
-_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
-    "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-}
-_NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
 
 def size_read(input_name: str, dim: int | None) -> str:
@@ -308,7 +166,7 @@ class SymInt:
     def node(self):
         # what torch's C++ reads off a torch.SymInt it is handed (torch.vmap's batch size): squall's
         # size has no SymNode, and what C++ does with it is not traced: the call runs eagerly
-        raise SizeBelowPythonAPI(f"squall: symbolic size {_poly_text(self.poly)} reached torch below its Python API, where squall cannot trace it")
+        raise SizeBelowPythonAPI(f"squall: symbolic size {polynomials.poly_text(self.poly)} reached torch below its Python API, where squall cannot trace it")
 
     def __init__(self, poly: Poly, value: int, env: ShapeEnv):
         self.poly = poly
@@ -323,50 +181,50 @@ class SymInt:
         if type(other) is SymInt:
             return other.poly, other.value
         if type(other) is int or type(other) is bool:
-            return _constant(int(other)), int(other)
+            return polynomials.constant(int(other)), int(other)
         if issubclass(type(other), int):  # an IntEnum: its plain value (not a run-time number, whose
             # __class__ says int: it returns NotImplemented here and computes in its own operator)
-            return _constant(int.__int__(other)), int.__int__(other)
+            return polynomials.constant(int.__int__(other)), int.__int__(other)
         return None
 
     def __add__(self, other):
         o = self._operand(other)
         if o is None:
             return _with_value(operator.add, self, other)
-        return self._new(_add(self.poly, o[0]), self.value + o[1])
+        return self._new(polynomials.add(self.poly, o[0]), self.value + o[1])
 
     def __radd__(self, other):
         o = self._operand(other)
         if o is None:
             return _with_value(operator.add, other, self)
-        return self._new(_add(self.poly, o[0]), self.value + o[1])
+        return self._new(polynomials.add(self.poly, o[0]), self.value + o[1])
 
     def __sub__(self, other):
         o = self._operand(other)
         if o is None:
             return _with_value(operator.sub, self, other)
-        return self._new(_add(self.poly, o[0], -1), self.value - o[1])
+        return self._new(polynomials.add(self.poly, o[0], -1), self.value - o[1])
 
     def __rsub__(self, other):
         o = self._operand(other)
         if o is None:
             return _with_value(operator.sub, other, self)
-        return self._new(_add(o[0], self.poly, -1), o[1] - self.value)
+        return self._new(polynomials.add(o[0], self.poly, -1), o[1] - self.value)
 
     def __mul__(self, other):
         o = self._operand(other)
         if o is None:
             return _with_value(operator.mul, self, other)
-        return self._new(_mul(self.poly, o[0]), self.value * o[1])
+        return self._new(polynomials.mul(self.poly, o[0]), self.value * o[1])
 
     def __rmul__(self, other):
         o = self._operand(other)
         if o is None:
             return _with_value(operator.mul, other, self)
-        return self._new(_mul(self.poly, o[0]), self.value * o[1])
+        return self._new(polynomials.mul(self.poly, o[0]), self.value * o[1])
 
     def __neg__(self):
-        return self._new(_mul(self.poly, _constant(-1)), -self.value)
+        return self._new(polynomials.mul(self.poly, polynomials.constant(-1)), -self.value)
 
     def __pos__(self):
         return self
@@ -475,24 +333,24 @@ class SymInt:
     # --- comparisons: decided on this call's values, recorded as shape guards ---------------------
     def _compare(self, other: Any, op: str) -> bool:
         if type(other) is SymInt and other.poly == self.poly:
-            return _COMPARE[op](0, 0)  # the same size (shape checks compare a dim with itself): no guard
+            return polynomials.COMPARE[op](0, 0)  # the same size (shape checks compare a dim with itself): no guard
         o = self._operand(other)
         if o is None:
-            return _COMPARE[op](int(self), other)
+            return polynomials.COMPARE[op](int(self), other)
         ones = self.env.ones
-        decided = _decided_between(self.poly, o[0], op, ones)
+        decided = polynomials.decided_between(self.poly, o[0], op, ones)
         if decided is not None:
             return decided
         if ones and not (self.env.traced_at_one and (symbols_of(self) | symbols_of(other)) & self.env.traced_at_one):
             # undecided where a symbol may be 1, decided where it is 2 or more (`s0 == 1`, a
             # broadcast or a squeeze asking): answered so, and the symbols guarded as 2 or more
             # (not where a symbol is 1 in this call: answered by the values below, guarded)
-            decided = _decided_between(self.poly, o[0], op)
+            decided = polynomials.decided_between(self.poly, o[0], op)
             if decided is not None:
                 self.env.at_least_two(symbols_of(self) | symbols_of(other))
                 return decided
-        holds = _COMPARE[op](self.value, o[1])
-        self.env.note(f"{source(self)} {op} {_poly_text(o[0])}", holds)
+        holds = polynomials.COMPARE[op](self.value, o[1])
+        self.env.note(f"{source(self)} {op} {polynomials.poly_text(o[0])}", holds)
         return holds
 
     def __eq__(self, other):
@@ -565,47 +423,20 @@ def _with_value(op: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
 def _divide(a: Poly, av: int, b: Poly, bv: int, env: ShapeEnv, op: str) -> int | SymInt:
     """`a // b` or `a % b`: exact where b is a constant dividing every coefficient of a, an
     opaque term otherwise."""
-    quotient = _exact_quotient(a, b)
+    quotient = polynomials.exact_quotient(a, b)
     if quotient is not None:
         return 0 if op == "%" else _sized(quotient, av // bv, env)
     if op == "//" and len(b) == 1 and b[0][0] and b[0][1] > 0:
         # (4*s0*s1 + 2*s0) // (8*s0) is (2*s1 + 1) // 4: the common symbols cancel (sizes are positive)
-        reduced = _exact_quotient(a, _make_poly({b[0][0]: 1}))
+        reduced = polynomials.exact_quotient(a, polynomials.make_poly({b[0][0]: 1}))
         if reduced is not None:
-            a, b = reduced, _constant(b[0][1])
+            a, b = reduced, polynomials.constant(b[0][1])
     value = av // bv if op == "//" else av % bv
-    return _sized(_make_poly({((op, a, b),): 1}), value, env)
-
-
-def _exact_quotient(a: Poly, b: Poly) -> Poly | None:
-    """a / b where b is one term (`8*s0`) dividing every term of a (`32*s0*s1`), or where a is
-    one term times b (`(64*s0*n + 64*s0) / (4*n + 4)`, as a view's -1 computes `numel // known`
-    from sizes with opaque atoms), else None."""
-    if len(b) > 1:
-        # a is q*b for a one-term q: q divides a's term that b's first term multiplies into
-        for term in a:
-            q = _exact_quotient((term,), (b[0],))
-            if q is not None and _mul(q, b) == a:
-                return q
-        return None
-    if len(b) != 1 or b[0][1] <= 0:
-        return None
-    (db, cb), = b
-    terms = {}
-    for atoms, coef in a:
-        rest = list(atoms)
-        for atom in db:
-            if atom not in rest:
-                return None
-            rest.remove(atom)
-        if coef % cb:
-            return None
-        terms[tuple(rest)] = coef // cb
-    return _make_poly(terms)
+    return _sized(polynomials.make_poly({((op, a, b),): 1}), value, env)
 
 
 def _sized(poly: Poly, value: int, env: ShapeEnv) -> int | SymInt:
-    c = _as_constant(poly)
+    c = polynomials.as_constant(poly)
     return c if c is not None else SymInt(poly, value, env)
 
 
@@ -621,7 +452,7 @@ def source(x: int | SymInt) -> str:
     (parenthesized where it has more than one term)."""
     if type(x) is not SymInt:
         return str(int(x))
-    text = _poly_text(x.poly)
+    text = polynomials.poly_text(x.poly)
     return text if len(x.poly) == 1 and x.poly[0][1] == 1 else f"({text})"
 
 
