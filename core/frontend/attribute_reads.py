@@ -112,8 +112,7 @@ class AttributeReads:
             return {k: (self.view(m, f"{info.label}.{k}" if not info.is_root else f"submodule {k!r}") if m is not None else None) for k, m in value.items()}
         if name in ("_parameters", "_buffers") and not info.in_tree:
             # not inputs: each is a constant of the trace, so which tensor each is matters
-            keys, tensors = self.guards.bind(list(value), "k"), self.guards.bind(list(value.values()), "k")
-            self.guards.add(f"list({bound}) == {keys} and _same_items(list({bound}.values()), {tensors})", f"the {name[1:]} of {info.label}")
+            self.guards.same_dict(bound, value, f"the {name[1:]} of {info.label}")
             return value
         if name in ("_parameters", "_buffers"):
             present = [k for k, v in value.items() if v is not None]

@@ -146,10 +146,7 @@ class RecordingCopies:
             copy.__dict__.update(attributes)
             self._function_attributes.append((copy, attributes, fn))
             if attributes:
-                held = self.guards.bind(fn, "fn")
-                self.guards.add(f"list({held}.__dict__) == {self.guards.bind(list(attributes), 'k')} and "
-                                f"_same_items(list({held}.__dict__.values()), {self.guards.bind(list(attributes.values()), 'k')})",
-                                f"the attributes of {fn.__qualname__}")
+                self.guards.same_dict(f"{self.guards.bind(fn, 'fn')}.__dict__", attributes, f"the attributes of {fn.__qualname__}")
             self._functions[id(fn)] = self._standing_for(copy, fn)
             self._guard_settings_read(fn.__code__)
             if not jitted or fn.__kwdefaults__:

@@ -183,6 +183,12 @@ class StateGuards(GuardSet):
     def _note_logged(self, kind: str, label: str, site: str = "", *, condition: str | None = None) -> None:
         self._logged(("note", kind, label, site, condition), GuardSet.note, kind, label, site, condition=condition)
 
+    def same_dict(self, expr: str, d: dict, label: str) -> None:
+        """Guard that the dict at `expr` holds `d`'s keys, in its order, each with the same value
+        (the same object, or an equal number)."""
+        keys, values = self.bind(list(d), "k"), self.bind(list(d.values()), "k")
+        self.add(f"list({expr}) == {keys} and _same_items(list({expr}.values()), {values})", label)
+
     def log_class_read(self, obj: Any, name: str) -> None:
         """Note in the open logs that `name` was read from the class of `obj` (squall.frontend.attribute_reads)."""
         for log in self.logs:

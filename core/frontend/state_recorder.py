@@ -54,6 +54,11 @@ from .state_views import (
 __all__ = ["StateRecorder"]
 
 
+def _changed_names(now: dict, before: dict) -> list[str]:
+    """The names set, deleted or rebound to another object in `now` since `before`, in order."""
+    return sorted(k for k in now.keys() | before.keys() if now.get(k, _MISSING) is not before.get(k, _MISSING))
+
+
 class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
     """Records, while one program is traced, the Python state it read and wrote."""
 
@@ -152,8 +157,7 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
         `(output, effects)`) when it wrote Python state; the writes it made noted as effects."""
         self._classes_changed()
         for copy, items, label, _ in self._namespaces.values():
-            now = vars(copy)
-            if now.keys() != items.keys() or any(now[k] is not v for k, v in items.items()):
+            if _changed_names(vars(copy), items):
                 raise UnreplayableWrite(f"squall: the program sets or deletes attributes of {label}, a SimpleNamespace; squall cannot replay that at every call")
         for before, fn, watched in self._wrote:
             if len(watched) == len(before) and all(map(operator.is_, watched, before)) and all(map(operator.is_, watched.values(), before.values())):
@@ -172,9 +176,8 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
                         "cannot replay deleting globals at every call"
                     )
         for copy, attributes, fn in self._function_attributes:
-            now = copy.__dict__
-            if now.keys() != attributes.keys() or any(now[k] is not v for k, v in attributes.items()):
-                changed = sorted(k for k in now.keys() | attributes.keys() if now.get(k, _MISSING) is not attributes.get(k, _MISSING))
+            changed = _changed_names(copy.__dict__, attributes)
+            if changed:
                 raise UnreplayableWrite(f"squall: the program sets or deletes {', '.join(map(repr, changed))} on the function {fn.__qualname__}; "
                                         "squall cannot replay that at every call")
         for cell, value, name, fn in self._cells:
@@ -224,8 +227,7 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
         for recorded in [*self._dict_copies.values(), *self._argument_copies]:
             real = recorded.target if recorded.target is not None else self.guards.bind(recorded.real, "d")
             if recorded.whole_read and (recorded.target is None or recorded.routed):
-                keys, items = self.guards.bind(list(recorded.real), "k"), self.guards.bind(list(recorded.real.values()), "k")
-                self.guards.add(f"list({real}) == {keys} and _same_items(list({real}.values()), {items})", f"the items of {recorded.label}")
+                self.guards.same_dict(real, recorded.real, f"the items of {recorded.label}")
             if recorded.keys_set:
                 # items set again in the order the program set them; each key is held as it is
                 # (a torch.Size key stays one, not rebuilt as a tuple output)

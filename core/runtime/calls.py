@@ -52,7 +52,6 @@ from .wrappers import check_plain_parameters, check_wrapping
 __all__ = ["Runtime"]
 
 
-
 def _raised_over(error: BaseException, kinds: tuple[type, ...]) -> BaseException | None:
     """The error of one of `kinds` that `error`, raised by a library or the program, was raised
     while handling (torch.vmap's cleanup raises its own error after a symbolic size reached C++;
