@@ -282,6 +282,23 @@ _EDGE_PROGRAMS = {
         lambda x: F.binary_cross_entropy_with_logits(x, torch.tensor([0.0, 1.0, 0.5, 1.0, 0.2], dtype=torch.float64)),
         lambda: torch.tensor([-math.inf, math.inf, 0.0, 1e30, -3.0], dtype=torch.float64),
     ),
+    # eager's prod backward branches on the zeros of the whole input: none, g * out / a (NaN at an
+    # infinite factor); two or more in torch.prod(x), zeros; else the product of the others
+    "prod_infinite_factor": (lambda x: x.prod(1), lambda: torch.tensor([[math.inf, 2.0, 3.0], [1e200, 1e200, 0.5]], dtype=torch.float64)),
+    "prod_all_two_zeros_and_nan": (lambda x: x.prod(), lambda: torch.tensor([[0.0, math.inf, 2.0], [-0.0, math.nan, 3.0]], dtype=torch.float64)),
+    "prod_all_one_zero_and_inf": (lambda x: x.prod(), lambda: torch.tensor([[0.0, math.inf], [2.0, 3.0]], dtype=torch.float64)),
+    "prod_dim_zeros_and_inf": (lambda x: x.prod(0), lambda: torch.tensor([[0.0, math.inf], [0.0, 3.0], [math.inf, 0.0]], dtype=torch.float64)),
+    # eager's cumprod backward masks each stretch between zeros before summing: a NaN from 0 * inf
+    # past a zero stays there (and one inside its own sum is eager's too)
+    "cumprod_zeros_and_infinities": (
+        lambda x: x.cumprod(1),
+        lambda: torch.tensor([[math.inf, 1e-30, -0.0, 2.0], [0.0, math.inf, 0.0, 2.0], [3.0, 0.0, math.inf, math.nan], [1e300, 1e300, 0.0, 1e-300]], dtype=torch.float64),
+    ),
+    # eager's nextafter backward: g to the first operand except where the two are equal
+    "nextafter_equal_operands": (
+        lambda x: torch.nextafter(x, torch.tensor([1.0, 0.0, 2.0, -math.inf], dtype=torch.float64)),
+        lambda: torch.tensor([1.0, 2.0, 2.0, -math.inf], dtype=torch.float64),
+    ),
     "complex_elementwise": (
         lambda z: torch.exp(z) * z / (z + 2) + torch.sin(z) * torch.tanh(z) + torch.sqrt(z) + torch.log(z),
         lambda: torch.randn(6, dtype=torch.complex128),
