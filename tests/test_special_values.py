@@ -30,12 +30,26 @@ LOGITS = torch.tensor(
     dtype=torch.float64,
 )
 
+# 0, -0, +-1, +-inf, NaN, huge and tiny values, cycled through a tensor of `shape`
+SPECIALS = torch.tensor([0.0, -0.0, 1.0, -1.0, 0.5, inf, -inf, nan, 1e30, -1e30, 1e-30, 3.0, -2.5, 0.999], dtype=torch.float64)
+
+
+def specials(*shape: int) -> torch.Tensor:
+    n = math.prod(shape)
+    return SPECIALS[(torch.arange(n) * 5) % len(SPECIALS)].reshape(shape)
+
+
 PROGRAMS = {
     # an ignored target adds nothing (the decomposition added 0 * its row's class-0 value: NaN)
     "nll_loss_ignored_rows": (lambda x: F.nll_loss(x, torch.tensor([-100, 1, 2, -100, 1])), LOGITS),
     "nll_loss_ignored_rows_none": (lambda x: F.nll_loss(x, torch.tensor([-100, 1, 2, -100, 1]), reduction="none"), LOGITS),
     "nll_loss_ignore_index_sum": (lambda x: F.nll_loss(x, torch.tensor([2, 0, 3, 2, 0]), ignore_index=2, reduction="sum"), LOGITS),
     "cross_entropy_ignored_rows": (lambda x: F.cross_entropy(x, torch.tensor([2, 0, 3, 2]), ignore_index=2), LOGITS[[0, 2, 4, 3]]),
+    # each column entry adds into its own output position (a convolution with an identity weight
+    # multiplied it by the weight's zeros too: 0 * inf made whole outputs NaN)
+    "fold": (lambda x: F.fold(x, (5, 5), 2), specials(2, 12, 16)),
+    "fold_strided_padded": (lambda x: F.fold(x, 5, 2, stride=2, padding=1), specials(12, 9)),
+    "fold_dilated": (lambda x: F.fold(x, (6, 5), (3, 2), dilation=(2, 1), stride=(1, 2)), specials(2, 6, 4)),
 }
 
 
