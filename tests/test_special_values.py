@@ -50,6 +50,13 @@ PROGRAMS = {
     "fold": (lambda x: F.fold(x, (5, 5), 2), specials(2, 12, 16)),
     "fold_strided_padded": (lambda x: F.fold(x, 5, 2, stride=2, padding=1), specials(12, 9)),
     "fold_dilated": (lambda x: F.fold(x, (6, 5), (3, 2), dilation=(2, 1), stride=(1, 2)), specials(2, 6, 4)),
+    # an output size equal to the input's samples input i at output i whatever the scale factor
+    # (the decomposition resampled at 1 / 1.1), as x * 1 + x * 0: NaN at an infinity, as eager's kernel
+    "interpolate_linear_same_size": (lambda x: F.interpolate(x, size=(5,), mode="linear"), specials(2, 3, 5)),
+    "interpolate_linear_scale_to_same_size": (lambda x: F.interpolate(x, scale_factor=1.1, mode="linear"), torch.arange(10.0).reshape(1, 2, 5) ** 2),
+    "interpolate_bilinear_scale_to_same_size": (
+        lambda x: F.interpolate(x, scale_factor=(1.1, 2.0), mode="bilinear"), torch.arange(50.0, dtype=torch.float64).reshape(1, 2, 5, 5) ** 2,
+    ),
 }
 
 
