@@ -57,6 +57,8 @@ PROGRAMS = {
     "interpolate_bilinear_scale_to_same_size": (
         lambda x: F.interpolate(x, scale_factor=(1.1, 2.0), mode="bilinear"), torch.arange(50.0, dtype=torch.float64).reshape(1, 2, 5, 5) ** 2,
     ),
+    # eager counts min(ceil(|x - y|), 1): NaN where a difference is NaN (inf - inf), not 1
+    "cdist_p0": (lambda x: torch.cdist(x[:3], x[3:], p=0.0), specials(8, 4)),
 }
 
 
