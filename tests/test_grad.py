@@ -299,6 +299,17 @@ _EDGE_PROGRAMS = {
         lambda x: torch.nextafter(x, torch.tensor([1.0, 0.0, 2.0, -math.inf], dtype=torch.float64)),
         lambda: torch.tensor([1.0, 2.0, 2.0, -math.inf], dtype=torch.float64),
     ),
+    # eager's infinity-norm backward splits the gradient among the elements at the norm and the
+    # NaNs, times sgn (0 at a NaN): a NaN in a row no longer makes the row's gradient NaN
+    **{
+        name: (fn, lambda: torch.tensor([[3.0, math.nan, -3.0, 1.0], [-3.0, 3.0, 1.0, -math.inf], [0.0, -0.0, 0.0, 0.0], [2.0, -1.0, 0.5, 2.0]], dtype=torch.float64))
+        for name, fn in {
+            "vector_norm_inf_ties_and_nan": lambda x: torch.linalg.vector_norm(x, math.inf, 1, True),
+            "vector_norm_minus_inf": lambda x: torch.linalg.vector_norm(x, -math.inf, 0),
+            "vector_norm_inf_whole": lambda x: torch.linalg.vector_norm(x[[0, 2, 3]], math.inf),
+            "norm_inf_dim": lambda x: torch.norm(x, p=math.inf, dim=1),
+        }.items()
+    },
     "complex_elementwise": (
         lambda z: torch.exp(z) * z / (z + 2) + torch.sin(z) * torch.tanh(z) + torch.sqrt(z) + torch.log(z),
         lambda: torch.randn(6, dtype=torch.complex128),
