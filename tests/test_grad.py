@@ -310,6 +310,8 @@ _EDGE_PROGRAMS = {
             "norm_inf_dim": lambda x: torch.norm(x, p=math.inf, dim=1),
         }.items()
     },
+    # an all -inf window beside padding: eager's gradient goes to its first element in the input
+    "max_pool3d_all_minus_inf_padded": (lambda x: F.max_pool3d(x[None], (1, 3, 3), (1, 2, 2), (0, 1, 1)), lambda: torch.full((2, 4, 5), -math.inf, dtype=torch.float64)),
     "complex_elementwise": (
         lambda z: torch.exp(z) * z / (z + 2) + torch.sin(z) * torch.tanh(z) + torch.sqrt(z) + torch.log(z),
         lambda: torch.randn(6, dtype=torch.complex128),

@@ -59,6 +59,9 @@ PROGRAMS = {
     ),
     # eager counts min(ceil(|x - y|), 1): NaN where a difference is NaN (inf - inf), not 1
     "cdist_p0": (lambda x: torch.cdist(x[:3], x[3:], p=0.0), specials(8, 4)),
+    # a window whose elements are all -inf: eager's index is its first element inside the input,
+    # the decomposition's argmax took the padding around it (index -1)
+    "max_pool2d_indices_all_minus_inf_padded": (lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True), torch.full((1, 2, 4, 5), -inf)),
 }
 
 

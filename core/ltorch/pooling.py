@@ -258,7 +258,15 @@ def _max_pool(name: str, n: int, input, kernel_size, stride, padding, dilation, 
     flat = prims.reshape(w, (*w.shape[: 2 + n], k))
     # argmax keeps the first maximum (and a NaN), as torch's kernels do
     best = prims.reshape(prims.argmax(flat, 2 + n), (*flat.shape[:-1], 1))
-    positions = prims.broadcast_in_dim(prims.reshape(positions, (1, 1, *sizes, k)), flat.shape, list(range(flat.ndim)))
+    positions = prims.reshape(positions, (1, 1, *sizes, k))
+    if any(padding):
+        # a window whose elements are all -inf ties with its padding: eager's kernel takes the
+        # window's first element inside the input, where argmax took the padding (position -1)
+        first_inside = prims.reshape(prims.argmax(prims.convert_element_type(prims.ge(positions, 0), torch.int32), 2 + n), (1, 1, *sizes, 1))
+        first_inside = prims.broadcast_in_dim(first_inside, best.shape, list(range(best.ndim)))
+        in_padding = prims.eq(prims.take_along_axis(prims.broadcast_in_dim(positions, flat.shape, list(range(flat.ndim))), best, 2 + n), -1)
+        best = prims.where(in_padding, first_inside, best)
+    positions = prims.broadcast_in_dim(positions, flat.shape, list(range(flat.ndim)))
     values = prims.take_along_axis(flat, best, 2 + n)
     indices = prims.take_along_axis(positions, best, 2 + n)
     shape = (*flat.shape[:-1],)
