@@ -312,6 +312,20 @@ _EDGE_PROGRAMS = {
     },
     # an all -inf window beside padding: eager's gradient goes to its first element in the input
     "max_pool3d_all_minus_inf_padded": (lambda x: F.max_pool3d(x[None], (1, 3, 3), (1, 2, 2), (0, 1, 1)), lambda: torch.full((2, 4, 5), -math.inf, dtype=torch.float64)),
+    # ... and with a target that requires grad too (row 1 of z): eager's target backward is -x g,
+    # or (log_sigmoid(-x) - pos_weight log_sigmoid(x)) g (the decomposition gave NaN at -inf logits)
+    **{
+        name: (fn, lambda: torch.tensor([[-math.inf, math.inf, 0.0, 1e30, -3.0, -math.inf], [0.0, 1.0, 0.5, -math.inf, 0.2, -math.inf]], dtype=torch.float64))
+        for name, fn in {
+            "bce_with_logits_target_requires_grad": lambda z: F.binary_cross_entropy_with_logits(z[0], z[1]),
+            "bce_with_logits_target_requires_grad_pos_weight": lambda z: F.binary_cross_entropy_with_logits(
+                z[0], z[1], pos_weight=torch.tensor([2.0, 0.5, 1.0, 3.0, 1.0, 2.0], dtype=torch.float64), reduction="sum"
+            ),
+            "bce_with_logits_target_requires_grad_weight": lambda z: F.binary_cross_entropy_with_logits(
+                z[0], z[1], weight=torch.tensor([2.0, 0.5, 1.0, 3.0, 1.0, 2.0], dtype=torch.float64), reduction="none"
+            ),
+        }.items()
+    },
     "complex_elementwise": (
         lambda z: torch.exp(z) * z / (z + 2) + torch.sin(z) * torch.tanh(z) + torch.sqrt(z) + torch.log(z),
         lambda: torch.randn(6, dtype=torch.complex128),
