@@ -294,6 +294,13 @@ _EDGE_PROGRAMS = {
         lambda x: x.cumprod(1),
         lambda: torch.tensor([[math.inf, 1e-30, -0.0, 2.0], [0.0, math.inf, 0.0, 2.0], [3.0, 0.0, math.inf, math.nan], [1e300, 1e300, 0.0, 1e-300]], dtype=torch.float64),
     ),
+    "cumprod_of_one_element": (lambda x: x[:, :1].cumprod(1) + x[0, 1].cumprod(0), lambda: torch.tensor([[-math.inf, 0.0], [math.inf, 2.0], [0.0, 1.0]], dtype=torch.float64)),
+    # an ignored target adds nothing to nll_loss and gets no gradient, even where its row holds
+    # inf or NaN and the targets' total weight is NaN (0 * inf and 0 * NaN were NaN)
+    "nll_loss_ignored_rows_nan_weight": (
+        lambda x: F.nll_loss(x, torch.tensor([-100, 3, 3, -100, 2]), weight=torch.tensor([-math.inf, 3.0, 1.0, math.nan], dtype=torch.float64)),
+        lambda: torch.tensor([[-math.inf, 3.0, 1.0, math.nan], [-2.5, -1.0, 1e30, 0.999], [0.5, -1e30, 0.0, math.inf], [math.nan, -0.0, -math.inf, 3.0], [1.0, math.nan, -2.5, -1.0]], dtype=torch.float64),
+    ),
     # eager's nextafter backward: g to the first operand except where the two are equal
     "nextafter_equal_operands": (
         lambda x: torch.nextafter(x, torch.tensor([1.0, 0.0, 2.0, -math.inf], dtype=torch.float64)),

@@ -44,6 +44,8 @@ PROGRAMS = {
     "nll_loss_ignored_rows": (lambda x: F.nll_loss(x, torch.tensor([-100, 1, 2, -100, 1])), LOGITS),
     "nll_loss_ignored_rows_none": (lambda x: F.nll_loss(x, torch.tensor([-100, 1, 2, -100, 1]), reduction="none"), LOGITS),
     "nll_loss_ignore_index_sum": (lambda x: F.nll_loss(x, torch.tensor([2, 0, 3, 2, 0]), ignore_index=2, reduction="sum"), LOGITS),
+    # with grad on, the forward runs the grad rule's nll kernels: the same answer
+    "nll_loss_ignored_rows_in_training": (lambda x: F.nll_loss(x, torch.tensor([-100, 1, 2, -100, 1])), LOGITS.clone().requires_grad_()),
     "cross_entropy_ignored_rows": (lambda x: F.cross_entropy(x, torch.tensor([2, 0, 3, 2]), ignore_index=2), LOGITS[[0, 2, 4, 3]]),
     # each column entry adds into its own output position (a convolution with an identity weight
     # multiplied it by the weight's zeros too: 0 * inf made whole outputs NaN)

@@ -92,6 +92,8 @@ def _cumsum(call: GradCall) -> tuple:
 def _cumprod(call: GradCall) -> tuple:
     a, dim = call.args
     g, out = call.g, call.output
+    if a.ndim == 0 or a.shape[dim] == 1:  # eager passes g through (out / a is NaN at 0 and inf)
+        return g, None
     # PyTorch's cumprod_backward, term for term (its masks decide where a NaN from 0 * inf lands):
     # before the first zero of a run along dim, grad_i = sum_{j in [i, z1)} g_j out_j / a_i.
     # At the first zero z1, out[z1 - 1] * sum_{j in [z1, z2)} g_j prod_{k in (z1, j]} a_k.
