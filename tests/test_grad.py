@@ -282,6 +282,57 @@ _EDGE_PROGRAMS = {
         lambda x: F.binary_cross_entropy_with_logits(x, torch.tensor([0.0, 1.0, 0.5, 1.0, 0.2], dtype=torch.float64)),
         lambda: torch.tensor([-math.inf, math.inf, 0.0, 1e30, -3.0], dtype=torch.float64),
     ),
+    # eager's prod backward branches on the zeros of the whole input: none, g * out / a (NaN at an
+    # infinite factor); two or more in torch.prod(x), zeros; else the product of the others
+    "prod_infinite_factor": (lambda x: x.prod(1), lambda: torch.tensor([[math.inf, 2.0, 3.0], [1e200, 1e200, 0.5]], dtype=torch.float64)),
+    "prod_all_two_zeros_and_nan": (lambda x: x.prod(), lambda: torch.tensor([[0.0, math.inf, 2.0], [-0.0, math.nan, 3.0]], dtype=torch.float64)),
+    "prod_all_one_zero_and_inf": (lambda x: x.prod(), lambda: torch.tensor([[0.0, math.inf], [2.0, 3.0]], dtype=torch.float64)),
+    "prod_dim_zeros_and_inf": (lambda x: x.prod(0), lambda: torch.tensor([[0.0, math.inf], [0.0, 3.0], [math.inf, 0.0]], dtype=torch.float64)),
+    # eager's cumprod backward masks each stretch between zeros before summing: a NaN from 0 * inf
+    # past a zero stays there (and one inside its own sum is eager's too)
+    "cumprod_zeros_and_infinities": (
+        lambda x: x.cumprod(1),
+        lambda: torch.tensor([[math.inf, 1e-30, -0.0, 2.0], [0.0, math.inf, 0.0, 2.0], [3.0, 0.0, math.inf, math.nan], [1e300, 1e300, 0.0, 1e-300]], dtype=torch.float64),
+    ),
+    "cumprod_of_one_element": (lambda x: x[:, :1].cumprod(1) + x[0, 1].cumprod(0), lambda: torch.tensor([[-math.inf, 0.0], [math.inf, 2.0], [0.0, 1.0]], dtype=torch.float64)),
+    # an ignored target adds nothing to nll_loss and gets no gradient, even where its row holds
+    # inf or NaN and the targets' total weight is NaN (0 * inf and 0 * NaN were NaN)
+    "nll_loss_ignored_rows_nan_weight": (
+        lambda x: F.nll_loss(x, torch.tensor([-100, 3, 3, -100, 2]), weight=torch.tensor([-math.inf, 3.0, 1.0, math.nan], dtype=torch.float64)),
+        lambda: torch.tensor([[-math.inf, 3.0, 1.0, math.nan], [-2.5, -1.0, 1e30, 0.999], [0.5, -1e30, 0.0, math.inf], [math.nan, -0.0, -math.inf, 3.0], [1.0, math.nan, -2.5, -1.0]], dtype=torch.float64),
+    ),
+    # eager's nextafter backward: g to the first operand except where the two are equal
+    "nextafter_equal_operands": (
+        lambda x: torch.nextafter(x, torch.tensor([1.0, 0.0, 2.0, -math.inf], dtype=torch.float64)),
+        lambda: torch.tensor([1.0, 2.0, 2.0, -math.inf], dtype=torch.float64),
+    ),
+    # eager's infinity-norm backward splits the gradient among the elements at the norm and the
+    # NaNs, times sgn (0 at a NaN): a NaN in a row no longer makes the row's gradient NaN
+    **{
+        name: (fn, lambda: torch.tensor([[3.0, math.nan, -3.0, 1.0], [-3.0, 3.0, 1.0, -math.inf], [0.0, -0.0, 0.0, 0.0], [2.0, -1.0, 0.5, 2.0]], dtype=torch.float64))
+        for name, fn in {
+            "vector_norm_inf_ties_and_nan": lambda x: torch.linalg.vector_norm(x, math.inf, 1, True),
+            "vector_norm_minus_inf": lambda x: torch.linalg.vector_norm(x, -math.inf, 0),
+            "vector_norm_inf_whole": lambda x: torch.linalg.vector_norm(x[[0, 2, 3]], math.inf),
+            "norm_inf_dim": lambda x: torch.norm(x, p=math.inf, dim=1),
+        }.items()
+    },
+    # an all -inf window beside padding: eager's gradient goes to its first element in the input
+    "max_pool3d_all_minus_inf_padded": (lambda x: F.max_pool3d(x[None], (1, 3, 3), (1, 2, 2), (0, 1, 1)), lambda: torch.full((2, 4, 5), -math.inf, dtype=torch.float64)),
+    # ... and with a target that requires grad too (row 1 of z): eager's target backward is -x g,
+    # or (log_sigmoid(-x) - pos_weight log_sigmoid(x)) g (the decomposition gave NaN at -inf logits)
+    **{
+        name: (fn, lambda: torch.tensor([[-math.inf, math.inf, 0.0, 1e30, -3.0, -math.inf], [0.0, 1.0, 0.5, -math.inf, 0.2, -math.inf]], dtype=torch.float64))
+        for name, fn in {
+            "bce_with_logits_target_requires_grad": lambda z: F.binary_cross_entropy_with_logits(z[0], z[1]),
+            "bce_with_logits_target_requires_grad_pos_weight": lambda z: F.binary_cross_entropy_with_logits(
+                z[0], z[1], pos_weight=torch.tensor([2.0, 0.5, 1.0, 3.0, 1.0, 2.0], dtype=torch.float64), reduction="sum"
+            ),
+            "bce_with_logits_target_requires_grad_weight": lambda z: F.binary_cross_entropy_with_logits(
+                z[0], z[1], weight=torch.tensor([2.0, 0.5, 1.0, 3.0, 1.0, 2.0], dtype=torch.float64), reduction="none"
+            ),
+        }.items()
+    },
     "complex_elementwise": (
         lambda z: torch.exp(z) * z / (z + 2) + torch.sin(z) * torch.tanh(z) + torch.sqrt(z) + torch.log(z),
         lambda: torch.randn(6, dtype=torch.complex128),

@@ -279,16 +279,28 @@ def col2im(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
         lambda: f"Given output_size={out_size}, kernel_size={kernel}, dilation={dilation}, padding={padding}, stride={stride}, expected size of input's dimension 2 to match the calculated number of sliding blocks {blocks[0]} * {blocks[1]} = {blocks[0] * blocks[1]}, but got input.size(2)={x.shape[2]}.",
         RuntimeError,
     )
-    # col2im is a transposed convolution whose weight routes channel (c, i, j) to output c at
-    # kernel offset (i, j): an identity per group
+    # Each column entry adds into one output position (none where it falls in the padding):
+    # a scatter-add in the order eager's loop adds, over the output with its padding, which is
+    # then cut off. (A transposed convolution with an identity weight, as before, multiplied
+    # every entry by the weight's zeros too, and 0 * inf made whole outputs NaN.)
     dtype = x.dtype
     compute = torch.float32 if dtype == torch.bool else computation_dtype(dtype)
-    n, c = x.shape[0], guarded_int(x.shape[1] // k)  # the groups of the convolution below: read, guarded
-    iota = prims.iota(k, start=0, step=1, device=x.device, dtype=torch.int64)
-    eye = prims.eq(prims.broadcast_in_dim(iota, (c, k, k), [1]), prims.broadcast_in_dim(iota, (c, k, k), [2]))
-    weight = prims.reshape(prims.convert_element_type(eye, compute), (c * k, 1, *kernel))
-    cols = prims.reshape(to_dtype(x, compute), (n, c * k, *blocks))
-    extra = tuple(o - ((b - 1) * s - 2 * p + d * (kk - 1) + 1) for o, b, s, p, d, kk in zip(out_size, blocks, stride, padding, dilation, kernel))
-    out = prims.convolution(cols, weight, None, stride, padding, dilation, True, extra, c)
+    n, c = x.shape[0], x.shape[1] // k
+    (kh, kw), (bh, bw) = kernel, blocks
+    padded = [o + 2 * p for o, p in zip(out_size, padding)]
+    grid = (kh, kw, bh, bw)
+
+    def along(size: int, dim: int, step: int) -> TensorProxy:
+        steps = prims.iota(size, start=0, step=step, device=x.device, dtype=torch.int64)
+        return prims.broadcast_in_dim(steps, grid, [dim])
+
+    row = prims.add(along(kh, 0, dilation[0]), along(bh, 2, stride[0]))
+    col = prims.add(along(kw, 1, dilation[1]), along(bw, 3, stride[1]))
+    flat = prims.reshape(prims.add(prims.mul(row, padded[1]), col), (k * bh * bw,))
+    index = prims.broadcast_in_dim(flat, (n, c, k * bh * bw), [2])
+    cols = prims.reshape(to_dtype(x, compute), (n, c, k * bh * bw))
+    zeros = prims.full((n, c, padded[0] * padded[1]), 0, device=x.device, dtype=compute)
+    out = prims.reshape(prims.scatter_add(zeros, index, cols, 2), (n, c, *padded))
+    out = prims.slice(out, (0, 0, padding[0], padding[1]), (n, c, padding[0] + out_size[0], padding[1] + out_size[1]), (1, 1, 1, 1))
     out = prims.ne(out, 0.0) if dtype == torch.bool else to_dtype(out, dtype)
     return unbatch(out, added)

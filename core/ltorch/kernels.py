@@ -271,7 +271,7 @@ _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
 
 def _nll_parts(logp: TensorProxy, target: TensorProxy, weight, ignore_index: int):
-    """(per-target weight w, picked log-probabilities, kept mask, safe index), class dim 1 (0 for 1-D)."""
+    """(per-target weight w, picked log-probabilities, kept mask, safe index, class dim: 1, 0 for 1-D)."""
     cdim = 0 if logp.ndim == 1 else 1
     keep = prims.ne(target, ignore_index)
     index = prims.where(keep, _to(target, torch.int64), 0)  # ignored targets point at class 0, weight 0
@@ -285,7 +285,7 @@ def _nll_parts(logp: TensorProxy, target: TensorProxy, weight, ignore_index: int
         flat = prims.reshape(index, (index.numel(),))
         w = prims.reshape(prims.take(_to(weight, logp.dtype), flat, 0), tuple(target.shape))
         w = prims.where(keep, w, 0.0)
-    return w, picked, index, cdim
+    return w, picked, keep, index, cdim
 
 
 def _all(x: TensorProxy) -> tuple[int, ...]:
@@ -293,8 +293,9 @@ def _all(x: TensorProxy) -> tuple[int, ...]:
 
 
 def _nll_forward(self, target, weight, reduction, ignore_index):
-    w, picked, _, _ = _nll_parts(self, target, weight, ignore_index)
-    loss = prims.neg(prims.mul(picked, w))
+    w, picked, keep, _, _ = _nll_parts(self, target, weight, ignore_index)
+    # an ignored target adds nothing, not 0 * its row's class-0 value (NaN where that is infinite)
+    loss = prims.where(keep, prims.neg(prims.mul(picked, w)), 0.0)
     total_weight = prims.sum(w, _all(w))
     if reduction == 0:
         return loss, total_weight
@@ -303,13 +304,14 @@ def _nll_forward(self, target, weight, reduction, ignore_index):
 
 
 def _nll_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
-    w, _, index, cdim = _nll_parts(self, target, weight, ignore_index)
+    w, _, keep, index, cdim = _nll_parts(self, target, weight, ignore_index)
     g = grad_output
     if reduction == 1:
         g = prims.div(g, total_weight)
     if reduction != 0:
         g = prims.broadcast_in_dim(g, tuple(w.shape), ())
-    per_target = prims.neg(prims.mul(g, w))
+    # an ignored target's gradient is 0, even where the total weight is NaN or 0 (eager skips it)
+    per_target = prims.where(keep, prims.neg(prims.mul(g, w)), 0.0)
     return prims.scatter(_zeros(self.shape, self), index, prims.reshape(per_target, tuple(index.shape)), cdim)
 
 

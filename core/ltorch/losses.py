@@ -308,7 +308,8 @@ def _nll(logp: TensorProxy, target: TensorProxy, weight, ignore_index: int, redu
         flat = prims.reshape(index, (index.numel(),))
         w = prims.reshape(prims.take(to_dtype(weight, logp.dtype), flat, 0), target.shape)
         w = prims.where(keep, w, 0.0)
-    loss = prims.neg(prims.mul(picked, w))
+    # an ignored target adds nothing, not 0 * its row's class-0 value (NaN where that is infinite)
+    loss = prims.where(keep, prims.neg(prims.mul(picked, w)), 0.0)
     total_weight = prims.sum(w, _all_dims(w))
     if reduction == "none":
         return loss, total_weight

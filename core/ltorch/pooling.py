@@ -258,8 +258,21 @@ def _max_pool(name: str, n: int, input, kernel_size, stride, padding, dilation, 
     flat = prims.reshape(w, (*w.shape[: 2 + n], k))
     # argmax keeps the first maximum (and a NaN), as torch's kernels do
     best = prims.reshape(prims.argmax(flat, 2 + n), (*flat.shape[:-1], 1))
-    positions = prims.broadcast_in_dim(prims.reshape(positions, (1, 1, *sizes, k)), flat.shape, list(range(flat.ndim)))
+    positions = prims.reshape(positions, (1, 1, *sizes, k))
     values = prims.take_along_axis(flat, best, 2 + n)
+    if any(padding) and (return_indices or x.requires_grad):
+        # a window whose elements are all -inf ties with its padding, and argmax takes a padding
+        # position (-1) where eager's kernel takes the window's first element inside the input.
+        # Only the index and the gradient show it (the value is -inf either way), so a forward
+        # that returns neither skips these ops (a third slower through the prims on CPU)
+        # (per window position, not per batch and channel: small)
+        first_inside = prims.reshape(prims.argmax(prims.convert_element_type(prims.ge(positions, 0), torch.int32), 2 + n), (1, 1, *sizes, 1))
+        starts_in_padding = prims.broadcast_in_dim(prims.ne(first_inside, 0), best.shape, list(range(best.ndim)))
+        first_inside = prims.broadcast_in_dim(first_inside, best.shape, list(range(best.ndim)))
+        tied_with_padding = prims.logical_and(prims.eq(values, _lowest(x.dtype)), starts_in_padding)
+        best = prims.where(tied_with_padding, first_inside, best)
+        values = prims.take_along_axis(flat, best, 2 + n)  # the same -inf, its gradient to that element
+    positions = prims.broadcast_in_dim(positions, flat.shape, list(range(flat.ndim)))
     indices = prims.take_along_axis(positions, best, 2 + n)
     shape = (*flat.shape[:-1],)
     values = unbatch(prims.reshape(values, shape), added)

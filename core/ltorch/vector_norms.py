@@ -56,7 +56,8 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     diff = prims.sub(prims.broadcast_in_dim(a, shape, [*range(nb), nb, nb + 2]), prims.broadcast_in_dim(b, shape, [*range(nb), nb + 1, nb + 2]))
     last = [nb + 2]
     if p == 0:
-        out = prims.sum(prims.convert_element_type(prims.ne(diff, 0.0), compute), last)
+        # eager's kernel counts min(ceil(|d|), 1): a NaN difference (inf - inf) makes the count NaN
+        out = prims.sum(prims.minimum(prims.ceil(prims.abs(diff)), 1.0), last)
     elif p == math.inf:
         out = prims.amax(prims.abs(diff), last) if M else prims.sum(diff, last)
     elif p == 1:

@@ -28,13 +28,14 @@ import torch
 from ... import ltorch, prims
 from ...ltorch import kernels as k
 from ...ltorch.helpers import computation_dtype
+from ...ltorch.reductions import reduction_dims
 from ...prims.base import canonical_dim
 from ...proxies import TensorProxy
 from ..gradients import GradCall, GradRules, NeedsAutograd, NoGradRule
 from .ltorch_attention import attention_rules
 from .ltorch_convolution import convolution_rules
 from .ltorch_losses import loss_rules
-from .support import last_two_swapped, per_argument, real_only, scaled, sum_to, to_dtype
+from .support import expand, last_two_swapped, per_argument, real_only, scaled, sum_to, to_dtype
 
 __all__ = ["register_ltorch_rules"]
 
@@ -346,14 +347,37 @@ def _dropout(call: GradCall) -> tuple:
 
 def _zero_norm_rule(ord_at: int) -> Callable[[GradCall], tuple]:
     """vector_norm, norm, pairwise_distance: with ord 0 (a count of nonzeros) eager's backward
-    returns no gradient at all, None, not zeros; other orders go through the decomposition."""
+    returns no gradient at all, None, not zeros; with ord +-inf see `_infinity_norm`; other
+    orders go through the decomposition."""
 
     def backward(call: GradCall) -> tuple:
-        if call.args[ord_at] != 0:
-            raise NoGradRule(f"the {call.args[ord_at]}-norm (its decomposition has the gradient)")
+        order = call.args[ord_at]
+        if isinstance(order, float) and math.isinf(order) and ord_at == 1:
+            return _infinity_norm(call)
+        if order != 0:
+            raise NoGradRule(f"the {order}-norm (its decomposition has the gradient)")
         return tuple(None for _ in call.inputs)
 
     return backward
+
+
+def _infinity_norm(call: GradCall) -> tuple:
+    """eager's linalg_vector_norm_backward for ord +-inf: the gradient split among the elements
+    whose |x| is the norm and the NaNs, times sgn(x) (0 at a NaN). The decomposition's amax
+    matched no element where the norm is NaN and gave NaN to the whole slice."""
+    a, dim, keepdim = call.args[0], call.args[2], call.args[3]
+    if a.dtype.is_complex or call.kwargs.get("dtype") is not None or call.output.dtype != a.dtype:
+        raise NoGradRule("the infinity norm of a complex input or in another dtype (its decomposition has the gradient)")
+    dims = reduction_dims(a, dim)
+    kept = tuple(n for d, n in enumerate(a.shape) if d not in dims)
+    norm, g = call.output, call.g
+    if keepdim:
+        norm, g = prims.reshape(norm, kept), prims.reshape(g, kept)
+    magnitude = prims.abs(a)
+    chosen = prims.logical_or(prims.eq(magnitude, expand(norm, a.shape, dims)), prims.isnan(magnitude))
+    chosen = prims.convert_element_type(chosen, a.dtype)
+    share = expand(prims.div(g, prims.sum(chosen, dims)), a.shape, dims)
+    return (prims.mul(prims.sign(a), prims.mul(share, chosen)),)
 
 
 def _whole_extremum(call: GradCall) -> tuple:

@@ -172,31 +172,47 @@ def _cross_entropy(call: GradCall) -> tuple:
     return gx, gt, None, None, None, None, None, None
 
 
+def _log_sigmoid(x: TensorProxy) -> TensorProxy:
+    # eager's log_sigmoid: min(x, 0) - log1p(exp(-|x|)), finite wherever x is
+    return prims.sub(prims.minimum(x, 0.0), prims.log1p(prims.exp(prims.neg(prims.abs(x)))))
+
+
 @per_argument
 def _bce_with_logits(call: GradCall) -> tuple:
-    # eager's backward: (sigmoid(x) (pos_weight t + 1 - t) - pos_weight t) g, finite at a logit of
-    # -inf (the decomposition's stable softplus gave NaN there); target, weight or pos_weight that
-    # require grad go through the decomposition
+    # eager's backwards: the input's (sigmoid(x) (pos_weight t + 1 - t) - pos_weight t) g, finite
+    # at a logit of -inf (the decomposition's stable softplus gave NaN there), and the target's
+    # (log_sigmoid(-x) - pos_weight log_sigmoid(x)) g, or -x g without pos_weight; a weight or
+    # pos_weight that requires grad goes through the decomposition
     input, target, weight, size_average, reduce, reduction, pos_weight = call.args
-    if call.wants(target) or call.wants(weight) or call.wants(pos_weight):
-        raise NoGradRule("binary_cross_entropy_with_logits with a target, weight or pos_weight that requires grad")
+    if call.wants(weight) or call.wants(pos_weight):
+        raise NoGradRule("binary_cross_entropy_with_logits with a weight or pos_weight that requires grad")
     reduction = _reduction(size_average, reduce, reduction)
     compute = k._compute_dtype(input.dtype)
     shape = tuple(input.shape)
     x, t = to_dtype(input, compute), to_dtype(target, compute)
-    s = prims.reciprocal(prims.add(prims.exp(prims.neg(x)), 1.0))
-    if pos_weight is not None:
-        pt = prims.mul(broadcast_to(to_dtype(pos_weight, compute), shape), t)
-        d = prims.sub(prims.mul(prims.sub(prims.add(pt, 1.0), t), s), pt)
-    else:
-        d = prims.sub(s, t)
     g = to_dtype(call.g, compute)
     if reduction == "mean":
         g = prims.div(g, float(input.numel()))
-    grad = prims.mul(d, broadcast_to(g, shape))
+    g = broadcast_to(g, shape)
     if weight is not None:
-        grad = prims.mul(grad, broadcast_to(to_dtype(weight, compute), shape))
-    return to_dtype(grad, input.dtype), None, None, None, None, None, None
+        g = prims.mul(g, broadcast_to(to_dtype(weight, compute), shape))
+    pw = None if pos_weight is None else broadcast_to(to_dtype(pos_weight, compute), shape)
+    grad_input = grad_target = None
+    if call.wants(input):
+        s = prims.reciprocal(prims.add(prims.exp(prims.neg(x)), 1.0))
+        if pw is not None:
+            pt = prims.mul(pw, t)
+            d = prims.sub(prims.mul(prims.sub(prims.add(pt, 1.0), t), s), pt)
+        else:
+            d = prims.sub(s, t)
+        grad_input = to_dtype(prims.mul(d, g), input.dtype)
+    if call.wants(target):
+        if pw is not None:
+            d = prims.sub(_log_sigmoid(prims.neg(x)), prims.mul(pw, _log_sigmoid(x)))
+        else:
+            d = prims.neg(x)
+        grad_target = to_dtype(prims.mul(d, g), target.dtype)
+    return grad_input, grad_target, None, None, None, None, None
 
 
 def loss_rules() -> dict[str, tuple[Callable, Callable | None]]:

@@ -38,12 +38,23 @@ def _prod(call: GradCall) -> tuple:
     a, dims = call.args
     if not dims:
         return call.g, None
-    # d prod / d a_i = the product of all the others: a prefix product times a suffix product
+    # PyTorch's prod_backward branches on the zeros of the whole input: with none, g * out / a
+    # (so an infinite or overflowing factor gives what the division gives); with some, the product
+    # of the others, a prefix product times a suffix product (no division, zeros are safe); and
+    # the product of every element (torch.prod(x), here all dims) with two or more zeros, zeros
     flat, perm = moved_last(a, dims)
     last = flat.ndim - 1
     others = prims.mul(_exclusive_cumprod(flat, last), _exclusive_cumprod(flat, last, reverse=True))
     g = prims.broadcast_in_dim(call.g, tuple(flat.shape), tuple(range(last)))
-    return restored(prims.mul(g, others), a, perm), None
+    with_zeros = restored(prims.mul(g, others), a, perm)
+    every = tuple(range(a.ndim))
+    zero_count = prims.sum(prims.convert_element_type(prims.eq(a, 0), a.dtype), every)
+    zero_count = prims.broadcast_in_dim(zero_count, tuple(a.shape), ())
+    divided = prims.div(prims.mul(expand(call.g, a.shape, dims), expand(call.output, a.shape, dims)), a)
+    grad = prims.where(prims.eq(zero_count, 0), divided, with_zeros)
+    if len(dims) == a.ndim:
+        grad = prims.where(prims.gt(zero_count, 1), 0.0, grad)
+    return grad, None
 
 
 @per_argument
@@ -81,16 +92,25 @@ def _cumsum(call: GradCall) -> tuple:
 def _cumprod(call: GradCall) -> tuple:
     a, dim = call.args
     g, out = call.g, call.output
-    # Before the first zero of a run along dim, grad_i = sum_{j>=i} g_j out_j / a_i (a_i != 0 there).
-    # At the first zero z, grad_z = sum_{j>=z} g_j prod_{k<=j, k!=z} a_k: the cumprod with a_z set to 1.
-    # After it, every product a_i enters also holds a_z = 0: the gradient is 0.
+    if a.ndim == 0 or a.shape[dim] == 1:  # eager passes g through (out / a is NaN at 0 and inf)
+        return g, None
+    # PyTorch's cumprod_backward, term for term (its masks decide where a NaN from 0 * inf lands):
+    # before the first zero of a run along dim, grad_i = sum_{j in [i, z1)} g_j out_j / a_i.
+    # At the first zero z1, out[z1 - 1] * sum_{j in [z1, z2)} g_j prod_{k in (z1, j]} a_k.
+    # After it, every product a_i enters also holds a_z1 = 0: the gradient is 0.
     is_zero = prims.eq(a, 0)
     zeros_so_far = prims.cumsum(prims.convert_element_type(is_zero, a.dtype), dim)
     before_zero = prims.eq(zeros_so_far, 0)
-    first_zero = prims.logical_and(is_zero, prims.eq(zeros_so_far, 1))
-    divided = prims.div(_reverse_cumsum(prims.mul(g, out), dim), prims.where(before_zero, a, 1.0))
-    skipping_zero = prims.cumprod(prims.where(first_zero, 1.0, a), dim)
-    at_zero = _reverse_cumsum(prims.mul(g, skipping_zero), dim)
+    up_to_second_zero = prims.eq(zeros_so_far, 1)
+    first_zero = prims.logical_and(is_zero, up_to_second_zero)
+    in_stretch = prims.where(before_zero, prims.mul(g, out), 0.0)
+    divided = prims.div(_reverse_cumsum(in_stretch, dim), prims.where(before_zero, a, 1.0))
+    between_zeros = prims.logical_and(up_to_second_zero, prims.logical_not(is_zero))
+    products = prims.cumprod(prims.where(between_zeros, a, 1.0), dim)
+    terms = prims.sum(prims.mul(products, prims.where(up_to_second_zero, g, 0.0)), (dim,))
+    config = [(0, 0, 0)] * out.ndim
+    config[dim] = (1, -1, 0)  # out[i - 1], 1 at i = 0
+    at_zero = prims.mul(expand(terms, a.shape, (dim,)), prims.pad(out, 1.0, config))
     return prims.where(before_zero, divided, prims.where(first_zero, at_zero, 0.0)), None
 
 

@@ -307,8 +307,10 @@ def _copysign(call: GradCall) -> tuple:
 
 @per_argument
 def _nextafter(call: GradCall) -> tuple:
-    # PyTorch treats nextafter(a, b) as a itself (a one-ulp step): the gradient is a's alone
-    return call.g, None
+    # PyTorch treats nextafter(a, b) as a itself (a one-ulp step) except where a == b, where the
+    # output does not move and a gets no gradient; b never gets one
+    a, b = call.args
+    return prims.where(prims.eq(a, b), 0.0, call.g), None
 
 
 @per_argument
