@@ -340,9 +340,21 @@ _EDGE_PROGRAMS = {
 }
 
 
+def _eager_differentiates(fn, make) -> bool:
+    x = make().requires_grad_()
+    try:
+        out = fn(x)
+        torch.autograd.grad(out, x, torch.ones_like(out))
+    except RuntimeError:  # e.g. nextafter's derivative, which torch 2.10's autograd lacks
+        return False
+    return True
+
+
 @pytest.mark.parametrize("name", list(_EDGE_PROGRAMS))
 def test_gradients_at_edges(name: str):
     fn, make = _EDGE_PROGRAMS[name]
+    if not _eager_differentiates(fn, make):
+        pytest.skip(f"torch {torch.__version__}'s autograd cannot differentiate {name}: nothing to compare with")
     sample = SampleInput((make(),))
     info = OpInfo(name, fn, lambda dtype, device: [sample])
     for config in CONFIGS:
