@@ -997,6 +997,43 @@ def test_config_attribute_read_under_a_mapped_name():
     _check(j, m, x)
 
 
+class ConfigWithBuiltList(MappedConfig):
+    """transformers' FalconH1Config: `layer_types` maps to a property building a new list per read."""
+
+    attribute_map = {"layer_types": "layers_block_type"}
+
+    def __init__(self, layers):
+        self.layers = layers
+
+    @property
+    def layers_block_type(self):
+        return ["attention" if i % 2 else "mlp" for i in range(self.layers)]
+
+
+def test_config_list_built_anew_at_each_read_compiles_once():
+    class UsesLayerTypes(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.config = ConfigWithBuiltList(3)
+
+        def forward(self, x):
+            for kind in self.config.layer_types:
+                x = x.sin() if kind == "attention" else x * 2
+            return x
+
+    m = UsesLayerTypes()
+    j = squall.jit(m)
+    x = torch.randn(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SquallWarning)  # was: "changed while the program was being compiled", eager at every call
+        _check(j, m, x)
+        _check(j, m, x)
+    assert jitted_state(j).stats.misses == 1
+    m.config.layers = 4  # another list: the program follows it
+    _check(j, m, x)
+    assert jitted_state(j).stats.misses == 2
+
+
 SETTINGS = types.ModuleType("user_settings")  # a user's `import settings`
 SETTINGS.SCALE = 2.0
 

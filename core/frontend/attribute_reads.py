@@ -6,6 +6,7 @@ what is recorded and why is in `squall.frontend.state_guards`.
 """
 from __future__ import annotations
 
+import copy
 import keyword
 import operator
 import types
@@ -187,7 +188,15 @@ class AttributeReads:
         rooted = self.guards.rooted(info.real)
         target = rooted if rooted is not None else self.guards.bind(info.real, "o")
         self.guards.namespace["_getattr"] = getattr
-        return self._reached(value, f"_getattr({target}, {plain_scalar(name)!r})", f"attribute {name!r} of {info.label}")
+        expr, label = f"_getattr({target}, {plain_scalar(name)!r})", f"attribute {name!r} of {info.label}"
+        if _plain_items(value) and type(info.real).__getattribute__(info.real, name) is not value:
+            # built anew at each read (a transformers config maps `layer_types` to a property
+            # making a list): no later read gives this object, so an identity guard failed at
+            # every call. Guarded by what it holds; the program's changes to it, lost in eager
+            # with the object, need no replay
+            self.guards.add(f"(type(_v := {expr}) is {self.guards.bind(type(value), 'c')} and _v == {self.guards.bind(copy.copy(value), 'k')})", label)
+            return value
+        return self._reached(value, expr, label)
 
     def _read_class_attribute(self, info: _ViewInfo, name: str, owner: type, raw: Any, value: Any) -> Any:
         """An attribute found on the object's class (`scale = 2.0` in the class body, a method,
@@ -354,3 +363,15 @@ def class_scalars(cls: type) -> dict:
             else:
                 found.pop(k, None)
     return found
+
+
+_EQUAL_BY_VALUE = frozenset({str, int, bool, type(None)})  # == tells them apart as a program can (not -0.0 and 0.0)
+
+
+def _plain_items(value: Any) -> bool:
+    """Whether `value` is a list, tuple or dict of strings, ints, bools and None alone: equal
+    contents then read the same to any program."""
+    t = type(value)
+    if t is dict:
+        return all(type(k) in _EQUAL_BY_VALUE and type(v) in _EQUAL_BY_VALUE for k, v in value.items())
+    return (t is list or t is tuple) and all(type(v) in _EQUAL_BY_VALUE for v in value)
