@@ -131,7 +131,9 @@ def _arange_inferred_samples(dtype, device):
 def _arange_errors(device):
     yield ErrorInput(SampleInput((0, 5, 0)), RuntimeError, "step must be nonzero")
     yield ErrorInput(SampleInput((5, 0, 1)), RuntimeError, "inconsistent with step sign")
-    yield ErrorInput(SampleInput((0.0, 2.5, 0.5), {"dtype": torch.int64}), ValueError, "step must be nonzero")
+    # (not asked of eager: torch 2.10's own arange dies of a floating point exception there on
+    # some CPUs, the step truncated to 0 dividing, where later torch raises ValueError)
+    yield ErrorInput(SampleInput((0.0, 2.5, 0.5), {"dtype": torch.int64}), ValueError, "step must be nonzero", torch_raises=False)
 
 
 def _linspace_samples(dtype, device):
