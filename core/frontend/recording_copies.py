@@ -20,6 +20,7 @@ import torch
 from ..trace import plain_scalar
 from .autograd_functions import TracedAutogradFunction, is_autograd_function
 from .python_effects import refuse_call_dependent, refuse_python_state_owner, traced_id, traced_print, TracedLogger
+from .standard_modules import standard_stand_in
 from .state_views import (
     _cell_value,
     _MISSING,
@@ -329,6 +330,9 @@ class RecordingCopies:
         object as a view, anything else as it is."""
         refuse_python_state_owner(value, label)
         refuse_call_dependent(value, label)
+        stand_in = standard_stand_in(value, self.guards, label)
+        if stand_in is not None:
+            return self._standing_for(stand_in, value)
         if isinstance(value, type):
             self.note_class(value, label)
         if _user_function(value):

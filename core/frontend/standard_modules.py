@@ -1,0 +1,214 @@
+"""The standard library's modules as a traced program reads them (part of the state recorder,
+`squall.frontend.state_guards`): what they answer or do at every call in eager, a trace would
+answer or do once, at trace time. So the program gets stand-ins where it reads one:
+
+- `warnings` (and `warnings.warn`): a warning eager shows at every call (an "always" filter)
+  runs the call eagerly; one it shows once per place (the default filters) or never is warned
+  as eager does, once, with the filters guarded;
+- `logging` (and `logging.info`, ...): the module's functions log through the root logger, as a
+  `logging.Logger` the program reads does (`TracedLogger`);
+- `sys.stdout` and `sys.stderr`: writing to them runs the call eagerly, as `print` does;
+- `os.environ` and `os.getenv`: a variable read is guarded on its value (or absence); setting or
+  deleting one runs the call eagerly;
+- `datetime.datetime.now()` and its kin answer differently at every call: reading one runs the
+  call eagerly, as a clock of the `time` module does.
+
+Other attributes of these modules are the modules' own.
+"""
+from __future__ import annotations
+
+import datetime
+import functools
+import logging
+import os
+import sys
+import types
+import warnings
+from typing import Any
+
+from ..ltorch.unmodelled import UnmodelledMode
+from .python_effects import TracedLogger
+from .state_views import UnreplayableWrite, _where
+
+__all__ = ["standard_stand_in"]
+
+
+def standard_stand_in(value: Any, guards: Any, label: str) -> Any:
+    """The stand-in the program gets for `value`, a standard-library module or one of the
+    functions above that it read (`label` says where), or None where it reads it as it is."""
+    if value is warnings or value is warnings.warn:
+        warn = functools.partial(_traced_warn, guards)
+        return _ModuleStandIn(warnings, {"warn": warn}) if value is warnings else warn
+    if value is logging or type(value) is types.FunctionType and value in _ROOT_LOGGING:
+        root = _RootLogging(guards)
+        return _ModuleStandIn(logging, {name: getattr(root, name) for name in _ROOT_LOGGING_NAMES}) if value is logging else getattr(root, value.__name__)
+    if value is sys:
+        return _ModuleStandIn(sys, {"stdout": _WriteRefused(sys.stdout, "sys.stdout"), "stderr": _WriteRefused(sys.stderr, "sys.stderr")})
+    if value is os or value is os.environ or value is os.getenv:
+        environ = _TracedEnviron(guards)
+        if value is os:
+            return _ModuleStandIn(os, {"environ": environ, "getenv": environ.get, "putenv": environ.refuse, "unsetenv": environ.refuse})
+        return environ if value is os.environ else environ.get
+    if value is datetime:
+        return _ModuleStandIn(datetime, {"datetime": _ClockClass(datetime.datetime), "date": _ClockClass(datetime.date)})
+    if value is datetime.datetime or value is datetime.date:
+        return _ClockClass(value)
+    return None
+
+
+class _ModuleStandIn(types.ModuleType):
+    """A standard module as the program reads it: the names in `replaced` are stand-ins, the
+    others the module's own."""
+
+    def __init__(self, real: types.ModuleType, replaced: dict[str, Any]):
+        super().__init__(real.__name__, real.__doc__)
+        held = types.ModuleType.__getattribute__(self, "__dict__")
+        held["_squall_real"], held["_squall_replaced"] = real, replaced
+
+    def __getattribute__(self, name: str) -> Any:
+        held = types.ModuleType.__getattribute__(self, "__dict__")
+        replaced = held["_squall_replaced"]
+        return replaced[name] if name in replaced else getattr(held["_squall_real"], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        real = types.ModuleType.__getattribute__(self, "__dict__")["_squall_real"]
+        raise UnreplayableWrite(f"squall: the program assigns {real.__name__}.{name} ({_where()}); squall cannot replay "
+                                "assigning a module's attributes at every call")
+
+    __delattr__ = __setattr__
+
+
+def _traced_warn(guards: Any, message: Any, category: type[Warning] | None = None, stacklevel: int = 1, **kwargs: Any) -> None:
+    """`warnings.warn` as the program calls it: the filter that eager's call would meet decides.
+    "always" shows it at every call, which a trace cannot, so the call runs eagerly; any other
+    action ("default", "once", "module": once per place; "ignore"; "error": eager's error) is
+    eager's at every call when warned once now, with the filters guarded to stay as they are."""
+    if isinstance(message, Warning):
+        category = type(message)
+    category = category or UserWarning
+    frame = sys._getframe(stacklevel)  # (this function's caller is frame 1: the program's line)
+    module, lineno = frame.f_globals.get("__name__", "<string>"), frame.f_lineno
+    text = str(message)
+    action = warnings.defaultaction
+    for act, msg, cat, mod, ln in warnings.filters:
+        if (msg is None or msg.match(text)) and issubclass(category, cat) and (mod is None or mod.match(module)) and ln in (0, lineno):
+            action = act
+            break
+    if action in ("always", "all"):
+        raise UnreplayableWrite(f"squall: the program warns ({_where()}) where the warnings filters show a warning at every "
+                                "call; warned while the program is traced, it would show once")
+    guards.add(f"{guards.bind(warnings, 'm')}.filters == {guards.bind(list(warnings.filters), 'f')}",
+               "the warnings filters (a warning the program gives shows as eager shows it)")
+    warnings.warn(message, category, stacklevel + 1, **kwargs)
+
+
+# the logging module's own functions, which log through the root logger (configuring it first, where it has no handlers)
+_ROOT_LOGGING_NAMES = ("debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log")
+_ROOT_LOGGING = {getattr(logging, name) for name in _ROOT_LOGGING_NAMES}
+
+
+class _RootLogging:
+    """The logging module's functions as the program calls them: the root logger's, as
+    `TracedLogger` reads a logger; where the root logger has no handlers yet, eager's first call
+    configures it (`basicConfig`), which the call leaves to eager."""
+
+    def __init__(self, guards: Any):
+        self._logger = TracedLogger(logging.root, guards, "the logging module (the root logger)")
+
+    def __getattr__(self, name: str) -> Any:
+        if not logging.root.handlers:
+            raise UnreplayableWrite(f"squall: the program logs through the logging module ({_where()}) while the root logger "
+                                    "has no handlers; eager's call configures it (logging.basicConfig)")
+        return getattr(self._logger, name)
+
+
+class _WriteRefused:
+    """`sys.stdout` or `sys.stderr` as the program reads it: a write would happen once, at trace
+    time, where eager writes at every call, so it runs the call eagerly; anything else is the stream's."""
+
+    def __init__(self, stream: Any, label: str):
+        self._stream, self._label = stream, label
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("write", "writelines"):
+            raise UnreplayableWrite(f"squall: the program writes to {self._label} ({_where()}); written while the program is "
+                                    "traced, it would be written once, not at every call as eager writes it")
+        return getattr(self._stream, name)
+
+
+class _TracedEnviron:
+    """`os.environ` as the program reads it: each variable read is guarded on its value (or its
+    absence), the whole environment where the program iterates or measures it; setting or
+    deleting a variable, which a trace would do once, runs the call eagerly."""
+
+    def __init__(self, guards: Any):
+        self._guards = guards
+        self._held = guards.bind(os.environ, "env")
+
+    def _read(self, key: str) -> str | None:
+        value = os.environ.get(key)
+        self._guards.add(f"{self._held}.get({key!r}) == {value!r}", f"the environment variable {key!r}")
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self._read(key)
+        return default if value is None else value
+
+    def __getitem__(self, key: str) -> str:
+        value = self._read(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._read(key) is not None
+
+    def _whole(self) -> dict[str, str]:
+        snapshot = dict(os.environ)
+        self._guards.add(f"dict({self._held}) == {self._guards.bind(snapshot, 'env')}", "the environment variables")
+        return snapshot
+
+    def __iter__(self):
+        return iter(self._whole())
+
+    def __len__(self) -> int:
+        return len(self._whole())
+
+    def keys(self):
+        return self._whole().keys()
+
+    def items(self):
+        return self._whole().items()
+
+    def values(self):
+        return self._whole().values()
+
+    def copy(self) -> dict[str, str]:
+        return self._whole()
+
+    def refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise UnreplayableWrite(f"squall: the program changes the environment variables ({_where()}); changed while the "
+                                "program is traced, they would be changed once, not at every call as eager changes them")
+
+    __setitem__ = __delitem__ = setdefault = pop = popitem = update = clear = refuse
+
+
+class _ClockClass:
+    """`datetime.datetime` or `datetime.date` as the program reads it: `now()`, `today()` and
+    `utcnow()` answer differently at every call, so reading one runs the call eagerly (a clock);
+    anything else (making a date, `fromisoformat`) is the class's own."""
+
+    _CLOCKS = ("now", "today", "utcnow")
+
+    def __init__(self, cls: type):
+        self._cls = cls
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._cls(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._CLOCKS:
+            raise UnmodelledMode(f"squall: the program reads {self._cls.__module__}.{self._cls.__name__}.{name} ({_where()}), "
+                                 "which answers differently at every call; traced, its answer would be the first call's, "
+                                 "frozen into the trace")
+        return getattr(self._cls, name)
