@@ -335,6 +335,10 @@ class RecordingCopies:
             return self._standing_for(stand_in, value)
         if isinstance(value, type):
             self.note_class(value, label)
+        if _user_function(value) or type(value) is torch.Tensor or type(value) is torch.nn.Parameter:
+            # read as an object, the Python attributes set on it (`f.mode`, a global tensor's `scale`,
+            # read as they are) are guarded, none included: one changed or set later is seen
+            self.guards.same_dict(f"{self.guards.bind(value, 'o')}.__dict__", dict(value.__dict__), f"the attributes of {label}")
         if _user_function(value):
             return self._recording_function(value)  # a helper's own global reads are seen too
         if type(value) is functools.partial:

@@ -186,6 +186,9 @@ class StateGuards(GuardSet):
     def same_dict(self, expr: str, d: dict, label: str) -> None:
         """Guard that the dict at `expr` holds `d`'s keys, in its order, each with the same value
         (the same object, or an equal number)."""
+        if not d:
+            self.add(f"not {expr}", label)
+            return
         keys, values = self.bind(list(d), "k"), self.bind(list(d.values()), "k")
         self.add(f"list({expr}) == {keys} and _same_items(list({expr}.values()), {values})", label)
 
