@@ -4,11 +4,14 @@ logging through the module, the environment, datetime's clocks and random genera
 program's own. Each of these was done or read once, at trace time, before 2026-11-27."""
 from __future__ import annotations
 
+import collections
+import contextvars
 import datetime
 import logging
 import os
 import random
 import sys
+import uuid
 import warnings
 
 import numpy as np
@@ -152,3 +155,77 @@ def test_a_generator_of_the_programs_own_draws_at_every_call():
     globals()["_OWN_NUMPY"] = np.random.default_rng(0)
     expected = [_draws(torch.ones(1)).item() for _ in range(3)]
     assert_close(got, expected)
+
+
+def _uuid_stamped(x):
+    return x + uuid.uuid4().int % 1000 + os.urandom(1)[0]
+
+
+def test_a_fresh_uuid_or_random_bytes_are_drawn_at_every_call():
+    """`uuid.uuid4()` and `os.urandom()` read through their modules were drawn once, at trace time."""
+    jitted = squall.jit(_uuid_stamped)
+    with pytest.warns(squall.SquallWarning, match=r"uuid\.uuid4.*answers differently at every call"):
+        first = jitted(torch.zeros(1))
+    got = {first.item()} | {_quiet(jitted, torch.zeros(1)).item() for _ in range(4)}
+    assert len(got) > 1
+
+
+def _float64_ones(x):
+    torch.set_default_dtype(torch.float64)
+    try:
+        return torch.ones(2) + x
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+def test_setting_the_default_dtype_inside_the_program_runs_eagerly():
+    """The trace made `torch.ones(2)` float64, as eager; the compiled call ran `torch.ones(2)`
+    under the call's default, float32: a float32 result where eager's is float64."""
+    jitted = squall.jit(_float64_ones)
+    with pytest.warns(squall.SquallWarning, match=r"torch\.set_default_dtype"):
+        got = jitted(torch.ones(2))
+    assert got.dtype == torch.float64 and _quiet(jitted, torch.ones(2)).dtype == torch.float64
+    assert torch.get_default_dtype() == torch.float32
+
+
+_COUNTS: collections.Counter = collections.Counter()
+_EAGER_COUNTS: collections.Counter = collections.Counter()
+
+
+def _counted(x, counts):
+    counts["calls"] += 1
+    counts.update(["seen", "seen"])
+    return x * counts["calls"] + counts["seen"] + counts["never"]
+
+
+def test_a_counter_the_program_counts_in_counts_once_a_call():
+    """A `collections.Counter` was not followed: written while traced, and read as the first
+    call's counts at every later call (eager's 2, 3 were 1, 1)."""
+    jitted = squall.jit(lambda x: _counted(x, _COUNTS))
+    for _ in range(4):
+        assert_close(_quiet(jitted, torch.ones(1)), _counted(torch.ones(1), _EAGER_COUNTS))
+    assert _COUNTS == _EAGER_COUNTS == collections.Counter(calls=4, seen=8)
+
+
+_SCALE_VAR: contextvars.ContextVar = contextvars.ContextVar("scale", default=1.0)
+
+
+def _scaled_by_the_context(x):
+    return x * _SCALE_VAR.get()
+
+
+def test_a_context_variable_read_is_guarded():
+    jitted = squall.jit(_scaled_by_the_context)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        for scale in (None, 2.0, 3.0, None):
+            token = _SCALE_VAR.set(scale) if scale is not None else None
+            try:
+                assert_close(jitted(torch.ones(2)), torch.full((2,), scale or 1.0))
+            finally:
+                if token is not None:
+                    _SCALE_VAR.reset(token)
+    other = contextvars.ContextVar("other", default=0)
+    with pytest.warns(squall.SquallWarning, match="sets the context variable 'other'"):
+        squall.jit(lambda x: (other.set(other.get() + 1), x + 1)[1])(torch.ones(1))
+    assert other.get() == 1  # set once, by eager

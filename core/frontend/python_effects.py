@@ -15,9 +15,11 @@ import functools
 import logging
 import os
 import random
+import secrets
 import sys
 import time
 import types
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,7 +58,8 @@ def refuse_python_state_owner(value: Any, label: str) -> None:
 _CALL_DEPENDENT_FUNCTIONS = frozenset(
     getattr(time, name) for name in ("time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns",
                                      "process_time", "process_time_ns", "thread_time", "thread_time_ns", "sleep")
-    if hasattr(time, name)) | {os.urandom}
+    if hasattr(time, name)) | {os.urandom, uuid.uuid1, uuid.uuid4} | {
+    getattr(secrets, name) for name in ("token_bytes", "token_hex", "token_urlsafe", "randbelow", "randbits", "choice")}
 
 
 def refuse_call_dependent(value: Any, label: str) -> None:

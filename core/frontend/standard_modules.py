@@ -10,27 +10,38 @@ answer or do once, at trace time. So the program gets stand-ins where it reads o
 - `sys.stdout` and `sys.stderr`: writing to them runs the call eagerly, as `print` does;
 - `os.environ` and `os.getenv`: a variable read is guarded on its value (or absence); setting or
   deleting one runs the call eagerly;
-- `datetime.datetime.now()` and its kin answer differently at every call: reading one runs the
-  call eagerly, as a clock of the `time` module does.
+- a `contextvars.ContextVar`: its value read is guarded; setting it runs the call eagerly;
+- `datetime.datetime.now()` and its kin, `os.urandom`, `uuid.uuid4` and `secrets`' draws answer
+  differently at every call: reading one runs the call eagerly, as a clock of the `time` module does.
 
 Other attributes of these modules are the modules' own.
 """
 from __future__ import annotations
 
+import contextvars
 import datetime
 import functools
 import logging
 import os
+import secrets
 import sys
 import types
+import uuid
 import warnings
 from typing import Any
 
 from ..ltorch.unmodelled import UnmodelledMode
-from .python_effects import TracedLogger
+from .python_effects import refuse_call_dependent, TracedLogger
 from .state_views import UnreplayableWrite, _where
 
-__all__ = ["standard_stand_in"]
+__all__ = ["has_stand_in", "standard_stand_in"]
+
+
+def has_stand_in(value: Any) -> bool:
+    """Whether the program gets a stand-in for `value` (`standard_stand_in`)."""
+    return (type(value) is types.ModuleType and value in _STANDARD_MODULES or value is os.environ or value is os.getenv
+            or value is warnings.warn or type(value) is contextvars.ContextVar or value is datetime.datetime or value is datetime.date
+            or type(value) is types.FunctionType and value in _ROOT_LOGGING)
 
 
 def standard_stand_in(value: Any, guards: Any, label: str) -> Any:
@@ -49,11 +60,18 @@ def standard_stand_in(value: Any, guards: Any, label: str) -> Any:
         if value is os:
             return _ModuleStandIn(os, {"environ": environ, "getenv": environ.get, "putenv": environ.refuse, "unsetenv": environ.refuse})
         return environ if value is os.environ else environ.get
+    if value is uuid or value is secrets:
+        return _ModuleStandIn(value, {})
+    if type(value) is contextvars.ContextVar:
+        return _TracedContextVar(value, guards)
     if value is datetime:
         return _ModuleStandIn(datetime, {"datetime": _ClockClass(datetime.datetime), "date": _ClockClass(datetime.date)})
     if value is datetime.datetime or value is datetime.date:
         return _ClockClass(value)
     return None
+
+
+_STANDARD_MODULES = (warnings, logging, sys, os, uuid, secrets, datetime)
 
 
 class _ModuleStandIn(types.ModuleType):
@@ -68,7 +86,11 @@ class _ModuleStandIn(types.ModuleType):
     def __getattribute__(self, name: str) -> Any:
         held = types.ModuleType.__getattribute__(self, "__dict__")
         replaced = held["_squall_replaced"]
-        return replaced[name] if name in replaced else getattr(held["_squall_real"], name)
+        if name in replaced:
+            return replaced[name]
+        value = getattr(held["_squall_real"], name)
+        refuse_call_dependent(value, f"{name!r} of module {held['_squall_real'].__name__}")  # (`os.urandom`, `uuid.uuid4`)
+        return value
 
     def __setattr__(self, name: str, value: Any) -> None:
         real = types.ModuleType.__getattribute__(self, "__dict__")["_squall_real"]
@@ -212,3 +234,30 @@ class _ClockClass:
                                  "which answers differently at every call; traced, its answer would be the first call's, "
                                  "frozen into the trace")
         return getattr(self._cls, name)
+
+
+class _TracedContextVar:
+    """A `contextvars.ContextVar` as the program reads it: its value (or its absence) in the
+    calling context is guarded; setting it, which a trace would do once, runs the call eagerly."""
+
+    _UNSET = object()
+
+    def __init__(self, var: contextvars.ContextVar, guards: Any):
+        self._var, self._guards = var, guards
+
+    def get(self, *default: Any) -> Any:
+        value = self._var.get(self._UNSET)
+        self._guards.watch(f"{self._guards.bind(self._var, 'cv')}.get({self._guards.bind(self._UNSET, 'k')})", value,
+                           f"the context variable {self._var.name!r}")
+        if value is self._UNSET:
+            return self._var.get(*default)  # (its own default, or eager's LookupError)
+        return value
+
+    def set(self, value: Any) -> Any:
+        raise UnreplayableWrite(f"squall: the program sets the context variable {self._var.name!r} ({_where()}); set while "
+                                "the program is traced, it would be set once, not at every call")
+
+    reset = set
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._var, name)
