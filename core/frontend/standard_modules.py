@@ -2,15 +2,15 @@
 `squall.frontend.state_guards`): what they answer or do at every call in eager, a trace would
 answer or do once, at trace time. So the program gets stand-ins where it reads one:
 
-- `warnings` (and `warnings.warn`): a warning eager shows at every call (an "always" filter)
-  runs the call eagerly; one it shows once per place (the default filters) or never is warned
-  as eager does, once, with the filters guarded;
+- `warnings` (and `warnings.warn`): a warning is replayed at every call (`warn_explicit` at
+  the program's place), so the filters show it as eager's (once per place, at every call under
+  "always"); one a filter makes an error runs the call eagerly, which raises it;
 - `logging` (and `logging.info`, ...): the module's functions log through the root logger, as a
   `logging.Logger` the program reads does (`TracedLogger`);
 - `sys.stdout` and `sys.stderr`: writing to them runs the call eagerly, as `print` does;
 - `os.environ` and `os.getenv`: a variable read is guarded on its value (or absence); setting or
   deleting one runs the call eagerly;
-- a `contextvars.ContextVar`: its value read is guarded; setting it runs the call eagerly;
+- a `contextvars.ContextVar`: its value read is guarded (until the program sets it itself);
 - `datetime.datetime.now()` and its kin, `os.urandom`, `uuid.uuid4` and `secrets`' draws answer
   differently at every call: reading one runs the call eagerly, as a clock of the `time` module does.
 
@@ -101,10 +101,10 @@ class _ModuleStandIn(types.ModuleType):
 
 
 def _traced_warn(guards: Any, message: Any, category: type[Warning] | None = None, stacklevel: int = 1, **kwargs: Any) -> None:
-    """`warnings.warn` as the program calls it: the filter that eager's call would meet decides.
-    "always" shows it at every call, which a trace cannot, so the call runs eagerly; any other
-    action ("default", "once", "module": once per place; "ignore"; "error": eager's error) is
-    eager's at every call when warned once now, with the filters guarded to stay as they are."""
+    """`warnings.warn` as the program calls it: replayed at every call, as eager warns it (the
+    filters and the place's registry decide whether it shows: once per place under the default
+    filters, at every call under "always"); where a filter makes it an error, eager's error is
+    raised now (the call runs eagerly), with the filters guarded to stay as they are."""
     if isinstance(message, Warning):
         category = type(message)
     category = category or UserWarning
@@ -116,12 +116,14 @@ def _traced_warn(guards: Any, message: Any, category: type[Warning] | None = Non
         if (msg is None or msg.match(text)) and issubclass(category, cat) and (mod is None or mod.match(module)) and ln in (0, lineno):
             action = act
             break
-    if action in ("always", "all"):
-        raise UnreplayableWrite(f"squall: the program warns ({_where()}) where the warnings filters show a warning at every "
-                                "call; warned while the program is traced, it would show once")
     guards.add(f"{guards.bind(warnings, 'm')}.filters == {guards.bind(list(warnings.filters), 'f')}",
                "the warnings filters (a warning the program gives shows as eager shows it)")
-    warnings.warn(message, category, stacklevel + 1, **kwargs)
+    if action == "error":
+        warnings.warn(message, category, stacklevel + 1, **kwargs)  # (raises: the call runs eagerly, which raises it)
+    registry = frame.f_globals.setdefault("__warningregistry__", {})
+    bind = guards.bind
+    guards.effects.append(f"{bind(warnings, 'm')}.warn_explicit({bind(message, 'k')}, {bind(category, 'k')}, "
+                          f"{frame.f_code.co_filename!r}, {lineno}, {module!r}, {bind(registry, 'k')})")
 
 
 # the logging module's own functions, which log through the root logger (configuring it first, where it has no handlers)
@@ -238,7 +240,8 @@ class _ClockClass:
 
 class _TracedContextVar:
     """A `contextvars.ContextVar` as the program reads it: its value (or its absence) in the
-    calling context is guarded; setting it, which a trace would do once, runs the call eagerly."""
+    calling context is guarded; after the program set it (transformers' output capture sets and
+    resets one around a forward), what it reads is its own value, not guarded."""
 
     _UNSET = object()
 
@@ -246,18 +249,15 @@ class _TracedContextVar:
         self._var, self._guards = var, guards
 
     def get(self, *default: Any) -> Any:
-        value = self._var.get(self._UNSET)
-        self._guards.watch(f"{self._guards.bind(self._var, 'cv')}.get({self._guards.bind(self._UNSET, 'k')})", value,
-                           f"the context variable {self._var.name!r}")
-        if value is self._UNSET:
-            return self._var.get(*default)  # (its own default, or eager's LookupError)
-        return value
+        if id(self._var) not in self._guards.context_vars_set:
+            value = self._var.get(self._UNSET)
+            self._guards.watch(f"{self._guards.bind(self._var, 'cv')}.get({self._guards.bind(self._UNSET, 'k')})", value,
+                               f"the context variable {self._var.name!r}")
+        return self._var.get(*default)  # (its own default, or eager's LookupError, where it has no value)
 
-    def set(self, value: Any) -> Any:
-        raise UnreplayableWrite(f"squall: the program sets the context variable {self._var.name!r} ({_where()}); set while "
-                                "the program is traced, it would be set once, not at every call")
-
-    reset = set
+    def set(self, value: Any) -> contextvars.Token:
+        self._guards.context_vars_set.add(id(self._var))
+        return self._var.set(value)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._var, name)
