@@ -114,6 +114,21 @@ def symbol_values(reads: dict[str, tuple[int, int | None]], values: Any) -> dict
     return found
 
 
+def _asked_by_the_program(depth: int) -> bool:
+    """Whether the code `depth` frames above the caller is the traced program's own (or a
+    library's), not torch's or squall's, while a program is traced."""
+    caller = sys._getframe(depth + 1).f_globals.get("__name__", "")
+    return _current.get() is not None and not (caller == "torch" or caller.startswith(("torch.", "squall")))
+
+
+def _text_for_the_program(proxy: TensorProxy) -> str:
+    """A traced tensor's text (`tensor([1., 2.])`) as the program asks for it: its values are the
+    call's, which text made once, at trace time, would freeze (it was the proxy's own text,
+    `<TensorProxy x: ...>`), so the call runs eagerly."""
+    _require_context().not_modelled(f"squall: the program turns tensor {proxy.name} into text (its values); made while "
+                                    "the program is traced, the text would be the first call's")
+
+
 def _require_context() -> Any:
     ctx = _current.get()
     if ctx is None:
@@ -250,7 +265,15 @@ class TensorProxy(torch.Tensor):
         raise BelowPythonAPI(f"squall: {func} reached a traced tensor below torch's Python API, where squall cannot trace it")
 
     def __format__(self, spec: str) -> str:
-        return object.__format__(self, spec)
+        # as eager's in the program's own code: a 0-d tensor formats its number (`f"{loss:.3f}"`,
+        # read and guarded), any other gives its text (`_text_for_the_program`)
+        if not _asked_by_the_program(1):
+            return object.__format__(self, spec)
+        if not self.shape:
+            return format(self.item(), spec)
+        if spec:
+            raise TypeError("unsupported format string passed to Tensor.__format__")
+        return _text_for_the_program(self)
 
     # --- metadata, answered without tracing -------------------------------------------
     @property
@@ -391,6 +414,8 @@ class TensorProxy(torch.Tensor):
         return iter(self.unbind(0))
 
     def __repr__(self) -> str:
+        if _asked_by_the_program(1):  # (`str(x)`, `f"{x!r}"`, a container's text in the program's code)
+            return _text_for_the_program(self)
         return f'<TensorProxy {self.name}: "{type_string(self)}">'
 
     __hash__ = object.__hash__

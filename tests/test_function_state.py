@@ -61,3 +61,20 @@ def test_a_functions_attribute_read_by_the_program_is_guarded():
         scaled.scale = 3.0
         assert_close(jitted(torch.ones(1)), torch.full((1,), 3.0))
     assert jitted.cache_info().misses == 2
+
+
+def test_an_attribute_set_later_on_a_function_that_had_none_is_seen():
+    """The function's attributes were guarded only where it had some when traced: `f.mode = "x"`
+    set after the first call was not seen."""
+
+    def moded(x):
+        return x * (3 if getattr(moded, "mode", None) == "x" else 2)
+
+    jitted = squall.jit(moded)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        assert_close(jitted(torch.ones(1)), torch.full((1,), 2.0))
+        moded.mode = "x"
+        assert_close(jitted(torch.ones(1)), torch.full((1,), 3.0))
+        del moded.mode
+        assert_close(jitted(torch.ones(1)), torch.full((1,), 2.0))

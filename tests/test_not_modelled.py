@@ -225,3 +225,25 @@ def test_a_complex_number_written_into_a_complex_tensor():
         warnings.simplefilter("error", squall.SquallWarning)
         got = squall.jit(written)(v.clone())
     assert_close(got, written(v.clone()))
+
+
+def test_a_traced_tensors_text_runs_the_call_eagerly():
+    """`str(x)`, `f"{x}"` and a list's text in the program gave the proxy's own text
+    (`<TensorProxy x: ...>`), silently; the text is of the call's values, so the call runs eagerly."""
+    known = {"tensor([1., 1.])": 2.0, "v=tensor([1., 1.])": 3.0, "[tensor([1., 1.])]": 4.0}
+    for text in (str, lambda x: f"v={x}", lambda x: repr([x])):
+        runs_eagerly_saying(lambda x: x * known.get(text(x), 0.0), lambda: (torch.ones(2),), r"turns tensor x into text")
+
+
+def test_a_0d_tensor_formats_its_number_as_eager():
+    """`f"{loss:.1f}"` raised TypeError (the proxy's format refused a spec) where eager formats the
+    number: read and guarded, so a new value takes another variant; a spec on a tensor of more
+    dimensions raises eager's TypeError."""
+    scaled = lambda x: x * {"2.0": 1.0, "0.0": 2.0}.get(f"{x.sum():.1f}", 3.0)  # noqa: E731
+    jitted = squall.jit(scaled)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        for x in (torch.ones(2), torch.zeros(2), torch.full((2,), 3.0), torch.ones(2)):
+            assert_close(jitted(x), scaled(x))
+    with pytest.raises(TypeError, match="unsupported format string passed to Tensor.__format__"):
+        squall.jit(lambda x: f"{x:.1f}")(torch.ones(2))

@@ -125,3 +125,25 @@ def test_a_views_base_is_eagers():
     view = torch.randn(4, 3)[1:]  # its base is outside the program: the call runs eagerly
     with pytest.warns(squall.SquallWarning, match=r"reads the base of a view of tensor x, a view it takes"):
         assert squall.jit(_bases)(view)[1:] == _bases(view)[1:]
+
+
+_GLOBAL_WEIGHT = torch.ones(3)
+
+
+def _scaled_by_a_global(x):
+    return x * _GLOBAL_WEIGHT * getattr(_GLOBAL_WEIGHT, "scale", 1.0)
+
+
+def test_a_global_tensors_attribute_is_guarded():
+    """An attribute of a tensor the program captured (a global, not an input) was read once, at
+    trace time: changed, added or removed later, the first call's value stayed in the trace."""
+    jitted = squall.jit(_scaled_by_a_global)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        for scale in (None, 2.0, 3.0, None, 2.0):
+            if scale is None:
+                _GLOBAL_WEIGHT.__dict__.pop("scale", None)
+            else:
+                _GLOBAL_WEIGHT.scale = scale
+            assert_close(jitted(torch.ones(3)), torch.full((3,), scale or 1.0))
+    assert jitted.cache_info().misses == 3

@@ -14,8 +14,12 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import random
+import secrets
+import sys
 import time
 import types
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -54,7 +58,8 @@ def refuse_python_state_owner(value: Any, label: str) -> None:
 _CALL_DEPENDENT_FUNCTIONS = frozenset(
     getattr(time, name) for name in ("time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns",
                                      "process_time", "process_time_ns", "thread_time", "thread_time_ns", "sleep")
-    if hasattr(time, name)) | {os.urandom}
+    if hasattr(time, name)) | {os.urandom, uuid.uuid1, uuid.uuid4} | {
+    getattr(secrets, name) for name in ("token_bytes", "token_hex", "token_urlsafe", "randbelow", "randbits", "choice")}
 
 
 def refuse_call_dependent(value: Any, label: str) -> None:
@@ -68,10 +73,23 @@ def refuse_call_dependent(value: Any, label: str) -> None:
         what = f"{value.__module__}.{value.__name__}, which answers differently at every call"
     elif isinstance(value, Iterator):
         what = f"a {type(value).__qualname__}, an iterator that advances at every call"
+    elif _random_generator(value.__self__ if type(value) in (types.MethodType, types.BuiltinMethodType) else value):
+        # (torch's, Python's and numpy's global generators are followed: squall.frontend.random_state)
+        what = "a random number generator of its own, whose draws advance at every call"
     else:
         return
     raise UnmodelledMode(f"squall: the program reads {label}, {what}; traced, its answers would be those of the first call, "
                          "frozen into the trace")
+
+
+def _random_generator(value: Any) -> bool:
+    """Whether `value` is a `random.Random` or a numpy `Generator` or `RandomState` other than the
+    global ones (those a program seeds or draws from are followed: squall.frontend.random_state)."""
+    if isinstance(value, random.Random):
+        return value is not random._inst
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, (numpy.random.Generator, numpy.random.RandomState)) \
+        and value is not numpy.random.mtrand._rand
 
 
 def _caches_in_python(transform: Any, depth: int = 0) -> bool:

@@ -17,9 +17,11 @@ from typing import Any
 
 import torch
 
+from ..ltorch.unmodelled import UnmodelledMode
 from ..trace import plain_scalar
 from .autograd_functions import TracedAutogradFunction, is_autograd_function
 from .python_effects import refuse_call_dependent, refuse_python_state_owner, traced_id, traced_print, TracedLogger
+from .standard_modules import has_stand_in, standard_stand_in
 from .state_views import (
     _cell_value,
     _MISSING,
@@ -57,6 +59,11 @@ _SETTING_QUERIES = {
     for name in names
     if module is not None and hasattr(module, name)
 }
+
+
+# torch's global defaults a program may set while it runs: its factories' dtype or device would
+# be the trace's, the compiled call's those of the call
+_SETTING_WRITES = frozenset({"set_default_dtype", "set_default_tensor_type", "set_default_device"})
 
 
 def _backend_flags() -> dict[str, list[tuple[str, Any]]]:
@@ -122,7 +129,8 @@ class RecordingCopies:
             # copy, in a cell of the copy's own (filled once the copy is known: it may be itself;
             # a nonlocal assignment to such a cell is refused at finish)
             cells = list(fn.__closure__ or ())
-            recorded_cells = [i for i, cell in enumerate(cells) if _recordable(_cell_value(cell))]
+            recorded_cells = [i for i, cell in enumerate(cells) if _recordable(v := _cell_value(cell)) or has_stand_in(v)
+                              or type(v) is torch.Tensor or type(v) is torch.nn.Parameter]
             for i in recorded_cells:
                 cells[i] = types.CellType()
             # any other filled cell: a copy too (one per cell, shared by the copies of the functions
@@ -178,6 +186,9 @@ class RecordingCopies:
             c = codes.pop()
             names.update(c.co_names)
             codes.extend(k for k in c.co_consts if type(k) is types.CodeType)
+        for name in names & _SETTING_WRITES:
+            raise UnmodelledMode(f"squall: the program calls torch.{name} ({code.co_qualname}), which changes the default its "
+                                 "torch calls run under; squall's compiled calls run under the defaults of the call")
         for name in names & _SETTING_QUERIES.keys():
             query = _SETTING_QUERIES[name]
             self.guards.watch(f"{self.guards.bind(query, 'q')}()", query(), f"torch.{name}()")
@@ -329,8 +340,15 @@ class RecordingCopies:
         object as a view, anything else as it is."""
         refuse_python_state_owner(value, label)
         refuse_call_dependent(value, label)
+        stand_in = standard_stand_in(value, self.guards, label)
+        if stand_in is not None:
+            return self._standing_for(stand_in, value)
         if isinstance(value, type):
             self.note_class(value, label)
+        if _user_function(value) or type(value) is torch.Tensor or type(value) is torch.nn.Parameter:
+            # read as an object, the Python attributes set on it (`f.mode`, a global tensor's `scale`,
+            # read as they are) are guarded, none included: one changed or set later is seen
+            self.guards.same_dict(f"{self.guards.bind(value, 'o')}.__dict__", dict(value.__dict__), f"the attributes of {label}")
         if _user_function(value):
             return self._recording_function(value)  # a helper's own global reads are seen too
         if type(value) is functools.partial:

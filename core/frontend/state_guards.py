@@ -133,6 +133,9 @@ class StateGuards(GuardSet):
         # every guard made while it is open, as the call that made it (a replay makes them again)
         self.logs: list[list] = []
         self._logging = False  # inside a logged call: the calls it makes are not logged again
+        # the context variables the program set while traced (squall.frontend.standard_modules):
+        # what it reads of them after is its own value, not the caller's, and is not guarded
+        self.context_vars_set: set[int] = set()
 
     # --- logged while a module call is recorded ---------------------------------------------------
 
@@ -186,6 +189,9 @@ class StateGuards(GuardSet):
     def same_dict(self, expr: str, d: dict, label: str) -> None:
         """Guard that the dict at `expr` holds `d`'s keys, in its order, each with the same value
         (the same object, or an equal number)."""
+        if not d:
+            self.add(f"not {expr}", label)
+            return
         keys, values = self.bind(list(d), "k"), self.bind(list(d.values()), "k")
         self.add(f"list({expr}) == {keys} and _same_items(list({expr}.values()), {values})", label)
 

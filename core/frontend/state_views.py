@@ -178,7 +178,7 @@ def _cell_value(cell: types.CellType) -> Any:
 
 
 # containers a program reaches that are read through recording copies (squall.frontend.recording_copies._follow)
-_FOLLOWED_CONTAINERS = frozenset({list, collections.deque, dict, set, collections.OrderedDict, collections.defaultdict})
+_FOLLOWED_CONTAINERS = frozenset({list, collections.deque, dict, set, collections.OrderedDict, collections.defaultdict, collections.Counter})
 # mutable sequences of plain values (read as they are, guarded by their contents; a change refused)
 SNAPSHOT_TYPES = frozenset({array.array, bytearray, numpy.ndarray})
 
@@ -614,8 +614,23 @@ class _RecordedDefaultDict(_DictRecording, collections.defaultdict):
         return collections.defaultdict.__missing__(self, key)
 
 
+class _RecordedCounter(_DictRecording, collections.Counter):
+    __slots__ = _DICT_SLOTS
+
+    def __getitem__(self, key):
+        # eager's `c[key]` of an absent key is 0, nothing set: a read of the key's absence
+        if dict.__contains__(self, key):
+            return _DictRecording.__getitem__(self, key)
+        if key not in self.keys_set:
+            self.recorder._read_key(self, key, False)
+        return 0
+
+    update, subtract = collections.Counter.update, collections.Counter.subtract  # (counting, through the copy's reads and sets)
+
+
 # the recording copy's class for each container class followed exactly (not their subclasses)
-RECORDED_DICT_TYPES = {dict: _RecordedDict, collections.OrderedDict: _RecordedOrderedDict, collections.defaultdict: _RecordedDefaultDict}
+RECORDED_DICT_TYPES = {dict: _RecordedDict, collections.OrderedDict: _RecordedOrderedDict, collections.defaultdict: _RecordedDefaultDict,
+                       collections.Counter: _RecordedCounter}
 
 
 class _RecordedSet(set):
