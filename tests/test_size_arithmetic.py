@@ -59,6 +59,11 @@ PROGRAMS = {
     # size for its own torch.SymInt and failed on it (AttributeError: no attribute 'node')
     "tril_indices_of_size": lambda x: x[:, :2] * torch.tril_indices(x.shape[1], x.shape[1], offset=-1).sum(),
     "triu_indices_of_a_shape": lambda x: x * torch.triu_indices(*x.shape[::-1]).shape[1],
+    # torch.add, sub, mul and div of two numbers give a 0-d tensor in eager (LED's attention:
+    # `torch.div(seq_len, window_overlap, rounding_mode="trunc") - 1`); squall raised TypeError
+    "torch_div_of_two_sizes": lambda x: x * (torch.div(x.shape[1], 2, rounding_mode="trunc") - 1) + torch.div(x.shape[1], 4),
+    "torch_add_sub_mul_of_numbers": lambda x: x * torch.add(x.shape[1], 1) - torch.sub(x.shape[1], 2) * torch.mul(0.5, x.shape[0]),
+    "torch_floor_divide_of_size_and_float": lambda x: x * torch.floor_divide(x.shape[1], 2.5) + torch.true_divide(x.shape[1], 3),
 }
 
 LENGTHS = (6, 7, 10, 13, 4)
@@ -146,3 +151,16 @@ def test_a_size_repeats_a_sequence_as_its_value_and_refuses_what_an_int_refuses(
         s0 + "ab"
     with pytest.raises(TypeError):
         s0 & 1.5
+
+
+def test_torch_arithmetic_of_two_numbers_is_a_0d_tensor_as_eager_makes():
+    # each result's dtype and device as eager's argument parser gives them, bools included
+    def f(x):
+        return [torch.add(5, 2), torch.div(5, 2), torch.mul(True, False), torch.add(3j, 2), torch.div(5, 2, rounding_mode="floor"), x + 1]
+
+    got, expected = squall.jit(f)(torch.ones(1)), f(torch.ones(1))
+    for g, e in zip(got, expected):
+        assert (g.dtype, g.device, g.shape) == (e.dtype, e.device, e.shape)
+        torch.testing.assert_close(g, e)
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with two bool"):
+        squall.jit(lambda x: torch.sub(True, False) + x)(torch.ones(1))

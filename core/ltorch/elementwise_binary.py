@@ -7,7 +7,7 @@ from .. import prims
 from .base import data_dependent_error, torchsymbol
 from .functionalization import inplace
 from .elementwise_unary import not_implemented_for
-from .helpers import Promotion, broadcast, check, check_input, computation_dtype, is_number, is_tensor, promote, result_dtype, to_dtype
+from .helpers import Promotion, broadcast, cast_number, check, check_input, computation_dtype, is_number, is_tensor, number_dtype, promote, result_dtype, to_dtype
 from ..prims.base import dtype_category, number_type
 from ..proxies import NumberProxy
 from ..symbol import Tags
@@ -44,6 +44,16 @@ def _binary_core(name: str, prim, kind: Promotion, a, b, *, exact: bool = False,
     if not exact and kind is not Promotion.ALWAYS_BOOL:
         compute = computation_dtype(compute)
     return to_dtype(prim(to_dtype(a, compute), to_dtype(b, compute), **prim_kwargs), result)
+
+
+def _numbers_as_torch_takes_them(a, b):
+    """torch.add, sub, mul and div given two numbers (`torch.div(seq_len, window, rounding_mode="trunc")`,
+    LED's attention): the first becomes the 0-d CPU tensor torch's argument parser makes of it, so
+    the result is the 0-d tensor eager's is (int64 from two ints, the default float dtype from a float)."""
+    if is_tensor(a) or is_tensor(b) or not (is_number(a) and is_number(b)):
+        return a
+    dtype = number_dtype(a)
+    return prims.full((), cast_number(a, dtype), device=torch.device("cpu"), dtype=dtype)
 
 
 def _binary(name: str, prim, kind: Promotion, *torchfns, operands: str = "any", exact: bool = False, refuse=None):
@@ -84,6 +94,7 @@ def _with_alpha(name: str, prim, a, b, alpha):
 
 @torchsymbol(torch.add, _T.add, _T.__add__, tags=_TAGS)
 def add(input, other, *, alpha=1):
+    input = _numbers_as_torch_takes_them(input, other)
     _check_operands("add", input, other, "any")
     return _with_alpha("add", prims.add, input, other, alpha)
 
@@ -101,6 +112,7 @@ def _check_sub_bool(a, b) -> None:
 
 @torchsymbol(torch.sub, _T.sub, _T.__sub__, torch.subtract, _T.subtract, tags=_TAGS)
 def sub(input, other, *, alpha=1):
+    input = _numbers_as_torch_takes_them(input, other)
     _check_operands("sub", input, other, "any")
     _check_sub_bool(input, other)
     return _with_alpha("sub", prims.sub, input, other, alpha)
@@ -111,12 +123,17 @@ def rsub(input, other, *, alpha=1):
     return sub(other, input, alpha=alpha)
 
 
-mul = _binary("mul", prims.mul, Promotion.DEFAULT, torch.mul, _T.mul, _T.__mul__, torch.multiply, _T.multiply)
+@torchsymbol(torch.mul, _T.mul, _T.__mul__, torch.multiply, _T.multiply, tags=_TAGS)
+def mul(input, other):
+    input = _numbers_as_torch_takes_them(input, other)
+    _check_operands("mul", input, other, "any")
+    return _binary_core("mul", prims.mul, Promotion.DEFAULT, input, other)
 radd = _reflected(add, "__radd__")
 rmul = _reflected(mul, "__rmul__")
 
 
 def _div(name: str, a, b, rounding_mode):
+    a = _numbers_as_torch_takes_them(a, b)
     _check_operands(name, a, b, "any")
     check(rounding_mode in (None, "trunc", "floor"), lambda: f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
     if rounding_mode is None:
