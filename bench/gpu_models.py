@@ -37,6 +37,9 @@ batches: the sitting was slow for both), so the islands were compiled too (4.524
 0.81x) and kept; the earlier session's large region alone ran at torch.compile's speed. Not
 diagnosed further (the session's device time was spent): a judge whose two offers are timed in
 different sittings may keep the slower one where the load changes between them.
+Since (2026-11-27, later): a later offer is timed in the same rounds as the torch plan and the
+offer running, and replaces it only where faster than both (squall.runtime.tiers.judge's
+`running`). Not yet re-run on a GPU (that session had none).
 """
 from __future__ import annotations
 

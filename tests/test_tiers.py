@@ -43,13 +43,14 @@ def program(x):
     return torch.exp(x) * 2.0 + 1.0
 
 
-def _scripted_clock(torch_s: float, fused_s: float, rounds: int = 3):
+def _scripted_clock(*plan_s: float, rounds: int = 3):
     """A clock for `judge`: it reads the start and end of each timed batch, in judge's order
-    (one warm-up batch, then per round the torch plan's batch and the fused plan's)."""
+    (one warm-up batch, then per round a batch of each plan: the torch plan's, the running one's
+    where judge is given one, the new fused plan's); `plan_s` are their per-call times, in that order."""
     times = [0.0, 1.0]  # the warm-up: calibrates one batch per round (budget / rounds / 1 s -> 1 call)
     t = 1.0
     for _ in range(rounds):
-        for dt in (torch_s, fused_s):
+        for dt in plan_s:
             times += [t, t + dt]
             t += dt
     ticks = iter(times)
@@ -535,13 +536,22 @@ class TwoOffers(SlowFuser):
         return [("wide", self.wide), ("narrow", self)]
 
 
-def _judge_in_turn(monkeypatch, *fused_times: float) -> list:
-    """Each in-context judgement against a torch plan of 2 ms says the next fused time (no timing in tests)."""
-    real_judge, times, judged = tiers.judge, iter(fused_times), []
+def _judge_in_turn(monkeypatch, *sittings: float | tuple[float, float, float]) -> list:
+    """Each in-context judgement says the next sitting's times (no timing in tests): a number is
+    the fused plan's time beside a torch plan of 2 ms and, where an offer runs already, its time
+    when it was kept; a tuple is (torch plan, offer running, new fused plan) of a sitting."""
+    real_judge, times, judged, running_s = tiers.judge, iter(sittings), [], []
 
     def judge(torch_run, fused_run, **kwargs):
         judged.append(1)
-        return real_judge(torch_run, fused_run, clock=_scripted_clock(2e-3, next(times)), **kwargs)
+        sitting = next(times)
+        if not isinstance(sitting, tuple):
+            sitting = (2e-3, running_s[-1] if running_s else None, sitting)
+        plan_s = sitting if kwargs.get("running") else (sitting[0], sitting[2])
+        verdict = real_judge(torch_run, fused_run, clock=_scripted_clock(*plan_s), **kwargs)
+        if verdict.keep == "fused":
+            running_s.append(sitting[2])
+        return verdict
 
     monkeypatch.setattr(tiers, "judge", judge)
     return judged
@@ -573,6 +583,36 @@ def test_of_two_offers_faster_than_torch_the_fastest_is_kept(monkeypatch):
     assert upgrade.status == "upgraded" and len(judged) == 2
     assert upgrade.reason.endswith("; kept narrow") and upgrade.verdict.fused_s == pytest.approx(1e-3)
     assert squall.last_traces(fn)[-1].bsyms[0].executor is fuser  # "narrow" is what runs
+
+
+def test_a_later_offer_is_judged_against_the_one_running_in_the_same_sitting(monkeypatch):
+    # "wide" wins at 0.9x the torch plan; "narrow" is timed in a slower sitting where the torch plan
+    # took 3 ms: 0.8x of it, but slower than "wide" beside it, so "wide" keeps running (offers'
+    # ratios from two sittings are not compared)
+    judged = _judge_in_turn(monkeypatch, 1.8e-3, (3e-3, 2e-3, 2.4e-3))
+    fuser = TwoOffers()
+    fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+    x = torch.randn(16)
+    torch.testing.assert_close(fn(x), program(x))
+    (upgrade,) = squall.upgrades(fn)
+    assert upgrade.status == "upgraded" and len(judged) == 2
+    assert squall.last_traces(fn)[-1].bsyms[0].executor is fuser.wide, upgrade.reason
+    assert ("narrow: the fused plan was not faster than wide in context: torch plan 3.000 ms, wide (running) 2.000 ms, "
+            "fused 2.400 ms per call") in upgrade.reason
+    assert upgrade.reason.endswith("; kept wide") and upgrade.verdict.fused_s == pytest.approx(1.8e-3)
+    torch.testing.assert_close(fn(x), program(x))
+
+
+def test_judge_keeps_a_new_fused_plan_only_where_it_beats_the_running_one_too():
+    torch_run = fused_run = running_run = lambda: None
+    running = ("wide", running_run)
+    beats_both = tiers.judge(torch_run, fused_run, running=running, clock=_scripted_clock(2e-3, 1.5e-3, 1e-3))
+    assert beats_both.keep == "fused" and beats_both.running_s == pytest.approx(1.5e-3)
+    assert "wide (running) 1.500 ms" in beats_both.reason
+    behind_running = tiers.judge(torch_run, fused_run, running=running, clock=_scripted_clock(2e-3, 1e-3, 1.5e-3))
+    assert behind_running.keep == "running" and "not faster than wide" in behind_running.reason
+    behind_torch = tiers.judge(torch_run, fused_run, running=running, clock=_scripted_clock(1e-3, 1.5e-3, 1.2e-3))
+    assert behind_torch.keep == "torch"
 
 
 class RaisingFuser(SlowFuser):

@@ -94,10 +94,11 @@ DECISIVE = 0.15
 class Verdict:
     """The in-context judgement: which plan runs, its per-call times, and why."""
 
-    keep: str  # "fused" or "torch"
+    keep: str  # "fused", "torch", or "running" (the fused plan running now beat it)
     torch_s: float | None
     fused_s: float | None
     reason: str
+    running_s: float | None = None  # the fused plan running now, where it was timed in the same sitting
 
 
 @dataclass
@@ -180,9 +181,16 @@ def judge(
     pause: float = 0.0,
     sleep: Callable[[float], None] = time.sleep,
     decisive: float = DECISIVE,
+    running: tuple[str, Callable[[], Any]] | None = None,
 ) -> Verdict:
     """Time both plans, interleaved batch by batch (so load changes hit both), best batch
     each; keep the fused plan only when it is faster than `margin` times the torch plan.
+
+    `running` is (label, run) of another fused plan, the one running now: it is timed in the same
+    rounds, between the two, and the new fused plan is kept only when it also beats it by `margin`.
+    Offers timed in separate sittings are not compared by their ratios to the torch plan: where
+    the host is loaded, a plan making fewer calls slows less than one making many (a GPU's launch
+    overhead), so ratios from two sittings disagree with what runs faster.
 
     By default `rounds` batches each, together about `budget_s` long. With `slice_s` (squall's
     upgrade judge), batches last about `slice_s` (at least one call) and there are as many as
@@ -196,10 +204,11 @@ def judge(
     user's calls did not slow. `clock` defaults to `timing_clock(device_type)` (CPU time where
     that is fair to both)."""
     clock = clock or timing_clock(device_type)
+    plans = {"torch": torch_run, **({"running": running[1]} if running else {}), "fused": fused_run}
     sync()
     start = clock()
-    torch_run()
-    fused_run()
+    for run in plans.values():
+        run()
     sync()
     once = max(clock() - start, 1e-7)
     at_least = rounds  # a sliced judge's rounds before it may stop early
@@ -208,9 +217,9 @@ def judge(
     else:
         number = max(1, min(1000, int(2 * slice_s / once)))  # `once` is a call of each
         rounds = max(rounds, min(1000, int(budget_s / (number * once))))
-    best = {"torch": float("inf"), "fused": float("inf")}
+    best = dict.fromkeys(plans, float("inf"))
     for done in range(1, rounds + 1):
-        for name, run in (("torch", torch_run), ("fused", fused_run)):
+        for name, run in plans.items():
             start = clock()
             for _ in range(number):
                 run()
@@ -219,18 +228,25 @@ def judge(
             best[name] = min(best[name], took / number)
             if pause:
                 sleep(pause * took)
-        if slice_s is not None and done >= at_least and _decided(best["torch"], best["fused"], margin, decisive):
+        if slice_s is not None and done >= at_least and _decided(best, margin, decisive):
             break
-    torch_s, fused_s = best["torch"], best["fused"]
-    times = f"in context: torch plan {torch_s * 1e3:.3f} ms, fused {fused_s * 1e3:.3f} ms per call (best of {done} batches each)"
-    if fused_s < torch_s * margin:
-        return Verdict("fused", torch_s, fused_s, times)
-    return Verdict("torch", torch_s, fused_s, f"the fused plan was not faster {times}")
+    torch_s, fused_s, running_s = best["torch"], best["fused"], best.get("running")
+    beside = f", {running[0]} (running) {running_s * 1e3:.3f} ms" if running else ""
+    times = (f"in context: torch plan {torch_s * 1e3:.3f} ms{beside}, fused {fused_s * 1e3:.3f} ms per call "
+             f"(best of {done} batches each)")
+    if fused_s >= torch_s * margin:
+        return Verdict("torch", torch_s, fused_s, f"the fused plan was not faster {times}", running_s)
+    if running_s is not None and fused_s >= running_s * margin:
+        return Verdict("running", torch_s, fused_s, f"the fused plan was not faster than {running[0]} {times}", running_s)
+    return Verdict("fused", torch_s, fused_s, times, running_s)
 
 
-def _decided(torch_s: float, fused_s: float, margin: float, decisive: float) -> bool:
-    """Whether best times this far apart settle the verdict (`judge`'s early stop)."""
-    return fused_s < torch_s * margin * (1 - decisive) or fused_s > torch_s * (1 + decisive)
+def _decided(best: dict[str, float], margin: float, decisive: float) -> bool:
+    """Whether best times this far apart settle the verdict (`judge`'s early stop): the new fused
+    plan's against the fastest other plan's."""
+    fused_s = best["fused"]
+    rival_s = min(t for name, t in best.items() if name != "fused")
+    return fused_s < rival_s * margin * (1 - decisive) or fused_s > rival_s * (1 + decisive)
 
 
 def fusion_offers(executors: Sequence[Executor]) -> list[tuple[str, Sequence[Executor]]]:
@@ -368,7 +384,8 @@ class UpgradeJob:
         self._seconds = 0.0
         self._judged = False  # some offer kept regions and was judged
         self._last_plan: Compilation | None = None
-        self._installed: tuple[float | None, str, Verdict] | None = None  # (ratio to the torch plan, label, verdict) running now
+        # (ratio to the torch plan, label, verdict, plan) of the offer running now
+        self._installed: tuple[float | None, str, Verdict, Compilation] | None = None
 
     def run(self) -> bool:
         """Plan, judge and install offers until done; True where a fused plan runs and more offers
@@ -420,7 +437,7 @@ class UpgradeJob:
                 return False  # finished (cancelled, evicted)
             if self._installed is None or not self._offers:
                 continue
-            ratio, running, _ = self._installed
+            ratio, running, _, _ = self._installed
             if ratio is None or ratio <= CLEAR_WIN:
                 # the offer running beats the torch plan by far (or was remembered): later offers, which
                 # fuse less (inductor: islands between the large regions' matmuls), are not compiled
@@ -476,16 +493,13 @@ class UpgradeJob:
             if self._installed is None:
                 self.upgrade.verdict = Verdict("torch", verdict.torch_s, verdict.fused_s, "; ".join(self._tried))
             return True
-        # the fastest relative to the torch plan it was timed beside wins (a ratio, so load that
-        # changed between offers cancels out); untimed (or remembered): nothing to compare by
         timed = verdict.torch_s is not None and bool(verdict.fused_s)
-        ratio = verdict.fused_s / verdict.torch_s if timed else None
-        if self._installed is not None and (ratio is None or self._installed[0] is None or ratio >= self._installed[0]):
-            return True
+        if self._installed is not None and verdict.running_s is None:
+            return True  # not timed beside the offer running (untimed, remembered): that one stays
         if not self.install(fused, self._seconds):
             self.upgrade.finish("evicted", "the entry left the cache, or was replanned, before the upgrade")
             return False
-        self._installed = (ratio, label, verdict)
+        self._installed = (verdict.fused_s / verdict.torch_s if timed else None, label, verdict, fused)
         self.upgrade.verdict = Verdict("fused", verdict.torch_s, verdict.fused_s, self._reason())
         if self.upgrade.fused_after is None:
             self.upgrade.fused_after = time.perf_counter() - self.upgrade.submitted
@@ -495,7 +509,7 @@ class UpgradeJob:
     def _conclude(self) -> bool:
         remembered = self._remembered
         if self._installed is not None:
-            _, label, verdict = self._installed
+            _, label, verdict, _ = self._installed
             reason = self._reason()
             self.upgrade.verdict = Verdict("fused", verdict.torch_s, verdict.fused_s, reason)
             if remembered is None and verdict.torch_s is not None:
@@ -592,6 +606,8 @@ class UpgradeJob:
         own values where its value guards read them; not with `compare` False), then time both there;
         a differentiated program's backward, run with gradients of ones, is checked and timed with it."""
         torch_fn, fused_fn = self._runnable(self.base), self._runnable(fused)
+        # the offer running now is timed in the same sitting, so that the two are compared directly
+        running_fn = (self._installed[1], self._runnable(self._installed[3])) if self._installed is not None else None
         with torch.set_grad_enabled(self.grad_enabled):
             run, lent = self._runner(borrow=True)
             versions = [t._version for t in lent]
@@ -615,6 +631,8 @@ class UpgradeJob:
             cuda = any(s.device.type == "cuda" for s in specs)
             # short batches (stopping early once the verdict is clear), with pauses beside the user's calls
             polite = dict(slice_s=JUDGE_SLICE_S, pause=JUDGE_PAUSE if self.background else 0.0)
+            if running_fn is not None:
+                polite["running"] = (running_fn[0], lambda: run(running_fn[1]))
             verdict = judge(lambda: run(torch_fn), lambda: run(fused_fn),
                             sync=torch.cuda.synchronize if cuda else (lambda: None), device_type="cuda" if cuda else "cpu", **polite)
         return replace(verdict, reason=verdict.reason.replace(" per call ", " per call and its backward ")) if backward else verdict
