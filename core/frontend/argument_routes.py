@@ -29,7 +29,8 @@ from ..symbolic import lone_symbol
 from ..trace import plain_scalar, pytree_container
 from .state_guards import ONE_OR_MORE
 from .python_effects import refuse_python_state_owner
-from .state_views import RECORDED_CONTAINERS, _RecordedList, _SCALARS, _ViewInfo, by_structure
+from .recorded_containers import RECORDED_CONTAINERS, _RecordedList
+from .state_views import _SCALARS, _ViewInfo, by_structure
 
 __all__ = ["ArgumentRoutes"]
 

@@ -4,7 +4,7 @@ through its state, and what it reads of them.
 Part of the state recorder (`squall.frontend.state_recorder.StateRecorder`, whose base this is);
 what is recorded and why is in `squall.frontend.state_guards`. A Python function runs as a copy
 whose globals note each global it looks up (its closure cells guarded as a whole); a list, deque,
-dict or set reached from the program's state is a recording copy (squall.frontend.state_views)
+dict or set reached from the program's state is a recording copy (squall.frontend.recorded_containers)
 whose reads become guards and whose writes are replayed; a module or object becomes a view.
 """
 from __future__ import annotations
@@ -22,18 +22,15 @@ from ..trace import plain_scalar
 from .autograd_functions import TracedAutogradFunction, is_autograd_function
 from .python_effects import refuse_call_dependent, refuse_python_state_owner, traced_id, traced_print, TracedLogger
 from .standard_modules import has_stand_in, standard_stand_in
+from .recorded_containers import RECORDED_DICT_TYPES, _RecordedDeque, _RecordedList, _RecordedSet
 from .state_views import (
     _cell_value,
     _MISSING,
     _ModuleReads,
     _recordable,
-    RECORDED_DICT_TYPES,
     SNAPSHOT_TYPES,
     same_contents,
     snapshot_of,
-    _RecordedDeque,
-    _RecordedList,
-    _RecordedSet,
     _SCALARS,
     _user_function,
     _users_module,

@@ -29,17 +29,14 @@ from .recording_copies import RecordingCopies
 from .state_guards import StateGuards
 from .python_effects import refuse_python_state_owner
 from .recomputed_regions import refuse_recomputed_write
+from .recorded_containers import RECORDED_CONTAINERS, _RecordedDeque, _RecordedList, _RecordedSet
 from .state_views import (
     _HOOK_DICTS,
     _MISSING,
     _MODULE_INTERNALS,
     _ModuleReads,
-    RECORDED_CONTAINERS,
     restore_contents,
     same_contents,
-    _RecordedDeque,
-    _RecordedList,
-    _RecordedSet,
     _store_line,
     UnreplayableWrite,
     _user_function,
