@@ -21,6 +21,7 @@ from ..symbol import Symbol, Tags
 from ..symbolic import guarded_int, same_shape
 from . import torchsymbol
 from .helpers import count_operand, is_tensor, times_ratio
+from .losses import nll, nll_parts
 from .windows import window_counts
 
 aten = torch.ops.aten
@@ -270,41 +271,16 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sca
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
 
-def _nll_parts(logp: TensorProxy, target: TensorProxy, weight, ignore_index: int):
-    """(per-target weight w, picked log-probabilities, kept mask, safe index, class dim: 1, 0 for 1-D)."""
-    cdim = 0 if logp.ndim == 1 else 1
-    keep = prims.ne(target, ignore_index)
-    index = prims.where(keep, _to(target, torch.int64), 0)  # ignored targets point at class 0, weight 0
-    kept_shape = list(target.shape)
-    kept_shape.insert(cdim, 1)
-    index = prims.reshape(index, tuple(kept_shape))
-    picked = prims.reshape(prims.take_along_axis(logp, index, cdim), tuple(target.shape))
-    if weight is None:
-        w = _to(keep, logp.dtype)
-    else:
-        flat = prims.reshape(index, (index.numel(),))
-        w = prims.reshape(prims.take(_to(weight, logp.dtype), flat, 0), tuple(target.shape))
-        w = prims.where(keep, w, 0.0)
-    return w, picked, keep, index, cdim
-
-
 def _all(x: TensorProxy) -> tuple[int, ...]:
     return tuple(range(x.ndim))
 
 
 def _nll_forward(self, target, weight, reduction, ignore_index):
-    w, picked, keep, _, _ = _nll_parts(self, target, weight, ignore_index)
-    # an ignored target adds nothing, not 0 * its row's class-0 value (NaN where that is infinite)
-    loss = prims.where(keep, prims.neg(prims.mul(picked, w)), 0.0)
-    total_weight = prims.sum(w, _all(w))
-    if reduction == 0:
-        return loss, total_weight
-    total = prims.sum(loss, _all(loss))
-    return (total if reduction == 2 else prims.div(total, total_weight)), total_weight
+    return nll(self, target, weight, ignore_index, ("none", "mean", "sum")[reduction])
 
 
 def _nll_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
-    w, _, keep, index, cdim = _nll_parts(self, target, weight, ignore_index)
+    w, _, keep, index, cdim = nll_parts(self, target, weight, ignore_index)
     g = grad_output
     if reduction == 1:
         g = prims.div(g, total_weight)

@@ -293,21 +293,29 @@ def _class_weights(input: TensorProxy, weight, compute: torch.dtype) -> TensorPr
     return prims.broadcast_in_dim(to_dtype(weight, compute), input.shape, (_class_dim(input),))
 
 
-def _nll(logp: TensorProxy, target: TensorProxy, weight, ignore_index: int, reduction: str) -> tuple[TensorProxy, TensorProxy]:
-    """(reduced negative log-likelihood, sum of the target weights) over class-index targets."""
+def nll_parts(logp: TensorProxy, target: TensorProxy, weight, ignore_index: int):
+    """(per-target weight w, picked log-probabilities, kept mask, safe index in logp's shape with
+    the class dim of size 1, class dim) over class-index targets; nll_loss's backward kernel
+    (squall.ltorch.kernels) shares them."""
     cdim = _class_dim(logp)
     keep = prims.ne(target, ignore_index)
     # ignored targets may hold any value (-100): point them at class 0 and weigh them 0
-    index = prims.where(keep, to_dtype(target, torch.int64), 0)
     kept_shape = list(target.shape)
     kept_shape.insert(cdim, 1)
-    picked = prims.reshape(prims.take_along_axis(logp, prims.reshape(index, kept_shape), cdim), target.shape)
+    index = prims.reshape(prims.where(keep, to_dtype(target, torch.int64), 0), tuple(kept_shape))
+    picked = prims.reshape(prims.take_along_axis(logp, index, cdim), tuple(target.shape))
     if weight is None:
         w = to_dtype(keep, logp.dtype)
     else:
         flat = prims.reshape(index, (index.numel(),))
-        w = prims.reshape(prims.take(to_dtype(weight, logp.dtype), flat, 0), target.shape)
+        w = prims.reshape(prims.take(to_dtype(weight, logp.dtype), flat, 0), tuple(target.shape))
         w = prims.where(keep, w, 0.0)
+    return w, picked, keep, index, cdim
+
+
+def nll(logp: TensorProxy, target: TensorProxy, weight, ignore_index: int, reduction: str) -> tuple[TensorProxy, TensorProxy]:
+    """(reduced negative log-likelihood, sum of the target weights) over class-index targets."""
+    w, picked, keep, _, _ = nll_parts(logp, target, weight, ignore_index)
     # an ignored target adds nothing, not 0 * its row's class-0 value (NaN where that is infinite)
     loss = prims.where(keep, prims.neg(prims.mul(picked, w)), 0.0)
     total_weight = prims.sum(w, _all_dims(w))
@@ -325,7 +333,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     _check_input("nll_loss", "target", target)
     _check_class_target("nll_loss", input, target, weight)
     compute = computation_dtype(input.dtype)
-    out, _ = _nll(to_dtype(input, compute), target, weight, ignore_index, reduction)
+    out, _ = nll(to_dtype(input, compute), target, weight, ignore_index, reduction)
     return to_dtype(out, input.dtype)
 
 
@@ -372,9 +380,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         return to_dtype(out, input.dtype)
     _check_class_target("cross_entropy", input, target, weight)
     logp = to_dtype(log_softmax(input, cdim), compute)
-    nll, total_weight = _nll(logp, target, weight, ignore_index, reduction)
+    nll_out, total_weight = nll(logp, target, weight, ignore_index, reduction)
     if label_smoothing == 0:
-        return to_dtype(nll, input.dtype)
+        return to_dtype(nll_out, input.dtype)
     # torch mixes in the uniform distribution's loss: -sum_c w_c log q_c / C, zero for ignored targets
     w = _class_weights(logp, weight, compute)
     smooth = prims.neg(prims.sum(logp if w is None else prims.mul(logp, w), (cdim,)))
@@ -384,5 +392,5 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         if reduction == "mean":
             smooth = prims.div(smooth, total_weight)
     eps = float(label_smoothing)
-    out = prims.add(prims.mul(nll, 1.0 - eps), prims.mul(smooth, eps / n_classes))
+    out = prims.add(prims.mul(nll_out, 1.0 - eps), prims.mul(smooth, eps / n_classes))
     return to_dtype(out, input.dtype)
