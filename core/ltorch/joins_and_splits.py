@@ -10,13 +10,13 @@ from .. import prims
 from .base import data_dependent_error, torchsymbol
 from .unmodelled import NotModelled
 from .helpers import canonical_dim, check, is_tensor
-from .shape import _sizes, _slice_dim, unsqueeze
+from .shape import _sizes, _slice_dim, clone, unsqueeze
 from ..proxies import TensorProxy
 from ..symbolic import guarded_int
 
 __all__ = [
     "cat", "concatenate", "stack", "hstack", "vstack", "dstack", "split", "split_method", "chunk",
-    "unbind", "tensor_split", "narrow", "select", "unfold",
+    "unbind", "tensor_split", "narrow", "select", "unfold", "diff",
 ]
 
 
@@ -238,3 +238,39 @@ def unfold(a, dimension, size, step):
 
 
 # --- triangles --------------------------------------------------------------------------------
+
+
+# --- differences ----------------------------------------------------------------------------
+
+
+@torchsymbol(torch.diff, torch.Tensor.diff)
+def diff(input, n=1, dim=-1, prepend=None, append=None):
+    """The n-th forward difference along `dim` (x[i+1] - x[i], n times over; logical xor for bool),
+    of `input` with `prepend` and `append` joined on either side along `dim` first; n = 0 is a
+    copy of `input` alone (prepend and append unused), as torch's."""
+    n = guarded_int(n)
+    check(isinstance(n, int) and not isinstance(n, bool), lambda: f"diff(): argument 'n' must be int, not {type(n).__name__}", TypeError)
+    check(input.ndim >= 1, lambda: "diff expects input to be at least one-dimensional")
+    check(n >= 0, lambda: f"order must be non-negative but got {n}")
+    d = canonical_dim(input.ndim, dim)
+    joined = [input]
+    for name, extra in (("prepend", prepend), ("append", append)):
+        if extra is None:
+            continue
+        check(is_tensor(extra), lambda: f"diff(): argument '{name}' must be Tensor, not {type(extra).__name__}", TypeError)
+        check(extra.ndim == input.ndim, lambda: "diff expects prepend or append to be the same dimension as input")
+        for j in range(input.ndim):
+            check(j == d or extra.shape[j] == input.shape[j],
+                  lambda: ("diff expects the shape of tensor to prepend or append to match that of input except along the "
+                           f"differencing dimension; input.size({j}) = {input.shape[j]}, but got tensor.size({j}) = {extra.shape[j]}"))
+        joined.insert(0 if name == "prepend" else len(joined), extra)
+    if n == 0:
+        return clone(input)
+    x = _cat(joined, d) if len(joined) > 1 else input
+    for _ in range(n):
+        length = x.shape[d]
+        if length == 0:
+            break  # nothing left to difference: torch returns the empty tensor as it is
+        later, earlier = _slice_dim(x, d, 1, length), _slice_dim(x, d, 0, length - 1)
+        x = prims.logical_xor(later, earlier) if x.dtype == torch.bool else prims.sub(later, earlier)
+    return clone(x) if x is input else x
