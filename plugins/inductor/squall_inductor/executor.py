@@ -87,6 +87,16 @@ CALL_OVERHEAD_S = 8e-6
 _REGION_TIMING_S = 0.1
 
 
+# torch calls eager runs that inductor's tracing cannot take (its meta function refuses them): a
+# region holding one fails to compile, and torch logs each failed meta at error level
+_INDUCTOR_REFUSES: dict[str, tuple[Callable[[BoundSymbol], bool], str]] = {
+    "torch._grouped_mm": (
+        lambda bsym: any(p.dtype != torch.bfloat16 for p in bsym.input_proxies()[:2]),
+        "inductor's torch._grouped_mm takes bfloat16 operands only (its meta function refuses others)",
+    ),
+}
+
+
 def cpp_compiler() -> str | None:
     """The C++ compiler inductor's CPU backend would use ($CXX, else its configured default), if found."""
     candidates = [os.environ["CXX"]] if os.environ.get("CXX") else []
@@ -231,6 +241,9 @@ class InductorExecutor(FusionExecutor):
             if p.sym.id not in self.prims and p.sym.id not in within:
                 hint = f"; {_MATMUL_HINT}" if p.sym.id in MATMUL_PRIMS else ""
                 return None, f"{NOT_IMPLEMENTED} (in its decomposition, {p.sym.id}{hint})"
+        refuses, why = _INDUCTOR_REFUSES.get(bsym.sym.id, (None, ""))
+        if refuses is not None and refuses(bsym):
+            return None, f"{CHECKER_DECLINED}: {why}"
         inputs, outputs = bsym.input_proxies(), bsym.output_proxies()
         if any(type(p) is NumberProxy for p in inputs + outputs):
             # regions are compiled for constant scalars (dynamic=False): a number read at run time stays with torch

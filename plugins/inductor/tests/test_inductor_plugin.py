@@ -146,6 +146,22 @@ def test_matmuls_attention_and_random_ops_stay_with_torch_by_default():
     assert "prims.matmul" in ex_mm.claimed_ops() and "prims.matmul" not in ex.claimed_ops()
 
 
+def test_grouped_mm_is_claimed_only_in_bfloat16_which_inductors_tracing_takes():
+    # inductor's meta function for _grouped_mm refuses float32 operands (eager runs them): a region
+    # holding one failed to compile on mixtral, torch logging each failed meta at error level
+    def moe(x, w, offs):
+        return torch._grouped_mm(torch.relu(x), w, offs=offs) * 2.0
+
+    offs = torch.tensor([3, 8], dtype=torch.int32)
+    for dtype in (torch.float32, torch.bfloat16):
+        x, w = torch.randn(8, 16, dtype=dtype), torch.randn(2, 16, 4, dtype=dtype)
+        ex = InductorExecutor(include_matmuls=True, choices_path=None, min_eager_seconds=0)
+        report = str(squall.explain(squall.jit(moe, executors=[ex, "torch"], wait=True), x, w, offs))
+        # explain's table shortens the reason: the offer's own says it whole
+        assert ("checker declined: inductor's torch._grouped_mm" in report) is (dtype == torch.float32), report
+        assert not any("_grouped_mm" in " ".join(ops) for ops, _ in ex.outcomes if dtype == torch.float32)
+
+
 def test_cuda_proxies_are_claimed_only_where_inductor_has_a_cuda_backend():
     ex = InductorExecutor(choices_path=None)
     with tracing(TracingContext()):
