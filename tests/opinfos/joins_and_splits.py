@@ -72,7 +72,7 @@ opinfos = [
     OpInfo("tensor_split", torch.tensor_split, _samples(((7, 2), (3,), {}), ((7, 2), ([1, 5],), {}), ((2, 7), ([-2, 9, 3],), {"dim": 1}), ((3,), (5,), {}), ((6, 2), (), {"sections": 2}), ((6, 2), (), {"indices": (2,)})), ALL_TYPES,
            error_inputs=_errors(((2, 3), (0,), {}, RuntimeError, "number of sections must be larger than 0")), symbol="torch.tensor_split"),
     OpInfo("diff", torch.diff, _diff_samples, ALL_TYPES, error_inputs=_diff_errors, symbol="torch.diff"),
-    OpInfo("diff_method", lambda x, *a, **k: x.diff(*a, **k), _samples(((4, 6), (1, 0), {}, True), ((5,), (), {"n": 2})), ALL_TYPES, symbol="torch.Tensor.diff"),
+    OpInfo("diff_method", lambda x, *a, **k: x.diff(*a, **k), _samples(((4, 6), (1, 0), {}, True), ((5,), (), {"n": 2})), ALL_TYPES, symbol="torch.diff"),
     OpInfo("narrow", torch.narrow, _samples(((5, 3), (0, 1, 3), {}), ((5, 3), (-1, -2, 2), {}), ((5, 3), (0, 5, 0), {}), ((4, 6), (1, 2, 3), {}, True), ((5, 3), (0, 0, 5), {}), ((5, 3), (-1, 0, 3), {})), ALL_TYPES,
            error_inputs=_errors(((2, 3), (0, 3, 1), {}, IndexError, "start out of range"), ((2, 3), (0, 1, 3), {}, RuntimeError, r"start \(1\) \+ length \(3\) exceeds"),
                                 ((), (0, 0, 1), {}, RuntimeError, "cannot be applied to a 0-dim tensor"), ((2, 3), (0, 0, -1), {}, RuntimeError, "length must be non-negative")), symbol="torch.narrow"),
