@@ -185,3 +185,64 @@ def test_a_program_returning_the_object_it_was_given_prints():
     assert jitted(torch.randn(2, 4), cache) is cache
     shown = str(squall.last_traces(jitted).traced)
     assert shown.splitlines()[-1].strip() == "return tree_unflatten([args[1], t1, t3, 1], output_spec)", shown
+
+
+class StateLayer:
+    """As a Mamba cache's layer: tensors held in a dict by index and in a list (made at the
+    prompt, then written in place at every step)."""
+
+    def __init__(self):
+        self.conv_states: dict[int, torch.Tensor | None] = {0: None}
+        self.recurrent: list[torch.Tensor] = []
+
+
+def recurrent_step(x: torch.Tensor, cache: Cache) -> torch.Tensor:
+    out = x
+    for layer in cache.layers:
+        if layer.conv_states[0] is None:  # the prompt: the states made
+            layer.conv_states[0] = x.sum(0, keepdim=True).repeat(2, 1)
+            layer.recurrent.append(x * 2)
+        else:  # a step: written in place, as a Mamba cache's `copy_`
+            layer.conv_states[0].copy_(layer.conv_states[0] * 0.5 + x)
+            layer.recurrent[0].mul_(0.25).add_(x)
+        out = out + layer.conv_states[0] * layer.recurrent[0]
+    return out
+
+
+def test_tensors_held_in_an_object_s_dict_or_list_are_inputs_so_a_new_cache_compiles_nothing():
+    # they were guarded by identity: every new cache (each `generate` of a Mamba, FalconMamba,
+    # NemotronH, Inkling or LaraMini model) failed the step's check and compiled the step again
+    jitted = squall.jit(recurrent_step)
+    torch.manual_seed(0)
+    for generation in range(3):
+        ours, theirs = Cache([StateLayer(), StateLayer()]), Cache([StateLayer(), StateLayer()])
+        for _ in range(4):
+            x = torch.randn(2, 4)
+            torch.testing.assert_close(jitted(x, ours), recurrent_step(x, theirs))
+            for mine, eager in zip(ours.layers, theirs.layers):
+                torch.testing.assert_close(mine.conv_states[0], eager.conv_states[0])
+                torch.testing.assert_close(mine.recurrent[0], eager.recurrent[0])
+        if generation == 0:
+            assert jitted.cache_info().misses == 2  # the prompt, the step
+    assert jitted.cache_info().misses == 2, "a new cache of the same layout runs the programs compiled"
+
+
+class TwoPlaces:
+    def __init__(self, a: torch.Tensor, b: torch.Tensor):
+        self.a, self.b, self.states = a, b, {0: a}
+
+
+def read_twice(x: torch.Tensor, held: TwoPlaces) -> torch.Tensor:
+    return x + held.a * 2 + held.b + held.states[0] * 3
+
+
+def test_one_tensor_an_object_holds_in_two_places_is_told_apart_from_two_tensors():
+    # one input read from the first place: a later object holding two tensors there gave the
+    # first one's value for both (a wrong answer); now guarded to be the same object
+    jitted = squall.jit(read_twice)
+    x, t = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(jitted(x, TwoPlaces(t, t)), read_twice(x, TwoPlaces(t, t)))
+    for held in (TwoPlaces(torch.randn(3), torch.randn(3)), TwoPlaces(t, t)):
+        held.states[0] = torch.randn(3)
+        torch.testing.assert_close(jitted(x, held), read_twice(x, held))
+    assert jitted.cache_info().misses == 2

@@ -375,15 +375,44 @@ def test_list_argument_appended_to_gets_the_items_at_every_call_and_is_returned_
         assert_close(got[1], expected[1])
 
 
-def test_list_argument_changed_other_than_by_appending_runs_eagerly_naming_the_line():
+def test_list_argument_changed_other_than_by_appending_or_setting_an_item_runs_eagerly_naming_the_line():
     def f(x, items):
-        items[0] = x
+        items[0:1] = [x]
         return x + 1
 
     items = [1]
     with pytest.warns(squall.SquallWarning, match=r"other than by appending to it \(__setitem__, at .*test_side_effects.py:\d+\)"):
         assert_close(squall.jit(f)(torch.ones(2), items), torch.full((2,), 2.0))
     assert items[0].shape == (2,)  # eager's write
+
+
+def test_an_item_set_in_a_list_is_set_again_on_the_call_s_list_at_every_call():
+    # (MiniMax's cache sets `self.linear_cache[layer_idx]` at every step: it ran eagerly)
+    def f(x, items, cache):
+        items[0] = x
+        items[-1] = x * 2
+        cache.states[1] = cache.states[1] * 0.5 + x
+        return x + 1
+
+    j = squall.jit(f)
+    for step in range(3):
+        x = torch.randn(2)
+        mine, eager = [1, 2, 3], [1, 2, 3]
+        ours, theirs = Holder([torch.ones(2), torch.ones(2)]), Holder([torch.ones(2), torch.ones(2)])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", squall.SquallWarning)  # compiled, not run eagerly
+            assert_close(j(x, mine, ours), f(x, eager, theirs))
+        assert mine[0] is x and mine[1] == 2
+        assert_close(mine[2], eager[2])
+        assert_close(ours.states, theirs.states)
+        _no_proxies(mine)
+        _no_proxies(ours.states)
+    assert j.cache_info().misses == 1
+
+
+class Holder:
+    def __init__(self, states: list):
+        self.states = states
 
 
 @pytest.mark.parametrize("maxlen", [None, 2])

@@ -338,3 +338,33 @@ def test_a_guarded_program_called_with_aliased_inputs_flips_variants_too():
         a, ref = torch.full((3,), start), torch.full((3,), start)
         assert_close(jf(a, a), f(ref, ref))  # one tensor passed twice: the write is seen through both
         assert_close(a, ref)
+
+
+def test_a_value_read_after_a_call_that_gives_back_its_input_is_computed():
+    # `m.expand(...)` to m's own shape is traced as `t1 = expand(t1, ...)`: as t1's producer it
+    # needed t1 itself, and reading `m.any()` never returned (JetMoe's `generate` with a padded
+    # batch hung). A timer turns a hang into a failure
+    import signal
+
+    def f(x, mask):
+        m = mask[:, None, :].expand(x.shape[0], 1, x.shape[1])
+        return x * 2 if m.any() else x - 1
+
+    fired = []
+
+    def hung(*_):
+        fired.append(True)  # (squall may take the error for the program's own and run it eagerly)
+        raise TimeoutError("reading the value did not return")
+
+    before = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, 20.0)
+    try:
+        jitted = squall.jit(f, dynamic=True)
+        x = torch.randn(3, 4)
+        for mask in (torch.ones(3, 4, dtype=torch.bool), torch.zeros(3, 4, dtype=torch.bool)):
+            assert_close(jitted(x, mask), f(x, mask))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+    assert not fired, "reading the value did not return"
+    assert jitted.cache_info().misses == 2  # a variant for each branch, compiled, not run eagerly

@@ -95,7 +95,7 @@ def generate(
         elif b.path[0] == "kwargs":
             access = "kwargs" + "".join(f"[{printer.exact(k)}]" for k in b.path[1:])
         elif b.path[0] == "state" and b.path[3] is not None:
-            access = f"{route_source(b.path[3], positional_source)}.__dict__[{printer.exact(b.path[2])}]"
+            access = route_source(b.path[3], positional_source)
         elif b.path[0] == "state":
             access = f"{printer.name_for(b.path[1], 'state')}[{printer.exact(b.path[2])}]"
         else:

@@ -13,8 +13,9 @@ Part of the state recorder (`squall.frontend.state_recorder.StateRecorder`, whos
   distinct, or the same object, as when traced;
 - a list, tuple or `by_structure` object reached through a routed object's attributes is guarded
   by its type (and length), its items followed through the arguments in turn;
-- a tensor such an object holds (a KV cache's keys, replaced at every step) is an input of the
-  program read from the object at each call, guarded by its metadata, not its identity.
+- a tensor such an object holds (a KV cache's keys, replaced at every step), or a list, tuple or
+  dict reached so holds (a Mamba cache's states), is an input of the program read from the
+  object at each call, guarded by its metadata, not its identity.
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ class ArgumentRoutes:
         self._passed_as_is: dict[int, tuple[Any, str]] = {}
         self._routed_by_type: dict[type, list[tuple[Any, str]]] = {}  # objects reached through the arguments
         self._metadata_guarded: set[str] = set()  # the expressions of the held tensors whose metadata is guarded
+        self._held_at: dict[int, str] = {}  # id(a held tensor's proxy) -> the expression it is read from
         self.routed_ints: dict[tuple, int] = {}  # (the holder's route, attribute) -> the int read there first
 
     def _argument(self, value: Any, expr: str, label: str, route: tuple) -> Any:
@@ -152,7 +154,7 @@ class ArgumentRoutes:
             items = {k: self._routed_item(v, f"{expr}[{plain_scalar(k)!r}]", f"item {plain_scalar(k)!r} of {label}", (*route, ("item", k)))
                      if type(k) in _SCALARS else v for k, v in value.items()}
             copy = self._dict_copies[id(value)] = self._dict_copy(dict, value, label, items)
-            copy.target, copy.routed = expr, True
+            copy.target, copy.routed = expr, route  # (a tensor item read is an input: `_read_item`)
         return copy
 
     def _routed_item(self, value: Any, expr: str, label: str, route: tuple) -> Any:
@@ -163,13 +165,31 @@ class ArgumentRoutes:
         return self._follow(value, expr, label)
 
     def _tensor_attribute(self, info: _ViewInfo, name: str, value: torch.Tensor) -> TensorProxy:
+        """A tensor an object holds as an attribute (a KV cache's keys): `_held_tensor`."""
+        route = self.guards.route_of(info.real)
+        return self._held_tensor(value, info.dict, name, f"{self._dict_expr(info)}[{plain_scalar(name)!r}]",
+                                 f"attribute {name!r} of {info.label}", (*route, ("attr", name)) if route is not None else None)
+
+    def _held_item(self, value: torch.Tensor, expr: str, label: str, route: tuple) -> TensorProxy:
+        """A tensor a list, tuple or dict reached through the call's arguments holds (a Mamba
+        cache's `conv_states[0]`, made at the prompt and written in place at every step):
+        `_held_tensor`. It was guarded by identity, so every new cache compiled the step again."""
+        steps = route[2:]
+        named = next((i for i in range(len(steps) - 1, -1, -1) if steps[i][0] == "attr"), 0)
+        hint = "_".join(str(plain_scalar(k)) for _, k in steps[named:])
+        return self._held_tensor(value, None, hint, expr, label, route)
+
+    def _held_tensor(self, value: torch.Tensor, owner: dict | None, key: str, expr: str, label: str, route: tuple | None) -> TensorProxy:
         """A tensor an object holds (a KV cache's keys, which the model replaces at every step):
-        an input of the program read from the object at each call, guarded by its metadata (its
-        symbolic dimensions by "2 or more") rather than by identity, so a new tensor of the same
-        kind in its place runs the same compiled program."""
-        label = f"attribute {name!r} of {info.label}"
-        proxy = self.tensor_input(value, info.dict, name, label, self.guards.route_of(info.real))
-        expr = f"{self._dict_expr(info)}[{plain_scalar(name)!r}]"
+        an input of the program read from the object at each call (where `route` reaches it
+        through the call's arguments, else as `owner[key]`), guarded by its metadata (its
+        symbolic dimensions by "2 or more") at `expr` rather than by identity, so a new tensor of
+        the same kind in its place runs the same compiled program."""
+        proxy = self.tensor_input(value, owner, key, label, route)
+        first = self._held_at.setdefault(id(proxy), expr)
+        if first != expr:
+            # one tensor held in two places (is one input, read from the first): so at every call
+            self.guards.add(f"{expr} is {first}", f"{label} is the tensor at {first}")
         if expr not in self._metadata_guarded:  # (read again, as a KV cache's keys are: one guard)
             self._metadata_guarded.add(expr)
             # (a size traced at 1 stays 1 or more: squall.symbolic.ShapeEnv.traced_at_one)

@@ -165,6 +165,8 @@ class AttributeReads:
         a new KV cache of the same layout runs the same program."""
         if route is not None and (type(value) is list or type(value) is tuple or type(value) is dict or by_structure(value)):
             return self._reached_through_arguments(value, expr, label, route)
+        if route is not None and type(value) is torch.Tensor and self.tensor_input is not None:
+            return self._held_item(value, expr, label, route)  # (an item of a list or tuple reached so)
         self.guards.watch(expr, value, label)
         return self._follow(value, expr, label)
 

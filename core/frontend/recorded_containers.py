@@ -20,7 +20,7 @@ class _RecordedList(list):
     list passed as an argument (its items are in the cache key; its appends are replayed on the
     caller's list), else None."""
 
-    __slots__ = ("items_read", "label", "initial", "real", "target")
+    __slots__ = ("items_read", "label", "initial", "real", "target", "items_set")
 
 
 def _noting_read(base: Callable) -> Callable:
@@ -43,8 +43,26 @@ def _refused(name: str, allowed: str = "appending to it") -> Callable:
 
 for _name in ("__iter__", "__len__", "__getitem__", "__contains__", "__reversed__", "index", "count", "copy", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__add__", "__mul__", "__rmul__", "__repr__"):
     setattr(_RecordedList, _name, _noting_read(getattr(list, _name)))
-for _name in ("pop", "insert", "remove", "clear", "sort", "reverse", "__setitem__", "__delitem__", "__imul__"):
+for _name in ("pop", "insert", "remove", "clear", "sort", "reverse", "__delitem__", "__imul__"):
     setattr(_RecordedList, _name, _refused(_name))
+_refused_slice_set = _refused("__setitem__")
+
+
+def _setting_item(self, index, value):
+    # an item set at an int index (MiniMax's cache: `self.linear_cache[layer_idx] = state` at every
+    # step) is set again at every call (StateRecorder.finish); a slice's is refused, and so is a
+    # change C code makes without this method (heapq's), whose reads of the items are not seen
+    if type(index) is not int:
+        _refused_slice_set(self, index, value)
+    list.__setitem__(self, index, value)
+    try:
+        set_at = self.items_set
+    except AttributeError:
+        set_at = self.items_set = set()
+    set_at.add(index if index >= 0 else index + len(self))
+
+
+_RecordedList.__setitem__ = _setting_item
 
 
 class _RecordedDeque(collections.deque):

@@ -297,7 +297,7 @@ class RecordingCopies:
         """A recording copy (squall.frontend.state_views) of dict-like `real`, holding `items`."""
         copy = RECORDED_DICT_TYPES[cls]()
         copy.recorder, copy.real, copy.label, copy.whole_read, copy.keys_set, copy.target = self, real, label, False, {}, None
-        copy.routed = False  # True: reached through an argument object, its reads guarded through `target`
+        copy.routed = False  # its route where reached through an argument object, its reads guarded through `target`
         for k, v in items.items():
             cls.__setitem__(copy, k, v)  # (not recorded as the program's writes)
         return copy
@@ -315,7 +315,11 @@ class RecordingCopies:
             recorded.whole_read = True  # a key the check cannot name: all items are checked
             return value
         expr = f"{self._dict_where(recorded)}[{plain_scalar(key)!r}]"
-        self.guards.watch(expr, dict.__getitem__(recorded.real, key), f"item {plain_scalar(key)!r} of {recorded.label}")
+        real, label = dict.__getitem__(recorded.real, key), f"item {plain_scalar(key)!r} of {recorded.label}"
+        if recorded.routed and type(real) is torch.Tensor and value is real and self.tensor_input is not None:
+            # held by a dict an argument object holds (a Mamba cache's `conv_states`): an input, as its attributes' tensors are
+            return self._held_item(real, expr, label, (*recorded.routed, ("item", key)))
+        self.guards.watch(expr, real, label)
         return value  # (followed when the copy was made)
 
     def _read_key(self, recorded: Any, key: Any, found: bool) -> None:

@@ -118,8 +118,13 @@ class Speculation:
             for bsym in scope:
                 if Tags.SIDE_EFFECT in bsym.sym.tags:
                     continue
-                for p in bsym.output_proxies():
-                    producers[p.name] = bsym
+                outputs = bsym.output_proxies()
+                # a call that gives back its input (`m = m.expand(m.shape)`: `t1 = expand(t1, ...)`)
+                # makes nothing: as its producer, it needed itself, and the value's search never ended
+                taken = {p.name for p in bsym.input_proxies()} if outputs else ()
+                for p in outputs:
+                    if p.name not in taken:
+                        producers[p.name] = bsym
         generators = torch_generators()
         try:
             # real torch calls, not the tracing mode's: it is active while the program is traced

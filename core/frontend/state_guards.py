@@ -38,11 +38,12 @@ cached program; a failed check sends the call back to be compiled again (`squall
 
 Writes are side effects to replay, as eager makes them at every call: an attribute set on a
 module or object (`self.count = self.count + 1`, `self.last = x * 2`) is set again after each
-call to the value this call computed, items appended to a list, added to a set or set in a
-dict the program reached are appended, added or set again, on the very object (one the
-program returns is returned as itself). A write squall cannot replay (deleting an attribute,
-changing a list other than by appending, a dict other than by setting items or a set other
-than by adding, assigning a global, a closure variable holding a module or object, or a
+call to the value this call computed, items appended to a list or set at an int index of it,
+added to a set or set in a dict the program reached are appended, set, added or set again, on
+the very object (one the program returns is returned as itself). A write squall cannot replay
+(deleting an attribute, changing a list other than by appending or setting an item at an int
+index, a dict other than by setting items or a set other than by adding, assigning a global,
+a closure variable holding a module or object, or a
 settings module's attribute) makes calls of that signature run eagerly, with a warning
 naming the source line (squall.jit), as does the user's code raising while it is traced.
 

@@ -202,10 +202,19 @@ class StateRecorder(AttributeReads, RecordingCopies, ArgumentRoutes):
             if recorded.items_read and recorded.target is None:
                 self.guards.add(f"_same_items({expr}, {self.guards.bind(list(real), 'k')})", f"the items of {label}")
             initial = recorded.initial
-            if len(recorded) < len(initial) or any(a is not b for a, b in zip(initial, recorded)):  # list.__init__ on it, say
-                raise UnreplayableWrite(f"squall: the program changes {label} other than by appending to it; squall cannot replay that")
+            if len(recorded) < len(initial):  # list.__init__ on it, say
+                raise UnreplayableWrite(f"squall: the program changes {label} other than by appending to it or setting its items; squall cannot replay that")
+            target = recorded.target if recorded.target is not None else self.guards.bind(real, "l")
+            set_at = getattr(recorded, "items_set", ())
+            for i, (before, now) in enumerate(zip(initial, recorded)):
+                if before is now:
+                    continue
+                if i not in set_at:  # changed by C code (heapq), say
+                    raise UnreplayableWrite(f"squall: the program changes {label} other than by appending to it or setting its items; squall cannot replay that")
+                # set again at every call (its length is guarded, or it is the very list traced)
+                self.guards.effects.append(f"{target}[{i}] = effects[{len(values)}]")
+                values.append(now)
             if len(recorded) > len(initial):
-                target = recorded.target if recorded.target is not None else self.guards.bind(real, "l")
                 self.guards.effects.append(f"{target}.extend(effects[{len(values)}])")
                 values.append(list(recorded[len(initial):]))
         for recorded, expr in self._deques:

@@ -236,10 +236,10 @@ class InputBinding:
 
     The path starts at "params" (a module's parameters and buffers, a list),
     "args" (positional arguments, a tuple) or "kwargs" (a dict); or it is ("state", owner,
-    key, route): a tensor an object reached from the arguments holds, read at every call as
-    `key` of the `__dict__` of the object `route` reaches through the call's arguments
-    (squall.trace.route_source), or where there is no route, as `owner[key]` (the object's
-    `__dict__`; squall.frontend.state_guards).
+    key, route): a tensor an object reached from the arguments holds, read at every call where
+    `route` reaches it through the call's arguments (squall.trace.route_value: an attribute of
+    an object, an item of a list, tuple or dict it holds), or where there is no route, as
+    `owner[key]` (the object's `__dict__`; squall.frontend.state_guards).
     """
 
     proxy: TensorProxy
@@ -528,7 +528,8 @@ def trace_program(
 
     def state_input(value: torch.Tensor, owner: dict, key: str, label: str, route: tuple | None = None) -> TensorProxy:
         # a tensor an argument object (or one reached from it) holds: an input read at every call
-        # from the call's own object where it is reached through the arguments (`route`), else
+        # from the call's own object where it is reached through the arguments (`route`, to the
+        # tensor itself: an attribute, or an item of a list or dict the object holds), else
         # from `owner[key]`; its dimensions symbolic as `dims` says for `state_dims_path`
         p = state_proxies.get(id(value))
         if p is None:
@@ -562,6 +563,7 @@ def trace_program(
         # an int an argument object holds (a sliding-window KV cache's count of tokens seen) that
         # `DynamicDims` made a size (`dims[path] is NUMBER_SIZE`): an input read from the call's own
         # object at every call, traced as a size symbol; None where it stays a constant
+        route = (*route, ("attr", key))  # (`route` reaches its holder)
         path = state_dims_path(None, key, route)
         if not dims or dims.get(path) is not NUMBER_SIZE or value < 2:
             return None

@@ -79,7 +79,7 @@ def tensors_at(paths: Sequence[tuple], takes_params: bool) -> Callable[[tuple, d
         for root, *keys in paths:
             if root == "state":  # a tensor an argument object holds: through the call's own object where routed
                 owner, key, route = keys
-                out.append(route_value(route, args, kwargs, offset).__dict__[key] if route is not None else owner[key])
+                out.append(route_value(route, args, kwargs, offset) if route is not None else owner[key])
                 continue
             if root == "params":
                 x = args[0]

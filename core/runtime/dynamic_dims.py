@@ -155,7 +155,7 @@ class DynamicDims:
                 continue
             _, owner, k, route = b.path
             try:
-                now = route_value(route, args, kwargs).__dict__.get(k) if route is not None else owner.get(k)
+                now = route_value(route, args, kwargs) if route is not None else owner.get(k)
             except (KeyError, IndexError, AttributeError, TypeError):
                 continue  # this call's object has another layout: nothing to compare
             traced = concrete_shape(b.proxy.shape)
@@ -176,7 +176,7 @@ class DynamicDims:
                 now = route_value(route, args, kwargs).__dict__.get(name)
             except (KeyError, IndexError, AttributeError, TypeError):
                 continue  # this call's object has another layout: nothing to compare
-            path = state_dims_path(None, name, route)
+            path = state_dims_path(None, name, (*route, ("attr", name)))  # (as tracing's `state_size` keys it)
             if type(now) is int and now != traced and now >= 2 and None not in self._static.get(path, set()):
                 self.dims[path] = NUMBER_SIZE
 

@@ -149,7 +149,7 @@ def call_specs(params: list | None, args: tuple, kwargs: dict, *, keep: Sequence
 def _state_value(path: tuple, args: tuple, kwargs: dict) -> Any:
     """The value at a state input's path (squall.frontend.tracing.InputBinding) in this call."""
     _, owner, key, route = path
-    return (route_value(route, args, kwargs).__dict__ if route is not None else owner)[key]
+    return route_value(route, args, kwargs) if route is not None else owner[key]
 
 
 def example_inputs(tree: Any, borrow: bool = True) -> tuple[Any, list[torch.Tensor]]:
