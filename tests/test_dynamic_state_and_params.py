@@ -8,7 +8,7 @@ families and timm vision transformers with changing batches and image sizes):
 - a method of a module's parameter called with a symbolic size (`self.cls_token.expand(B, -1, -1)`)
   traces; torch's own argument parser used to refuse the size before tracing saw the call, so the
   whole forward ran eagerly at the first batch change;
-- `F.interpolate` in a mode squall does not model (bicubic, antialias: timm's position-embedding
+- `F.interpolate` in a mode squall does not model (antialias: timm's position-embedding
   resampling at a new image size) runs as an opaque torch call, with a warning, instead of raising.
 """
 from __future__ import annotations
@@ -138,7 +138,7 @@ def test_a_parameters_method_takes_a_symbolic_batch(dynamic):
     assert jitted.cache_info().misses <= 2
 
 
-@pytest.mark.parametrize("options", [dict(mode="bicubic", align_corners=False), dict(mode="bilinear", antialias=True, align_corners=False)])
+@pytest.mark.parametrize("options", [dict(mode="bicubic", antialias=True, align_corners=False), dict(mode="bilinear", antialias=True, align_corners=False)])
 @pytest.mark.parametrize("dynamic", [None, True])
 def test_interpolate_in_a_mode_squall_does_not_model_runs_as_an_opaque_call(options, dynamic):
     def resample(grid, x):
