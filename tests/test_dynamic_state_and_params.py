@@ -155,6 +155,23 @@ def test_interpolate_in_a_mode_squall_does_not_model_runs_as_an_opaque_call(opti
     assert messages and all("interpolate runs as an opaque torch call (interpolate(): " in m and "is not supported by squall" in m for m in messages), messages
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_interpolate_of_integer_images_answers_as_eager(mode):
+    """Eager resizes uint8 images in these modes (and refuses int64): squall raised its own
+    NotImplementedError for both; now torch's call answers, a uint8 image resized, int64 refused."""
+    def resize(x):
+        return torch.nn.functional.interpolate(x, size=(6, 5), mode=mode)
+
+    image = torch.randint(0, 256, (1, 3, 4, 4), dtype=torch.uint8)
+    with pytest.warns(squall.SquallWarning, match="interpolation of torch.uint8 is not supported by squall"):
+        assert torch.equal(squall.jit(resize)(image), resize(image))
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        resize(image.long())
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", squall.SquallWarning)
+        squall.jit(resize)(image.long())
+
+
 def test_interpolate_still_refuses_what_torch_refuses():
     with pytest.raises(ValueError, match="align_corners"):
         squall.jit(lambda x: torch.nn.functional.interpolate(x, size=(3, 3), mode="nearest", align_corners=True))(torch.randn(1, 1, 2, 2))

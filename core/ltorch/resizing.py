@@ -203,7 +203,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         return (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[n - 1](input, sizes)
     x = input
     linear = mode in _LINEAR_MODES
-    check(not linear or input.dtype.is_floating_point, lambda: f"interpolate(): {mode} interpolation is not implemented for {input.dtype}", NotImplementedError)
+    # (eager resizes uint8 images in the linear and bicubic modes, and refuses other integers: its call answers)
+    check(not linear or input.dtype.is_floating_point, lambda: f"interpolate(): {mode} interpolation of {input.dtype} is not supported by squall", NotInLanguage)
     if linear:
         x = to_dtype(x, computation_dtype(x.dtype))
     if mode == "bicubic" and sizes == list(input.shape[2:]):
