@@ -8,7 +8,7 @@ families and timm vision transformers with changing batches and image sizes):
 - a method of a module's parameter called with a symbolic size (`self.cls_token.expand(B, -1, -1)`)
   traces; torch's own argument parser used to refuse the size before tracing saw the call, so the
   whole forward ran eagerly at the first batch change;
-- `F.interpolate` in a mode squall does not model (bicubic, antialias: timm's position-embedding
+- `F.interpolate` in a mode squall does not model (antialias: timm's position-embedding
   resampling at a new image size) runs as an opaque torch call, with a warning, instead of raising.
 """
 from __future__ import annotations
@@ -138,7 +138,7 @@ def test_a_parameters_method_takes_a_symbolic_batch(dynamic):
     assert jitted.cache_info().misses <= 2
 
 
-@pytest.mark.parametrize("options", [dict(mode="bicubic", align_corners=False), dict(mode="bilinear", antialias=True, align_corners=False)])
+@pytest.mark.parametrize("options", [dict(mode="bicubic", antialias=True, align_corners=False), dict(mode="bilinear", antialias=True, align_corners=False)])
 @pytest.mark.parametrize("dynamic", [None, True])
 def test_interpolate_in_a_mode_squall_does_not_model_runs_as_an_opaque_call(options, dynamic):
     def resample(grid, x):
@@ -153,6 +153,23 @@ def test_interpolate_in_a_mode_squall_does_not_model_runs_as_an_opaque_call(opti
             torch.testing.assert_close(jitted(grid, x), resample(grid, x))
     messages = [str(w.message) for w in caught if issubclass(w.category, squall.SquallWarning)]
     assert messages and all("interpolate runs as an opaque torch call (interpolate(): " in m and "is not supported by squall" in m for m in messages), messages
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_interpolate_of_integer_images_answers_as_eager(mode):
+    """Eager resizes uint8 images in these modes (and refuses int64): squall raised its own
+    NotImplementedError for both; now torch's call answers, a uint8 image resized, int64 refused."""
+    def resize(x):
+        return torch.nn.functional.interpolate(x, size=(6, 5), mode=mode)
+
+    image = torch.randint(0, 256, (1, 3, 4, 4), dtype=torch.uint8)
+    with pytest.warns(squall.SquallWarning, match="interpolation of torch.uint8 is not supported by squall"):
+        assert torch.equal(squall.jit(resize)(image), resize(image))
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        resize(image.long())
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", squall.SquallWarning)
+        squall.jit(resize)(image.long())
 
 
 def test_interpolate_still_refuses_what_torch_refuses():

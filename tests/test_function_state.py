@@ -2,6 +2,7 @@
 reads them and guarded; a program that assigns either runs eagerly, counted once, as in eager."""
 from __future__ import annotations
 
+import functools
 import warnings
 
 import pytest
@@ -78,3 +79,53 @@ def test_an_attribute_set_later_on_a_function_that_had_none_is_seen():
         assert_close(jitted(torch.ones(1)), torch.full((1,), 3.0))
         del moded.mode
         assert_close(jitted(torch.ones(1)), torch.full((1,), 2.0))
+
+
+@functools.lru_cache(maxsize=8)
+def _even_positions(n):
+    return torch.arange(n) * 2
+
+
+def _through_a_wrapper(cached):
+    """transformers' compile_compatible_method_lru_cache: a wrapper whose closure holds the cache."""
+
+    def wrapper(*args):
+        return cached(*args)
+
+    return wrapper
+
+
+class _CachedIndexModule(torch.nn.Module):
+    # a staticmethod around the wrapper, as BEiT's relative position index is kept
+    positions = staticmethod(_through_a_wrapper(functools.lru_cache(maxsize=8)(lambda n: torch.arange(n) * 2)))
+
+    @functools.lru_cache(maxsize=8)  # noqa: B019 - a method under the cache, as libraries write it
+    def odd_positions(self, n):
+        return torch.arange(n) * 2 + 1
+
+    def forward(self, x):
+        n = x.shape[-1] // 2
+        return x[:, self.positions(n)] - x[:, self.odd_positions(n)]
+
+
+def _gathers_even_positions(x):
+    return x[:, _even_positions(x.shape[-1] // 2)]
+
+
+@pytest.mark.parametrize("program", [_gathers_even_positions, _CachedIndexModule()], ids=["global", "wrapper_and_method"])
+@pytest.mark.parametrize("eager_first", [False, True], ids=["compiled_first", "eager_first"])
+def test_a_function_under_lru_cache_runs_uncached_while_traced(program, eager_first):
+    """The cache kept the traced tensor a trace's call returned: a later trace given it read a
+    name no line of its program assigns (squall's internal error), and eager, given it, raised
+    'a TensorProxy was used outside of tracing' (BEiT's relative position index at a new image size)."""
+    sizes = (4, 4, 6, 5, 4, 6)
+    if eager_first:
+        for n in sizes:
+            program(torch.randn(2, 2 * n))
+    jitted = squall.jit(program)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        for n in sizes:
+            x = torch.randn(2, 2 * n)
+            assert_close(jitted(x), program(x))
+    assert jitted.cache_info().misses == 2  # the size changes once, and is symbolic from then on

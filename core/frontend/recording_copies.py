@@ -26,6 +26,7 @@ from .recorded_containers import RECORDED_DICT_TYPES, _RecordedDeque, _RecordedL
 from .state_views import (
     _cell_value,
     _MISSING,
+    _LRU_CACHE,
     _ModuleReads,
     _recordable,
     SNAPSHOT_TYPES,
@@ -352,6 +353,8 @@ class RecordingCopies:
             self.guards.same_dict(f"{self.guards.bind(value, 'o')}.__dict__", dict(value.__dict__), f"the attributes of {label}")
         if _user_function(value):
             return self._recording_function(value)  # a helper's own global reads are seen too
+        if type(value) is _LRU_CACHE:
+            return self._standing_for(self._recorded(value.__wrapped__, label), value)
         if type(value) is functools.partial:
             return self._recording_partial(value, label)
         if type(value) is types.MethodType and _user_function(value.__func__) and viewable(value.__self__):

@@ -175,6 +175,10 @@ def _cell_value(cell: types.CellType) -> Any:
         return _MISSING
 
 
+# a function under functools.lru_cache (or functools.cache) runs uncached while traced, as
+# dynamo runs it: its cache would keep the traced tensors it returned, which a later trace, and
+# eager, would then be given
+_LRU_CACHE = functools._lru_cache_wrapper
 # containers a program reaches that are read through recording copies (squall.frontend.recording_copies._follow)
 _FOLLOWED_CONTAINERS = frozenset({list, collections.deque, dict, set, collections.OrderedDict, collections.defaultdict, collections.Counter})
 # mutable sequences of plain values (read as they are, guarded by their contents; a change refused)
@@ -209,6 +213,7 @@ def _recordable(value: Any) -> bool:
         or type(value) in _FOLLOWED_CONTAINERS
         or type(value) in SNAPSHOT_TYPES
         or type(value) is functools.partial
+        or type(value) is _LRU_CACHE
         or (type(value) is types.MethodType and _user_function(value.__func__) and viewable(value.__self__))
         or viewable(value)
         or is_autograd_function(value)
@@ -309,9 +314,11 @@ def _view_getattribute(self, name: str):
         # found by the class's own __getattribute__ elsewhere (a transformers config maps
         # `hidden_size` to `n_embd`): guarded by asking the object again
         return info.recorder._read_computed(info, name, value)
-    if type(value) is types.MethodType and _user_function(value.__func__) and (value.__self__ is self or isinstance(value.__self__, type)):
+    if type(value) is types.MethodType and (value.__self__ is self or isinstance(value.__self__, type)):
         # a method, or a classmethod (bound to its class): its global reads are seen too
-        return types.MethodType(info.recorder._recording_function(value.__func__), value.__self__)
+        func = value.__func__.__wrapped__ if type(value.__func__) is _LRU_CACHE else value.__func__
+        if _user_function(func):
+            return types.MethodType(info.recorder._recording_function(func), value.__self__)
     if owner is not None and _user_function(value):
         return info.recorder._recording_function(value)  # a staticmethod
     return value

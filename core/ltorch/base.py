@@ -141,7 +141,7 @@ class DataDependentError(RuntimeError):
 
 
 class NotInLanguage(NotImplementedError):
-    """A torch-language op's variant that squall does not model (`interpolate(mode="bicubic")`):
+    """A torch-language op's variant that squall does not model (`interpolate(antialias=True)`):
     raised by the op before it records anything; the program's call runs as an opaque torch call
     instead, with a warning, as an op outside the language does."""
 

@@ -72,7 +72,7 @@ def pixel_unshuffle(input, downscale_factor):
 
 # --- interpolate -------------------------------------------------------------------------
 
-_LINEAR_MODES = {"linear": 1, "bilinear": 2, "trilinear": 3}
+_LINEAR_MODES = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}  # (with the spatial dimensions each takes)
 
 
 def _output_sizes(input: TensorProxy, n: int, size, scale_factor, recompute_scale_factor) -> tuple[list[int], list[float | None]]:
@@ -117,10 +117,49 @@ def _gather(x: TensorProxy, dim: int, index: TensorProxy) -> TensorProxy:
     return prims.take(x, index, dim)
 
 
+# torch's cubic convolution kernel (Keys, a = -0.75; aten/src/ATen/native/UpSample.h), over the
+# four taps floor(src) - 1 .. floor(src) + 2 at distances t + 1, t, 1 - t, 2 - t
+_CUBIC_A = -0.75
+
+
+def _cubic_near(x: TensorProxy) -> TensorProxy:  # |x| <= 1
+    a = _CUBIC_A
+    return prims.add(prims.mul(prims.mul(prims.sub(prims.mul(x, a + 2), a + 3), x), x), 1.0)
+
+
+def _cubic_far(x: TensorProxy) -> TensorProxy:  # 1 < |x| < 2
+    a = _CUBIC_A
+    return prims.sub(prims.mul(prims.add(prims.mul(prims.sub(prims.mul(x, a), 5 * a), x), 8 * a), x), 4 * a)
+
+
+def _resize_dim_cubic(x: TensorProxy, dim: int, out: int, scale, align_corners: bool, pos_dtype: torch.dtype) -> TensorProxy:
+    L = x.shape[dim]
+    i = prims.iota(out, start=0, step=1, device=x.device, dtype=pos_dtype)
+    if align_corners:
+        src = prims.mul(i, (L - 1) / (out - 1) if out > 1 else 0.0)
+    else:  # (unlike the linear modes', a negative position is not clamped)
+        ratio = 1.0 / scale if scale is not None and scale > 0 else L / out
+        src = prims.sub(prims.mul(prims.add(i, 0.5), ratio), 0.5)
+    floor = prims.floor(src)
+    t = prims.sub(src, floor)
+    s = prims.sub(1.0, t)
+    weights = (_cubic_far(prims.add(t, 1.0)), _cubic_near(t), _cubic_near(s), _cubic_far(prims.add(s, 1.0)))
+    base = prims.convert_element_type(floor, torch.int64)
+    shape = [out if d == dim else n for d, n in enumerate(x.shape)]
+    result = None
+    for k, w in enumerate(weights):
+        idx = prims.minimum(prims.maximum(prims.add(base, k - 1), 0), L - 1)  # taps past an edge read the edge
+        term = prims.mul(_gather(x, dim, idx), prims.broadcast_in_dim(to_dtype(w, x.dtype), shape, [dim]))
+        result = term if result is None else prims.add(result, term)
+    return result
+
+
 def _resize_dim(x: TensorProxy, dim: int, out: int, scale, mode: str, align_corners: bool) -> TensorProxy:
     L = x.shape[dim]
     # index arithmetic in float32, or float64 for float64 inputs, like torch's kernels
     pos_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    if mode == "bicubic":
+        return _resize_dim_cubic(x, dim, out, scale, align_corners, pos_dtype)
     if mode in ("nearest", "nearest-exact"):
         src = _source_positions(L, out, scale, False, nearest=mode, device=x.device, dtype=torch.float32)
         idx = prims.minimum(prims.convert_element_type(prims.floor(src), torch.int64), L - 1)
@@ -140,7 +179,7 @@ def _resize_dim(x: TensorProxy, dim: int, out: int, scale, mode: str, align_corn
 
 @torchsymbol(torch.nn.functional.interpolate)
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None, antialias=False):
-    """torch.nn.functional.interpolate: nearest, nearest-exact, (bi/tri)linear and area modes."""
+    """torch.nn.functional.interpolate: nearest, nearest-exact, (bi/tri)linear, bicubic and area modes."""
     check(is_tensor(input), lambda: f"interpolate(): argument 'input' must be Tensor, not {type(input).__name__}", TypeError)
     n = input.ndim - 2
     if mode in ("nearest", "nearest-exact", "area"):
@@ -150,8 +189,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             ValueError,
         )
     check(not antialias, lambda: "interpolate(): antialias=True is not supported by squall", NotInLanguage)
-    check(mode != "bicubic", lambda: "interpolate(): mode='bicubic' is not supported by squall", NotInLanguage)
-    known = ("nearest", "nearest-exact", "area", "linear", "bilinear", "trilinear")
+    known = ("nearest", "nearest-exact", "area", "linear", "bilinear", "bicubic", "trilinear")
     check(mode in known, lambda: f"interpolate(): unknown mode {mode!r}; squall supports {', '.join(known)}", NotModelled)
     check(
         1 <= n <= 3 and (mode not in _LINEAR_MODES or _LINEAR_MODES[mode] == n),
@@ -165,9 +203,14 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         return (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[n - 1](input, sizes)
     x = input
     linear = mode in _LINEAR_MODES
-    check(not linear or input.dtype.is_floating_point, lambda: f"interpolate(): {mode} interpolation is not implemented for {input.dtype}", NotImplementedError)
+    # (eager resizes uint8 images in the linear and bicubic modes, and refuses other integers: its call answers)
+    check(not linear or input.dtype.is_floating_point, lambda: f"interpolate(): {mode} interpolation of {input.dtype} is not supported by squall", NotInLanguage)
     if linear:
         x = to_dtype(x, computation_dtype(x.dtype))
-    for i, (out, scale) in enumerate(zip(sizes, scales)):
+    if mode == "bicubic" and sizes == list(input.shape[2:]):
+        return prims.mul(input, 1)  # eager's kernel copies an input of the output's size
+    # (bicubic resizes the width first: eager's kernel sums each row's four taps, then the rows')
+    order = reversed(list(enumerate(zip(sizes, scales)))) if mode == "bicubic" else enumerate(zip(sizes, scales))
+    for i, (out, scale) in order:
         x = _resize_dim(x, 2 + i, out, scale, mode, bool(align_corners))
     return to_dtype(x, input.dtype)

@@ -7,7 +7,7 @@ import torch
 
 from .. import prims
 from . import helpers
-from .base import data_dependent_error, torchsymbol
+from .base import NotInLanguage, data_dependent_error, torchsymbol
 from .unmodelled import NotModelled
 from .helpers import broadcast_shapes, canonical_dim, check, is_tensor
 from ..prims.base import is_size
@@ -17,7 +17,7 @@ from ..symbol import Tags
 __all__ = [
     "view", "reshape", "view_as", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze",
     "permute", "transpose", "swapaxes", "swapdims", "t", "T", "mT", "mH", "H", "movedim",
-    "diagonal", "expand", "expand_as", "broadcast_to", "broadcast_tensors", "repeat",
+    "diagonal", "expand", "expand_as", "broadcast_to", "broadcast_tensors", "meshgrid", "repeat", "tile",
     "repeat_interleave", "contiguous", "detach", "clone",
 ]
 
@@ -308,6 +308,26 @@ def broadcast_tensors(*tensors):
     return tuple(helpers.broadcast_to(x, shape) for x in tensors)
 
 
+@torchsymbol(torch.meshgrid, tags=_SHAPE)
+def meshgrid(*tensors, indexing=None):
+    if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)):
+        tensors = tuple(tensors[0])
+    # (without `indexing`, torch warns at every call: the opaque call warns as eager does)
+    check(indexing is not None, lambda: "meshgrid(): without indexing= (torch warns at every call) is not supported by squall", NotInLanguage)
+    check(indexing in ("ij", "xy"), lambda: f'torch.meshgrid: indexing must be one of "xy" or "ij", but received: {indexing}')
+    check(len(tensors) > 0, lambda: "meshgrid expects a non-empty TensorList")
+    check(all(t.ndim <= 1 for t in tensors), lambda: "torch.meshgrid: Expected 0D or 1D tensor in the tensor list")
+    check(len({t.dtype for t in tensors}) == 1, lambda: "meshgrid expects all tensors to have the same dtype")
+    check(len({t.device for t in tensors}) == 1, lambda: "meshgrid expects all tensors to have the same device")
+    # "xy" is "ij" with the first two dimensions swapped (cartesian, as numpy's)
+    order = list(range(len(tensors)))
+    if indexing == "xy" and len(tensors) > 1:
+        order[0], order[1] = 1, 0
+    lengths = [t.shape[0] if t.ndim else 1 for t in tensors]
+    shape = [lengths[i] for i in order]
+    return tuple(prims.broadcast_in_dim(prims.reshape(t, (n,)), shape, (order.index(i),)) for i, (t, n) in enumerate(zip(tensors, lengths)))
+
+
 @torchsymbol(torch.Tensor.repeat)
 def repeat(a, *repeats_args, repeats=None):
     reps = _sizes("repeat", repeats_args, repeats)
@@ -323,6 +343,13 @@ def repeat(a, *repeats_args, repeats=None):
     interleaved = [n for pair in zip(reps, shape) for n in pair]
     b = prims.broadcast_in_dim(a, interleaved, tuple(range(1, 2 * len(shape), 2)))
     return prims.reshape(b, out_shape)
+
+
+@torchsymbol(torch.Tensor.tile, torch.tile, id="torch.tile")  # (the method first: the torch executor calls it with varargs)
+def tile(input, *dims_args, dims=None):
+    reps = _sizes("tile", dims_args, dims)
+    # fewer repeats than dimensions repeat the last ones (ones in front); then it is `repeat`
+    return repeat(input, (1,) * (input.ndim - len(reps)) + tuple(reps))
 
 
 @torchsymbol(torch.repeat_interleave, torch.Tensor.repeat_interleave)

@@ -1,4 +1,4 @@
-"""Torch-language ops: vector norms and what is built on them (vector_norm, norm, normalize, cosine_similarity, pairwise_distance, cdist,
+"""Torch-language ops: vector norms and what is built on them (vector_norm, linalg.norm, norm, normalize, cosine_similarity, pairwise_distance, cdist,
 norm_except_dim and the weight norm torch.nn.utils's weight_norm parametrization computes)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import torch
 
 from .. import prims
-from .base import torchsymbol
+from .base import NotInLanguage, torchsymbol
 from .unmodelled import NotModelled
 from .elementwise_binary import div, mul
 from .helpers import broadcast, broadcast_shapes, broadcast_to, canonical_dim, check, check_input, computation_dtype, expand_reduced, is_tensor, result_dtype, to_dtype
@@ -20,7 +20,7 @@ F = torch.nn.functional
 _REDUCTION = (Tags.REDUCTION,)
 
 __all__ = [
-    "cdist", "vector_norm", "norm", "normalize", "cosine_similarity", "pairwise_distance", "norm_except_dim", "weight_norm",
+    "cdist", "vector_norm", "linalg_norm", "norm", "normalize", "cosine_similarity", "pairwise_distance", "norm_except_dim", "weight_norm",
 ]
 
 
@@ -108,6 +108,21 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     """The ord-norm of `x` over `dim` (every element when None)."""
     check_input("linalg.vector_norm", x)
     return _vector_norm(x, ord, reduction_dims(x, dim), keepdim, dtype)
+
+
+@torchsymbol(torch.linalg.norm, tags=_REDUCTION)
+def linalg_norm(A, ord=None, dim=None, keepdim=False, *, out=None, dtype=None):
+    """torch.linalg.norm: a vector norm, or the Frobenius norm of matrices (OWL-ViT normalizes its
+    embeddings so); its other matrix norms (spectral, nuclear, max row or column sum) run as
+    torch's opaque call."""
+    check_input("linalg.norm", A)
+    dims = (dim,) if isinstance(dim, int) else None if dim is None else tuple(dim)
+    check(not (dims is None and ord is not None and A.ndim not in (1, 2)),
+          lambda: f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got {A.ndim}D.")
+    vector = (len(dims) == 1 if dims is not None else ord is None or A.ndim == 1) and not isinstance(ord, str)
+    frobenius = ord in (None, "fro") and (len(dims) == 2 if dims is not None else A.ndim == 2)
+    check(vector or frobenius, lambda: f"linalg.norm(): ord={ord!r} (a matrix norm other than the Frobenius) is not supported by squall", NotInLanguage)
+    return _vector_norm(A, 2 if ord in (None, "fro") else ord, reduction_dims(A, dim), keepdim, dtype)
 
 
 @torchsymbol(torch.norm, torch.Tensor.norm, tags=_REDUCTION)

@@ -43,7 +43,7 @@ def _interp_samples(modes):
     def samples(dtype, device):
         x = lambda *shape, **kw: make_tensor(shape, dtype, device, **kw)
         for mode in modes:
-            n = {"linear": 1, "bilinear": 2, "trilinear": 3}.get(mode)
+            n = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}.get(mode)
             for d in ((n,) if n else (1, 2, 3)):
                 s = (5, 4, 3)[:d]
                 yield SampleInput((x(2, 3, *s),), {"size": (7, 3, 6)[:d], "mode": mode})
@@ -71,6 +71,7 @@ def _interp_errors(device):
     yield ErrorInput(SampleInput((x(1, 2, 4, 4),), {"size": 3, "align_corners": True}), ValueError, "align_corners option can only be set")
     yield ErrorInput(SampleInput((x(1, 2, 4, 4),), {"size": (3, 3, 3)}), ValueError, "same number of spatial dimensions")
     yield ErrorInput(SampleInput((x(1, 2, 4, 4),), {"size": 3, "mode": "linear"}), NotImplementedError, "3D input")
+    yield ErrorInput(SampleInput((x(1, 2, 4),), {"size": 3, "mode": "bicubic"}), NotImplementedError, "4D input")
 
 
 _NEAREST_TYPES = FLOATING  # torch has no integer nearest kernels for every rank
@@ -80,6 +81,8 @@ opinfos = [
     OpInfo("pixel_unshuffle", F.pixel_unshuffle, _unshuffle_samples, ALL_TYPES, error_inputs=_unshuffle_errors, symbol="torch.nn.functional.pixel_unshuffle"),
     OpInfo("interpolate_nearest", F.interpolate, _interp_samples(("nearest", "nearest-exact")), _NEAREST_TYPES, error_inputs=_interp_errors, symbol="torch.nn.functional.interpolate"),
     OpInfo("interpolate_linear", F.interpolate, _interp_samples(("linear", "bilinear", "trilinear")), FLOATING, symbol="torch.nn.functional.interpolate", tolerances={torch.bfloat16: (1.6e-2, 3e-2)}),
+    # (taps past an edge read the edge; a negative source position is not clamped, as the linear modes' is)
+    OpInfo("interpolate_bicubic", F.interpolate, _interp_samples(("bicubic",)), FLOATING, symbol="torch.nn.functional.interpolate", tolerances={torch.bfloat16: (1.6e-2, 3e-2)}),
     OpInfo("interpolate_area", F.interpolate, _interp_samples(("area",)), FLOATING, symbol="torch.nn.functional.interpolate"),
 ]
 

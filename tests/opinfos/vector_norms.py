@@ -119,6 +119,23 @@ def _vector_norm_errors(device):
     yield ErrorInput(SampleInput((_t((2, 3), torch.float32, device),), {"dtype": torch.bfloat16}), RuntimeError, "without narrowing")
 
 
+def _linalg_norm_samples(dtype, device):
+    yield SampleInput((_t((4, 5), dtype, device),))
+    yield SampleInput((_t((2, 3, 4), dtype, device),))
+    yield SampleInput((_t((4, 5), dtype, device), 2), {"dim": -1, "keepdim": True})
+    yield SampleInput((_t((4, 5), dtype, device), 1), {"dim": (0,)})
+    yield SampleInput((_t((5,), dtype, device), math.inf))
+    yield SampleInput((_t((4, 5), dtype, device), "fro"))
+    yield SampleInput((_t((2, 3, 4), dtype, device),), {"dim": (0, 2), "keepdim": True})
+    yield SampleInput((_t((3, 4), dtype, device), -1.5), {"dim": 0, "dtype": torch.float64})
+    yield SampleInput((_t((), dtype, device),))
+
+
+def _linalg_norm_errors(device):
+    yield ErrorInput(SampleInput((_t((2, 3), torch.int64, device),)), RuntimeError, "Expected a floating point or complex tensor")
+    yield ErrorInput(SampleInput((_t((2, 3, 4), torch.float32, device), 2)), RuntimeError, "the input must be 1D or 2D")
+
+
 def _norm_samples(dtype, device):
     yield SampleInput((_t((4, 5), dtype, device),))
     yield SampleInput((_t((4, 5), dtype, device), "fro", 1))
@@ -139,6 +156,7 @@ def _norm_errors(device):
 
 opinfos += [
     OpInfo("vector_norm", torch.linalg.vector_norm, _vector_norm_samples, FLOATING, error_inputs=_vector_norm_errors, symbol="torch.linalg.vector_norm"),
+    OpInfo("linalg.norm", torch.linalg.norm, _linalg_norm_samples, FLOATING, error_inputs=_linalg_norm_errors, symbol="torch.linalg.norm"),
     OpInfo("norm", torch.norm, _norm_samples, FLOATING, error_inputs=_norm_errors, symbol="torch.norm"),
 ]
 

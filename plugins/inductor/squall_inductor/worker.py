@@ -119,7 +119,10 @@ class CompileWorker:
         self.closed = False
 
     def start(self) -> None:
-        """Start the worker process unless it runs (does not wait for it to be ready)."""
+        """Start the worker process unless it runs (does not wait for it to be ready, nor for a
+        request in flight: that holds the lock while the worker compiles, minutes on a busy machine)."""
+        if self._process is not None or self.broken or self.closed:
+            return
         with self._lock:
             self._start()
 

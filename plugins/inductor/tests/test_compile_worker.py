@@ -313,6 +313,22 @@ def test_the_worker_starts_at_jit_and_the_jit_does_not_wait_for_it(monkeypatch):
             worker.close()
 
 
+def test_a_jit_does_not_wait_for_a_compile_in_flight_in_the_worker(monkeypatch):
+    """squall.jit starts the worker (the executor's prepare) under the lock a request holds while
+    the worker compiles: jitting a second model waited for the first one's background upgrade to
+    finish compiling (minutes at the worker's low priority on a busy machine)."""
+    monkeypatch.setattr(squall_inductor.worker, "_worker", None)
+    worker = default_worker()
+    worker.start()
+    jitted = threading.Event()
+    try:
+        with worker._lock:  # as while a region compiles in the worker
+            threading.Thread(target=lambda: (squall.jit(lambda x: x + 1, executors=["inductor", "torch"]), jitted.set()), daemon=True).start()
+            assert jitted.wait(20), "squall.jit waited for the compile in flight"
+    finally:
+        worker.close()
+
+
 @pytest.mark.parametrize("executors, subprocess_setting", [(["torch"], "1"), (["inductor", "torch"], "0")])
 def test_no_worker_starts_where_inductor_is_left_out_or_compiles_in_process(monkeypatch, executors, subprocess_setting):
     monkeypatch.setattr(squall_inductor.worker, "_worker", None)
