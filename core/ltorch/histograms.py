@@ -6,7 +6,6 @@ import math
 import torch
 
 from .base import torchsymbol
-from .unmodelled import NotModelled
 from .elementwise_binary import add, div, eq, ge, le, logical_and, mul, sub, where
 from .elementwise_unary import trunc
 from .factories import arange, full, zeros

@@ -196,7 +196,7 @@ def batch_norm(input, running_mean, running_var, weight, bias, training, momentu
     unbiased batch variance. Otherwise returns the output alone.
     """
     _check_input("batch_norm", input)
-    check(input.ndim >= 2, lambda: f"Dimension out of range (expected to be in range of [-1, 0], but got 1)", IndexError)
+    check(input.ndim >= 2, lambda: "Dimension out of range (expected to be in range of [-1, 0], but got 1)", IndexError)
     c = input.shape[1]
     dims = tuple(d for d in range(input.ndim) if d != 1)
     count = math.prod(input.shape[d] for d in dims)

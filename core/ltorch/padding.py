@@ -26,7 +26,7 @@ def _edge_pad(a: TensorProxy, d: int, lo: int, hi: int, mode: str) -> TensorProx
         left = [prims.flip(_slice_dim(a, d, 1, lo + 1), (d,))] if lo else []
         right = [prims.flip(_slice_dim(a, d, n - 1 - hi, n - 1), (d,))] if hi else []
     else:  # circular
-        check(lo <= n and hi <= n, lambda: f"Padding value causes wrapping around more than once.")
+        check(lo <= n and hi <= n, lambda: "Padding value causes wrapping around more than once.")
         left = [_slice_dim(a, d, n - lo, n)] if lo else []
         right = [_slice_dim(a, d, 0, hi)] if hi else []
     return prims.cat([*left, a, *right], d) if left or right else a
