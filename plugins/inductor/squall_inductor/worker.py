@@ -55,7 +55,7 @@ _POLL_S = 0.1
 # lowered before anything is imported, so the threads torch starts and inductor's compilers inherit it
 WORKER_NICE = 10
 _WORKER_MAIN = (f"import os, sys, time\nstarted = time.time()\ntry:\n    os.nice({WORKER_NICE})\nexcept OSError:\n    pass\n"
-                "from squall_inductor.worker_main import main\nmain(int(sys.argv[1]), started)\n")
+                "from squall_inductor.worker_main import main\nmain(int(sys.argv[1]), started, int(sys.argv[2]))\n")
 
 
 class WorkerCompileError(Exception):
@@ -134,7 +134,7 @@ class CompileWorker:
             self._stderr = tempfile.TemporaryFile()
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
             self._process = subprocess.Popen(
-                [sys.executable, "-c", _WORKER_MAIN, str(theirs.fileno())],
+                [sys.executable, "-c", _WORKER_MAIN, str(theirs.fileno()), str(os.getpid())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=self._stderr, env=env, start_new_session=True)  # the terminal's Ctrl-C is not its
             theirs.close()

@@ -22,6 +22,8 @@ import operator
 import os
 import pickle
 import signal
+import threading
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -191,9 +193,32 @@ def compile_symbolic(fn: Callable, spec: SymbolicSpec, path: str) -> tuple[str, 
     return source, constants
 
 
-def main(fd: int, started: float | None = None) -> None:
+PARENT_POLL_S = 0.5
+
+
+def exit_with_parent(parent: int, poll_s: float = PARENT_POLL_S) -> threading.Thread:
+    """Start a daemon thread that kills this process, and its group where it leads one (the worker
+    leads its own session: the C++ compilers it started go too), once `parent`, the process that
+    started it, is gone. A killed user's process leaves a worker in the middle of a compile, which
+    the closed socket does not reach until the compile ends: minutes of CPU on a busy machine,
+    for nothing."""
+
+    def watch() -> None:
+        while os.getppid() == parent:  # an orphan's parent becomes init (or a subreaper)
+            time.sleep(poll_s)
+        if os.getpgid(0) == os.getpid():
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    thread = threading.Thread(target=watch, name="squall-inductor-parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def main(fd: int, started: float | None = None, parent: int | None = None) -> None:
     """Serve compile requests on the socket `fd` until it closes (`started`: when the worker's
-    interpreter started, seconds since the epoch, for the timeline)."""
+    interpreter started, seconds since the epoch, for the timeline; `parent`: the user's process,
+    whose end this process does not outlive)."""
     mark("worker: interpreter started", at=started, cpu=0.0)
     # torch's and inductor's modules, about 440k objects, live as long as the worker: out of the
     # collector's sight, a full collection during a region's lowering costs 30-60 ms, not 200+
@@ -201,6 +226,7 @@ def main(fd: int, started: float | None = None) -> None:
     gc.freeze()
     mark("worker: imports done")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the user's process's to handle
+    exit_with_parent(os.getppid() if parent is None else parent)
     conn = Connection(fd)
     conn.send(("ready", os.getpid()))
     warm_up = WarmUp()

@@ -483,3 +483,42 @@ def test_the_timeline_records_the_workers_steps_in_order_and_nothing_when_unset(
 def test_compile_threads_reads_a_positive_count_and_otherwise_takes_half_the_cores(monkeypatch, setting, expected):
     monkeypatch.setenv("SQUALL_INDUCTOR_COMPILE_THREADS", setting)
     assert compile_threads() == (expected if expected is not None else max(1, (os.cpu_count() or 2) // 2))
+
+
+def _state(pid: int) -> str:
+    """A process's state letter ('' once it is gone; 'Z' for one dead and not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to see whether a process is gone")
+def test_a_worker_busy_compiling_dies_with_the_process_that_started_it(tmp_path):
+    # the user's process (here `parent`) is killed while its worker is busy: a compile holds the
+    # worker's main thread, so the socket's end is not seen until it is over (minutes of CPU)
+    worker_code = ("import sys\nfrom squall_inductor.worker_main import exit_with_parent\n"
+                   "exit_with_parent(int(sys.argv[1]), poll_s=0.05)\nprint('busy', flush=True)\nwhile True:\n    pass\n")
+    parent_code = (
+        "import os, subprocess, sys, time\n"
+        f"worker = subprocess.Popen([sys.executable, '-c', {worker_code!r}, str(os.getpid())], stdout=subprocess.PIPE, text=True, start_new_session=True)\n"
+        "assert worker.stdout.readline().strip() == 'busy'\n"
+        "print(worker.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], stdout=subprocess.PIPE, text=True)
+    worker_pid = None
+    try:
+        worker_pid = int(parent.stdout.readline())
+        assert _state(worker_pid) not in ("", "Z")
+        parent.kill()
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while _state(worker_pid) not in ("", "Z") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _state(worker_pid) in ("", "Z"), "the worker outlived the process that started it"
+    finally:
+        parent.kill()
+        if worker_pid is not None and _state(worker_pid) not in ("", "Z"):
+            os.kill(worker_pid, signal.SIGKILL)  # this test's failure leaves no spinning process behind
