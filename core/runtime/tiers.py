@@ -196,7 +196,7 @@ def judge(
     upgrade judge), batches last about `slice_s` (at least one call) and there are as many as
     `budget_s` holds (at least `rounds`), but the judge stops after `rounds` rounds, or any round
     after, once the best batches leave no doubt: the fused plan's below `margin * (1 - decisive)`
-    times the torch plan's, or above `1 + decisive` times it; only a close call uses the whole
+    times the fastest other plan's, or above `1 + decisive` times it; only a close call uses the whole
     budget. After each batch the judge sleeps `pause` times as long as the batch took (a judge
     beside the user's calls): inductor's CPU kernels hold the GIL while they run, so a judge that
     ran flat out would stall the user's thread for whole batches; this one holds it at most
