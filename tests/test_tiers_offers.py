@@ -50,13 +50,20 @@ def _judge_in_turn(monkeypatch, *sittings: float | tuple[float, float, float]) -
     return judged
 
 
-def test_offers_are_judged_in_turn_and_one_slower_than_torch_is_not_kept(monkeypatch):
-    judged = _judge_in_turn(monkeypatch, 3e-3, 1e-3)  # "wide" loses to torch, "narrow" wins
-    fuser = TwoOffers()
+def _upgraded(fuser) -> tuple:
+    """`program` jitted with `fuser` and the torch executor, waiting for its upgrade, called once
+    (its result checked against eager's): (the jitted function, the input, its upgrade)."""
     fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
     x = torch.randn(16)
     torch.testing.assert_close(fn(x), program(x))
     (upgrade,) = squall.upgrades(fn)
+    return fn, x, upgrade
+
+
+def test_offers_are_judged_in_turn_and_one_slower_than_torch_is_not_kept(monkeypatch):
+    judged = _judge_in_turn(monkeypatch, 3e-3, 1e-3)  # "wide" loses to torch, "narrow" wins
+    fuser = TwoOffers()
+    fn, x, upgrade = _upgraded(fuser)
     assert upgrade.status == "upgraded" and len(judged) == 2
     # every offer's time shows in the reason (and so in squall.explain), then the one kept
     assert upgrade.reason == ("wide: the fused plan was not faster in context: torch plan 2.000 ms, fused 3.000 ms per call (best of 3 batches each); "
@@ -69,10 +76,7 @@ def test_of_two_offers_faster_than_torch_the_fastest_is_kept(monkeypatch):
     # both beat torch's 2 ms, "wide" not by far (above tiers.CLEAR_WIN), so "narrow" is tried too, and wins
     judged = _judge_in_turn(monkeypatch, 1.8e-3, 1e-3)
     fuser = TwoOffers()
-    fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
-    x = torch.randn(16)
-    torch.testing.assert_close(fn(x), program(x))
-    (upgrade,) = squall.upgrades(fn)
+    fn, x, upgrade = _upgraded(fuser)
     assert upgrade.status == "upgraded" and len(judged) == 2
     assert upgrade.reason.endswith("; kept narrow") and upgrade.verdict.fused_s == pytest.approx(1e-3)
     assert squall.last_traces(fn)[-1].bsyms[0].executor is fuser  # "narrow" is what runs
@@ -84,10 +88,7 @@ def test_a_later_offer_is_judged_against_the_one_running_in_the_same_sitting(mon
     # ratios from two sittings are not compared)
     judged = _judge_in_turn(monkeypatch, 1.8e-3, (3e-3, 2e-3, 2.4e-3))
     fuser = TwoOffers()
-    fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
-    x = torch.randn(16)
-    torch.testing.assert_close(fn(x), program(x))
-    (upgrade,) = squall.upgrades(fn)
+    fn, x, upgrade = _upgraded(fuser)
     assert upgrade.status == "upgraded" and len(judged) == 2
     assert squall.last_traces(fn)[-1].bsyms[0].executor is fuser.wide, upgrade.reason
     assert ("narrow: the fused plan was not faster than wide in context: torch plan 3.000 ms, wide (running) 2.000 ms, "
@@ -123,10 +124,7 @@ def test_an_offer_whose_plan_raises_on_the_judges_inputs_is_passed_over_for_the_
     fuser = TwoOffers()
     fuser.wide = RaisingFuser(fuser.name)
     fuser.wide.gate.set()
-    fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
-    x = torch.randn(16)
-    torch.testing.assert_close(fn(x), program(x))
-    (upgrade,) = squall.upgrades(fn)
+    fn, x, upgrade = _upgraded(fuser)
     assert upgrade.status == "upgraded" and len(judged) == 1, upgrade
     assert upgrade.reason.startswith("wide: its plan raised on the judge's inputs (RuntimeError: expected size 4==4")
     assert upgrade.reason.endswith("; kept narrow")
@@ -175,10 +173,7 @@ def test_a_dropout_in_eval_mode_draws_nothing_and_the_program_is_judged(monkeypa
 def test_an_offer_that_wins_by_far_is_kept_and_the_later_offers_are_not_compiled(monkeypatch):
     judged = _judge_in_turn(monkeypatch, 1e-3)  # "wide" runs in half the torch plan's time: under tiers.CLEAR_WIN
     fuser = TwoOffers()
-    fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
-    x = torch.randn(16)
-    torch.testing.assert_close(fn(x), program(x))
-    (upgrade,) = squall.upgrades(fn)
+    fn, x, upgrade = _upgraded(fuser)
     assert upgrade.status == "upgraded" and len(judged) == 1
     assert fuser.wide.compiled_sources and not fuser.compiled_sources  # "narrow" was never planned
     assert upgrade.reason.endswith("; narrow not compiled (wide ran in 0.50x the torch plan's time); kept wide")
@@ -251,10 +246,7 @@ def test_when_planning_the_first_offer_raises_the_later_offers_are_still_planned
         return real_compile(traced, bindings, layout, executors=executors)
 
     monkeypatch.setattr(tiers, "compile_traced", compile_traced)
-    fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
-    x = torch.randn(16)
-    torch.testing.assert_close(fn(x), program(x))
-    (upgrade,) = squall.upgrades(fn)
+    fn, x, upgrade = _upgraded(fuser)
     assert upgrade.status == "upgraded" and len(judged) == 1
     assert upgrade.reason.startswith("wide: planning failed (RuntimeError: planning broke); narrow: in context")
     assert squall.last_traces(fn)[-1].bsyms[0].executor is fuser
