@@ -52,6 +52,8 @@ class UpgradeWorker:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closing = False
+        self._outstanding = 0  # jobs queued or running (`wait_idle`)
+        self._idle = threading.Condition(self._lock)
         # id(upgrade) -> (its job, heat(): the seconds its entry's calls have taken, None once the entry is gone)
         self._watched: dict[int, tuple[UpgradeJob, Callable[[], float | None]]] = {}
         self._heat_seen: dict[int, float] = {}
@@ -67,6 +69,7 @@ class UpgradeWorker:
             if self._closing:
                 return job.upgrade.finish("cancelled", "the interpreter is exiting")
             self._start()
+            self._outstanding += 1
         self._jobs.put(job)
 
     def watch(self, job: UpgradeJob, heat: Callable[[], float | None], not_before: float | None = None) -> None:
@@ -103,6 +106,8 @@ class UpgradeWorker:
     def _queue(self, job: UpgradeJob) -> None:
         job.upgrade.status, job.upgrade.reason = "pending", ""
         job.upgrade.submitted = time.perf_counter()  # its times (fused_after, seconds) count from here
+        with self._lock:
+            self._outstanding += 1
         self._jobs.put(job)
 
     def _queue_hot(self) -> None:
@@ -176,11 +181,21 @@ class UpgradeWorker:
             time.sleep(SETTLE_S)
             if self._closing:
                 job.cancel()
-                continue
-            torch.set_num_threads(job.num_threads)
-            job.background = True
-            if job.run():
-                self._jobs.put(job)  # its fused plan runs; its later offers come after the jobs queued meanwhile
+            else:
+                torch.set_num_threads(job.num_threads)
+                job.background = True
+                if job.run():
+                    self._jobs.put(job)  # its fused plan runs; its later offers come after the jobs queued meanwhile
+                    continue
+            with self._idle:
+                self._outstanding -= 1
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until no job is queued or running (jobs still watched, not yet hot, do not count);
+        False if `timeout` seconds pass first."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._outstanding == 0, timeout)
 
     def close(self, timeout: float | None = None) -> None:
         """Drop queued jobs, stop region compiles, and give the running job `timeout` seconds (default
