@@ -290,6 +290,18 @@ _TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 2e-2}
 _FLOAT_TOLERANCE = 1e-4
 
 
+def _tolerance(t: torch.Tensor) -> float:
+    """The fraction of the largest magnitude by which two plans' `t` may differ. float32 on CUDA
+    where TF32 is allowed (cuDNN's convolutions allow it by default) is computed with float16's
+    10-bit mantissa inside convolutions and matmuls, by eager too: it gets float16's tolerance. On an
+    H100, eager's own ResNet-50 gradients moved by 5.8% of the largest between TF32 and IEEE float32;
+    inductor's differed from the torch plan's by 1.4%, and float32's tolerance refused them."""
+    if t.dtype == torch.float32 and t.device.type == "cuda" and (
+            torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32):
+        return _TOLERANCE[torch.float16]
+    return _TOLERANCE.get(t.dtype, _FLOAT_TOLERANCE)
+
+
 # a weight's gradient sums a product over every row of the batch, and the judge's example values
 # (normal weights, equal tokens) cancel much of it: summed in another order, it spreads wider
 GRADIENT_LOOSER = 10.0
@@ -297,8 +309,8 @@ GRADIENT_LOOSER = 10.0
 
 # raised when the judge's checks change, so that no judgement made by the old ones is remembered
 # (2: each plan run from the call's values where the program writes its inputs; gradients measured
-# against the largest of them)
-JUDGE_REVISION = 2
+# against the largest of them; 3: float32 on CUDA with TF32 allowed judged at float16's tolerance)
+JUDGE_REVISION = 3
 
 
 def _outputs_differ(expected: Any, actual: Any, looser: float = 1.0, shared_scale: bool = False) -> str:
@@ -326,7 +338,7 @@ def _outputs_differ(expected: Any, actual: Any, looser: float = 1.0, shared_scal
         if finite.any():
             scale = e[finite].abs().max().item()
             worst = (a[finite] - e[finite]).abs().max().item()
-            tolerance = looser * _TOLERANCE.get(e.dtype, _FLOAT_TOLERANCE) * max(scale, largest, 1e-6)
+            tolerance = looser * _tolerance(e) * max(scale, largest, 1e-6)
             if worst > tolerance:
                 return f"output {i}: differs by up to {worst:.3g} where its values reach {scale:.3g}"
     return ""
