@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch.utils._device import DeviceContext
 
+from .checkpoint_regions import checkpoint_region, new_checkpoint_region
 from .proxies import NumberProxy, TensorProxy
 from .symbolic import SymInt
 
@@ -287,12 +288,13 @@ class _Copier:
     """Copies recorded calls, mapping the recorded proxies to the new call's and to fresh ones
     (named as `names` says: id of the recorded proxy -> the name its copy was given)."""
 
-    __slots__ = ("mapping", "made", "names")
+    __slots__ = ("mapping", "made", "names", "regions")
 
     def __init__(self, mapping: dict[int, TensorProxy], made: dict[int, tuple], names: dict[int, str]):
         self.mapping = mapping
         self.made = made
         self.names = names
+        self.regions: dict[int, int] = {}  # a checkpoint region of the recording -> this replay's
 
     def value(self, x: Any) -> Any:
         t = type(x)
@@ -310,6 +312,18 @@ class _Copier:
             return {k: self.value(v) if type(v) in _CONTAINERS else v for k, v in x.items()}
         return x
 
+    def _region(self, recorded: int) -> int:
+        """The checkpoint region of a replayed top-level call: the one running now (a module replayed
+        inside a checkpointed function); where the recording's call ran its own checkpoint (the
+        module's forward checkpoints, and the replay runs none of its Python), a new one per region."""
+        running = checkpoint_region()
+        if not recorded:
+            return running
+        region = self.regions.get(recorded)
+        if region is None:
+            region = self.regions[recorded] = running or new_checkpoint_region()
+        return region
+
     def bsym(self, step: tuple, lazily: bool = False) -> Any:
         # reads first (known already), then the decomposition (which makes what it returns), then
         # the outputs (their names were given at the replay, in the order the body made them);
@@ -326,5 +340,6 @@ class _Copier:
                        grad_enabled=b.grad_enabled)
         if lazily:
             copy.source = b.source
+            copy.checkpoint_region = self._region(b.checkpoint_region)
         return copy
 

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from .checkpoint_regions import checkpoint_region
 from .proxies import NumberProxy, TensorProxy, current_context, size_leaf
 from .replays import Decomposition, PendingCopy, call_key
 from .symshape import SymShape
@@ -128,6 +129,7 @@ class Symbol:
             replays[keyed[0]] = Decomposition.record(keyed[1], out, bsym.subsymbols) if ctx.effects() == effects else None
         if top:
             bsym.source = user_source()
+            bsym.checkpoint_region = checkpoint_region()
         ctx.scopes[-1].append(bsym)
         return out
 
@@ -273,7 +275,7 @@ class BoundSymbol:
 
     __slots__ = (
         "sym", "args", "kwargs", "output", "_subsymbols", "source", "executor", "impl", "call_keywords", "grad_enabled",
-        "_inputs", "_outputs",
+        "checkpoint_region", "_inputs", "_outputs",
     )
 
     def __init__(
@@ -289,6 +291,7 @@ class BoundSymbol:
         *,
         call_keywords: frozenset[str] = frozenset(),
         grad_enabled: bool = True,
+        checkpoint_region: int = 0,
     ):
         self.sym = sym
         self.args = args  # normalized: see Symbol.normalize
@@ -300,6 +303,9 @@ class BoundSymbol:
         self.impl = impl
         self.call_keywords = call_keywords  # the parameters the program passed by name
         self.grad_enabled = grad_enabled  # False: recorded under torch.no_grad(), no gradient flows through it
+        # the torch.utils.checkpoint call a top-level call was recorded in (0: none): what the
+        # backward reads of it is recomputed there, not saved (squall.compiler.gradients)
+        self.checkpoint_region = checkpoint_region
         # a bound symbol is never edited after it is made (passes copy it), so these are computed once
         self._inputs: list[TensorProxy] | None = None
         self._outputs: list[TensorProxy] | None = None
@@ -318,7 +324,7 @@ class BoundSymbol:
             "sym": self.sym, "args": self.args, "kwargs": self.kwargs, "output": self.output,
             "subsymbols": self._subsymbols,  # a pending copy stays pending, shared
             "source": self.source, "executor": self.executor, "impl": self.impl, "call_keywords": self.call_keywords,
-            "grad_enabled": self.grad_enabled,
+            "grad_enabled": self.grad_enabled, "checkpoint_region": self.checkpoint_region,
         }  # fmt: skip
         fields.update(changes)
         return BoundSymbol(**fields)
@@ -326,7 +332,7 @@ class BoundSymbol:
     def with_executor(self, executor, impl) -> BoundSymbol:
         """This call, run by `executor` as `impl` (the planner's copy of each call it places)."""
         copy = BoundSymbol(self.sym, self.args, self.kwargs, self.output, self._subsymbols, self.source, executor, impl,
-                           call_keywords=self.call_keywords, grad_enabled=self.grad_enabled)
+                           call_keywords=self.call_keywords, grad_enabled=self.grad_enabled, checkpoint_region=self.checkpoint_region)
         copy._inputs, copy._outputs = self._inputs, self._outputs  # the same arguments and output: the same proxies
         return copy
 

@@ -429,6 +429,64 @@ def _forward_values_read(recorded: list[BoundSymbol], cotangents: dict[str, Tens
     return read
 
 
+def _recompute_checkpointed(
+    forward: list[BoundSymbol], regions: list[int], recorded: list[BoundSymbol], saved: list[TensorProxy]
+) -> tuple[list[BoundSymbol], list[TensorProxy]]:
+    """The backward's calls and what the forward saves, where the program ran code under a
+    non-reentrant `torch.utils.checkpoint`: eager saves such code's inputs and recomputes the rest
+    in the backward, and so does squall. A saved value made inside a checkpointed region (by
+    `forward[i]`, in region `regions[i]`; 0: outside any) is computed again in the backward, from
+    what the region read from outside it, which is saved instead. A call that draws random numbers
+    or writes state is not run again: its results are saved (a dropout's output)."""
+    if not any(regions):
+        return recorded, saved
+    made_by: dict[str, int] = {}
+    for i, b in enumerate(forward):
+        for p in b.output_proxies():
+            made_by.setdefault(p.name, i)  # (a call that returns its input, dropout at p=0, did not make it)
+    # a region's results that code outside it reads (the next layer's input) are saved, as eager's
+    # next checkpoint saves its inputs: the backward then recomputes one region at a time
+    leaving = {q.name for i, b in enumerate(forward) for q in b.input_proxies()
+               if (j := made_by.get(q.name)) is not None and regions[j] and regions[j] != regions[i]}
+    recomputed: set[int] = set()
+    kept: dict[str, TensorProxy] = {}
+    pending = [(p, 0) for p in saved]  # (a value the backward reads, the region of the call reading it; 0: the backward's own)
+    while pending:
+        p, reader = pending.pop()
+        i = made_by.get(p.name)
+        region = regions[i] if i is not None else 0
+        if region and (reader == 0 or reader == region) and p.name not in leaving and not _draws_or_writes(forward[i]):
+            if i not in recomputed:
+                recomputed.add(i)
+                pending.extend((q, region) for q in forward[i].input_proxies())
+        else:
+            kept.setdefault(p.name, p)
+    # each recomputed call placed right before the first backward call that needs it (with the calls
+    # it needs first, in forward order): the backward walks the regions last to first, and one
+    # region's values are freed before the next region's are made, as in eager's backward
+    reads = {i: [made_by[q.name] for q in forward[i].input_proxies() if made_by.get(q.name) in recomputed] for i in recomputed}
+    placed: set[int] = set()
+    backward: list[BoundSymbol] = []
+
+    def place(needed: list[int]) -> None:
+        found, stack = set(), [i for i in needed if i not in placed]
+        while stack:
+            i = stack.pop()
+            if i not in found and i not in placed:
+                found.add(i)
+                stack.extend(reads[i])
+        backward.extend(forward[i] for i in sorted(found))
+        placed.update(found)
+
+    for b in recorded:
+        place([made_by[q.name] for q in b.input_proxies() if made_by.get(q.name) in recomputed])
+        backward.append(b)
+    place(sorted(recomputed))  # a gradient that is a recomputed value itself
+    # in the order they were first saved, then the regions' inputs
+    order = {p.name: n for n, p in enumerate(saved)}
+    return backward, sorted(kept.values(), key=lambda p: order.get(p.name, len(order)))
+
+
 def _refuse_overwritten_saved_leaves(forward: list[BoundSymbol], saved: list[TensorProxy]) -> None:
     """An input written in place (its write-back copy is among the forward's last steps) whose
     earlier value the backward reads: one that requires grad (written under no_grad, if a leaf),
@@ -494,15 +552,18 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
     """
     needs_grad = {p.name for p in trace.inputs if p.requires_grad and is_differentiable(p)}
     d = _Differentiator(trace, rules, needs_grad, overrides)
+    regions: list[int] = []  # per forward call, the checkpoint region of the program's call it came from
     for bsym in trace.bsyms:
         d.visit(bsym, d.overrides.get(id(bsym)))
+        regions.extend([bsym.checkpoint_region] * (len(d.forward) - len(regions)))
 
     # one cotangent per distinct output tensor (a tensor returned twice gets the sum of both)
     differentiable_outputs = list({p.name: p for p in flat_proxies(trace.output) if p.name in d.needs_grad}.values())
     grads_for = [p.name for p in trace.inputs if p.requires_grad and is_differentiable(p)]
     cotangents, recorded, grad_outputs = _record_backward(d, differentiable_outputs, grads_for, frozenset())
-    # what the backward reads of the forward is what the forward saves
-    saved_list = list(_forward_values_read(recorded, cotangents, grad_outputs).values())
+    # what the backward reads of the forward is what the forward saves, less what it recomputes
+    recorded, saved_list = _recompute_checkpointed(
+        d.forward, regions, recorded, list(_forward_values_read(recorded, cotangents, grad_outputs).values()))
     _refuse_overwritten_saved_leaves(d.forward, saved_list)
     # sizes read from the saved tensors alone: a backward built for a call where some outputs got
     # no gradient lacks their cotangents (`return x, x[0]` with symbolic sizes: x comes back as itself)
@@ -533,7 +594,9 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
         passes None for them: eager's autograd never reaches what only they feed), or None where
         it would read a forward value the forward does not save."""
         cotangents, recorded, grad_outputs = _record_backward(d, differentiable_outputs, grads_for, absent)
-        if not set(_forward_values_read(recorded, cotangents, grad_outputs)) <= {p.name for p in saved_list}:
+        recorded, reads = _recompute_checkpointed(
+            d.forward, regions, recorded, list(_forward_values_read(recorded, cotangents, grad_outputs).values()))
+        if not {p.name for p in reads} <= {p.name for p in saved_list}:
             return None
         if _symbols_in_calls(recorded) - set(symbol_reads(saved_list + list(cotangents.values()))):
             # it computes with sizes only an absent cotangent carried (`return x, x[0]`: x is

@@ -10,6 +10,7 @@ whose reads become guards and whose writes are replayed; a module or object beco
 from __future__ import annotations
 
 import collections
+import dis
 import functools
 import logging
 import types
@@ -113,6 +114,26 @@ class _RecordingGlobals(dict):
         return self.recorder._read_global(self.real, name, value, self.fn)
 
 
+# loading a name that another comparison operand follows: `x is name` or `name is x`
+_SIMPLE_LOADS = frozenset({"LOAD_FAST", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_CONST", "LOAD_NAME"})
+
+
+@functools.lru_cache(maxsize=None)
+def _only_compared(code: types.CodeType, name: str) -> bool:
+    """Whether `code` uses its closure variable `name` (a function) only in identity comparisons with
+    another plain name (`type(self).forward is forward_with_checkpointing`: transformers' layers ask
+    whether they are the outermost wrapper so). Such a function is compared with what a class holds,
+    the original, never called: it stays the original (a recording copy compared unequal, and
+    transformers' gradient checkpointing never checkpointed)."""
+    ops = [(ins.opname, ins.argval) for ins in dis.get_instructions(code)]
+    uses = [i for i, (op, arg) in enumerate(ops) if op == "LOAD_DEREF" and arg == name]
+    for i in uses:
+        following = [op for op, _ in ops[i + 1:i + 3]]
+        if not (following[:1] == ["IS_OP"] or (len(following) == 2 and following[0] in _SIMPLE_LOADS and following[1] == "IS_OP")):
+            return False
+    return bool(uses) and not any(op in ("LOAD_CLOSURE", "STORE_DEREF", "DELETE_DEREF") and arg == name for op, arg in ops)
+
+
 class RecordingCopies:
     """How `StateRecorder` follows what it reaches (its base; it calls the recorder's `guards`,
     `view`, `_read_global`, `_reached`, and its tables of copies made)."""
@@ -127,8 +148,9 @@ class RecordingCopies:
             # copy, in a cell of the copy's own (filled once the copy is known: it may be itself;
             # a nonlocal assignment to such a cell is refused at finish)
             cells = list(fn.__closure__ or ())
-            recorded_cells = [i for i, cell in enumerate(cells) if _recordable(v := _cell_value(cell)) or has_stand_in(v)
-                              or type(v) is torch.Tensor or type(v) is torch.nn.Parameter]
+            recorded_cells = [i for i, cell in enumerate(cells) if (_recordable(v := _cell_value(cell)) or has_stand_in(v)
+                              or type(v) is torch.Tensor or type(v) is torch.nn.Parameter)
+                              and not (type(v) is types.FunctionType and _only_compared(fn.__code__, fn.__code__.co_freevars[i]))]
             for i in recorded_cells:
                 cells[i] = types.CellType()
             # any other filled cell: a copy too (one per cell, shared by the copies of the functions
