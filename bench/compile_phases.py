@@ -84,6 +84,32 @@ guard's label names, or refuse a global a library set mid-trace); module replays
 model (alternating in one process: recording costs the first layer 2.5 -> 3.0 ms, and the second
 replays in 1.5 ms against 1.3 ms traced: op-level replays already make it cheap). A py-spy
 profile (400 compiles, 2 kHz) stays flat: no function above 5% of a trace in its own time.
+
+Measured (compilespeed, 2026-11-27; main (893e7fd) and the branch in alternating processes, load
+2.5-5.7 from other sessions, so CPU time; ms, best / median). Where a compile goes now (cProfile
+and a 2 kHz SIGPROF sampler, 150 compiles): still flat. The trace is about 62% (the model's
+Python through the state views and the torch-language calls: `Symbol.__call__` 20% inclusive,
+attribute reads 16%, no function above 3% in its own time), plan + codegen 8%, the compile record
+4-5% (its JSON line, with the generated source, about 0.3 ms), `squall.jit()` itself 5-7%. What
+went: `Compilation.draws_random_numbers`, asked once per dynamic=True compile (its variants),
+walked every call's decomposition and so copied every replayed one (0.85 -> 0.24 ms:
+`BoundSymbol.tagged` reads a pending copy's recording instead); `squall.jit()` deep-copied the
+whole parsed pyproject.toml twice (now only [tool.squall]), looked for it through pathlib, and
+walked `parameters()` and `buffers()` for lazy ones (1.13-1.16 / 1.23-1.39 -> 0.85-0.91 /
+1.00-1.10, about 0.77x). A jit and its first call, the collector off, default executors, 3 pairs
+of 30: static 15.2-17.4 / 17.3-19.3 -> 15.3-16.8 / 17.4-18.5; dynamic=True 17.8-19.6 / 19.5-21.4
+-> 16.8-17.6 / 19.1-20.3 (about 0.94x); the symbolic recompile 16.5-18.1 / 18.6-20.7 -> 15.8-17.9
+/ 18.1-19.0. This bench, --repeat 12, 3 pairs: dynamic=True rest 2.7-3.0 -> 1.9-2.3 (the draws
+question), the other phases within the noise. Measured and left: the collector's share is about
+8 ms a compile in this bench (40 compiles, 20 jits kept: 72 young collections 0.35 ms each, 7
+middle ones about 6 ms, one full one of the 375k-object heap, 266 ms), more than any phase but
+the trace; a transformers config's Python `__getattribute__` answers `__class__` for each
+`isinstance` squall asks of it (144 a compile, 2-3 µs each, mostly python_effects' refusals); the
+compile record's JSON line; numpy's `get_state` (as above). bench/length_stream.py
+--no-torch-compile, 2 alternating pairs at load 3.6-6.3, CPU time against eager's: squall 1.31x,
+1.33x -> 1.11x, 1.36x; squall(dynamic=True) 1.07x, 1.56x -> 0.80x, 1.07x: at that load the
+stream's rounds move more than a few percent of its two compiles, and the 6-10 ms a compile
+that the issue's target needs is not reached.
 """
 from __future__ import annotations
 

@@ -211,6 +211,12 @@ class PendingCopy:
         self.steps = steps
         self.done: tuple | None = None
 
+    def may_hold(self, tag: str) -> bool:
+        """Whether a call in the decomposition, at any depth, has `tag` (a copy has its
+        recording's symbols), read from the recording without copying it."""
+        steps = self.steps
+        return steps is None or _steps_hold(steps, tag)  # (None: copied already, by another thread too)
+
     def __call__(self) -> tuple:
         with _COPYING:  # a background upgrade may read it while the caller's thread does
             if self.done is None:
@@ -220,6 +226,10 @@ class PendingCopy:
 
 
 _COPYING = threading.Lock()
+
+
+def _steps_hold(steps: tuple, tag: str) -> bool:
+    return any(tag in b.sym.tags or _steps_hold(substeps, tag) for b, _, substeps in steps)
 
 
 def _meta(p: TensorProxy) -> tuple:

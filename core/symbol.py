@@ -378,6 +378,18 @@ class BoundSymbol:
         for sub in self.subsymbols:
             yield from sub.walk()
 
+    def tagged(self, tag: str) -> Iterator[BoundSymbol]:
+        """This call and the calls in its decomposition, at any depth, whose symbol has `tag`, as
+        `walk` orders them; a replayed decomposition not copied yet is copied only where its
+        recording holds such a call (a DistilBERT trace's copies cost more than the question)."""
+        if tag in self.sym.tags:
+            yield self
+        pending = self._subsymbols
+        if type(pending) is PendingCopy and not pending.may_hold(tag):
+            return
+        for sub in self.subsymbols:
+            yield from sub.tagged(tag)
+
     def __repr__(self) -> str:
         return f"<BoundSymbol {self.sym.id} -> {self.output!r}>"
 

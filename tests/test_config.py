@@ -174,3 +174,20 @@ def test_a_malformed_pyproject_is_an_error_naming_the_file_and_the_key(market, t
     (tmp_path / "pyproject.toml").write_bytes(content)
     with pytest.raises(PyprojectError, match=message):
         squall.jit(program)
+
+
+def test_the_pyproject_found_is_the_nearest_file_and_each_read_is_the_callers_own(market, monkeypatch, tmp_path):
+    from squall.market.config import find_pyproject, read_pyproject
+
+    (tmp_path / "pyproject.toml").write_text('[tool.squall]\nexecutors = ["slow"]\n[tool.other]\nkept = [1]\n')
+    deeper = tmp_path / "src" / "pyproject.toml" / "pkg"  # a folder of that name is passed over
+    deeper.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(deeper)
+    assert find_pyproject(deeper) == tmp_path.resolve() / "pyproject.toml"
+    assert find_pyproject(tmp_path / "link") == tmp_path.resolve() / "pyproject.toml"  # resolved first, as pathlib resolves
+    monkeypatch.chdir(tmp_path / "src")
+    assert find_pyproject("pyproject.toml") == tmp_path.resolve() / "pyproject.toml"  # relative to the working directory
+    assert find_pyproject() == tmp_path.resolve() / "pyproject.toml"
+    table = read_pyproject(tmp_path / "pyproject.toml")
+    table["executors"].append("fast")  # a caller changing what it was given changes no later read
+    assert read_pyproject(tmp_path / "pyproject.toml") == {"executors": ["slow"]}

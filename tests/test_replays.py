@@ -158,3 +158,33 @@ def test_the_key_reads_the_default_device_as_torch_does():
     finally:
         torch.set_default_device(None)
     assert seen == [True] * 4
+
+
+def _drawing_calls(trace) -> list[int]:
+    return [id(b) for top in trace.bsyms for b in top.walk() if squall.symbol.Tags.RANDOM in b.sym.tags]
+
+
+def test_whether_a_program_draws_is_read_without_copying_replayed_decompositions():
+    from squall.compiler.pipeline import Compilation
+
+    w = torch.randn(8, 8)
+
+    def f(x, y):
+        return torch.tanh(F.linear(x, w)), torch.tanh(F.linear(y, w))
+
+    trace, bindings = trace_program(f, (torch.randn(3, 8), torch.randn(3, 8)), {})
+    second = [bsym for bsym in trace.bsyms if bsym.sym.id == "torch.nn.functional.linear"][1]
+    assert Compilation([trace], bindings, None, {}).draws_random_numbers is False
+    assert type(second._subsymbols) is PendingCopy  # its recording holds no random call: not copied
+    assert _drawing_calls(trace) == []
+
+    # two blocks alike: the second replays the first's calls, dropout among them (training)
+    torch.manual_seed(0)
+    blocks = torch.nn.Sequential(*(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5), torch.nn.Tanh()) for _ in range(2)))
+    trace, bindings = trace_program(blocks, (torch.randn(3, 8),), {}, module=blocks)
+    found = [id(b) for top in trace.bsyms for b in top.tagged(squall.symbol.Tags.RANDOM)]
+    assert Compilation([trace], bindings, None, {}).draws_random_numbers is True
+    assert found == _drawing_calls(trace) and len(found) >= 2  # as a full walk finds them, in its order
+    blocks.eval()  # dropout returns its input: nothing drawn
+    trace, bindings = trace_program(blocks, (torch.randn(3, 8),), {}, module=blocks)
+    assert Compilation([trace], bindings, None, {}).draws_random_numbers is False

@@ -95,8 +95,8 @@ class Compilation(list):
     def draws_random_numbers(self) -> bool:
         """Whether the program draws from a random number generator (a random op that returned
         its input, dropout in eval mode, draws nothing)."""
-        return any(Tags.RANDOM in b.sym.tags and {p.name for p in b.output_proxies()} - {p.name for p in b.input_proxies()}
-                   for top in self.traced.bsyms for b in top.walk())
+        return any({p.name for p in b.output_proxies()} - {p.name for p in b.input_proxies()}
+                   for top in self.traced.bsyms for b in top.tagged(Tags.RANDOM))
 
     @property
     def writes_inputs(self) -> bool:

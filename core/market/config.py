@@ -72,12 +72,16 @@ class ExecutorPriority(list):
 
 def find_pyproject(start: str | os.PathLike | None = None) -> Path | None:
     """The nearest pyproject.toml from `start` (the working directory) upwards."""
-    here = Path(start if start is not None else os.getcwd()).resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            return candidate
-    return None
+    # (os.path rather than pathlib's objects: every squall.jit looks, two or three times)
+    folder = os.path.realpath(start if start is not None else os.getcwd())
+    while True:
+        candidate = os.path.join(folder, "pyproject.toml")
+        if os.path.isfile(candidate):
+            return Path(candidate)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
 # the keys [tool.squall] understands; anything else is most likely a typo, and warned about
@@ -98,7 +102,7 @@ def read_pyproject(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as f:
             # parsed once per content: every squall.jit reads it (2 ms a call for this repository's)
-            document = copy.deepcopy(_parsed_toml(f.read()))
+            document = _parsed_toml(f.read())
     except UnicodeDecodeError as e:
         raise PyprojectError(f"squall: cannot read {path}: it is not UTF-8 text ({e.reason} at byte {e.start})") from e
     except tomllib.TOMLDecodeError as e:
@@ -111,6 +115,8 @@ def read_pyproject(path: Path) -> dict[str, Any]:
     table = tool.get("squall", {})
     if not isinstance(table, dict):
         raise PyprojectError(f"squall: 'tool.squall' in {path} must be a table ([tool.squall]), got {_toml_type(table)}")
+    # the caller's own copy of the one table it reads (copying the whole document was most of a read)
+    table = copy.deepcopy(table)
     for key in table:
         if key not in PYPROJECT_KEYS:
             close = difflib.get_close_matches(key, PYPROJECT_KEYS, n=1, cutoff=0.5)
@@ -136,7 +142,7 @@ def read_pyproject(path: Path) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=8)
 def _parsed_toml(content: bytes) -> dict[str, Any]:
-    """The TOML document `content` holds (callers copy it: the cached one is never handed out)."""
+    """The TOML document `content` holds (callers copy what they hand out: the cached one is shared)."""
     return tomllib.loads(content.decode())
 
 
