@@ -1,0 +1,90 @@
+"""A training step on squall's torch plan calls no more kernel-launching aten ops than eager's.
+
+On a GPU every aten op a step calls is a kernel launch (or more), so a plan that decomposes
+what eager runs as one kernel, or copies what eager does not, is slower there even where
+its CPU time is not. Counted below autograd with a TorchDispatchMode (bench/kernel_counts.py
+counts whole models the same way); gradients are compared with eager's too.
+"""
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import squall
+
+# aten ops that make a view or read metadata: no kernel
+_VIEWS = {"view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "as_strided", "slice", "select",
+          "unsqueeze", "squeeze", "detach", "alias", "split", "unbind", "_reshape_alias"}
+
+
+class _KernelCalls(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.calls = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func._schema.name.split("::")[-1]
+        if name not in _VIEWS:
+            self.calls[name] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _step_calls(fn, args) -> tuple[collections.Counter, torch.Tensor, tuple]:
+    """The kernel calls of one forward + backward of `fn` (after a first, compiling one), its
+    output and the gradients of its inputs that require them."""
+    wanted = [a for a in args if a.requires_grad]
+    fn(*args).sum().backward()
+    for a in wanted:
+        a.grad = None
+    with _KernelCalls() as counter:
+        out = fn(*args)
+        out.sum().backward()
+    return counter.calls, out, tuple(a.grad.clone() for a in wanted)
+
+
+def _rms_norm_as_llama_writes_it(x, w):
+    # transformers' LlamaRMSNorm, then the whole-sequence slice of its logits (`logits_to_keep=0`)
+    h = x.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+    return (w * h.to(x.dtype))[:, -0:, :]
+
+
+def _gelu_as_gpt2_writes_it(x):
+    # transformers' NewGELUActivation (gelu_new)
+    return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def _grouped_query_attention(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
+PROGRAMS = {
+    # rsqrt's backward in three kernels as eager's, no copy for a conversion to the same dtype nor
+    # a pad of nothing for a slice of the whole tensor
+    "rms_norm": (_rms_norm_as_llama_writes_it, lambda: (torch.randn(2, 5, 8, requires_grad=True), torch.randn(8, requires_grad=True))),
+    # tanh's backward is eager's one tanh_backward kernel
+    "gelu_tanh": (_gelu_as_gpt2_writes_it, lambda: (torch.randn(3, 16, requires_grad=True),)),
+    # grouped heads run on the CPU flash kernels where eager's does (not the math path)
+    "grouped_query_attention": (
+        _grouped_query_attention,
+        lambda: (torch.randn(2, 4, 6, 8, requires_grad=True), torch.randn(2, 2, 6, 8, requires_grad=True), torch.randn(2, 2, 6, 8, requires_grad=True)),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_torch_plan_calls_no_more_kernels_than_eager_and_matches_its_gradients(name):
+    fn, make_args = PROGRAMS[name]
+    torch.manual_seed(0)
+    args = make_args()
+    eager_calls, expected, expected_grads = _step_calls(fn, args)
+    calls, out, grads = _step_calls(squall.jit(fn, executors=["torch"]), args)
+    torch.testing.assert_close(out, expected)
+    for g, want in zip(grads, expected_grads):
+        torch.testing.assert_close(g, want)
+    more = {op: (n, eager_calls[op]) for op, n in calls.items() if n > eager_calls[op]}
+    assert sum(calls.values()) <= sum(eager_calls.values()), f"squall {dict(calls)} against eager {dict(eager_calls)}; more of {more}"
