@@ -34,7 +34,8 @@ LAUNCHES_NOTHING = frozenset({
     "view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "as_strided", "slice", "select",
     "unsqueeze", "squeeze", "detach", "alias", "split", "split_with_sizes", "unbind", "chunk", "narrow",
     "view_as_real", "view_as_complex", "_reshape_alias", "unfold", "diagonal", "numpy_T", "mT", "lift_fresh",
-    "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_same_size", "_to_copy_noop",
+    "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_same_size",
+    "empty", "empty_like", "empty_strided", "new_empty_strided",  # an allocation, no kernel
 })
 
 
