@@ -64,7 +64,14 @@ def _grouped_query_attention(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 
 
+def _heads_merged(x):
+    # attention's output as transformers merges its heads: transposed, made contiguous, flattened
+    return x.transpose(1, 2).contiguous().reshape(x.shape[0], x.shape[2], -1) * 2
+
+
 PROGRAMS = {
+    # a contiguous copy's backward passes the gradient on, as eager's (no conversion to its own dtype)
+    "heads_merged": (_heads_merged, lambda: (torch.randn(2, 3, 4, 5, requires_grad=True),)),
     # rsqrt's backward in three kernels as eager's, no copy for a conversion to the same dtype nor
     # a pad of nothing for a slice of the whole tensor
     "rms_norm": (_rms_norm_as_llama_writes_it, lambda: (torch.randn(2, 5, 8, requires_grad=True), torch.randn(8, requires_grad=True))),
