@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import prims
+from ..proxies import TensorProxy
 from ..symbol import DEL, BoundSymbol, Tags, flat_proxies
 from ..trace import Trace
 from .checking import needs_check
@@ -44,16 +45,23 @@ def write_backs_folded(trace: Trace) -> Trace:
     bsyms = trace.bsyms
     returned = {p.name for p in flat_proxies(trace.output)}
     readers: dict[str, list[int]] = {}
-    made_by: dict[str, tuple[int, int]] = {}
     for i, bsym in enumerate(bsyms):
         for p in bsym.input_proxies():
             readers.setdefault(p.name, []).append(i)
-        outputs = bsym.output if isinstance(bsym.output, tuple) else (bsym.output,)
-        for k, out in enumerate(outputs):
-            if hasattr(out, "name"):
-                made_by[out.name] = (i, k)
-    write_backs = {i: b for i, b in enumerate(bsyms) if b.sym.id == prims.copy_.id and b.executor is not None}
     last_checked = max((i for i, b in enumerate(bsyms) if needs_check(b)), default=-1)
+
+    def write_back_of(i: int, result: Any, target: Any) -> int | None:
+        """The index of the write-back of call i's `result` into `target`, where it may be folded."""
+        if not (isinstance(result, TensorProxy) and isinstance(target, TensorProxy)) or result.name in returned:
+            return None
+        uses = readers.get(result.name, [])
+        if len(uses) != 1 or bsyms[uses[0]].sym.id != prims.copy_.id:
+            return None
+        dst, src = bsyms[uses[0]].args
+        if dst.name != target.name or src.name != result.name or result.dtype != target.dtype:
+            return None
+        return None if any(i < r < uses[0] for r in readers.get(target.name, ())) else uses[0]
+
     folded: dict[int, BoundSymbol] = {}
     dropped: set[int] = set()
     for i, bsym in enumerate(bsyms):
@@ -61,22 +69,14 @@ def write_backs_folded(trace: Trace) -> Trace:
         if form is None:
             continue
         outputs = bsym.output if isinstance(bsym.output, tuple) else (bsym.output,)
-        copies = {}
-        for k, a in form.writes.items():
-            result, target = outputs[k], bsym.args[a]
-            uses = readers.get(result.name, [])
-            copy = bsyms[uses[0]] if len(uses) == 1 and uses[0] in write_backs else None
-            if (copy is None or copy.args[0] is not target and getattr(copy.args[0], "name", None) != target.name
-                    or copy.args[1].name != result.name or result.name in returned or result.dtype != target.dtype
-                    or any(i < r < uses[0] for r in readers.get(target.name, ()))):
-                break
-            copies[k] = uses[0]
-        else:
-            kept = tuple(o for k, o in enumerate(outputs) if k not in form.writes)
-            output = kept if len(kept) > 1 else (kept[0] if kept else None)
-            folded[i] = BoundSymbol(form.sym, bsym.args, bsym.kwargs, output, source=bsym.source, executor=bsym.executor,
-                                    impl=form.impl, call_keywords=bsym.call_keywords, grad_enabled=bsym.grad_enabled)
-            dropped.update(copies.values())
+        copies = [write_back_of(i, outputs[k], bsym.args[a]) for k, a in form.writes.items()]
+        if None in copies:
+            continue
+        kept = tuple(o for k, o in enumerate(outputs) if k not in form.writes)
+        output = kept if len(kept) > 1 else (kept[0] if kept else None)
+        folded[i] = BoundSymbol(form.sym, bsym.args, bsym.kwargs, output, source=bsym.source, executor=bsym.executor,
+                                impl=form.impl, call_keywords=bsym.call_keywords, grad_enabled=bsym.grad_enabled)
+        dropped.update(copies)
     if not folded:
         return trace
     bsyms = [folded.get(i, b) for i, b in enumerate(bsyms) if i not in dropped]
