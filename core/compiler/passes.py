@@ -40,15 +40,17 @@ def write_backs_folded(trace: Trace) -> Trace:
     updated by its kernel, as eager's, not copied in after it (two copies per batch norm).
 
     Only where nothing reads the input between that call and the write-back, the result has no
-    reader but the write-back, their dtypes agree, and no checked call follows (a checked call's
-    fault runs the program again, which must find its inputs as they were)."""
+    reader but the write-back, their dtypes agree, and no guard or checked call follows (either
+    can stop the run and run the call again, which must find its inputs as they were)."""
     bsyms = trace.bsyms
     returned = {p.name for p in flat_proxies(trace.output)}
     readers: dict[str, list[int]] = {}
     for i, bsym in enumerate(bsyms):
         for p in bsym.input_proxies():
             readers.setdefault(p.name, []).append(i)
-    last_checked = max((i for i, b in enumerate(bsyms) if needs_check(b)), default=-1)
+    # a failed guard, or a checked call's fault, stops the run and runs the call again (another
+    # variant, a replan): it must find the inputs unwritten, so nothing before one is folded
+    last_stop = max((i for i, b in enumerate(bsyms) if Tags.BARRIER in b.sym.tags or needs_check(b)), default=-1)
 
     def write_back_of(i: int, result: Any, target: Any) -> int | None:
         """The index of the write-back of call i's `result` into `target`, where it may be folded."""
@@ -65,7 +67,7 @@ def write_backs_folded(trace: Trace) -> Trace:
     folded: dict[int, BoundSymbol] = {}
     dropped: set[int] = set()
     for i, bsym in enumerate(bsyms):
-        form = bsym.executor.in_place_form(bsym) if bsym.executor is not None and i > last_checked else None
+        form = bsym.executor.in_place_form(bsym) if bsym.executor is not None and i > last_stop else None
         if form is None:
             continue
         outputs = bsym.output if isinstance(bsym.output, tuple) else (bsym.output,)
