@@ -73,6 +73,30 @@ After that merge (2026-11-27, `--only resnet cnn --cpu-time --rounds 3`, load ab
 cnn squall defaults 4.045 ms against torch.compile's 4.097 (0.99x; large regions kept), eager
 6.99; resnet 18.28 against 16.14 (1.13x; islands kept, the judge timing large regions at 19.0 and
 islands at 16.5 in context), eager 21.97, squall torch only 20.80 (0.95x eager).
+
+Kernels per step, 2026-11-27 (trainplan). On an H100 (bench/gpu_models.py --train-only) squall's
+torch plan took 1.21x eager's ResNet-50 step and 1.07x its LLaMA step: there a step is its kernels
+and their launches. bench/kernel_counts.py counts the aten ops a step calls below autograd (views
+and allocations left out), eager against squall (torch only), on CPU: before, timm resnet50 (2
+images of 64x64) 567 to eager's 408, test_resnet 171 to 126, this llama 318 to 251, a tiny GPT-2
+189 to 191. Where: every training batch norm wrote its running statistics back with two copies
+after a functional kernel, and its step count with an add and a copy, where eager's kernel
+updates them in place (now `passes.write_backs_folded`: the torch executor runs such a call in
+place where its write-back follows); grouped-query attention took the math path (softmax, bmm,
+masks, head copies) where eager's CPU flash kernel takes grouped heads (asked of
+`torch._fused_sdp_choice`); tanh's backward was three kernels to eager's tanh_backward, rsqrt's
+four to three; a slice of the whole tensor (`logits[:, -0:]`) padded its gradient into a new
+tensor of zeros, a contiguous copy converted its gradient to its own dtype, and a mean's
+broadcast gradient was copied dense before threshold_backward. After: resnet50 408 to 408,
+test_resnet 126 to 126, llama 255 to 251 (eager's 8 slice_backward are 2 kernels each, zeros and a
+copy, as squall's 8 pads are a full and a copy: 255 to 259 kernels), GPT-2 179 to 191. CPU time
+(--only resnet llama --skip-compile --skip-defaults --cpu-time --rounds 7, load 4-4.6, two runs):
+llama squall torch only 0.88x and 0.96x eager (0.91x and 1.04x before, load 2.6-2.9), resnet 0.97x
+and 0.98x (0.86x and 1.25x before: noise at that load). Left for the GPU: on CUDA the sdpa rule
+still takes the math path (squall has no CUDA flash or memory-efficient attention kernel: LLaMA's
+attention there is softmax and bmm over the whole score matrix), and eager's CUDA batch norm is
+cuDNN's (`_batch_norm_impl_index`), squall's the native kernels (`_batch_norm_with_update` and
+`batch_norm_backward`, with cuDNN's reserve space, would be eager's): neither could be checked here.
 """
 from __future__ import annotations
 

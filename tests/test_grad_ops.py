@@ -15,6 +15,7 @@ import torch
 
 import squall
 from opinfos import prims_only_executor
+from squall.compiler.grad_rules.ltorch_attention import _cpu_flash_takes_grouped_heads
 from squall.ltorch import kernels
 from squall.ltorch.kernels import all_kernels
 from squall.market.torch_executor import KERNELS_CALLED_WITH_VIEWS, make_executor
@@ -174,12 +175,26 @@ CASES = [
         (FLASH,),
     ),
     GradCase("sdpa_3d_math", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), lambda d: tuple(_t(3, 5, 4, dtype=d) for _ in range(3)), (SM,)),
+    # grouped heads: the CPU flash kernels where this PyTorch's eager runs them (2.13), else the math path
     GradCase(
-        "sdpa_gqa_math",
+        "sdpa_gqa",
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
         lambda d: (_t(2, 4, 5, 3, dtype=d), _t(2, 2, 5, 3, dtype=d), _t(2, 2, 5, 3, dtype=d)),
+        (FLASHB,) if _cpu_flash_takes_grouped_heads() else (SM,),
+    ),
+    GradCase(
+        "sdpa_gqa_causal_views",
+        lambda q, k, v: F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True),
+        lambda d: (_t(2, 5, 6, 4, dtype=d), _t(2, 5, 3, 4, dtype=d), _t(2, 5, 3, 4, dtype=d)),
+        (FLASHB,) if _cpu_flash_takes_grouped_heads() else (SM,),
+    ),
+    GradCase(
+        "sdpa_gqa_uneven_heads_math",
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+        lambda d: (_t(2, 4, 5, 3, dtype=d), _t(2, 2, 5, 3, dtype=d), _t(2, 1, 5, 3, dtype=d)),
         (SM,),
     ),
+    GradCase("tanh", lambda x: torch.tanh(x) * x, lambda d: (_t(3, 7, dtype=d),), ("aten.tanh_backward",)),
     GradCase(
         "sdpa_mask_needs_grad_math",
         lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),

@@ -27,7 +27,7 @@ from .codegen import GeneratedFunction, generate
 from .collection import collection_paused
 from .grad_rules import default_grad_rules
 from .gradients import GradRule, NoGradRule, differentiate
-from .passes import free_after_last_use
+from .passes import free_after_last_use, write_backs_folded
 from .planner import Plan, plan
 
 __all__ = ["Compilation", "compile_program", "compile_traced", "STATE_KEYWORD", "state_as_keywords"]
@@ -235,7 +235,7 @@ def compile_traced(
         else:
             seconds["differentiate"] = (start := time.perf_counter()) - now
             return _compile_differentiated(traced, diff, bindings, executors, layout, seconds, start, generate_code)
-    planned = plan(traced, executors, autograd=needs_grad)
+    planned = write_backs_folded(plan(traced, executors, autograd=needs_grad))
     seconds["plan"] = (start := time.perf_counter()) - now
     if not generate_code:
         return Compilation([traced, planned], bindings, None, seconds)
@@ -320,7 +320,7 @@ def _positional(trace: Trace) -> list[InputBinding]:
 def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, start, generate_code) -> Compilation:
     """Plan forward and backward separately on the marketplace, generate both, and the program
     that runs them inside one autograd.Function."""
-    forward = plan(diff.forward, executors)
+    forward = write_backs_folded(plan(diff.forward, executors))
     backward = plan(diff.backward, executors)
     seconds["plan"] = (now := time.perf_counter()) - start
     if not generate_code:

@@ -238,6 +238,12 @@ def threshold_backward(grad_output, self, threshold):
     return prims.where(prims.le(self, threshold), 0, grad_output)
 
 
+@torchsymbol(aten.tanh_backward.default, id="aten.tanh_backward")
+def tanh_backward(grad_output, output):
+    """g * (1 - y^2) from tanh's output y (real dtypes)."""
+    return prims.mul(grad_output, prims.sub(1, prims.mul(output, output)))
+
+
 @torchsymbol(aten.silu_backward.default, id="aten.silu_backward")
 def silu_backward(grad_output, self):
     """g * s * (1 + x * (1 - s)) with s = sigmoid(x)."""
@@ -600,9 +606,35 @@ def _attention_scores(query, key, is_causal, attn_mask, scale):
     return scores, scale
 
 
+def heads_repeated(t: TensorProxy, heads: int) -> TensorProxy:
+    """`t` (..., h, S, E) with each head repeated to serve `heads` query heads (grouped-query
+    attention: `repeat_interleave(t, heads // h, dim=-3)`)."""
+    repeats = heads // t.shape[-3]
+    if repeats == 1:
+        return t
+    shape = list(t.shape)
+    h = t.ndim - 3
+    expanded = shape[: h + 1] + [repeats] + shape[h + 1 :]
+    t = prims.broadcast_in_dim(t, tuple(expanded), tuple(d for d in range(len(expanded)) if d != h + 1))
+    return prims.reshape(t, tuple(shape[:h] + [heads] + shape[h + 1 :]))
+
+
+def groups_summed(g: TensorProxy, heads: int) -> TensorProxy:
+    """The inverse of `heads_repeated` for gradients: each group of repeated heads summed back to `heads`."""
+    repeats = g.shape[-3] // heads
+    if repeats == 1:
+        return g
+    shape = list(g.shape)
+    h = g.ndim - 3
+    return prims.sum(prims.reshape(g, tuple(shape[:h] + [heads, repeats] + shape[h + 1 :])), (h + 1,))
+
+
 @torchsymbol(aten._scaled_dot_product_flash_attention_for_cpu.default, id="aten._scaled_dot_product_flash_attention_for_cpu")
 def flash_attention_for_cpu(query, key, value, dropout_p, is_causal, *, attn_mask, scale):
-    """(B, H, L, E) attention without dropout; also the rows' logsumexp (B, H, L), which the backward reads."""
+    """(B, H, L, E) attention without dropout; also the rows' logsumexp (B, H, L), which the backward reads.
+    Key and value may have fewer heads than the query, each serving a group of its heads."""
+    heads = query.shape[-3]
+    key, value = heads_repeated(key, heads), heads_repeated(value, heads)
     scores, _ = _attention_scores(query, key, is_causal, attn_mask, scale)
     last = (scores.ndim - 1,)
     peak = prims.amax(scores, last)
@@ -618,6 +650,8 @@ def flash_attention_for_cpu(query, key, value, dropout_p, is_causal, *, attn_mas
 @torchsymbol(aten._scaled_dot_product_flash_attention_for_cpu_backward.default, id="aten._scaled_dot_product_flash_attention_for_cpu_backward")
 def flash_attention_for_cpu_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, *, attn_mask, scale):
     """Gradients of flash attention for (query, key, value), from the saved output and logsumexp."""
+    heads, key_heads, value_heads = query.shape[-3], key.shape[-3], value.shape[-3]
+    key, value = heads_repeated(key, heads), heads_repeated(value, heads)
     scores, scale = _attention_scores(query, key, is_causal, attn_mask, scale)
     last = (scores.ndim - 1,)
     probs = prims.exp(prims.sub(scores, _keep(logsumexp, scores.shape, last)))
@@ -629,7 +663,7 @@ def flash_attention_for_cpu_backward(grad_out, query, key, value, out, logsumexp
     gs = prims.mul(prims.mul(probs, prims.sub(gp, delta)), scale)
     gq = prims.matmul(gs, k)
     gk = prims.matmul(_swap_last(gs), q)
-    return _to(gq, query.dtype), _to(gk, key.dtype), _to(gv, value.dtype)
+    return _to(gq, query.dtype), _to(groups_summed(gk, key_heads), key.dtype), _to(groups_summed(gv, value_heads), value.dtype)
 
 
 @torchsymbol(aten.native_dropout.default, id="aten.native_dropout", tags=(Tags.RANDOM,))
@@ -660,7 +694,7 @@ def has_kernel(sym: Symbol, device: torch.device) -> bool:
 KERNELS: tuple[Symbol, ...] = (
     softmax_forward, softmax_backward_data, log_softmax_forward, log_softmax_backward_data,
     native_layer_norm, native_layer_norm_backward, fused_rms_norm, fused_rms_norm_backward,
-    gelu_backward, threshold_backward, silu_backward, embedding_dense_backward,
+    gelu_backward, threshold_backward, tanh_backward, silu_backward, embedding_dense_backward,
     nll_loss_forward, nll_loss_backward, nll_loss2d_forward, nll_loss2d_backward,
     flash_attention_for_cpu, flash_attention_for_cpu_backward, convolution_backward,
     max_pool2d_with_indices, max_pool2d_with_indices_backward, avg_pool2d_backward, adaptive_avg_pool2d_backward,

@@ -25,6 +25,7 @@ __all__ = [
     "Availability",
     "GradRule",
     "Implementation",
+    "InPlaceForm",
     "Executor",
     "OperatorExecutor",
     "NOT_IMPLEMENTED",
@@ -100,6 +101,21 @@ class Implementation:
     # how this executor differentiates the operation when it takes it in a program that
     # needs gradients (forward and backward, usually in its own operations); None: the default rule
     grad_transform: GradRule | None = None
+
+
+@dataclass(frozen=True)
+class InPlaceForm:
+    """How an executor runs an operation writing some of its results into its own arguments,
+    where a program's write-back of those results (`copy_(argument, result)`) follows it:
+    what eager does (batch norm updates its running statistics inside the kernel).
+
+    `sym` names the call in the trace (tagged SIDE_EFFECT), `impl` runs it with the
+    operation's arguments and returns its other results; `writes` maps each written result's
+    index to the index of the argument it is written into (a single result is index 0)."""
+
+    sym: Symbol
+    impl: Callable
+    writes: dict[int, int]
 
 
 def _run_checker(impl: Implementation, bsym: BoundSymbol) -> tuple[Implementation | None, str]:
@@ -194,6 +210,11 @@ class Executor:
     def claimed_ops(self) -> list[str]:
         """The ids of the operations this executor implements."""
         return []
+
+    def in_place_form(self, bsym: BoundSymbol) -> InPlaceForm | None:
+        """How this executor runs `bsym` (a call it took) writing results into arguments, or None
+        (see `InPlaceForm` and `squall.compiler.passes.write_backs_folded`)."""
+        return None
 
     def describe_op(self, op: str) -> str:
         """A short note on how this executor runs the claimed `op` (shown by `squall executors --ops`)."""

@@ -12,11 +12,14 @@ import torch
 
 from .. import ltorch, prims
 from ..guards import GUARD, READ, guard_impl, read_impl
-from ..ltorch.kernels import all_kernels, flash_attention_for_cpu, flash_attention_for_cpu_backward
+from ..ltorch.kernels import (
+    all_kernels, batch_norm_functional, flash_attention_for_cpu, flash_attention_for_cpu_backward, gelu_backward,
+    native_dropout_backward, silu_backward, tanh_backward, threshold_backward,
+)
 from ..prims.base import PrimIDs
 from ..proxies import real_tensor
-from ..symbol import Symbol, Tags
-from .executor import Implementation, OperatorExecutor
+from ..symbol import BoundSymbol, Symbol, Tags
+from .executor import Implementation, InPlaceForm, OperatorExecutor
 from .hookspecs import hookimpl
 from .operations import OperationRegistry
 
@@ -293,11 +296,47 @@ class TorchExecutor(OperatorExecutor):
             return Implementation(sym.torchfns[0])
         return found
 
+    def in_place_form(self, bsym: BoundSymbol) -> InPlaceForm | None:
+        return _IN_PLACE_FORMS.get(bsym.sym.id)
+
+
+def _in_place(of: Symbol, name: str, impl: Callable, writes: dict[int, int]) -> InPlaceForm:
+    """The in-place form of `of`: its meta, less the results written into arguments."""
+
+    def meta(*args, **kwargs):
+        out = of.meta(*args, **kwargs)
+        kept = tuple(o for i, o in enumerate(out if isinstance(out, tuple) else (out,)) if i not in writes)
+        return kept if len(kept) > 1 else (kept[0] if kept else None)
+
+    sym = Symbol(f"torch.{name}", name, meta, is_prim=False, tags=(Tags.SIDE_EFFECT,))
+    return InPlaceForm(sym, impl, writes)
+
+
+def _batch_norm_updating(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    # eager's training batch norm: the kernel updates the running statistics it is handed (never a
+    # copy of them: only the input is made dense, as the functional kernel's)
+    return torch.ops.aten._native_batch_norm_legit.default(_dense(input), weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+def _add_(a, b, *, alpha=1):
+    a.add_(b, alpha=alpha)
+
+
+# id of an operation -> how it writes results into its arguments, where a write-back follows it
+_IN_PLACE_FORMS = {
+    batch_norm_functional.id: _in_place(batch_norm_functional, "batch_norm_updating", _batch_norm_updating, {3: 3, 4: 4}),
+    "torch.add": _in_place(ltorch.all_symbols()["torch.add"], "add_", _add_, {0: 0}),
+}
+
 
 # kernels eager calls with the strided views it has (sdpa hands its transposed query, key and value
-# to the flash kernel, and autograd hands them back to its backward): copying them first costs
-# a copy per tensor per call and changes nothing
-KERNELS_CALLED_WITH_VIEWS = frozenset({flash_attention_for_cpu.id, flash_attention_for_cpu_backward.id})
+# to the flash kernel, and autograd hands them back to its backward), and the elementwise backward
+# kernels, which read any strides (a mean's gradient broadcast to its input's shape, stride 0):
+# copying them first costs a copy per tensor per call and changes nothing
+KERNELS_CALLED_WITH_VIEWS = frozenset({
+    flash_attention_for_cpu.id, flash_attention_for_cpu_backward.id,
+    threshold_backward.id, gelu_backward.id, silu_backward.id, tanh_backward.id, native_dropout_backward.id,
+})
 
 
 def _with_dense_tensors(kernel: Callable) -> Callable:

@@ -5,10 +5,12 @@ Part of the ltorch grad rules (`squall.compiler.grad_rules.ltorch`, whose table 
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
 import torch
+from torch.nn.attention import SDPBackend
 
 from ... import ltorch, prims
 from ...ltorch import kernels as k
@@ -30,10 +32,24 @@ def _flash_for_cpu(query, key, value, attn_mask, dropout_p, enable_gqa) -> bool:
         and q.ndim == kk.ndim == v.ndim == 4
         and dropout_p == 0
         and q.shape[0] == kk.shape[0] == v.shape[0]
-        and q.shape[1] == kk.shape[1] == v.shape[1]  # grouped heads take the math path here
+        and (q.shape[1] == kk.shape[1] == v.shape[1] or _flash_groups_heads(q, kk, v, enable_gqa))
         and q.shape[-1] == kk.shape[-1] == v.shape[-1]
         and (attn_mask is None or (not attn_mask.requires_grad and attn_mask.dtype in (torch.bool, q.dtype)))
     )
+
+
+@functools.cache
+def _cpu_flash_takes_grouped_heads() -> bool:
+    """Whether this PyTorch runs grouped-query attention (`enable_gqa=True`, fewer key and value
+    heads) on its CPU flash kernel; older versions took the math path. Asked of PyTorch itself."""
+    q, kv = torch.zeros(1, 2, 1, 8), torch.zeros(1, 1, 1, 8)
+    return torch._fused_sdp_choice(q, kv, kv, None, 0.0, False, scale=None, enable_gqa=True) == int(SDPBackend.FLASH_ATTENTION)
+
+
+def _flash_groups_heads(query, key, value, enable_gqa) -> bool:
+    # key and value share a head count that divides the query's, as eager's flash kernel groups them
+    hq, hk = query.shape[1], key.shape[1]
+    return bool(enable_gqa) and hk == value.shape[1] and 0 < hk < hq and hq % hk == 0 and _cpu_flash_takes_grouped_heads()
 
 
 def _float_mask(attn_mask, like: TensorProxy):

@@ -63,7 +63,15 @@ def _slice(call: GradCall) -> tuple:
         else:
             last = lo + (m - 1) * st
             config.append((lo, n - last - 1, st - 1))
-    return prims.pad(call.g, 0, tuple(config)), None, None, None
+    return _padded(call.g, tuple(config)), None, None, None
+
+
+def _padded(g: TensorProxy, config: tuple) -> TensorProxy:
+    """`g` padded with zeros by `config`; `g` itself where that pads nothing (a slice of the whole
+    tensor: `logits[:, -0:]`), not a copy into a new tensor of zeros."""
+    if all(type(n) is int and n == 0 for entry in config for n in entry):
+        return g
+    return prims.pad(g, 0, config)
 
 
 @per_argument
@@ -71,7 +79,7 @@ def _pad(call: GradCall) -> tuple:
     a, value, config = call.args
     # undo the low/high padding (a negative pad restores cropped elements as zeros: they
     # reached no output), then step over the interior padding
-    inner = prims.pad(call.g, 0, tuple((-lo, -hi, 0) for lo, hi, _ in config))
+    inner = _padded(call.g, tuple((-lo, -hi, 0) for lo, hi, _ in config))
     if all(interior == 0 for _, _, interior in config):
         return inner, None, None
     g = prims.slice(inner, (0,) * a.ndim, tuple(inner.shape), tuple(interior + 1 for _, _, interior in config))

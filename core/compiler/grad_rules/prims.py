@@ -18,12 +18,13 @@ import math
 from collections.abc import Callable
 
 from ... import prims
+from ...ltorch import kernels as k
 from ...prims.base import PrimIDs
 from ...proxies import TensorProxy
 from ..gradients import GradCall, GradRules
 from .prim_reductions import reduction_rules
 from .prim_shapes import shape_rules
-from .support import conj, per_argument, real_only, zeros
+from .support import conj, per_argument, real_only, to_dtype, zeros
 
 __all__ = ["register_prim_rules", "per_argument"]
 
@@ -76,8 +77,8 @@ def _sqrt(a, out, g):
 
 
 def _rsqrt(a, out, g):
-    # d/da a^-1/2 = -1/2 a^-3/2 = -1/2 out^3
-    return prims.mul(g, prims.mul(conj(prims.mul(prims.mul(out, out), out)), -0.5))
+    # d/da a^-1/2 = -1/2 a^-3/2 = -1/2 out^3, as eager's rsqrt backward computes it: three kernels
+    return prims.mul(prims.mul(g, -0.5), conj(prims.pow(out, 3)))
 
 
 def _sin(a, out, g):
@@ -131,6 +132,8 @@ def _cosh(a, out, g):
 
 
 def _tanh(a, out, g):
+    if not out.dtype.is_complex:
+        return k.tanh_backward(g, out)  # eager's one kernel, where the formula is three
     return prims.mul(g, conj(prims.sub(1, prims.mul(out, out))))
 
 
@@ -336,7 +339,8 @@ def _where(call: GradCall) -> tuple:
 @per_argument
 def _convert_element_type(call: GradCall) -> tuple:
     a, dtype = call.args
-    return prims.convert_element_type(call.g, a.dtype), None
+    # (a cotangent already of the input's dtype stays as it is: eager's ToCopyBackward converts nothing)
+    return to_dtype(call.g, a.dtype), None
 
 
 @per_argument

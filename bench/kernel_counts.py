@@ -1,0 +1,122 @@
+"""Aten op calls per training step, eager against squall's torch plan, op by op.
+
+    python bench/kernel_counts.py [--only resnet50 resnet llama gpt2 ...] [--all-ops]
+
+On a GPU a training step is bound by its kernels and their launches; on a CPU the number
+of aten ops a step calls, counted by a TorchDispatchMode (below autograd, so what runs:
+`linear` counts as its `addmm`), stands for them, and does not depend on the input's size.
+A step is forward + loss + backward as in bench/training.py (its workloads, plus timm's
+resnet50 at 2 images of 64x64 and a tiny transformers GPT-2). Printed per workload: the
+total calls that launch kernels (views and metadata ops left out, see `LAUNCHES_NOTHING`)
+for eager and for squall (`executors=["torch"]`), then each op whose count differs.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import copy
+import importlib.util
+import os
+import sys
+import warnings
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import squall
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from training import ImageClassifierLoss, loss_of, step, workloads  # noqa: E402
+
+# aten ops that make a view or read metadata: no kernel on any device
+LAUNCHES_NOTHING = frozenset({
+    "view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "as_strided", "slice", "select",
+    "unsqueeze", "squeeze", "detach", "alias", "split", "split_with_sizes", "unbind", "chunk", "narrow",
+    "view_as_real", "view_as_complex", "_reshape_alias", "unfold", "diagonal", "numpy_T", "mT", "lift_fresh",
+    "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_same_size",
+    "empty", "empty_like", "empty_strided", "new_empty_strided",  # an allocation, no kernel
+})
+
+
+class AtenCalls(TorchDispatchMode):
+    """Counts the aten ops called while it is active, by name (`aten.addmm`, overloads merged)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls[func._schema.name.split("::")[-1]] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def launching(calls: collections.Counter) -> collections.Counter:
+    return collections.Counter({name: n for name, n in calls.items() if name not in LAUNCHES_NOTHING})
+
+
+def calls_per_step(model, args) -> collections.Counter:
+    step(model, args)  # compile (squall) and warm up outside the count
+    step(model, args)
+    with AtenCalls() as counter:
+        step(model, args)
+    return counter.calls
+
+
+class GPT2Loss(nn.Module):
+    """A tiny transformers GPT-2 (random weights) returning the loss of its labels."""
+
+    def __init__(self):
+        super().__init__()
+        import transformers
+
+        config = transformers.GPT2Config(vocab_size=1024, n_embd=64, n_layer=2, n_head=4, n_positions=128)
+        self.lm = transformers.GPT2LMHeadModel(config).train()
+
+    def forward(self, ids, labels):
+        return self.lm(input_ids=ids, labels=labels).loss
+
+
+class ResNet50Loss(ImageClassifierLoss):
+    """timm's resnet50 (random weights, batch norms in training mode) returning the cross-entropy of its labels."""
+
+    def __init__(self):
+        super().__init__()
+        import timm
+
+        self.net = timm.create_model("resnet50", pretrained=False, num_classes=10).train()
+
+
+def all_workloads() -> dict:
+    found = workloads()
+    torch.manual_seed(0)
+    if importlib.util.find_spec("timm"):
+        found["resnet50"] = (ResNet50Loss(), (torch.randn(2, 3, 64, 64), torch.randint(0, 10, (2,))))
+    if importlib.util.find_spec("transformers"):
+        found["gpt2"] = (GPT2Loss().train(), (torch.randint(0, 1024, (4, 64)), torch.randint(0, 1024, (4, 64))))
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=["resnet50", "resnet", "llama", "gpt2"])
+    parser.add_argument("--all-ops", action="store_true", help="count views and metadata ops too")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    for key, (model, inputs) in all_workloads().items():
+        if key not in args.only:
+            continue
+        compiled = squall.jit(copy.deepcopy(model), executors=["torch"])
+        eager, ours = calls_per_step(model, inputs), calls_per_step(compiled, inputs)
+        if not args.all_ops:
+            eager, ours = launching(eager), launching(ours)
+        print(f"\n{key}: aten calls per step, eager {sum(eager.values())}, squall (torch only) {sum(ours.values())}")
+        for name in sorted(set(eager) | set(ours), key=lambda n: (ours[n] - eager[n], n)):
+            if eager[name] != ours[name]:
+                print(f"    {name:40}{eager[name]:6}{ours[name]:6}{ours[name] - eager[name]:+6}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
