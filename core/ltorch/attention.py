@@ -31,15 +31,25 @@ def _safe_softmax(scores: TensorProxy) -> TensorProxy:
     return prims.where(prims.broadcast_in_dim(masked_row, scores.shape, list(range(last))), 0.0, probs)
 
 
-def _repeat_heads(t: TensorProxy, repeats: int) -> TensorProxy:
-    """repeat_interleave(t, repeats, dim=-3): each key/value head serves `repeats` query heads."""
+def repeat_heads(t: TensorProxy, repeats: int) -> TensorProxy:
+    """repeat_interleave(t, repeats, dim=-3): each key/value head serves `repeats` query heads
+    (grouped-query attention)."""
     if repeats == 1:
         return t
     shape = list(t.shape)
     h = t.ndim - 3
     expanded = shape[: h + 1] + [repeats] + shape[h + 1 :]
-    t = prims.broadcast_in_dim(t, expanded, [d for d in range(len(expanded)) if d != h + 1])
-    return prims.reshape(t, shape[:h] + [shape[h] * repeats] + shape[h + 1 :])
+    t = prims.broadcast_in_dim(t, tuple(expanded), tuple(d for d in range(len(expanded)) if d != h + 1))
+    return prims.reshape(t, tuple(shape[:h] + [shape[h] * repeats] + shape[h + 1 :]))
+
+
+def sum_repeated_heads(g: TensorProxy, repeats: int) -> TensorProxy:
+    """The gradient of `repeat_heads`: each group of `repeats` heads of `g` summed into one."""
+    if repeats == 1:
+        return g
+    shape = list(g.shape)
+    h = g.ndim - 3
+    return prims.sum(prims.reshape(g, tuple(shape[:h] + [shape[h] // repeats, repeats] + shape[h + 1 :])), (h + 1,))
 
 
 @torchsymbol(torch.nn.functional.scaled_dot_product_attention)
@@ -80,7 +90,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             lambda: f"Number of heads in key and value must divide the number of heads in query, got {hq} query heads, {hk} key heads and {hv} value heads",
             RuntimeError,
         )
-        key, value = _repeat_heads(key, hq // hk), _repeat_heads(value, hq // hv)
+        key, value = repeat_heads(key, hq // hk), repeat_heads(value, hq // hv)
 
     dtype = query.dtype
     compute = computation_dtype(dtype)

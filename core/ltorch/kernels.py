@@ -20,6 +20,7 @@ from ..proxies import TensorProxy
 from ..symbol import Symbol, Tags
 from ..symbolic import guarded_int, same_shape
 from . import torchsymbol
+from .attention import repeat_heads, sum_repeated_heads
 from .helpers import count_operand, is_tensor, times_ratio
 from .losses import nll, nll_parts
 from .windows import window_counts
@@ -606,35 +607,12 @@ def _attention_scores(query, key, is_causal, attn_mask, scale):
     return scores, scale
 
 
-def heads_repeated(t: TensorProxy, heads: int) -> TensorProxy:
-    """`t` (..., h, S, E) with each head repeated to serve `heads` query heads (grouped-query
-    attention: `repeat_interleave(t, heads // h, dim=-3)`)."""
-    repeats = heads // t.shape[-3]
-    if repeats == 1:
-        return t
-    shape = list(t.shape)
-    h = t.ndim - 3
-    expanded = shape[: h + 1] + [repeats] + shape[h + 1 :]
-    t = prims.broadcast_in_dim(t, tuple(expanded), tuple(d for d in range(len(expanded)) if d != h + 1))
-    return prims.reshape(t, tuple(shape[:h] + [heads] + shape[h + 1 :]))
-
-
-def groups_summed(g: TensorProxy, heads: int) -> TensorProxy:
-    """The inverse of `heads_repeated` for gradients: each group of repeated heads summed back to `heads`."""
-    repeats = g.shape[-3] // heads
-    if repeats == 1:
-        return g
-    shape = list(g.shape)
-    h = g.ndim - 3
-    return prims.sum(prims.reshape(g, tuple(shape[:h] + [heads, repeats] + shape[h + 1 :])), (h + 1,))
-
-
 @torchsymbol(aten._scaled_dot_product_flash_attention_for_cpu.default, id="aten._scaled_dot_product_flash_attention_for_cpu")
 def flash_attention_for_cpu(query, key, value, dropout_p, is_causal, *, attn_mask, scale):
     """(B, H, L, E) attention without dropout; also the rows' logsumexp (B, H, L), which the backward reads.
     Key and value may have fewer heads than the query, each serving a group of its heads."""
     heads = query.shape[-3]
-    key, value = heads_repeated(key, heads), heads_repeated(value, heads)
+    key, value = repeat_heads(key, heads // key.shape[-3]), repeat_heads(value, heads // value.shape[-3])
     scores, _ = _attention_scores(query, key, is_causal, attn_mask, scale)
     last = (scores.ndim - 1,)
     peak = prims.amax(scores, last)
@@ -650,8 +628,8 @@ def flash_attention_for_cpu(query, key, value, dropout_p, is_causal, *, attn_mas
 @torchsymbol(aten._scaled_dot_product_flash_attention_for_cpu_backward.default, id="aten._scaled_dot_product_flash_attention_for_cpu_backward")
 def flash_attention_for_cpu_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, *, attn_mask, scale):
     """Gradients of flash attention for (query, key, value), from the saved output and logsumexp."""
-    heads, key_heads, value_heads = query.shape[-3], key.shape[-3], value.shape[-3]
-    key, value = heads_repeated(key, heads), heads_repeated(value, heads)
+    key_repeats, value_repeats = query.shape[-3] // key.shape[-3], query.shape[-3] // value.shape[-3]
+    key, value = repeat_heads(key, key_repeats), repeat_heads(value, value_repeats)
     scores, scale = _attention_scores(query, key, is_causal, attn_mask, scale)
     last = (scores.ndim - 1,)
     probs = prims.exp(prims.sub(scores, _keep(logsumexp, scores.shape, last)))
@@ -663,7 +641,7 @@ def flash_attention_for_cpu_backward(grad_out, query, key, value, out, logsumexp
     gs = prims.mul(prims.mul(probs, prims.sub(gp, delta)), scale)
     gq = prims.matmul(gs, k)
     gk = prims.matmul(_swap_last(gs), q)
-    return _to(gq, query.dtype), _to(groups_summed(gk, key_heads), key.dtype), _to(groups_summed(gv, value_heads), value.dtype)
+    return _to(gq, query.dtype), _to(sum_repeated_heads(gk, key_repeats), key.dtype), _to(sum_repeated_heads(gv, value_repeats), value.dtype)
 
 
 @torchsymbol(aten.native_dropout.default, id="aten.native_dropout", tags=(Tags.RANDOM,))

@@ -14,6 +14,7 @@ from torch.nn.attention import SDPBackend
 
 from ... import ltorch, prims
 from ...ltorch import kernels as k
+from ...ltorch.attention import repeat_heads, sum_repeated_heads
 from ...proxies import TensorProxy
 from ..gradients import GradCall
 from .support import last_two_swapped, per_argument, scaled, sum_to, to_dtype
@@ -59,26 +60,6 @@ def _float_mask(attn_mask, like: TensorProxy):
     return prims.where(attn_mask, prims.full(tuple(attn_mask.shape), 0.0, device=like.device, dtype=like.dtype), -math.inf)
 
 
-def _repeat_heads(t: TensorProxy, repeats: int) -> TensorProxy:
-    """Head h of `t` becomes heads h*repeats ... h*repeats + repeats - 1 (grouped-query attention)."""
-    if repeats == 1:
-        return t
-    shape = list(t.shape)
-    h = t.ndim - 3
-    expanded = shape[: h + 1] + [repeats] + shape[h + 1 :]
-    t = prims.broadcast_in_dim(t, tuple(expanded), tuple(d for d in range(len(expanded)) if d != h + 1))
-    return prims.reshape(t, tuple(shape[:h] + [shape[h] * repeats] + shape[h + 1 :]))
-
-
-def _unrepeat_heads(g: TensorProxy, repeats: int) -> TensorProxy:
-    if repeats == 1:
-        return g
-    shape = list(g.shape)
-    h = g.ndim - 3
-    g = prims.reshape(g, tuple(shape[:h] + [shape[h] // repeats, repeats] + shape[h + 1 :]))
-    return prims.sum(g, (h + 1,))
-
-
 def _gqa_repeats(query, key, value, enable_gqa) -> tuple[int, int]:
     if enable_gqa and query.ndim >= 3 and key.ndim >= 3:
         return query.shape[-3] // key.shape[-3], query.shape[-3] // value.shape[-3]
@@ -91,7 +72,7 @@ def _sdpa_forward(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fa
         return out, (lse,)
     # the math path, as eager's: the (dropped-out) probabilities are what the backward reads
     rk, rv = _gqa_repeats(query, key, value, enable_gqa)
-    key, value = _repeat_heads(key, rk), _repeat_heads(value, rv)
+    key, value = repeat_heads(key, rk), repeat_heads(value, rv)
     scores, _ = k._attention_scores(query, key, is_causal, attn_mask, scale)
     probs = k.softmax_forward(scores, -1, False)
     if attn_mask is not None:  # a fully masked row attends to nothing (eager's safe softmax)
@@ -121,16 +102,16 @@ def _sdpa(call: GradCall) -> tuple:
         return gq, gk, gv, None, None, None, None, None
     probs, dropped, keep = call.residuals
     rk, rv = _gqa_repeats(query, key, value, enable_gqa)
-    q, kk, v = (k._up(t) for t in (query, _repeat_heads(key, rk), _repeat_heads(value, rv)))
+    q, kk, v = (k._up(t) for t in (query, repeat_heads(key, rk), repeat_heads(value, rv)))
     gu = k._up(g)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    gv = _unrepeat_heads(sum_to(ltorch.matmul(last_two_swapped(dropped), gu), v.shape), rv)
+    gv = sum_repeated_heads(sum_to(ltorch.matmul(last_two_swapped(dropped), gu), v.shape), rv)
     gp = ltorch.matmul(gu, last_two_swapped(v))
     if keep is not None:
         gp = prims.where(keep, prims.mul(gp, 1.0 / (1.0 - dropout_p)) if dropout_p < 1 else gp, 0.0)
     gs = k.softmax_backward_data(gp, probs, -1, probs.dtype)
     gq = sum_to(ltorch.matmul(scaled(gs, scale), kk), query.shape)
-    gk = _unrepeat_heads(sum_to(ltorch.matmul(last_two_swapped(scaled(gs, scale)), q), kk.shape), rk)
+    gk = sum_repeated_heads(sum_to(ltorch.matmul(last_two_swapped(scaled(gs, scale)), q), kk.shape), rk)
     gm = None
     if call.wants(attn_mask) and attn_mask.dtype != torch.bool:
         gm = to_dtype(sum_to(gs, attn_mask.shape), attn_mask.dtype)
