@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import squall
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training import ImageClassifierLoss, loss_of, step, workloads  # noqa: E402
+from training import ImageClassifierLoss, step, workloads  # noqa: E402
 
 # aten ops that make a view or read metadata: no kernel on any device
 LAUNCHES_NOTHING = frozenset({
