@@ -194,7 +194,8 @@ def _take_cotangents(grads: dict[str, TensorProxy], outputs: list[TensorProxy]) 
 
 
 def _draws_or_writes(bsym: BoundSymbol) -> bool:
-    return any(Tags.RANDOM in b.sym.tags or Tags.SIDE_EFFECT in b.sym.tags for b in bsym.walk())
+    # (`tagged` reads a replayed layer's recording rather than copying its decomposition)
+    return any(next(bsym.tagged(tag), None) is not None for tag in (Tags.RANDOM, Tags.SIDE_EFFECT))
 
 
 # the gradient of a value written in place under no_grad, passed to the value it replaced
