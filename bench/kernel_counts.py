@@ -7,7 +7,7 @@ of aten ops a step calls, counted by a TorchDispatchMode (below autograd, so wha
 `linear` counts as its `addmm`), stands for them, and does not depend on the input's size.
 A step is forward + loss + backward as in bench/training.py (its workloads, plus timm's
 resnet50 at 2 images of 64x64 and a tiny transformers GPT-2). Printed per workload: the
-total calls that launch kernels (views and metadata ops left out, see `LAUNCHES_NOTHING`)
+total calls that launch kernels (views and metadata ops left out, see tests/kernel_calls.py's `LAUNCHES_NOTHING`)
 for eager and for squall (`executors=["torch"]`), then each op whose count differs.
 """
 from __future__ import annotations
@@ -22,38 +22,14 @@ import warnings
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import squall
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from training import ImageClassifierLoss, step, workloads  # noqa: E402
 
-# aten ops that make a view or read metadata: no kernel on any device
-LAUNCHES_NOTHING = frozenset({
-    "view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "as_strided", "slice", "select",
-    "unsqueeze", "squeeze", "detach", "alias", "split", "split_with_sizes", "unbind", "chunk", "narrow",
-    "view_as_real", "view_as_complex", "_reshape_alias", "unfold", "diagonal", "numpy_T", "mT", "lift_fresh",
-    "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_same_size",
-    "empty", "empty_like", "empty_strided", "new_empty_strided",  # an allocation, no kernel
-})
-
-
-class AtenCalls(TorchDispatchMode):
-    """Counts the aten ops called while it is active, by name (`aten.addmm`, overloads merged)."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls = collections.Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.calls[func._schema.name.split("::")[-1]] += 1
-        return func(*args, **(kwargs or {}))
-
-
-def launching(calls: collections.Counter) -> collections.Counter:
-    return collections.Counter({name: n for name, n in calls.items() if name not in LAUNCHES_NOTHING})
-
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from kernel_calls import AtenCalls, launching  # noqa: E402
 
 def calls_per_step(model, args) -> collections.Counter:
     step(model, args)  # compile (squall) and warm up outside the count

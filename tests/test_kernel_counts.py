@@ -14,26 +14,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import squall
-
-# aten ops that make a view or read metadata: no kernel
-_VIEWS = {"view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "as_strided", "slice", "select",
-          "unsqueeze", "squeeze", "detach", "alias", "split", "unbind", "_reshape_alias", "empty", "empty_like"}
-
-
-class _KernelCalls(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.calls = collections.Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func._schema.name.split("::")[-1]
-        if name not in _VIEWS:
-            self.calls[name] += 1
-        return func(*args, **(kwargs or {}))
-
+from kernel_calls import AtenCalls, launching
 
 def _step_calls(fn, args) -> tuple[collections.Counter, torch.Tensor, tuple]:
     """The kernel calls of one forward + backward of `fn` (after a first, compiling one), its
@@ -42,10 +25,10 @@ def _step_calls(fn, args) -> tuple[collections.Counter, torch.Tensor, tuple]:
     fn(*args).sum().backward()
     for a in wanted:
         a.grad = None
-    with _KernelCalls() as counter:
+    with AtenCalls() as counter:
         out = fn(*args)
         out.sum().backward()
-    return counter.calls, out, tuple(a.grad.clone() for a in wanted)
+    return launching(counter.calls), out, tuple(a.grad.clone() for a in wanted)
 
 
 def _rms_norm_as_llama_writes_it(x, w):
@@ -114,9 +97,9 @@ class _ConvBatchNormReLU(nn.Module):
 def _module_step_calls(model, x) -> collections.Counter:
     for p in model.parameters():
         p.grad = None
-    with _KernelCalls() as counter:
+    with AtenCalls() as counter:
         model(x).sum().backward()
-    return counter.calls
+    return launching(counter.calls)
 
 
 @pytest.mark.parametrize("twice", [False, True], ids=["once", "twice"])
