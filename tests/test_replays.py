@@ -50,14 +50,21 @@ def test_repeated_calls_replay_with_fresh_names():
         torch.testing.assert_close(got, want)
 
 
-def test_a_replayed_decomposition_is_copied_when_first_read():
+def _second_of_two_linears() -> tuple:
+    """A program of two `F.linear` calls alike, traced: its trace, its bindings and the second call
+    (a replay of the first, whose decomposition nothing has read yet)."""
     w = torch.randn(8, 8)
 
     def f(x, y):
         return torch.tanh(F.linear(x, w)), torch.tanh(F.linear(y, w))
 
-    trace, _ = trace_program(f, (torch.randn(3, 8), torch.randn(3, 8)), {})
+    trace, bindings = trace_program(f, (torch.randn(3, 8), torch.randn(3, 8)), {})
     second = [bsym for bsym in trace.bsyms if bsym.sym.id == "torch.nn.functional.linear"][1]
+    return trace, bindings, second
+
+
+def test_a_replayed_decomposition_is_copied_when_first_read():
+    trace, _, second = _second_of_two_linears()
     assert type(second._subsymbols) is PendingCopy  # nothing read it while tracing
     twin = second.from_bsym(source=None)
     assert type(twin._subsymbols) is PendingCopy  # a copy of the call shares the pending copy
@@ -167,13 +174,7 @@ def _drawing_calls(trace) -> list[int]:
 def test_whether_a_program_draws_is_read_without_copying_replayed_decompositions():
     from squall.compiler.pipeline import Compilation
 
-    w = torch.randn(8, 8)
-
-    def f(x, y):
-        return torch.tanh(F.linear(x, w)), torch.tanh(F.linear(y, w))
-
-    trace, bindings = trace_program(f, (torch.randn(3, 8), torch.randn(3, 8)), {})
-    second = [bsym for bsym in trace.bsyms if bsym.sym.id == "torch.nn.functional.linear"][1]
+    trace, bindings, second = _second_of_two_linears()
     assert Compilation([trace], bindings, None, {}).draws_random_numbers is False
     assert type(second._subsymbols) is PendingCopy  # its recording holds no random call: not copied
     assert _drawing_calls(trace) == []
