@@ -15,6 +15,8 @@ import torch
 
 import squall
 from opinfos import prims_only_executor
+from squall.compiler.grad_rules import ltorch as ltorch_rules
+from squall.compiler.grad_rules import ltorch_attention as attention_rules
 from squall.compiler.grad_rules.ltorch_attention import _cpu_flash_takes_grouped_heads
 from squall.ltorch import kernels
 from squall.ltorch.kernels import all_kernels
@@ -385,14 +387,18 @@ def test_sparse_embedding_falls_back_to_autograd_with_a_warning():
     assert g.is_sparse
 
 
-def test_batch_norm_training_updates_running_statistics_as_eager_does():
+def _train_conv_bn_as_eager(make_jit, dtype=torch.float64, device="cpu", channels_last=False):
+    """Three training steps of conv, batch norm, relu through `make_jit` and eagerly: running
+    statistics and gradients must agree. Returns the compiled module."""
     torch.manual_seed(0)
-    eager = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).double()
-    compiled = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).double()
+    eager = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).to(device, dtype)
+    compiled = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).to(device, dtype)
     compiled.load_state_dict(eager.state_dict())
-    jmodule = squall.jit(compiled)
+    jmodule = make_jit(compiled)
     for _ in range(3):
-        x = torch.randn(5, 3, 8, 8, dtype=torch.float64)
+        x = torch.randn(5, 3, 8, 8, dtype=dtype, device=device)
+        if channels_last:
+            x = x.to(memory_format=torch.channels_last)
         with warnings.catch_warnings():
             warnings.simplefilter("error", squall.SquallWarning)
             jmodule(x).sum().backward()
@@ -401,8 +407,91 @@ def test_batch_norm_training_updates_running_statistics_as_eager_does():
         torch.testing.assert_close(a, b, msg=name)
     for a, b in zip(compiled.parameters(), eager.parameters()):
         torch.testing.assert_close(a.grad, b.grad)
+    return jmodule
+
+
+def test_batch_norm_training_updates_running_statistics_as_eager_does():
+    jmodule = _train_conv_bn_as_eager(squall.jit)
     backward = _planned(jmodule, True)
     assert {"aten.native_batch_norm_backward", "aten.convolution_backward"} <= _ids_run_by_torch(backward)
+
+
+@pytest.mark.parametrize("executors", ["torch", "prims"])
+def test_batch_norm_pair_that_may_run_on_cudnn_trains_as_eager(monkeypatch, executors):
+    # On CUDA, with weight and bias, the rule records torch's _batch_norm_with_update and
+    # batch_norm_backward, which pick cuDNN where eager does. On a CPU they run the native
+    # kernels, so the rule is taken here for CPU tensors too: the kernels, the reserve carried
+    # to the backward, the in-place update of the running statistics and the decompositions
+    monkeypatch.setattr(ltorch_rules, "_cudnn_may_take", lambda input, weight, bias: weight is not None and bias is not None)
+    chosen = [make_executor()] if executors == "torch" else [prims_only_executor()]
+    jmodule = _train_conv_bn_as_eager(lambda m: squall.jit(m, executors=chosen))
+    backward = _planned(jmodule, True)
+    if executors == "torch":
+        assert "aten.batch_norm_backward" in _ids_run_by_torch(backward)
+        assert "torch.batch_norm_with_update" in _ids_run_by_torch(_planned(jmodule, False))  # updates in place
+    else:
+        assert not {b.sym.id for b in backward.bsyms} & set(all_kernels())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: eager's batch norm runs on cuDNN there")
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+def test_cuda_training_batch_norm_runs_cudnn_as_eager_does(channels_last):
+    from torch.profiler import ProfilerActivity, profile
+
+    allow_tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False  # compare the convolutions' float32 exactly
+    try:
+        jmodule = _train_conv_bn_as_eager(squall.jit, torch.float32, "cuda", channels_last)
+        x = torch.randn(5, 3, 8, 8, device="cuda")
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            jmodule(x).sum().backward()
+    finally:
+        torch.backends.cudnn.allow_tf32 = allow_tf32
+    ran = {e.key for e in prof.key_averages()}
+    assert {"aten::cudnn_batch_norm", "aten::cudnn_batch_norm_backward"} <= ran, sorted(ran)
+
+
+EFFICIENT_CASES = [c for c in CASES if c.name in ("sdpa", "sdpa_causal_scale")]
+
+
+@pytest.mark.parametrize("case", EFFICIENT_CASES, ids=lambda c: c.name)
+def test_cuda_efficient_attention_kernels_decompose_to_eager_gradients(monkeypatch, case):
+    # On CUDA the rule records the memory-efficient kernel and its backward where eager runs them.
+    # They exist only for CUDA: here the rule is taken for CPU tensors and every kernel runs as
+    # its decomposition (padded logsumexp, the backward's transposed layout, the causal flag)
+    monkeypatch.setattr(attention_rules, "_efficient_on_cuda", lambda q, k, v, mask, p, *rest: mask is None and p == 0 and q.ndim == 4)
+    jfn = _check(case, torch.float64, [prims_only_executor()])
+    forward, backward = _planned(jfn, False), _planned(jfn, True)
+    recorded = {b.sym.id for t in squall.last_traces(jfn) for b in t.bsyms}
+    assert {"aten._scaled_dot_product_efficient_attention", "aten._efficient_attention_backward"} <= recorded
+    assert not {b.sym.id for t in (forward, backward) for b in t.bsyms} & set(all_kernels())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the memory-efficient attention kernels")
+@pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
+def test_cuda_float32_attention_trains_on_the_memory_efficient_kernels_as_eager_does(is_causal):
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 40, 64, device="cuda", requires_grad=True) for _ in range(3))
+
+    def attend(q, k, v):
+        return F.scaled_dot_product_attention(q.transpose(1, 2).transpose(1, 2), k, v, is_causal=is_causal)
+
+    jfn = squall.jit(attend)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        out = jfn(q, k, v)
+        out.sum().backward()  # a gradient `expand` made: stride 0
+    got = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    expected = attend(q, k, v)
+    expected.sum().backward()
+    torch.testing.assert_close(out, expected)
+    for g, t in zip(got, (q, k, v)):
+        torch.testing.assert_close(g, t.grad)
+    ran = {e.key for e in prof.key_averages()}
+    assert {"aten::_scaled_dot_product_efficient_attention", "aten::_efficient_attention_backward"} <= ran, sorted(ran)
 
 
 def test_convolution_with_uneven_same_padding_is_differentiated_through_its_decomposition():

@@ -479,6 +479,21 @@ def _channels(x: TensorProxy, v: TensorProxy) -> TensorProxy:
 @torchsymbol(aten._native_batch_norm_legit_functional.default, id="aten._native_batch_norm_legit_functional")
 def batch_norm_functional(input, weight, bias, running_mean, running_var, training, momentum, eps):
     """Training batch norm: (output, batch mean, batch rstd, new running mean, new running var)."""
+    return _batch_norm_updating_stats(input, weight, bias, running_mean, running_var, momentum, eps)
+
+
+@torchsymbol(aten._batch_norm_with_update_functional.default, id="aten._batch_norm_with_update_functional")
+def batch_norm_with_update_functional(input, weight, bias, running_mean, running_var, momentum, eps):
+    """Training batch norm as eager runs it on CUDA, cuDNN's where cuDNN takes the call: (output,
+    batch mean, batch rstd, reserve, new running mean, new running var). The reserve is what
+    cuDNN's backward reads of its forward (`batch_norm_backward` takes it); torch's meta and this
+    decomposition give an empty one, as the native kernels do."""
+    out, mean, rstd, new_mean, new_var = _batch_norm_updating_stats(input, weight, bias, running_mean, running_var, momentum, eps)
+    reserve = prims.full((0,), 0, device=input.device, dtype=torch.uint8)
+    return out, mean, rstd, reserve, new_mean, new_var
+
+
+def _batch_norm_updating_stats(input, weight, bias, running_mean, running_var, momentum, eps):
     out, mean, rstd = _batch_norm_training(input, weight, bias, eps)
     dims = tuple(d for d in range(input.ndim) if d != 1)
     count = math.prod(input.shape[d] for d in dims)
@@ -513,6 +528,17 @@ def _batch_norm_training(input, weight, bias, eps):
 @torchsymbol(aten.native_batch_norm_backward.default, id="aten.native_batch_norm_backward")
 def native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask):
     """Gradients of batch norm for (input, weight, bias): batch statistics in training, running ones in eval."""
+    return _batch_norm_grads(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask)
+
+
+@torchsymbol(aten.batch_norm_backward.default, id="aten.batch_norm_backward")
+def batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, output_mask, reserve):
+    """The gradients of `batch_norm_with_update_functional`: torch picks the backend its forward
+    picked (cuDNN's backward reads the reserve); both save the batch's inverse standard deviation."""
+    return _batch_norm_grads(grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, output_mask)
+
+
+def _batch_norm_grads(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask):
     dims = tuple(d for d in range(input.ndim) if d != 1)
     x, g = _up(input), _up(grad_out)
     if train:
@@ -611,6 +637,40 @@ def _attention_scores(query, key, is_causal, attn_mask, scale):
 def flash_attention_for_cpu(query, key, value, dropout_p, is_causal, *, attn_mask, scale):
     """(B, H, L, E) attention without dropout; also the rows' logsumexp (B, H, L), which the backward reads.
     Key and value may have fewer heads than the query, each serving a group of its heads."""
+    return _attention_with_logsumexp(query, key, value, is_causal, attn_mask, scale)
+
+
+# the memory-efficient CUDA kernel keeps the logsumexp of a multiple of this many query rows
+_EFFICIENT_LSE_ROWS = 32
+
+
+@torchsymbol(aten._scaled_dot_product_efficient_attention.default, id="aten._scaled_dot_product_efficient_attention")
+def efficient_attention(query, key, value, attn_bias, compute_log_sumexp, dropout_p, is_causal, *, scale):
+    """(B, H, L, E) attention on CUDA's memory-efficient kernel, here without bias or dropout: the
+    output, the rows' logsumexp padded to a multiple of 32 rows (B, H, 32 * ceil(L / 32)), and the
+    dropout's seed and offset (CPU scalars, unused without dropout), which its backward reads."""
+    out, lse = _attention_with_logsumexp(query, key, value, is_causal, attn_bias, scale)
+    rows = lse.shape[-1]
+    padded = -(-rows // _EFFICIENT_LSE_ROWS) * _EFFICIENT_LSE_ROWS if compute_log_sumexp else 0
+    lse = prims.pad(lse, 0.0, ((0, 0, 0), (0, 0, 0), (0, padded - rows, 0))) if padded else prims.full((*lse.shape[:-1], 0), 0.0, device=lse.device, dtype=lse.dtype)
+    seed, offset = (prims.full((), 0, device=torch.device("cpu"), dtype=torch.int64) for _ in range(2))
+    return out, lse, seed, offset
+
+
+@torchsymbol(aten._efficient_attention_backward.default, id="aten._efficient_attention_backward")
+def efficient_attention_backward(grad_out, query, key, value, bias, out, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                 logsumexp, dropout_p, philox_seed, philox_offset, custom_mask_type, bias_requires_grad,
+                                 *, scale, num_splits_key, window_size, shared_storage_dqdkdv):
+    """Gradients of `efficient_attention` for (query, key, value, bias), here without bias, dropout or
+    packed sequences. The kernel takes and gives (B, L, H, E) tensors: the attention's inputs transposed."""
+    heads_first = (0, 2, 1, 3)
+    g, q, k, v, o = (prims.transpose(t, heads_first) for t in (grad_out, query, key, value, out))
+    lse = prims.slice(logsumexp, (0, 0, 0), (*logsumexp.shape[:2], q.shape[2]), (1, 1, 1))
+    gq, gk, gv = _attention_grads(g, q, k, v, o, lse, custom_mask_type == 1, None, scale)
+    return prims.transpose(gq, heads_first), prims.transpose(gk, heads_first), prims.transpose(gv, heads_first), None
+
+
+def _attention_with_logsumexp(query, key, value, is_causal, attn_mask, scale):
     heads = query.shape[-3]
     key, value = repeat_heads(key, heads // key.shape[-3]), repeat_heads(value, heads // value.shape[-3])
     scores, _ = _attention_scores(query, key, is_causal, attn_mask, scale)
@@ -628,6 +688,10 @@ def flash_attention_for_cpu(query, key, value, dropout_p, is_causal, *, attn_mas
 @torchsymbol(aten._scaled_dot_product_flash_attention_for_cpu_backward.default, id="aten._scaled_dot_product_flash_attention_for_cpu_backward")
 def flash_attention_for_cpu_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, *, attn_mask, scale):
     """Gradients of flash attention for (query, key, value), from the saved output and logsumexp."""
+    return _attention_grads(grad_out, query, key, value, out, logsumexp, is_causal, attn_mask, scale)
+
+
+def _attention_grads(grad_out, query, key, value, out, logsumexp, is_causal, attn_mask, scale):
     key_repeats, value_repeats = query.shape[-3] // key.shape[-3], query.shape[-3] // value.shape[-3]
     key, value = repeat_heads(key, key_repeats), repeat_heads(value, value_repeats)
     scores, scale = _attention_scores(query, key, is_causal, attn_mask, scale)
@@ -674,9 +738,9 @@ KERNELS: tuple[Symbol, ...] = (
     native_layer_norm, native_layer_norm_backward, fused_rms_norm, fused_rms_norm_backward,
     gelu_backward, threshold_backward, tanh_backward, silu_backward, embedding_dense_backward,
     nll_loss_forward, nll_loss_backward, nll_loss2d_forward, nll_loss2d_backward,
-    flash_attention_for_cpu, flash_attention_for_cpu_backward, convolution_backward,
+    flash_attention_for_cpu, flash_attention_for_cpu_backward, efficient_attention, efficient_attention_backward, convolution_backward,
     max_pool2d_with_indices, max_pool2d_with_indices_backward, avg_pool2d_backward, adaptive_avg_pool2d_backward,
-    batch_norm_functional, batch_norm_no_stats, native_batch_norm_backward, native_group_norm, native_group_norm_backward,
+    batch_norm_functional, batch_norm_with_update_functional, batch_norm_no_stats, native_batch_norm_backward, batch_norm_backward, native_group_norm, native_group_norm_backward,
     native_dropout, native_dropout_backward,
 )  # fmt: skip
 

@@ -13,7 +13,8 @@ import torch
 from .. import ltorch, prims
 from ..guards import GUARD, READ, guard_impl, read_impl
 from ..ltorch.kernels import (
-    all_kernels, batch_norm_functional, flash_attention_for_cpu, flash_attention_for_cpu_backward, gelu_backward,
+    all_kernels, batch_norm_functional, batch_norm_with_update_functional, efficient_attention, efficient_attention_backward,
+    flash_attention_for_cpu, flash_attention_for_cpu_backward, gelu_backward,
     native_dropout_backward, silu_backward, tanh_backward, threshold_backward,
 )
 from ..prims.base import PrimIDs
@@ -286,7 +287,11 @@ class TorchExecutor(OperatorExecutor):
             self.register_implementation(sym, sym.torchfns[0])
         for sym in all_kernels().values():
             kernel = sym.torchfns[0]
-            self.register_implementation(sym, kernel if sym.id in KERNELS_CALLED_WITH_VIEWS else _with_dense_tensors(kernel))
+            if sym.id in KERNELS_WITH_UNIT_LAST_STRIDE:
+                kernel = _with_unit_last_stride(kernel)
+            elif sym.id not in KERNELS_CALLED_WITH_VIEWS:
+                kernel = _with_dense_tensors(kernel)
+            self.register_implementation(sym, kernel)
         self.register_implementation(GUARD, guard_impl)
         self.register_implementation(READ, read_impl)
 
@@ -318,6 +323,11 @@ def _batch_norm_updating(input, weight, bias, running_mean, running_var, trainin
     return torch.ops.aten._native_batch_norm_legit.default(_dense(input), weight, bias, running_mean, running_var, training, momentum, eps)
 
 
+def _batch_norm_with_update(input, weight, bias, running_mean, running_var, momentum, eps):
+    # as `_batch_norm_updating`, for the pair that may run on cuDNN
+    return torch.ops.aten._batch_norm_with_update.default(_dense(input), weight, bias, running_mean, running_var, momentum, eps)
+
+
 def _add_(a, b, *, alpha=1):
     a.add_(b, alpha=alpha)
 
@@ -325,6 +335,7 @@ def _add_(a, b, *, alpha=1):
 # id of an operation -> how it writes results into its arguments, where a write-back follows it
 _IN_PLACE_FORMS = {
     batch_norm_functional.id: _in_place(batch_norm_functional, "batch_norm_updating", _batch_norm_updating, {3: 3, 4: 4}),
+    batch_norm_with_update_functional.id: _in_place(batch_norm_with_update_functional, "batch_norm_with_update", _batch_norm_with_update, {4: 3, 5: 4}),
     "torch.add": _in_place(ltorch.all_symbols()["torch.add"], "add_", _add_, {0: 0}),
 }
 
@@ -337,6 +348,21 @@ KERNELS_CALLED_WITH_VIEWS = frozenset({
     flash_attention_for_cpu.id, flash_attention_for_cpu_backward.id,
     threshold_backward.id, gelu_backward.id, silu_backward.id, tanh_backward.id, native_dropout_backward.id,
 })
+
+
+# CUDA's memory-efficient attention kernels take any strides but a last one other than 1 (eager
+# picks them only for such tensors, squall when tracing, for the sizes alone): a gradient that
+# `expand` made (stride 0) is copied, the transposed views eager hands them are not
+KERNELS_WITH_UNIT_LAST_STRIDE = frozenset({efficient_attention.id, efficient_attention_backward.id})
+
+
+def _with_unit_last_stride(kernel: Callable) -> Callable:
+    def call(*args, **kwargs):
+        return kernel(*(a.contiguous() if real_tensor(a) and a.ndim and a.stride(-1) != 1 else a for a in args), **kwargs)
+
+    call.__name__ = getattr(kernel, "__name__", "kernel")
+    call.__wrapped__ = kernel
+    return call
 
 
 def _with_dense_tensors(kernel: Callable) -> Callable:

@@ -1,0 +1,123 @@
+"""Where a CUDA step spends its GPU time, eager against squall's torch plan, kernel by kernel.
+
+    python bench/gpu_kernel_time.py [--only resnet50 llama ...] [--inference] [--steps 3] [--top 25]
+
+bench/gpu_models.py says how much slower or faster a step is; this says why. For each model of
+gpu_models.py (training step in float32 by default, as there; --inference for bfloat16 without
+gradients), eager and `squall.jit(model, executors=["torch"])` each run warm steps, are timed in
+alternating rounds (CUDA events), then run --steps steps under torch.profiler. Printed per model:
+per step, the GPU time and the number of kernels of each contender; the aten ops each calls per
+step with their GPU time (which op launched the difference: `cudnn_batch_norm` against
+`native_batch_norm`, an attention backward against its math decomposition); and the kernels whose
+time per step differs most.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import warnings
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import squall
+from gpu_fusion import median_cuda_ms  # bench/ is on sys.path when this script runs
+from gpu_models import MODELS, _step
+
+
+def _device_us(event) -> float:
+    """An averaged event's own GPU time in microseconds (torch renamed the field in 2.4)."""
+    for field in ("self_device_time_total", "self_cuda_time_total"):
+        if hasattr(event, field):
+            return float(getattr(event, field))
+    return 0.0
+
+
+def _total_device_us(event) -> float:
+    for field in ("device_time_total", "cuda_time_total"):
+        if hasattr(event, field):
+            return float(getattr(event, field))
+    return 0.0
+
+
+def _profile(step, steps: int) -> tuple[dict[str, tuple[int, float]], dict[str, tuple[int, float]]]:
+    """(kernels, aten ops) per step: name -> (calls, GPU microseconds)."""
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    kernels: dict[str, tuple[int, float]] = {}
+    ops: dict[str, tuple[int, float]] = {}
+    for event in prof.key_averages():
+        device_type = str(getattr(event, "device_type", ""))
+        if device_type.endswith("CUDA"):
+            kernels[event.key] = (event.count / steps, _device_us(event) / steps)
+        elif event.key.startswith("aten::"):
+            ops[event.key] = (event.count / steps, _total_device_us(event) / steps)
+    return kernels, ops
+
+
+def _compare(title: str, eager: dict, squall_: dict, top: int, key=lambda row: abs(row[4] - row[2])) -> None:
+    rows = [(name, *eager.get(name, (0, 0.0)), *squall_.get(name, (0, 0.0))) for name in set(eager) | set(squall_)]
+    rows.sort(key=key, reverse=True)
+    print(f"\n{title}: per step, calls and GPU us, eager | squall[torch]; largest differences first")
+    for name, e_calls, e_us, s_calls, s_us in rows[:top]:
+        if e_calls == s_calls and abs(e_us - s_us) < 1:
+            continue
+        print(f"  {e_calls:6.1f} {e_us:10.1f} | {s_calls:6.1f} {s_us:10.1f}   {name[:110]}")
+
+
+def run(name: str, train: bool, steps: int, top: int, rounds: int) -> None:
+    build, make_inputs = MODELS[name]
+    torch.manual_seed(0)
+    model = build().cuda().train(train)
+    inputs = make_inputs()
+    if not train:
+        model = model.to(torch.bfloat16)
+        inputs = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in inputs.items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        contenders = {"eager": _step(model, model, inputs, train),
+                      "squall[torch]": _step(model, squall.jit(model, executors=["torch"]), inputs, train)}
+        for step in contenders.values():
+            step(), step()
+        times = collections.defaultdict(list)
+        for _ in range(rounds):
+            for contender, step in contenders.items():
+                times[contender].append(median_cuda_ms(step, warmup=1, reps=10))
+        profiles = {contender: _profile(step, steps) for contender, step in contenders.items()}
+    mode = "train" if train else "inference"
+    print(f"\n=== {name} {mode}: best of {rounds} rounds, ms per step: "
+          + ", ".join(f"{c} {min(t):.3f}" for c, t in times.items()))
+    for contender, (kernels, _) in profiles.items():
+        print(f"  {contender}: {sum(c for c, _ in kernels.values()):.0f} kernels, "
+              f"{sum(us for _, us in kernels.values()) / 1000:.3f} ms of GPU time per step")
+    (e_kernels, e_ops), (s_kernels, s_ops) = profiles["eager"], profiles["squall[torch]"]
+    _compare("aten ops", e_ops, s_ops, top, key=lambda row: abs(row[4] - row[2]) + 1000 * abs(row[3] - row[1]))
+    _compare("kernels", e_kernels, s_kernels, top)
+    sys.stdout.flush()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=["resnet50", "llama"], help=f"models (of {', '.join(MODELS)})")
+    parser.add_argument("--inference", action="store_true", help="bfloat16 forward without gradients instead of a training step")
+    parser.add_argument("--steps", type=int, default=3, help="steps profiled per contender")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds")
+    parser.add_argument("--top", type=int, default=25, help="rows printed per table")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("gpu_kernel_time.py: no CUDA device", file=sys.stderr)
+        return 2
+    unknown = set(args.only) - set(MODELS)
+    if unknown:
+        parser.error(f"unknown model(s) {sorted(unknown)}; choose from {sorted(MODELS)}")
+    for name in args.only:
+        run(name, train=not args.inference, steps=args.steps, top=args.top, rounds=args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
