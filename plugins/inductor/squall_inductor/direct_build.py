@@ -24,7 +24,7 @@ from torch._inductor.codecache import CppWrapperCodeCache
 from torch._inductor.output_code import CompiledFxGraph
 from torch._inductor.select_algorithm import extern_kernels
 
-from squall_inductor.direct_load import DirectBundle, kernel_key, run_direct
+from squall_inductor.direct_load import DirectBundle, kernel_key, memory_extent, run_direct
 
 __all__ = ["direct_bundle", "wrapper_source"]
 
@@ -171,7 +171,9 @@ def _dotted(fn: Any) -> str | None:
 def _copy(t: Any) -> Any:
     if not isinstance(t, torch.Tensor):
         return t
-    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
+    # the memory t's strides reach, copied and viewed alike: strides that overlap (stride 0) copy too
+    span = t.as_strided((memory_extent(t.shape, t.stride()),), (1,))
+    return span.clone().as_strided(t.shape, t.stride())
 
 
 def _differs(expected: Any, got: Any, inputs: Sequence[Any]) -> str:

@@ -174,3 +174,8 @@ def _aligned_copy(t: torch.Tensor) -> torch.Tensor:
     """A copy of `t` with its sizes and strides in new (aligned) memory (inductor's clone_preserve_strides)."""
     needed = 0 if 0 in t.shape else sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1
     return torch.as_strided(torch.as_strided(t, (needed,), (1,)).clone(), t.shape, t.stride())
+
+
+def memory_extent(shape: Sequence[int], stride: Sequence[int]) -> int:
+    """How many elements a tensor with these sizes and strides reaches, from its first one."""
+    return 1 + sum((n - 1) * s for n, s in zip(shape, stride)) if all(shape) else 0

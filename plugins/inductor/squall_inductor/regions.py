@@ -41,6 +41,7 @@ from squall.extend import (
     symbol_reads,
     symbols_of,
 )
+from squall_inductor.direct_load import memory_extent
 
 __all__ = [
     "torch_callable", "size_reads", "region_function", "example_inputs", "compile_with_inductor", "views_as_reshapes", "CompiledRegion",
@@ -205,11 +206,14 @@ def layout_of(args: Sequence[torch.Tensor]) -> list[Layout]:
 
 def examples_for(layouts: Sequence[Layout]) -> list[torch.Tensor]:
     """Example tensors with these sizes, strides, dtypes and devices (values as example_inputs draws them)."""
-    out = []
-    for shape, stride, dtype, device in layouts:
-        t = torch.empty_strided(shape, stride, dtype=dtype, device=device)
-        out.append(t.copy_(example_tensor(shape, dtype, device)))
-    return out
+    return [strided_example(*layout) for layout in layouts]
+
+
+def strided_example(shape, stride, dtype: torch.dtype, device) -> torch.Tensor:
+    """Example values laid out with these sizes and strides: a view of the memory the strides
+    reach, so that strides which overlap work too (a gradient `expand` made, stride 0, as a sum's
+    backward hands it on, cannot be copied into)."""
+    return example_tensor((memory_extent(shape, stride),), dtype, device).as_strided(tuple(shape), tuple(stride))
 
 
 class CompiledRegion:
@@ -268,5 +272,4 @@ def layout(args: Sequence[torch.Tensor]) -> tuple:
 
 def like(t: torch.Tensor) -> torch.Tensor:
     """An example tensor with `t`'s sizes, strides, dtype and device (its values drawn as example_inputs' are)."""
-    out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
-    return out.copy_(example_tensor(t.shape, t.dtype, t.device))
+    return strided_example(t.shape, t.stride(), t.dtype, t.device)

@@ -343,6 +343,21 @@ def test_a_region_called_with_other_strides_compiles_for_them():
 
 
 @needs_cpu_inductor
+def test_a_region_called_with_an_expanded_gradient_compiles_for_its_strides():
+    # a training step whose loss is a sum hands the backward a gradient `expand` made (stride 0):
+    # its example for the new compilation cannot be a copy into those strides (a conv, batch
+    # norm, relu training step's backward region raised and was replanned without inductor)
+    def f(g, x):
+        return (torch.where(x > 0, g, 0.0) * 3,)
+
+    x = torch.randn(4, 6)
+    region = squall_inductor.CompiledRegion(f, [torch.randn(4, 6), x])
+    expanded = torch.ones(()).expand(4, 6)
+    torch.testing.assert_close(region(expanded, x), f(expanded, x))
+    assert [strides for ((_, strides), _) in region.variants] == [(6, 1), (0, 0)]
+
+
+@needs_cpu_inductor
 def test_a_one_unit_region_called_with_other_strides_compiles_for_them():
     # a C++-wrapped region's input check raises RuntimeError, not AssertionError: a training
     # program's backward regions get saved views (attention's q, k, v split from one matmul) where
