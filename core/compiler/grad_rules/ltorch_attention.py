@@ -58,7 +58,7 @@ def _efficient_on_cuda(query, key, value, attn_mask, dropout_p, is_causal, scale
     training on an H100, where the math path took 2.5x its time), here without a mask or dropout:
     asked of PyTorch itself, on tensors of the same sizes."""
     q, kk, v = query, key, value
-    if not (q.device.type == "cuda" and attn_mask is None and dropout_p == 0 and q.ndim == kk.ndim == v.ndim == 4
+    if not (q.device.type == "cuda" and torch.cuda.is_available() and attn_mask is None and dropout_p == 0 and q.ndim == kk.ndim == v.ndim == 4
             and q.shape[1] == kk.shape[1] == v.shape[1]):
         return False
     if not all(type(n) is int for t in (q, kk, v) for n in t.shape):
