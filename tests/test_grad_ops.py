@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 import torch
+from torch.nn.attention import SDPBackend
 
 import squall
 from opinfos import prims_only_executor
@@ -451,32 +452,41 @@ def test_cuda_training_batch_norm_runs_cudnn_as_eager_does(channels_last):
     assert {"aten::cudnn_batch_norm", "aten::cudnn_batch_norm_backward"} <= ran, sorted(ran)
 
 
-EFFICIENT_CASES = [c for c in CASES if c.name in ("sdpa", "sdpa_causal_scale")]
+CUDA_KERNEL_CASES = [c for c in CASES if c.name in ("sdpa", "sdpa_causal_scale", "sdpa_gqa", "sdpa_gqa_causal_views")]
 
 
-@pytest.mark.parametrize("case", EFFICIENT_CASES, ids=lambda c: c.name)
-def test_cuda_efficient_attention_kernels_decompose_to_eager_gradients(monkeypatch, case):
-    # On CUDA the rule records the memory-efficient kernel and its backward where eager runs them.
-    # They exist only for CUDA: here the rule is taken for CPU tensors and every kernel runs as
-    # its decomposition (padded logsumexp, the backward's transposed layout, the causal flag)
-    monkeypatch.setattr(attention_rules, "_efficient_on_cuda", lambda q, k, v, mask, p, *rest: mask is None and p == 0 and q.ndim == 4)
+@pytest.mark.parametrize("backend", [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.FLASH_ATTENTION], ids=["efficient", "flash"])
+@pytest.mark.parametrize("case", CUDA_KERNEL_CASES, ids=lambda c: c.name)
+def test_cuda_attention_kernels_decompose_to_eager_gradients(monkeypatch, case, backend):
+    if backend == SDPBackend.EFFICIENT_ATTENTION and "gqa" in case.name:
+        pytest.skip("grouped heads run on the flash kernel alone (the memory-efficient one takes equal heads)")
+    # On CUDA the rule records the flash or memory-efficient kernel and its backward where eager
+    # runs them. They exist only for CUDA: here the rule is taken for CPU tensors and every kernel
+    # runs as its decomposition (padded logsumexp, the (B, L, H, E) layout, the causal flag)
+    monkeypatch.setattr(attention_rules, "_cuda_kernel", lambda q, k, v, mask, p, *rest: backend if mask is None and p == 0 else None)
     jfn = _check(case, torch.float64, [prims_only_executor()])
     forward, backward = _planned(jfn, False), _planned(jfn, True)
     recorded = {b.sym.id for t in squall.last_traces(jfn) for b in t.bsyms}
-    assert {"aten._scaled_dot_product_efficient_attention", "aten._efficient_attention_backward"} <= recorded
+    kernels = {SDPBackend.EFFICIENT_ATTENTION: {"aten._scaled_dot_product_efficient_attention", "aten._efficient_attention_backward"},
+               SDPBackend.FLASH_ATTENTION: {"aten._flash_attention_forward", "aten._flash_attention_backward"}}[backend]
+    assert kernels <= recorded
     assert not {b.sym.id for t in (forward, backward) for b in t.bsyms} & set(all_kernels())
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the memory-efficient attention kernels")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the flash and memory-efficient attention kernels")
 @pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
-def test_cuda_float32_attention_trains_on_the_memory_efficient_kernels_as_eager_does(is_causal):
+@pytest.mark.parametrize("dtype, kernel", [(torch.float32, "_efficient_attention_backward"), (torch.bfloat16, "_flash_attention_backward")], ids=["f32", "bf16"])
+def test_cuda_attention_trains_on_the_kernels_eager_runs(is_causal, dtype, kernel):
     from torch.profiler import ProfilerActivity, profile
 
     torch.manual_seed(0)
-    q, k, v = (torch.randn(2, 4, 40, 64, device="cuda", requires_grad=True) for _ in range(3))
+    q, k, v = (torch.randn(2, 4, 40, 64, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
+    grouped = dtype == torch.bfloat16  # grouped-query attention: the flash kernel takes fewer key and value heads
+    if grouped:
+        k, v = (torch.randn(2, 2, 40, 64, device="cuda", dtype=dtype, requires_grad=True) for _ in range(2))
 
     def attend(q, k, v):
-        return F.scaled_dot_product_attention(q.transpose(1, 2).transpose(1, 2), k, v, is_causal=is_causal)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, enable_gqa=grouped)
 
     jfn = squall.jit(attend)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -491,7 +501,7 @@ def test_cuda_float32_attention_trains_on_the_memory_efficient_kernels_as_eager_
     for g, t in zip(got, (q, k, v)):
         torch.testing.assert_close(g, t.grad)
     ran = {e.key for e in prof.key_averages()}
-    assert {"aten::_scaled_dot_product_efficient_attention", "aten::_efficient_attention_backward"} <= ran, sorted(ran)
+    assert f"aten::{kernel}" in ran, sorted(ran)
 
 
 def test_convolution_with_uneven_same_padding_is_differentiated_through_its_decomposition():

@@ -14,7 +14,7 @@ from .. import ltorch, prims
 from ..guards import GUARD, READ, guard_impl, read_impl
 from ..ltorch.kernels import (
     all_kernels, batch_norm_functional, batch_norm_with_update_functional, efficient_attention, efficient_attention_backward,
-    flash_attention_for_cpu, flash_attention_for_cpu_backward, gelu_backward,
+    flash_attention, flash_attention_backward, flash_attention_for_cpu, flash_attention_for_cpu_backward, gelu_backward,
     native_dropout_backward, silu_backward, tanh_backward, threshold_backward,
 )
 from ..prims.base import PrimIDs
@@ -350,15 +350,21 @@ KERNELS_CALLED_WITH_VIEWS = frozenset({
 })
 
 
-# CUDA's memory-efficient attention kernels take any strides but a last one other than 1 (eager
-# picks them only for such tensors, squall when tracing, for the sizes alone): a gradient that
-# `expand` made (stride 0) is copied, the transposed views eager hands them are not
-KERNELS_WITH_UNIT_LAST_STRIDE = frozenset({efficient_attention.id, efficient_attention_backward.id})
+# CUDA's flash and memory-efficient attention kernels take any strides but a last one other than 1
+# (eager picks them only for such tensors, squall when tracing, for the sizes alone): a gradient
+# that `expand` made (stride 0) is copied, the transposed views eager hands them are not. They run
+# below autograd, as eager's autograd calls them: their backwards take undefined tensors (None),
+# which only the kernels below autograd accept, and squall differentiates them itself
+KERNELS_WITH_UNIT_LAST_STRIDE = frozenset({
+    efficient_attention.id, efficient_attention_backward.id, flash_attention.id, flash_attention_backward.id,
+})
 
 
 def _with_unit_last_stride(kernel: Callable) -> Callable:
     def call(*args, **kwargs):
-        return kernel(*(a.contiguous() if real_tensor(a) and a.ndim and a.stride(-1) != 1 else a for a in args), **kwargs)
+        args = [a.contiguous() if real_tensor(a) and a.ndim and a.stride(-1) != 1 else a for a in args]
+        with torch._C._AutoDispatchBelowAutograd():
+            return kernel(*args, **kwargs)
 
     call.__name__ = getattr(kernel, "__name__", "kernel")
     call.__wrapped__ = kernel

@@ -13,6 +13,7 @@ import torch
 from torch.nn.attention import SDPBackend
 
 from ... import ltorch, prims
+from ...ltorch import attention_kernels
 from ...ltorch import kernels as k
 from ...ltorch.attention import repeat_heads, sum_repeated_heads
 from ...proxies import TensorProxy
@@ -23,6 +24,8 @@ __all__ = ["attention_rules"]
 
 
 # --- scaled dot product attention -----------------------------------------------------------
+
+_HEADS_SECOND = (0, 2, 1, 3)  # (B, H, L, E) <-> (B, L, H, E)
 
 
 def _flash_for_cpu(query, key, value, attn_mask, dropout_p, enable_gqa) -> bool:
@@ -47,31 +50,38 @@ def _cpu_flash_takes_grouped_heads() -> bool:
     return torch._fused_sdp_choice(q, kv, kv, None, 0.0, False, scale=None, enable_gqa=True) == int(SDPBackend.FLASH_ATTENTION)
 
 
-def _flash_groups_heads(query, key, value, enable_gqa) -> bool:
-    # key and value share a head count that divides the query's, as eager's flash kernel groups them
+def _flash_groups_heads(query, key, value, enable_gqa, asked: bool = True) -> bool:
+    # key and value share a head count that divides the query's, as eager's flash kernels group
+    # them (`asked`: and this PyTorch's CPU kernel does)
     hq, hk = query.shape[1], key.shape[1]
-    return bool(enable_gqa) and hk == value.shape[1] and 0 < hk < hq and hq % hk == 0 and _cpu_flash_takes_grouped_heads()
+    return bool(enable_gqa) and hk == value.shape[1] and 0 < hk < hq and hq % hk == 0 and (not asked or _cpu_flash_takes_grouped_heads())
 
 
-def _efficient_on_cuda(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> bool:
-    """Whether eager runs this call on CUDA's memory-efficient kernel (which it does for float32
-    training on an H100, where the math path took 2.5x its time), here without a mask or dropout:
-    asked of PyTorch itself, on tensors of the same sizes."""
+def _cuda_kernel(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> SDPBackend | None:
+    """The fused CUDA kernel eager runs this call on, where squall records it too: flash (which
+    eager picks for bfloat16 and float16) or memory-efficient (float32), here without a mask or
+    dropout; None for the math path. Asked of PyTorch itself, on tensors of the same sizes (on an
+    H100 the math path took 2.5x the memory-efficient kernels' time in a LLaMA training step)."""
     q, kk, v = query, key, value
-    if not (q.device.type == "cuda" and torch.cuda.is_available() and attn_mask is None and dropout_p == 0 and q.ndim == kk.ndim == v.ndim == 4
-            and q.shape[1] == kk.shape[1] == v.shape[1]):
-        return False
+    if not (q.device.type == "cuda" and torch.cuda.is_available() and attn_mask is None and dropout_p == 0
+            and q.ndim == kk.ndim == v.ndim == 4):
+        return None
     if not all(type(n) is int for t in (q, kk, v) for n in t.shape):
-        return False  # symbolic sizes: the choice depends on them
+        return None  # symbolic sizes: the choice depends on them
+    same_heads = q.shape[1] == kk.shape[1] == v.shape[1]
+    if not (same_heads or _flash_groups_heads(q, kk, v, enable_gqa, asked=False)):
+        return None
     shapes = tuple(tuple(t.shape) for t in (q, kk, v))
-    return _chooses_efficient(shapes, q.dtype, q.device, bool(is_causal), scale, bool(enable_gqa))
+    backend = _fused_choice(shapes, q.dtype, q.device, bool(is_causal), scale, bool(enable_gqa))
+    if backend == SDPBackend.FLASH_ATTENTION and q.shape[-1] % 8 == 0:
+        return backend  # (eager pads other head sizes to a multiple of 8 for the kernel; grouped heads it takes as they are)
+    return backend if backend == SDPBackend.EFFICIENT_ATTENTION and same_heads else None
 
 
 @functools.lru_cache(maxsize=256)
-def _chooses_efficient(shapes, dtype, device, is_causal, scale, enable_gqa) -> bool:
+def _fused_choice(shapes, dtype, device, is_causal, scale, enable_gqa) -> SDPBackend:
     q, kk, v = (torch.empty(shape, dtype=dtype, device=device, requires_grad=True) for shape in shapes)
-    choice = torch._fused_sdp_choice(q, kk, v, None, 0.0, is_causal, scale=scale, enable_gqa=enable_gqa)
-    return choice == int(SDPBackend.EFFICIENT_ATTENTION)
+    return SDPBackend(torch._fused_sdp_choice(q, kk, v, None, 0.0, is_causal, scale=scale, enable_gqa=enable_gqa))
 
 
 def _float_mask(attn_mask, like: TensorProxy):
@@ -88,16 +98,22 @@ def _gqa_repeats(query, key, value, enable_gqa) -> tuple[int, int]:
 
 
 def _sdpa_forward(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-    if _efficient_on_cuda(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+    cuda_kernel = _cuda_kernel(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    if cuda_kernel == SDPBackend.EFFICIENT_ATTENTION:
         out, lse, seed, offset = k.efficient_attention(query, key, value, None, True, 0.0, bool(is_causal), scale=scale)
         return out, (lse, seed, offset)
+    if cuda_kernel == SDPBackend.FLASH_ATTENTION:
+        # the kernel takes (B, L, H, E): eager's CUDA path hands it the transposed views
+        q, kk, v = (ltorch.permute(t, _HEADS_SECOND) for t in (query, key, value))
+        out, lse, state, offset, _ = k.flash_attention(q, kk, v, None, None, q.shape[1], kk.shape[1], 0.0, bool(is_causal), False, scale=scale)
+        return ltorch.permute(out, _HEADS_SECOND), (lse, state, offset)
     if _flash_for_cpu(query, key, value, attn_mask, dropout_p, enable_gqa):
         out, lse = k.flash_attention_for_cpu(query, key, value, 0.0, is_causal, attn_mask=_float_mask(attn_mask, query), scale=scale)
         return out, (lse,)
     # the math path, as eager's: the (dropped-out) probabilities are what the backward reads
     rk, rv = _gqa_repeats(query, key, value, enable_gqa)
     key, value = repeat_heads(key, rk), repeat_heads(value, rv)
-    scores, _ = k._attention_scores(query, key, is_causal, attn_mask, scale)
+    scores, _ = attention_kernels._attention_scores(query, key, is_causal, attn_mask, scale)
     probs = k.softmax_forward(scores, -1, False)
     if attn_mask is not None:  # a fully masked row attends to nothing (eager's safe softmax)
         probs = prims.where(prims.isnan(probs), 0.0, probs)
@@ -118,16 +134,21 @@ def _sdpa_forward(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fa
 def _sdpa(call: GradCall) -> tuple:
     query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa = call.args
     g = call.g
-    if _efficient_on_cuda(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa):
-        lse, seed, offset = call.residuals
-        # the kernel takes (B, L, H, E): eager's CUDA backward hands it the transposed views
-        heads_second = (0, 2, 1, 3)
-        g_t, q_t, k_t, v_t, o_t = (ltorch.permute(t, heads_second) for t in (g, query, key, value, call.output))
-        gq, gk, gv, _ = k.efficient_attention_backward(
-            g_t, q_t, k_t, v_t, None, o_t, None, None, query.shape[2], key.shape[2], lse, 0.0, seed, offset,
-            1 if is_causal else 0, False, scale=scale, num_splits_key=None, window_size=None, shared_storage_dqdkdv=False,
-        )
-        gq, gk, gv = (ltorch.permute(t, heads_second) for t in (gq, gk, gv))
+    cuda_kernel = _cuda_kernel(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    if cuda_kernel is not None:
+        # the kernels take (B, L, H, E): eager's CUDA backward hands them the transposed views
+        g_t, q_t, k_t, v_t, o_t = (ltorch.permute(t, _HEADS_SECOND) for t in (g, query, key, value, call.output))
+        L, S = query.shape[2], key.shape[2]
+        if cuda_kernel == SDPBackend.EFFICIENT_ATTENTION:
+            lse, seed, offset = call.residuals
+            gq, gk, gv, _ = k.efficient_attention_backward(
+                g_t, q_t, k_t, v_t, None, o_t, None, None, L, S, lse, 0.0, seed, offset, 1 if is_causal else 0, False,
+                scale=scale, num_splits_key=None, window_size=None, shared_storage_dqdkdv=False,
+            )
+        else:
+            lse, state, offset = call.residuals
+            gq, gk, gv = k.flash_attention_backward(g_t, q_t, k_t, v_t, o_t, lse, None, None, L, S, 0.0, bool(is_causal), state, offset, scale=scale)
+        gq, gk, gv = (ltorch.permute(t, _HEADS_SECOND) for t in (gq, gk, gv))
         return gq, gk, gv, None, None, None, None, None
     if _flash_for_cpu(query, key, value, attn_mask, dropout_p, enable_gqa):
         (lse,) = call.residuals
