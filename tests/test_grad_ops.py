@@ -473,6 +473,14 @@ def test_cuda_attention_kernels_decompose_to_eager_gradients(monkeypatch, case, 
     assert not {b.sym.id for t in (forward, backward) for b in t.bsyms} & set(all_kernels())
 
 
+def test_cuda_attention_kernels_that_fail_their_check_leave_the_math_path_with_a_warning():
+    # the rule records CUDA's kernels only after calling them once as it records them; a call
+    # that raises (here: no CPU kernel for them) keeps the math path, and says so
+    with pytest.warns(squall.SquallWarning, match="memory-efficient attention kernels.*failed a check.*math path"):
+        agrees = attention_rules._kernels_agree_with_math.__wrapped__(SDPBackend.EFFICIENT_ATTENTION, torch.float32, torch.device("cpu"))
+    assert agrees is False
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the flash and memory-efficient attention kernels")
 @pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype, kernel", [(torch.float32, "_efficient_attention_backward"), (torch.bfloat16, "_flash_attention_backward")], ids=["f32", "bf16"])
@@ -497,9 +505,12 @@ def test_cuda_attention_trains_on_the_kernels_eager_runs(is_causal, dtype, kerne
         t.grad = None
     expected = attend(q, k, v)
     expected.sum().backward()
-    torch.testing.assert_close(out, expected)
+    # in bfloat16 an H100 runs eager on cuDNN's kernels (recent PyTorch prefers them there) and
+    # squall on flash's, which round otherwise
+    tolerance = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(out, expected, **tolerance)
     for g, t in zip(got, (q, k, v)):
-        torch.testing.assert_close(g, t.grad)
+        torch.testing.assert_close(g, t.grad, **tolerance)
     ran = {e.key for e in prof.key_averages()}
     assert f"aten::{kernel}" in ran, sorted(ran)
 

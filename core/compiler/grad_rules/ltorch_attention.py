@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from collections.abc import Callable
 
 import torch
-from torch.nn.attention import SDPBackend
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ... import ltorch, prims
 from ...ltorch import attention_kernels
 from ...ltorch import kernels as k
 from ...ltorch.attention import repeat_heads, sum_repeated_heads
+from ...ltorch.base import SquallWarning
 from ...proxies import TensorProxy
 from ..gradients import GradCall
 from .support import last_two_swapped, per_argument, scaled, sum_to, to_dtype
@@ -73,15 +76,72 @@ def _cuda_kernel(query, key, value, attn_mask, dropout_p, is_causal, scale, enab
         return None
     shapes = tuple(tuple(t.shape) for t in (q, kk, v))
     backend = _fused_choice(shapes, q.dtype, q.device, bool(is_causal), scale, bool(enable_gqa))
-    if backend == SDPBackend.FLASH_ATTENTION and q.shape[-1] % 8 == 0:
-        return backend  # (eager pads other head sizes to a multiple of 8 for the kernel; grouped heads it takes as they are)
-    return backend if backend == SDPBackend.EFFICIENT_ATTENTION and same_heads else None
+    if backend == SDPBackend.FLASH_ATTENTION and q.shape[-1] % 8 != 0:
+        return None  # eager pads other head sizes to a multiple of 8 for the kernel
+    if backend == SDPBackend.EFFICIENT_ATTENTION and not same_heads:
+        return None  # (grouped heads go to the flash kernel or the math path)
+    if backend not in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION):
+        return None
+    return backend if _kernels_agree_with_math(backend, q.dtype, q.device) else None
 
 
 @functools.lru_cache(maxsize=256)
 def _fused_choice(shapes, dtype, device, is_causal, scale, enable_gqa) -> SDPBackend:
     q, kk, v = (torch.empty(shape, dtype=dtype, device=device, requires_grad=True) for shape in shapes)
-    return SDPBackend(torch._fused_sdp_choice(q, kk, v, None, 0.0, is_causal, scale=scale, enable_gqa=enable_gqa))
+    choice = SDPBackend(torch._fused_sdp_choice(q, kk, v, None, 0.0, is_causal, scale=scale, enable_gqa=enable_gqa))
+    if choice == SDPBackend.CUDNN_ATTENTION:
+        # recent PyTorch prefers cuDNN's attention on an H100, whose kernels squall does not
+        # record: the one eager runs with cuDNN's turned off (its flags are back on after)
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+            choice = SDPBackend(torch._fused_sdp_choice(q, kk, v, None, 0.0, is_causal, scale=scale, enable_gqa=enable_gqa))
+    return choice
+
+
+# how far a kernel's output and gradients may be from float32 math's on the check's small problem
+_CHECK_TOLERANCE = {torch.float32: 1e-3, torch.float16: 1e-2, torch.bfloat16: 5e-2}
+
+
+@functools.lru_cache(maxsize=None)
+def _kernels_agree_with_math(backend: SDPBackend, dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether the torch executor's calls of `backend`'s CUDA kernels, made as the rule records
+    them, give float32 math's output and gradients on a small causal problem. Checked once per
+    process and dtype before a trace records the kernels, so that a PyTorch whose kernels take
+    their arguments otherwise keeps the math path, with a warning, instead of failing a call."""
+    from ...market.torch_executor import make_executor  # (the market's executor runs what grad rules record)
+
+    run = make_executor().implementation_for
+    generator = torch.Generator(device=device).manual_seed(0)
+    q, kk, v, g = (torch.randn(1, 2, 16, 64, device=device, dtype=dtype, generator=generator) for _ in range(4))
+    t = functools.partial(torch.transpose, dim0=1, dim1=2)  # (B, H, L, E) <-> (B, L, H, E)
+    try:
+        if backend == SDPBackend.FLASH_ATTENTION:
+            out, lse, state, offset, _ = run(k.flash_attention).impl(t(q), t(kk), t(v), None, None, 16, 16, 0.0, True, False, scale=None)
+            grads = run(k.flash_attention_backward).impl(t(g), t(q), t(kk), t(v), out, lse, None, None, 16, 16, 0.0, True, state, offset, scale=None)
+            out = t(out)
+        else:
+            out, lse, seed, offset = run(k.efficient_attention).impl(q, kk, v, None, True, 0.0, True, scale=None)
+            grads = run(k.efficient_attention_backward).impl(
+                t(g), t(q), t(kk), t(v), None, t(out), None, None, 16, 16, lse, 0.0, seed, offset, 1, False,
+                scale=None, num_splits_key=None, window_size=None, shared_storage_dqdkdv=False,
+            )[:3]
+        grads = [t(x) for x in grads]
+    except Exception as e:  # noqa: BLE001 - any failure: the math path, which computes the same
+        why = f"{type(e).__name__}: {e}"
+    else:
+        inputs = [x.float().requires_grad_() for x in (q, kk, v)]
+        with sdpa_kernel([SDPBackend.MATH]):
+            expected = F.scaled_dot_product_attention(*inputs, is_causal=True)
+        expected_grads = torch.autograd.grad(expected, inputs, g.float())
+        tolerance = _CHECK_TOLERANCE.get(dtype, 1e-3)
+        far = [name for name, a, b in zip(("output", "query's gradient", "key's gradient", "value's gradient"), (out, *grads), (expected, *expected_grads))
+               if not torch.allclose(a.float(), b, rtol=tolerance, atol=tolerance)]
+        if not far:
+            return True
+        why = f"its {', '.join(far)} differed from float32 math's by more than {tolerance}"
+    name = "flash" if backend == SDPBackend.FLASH_ATTENTION else "memory-efficient"
+    warnings.warn(f"squall: CUDA's {name} attention kernels, called as squall records them, failed a check "
+                  f"({why[:300]}); attention in {dtype} trains on the math path instead", SquallWarning, stacklevel=2)
+    return False
 
 
 def _float_mask(attn_mask, like: TensorProxy):
