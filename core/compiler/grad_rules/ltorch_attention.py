@@ -128,10 +128,10 @@ def _kernels_agree_with_math(backend: SDPBackend, dtype: torch.dtype, device: to
     except Exception as e:  # noqa: BLE001 - any failure: the math path, which computes the same
         why = f"{type(e).__name__}: {e}"
     else:
-        inputs = [x.float().requires_grad_() for x in (q, kk, v)]
-        with sdpa_kernel([SDPBackend.MATH]):
+        with torch.enable_grad(), sdpa_kernel([SDPBackend.MATH]):
+            inputs = [x.float().requires_grad_() for x in (q, kk, v)]
             expected = F.scaled_dot_product_attention(*inputs, is_causal=True)
-        expected_grads = torch.autograd.grad(expected, inputs, g.float())
+            expected_grads = torch.autograd.grad(expected, inputs, g.float())
         tolerance = _CHECK_TOLERANCE.get(dtype, 1e-3)
         far = [name for name, a, b in zip(("output", "query's gradient", "key's gradient", "value's gradient"), (out, *grads), (expected, *expected_grads))
                if not torch.allclose(a.float(), b, rtol=tolerance, atol=tolerance)]
