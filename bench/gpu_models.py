@@ -51,6 +51,17 @@ gives float32 on CUDA float16's tolerance where TF32 is allowed. Then (another H
 only): ResNet-50 training 21.887 ms against eager's 24.272 (0.90x), large regions kept (23.205 against
 the torch plan's 26.669 in context). The training torch plan is slower than eager on ResNet-50
 (1.21x): not yet looked into.
+Since (2026-11-27, later): squall's training rules record eager's CUDA kernels (cuDNN's batch norm
+through torch's `_batch_norm_with_update`, the memory-efficient attention kernels; see
+bench/gpu_kernel_time.py), and an inductor region called with a stride-0 gradient compiles for it
+(LLaMA's large training regions had raised on the judge's inputs). H100, torch 2.11+cu130,
+--train-only --rounds 3, best round: LLaMA eager 53.468 ms, torch.compile 50.675, squall's torch
+plan 53.536 (1.00x eager; 1.07x before), squall with inductor 49.296 (0.97x torch.compile; large
+regions kept, 47.0 against the torch plan's 51.0 in context); ResNet-50 eager 25.064, torch.compile
+26.507, squall's torch plan 22.531 (0.90x eager; 1.21x before), squall with inductor 25.191 (large
+regions kept at 19.1 against 21.5 in context, but slower in the rounds: the rounds of one contender
+spread 13-28%). A second ResNet-50 run (no torch.compile): eager 24.642, torch plan 23.936, with
+inductor 22.478 (the judge kept the torch plan: fused 24.54 against 24.69 in context).
 """
 from __future__ import annotations
 
