@@ -15,8 +15,10 @@
 #      executor on CUDA (elementwise, norms, the GPT block, a GPT training step);
 #   5. runs bench/generation.py on CUDA: `generate` with dynamic shapes (tokens equal eager's,
 #      compiles per generate, tokens/s against eager and torch.compile(dynamic=True));
-#   6. runs bench/gpu_models.py: real models on CUDA, squall's whole-program fusion included.
-# STEPS (default "2 3 4 5 6") picks steps to run after the install, e.g. STEPS="3 5" to
+#   6. runs bench/gpu_models.py: real models on CUDA, squall's whole-program fusion included;
+#   7. runs bench/gpu_kernel_time.py: the GPU time of training steps, eager against squall's
+#      torch plan, kernel by kernel (float32 and bfloat16).
+# STEPS (default "2 3 4 5 6 7") picks steps to run after the install, e.g. STEPS="3 5" to
 # split the work over two calls of a lent machine; each step is bounded by STEP_TIMEOUT s.
 # Everything is written to the results file; the exit status is non-zero if any step failed.
 # Run on an H100 (2026-11-25 and 2026-11-26, torch 2.11+cu130, CuPy 14.2): plugins/cupy_ops/README.md and
@@ -26,7 +28,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RESULTS="${1:-${OUT:-.}/gpu-results.txt}"
 WHEELS="${WHEELS:-$ROOT/wheels}"
 PY="${PYTHON:-python3}"
-STEPS=" ${STEPS:-2 3 4 5 6} "
+STEPS=" ${STEPS:-2 3 4 5 6 7} "
 STEP_TIMEOUT="${STEP_TIMEOUT:-300}"
 want() { [[ "$STEPS" == *" $1 "* ]]; }
 mkdir -p "$(dirname "$RESULTS")"
@@ -88,6 +90,12 @@ fi
 if want 6; then
 step "6. real models on CUDA" | tee -a "$RESULTS"
 run "$PY" bench/gpu_models.py ${MODELS_ARGS:-}
+fi
+
+if want 7; then
+step "7. training steps' GPU time, kernel by kernel" | tee -a "$RESULTS"
+run "$PY" bench/gpu_kernel_time.py --only resnet50 llama --top 12
+run "$PY" bench/gpu_kernel_time.py --only llama --train-dtype bfloat16 --top 12
 fi
 
 echo "results: $RESULTS (status $status)"
