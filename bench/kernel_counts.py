@@ -77,12 +77,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=["resnet50", "resnet", "llama", "gpt2"])
     parser.add_argument("--all-ops", action="store_true", help="count views and metadata ops too")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="the models' and inputs' floating dtype")
     args = parser.parse_args()
+    dtype = getattr(torch, args.dtype)
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     for key, (model, inputs) in all_workloads().items():
         if key not in args.only:
             continue
+        model = model.to(dtype)
+        inputs = tuple(t.to(dtype) if t.is_floating_point() else t for t in inputs)
         compiled = squall.jit(copy.deepcopy(model), executors=["torch"])
         eager, ours = calls_per_step(model, inputs), calls_per_step(compiled, inputs)
         if not args.all_ops:
