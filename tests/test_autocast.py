@@ -224,21 +224,6 @@ def test_autocast_disabled_inside_a_call_made_under_it():
     _assert_like_eager(out, expected)
 
 
-def test_the_cuda_amp_spelling_is_the_same_state():
-    # torch.cpu.amp.autocast / torch.amp.autocast enter the state torch.autocast does
-    assert torch.amp.autocast is torch.autocast or issubclass(torch.amp.autocast, torch.autocast) or True
-    with torch.amp.autocast("cpu", dtype=torch.bfloat16):
-        state = autocast_state()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert autocast_state() == state
-    assert autocast_state() is None and state == ((("cpu", torch.bfloat16),), True)
-
-
-class _Odd(torch.nn.Module):
-    def forward(self, x):
-        return torch.nn.functional.linear(x, x)
-
-
 def test_what_torch_cannot_answer_on_fake_tensors_runs_eagerly_saying_so():
     # an op whose fake run fails (a custom op without a fake kernel): not modelled, never a guessed dtype
     lib = torch.library.Library("squall_autocast_test", "FRAGMENT")
@@ -305,3 +290,94 @@ def test_real_models_under_autocast(real):
     under = jitted_state(jm)._under_autocast_states.values()
     assert [j.cache_info().misses for j in under] == [1]
     assert [j._eager_keys for j in under] == [{}]  # compiled, not run eagerly
+
+
+class _TwoLinears(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+class _BlocksUnderTwoStates(nn.Module):
+    """Its blocks (a class called four times: recorded once and replayed, squall.frontend.module_replays)
+    run under two autocast states: a recording made under one is never replayed under the other."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([_TwoLinears() for _ in range(4)])
+
+    def forward(self, x):
+        outs = []
+        for i, block in enumerate(self.blocks):
+            with torch.autocast("cpu", dtype=torch.float16 if i % 2 else torch.bfloat16):
+                outs.append(block(x))
+        return outs
+
+
+def test_a_module_replay_is_keyed_by_the_autocast_state():
+    torch.manual_seed(0)
+    m = _BlocksUnderTwoStates()
+    jm = squall.jit(m)
+    x = torch.randn(3, 8)
+    with _no_squall_warnings():
+        out = jm(x)
+    expected = m(x)
+    assert [t.dtype for t in out] == [torch.bfloat16, torch.float16] * 2
+    _assert_like_eager(out, expected)
+
+
+def test_backward_called_inside_the_autocast_block():
+    # eager's backward casts its listed ops again there; squall's runs its backward trace as traced
+    # (autocast off), so its gradients are as precise as outside the block, and close to eager's
+    torch.manual_seed(0)
+    m, twin = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 1)), nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 1))
+    twin.load_state_dict(m.state_dict())
+    jm = squall.jit(twin)
+    x = torch.randn(16, 8)
+    for model in (m, jm):
+        with _bf16():
+            model(x).float().pow(2).mean().backward()
+    for p, q in zip(m.parameters(), twin.parameters()):
+        assert q.grad.dtype == p.grad.dtype == torch.float32
+        assert_close(q.grad, p.grad, rtol=5e-2, atol=5e-3)
+
+
+def test_symbolic_sizes_under_autocast():
+    torch.manual_seed(0)
+    m = _Block()
+    jm = squall.jit(m)
+    with _bf16(), _no_squall_warnings():
+        for t in (5, 7, 9, 6):
+            x = torch.randn(2, t, 16)
+            _assert_like_eager(jm(x), m(x), rtol=3e-2, atol=3e-2)
+    (under,) = jitted_state(jm)._under_autocast_states.values()
+    assert under.cache_info().misses == 2  # the first length, then one symbolic entry for the rest
+
+
+def _old_spellings(x, w):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.cpu.amp.autocast is deprecated for torch.amp.autocast
+        with torch.cpu.amp.autocast(dtype=torch.bfloat16):
+            a = x @ w
+    with torch.amp.autocast("cpu", dtype=torch.float16):
+        b = x @ w
+    return a, b
+
+
+def test_the_amp_spellings_of_autocast():
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    jf = squall.jit(_old_spellings)
+    with _no_squall_warnings():
+        out = jf(x, w)
+    expected = _old_spellings(x, w)
+    assert [t.dtype for t in out] == [torch.bfloat16, torch.float16]
+    _assert_like_eager(out, expected)
+    with torch.amp.autocast("cpu", dtype=torch.bfloat16):
+        state = autocast_state()
+        _assert_like_eager(squall.jit(torch.matmul)(x, w), torch.matmul(x, w))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert autocast_state() == state == ((("cpu", torch.bfloat16),), True)
+    assert autocast_state() is None
