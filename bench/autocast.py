@@ -27,8 +27,9 @@ import squall  # noqa: E402
 
 
 def _llama():
-    from real_models import TRANSFORMERS_MODELS
+    from real_models import TRANSFORMERS_MODELS, import_torchvision
 
+    import_torchvision()  # (transformers imports it)
     model = next(m for m in TRANSFORMERS_MODELS if m.name == "llama").build()
     ids = torch.randint(0, 97, (2, 64))
     return model, {"input_ids": ids}, {"input_ids": ids, "labels": ids}, lambda out: out.loss

@@ -381,3 +381,58 @@ def test_the_amp_spellings_of_autocast():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert autocast_state() == state == ((("cpu", torch.bfloat16),), True)
     assert autocast_state() is None
+
+
+def _scaled(x, w, scale):
+    return torch.softmax(nn.functional.linear(x, w) * scale, -1), scale * 2
+
+
+def test_run_time_numbers_under_autocast():
+    # a number that changed from call to call is read at run time (a NumberProxy while traced)
+    jf = squall.jit(_scaled)
+    x, w = torch.randn(3, 4), torch.randn(5, 4)
+    with _bf16(), _no_squall_warnings():
+        for scale in (0.5, 0.7, 0.9, 1.1):
+            _assert_like_eager(jf(x, w, scale), _scaled(x, w, scale))
+    (under,) = jitted_state(jf)._under_autocast_states.values()
+    assert under.cache_info().misses == 2  # the first value, then one entry for every value
+
+
+def test_an_in_place_op_under_autocast():
+    def f(x, w):
+        y = x @ w
+        y.add_(1)
+        y.mul_(x.sum())
+        return y, y.exp()
+
+    jf = squall.jit(f)
+    x, w = torch.randn(3, 4), torch.randn(4, 5)
+    with _bf16(), _no_squall_warnings():
+        _assert_like_eager(jf(x, w), f(x, w))
+
+
+def _matmul_then_loss(x, w):
+    y = x @ w
+    return y, torch.exp(y.float()).sum()
+
+
+def test_a_replan_after_a_fault_in_the_backward_traces_under_the_entrys_autocast_state():
+    # the backward runs outside the autocast block; its fault replans the entry made under autocast
+    from squall.extend import OperatorExecutor
+
+    faulty = OperatorExecutor("faulty")
+    faulty.register_implementation("prims.mul", lambda a, b: (a * b).reshape(-1))  # a plugin bug
+    jf = squall.jit(_matmul_then_loss, executors=[faulty, "torch"])
+    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 5)
+    with _bf16():
+        y, loss = jf(x, w)
+        expected_y, expected_loss = _matmul_then_loss(x, w)
+    with pytest.warns(squall.SquallWarning, match="executor 'faulty'"):
+        (got,) = torch.autograd.grad(loss, x)
+    (expected,) = torch.autograd.grad(expected_loss, x)
+    assert_close(got, expected, **BF16)
+    (under,) = jitted_state(jf)._under_autocast_states.values()
+    assert under.cache_info().replans == 1
+    with _bf16(), _no_squall_warnings():
+        again = jf(x, w)  # the replanned entry: still autocast's casts
+    _assert_like_eager(again, (expected_y, expected_loss))

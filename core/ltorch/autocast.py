@@ -27,6 +27,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
 
+from ..proxies import NumberProxy
 from ..symbolic import SymInt
 from .unmodelled import UnmodelledMode
 
@@ -115,7 +116,9 @@ def _argument_casts(ops: list, args: list) -> list[tuple[int, int, torch.dtype]]
 
 
 def _hint(x: Any) -> Any:
-    return x.value if type(x) is SymInt else x
+    """A symbolic size or a run-time number as its value in the call being traced (read unguarded:
+    autocast's casts depend on dtypes, not on sizes or numbers)."""
+    return x.value if type(x) is SymInt or type(x) is NumberProxy else x
 
 
 class AutocastCasts:
@@ -164,21 +167,25 @@ class AutocastCasts:
     def _ask(self, func: Callable, name: str, leaves: list, spec: TreeSpec) -> tuple[dict[int, torch.dtype], tuple]:
         refused = f"squall: under torch.autocast, squall could not learn from torch which dtype casts {name} makes"
         mode = FakeTensorMode(allow_non_fake_inputs=False)
-        fakes: dict[int, torch.Tensor] = {}
 
-        def fake(x: Any, dtype: torch.dtype | None = None) -> Any:
-            if not isinstance(x, torch.Tensor):
-                return _hint(x)
-            made = fakes.get((id(x), dtype))
-            if made is None:
-                with mode:
-                    made = torch.empty(tuple(map(_hint, x.shape)), dtype=dtype or x.dtype, device=x.device)
-                fakes[(id(x), dtype)] = made
-            return made
+        def fakes(casts: dict[int, torch.dtype]) -> list:
+            # fresh ones for each run (an in-place op changes its operand's metadata), one per
+            # distinct tensor (the call sees `x @ x` as eager's does)
+            made: dict[int, torch.Tensor] = {}
+            out = []
+            for i, x in enumerate(leaves):
+                if isinstance(x, torch.Tensor):
+                    if id(x) not in made:
+                        with mode:
+                            made[id(x)] = torch.empty(tuple(map(_hint, x.shape)), dtype=casts.get(i, x.dtype), device=x.device)
+                    out.append(made[id(x)])
+                else:
+                    out.append(_hint(x))
+            return out
 
         try:
             with torch._C.DisableTorchFunction():
-                args = [fake(x) for x in leaves]
+                args = fakes({})
                 recorded, out = self._run(func, spec, args, mode)
         except Exception as error:  # noqa: BLE001 - whatever fails on fake tensors: not modelled
             raise UnmodelledMode(f"{refused} (its run on fake tensors failed: {type(error).__name__})") from error
@@ -191,11 +198,12 @@ class AutocastCasts:
         plain, plain_out = None, None
         try:
             with torch._C.DisableTorchFunction(), torch._C._DisableAutocast():
-                plain, plain_out = self._run(func, spec, args, mode)
+                plain_args = fakes({})
+                plain, plain_out = self._run(func, spec, plain_args, mode)
         except Exception:  # noqa: BLE001
             pass
         else:
-            extra.subtract(c[1:] for c in _argument_casts(plain, args))
+            extra.subtract(c[1:] for c in _argument_casts(plain, plain_args))
         casts: dict[int, torch.dtype] = {}
         cast_ops: set[int] = set()
         for n, source, dtype in _argument_casts(recorded, args):
@@ -211,7 +219,7 @@ class AutocastCasts:
         if casts or plain is None:  # the same call without autocast, on the converted arguments, must compute the same
             try:
                 with torch._C.DisableTorchFunction(), torch._C._DisableAutocast():
-                    plain, plain_out = self._run(func, spec, [fake(x, casts.get(i)) for i, x in enumerate(leaves)], mode)
+                    plain, plain_out = self._run(func, spec, fakes(casts), mode)
             except Exception as error:  # noqa: BLE001
                 raise UnmodelledMode(f"{refused} (its run without autocast failed: {type(error).__name__})") from error
         outputs = tuple(o.dtype for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor))
