@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -38,6 +39,7 @@ AUTOCAST_DEVICE_TYPES = ("cpu", "cuda", "xpu", "mps", "hpu", "xla", "ipu", "mtia
 _is_any_autocast_enabled = torch._C._is_any_autocast_enabled
 _TO_COPY = torch.ops.aten._to_copy.default
 _DEVICE_READ = torch.ops.prim.device.default
+_FAKE_TENSOR_LOG = logging.getLogger("torch._subclasses.fake_tensor")
 
 
 def autocast_state() -> tuple | None:
@@ -61,6 +63,15 @@ def autocast_entered(state: tuple | None) -> Iterator[None]:
         for device, dtype in enabled.items():
             stack.enter_context(torch.autocast(device, dtype=dtype, cache_enabled=state[1]))
         yield
+
+
+@contextlib.contextmanager
+def _quiet(log: logging.Logger) -> Iterator[None]:
+    disabled, log.disabled = log.disabled, True
+    try:
+        yield
+    finally:
+        log.disabled = disabled
 
 
 def without_autocast(fn: Callable) -> Callable:
@@ -165,6 +176,11 @@ class AutocastCasts:
         return tuple(parts)
 
     def _ask(self, func: Callable, name: str, leaves: list, spec: TreeSpec) -> tuple[dict[int, torch.dtype], tuple]:
+        # a failed run is an answer here (said in the refusal), not an error for torch's log to print
+        with _quiet(_FAKE_TENSOR_LOG):
+            return self._asked(func, name, leaves, spec)
+
+    def _asked(self, func: Callable, name: str, leaves: list, spec: TreeSpec) -> tuple[dict[int, torch.dtype], tuple]:
         refused = f"squall: under torch.autocast, squall could not learn from torch which dtype casts {name} makes"
         mode = FakeTensorMode(allow_non_fake_inputs=False)
 
