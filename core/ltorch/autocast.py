@@ -20,6 +20,7 @@ import collections
 import contextlib
 import functools
 import logging
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -44,11 +45,36 @@ _FAKE_TENSOR_LOG = logging.getLogger("torch._subclasses.fake_tensor")
 
 def autocast_state() -> tuple | None:
     """The thread's autocast state as a key: the (device type, dtype) of each device type where
-    autocast is enabled, and whether its cast cache is on; None where it is enabled nowhere."""
+    autocast is enabled, and whether its cast cache is on; None where it is enabled nowhere.
+
+    Each device type asked costs a string parse in torch (a microsecond): only those this
+    machine has tensors of are asked (`_devices_here`), all of them where none of those is on."""
     if not _is_any_autocast_enabled():
         return None
-    enabled = tuple((d, torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICE_TYPES if torch.is_autocast_enabled(d))
+    enabled = tuple((d, torch.get_autocast_dtype(d)) for d in _devices_here() if torch.is_autocast_enabled(d))
+    if not enabled:
+        enabled = tuple((d, torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICE_TYPES if torch.is_autocast_enabled(d))
     return enabled, torch.is_autocast_cache_enabled()
+
+
+@functools.cache
+def _devices_here() -> tuple[str, ...]:
+    """The device types whose autocast can touch a tensor here: the CPU, each accelerator this
+    machine has, and a registered out-of-tree backend (autocast on for another device type
+    changes no op on these)."""
+    here = ["cpu"]
+    for name in ("cuda", "xpu", "mtia", "hpu"):
+        backend = getattr(torch, name, None)
+        available = getattr(backend, "is_available", None)
+        if available is not None and available():
+            here.append(name)
+    if torch.backends.mps.is_available():
+        here.append("mps")
+    if "torch_xla" in sys.modules:
+        here.append("xla")
+    if torch._C._get_privateuse1_backend_name() != "privateuseone":
+        here.append(torch._C._get_privateuse1_backend_name())
+    return tuple(here)
 
 
 @contextlib.contextmanager
