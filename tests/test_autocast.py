@@ -73,8 +73,8 @@ def test_a_mix_of_ops_under_autocast_compiles_with_eagers_dtypes_and_values():
     assert {t.dtype for t in expected[:6]} >= {torch.bfloat16, torch.float32}  # both kinds are made
     _assert_like_eager(out, expected)
     _assert_like_eager(again, expected)
-    under = jitted_state(jf)._under_autocast_states  # the jitted function of that autocast state
-    assert [j.cache_info().misses for j in under.values()] == [1]
+    under = jf.cache_info().autocast  # the stats of that autocast state's own jitted function
+    assert {state: stats.misses for state, stats in under.items()} == {((("cpu", torch.bfloat16),), True): 1}
     # the trace holds autocast's casts as conversions
     assert "ltorch.to(w, torch.bfloat16)" in str(squall.last_traces(jf)[0])
 
@@ -93,10 +93,9 @@ def test_calls_with_and_without_autocast_compile_apart_and_each_answers_as_eager
         out = jf(*args)
     assert out[0].dtype == expected[0].dtype and out[3].dtype == torch.float16
     _assert_like_eager(out, expected, rtol=2e-3, atol=2e-3)
-    state = jitted_state(jf)
-    assert state.cache_info().misses == 1  # the plain calls: one entry, hit again after autocast
-    assert len(state._under_autocast_states) == 2
-    assert all(j.cache_info().misses == 1 for j in state._under_autocast_states.values())
+    stats = jf.cache_info()
+    assert stats.misses == 1 and stats.hits == 1  # the plain calls: one entry, hit again after autocast
+    assert [(s.misses, s.hits) for s in stats.autocast.values()] == [(1, 1), (1, 0)]  # bfloat16, float16
 
 
 def _positional_linear(x, w):
@@ -353,8 +352,8 @@ def test_symbolic_sizes_under_autocast():
         for t in (5, 7, 9, 6):
             x = torch.randn(2, t, 16)
             _assert_like_eager(jm(x), m(x), rtol=3e-2, atol=3e-2)
-    (under,) = jitted_state(jm)._under_autocast_states.values()
-    assert under.cache_info().misses == 2  # the first length, then one symbolic entry for the rest
+    (under,) = jm.cache_info().autocast.values()
+    assert under.misses == 2  # the first length, then one symbolic entry for the rest
 
 
 def _old_spellings(x, w):
@@ -394,8 +393,8 @@ def test_run_time_numbers_under_autocast():
     with _bf16(), _no_squall_warnings():
         for scale in (0.5, 0.7, 0.9, 1.1):
             _assert_like_eager(jf(x, w, scale), _scaled(x, w, scale))
-    (under,) = jitted_state(jf)._under_autocast_states.values()
-    assert under.cache_info().misses == 2  # the first value, then one entry for every value
+    (under,) = jf.cache_info().autocast.values()
+    assert under.misses == 2  # the first value, then one entry for every value
 
 
 def test_an_in_place_op_under_autocast():
@@ -431,8 +430,8 @@ def test_a_replan_after_a_fault_in_the_backward_traces_under_the_entrys_autocast
         (got,) = torch.autograd.grad(loss, x)
     (expected,) = torch.autograd.grad(expected_loss, x)
     assert_close(got, expected, **BF16)
-    (under,) = jitted_state(jf)._under_autocast_states.values()
-    assert under.cache_info().replans == 1
+    (under,) = jf.cache_info().autocast.values()
+    assert under.replans == 1
     with _bf16(), _no_squall_warnings():
         again = jf(x, w)  # the replanned entry: still autocast's casts
     _assert_like_eager(again, (expected_y, expected_loss))

@@ -136,7 +136,13 @@ class JittedFunction(Runtime):
             self.stats.split = self.split.report(lambda child: jitted_state(child).cache_info())
         self.stats.size = len(self.cache.slots)
         self.stats.limit = self.cache_size
+        if self._under_autocast_states:
+            self.stats.autocast = {state: jitted.cache_info() for state, jitted in list(self._under_autocast_states.items())}
         return self.stats
+
+    def with_autocast_states(self) -> list[JittedFunction]:
+        """This jitted function and those that compile its calls made under torch.autocast."""
+        return [self, *list(self._under_autocast_states.values())]
 
 
 def _has_lazy_state(module: torch.nn.Module) -> bool:
@@ -276,10 +282,10 @@ def last_traces(jfn: Any) -> Compilation:
 
 def wait_for_upgrades(jfn: Any, timeout: float | None = None) -> bool:
     """Block until `jfn`'s background upgrades (squall.runtime.tiers) are done; False if `timeout` seconds pass first."""
-    return upgrade_worker.wait_for_upgrades(jitted_state(jfn), timeout)
+    return all([upgrade_worker.wait_for_upgrades(state, timeout) for state in jitted_state(jfn).with_autocast_states()])
 
 
 def upgrades(jfn: Any) -> list[tiers.Upgrade]:
     """`jfn`'s background upgrades, one per compiled signature: status ("pending", "upgraded",
     "kept the torch plan", "nothing to fuse", ...), why, and the in-context timings."""
-    return upgrade_worker.upgrades(jitted_state(jfn))
+    return [u for state in jitted_state(jfn).with_autocast_states() for u in upgrade_worker.upgrades(state)]
