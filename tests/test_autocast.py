@@ -435,3 +435,19 @@ def test_a_replan_after_a_fault_in_the_backward_traces_under_the_entrys_autocast
     with _bf16(), _no_squall_warnings():
         again = jf(x, w)  # the replanned entry: still autocast's casts
     _assert_like_eager(again, (expected_y, expected_loss))
+
+
+def _reads_values(x, w):
+    y = x @ w
+    if y.sum() > 0:  # a value read, guarded
+        y = y * 2
+    return y, int(y.abs().argmax()), torch.nonzero(y > 0), y[y > 0]  # shapes made by the data
+
+
+def test_value_reads_and_data_shaped_outputs_under_autocast():
+    jf = squall.jit(_reads_values)
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    with _bf16(), _no_squall_warnings():
+        expected = _reads_values(x, w)
+        _assert_like_eager(jf(x, w), expected)
+        _assert_like_eager(jf(x, w), expected)

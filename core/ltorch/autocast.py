@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
 
@@ -41,6 +42,7 @@ _is_any_autocast_enabled = torch._C._is_any_autocast_enabled
 _TO_COPY = torch.ops.aten._to_copy.default
 _DEVICE_READ = torch.ops.prim.device.default
 _FAKE_TENSOR_LOG = logging.getLogger("torch._subclasses.fake_tensor")
+_DATA_DEPENDENT = (DynamicOutputShapeException, DataDependentOutputException)
 
 
 def autocast_state() -> tuple | None:
@@ -204,11 +206,17 @@ class AutocastCasts:
     def _ask(self, func: Callable, name: str, leaves: list, spec: TreeSpec) -> tuple[dict[int, torch.dtype], tuple]:
         # a failed run is an answer here (said in the refusal), not an error for torch's log to print
         with _quiet(_FAKE_TENSOR_LOG):
-            return self._asked(func, name, leaves, spec)
+            try:
+                return self._asked(func, name, leaves, spec, FakeTensorMode())
+            except UnmodelledMode as refused:
+                if not isinstance(refused.__cause__, _DATA_DEPENDENT):
+                    raise
+            # an output shaped by the data (`x[x > 0]`, `nonzero`): fake tensors with a shape
+            # environment give it a size of its own (slower to make, so only where needed)
+            return self._asked(func, name, leaves, spec, FakeTensorMode(shape_env=ShapeEnv()))
 
-    def _asked(self, func: Callable, name: str, leaves: list, spec: TreeSpec) -> tuple[dict[int, torch.dtype], tuple]:
+    def _asked(self, func: Callable, name: str, leaves: list, spec: TreeSpec, mode: FakeTensorMode) -> tuple[dict[int, torch.dtype], tuple]:
         refused = f"squall: under torch.autocast, squall could not learn from torch which dtype casts {name} makes"
-        mode = FakeTensorMode(allow_non_fake_inputs=False)
 
         def fakes(casts: dict[int, torch.dtype]) -> list:
             # fresh ones for each run (an in-place op changes its operand's metadata), one per
