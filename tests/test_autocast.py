@@ -271,10 +271,10 @@ def test_a_cast_of_a_value_computed_inside_the_op_is_refused():
         del lib
 
 
-@pytest.mark.parametrize("real", [m for m in TRANSFORMERS_MODELS if m.name == "llama"] + [m for m in TIMM_MODELS if m.name == "timm/test_resnet"],
+@pytest.mark.parametrize("real", [m for m in TRANSFORMERS_MODELS if m.name in ("llama", "t5/padded")] + [m for m in TIMM_MODELS if m.name == "timm/test_resnet"],
                          ids=lambda m: m.name)
 def test_real_models_under_autocast(real):
-    pytest.importorskip("transformers" if real.name == "llama" else "timm")
+    pytest.importorskip("timm" if real.name.startswith("timm/") else "transformers")
     import_torchvision()
     torch.manual_seed(0)
     model = real.build()
