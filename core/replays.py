@@ -64,13 +64,13 @@ _DEVICE_CONTEXT = getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None)  # where torch.
 
 def module_call_key(prefix: tuple, args: tuple, kwargs: dict) -> tuple[tuple, list[TensorProxy], list] | None:
     """`call_key` for a module's call (squall.frontend.module_replays): `prefix` (the module's
-    class and forward) first, autocast beside the global defaults, and an argument squall does
+    class and forward, and the autocast state) first, the global defaults, and an argument squall does
     not key by value (an object, a view of one) keyed by identity; the objects so keyed are
     returned with the proxies, to be held while the key is. None where the call cannot be keyed
     (a run-time number, a real tensor)."""
     proxies: list[TensorProxy] = []
     objects: list = []
-    parts: list = [*prefix, torch.is_grad_enabled(), torch.get_default_dtype(), _default_device(), torch._C._is_any_autocast_enabled()]
+    parts: list = [*prefix, torch.is_grad_enabled(), torch.get_default_dtype(), _default_device()]
     if not _key_into(args, parts, proxies, objects):
         return None
     for name, value in kwargs.items():

@@ -112,7 +112,13 @@ def autograd_function(
         ctx.maybe_clear_saved_tensors()
         for i, value in zip(numbers_at, ctx.saved_numbers if numbers_at else ()):
             saved.insert(i, value)
-        computed = run(saved, *cotangents)
+        if torch._C._is_any_autocast_enabled():
+            # `loss.backward()` inside the autocast block: the backward trace holds its dtypes, and
+            # autocast casting a call in it again would compute in another dtype than traced
+            with torch._C._DisableAutocast():
+                computed = run(saved, *cotangents)
+        else:
+            computed = run(saved, *cotangents)
         result = [None] * n_inputs
         for position, g in zip(grad_positions, computed):
             result[position] = g

@@ -7,6 +7,7 @@ these steps.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 import warnings
@@ -16,6 +17,7 @@ from typing import Any
 import torch
 
 from ..frontend.tracing import InputBinding, ModuleLayout, trace_program
+from ..ltorch.autocast import without_autocast
 from ..ltorch.base import SquallWarning, UnmodelledMode
 from ..market.executor import Executor
 from ..proxies import TensorProxy
@@ -248,7 +250,18 @@ def compile_traced(
         wrap = checked_call if without_grad is None else (lambda bsym: _without_grad_where_eager(bsym, checked_call(bsym)))
         checked = generate(executed, bindings, **layout, wrap=wrap, shape_guards=True)
     seconds["generate"] = time.perf_counter() - start
+    if traced.context is not None and traced.context.traced_under_autocast:
+        generated, checked = _autocast_off(generated), _autocast_off(checked)
     return Compilation([traced, planned, executed], bindings, generated, seconds, checked)
+
+
+def _autocast_off(generated: GeneratedFunction | None) -> GeneratedFunction | None:
+    """`generated` running with torch.autocast off: its trace, made under the caller's autocast,
+    holds autocast's casts already (squall.ltorch.autocast), and a call autocast would cast again
+    (a decomposition's matmul) would compute in another dtype than traced."""
+    if generated is None:
+        return None
+    return dataclasses.replace(generated, fn=without_autocast(generated.fn))
 
 
 def _refuse_writes_without_grad(traced: Trace) -> None:
@@ -328,14 +341,19 @@ def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, 
     forward_x, backward_x = free_after_last_use(forward), free_after_last_use(backward)
     forward_fn = generate(forward_x, _positional(forward_x), takes_params=False, nargs=len(forward_x.inputs), takes_kwargs=False, call_arguments=False)
     backward_fn = _generate_backward(backward_x, len(diff.saved))
+    under_autocast = traced.context is not None and traced.context.traced_under_autocast
     function = autograd_function(diff, forward_fn.fn, backward_fn.fn, traced.name, _backward_without(diff, executors))
     program = free_after_last_use(calling_trace(traced, function))
     generated = generate(program, bindings, **layout, shape_guards=True)
+    if under_autocast:
+        generated = _autocast_off(generated)
     generated.parts = {"forward": forward_fn, "backward": backward_fn}
     traces = [traced, diff.forward, diff.backward, forward, backward, forward_x, backward_x, program]
     compilation = Compilation(traces, bindings, generated, seconds)
     if any(map(needs_check, forward_x.bsyms)) or any(map(needs_check, backward_x.bsyms)):
         compilation.checked = _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, layout, executors)
+        if under_autocast:
+            compilation.checked = _autocast_off(compilation.checked)
     seconds["generate"] = time.perf_counter() - now
     return compilation
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from ..ltorch.autocast import autocast_state
 from ..market.config import env_switch
 from ..proxies import TensorProxy, current_context, real_tensor
 from ..replays import NOT_REPLAYED, Decomposition, module_call_key, walk_values
@@ -102,7 +103,7 @@ class ModuleReplays:
         if (cls not in self._repeated or not info.in_tree or not info.dict.get("_modules")
                 or type(forward) is not types.MethodType or forward.__self__ is not view):
             return forward(*args, **kwargs)
-        keyed = module_call_key((cls, forward.__func__), args, kwargs)
+        keyed = module_call_key((cls, forward.__func__, autocast_state()), args, kwargs)  # (a call's casts depend on autocast's state)
         if keyed is None:
             return forward(*args, **kwargs)
         key, proxies, objects = keyed

@@ -23,6 +23,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from .. import ltorch
 from ..ltorch import numbers
+from ..ltorch.autocast import AutocastCasts
 from ..ltorch.base import DataDependentError, NotModelled, TorchLanguage, TracingMode, UnmodelledMode
 from ..prims import copy_
 from ..proxies import NumberProxy, TensorProxy, size_leaf, tracing, real_tensor
@@ -69,6 +70,8 @@ class TracingContext:
         self.traced_with_grad = torch.is_grad_enabled()
         # and in inference mode: a program that enters or leaves it is not modelled (squall.ltorch.base.UnmodelledMode)
         self.traced_in_inference = torch.is_inference_mode_enabled()
+        # and under torch.autocast (the caller's): its program, which holds autocast's casts, runs with autocast off
+        self.traced_under_autocast = torch._C._is_any_autocast_enabled()
         # views and what a write through one changes (squall.frontend.views)
         self.views = ViewTracker(self)
         # the real values of the call being traced, where tracing may read them (squall.frontend.speculation);
@@ -328,6 +331,7 @@ def _torch_table() -> dict:
 # --- input names ------------------------------------------------------------------------------
 
 _RESERVED = {"torch", "params", "args", "kwargs"}
+_AUTOCAST_CASTS = AutocastCasts()  # torch's answers on autocast's casts, for every trace
 _GENERATED = re.compile(r"^[tcn]\d+$")  # tensors, constants, numbers
 
 
@@ -471,7 +475,7 @@ def trace_program(
     the trace relies on it being 2 or more (`squall.symbolic.ShapeEnv.ones`). `layout` is the
     module's walk where the caller just made it (`module_layout`).
     """
-    language = TorchLanguage(_torch_table(), ltorch.collectives.WRAPPED_RESULTS)
+    language = TorchLanguage(_torch_table(), ltorch.collectives.WRAPPED_RESULTS, _AUTOCAST_CASTS)
     ctx = TracingContext(language.dispatch)
     taken: set[str] = set()
     paths: list[tuple] = []

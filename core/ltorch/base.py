@@ -22,6 +22,7 @@ from ..proxies import GRADIENT_NOT_MODELLED, TensorProxy, current_context, real_
 from ..symbol import Symbol, Tags, running_inside, snapshot_call
 from ..symbolic import SymInt, guarded_int
 from . import numbers
+from .autocast import AutocastCasts, autocast_state
 from .eager_identity import may_return_an_input, returned_inputs
 from .functionalization import opaque_writes
 from .torchnames import qualified_name
@@ -49,6 +50,7 @@ _PYTHON_DTYPES: dict[type, torch.dtype] = {bool: torch.bool, int: torch.int64, f
 _NUMPY_SCALARS = frozenset(t for t in numpy.sctypeDict.values() if issubclass(t, (numpy.number, numpy.bool_)))
 _DATA_FACTORIES = frozenset({torch.tensor, torch.as_tensor, torch.asarray, torch.Tensor.new_tensor})
 _is_any_autocast_enabled = torch._C._is_any_autocast_enabled
+_autocast_disabled = torch._C._DisableAutocast
 
 
 def _numpy_scalar_as_python(x: Any) -> Any:
@@ -272,14 +274,16 @@ def _tensor_attribute(func: Callable) -> tuple[str, bool] | None:
 class TorchLanguage:
     """Routes torch calls made while tracing to ltorch ops, or to opaque torch ops."""
 
-    def __init__(self, table: dict[Callable, Callable], wrapped_results: Any = None):
+    def __init__(self, table: dict[Callable, Callable], wrapped_results: Any = None, autocast_casts: AutocastCasts | None = None):
         """`wrapped_results`: how to read the results torch wraps in a tensor subclass from
         Python, where no torch call shows it (`collectives.WrappedResults`: PyTorch 2.10's
-        AsyncCollectiveTensor), or None where this torch wraps none."""
+        AsyncCollectiveTensor), or None where this torch wraps none. `autocast_casts`: where
+        torch's answers on autocast's casts are kept (shared by the traces that pass one)."""
         self.table = table
         self.wrapped_results = wrapped_results
         self._opaque_symbols: dict[Callable, Symbol] = {}
         self.warned: set[str] = set()
+        self.autocast_casts = autocast_casts or AutocastCasts()  # what torch.autocast converts, per call signature
 
     def dispatch(self, func: Callable, args: tuple, kwargs: dict) -> Any:
         attribute = getattr(func, "__self__", None)
@@ -290,8 +294,6 @@ class TorchLanguage:
         if attribute is _DATA_ATTRIBUTE and func.__name__ == "__set__" and args and _data_tensor(args[0]):
             raise UnmodelledMode("squall: the program sets the .data of a tensor it captured (`p.data = ...`), which "
                                  "squall's trace, holding that tensor as it was, does not model")
-        if _is_any_autocast_enabled():  # (a block like `with torch.autocast("cuda", enabled=False)` leaves it off)
-            raise UnmodelledMode("squall: the program enables torch.autocast, whose dtype casts squall's traces do not model yet")
         if self.wrapped_results is not None:
             layout = self.wrapped_results.layout(func, args)
             if layout is not None:
@@ -329,6 +331,8 @@ class TorchLanguage:
             args, kwargs = numbers.specialised(ctx, args, kwargs)
         if has_proxy and ctx.views.stale:
             ctx.views.refresh((args, kwargs))  # views whose base changed since: regenerated first
+        if (has_proxy or has_tensor) and _is_any_autocast_enabled():  # (`torch.autocast(..., enabled=False)` leaves it off)
+            return self.under_autocast(ctx, func, args, kwargs)
         if op is not None:
             if has_tensor:
                 as_proxy = lambda x: ctx.constant(x) if real_tensor(x) else x
@@ -390,6 +394,36 @@ class TorchLanguage:
             # SymInt and fails on it (`torch.tril_indices(n, n)`)
             return func(*_sizes_read(args), **_sizes_read(kwargs))
         return self.opaque(func, args, kwargs)
+
+    def under_autocast(self, ctx: Any, func: Callable, args: tuple, kwargs: dict) -> Any:
+        """A call of the program made while torch.autocast is on: the conversions autocast makes of
+        its arguments (asked of torch: squall.ltorch.autocast) recorded as the program's own `.to`
+        calls, then the call traced on the converted proxies with autocast off, as eager's autocast
+        casts once, at the outermost op it lists. Its outputs' dtypes are checked against torch's."""
+        name = qualified_name(func)
+        if len(ctx.scopes) != 1:
+            raise UnmodelledMode(f"squall: torch.autocast is on inside a call squall traces whole ({name} in an op's "
+                                 "decomposition), where squall cannot place autocast's dtype casts")
+        if name in _VALUE_READS or name in _DATA_DEPENDENT or getattr(func, "__name__", None) in _LAYOUT_READS:
+            with _autocast_disabled():  # a value, a data-dependent shape or a layout read: nothing autocast converts
+                return self.dispatch(func, args, kwargs)
+        leaves, spec = tree_flatten((args, kwargs))
+        casts, outputs = self.autocast_casts.casts(func, name, leaves, spec, autocast_state())
+        with _autocast_disabled():
+            if casts:
+                converted: dict[int, Any] = {}
+                for i, dtype in casts.items():
+                    x = leaves[i]
+                    if id(x) not in converted:
+                        converted[id(x)] = self.dispatch(torch.Tensor.to, (ctx.constant(x) if real_tensor(x) else x, dtype), {})
+                    leaves[i] = converted[id(x)]
+                args, kwargs = tree_unflatten(leaves, spec)
+            out = self.dispatch(func, args, kwargs)
+        traced = tuple(o.dtype for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor))
+        if traced != outputs and outputs:  # (a call torch answers with None, `x[i] = v`, returns what squall's form of it does)
+            raise UnmodelledMode(f"squall: under torch.autocast, {name} traced on autocast's converted arguments returns "
+                                 f"{[str(d) for d in traced]} where torch returns {[str(d) for d in outputs]}")
+        return out
 
     def as_eager_returns(self, func: Callable, args: tuple, kwargs: dict, out: Any) -> Any:
         """`out`, a call's result under no_grad, holding eager's objects: the input itself where eager

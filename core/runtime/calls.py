@@ -106,7 +106,7 @@ class Runtime(Replans, Upgrades):
         # the tensor dimensions traced as symbolic sizes (squall.runtime.dynamic_dims); with
         # $SQUALL_REMEMBER_DYNAMIC, starting from those earlier jits of this code learned (dims_profile)
         self._dims = DynamicDims(dynamic, code=dims_profile.program_code(fn) if dims_profile.remember_enabled() else None)
-        self._warned_autocast = False
+        self.autocast_state: tuple | None = None  # the torch.autocast state every call is made under, if one (squall.runtime.jit)
         self._eager_keys: dict[Any, str] = {}  # key -> why its calls run eagerly (an unreplayable write)
         self._set_up_eagerly: set[Any] = set()  # keys whose one-time setup eager made (EagerFirst)
         self.rental = SkiRental(self.cache, self.stats, self._dims)  # a new 0/1 variant of a symbolic entry runs eagerly a while
@@ -280,20 +280,6 @@ class Runtime(Replans, Upgrades):
         self._eager_keys[key] = reason
         warnings.warn(f"squall: {reason}; {self._what()} runs eagerly for these inputs", SquallWarning, stacklevel=user_stacklevel())
         return self._eager_runner(reason)
-
-    def _under_autocast(self, *args, **kwargs) -> Any:
-        """A call made while torch.autocast is enabled: eager, as squall's traces do not model
-        autocast's dtype casts (a trace would record float32 where eager computes in bfloat16,
-        and a `.to(dtype)` read from a result would be left out), with one warning."""
-        if not self._warned_autocast:
-            self._warned_autocast = True
-            warnings.warn(f"squall: torch.autocast is enabled around the call, and squall's traces do not model its dtype "
-                          f"casts yet: {self._what_plainly()} runs eagerly while it is (its results are eager's)",
-                          SquallWarning, stacklevel=3)
-        return (self.module.forward if self.module is not None else self.fn)(*args, **kwargs)
-
-    def _what_plainly(self) -> str:
-        return f"{type(self.module).__name__}'s forward" if self.module is not None else "the function"
 
     def _eager_once(self) -> Callable:
         """This call runs eagerly (a module: its forward) and caches nothing: the program made a

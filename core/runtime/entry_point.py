@@ -156,8 +156,7 @@ def compiled(*args, **kwargs):
 {module_state}
 {fast_path}
 {keyword_path}
-    if _is_any_autocast_enabled():
-        return under_autocast(*args, **kwargs)
+{autocast_route}
     key = (_is_grad_enabled(), _get_default_dtype())
     for a in args:
         if type(a) is _Tensor:
@@ -194,6 +193,11 @@ _KEYWORD_PATH = """    if kwargs and not args:
             entry[1] += 1
             return entry[0]({params_arg}**kwargs)"""
 _FUNCTION_PARTS = {"module_state": "", "state_key": "", "state_check": "", "params": "None", "params_arg": ""}
+# A call made while torch.autocast is enabled goes to `under_autocast`, which compiles it for that
+# autocast state apart (squall.runtime.jit): its key never meets a call's made without autocast.
+# That function's own entry point, always called under its state, leaves this out.
+_AUTOCAST_ROUTE = """    if _is_any_autocast_enabled():
+        return under_autocast(*args, **kwargs)"""
 
 # A plain function's own code and positional defaults are the ones its entries were traced with
 # (IPython's autoreload sets an edited function's on the function object): two identity checks,
@@ -216,7 +220,8 @@ def remember_own_code(compiled: Callable) -> None:
 # grad mode and the default dtype are compared to the entry's key; anything else goes on to
 # the key. Reading shape, dtype and device attribute by attribute is most of a hit's cost.
 # torch.autocast adds its dispatch keys to every tensor's as the C check reads them: a call under
-# it fails that check, and is sent eagerly (`under_autocast`) before any key is looked up.
+# it fails that check, and goes to `under_autocast` (its state's own jitted function) before any
+# key is looked up.
 _FAST_PATH = """    if len(args) == {n} and not kwargs:
         {names}, = args
         recent = last[0]
@@ -224,8 +229,7 @@ _FAST_PATH = """    if len(args) == {n} and not kwargs:
             entry = recent[0]
             entry[1] += 1
             return entry[0]({params_arg}{names})
-        if _is_any_autocast_enabled():
-            return under_autocast(*args, **kwargs)
+{autocast_route_fast}
         if {tensor_checks}:
             key = (_is_grad_enabled(), _get_default_dtype(), {metadata}){state_key_inline}
             entry = cache.get(key)
@@ -308,7 +312,12 @@ def _fast_path(fn: Callable, parts: dict[str, str]) -> str:
         state_check=parts["state_check"],
         state_key_inline=" + (state,)" if parts["state_key"] else "",
         params_arg=parts["params_arg"],
+        autocast_route_fast=_indented(parts["autocast_route"]),
     )
+
+
+def _indented(lines: str) -> str:
+    return "\n".join("    " + line for line in lines.splitlines())
 
 
 # A module's parameters, buffers and tensor attributes are read at every call, so optimizer
@@ -433,7 +442,8 @@ def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Calla
     weight's other place in `ties` still holds it), its training
     flags with `training_read[0]` from `training_of` (`training_reader`; lists filled in place
     when its layout changes) and keys their metadata with its `parameter_key`. A call made while
-    torch.autocast is enabled goes to `under_autocast` (squall's traces do not model its casts).
+    torch.autocast is enabled goes to `under_autocast` (None: this entry point is that state's own,
+    always called under it).
     A plain function's entry point goes to `recode` where its code or defaults changed (`_OWN_CODE`)."""
     namespace = {
         "dims": {} if dims is None else dims,
@@ -462,6 +472,7 @@ def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Calla
         "value_key": value_key,
     }
     parts = _MODULE_PARTS if module else _FUNCTION_PARTS
+    parts = {**parts, "autocast_route": _AUTOCAST_ROUTE if under_autocast is not None else ""}
     own = fn if not module and type(fn) is types.FunctionType else None  # (a bound method's function is traced as a helper's: guarded there)
     if own is not None:
         parts = {**parts, "module_state": _OWN_CODE}

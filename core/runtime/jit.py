@@ -19,6 +19,7 @@ import torch
 from ..compiler.checking import check_mode
 from ..compiler.pipeline import Compilation
 from ..frontend.state_views import describe_global_hooks, global_hook_dicts
+from ..ltorch.autocast import autocast_state as current_autocast_state
 from ..ltorch.base import SquallWarning
 from ..market.config import AUTOMATIC, resolve_dynamic, resolve_executors, resolve_wait
 from ..market.executor import Executor
@@ -50,7 +51,10 @@ class JittedFunction(Runtime):
         wait: bool | None = None,
         strict: bool = False,
         dynamic: bool | None = None,
+        autocast_state: tuple | None = None,
     ):
+        """`autocast_state` (squall.ltorch.autocast.autocast_state): this compiles a jitted
+        function's calls made under that torch.autocast state (its `_under_autocast`)."""
         if not callable(fn):
             raise TypeError(f"squall.jit expects a function or an nn.Module, got {type(fn).__name__}")
         if cache_size is not None and (type(cache_size) is not int or cache_size < 1):
@@ -58,6 +62,8 @@ class JittedFunction(Runtime):
         # executors resolved once, when jit is called: names, +name/-name, env, pyproject (squall.market.config)
         super().__init__(fn, executors=resolve_executors(executors), recompile_limit=recompile_limit, cache_size=cache_size,
                          wait=resolve_wait(wait), strict=strict, check=check_mode(), dynamic=resolve_dynamic(dynamic))
+        self.autocast_state = autocast_state  # (Runtime's: a replan traces under it)
+        self._under_autocast_states: dict[tuple, JittedFunction] = {}
         tiers.prepare_background(self.executors)  # inductor's worker starts now, not when the first upgrade asks
         if self.module is not None:
             check_wrapping(self.module)
@@ -81,7 +87,7 @@ class JittedFunction(Runtime):
             dynamic=self._numbers.paths,
             last=self.cache.last,
             checks=self.cache.fast_checks,
-            under_autocast=self._under_autocast,
+            under_autocast=self._under_autocast if self.autocast_state is None else None,
             dims=self._dims.dims,
         )
         compiled.__squall__ = self
@@ -103,6 +109,25 @@ class JittedFunction(Runtime):
         state.check = self.check
         return JittedModule(module, state)
 
+    def _under_autocast(self, *args, **kwargs) -> Any:
+        """A call made while torch.autocast is enabled: compiled by a jitted function of its own for
+        that autocast state (same options), whose traces hold autocast's casts (squall.ltorch.autocast),
+        so calls under autocast and without it, or under two states, never share an entry."""
+        state = current_autocast_state()
+        jitted = self._under_autocast_states.get(state)
+        if jitted is None:
+            jitted = JittedFunction(self.fn, recompile_limit=self.recompile_limit, cache_size=self.cache_size, wait=self.wait,
+                                    strict=self.strict, dynamic=self._dims.mode if self._dims.mode is not AUTOMATIC else None,
+                                    autocast_state=state)
+            jitted.executors = jitted.entry_point.executors = self.executors  # this function's list, per-operation lists included
+            jitted.check = self.check
+            self._under_autocast_states[state] = jitted
+        compiled_before = jitted.last_entry
+        out = jitted.entry_point(*args, **kwargs)
+        if jitted.last_entry is not compiled_before:  # what last_traces shows: the latest compile, under autocast or not
+            self.last_entry = jitted.last_entry
+        return out
+
     def cache_info(self) -> CacheStats:
         """Hits, misses, evictions, entries held and the limit, and which inputs changed."""
         self.stats.hits = self.cache.hits()
@@ -111,7 +136,13 @@ class JittedFunction(Runtime):
             self.stats.split = self.split.report(lambda child: jitted_state(child).cache_info())
         self.stats.size = len(self.cache.slots)
         self.stats.limit = self.cache_size
+        if self._under_autocast_states:
+            self.stats.autocast = {state: jitted.cache_info() for state, jitted in list(self._under_autocast_states.items())}
         return self.stats
+
+    def with_autocast_states(self) -> list[JittedFunction]:
+        """This jitted function and those that compile its calls made under torch.autocast."""
+        return [self, *list(self._under_autocast_states.values())]
 
 
 def _has_lazy_state(module: torch.nn.Module) -> bool:
@@ -251,10 +282,10 @@ def last_traces(jfn: Any) -> Compilation:
 
 def wait_for_upgrades(jfn: Any, timeout: float | None = None) -> bool:
     """Block until `jfn`'s background upgrades (squall.runtime.tiers) are done; False if `timeout` seconds pass first."""
-    return upgrade_worker.wait_for_upgrades(jitted_state(jfn), timeout)
+    return all([upgrade_worker.wait_for_upgrades(state, timeout) for state in jitted_state(jfn).with_autocast_states()])
 
 
 def upgrades(jfn: Any) -> list[tiers.Upgrade]:
     """`jfn`'s background upgrades, one per compiled signature: status ("pending", "upgraded",
     "kept the torch plan", "nothing to fuse", ...), why, and the in-context timings."""
-    return upgrade_worker.upgrades(jitted_state(jfn))
+    return [u for state in jitted_state(jfn).with_autocast_states() for u in upgrade_worker.upgrades(state)]

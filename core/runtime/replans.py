@@ -16,6 +16,7 @@ import torch
 
 from ..compiler.checking import ExecutorFault
 from ..compiler.pipeline import compile_program
+from ..ltorch.autocast import autocast_entered
 from ..ltorch.base import SquallWarning
 from .entry import CompiledEntry
 from .exclusions import excluding, ops_to_exclude
@@ -64,8 +65,9 @@ class Replans:
                 stacklevel=5,
             )
             start = time.perf_counter()
-            compilation = compile_program(self.fn, args, kwargs, executors=excluding(self.executors, exclusions), module=self.module,
-                                          strict=self.strict, dynamic=frozenset(self._numbers.paths), dims=dict(self._dims.dims))
+            with autocast_entered(self.autocast_state):  # the entry's autocast state (a backward's replan runs outside it)
+                compilation = compile_program(self.fn, args, kwargs, executors=excluding(self.executors, exclusions), module=self.module,
+                                              strict=self.strict, dynamic=frozenset(self._numbers.paths), dims=dict(self._dims.dims))
             entry = CompiledEntry(compilation, time.perf_counter() - start)
             self.last_entry = entry
             self.stats.replans += 1

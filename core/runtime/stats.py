@@ -11,7 +11,8 @@ __all__ = ["CacheStats"]
 @dataclass
 class CacheStats:
     """What `cache_info()` reports: calls served from the cache, compilations, evictions, the
-    entries held and the most it holds (`None`: unbounded), and which inputs changed."""
+    entries held and the most it holds (`None`: unbounded), and which inputs changed; the calls
+    made under torch.autocast are counted apart, in `autocast`."""
 
     hits: int = 0
     misses: int = 0
@@ -25,3 +26,5 @@ class CacheStats:
     changes: dict[str, int] = field(default_factory=dict)  # input label -> times it changed
     # a module that runs its forward eagerly with compiled children: why, and the children (squall.runtime.split)
     split: SplitReport | None = None
+    # the calls made under torch.autocast, per autocast state: the stats of that state's own jitted function
+    autocast: dict[tuple, CacheStats] = field(default_factory=dict)
