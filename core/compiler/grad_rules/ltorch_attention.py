@@ -112,23 +112,13 @@ def _kernels_agree_with_math(backend: SDPBackend, dtype: torch.dtype, device: to
     run = make_executor().implementation_for
     generator = torch.Generator(device=device).manual_seed(0)
     q, kk, v, g = (torch.randn(1, 2, 16, 64, device=device, dtype=dtype, generator=generator) for _ in range(4))
-    t = functools.partial(torch.transpose, dim0=1, dim1=2)  # (B, H, L, E) <-> (B, L, H, E)
     try:
-        if backend == SDPBackend.FLASH_ATTENTION:
-            out, lse, state, offset, _ = run(k.flash_attention).impl(t(q), t(kk), t(v), None, None, 16, 16, 0.0, True, False, scale=None)
-            grads = run(k.flash_attention_backward).impl(t(g), t(q), t(kk), t(v), out, lse, None, None, 16, 16, 0.0, True, state, offset, scale=None)
-            out = t(out)
-        else:
-            out, lse, seed, offset = run(k.efficient_attention).impl(q, kk, v, None, True, 0.0, True, scale=None)
-            grads = run(k.efficient_attention_backward).impl(
-                t(g), t(q), t(kk), t(v), None, t(out), None, None, 16, 16, lse, 0.0, seed, offset, 1, False,
-                scale=None, num_splits_key=None, window_size=None, shared_storage_dqdkdv=False,
-            )[:3]
-        grads = [t(x) for x in grads]
+        with torch._C._DisableAutocast():  # (a trace under torch.autocast asks too: the check is as traced, without it)
+            out, grads = _run_kernels(run, backend, q, kk, v, g)
     except Exception as e:  # noqa: BLE001 - any failure: the math path, which computes the same
         why = f"{type(e).__name__}: {e}"
     else:
-        with torch.enable_grad(), sdpa_kernel([SDPBackend.MATH]):
+        with torch._C._DisableAutocast(), torch.enable_grad(), sdpa_kernel([SDPBackend.MATH]):
             inputs = [x.float().requires_grad_() for x in (q, kk, v)]
             expected = F.scaled_dot_product_attention(*inputs, is_causal=True)
             expected_grads = torch.autograd.grad(expected, inputs, g.float())
@@ -142,6 +132,23 @@ def _kernels_agree_with_math(backend: SDPBackend, dtype: torch.dtype, device: to
     warnings.warn(f"squall: CUDA's {name} attention kernels, called as squall records them, failed a check "
                   f"({why[:300]}); attention in {dtype} trains on the math path instead", SquallWarning, stacklevel=2)
     return False
+
+
+def _run_kernels(run, backend: SDPBackend, q, kk, v, g) -> tuple:
+    """The output and (query, key, value) gradients of `backend`'s kernels, called as the rule records them."""
+    t = functools.partial(torch.transpose, dim0=1, dim1=2)  # (B, H, L, E) <-> (B, L, H, E)
+    L, S = q.shape[2], kk.shape[2]
+    if backend == SDPBackend.FLASH_ATTENTION:
+        out, lse, state, offset, _ = run(k.flash_attention).impl(t(q), t(kk), t(v), None, None, L, S, 0.0, True, False, scale=None)
+        grads = run(k.flash_attention_backward).impl(t(g), t(q), t(kk), t(v), out, lse, None, None, L, S, 0.0, True, state, offset, scale=None)
+        out = t(out)
+    else:
+        out, lse, seed, offset = run(k.efficient_attention).impl(q, kk, v, None, True, 0.0, True, scale=None)
+        grads = run(k.efficient_attention_backward).impl(
+            t(g), t(q), t(kk), t(v), None, t(out), None, None, L, S, lse, 0.0, seed, offset, 1, False,
+            scale=None, num_splits_key=None, window_size=None, shared_storage_dqdkdv=False,
+        )[:3]
+    return out, [t(x) for x in grads]
 
 
 def _float_mask(attn_mask, like: TensorProxy):
