@@ -52,6 +52,12 @@ def _heads_merged(x):
     return x.transpose(1, 2).contiguous().reshape(x.shape[0], x.shape[2], -1) * 2
 
 
+def _bfloat16_arithmetic(x, w, y):
+    # squall computes bfloat16 arithmetic in float32 and converts back; its derivatives convert
+    # there and back between ops: a kernel per conversion on the torch plan, none in eager's
+    return (x * w + x) * y - x / 2
+
+
 PROGRAMS = {
     # a contiguous copy's backward passes the gradient on, as eager's (no conversion to its own dtype)
     "heads_merged": (_heads_merged, lambda: (torch.randn(2, 3, 4, 5, requires_grad=True),)),
@@ -60,6 +66,10 @@ PROGRAMS = {
     "rms_norm": (_rms_norm_as_llama_writes_it, lambda: (torch.randn(2, 5, 8, requires_grad=True), torch.randn(8, requires_grad=True))),
     # tanh's backward is eager's one tanh_backward kernel
     "gelu_tanh": (_gelu_as_gpt2_writes_it, lambda: (torch.randn(3, 16, requires_grad=True),)),
+    "bfloat16_arithmetic": (
+        _bfloat16_arithmetic,
+        lambda: tuple(torch.randn(4, 8, dtype=torch.bfloat16, requires_grad=True) for _ in range(3)),
+    ),
     # grouped heads run on the CPU flash kernels where eager's does (not the math path)
     "grouped_query_attention": (
         _grouped_query_attention,
@@ -162,3 +172,27 @@ def test_statistics_are_updated_once_when_a_later_faulty_executor_makes_the_call
     torch.testing.assert_close(out, f(x, *stats))
     for got, want in zip(copies, stats):
         torch.testing.assert_close(got, want)
+
+
+def test_bfloat16_arithmetic_and_its_gradients_are_eagers_bit_for_bit():
+    # the torch plan runs each op as eager's kernel on the bfloat16 operands, which computes in
+    # float32 and rounds once, as squall's float32 form did: the same bits, not merely close
+    torch.manual_seed(0)
+    args = tuple(torch.randn(64, 33, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    _, expected, expected_grads = _step_calls(_bfloat16_arithmetic, args)
+    _, out, grads = _step_calls(squall.jit(_bfloat16_arithmetic, executors=["torch"]), args)
+    assert torch.equal(out, expected)
+    assert all(torch.equal(g, want) for g, want in zip(grads, expected_grads))
+
+
+def test_a_gradient_rounded_through_bfloat16_stays_rounded():
+    # float32 -> bfloat16 -> float32 loses bits: only a widening and its way back is the value itself
+    def rounded(x, w):
+        return x.to(torch.bfloat16).to(torch.float32) * w
+
+    torch.manual_seed(0)
+    args = (torch.randn(4, 8, requires_grad=True), torch.randn(4, 8) * 1.001)
+    _, expected, (expected_grad,) = _step_calls(rounded, args)
+    _, out, (grad,) = _step_calls(squall.jit(rounded, executors=["torch"]), args)
+    assert torch.equal(out, expected) and torch.equal(grad, expected_grad)
+    assert not torch.equal(grad, args[1])  # (the gradient is w rounded to bfloat16)

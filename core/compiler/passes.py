@@ -7,13 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from .. import prims
 from ..proxies import TensorProxy
 from ..symbol import DEL, BoundSymbol, Tags, flat_proxies
 from ..trace import Trace
 from .checking import needs_check
 
-__all__ = ["remove_dead_code", "dead_code_removed", "write_backs_folded", "free_after_last_use"]
+__all__ = ["remove_dead_code", "dead_code_removed", "write_backs_folded", "lossless_round_trips_removed",
+           "narrow_ops_on_torch", "free_after_last_use"]
 
 
 def remove_dead_code(bsyms: list[BoundSymbol], output: Any) -> list[BoundSymbol]:
@@ -83,6 +86,90 @@ def write_backs_folded(trace: Trace) -> Trace:
         return trace
     bsyms = [folded.get(i, b) for i, b in enumerate(bsyms) if i not in dropped]
     return Trace.from_trace(trace, bsyms=bsyms, provenance="write-backs folded into the calls that compute them")
+
+
+def lossless_round_trips_removed(trace: Trace) -> Trace:
+    """`trace` with each conversion back to the dtype a value was widened from (bfloat16 to
+    float32 and back) replaced by the value itself, which it is, bit for bit; the widening goes
+    too where nothing else reads it. squall's elementwise ops compute low precision in float32
+    and convert back, so their derivatives convert there and back between them: on the torch
+    executor a kernel each (a bfloat16 LLaMA training step made 109 conversions, eager 26).
+    A conversion the trace returns stays (the value itself would alias another)."""
+    returned = {p.name for p in flat_proxies(trace.output)}
+    widened_from: dict[str, TensorProxy] = {}  # a widening's result -> the value it widened
+    mapping: dict[int, TensorProxy] = {}  # a round trip's result -> the value it started from
+    bsyms = []
+    for bsym in trace.bsyms:
+        bsym = bsym.swap_proxies(mapping) if mapping else bsym
+        if Tags.SIDE_EFFECT in bsym.sym.tags:
+            widened_from.clear()  # (a write may change a value a later use would read in its place)
+        if bsym.sym.id == prims.convert_element_type.id and isinstance(bsym.args[0], TensorProxy):
+            value, out = bsym.args[0], bsym.output
+            origin = widened_from.get(value.name)
+            if origin is not None and origin.dtype == out.dtype and out.name not in returned:
+                mapping[id(out)] = origin
+                continue
+            if _widens_exactly(value.dtype, out.dtype):
+                widened_from[out.name] = value
+        bsyms.append(bsym)
+    if not mapping:
+        return trace
+    return Trace.from_trace(trace, bsyms=remove_dead_code(bsyms, trace.output), provenance="conversions back to a widened value's dtype removed")
+
+
+# torch's kernels for these compute a bfloat16 or float16 result in float32 and round it once:
+# the same bits as converting the operands to float32, computing there and converting back. With
+# a number operand only mul and div do so on a CPU (its vectorized add rounds the number first)
+_NARROW_IN_ONE_KERNEL = frozenset({prims.add.id, prims.sub.id, prims.mul.id, prims.div.id, prims.neg.id})
+_NARROW_WITH_NUMBERS = frozenset({prims.mul.id, prims.div.id})
+
+
+def narrow_ops_on_torch(trace: Trace) -> Trace:
+    """`trace` (planned) with each op that the torch executor computes in float32 between
+    widenings of its operands and a narrowing of its result (bfloat16 -> float32, mul, ->
+    bfloat16: how squall's elementwise ops and their derivatives compute low precision) run on
+    the narrow operands instead, as eager runs it: torch's kernel computes in float32 and rounds
+    once, so the result is the same bits, in one kernel where there were up to four."""
+    returned = {p.name for p in flat_proxies(trace.output)}
+    readers: dict[str, int] = {}
+    for bsym in trace.bsyms:
+        for p in bsym.input_proxies():
+            readers[p.name] = readers.get(p.name, 0) + 1
+    by_torch = lambda b: b.executor is not None and b.executor.name == "torch"
+    widened_from: dict[str, TensorProxy] = {}
+    computed: dict[str, tuple[int, BoundSymbol]] = {}  # a foldable op's result -> (index, the op)
+    folded: dict[int, BoundSymbol] = {}
+    dropped: set[int] = set()
+    for i, bsym in enumerate(trace.bsyms):
+        if Tags.SIDE_EFFECT in bsym.sym.tags:
+            widened_from.clear()  # (the op moves to its narrowing: a write between may change its operands)
+            computed.clear()
+        if not by_torch(bsym):
+            continue
+        if bsym.sym.id == prims.convert_element_type.id and isinstance(bsym.args[0], TensorProxy):
+            value, out = bsym.args[0], bsym.output
+            if _widens_exactly(out.dtype, value.dtype) and value.name in computed and readers.get(value.name) == 1 and value.name not in returned:
+                j, op = computed.pop(value.name)
+                narrow = [widened_from[a.name] if isinstance(a, TensorProxy) else a for a in op.args]
+                if all(not isinstance(a, TensorProxy) or a.dtype == out.dtype for a in narrow):
+                    folded[i] = op.from_bsym(args=tuple(narrow), output=out)
+                    dropped.add(j)
+                    continue
+            if _widens_exactly(value.dtype, out.dtype) and value.dtype in (torch.bfloat16, torch.float16):
+                widened_from[out.name] = value
+        elif (bsym.sym.id in _NARROW_IN_ONE_KERNEL and not bsym.kwargs and isinstance(bsym.output, TensorProxy)
+              and any(isinstance(a, TensorProxy) for a in bsym.args)
+              and all(a.name in widened_from if isinstance(a, TensorProxy) else bsym.sym.id in _NARROW_WITH_NUMBERS for a in bsym.args)):
+            computed[bsym.output.name] = (i, bsym)
+    if not folded:
+        return trace
+    bsyms = [folded.get(i, b) for i, b in enumerate(trace.bsyms) if i not in dropped]
+    return Trace.from_trace(trace, bsyms=remove_dead_code(bsyms, trace.output), provenance="ops on float32 between narrow values run narrow (torch)")
+
+
+def _widens_exactly(narrow: torch.dtype, wide: torch.dtype) -> bool:
+    # every value of a narrower float type is one of a wider float type (float16 is not bfloat16's)
+    return narrow.is_floating_point and wide.is_floating_point and wide.itemsize > narrow.itemsize and torch.promote_types(narrow, wide) == wide
 
 
 def free_after_last_use(trace: Trace) -> Trace:

@@ -29,7 +29,7 @@ from .codegen import GeneratedFunction, generate
 from .collection import collection_paused
 from .grad_rules import default_grad_rules
 from .gradients import GradRule, NoGradRule, differentiate
-from .passes import free_after_last_use, write_backs_folded
+from .passes import free_after_last_use, lossless_round_trips_removed, narrow_ops_on_torch, write_backs_folded
 from .planner import Plan, plan
 
 __all__ = ["Compilation", "compile_program", "compile_traced", "STATE_KEYWORD", "state_as_keywords"]
@@ -333,8 +333,8 @@ def _positional(trace: Trace) -> list[InputBinding]:
 def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, start, generate_code) -> Compilation:
     """Plan forward and backward separately on the marketplace, generate both, and the program
     that runs them inside one autograd.Function."""
-    forward = write_backs_folded(plan(diff.forward, executors))
-    backward = plan(diff.backward, executors)
+    forward = write_backs_folded(narrow_ops_on_torch(plan(lossless_round_trips_removed(diff.forward), executors)))
+    backward = narrow_ops_on_torch(plan(lossless_round_trips_removed(diff.backward), executors))
     seconds["plan"] = (now := time.perf_counter()) - start
     if not generate_code:
         return Compilation([traced, diff.forward, diff.backward, forward, backward], bindings, None, seconds)
@@ -367,7 +367,7 @@ def _backward_without(diff, executors) -> Callable[[frozenset[str]], Callable | 
         trace = diff.backward_without(absent)
         if trace is None:
             return None
-        return _generate_backward(free_after_last_use(plan(trace, executors)), len(diff.saved)).fn
+        return _generate_backward(free_after_last_use(narrow_ops_on_torch(plan(lossless_round_trips_removed(trace), executors))), len(diff.saved)).fn
 
     return build
 
