@@ -9,6 +9,13 @@ A step is forward + loss + backward as in bench/training.py (its workloads, plus
 resnet50 at 2 images of 64x64 and a tiny transformers GPT-2). Printed per workload: the
 total calls that launch kernels (views and metadata ops left out, see tests/kernel_calls.py's `LAUNCHES_NOTHING`)
 for eager and for squall (`executors=["torch"]`), then each op whose count differs.
+--dtype bfloat16 runs the models and inputs in bfloat16.
+
+Measured 2026-11-27 (CPU, torch 2.13), bfloat16: llama 363 calls against eager's 276 (`_to_copy`
+109 against 26: squall computes bfloat16 arithmetic in float32 and its derivatives converted there
+and back between ops), gpt2 264 against 211. After the conversions back to a widened value's dtype
+were removed and ops between conversions ran narrow (squall.compiler.passes): llama 280, gpt2 217;
+float32 unchanged (llama 255 against 251, resnet50 408 against 408, gpt2 179 against 191).
 """
 from __future__ import annotations
 
