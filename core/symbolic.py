@@ -33,7 +33,7 @@ import torch
 from . import size_polynomials as polynomials
 from .size_polynomials import Poly
 
-__all__ = ["BelowPythonAPI", "SizeBelowPythonAPI", "SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "concrete_value", "slice_indices", "guarded_int", "same_shape", "same_size", "lone_symbol", "size_read"]
+__all__ = ["BelowPythonAPI", "SizeBelowPythonAPI", "SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "concrete_value", "slice_indices", "guarded_int", "guarded_residue", "same_shape", "same_size", "lone_symbol", "size_read"]
 
 
 def size_read(input_name: str, dim: int | None) -> str:
@@ -543,3 +543,16 @@ def guarded_int(x: Any) -> Any:
     an op whose meta needs the number itself (how many pieces a split makes, a convolution's
     padding)."""
     return operator.index(x) if type(x) is SymInt else x
+
+
+def guarded_residue(x: Any) -> Any:
+    """`x`, or a symbolic size's value, guarded as the relation `x == value` (a shape guard)
+    rather than by keying its symbols by value: for a number that takes a few values whatever
+    the sizes (a remainder: the rows a strided window leaves over), which `guarded_int` would
+    make compile a variant for every size instead of one per value."""
+    if type(x) is not SymInt:
+        return x
+    value = x.value
+    if not x == value:  # (the comparison records the guard)
+        raise AssertionError(f"squall: {source(x)} is not its own value {value}")
+    return value

@@ -54,6 +54,9 @@ FACTORIES = {
     "full(size=)": (lambda x: x + torch.full(size=(x.shape[0],), fill_value=3), LENGTHS_1D),
     "arange(n)": (lambda x: x + torch.arange(x.shape[0]), LENGTHS_1D),
     "arange(n - 1, -1, -1)": (lambda x: x + torch.arange(x.shape[0] - 1, -1, -1), LENGTHS_1D),
+    # a float range of sizes (rotary and sinusoidal positions): before, its length was read as a float, keyed by value
+    "arange(n, dtype=float32)": (lambda x: x * torch.arange(x.shape[0], dtype=torch.float32), LENGTHS_1D),
+    "arange(1, n, 2, dtype=float64)": (lambda x: x.sum() + torch.arange(1, x.shape[0], 2, dtype=torch.float64).sum(), LENGTHS_1D),
     "new_ones(n, b)": (lambda x: x.T + x.new_ones(x.shape[1], x.shape[0]), LENGTHS),
     "new_zeros((n,))": (lambda x: x + x.new_zeros((x.shape[0],)), LENGTHS_1D),
     "new_full((n,), v)": (lambda x: x + x.new_full((x.shape[0],), 7.0), LENGTHS_1D),

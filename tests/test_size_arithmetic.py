@@ -134,6 +134,25 @@ def test_a_split_on_an_inferred_dimension_keeps_the_batch_symbolic():
     assert jitted_state(jf).cache_info().misses == 1
 
 
+def _shift_right(ids):
+    """T5's and BART's decoder inputs from labels: a slice assignment over symbolic sizes."""
+    out = ids.new_zeros(ids.shape)
+    out[..., 1:] = ids[..., :-1].clone()
+    out[..., 0] = 5
+    out[:, 1::3] += 1  # a stepped region, of a length that depends on the size's remainder
+    return out.masked_fill(out == -100, 0)
+
+
+def test_a_slice_assignment_keeps_its_sizes_symbolic():
+    jf = squall.jit(_shift_right, dynamic=True, executors=["torch"])
+    for shape in [(2, 8), (3, 5), (4, 9), (2, 2), (5, 12)]:
+        x = torch.randint(-100, 50, shape)
+        torch.testing.assert_close(jf(x), _shift_right(x))
+    # before: the assigned region's sizes were read as ints (`len(range(...))`), which keyed
+    # both dimensions by value, and every shape compiled
+    assert jitted_state(jf).cache_info().misses == 1
+
+
 def test_a_size_prints_as_its_expression_and_reads_as_its_digits():
     env = ShapeEnv()
     s0 = env.symbol(6, "x", 1)

@@ -445,3 +445,22 @@ def test_a_global_adaptive_pool_divides_by_the_symbolic_map_size():
         x = torch.randn(2, 3, size, size + 2)
         assert_close(jf(x), _global_pool_after_strided_conv(x))
     assert _misses(jf) == 1
+
+
+def test_a_strided_convolutions_input_gradient_compiles_once_per_remainder_not_per_size():
+    """The gradient of a strided convolution's input adds back the rows the forward's floor
+    dropped, a remainder of the stride, which the transposed convolution takes as a constant:
+    guarded as that relation, sizes of one remainder share a program (before, the size itself
+    was read and every image size compiled, as a CNN in training did)."""
+    w = torch.randn(4, 3, 3, 3, requires_grad=True)
+    jf = squall.jit(_global_pool_after_strided_conv, dynamic=True, executors=["torch"])
+    for size in (9, 13, 10, 21, 14):  # (size - 3) % 2: 0, 0, 1, 0, 1
+        x = torch.randn(2, 3, size, size, requires_grad=True)
+        ours, theirs = x.detach().clone().requires_grad_(), x.detach().clone().requires_grad_()
+        jf(ours, w).square().sum().backward()
+        w_grad, w.grad = w.grad, None
+        _global_pool_after_strided_conv(theirs, w).square().sum().backward()
+        assert_close(ours.grad, theirs.grad)
+        assert_close(w_grad, w.grad)
+        w.grad = None
+    assert _misses(jf) == 2

@@ -269,7 +269,10 @@ def arange(start=None, end=None, step=1, *, out=None, dtype=None, layout=None, d
         return prims.iota(length, start=start, step=step, device=device, dtype=dtype)
     check(step != 0, lambda: "step must be nonzero", RuntimeError)
     check((end - start) * step >= 0, lambda: "upper bound and lower bound inconsistent with step sign", RuntimeError)
-    length = max(math.ceil((float(end) - float(start)) / float(step)), 0)
+    if all(map(is_size, (start, end, step))):  # `arange(n, dtype=torch.float32)`: the int64 length, n symbolic or not
+        length = max((end - start + step - ((step > 0) - (step < 0))) // step, 0)
+    else:
+        length = max(math.ceil((float(end) - float(start)) / float(step)), 0)
     if dtype.is_floating_point:
         return prims.iota(length, start=float(start), step=float(step), device=device, dtype=dtype)
     check(dtype != torch.bool and not dtype.is_complex, lambda: f"arange() does not support dtype {dtype}", RuntimeError)

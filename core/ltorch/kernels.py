@@ -18,7 +18,7 @@ import torch
 from .. import ltorch, prims
 from ..proxies import TensorProxy
 from ..symbol import Symbol, Tags
-from ..symbolic import guarded_int
+from ..symbolic import guarded_residue
 from . import torchsymbol
 from .attention_kernels import (
     efficient_attention, efficient_attention_backward, flash_attention, flash_attention_backward,
@@ -313,9 +313,10 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
                 gi = prims.slice(gi, [0] * gi.ndim, list(input.shape), [1] * gi.ndim)
         else:
             # the transposed convolution, with the rows the forward's floor dropped added back
-            # (a symbolic size's rows read and guarded: the convolution takes constants there)
+            # (the convolution takes constants there: with a symbolic size, the rows are guarded as
+            # a relation, a remainder of the stride, so each remainder compiles, not each size)
             extra = tuple(
-                guarded_int(size - ((o - 1) * s - 2 * p + d * (kk - 1) + 1))
+                guarded_residue(size - ((o - 1) * s - 2 * p + d * (kk - 1) + 1))
                 for size, o, s, p, d, kk in zip(input.shape[2:], g.shape[2:], stride, padding, dilation, kernel)
             )
             gi = prims.convolution(g, weight, None, tuple(stride), tuple(padding), tuple(dilation), True, extra, groups)

@@ -183,7 +183,8 @@ def _setitem_value(a: TensorProxy, key, value) -> TensorProxy:
         indices = _index_tuple(k)
         shape = _indexed_shape(a, indices)
         return prims.index_put(a, indices, _value_as(a, value, shape), False)
-    region = [len(range(lo, hi, st)) for lo, hi, st in zip(k.starts, k.stops, k.steps)]
+    # the region's sizes as prims.slice computes them (stop >= start): symbolic sizes stay symbolic
+    region = [(hi - lo + st - 1) // st for lo, hi, st in zip(k.starts, k.stops, k.steps)]
     target = list(_basic_shape(region, k))
     source = _value_as(a, value, target)
     if k.empty_axes:

@@ -132,7 +132,10 @@ class CompileWorker:
         try:
             ours, theirs = socket.socketpair()
             self._stderr = tempfile.TemporaryFile()
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+            # torch's pass that turns Python floats into tensors (for Dynamo's float inputs) finds no
+            # graph node for a float a region computes from its size symbols (a batch norm's n / (n - 1))
+            # and raises: a region's inputs are all tensors, so inductor computes those floats itself
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), TENSORIFY_PYTHON_SCALARS="0")
             self._process = subprocess.Popen(
                 [sys.executable, "-c", _WORKER_MAIN, str(theirs.fileno()), str(os.getpid())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

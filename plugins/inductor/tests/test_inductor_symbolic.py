@@ -1,6 +1,7 @@
 """Regions with symbolic sizes: one inductor compilation serves every length (squall_inductor.symbolic)."""
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import warnings
@@ -384,3 +385,19 @@ def test_a_slice_bound_from_a_symbol_no_input_holds_is_declined_saying_why():
         resolve_operation("torch.Tensor.__getitem__")(x, (slice(None), slice(None, n // 2)))
         return x
     _assert_declined_for_an_unheld_symbol(_one_call_region_compiled(9, sliced))
+
+
+def test_a_batch_norm_in_training_compiles_for_symbolic_sizes_in_the_worker():
+    """Its running variance's n / (n - 1) is a float of the size symbols, which torch's pass that
+    turns Python floats into tensors could not place (KeyError: s85): the region fell back to torch."""
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    torch.manual_seed(0)
+    ours = torch.nn.Sequential(torch.nn.BatchNorm2d(4), torch.nn.ReLU()).train()
+    theirs = copy.deepcopy(ours)
+    jfn = squall.jit(ours, executors=[ex, "torch"], wait=True, dynamic=True)
+    for b, n in [(2, 9), (3, 12), (4, 7)]:
+        x = torch.randn(b, 4, n, n)
+        torch.testing.assert_close(jfn(x), theirs(x))
+    torch.testing.assert_close(ours[0].running_var, theirs[0].running_var)
+    assert not ex.compile_errors, ex.compile_errors
+    assert _region_compiles(ex) >= 1, ex.outcomes
