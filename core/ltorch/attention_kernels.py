@@ -1,7 +1,7 @@
-"""Attention's kernel operations: PyTorch's fused attention kernels as `kernels` declares its
-others (an aten op run whole by the torch executor, a decomposition over prims for the rest),
-and the softmax the math path saves. The CPU flash kernel, and CUDA's flash and memory-efficient
-kernels, which take (B, L, H, E) tensors: the attention's (B, H, L, E) inputs transposed."""
+"""Attention's kernel operations: PyTorch's fused attention kernels, declared as `kernels`
+declares the others (an aten op the torch executor runs whole, a decomposition over prims for
+the other executors). The CPU flash kernel, and CUDA's flash and memory-efficient kernels,
+which take (B, L, H, E) tensors: the attention's (B, H, L, E) inputs transposed."""
 from __future__ import annotations
 
 import math
@@ -11,20 +11,9 @@ import torch
 from .. import ltorch, prims
 from . import torchsymbol
 from .attention import repeat_heads, sum_repeated_heads
-from .kernel_support import _dim, _keep, _swap_last, _to, _up
+from .kernel_support import _keep, _swap_last, _to, _up
 
 aten = torch.ops.aten
-
-
-@torchsymbol(aten._softmax.default, id="aten._softmax")
-def softmax_forward(self, dim, half_to_float):
-    """softmax of a floating tensor over `dim` (what attention's backward reads)."""
-    d = _dim(dim, self.ndim)
-    x = _up(self)
-    if d and x.shape[d[0]] > 0:
-        x = prims.sub(x, _keep(prims.amax(x, d), x.shape, d))
-    e = prims.exp(x)
-    return _to(prims.div(e, _keep(prims.sum(e, d), x.shape, d)), torch.float32 if half_to_float else self.dtype)
 
 
 def _attention_scores(query, key, is_causal, attn_mask, scale):

@@ -22,7 +22,7 @@ from ..symbolic import guarded_residue
 from . import torchsymbol
 from .attention_kernels import (
     efficient_attention, efficient_attention_backward, flash_attention, flash_attention_backward,
-    flash_attention_for_cpu, flash_attention_for_cpu_backward, softmax_forward,
+    flash_attention_for_cpu, flash_attention_for_cpu_backward,
 )
 from .helpers import count_operand, is_tensor, times_ratio
 from .losses import nll, nll_parts
@@ -55,15 +55,27 @@ def log_softmax_backward_data(grad_output, output, dim, input_dtype):
     return _to(gx, input_dtype)
 
 
+@torchsymbol(aten._softmax.default, id="aten._softmax")
+def softmax_forward(self, dim, half_to_float):
+    """softmax of a floating tensor over `dim` (what attention's backward reads)."""
+    d = _dim(dim, self.ndim)
+    x = _max_shifted(_up(self), d)
+    e = prims.exp(x)
+    return _to(prims.div(e, _keep(prims.sum(e, d), x.shape, d)), torch.float32 if half_to_float else self.dtype)
+
+
 @torchsymbol(aten._log_softmax.default, id="aten._log_softmax")
 def log_softmax_forward(input, dim, half_to_float):
     """log_softmax of a floating tensor over `dim` (what cross_entropy's forward saves)."""
     d = _dim(dim, input.ndim)
-    x = _up(input)
-    if d and x.shape[d[0]] > 0:
-        x = prims.sub(x, _keep(prims.amax(x, d), x.shape, d))
+    x = _max_shifted(_up(input), d)
     out = prims.sub(x, _keep(prims.log(prims.sum(prims.exp(x), d)), x.shape, d))
     return _to(out, torch.float32 if half_to_float else input.dtype)
+
+
+def _max_shifted(x: TensorProxy, d: tuple[int, ...]) -> TensorProxy:
+    # x less its maximum over `d` (exp of it cannot overflow); an empty `d` or dimension as it is
+    return prims.sub(x, _keep(prims.amax(x, d), x.shape, d)) if d and x.shape[d[0]] > 0 else x
 
 
 # --- layer and RMS norm ---------------------------------------------------------------------
