@@ -42,7 +42,7 @@ def flash_attention_for_cpu(query, key, value, dropout_p, is_causal, *, attn_mas
 
 # the memory-efficient CUDA kernel keeps the logsumexp of a multiple of this many query rows
 _EFFICIENT_LSE_ROWS = 32
-_HEADS_SECOND = (0, 2, 1, 3)  # (B, H, L, E) <-> (B, L, H, E), the layout CUDA's kernels take
+HEADS_SECOND = (0, 2, 1, 3)  # (B, H, L, E) <-> (B, L, H, E), the layout CUDA's kernels take
 
 
 @torchsymbol(aten._scaled_dot_product_efficient_attention.default, id="aten._scaled_dot_product_efficient_attention")
@@ -64,10 +64,10 @@ def efficient_attention_backward(grad_out, query, key, value, bias, out, cu_seql
                                  *, scale, num_splits_key, window_size, shared_storage_dqdkdv):
     """Gradients of `efficient_attention` for (query, key, value, bias), here without bias, dropout or
     packed sequences. The kernel takes and gives (B, L, H, E) tensors: the attention's inputs transposed."""
-    g, q, k, v, o = (prims.transpose(t, _HEADS_SECOND) for t in (grad_out, query, key, value, out))
+    g, q, k, v, o = (prims.transpose(t, HEADS_SECOND) for t in (grad_out, query, key, value, out))
     lse = prims.slice(logsumexp, (0, 0, 0), (*logsumexp.shape[:2], q.shape[2]), (1, 1, 1))
     gq, gk, gv = _attention_grads(g, q, k, v, o, lse, custom_mask_type == 1, None, scale)
-    return *(prims.transpose(t, _HEADS_SECOND) for t in (gq, gk, gv)), None
+    return *(prims.transpose(t, HEADS_SECOND) for t in (gq, gk, gv)), None
 
 
 @torchsymbol(aten._flash_attention_forward.default, id="aten._flash_attention_forward")
@@ -75,20 +75,20 @@ def flash_attention(query, key, value, cum_seq_q, cum_seq_k, max_q, max_k, dropo
     """(B, L, H, E) attention on CUDA's flash kernel, here without dropout or packed sequences:
     the output, the rows' logsumexp (B, H, L), the dropout's generator state and offset (unused
     without dropout) and an empty debug mask."""
-    q, k, v = (prims.transpose(t, _HEADS_SECOND) for t in (query, key, value))
+    q, k, v = (prims.transpose(t, HEADS_SECOND) for t in (query, key, value))
     out, lse = _attention_with_logsumexp(q, k, v, is_causal, None, scale)
     state = prims.full((2,), 0, device=query.device, dtype=torch.uint64)
     offset = prims.full((), 0, device=query.device, dtype=torch.uint64)
     debug_mask = prims.full((0,), 0, device=query.device, dtype=query.dtype)
-    return prims.transpose(out, _HEADS_SECOND), lse, state, offset, debug_mask
+    return prims.transpose(out, HEADS_SECOND), lse, state, offset, debug_mask
 
 
 @torchsymbol(aten._flash_attention_backward.default, id="aten._flash_attention_backward")
 def flash_attention_backward(grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal,
                              rng_state, unused, *, scale):
     """Gradients of `flash_attention` for (query, key, value), (B, L, H, E) as its inputs."""
-    g, q, k, v, o = (prims.transpose(t, _HEADS_SECOND) for t in (grad_out, query, key, value, out))
-    return tuple(prims.transpose(t, _HEADS_SECOND) for t in _attention_grads(g, q, k, v, o, logsumexp, is_causal, None, scale))
+    g, q, k, v, o = (prims.transpose(t, HEADS_SECOND) for t in (grad_out, query, key, value, out))
+    return tuple(prims.transpose(t, HEADS_SECOND) for t in _attention_grads(g, q, k, v, o, logsumexp, is_causal, None, scale))
 
 
 def _attention_with_logsumexp(query, key, value, is_causal, attn_mask, scale):
