@@ -108,12 +108,14 @@ def _kernels_agree_with_math(backend: SDPBackend, dtype: torch.dtype, device: to
     their arguments otherwise keeps the math path, with a warning, instead of failing a call."""
     from ...market.torch_executor import make_executor  # (the market's executor runs what grad rules record)
 
-    run = make_executor().implementation_for
+    executor = make_executor()
+    run = lambda kernel, *args, **kwargs: executor.implementation_for(kernel).impl(*args, **kwargs)
     generator = torch.Generator(device=device).manual_seed(0)
     q, kk, v, g = (torch.randn(1, 2, 16, 64, device=device, dtype=dtype, generator=generator) for _ in range(4))
     try:
         with torch._C._DisableAutocast():  # (a trace under torch.autocast asks too: the check is as traced, without it)
-            out, grads = _run_kernels(run, backend, q, kk, v, g)
+            out, saved = _cuda_attention(backend, run, torch.permute, q, kk, v, True, None)
+            grads = _cuda_attention_grads(backend, run, torch.permute, g, q, kk, v, out, saved, True, None)
     except Exception as e:  # noqa: BLE001 - any failure: the math path, which computes the same
         why = f"{type(e).__name__}: {e}"
     else:
@@ -133,21 +135,37 @@ def _kernels_agree_with_math(backend: SDPBackend, dtype: torch.dtype, device: to
     return False
 
 
-def _run_kernels(run, backend: SDPBackend, q, kk, v, g) -> tuple:
-    """The output and (query, key, value) gradients of `backend`'s kernels, called as the rule records them."""
-    t = functools.partial(torch.transpose, dim0=1, dim1=2)  # (B, H, L, E) <-> (B, L, H, E)
-    L, S = q.shape[2], kk.shape[2]
-    if backend == SDPBackend.FLASH_ATTENTION:
-        out, lse, state, offset, _ = run(k.flash_attention).impl(t(q), t(kk), t(v), None, None, L, S, 0.0, True, False, scale=None)
-        grads = run(k.flash_attention_backward).impl(t(g), t(q), t(kk), t(v), out, lse, None, None, L, S, 0.0, True, state, offset, scale=None)
-        out = t(out)
+def _cuda_attention(backend: SDPBackend, call: Callable, permute: Callable, query, key, value, is_causal, scale) -> tuple:
+    """(output, what the backward reads) of `backend`'s CUDA kernel: the rule records it with
+    `call(kernel, *args, **kwargs)` on proxies, the check runs it on tensors. The flash kernel takes
+    (B, L, H, E): eager's CUDA path hands it the transposed views (`permute`)."""
+    if backend == SDPBackend.EFFICIENT_ATTENTION:
+        out, lse, seed, offset = call(k.efficient_attention, query, key, value, None, True, 0.0, bool(is_causal), scale=scale)
+        return out, (lse, seed, offset)
+    q, kk, v = (permute(t, HEADS_SECOND) for t in (query, key, value))
+    out, lse, state, offset, _ = call(k.flash_attention, q, kk, v, None, None, q.shape[1], kk.shape[1], 0.0, bool(is_causal), False, scale=scale)
+    return permute(out, HEADS_SECOND), (lse, state, offset)
+
+
+def _cuda_attention_grads(backend: SDPBackend, call: Callable, permute: Callable, g, query, key, value, out, saved, is_causal, scale) -> tuple:
+    """The (query, key, value) gradients of `_cuda_attention`'s kernel from what it saved; both
+    backward kernels take (B, L, H, E), as eager's CUDA backward hands them the transposed views."""
+    g_t, q_t, k_t, v_t, o_t = (permute(t, HEADS_SECOND) for t in (g, query, key, value, out))
+    L, S = query.shape[2], key.shape[2]
+    if backend == SDPBackend.EFFICIENT_ATTENTION:
+        lse, seed, offset = saved
+        gq, gk, gv, _ = call(
+            k.efficient_attention_backward, g_t, q_t, k_t, v_t, None, o_t, None, None, L, S, lse, 0.0, seed, offset,
+            1 if is_causal else 0, False, scale=scale, num_splits_key=None, window_size=None, shared_storage_dqdkdv=False,
+        )
     else:
-        out, lse, seed, offset = run(k.efficient_attention).impl(q, kk, v, None, True, 0.0, True, scale=None)
-        grads = run(k.efficient_attention_backward).impl(
-            t(g), t(q), t(kk), t(v), None, t(out), None, None, L, S, lse, 0.0, seed, offset, 1, False,
-            scale=None, num_splits_key=None, window_size=None, shared_storage_dqdkdv=False,
-        )[:3]
-    return out, [t(x) for x in grads]
+        lse, state, offset = saved
+        gq, gk, gv = call(k.flash_attention_backward, g_t, q_t, k_t, v_t, o_t, lse, None, None, L, S, 0.0, bool(is_causal), state, offset, scale=scale)
+    return tuple(permute(t, HEADS_SECOND) for t in (gq, gk, gv))
+
+
+def _record(kernel, *args, **kwargs):
+    return kernel(*args, **kwargs)
 
 
 def _float_mask(attn_mask, like: TensorProxy):
@@ -165,14 +183,8 @@ def _gqa_repeats(query, key, value, enable_gqa) -> tuple[int, int]:
 
 def _sdpa_forward(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     cuda_kernel = _cuda_kernel(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
-    if cuda_kernel == SDPBackend.EFFICIENT_ATTENTION:
-        out, lse, seed, offset = k.efficient_attention(query, key, value, None, True, 0.0, bool(is_causal), scale=scale)
-        return out, (lse, seed, offset)
-    if cuda_kernel == SDPBackend.FLASH_ATTENTION:
-        # the kernel takes (B, L, H, E): eager's CUDA path hands it the transposed views
-        q, kk, v = (ltorch.permute(t, HEADS_SECOND) for t in (query, key, value))
-        out, lse, state, offset, _ = k.flash_attention(q, kk, v, None, None, q.shape[1], kk.shape[1], 0.0, bool(is_causal), False, scale=scale)
-        return ltorch.permute(out, HEADS_SECOND), (lse, state, offset)
+    if cuda_kernel is not None:
+        return _cuda_attention(cuda_kernel, _record, ltorch.permute, query, key, value, is_causal, scale)
     if _flash_for_cpu(query, key, value, attn_mask, dropout_p, enable_gqa):
         out, lse = k.flash_attention_for_cpu(query, key, value, 0.0, is_causal, attn_mask=_float_mask(attn_mask, query), scale=scale)
         return out, (lse,)
@@ -202,19 +214,7 @@ def _sdpa(call: GradCall) -> tuple:
     g = call.g
     cuda_kernel = _cuda_kernel(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     if cuda_kernel is not None:
-        # the kernels take (B, L, H, E): eager's CUDA backward hands them the transposed views
-        g_t, q_t, k_t, v_t, o_t = (ltorch.permute(t, HEADS_SECOND) for t in (g, query, key, value, call.output))
-        L, S = query.shape[2], key.shape[2]
-        if cuda_kernel == SDPBackend.EFFICIENT_ATTENTION:
-            lse, seed, offset = call.residuals
-            gq, gk, gv, _ = k.efficient_attention_backward(
-                g_t, q_t, k_t, v_t, None, o_t, None, None, L, S, lse, 0.0, seed, offset, 1 if is_causal else 0, False,
-                scale=scale, num_splits_key=None, window_size=None, shared_storage_dqdkdv=False,
-            )
-        else:
-            lse, state, offset = call.residuals
-            gq, gk, gv = k.flash_attention_backward(g_t, q_t, k_t, v_t, o_t, lse, None, None, L, S, 0.0, bool(is_causal), state, offset, scale=scale)
-        gq, gk, gv = (ltorch.permute(t, HEADS_SECOND) for t in (gq, gk, gv))
+        gq, gk, gv = _cuda_attention_grads(cuda_kernel, _record, ltorch.permute, g, query, key, value, call.output, call.residuals, is_causal, scale)
         return gq, gk, gv, None, None, None, None, None
     if _flash_for_cpu(query, key, value, attn_mask, dropout_p, enable_gqa):
         (lse,) = call.residuals
