@@ -250,17 +250,16 @@ def compile_traced(
         wrap = checked_call if without_grad is None else (lambda bsym: _without_grad_where_eager(bsym, checked_call(bsym)))
         checked = generate(executed, bindings, **layout, wrap=wrap, shape_guards=True)
     seconds["generate"] = time.perf_counter() - start
-    if traced.context is not None and traced.context.traced_under_autocast:
-        generated, checked = _autocast_off(generated), _autocast_off(checked)
+    generated, checked = _autocast_off(traced, generated), _autocast_off(traced, checked)
     return Compilation([traced, planned, executed], bindings, generated, seconds, checked)
 
 
-def _autocast_off(generated: GeneratedFunction | None) -> GeneratedFunction | None:
-    """`generated` running with torch.autocast off: its trace, made under the caller's autocast,
+def _autocast_off(traced: Trace, generated: GeneratedFunction | None) -> GeneratedFunction | None:
+    """`generated`, running with torch.autocast off where `traced` was made under it: that trace
     holds autocast's casts already (squall.ltorch.autocast), and a call autocast would cast again
     (a decomposition's matmul) would compute in another dtype than traced."""
-    if generated is None:
-        return None
+    if generated is None or traced.context is None or not traced.context.traced_under_autocast:
+        return generated
     return dataclasses.replace(generated, fn=without_autocast(generated.fn))
 
 
@@ -333,27 +332,22 @@ def _positional(trace: Trace) -> list[InputBinding]:
 def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, start, generate_code) -> Compilation:
     """Plan forward and backward separately on the marketplace, generate both, and the program
     that runs them inside one autograd.Function."""
-    forward = write_backs_folded(narrow_ops_on_torch(plan(lossless_round_trips_removed(diff.forward), executors)))
-    backward = narrow_ops_on_torch(plan(lossless_round_trips_removed(diff.backward), executors))
+    forward = write_backs_folded(_planned_differentiated(diff.forward, executors))
+    backward = _planned_differentiated(diff.backward, executors)
     seconds["plan"] = (now := time.perf_counter()) - start
     if not generate_code:
         return Compilation([traced, diff.forward, diff.backward, forward, backward], bindings, None, seconds)
     forward_x, backward_x = free_after_last_use(forward), free_after_last_use(backward)
     forward_fn = generate(forward_x, _positional(forward_x), takes_params=False, nargs=len(forward_x.inputs), takes_kwargs=False, call_arguments=False)
     backward_fn = _generate_backward(backward_x, len(diff.saved))
-    under_autocast = traced.context is not None and traced.context.traced_under_autocast
     function = autograd_function(diff, forward_fn.fn, backward_fn.fn, traced.name, _backward_without(diff, executors))
     program = free_after_last_use(calling_trace(traced, function))
-    generated = generate(program, bindings, **layout, shape_guards=True)
-    if under_autocast:
-        generated = _autocast_off(generated)
+    generated = _autocast_off(traced, generate(program, bindings, **layout, shape_guards=True))
     generated.parts = {"forward": forward_fn, "backward": backward_fn}
     traces = [traced, diff.forward, diff.backward, forward, backward, forward_x, backward_x, program]
     compilation = Compilation(traces, bindings, generated, seconds)
     if any(map(needs_check, forward_x.bsyms)) or any(map(needs_check, backward_x.bsyms)):
-        compilation.checked = _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, layout, executors)
-        if under_autocast:
-            compilation.checked = _autocast_off(compilation.checked)
+        compilation.checked = _autocast_off(traced, _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, layout, executors))
     seconds["generate"] = time.perf_counter() - now
     return compilation
 
@@ -367,9 +361,15 @@ def _backward_without(diff, executors) -> Callable[[frozenset[str]], Callable | 
         trace = diff.backward_without(absent)
         if trace is None:
             return None
-        return _generate_backward(free_after_last_use(narrow_ops_on_torch(plan(lossless_round_trips_removed(trace), executors))), len(diff.saved)).fn
+        return _generate_backward(free_after_last_use(_planned_differentiated(trace, executors)), len(diff.saved)).fn
 
     return build
+
+
+def _planned_differentiated(trace: Trace, executors) -> Trace:
+    """A forward or backward trace of a differentiated program, planned: without the conversions
+    its low-precision derivatives make there and back, before and after planning (squall.compiler.passes)."""
+    return narrow_ops_on_torch(plan(lossless_round_trips_removed(trace), executors))
 
 
 def _generate_backward(executed: Trace, n_saved: int, wrap: Callable | None = None) -> GeneratedFunction:
