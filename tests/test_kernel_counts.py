@@ -174,11 +174,13 @@ def test_statistics_are_updated_once_when_a_later_faulty_executor_makes_the_call
         torch.testing.assert_close(got, want)
 
 
-def test_bfloat16_arithmetic_and_its_gradients_are_eagers_bit_for_bit():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA: its half-precision kernels compute in float32 too"))])
+def test_bfloat16_arithmetic_and_its_gradients_are_eagers_bit_for_bit(device):
     # the torch plan runs each op as eager's kernel on the bfloat16 operands, which computes in
     # float32 and rounds once, as squall's float32 form did: the same bits, not merely close
     torch.manual_seed(0)
-    args = tuple(torch.randn(64, 33, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    args = tuple(torch.randn(64, 33, dtype=torch.bfloat16, device=device, requires_grad=True) for _ in range(3))
     _, expected, expected_grads = _step_calls(_bfloat16_arithmetic, args)
     _, out, grads = _step_calls(squall.jit(_bfloat16_arithmetic, executors=["torch"]), args)
     assert torch.equal(out, expected)
@@ -196,3 +198,18 @@ def test_a_gradient_rounded_through_bfloat16_stays_rounded():
     _, out, (grad,) = _step_calls(squall.jit(rounded, executors=["torch"]), args)
     assert torch.equal(out, expected) and torch.equal(grad, expected_grad)
     assert not torch.equal(grad, args[1])  # (the gradient is w rounded to bfloat16)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_a_global_pool_is_differentiated_as_the_mean_eager_computes(dtype):
+    # eager computes adaptive_avg_pool2d(x, 1) (every CNN's head) as a mean, and its gradient as
+    # an expand and a divide: not the pooling backward kernel, atomic and slow in bfloat16 on CUDA
+    def head(x):
+        return F.adaptive_avg_pool2d(x, 1).flatten(1)
+
+    torch.manual_seed(0)
+    args = (torch.randn(4, 8, 5, 6, dtype=dtype, requires_grad=True),)
+    eager_calls, expected, (expected_grad,) = _step_calls(head, args)
+    calls, out, (grad,) = _step_calls(squall.jit(head, executors=["torch"]), args)
+    assert calls == eager_calls, f"squall {dict(calls)} against eager {dict(eager_calls)}"
+    assert torch.equal(out, expected) and torch.equal(grad, expected_grad)

@@ -7,6 +7,7 @@ import torch
 
 from .. import prims
 from .base import torchsymbol
+from .reductions import mean
 from .helpers import check, computation_dtype, count_operand, is_tensor, to_dtype
 from .windows import batched, sizes_text, unbatch, window_counts, windows
 from ..proxies import TensorProxy
@@ -37,6 +38,11 @@ def _adaptive_setup(name: str, n: int, input, output_size):
     sizes = tuple(guarded_int(L if o is None else o) for o, L in zip(output_size, spatial))
     check(all(isinstance(o, int) and o >= 0 for o in sizes), lambda: f"{name}: elements of output_size must be greater than or equal to 0 but received {list(output_size)}", RuntimeError)
     return sizes
+
+
+def is_global(sizes: tuple[int, ...]) -> bool:
+    """Whether adaptive pooling to `sizes` pools each plane to a single value."""
+    return all(size == 1 for size in sizes)
 
 
 def _bounds(L: int, out: int, device) -> tuple[TensorProxy, TensorProxy]:
@@ -93,6 +99,10 @@ def _adaptive_avg_dim(x: TensorProxy, dim: int, out: int) -> TensorProxy:
 def _adaptive_avg_pool(name: str, n: int, input, output_size) -> TensorProxy:
     sizes = _adaptive_setup(name, n, input, output_size)
     check(input.dtype.is_floating_point, lambda: f"{name}(): not implemented for '{input.dtype}'", NotImplementedError)
+    if is_global(sizes):
+        # eager computes a global pool as the mean over the pooled dims (its kernel and its
+        # gradient: an expand and a divide, not the pooling backward kernel)
+        return mean(input, tuple(range(-n, 0)), keepdim=True)
     x = to_dtype(input, computation_dtype(input.dtype))
     for i, out in enumerate(sizes):
         x = _adaptive_avg_dim(x, input.ndim - n + i, out)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from ... import ltorch, prims
 from ...ltorch import kernels as k
+from ...ltorch.pooling import is_global
 from ...proxies import TensorProxy
 from ..gradients import GradCall, NoGradRule
 from .support import per_argument
@@ -117,6 +118,11 @@ def _avg_pool2d(call: GradCall) -> tuple:
 @per_argument
 def _adaptive_avg_pool2d(call: GradCall) -> tuple:
     input, _ = call.args
+    if is_global(tuple(call.output.shape[-2:])):
+        # eager computes a global pool as a mean, and its gradient as the mean's: an expand and a
+        # divide (not the pooling backward kernel, which in bfloat16 on CUDA is atomic and slow)
+        h, w = input.shape[-2:]
+        return ltorch.div(ltorch.expand(call.g, input.shape), h * w), None
     return k.adaptive_avg_pool2d_backward(call.g, input), None
 
 
