@@ -1,10 +1,10 @@
 """Where a CUDA step spends its GPU time, eager against squall's torch plan, kernel by kernel.
 
-    python bench/gpu_kernel_time.py [--only resnet50 llama ...] [--inference] [--train-dtype bfloat16] [--steps 3] [--top 25]
+    python bench/gpu_kernel_time.py [--only resnet50 llama ...] [--inference] [--train-dtype bfloat16] [--autocast] [--steps 3] [--top 25]
 
 bench/gpu_models.py says how much slower or faster a step is; this says why. For each model of
-gpu_models.py (training step in float32 by default, as there, or in --train-dtype; --inference
-for bfloat16 without gradients), eager and `squall.jit(model, executors=["torch"])` each run warm steps, are timed in
+gpu_models.py (training step in float32 by default, as there, or in --train-dtype; --autocast: a
+float32 model's step under bfloat16 autocast; --inference for bfloat16 without gradients), eager and `squall.jit(model, executors=["torch"])` each run warm steps, are timed in
 alternating rounds (CUDA events), then run --steps steps under torch.profiler. Printed per model:
 per step, the GPU time and the number of kernels of each contender; the aten ops each calls per
 step with their GPU time (which op launched the difference: `cudnn_batch_norm` against
@@ -35,7 +35,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import squall
 from gpu_fusion import median_cuda_ms  # bench/ is on sys.path when this script runs
-from gpu_models import MODELS, _step
+from gpu_models import MODELS, _logits, _step
 
 
 def _device_us(event) -> float:
@@ -81,19 +81,36 @@ def _compare(title: str, eager: dict, squall_: dict, top: int, key=lambda row: a
         print(f"  {e_calls:6.1f} {e_us:10.1f} | {s_calls:6.1f} {s_us:10.1f}   {name[:110]}")
 
 
-def run(name: str, train: bool, steps: int, top: int, rounds: int, train_dtype: torch.dtype) -> None:
+def _autocast_step(model: torch.nn.Module, compiled, inputs: dict[str, torch.Tensor]):
+    """A mixed-precision training step as users write it: the forward and the loss under CUDA
+    autocast (bfloat16), the backward outside it."""
+    def step():
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = _logits(compiled(**inputs))
+            loss = out.float().square().mean()
+        loss.backward()
+        return out
+    return step
+
+
+def run(name: str, train: bool, steps: int, top: int, rounds: int, train_dtype: torch.dtype, autocast: bool = False) -> None:
     build, make_inputs = MODELS[name]
     torch.manual_seed(0)
     model = build().cuda().train(train)
     inputs = make_inputs()
     dtype = train_dtype if train else torch.bfloat16
+    make_step = _step
+    if autocast:  # a float32 model under autocast
+        dtype = torch.float32
+        make_step = lambda model, compiled, inputs, train: _autocast_step(model, compiled, inputs)  # noqa: E731
     if dtype != torch.float32:
         model = model.to(dtype)
         inputs = {k: v.to(dtype) if v.is_floating_point() else v for k, v in inputs.items()}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        contenders = {"eager": _step(model, model, inputs, train),
-                      "squall[torch]": _step(model, squall.jit(model, executors=["torch"]), inputs, train)}
+        contenders = {"eager": make_step(model, model, inputs, train),
+                      "squall[torch]": make_step(model, squall.jit(model, executors=["torch"]), inputs, train)}
         for step in contenders.values():
             step(), step()
         times = collections.defaultdict(list)
@@ -101,7 +118,7 @@ def run(name: str, train: bool, steps: int, top: int, rounds: int, train_dtype: 
             for contender, step in contenders.items():
                 times[contender].append(median_cuda_ms(step, warmup=1, reps=10))
         profiles = {contender: _profile(step, steps) for contender, step in contenders.items()}
-    mode = f"train {str(dtype).removeprefix('torch.')}" if train else "inference"
+    mode = "train under bfloat16 autocast" if autocast else f"train {str(dtype).removeprefix('torch.')}" if train else "inference"
     print(f"\n=== {name} {mode}: best of {rounds} rounds, ms per step: "
           + ", ".join(f"{c} {min(t):.3f}" for c, t in times.items()))
     for contender, (kernels, _) in profiles.items():
@@ -118,6 +135,7 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=["resnet50", "llama"], help=f"models (of {', '.join(MODELS)})")
     parser.add_argument("--inference", action="store_true", help="bfloat16 forward without gradients instead of a training step")
     parser.add_argument("--train-dtype", choices=["float32", "bfloat16"], default="float32", help="the training step's dtype (model and inputs)")
+    parser.add_argument("--autocast", action="store_true", help="a float32 model's training step under CUDA bfloat16 autocast (forward and loss; the backward outside it)")
     parser.add_argument("--steps", type=int, default=3, help="steps profiled per contender")
     parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds")
     parser.add_argument("--top", type=int, default=25, help="rows printed per table")
@@ -129,7 +147,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown model(s) {sorted(unknown)}; choose from {sorted(MODELS)}")
     for name in args.only:
-        run(name, train=not args.inference, steps=args.steps, top=args.top, rounds=args.rounds, train_dtype=getattr(torch, args.train_dtype))
+        run(name, train=not args.inference, steps=args.steps, top=args.top, rounds=args.rounds, train_dtype=getattr(torch, args.train_dtype), autocast=args.autocast)
     return 0
 
 

@@ -459,3 +459,48 @@ def test_value_reads_and_data_shaped_outputs_under_autocast():
         expected = _reads_values(x, w)
         _assert_like_eager(jf(x, w), expected)
         _assert_like_eager(jf(x, w), expected)
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: CUDA autocast")
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_cuda_autocast_training_of_transformer_blocks(dtype):
+    # CUDA autocast casts other ops than CPU's (its own lists): squall asks torch, as on CPU; the
+    # attention then runs on bfloat16/float16 operands, the flash kernel's case
+    torch.manual_seed(0)
+    m = nn.Sequential(_Block(64, 4), _Block(64, 4), nn.Linear(64, 10)).cuda()
+    twin = nn.Sequential(_Block(64, 4), _Block(64, 4), nn.Linear(64, 10)).cuda()
+    twin.load_state_dict(m.state_dict())
+    jm = squall.jit(twin)
+    x, target = torch.randn(4, 32, 64, device="cuda"), torch.randint(0, 10, (4, 32), device="cuda")
+    logits = {}
+    for model in (m, jm):
+        with torch.autocast("cuda", dtype=dtype), _no_squall_warnings():
+            logits[model] = model(x)
+            loss = nn.functional.cross_entropy(logits[model].flatten(0, 1), target.flatten())
+        loss.backward()
+    _assert_like_eager(logits[jm], logits[m], rtol=3e-2, atol=3e-2)
+    for (name, p), q in zip(m.named_parameters(), twin.parameters()):
+        assert q.grad.dtype == torch.float32 == p.grad.dtype, name
+        assert_close(q.grad, p.grad, rtol=5e-2, atol=5e-3, msg=lambda s: f"{name}: {s}")
+    (under,) = jitted_state(jm)._under_autocast_states.values()
+    assert under._eager_keys == {}  # compiled, not run eagerly
+
+
+@needs_cuda
+def test_cuda_autocast_on_a_real_model():
+    pytest.importorskip("transformers")
+    import_torchvision()
+    torch.manual_seed(0)
+    real = next(m for m in TRANSFORMERS_MODELS if m.name == "llama")
+    model = real.build().cuda()
+    inputs = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in real.inputs().items()}
+    jm = squall.jit(model)
+    with torch.autocast("cuda", dtype=torch.bfloat16), torch.no_grad(), _no_squall_warnings():
+        expected = model(**inputs)
+        out = jm(**inputs)
+    assert_same_output(out, expected, rtol=5e-2, atol=5e-2)
+    (under,) = jitted_state(jm)._under_autocast_states.values()
+    assert under._eager_keys == {}
