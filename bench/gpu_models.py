@@ -1,11 +1,11 @@
 """Real third-party models on CUDA: eager, torch.compile and squall (torch plan, and each fusion
 executor installed), inference and a training step, at sizes a GPU is used for.
 
-    python bench/gpu_models.py [--only NAME ...] [--train | --train-only] [--rounds 5] [--skip CONTENDER ...] [--json PATH]
+    python bench/gpu_models.py [--only NAME ...] [--train | --train-only] [--train-dtype bfloat16] [--rounds 5] [--skip CONTENDER ...] [--json PATH]
 
 Models are built from the libraries' own classes with random weights (nothing is downloaded):
 transformers LLaMA and GPT-2 (4 layers, hidden 1024, batch 8 x 512 tokens), timm ResNet-50
-and ViT-B/16 (batch 32, 224x224); inference in bfloat16, training in float32. Per contender: the first call's wall time (tracing or Dynamo,
+and ViT-B/16 (batch 32, 224x224); inference in bfloat16, training in float32 (or --train-dtype). Per contender: the first call's wall time (tracing or Dynamo,
 planning, compiles; squall's background upgrade awaited and timed with it), the per-call
 time, and the largest difference from eager's output. Contenders run in one process on the
 same inputs: each is built and called once, one after the other; then per-call times are taken
@@ -142,17 +142,19 @@ def _step(model: torch.nn.Module, compiled: Callable, inputs: dict[str, torch.Te
     return step
 
 
-def _run(name: str, train: bool, rounds: int, skip: set[str]) -> list[dict[str, Any]]:
+def _run(name: str, train: bool, rounds: int, skip: set[str], train_dtype: torch.dtype = torch.float32) -> list[dict[str, Any]]:
     build, make_inputs = MODELS[name]
     torch.manual_seed(0)
     model = build().cuda().train(train)
     inputs = make_inputs()
-    if not train:  # inference in bfloat16, as it is served; training in float32
-        model = model.to(torch.bfloat16)
-        inputs = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in inputs.items()}
+    dtype = train_dtype if train else torch.bfloat16  # inference in bfloat16, as it is served
+    if dtype != torch.float32:
+        model = model.to(dtype)
+        inputs = {k: v.to(dtype) if v.is_floating_point() else v for k, v in inputs.items()}
+    mode = ("train" if dtype == torch.float32 else f"train {str(dtype).removeprefix('torch.')}") if train else "inference"
     rows, reference, steps = [], None, {}
     for contender, make in _contenders(skip).items():
-        row: dict[str, Any] = {"model": name, "mode": "train" if train else "inference", "contender": contender}
+        row: dict[str, Any] = {"model": name, "mode": mode, "contender": contender}
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -201,6 +203,7 @@ def main() -> int:
     parser.add_argument("--train", action="store_true", help="also a training step (forward, loss, backward) per model")
     parser.add_argument("--train-only", action="store_true", help="only the training step, no inference")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of per-call timing, each contender in turn (the best round is reported)")
+    parser.add_argument("--train-dtype", choices=["float32", "bfloat16"], default="float32", help="the training step's dtype (model and inputs)")
     parser.add_argument("--skip", nargs="*", default=[], help="contenders to leave out, e.g. squall[cupy]")
     parser.add_argument("--json", default=None, help="also write the results as JSON here")
     args = parser.parse_args()
@@ -215,7 +218,7 @@ def main() -> int:
         if not args.train_only:
             rows += _run(name, train=False, rounds=args.rounds, skip=set(args.skip))
         if args.train or args.train_only:
-            rows += _run(name, train=True, rounds=args.rounds, skip=set(args.skip))
+            rows += _run(name, train=True, rounds=args.rounds, skip=set(args.skip), train_dtype=getattr(torch, args.train_dtype))
     print("\n| model | mode | contender | first call s | ms/call | vs eager | vs torch.compile | max diff |\n|---|---|---|---|---|---|---|---|")
     for row in rows:
         base = {r["contender"]: r.get("ms") for r in rows if r["model"] == row["model"] and r["mode"] == row["mode"]}
