@@ -22,6 +22,15 @@ kernels each). LLaMA in bfloat16 (--train-dtype bfloat16): 14.14 ms against 24.4
 this PyTorch prefers cuDNN's attention on an H100, and squall then took the math path; since, it
 takes the flash kernel there (not yet run on a GPU; a check on first use keeps the math path if
 the kernels do not answer as float32 math does).
+Then (H100, torch 2.11+cu130, 2026-11-27, --rounds 2), the flash path run: LLaMA bfloat16 training
+eager 13.698 ms, squall's torch plan 12.390 (0.90x; 576 kernels against 584, GPU time 10.228 against
+10.315 ms): squall's flash kernels take 140 + 301 us per step where eager's cuDNN attention takes 93 +
+237, the rest evens out. Under bfloat16 autocast (--autocast, float32 models): LLaMA eager 20.766 ms,
+squall 19.543 (0.94x; GPU time 12.066 against 12.027); ResNet-50 eager 36.665, squall 38.293 (1.04x;
+GPU time 15.082 against 15.534, 390 us of it one atomic kernel: squall differentiated the global
+average pool with the pooling backward, eager as the mean it computes). With the mean's gradient
+recorded: ResNet-50 eager 24.901 ms, squall 24.270 (0.97x), 953 kernels each, GPU time 15.077 against
+15.159 ms (a host whose speed moved between the two runs: compare within a run only).
 """
 from __future__ import annotations
 

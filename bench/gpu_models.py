@@ -62,6 +62,13 @@ regions kept, 47.0 against the torch plan's 51.0 in context); ResNet-50 eager 25
 regions kept at 19.1 against 21.5 in context, but slower in the rounds: the rounds of one contender
 spread 13-28%). A second ResNet-50 run (no torch.compile): eager 24.642, torch plan 23.936, with
 inductor 22.478 (the judge kept the torch plan: fused 24.54 against 24.69 in context).
+LLaMA training in bfloat16 (--train-only --train-dtype bfloat16 --rounds 3, H100, torch 2.11+cu130,
+2026-11-27, squall[cupy] skipped): eager 13.668 ms, torch.compile 8.548 (first call 15.6 s), squall's
+torch plan 12.152 (0.89x eager; first call 0.55 s), squall with inductor 8.252 (0.97x torch.compile;
+large regions judged at 6.452 ms against the torch plan's 12.278 in context). Its fused plan ran
+38.2 s after the first call; SQUALL_INDUCTOR_TIMELINE showed where: the worker's imports 9.4 s
+(started at squall.jit), then five regions compiled one after another in the one worker, 8.7, 5.0,
+4.4, 4.5 and 4.9 s (make_fx 0.4-0.6 s of each, the rest inductor's lowering and Triton's compiles).
 """
 from __future__ import annotations
 
