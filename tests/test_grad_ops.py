@@ -453,7 +453,7 @@ def test_cuda_training_batch_norm_runs_cudnn_as_eager_does(channels_last):
     assert {"aten::cudnn_batch_norm", "aten::cudnn_batch_norm_backward"} <= ran, sorted(ran)
 
 
-CUDA_KERNEL_CASES = [c for c in CASES if c.name in ("sdpa", "sdpa_causal_scale", "sdpa_gqa", "sdpa_gqa_causal_views")]
+CUDA_KERNEL_CASES = [c for c in CASES if c.name in ("sdpa", "sdpa_causal_scale", "sdpa_gqa", "sdpa_gqa_causal_views", "sdpa_float_mask", "sdpa_bool_mask_empty_row")]
 
 
 @pytest.mark.parametrize("backend", [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.FLASH_ATTENTION], ids=["efficient", "flash"])
@@ -461,10 +461,12 @@ CUDA_KERNEL_CASES = [c for c in CASES if c.name in ("sdpa", "sdpa_causal_scale",
 def test_cuda_attention_kernels_decompose_to_eager_gradients(monkeypatch, case, backend):
     if backend == SDPBackend.EFFICIENT_ATTENTION and "gqa" in case.name:
         pytest.skip("grouped heads run on the flash kernel alone (the memory-efficient one takes equal heads)")
+    if backend == SDPBackend.FLASH_ATTENTION and "mask" in case.name:
+        pytest.skip("a mask runs on the memory-efficient kernel alone (as its bias)")
     # On CUDA the rule records the flash or memory-efficient kernel and its backward where eager
     # runs them. They exist only for CUDA: here the rule is taken for CPU tensors and every kernel
-    # runs as its decomposition (padded logsumexp, the (B, L, H, E) layout, the causal flag)
-    monkeypatch.setattr(attention_rules, "_cuda_kernel", lambda q, k, v, mask, p, *rest: backend if mask is None and p == 0 else None)
+    # runs as its decomposition (padded logsumexp, the (B, L, H, E) layout, the causal flag, the bias)
+    monkeypatch.setattr(attention_rules, "_cuda_kernel", lambda q, k, v, mask, p, *rest: backend if p == 0 else None)
     jfn = _check(case, torch.float64, [prims_only_executor()])
     forward, backward = _planned(jfn, False), _planned(jfn, True)
     recorded = {b.sym.id for t in squall.last_traces(jfn) for b in t.bsyms}
@@ -514,6 +516,43 @@ def test_cuda_attention_trains_on_the_kernels_eager_runs(is_causal, dtype, kerne
         torch.testing.assert_close(g, t.grad, **tolerance)
     ran = {e.key for e in prof.key_averages()}
     assert f"aten::{kernel}" in ran, sorted(ran)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the memory-efficient attention kernels")
+@pytest.mark.parametrize("keys", [40, 37], ids=["aligned", "unaligned"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("boolean", [True, False], ids=["bool", "additive"])
+def test_cuda_attention_with_a_padding_mask_trains_on_the_memory_efficient_kernels(keys, dtype, boolean):
+    # eager runs a masked call on the memory-efficient kernels (the mask as their bias, its rows
+    # padded to the kernel's alignment where the key length is not a multiple of it); squall too
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    q = torch.randn(2, 4, 24, 64, device="cuda", dtype=dtype, requires_grad=True)
+    k, v = (torch.randn(2, 4, keys, 64, device="cuda", dtype=dtype, requires_grad=True) for _ in range(2))
+    mask = torch.arange(keys, device="cuda") < torch.tensor([[keys], [keys - 5]], device="cuda")  # the second sequence padded
+    mask = mask[:, None, None, :]
+    if not boolean:
+        mask = torch.zeros(mask.shape, device="cuda", dtype=dtype).masked_fill(~mask, float("-inf"))
+
+    def attend(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    jfn = squall.jit(attend)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        out = jfn(q, k, v, mask)
+        out.sum().backward()
+    got = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    expected = attend(q, k, v, mask)
+    expected.sum().backward()
+    tolerance = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(out, expected, **tolerance)
+    for g, t in zip(got, (q, k, v)):
+        torch.testing.assert_close(g, t.grad, **tolerance)
+    ran = {e.key for e in prof.key_averages()}
+    assert "aten::_efficient_attention_backward" in ran, sorted(ran)
 
 
 def test_convolution_with_uneven_same_padding_is_differentiated_through_its_decomposition():

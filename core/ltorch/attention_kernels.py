@@ -47,7 +47,8 @@ HEADS_SECOND = (0, 2, 1, 3)  # (B, H, L, E) <-> (B, L, H, E), the layout CUDA's 
 
 @torchsymbol(aten._scaled_dot_product_efficient_attention.default, id="aten._scaled_dot_product_efficient_attention")
 def efficient_attention(query, key, value, attn_bias, compute_log_sumexp, dropout_p, is_causal, *, scale):
-    """(B, H, L, E) attention on CUDA's memory-efficient kernel, here without bias or dropout: the
+    """(B, H, L, E) attention on CUDA's memory-efficient kernel (with an additive bias, (B, H, L, S)),
+    here without dropout: the
     output, the rows' logsumexp padded to a multiple of 32 rows (B, H, 32 * ceil(L / 32)), and the
     dropout's seed and offset (CPU scalars, unused without dropout), which its backward reads."""
     out, lse = _attention_with_logsumexp(query, key, value, is_causal, attn_bias, scale)
@@ -62,11 +63,12 @@ def efficient_attention(query, key, value, attn_bias, compute_log_sumexp, dropou
 def efficient_attention_backward(grad_out, query, key, value, bias, out, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                  logsumexp, dropout_p, philox_seed, philox_offset, custom_mask_type, bias_requires_grad,
                                  *, scale, num_splits_key, window_size, shared_storage_dqdkdv):
-    """Gradients of `efficient_attention` for (query, key, value, bias), here without bias, dropout or
-    packed sequences. The kernel takes and gives (B, L, H, E) tensors: the attention's inputs transposed."""
+    """Gradients of `efficient_attention` for (query, key, value), here without dropout, packed
+    sequences or a gradient of the bias. The kernel takes and gives (B, L, H, E) tensors: the
+    attention's inputs transposed; the bias is the forward's, (B, H, L, S)."""
     g, q, k, v, o = (prims.transpose(t, HEADS_SECOND) for t in (grad_out, query, key, value, out))
     lse = prims.slice(logsumexp, (0, 0, 0), (*logsumexp.shape[:2], q.shape[2]), (1, 1, 1))
-    gq, gk, gv = _attention_grads(g, q, k, v, o, lse, custom_mask_type == 1, None, scale)
+    gq, gk, gv = _attention_grads(g, q, k, v, o, lse, custom_mask_type == 1, bias, scale)
     return *(prims.transpose(t, HEADS_SECOND) for t in (gq, gk, gv)), None
 
 

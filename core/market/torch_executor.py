@@ -288,7 +288,7 @@ class TorchExecutor(OperatorExecutor):
         for sym in all_kernels().values():
             kernel = sym.torchfns[0]
             if sym.id in KERNELS_WITH_UNIT_LAST_STRIDE:
-                kernel = _with_unit_last_stride(kernel)
+                kernel = _with_unit_last_stride(kernel, _BIAS_ARGUMENT.get(sym.id))
             elif sym.id not in KERNELS_CALLED_WITH_VIEWS:
                 kernel = _with_dense_tensors(kernel)
             self.register_implementation(sym, kernel)
@@ -360,9 +360,26 @@ KERNELS_WITH_UNIT_LAST_STRIDE = frozenset({
 })
 
 
-def _with_unit_last_stride(kernel: Callable) -> Callable:
+# the memory-efficient kernel reads its bias (the additive mask) in rows aligned to this many
+# elements; eager pads a mask whose rows are not, then views the padded rows at their length
+_BIAS_ALIGNMENT = 16
+_BIAS_ARGUMENT = {efficient_attention.id: 3, efficient_attention_backward.id: 4}
+
+
+def _aligned_bias(bias: torch.Tensor) -> torch.Tensor:
+    if all(s % _BIAS_ALIGNMENT == 0 for s in bias.stride()[:-1]):
+        return bias
+    # padded before its broadcast, as eager pads the mask it then expands (not a copy per head)
+    mask = bias[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in bias.stride())]
+    length = bias.shape[-1]
+    return torch.nn.functional.pad(mask, (0, -length % _BIAS_ALIGNMENT))[..., :length].expand(bias.shape)
+
+
+def _with_unit_last_stride(kernel: Callable, bias_at: int | None = None) -> Callable:
     def call(*args, **kwargs):
         args = [a.contiguous() if real_tensor(a) and a.ndim and a.stride(-1) != 1 else a for a in args]
+        if bias_at is not None and real_tensor(args[bias_at]):
+            args[bias_at] = _aligned_bias(args[bias_at])
         with torch._C._AutoDispatchBelowAutograd():
             return kernel(*args, **kwargs)
 

@@ -61,38 +61,48 @@ def _flash_groups_heads(query, key, value, enable_gqa, asked: bool = True) -> bo
 
 def _cuda_kernel(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> SDPBackend | None:
     """The fused CUDA kernel eager runs this call on, where squall records it too: flash (which
-    eager picks for bfloat16 and float16) or memory-efficient (float32), here without a mask or
-    dropout; None for the math path. Asked of PyTorch itself, on tensors of the same sizes (on an
-    H100 the math path took 2.5x the memory-efficient kernels' time in a LLaMA training step)."""
+    eager picks for bfloat16 and float16 without a mask) or memory-efficient (float32, and any
+    call with a mask: an additive bias), here without dropout; None for the math path. Asked of
+    PyTorch itself, on tensors of the same sizes (on an H100 the math path took 2.5x the
+    memory-efficient kernels' time in a LLaMA training step)."""
     q, kk, v = query, key, value
-    if not (q.device.type == "cuda" and torch.cuda.is_available() and attn_mask is None and dropout_p == 0
+    if not (q.device.type == "cuda" and torch.cuda.is_available() and dropout_p == 0
             and q.ndim == kk.ndim == v.ndim == 4):
         return None
-    if not all(type(n) is int for t in (q, kk, v) for n in t.shape):
+    mask = None
+    if attn_mask is not None:
+        # a mask given as data (no gradient wanted of it), boolean or of the query's dtype, as
+        # eager's kernels take it
+        if not (isinstance(attn_mask, TensorProxy) and not attn_mask.requires_grad and attn_mask.dtype in (torch.bool, q.dtype)
+                and attn_mask.ndim <= 4 and attn_mask.device == q.device):
+            return None
+        mask = (tuple(attn_mask.shape), attn_mask.dtype)
+    if not all(type(n) is int for t in (q, kk, v) for n in t.shape) or (mask and not all(type(n) is int for n in mask[0])):
         return None  # symbolic sizes: the choice depends on them
     same_heads = q.shape[1] == kk.shape[1] == v.shape[1]
     if not (same_heads or _flash_groups_heads(q, kk, v, enable_gqa, asked=False)):
         return None
     shapes = tuple(tuple(t.shape) for t in (q, kk, v))
-    backend = _fused_choice(shapes, q.dtype, q.device, bool(is_causal), scale, bool(enable_gqa))
-    if backend == SDPBackend.FLASH_ATTENTION and q.shape[-1] % 8 != 0:
+    backend = _fused_choice(shapes, q.dtype, q.device, bool(is_causal), scale, bool(enable_gqa), mask)
+    if backend == SDPBackend.FLASH_ATTENTION and (q.shape[-1] % 8 != 0 or mask is not None):
         return None  # eager pads other head sizes to a multiple of 8 for the kernel
     if backend == SDPBackend.EFFICIENT_ATTENTION and not same_heads:
         return None  # (grouped heads go to the flash kernel or the math path)
     if backend not in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION):
         return None
-    return backend if _kernels_agree_with_math(backend, q.dtype, q.device) else None
+    return backend if _kernels_agree_with_math(backend, q.dtype, q.device, masked=mask is not None) else None
 
 
 @functools.lru_cache(maxsize=256)
-def _fused_choice(shapes, dtype, device, is_causal, scale, enable_gqa) -> SDPBackend:
+def _fused_choice(shapes, dtype, device, is_causal, scale, enable_gqa, mask=None) -> SDPBackend:
     q, kk, v = (torch.empty(shape, dtype=dtype, device=device, requires_grad=True) for shape in shapes)
-    choice = SDPBackend(torch._fused_sdp_choice(q, kk, v, None, 0.0, is_causal, scale=scale, enable_gqa=enable_gqa))
+    m = torch.zeros(mask[0], dtype=mask[1], device=device) if mask is not None else None
+    choice = SDPBackend(torch._fused_sdp_choice(q, kk, v, m, 0.0, is_causal, scale=scale, enable_gqa=enable_gqa))
     if choice == SDPBackend.CUDNN_ATTENTION:
         # recent PyTorch prefers cuDNN's attention on an H100, whose kernels squall does not
         # record: the one eager runs with cuDNN's turned off (its flags are back on after)
         with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
-            choice = SDPBackend(torch._fused_sdp_choice(q, kk, v, None, 0.0, is_causal, scale=scale, enable_gqa=enable_gqa))
+            choice = SDPBackend(torch._fused_sdp_choice(q, kk, v, m, 0.0, is_causal, scale=scale, enable_gqa=enable_gqa))
     return choice
 
 
@@ -101,27 +111,34 @@ _CHECK_TOLERANCE = {torch.float32: 5e-3, torch.float16: 1e-2, torch.bfloat16: 5e
 
 
 @functools.lru_cache(maxsize=None)
-def _kernels_agree_with_math(backend: SDPBackend, dtype: torch.dtype, device: torch.device) -> bool:
+def _kernels_agree_with_math(backend: SDPBackend, dtype: torch.dtype, device: torch.device, masked: bool = False) -> bool:
     """Whether the torch executor's calls of `backend`'s CUDA kernels, made as the rule records
-    them, give float32 math's output and gradients on a small causal problem. Checked once per
-    process and dtype before a trace records the kernels, so that a PyTorch whose kernels take
-    their arguments otherwise keeps the math path, with a warning, instead of failing a call."""
+    them, give float32 math's output and gradients on a small causal problem (`masked`: with a
+    padding mask instead, whose 13 keys are not a multiple of the kernel's alignment). Checked
+    once per process, dtype and kind before a trace records the kernels, so that a PyTorch whose
+    kernels take their arguments otherwise keeps the math path, with a warning, instead of failing
+    a call."""
     from ...market.torch_executor import make_executor  # (the market's executor runs what grad rules record)
 
     executor = make_executor()
     run = lambda kernel, *args, **kwargs: executor.implementation_for(kernel).impl(*args, **kwargs)
     generator = torch.Generator(device=device).manual_seed(0)
-    q, kk, v, g = (torch.randn(1, 2, 16, 64, device=device, dtype=dtype, generator=generator) for _ in range(4))
+    keys = 13 if masked else 16
+    q, g = (torch.randn(1, 2, 16, 64, device=device, dtype=dtype, generator=generator) for _ in range(2))
+    kk, v = (torch.randn(1, 2, keys, 64, device=device, dtype=dtype, generator=generator) for _ in range(2))
+    mask = (torch.arange(keys, device=device) < keys - 3).expand(1, 1, 1, keys) if masked else None
+    causal = not masked
     try:
         with torch._C._DisableAutocast():  # (a trace under torch.autocast asks too: the check is as traced, without it)
-            out, saved = _cuda_attention(backend, run, torch.permute, q, kk, v, True, None)
-            grads = _cuda_attention_grads(backend, run, torch.permute, g, q, kk, v, out, saved, True, None)
+            bias = None if mask is None else torch.zeros((), dtype=dtype, device=device).masked_fill(~mask, -math.inf).expand(1, 2, 16, keys)
+            out, saved = _cuda_attention(backend, run, torch.permute, q, kk, v, causal, None, bias)
+            grads = _cuda_attention_grads(backend, run, torch.permute, g, q, kk, v, out, saved, causal, None)
     except Exception as e:  # noqa: BLE001 - any failure: the math path, which computes the same
         why = f"{type(e).__name__}: {e}"
     else:
         with torch._C._DisableAutocast(), torch.enable_grad(), sdpa_kernel([SDPBackend.MATH]):
             inputs = [x.float().requires_grad_() for x in (q, kk, v)]
-            expected = F.scaled_dot_product_attention(*inputs, is_causal=True)
+            expected = F.scaled_dot_product_attention(*inputs, attn_mask=mask, is_causal=causal)
             expected_grads = torch.autograd.grad(expected, inputs, g.float())
         tolerance = _CHECK_TOLERANCE.get(dtype, 5e-3)
         far = [name for name, a, b in zip(("output", "query's gradient", "key's gradient", "value's gradient"), (out, *grads), (expected, *expected_grads))
@@ -130,18 +147,20 @@ def _kernels_agree_with_math(backend: SDPBackend, dtype: torch.dtype, device: to
             return True
         why = f"its {', '.join(far)} differed from float32 math's by more than {tolerance}"
     name = "flash" if backend == SDPBackend.FLASH_ATTENTION else "memory-efficient"
+    what = "masked attention" if masked else "attention"
     warnings.warn(f"squall: CUDA's {name} attention kernels, called as squall records them, failed a check "
-                  f"({why[:300]}); attention in {dtype} trains on the math path instead", SquallWarning, stacklevel=2)
+                  f"({why[:300]}); {what} in {dtype} trains on the math path instead", SquallWarning, stacklevel=2)
     return False
 
 
-def _cuda_attention(backend: SDPBackend, call: Callable, permute: Callable, query, key, value, is_causal, scale) -> tuple:
+def _cuda_attention(backend: SDPBackend, call: Callable, permute: Callable, query, key, value, is_causal, scale, bias=None) -> tuple:
     """(output, what the backward reads) of `backend`'s CUDA kernel: the rule records it with
     `call(kernel, *args, **kwargs)` on proxies, the check runs it on tensors. The flash kernel takes
-    (B, L, H, E): eager's CUDA path hands it the transposed views (`permute`)."""
+    (B, L, H, E): eager's CUDA path hands it the transposed views (`permute`). `bias`: the
+    memory-efficient kernel's additive mask, (B, H, L, S) (`_cuda_bias`)."""
     if backend == SDPBackend.EFFICIENT_ATTENTION:
-        out, lse, seed, offset = call(k.efficient_attention, query, key, value, None, True, 0.0, bool(is_causal), scale=scale)
-        return out, (lse, seed, offset)
+        out, lse, seed, offset = call(k.efficient_attention, query, key, value, bias, True, 0.0, bool(is_causal), scale=scale)
+        return out, (lse, seed, offset, bias)
     q, kk, v = (permute(t, HEADS_SECOND) for t in (query, key, value))
     out, lse, state, offset, _ = call(k.flash_attention, q, kk, v, None, None, q.shape[1], kk.shape[1], 0.0, bool(is_causal), False, scale=scale)
     return permute(out, HEADS_SECOND), (lse, state, offset)
@@ -153,9 +172,9 @@ def _cuda_attention_grads(backend: SDPBackend, call: Callable, permute: Callable
     g_t, q_t, k_t, v_t, o_t = (permute(t, HEADS_SECOND) for t in (g, query, key, value, out))
     L, S = query.shape[2], key.shape[2]
     if backend == SDPBackend.EFFICIENT_ATTENTION:
-        lse, seed, offset = saved
+        lse, seed, offset, bias = saved  # (the bias as the forward took it: (B, H, L, S), not transposed)
         gq, gk, gv, _ = call(
-            k.efficient_attention_backward, g_t, q_t, k_t, v_t, None, o_t, None, None, L, S, lse, 0.0, seed, offset,
+            k.efficient_attention_backward, g_t, q_t, k_t, v_t, bias, o_t, None, None, L, S, lse, 0.0, seed, offset,
             1 if is_causal else 0, False, scale=scale, num_splits_key=None, window_size=None, shared_storage_dqdkdv=False,
         )
     else:
@@ -166,6 +185,14 @@ def _cuda_attention_grads(backend: SDPBackend, call: Callable, permute: Callable
 
 def _record(kernel, *args, **kwargs):
     return kernel(*args, **kwargs)
+
+
+def _cuda_bias(attn_mask, query, key):
+    """The memory-efficient kernel's bias for `attn_mask`, as eager hands it over: additive, of the
+    query's dtype, expanded to (B, H, L, S) (the torch executor aligns its rows for the kernel)."""
+    if attn_mask is None:
+        return None
+    return ltorch.expand(_float_mask(attn_mask, query), (*query.shape[:3], key.shape[2]))
 
 
 def _float_mask(attn_mask, like: TensorProxy):
@@ -184,7 +211,7 @@ def _gqa_repeats(query, key, value, enable_gqa) -> tuple[int, int]:
 def _sdpa_forward(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     cuda_kernel = _cuda_kernel(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     if cuda_kernel is not None:
-        return _cuda_attention(cuda_kernel, _record, ltorch.permute, query, key, value, is_causal, scale)
+        return _cuda_attention(cuda_kernel, _record, ltorch.permute, query, key, value, is_causal, scale, _cuda_bias(attn_mask, query, key))
     if _flash_for_cpu(query, key, value, attn_mask, dropout_p, enable_gqa):
         out, lse = k.flash_attention_for_cpu(query, key, value, 0.0, is_causal, attn_mask=_float_mask(attn_mask, query), scale=scale)
         return out, (lse,)
