@@ -69,6 +69,11 @@ large regions judged at 6.452 ms against the torch plan's 12.278 in context). It
 38.2 s after the first call; SQUALL_INDUCTOR_TIMELINE showed where: the worker's imports 9.4 s
 (started at squall.jit), then five regions compiled one after another in the one worker, 8.7, 5.0,
 4.4, 4.5 and 4.9 s (make_fx 0.4-0.6 s of each, the rest inductor's lowering and Triton's compiles).
+Each of them is a fusion pass of its own forming one whole region (the forward, the backward, the
+backward without some outputs, ...; on CPU: 137, 263 and 259 calls, one region each), so compiling a
+pass's regions side by side in more workers could not help: tried (2 and 3 workers, one per pass's
+region) and dropped, 57.8 and 38.8 s against 38.2 s with one. Shortening it means compiling the
+passes themselves side by side (the fusion executor keeps per-pass state today).
 """
 from __future__ import annotations
 
