@@ -47,10 +47,10 @@ HEADS_SECOND = (0, 2, 1, 3)  # (B, H, L, E) <-> (B, L, H, E), the layout CUDA's 
 
 @torchsymbol(aten._scaled_dot_product_efficient_attention.default, id="aten._scaled_dot_product_efficient_attention")
 def efficient_attention(query, key, value, attn_bias, compute_log_sumexp, dropout_p, is_causal, *, scale):
-    """(B, H, L, E) attention on CUDA's memory-efficient kernel (with an additive bias, (B, H, L, S)),
-    here without dropout: the
-    output, the rows' logsumexp padded to a multiple of 32 rows (B, H, 32 * ceil(L / 32)), and the
-    dropout's seed and offset (CPU scalars, unused without dropout), which its backward reads."""
+    """(B, H, L, E) attention on CUDA's memory-efficient kernel, with an additive bias (B, H, L, S)
+    or none, here without dropout: the output, the rows' logsumexp padded to a multiple of 32 rows
+    (B, H, 32 * ceil(L / 32)), and the dropout's seed and offset (CPU scalars, unused without
+    dropout), which its backward reads."""
     out, lse = _attention_with_logsumexp(query, key, value, is_causal, attn_bias, scale)
     rows = lse.shape[-1]
     padded = -(-rows // _EFFICIENT_LSE_ROWS) * _EFFICIENT_LSE_ROWS if compute_log_sumexp else 0
