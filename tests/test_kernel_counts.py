@@ -58,6 +58,17 @@ def _bfloat16_arithmetic(x, w, y):
     return (x * w + x) * y - x / 2
 
 
+def _bfloat16_arithmetic_with_numbers(x, y):
+    # x's gradient (y times the cotangent) is computed in float32 and converted back at the end of
+    # the backward: a round trip the backward returns, a kernel each way where eager has none
+    return (1.0 + x) * y - 0.5 + (2 - y)
+
+
+def _bfloat16_arithmetic_with_inexact_numbers(x, y):
+    # numbers a bfloat16 does not hold: eager's add rounds them to bfloat16 first, its mul does not
+    return (x + 0.044715) * 0.7978845608028654 - (0.1 - y) + (1.0 + x) * y
+
+
 PROGRAMS = {
     # a contiguous copy's backward passes the gradient on, as eager's (no conversion to its own dtype)
     "heads_merged": (_heads_merged, lambda: (torch.randn(2, 3, 4, 5, requires_grad=True),)),
@@ -69,6 +80,10 @@ PROGRAMS = {
     "bfloat16_arithmetic": (
         _bfloat16_arithmetic,
         lambda: tuple(torch.randn(4, 8, dtype=torch.bfloat16, requires_grad=True) for _ in range(3)),
+    ),
+    "bfloat16_arithmetic_with_numbers": (
+        _bfloat16_arithmetic_with_numbers,
+        lambda: tuple(torch.randn(4, 8, dtype=torch.bfloat16, requires_grad=True) for _ in range(2)),
     ),
     # grouped heads run on the CPU flash kernels where eager's does (not the math path)
     "grouped_query_attention": (
@@ -174,17 +189,32 @@ def test_statistics_are_updated_once_when_a_later_faulty_executor_makes_the_call
         torch.testing.assert_close(got, want)
 
 
+@pytest.mark.parametrize("program", [_bfloat16_arithmetic, _bfloat16_arithmetic_with_numbers, _bfloat16_arithmetic_with_inexact_numbers],
+                         ids=["tensors", "exact_numbers", "inexact_numbers"])
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs CUDA: its half-precision kernels compute in float32 too"))])
-def test_bfloat16_arithmetic_and_its_gradients_are_eagers_bit_for_bit(device):
+def test_bfloat16_arithmetic_and_its_gradients_are_eagers_bit_for_bit(device, program):
     # the torch plan runs each op as eager's kernel on the bfloat16 operands, which computes in
     # float32 and rounds once, as squall's float32 form did: the same bits, not merely close
     torch.manual_seed(0)
-    args = tuple(torch.randn(64, 33, dtype=torch.bfloat16, device=device, requires_grad=True) for _ in range(3))
-    _, expected, expected_grads = _step_calls(_bfloat16_arithmetic, args)
-    _, out, grads = _step_calls(squall.jit(_bfloat16_arithmetic, executors=["torch"]), args)
+    n_args = program.__code__.co_argcount
+    args = tuple(torch.randn(64, 33, dtype=torch.bfloat16, device=device, requires_grad=True) for _ in range(n_args))
+    _, expected, expected_grads = _step_calls(program, args)
+    _, out, grads = _step_calls(squall.jit(program, executors=["torch"]), args)
     assert torch.equal(out, expected)
     assert all(torch.equal(g, want) for g, want in zip(grads, expected_grads))
+
+
+@pytest.mark.parametrize("program", [lambda x: x.float().bfloat16(), lambda x: x.t().float().bfloat16(), lambda x: (x.float().bfloat16(), x)],
+                         ids=["input", "view", "input_returned"])
+def test_a_returned_round_trip_of_an_input_or_a_view_stays_a_copy(program):
+    # bfloat16 -> float32 -> bfloat16 is the value itself, but eager returns a copy: the result
+    # shares no memory with the input (writing one must not change the other)
+    x = torch.randn(4, 8, dtype=torch.bfloat16, requires_grad=True)
+    out = squall.jit(program, executors=["torch"])(x)
+    first = out[0] if isinstance(out, tuple) else out
+    assert torch.equal(first, program(x)[0] if isinstance(out, tuple) else program(x))
+    assert first.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
 
 
 def test_a_gradient_rounded_through_bfloat16_stays_rounded():

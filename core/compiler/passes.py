@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_map
 
 from .. import prims
-from ..proxies import TensorProxy
+from ..proxies import TensorProxy, size_leaf
 from ..symbol import DEL, BoundSymbol, Tags, flat_proxies
 from ..trace import Trace
 from .checking import needs_check
@@ -88,14 +89,22 @@ def write_backs_folded(trace: Trace) -> Trace:
     return Trace.from_trace(trace, bsyms=bsyms, provenance="write-backs folded into the calls that compute them")
 
 
+# elementwise prims whose torch call returns a view of its operand (a complex tensor's real part)
+_VIEWING_ELEMENTWISE = frozenset({prims.real.id, prims.imag.id})
+
+
 def lossless_round_trips_removed(trace: Trace) -> Trace:
     """`trace` with each conversion back to the dtype a value was widened from (bfloat16 to
     float32 and back) replaced by the value itself, which it is, bit for bit; the widening goes
     too where nothing else reads it. squall's elementwise ops compute low precision in float32
     and convert back, so their derivatives convert there and back between them: on the torch
     executor a kernel each (a bfloat16 LLaMA training step made 109 conversions, eager 26).
-    A conversion the trace returns stays (the value itself would alias another)."""
+    A conversion the trace returns is replaced only by a value an elementwise op computed, which
+    nothing else returns (a returned view, a second result or an input would share the returned
+    tensor's memory, which the conversion's copy did not: a bfloat16 gradient that went there and
+    back to float32 at the end of a backward is returned as computed)."""
     returned = {p.name for p in flat_proxies(trace.output)}
+    fresh: set[str] = set()  # values an elementwise op computed into memory of their own
     widened_from: dict[str, TensorProxy] = {}  # a widening's result -> the value it widened
     mapping: dict[int, TensorProxy] = {}  # a round trip's result -> the value it started from
     bsyms = []
@@ -106,15 +115,24 @@ def lossless_round_trips_removed(trace: Trace) -> Trace:
         if bsym.sym.id == prims.convert_element_type.id and isinstance(bsym.args[0], TensorProxy):
             value, out = bsym.args[0], bsym.output
             origin = widened_from.get(value.name)
-            if origin is not None and origin.dtype == out.dtype and out.name not in returned:
+            if origin is not None and origin.dtype == out.dtype and (out.name not in returned or origin.name in fresh - returned):
                 mapping[id(out)] = origin
+                if out.name in returned:
+                    returned.add(origin.name)  # (another round trip from it keeps its copy)
                 continue
             if _widens_exactly(value.dtype, out.dtype):
                 widened_from[out.name] = value
+            if value.dtype != out.dtype:
+                fresh.add(out.name)  # (a conversion to another dtype copies)
+        elif (Tags.ELEMENTWISE in bsym.sym.tags and bsym.sym.is_prim and bsym.sym.id not in _VIEWING_ELEMENTWISE
+              and isinstance(bsym.output, TensorProxy)):
+            fresh.add(bsym.output.name)
         bsyms.append(bsym)
     if not mapping:
         return trace
-    return Trace.from_trace(trace, bsyms=remove_dead_code(bsyms, trace.output), provenance="conversions back to a widened value's dtype removed")
+    output = tree_map(lambda x: mapping.get(id(x), x) if isinstance(x, TensorProxy) else x, trace.output, is_leaf=size_leaf)
+    return Trace.from_trace(trace, bsyms=remove_dead_code(bsyms, output), output=output,
+                            provenance="conversions back to a widened value's dtype removed")
 
 
 # torch's kernels for these compute a bfloat16 or float16 result in float32 and round it once:

@@ -21,9 +21,15 @@ def _up(x):
     return None if x is None else _to(x, _compute_dtype(x.dtype))
 
 
-def _stat_dtype(x: TensorProxy) -> torch.dtype:
-    # layer/group norm keep their statistics in the input's dtype on CPU, in float32 on CUDA
-    return x.dtype if x.device.type == "cpu" else _compute_dtype(x.dtype)
+def _stat_dtype(x: TensorProxy, *params: TensorProxy | None) -> torch.dtype:
+    """The dtype of the statistics a norm kernel returns for input `x` with parameters `params`
+    (weight, bias, running statistics; None where absent): float32 on CUDA for half precision;
+    on CPU the input's, except where the parameters are in another dtype (a bfloat16 input with
+    float32 weights, as under autocast: PyTorch's "mixed type" kernels keep them in float32)."""
+    if x.device.type != "cpu":
+        return _compute_dtype(x.dtype)
+    param = next((p for p in params if p is not None), None)
+    return torch.float32 if param is not None and param.dtype != x.dtype and x.dtype in (torch.bfloat16, torch.float16) else x.dtype
 
 
 def _keep(reduced: TensorProxy, shape, dims) -> TensorProxy:

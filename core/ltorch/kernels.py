@@ -102,7 +102,7 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
         out = prims.mul(out, prims.broadcast_in_dim(_up(weight), x.shape, dims))
     if bias is not None:
         out = prims.add(out, prims.broadcast_in_dim(_up(bias), x.shape, dims))
-    stat_shape, stat_dtype = _stat_shape(x, dims), _stat_dtype(input)
+    stat_shape, stat_dtype = _stat_shape(x, dims), _stat_dtype(input, weight, bias)
     mean = _to(prims.reshape(mean, stat_shape), stat_dtype)
     rstd = _to(prims.reshape(rstd, stat_shape), stat_dtype)
     return _to(out, input.dtype), mean, rstd
@@ -458,7 +458,7 @@ def batch_norm_with_update_functional(input, weight, bias, running_mean, running
 
 
 def _batch_norm_updating_stats(input, weight, bias, running_mean, running_var, momentum, eps):
-    out, mean, rstd = _batch_norm_training(input, weight, bias, eps)
+    out, mean, rstd = _batch_norm_training(input, weight, bias, eps, running_mean, running_var)
     dims = tuple(d for d in range(input.ndim) if d != 1)
     count = math.prod(input.shape[d] for d in dims)
     x = _up(input)
@@ -474,7 +474,7 @@ def batch_norm_no_stats(input, weight, bias, training, momentum, eps):
     return _batch_norm_training(input, weight, bias, eps)
 
 
-def _batch_norm_training(input, weight, bias, eps):
+def _batch_norm_training(input, weight, bias, eps, running_mean=None, running_var=None):
     dims = tuple(d for d in range(input.ndim) if d != 1)
     x = _up(input)
     count = math.prod(input.shape[d] for d in dims)
@@ -485,7 +485,7 @@ def _batch_norm_training(input, weight, bias, eps):
         out = prims.mul(out, _channels(x, _up(weight)))
     if bias is not None:
         out = prims.add(out, _channels(x, _up(bias)))
-    stat = _stat_dtype(input)
+    stat = _stat_dtype(input, weight, bias, running_mean, running_var)
     return _to(out, input.dtype), _to(mean, stat), _to(rstd, stat)
 
 
@@ -542,7 +542,7 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
         out = prims.mul(out, _channels(x, _up(weight)))
     if bias is not None:
         out = prims.add(out, _channels(x, _up(bias)))
-    stat = _stat_dtype(input)
+    stat = _stat_dtype(input, weight, bias)
     return _to(out, input.dtype), _to(mean, stat), _to(rstd, stat)
 
 
