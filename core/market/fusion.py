@@ -111,19 +111,30 @@ class FusionRegion:
             for x in leaves:
                 if isinstance(x, TensorProxy):
                     norm.append(local.get(x.name, ("free", x.name)))
-                elif type(x) is SymInt:
-                    norm.append((SymInt, x.poly))  # its expression: comparing SymInts would record a shape guard
                 else:
-                    try:
-                        hash(x)
-                        norm.append((type(x), x))
-                    except TypeError:
-                        norm.append((type(x), repr(x)))
+                    norm.append(_value_key(x))
             for p in b.output_proxies():
                 local[p.name] = ("local", len(local))
             parts.append((b.sym.id, str(spec), tuple(norm)))
         meta = tuple((tuple(n.poly if type(n) is SymInt else n for n in p.shape), p.dtype, p.device, p.requires_grad) for p in self.inputs)
         return (tuple(parts), tuple(local[p.name] for p in self.outputs), meta)
+
+
+def _value_key(x: Any) -> tuple:
+    """A region signature's key for a non-tensor argument, reading no symbolic size's value: a
+    SymInt is keyed by its expression (comparing or printing it would record a shape guard, and
+    a guard `s1 == 13` recorded while an upgrade plans would make the upgraded program serve one
+    length only), also as a slice's bound (`x[:, :n]`: slices are unhashable before Python 3.12,
+    and their repr prints the bound's value)."""
+    if type(x) is SymInt:
+        return (SymInt, x.poly)
+    if type(x) is slice:
+        return (slice, _value_key(x.start), _value_key(x.stop), _value_key(x.step))
+    try:
+        hash(x)
+        return (type(x), x)
+    except TypeError:
+        return (type(x), repr(x))
 
 
 @dataclass(frozen=True)

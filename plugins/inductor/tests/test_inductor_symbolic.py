@@ -188,6 +188,30 @@ def test_the_background_upgrade_compiles_symbolic_regions_in_the_worker_and_leav
     assert jfn.cache_info().misses == 1  # one squall compile: the symbolic entry
 
 
+def _drop_last_position(x):
+    n = x.shape[1]
+    return torch.softmax(x[:, : n - 1] * 2 + 1, -1) * 3  # a slice bounded by a symbolic size
+
+
+def test_an_upgrade_of_a_symbolic_slice_serves_every_length_without_another_compile():
+    # the upgrade's planning keyed the region by the slice's printed bound, which read the length
+    # and guarded it: every later length failed the upgraded program's shape guard and compiled a
+    # variant in the user's thread
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    jfn = squall.jit(_drop_last_position, executors=[ex, "torch"], dynamic=True)
+    x = torch.randn(3, 7, 16)
+    torch.testing.assert_close(jfn(x), _drop_last_position(x))
+    assert squall.wait_for_upgrades(jfn, timeout=300)
+    (upgrade,) = squall.upgrades(jfn)
+    assert upgrade.status == "upgraded", upgrade
+    for b, n in [(3, 9), (2, 5), (4, 30)]:
+        y = torch.randn(b, n, 16)
+        torch.testing.assert_close(jfn(y), _drop_last_position(y))
+    info = jfn.cache_info()
+    assert (info.misses, info.guard_failures) == (1, 0), info
+    assert "inductor" in squall.last_traces(jfn).source  # the upgraded program ran them
+
+
 def test_the_compilations_for_calls_the_guards_refuse_run_in_the_worker_in_the_background():
     env = ShapeEnv()
     with tracing(TracingContext()):
