@@ -199,7 +199,8 @@ def test_a_symbolic_region_compiled_before_loads_with_its_guards_without_asking_
     first = RegionCompiler(fn, source, worker=default_worker())
     compiled, guards = first.symbolic(spec)
     assert first.where.startswith("in the compile worker process")
-    assert len(os.listdir(tmp_path / "kept")) == 3  # the artifact, its tensor constants and its guards
+    kept = os.listdir(tmp_path / "kept")  # the artifact, its tensor constants, its guards, its direct bundle and kernels
+    assert {n.rsplit('.', 1)[-1] for n in kept} >= {"bin", "constants", "guards", "direct", "so"}, kept
     later = CompileWorker()  # as in a later process: it never answers a request
     try:
         again = RegionCompiler(fn, source, worker=later)
