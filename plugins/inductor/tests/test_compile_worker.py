@@ -138,6 +138,15 @@ def test_module_call_is_untouched_in_this_process_while_an_upgrade_compiles():
 
 
 @needs_cpu_inductor
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no os.getpriority here")
+def test_the_worker_runs_at_the_lowest_priority_which_its_compilers_inherit():
+    # beside the user's thread on a shared core, a worker at nice 10 took a tenth of it; at 19, 1.5%
+    worker = default_worker()
+    assert worker.wait_ready()
+    assert os.getpriority(os.PRIO_PROCESS, worker.pid) == 19
+
+
+@needs_cpu_inductor
 def test_a_dead_worker_falls_back_to_compiling_in_this_process_with_a_warning():
     def f(x):
         return (torch.cos(x * 0.5 - 2) * 5,)
