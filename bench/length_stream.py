@@ -2,6 +2,7 @@
 vs torch.compile, in one process: total wall time (compiles included) and compiles.
 
 Run: python bench/length_stream.py [--batches 40] [--rounds 3] [--no-torch-compile] [--dim 32] [--calls]
+     [--only CONTENDER ...]  (e.g. --only squall "squall, torch only": those and eager)
 (--calls: each contender's first pass call by call on the calling thread's CPU time: its
 compiles, the calls rented eagerly (squall.runtime.ski_rental) and its hits, then per batch
 size its warm pass against eager's)
@@ -346,6 +347,7 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=32)
     parser.add_argument("--no-torch-compile", action="store_true")
     parser.add_argument("--calls", action="store_true", help="also each contender's calls: compiles, rented, hits, per batch size")
+    parser.add_argument("--only", nargs="*", default=None, help="these contenders only (by name; eager always runs)")
     opts = parser.parse_args()
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
@@ -353,6 +355,11 @@ def main() -> None:
     model = build_model(opts.dim)
     stream = make_stream(opts.batches)
     builders = contenders(model, not opts.no_torch_compile)
+    if opts.only is not None:
+        unknown = set(opts.only) - set(builders)
+        if unknown:
+            raise SystemExit(f"unknown contenders {sorted(unknown)}; known: {', '.join(builders)}")
+        builders = {name: build for name, build in builders.items() if name == "eager" or name in opts.only}
     cold: dict[str, list[float]] = {name: [] for name in builders}
     warm: dict[str, list[float]] = {name: [] for name in builders}
     cpu: dict[str, list[float]] = {name: [] for name in builders}
