@@ -100,6 +100,28 @@ def test_a_call_its_guards_refuse_runs_a_compilation_for_its_memory_order_or_its
         torch.testing.assert_close(region(long), _sigmoid_chain(long), rtol=1e-5, atol=1e-5)
 
 
+def test_a_symbolic_region_compiles_a_few_static_fallbacks_and_runs_later_layouts_on_its_torch_calls():
+    # a batch of 1 at a new length each call: every call a layout no guard admits, and each was a
+    # static compile (49 queued behind a 200-batch DistilBERT stream)
+    env = ShapeEnv()
+    with tracing(TracingContext()):
+        proxy = _symbolic_proxy(env, "x", (4, 6, 8))  # f32[s0, s1, 8]
+    compiled: list[tuple] = []
+
+    def compile_static(args):
+        compiled.append(tuple(a.shape for a in args))
+        return _sigmoid_chain
+
+    region = SymbolicRegion(_sigmoid_chain, [proxy], compile_static=compile_static)
+    for n in range(3, 3 + 2 * squall_inductor.symbolic.MAX_STATIC_LAYOUTS + 3):
+        one = torch.randn(1, n, 8)
+        assert not region.holds([one])
+        torch.testing.assert_close(region(one), _sigmoid_chain(one))
+    assert len(compiled) == len(region.static) == squall_inductor.symbolic.MAX_STATIC_LAYOUTS
+    again = torch.randn(1, 3, 8)  # a layout compiled before still runs its compilation
+    assert region._other([again]) is region.static[next(iter(region.static))]
+
+
 def test_guards_name_the_inputs_sizes_and_strides():
     env = ShapeEnv()
     with tracing(TracingContext()):
