@@ -477,7 +477,6 @@ class RegionCompiler:
     def __call__(self, args: Sequence[torch.Tensor]) -> Callable:
         done = self._in_worker(lambda payload: self.worker.compile(payload, args, time_budget_s=self.time_budget_s))
         if done is None:
-            self._check_supported()
             return compile_with_inductor(self.fn, self._here(args))
         compiled, torch_s, inductor_s, kept = done
         if torch_s is not None and inductor_s is not None and self.timings is None:
@@ -491,7 +490,6 @@ class RegionCompiler:
         """(compiled, guard source) for the spec's symbolic sizes (squall_inductor.symbolic)."""
         done = self._in_worker(lambda payload: self.worker.compile_symbolic(payload, spec))
         if done is None:
-            self._check_supported()
             return compile_in_process(self.fn, self._here(spec))
         compiled, guards, kept = done
         if kept:
@@ -507,8 +505,14 @@ class RegionCompiler:
             raise CompileUnsupported(why)
 
     def _here(self, what: Any) -> Any:
+        """`what`, where this region may compile in this process and inductor can (else raise): asked
+        only then, so neither a compile that may not run here nor one the exiting interpreter stops
+        imports Dynamo (`_check_supported`; an import as the interpreter finalises aborts it)."""
         if not self.in_process:
             raise WorkerUnavailable(f"it would compile {self.where}, and this compile may not")
+        if compiling_stopped():
+            raise WorkerUnavailable("the interpreter is exiting")
+        self._check_supported()
         return what
 
     def _in_worker(self, request: Callable[[bytes], Any]) -> Any:

@@ -146,6 +146,31 @@ def test_the_worker_runs_at_the_lowest_priority_which_its_compilers_inherit():
     assert os.getpriority(os.PRIO_PROCESS, worker.pid) == 19
 
 
+def test_a_region_compile_the_exiting_interpreter_stops_imports_no_dynamo():
+    # whether torch.compile runs here is asked only before a compile in this process: a static
+    # fallback compiling in the background as the interpreter exits asked it there, and Dynamo's
+    # import while the interpreter finalised aborted it ("terminate called without an active exception")
+    program = (
+        "import sys, torch\n"
+        "from squall.extend import load_source, stop_compiling\n"
+        "from squall_inductor.worker import CompileWorker, RegionCompiler, WorkerUnavailable, dynamo_unsupported\n"
+        "namespace = {'torch': torch}\n"
+        "source = 'def region(x):\\n  return (torch.sigmoid(x * 2),)\\n'\n"
+        "load_source(source, 'test-region', namespace)\n"
+        "closed = CompileWorker(); closed.close()\n"
+        "stop_compiling()\n"
+        "for in_process in (False, True):\n"
+        "    try:\n"
+        "        RegionCompiler(namespace['region'], source, worker=closed, in_process=in_process, unsupported=dynamo_unsupported)([torch.randn(3)])\n"
+        "    except WorkerUnavailable:\n"
+        "        pass\n"
+        "print(sorted(m for m in ('torch._dynamo', 'torch._inductor') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[]", done.stdout
+
+
 @needs_cpu_inductor
 def test_a_dead_worker_falls_back_to_compiling_in_this_process_with_a_warning():
     def f(x):
