@@ -24,6 +24,7 @@ it was compiled under into the shape environment, so the check above would miss 
 """
 from __future__ import annotations
 
+import atexit
 import re
 import threading
 import time
@@ -33,7 +34,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from squall.extend import SquallWarning, SymInt, compiling_stopped, TensorProxy, example_tensor, size_source, symbol_reads, symbols_of
+from squall.extend import SquallWarning, SymInt, compiling_stopped, stop_compiling, TensorProxy, example_tensor, size_source, symbol_reads, symbols_of
 
 from squall_inductor.regions import CompiledRegion, examples_for, layout, layout_of, views_as_reshapes
 
@@ -52,6 +53,18 @@ SYMBOLIC_CONFIG = {"size_asserts": False}
 # static compile per length (49 queued in the worker behind a 200-batch DistilBERT stream, each
 # seconds of compiler CPU beside the user's calls, and threads left waiting as the interpreter exits)
 MAX_STATIC_LAYOUTS = 4
+# at exit the later compilations still under way are stopped and waited for this long at most: a
+# thread left in them as the interpreter finalises aborted it ("terminate called without an active exception")
+EXIT_JOIN_S = 5.0
+_under_way: set[threading.Thread] = set()
+_join_registered = threading.Event()
+
+
+def _join_at_exit() -> None:
+    stop_compiling()  # a request to the worker in flight declines within its poll
+    deadline = time.monotonic() + EXIT_JOIN_S
+    for thread in list(_under_way):
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 class SymbolicSpec(NamedTuple):
@@ -367,8 +380,14 @@ class SymbolicRegion:
                 table[key] = self._compiled_or_torch(build, torch_calls, what)
             finally:
                 self._pending.discard((what, key))
+                _under_way.discard(threading.current_thread())
 
-        threading.Thread(target=run, name="squall-inductor-region-variant", daemon=True).start()
+        thread = threading.Thread(target=run, name="squall-inductor-region-variant", daemon=True)
+        if not _join_registered.is_set():
+            _join_registered.set()
+            atexit.register(_join_at_exit)  # after the worker's own exit hook: it runs first
+        _under_way.add(thread)
+        thread.start()
         return None
 
     def _compiled_or_torch(self, compile: Callable[[], Any], torch_calls: Any, what: str) -> Any:

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import copy
 import os
+import subprocess
+import sys
+import textwrap
 import threading
 import warnings
 import time
@@ -120,6 +123,38 @@ def test_a_symbolic_region_compiles_a_few_static_fallbacks_and_runs_later_layout
     assert len(compiled) == len(region.static) == squall_inductor.symbolic.MAX_STATIC_LAYOUTS
     again = torch.randn(1, 3, 8)  # a layout compiled before still runs its compilation
     assert region._other([again]) is region.static[next(iter(region.static))]
+
+
+def test_background_compilations_under_way_at_exit_are_stopped_and_waited_for():
+    # a thread left in a static fallback's compile as the interpreter finalised aborted it
+    # ("terminate called without an active exception") or hung it
+    program = textwrap.dedent("""
+        import time, torch
+        from squall.extend import compiling_stopped
+        from squall.frontend.tracing import TracingContext
+        from squall.proxies import TensorProxy, tracing
+        from squall.symbolic import ShapeEnv
+        from squall_inductor.symbolic import SymbolicRegion
+
+        def fn(x):
+            return (torch.sigmoid(x * 2 + 1).sum(1),)
+
+        def compile_static(args):  # a compile in flight: it ends once compiling is stopped
+            while not compiling_stopped():
+                time.sleep(0.01)
+            print("stopped", flush=True)
+            raise RuntimeError("the interpreter is exiting")
+
+        env = ShapeEnv()
+        with tracing(TracingContext()):
+            proxy = TensorProxy(shape=(env.symbol(4, "x", 0), env.symbol(6, "x", 1), 8), dtype=torch.float32, device="cpu")
+        region = SymbolicRegion(fn, [proxy], compile_static=compile_static, background=True)
+        one = torch.randn(1, 5, 8)
+        torch.testing.assert_close(region(one), fn(one))  # its torch calls, while the compile runs
+    """)
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "stopped", (done.stdout, done.stderr[-2000:])
 
 
 def test_guards_name_the_inputs_sizes_and_strides():
