@@ -2,6 +2,7 @@
 vs torch.compile, in one process: total wall time (compiles included) and compiles.
 
 Run: python bench/length_stream.py [--batches 40] [--rounds 3] [--no-torch-compile] [--dim 32] [--calls]
+     [--only CONTENDER ...]  (e.g. --only squall "squall, torch only": those and eager)
 (--calls: each contender's first pass call by call on the calling thread's CPU time: its
 compiles, the calls rented eagerly (squall.runtime.ski_rental) and its hits, then per batch
 size its warm pass against eager's)
@@ -158,6 +159,25 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   compiles still cost more than the hits save; compilecost5 (not merged) found the torch-language
   dispatch's own checks cost about 1 us a call (0.15 ms a compile): a compile's trace time is in
   the ops' bodies (4.4 of 6.0 ms of dispatch) and the state views' reads.
+- What the background upgrade cost the stream (quietupgrade, 2026-11-27), main (a81cdb2) and the
+  branch alternating, fresh squall and inductor caches per run, --no-torch-compile, best of 3, the
+  load set by other sessions: round 1 (load 2.3-2.4) eager 0.092 / 0.098 s; squall 1.19x / 1.21x
+  (2 compiles); torch only 1.15x / 1.65x; upgrade at 1st call 2.23x, 4 compiles / 1.61x, 2
+  compiles, warm 1.35x / 0.84x. Round 2 (load 5.4-5.9): squall 1.34x / 1.71x; torch only 1.54x /
+  1.52x; upgrade at 1st call 2.43x, 5 compiles / 1.16x, 2 compiles; 1st call eager 5 / 1 compiles.
+  At these loads the default's 40-batch total does not separate main from the branch (its upgrade
+  is queued after 50 ms of calls and rarely lands inside the stream); what does is the compiles:
+  on main an upgrade that landed planned its regions with the slice `x[:, :n]` printed, which read
+  the length and guarded it (`s1 == 13`), so every other length failed the upgraded program's
+  shape guard and compiled a variant in the user's thread (2-3 more compiles, 40-200 ms each at
+  this load); on the branch the upgraded program serves every length (2 compiles, no guard failure;
+  the default's warm pass 0.71x eager in both rounds, torch only's 0.73x). Probed call by call on main, an
+  upgrade that lands mid-stream held the interpreter 44-72 ms of the stream's 170-290 ms of CPU
+  (the judgement's key, 5 ms a program; planning with inductor, 8-10 ms; a symbolic region loaded
+  through inductor, seconds the first time in a process: Dynamo's import). 200 batches, best of 2,
+  --only squall "squall, torch only": main (load 1.4) squall 0.85x wall, 0.82x CPU, torch only
+  1.10x; the branch (load 3.4) squall 1.49x wall, 0.85x CPU, torch only 0.85x: the upgrade's
+  compiles in the worker ran beside this stream; at that load the wall time says little.
 """
 from __future__ import annotations
 
@@ -346,6 +366,7 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=32)
     parser.add_argument("--no-torch-compile", action="store_true")
     parser.add_argument("--calls", action="store_true", help="also each contender's calls: compiles, rented, hits, per batch size")
+    parser.add_argument("--only", nargs="*", default=None, help="these contenders only (by name; eager always runs)")
     opts = parser.parse_args()
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
@@ -353,6 +374,11 @@ def main() -> None:
     model = build_model(opts.dim)
     stream = make_stream(opts.batches)
     builders = contenders(model, not opts.no_torch_compile)
+    if opts.only is not None:
+        unknown = set(opts.only) - set(builders)
+        if unknown:
+            raise SystemExit(f"unknown contenders {sorted(unknown)}; known: {', '.join(builders)}")
+        builders = {name: build for name, build in builders.items() if name == "eager" or name in opts.only}
     cold: dict[str, list[float]] = {name: [] for name in builders}
     warm: dict[str, list[float]] = {name: [] for name in builders}
     cpu: dict[str, list[float]] = {name: [] for name in builders}

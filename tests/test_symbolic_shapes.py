@@ -1,12 +1,15 @@
 """Symbolic sizes (squall.symbolic) and when a dimension becomes one (squall.runtime.dynamic_dims)."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from torch.testing import assert_close
 
 import squall
 from squall.market.config import resolve_dynamic
+from squall.market.fusion import FusionRegion
 from squall.runtime.jit import jitted_state
 from squall.symbolic import ShapeEnv, SymInt, source
 
@@ -50,6 +53,25 @@ def test_a_concrete_read_of_a_size_is_guarded_and_noted_as_specialised():
     s0 = env.symbol(5, "x", 1)
     assert int(s0) == 5 and list(range(s0)) == [0, 1, 2, 3, 4]
     assert env.guards == {"s0 == 5": True} and env.specialised == {"s0"}
+
+
+def test_a_fusion_regions_signature_keys_a_symbolic_slice_bound_by_its_expression_without_a_guard():
+    # x[:, :n] with n symbolic: a slice is unhashable before Python 3.12, and its repr printed the
+    # bound's value, which read it and recorded the guard `s0 == 13`: an upgrade planning regions
+    # then made the upgraded program serve one length only (a variant compiled for every other)
+    env = ShapeEnv()
+    s0 = env.symbol(13, "x", 1)
+
+    def region(*slices):
+        calls = [SimpleNamespace(args=(k,), kwargs={}, sym=SimpleNamespace(id="torch.Tensor.__getitem__"), output_proxies=list)
+                 for k in slices]
+        return FusionRegion("fuser", calls, calls, [], [])
+
+    first = region(slice(None, s0, None), slice(1, s0 - 1, 2))
+    assert first.signature() == region(slice(None, s0, None), slice(1, s0 - 1, 2)).signature()
+    assert first.signature() != region(slice(None, s0 + 1, None), slice(1, s0 - 1, 2)).signature()
+    assert first.signature() != region(slice(None, 13, None), slice(1, 12, 2)).signature()
+    assert env.guards == {} and not env.specialised
 
 
 def test_dimensions_of_one_value_share_a_symbol_and_are_checked_equal():

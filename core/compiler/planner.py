@@ -17,7 +17,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from ..market.executor import UNAVAILABLE, Executor, Implementation
-from ..market.fusion import FUSION_REGION, LEFT_OUT, FusionExecutor, declines_symbolic
+from ..market.fusion import FUSION_REGION, LEFT_OUT, FusionExecutor, declines_symbolic, pace
 from ..proxies import tracing
 from ..symbol import BoundSymbol, flat_proxies
 from ..trace import Trace
@@ -218,6 +218,7 @@ def plan(
     planner = _Planner(trace, executors, per_op, autograd)
     out: list[BoundSymbol] = []
     for bsym in trace.bsyms:
+        pace()  # (in the background upgrade thread: its share of the interpreter stays small)
         planner.claim(bsym, 0, out)
     out = remove_dead_code(out, trace.output)
     regions: list[RegionRecord] = []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,7 @@ from ..symbolic import SymInt, concrete_shape, symbols_of
 from .executor import Executor, Implementation
 from .operations import CustomOperation, symbol_id
 
-__all__ = ["symbolic_sizes", "declines_symbolic", "FusionExecutor", "FusionRegion", "Declined", "RegionCost", "form_regions", "FUSION_REGION", "LEFT_OUT", "NOT_WORTH_IT", "stop_compiling", "compiling_stopped", "mark_background_upgrade_thread", "in_background_upgrade"]
+__all__ = ["symbolic_sizes", "declines_symbolic", "FusionExecutor", "FusionRegion", "Declined", "RegionCost", "form_regions", "FUSION_REGION", "LEFT_OUT", "NOT_WORTH_IT", "stop_compiling", "compiling_stopped", "mark_background_upgrade_thread", "in_background_upgrade", "pace"]
 
 # set at interpreter exit (squall.runtime.tiers): a background upgrade still planning must not start
 # region compiles then (their compilers' thread pools are shutting down, and a thread still
@@ -58,11 +59,33 @@ _EAGER_COST = {"cpu": (3e-6, 10e9), "cuda": (6e-6, 500e9)}
 
 
 _upgrade_thread = threading.local()
+# the background upgrade thread holds the interpreter in slices of about PACE_SLICE_S of its CPU
+# time and sleeps PACE_PAUSE times as long after each (`pace`): at most a tenth of the time. A user's
+# thread waits for the interpreter at the end of every torch op it runs (ops release it) while the
+# upgrade runs Python, up to the 5 ms switch interval each time: beside a thread running Python flat
+# out a GPT block's torch-plan calls took 3-7x as long, beside one holding it a quarter of the time 1.6-1.9x
+PACE_SLICE_S = 1e-3
+PACE_PAUSE = 9.0
+_sleep, _cpu_time = time.sleep, time.thread_time
 
 
 def mark_background_upgrade_thread() -> None:
     """Called by squall.runtime.tiers' worker thread as it starts: `in_background_upgrade()` is True there."""
     _upgrade_thread.active = True
+    _upgrade_thread.since = _cpu_time()
+
+
+def pace() -> None:
+    """Called between steps of an upgrade's work (the planner's calls, the fusion pass's regions, the
+    upgrade's stages): in the background upgrade thread, once it has run PACE_SLICE_S of CPU time
+    since it last slept, sleep PACE_PAUSE times as long, so the user's threads have the interpreter
+    nine tenths of the time; elsewhere (a compile in the user's thread) nothing but a thread-local read."""
+    if not getattr(_upgrade_thread, "active", False):
+        return
+    ran = _cpu_time() - _upgrade_thread.since
+    if ran >= PACE_SLICE_S:
+        _sleep(PACE_PAUSE * ran)
+        _upgrade_thread.since = _cpu_time()
 
 
 def in_background_upgrade() -> bool:
@@ -111,19 +134,30 @@ class FusionRegion:
             for x in leaves:
                 if isinstance(x, TensorProxy):
                     norm.append(local.get(x.name, ("free", x.name)))
-                elif type(x) is SymInt:
-                    norm.append((SymInt, x.poly))  # its expression: comparing SymInts would record a shape guard
                 else:
-                    try:
-                        hash(x)
-                        norm.append((type(x), x))
-                    except TypeError:
-                        norm.append((type(x), repr(x)))
+                    norm.append(_value_key(x))
             for p in b.output_proxies():
                 local[p.name] = ("local", len(local))
             parts.append((b.sym.id, str(spec), tuple(norm)))
         meta = tuple((tuple(n.poly if type(n) is SymInt else n for n in p.shape), p.dtype, p.device, p.requires_grad) for p in self.inputs)
         return (tuple(parts), tuple(local[p.name] for p in self.outputs), meta)
+
+
+def _value_key(x: Any) -> tuple:
+    """A region signature's key for a non-tensor argument, reading no symbolic size's value: a
+    SymInt is keyed by its expression (comparing or printing it would record a shape guard, and
+    a guard `s1 == 13` recorded while an upgrade plans would make the upgraded program serve one
+    length only), also as a slice's bound (`x[:, :n]`: slices are unhashable before Python 3.12,
+    and their repr prints the bound's value)."""
+    if type(x) is SymInt:
+        return (SymInt, x.poly)
+    if type(x) is slice:
+        return (slice, _value_key(x.start), _value_key(x.stop), _value_key(x.step))
+    try:
+        hash(x)
+        return (type(x), x)
+    except TypeError:
+        return (type(x), repr(x))
 
 
 @dataclass(frozen=True)
@@ -469,6 +503,7 @@ class FusionExecutor(Executor):
         returned = {p.name for p in flat_proxies(output)}
         result: list[BoundSymbol] = []
         for unit in order:
+            pace()
             if mine(bsyms[unit[0]]):
                 result.extend(self._regions(bsyms, unit, consumers, returned, SPLIT_DEPTH))
             else:

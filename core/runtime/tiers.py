@@ -38,7 +38,8 @@ priority, exit), so the user's compute keeps its cores; a fusion executor may
 compile elsewhere (inductor: in a worker process, `FusionExecutor.compile_site` says where,
 and `upgrades(fn)` shows it). Its in-context judge times short batches and pauses between
 them (`judge`'s slice_s and pause), so it holds the GIL the user's calls need only in short
-stretches, a quarter of the time at most, and stops after a few rounds where the verdict is
+stretches, a tenth of the time at most, as the job's other work here does (its planning, between
+its stages: squall.market.fusion.pace), and stops after a few rounds where the verdict is
 clear (DECISIVE): a judge is part of every cold time to fused speed.
 """
 from __future__ import annotations
@@ -61,7 +62,7 @@ from ..guards import GuardFailed
 from ..ltorch.base import SquallWarning
 from ..market.config import ExecutorPriority
 from ..market.executor import Executor
-from ..market.fusion import FusionExecutor, compiling_stopped
+from ..market.fusion import PACE_PAUSE, FusionExecutor, compiling_stopped, pace
 from ..sources import cache_root
 from .choices import ChoiceStore, timing_clock
 from .judge_inputs import TensorSpec, call_specs, example_inputs
@@ -80,9 +81,10 @@ JUDGE_MAX_BYTES = 1 << 30
 # returns at once instead of waiting out the worker's first switch interval (5 ms)
 SETTLE_S = 0.02
 # a background judge (beside the user's calls) times batches of about this long, and sleeps
-# JUDGE_PAUSE times as long after each: it holds the GIL at most a quarter of the time
+# JUDGE_PAUSE times as long after each: it holds the GIL at most a tenth of the time, as the rest of
+# the upgrade's work in this process does (squall.market.fusion.pace)
 JUDGE_SLICE_S = 2e-3
-JUDGE_PAUSE = 3.0
+JUDGE_PAUSE = PACE_PAUSE
 # a sliced judge stops once its first `rounds` rounds leave no doubt: the fused plan's best batch
 # beats the torch plan's by this fraction beyond the margin, or loses by it. Further rounds would
 # only refine a verdict already taken (gpt2's whole-model region ran in 0.5-0.6x the torch plan's
@@ -434,6 +436,7 @@ class UpgradeJob:
             return False
         if self._offers is None:  # first turn: what is remembered decides which offers to plan
             self._key = _program_key(self.base, self.executors, self.num_threads)
+            pace()
             self._remembered = _verdict_store().get(self._key)
             if self._remembered is not None and self._remembered["winner"] == "torch":
                 self.upgrade.finish("kept the torch plan", f"remembered: {self._remembered['reason']}")
@@ -481,6 +484,7 @@ class UpgradeJob:
             self._tried.append(f"{named}planning failed ({type(e).__name__}: {e})")
             return True
         self._seconds += time.perf_counter() - start
+        pace()
         sites = {ex.compile_site for ex in executors if isinstance(ex, FusionExecutor) and ex.compile_site}
         if sites:
             self.upgrade.compiled_in = "; ".join(sorted(sites))

@@ -48,7 +48,7 @@ from squall.extend import (
 from squall_inductor.choices import ChoiceStore, best_time, default_choices_path, region_key
 from squall_inductor.regions import CompiledRegion, example_inputs, region_function, size_reads
 from squall_inductor.symbolic import SymbolicRegion
-from squall_inductor.worker import CompileUnsupported, RegionCompiler, WorkerCompileError, default_worker, env_flag, subprocess_enabled
+from squall_inductor.worker import CompileUnsupported, RegionCompiler, WorkerCompileError, default_worker, dynamo_unsupported, env_flag, subprocess_enabled
 
 __all__ = ["InductorExecutor", "FUSIBLE_PRIMS", "MATMUL_PRIMS", "PRIMS_WITHIN", "cpp_compiler", "env_flag"]
 
@@ -337,17 +337,10 @@ class InductorExecutor(FusionExecutor):
         return compiled
 
     def _dynamo_unsupported(self) -> str:
-        """Why torch.compile cannot run here ("" when it can); asked once, before the first compile (a region kept on disk loads without asking)."""
+        """Why torch.compile cannot run here ("" when it can); asked once, before the first compile in
+        this process (a region kept on disk loads without asking; the compile worker asks in its own)."""
         if self._unsupported is None:
-            try:
-                import torch._dynamo  # torch.compile's front end: seconds to import
-
-                supported = torch._dynamo.is_dynamo_supported()
-                self._unsupported = "" if supported else (
-                    f"torch.compile does not support Python {sys.version_info.major}.{sys.version_info.minor} "
-                    f"with torch {torch.__version__}")
-            except Exception as e:  # noqa: BLE001
-                self._unsupported = f"torch.compile cannot be imported: {type(e).__name__}: {e}"
+            self._unsupported = dynamo_unsupported()
         return self._unsupported
 
     def _declined(self, ops: list[str], why: str, *, split: bool = False) -> Declined:

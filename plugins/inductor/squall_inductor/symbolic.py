@@ -24,6 +24,7 @@ it was compiled under into the shape environment, so the check above would miss 
 """
 from __future__ import annotations
 
+import atexit
 import re
 import threading
 import time
@@ -33,7 +34,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from squall.extend import SquallWarning, SymInt, compiling_stopped, TensorProxy, example_tensor, size_source, symbol_reads, symbols_of
+from squall.extend import SquallWarning, SymInt, compiling_stopped, stop_compiling, TensorProxy, example_tensor, size_source, symbol_reads, symbols_of
 
 from squall_inductor.regions import CompiledRegion, examples_for, layout, layout_of, views_as_reshapes
 
@@ -47,6 +48,23 @@ __all__ = [
 # strides (`assert_size_stride`, 31 a llama decoding step) repeat what the guard function has
 # checked before every call of it (sizes, strides, storage offset)
 SYMBOLIC_CONFIG = {"size_asserts": False}
+# a symbolic region compiles at most this many static fallbacks (calls no guards admit), the later
+# layouts run its torch calls: a batch of 1 its guards refuse, at a new length each call, was a
+# static compile per length (49 queued in the worker behind a 200-batch DistilBERT stream, each
+# seconds of compiler CPU beside the user's calls, and threads left waiting as the interpreter exits)
+MAX_STATIC_LAYOUTS = 4
+# at exit the later compilations still under way are stopped and waited for this long at most: a
+# thread left in them as the interpreter finalises aborted it ("terminate called without an active exception")
+EXIT_JOIN_S = 5.0
+_under_way: set[threading.Thread] = set()
+_join_registered = threading.Event()
+
+
+def _join_at_exit() -> None:
+    stop_compiling()  # a request to the worker in flight declines within its poll
+    deadline = time.monotonic() + EXIT_JOIN_S
+    for thread in list(_under_way):
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 class SymbolicSpec(NamedTuple):
@@ -249,7 +267,8 @@ class SymbolicRegion:
     """A region compiled once for its symbolic sizes, and once more for each other memory order
     of its inputs it is called with (a decoding step's first cache is a transposed view, later
     ones are contiguous); a call no such compilation's guards admit (a size 1, a bound inductor
-    assumed, a strided view) runs a static compilation for its own shapes and strides.
+    assumed, a strided view) runs a static compilation for its own shapes and strides, for the
+    first MAX_STATIC_LAYOUTS such layouts; the later ones run the region's torch calls.
 
     `compile(spec)` returns (compiled, guard source): `compile_in_process` by default, or
     squall_inductor.worker's RegionCompiler.symbolic, in its worker process; `compile_ordered`
@@ -331,10 +350,16 @@ class SymbolicRegion:
             if ordered[1](args):
                 return ordered[0]
         shapes = layout(args)
+        if shapes not in self.static and self._static_count() >= MAX_STATIC_LAYOUTS:
+            return self.fn
         layouts = layout_of(args)  # not the tensors: a background compile makes its own examples
         static = self._get(self.static, shapes, lambda: CompiledRegion(self.fn, examples_for(layouts), compile=self.compile_static),
                            self.fn, "shapes and strides")
         return self.fn if static is None else static
+
+    def _static_count(self) -> int:
+        """The static fallbacks compiled or under way."""
+        return len(self.static) + sum(1 for what, _ in list(self._pending) if what == "shapes and strides")
 
     def _get(self, table: dict, key: tuple, build: Callable[[], Any], torch_calls: Any, what: str) -> Any:
         """table[key], compiled by `build` where missing: now, or in the background (None meanwhile)."""
@@ -355,8 +380,14 @@ class SymbolicRegion:
                 table[key] = self._compiled_or_torch(build, torch_calls, what)
             finally:
                 self._pending.discard((what, key))
+                _under_way.discard(threading.current_thread())
 
-        threading.Thread(target=run, name="squall-inductor-region-variant", daemon=True).start()
+        thread = threading.Thread(target=run, name="squall-inductor-region-variant", daemon=True)
+        if not _join_registered.is_set():
+            _join_registered.set()
+            atexit.register(_join_at_exit)  # after the worker's own exit hook: it runs first
+        _under_way.add(thread)
+        thread.start()
         return None
 
     def _compiled_or_torch(self, compile: Callable[[], Any], torch_calls: Any, what: str) -> Any:

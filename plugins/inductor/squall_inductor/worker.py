@@ -45,15 +45,17 @@ from squall_inductor.regions import compile_with_inductor, layout_of, region_pay
 from squall_inductor.symbolic import SymbolicSpec, compile_in_process
 from squall_inductor.timeline import mark
 
-__all__ = ["CompileWorker", "CompileUnsupported", "WorkerCompileError", "RegionCompiler", "default_worker", "env_flag", "kept_artifact", "kept_folder", "load_kept", "one_unit_enabled", "subprocess_enabled"]
+__all__ = ["CompileWorker", "CompileUnsupported", "WorkerCompileError", "RegionCompiler", "default_worker", "dynamo_unsupported", "env_flag", "kept_artifact", "kept_folder", "load_kept", "one_unit_enabled", "subprocess_enabled"]
 
 # how long a worker may take to start (import torch and inductor) before it counts as failed
 START_TIMEOUT_S = 120.0
 # how often a wait for the worker checks that it is alive and that the interpreter is not exiting
 _POLL_S = 0.1
-# the worker's priority, below the user's process (and squall's background thread, at +5); it is
-# lowered before anything is imported, so the threads torch starts and inductor's compilers inherit it
-WORKER_NICE = 10
+# the worker's priority, the lowest (squall's background thread runs at +5); it is lowered before
+# anything is imported, so the threads torch starts and inductor's compilers inherit it. Where the
+# worker or a compiler it started shares a core with the user's thread, the user's gets 98% of it
+# (Linux's weights: 1024 against 15; at +10, 110, it got 90%): a compile only takes longer
+WORKER_NICE = 19
 _WORKER_MAIN = (f"import os, sys, time\nstarted = time.time()\ntry:\n    os.nice({WORKER_NICE})\nexcept OSError:\n    pass\n"
                 "from squall_inductor.worker_main import main\nmain(int(sys.argv[1]), started, int(sys.argv[2]))\n")
 
@@ -63,7 +65,8 @@ class WorkerCompileError(Exception):
 
 
 class CompileUnsupported(Exception):
-    """inductor cannot compile here at all (RegionCompiler's `unsupported` said why); nothing was kept to load."""
+    """inductor cannot compile here at all (RegionCompiler's `unsupported`, or the worker's
+    `dynamo_unsupported`, said why); nothing was kept to load."""
 
 
 class WorkerUnavailable(Exception):
@@ -163,14 +166,14 @@ class CompileWorker:
                 self._ready = True
         return True
 
-    def compile(self, payload: bytes, args: Sequence[torch.Tensor], *, time_budget_s: float | None = None,
-                before_compile: Callable[[], None] | None = None) -> tuple[Callable, float | None, float | None, bool]:
+    def compile(self, payload: bytes, args: Sequence[torch.Tensor], *, time_budget_s: float | None = None) -> tuple[Callable, float | None, float | None, bool]:
         """(compiled, torch_s, inductor_s, kept): the region in `payload` compiled in the worker for
         inputs like `args`, loaded here; the times where a budget was given. A region compiled
         before for the same inputs and settings, in any process, is loaded from inductor's cache
         folder without asking the worker (`load_kept`; then `kept` is True), where no timing is
-        asked; `before_compile` is called only where the worker must compile (it may raise).
-        Raises WorkerCompileError where inductor failed, WorkerUnavailable where the worker did."""
+        asked. Raises CompileUnsupported where torch.compile cannot run in the worker's Python
+        (`dynamo_unsupported`, asked there), WorkerCompileError where inductor failed,
+        WorkerUnavailable where the worker did."""
         layouts = layout_of(args)
         with self._lock:
             self._start()
@@ -178,8 +181,6 @@ class CompileWorker:
             loaded = load_kept(kept) if kept is not None else None
             if loaded is not None:
                 return loaded, None, None, True
-        if before_compile is not None:
-            before_compile()
         compiled, reply = self._compile("compile", payload, layouts, time_budget_s, kept=kept)
         return compiled, reply[1], reply[2], False
 
@@ -224,6 +225,8 @@ class CompileWorker:
             mark("user: reply received")
             if reply[0] == "error":
                 raise WorkerCompileError(reply[1])
+            if reply[0] == "unsupported":
+                raise CompileUnsupported(reply[1])
             try:
                 bundle = reply[4] if len(reply) > 4 else None
                 if kept is not None:  # a symbolic region's guard source is kept beside it
@@ -323,6 +326,20 @@ class CompileWorker:
         # declines quietly and lets go of the lock, and the worker is killed mid-compile
         stop_compiling()
         self.close()
+
+
+def dynamo_unsupported() -> str:
+    """Why torch.compile cannot run in this Python ("" where it can). It imports Dynamo (seconds):
+    the worker asks in its own process, the user's process only before compiling a region itself."""
+    try:
+        import torch._dynamo  # torch.compile's front end
+
+        if torch._dynamo.is_dynamo_supported():
+            return ""
+        return (f"torch.compile does not support Python {sys.version_info.major}.{sys.version_info.minor} "
+                f"with torch {torch.__version__}")
+    except Exception as e:  # noqa: BLE001
+        return f"torch.compile cannot be imported: {type(e).__name__}: {e}"
 
 
 def kept_artifact(payload: bytes, layouts: Sequence, config: dict | None) -> str | None:
@@ -458,10 +475,8 @@ class RegionCompiler:
         self.where = ""
 
     def __call__(self, args: Sequence[torch.Tensor]) -> Callable:
-        done = self._in_worker(lambda payload: self.worker.compile(payload, args, time_budget_s=self.time_budget_s,
-                                                                    before_compile=self._check_supported))
+        done = self._in_worker(lambda payload: self.worker.compile(payload, args, time_budget_s=self.time_budget_s))
         if done is None:
-            self._check_supported()
             return compile_with_inductor(self.fn, self._here(args))
         compiled, torch_s, inductor_s, kept = done
         if torch_s is not None and inductor_s is not None and self.timings is None:
@@ -473,7 +488,6 @@ class RegionCompiler:
 
     def symbolic(self, spec: SymbolicSpec) -> tuple[Callable, str]:
         """(compiled, guard source) for the spec's symbolic sizes (squall_inductor.symbolic)."""
-        self._check_supported()
         done = self._in_worker(lambda payload: self.worker.compile_symbolic(payload, spec))
         if done is None:
             return compile_in_process(self.fn, self._here(spec))
@@ -483,15 +497,22 @@ class RegionCompiler:
         return compiled, guards
 
     def _check_supported(self) -> None:
-        """Raise CompileUnsupported where inductor cannot compile here (asked before a compile, not
-        before loading a region kept on disk: the question imports Dynamo, seconds)."""
+        """Raise CompileUnsupported where inductor cannot compile here (asked before a compile in this
+        process only: the question imports Dynamo, seconds of a background upgrade holding the
+        interpreter beside the user's calls; the worker asks it itself, and a kept region loads without it)."""
         why = self.unsupported() if self.unsupported is not None else ""
         if why:
             raise CompileUnsupported(why)
 
     def _here(self, what: Any) -> Any:
+        """`what`, where this region may compile in this process and inductor can (else raise): asked
+        only then, so neither a compile that may not run here nor one the exiting interpreter stops
+        imports Dynamo (`_check_supported`; an import as the interpreter finalises aborts it)."""
         if not self.in_process:
             raise WorkerUnavailable(f"it would compile {self.where}, and this compile may not")
+        if compiling_stopped():
+            raise WorkerUnavailable("the interpreter is exiting")
+        self._check_supported()
         return what
 
     def _in_worker(self, request: Callable[[bytes], Any]) -> Any:

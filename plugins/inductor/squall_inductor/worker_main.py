@@ -8,7 +8,10 @@ inherit it). It answers requests one at a time until the socket closes:
       -> ("ok", torch_s, inductor_s, pickled tensor constants, direct bundle or None) with the
          compiled region saved at `path` (inductor's CompiledArtifact, binary format; its FX graph
          and AOTAutograd cache entries are in inductor's on-disk caches too; the bundle is what
-         squall_inductor.direct_load loads it from without inductor), or ("error", "Type: message").
+         squall_inductor.direct_load loads it from without inductor), or ("error", "Type: message"),
+         or ("unsupported", why) where torch.compile cannot run in this Python.
+    ("compile_symbolic", payload, SymbolicSpec, config, num_threads, None, path)
+      -> ("ok", guard source, None, pickled tensor constants, direct bundle or None), or as above.
 
 The region's FX trace (make_fx, which patches torch.nn.Module.__call__ while it runs) and
 inductor's lowering happen here, never in the user's process. With a time budget the region
@@ -41,7 +44,7 @@ from squall_inductor.direct_build import direct_bundle
 from squall_inductor.regions import Layout, examples_for, load_region, views_as_reshapes
 from squall_inductor.split_build import side_by_side, split_build_settings
 from squall_inductor.warm_up import HEADER_AFTER_IDLE_S, WarmUp
-from squall_inductor.worker import compile_threads
+from squall_inductor.worker import compile_threads, dynamo_unsupported
 from squall_inductor.symbolic import SYMBOLIC_CONFIG, SymbolicSpec, guards_source, spec_examples, trace_symbolically
 from squall_inductor.timeline import mark
 
@@ -171,8 +174,12 @@ def _compile_in_shape_env(graph: torch.fx.GraphModule, fakes: list, fake_mode: A
         return standalone_compile(graph, fakes, dynamic_shapes="from_tracing_context", options={})
 
 
-def compile_symbolic(fn: Callable, spec: SymbolicSpec, path: str) -> tuple[str, list]:
-    """(guard source, constants): `fn` compiled for the spec's symbolic sizes and saved at `path`.
+def compile_symbolic(fn: Callable, spec: SymbolicSpec, path: str) -> tuple[str, list, bytes | None]:
+    """(guard source, constants, direct bundle): `fn` compiled for the spec's symbolic sizes and
+    saved at `path`, with what loads it without inductor (squall_inductor.direct_build, checked at
+    the spec's sizes; None where that cannot serve). Without the bundle the user's process loads a
+    symbolic region through inductor, which imports Dynamo and probes the CPU's vector instruction
+    sets there: seconds of a background thread holding the interpreter beside the user's calls.
 
     The compile runs against a fresh, empty inductor cache folder: a cache hit would not put the
     guards it was compiled under into the shape environment (squall_inductor.symbolic), and an
@@ -189,8 +196,11 @@ def compile_symbolic(fn: Callable, spec: SymbolicSpec, path: str) -> tuple[str, 
         artifact = _compile_in_shape_env(graph, [*fakes, *constant_fakes], fake_mode)
         artifact.save(path=path, format="binary")
         source = guards_source(fake_mode, fakes)
-        artifact(*spec_examples(spec), *constants)  # a region that compiles but cannot run fails here, not in the user's process
-    return source, constants
+        examples = spec_examples(spec)
+        artifact(*examples, *constants)  # a region that compiles but cannot run fails here, not in the user's process
+        # made here, where its kernels are found built in the compile's cache folder
+        bundle, _ = direct_bundle(artifact._compiled_fn, [*examples, *constants])
+    return source, constants, bundle
 
 
 PARENT_POLL_S = 0.5
@@ -231,6 +241,7 @@ def main(fd: int, started: float | None = None, parent: int | None = None) -> No
     conn.send(("ready", os.getpid()))
     warm_up = WarmUp()
     warm_up.start()
+    unsupported: str | None = None  # why torch.compile cannot run here (worker.dynamo_unsupported), asked at the first request
     while True:
         if not conn.poll(HEADER_AFTER_IDLE_S):  # idle: the precompiled header, for the compiles after (once)
             warm_up.build_header()
@@ -240,6 +251,14 @@ def main(fd: int, started: float | None = None, parent: int | None = None) -> No
             return  # the user's process closed the socket, or is gone
         kind, payload, shapes, config, num_threads, time_budget_s, path = request
         mark("worker: request received")
+        unsupported = dynamo_unsupported() if unsupported is None else unsupported
+        if unsupported:  # asked here, not in the user's process: its import is seconds of their interpreter
+            reply = ("unsupported", unsupported)
+            try:
+                conn.send(reply)
+            except (EOFError, OSError):
+                return
+            continue
         try:
             torch.set_num_threads(num_threads)
             fn = load_region(payload)
@@ -247,8 +266,8 @@ def main(fd: int, started: float | None = None, parent: int | None = None) -> No
             with inductor_config.patch({**config.get("changed", {}), "compile_threads": compile_threads()}):
                 if kind == "compile_symbolic":
                     on_cpu = all(device.type == "cpu" for _, _, device, _ in shapes.inputs)
-                    guards, constants = warm_up.compile(lambda: compile_symbolic(fn, shapes, path), on_cpu=on_cpu)
-                    reply: tuple = ("ok", guards, None, pickle.dumps(constants), None)
+                    guards, constants, bundle = warm_up.compile(lambda: compile_symbolic(fn, shapes, path), on_cpu=on_cpu)
+                    reply: tuple = ("ok", guards, None, pickle.dumps(constants), bundle)
                 else:
                     one_unit = config.get("environment", {}).get("one unit", False)
                     on_cpu = all(device.type == "cpu" for *_, device in shapes)

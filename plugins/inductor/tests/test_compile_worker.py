@@ -138,6 +138,40 @@ def test_module_call_is_untouched_in_this_process_while_an_upgrade_compiles():
 
 
 @needs_cpu_inductor
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no os.getpriority here")
+def test_the_worker_runs_at_the_lowest_priority_which_its_compilers_inherit():
+    # beside the user's thread on a shared core, a worker at nice 10 took a tenth of it; at 19, 1.5%
+    worker = default_worker()
+    assert worker.wait_ready()
+    assert os.getpriority(os.PRIO_PROCESS, worker.pid) == 19
+
+
+def test_a_region_compile_the_exiting_interpreter_stops_imports_no_dynamo():
+    # whether torch.compile runs here is asked only before a compile in this process: a static
+    # fallback compiling in the background as the interpreter exits asked it there, and Dynamo's
+    # import while the interpreter finalised aborted it ("terminate called without an active exception")
+    program = (
+        "import sys, torch\n"
+        "from squall.extend import load_source, stop_compiling\n"
+        "from squall_inductor.worker import CompileWorker, RegionCompiler, WorkerUnavailable, dynamo_unsupported\n"
+        "namespace = {'torch': torch}\n"
+        "source = 'def region(x):\\n  return (torch.sigmoid(x * 2),)\\n'\n"
+        "load_source(source, 'test-region', namespace)\n"
+        "closed = CompileWorker(); closed.close()\n"
+        "stop_compiling()\n"
+        "for in_process in (False, True):\n"
+        "    try:\n"
+        "        RegionCompiler(namespace['region'], source, worker=closed, in_process=in_process, unsupported=dynamo_unsupported)([torch.randn(3)])\n"
+        "    except WorkerUnavailable:\n"
+        "        pass\n"
+        "print(sorted(m for m in ('torch._dynamo', 'torch._inductor') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+@needs_cpu_inductor
 def test_a_dead_worker_falls_back_to_compiling_in_this_process_with_a_warning():
     def f(x):
         return (torch.cos(x * 0.5 - 2) * 5,)
@@ -199,7 +233,8 @@ def test_a_symbolic_region_compiled_before_loads_with_its_guards_without_asking_
     first = RegionCompiler(fn, source, worker=default_worker())
     compiled, guards = first.symbolic(spec)
     assert first.where.startswith("in the compile worker process")
-    assert len(os.listdir(tmp_path / "kept")) == 3  # the artifact, its tensor constants and its guards
+    kept = os.listdir(tmp_path / "kept")  # the artifact, its tensor constants, its guards, its direct bundle and kernels
+    assert {n.rsplit('.', 1)[-1] for n in kept} >= {"bin", "constants", "guards", "direct", "so"}, kept
     later = CompileWorker()  # as in a later process: it never answers a request
     try:
         again = RegionCompiler(fn, source, worker=later)

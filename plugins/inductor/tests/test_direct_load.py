@@ -20,6 +20,7 @@ squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor
 from squall.extend import load_source  # noqa: E402
 from squall_inductor import CompiledRegion  # noqa: E402
 from squall_inductor.direct_load import inductor_cache_dir  # noqa: E402
+from squall_inductor.symbolic import SymbolicSpec  # noqa: E402
 from squall_inductor.worker import CompileWorker, RegionCompiler, default_worker  # noqa: E402
 
 needs_cpu_inductor = pytest.mark.skipif(squall_inductor.cpp_compiler() is None, reason="no C++ compiler for inductor's CPU backend")
@@ -84,6 +85,49 @@ def test_a_second_process_loads_a_kept_region_without_importing_inductor_and_mat
         for a, b in ((x, w), (x * 2 - 1, w.exp())):
             torch.testing.assert_close(region(a, b), fn(a, b))
         assert compiler.where.startswith("before, loaded from"), compiler.where
+        heavy = sorted(m for m in ("torch._inductor", "torch._dynamo") if m in sys.modules)
+        assert not heavy, heavy
+        later.close()
+        print("loaded directly")
+    """)
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "loaded directly" in done.stdout
+
+
+@needs_cpu_inductor
+def test_a_symbolic_region_loads_in_a_second_process_without_importing_inductor_and_matches_eager_at_every_length(tmp_path):
+    # without a direct bundle the user's process loaded a symbolic region through inductor: Dynamo's
+    # import and the vector-ISA probe, seconds of a background thread holding the interpreter
+    source = "def region(x):\n  return (torch.sigmoid(x * 2 + 1).sum(1) - torch.tensor([1.0, 2.0]),)\n"
+    namespace = {"torch": torch}
+    load_source(source, "test-region", namespace)
+    fn = namespace["region"]
+    spec = SymbolicSpec({"s0": 5}, [((3, "s0", 2), torch.float32, torch.device("cpu"), (0, 1, 2))])
+    first = RegionCompiler(fn, source, worker=default_worker())
+    first.symbolic(spec)
+    assert first.where.startswith("in the compile worker process")
+    assert _kept(tmp_path, ".direct"), os.listdir(tmp_path / "kept")
+    child = textwrap.dedent(f"""
+        import sys, torch
+        import squall_inductor.worker as inductor_worker
+        from squall.extend import load_source
+        from squall_inductor.symbolic import SymbolicSpec, guard_function
+        from squall_inductor.worker import CompileWorker, RegionCompiler
+        inductor_worker.kept_folder = lambda: {str(tmp_path / "kept")!r}
+        namespace = {{"torch": torch}}
+        load_source({source!r}, "test-region", namespace)
+        fn = namespace["region"]
+        later = CompileWorker()
+        compiler = RegionCompiler(fn, {source!r}, worker=later)
+        spec = SymbolicSpec({{"s0": 5}}, [((3, "s0", 2), torch.float32, torch.device("cpu"), (0, 1, 2))])
+        loaded, guards = compiler.symbolic(spec)
+        assert compiler.where.startswith("before, loaded from"), compiler.where
+        admits = guard_function(guards, [3])
+        for length in (5, 9, 30):
+            x = torch.randn(3, length, 2)
+            assert admits([x])
+            torch.testing.assert_close(tuple(loaded(x)), fn(x))
         heavy = sorted(m for m in ("torch._inductor", "torch._dynamo") if m in sys.modules)
         assert not heavy, heavy
         later.close()
@@ -238,7 +282,7 @@ def test_an_island_compiles_kernel_by_kernel_where_regions_compile_as_one_unit_a
 
 
 @needs_cpu_inductor
-def test_a_second_process_upgrades_from_kept_regions_without_importing_dynamo(tmp_path, monkeypatch):
+def test_neither_the_compiling_process_nor_a_second_one_imports_dynamo_for_an_upgrade(tmp_path, monkeypatch):
     monkeypatch.setenv("SQUALL_CACHE_DIR", str(tmp_path / "squall"))
     program = textwrap.dedent(f"""
         import sys, torch, squall
@@ -265,8 +309,44 @@ def test_a_second_process_upgrades_from_kept_regions_without_importing_dynamo(tm
     for done in runs:
         assert done.returncode == 0, done.stderr[-3000:]
     first, second = (done.stdout.strip().splitlines() for done in runs)
-    assert first[0].startswith("in the compile worker process")
+    # the process whose regions the worker compiled imported neither: whether torch.compile runs in
+    # this Python is asked in the worker (Dynamo's import is seconds of the upgrade holding the
+    # interpreter beside the user's calls), and the region loads directly
+    assert first[0].startswith("in the compile worker process") and first[1] == "[]", first
     assert second == [f"before, loaded from {tmp_path / 'kept'}", "[]"]
+
+
+@needs_cpu_inductor
+def test_a_symbolic_upgrade_imports_neither_inductor_nor_dynamo_in_the_users_process(tmp_path, monkeypatch):
+    # the user's process loaded a symbolic region through inductor, and asked whether torch.compile
+    # runs here first: seconds of imports and vector-ISA probes in the upgrade thread, holding the
+    # interpreter the user's calls need
+    monkeypatch.setenv("SQUALL_CACHE_DIR", str(tmp_path / "squall"))
+    program = textwrap.dedent(f"""
+        import sys, torch, squall
+        import squall_inductor.worker as inductor_worker
+        from squall_inductor import InductorExecutor
+        inductor_worker.kept_folder = lambda: {str(tmp_path / "kept")!r}
+
+        def f(x):
+            return torch.softmax(torch.tanh(x) * 3 + 1, -1).sum(-1)
+
+        ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+        jfn = squall.jit(f, executors=[ex, "torch"], dynamic=True)
+        x = torch.randn(4, 6, 8)
+        torch.testing.assert_close(jfn(x), f(x))
+        assert squall.wait_for_upgrades(jfn, timeout=300)
+        (upgrade,) = squall.upgrades(jfn)
+        assert upgrade.status == "upgraded", upgrade
+        for x in (torch.randn(4, 6, 8), torch.randn(3, 11, 8), torch.randn(5, 2, 8)):
+            torch.testing.assert_close(jfn(x), f(x))
+        print(upgrade.compiled_in)
+        print(sorted(m for m in ("torch._inductor", "torch._dynamo") if m in sys.modules))
+    """)
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].startswith("in the compile worker process") and lines[1] == "[]", lines
 
 
 def test_a_region_unloadable_while_the_interpreter_exits_says_nothing(monkeypatch):

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import copy
 import os
+import subprocess
+import sys
+import textwrap
 import threading
 import warnings
 import time
@@ -100,6 +103,60 @@ def test_a_call_its_guards_refuse_runs_a_compilation_for_its_memory_order_or_its
         torch.testing.assert_close(region(long), _sigmoid_chain(long), rtol=1e-5, atol=1e-5)
 
 
+def test_a_symbolic_region_compiles_a_few_static_fallbacks_and_runs_later_layouts_on_its_torch_calls():
+    # a batch of 1 at a new length each call: every call a layout no guard admits, and each was a
+    # static compile (49 queued behind a 200-batch DistilBERT stream)
+    env = ShapeEnv()
+    with tracing(TracingContext()):
+        proxy = _symbolic_proxy(env, "x", (4, 6, 8))  # f32[s0, s1, 8]
+    compiled: list[tuple] = []
+
+    def compile_static(args):
+        compiled.append(tuple(a.shape for a in args))
+        return _sigmoid_chain
+
+    region = SymbolicRegion(_sigmoid_chain, [proxy], compile_static=compile_static)
+    for n in range(3, 3 + 2 * squall_inductor.symbolic.MAX_STATIC_LAYOUTS + 3):
+        one = torch.randn(1, n, 8)
+        assert not region.holds([one])
+        torch.testing.assert_close(region(one), _sigmoid_chain(one))
+    assert len(compiled) == len(region.static) == squall_inductor.symbolic.MAX_STATIC_LAYOUTS
+    again = torch.randn(1, 3, 8)  # a layout compiled before still runs its compilation
+    assert region._other([again]) is region.static[next(iter(region.static))]
+
+
+def test_background_compilations_under_way_at_exit_are_stopped_and_waited_for():
+    # a thread left in a static fallback's compile as the interpreter finalised aborted it
+    # ("terminate called without an active exception") or hung it
+    program = textwrap.dedent("""
+        import time, torch
+        from squall.extend import compiling_stopped
+        from squall.frontend.tracing import TracingContext
+        from squall.proxies import TensorProxy, tracing
+        from squall.symbolic import ShapeEnv
+        from squall_inductor.symbolic import SymbolicRegion
+
+        def fn(x):
+            return (torch.sigmoid(x * 2 + 1).sum(1),)
+
+        def compile_static(args):  # a compile in flight: it ends once compiling is stopped
+            while not compiling_stopped():
+                time.sleep(0.01)
+            print("stopped", flush=True)
+            raise RuntimeError("the interpreter is exiting")
+
+        env = ShapeEnv()
+        with tracing(TracingContext()):
+            proxy = TensorProxy(shape=(env.symbol(4, "x", 0), env.symbol(6, "x", 1), 8), dtype=torch.float32, device="cpu")
+        region = SymbolicRegion(fn, [proxy], compile_static=compile_static, background=True)
+        one = torch.randn(1, 5, 8)
+        torch.testing.assert_close(region(one), fn(one))  # its torch calls, while the compile runs
+    """)
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "stopped", (done.stdout, done.stderr[-2000:])
+
+
 def test_guards_name_the_inputs_sizes_and_strides():
     env = ShapeEnv()
     with tracing(TracingContext()):
@@ -186,6 +243,30 @@ def test_the_background_upgrade_compiles_symbolic_regions_in_the_worker_and_leav
         torch.testing.assert_close(jfn(y), _softmax_then_flatten(y))
     assert _region_compiles(ex) == 1 and not region.static
     assert jfn.cache_info().misses == 1  # one squall compile: the symbolic entry
+
+
+def _drop_last_position(x):
+    n = x.shape[1]
+    return torch.softmax(x[:, : n - 1] * 2 + 1, -1) * 3  # a slice bounded by a symbolic size
+
+
+def test_an_upgrade_of_a_symbolic_slice_serves_every_length_without_another_compile():
+    # the upgrade's planning keyed the region by the slice's printed bound, which read the length
+    # and guarded it: every later length failed the upgraded program's shape guard and compiled a
+    # variant in the user's thread
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    jfn = squall.jit(_drop_last_position, executors=[ex, "torch"], dynamic=True)
+    x = torch.randn(3, 7, 16)
+    torch.testing.assert_close(jfn(x), _drop_last_position(x))
+    assert squall.wait_for_upgrades(jfn, timeout=300)
+    (upgrade,) = squall.upgrades(jfn)
+    assert upgrade.status == "upgraded", upgrade
+    for b, n in [(3, 9), (2, 5), (4, 30)]:
+        y = torch.randn(b, n, 16)
+        torch.testing.assert_close(jfn(y), _drop_last_position(y))
+    info = jfn.cache_info()
+    assert (info.misses, info.guard_failures) == (1, 0), info
+    assert "inductor" in squall.last_traces(jfn).source  # the upgraded program ran them
 
 
 def test_the_compilations_for_calls_the_guards_refuse_run_in_the_worker_in_the_background():
