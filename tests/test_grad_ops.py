@@ -488,8 +488,6 @@ def test_cuda_attention_kernels_that_fail_their_check_leave_the_math_path_with_a
 @pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype, kernel", [(torch.float32, "_efficient_attention_backward"), (torch.bfloat16, "_flash_attention_backward")], ids=["f32", "bf16"])
 def test_cuda_attention_trains_on_the_kernels_eager_runs(is_causal, dtype, kernel):
-    from torch.profiler import ProfilerActivity, profile
-
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 4, 40, 64, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
     grouped = dtype == torch.bfloat16  # grouped-query attention: the flash kernel takes fewer key and value heads
@@ -499,20 +497,28 @@ def test_cuda_attention_trains_on_the_kernels_eager_runs(is_causal, dtype, kerne
     def attend(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, enable_gqa=grouped)
 
+    _trains_as_eager_on(kernel, attend, (q, k, v), dtype)
+
+
+def _trains_as_eager_on(kernel: str, attend, inputs: tuple, dtype: torch.dtype) -> None:
+    """One training step of `attend` jitted and one eager, on `inputs`: the outputs and the
+    gradients agree, and the jitted step ran aten's `kernel`. In bfloat16 within its rounding: an
+    H100 runs eager on cuDNN's kernels (recent PyTorch prefers them there), squall on flash's."""
+    from torch.profiler import ProfilerActivity, profile
+
+    leaves = [t for t in inputs if t.requires_grad]
     jfn = squall.jit(attend)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        out = jfn(q, k, v)
+        out = jfn(*inputs)
         out.sum().backward()  # a gradient `expand` made: stride 0
-    got = [t.grad.clone() for t in (q, k, v)]
-    for t in (q, k, v):
+    got = [t.grad.clone() for t in leaves]
+    for t in leaves:
         t.grad = None
-    expected = attend(q, k, v)
+    expected = attend(*inputs)
     expected.sum().backward()
-    # in bfloat16 an H100 runs eager on cuDNN's kernels (recent PyTorch prefers them there) and
-    # squall on flash's, which round otherwise
     tolerance = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {}
     torch.testing.assert_close(out, expected, **tolerance)
-    for g, t in zip(got, (q, k, v)):
+    for g, t in zip(got, leaves):
         torch.testing.assert_close(g, t.grad, **tolerance)
     ran = {e.key for e in prof.key_averages()}
     assert f"aten::{kernel}" in ran, sorted(ran)
@@ -525,8 +531,6 @@ def test_cuda_attention_trains_on_the_kernels_eager_runs(is_causal, dtype, kerne
 def test_cuda_attention_with_a_padding_mask_trains_on_the_memory_efficient_kernels(keys, dtype, boolean):
     # eager runs a masked call on the memory-efficient kernels (the mask as their bias, its rows
     # padded to the kernel's alignment where the key length is not a multiple of it); squall too
-    from torch.profiler import ProfilerActivity, profile
-
     torch.manual_seed(0)
     q = torch.randn(2, 4, 24, 64, device="cuda", dtype=dtype, requires_grad=True)
     k, v = (torch.randn(2, 4, keys, 64, device="cuda", dtype=dtype, requires_grad=True) for _ in range(2))
@@ -538,21 +542,7 @@ def test_cuda_attention_with_a_padding_mask_trains_on_the_memory_efficient_kerne
     def attend(q, k, v, mask):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
-    jfn = squall.jit(attend)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        out = jfn(q, k, v, mask)
-        out.sum().backward()
-    got = [t.grad.clone() for t in (q, k, v)]
-    for t in (q, k, v):
-        t.grad = None
-    expected = attend(q, k, v, mask)
-    expected.sum().backward()
-    tolerance = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {}
-    torch.testing.assert_close(out, expected, **tolerance)
-    for g, t in zip(got, (q, k, v)):
-        torch.testing.assert_close(g, t.grad, **tolerance)
-    ran = {e.key for e in prof.key_averages()}
-    assert "aten::_efficient_attention_backward" in ran, sorted(ran)
+    _trains_as_eager_on("_efficient_attention_backward", attend, (q, k, v, mask), dtype)
 
 
 def test_convolution_with_uneven_same_padding_is_differentiated_through_its_decomposition():
