@@ -11,7 +11,7 @@ import squall
 from squall.market.config import resolve_dynamic
 from squall.market.fusion import FusionRegion
 from squall.runtime.jit import jitted_state
-from squall.symbolic import ShapeEnv, SymInt, source
+from squall.symbolic import ShapeEnv, source
 
 
 def _misses(jf) -> int:
