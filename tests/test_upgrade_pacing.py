@@ -88,3 +88,26 @@ def test_a_background_judge_pauses_as_the_rest_of_the_upgrade_does(monkeypatch, 
 
 def tiers_program(x):
     return torch.exp(x) * 2.0 + 1.0
+
+
+def test_nothing_is_paced_while_a_thread_waits_for_the_upgrades(monkeypatch):
+    # squall.wait_for_upgrades: the waiting thread runs no call the pauses would make room for
+    traced = _traced()
+    slept: list[float] = []
+    monkeypatch.setattr(fusion, "_sleep", slept.append)
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(fusion, "_cpu_time", lambda: next(ticks) * 4e-4)
+    with fusion.upgrades_awaited():
+        assert fusion.upgrades_are_awaited()
+        _planned_in(True, traced)
+    assert slept == []
+    assert not fusion.upgrades_are_awaited()
+    _planned_in(True, traced)
+    assert slept  # (paced again once nobody waits)
+    # the judge's pauses too
+    paused: list[float] = []
+    clock = _scripted_clock(2e-3, 1e-3)
+    run = lambda: None  # noqa: E731
+    with fusion.upgrades_awaited():
+        tiers.judge(run, run, clock=clock, sleep=paused.append, slice_s=tiers.JUDGE_SLICE_S, pause=tiers.JUDGE_PAUSE)
+    assert paused == []

@@ -12,6 +12,7 @@ calling the executor's compiled region costs by itself; the reason shows in `squ
 """
 from __future__ import annotations
 
+import contextlib
 import heapq
 import threading
 import time
@@ -28,7 +29,7 @@ from ..symbolic import SymInt, concrete_shape, symbols_of
 from .executor import Executor, Implementation
 from .operations import CustomOperation, symbol_id
 
-__all__ = ["symbolic_sizes", "declines_symbolic", "FusionExecutor", "FusionRegion", "Declined", "RegionCost", "form_regions", "FUSION_REGION", "LEFT_OUT", "NOT_WORTH_IT", "stop_compiling", "compiling_stopped", "mark_background_upgrade_thread", "in_background_upgrade", "pace"]
+__all__ = ["symbolic_sizes", "declines_symbolic", "FusionExecutor", "FusionRegion", "Declined", "RegionCost", "form_regions", "FUSION_REGION", "LEFT_OUT", "NOT_WORTH_IT", "stop_compiling", "compiling_stopped", "mark_background_upgrade_thread", "in_background_upgrade", "pace", "upgrades_awaited", "upgrades_are_awaited"]
 
 # set at interpreter exit (squall.runtime.tiers): a background upgrade still planning must not start
 # region compiles then (their compilers' thread pools are shutting down, and a thread still
@@ -75,12 +76,37 @@ def mark_background_upgrade_thread() -> None:
     _upgrade_thread.since = _cpu_time()
 
 
+# threads blocked in `upgrades_awaited` (squall.wait_for_upgrades): while one waits for the upgrades,
+# they pace nothing (the waiting thread has no call to run, and the pauses would only delay it)
+_awaiting = 0
+_awaiting_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def upgrades_awaited():
+    """While a thread waits here for background upgrades to finish, `pace` and the judge's pauses give way to no one."""
+    global _awaiting
+    with _awaiting_lock:
+        _awaiting += 1
+    try:
+        yield
+    finally:
+        with _awaiting_lock:
+            _awaiting -= 1
+
+
+def upgrades_are_awaited() -> bool:
+    """Whether a thread is blocked waiting for background upgrades (`upgrades_awaited`)."""
+    return _awaiting > 0
+
+
 def pace() -> None:
     """Called between steps of an upgrade's work (the planner's calls, the fusion pass's regions, the
     upgrade's stages): in the background upgrade thread, once it has run PACE_SLICE_S of CPU time
     since it last slept, sleep PACE_PAUSE times as long, so the user's threads have the interpreter
-    nine tenths of the time; elsewhere (a compile in the user's thread) nothing but a thread-local read."""
-    if not getattr(_upgrade_thread, "active", False):
+    nine tenths of the time; elsewhere (a compile in the user's thread), or while a thread waits for
+    the upgrades (`upgrades_awaited`), nothing but a thread-local read."""
+    if not getattr(_upgrade_thread, "active", False) or _awaiting:
         return
     ran = _cpu_time() - _upgrade_thread.since
     if ran >= PACE_SLICE_S:

@@ -62,7 +62,7 @@ from ..guards import GuardFailed
 from ..ltorch.base import SquallWarning
 from ..market.config import ExecutorPriority
 from ..market.executor import Executor
-from ..market.fusion import PACE_PAUSE, FusionExecutor, compiling_stopped, pace
+from ..market.fusion import PACE_PAUSE, FusionExecutor, compiling_stopped, pace, upgrades_are_awaited
 from ..sources import cache_root
 from .choices import ChoiceStore, timing_clock
 from .judge_inputs import TensorSpec, call_specs, example_inputs
@@ -228,7 +228,7 @@ def judge(
             sync()
             took = clock() - start
             best[name] = min(best[name], took / number)
-            if pause:
+            if pause and not upgrades_are_awaited():
                 sleep(pause * took)
         if slice_s is not None and done >= at_least and _decided(best, margin, decisive):
             break

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ..market.fusion import mark_background_upgrade_thread, stop_compiling
+from ..market.fusion import mark_background_upgrade_thread, stop_compiling, upgrades_awaited
 from .tiers import SETTLE_S, Upgrade, UpgradeJob
 
 __all__ = ["UpgradeWorker", "default_worker", "wait_for_upgrades", "upgrades", "HOT_S"]
@@ -239,8 +239,9 @@ def wait_for_upgrades(state: Any, timeout: float | None = None) -> bool:
     for upgrade in pending:
         if upgrade.status == "cold":
             default_worker().queue_now(upgrade)
-    for upgrade in pending:
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if not upgrade.done.wait(left):
-            return False
+    with upgrades_awaited():  # (the upgrade's work is not paced while its caller waits for it)
+        for upgrade in pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not upgrade.done.wait(left):
+                return False
     return True
