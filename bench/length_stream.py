@@ -178,6 +178,11 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   --only squall "squall, torch only": main (load 1.4) squall 0.85x wall, 0.82x CPU, torch only
   1.10x; the branch (load 3.4) squall 1.49x wall, 0.85x CPU, torch only 0.85x: the upgrade's
   compiles in the worker ran beside this stream; at that load the wall time says little.
+- 2026-11-27, end of the session, everything merged (fd5bad2), --no-torch-compile, best of 5, load
+  0.7-1.6: eager 0.102 s; squall 1.14x (2 compiles; 1.43x at the session's start, a81cdb2's parent,
+  load 0.8-1.7, best of 3, not alternating), warm 0.92x; torch only 1.05x; squall(dynamic=True)
+  1.00x wall, 0.95x CPU (1 compile); remembered dims (rounds 2+) 0.86x. The default's total still
+  above eager's.
 """
 from __future__ import annotations
 
