@@ -44,13 +44,19 @@ def _planned_in(thread_is_upgrade: bool, traced) -> list[str]:
     return out
 
 
-def test_the_upgrade_thread_plans_in_slices_sleeping_nine_times_as_long_and_a_users_thread_never_sleeps(monkeypatch):
-    traced = _traced()
+def _scripted_pacing(monkeypatch) -> list[float]:
+    """`pace`'s sleeps, recorded (not slept), with CPU time running on as a scripted clock says: 0.4
+    ms per reading, so every few calls planned make a slice."""
     slept: list[float] = []
     monkeypatch.setattr(fusion, "_sleep", slept.append)
-    # CPU time runs on as the scripted clock says: 0.4 ms per reading, so every few calls planned make a slice
     ticks = iter(range(10**6))
     monkeypatch.setattr(fusion, "_cpu_time", lambda: next(ticks) * 4e-4)
+    return slept
+
+
+def test_the_upgrade_thread_plans_in_slices_sleeping_nine_times_as_long_and_a_users_thread_never_sleeps(monkeypatch):
+    traced = _traced()
+    slept = _scripted_pacing(monkeypatch)
     in_users_thread = _planned_in(False, traced)
     assert slept == []
     in_upgrade = _planned_in(True, traced)
@@ -93,10 +99,7 @@ def tiers_program(x):
 def test_nothing_is_paced_while_a_thread_waits_for_the_upgrades(monkeypatch):
     # squall.wait_for_upgrades: the waiting thread runs no call the pauses would make room for
     traced = _traced()
-    slept: list[float] = []
-    monkeypatch.setattr(fusion, "_sleep", slept.append)
-    ticks = iter(range(10**6))
-    monkeypatch.setattr(fusion, "_cpu_time", lambda: next(ticks) * 4e-4)
+    slept = _scripted_pacing(monkeypatch)
     with fusion.upgrades_awaited():
         assert fusion.upgrades_are_awaited()
         _planned_in(True, traced)

@@ -65,14 +65,16 @@ def _load_again(fn, source, args):
         later.close()
 
 
-@needs_cpu_inductor
-def test_a_second_process_loads_a_kept_region_without_importing_inductor_and_matches_eager(tmp_path):
-    fn, source, x, w = _compiled_once(tmp_path)
+def _loads_directly_in_a_new_process(tmp_path, source: str, checks: str) -> None:
+    """Run `checks` in a new process where the region `source` is `fn`, and `compiler` a
+    RegionCompiler of it with a fresh worker (`later`), reading the regions kept under `tmp_path`:
+    the checks' region must load from there, and the process import neither inductor nor Dynamo."""
     child = textwrap.dedent(f"""
         import sys, torch
         import squall_inductor.worker as inductor_worker
         from squall.extend import load_source
         from squall_inductor import CompiledRegion
+        from squall_inductor.symbolic import SymbolicSpec, guard_function
         from squall_inductor.worker import CompileWorker, RegionCompiler
         inductor_worker.kept_folder = lambda: {str(tmp_path / "kept")!r}
         namespace = {{"torch": torch}}
@@ -80,10 +82,7 @@ def test_a_second_process_loads_a_kept_region_without_importing_inductor_and_mat
         fn = namespace["region"]
         later = CompileWorker()
         compiler = RegionCompiler(fn, {source!r}, worker=later)
-        x, w = torch.randn(4, 5), torch.randn(5, 3)
-        region = CompiledRegion(fn, [x, w], compile=compiler)
-        for a, b in ((x, w), (x * 2 - 1, w.exp())):
-            torch.testing.assert_close(region(a, b), fn(a, b))
+    """) + textwrap.dedent(checks) + textwrap.dedent("""
         assert compiler.where.startswith("before, loaded from"), compiler.where
         heavy = sorted(m for m in ("torch._inductor", "torch._dynamo") if m in sys.modules)
         assert not heavy, heavy
@@ -93,6 +92,17 @@ def test_a_second_process_loads_a_kept_region_without_importing_inductor_and_mat
     done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "loaded directly" in done.stdout
+
+
+@needs_cpu_inductor
+def test_a_second_process_loads_a_kept_region_without_importing_inductor_and_matches_eager(tmp_path):
+    fn, source, x, w = _compiled_once(tmp_path)
+    _loads_directly_in_a_new_process(tmp_path, source, """
+        x, w = torch.randn(4, 5), torch.randn(5, 3)
+        region = CompiledRegion(fn, [x, w], compile=compiler)
+        for a, b in ((x, w), (x * 2 - 1, w.exp())):
+            torch.testing.assert_close(region(a, b), fn(a, b))
+    """)
 
 
 @needs_cpu_inductor
@@ -108,34 +118,15 @@ def test_a_symbolic_region_loads_in_a_second_process_without_importing_inductor_
     first.symbolic(spec)
     assert first.where.startswith("in the compile worker process")
     assert _kept(tmp_path, ".direct"), os.listdir(tmp_path / "kept")
-    child = textwrap.dedent(f"""
-        import sys, torch
-        import squall_inductor.worker as inductor_worker
-        from squall.extend import load_source
-        from squall_inductor.symbolic import SymbolicSpec, guard_function
-        from squall_inductor.worker import CompileWorker, RegionCompiler
-        inductor_worker.kept_folder = lambda: {str(tmp_path / "kept")!r}
-        namespace = {{"torch": torch}}
-        load_source({source!r}, "test-region", namespace)
-        fn = namespace["region"]
-        later = CompileWorker()
-        compiler = RegionCompiler(fn, {source!r}, worker=later)
-        spec = SymbolicSpec({{"s0": 5}}, [((3, "s0", 2), torch.float32, torch.device("cpu"), (0, 1, 2))])
+    _loads_directly_in_a_new_process(tmp_path, source, """
+        spec = SymbolicSpec({"s0": 5}, [((3, "s0", 2), torch.float32, torch.device("cpu"), (0, 1, 2))])
         loaded, guards = compiler.symbolic(spec)
-        assert compiler.where.startswith("before, loaded from"), compiler.where
         admits = guard_function(guards, [3])
         for length in (5, 9, 30):
             x = torch.randn(3, length, 2)
             assert admits([x])
             torch.testing.assert_close(tuple(loaded(x)), fn(x))
-        heavy = sorted(m for m in ("torch._inductor", "torch._dynamo") if m in sys.modules)
-        assert not heavy, heavy
-        later.close()
-        print("loaded directly")
     """)
-    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "loaded directly" in done.stdout
 
 
 @needs_cpu_inductor
