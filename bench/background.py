@@ -1,6 +1,6 @@
 """What squall's background upgrade costs the user's calls: inductor compiling in a worker process vs in-process.
 
-    python bench/background.py                       # GPT block and a transformers GPT-2, both modes, torch.compile
+    python bench/background.py                       # GPT block, a transformers GPT-2, a LLaMA training step; both modes, torch.compile
     python bench/background.py --only gpt_block --skip-torch-compile
     python bench/background.py --child MODE WORKLOAD # one run, as JSON (used by the above)
 
@@ -12,6 +12,8 @@ compiles), one torch thread (the user's), on this machine's cores. In it:
    first call's start until the upgrade's first fused plan runs (`Upgrade.fused_after`) is "time
    to fused speed", and until the upgrade is done (later offers tried) "done s";
 3. the torch plan again, and the upgraded function (its per-call time after the upgrade).
+`llama_train`'s call is a training step of a transformers LlamaForCausalLM (tiny config, random
+weights): its loss, given labels, backpropagated; the logits and the cache it returns get no gradient.
 "during/plan" is the median call during the upgrade over the torch plan's median (before and
 after, averaged), "mean/plan" the same for means (the user's throughput: long stalls count);
 the target is at most 1.10. On a loaded machine the means include other processes' preemption,
@@ -46,7 +48,7 @@ import sys
 import tempfile
 import time
 
-WORKLOADS = ("gpt_block", "gpt2")
+WORKLOADS = ("gpt_block", "gpt2", "llama_train")
 MODES = ("in-process", "worker")
 
 
@@ -61,22 +63,38 @@ def _parse() -> argparse.Namespace:
 
 
 def build(workload: str):
-    """(module, args, kwargs) of a workload, built with seed 0."""
+    """(module, args, kwargs, training) of a workload, built with seed 0; a training workload's
+    call is a step: the model's loss (its labels given), backpropagated."""
     import torch
 
     torch.manual_seed(0)
     if workload == "gpt_block":
         from squall.tools.demo import Block, GPTConfig
 
-        return Block(GPTConfig(n_embd=128, n_head=4, block_size=64)).eval(), (torch.randn(4, 64, 128),), {}
-    if workload == "gpt2":
+        return Block(GPTConfig(n_embd=128, n_head=4, block_size=64)).eval(), (torch.randn(4, 64, 128),), {}, False
+    if workload in ("gpt2", "llama_train"):
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
         from real_models import TRANSFORMERS_MODELS, import_torchvision
 
         import_torchvision()  # transformers' model imports reach torchvision's ops
-        (model,) = [m for m in TRANSFORMERS_MODELS if m.name == "gpt2"]
-        return model.build().eval(), (), model.inputs()
+        name = "llama" if workload == "llama_train" else workload
+        (model,) = [m for m in TRANSFORMERS_MODELS if m.name == name]
+        if workload == "gpt2":
+            return model.build().eval(), (), model.inputs(), False
+        inputs = model.inputs()
+        return model.build().train(), (), dict(inputs, labels=inputs["input_ids"]), True
     raise SystemExit(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
+
+
+def _step(fn, training: bool):
+    """The workload's call: `fn` itself, or for training, its loss backpropagated."""
+    if not training:
+        return fn
+
+    def step(*args, **kwargs):
+        fn(*args, **kwargs).loss.backward()
+
+    return step
 
 
 def _timed_calls(fn, args, kwargs, seconds: float) -> list[float]:
@@ -96,22 +114,23 @@ def child(mode: str, workload: str) -> dict:
     import squall
 
     torch.set_num_threads(1)
-    module, args, kwargs = build(workload)
+    module, args, kwargs, training = build(workload)
     out: dict = {"mode": mode, "workload": workload}
-    with torch.no_grad():
+    with torch.set_grad_enabled(training):
         if mode == "torch.compile":
             start = time.perf_counter()
-            torch.compile(module)(*args, **kwargs)
+            _step(torch.compile(module), training)(*args, **kwargs)
             out["first_s"] = time.perf_counter() - start
             return out
-        plain = squall.jit(module, executors=["torch"])
+        plain = _step(squall.jit(module, executors=["torch"]), training)
         plain(*args, **kwargs)
         before = _timed_calls(plain, args, kwargs, 1.0)
-        fused = squall.jit(module, executors=["inductor", "torch"])
+        jitted = squall.jit(module, executors=["inductor", "torch"])
+        fused = _step(jitted, training)
         start = time.perf_counter()
         fused(*args, **kwargs)
         out["first_s"] = time.perf_counter() - start
-        (upgrade,) = squall.upgrades(fused)
+        (upgrade,) = squall.upgrades(jitted)
         during = []
         while not upgrade.done.is_set():
             t = time.perf_counter()

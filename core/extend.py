@@ -32,7 +32,7 @@ from .market.executor import (
     Implementation,
     OperatorExecutor,
 )
-from .market.fusion import FUSION_REGION, LEFT_OUT, Declined, FusionExecutor, FusionRegion, compiling_stopped, example_tensor, form_regions, in_background_upgrade, stop_compiling
+from .market.fusion import FUSION_REGION, LEFT_OUT, Declined, FusionExecutor, FusionRegion, compiling_stopped, example_tensor, form_regions, in_background_upgrade, stop_compiling, stride_met, note_strides
 from .market.hookspecs import hookimpl
 from .market.operations import CustomOperation, OperationRegistry, resolve_operation
 from .market.plugins import Marketplace, default_marketplace
@@ -58,6 +58,8 @@ __all__ = [
     "in_background_upgrade",
     "FusionRegion",
     "example_tensor",
+    "stride_met",
+    "note_strides",
     "Declined",
     "form_regions",
     "compiling_stopped",

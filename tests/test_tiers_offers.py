@@ -240,10 +240,10 @@ def test_when_planning_the_first_offer_raises_the_later_offers_are_still_planned
     fuser = TwoOffers()
     real_compile = tiers.compile_traced
 
-    def compile_traced(traced, bindings, layout, *, executors):
+    def compile_traced(traced, bindings, layout, *, executors, **options):
         if fuser.wide in list(executors):
             raise RuntimeError("planning broke")
-        return real_compile(traced, bindings, layout, executors=executors)
+        return real_compile(traced, bindings, layout, executors=executors, **options)
 
     monkeypatch.setattr(tiers, "compile_traced", compile_traced)
     fn, x, upgrade = _upgraded(fuser)

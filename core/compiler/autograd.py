@@ -9,6 +9,7 @@ on the inputs behave as in eager, whichever executors the two traces were planne
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
@@ -18,7 +19,16 @@ from ..symbol import BoundSymbol, Symbol, flat_proxies
 from ..trace import Trace
 from .gradients import Differentiated
 
-__all__ = ["autograd_function", "calling_trace"]
+__all__ = ["BackwardRun", "autograd_function", "calling_trace"]
+
+
+class BackwardRun(NamedTuple):
+    """What the first backward of one kind (which outputs got no gradient) met at run time."""
+
+    outputs_without_gradient: frozenset[int]  # positions among the Function's outputs
+    # each input of the backward trace that ran (saved values, then the cotangents given): its
+    # tensor's strides, None for a number; a fusion executor compiles for these layouts
+    input_strides: tuple[tuple[int, ...] | None, ...]
 
 # the one call the program's generated function makes: the autograd.Function's apply
 _APPLY = Symbol("squall.autograd_function", "autograd_function", lambda *inputs: None, is_prim=True)
@@ -31,6 +41,7 @@ def autograd_function(
     backward_fn: Callable,
     name: str,
     backward_without: Callable[[frozenset[str]], Callable | None] | None = None,
+    backwards_run: dict[frozenset[str], BackwardRun] | None = None,
 ) -> type[torch.autograd.Function]:
     """A torch.autograd.Function running `forward_fn` (inputs -> (outputs, saved)) and
     `backward_fn` ((a list of the saved tensors, which it may empty), *cotangents -> gradients)
@@ -41,7 +52,12 @@ def autograd_function(
     whose outputs did not all get a gradient (`logits, loss = model(...)`, then
     `loss.backward()`) runs that backward: no zeros are made for the missing cotangents and
     nothing is computed from them, as in eager's autograd. Without it, missing cotangents
-    are zeros."""
+    are zeros.
+
+    `backwards_run` (filled as backwards run) maps the names of the outputs each backward run so
+    far found without a gradient (the empty set: the full backward) to what its first run met
+    (`BackwardRun`): which backward the calls need, and its inputs' layouts (squall.runtime.tiers
+    plans that one, for those)."""
     inputs = diff.forward.inputs
     outputs = flat_proxies(diff.forward.output[0])
     differentiable = {p.name for p in diff.differentiable_outputs}
@@ -60,6 +76,8 @@ def autograd_function(
     symbolic_shapes = any(any(type(n) is not int for n in p.shape) for p in diff.differentiable_outputs)
     # run-time numbers the backward reads (the `s` of `x * s`) are kept beside the saved tensors
     numbers_at = [i for i, p in enumerate(diff.saved) if type(p) is NumberProxy]
+    run_so_far = {} if backwards_run is None else backwards_run
+    full = frozenset()
 
     def forward(ctx, *args):
         if backward_without is not None:
@@ -92,8 +110,9 @@ def autograd_function(
                 absent.append(slot)
             cotangents.append(g)
         run = backward_fn
+        key = frozenset(cotangent_names[slot] for slot in absent) if absent else full
+        first_of_its_kind = key not in run_so_far
         if absent:
-            key = frozenset(cotangent_names[slot] for slot in absent)
             if key not in variants:
                 variants[key] = backward_without(key)
             run = variants[key]
@@ -112,6 +131,9 @@ def autograd_function(
         ctx.maybe_clear_saved_tensors()
         for i, value in zip(numbers_at, ctx.saved_numbers if numbers_at else ()):
             saved.insert(i, value)
+        if first_of_its_kind:
+            strides = tuple(tuple(v.stride()) if isinstance(v, torch.Tensor) else None for v in (*saved, *cotangents))
+            run_so_far[key] = BackwardRun(frozenset(i for slot in absent for i in feeds[slot]), strides)
         if torch._C._is_any_autocast_enabled():
             # `loss.backward()` inside the autocast block: the backward trace holds its dtypes, and
             # autocast casting a call in it again would compute in another dtype than traced

@@ -159,6 +159,9 @@ class Differentiated:
     # inputs that require grad which no differentiated call reads (unread, detached, read under
     # no_grad): eager's graph has no edge to them (squall.compiler.autograd cuts theirs)
     unlinked: list[str] = field(default_factory=list)
+    # the executors' grad transforms it was made with (`differentiate`'s `overrides`): a plan for
+    # other executors with the same ones may reuse it (squall.compiler.pipeline.compile_traced)
+    overrides: Mapping[int, GradRule] = field(default_factory=dict)
 
 
 def _zeros_like(p: TensorProxy) -> TensorProxy:
@@ -590,10 +593,18 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
 
     backward = backward_trace(cotangents, recorded, grad_outputs, "backward of the gradient transform: (saved, cotangents) -> gradients of the inputs")
 
+    made: dict[frozenset[str], Trace | None] = {}
+
     def backward_without(absent: frozenset[str]) -> Trace | None:
         """The backward for a call where the outputs named in `absent` got no gradient (PyTorch
         passes None for them: eager's autograd never reaches what only they feed), or None where
-        it would read a forward value the forward does not save."""
+        it would read a forward value the forward does not save. Made once per `absent`: every
+        plan of this differentiation names its values alike."""
+        if absent not in made:
+            made[absent] = _backward_without(absent)
+        return made[absent]
+
+    def _backward_without(absent: frozenset[str]) -> Trace | None:
         cotangents, recorded, grad_outputs = _record_backward(d, differentiable_outputs, grads_for, absent)
         recorded, reads = _recompute_checkpointed(
             d.forward, regions, recorded, list(_forward_values_read(recorded, cotangents, grad_outputs).values()))
@@ -607,4 +618,4 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
 
     linked = {p.name for entry in d.tape for p in entry.bsym.input_proxies()}
     unlinked = [name for name, g in zip(grads_for, grad_outputs) if g is None and name not in linked]
-    return Differentiated(forward, backward, saved_list, differentiable_outputs, grads_for, d.rules_used, backward_without, unlinked)
+    return Differentiated(forward, backward, saved_list, differentiable_outputs, grads_for, d.rules_used, backward_without, unlinked, dict(overrides or {}))

@@ -11,7 +11,7 @@ import dataclasses
 import functools
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -20,15 +20,16 @@ from ..frontend.tracing import InputBinding, ModuleLayout, trace_program
 from ..ltorch.autocast import without_autocast
 from ..ltorch.base import SquallWarning, UnmodelledMode
 from ..market.executor import Executor
+from ..market.fusion import strides_met
 from ..proxies import TensorProxy
 from ..symbol import Tags, flat_proxies, user_stacklevel
 from ..trace import Trace
-from .autograd import autograd_function, calling_trace
+from .autograd import BackwardRun, autograd_function, calling_trace
 from .checking import ExecutorFault, checked_call, needs_check
 from .codegen import GeneratedFunction, generate
 from .collection import collection_paused
 from .grad_rules import default_grad_rules
-from .gradients import GradRule, NoGradRule, differentiate
+from .gradients import Differentiated, GradRule, NoGradRule, differentiate
 from .passes import free_after_last_use, lossless_round_trips_removed, narrow_ops_on_torch, write_backs_folded
 from .planner import Plan, plan
 
@@ -63,6 +64,10 @@ class Compilation(list):
         # a differentiated program's checked backward runs after the call returns: who hears of
         # an executor's fault there (squall.jit: it replans the entry)
         self.on_backward_fault: Callable | None = None
+        # a differentiated program's differentiation, and the backwards its calls ran so far
+        # (squall.compiler.autograd's `backwards_run`)
+        self.differentiated: Differentiated | None = None
+        self.backwards_run: dict[frozenset[str], BackwardRun] = {}
 
     @property
     def traced(self) -> Trace:
@@ -199,13 +204,28 @@ def compile_traced(
     executors: Sequence[Executor],
     generate_code: bool = True,
     seconds: dict[str, Any] | None = None,
+    backward_for: frozenset[str] = frozenset(),
+    differentiated: Differentiated | None = None,
+    strides: Mapping[str, tuple[int, ...]] | None = None,
 ) -> Compilation:
     """The stages after tracing: [differentiate] -> plan -> free -> generate, for a traced program.
 
     `layout` says how the generated function is called (`takes_params`, `nargs`,
     `takes_kwargs`). The traced trace is only read, so one trace can be planned again for
     another priority list (squall.runtime.tiers plans it first without, then with, fusion executors).
+    `backward_for` names the differentiable outputs whose calls leave them without a gradient
+    (`loss.backward()` beside returned logits): the backward for those calls is planned at once,
+    the full one at its first use (see `_compile_differentiated`). `differentiated`, an earlier
+    plan's differentiation of `traced`, is used where these executors bring the same grad
+    transforms: the two plans' values then have the same names. `strides` holds the strides some
+    of its values had at run time, by name (squall.market.fusion.strides_met: a fusion executor
+    compiles for those layouts, and for those its compiled regions' outputs have).
     """
+    with strides_met(strides or {}):
+        return _compile_traced(traced, bindings, layout, executors, generate_code, seconds, backward_for, differentiated)
+
+
+def _compile_traced(traced, bindings, layout, executors, generate_code, seconds, backward_for, differentiated) -> Compilation:
     seconds = {} if seconds is None else seconds
     now = time.perf_counter()
     # a tensor the program captured (a global module's parameter) is no input of squall's differentiated
@@ -225,7 +245,11 @@ def compile_traced(
         )
     elif needs_grad:
         try:
-            diff = differentiate(traced, default_grad_rules(), overrides=executor_grad_rules(traced, executors))
+            overrides = executor_grad_rules(traced, executors)
+            if differentiated is not None and differentiated.overrides == overrides:
+                diff = differentiated
+            else:
+                diff = differentiate(traced, default_grad_rules(), overrides=overrides)
         except NoGradRule as e:
             _refuse_writes_without_grad(traced)
             warnings.warn(
@@ -236,7 +260,7 @@ def compile_traced(
             )
         else:
             seconds["differentiate"] = (start := time.perf_counter()) - now
-            return _compile_differentiated(traced, diff, bindings, executors, layout, seconds, start, generate_code)
+            return _compile_differentiated(traced, diff, bindings, executors, layout, seconds, start, generate_code, backward_for)
     planned = write_backs_folded(plan(traced, executors, autograd=needs_grad))
     seconds["plan"] = (start := time.perf_counter()) - now
     if not generate_code:
@@ -329,35 +353,63 @@ def _positional(trace: Trace) -> list[InputBinding]:
     return [InputBinding(p, ("args", i)) for i, p in enumerate(trace.inputs)]
 
 
-def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, start, generate_code) -> Compilation:
+def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, start, generate_code, backward_for) -> Compilation:
     """Plan forward and backward separately on the marketplace, generate both, and the program
-    that runs them inside one autograd.Function."""
+    that runs them inside one autograd.Function.
+
+    The backward planned here is the one the calls will run: the full backward, or with
+    `backward_for` the backward for calls that leave those outputs without a gradient, the full
+    one then planned at its first use. A fusion executor compiles what it plans, so the upgrade
+    (squall.runtime.tiers), which knows which backward the user's calls ran, compiles only that one."""
     forward = write_backs_folded(_planned_differentiated(diff.forward, executors))
-    backward = _planned_differentiated(diff.backward, executors)
+    partial = diff.backward_without(backward_for) if backward_for else None
+    backward = _planned_differentiated(partial if partial is not None else diff.backward, executors)
     seconds["plan"] = (now := time.perf_counter()) - start
     if not generate_code:
-        return Compilation([traced, diff.forward, diff.backward, forward, backward], bindings, None, seconds)
+        return Compilation([traced, diff.forward, partial or diff.backward, forward, backward], bindings, None, seconds)
     forward_x, backward_x = free_after_last_use(forward), free_after_last_use(backward)
     forward_fn = generate(forward_x, _positional(forward_x), takes_params=False, nargs=len(forward_x.inputs), takes_kwargs=False, call_arguments=False)
     backward_fn = _generate_backward(backward_x, len(diff.saved))
-    function = autograd_function(diff, forward_fn.fn, backward_fn.fn, traced.name, _backward_without(diff, executors))
+    backwards_run: dict[frozenset[str], BackwardRun] = {}
+    if partial is None:
+        full, without = backward_fn.fn, _backward_without(diff, executors)
+    else:
+        full = _built_at_first_call(lambda: _generate_backward(free_after_last_use(_planned_differentiated(diff.backward, executors)), len(diff.saved)).fn)
+        without = _backward_without(diff, executors, {backward_for: backward_fn.fn})
+    function = autograd_function(diff, forward_fn.fn, full, traced.name, without, backwards_run)
     program = free_after_last_use(calling_trace(traced, function))
     generated = _autocast_off(traced, generate(program, bindings, **layout, shape_guards=True))
     generated.parts = {"forward": forward_fn, "backward": backward_fn}
-    traces = [traced, diff.forward, diff.backward, forward, backward, forward_x, backward_x, program]
+    traces = [traced, diff.forward, partial or diff.backward, forward, backward, forward_x, backward_x, program]
     compilation = Compilation(traces, bindings, generated, seconds)
+    compilation.backwards_run, compilation.differentiated = backwards_run, diff
     if any(map(needs_check, forward_x.bsyms)) or any(map(needs_check, backward_x.bsyms)):
-        compilation.checked = _autocast_off(traced, _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, layout, executors))
+        checked = _checked_differentiated(compilation, diff, forward_x, backward_x, partial, backward_for, bindings, layout, executors)
+        compilation.checked = _autocast_off(traced, checked)
     seconds["generate"] = time.perf_counter() - now
     return compilation
 
 
-def _backward_without(diff, executors) -> Callable[[frozenset[str]], Callable | None]:
+def _built_at_first_call(build: Callable[[], Callable]) -> Callable:
+    """A function that builds the function it runs (`build()`) at its first call."""
+    built: list[Callable] = []
+
+    def run(*args: Any) -> Any:
+        if not built:
+            built.append(build())
+        return built[0](*args)
+
+    return run
+
+
+def _backward_without(diff, executors, planned: dict[frozenset[str], Callable] | None = None) -> Callable[[frozenset[str]], Callable | None]:
     """Plans and generates, on the same executors, the backward for calls where some outputs got
     no gradient (see `autograd_function`): None where that backward would read a value the
-    forward does not save."""
+    forward does not save. `planned` holds those planned already."""
 
     def build(absent: frozenset[str]) -> Callable | None:
+        if planned and absent in planned:
+            return planned[absent]
         trace = diff.backward_without(absent)
         if trace is None:
             return None
@@ -380,7 +432,7 @@ def _generate_backward(executed: Trace, n_saved: int, wrap: Callable | None = No
     return generate(executed, bindings, takes_params=True, nargs=len(executed.inputs) - n_saved, takes_kwargs=False, wrap=wrap, consumes_params=True, call_arguments=False)
 
 
-def _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, layout, executors) -> GeneratedFunction:
+def _checked_differentiated(compilation, diff, forward_x, backward_x, partial, backward_for, bindings, layout, executors) -> GeneratedFunction:
     """The program with every non-torch call of its forward and backward checked.
 
     A fault in the forward is raised from the call, as for any program (squall.jit replans
@@ -388,9 +440,28 @@ def _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, 
     has long returned: that backward is computed again on the torch executor alone from the
     same saved tensors (its gradients stay eager's), the fault is reported to
     `compilation.on_backward_fault` (squall.jit replans the entry for later calls).
+    `partial` is the backward for calls leaving the outputs `backward_for` names without a
+    gradient, planned as `backward_x` (None: `backward_x` is the full backward).
     """
     forward_fn = generate(forward_x, _positional(forward_x), takes_params=False, nargs=len(forward_x.inputs), takes_kwargs=False, wrap=checked_call, call_arguments=False)
-    backward_fn = _generate_backward(backward_x, len(diff.saved), wrap=checked_call)
+    backward, backward_fn = _checked_backward(compilation, backward_x, partial or diff.backward, len(diff.saved), executors)
+    if partial is None:
+        function = autograd_function(diff, forward_fn.fn, backward, compilation.traced.name, backwards_run=compilation.backwards_run)
+    else:
+        full = _built_at_first_call(lambda: _checked_backward(
+            compilation, free_after_last_use(_planned_differentiated(diff.backward, executors)), diff.backward, len(diff.saved), executors)[0])
+        function = autograd_function(diff, forward_fn.fn, full, compilation.traced.name, lambda absent: backward if absent == backward_for else None,
+                                     compilation.backwards_run)
+    program = free_after_last_use(calling_trace(compilation.traced, function))
+    checked = generate(program, bindings, **layout, shape_guards=True)
+    checked.parts = {"forward": forward_fn, "backward": backward_fn}
+    return checked
+
+
+def _checked_backward(compilation, executed: Trace, source: Trace, n_saved: int, executors) -> tuple[Callable, GeneratedFunction]:
+    """A planned backward (`executed`, planned from `source`) with its non-torch calls checked: a
+    fault computes it again on the torch executor alone (see `_checked_differentiated`)."""
+    backward_fn = _generate_backward(executed, n_saved, wrap=checked_call)
     on_torch: list[Callable] = []
 
     def backward(saved, *cotangents):
@@ -398,8 +469,8 @@ def _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, 
             grads = backward_fn.fn(list(saved), *cotangents)  # a copy: a fault runs it again from `saved`
         except ExecutorFault as fault:
             if not on_torch:
-                replanned = free_after_last_use(plan(diff.backward, [ex for ex in executors if ex.name == "torch"]))
-                on_torch.append(_generate_backward(replanned, len(diff.saved)).fn)
+                replanned = free_after_last_use(plan(source, [ex for ex in executors if ex.name == "torch"]))
+                on_torch.append(_generate_backward(replanned, n_saved).fn)
             report = compilation.on_backward_fault
             if report is not None:
                 report(fault)
@@ -409,8 +480,4 @@ def _checked_differentiated(compilation, diff, forward_x, backward_x, bindings, 
         compilation.on_backward_fault = None  # a clean backward: nothing holds the call's inputs any more
         return grads
 
-    function = autograd_function(diff, forward_fn.fn, backward, compilation.traced.name)
-    program = free_after_last_use(calling_trace(compilation.traced, function))
-    checked = generate(program, bindings, **layout, shape_guards=True)
-    checked.parts = {"forward": forward_fn, "backward": backward_fn}
-    return checked
+    return backward, backward_fn

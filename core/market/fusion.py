@@ -16,7 +16,8 @@ import contextlib
 import heapq
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,6 +120,45 @@ def in_background_upgrade() -> bool:
     compile) runs beside the user's own threads, not in one of them."""
     return getattr(_upgrade_thread, "active", False)
 
+
+# the strides of a program's values as its calls met them, by proxy name, while the program is
+# planned (squall.compiler.pipeline.compile_traced): the backward's inputs as the torch plan's
+# backwards met them (an upgrade's), and the outputs of each region compiled so far on its example
+# run. A fusion executor compiles a region for the layouts its inputs will have, where a region
+# compiled for contiguous examples would meet the first real call's other strides and compile again
+_STRIDES_MET: ContextVar[dict[str, tuple[int, ...]] | None] = ContextVar("squall_strides_met", default=None)
+
+
+@contextlib.contextmanager
+def strides_met(strides: Mapping[str, tuple[int, ...]]):
+    """Within the block, `stride_met` answers from `strides` (proxy name -> strides) and what
+    `note_strides` adds."""
+    token = _STRIDES_MET.set(dict(strides))
+    try:
+        yield
+    finally:
+        _STRIDES_MET.reset(token)
+
+
+def stride_met(p: TensorProxy) -> tuple[int, ...] | None:
+    """The strides `p`'s value had at run time where they are known (`strides_met`) and `p` has
+    concrete sizes (a symbolic size's strides vary); None elsewhere."""
+    met = _STRIDES_MET.get()
+    stride = met.get(p.name) if met is not None else None
+    if stride is None or len(stride) != len(p.shape) or any(type(n) is not int for n in p.shape):
+        return None
+    return stride
+
+
+def note_strides(proxies: Sequence[TensorProxy], values: Sequence[Any]) -> None:
+    """Record the strides of `values`, the run-time values of `proxies` (a compiled region's
+    outputs on its examples), for the regions planned after it in the same `strides_met` block."""
+    met = _STRIDES_MET.get()
+    if met is None:
+        return
+    for p, v in zip(proxies, values):
+        if isinstance(v, torch.Tensor) and isinstance(p, TensorProxy):
+            met[p.name] = tuple(v.stride())
 
 
 def example_tensor(shape: Sequence[int], dtype: torch.dtype, device: torch.device | str, *, requires_grad: bool = False) -> torch.Tensor:

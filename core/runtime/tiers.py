@@ -55,6 +55,7 @@ from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten
+from torch.autograd.function import BackwardCFunction
 
 from ..proxies import real_tensor
 from ..compiler.pipeline import STATE_KEYWORD, Compilation, compile_traced, state_as_keywords
@@ -270,15 +271,34 @@ def fusion_offers(executors: Sequence[Executor]) -> list[tuple[str, Sequence[Exe
     return out
 
 
-def _input_gradients(out: Any, leaves: list[torch.Tensor]) -> tuple:
+def _input_gradients(out: Any, leaves: list[torch.Tensor], without_gradient: frozenset[int] = frozenset()) -> tuple:
     """The gradients of `leaves` (the judge's example inputs that require them) from the outputs
-    of a differentiated program, each output's gradient all ones; () where nothing is differentiated."""
+    of a differentiated program, each output's gradient all ones but for the outputs of squall's
+    autograd.Function at the positions `without_gradient` names, which get none (as the user's
+    calls gave them none); () where nothing is differentiated."""
     if not leaves or not torch.is_grad_enabled():
         return ()
-    outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None
+            and not (without_gradient and t.output_nr in without_gradient and isinstance(t.grad_fn, BackwardCFunction))]
     if not outs:
         return ()
     return torch.autograd.grad(outs, leaves, grad_outputs=[torch.ones_like(t) for t in outs], allow_unused=True)
+
+
+def _backward_the_calls_run(compilation: Compilation) -> tuple[frozenset[str], frozenset[int], dict[str, tuple[int, ...]]]:
+    """The backward a differentiated program's calls ran: where every backward so far left the
+    same outputs without a gradient (a training step's `loss.backward()` beside the logits it
+    returns), those outputs' names and their positions among its autograd.Function's outputs
+    (empty where the calls ran the full backward, more than one kind, or none yet); and the
+    strides its inputs had, by name in the program's differentiation (empty where unknown)."""
+    run = dict(compilation.backwards_run)  # a copy: the user's backwards add to it meanwhile
+    names = next(iter(run)) if len(run) == 1 else frozenset()
+    record, diff = run.get(names), compilation.differentiated
+    if record is None or diff is None:
+        return names, frozenset(), {}
+    trace = (diff.backward_without(names) if names else None) or diff.backward
+    strides = {p.name: s for p, s in zip(trace.inputs, record.input_strides) if s is not None}
+    return names, record.outputs_without_gradient, strides
 
 
 def _region_executors(compilation: Compilation) -> set[str]:
@@ -400,6 +420,10 @@ class UpgradeJob:
         self._last_plan: Compilation | None = None
         # (ratio to the torch plan, label, verdict, plan) of the offer running now
         self._installed: tuple[float | None, str, Verdict, Compilation] | None = None
+        # the backward the user's calls ran (`_backward_the_calls_run`): the one planned and judged
+        self._backward_for: frozenset[str] = frozenset()
+        self._outputs_without_gradient: frozenset[int] = frozenset()
+        self._strides_met: dict[str, tuple[int, ...]] = {}  # of its inputs, as the user's calls met them
 
     def run(self) -> bool:
         """Plan, judge and install offers until done; True where a fused plan runs and more offers
@@ -436,6 +460,7 @@ class UpgradeJob:
             return False
         if self._offers is None:  # first turn: what is remembered decides which offers to plan
             self._key = _program_key(self.base, self.executors, self.num_threads)
+            self._backward_for, self._outputs_without_gradient, self._strides_met = _backward_the_calls_run(self.base)
             pace()
             self._remembered = _verdict_store().get(self._key)
             if self._remembered is not None and self._remembered["winner"] == "torch":
@@ -472,8 +497,10 @@ class UpgradeJob:
         named = f"{label}: " if self._offer_count > 1 else ""
         start = time.perf_counter()
         try:
+            # the torch plan's differentiation: its values' names are those the strides were met under
             with torch.set_grad_enabled(self.grad_enabled):
-                fused = compile_traced(self.base.traced, self.base.bindings, self.layout, executors=executors)
+                fused = compile_traced(self.base.traced, self.base.bindings, self.layout, executors=executors, backward_for=self._backward_for,
+                                       differentiated=self.base.differentiated, strides=self._strides_met)
         except Exception as e:  # noqa: BLE001 - one offer failing leaves the others to try
             if compiling_stopped():
                 self.cancel()
@@ -613,7 +640,7 @@ class UpgradeJob:
                         tensor.copy_(values)
                     held[2] = tensor._version
             out = fn(*lead, *args, **kwargs)
-            return out, _input_gradients(out, leaves)
+            return out, _input_gradients(out, leaves, self._outputs_without_gradient)
 
         return run, lent
 
@@ -651,4 +678,9 @@ class UpgradeJob:
                 polite["running"] = (running_fn[0], lambda: run(running_fn[1]))
             verdict = judge(lambda: run(torch_fn), lambda: run(fused_fn),
                             sync=torch.cuda.synchronize if cuda else (lambda: None), device_type="cuda" if cuda else "cpu", **polite)
-        return replace(verdict, reason=verdict.reason.replace(" per call ", " per call and its backward ")) if backward else verdict
+        if not backward:
+            return verdict
+        # the backward timed is the one the user's calls ran
+        n = len(self._backward_for)
+        which = f" (for calls leaving {n} output{'s' if n > 1 else ''} without a gradient, as the user's did)" if n else ""
+        return replace(verdict, reason=verdict.reason.replace(" per call ", f" per call and its backward{which} "))

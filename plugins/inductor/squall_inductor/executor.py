@@ -42,6 +42,7 @@ from squall.extend import (
     Tags,
     all_prims,
     compiling_stopped,
+    note_strides,
     symbols_of,
 )
 
@@ -304,7 +305,9 @@ class InductorExecutor(FusionExecutor):
                                           compile_static=static, background=later)
             else:
                 compiled = CompiledRegion(eager, args, compile=compiler)
-            compiled(*args)  # a region that compiles but cannot run falls back here too
+            # a region that compiles but cannot run falls back here too; its outputs' layouts are
+            # those the regions planned after it take
+            note_strides(region.outputs, compiled(*args))
         except CompileUnsupported as e:
             return self._declined(ops, str(e))
         except Exception as e:  # noqa: BLE001 - any inductor failure means "run it with torch"

@@ -38,6 +38,7 @@ from squall.extend import (
     concrete_shape,
     example_tensor,
     load_source,
+    stride_met,
     symbol_reads,
     symbols_of,
 )
@@ -152,8 +153,14 @@ class _RegionUnpickler(pickle.Unpickler):
 
 def example_inputs(proxies: list[TensorProxy]) -> list[torch.Tensor]:
     """Real tensors with the proxies' metadata (a symbolic size at its traced value, read
-    without a guard), drawn without touching the user's random stream."""
-    return [example_tensor(concrete_shape(p.shape), p.dtype, p.device) for p in proxies]
+    without a guard), drawn without touching the user's random stream; laid out as the program's
+    calls met them where that is known (squall.market.fusion.stride_met), else contiguous."""
+    examples = []
+    for p in proxies:
+        stride = stride_met(p)
+        shape = concrete_shape(p.shape)
+        examples.append(example_tensor(shape, p.dtype, p.device) if stride is None else strided_example(shape, stride, p.dtype, p.device))
+    return examples
 
 
 def compile_with_inductor(fn: Callable, args: Sequence[torch.Tensor]) -> Callable:
