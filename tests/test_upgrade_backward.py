@@ -24,7 +24,7 @@ def _eager_grad(x, with_logits: bool):
     return x.grad
 
 
-def test_the_upgrade_compiles_only_the_backward_the_calls_ran_and_the_full_one_at_its_first_use(fused_faster):
+def test_the_upgrade_compiles_only_the_backward_the_calls_ran_and_a_backward_first_needed_later_compiles_nothing(fused_faster):
     fuser = SlowFuser()
     fn = squall.jit(logits_and_loss, executors=[fuser, make_executor()])
     x = torch.randn(16, requires_grad=True)
@@ -49,9 +49,24 @@ def test_the_upgrade_compiles_only_the_backward_the_calls_ran_and_the_full_one_a
 
     x.grad = None
     logits, loss = fn(x)
-    (loss + logits.sum()).backward()  # the full backward: planned and compiled now, and right
+    # the full backward, first needed now: planned in this thread without the background fuser (its
+    # compiles would stall the step), and right
+    (loss + logits.sum()).backward()
     torch.testing.assert_close(x.grad, _eager_grad(x, with_logits=True))
-    assert len(fuser.compiled_sources) > planned
+    assert len(fuser.compiled_sources) == planned
+
+
+def test_with_wait_a_backward_first_needed_at_a_call_is_compiled_then(fused_faster):
+    fuser = SlowFuser()
+    fuser.gate.set()
+    fn = squall.jit(logits_and_loss, executors=[fuser, make_executor()], wait=True)
+    x = torch.randn(16, requires_grad=True)
+    fn(x)[1].backward()  # upgraded before it returned: no backward had run, so the full one was planned
+    compiled = len(fuser.compiled_sources)
+    x.grad = None
+    fn(x)[1].backward()  # the backward without the logits' gradient: planned and compiled now, as the user waits
+    torch.testing.assert_close(x.grad, _eager_grad(x, with_logits=False))
+    assert len(fuser.compiled_sources) > compiled
 
 
 def test_calls_running_the_full_backward_upgrade_it_as_before(fused_faster):

@@ -207,6 +207,7 @@ def compile_traced(
     backward_for: frozenset[str] = frozenset(),
     differentiated: Differentiated | None = None,
     strides: Mapping[str, tuple[int, ...]] | None = None,
+    backwards_later_on: Sequence[Executor] | None = None,
 ) -> Compilation:
     """The stages after tracing: [differentiate] -> plan -> free -> generate, for a traced program.
 
@@ -220,12 +221,16 @@ def compile_traced(
     transforms: the two plans' values then have the same names. `strides` holds the strides some
     of its values had at run time, by name (squall.market.fusion.strides_met: a fusion executor
     compiles for those layouts, and for those its compiled regions' outputs have).
+    `backwards_later_on` are the executors a backward first needed at a call is planned on, in
+    the caller's thread (default: `executors`; a background upgrade leaves out the fusion
+    executors that compile in the background, whose compiles would stall the user's step).
     """
     with strides_met(strides or {}):
-        return _compile_traced(traced, bindings, layout, executors, generate_code, seconds, backward_for, differentiated)
+        return _compile_traced(traced, bindings, layout, executors, generate_code, seconds, backward_for, differentiated,
+                               executors if backwards_later_on is None else backwards_later_on)
 
 
-def _compile_traced(traced, bindings, layout, executors, generate_code, seconds, backward_for, differentiated) -> Compilation:
+def _compile_traced(traced, bindings, layout, executors, generate_code, seconds, backward_for, differentiated, later_on) -> Compilation:
     seconds = {} if seconds is None else seconds
     now = time.perf_counter()
     # a tensor the program captured (a global module's parameter) is no input of squall's differentiated
@@ -260,7 +265,7 @@ def _compile_traced(traced, bindings, layout, executors, generate_code, seconds,
             )
         else:
             seconds["differentiate"] = (start := time.perf_counter()) - now
-            return _compile_differentiated(traced, diff, bindings, executors, layout, seconds, start, generate_code, backward_for)
+            return _compile_differentiated(traced, diff, bindings, executors, layout, seconds, start, generate_code, backward_for, later_on)
     planned = write_backs_folded(plan(traced, executors, autograd=needs_grad))
     seconds["plan"] = (start := time.perf_counter()) - now
     if not generate_code:
@@ -353,7 +358,7 @@ def _positional(trace: Trace) -> list[InputBinding]:
     return [InputBinding(p, ("args", i)) for i, p in enumerate(trace.inputs)]
 
 
-def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, start, generate_code, backward_for) -> Compilation:
+def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, start, generate_code, backward_for, later_on) -> Compilation:
     """Plan forward and backward separately on the marketplace, generate both, and the program
     that runs them inside one autograd.Function.
 
@@ -372,10 +377,10 @@ def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, 
     backward_fn = _generate_backward(backward_x, len(diff.saved))
     backwards_run: dict[frozenset[str], BackwardRun] = {}
     if partial is None:
-        full, without = backward_fn.fn, _backward_without(diff, executors)
+        full, without = backward_fn.fn, _backward_without(diff, later_on)
     else:
-        full = _built_at_first_call(lambda: _generate_backward(free_after_last_use(_planned_differentiated(diff.backward, executors)), len(diff.saved)).fn)
-        without = _backward_without(diff, executors, {backward_for: backward_fn.fn})
+        full = _built_at_first_call(lambda: _generate_backward(free_after_last_use(_planned_differentiated(diff.backward, later_on)), len(diff.saved)).fn)
+        without = _backward_without(diff, later_on, {backward_for: backward_fn.fn})
     function = autograd_function(diff, forward_fn.fn, full, traced.name, without, backwards_run)
     program = free_after_last_use(calling_trace(traced, function))
     generated = _autocast_off(traced, generate(program, bindings, **layout, shape_guards=True))
@@ -384,7 +389,7 @@ def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, 
     compilation = Compilation(traces, bindings, generated, seconds)
     compilation.backwards_run, compilation.differentiated = backwards_run, diff
     if any(map(needs_check, forward_x.bsyms)) or any(map(needs_check, backward_x.bsyms)):
-        checked = _checked_differentiated(compilation, diff, forward_x, backward_x, partial, backward_for, bindings, layout, executors)
+        checked = _checked_differentiated(compilation, diff, forward_x, backward_x, partial, backward_for, bindings, layout, later_on)
         compilation.checked = _autocast_off(traced, checked)
     seconds["generate"] = time.perf_counter() - now
     return compilation
@@ -432,7 +437,7 @@ def _generate_backward(executed: Trace, n_saved: int, wrap: Callable | None = No
     return generate(executed, bindings, takes_params=True, nargs=len(executed.inputs) - n_saved, takes_kwargs=False, wrap=wrap, consumes_params=True, call_arguments=False)
 
 
-def _checked_differentiated(compilation, diff, forward_x, backward_x, partial, backward_for, bindings, layout, executors) -> GeneratedFunction:
+def _checked_differentiated(compilation, diff, forward_x, backward_x, partial, backward_for, bindings, layout, later_on) -> GeneratedFunction:
     """The program with every non-torch call of its forward and backward checked.
 
     A fault in the forward is raised from the call, as for any program (squall.jit replans
@@ -441,15 +446,16 @@ def _checked_differentiated(compilation, diff, forward_x, backward_x, partial, b
     same saved tensors (its gradients stay eager's), the fault is reported to
     `compilation.on_backward_fault` (squall.jit replans the entry for later calls).
     `partial` is the backward for calls leaving the outputs `backward_for` names without a
-    gradient, planned as `backward_x` (None: `backward_x` is the full backward).
+    gradient, planned as `backward_x` (None: `backward_x` is the full backward); a backward first
+    needed at a call is planned on `later_on`.
     """
     forward_fn = generate(forward_x, _positional(forward_x), takes_params=False, nargs=len(forward_x.inputs), takes_kwargs=False, wrap=checked_call, call_arguments=False)
-    backward, backward_fn = _checked_backward(compilation, backward_x, partial or diff.backward, len(diff.saved), executors)
+    backward, backward_fn = _checked_backward(compilation, backward_x, partial or diff.backward, len(diff.saved), later_on)
     if partial is None:
         function = autograd_function(diff, forward_fn.fn, backward, compilation.traced.name, backwards_run=compilation.backwards_run)
     else:
         full = _built_at_first_call(lambda: _checked_backward(
-            compilation, free_after_last_use(_planned_differentiated(diff.backward, executors)), diff.backward, len(diff.saved), executors)[0])
+            compilation, free_after_last_use(_planned_differentiated(diff.backward, later_on)), diff.backward, len(diff.saved), later_on)[0])
         function = autograd_function(diff, forward_fn.fn, full, compilation.traced.name, lambda absent: backward if absent == backward_for else None,
                                      compilation.backwards_run)
     program = free_after_last_use(calling_trace(compilation.traced, function))

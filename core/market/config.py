@@ -32,10 +32,11 @@ from typing import Any
 
 from ..ltorch.base import SquallWarning
 from .executor import Executor
+from .fusion import FusionExecutor
 from .operations import resolve_operation
 from .plugins import Marketplace, default_marketplace
 
-__all__ = ["resolve_wait", "WAIT_ENV", "env_flag", "env_switch", "resolve_dynamic", "DYNAMIC_ENV", "AUTOMATIC", "ExecutorPriority", "UnknownExecutorError", "PyprojectError", "resolve_executors", "find_pyproject", "read_pyproject", "ENV_VAR"]
+__all__ = ["background_priority", "background_fusers", "resolve_wait", "WAIT_ENV", "env_flag", "env_switch", "resolve_dynamic", "DYNAMIC_ENV", "AUTOMATIC", "ExecutorPriority", "UnknownExecutorError", "PyprojectError", "resolve_executors", "find_pyproject", "read_pyproject", "ENV_VAR"]
 
 ENV_VAR = "SQUALL_EXECUTORS"
 WAIT_ENV = "SQUALL_WAIT"
@@ -324,3 +325,21 @@ def resolve_dynamic(
         raise ValueError(f"squall: ${DYNAMIC_ENV} must be 1/true/yes, 0/false/no or auto, got {value!r}")
     pyproject = find_pyproject(cwd)
     return read_pyproject(pyproject).get("dynamic", AUTOMATIC) if pyproject is not None else AUTOMATIC
+
+
+def background_priority(executors: Sequence[Executor]) -> ExecutorPriority | None:
+    """The priority list the first call runs on: `executors` without the available fusion
+    executors that compile in the background (their per-operation lists too), or None where
+    there are none to leave out (then nothing is tiered)."""
+    deferred = {ex.name for ex in background_fusers(executors)}
+    if not deferred:
+        return None
+    per_op = {op: [ex for ex in exs if ex.name not in deferred] for op, exs in (getattr(executors, "per_op", None) or {}).items()}
+    source = getattr(executors, "source", "jit(executors=...)")
+    return ExecutorPriority([ex for ex in executors if ex.name not in deferred], per_op=per_op,
+                            source=f"{source}, without {', '.join(sorted(deferred))} until the background upgrade")
+
+
+def background_fusers(executors: Sequence[Executor]) -> list[FusionExecutor]:
+    """The available fusion executors of `executors` that compile in the background (squall.runtime.tiers)."""
+    return [ex for ex in executors if isinstance(ex, FusionExecutor) and ex.compiles_in_background and ex.availability()]

@@ -61,7 +61,7 @@ from ..proxies import real_tensor
 from ..compiler.pipeline import STATE_KEYWORD, Compilation, compile_traced, state_as_keywords
 from ..guards import GuardFailed
 from ..ltorch.base import SquallWarning
-from ..market.config import ExecutorPriority
+from ..market.config import ExecutorPriority, background_fusers, background_priority
 from ..market.executor import Executor
 from ..market.fusion import PACE_PAUSE, FusionExecutor, compiling_stopped, pace, upgrades_are_awaited
 from ..sources import cache_root
@@ -142,29 +142,12 @@ class Upgrade:
         return f"{self.function}: {self.status}{took}{where}" + (f" ({self.reason})" if self.reason else "")
 
 
-def background_priority(executors: Sequence[Executor]) -> ExecutorPriority | None:
-    """The priority list the first call runs on: `executors` without the available fusion
-    executors that compile in the background (their per-operation lists too), or None where
-    there are none to leave out (then nothing is tiered)."""
-    deferred = {ex.name for ex in _background_fusers(executors)}
-    if not deferred:
-        return None
-    per_op = {op: [ex for ex in exs if ex.name not in deferred] for op, exs in (getattr(executors, "per_op", None) or {}).items()}
-    source = getattr(executors, "source", "jit(executors=...)")
-    return ExecutorPriority([ex for ex in executors if ex.name not in deferred], per_op=per_op,
-                            source=f"{source}, without {', '.join(sorted(deferred))} until the background upgrade")
-
-
 def prepare_background(executors: Sequence[Executor]) -> None:
     """Let the available fusion executors that compile in the background start, without blocking,
     what their first compile will need (`FusionExecutor.prepare`): called when squall.jit resolves
     its priority list, so an executor's seconds of start-up overlap the first calls, not the upgrade."""
-    for ex in _background_fusers(executors):
+    for ex in background_fusers(executors):
         ex.prepare()
-
-
-def _background_fusers(executors: Sequence[Executor]) -> list[FusionExecutor]:
-    return [ex for ex in executors if isinstance(ex, FusionExecutor) and ex.compiles_in_background and ex.availability()]
 
 
 # --- judging a fused program in context -----------------------------------------------------------
@@ -500,7 +483,8 @@ class UpgradeJob:
             # the torch plan's differentiation: its values' names are those the strides were met under
             with torch.set_grad_enabled(self.grad_enabled):
                 fused = compile_traced(self.base.traced, self.base.bindings, self.layout, executors=executors, backward_for=self._backward_for,
-                                       differentiated=self.base.differentiated, strides=self._strides_met)
+                                       differentiated=self.base.differentiated, strides=self._strides_met,
+                                       backwards_later_on=background_priority(executors) if self.background else None)
         except Exception as e:  # noqa: BLE001 - one offer failing leaves the others to try
             if compiling_stopped():
                 self.cancel()
