@@ -205,20 +205,14 @@ def test_a_region_kept_without_a_direct_bundle_is_compiled_once_more_in_the_work
 
 
 @needs_cpu_inductor
-def test_a_symbolic_region_kept_without_a_direct_bundle_is_compiled_once_more_in_the_worker():
+def test_a_symbolic_region_kept_without_a_direct_bundle_is_compiled_once_more_in_the_worker(tmp_path):
     source = "def region(x):\n  return (torch.sigmoid(x * 2 + 1).sum(1) - torch.tensor([1.0, 2.0]),)\n"
     namespace = {"torch": torch}
     load_source(source, "test-region", namespace)
     fn = namespace["region"]
     spec = SymbolicSpec({"s0": 5}, [((3, "s0", 2), torch.float32, torch.device("cpu"), (0, 1, 2))])
     RegionCompiler(fn, source, worker=default_worker()).symbolic(spec)
-    import squall_inductor.worker as inductor_worker
-    from pathlib import Path
-
-    kept = Path(inductor_worker.kept_folder())
-    for path in kept.iterdir():
-        if path.name.endswith((".direct", ".so", ".indirect")):
-            path.unlink()
+    _as_kept_before_direct_bundles(tmp_path)
     worker = CompileWorker()
     try:
         again = RegionCompiler(fn, source, worker=worker)
@@ -228,13 +222,12 @@ def test_a_symbolic_region_kept_without_a_direct_bundle_is_compiled_once_more_in
         worker.close()
     x = torch.randn(3, 9, 2)
     torch.testing.assert_close(tuple(loaded(x)), fn(x))
-    assert any(p.name.endswith(".direct") for p in kept.iterdir())
+    assert _kept(tmp_path, ".direct")
 
 
 @needs_cpu_inductor
 def test_a_region_the_worker_made_no_bundle_for_loads_through_inductor_without_asking_it_again(tmp_path, monkeypatch):
-    fn, source, x, w = _region(), None, torch.randn(4, 5), torch.randn(5, 3)
-    fn, source = fn
+    (fn, source), x, w = _region(), torch.randn(4, 5), torch.randn(5, 3)
     first = CompileWorker()
     replies = first._wait  # the worker's replies, as one without a bundle reads (a wrapper that needs more of inductor)
     monkeypatch.setattr(first, "_wait", lambda timeout: (lambda r: r[:4] + (None,) if r[0] == "ok" else r)(replies(timeout)))
