@@ -183,6 +183,49 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   load 0.8-1.7, best of 3, not alternating), warm 0.92x; torch only 1.05x; squall(dynamic=True)
   1.00x wall, 0.95x CPU (1 compile); remembered dims (rounds 2+) 0.86x. The default's total still
   above eager's.
+- Where the default loses, call by call (streamgap, 2026-11-27, 964945a, load 1.1-4.7 set by other
+  sessions, the calling thread's CPU time; scripts alternating contenders in one process, least of
+  6 rounds per call). Eager's 40 calls 103 ms; the default 117 ms = 2 compiles 23.2 + 24.1 ms and 38
+  hits 69 ms (eager's calls for those batches 98 ms: the hits run at 0.70x); torch only 2 compiles
+  25.2 + 25.6 ms, hits within 1 ms of the default's. So the default's whole gap is its two compiles
+  (47 ms in place of two eager calls of 5 ms) against what the hits save (29 ms); the background
+  upgrade takes nothing from the first pass (both its entries still "cold", HOT_S not reached, in
+  every round of these runs), and per new length a symbolic hit costs what a repeated one does
+  (first and second call of each of 19-22 new shapes, alternating: sums within 5%). The default's own
+  extra work in the user's thread is each compile's upgrade job (`Upgrades._upgrade_job`, 0.75 ms:
+  `call_specs` copies the 37 small weights and the input, 0.45 ms) and the watch (0.03 ms): 1.5 ms
+  a stream. The 1.14x against torch only's 1.05x of the session before is noise at these loads.
+  What the symbolic recompile repeats from the static one: all of it. cProfile over 20 symbolic
+  recompiles (the collector off): `trace_program` 76% of the compile, of which 87% is the model's
+  own Python run through the state views and the torch-language calls; plan + codegen 14%; the
+  module walk, wrapping checks, cache insert and compile record about 3% together (about 0.7 ms).
+  bench/compile_phases.py (load 2.7-3.3): static 19.6-20.7 ms best (trace 13.6-14.3), dynamic=True
+  21.4-22.7 (trace 14.7-15.6), default executors and torch only alike. Reusing the static compile's
+  module walks, parameter proxies and guard text would save at most about 1 ms of a recompile's 22;
+  only not running the model's Python again (deriving the symbolic trace from the static one, or
+  tracing the first call symbolically and generating its static program by substituting the sizes)
+  would save the 14 ms that stand between the default and eager's total (about 1.0x then): not done.
+- The upgrade's work in the user's process (same session): with a remembered verdict 13-32 ms of the
+  upgrade thread's CPU time a job (no judge); the first upgrade of a process 2.7-3.1 s where the
+  kept symbolic region had no direct bundle (kept at 17:01 today, before symbolic regions had one):
+  it loaded through `CompiledArtifact.load`, importing inductor and Dynamo into the user's process,
+  and did so again in every later process, since a region loaded so never got its bundle. Now the
+  worker compiles such a region once more and keeps its bundle (squall_inductor.worker.load_kept).
+  With a copy of that stale cache per run, the stream's 4 passes and the upgrades waited for, main
+  then the branch, two pairs, load 2.4-3.3: the upgrade jobs' CPU time in the user's process
+  2730 + 54 ms and 2856 ms (main, inductor imported) against 103 and 97 ms (branch, not imported);
+  the first upgrade's time to fused 8.3 / 7.7 s against 27.0 / 24.2 s (the worker's compile, once).
+- This bench, main (964945a) and the branch alternating (main, branch, main, branch),
+  --no-torch-compile --rounds 5, load 4.0-4.7 (other sessions' tests and compiles: eager's best
+  total moved 0.12-0.37 s between runs, so wall ratios say nothing), the default's CPU-time ratio
+  to eager: main 1.13x and 0.86x, the branch 1.11x and 1.30x (2 compiles in each); torch only 1.16x,
+  1.31x / 1.22x, 1.31x; dynamic=True 1.06x, 0.97x / 0.82x, 1.08x (1 compile). The stream's code path
+  is the same on both (the change is in loading kept regions); the spread is the load's.
+  bench/generation.py --no-torch-compile --no-stream, load 3.0-6.1: llama 2/0/0 compiles and
+  tokens equal eager's on both (squall 1.95x / 1.48x eager's tokens/s on main, 1.61x / 2.65x and
+  1.89x / 1.92x on the branch), gpt2 2/0/0 and equal on the branch (main's run stopped at its
+  600 s limit while its upgrades compiled). bench/overhead.py's cached `a + b`, alternating, load
+  5.3-6.9: main 1.57x, 1.49x, 1.62x eager; the branch 1.10x, 1.73x, 1.56x (the hot path is untouched).
 """
 from __future__ import annotations
 

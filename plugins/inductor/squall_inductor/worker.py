@@ -40,7 +40,7 @@ import torch
 
 from squall.extend import SquallWarning, compiling_stopped, stop_compiling
 
-from squall_inductor.direct_load import inductor_cache_dir, keep_direct, load_direct
+from squall_inductor.direct_load import DIRECT_SUFFIX, inductor_cache_dir, keep_direct, load_direct
 from squall_inductor.regions import compile_with_inductor, layout_of, region_payload
 from squall_inductor.symbolic import SymbolicSpec, compile_in_process
 from squall_inductor.timeline import mark
@@ -178,10 +178,16 @@ class CompileWorker:
         with self._lock:
             self._start()
             kept = kept_artifact(payload, layouts, _inductor_config()) if not time_budget_s else None
-            loaded = load_kept(kept) if kept is not None else None
+            loaded = load_kept(kept, remake_direct=self._serves()) if kept is not None else None
             if loaded is not None:
                 return loaded, None, None, True
-        compiled, reply = self._compile("compile", payload, layouts, time_budget_s, kept=kept)
+        try:
+            compiled, reply = self._compile("compile", payload, layouts, time_budget_s, kept=kept)
+        except (WorkerUnavailable, WorkerCompileError, CompileUnsupported):
+            loaded = load_kept(kept) if kept is not None else None  # kept without its bundle: through inductor after all
+            if loaded is None:
+                raise
+            return loaded, None, None, True
         return compiled, reply[1], reply[2], False
 
     def compile_symbolic(self, payload: bytes, spec: SymbolicSpec) -> tuple[Callable, str, bool]:
@@ -193,16 +199,35 @@ class CompileWorker:
         with self._lock:
             self._start()
             kept = kept_artifact(payload, [("symbolic", spec)], _inductor_config())
-            if kept is not None and os.path.exists(kept):
-                try:
-                    guards = _read(kept + ".guards").decode()
-                    loaded = load_kept(kept)
-                    if loaded is not None:
-                        return loaded, guards, True
-                except OSError as e:
-                    _warn_unloadable(kept, e)
-        compiled, reply = self._compile("compile_symbolic", payload, spec, None, kept=kept)
+            found = self._kept_symbolic(kept, remake_direct=self._serves())
+            if found is not None:
+                return (*found, True)
+        try:
+            compiled, reply = self._compile("compile_symbolic", payload, spec, None, kept=kept)
+        except (WorkerUnavailable, WorkerCompileError, CompileUnsupported):
+            found = self._kept_symbolic(kept)  # kept without its bundle: through inductor after all
+            if found is None:
+                raise
+            return (*found, True)
         return compiled, reply[1], False
+
+    @staticmethod
+    def _kept_symbolic(kept: str | None, remake_direct: bool = False) -> tuple[Callable, str] | None:
+        """(compiled, guard source) of the symbolic region kept at `kept`; None where none is (or,
+        with `remake_direct`, where it has no direct bundle yet: `load_kept`)."""
+        if kept is None or not os.path.exists(kept):
+            return None
+        try:
+            guards = _read(kept + ".guards").decode()
+            loaded = load_kept(kept, remake_direct=remake_direct)
+        except OSError as e:
+            _warn_unloadable(kept, e)
+            return None
+        return None if loaded is None else (loaded, guards)
+
+    def _serves(self) -> bool:
+        """Whether the worker process runs and may be asked (under self._lock, after `_start`)."""
+        return self._conn is not None and not self.broken and not self.closed
 
     def _compile(self, kind: str, payload: bytes, shapes: Any, time_budget_s: float | None,
                  *, kept: str | None = None) -> tuple[Callable, tuple]:
@@ -230,7 +255,10 @@ class CompileWorker:
             try:
                 bundle = reply[4] if len(reply) > 4 else None
                 if kept is not None:  # a symbolic region's guard source is kept beside it
-                    _keep(path, kept, {".constants": reply[3], **({".guards": reply[1].encode()} if kind == "compile_symbolic" else {})})
+                    # (and, where the worker made no direct bundle, the word that it has none: `load_kept`)
+                    beside = {".constants": reply[3], **({".guards": reply[1].encode()} if kind == "compile_symbolic" else {}),
+                              **({INDIRECT_SUFFIX: b""} if bundle is None else {})}
+                    _keep(path, kept, beside)
                 # where the region is not kept (a timed island), its direct load goes beside the
                 # artifact in the worker's folder, which is emptied when the worker stops
                 direct_at = kept if kept is not None else path
@@ -353,16 +381,27 @@ def kept_artifact(payload: bytes, layouts: Sequence, config: dict | None) -> str
     return os.path.join(kept_folder(), hashlib.sha256(text).hexdigest() + ".bin")
 
 
+# beside a kept region the worker made no direct bundle for (its wrapper needs more of inductor):
+# it loads through inductor, and asking the worker again would not change that (`load_kept`)
+INDIRECT_SUFFIX = ".indirect"
+
+
 def kept_folder() -> str:
     """The folder of compiled regions `kept_artifact` names: squall_regions in inductor's cache folder."""
     return os.path.join(inductor_cache_dir(), "squall_regions")
 
 
-def load_kept(kept: str) -> Callable | None:
+def load_kept(kept: str, *, remake_direct: bool = False) -> Callable | None:
     """The region kept at `kept` (by `kept_artifact`), loaded: directly where the worker left a
     direct bundle (squall_inductor.direct_load: without importing inductor), else through
     inductor's CompiledArtifact; None where nothing is kept there, or where what is kept cannot be
-    loaded (then with a warning saying so: the region is compiled again)."""
+    loaded (then with a warning saying so: the region is compiled again).
+
+    With `remake_direct` (the worker serves), also None where the region has neither a direct bundle
+    nor the worker's word that it can have none (INDIRECT_SUFFIX): a region kept by a squall from
+    before direct bundles. Loading it through inductor would import Dynamo and inductor into this
+    process at every later load (seconds of CPU time beside the user's calls); the worker compiles
+    it once more instead, from inductor's warm caches, and keeps its bundle beside it."""
     if not os.path.exists(kept):
         return None
     try:
@@ -370,6 +409,8 @@ def load_kept(kept: str) -> Callable | None:
         direct = _load_direct_or_warn(kept)
         if direct is not None:
             return _loaded(direct, constants)
+        if remake_direct and not os.path.exists(kept + DIRECT_SUFFIX) and not os.path.exists(kept + INDIRECT_SUFFIX):
+            return None
         # imported here, not at the top: seconds (it loads Dynamo), and only where no direct bundle serves
         from torch._inductor import CompiledArtifact
 

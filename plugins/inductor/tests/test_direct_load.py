@@ -174,6 +174,81 @@ def test_a_damaged_bundle_and_artifact_compile_the_region_again_with_a_warning(t
     torch.testing.assert_close(region(x, w), fn(x, w))
 
 
+
+def _as_kept_before_direct_bundles(tmp_path) -> None:
+    """Leave only what a squall from before direct bundles kept: the artifact and its constants (and a
+    symbolic region's guards), no bundle, no kernel library beside it, no word that it has none."""
+    for path in (*_kept(tmp_path, ".direct"), *_kept(tmp_path, ".so"), *_kept(tmp_path, ".indirect")):
+        path.unlink()
+
+
+@needs_cpu_inductor
+def test_a_region_kept_without_a_direct_bundle_is_compiled_once_more_in_the_worker_and_then_loads_directly(tmp_path):
+    # loading it through inductor imported Dynamo and inductor into the user's process at every
+    # later load: 3 s of CPU time beside the length stream's calls, in each new process
+    fn, source, x, w = _compiled_once(tmp_path)
+    _as_kept_before_direct_bundles(tmp_path)
+    worker = CompileWorker()
+    try:
+        again = RegionCompiler(fn, source, worker=worker)
+        region = CompiledRegion(fn, [x, w], compile=again)
+        assert again.where == f"in the compile worker process (pid {worker.pid})"
+        torch.testing.assert_close(region(x, w), fn(x, w))
+    finally:
+        worker.close()
+    assert _kept(tmp_path, ".direct")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        region, compiler = _load_again(fn, source, (x, w))
+    assert compiler.where.startswith("before, loaded from")
+    torch.testing.assert_close(region(x * 3, w), fn(x * 3, w))
+
+
+@needs_cpu_inductor
+def test_a_symbolic_region_kept_without_a_direct_bundle_is_compiled_once_more_in_the_worker(tmp_path):
+    source = "def region(x):\n  return (torch.sigmoid(x * 2 + 1).sum(1) - torch.tensor([1.0, 2.0]),)\n"
+    namespace = {"torch": torch}
+    load_source(source, "test-region", namespace)
+    fn = namespace["region"]
+    spec = SymbolicSpec({"s0": 5}, [((3, "s0", 2), torch.float32, torch.device("cpu"), (0, 1, 2))])
+    RegionCompiler(fn, source, worker=default_worker()).symbolic(spec)
+    _as_kept_before_direct_bundles(tmp_path)
+    worker = CompileWorker()
+    try:
+        again = RegionCompiler(fn, source, worker=worker)
+        loaded, _ = again.symbolic(spec)
+        assert again.where == f"in the compile worker process (pid {worker.pid})"
+    finally:
+        worker.close()
+    x = torch.randn(3, 9, 2)
+    torch.testing.assert_close(tuple(loaded(x)), fn(x))
+    assert _kept(tmp_path, ".direct")
+
+
+@needs_cpu_inductor
+def test_a_region_the_worker_made_no_bundle_for_loads_through_inductor_without_asking_it_again(tmp_path, monkeypatch):
+    (fn, source), x, w = _region(), torch.randn(4, 5), torch.randn(5, 3)
+    first = CompileWorker()
+    replies = first._wait  # the worker's replies, as one without a bundle reads (a wrapper that needs more of inductor)
+    monkeypatch.setattr(first, "_wait", lambda timeout: (lambda r: r[:4] + (None,) if r[0] == "ok" else r)(replies(timeout)))
+    try:
+        compiler = RegionCompiler(fn, source, worker=first)
+        torch.testing.assert_close(CompiledRegion(fn, [x, w], compile=compiler)(x, w), fn(x, w))
+        assert compiler.where == f"in the compile worker process (pid {first.pid})"
+    finally:
+        first.close()
+    assert not _kept(tmp_path, ".direct") and _kept(tmp_path, squall_inductor.worker.INDIRECT_SUFFIX)
+    later = CompileWorker()
+    monkeypatch.setattr(later, "_compile", lambda *a, **k: pytest.fail("the worker was asked again"))
+    try:
+        again = RegionCompiler(fn, source, worker=later)
+        region = CompiledRegion(fn, [x, w], compile=again)
+    finally:
+        later.close()
+    assert again.where.startswith("before, loaded from")
+    torch.testing.assert_close(region(x, w), fn(x, w))
+
+
 def test_an_aligned_copy_keeps_sizes_strides_and_values():
     from squall_inductor.direct_load import _aligned_copy
 
