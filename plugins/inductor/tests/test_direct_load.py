@@ -105,15 +105,20 @@ def test_a_second_process_loads_a_kept_region_without_importing_inductor_and_mat
     """)
 
 
+def _symbolic_region():
+    """(source, function, spec) of a small region compiled for a symbolic length s0 (traced at 5)."""
+    source = "def region(x):\n  return (torch.sigmoid(x * 2 + 1).sum(1) - torch.tensor([1.0, 2.0]),)\n"
+    namespace = {"torch": torch}
+    load_source(source, "test-region", namespace)
+    spec = SymbolicSpec({"s0": 5}, [((3, "s0", 2), torch.float32, torch.device("cpu"), (0, 1, 2))])
+    return source, namespace["region"], spec
+
+
 @needs_cpu_inductor
 def test_a_symbolic_region_loads_in_a_second_process_without_importing_inductor_and_matches_eager_at_every_length(tmp_path):
     # without a direct bundle the user's process loaded a symbolic region through inductor: Dynamo's
     # import and the vector-ISA probe, seconds of a background thread holding the interpreter
-    source = "def region(x):\n  return (torch.sigmoid(x * 2 + 1).sum(1) - torch.tensor([1.0, 2.0]),)\n"
-    namespace = {"torch": torch}
-    load_source(source, "test-region", namespace)
-    fn = namespace["region"]
-    spec = SymbolicSpec({"s0": 5}, [((3, "s0", 2), torch.float32, torch.device("cpu"), (0, 1, 2))])
+    source, fn, spec = _symbolic_region()
     first = RegionCompiler(fn, source, worker=default_worker())
     first.symbolic(spec)
     assert first.where.startswith("in the compile worker process")
@@ -206,11 +211,7 @@ def test_a_region_kept_without_a_direct_bundle_is_compiled_once_more_in_the_work
 
 @needs_cpu_inductor
 def test_a_symbolic_region_kept_without_a_direct_bundle_is_compiled_once_more_in_the_worker(tmp_path):
-    source = "def region(x):\n  return (torch.sigmoid(x * 2 + 1).sum(1) - torch.tensor([1.0, 2.0]),)\n"
-    namespace = {"torch": torch}
-    load_source(source, "test-region", namespace)
-    fn = namespace["region"]
-    spec = SymbolicSpec({"s0": 5}, [((3, "s0", 2), torch.float32, torch.device("cpu"), (0, 1, 2))])
+    source, fn, spec = _symbolic_region()
     RegionCompiler(fn, source, worker=default_worker()).symbolic(spec)
     _as_kept_before_direct_bundles(tmp_path)
     worker = CompileWorker()
