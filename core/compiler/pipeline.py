@@ -379,7 +379,7 @@ def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, 
     if partial is None:
         full, without = backward_fn.fn, _backward_without(diff, later_on)
     else:
-        full = _built_at_first_call(lambda: _generate_backward(free_after_last_use(_planned_differentiated(diff.backward, later_on)), len(diff.saved)).fn)
+        full = _built_at_first_call(lambda: _backward_function(diff, diff.backward, later_on))
         without = _backward_without(diff, later_on, {backward_for: backward_fn.fn})
     function = autograd_function(diff, forward_fn.fn, full, traced.name, without, backwards_run)
     program = free_after_last_use(calling_trace(traced, function))
@@ -418,9 +418,15 @@ def _backward_without(diff, executors, planned: dict[frozenset[str], Callable] |
         trace = diff.backward_without(absent)
         if trace is None:
             return None
-        return _generate_backward(free_after_last_use(_planned_differentiated(trace, executors)), len(diff.saved)).fn
+        return _backward_function(diff, trace, executors)
 
     return build
+
+
+def _backward_function(diff, trace: Trace, executors) -> Callable:
+    """A backward trace of `diff` (the full one or one `diff.backward_without` made), planned on
+    `executors` and generated: called as (saved, *cotangents)."""
+    return _generate_backward(free_after_last_use(_planned_differentiated(trace, executors)), len(diff.saved)).fn
 
 
 def _planned_differentiated(trace: Trace, executors) -> Trace:
