@@ -79,6 +79,9 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    # each round's jits start afresh, as a first run does (what earlier jits of the same code
+    # learned is remembered by default: squall.runtime.dims_profile)
+    os.environ.setdefault("SQUALL_REMEMBER_DYNAMIC", "0")
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     contenders = ["eager", "squall", "squall, one-token step at once"]

@@ -226,6 +226,9 @@ def main() -> None:
     parser.add_argument("--prompts", default="12,12,20", help="the three prompts' lengths (1,1,20: a one-token prompt)")
     parser.add_argument("--no-stream", action="store_true", help="skip the DistilBERT length stream")
     opts = parser.parse_args()
+    # each round's jits start afresh, as a first run does (what earlier jits of the same code
+    # learned is remembered by default: squall.runtime.dims_profile)
+    os.environ.setdefault("SQUALL_REMEMBER_DYNAMIC", "0")
     global DEVICE
     DEVICE = torch.device(opts.device)
     import_torchvision()

@@ -31,11 +31,14 @@ Contenders:
   2 or more, run its symbolic entry);
 - squall(dynamic=True), 1st call eager: a what-if for the default policy, the first call run
   eagerly and the second compiled with every size symbolic;
-- squall, remembered dims (rounds 2+): the default with `$SQUALL_REMEMBER_DYNAMIC=1`
-  (squall.runtime.dims_profile): each round's jit starts with the dimensions the earlier
-  rounds' jits of the model learned, so from the second round on it compiles once, symbolic.
-  Its best round is never a first run: the default's row is (no other contender learns or
-  reads what this one learned);
+- squall, remembered dims (rounds 2+): the default as a user's later run of the same code meets
+  it (squall.runtime.dims_profile, `$SQUALL_REMEMBER_DYNAMIC`, on by default: what a jit of the
+  model's forward learned is kept for the process and on disk): each round's jit starts with
+  the dimensions the earlier rounds' jits learned, so from the second round on it compiles
+  once, symbolic (its first round too, where an earlier run of this script left them in squall's
+  cache folder). Its best round is never a first run: the default's row is. Every other
+  contender runs with remembering off (`$SQUALL_REMEMBER_DYNAMIC=0`, set by this script), so
+  each of its rounds is a first run;
 - torch.compile(dynamic=True) and torch.compile() (Dynamo's automatic dynamic).
 
 Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 16-20):
@@ -312,7 +315,7 @@ def contenders(model: torch.nn.Module, with_torch_compile: bool) -> dict[str, Ca
         try:
             fn = squall.jit(model)
         finally:
-            del os.environ[dims_profile.REMEMBER_ENV]
+            os.environ[dims_profile.REMEMBER_ENV] = "0"
         return fn, lambda: squall_compiles(fn)
 
     def squall_dynamic_first_eager():
@@ -416,6 +419,8 @@ def main() -> None:
     parser.add_argument("--calls", action="store_true", help="also each contender's calls: compiles, rented, hits, per batch size")
     parser.add_argument("--only", nargs="*", default=None, help="these contenders only (by name; eager always runs)")
     opts = parser.parse_args()
+    # every round of every contender a first run (but the remembered dims' own, which turns it on)
+    os.environ[dims_profile.REMEMBER_ENV] = "0"
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     import_torchvision()

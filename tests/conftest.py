@@ -13,6 +13,9 @@ os.environ.setdefault("SQUALL_EXECUTORS", "torch")
 # Compile records stay on (every test then checks that recording never breaks a program),
 # written to a folder of the test run's own rather than the user's cache.
 os.environ.setdefault("SQUALL_CACHE_DIR", tempfile.mkdtemp(prefix="squall-test-cache-"))
+# Each test's jits start static, whatever an earlier test's jit of the same code learned (on by
+# default for users: squall.runtime.dims_profile; tests/test_remembered_dims.py turns it on)
+os.environ.setdefault("SQUALL_REMEMBER_DYNAMIC", "0")
 
 # transformers imports torchvision where it is installed (timm pulls it in), and the registry's
 # torchvision cannot import on CPU torch without this (see real_models.import_torchvision)

@@ -1,6 +1,13 @@
 """$SQUALL_REMEMBER_DYNAMIC: a new jit of a program starts with the dimensions its earlier jits made
-symbolic (squall.runtime.dims_profile)."""
+symbolic, in this process or an earlier one (squall.runtime.dims_profile)."""
 from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -12,11 +19,18 @@ from squall.runtime import dims_profile
 
 
 @pytest.fixture
-def remembering(monkeypatch):
+def remembering(monkeypatch, tmp_path):
     monkeypatch.setenv(dims_profile.REMEMBER_ENV, "1")
+    monkeypatch.setenv("SQUALL_CACHE_DIR", str(tmp_path))
     dims_profile.forget()
-    yield
+    yield tmp_path
     dims_profile.forget()
+
+
+def _as_in_a_new_process():
+    # what this process learned and read from disk is gone; the file stays
+    dims_profile._learned.clear()
+    dims_profile._stores.clear()
 
 
 def _scaled_sums(x):
@@ -38,12 +52,69 @@ def test_a_new_jit_of_the_same_function_compiles_the_learned_dimensions_symbolic
     assert type_string(squall.last_traces(again).traced.inputs[0]) == 'cpu f32[s0, s1]'
 
 
-def test_off_by_default_a_new_jit_starts_static(monkeypatch):
+def test_on_by_default_and_off_when_set_so(monkeypatch, tmp_path):
+    monkeypatch.setenv("SQUALL_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv(dims_profile.REMEMBER_ENV, raising=False)
+    assert dims_profile.remember_enabled()
+    monkeypatch.setenv(dims_profile.REMEMBER_ENV, "0")
     dims_profile.forget()
     assert _run(squall.jit(_scaled_sums), _scaled_sums, [(4, 8), (4, 9)]) == 2
     assert dims_profile.learned(dims_profile.program_code(_scaled_sums)) == {}
     assert _run(squall.jit(_scaled_sums), _scaled_sums, [(3, 10), (5, 11)]) == 2
+    assert not (tmp_path / "dynamic_dims.json").exists()
+
+
+def test_what_was_learned_is_read_back_from_disk(remembering):
+    assert _run(squall.jit(_scaled_sums), _scaled_sums, [(4, 8), (4, 9)]) == 2
+    kept = json.loads((remembering / "dynamic_dims.json").read_text())
+    assert list(kept.values()) == [{"dims": {"('args', 0)": [0, 1]}}]
+    _as_in_a_new_process()
+    assert _run(squall.jit(_scaled_sums), _scaled_sums, [(3, 10), (5, 11), (6, 12)]) == 1
+
+
+def test_a_damaged_file_costs_only_learning_again(remembering):
+    (remembering / "dynamic_dims.json").write_text('{"x": {"dims": {"not a path(": [0], "(1,)": "no"}}, "y": 3')
+    assert _run(squall.jit(_scaled_sums), _scaled_sums, [(4, 8), (4, 9)]) == 2
+    _as_in_a_new_process()
+    assert _run(squall.jit(_scaled_sums), _scaled_sums, [(3, 10), (5, 11)]) == 1
+
+
+def test_an_unwritable_cache_folder_still_remembers_for_the_process(monkeypatch, tmp_path):
+    blocked = tmp_path / "a file"
+    blocked.write_text("")
+    monkeypatch.setenv(dims_profile.REMEMBER_ENV, "1")
+    monkeypatch.setenv("SQUALL_CACHE_DIR", str(blocked / "cache"))
+    dims_profile.forget()
+    try:
+        assert _run(squall.jit(_scaled_sums), _scaled_sums, [(4, 8), (4, 9)]) == 2
+        assert _run(squall.jit(_scaled_sums), _scaled_sums, [(3, 10), (5, 11)]) == 1
+    finally:
+        dims_profile.forget()
+
+
+_STREAM = textwrap.dedent("""
+    import torch, squall
+
+    def scaled_sums(x):
+        return (x * 2).sum(-1) + 1
+
+    jf = squall.jit(scaled_sums)
+    for n in (8, 9, 10, 11):
+        jf(torch.randn(4, n))
+    print(jf.cache_info().misses)
+""")
+
+
+def test_a_later_process_running_the_same_code_compiles_once(tmp_path):
+    script = tmp_path / "stream.py"
+    script.write_text(_STREAM)
+    env = {**os.environ, "SQUALL_CACHE_DIR": str(tmp_path / "cache"), "SQUALL_REMEMBER_DYNAMIC": ""}  # the default
+    runs = [subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr[-2000:] + runs[1].stderr[-2000:]
+    assert [r.stdout.split()[-1] for r in runs] == ["2", "1"]  # static then symbolic; then symbolic at once
+    script.write_text(_STREAM.replace("* 2", "* 3"))  # edited code: learned afresh
+    again = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert again.stdout.split()[-1] == "2", again.stderr[-2000:]
 
 
 def test_dynamic_false_and_true_are_not_changed_by_what_was_learned(remembering):
@@ -102,3 +173,28 @@ def test_equal_code_from_another_file_learns_apart(remembering):
     assert _run(squall.jit(g), g, [(4, 8), (4, 9)]) == 2
     assert _run(squall.jit(h), h, [(3, 10), (5, 11)]) == 2  # not g's: started static
     assert _run(squall.jit(g), g, [(3, 10), (5, 11)]) == 1
+
+
+def _logged(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):  # one code object for every function it decorates
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@_logged
+def _decorated_sums(x):
+    return x.sum(-1) * 3
+
+
+@_logged
+def _decorated_means(x):
+    return x.mean(-1) * 3
+
+
+def test_decorated_functions_learn_apart_by_the_code_they_wrap(remembering):
+    assert dims_profile.program_code(_decorated_sums) != dims_profile.program_code(_decorated_means)
+    assert _run(squall.jit(_decorated_sums), _decorated_sums.__wrapped__, [(4, 8), (4, 9)]) == 2
+    assert _run(squall.jit(_decorated_means), _decorated_means.__wrapped__, [(3, 10), (5, 11)]) == 2  # not the sums': started static
+    assert _run(squall.jit(_decorated_sums), _decorated_sums.__wrapped__, [(3, 10), (5, 11)]) == 1

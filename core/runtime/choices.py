@@ -31,12 +31,13 @@ def timing_clock(device_type: str) -> Callable[[], float]:
 class ChoiceStore:
     """Winners by key, read once from `path` and rewritten (atomically) when one is added.
 
-    A choice is a dict with at least "winner". A missing or damaged file, or a folder that
-    cannot be written, only costs measuring again.
+    A choice is a dict with at least the field `required` ("winner"). A missing or damaged
+    file, or a folder that cannot be written, only costs measuring again.
     """
 
-    def __init__(self, path: Path | None):
+    def __init__(self, path: Path | None, required: str = "winner"):
         self.path = path
+        self.required = required
         self._choices: dict[str, dict] | None = None
 
     def _load(self) -> dict[str, dict]:
@@ -46,7 +47,7 @@ class ChoiceStore:
                 try:
                     loaded = json.loads(self.path.read_text())
                     if isinstance(loaded, dict):
-                        self._choices = {k: v for k, v in loaded.items() if isinstance(v, dict) and "winner" in v}
+                        self._choices = {k: v for k, v in loaded.items() if isinstance(v, dict) and self.required in v}
                 except (OSError, ValueError):
                     pass  # no file yet, or a damaged one: measure again
         return self._choices
@@ -58,6 +59,18 @@ class ChoiceStore:
     def put(self, key: str, choice: dict) -> None:
         """Remember `choice` for `key`."""
         self._load()[key] = choice
+        self._write()
+
+    def clear(self) -> None:
+        """Forget every choice: the file too."""
+        self._choices = {}
+        if self.path is not None:
+            try:
+                self.path.unlink(missing_ok=True)
+            except OSError:
+                pass  # a folder that cannot be written: nothing was kept there
+
+    def _write(self) -> None:
         if self.path is None:
             return
         try:

@@ -4,7 +4,13 @@ a test that expects its region compiled (in the worker, in process) would depend
 tests run in."""
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# each test's jits start static, whatever an earlier test's jit of the same code learned
+# (squall.runtime.dims_profile, on by default for users)
+os.environ.setdefault("SQUALL_REMEMBER_DYNAMIC", "0")
 
 try:
     import squall_inductor.worker as inductor_worker
