@@ -45,9 +45,9 @@ def remember_enabled(environ: Mapping[str, str] | None = None) -> bool:
 
 def program_code(fn: Callable) -> str | None:
     """What a jitted program's learned dimensions are kept under: its code (a function's, or a
-    module's forward's, beneath its decorators) as a string that is the same in a later process for the same code: its
-    file, first line and name, and a digest of the compiled code (code objects compare by contents,
-    not by file; edited code digests otherwise). None where it has none (a builtin, a callable object)."""
+    module's forward's, beneath its decorators) as a string that a later process running the
+    same code makes alike: its file, first line and name, and a digest of the compiled code
+    (edited code digests otherwise). None where it has none (a builtin, a callable object)."""
     forward = getattr(fn, "forward", None) if not hasattr(fn, "__code__") else fn
     forward = getattr(forward, "__func__", forward)  # a bound method: its function
     try:
@@ -90,6 +90,13 @@ def _read(entry: dict | None) -> dict[tuple, frozenset[int]]:
     return found
 
 
+def _kept(code: str) -> dict[tuple, frozenset[int]]:
+    """What this process knows of `code`'s dimensions: read from disk at its first use (under `_lock`)."""
+    if code not in _learned:
+        _learned[code] = _read(_store().get(code))
+    return _learned[code]
+
+
 def _keep(code: str, kept: dict[tuple, frozenset[int]]) -> None:
     written = {text: sorted(dims) for path, dims in kept.items() if (text := _written(path)) is not None}
     _store().put(code, {"dims": written})
@@ -99,15 +106,13 @@ def learned(code: str) -> dict[tuple, frozenset[int]]:
     """The dimensions earlier jits of `code` (a `program_code`), here or in an earlier process,
     made symbolic because they changed: path -> dims."""
     with _lock:
-        if code not in _learned:
-            _learned[code] = _read(_store().get(code))
-        return dict(_learned[code])
+        return dict(_kept(code))
 
 
 def learn(code: str, path: tuple, dims: frozenset[int]) -> None:
     """Jits of `code` from now on start with `dims` of the argument at `path` symbolic."""
     with _lock:
-        kept = _learned.setdefault(code, {})
+        kept = _kept(code)
         if dims <= kept.get(path, frozenset()):
             return
         kept[path] = kept.get(path, frozenset()) | dims
@@ -117,7 +122,7 @@ def learn(code: str, path: tuple, dims: frozenset[int]) -> None:
 def unlearn(code: str, path: tuple, dim: int | None) -> None:
     """Dimension `dim` at `path` had to be keyed by value: later jits start with it a constant."""
     with _lock:
-        kept = _learned.get(code, {})
+        kept = _kept(code)
         if dim not in kept.get(path, frozenset()):
             return
         left = kept[path] - {dim}
