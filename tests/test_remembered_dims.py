@@ -198,3 +198,15 @@ def test_decorated_functions_learn_apart_by_the_code_they_wrap(remembering):
     assert _run(squall.jit(_decorated_sums), _decorated_sums.__wrapped__, [(4, 8), (4, 9)]) == 2
     assert _run(squall.jit(_decorated_means), _decorated_means.__wrapped__, [(3, 10), (5, 11)]) == 2  # not the sums': started static
     assert _run(squall.jit(_decorated_sums), _decorated_sums.__wrapped__, [(3, 10), (5, 11)]) == 1
+
+
+def test_explain_says_which_dimensions_were_symbolic_from_the_first_call_and_why(remembering):
+    _run(squall.jit(_scaled_sums), _scaled_sums, [(4, 8), (4, 9)])
+    again = squall.jit(_scaled_sums)
+    x = torch.randn(3, 10)
+    again(x)
+    report = squall.explain(again, x)
+    assert report.remembered == ["argument 'x' dimensions 0, 1"]
+    assert "symbolic from the first call, as earlier jits of this code learned" in str(report)
+    assert "$SQUALL_REMEMBER_DYNAMIC=0 starts static): argument 'x' dimensions 0, 1" in str(report)
+    assert squall.explain(squall.jit(_decorated_means), x).remembered == []

@@ -82,9 +82,11 @@ class DynamicDims:
         # the program's code object, where what it learns is kept for later jits of it
         # (squall.runtime.dims_profile, $SQUALL_REMEMBER_DYNAMIC): those start with it symbolic
         self.code = code if mode == _AUTO else None
-        if self.code is not None:
-            self.dims.update(dims_profile.learned(self.code))
-            self.sizes_vary = bool(self.dims)
+        # the dimensions this jit started with symbolic because earlier jits of its code learned them (`squall explain` says so)
+        self.remembered: dict[tuple, frozenset[int]] = dims_profile.learned(self.code) if self.code is not None else {}
+        if self.remembered:
+            self.dims.update(self.remembered)
+            self.sizes_vary = True
 
     def key_for(self, key: tuple, args: tuple, kwargs: dict, numbers: set | frozenset = frozenset()) -> tuple:
         """The key to compile this call under: `key`, or with its symbolic dimensions masked,

@@ -81,6 +81,9 @@ class ExplainReport:
     guards: list[str] = field(default_factory=list)
     # for a jitted function: whether its most recent entry fits this call, and if not, which guard fails
     last_entry: str | None = None
+    # for a jitted function: the argument dimensions it compiled symbolic from its first call because
+    # earlier jits of the same code, in this process or an earlier one, learned they vary (squall.runtime.dims_profile)
+    remembered: list[str] = field(default_factory=list)
 
     @property
     def opaque(self) -> list[str]:
@@ -108,6 +111,7 @@ class ExplainReport:
             "split": self.split,
             "guards": self.guards,
             "last_entry": self.last_entry,
+            "remembered": self.remembered,
         }
 
     def __str__(self) -> str:
@@ -134,6 +138,9 @@ class ExplainReport:
             lines.append(f"background upgrade of {upgrade}")
         if self.split is not None:
             lines.append(f"split: {self.split}")
+        if self.remembered:
+            lines.append("symbolic from the first call, as earlier jits of this code learned (squall.runtime.dims_profile; "
+                         f"$SQUALL_REMEMBER_DYNAMIC=0 starts static): {'; '.join(self.remembered)}")
         lines.append(f"guards on later calls: {len(self.guards)}")
         lines.extend(f"  {guard}" for guard in self.guards)
         if self.last_entry is not None:
@@ -184,13 +191,17 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
     """
     if isinstance(fn, JittedModule) or hasattr(fn, "__squall__"):
         fn = jitted_state(fn)
-    upgrades, split, last_entry, options, compilation = [], None, None, {}, None
+    upgrades, split, last_entry, options, compilation, remembered = [], None, None, {}, None, []
     if isinstance(fn, JittedFunction):
         # traced as the jitted function would trace this call: its symbolic dimensions and run-time numbers
         options = dict(dims=dict(fn._dims.dims), dynamic=frozenset(fn._numbers.paths))
         target, module, priority = fn.fn, fn.module, fn.executors
         upgrades = [str(u) for u in fn._upgrades.values()]
         split = fn.cache_info().split
+        positional = [path[1] + 1 for path in fn._dims.remembered if path[0] == "args"]
+        names = argument_names(fn.module.forward if fn.module is not None else fn.fn, max(positional, default=0))
+        remembered = [f"{describe_path(path, names, [])} dimensions {', '.join(map(str, sorted(dims)))}"
+                      for path, dims in fn._dims.remembered.items()]
         if not args and not kwargs and fn.last_entry is not None:
             # no inputs given: the compilation its last call made (a graph torch.compile handed to
             # squall's backend, whose inputs the caller never sees); no call to check it against
@@ -225,6 +236,7 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
         str(split) if split is not None else None,
         _guards(compilation, target, module),
         last_entry,
+        remembered,
     )
 
 
