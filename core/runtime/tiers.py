@@ -566,9 +566,12 @@ class UpgradeJob:
             return Verdict("fused", remembered.get("torch_s"), remembered.get("fused_s"), f"remembered: {remembered['reason']}")
         if any(ex.name in fusers and getattr(ex, "judge_in_context", True) for ex in self.executors):
             return self._judge(fused)
-        return Verdict("fused", None, None, f"not judged in context: {', '.join(sorted(fusers))} asked not to be")
+        # not timed, but its results are compared: a plan nobody ran is never installed unseen
+        return self._judge(fused, untimed=f"not timed in context: {', '.join(sorted(fusers))} asked not to be")
 
-    def _judge(self, fused: Compilation) -> Verdict:
+    def _judge(self, fused: Compilation, untimed: str = "") -> Verdict:
+        """The in-context judgement: results compared, then both plans timed; with `untimed` (why
+        they are not timed) the results only."""
         params, args, kwargs = self.call_specs
         specs = [s for s in tree_flatten((params, args, kwargs))[0] if isinstance(s, TensorSpec)]
         random = self.base.draws_random_numbers
@@ -580,9 +583,12 @@ class UpgradeJob:
         if sum(s.nbytes for s in specs if s.value is None and s.lent() is None) > JUDGE_MAX_BYTES:
             return Verdict("fused", None, None, f"not judged in context: the example inputs it would draw take more than "
                            f"{JUDGE_MAX_BYTES >> 20} MiB; each region won its own timing")
+        if untimed and random:
+            return Verdict("fused", None, None, f"{untimed}; results not compared: the program draws random numbers, and "
+                           "a fused kernel may draw others than torch's")
         try:
             if not random:
-                return self._judge_on_examples(fused, specs)
+                return self._judge_on_examples(fused, specs, untimed=untimed)
             cuda = sorted({s.device.index or 0 for s in specs if s.device.type == "cuda"})
             with torch.random.fork_rng(devices=cuda):  # the user's random stream is as it was before the judge
                 verdict = self._judge_on_examples(fused, specs, compare=False)
@@ -628,10 +634,13 @@ class UpgradeJob:
 
         return run, lent
 
-    def _judge_on_examples(self, fused: Compilation, specs: list[TensorSpec], compare: bool = True) -> Verdict:
+    def _judge_on_examples(self, fused: Compilation, specs: list[TensorSpec], compare: bool = True, untimed: str = "") -> Verdict:
         """Check the fused plan's results against the torch plan's on example inputs (the call's
-        own values where its value guards read them; not with `compare` False), then time both there;
-        a differentiated program's backward, run with gradients of ones, is checked and timed with it."""
+        own values where its value guards read them; not with `compare` False), then time both there
+        (not with `untimed`, why not); a differentiated program's backward, run with gradients of ones,
+        is checked and timed with it. The plans run unchecked (squall.compiler.checking): a checked call
+        puts back an input whose version changed during it, and in the background the caller's tensors
+        read in place (a model's weights) change under an optimizer step beside the judge."""
         torch_fn, fused_fn = self._runnable(self.base), self._runnable(fused)
         # the offer running now is timed in the same sitting, so that the two are compared directly
         running_fn = (self._installed[1], self._runnable(self._installed[3])) if self._installed is not None else None
@@ -655,6 +664,8 @@ class UpgradeJob:
                               f"torch plan on example inputs ({differ}); the torch plan keeps running",
                               SquallWarning, stacklevel=2)
                 return Verdict("torch", None, None, f"its results differ from the torch plan's: {differ}")
+            if untimed:
+                return Verdict("fused", None, None, f"{untimed}; its results matched the torch plan's on example inputs")
             cuda = any(s.device.type == "cuda" for s in specs)
             # short batches (stopping early once the verdict is clear), with pauses beside the user's calls
             polite = dict(slice_s=JUDGE_SLICE_S, pause=JUDGE_PAUSE if self.background else 0.0)
