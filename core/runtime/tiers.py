@@ -349,6 +349,17 @@ def _outputs_differ(expected: Any, actual: Any, looser: float = 1.0, shared_scal
     return ""
 
 
+def _non_finite_differ(expected: Any, actual: Any) -> str:
+    """Where a plan has NaNs or infinities in an output that the torch plan has none in ("" if
+    nowhere): what is compared of a program drawing random numbers, whose values differ between plans."""
+    exp, act = tree_flatten(expected)[0], tree_flatten(actual)[0]
+    for i, (e, a) in enumerate(zip(exp, act)):
+        if real_tensor(e) and real_tensor(a) and e.dtype.is_floating_point and a.dtype.is_floating_point:
+            if bool(torch.isfinite(e).all()) and not bool(torch.isfinite(a).all()):
+                return f"output {i}: NaNs or infinities where the torch plan has none"
+    return ""
+
+
 def _largest(t: torch.Tensor) -> float:
     finite = t[torch.isfinite(t)]
     return finite.abs().max().item() if finite.numel() else 0.0
@@ -583,17 +594,16 @@ class UpgradeJob:
         if sum(s.nbytes for s in specs if s.value is None and s.lent() is None) > JUDGE_MAX_BYTES:
             return Verdict("fused", None, None, f"not judged in context: the example inputs it would draw take more than "
                            f"{JUDGE_MAX_BYTES >> 20} MiB; each region won its own timing")
-        if untimed and random:
-            return Verdict("fused", None, None, f"{untimed}; results not compared: the program draws random numbers, and "
-                           "a fused kernel may draw others than torch's")
         try:
             if not random:
                 return self._judge_on_examples(fused, specs, untimed=untimed)
             cuda = sorted({s.device.index or 0 for s in specs if s.device.type == "cuda"})
             with torch.random.fork_rng(devices=cuda):  # the user's random stream is as it was before the judge
-                verdict = self._judge_on_examples(fused, specs, compare=False)
-            return replace(verdict, reason=f"{verdict.reason} (results not compared: the program draws random numbers, "
-                                           "and a fused kernel may draw others than torch's)")
+                verdict = self._judge_on_examples(fused, specs, compare=False, untimed=untimed)
+            if verdict.keep != "fused":
+                return verdict
+            return replace(verdict, reason=f"{verdict.reason} (values not compared, only where they are NaN or infinite: the "
+                                           "program draws random numbers, and a fused kernel may draw others than torch's)")
         except GuardFailed as failed:
             # the inputs its value guards read were not kept (too large), or the program changes them
             return Verdict("fused", None, None, f"not judged in context: a value guard failed on the judge's inputs "
@@ -653,9 +663,11 @@ class UpgradeJob:
                 # optimizer step beside a background judge): they did not run on the same values
                 run, _ = self._runner(borrow=False)
                 (torch_out, torch_grads), (fused_out, fused_grads) = run(torch_fn), run(fused_fn)
-            differ = _outputs_differ(torch_out, fused_out) if compare else ""
-            if compare and not differ:
-                differ = _outputs_differ(torch_grads, fused_grads, looser=GRADIENT_LOOSER, shared_scale=True)
+            # values drawn at random differ between plans; where NaNs and infinities are does not
+            differ = _outputs_differ(torch_out, fused_out) if compare else _non_finite_differ(torch_out, fused_out)
+            if not differ:
+                differ = (_outputs_differ(torch_grads, fused_grads, looser=GRADIENT_LOOSER, shared_scale=True) if compare
+                          else _non_finite_differ(torch_grads, fused_grads))
                 differ = differ and f"the gradients of its inputs: {differ}"
             backward = bool(torch_grads)
             del torch_out, fused_out, torch_grads, fused_grads
@@ -665,7 +677,8 @@ class UpgradeJob:
                               SquallWarning, stacklevel=2)
                 return Verdict("torch", None, None, f"its results differ from the torch plan's: {differ}")
             if untimed:
-                return Verdict("fused", None, None, f"{untimed}; its results matched the torch plan's on example inputs")
+                matched = "its results matched the torch plan's" if compare else "no NaNs or infinities where the torch plan has none"
+                return Verdict("fused", None, None, f"{untimed}; {matched} on example inputs")
             cuda = any(s.device.type == "cuda" for s in specs)
             # short batches (stopping early once the verdict is clear), with pauses beside the user's calls
             polite = dict(slice_s=JUDGE_SLICE_S, pause=JUDGE_PAUSE if self.background else 0.0)
