@@ -36,6 +36,15 @@ kernels on the same layouts (compared op by op with a dispatch mode); at load 1.
 1.01-1.05x eager's step, its forward 1.2 ms faster and its backward 1.6-2 ms slower (8 images;
 float32 too, where its backward's kernels, timed one by one, took 1.1 ms less than eager's: the
 difference is outside the kernels).
+
+2026-11-27 22:58 (branch nanhunt, --only resnet --skip-compile --rounds 3, load 6.5-7.8 on 2 shared cores:
+eager's own step took 9x its time above, so only the ratios mean anything, and little): resnet's
+NaN gradients were inductor's regions returning batch norm's statistics in bfloat16 (torch's meta
+function and decomposition on CPU) where eager's and the trace's are float32, read as float32 by a
+backward region. Those batch norms now stay with torch, and the judge keeps the large-region fused
+plan ("upgraded"; its in-context time, forward and backward, 0.93x and 0.96x the torch plan's in two
+runs right before and after this one, load 5-7). Measured: resnet inference squall 0.65x eager,
+training step 0.96x eager.
 """
 from __future__ import annotations
 

@@ -125,6 +125,34 @@ def test_an_upgrade_whose_results_differ_keeps_the_torch_plan_and_warns(fused_fa
     torch.testing.assert_close(fn(x), program(x))
 
 
+def test_a_fused_plan_its_executor_asks_not_to_judge_is_still_compared_before_it_is_installed():
+    # inductor with autotune off asks not to be timed in context: its plan used to be installed
+    # unseen, a wrong answer included (the first call's checks see dtypes and shapes, not values)
+    fuser = SlowFuser(wrong=True)
+    fuser.judge_in_context = False
+    fuser.gate.set()
+    fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+    x = torch.randn(16)
+    with pytest.warns(squall.SquallWarning, match="computes other results than its torch plan"):
+        out = fn(x)
+    torch.testing.assert_close(out, program(x))
+    (upgrade,) = squall.upgrades(fn)
+    assert upgrade.status == "kept the torch plan" and "results differ" in upgrade.reason, upgrade
+    torch.testing.assert_close(fn(x), program(x))
+
+
+def test_an_untimed_fused_plan_whose_results_match_is_installed_and_says_it_was_compared():
+    fuser = SlowFuser()
+    fuser.judge_in_context = False
+    fuser.gate.set()
+    fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+    x = torch.randn(16)
+    torch.testing.assert_close(fn(x), program(x))
+    (upgrade,) = squall.upgrades(fn)
+    assert upgrade.status == "upgraded" and "results matched the torch plan's" in upgrade.reason, upgrade
+    assert squall.last_traces(fn).plan.regions
+
+
 def test_a_program_writing_its_input_is_judged_with_each_plan_starting_from_the_calls_values(fused_faster):
     """The judge ran the torch plan, then the fused plan on the inputs the first run had written
     (running statistics, a KV cache): their results differed, and a right fused plan was refused."""

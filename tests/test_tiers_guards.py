@@ -150,7 +150,32 @@ def test_a_program_drawing_random_numbers_is_judged_in_the_callers_thread_leavin
     torch.testing.assert_close(after, torch.rand(4))
     (upgrade,) = squall.upgrades(f)
     assert upgrade.status == "upgraded" and upgrade.verdict.torch_s == pytest.approx(2e-3), upgrade
-    assert "results not compared: the program draws random numbers" in upgrade.reason
+    assert "values not compared, only where they are NaN or infinite: the program draws random numbers" in upgrade.reason
+
+
+class NaNFuser(SlowFuser):
+    """Its regions return NaNs: a broken executor, on a program whose values the judge cannot compare."""
+
+    def compile_region(self, region):
+        fn = super().compile_region(region)
+        return lambda *a: (fn(*a)[0] * float("nan"), *fn(*a)[1:])
+
+
+@pytest.mark.parametrize("timed", [True, False])
+def test_a_program_drawing_random_numbers_is_not_upgraded_to_a_plan_returning_nans(fused_faster, timed):
+    # its values are not compared (dropout draws other masks in a fused kernel), but NaNs where the
+    # torch plan has none are wrong whatever was drawn; untimed (inductor with autotune off) as well
+    fuser = NaNFuser()
+    fuser.judge_in_context = timed
+    fuser.gate.set()
+    f = squall.jit(noisy, executors=[fuser, make_executor()], wait=True)
+    x = torch.randn(64)
+    with pytest.warns(squall.SquallWarning, match="NaNs or infinities where the torch plan has none"):
+        out = f(x)
+    assert torch.isfinite(out).all()
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "kept the torch plan", upgrade
+    assert torch.isfinite(f(x)).all()
 
 
 def test_in_the_background_a_program_drawing_random_numbers_keeps_its_regions_untimed(fused_faster):

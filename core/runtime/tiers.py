@@ -349,6 +349,17 @@ def _outputs_differ(expected: Any, actual: Any, looser: float = 1.0, shared_scal
     return ""
 
 
+def _non_finite_differ(expected: Any, actual: Any) -> str:
+    """Where a plan has NaNs or infinities in an output that the torch plan has none in ("" if
+    nowhere): what is compared of a program drawing random numbers, whose values differ between plans."""
+    exp, act = tree_flatten(expected)[0], tree_flatten(actual)[0]
+    for i, (e, a) in enumerate(zip(exp, act)):
+        if real_tensor(e) and real_tensor(a) and e.dtype.is_floating_point and a.dtype.is_floating_point:
+            if bool(torch.isfinite(e).all()) and not bool(torch.isfinite(a).all()):
+                return f"output {i}: NaNs or infinities where the torch plan has none"
+    return ""
+
+
 def _largest(t: torch.Tensor) -> float:
     finite = t[torch.isfinite(t)]
     return finite.abs().max().item() if finite.numel() else 0.0
@@ -566,9 +577,12 @@ class UpgradeJob:
             return Verdict("fused", remembered.get("torch_s"), remembered.get("fused_s"), f"remembered: {remembered['reason']}")
         if any(ex.name in fusers and getattr(ex, "judge_in_context", True) for ex in self.executors):
             return self._judge(fused)
-        return Verdict("fused", None, None, f"not judged in context: {', '.join(sorted(fusers))} asked not to be")
+        # not timed, but its results are compared: a plan nobody ran is never installed unseen
+        return self._judge(fused, untimed=f"not timed in context: {', '.join(sorted(fusers))} asked not to be")
 
-    def _judge(self, fused: Compilation) -> Verdict:
+    def _judge(self, fused: Compilation, untimed: str = "") -> Verdict:
+        """The in-context judgement: results compared, then both plans timed; with `untimed` (why
+        they are not timed) the results only."""
         params, args, kwargs = self.call_specs
         specs = [s for s in tree_flatten((params, args, kwargs))[0] if isinstance(s, TensorSpec)]
         random = self.base.draws_random_numbers
@@ -582,12 +596,14 @@ class UpgradeJob:
                            f"{JUDGE_MAX_BYTES >> 20} MiB; each region won its own timing")
         try:
             if not random:
-                return self._judge_on_examples(fused, specs)
+                return self._judge_on_examples(fused, specs, untimed=untimed)
             cuda = sorted({s.device.index or 0 for s in specs if s.device.type == "cuda"})
             with torch.random.fork_rng(devices=cuda):  # the user's random stream is as it was before the judge
-                verdict = self._judge_on_examples(fused, specs, compare=False)
-            return replace(verdict, reason=f"{verdict.reason} (results not compared: the program draws random numbers, "
-                                           "and a fused kernel may draw others than torch's)")
+                verdict = self._judge_on_examples(fused, specs, compare=False, untimed=untimed)
+            if verdict.keep != "fused":
+                return verdict
+            return replace(verdict, reason=f"{verdict.reason} (values not compared, only where they are NaN or infinite: the "
+                                           "program draws random numbers, and a fused kernel may draw others than torch's)")
         except GuardFailed as failed:
             # the inputs its value guards read were not kept (too large), or the program changes them
             return Verdict("fused", None, None, f"not judged in context: a value guard failed on the judge's inputs "
@@ -628,10 +644,13 @@ class UpgradeJob:
 
         return run, lent
 
-    def _judge_on_examples(self, fused: Compilation, specs: list[TensorSpec], compare: bool = True) -> Verdict:
+    def _judge_on_examples(self, fused: Compilation, specs: list[TensorSpec], compare: bool = True, untimed: str = "") -> Verdict:
         """Check the fused plan's results against the torch plan's on example inputs (the call's
-        own values where its value guards read them; not with `compare` False), then time both there;
-        a differentiated program's backward, run with gradients of ones, is checked and timed with it."""
+        own values where its value guards read them; not with `compare` False), then time both there
+        (not with `untimed`, why not); a differentiated program's backward, run with gradients of ones,
+        is checked and timed with it. The plans run unchecked (squall.compiler.checking): a checked call
+        puts back an input whose version changed during it, and in the background the caller's tensors
+        read in place (a model's weights) change under an optimizer step beside the judge."""
         torch_fn, fused_fn = self._runnable(self.base), self._runnable(fused)
         # the offer running now is timed in the same sitting, so that the two are compared directly
         running_fn = (self._installed[1], self._runnable(self._installed[3])) if self._installed is not None else None
@@ -644,9 +663,11 @@ class UpgradeJob:
                 # optimizer step beside a background judge): they did not run on the same values
                 run, _ = self._runner(borrow=False)
                 (torch_out, torch_grads), (fused_out, fused_grads) = run(torch_fn), run(fused_fn)
-            differ = _outputs_differ(torch_out, fused_out) if compare else ""
-            if compare and not differ:
-                differ = _outputs_differ(torch_grads, fused_grads, looser=GRADIENT_LOOSER, shared_scale=True)
+            # values drawn at random differ between plans; where NaNs and infinities are does not
+            differ = _outputs_differ(torch_out, fused_out) if compare else _non_finite_differ(torch_out, fused_out)
+            if not differ:
+                differ = (_outputs_differ(torch_grads, fused_grads, looser=GRADIENT_LOOSER, shared_scale=True) if compare
+                          else _non_finite_differ(torch_grads, fused_grads))
                 differ = differ and f"the gradients of its inputs: {differ}"
             backward = bool(torch_grads)
             del torch_out, fused_out, torch_grads, fused_grads
@@ -655,6 +676,9 @@ class UpgradeJob:
                               f"torch plan on example inputs ({differ}); the torch plan keeps running",
                               SquallWarning, stacklevel=2)
                 return Verdict("torch", None, None, f"its results differ from the torch plan's: {differ}")
+            if untimed:
+                matched = "its results matched the torch plan's" if compare else "no NaNs or infinities where the torch plan has none"
+                return Verdict("fused", None, None, f"{untimed}; {matched} on example inputs")
             cuda = any(s.device.type == "cuda" for s in specs)
             # short batches (stopping early once the verdict is clear), with pauses beside the user's calls
             polite = dict(slice_s=JUDGE_SLICE_S, pause=JUDGE_PAUSE if self.background else 0.0)

@@ -23,6 +23,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -42,12 +43,14 @@ from squall.extend import (
     Tags,
     all_prims,
     compiling_stopped,
+    concrete_shape,
     note_strides,
     symbols_of,
 )
 
 from squall_inductor.choices import ChoiceStore, best_time, default_choices_path, region_key
-from squall_inductor.regions import CompiledRegion, example_inputs, region_function, size_reads
+from squall_inductor.meta_dtypes import dtypes_differ
+from squall_inductor.regions import CompiledRegion, example_inputs, region_function, size_reads, torch_callable
 from squall_inductor.symbolic import SymbolicRegion
 from squall_inductor.worker import CompileUnsupported, RegionCompiler, WorkerCompileError, default_worker, dynamo_unsupported, env_flag, subprocess_enabled
 
@@ -262,6 +265,12 @@ class InductorExecutor(FusionExecutor):
                 return None, f"{CHECKER_DECLINED}: inductor has no {p.device.type} backend here"
             if p.dtype.is_complex:
                 return None, f"{CHECKER_DECLINED}: complex tensors"
+        if not bsym.sym.is_prim:
+            # a region returns what inductor traced: an output in another dtype than the trace's would
+            # reach calls planned (and compiled) for the trace's (CPU batch norm under autocast)
+            why = dtypes_differ(bsym, torch_callable(bsym))
+            if why:
+                return None, f"{CHECKER_DECLINED}: {why}"
         return Implementation(None), ""
 
     # --- compilation --------------------------------------------------------------------------
@@ -307,7 +316,13 @@ class InductorExecutor(FusionExecutor):
                 compiled = CompiledRegion(eager, args, compile=compiler)
             # a region that compiles but cannot run falls back here too; its outputs' layouts are
             # those the regions planned after it take
-            note_strides(region.outputs, compiled(*args))
+            outputs = compiled(*args)
+            unlike = _unlike_trace(region.outputs, outputs)
+            if unlike:
+                # the calls planned after it were planned (and compiled) for the trace's metadata: a
+                # region compiled for float32 reads a bfloat16 tensor's buffer as floats, past its end
+                return self._declined(ops, f"{CHECKER_DECLINED}: inductor's compiled region {unlike}", split=True)
+            note_strides(region.outputs, outputs)
         except CompileUnsupported as e:
             return self._declined(ops, str(e))
         except Exception as e:  # noqa: BLE001 - any inductor failure means "run it with torch"
@@ -360,6 +375,21 @@ def _is_symbolic(region: FusionRegion) -> bool:
     """Whether the region's tensors or its calls' arguments hold a symbolic size (squall.symbolic)."""
     proxies = (*region.inputs, *region.outputs, *(p for b in region.calls for p in b.output_proxies()))
     return any(symbols_of(p.shape) for p in proxies) or bool(size_reads(region)[0] or size_reads(region)[1])
+
+
+def _unlike_trace(expected: list, outputs: Any) -> str:
+    """How a compiled region's outputs on its example inputs differ in dtype, device type or shape
+    from the trace's ("" where they do not)."""
+    outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+    if len(outputs) != len(expected):
+        return f"returns {len(outputs)} outputs where the trace has {len(expected)}"
+    for p, t in zip(expected, outputs):
+        if not isinstance(t, torch.Tensor):
+            return f"returns a {type(t).__name__} for {p.name}"
+        if t.dtype != p.dtype or t.device.type != p.device.type or tuple(t.shape) != tuple(concrete_shape(p.shape)):
+            return (f"returns {t.device.type} {t.dtype} {list(t.shape)} for {p.name}, where the trace says "
+                    f"{p.device.type} {p.dtype} {list(concrete_shape(p.shape))}")
+    return ""
 
 
 def _torch_won(choice: dict, how: str) -> str:

@@ -202,7 +202,8 @@ def test_its_regions_wait_for_the_background_upgrade_and_are_judged_in_context()
 @pytest.mark.parametrize("judge_in_context", [True, False])
 def test_an_upgrade_with_nvfuser_regions_is_timed_in_context_unless_it_opts_out(monkeypatch, judge_in_context):
     """The judging path, without running nvFuser: a plan with an nvFuser region goes to the judge
-    (which times it beside the torch plan) unless the executor asked to keep its regions untimed."""
+    (which times it beside the torch plan) unless the executor asked to keep its regions untimed: then
+    the judge only compares its results."""
     nv = squall_nvfuser.make_executor(judge_in_context=judge_in_context)
     torch_ex = squall.market.plugins.default_marketplace().get("torch")
     f = squall.jit(lambda x: torch.exp(x) * 2.0, executors=[torch_ex])
@@ -211,11 +212,18 @@ def test_an_upgrade_with_nvfuser_regions_is_timed_in_context_unless_it_opts_out(
     job = tiers.UpgradeJob(tiers.Upgrade("f"), base, {"takes_params": False, "nargs": 1, "takes_kwargs": False},
                            [nv, torch_ex], tiers.call_specs(None, (torch.randn(4),), {}), lambda *a: True)
     timed = tiers.Verdict("fused", 2e-3, 1e-3, "in context: timed")
-    monkeypatch.setattr(job, "_judge", lambda fused: timed)
+    asked = []
+
+    def judge(fused, untimed=""):
+        asked.append(untimed)
+        return timed if not untimed else tiers.Verdict("fused", None, None, f"{untimed}; its results matched")
+
+    monkeypatch.setattr(job, "_judge", judge)
     verdict = job._verdict(base, {"nvfuser"}, None)
     if judge_in_context:
-        assert verdict is timed
-    else:
+        assert verdict is timed and asked == [""]
+    else:  # not timed, but its results are still compared with the torch plan's
+        assert asked == ["not timed in context: nvfuser asked not to be"]
         assert verdict.keep == "fused" and verdict.torch_s is None and "nvfuser asked not to be" in verdict.reason
 
 
