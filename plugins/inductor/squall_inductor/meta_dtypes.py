@@ -48,10 +48,15 @@ def dtypes_differ(bsym: BoundSymbol, callee) -> str:
     """Why inductor's tracing of `callee` (the torch callable the region runs for `bsym`) gives an
     output another dtype than the trace's ("" where it does not, or where the op cannot be run on
     fake tensors: a region that cannot be traced fails to compile and says so there)."""
-    floats = {p.dtype for p in (*bsym.input_proxies(), *bsym.output_proxies()) if p.dtype.is_floating_point}
-    if len(floats) < 2:
-        # one floating dtype throughout: the rules agree (and a fake run's first use imports
-        # Dynamo, seconds, which a process loading compiled regions otherwise never pays)
+    outputs = bsym.output_proxies()
+    floats = {p.dtype for p in (*bsym.input_proxies(), *outputs) if p.dtype.is_floating_point}
+    if len(floats) < 2 or len(outputs) < 2:
+        # one floating dtype throughout: the rules agree. One output (a softmax upcast to float32 in
+        # every bfloat16 transformers model's attention): its dtype is the one the call asks for; the
+        # statistics norms save beside their output are where the rules part. A fake run's first
+        # use imports Dynamo, 2.5-8 s of CPU in the user's process beside its calls, which an
+        # upgrade otherwise never pays; a region compiled wrong all the same is declined when it
+        # compiles (executor._unlike_trace)
         return ""
     args, kwargs = bsym.shortest_arguments()
     key = _key(bsym.sym.id, args, kwargs)

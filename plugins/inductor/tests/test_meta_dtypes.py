@@ -40,6 +40,22 @@ def test_batch_norm_saving_float32_statistics_of_a_bfloat16_input_is_declined():
     assert impl is None and "traces its output 1 as torch.bfloat16 where eager's kernel returns torch.float32" in why
 
 
+def test_a_one_output_op_mixing_dtypes_is_claimed_without_a_fake_run(monkeypatch):
+    # transformers' attention upcasts its softmax to float32 in every bfloat16 model: asking torch's
+    # fake tensors about it would import Dynamo in the user's process for nothing
+    def softmax_upcast(x):
+        return torch.softmax(x, -1, dtype=torch.float32)
+
+    jfn = squall.jit(softmax_upcast, executors=["torch"])
+    jfn(torch.randn(4, 8, dtype=torch.bfloat16))
+    call = next(b for b in squall.last_traces(jfn).traced.bsyms if "softmax" in b.sym.id)
+    assert {p.dtype for p in (*call.input_proxies(), *call.output_proxies())} == {torch.bfloat16, torch.float32}
+    asked = []
+    monkeypatch.setattr(squall_inductor.meta_dtypes, "_ask", lambda *a: asked.append(a) or "")
+    impl, why = InductorExecutor(autotune=False, choices_path=None).offer(call)
+    assert impl is not None and not asked, why
+
+
 def test_batch_norm_of_one_dtype_is_still_claimed():
     impl, why = InductorExecutor(autotune=False, choices_path=None).offer(_batch_norm_call(torch.float32))
     assert impl is not None, why
