@@ -25,7 +25,7 @@ from . import numbers
 from .autocast import AutocastCasts, autocast_state
 from .eager_identity import may_return_an_input, returned_inputs
 from .functionalization import opaque_writes
-from .torchnames import qualified_name
+from .torchnames import TORCH_KEYWORD_ALIASES, qualified_name, torch_keywords
 from .unmodelled import NotModelled, UndecidedOverlap, UnmodelledMode  # noqa: F401 - where squall.runtime and the frontend take them from
 
 __all__ = [
@@ -299,6 +299,8 @@ class TorchLanguage:
             if layout is not None:
                 return layout
         op = self.table.get(func)
+        if kwargs and op is not None and not TORCH_KEYWORD_ALIASES.isdisjoint(kwargs):
+            kwargs = torch_keywords(func, op, args, kwargs)  # `axis=` for `dim=`, as torch's parser takes it
         # a list the program reached through its state (a recording copy, squall.frontend.state_views) is
         # read here as the plain list it holds now, so the scan below finds the tensors in it
         args, kwargs = snapshot_call(args, kwargs)
