@@ -25,6 +25,7 @@ from . import numbers
 from .autocast import AutocastCasts, autocast_state
 from .eager_identity import may_return_an_input, returned_inputs
 from .functionalization import opaque_writes
+from .inlined import INLINED
 from .torchnames import TORCH_KEYWORD_ALIASES, qualified_name, torch_keywords
 from .unmodelled import NotModelled, UndecidedOverlap, UnmodelledMode  # noqa: F401 - where squall.runtime and the frontend take them from
 
@@ -395,6 +396,9 @@ class TorchLanguage:
             # a symbolic size among them is read, guarded: torch's C code takes it for its own
             # SymInt and fails on it (`torch.tril_indices(n, n)`)
             return func(*_sizes_read(args), **_sizes_read(kwargs))
+        if func in INLINED:
+            with TracingMode(self):  # (the mode is off while it handles a call: its body's calls are traced again)
+                return INLINED[func](*args, **kwargs)
         return self.opaque(func, args, kwargs)
 
     def under_autocast(self, ctx: Any, func: Callable, args: tuple, kwargs: dict) -> Any:
@@ -486,6 +490,8 @@ class TorchLanguage:
             return current_context().read_value(_VALUE_READS[name], args, kwargs, what=name)
         if name == "torch.Tensor.__contains__" and len(args) == 2 and not kwargs:
             return _contains(*args)
+        if func in (torch.is_floating_point, torch.is_complex) and len(args) == 1 and type(args[0]) is TensorProxy:
+            return args[0].dtype.is_floating_point if func is torch.is_floating_point else args[0].dtype.is_complex
         layout = getattr(func, "__name__", None)
         if layout in _LAYOUT_READS and args and type(args[0]) is TensorProxy and func in (getattr(torch.Tensor, layout), getattr(TensorProxy, layout)):
             # called unbound (`torch.Tensor.stride(x)`): the proxy's own answer, eager's (squall.frontend.layouts)
