@@ -192,6 +192,12 @@ TRANSFORMERS_MODELS = [
         ),  # fmt: skip
         lambda: {"input_values": torch.randn(2, 400)},
     ),
+    # its pooling calls torch.cat(..., axis=...): numpy's name, which torch's argument parser takes for dim
+    RealModel(
+        "funnel",
+        _built("FunnelConfig", "FunnelModel", vocab_size=V, d_model=32, n_head=2, d_head=16, d_inner=64, block_sizes=[1, 1], num_decoder_layers=1),
+        _ids(2, 8),
+    ),
     RealModel(
         "clip_vision",
         _built("CLIPVisionConfig", "CLIPVisionModel", **_CLIP["vision_config"]),

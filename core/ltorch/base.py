@@ -25,7 +25,8 @@ from . import numbers
 from .autocast import AutocastCasts, autocast_state
 from .eager_identity import may_return_an_input, returned_inputs
 from .functionalization import opaque_writes
-from .torchnames import qualified_name
+from .inlined import INLINED
+from .torchnames import TORCH_KEYWORD_ALIASES, qualified_name, torch_keywords
 from .unmodelled import NotModelled, UndecidedOverlap, UnmodelledMode  # noqa: F401 - where squall.runtime and the frontend take them from
 
 __all__ = [
@@ -299,6 +300,8 @@ class TorchLanguage:
             if layout is not None:
                 return layout
         op = self.table.get(func)
+        if kwargs and op is not None and not TORCH_KEYWORD_ALIASES.isdisjoint(kwargs):
+            kwargs = torch_keywords(func, op, args, kwargs)  # `axis=` for `dim=`, as torch's parser takes it
         # a list the program reached through its state (a recording copy, squall.frontend.state_views) is
         # read here as the plain list it holds now, so the scan below finds the tensors in it
         args, kwargs = snapshot_call(args, kwargs)
@@ -393,6 +396,9 @@ class TorchLanguage:
             # a symbolic size among them is read, guarded: torch's C code takes it for its own
             # SymInt and fails on it (`torch.tril_indices(n, n)`)
             return func(*_sizes_read(args), **_sizes_read(kwargs))
+        if func in INLINED:
+            with TracingMode(self):  # (the mode is off while it handles a call: its body's calls are traced again)
+                return INLINED[func](*args, **kwargs)
         return self.opaque(func, args, kwargs)
 
     def under_autocast(self, ctx: Any, func: Callable, args: tuple, kwargs: dict) -> Any:
@@ -484,6 +490,8 @@ class TorchLanguage:
             return current_context().read_value(_VALUE_READS[name], args, kwargs, what=name)
         if name == "torch.Tensor.__contains__" and len(args) == 2 and not kwargs:
             return _contains(*args)
+        if func in (torch.is_floating_point, torch.is_complex) and len(args) == 1 and type(args[0]) is TensorProxy:
+            return args[0].dtype.is_floating_point if func is torch.is_floating_point else args[0].dtype.is_complex
         layout = getattr(func, "__name__", None)
         if layout in _LAYOUT_READS and args and type(args[0]) is TensorProxy and func in (getattr(torch.Tensor, layout), getattr(TensorProxy, layout)):
             # called unbound (`torch.Tensor.stride(x)`): the proxy's own answer, eager's (squall.frontend.layouts)

@@ -1,12 +1,15 @@
-"""The dotted names users know torch callables by ("torch.nn.functional.softmax", "torch.Tensor.add_")."""
+"""The dotted names users know torch callables by ("torch.nn.functional.softmax", "torch.Tensor.add_"),
+and the keyword names torch's argument parser accepts for a call's parameters."""
 from __future__ import annotations
 
 import functools
+import inspect
+import types
 from collections.abc import Callable
 
 import torch
 
-__all__ = ["qualified_name"]
+__all__ = ["qualified_name", "TORCH_KEYWORD_ALIASES", "torch_keywords"]
 
 
 _NAMESPACES = (
@@ -49,3 +52,43 @@ def qualified_name(fn: Callable) -> str:
     if name is not None and module:
         return f"{module}.{name}"
     return repr(fn)
+
+
+# torch's C argument parser (python_arg_parser.cpp, numpy_compatibility_arg_names) takes numpy's
+# names for four parameters in every call it parses: `torch.cat(ts, axis=1)`, `x.sum(axis=0,
+# keepdims=True)`. Functions written in Python (torch.nn.functional.softmax, Tensor.split) do not.
+_NUMPY_NAMES = {"axis": "dim", "keepdims": "keepdim", "x": "input", "a": "input", "x1": "input", "x2": "other"}
+# the keywords a call must have for torch_keywords to have anything to do (checked first, at no cost to other calls)
+TORCH_KEYWORD_ALIASES = frozenset(_NUMPY_NAMES) | {"input"}
+_C_BOUND = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)
+
+
+@functools.cache
+def _parameters(op: Callable) -> tuple[str, ...]:
+    try:
+        return tuple(inspect.signature(op).parameters)
+    except (TypeError, ValueError):
+        return ()
+
+
+def torch_keywords(func: Callable, op: Callable, args: tuple, kwargs: dict) -> dict:
+    """`kwargs` of a call of the torch callable `func`, named as the torch-language `op` that
+    stands for it names its parameters. For a C-bound torch callable, numpy's names are torch's
+    own (`axis` is `dim`), and `input`, the tensor a call is about, is the op's first parameter
+    where the op names that `a`, `x` or `self` (`torch.sum(input=t)`). Names the op has, and calls
+    of functions written in Python (whose names are their own), are left as given."""
+    if not isinstance(func, _C_BOUND):
+        return kwargs
+    names = _parameters(op)
+    renamed = {}
+    for key, value in kwargs.items():
+        if key not in names:
+            torch_name = _NUMPY_NAMES.get(key, key)
+            if torch_name in names:
+                key = torch_name
+            elif torch_name == "input" and not args and names and names[0] in ("a", "x", "self"):
+                key = names[0]
+        if key in renamed:
+            return kwargs  # one parameter named twice (`axis=` and `dim=`): the op raises as torch does
+        renamed[key] = value
+    return renamed
