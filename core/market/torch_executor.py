@@ -15,7 +15,7 @@ from ..guards import GUARD, READ, guard_impl, read_impl
 from ..ltorch.kernels import (
     all_kernels, batch_norm_functional, batch_norm_with_update_functional, efficient_attention, efficient_attention_backward,
     flash_attention, flash_attention_backward, flash_attention_for_cpu, flash_attention_for_cpu_backward, gelu_backward,
-    native_dropout_backward, silu_backward, tanh_backward, threshold_backward,
+    native_dropout, native_dropout_backward, silu_backward, tanh_backward, threshold_backward,
 )
 from ..prims.base import PrimIDs
 from ..proxies import real_tensor
@@ -343,9 +343,11 @@ _IN_PLACE_FORMS = {
 # kernels eager calls with the strided views it has (sdpa hands its transposed query, key and value
 # to the flash kernel, and autograd hands them back to its backward), and the elementwise backward
 # kernels, which read any strides (a mean's gradient broadcast to its input's shape, stride 0):
-# copying them first costs a copy per tensor per call and changes nothing
+# copying them first costs a copy per tensor per call and changes nothing. Dropout draws its mask
+# in its input's memory order (`empty_like`): a copy would draw another mask than eager's for the
+# same seed wherever the input is a transposed view (attention's output in nn.TransformerEncoderLayer)
 KERNELS_CALLED_WITH_VIEWS = frozenset({
-    flash_attention_for_cpu.id, flash_attention_for_cpu_backward.id,
+    flash_attention_for_cpu.id, flash_attention_for_cpu_backward.id, native_dropout.id,
     threshold_backward.id, gelu_backward.id, silu_backward.id, tanh_backward.id, native_dropout_backward.id,
 })
 
