@@ -42,11 +42,12 @@ def test_torch_keyword_names_run_as_in_eager(call):
 @pytest.mark.parametrize("call", REFUSED.values(), ids=REFUSED.keys())
 def test_names_eager_refuses_are_refused(call):
     a, b = torch.randn(2, 3), torch.randn(2, 3)
-    with pytest.raises(TypeError) as eager:
+    with pytest.raises(TypeError, match="axis") as eager:
         call(a, b)
-    with pytest.raises(TypeError, match="unexpected keyword argument 'axis'"):
+    # a TypeError naming the keyword, as eager's does (its wording is torch's, and differs between versions)
+    with pytest.raises(TypeError, match="axis"):
         squall.jit(call)(a, b)
-    assert "unexpected keyword argument 'axis'" in str(eager.value)
+    assert "unexpected keyword argument 'axis'" in str(eager.value) or "invalid combination of arguments" in str(eager.value)
 
 
 def test_keyword_names_under_gradients():
