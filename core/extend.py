@@ -19,6 +19,7 @@ import contextlib
 import functools
 from collections.abc import Callable, Iterator, Mapping
 
+from .compiler.checking import tensor_problem
 from .compiler.gradients import GradCall, GradRule
 from .frontend.tracing import trace_program
 from .ltorch.base import SquallWarning
@@ -60,6 +61,7 @@ __all__ = [
     "example_tensor",
     "stride_met",
     "note_strides",
+    "tensor_problem",
     "Declined",
     "form_regions",
     "compiling_stopped",

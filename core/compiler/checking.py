@@ -30,7 +30,7 @@ from ..proxies import TensorProxy, real_tensor, symbol_reads, symbol_values, typ
 from ..symbol import BoundSymbol, Tags
 from ..symbolic import SymInt, source as size_source, symbols_of
 
-__all__ = ["ExecutorFault", "CHECK_ENV", "check_mode", "needs_check", "checked_call"]
+__all__ = ["ExecutorFault", "CHECK_ENV", "check_mode", "needs_check", "checked_call", "tensor_problem"]
 
 CHECK_ENV = "SQUALL_CHECK"
 _MODES = ("first", "always", "never")
@@ -72,9 +72,10 @@ def _source(bsym: BoundSymbol) -> tuple[str, int, str] | None:
     return next((b.source for b in bsym.walk() if b.source is not None), None)
 
 
-def _tensor_problem(value: Any, expected: TensorProxy, what: str, sizes: tuple[int | None, ...]) -> str | None:
+def tensor_problem(value: Any, expected: TensorProxy, what: str, sizes: tuple[int | None, ...]) -> str | None:
     """What is wrong with `value` as the call's `expected` tensor, whose sizes in this call are
-    `sizes` (None where a symbolic size cannot be read from the call's arguments)."""
+    `sizes` (None where a symbolic size cannot be read from the call's arguments); None where nothing is.
+    (A fusion executor asks it of a compiled region's outputs too.)"""
     if value is None:
         return f"returned None for {what}, which should be a tensor ({type_string(expected)})"
     if not real_tensor(value):
@@ -162,7 +163,7 @@ def checked_call(bsym: BoundSymbol) -> Callable | None:
         sizes = expected_sizes(leaves if len(printed) == len(leaves) else [])
         for k, (expected, got) in enumerate(zip(expected_leaves, got_leaves)):
             if isinstance(expected, TensorProxy):
-                problem = _tensor_problem(got, expected, expected.name, sizes[k])
+                problem = tensor_problem(got, expected, expected.name, sizes[k])
                 if problem is not None:
                     raise (fault(problem))
         return out

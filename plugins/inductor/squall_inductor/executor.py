@@ -46,6 +46,7 @@ from squall.extend import (
     concrete_shape,
     note_strides,
     symbols_of,
+    tensor_problem,
 )
 
 from squall_inductor.choices import ChoiceStore, best_time, default_choices_path, region_key
@@ -378,17 +379,15 @@ def _is_symbolic(region: FusionRegion) -> bool:
 
 
 def _unlike_trace(expected: list, outputs: Any) -> str:
-    """How a compiled region's outputs on its example inputs differ in dtype, device type or shape
-    from the trace's ("" where they do not)."""
+    """How a compiled region's outputs on its example inputs differ in dtype, device or shape from
+    the trace's ("" where they do not): the check squall makes of an executor's calls at run time."""
     outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
     if len(outputs) != len(expected):
-        return f"returns {len(outputs)} outputs where the trace has {len(expected)}"
+        return f"returned {len(outputs)} outputs where the trace has {len(expected)}"
     for p, t in zip(expected, outputs):
-        if not isinstance(t, torch.Tensor):
-            return f"returns a {type(t).__name__} for {p.name}"
-        if t.dtype != p.dtype or t.device.type != p.device.type or tuple(t.shape) != tuple(concrete_shape(p.shape)):
-            return (f"returns {t.device.type} {t.dtype} {list(t.shape)} for {p.name}, where the trace says "
-                    f"{p.device.type} {p.dtype} {list(concrete_shape(p.shape))}")
+        problem = tensor_problem(t, p, p.name, tuple(concrete_shape(p.shape)))
+        if problem:
+            return problem
     return ""
 
 

@@ -70,7 +70,7 @@ def test_a_compiled_region_returning_other_dtypes_than_the_trace_is_declined(mon
     assert ex.offer(call)[0] is not None
     region = FusionRegion("inductor", [call], [call], call.input_proxies(), call.output_proxies())
     result = ex.compile_region(region)
-    assert isinstance(result, Declined) and "returns cpu torch.bfloat16 [4]" in result.reason, result
+    assert isinstance(result, Declined) and "returned cpu torch.bfloat16 [4]" in result.reason, result
 
 
 class ConvBatchNorm(torch.nn.Module):
