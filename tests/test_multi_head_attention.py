@@ -77,3 +77,17 @@ def test_torch_is_floating_point_and_is_complex_answer_from_the_dtype():
     x = torch.randn(3, 4)
     for mask in (torch.randn(3, 4), torch.rand(3, 4) > 0.5):
         torch.testing.assert_close(_no_squall_warnings(squall.jit(f), x, mask), f(x, mask))
+
+
+def test_a_rebinding_in_torch_nn_functional_reaches_the_traced_attention(monkeypatch):
+    # the traced copy of multi_head_attention_forward reads the module's globals at each call, as
+    # the original does: a copy taken at import kept the old softmax (whose body then handed the
+    # new one to squall as an opaque call: squall.ltorch.base's `_rebound`)
+    softmax = torch.nn.functional.softmax
+    monkeypatch.setattr(torch.nn.functional, "softmax", lambda x, dim, **kw: softmax(2 * x, dim, **kw))
+    module = _mha(dict())
+    query = torch.randn(2, 8, 32)
+    expected = module(query, query, query)
+    actual = _no_squall_warnings(squall.jit(module), query, query, query)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e)

@@ -9,6 +9,8 @@ on the meta device, with one warning naming the op.
 """
 from __future__ import annotations
 
+import sys
+import types
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -283,6 +285,7 @@ class TorchLanguage:
         self.table = table
         self.wrapped_results = wrapped_results
         self._opaque_symbols: dict[Callable, Symbol] = {}
+        self._by_code: dict[types.CodeType, Callable] | None = None  # the table's Python functions by their code (`_rebound`)
         self.warned: set[str] = set()
         self.autocast_casts = autocast_casts or AutocastCasts()  # what torch.autocast converts, per call signature
 
@@ -300,6 +303,8 @@ class TorchLanguage:
             if layout is not None:
                 return layout
         op = self.table.get(func)
+        if op is None and type(func) is types.FunctionType:
+            func, op = self._rebound(func)
         if kwargs and op is not None and not TORCH_KEYWORD_ALIASES.isdisjoint(kwargs):
             kwargs = torch_keywords(func, op, args, kwargs)  # `axis=` for `dim=`, as torch's parser takes it
         # a list the program reached through its state (a recording copy, squall.frontend.state_views) is
@@ -482,6 +487,28 @@ class TorchLanguage:
                 found = True
         return found
 
+    def _rebound(self, func: Callable) -> tuple[Callable, Any]:
+        """(the torch function, its op) where `func` came from `handle_torch_function` inside a torch
+        function's own body, which hands over whatever its module's global of its name holds now:
+        a wrapper the user put in its place (`F.softmax = wrapped`, calling the original). Eager
+        never reaches that line with plain tensors: the call is the original's. Else (`func`, None)."""
+        frame = sys._getframe(2)
+        for _ in range(8):  # (this dispatch sits a few frames below torch's handle_torch_function)
+            if frame is None or frame.f_code is _HANDLE_TORCH_FUNCTION:
+                break
+            frame = frame.f_back
+        caller = frame.f_back if frame is not None else None
+        if caller is None or caller.f_code is func.__code__ or caller.f_globals.get(caller.f_code.co_name) is not func:
+            return func, None  # not a rebinding (a function handing over another one of torch's)
+        if self._by_code is None:
+            self._by_code = {f.__code__: f for f in self.table if type(f) is types.FunctionType}
+        original = self._by_code.get(caller.f_code)
+        if original is None:
+            # run opaque, the wrapper would be applied twice: once traced, once inside the opaque call
+            raise NotModelled(f"squall: {caller.f_globals.get('__name__')}.{caller.f_code.co_name} was replaced in its module by "
+                              f"{qualified_name(func)}, which calls it, and squall's torch language has no op for the original")
+        return original, self.table[original]
+
     def opaque(self, func: Callable, args: tuple, kwargs: dict, unmodelled: str | None = None) -> Any:
         """`func` run as an opaque torch call (its output's metadata from the meta device), with
         one warning per op; `unmodelled`: why an op of the language runs so (`NotInLanguage`)."""
@@ -658,6 +685,7 @@ def _changes_grad_flag(func: Callable, args: tuple, kwargs: dict) -> bool:
 
 
 _FUNCTION_APPLY = torch.autograd.Function.apply.__func__.__code__
+_HANDLE_TORCH_FUNCTION = torch.overrides.handle_torch_function.__code__
 
 
 def _inside_function_apply() -> bool:

@@ -14,10 +14,23 @@ import torch
 __all__ = ["INLINED"]
 
 
+class _LiveGlobals(dict):
+    """A function's globals read through to its module's, at each read: holds only what it overrides
+    (and `__builtins__`, which CPython reads from the dict itself), so a later rebinding in the
+    module (a user's monkeypatch of `torch.nn.functional.softmax`) reaches the copy, as it reaches
+    the original."""
+
+    def __init__(self, module_globals: dict, overrides: dict):
+        super().__init__(overrides, __builtins__=module_globals["__builtins__"])
+        self.module_globals = module_globals
+
+    def __missing__(self, name: str):
+        return self.module_globals[name]
+
+
 def _without_torch_function_check(fn: Callable) -> Callable:
     """`fn`'s own code, run with a `has_torch_function` that answers False."""
-    namespace = dict(fn.__globals__)
-    namespace["has_torch_function"] = lambda *_: False
+    namespace = _LiveGlobals(fn.__globals__, {"has_torch_function": lambda *_: False})
     body = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
     body.__kwdefaults__ = fn.__kwdefaults__
     return body

@@ -1,0 +1,52 @@
+"""A torch function the user replaced in its module by a wrapper that calls the original
+(`F.softmax = wrapped`: profilers, patching libraries). Inside the original, torch's
+`handle_torch_function` hands over whatever the module's global of that name holds now, the
+wrapper, so squall saw the wrapper as an unknown torch call and ran it opaque: the wrapper's
+work was done twice (once traced, once inside the opaque call) and the answer was not eager's."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import squall
+from squall.ltorch import torch_table
+
+F = torch.nn.functional
+
+
+def test_a_wrapped_function_of_the_language_is_traced_as_the_original(monkeypatch):
+    softmax = F.softmax
+    monkeypatch.setattr(F, "softmax", lambda x, dim, **kw: softmax(2 * x, dim, **kw))
+    fn = lambda x: F.softmax(x, -1).sum(0)
+    x = torch.randn(3, 5, requires_grad=True)
+    expected = fn(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)  # traced, not opaque
+        actual = squall.jit(fn)(x)
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(torch.autograd.grad(actual.square().sum(), x), torch.autograd.grad(expected.square().sum(), x))
+
+
+def test_a_wrapped_function_outside_the_language_runs_eagerly_and_says_why(monkeypatch):
+    rrelu = F.rrelu
+    assert rrelu not in torch_table()  # (the case this test is about: no op to trace the original as)
+    monkeypatch.setattr(F, "rrelu", lambda x, *a, **kw: rrelu(x + 1, *a, **kw))
+    fn = lambda x: F.rrelu(x, training=False) * 3
+    x = torch.randn(4, 6)
+    with pytest.warns(squall.SquallWarning, match="rrelu was replaced in its module"):
+        actual = squall.jit(fn)(x)
+    torch.testing.assert_close(actual, fn(x))
+
+
+def test_a_function_handing_over_another_of_torchs_is_no_rebinding():
+    # F.fractional_max_pool2d's body is `_fractional_max_pool2d`'s, which hands over the public
+    # function: nothing was replaced, it runs as the opaque torch call it always was
+    fn = lambda x, samples: F.fractional_max_pool2d(x, 2, output_size=(2, 2), _random_samples=samples)
+    x, samples = torch.randn(1, 2, 5, 5), torch.rand(1, 2, 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        actual = squall.jit(fn)(x, samples)
+    assert not any("replaced" in str(w.message) for w in caught)
+    torch.testing.assert_close(actual, fn(x, samples))
