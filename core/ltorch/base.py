@@ -15,7 +15,6 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import numpy
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
@@ -28,6 +27,7 @@ from .autocast import AutocastCasts, autocast_state
 from .eager_identity import may_return_an_input, returned_inputs
 from .functionalization import opaque_writes
 from .inlined import INLINED
+from .python_arguments import DATA_FACTORIES, numpy_scalars, plain_arguments, refuse_numpy_arrays
 from .torchnames import TORCH_KEYWORD_ALIASES, qualified_name, torch_keywords
 from .unmodelled import NotModelled, UndecidedOverlap, UnmodelledMode  # noqa: F401 - where squall.runtime and the frontend take them from
 
@@ -41,100 +41,8 @@ __all__ = [
     "SquallWarning",
 ]
 
-
-
-# Python's number types where torch takes a dtype (`torch.ones(3, dtype=bool)`, `x.to(float)`)
-_PYTHON_DTYPES: dict[type, torch.dtype] = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
-
-
-# numpy's scalar types: torch reads one where it wants a number as the Python number of its kind
-# (`x * numpy.float32(2)` promotes as `x * 2.0`; a numpy bool or complex as a float, as eager's
-# argument parser does), except where it takes data (`torch.tensor(numpy.float16(1))` keeps float16)
-_NUMPY_SCALARS = frozenset(t for t in numpy.sctypeDict.values() if issubclass(t, (numpy.number, numpy.bool_)))
-_DATA_FACTORIES = frozenset({torch.tensor, torch.as_tensor, torch.asarray, torch.Tensor.new_tensor})
 _is_any_autocast_enabled = torch._C._is_any_autocast_enabled
 _autocast_disabled = torch._C._DisableAutocast
-
-
-def _numpy_scalar_as_python(x: Any) -> Any:
-    # float() of a numpy complex drops its imaginary part with numpy's ComplexWarning, as eager does
-    return int(x) if isinstance(x, numpy.integer) else float(x)
-
-
-def _plain_arguments(func: Callable, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """The call with Python's number types given as the dtypes torch reads them as (and a data
-    factory's numpy scalars as Python numbers of numpy's dtype, `_numpy_data`); the call itself
-    where there is none (the usual case: two scans, nothing copied). Other numpy scalars are
-    read where an op refuses them (`_numpy_scalars`), which costs the common call nothing."""
-    for a in args:  # a plain loop: this runs for every traced call
-        if type(a) is type:
-            break
-    else:
-        for v in kwargs.values():
-            if type(v) is type:
-                break
-        else:
-            return _numpy_data(func, args, kwargs) if func in _DATA_FACTORIES else (args, kwargs)
-    args = tuple(_PYTHON_DTYPES.get(a, a) if type(a) is type else a for a in args)
-    kwargs = {k: _PYTHON_DTYPES.get(v, v) if type(v) is type else v for k, v in kwargs.items()}
-    return _numpy_data(func, args, kwargs) if func in _DATA_FACTORIES else (args, kwargs)
-
-
-def _numpy_scalars(args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
-    """The call with its numpy scalars, alone or in a list or tuple (a size), as the Python
-    numbers torch reads them as, or None where it has none: for an op that refused the call."""
-    def plain(v: Any) -> Any:
-        t = type(v)
-        if t in _NUMPY_SCALARS:
-            return _numpy_scalar_as_python(v)
-        if (t is tuple or t is list) and not _NUMPY_SCALARS.isdisjoint(map(type, v)):
-            return t(_numpy_scalar_as_python(i) if type(i) in _NUMPY_SCALARS else i for i in v)
-        return v
-
-    new_args, new_kwargs = tuple(plain(a) for a in args), {k: plain(v) for k, v in kwargs.items()}
-    changed = any(x is not y for x, y in zip(new_args, args)) or any(new_kwargs[k] is not kwargs[k] for k in kwargs)
-    return (new_args, new_kwargs) if changed else None
-
-
-def _python_data(data: Any) -> Any:
-    """`data` (a number, or lists and tuples of them) with each numpy scalar as a Python number."""
-    t = type(data)
-    if t in _NUMPY_SCALARS:
-        return _numpy_scalar_as_python(data)
-    if t is list or t is tuple:
-        items = [_python_data(v) for v in data]
-        return data if all(a is b for a, b in zip(items, data)) else t(items)
-    return data
-
-
-def _numpy_data(func: Callable, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """A data factory's call with numpy scalars in its data (at any depth) as Python numbers,
-    and the dtype eager makes of them (`torch.tensor(numpy.float64(2.5))` is float64) given
-    where none is: the trace prints its data as Python literals, which torch reads as Python
-    numbers (float32). The call itself where its data holds no numpy scalar."""
-    at = 1 if func is torch.Tensor.new_tensor else 0  # new_tensor's dtype is its tensor's, not the data's
-    if len(args) <= at:
-        return args, kwargs
-    data = args[at]
-    plain = _python_data(data)
-    if plain is data:
-        return args, kwargs
-    if kwargs.get("dtype") is None and at == 0 and len(args) == 1 and not any(isinstance(v, torch.Tensor) for v in tree_flatten(plain)[0]):
-        with torch._C.DisableTorchFunction():
-            kwargs = {**kwargs, "dtype": torch.tensor(data).dtype}
-    return (*args[:at], plain, *args[at + 1:]), kwargs
-
-
-def _refuse_numpy_arrays(name: str, args: tuple, kwargs: dict, refused: TypeError) -> None:
-    """Raise a TypeError saying what to do where an op refused a numpy array operand: eager's
-    `tensor * array` is computed by numpy on the tensor's data (numpy's promotion, its result
-    wrapped as a tensor), which a trace cannot do; most torch functions refuse one in eager too."""
-    if any(type(v) is numpy.ndarray for v in (*args, *kwargs.values())):
-        raise TypeError(
-            f"squall: {name} got a numpy array operand, which squall cannot trace (eager computes "
-            "`tensor * array` in numpy on the tensor's data); convert it first with "
-            "torch.as_tensor(array), outside the compiled function or inside it"
-        ) from refused
 
 
 class SquallWarning(UserWarning):
@@ -310,7 +218,7 @@ class TorchLanguage:
         # a list the program reached through its state (a recording copy, squall.frontend.state_views) is
         # read here as the plain list it holds now, so the scan below finds the tensors in it
         args, kwargs = snapshot_call(args, kwargs)
-        args, kwargs = _plain_arguments(func, args, kwargs)
+        args, kwargs = plain_arguments(func, args, kwargs)
         has_proxy, has_tensor = _scan(args, False, False)
         if kwargs:
             has_proxy, has_tensor = _scan(kwargs.values(), has_proxy, has_tensor)
@@ -362,13 +270,13 @@ class TorchLanguage:
                     raise
                 return ctx.speculation.call(qualified_name(func), func, args, kwargs, refused)
             except TypeError as refused:
-                _refuse_numpy_arrays(qualified_name(func), args, kwargs, refused)
+                refuse_numpy_arrays(qualified_name(func), args, kwargs, refused)
                 if "out" in kwargs and "'out'" in str(refused):  # out=None to an op without the parameter
                     raise NotModelled(_writes_into_given(func)) from refused
                 # torch takes a one-element integer tensor where it wants an int (a size, a
                 # bound): read its value, guarded, and call again with the number; and numpy
                 # scalars in a size as the numbers they are
-                sized = _numpy_scalars(args, kwargs) if func not in _DATA_FACTORIES else None
+                sized = numpy_scalars(args, kwargs) if func not in DATA_FACTORIES else None
                 if sized is None and ctx.speculation is not None and len(ctx.scopes) == 1:
                     sized = ctx.speculation.sizes(args, kwargs)
                 if sized is None:
