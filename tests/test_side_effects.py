@@ -669,11 +669,18 @@ def _takes_next(x):
     return x * next(_NUMBERS)
 
 
-@pytest.mark.parametrize("program", [_counts, _takes_next], ids=["itertools.count", "iterator"])
-def test_an_iterator_that_lives_between_calls_advances_at_every_call(program):
+def _closing_over(iterator):
+    return lambda x: x + next(iterator)
+
+
+@pytest.mark.parametrize("make_program", [lambda: _counts, lambda: _takes_next, lambda: _closing_over(itertools.count()),
+                                          lambda: _closing_over(i for i in range(9))],
+                         ids=["itertools.count", "iterator", "count in a closure", "generator in a closure"])
+def test_an_iterator_that_lives_between_calls_advances_at_every_call(make_program):
     """next() of an iterator kept between calls gave the first call's item at every call (it was
-    advanced once, at trace time). The call runs eagerly: each call takes the next item."""
-    jitted = squall.jit(program)
+    advanced once, at trace time; one in a closure cell, silently). The call runs eagerly: each
+    call takes the next item."""
+    jitted = squall.jit(make_program())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", squall.SquallWarning)
         got = [jitted(torch.ones(1)).item() for _ in range(4)]

@@ -186,6 +186,7 @@ class RecordingCopies:
                 if value is _MISSING:
                     continue
                 label = f"closure variable {name!r} of {fn.__qualname__}"
+                refuse_call_dependent(value, label)  # (an iterator kept in a cell: `next(it)` at every call)
                 expr = f"{self.guards.bind(cell, 'cell')}.cell_contents"
                 self.guards.watch(expr, value, label)
                 if isinstance(value, type):
