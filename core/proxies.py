@@ -51,7 +51,12 @@ __all__ = [
     "real_tensor",
     "symbol_reads",
     "symbol_values",
+    "TENSOR_METHODS",
 ]
+
+# torch.Tensor's methods and operators as they were when squall was imported, by name: a proxy's
+# own; one the user replaces later (a wrapper calling the original) is called as theirs
+TENSOR_METHODS: dict[str, Any] = {}
 
 
 _current: contextvars.ContextVar[Any] = contextvars.ContextVar("squall_tracing", default=None)
@@ -651,11 +656,15 @@ def _install_operators() -> None:
         if method is None:
             continue
 
-        def op(self, *args, _method=method):
+        def op(self, *args, _method=method, _name=dunder):
+            now = getattr(torch.Tensor, _name)
+            if now is not _method:  # replaced by the user since (see `_install_methods`)
+                return now(self, *args)
             return _require_context().dispatch(_method, (self, *args), {})
 
         op.__name__ = dunder
         setattr(TensorProxy, dunder, op)
+        TENSOR_METHODS[dunder] = method
 
     def __setitem__(self, key, value):  # as eager's, it returns None (`x.__setitem__(k, v) or x`)
         _require_context().dispatch(torch.Tensor.__setitem__, (self, key, value), {})
@@ -676,11 +685,17 @@ def _install_methods() -> None:
         if name.startswith("_") or name in own or not callable(method) or isinstance(method, (property, type)):
             continue
 
-        def call(self, *args, _method=method, **kwargs):
+        def call(self, *args, _method=method, _name=name, **kwargs):
+            now = getattr(torch.Tensor, _name)
+            if now is not _method:
+                # the user replaced torch.Tensor's method since (a wrapper calling the original):
+                # eager's call runs theirs, traced here as the program's own Python
+                return now(self, *args, **kwargs)
             return _require_context().dispatch(_method, (self, *args), kwargs)
 
         call.__name__ = name
         setattr(TensorProxy, name, call)
+        TENSOR_METHODS[name] = method
 
 
 _install_methods()

@@ -1,8 +1,10 @@
-"""A torch function the user replaced in its module by a wrapper that calls the original
-(`F.softmax = wrapped`: profilers, patching libraries). Inside the original, torch's
-`handle_torch_function` hands over whatever the module's global of that name holds now, the
-wrapper, so squall saw the wrapper as an unknown torch call and ran it opaque: the wrapper's
-work was done twice (once traced, once inside the opaque call) and the answer was not eager's."""
+"""A torch function or tensor method the user replaced by a wrapper that calls the original
+(`F.softmax = wrapped`, `torch.Tensor.split = wrapped`: profilers, patching libraries). Inside the
+original, torch hands over whatever its name reaches now (a Python function's
+`handle_torch_function`, a C method's lookup on torch.Tensor), the wrapper, so squall saw the
+wrapper as an unknown torch call and ran it opaque: the wrapper's work was done twice (once
+traced, once inside the opaque call) and the answer was not eager's. A proxy's methods skipped a
+replaced method altogether."""
 from __future__ import annotations
 
 import warnings
@@ -35,7 +37,7 @@ def test_a_wrapped_function_outside_the_language_runs_eagerly_and_says_why(monke
     monkeypatch.setattr(F, "rrelu", lambda x, *a, **kw: rrelu(x + 1, *a, **kw))
     fn = lambda x: F.rrelu(x, training=False) * 3
     x = torch.randn(4, 6)
-    with pytest.warns(squall.SquallWarning, match="rrelu was replaced in its module"):
+    with pytest.warns(squall.SquallWarning, match="rrelu was replaced by"):
         actual = squall.jit(fn)(x)
     torch.testing.assert_close(actual, fn(x))
 
@@ -50,3 +52,24 @@ def test_a_function_handing_over_another_of_torchs_is_no_rebinding():
         actual = squall.jit(fn)(x, samples)
     assert not any("replaced" in str(w.message) for w in caught)
     torch.testing.assert_close(actual, fn(x, samples))
+
+
+def _wrapping(name, change):
+    original = getattr(torch.Tensor, name)
+    return lambda self, *args, **kwargs: original(change(self), *args, **kwargs)
+
+
+@pytest.mark.parametrize("name, program", [
+    ("split", lambda x: x.split(2)[0] + 1),  # a method torch writes in Python
+    ("add", lambda x: x.add(1)),  # one in C, which looks itself up on torch.Tensor by name
+    ("__matmul__", lambda x: x @ x.T),  # an operator
+])
+def test_a_wrapped_tensor_method_runs_the_users_wrapper_once(monkeypatch, name, program):
+    monkeypatch.setattr(torch.Tensor, name, _wrapping(name, lambda t: t + 3))
+    x = torch.arange(12.0).reshape(4, 3).requires_grad_()
+    expected = program(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        actual = squall.jit(program)(x)
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(torch.autograd.grad(actual.sum(), x), torch.autograd.grad(expected.sum(), x))

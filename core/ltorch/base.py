@@ -19,7 +19,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from ..proxies import GRADIENT_NOT_MODELLED, TensorProxy, current_context, real_tensor
+from ..proxies import GRADIENT_NOT_MODELLED, TENSOR_METHODS, TensorProxy, current_context, real_tensor
 from ..symbol import Symbol, Tags, running_inside, snapshot_call
 from ..symbolic import SymInt, guarded_int
 from . import numbers
@@ -396,24 +396,34 @@ class TorchLanguage:
         return found
 
     def _rebound(self, func: Callable) -> tuple[Callable, Any]:
-        """(the torch function, its op) where `func` came from `handle_torch_function` inside a torch
-        function's own body, which hands over whatever its module's global of its name holds now:
-        a wrapper the user put in its place (`F.softmax = wrapped`, calling the original). Eager
-        never reaches that line with plain tensors: the call is the original's. Else (`func`, None)."""
+        """(the torch function, its op or None) where the user replaced that function by `func`, a
+        wrapper calling the original (`F.softmax = wrapped`, `torch.Tensor.split = wrapped`), and
+        torch handed squall the wrapper for a call of the original: the Python body of a torch
+        function hands over whatever its own name reaches now (`handle_torch_function`), and
+        torch's C methods look themselves up on torch.Tensor by name. Eager never reaches those
+        lines with plain tensors: the call is the original's. Else (`func`, None)."""
         frame = sys._getframe(2)
         for _ in range(8):  # (this dispatch sits a few frames below torch's handle_torch_function)
             if frame is None or frame.f_code is _HANDLE_TORCH_FUNCTION:
                 break
             frame = frame.f_back
+        else:
+            frame = None
         caller = frame.f_back if frame is not None else None
-        if caller is None or caller.f_code is func.__code__ or caller.f_globals.get(caller.f_code.co_name) is not func:
+        if caller is None:
+            # a C method of torch.Tensor the wrapper called: the one its name had at import
+            if any(m is func for m in TENSOR_METHODS.values()):
+                return func, None  # (one of torch's own, unreplaced)
+            original = next((m for name, m in TENSOR_METHODS.items() if m is not func and getattr(torch.Tensor, name, None) is func), None)
+            return (original, self.table.get(original)) if original is not None else (func, None)
+        if caller.f_code is func.__code__ or _named_now(caller) is not func:
             return func, None  # not a rebinding (a function handing over another one of torch's)
         if self._by_code is None:
             self._by_code = {f.__code__: f for f in self.table if type(f) is types.FunctionType}
         original = self._by_code.get(caller.f_code)
         if original is None:
             # run opaque, the wrapper would be applied twice: once traced, once inside the opaque call
-            raise NotModelled(f"squall: {caller.f_globals.get('__name__')}.{caller.f_code.co_name} was replaced in its module by "
+            raise NotModelled(f"squall: {caller.f_globals.get('__name__')}.{caller.f_code.co_qualname} was replaced by "
                               f"{qualified_name(func)}, which calls it, and squall's torch language has no op for the original")
         return original, self.table[original]
 
@@ -594,6 +604,15 @@ def _changes_grad_flag(func: Callable, args: tuple, kwargs: dict) -> bool:
 
 _FUNCTION_APPLY = torch.autograd.Function.apply.__func__.__code__
 _HANDLE_TORCH_FUNCTION = torch.overrides.handle_torch_function.__code__
+
+
+def _named_now(frame: types.FrameType) -> Any:
+    """What the name of `frame`'s function (`softmax`, `Tensor.split`) reaches now in its module."""
+    parts = frame.f_code.co_qualname.split(".")
+    found = frame.f_globals.get(parts[0])
+    for part in parts[1:]:
+        found = getattr(found, part, None)  # (`<locals>` reaches nothing)
+    return found
 
 
 def _inside_function_apply() -> bool:
