@@ -644,6 +644,16 @@ def _install_number_operators() -> None:
 _install_number_operators()
 
 
+def _replaced_method(name: str, method: Any) -> Any:
+    """torch.Tensor's method `name`, which the user replaced since squall was imported (a wrapper
+    calling the original): eager's call runs theirs, traced here as the program's own Python, and
+    the program is guarded on it staying in place."""
+    state = _require_context().state
+    if state is not None:
+        state.guards.watch(f"{state.guards.bind(torch.Tensor, 'cls')}.{name}", method, f"torch.Tensor.{name}")
+    return method
+
+
 def _install_operators() -> None:
     # Python operators are torch.Tensor's own dunder methods, dispatched like any call.
     names = """add radd sub rsub mul rmul truediv rtruediv floordiv rfloordiv mod rmod pow rpow
@@ -659,7 +669,7 @@ def _install_operators() -> None:
         def op(self, *args, _method=method, _name=dunder):
             now = getattr(torch.Tensor, _name)
             if now is not _method:  # replaced by the user since (see `_install_methods`)
-                return now(self, *args)
+                return _replaced_method(_name, now)(self, *args)
             return _require_context().dispatch(_method, (self, *args), {})
 
         op.__name__ = dunder
@@ -688,9 +698,7 @@ def _install_methods() -> None:
         def call(self, *args, _method=method, _name=name, **kwargs):
             now = getattr(torch.Tensor, _name)
             if now is not _method:
-                # the user replaced torch.Tensor's method since (a wrapper calling the original):
-                # eager's call runs theirs, traced here as the program's own Python
-                return now(self, *args, **kwargs)
+                return _replaced_method(_name, now)(self, *args, **kwargs)
             return _require_context().dispatch(_method, (self, *args), kwargs)
 
         call.__name__ = name

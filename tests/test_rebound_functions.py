@@ -68,8 +68,11 @@ def test_a_wrapped_tensor_method_runs_the_users_wrapper_once(monkeypatch, name, 
     monkeypatch.setattr(torch.Tensor, name, _wrapping(name, lambda t: t + 3))
     x = torch.arange(12.0).reshape(4, 3).requires_grad_()
     expected = program(x)
+    jitted = squall.jit(program)
     with warnings.catch_warnings():
         warnings.simplefilter("error", squall.SquallWarning)
-        actual = squall.jit(program)(x)
+        actual = jitted(x)
     torch.testing.assert_close(actual, expected)
     torch.testing.assert_close(torch.autograd.grad(actual.sum(), x), torch.autograd.grad(expected.sum(), x))
+    monkeypatch.undo()  # the wrapper taken away: the program is guarded on it, and compiles anew
+    torch.testing.assert_close(jitted(x), program(x))
