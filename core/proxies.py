@@ -51,12 +51,7 @@ __all__ = [
     "real_tensor",
     "symbol_reads",
     "symbol_values",
-    "TENSOR_METHODS",
 ]
-
-# torch.Tensor's methods and operators as they were when squall was imported, by name: a proxy's
-# own; one the user replaces later (a wrapper calling the original) is called as theirs
-TENSOR_METHODS: dict[str, Any] = {}
 
 
 _current: contextvars.ContextVar[Any] = contextvars.ContextVar("squall_tracing", default=None)
@@ -644,67 +639,5 @@ def _install_number_operators() -> None:
 _install_number_operators()
 
 
-def _replaced_method(name: str, method: Any) -> Any:
-    """torch.Tensor's method `name`, which the user replaced since squall was imported (a wrapper
-    calling the original): eager's call runs theirs, traced here as the program's own Python, and
-    the program is guarded on it staying in place."""
-    state = _require_context().state
-    if state is not None:
-        state.guards.watch(f"{state.guards.bind(torch.Tensor, 'cls')}.{name}", method, f"torch.Tensor.{name}")
-    return method
-
-
-def _install_operators() -> None:
-    # Python operators are torch.Tensor's own dunder methods, dispatched like any call.
-    names = """add radd sub rsub mul rmul truediv rtruediv floordiv rfloordiv mod rmod pow rpow
-        matmul rmatmul and rand or ror xor rxor lshift rlshift rshift rrshift neg pos abs invert
-        eq ne lt le gt ge getitem iadd isub imul itruediv ifloordiv imod ipow iand ior ixor
-        imatmul""".split()
-    for n in names:
-        dunder = f"__{n}__"
-        method = getattr(torch.Tensor, dunder, None)
-        if method is None:
-            continue
-
-        def op(self, *args, _method=method, _name=dunder):
-            now = getattr(torch.Tensor, _name)
-            if now is not _method:  # replaced by the user since (see `_install_methods`)
-                return _replaced_method(_name, now)(self, *args)
-            return _require_context().dispatch(_method, (self, *args), {})
-
-        op.__name__ = dunder
-        setattr(TensorProxy, dunder, op)
-        TENSOR_METHODS[dunder] = method
-
-    def __setitem__(self, key, value):  # as eager's, it returns None (`x.__setitem__(k, v) or x`)
-        _require_context().dispatch(torch.Tensor.__setitem__, (self, key, value), {})
-
-    TensorProxy.__setitem__ = __setitem__
-
-
-_install_operators()
-
-
-def _install_methods() -> None:
-    # torch.Tensor's public methods on a proxy trace as the torch method they name, straight to
-    # the tracing context: not through torch's argument parser, which takes no NumberProxy
-    # where it wants a size (`x.expand(n, 12)`)
-    own = vars(TensorProxy)
-    for name in dir(torch.Tensor):
-        method = getattr(torch.Tensor, name)
-        if name.startswith("_") or name in own or not callable(method) or isinstance(method, (property, type)):
-            continue
-
-        def call(self, *args, _method=method, _name=name, **kwargs):
-            now = getattr(torch.Tensor, _name)
-            if now is not _method:
-                return _replaced_method(_name, now)(self, *args, **kwargs)
-            return _require_context().dispatch(_method, (self, *args), kwargs)
-
-        call.__name__ = name
-        setattr(TensorProxy, name, call)
-        TENSOR_METHODS[name] = method
-
-
-_install_methods()
-
+# torch.Tensor's methods and operators on a proxy (installed on TensorProxy as that module loads)
+from . import proxy_methods  # noqa: E402, F401

@@ -19,7 +19,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from ..proxies import GRADIENT_NOT_MODELLED, TENSOR_METHODS, TensorProxy, current_context, real_tensor
+from ..proxies import GRADIENT_NOT_MODELLED, TensorProxy, current_context, real_tensor
+from ..proxy_methods import TENSOR_METHODS
 from ..symbol import Symbol, Tags, running_inside, snapshot_call
 from ..symbolic import SymInt, guarded_int
 from . import numbers
