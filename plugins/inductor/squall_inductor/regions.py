@@ -118,10 +118,14 @@ def load_region(payload: bytes) -> Callable:
 _PRIM_IDS = {id(fn): pid for pid, fn in TORCH_PRIM_IMPLS.items()}
 
 
+_METHOD_WRAPPER = type(torch.Tensor.T.__get__)
+
+
 class _RegionPickler(pickle.Pickler):
     # prim callables are lambdas and closures: they travel as their prim id, modules as their name,
     # aten operators (a training program's backward calls them: torch._ops.OpOverload, which
-    # pickle cannot take) as their namespace, name and overload, and a function made inside
+    # pickle cannot take) as their namespace, name and overload, a property's getter as its
+    # class and name, and a function made inside
     # another that its module holds under its own name (torch's F.max_pool2d, made by
     # boolean_dispatch) as that module and name
     def persistent_id(self, obj: Any) -> tuple[str, ...] | None:
@@ -132,6 +136,10 @@ class _RegionPickler(pickle.Pickler):
         pid = _PRIM_IDS.get(id(obj))
         if pid is not None and TORCH_PRIM_IMPLS[pid] is obj:
             return ("prim", pid)
+        if type(obj) is _METHOD_WRAPPER and type(getattr(obj, "__self__", None)) is types.GetSetDescriptorType:
+            # a tensor property's getter (`torch.Tensor.T.__get__`, how the torch executor reads `x.T`)
+            owner = obj.__self__.__objclass__
+            return ("getter", owner.__module__, owner.__qualname__, obj.__self__.__name__)
         if isinstance(obj, types.FunctionType) and "<locals>" in obj.__qualname__:
             module = sys.modules.get(obj.__module__)
             if module is not None and getattr(module, obj.__name__, None) is obj:
@@ -148,6 +156,11 @@ class _RegionUnpickler(pickle.Unpickler):
             return getattr(__import__(name, fromlist=["_"]), ref[2])
         if kind == "operator":
             return getattr(getattr(getattr(torch.ops, name), ref[2]), ref[3])
+        if kind == "getter":
+            owner = __import__(name, fromlist=["_"])
+            for part in ref[2].split("."):
+                owner = getattr(owner, part)
+            return vars(owner)[ref[3]].__get__
         return TORCH_PRIM_IMPLS[name]
 
 

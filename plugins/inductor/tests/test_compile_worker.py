@@ -72,6 +72,18 @@ def test_an_aten_operator_a_backward_calls_travels_by_its_name():
     torch.testing.assert_close(rebuilt(g, y), fn(g, y))
 
 
+def test_a_tensor_propertys_getter_travels_by_its_class_and_name():
+    # the torch executor reads `x.T` as torch.Tensor.T's getter, a method-wrapper pickle cannot
+    # send: every region with a `.T` compiled in the user's process instead of the worker
+    getter = torch.Tensor.T.__get__
+    fn, source = _region("def region(x):\n  return (transposed(x) * 2,)\n", transposed=getter)
+    with pytest.raises(TypeError):
+        pickle.dumps(getter)
+    rebuilt = load_region(region_payload(fn, source))
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(rebuilt(x), fn(x))
+
+
 def test_a_region_whose_globals_cannot_travel_says_so():
     fn, source = _region("def region(x):\n  return (scale(x),)\n", scale=lambda x: x * 3)
     with pytest.raises((pickle.PicklingError, AttributeError), match="pickle"):
