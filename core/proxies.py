@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from .proxy_methods import install_tensor_methods
 from .symbolic import BelowPythonAPI, SizeBelowPythonAPI, SymInt, lone_symbol, source
 from .symshape import SymShape, as_shape
 
@@ -639,5 +640,4 @@ def _install_number_operators() -> None:
 _install_number_operators()
 
 
-# torch.Tensor's methods and operators on a proxy (installed on TensorProxy as that module loads)
-from . import proxy_methods  # noqa: E402, F401
+install_tensor_methods(TensorProxy, _require_context)

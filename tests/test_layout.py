@@ -16,8 +16,8 @@ CONTRACT = (
 # The stages of core/, in the order imports may point: a module imports from its own stage or an
 # earlier one, never a later one. The top level holds the vocabulary (first) and the public face
 # (last, it may import from every stage); every folder of core/ is one stage.
-VOCABULARY = {"proxies", "symbol", "replays", "trace", "symbolic", "size_polynomials", "symshape", "guards", "guard_set", "sources",
-              "checkpoint_regions"}  # (which torch.utils.checkpoint call a recorded call ran in: BoundSymbol.checkpoint_region)
+VOCABULARY = {"proxies", "proxy_methods", "symbol", "replays", "trace", "symbolic", "size_polynomials", "symshape", "guards", "guard_set",
+              "sources", "checkpoint_regions"}  # (which torch.utils.checkpoint call a recorded call ran in: BoundSymbol.checkpoint_region)
 STAGES = (
     "squall.prims",  # primitives and their meta functions
     "squall.ltorch",  # the torch language over prims (and how its ops take run-time numbers)
