@@ -177,6 +177,16 @@ CASES = [
         (FLASHB,),
         (FLASH,),
     ),
+    # a head dimension sliced with a step (last stride 2): the CPU flash kernels read it as if its
+    # stride were 1 (eager takes its math path there), so squall hands them a copy; the forward and
+    # the gradients were another attention's, silently, found with an input laid out so
+    GradCase(
+        "sdpa_head_dim_strided",
+        lambda q, k, v, m: F.scaled_dot_product_attention(q[..., ::2], k[..., 1::2], v[..., ::2], attn_mask=m),
+        lambda d: (_t(2, 3, 5, 8, dtype=d), _t(2, 3, 6, 8, dtype=d), _t(2, 3, 6, 8, dtype=d), _mask_with_empty_row(5, 6)),
+        (FLASHB,),
+        (FLASH,),
+    ),
     GradCase("sdpa_3d_math", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), lambda d: tuple(_t(3, 5, 4, dtype=d) for _ in range(3)), (SM,)),
     # grouped heads: the CPU flash kernels where this PyTorch's eager runs them (2.13), else the math path
     GradCase(

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from .. import prims
 from .base import torchsymbol
 from .unmodelled import NotModelled
-from .helpers import broadcast, broadcast_to, check, computation_dtype, is_tensor, promote, to_dtype
+from .helpers import broadcast, broadcast_to, check, computation_dtype, count_operand, is_tensor, promote, to_dtype
 from .softmax import log_softmax
 from ..prims.base import dtype_category
 from ..proxies import TensorProxy
@@ -48,11 +48,12 @@ def _all_dims(x: TensorProxy) -> tuple[int, ...]:
 
 
 def _reduce(loss: TensorProxy, reduction: str) -> TensorProxy:
-    # an empty mean is 0/0: NaN, as torch gives
+    # an empty mean is 0/0: NaN, as torch gives; a symbolic count is divided by as the size it is
+    # (`count_operand`), not read and guarded (a compile per length)
     if reduction == "none":
         return loss
     total = prims.sum(loss, _all_dims(loss))
-    return total if reduction == "sum" else prims.div(total, float(loss.numel()))
+    return total if reduction == "sum" else prims.div(total, count_operand(loss.numel()))
 
 
 def _floating_result(name: str, *operands) -> tuple[torch.dtype, torch.dtype]:
@@ -238,7 +239,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if reduction == "batchmean":
         out = prims.sum(loss, _all_dims(loss))
         if input.ndim != 0:
-            out = prims.div(out, float(input.shape[0]))
+            out = prims.div(out, count_operand(input.shape[0]))
     else:
         out = _reduce(loss, reduction)
     return to_dtype(out, result)
@@ -351,7 +352,7 @@ def _cross_entropy_probabilities(logp, target, weight, reduction, label_smoothin
     total = prims.neg(prims.sum(terms, _all_dims(terms)))
     if reduction == "sum":
         return total
-    return prims.div(total, float(logp.numel() // n_classes) if n_classes else 0.0)
+    return prims.div(total, count_operand(logp.numel() // n_classes) if n_classes else 0.0)
 
 
 @torchsymbol(F.cross_entropy)

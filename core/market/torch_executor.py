@@ -289,6 +289,8 @@ class TorchExecutor(OperatorExecutor):
             kernel = sym.torchfns[0]
             if sym.id in KERNELS_WITH_UNIT_LAST_STRIDE:
                 kernel = _with_unit_last_stride(kernel, _BIAS_ARGUMENT.get(sym.id))
+            elif sym.id in CPU_FLASH_KERNELS:
+                kernel = _with_unit_last_stride(kernel, below_autograd=False)
             elif sym.id not in KERNELS_CALLED_WITH_VIEWS:
                 kernel = _with_dense_tensors(kernel)
             self.register_implementation(sym, kernel)
@@ -347,9 +349,15 @@ _IN_PLACE_FORMS = {
 # in its input's memory order (`empty_like`): a copy would draw another mask than eager's for the
 # same seed wherever the input is a transposed view (attention's output in nn.TransformerEncoderLayer)
 KERNELS_CALLED_WITH_VIEWS = frozenset({
-    flash_attention_for_cpu.id, flash_attention_for_cpu_backward.id, native_dropout.id,
-    threshold_backward.id, gelu_backward.id, silu_backward.id, tanh_backward.id, native_dropout_backward.id,
+    native_dropout.id, threshold_backward.id, gelu_backward.id, silu_backward.id, tanh_backward.id, native_dropout_backward.id,
 })
+
+# the CPU flash kernels take eager's strided views too (transposed heads, an expanded query), but
+# read a query, key, value or output whose last stride is not 1
+# as if it were (a head dimension sliced `x[..., ::2]`: another result, silently). Eager runs such
+# a call on its math path instead; squall decides the kernel on sizes alone, so those tensors
+# alone are copied first, as CUDA's kernels' are (KERNELS_WITH_UNIT_LAST_STRIDE)
+CPU_FLASH_KERNELS = frozenset({flash_attention_for_cpu.id, flash_attention_for_cpu_backward.id})
 
 
 # CUDA's flash and memory-efficient attention kernels take any strides but a last one other than 1
@@ -377,11 +385,13 @@ def _aligned_bias(bias: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.pad(mask, (0, -length % _BIAS_ALIGNMENT))[..., :length].expand(bias.shape)
 
 
-def _with_unit_last_stride(kernel: Callable, bias_at: int | None = None) -> Callable:
+def _with_unit_last_stride(kernel: Callable, bias_at: int | None = None, below_autograd: bool = True) -> Callable:
     def call(*args, **kwargs):
         args = [a.contiguous() if real_tensor(a) and a.ndim and a.stride(-1) != 1 else a for a in args]
         if bias_at is not None and real_tensor(args[bias_at]):
             args[bias_at] = _aligned_bias(args[bias_at])
+        if not below_autograd:
+            return kernel(*args, **kwargs)
         with torch._C._AutoDispatchBelowAutograd():
             return kernel(*args, **kwargs)
 

@@ -12,7 +12,7 @@ from torch.nn import _reduction as reduction_enum
 
 from ... import prims
 from ...ltorch import kernels as k
-from ...ltorch.helpers import broadcast_to
+from ...ltorch.helpers import broadcast_to, count_operand
 from ...proxies import TensorProxy
 from ..gradients import GradCall, NoGradRule
 from .support import per_argument, scaled, to_dtype
@@ -105,7 +105,7 @@ def _cross_entropy_forward(input, target, weight=None, size_average=None, ignore
         else:
             out = prims.neg(prims.sum(terms, tuple(range(terms.ndim))))
             if reduction == "mean":
-                out = prims.div(out, float(logp.numel() // n_classes) if n_classes else 0.0)
+                out = prims.div(out, count_operand(logp.numel() // n_classes) if n_classes else 0.0)
         return to_dtype(out, input.dtype), (logp,)
     nll, total_weight = _nll_nd_forward(logp, target, weight, reduction, ignore_index)
     if eps == 0:
@@ -145,7 +145,7 @@ def _cross_entropy(call: GradCall) -> tuple:
     gt = None
     if tuple(target.shape) == tuple(input.shape):
         if reduction == "mean":
-            g = prims.div(g, float(logp.numel() // n_classes) if n_classes else 0.0)
+            g = prims.div(g, count_operand(logp.numel() // n_classes) if n_classes else 0.0)
         gb = _broadcast_cotangent(g, logp, cdim)
         w = _class_vector(weight, logp, compute)
         if w is not None:
@@ -192,7 +192,7 @@ def _bce_with_logits(call: GradCall) -> tuple:
     x, t = to_dtype(input, compute), to_dtype(target, compute)
     g = to_dtype(call.g, compute)
     if reduction == "mean":
-        g = prims.div(g, float(input.numel()))
+        g = prims.div(g, count_operand(input.numel()))
     g = broadcast_to(g, shape)
     if weight is not None:
         g = prims.mul(g, broadcast_to(to_dtype(weight, compute), shape))
