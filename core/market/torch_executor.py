@@ -290,7 +290,7 @@ class TorchExecutor(OperatorExecutor):
             if sym.id in KERNELS_WITH_UNIT_LAST_STRIDE:
                 kernel = _with_unit_last_stride(kernel, _BIAS_ARGUMENT.get(sym.id))
             elif sym.id in CPU_FLASH_KERNELS:
-                kernel = _with_unit_last_stride(kernel, below_autograd=False)
+                kernel = _with_unit_last_stride(kernel, below_autograd=False, only=CPU_FLASH_KERNELS[sym.id])
             elif sym.id not in KERNELS_CALLED_WITH_VIEWS:
                 kernel = _with_dense_tensors(kernel)
             self.register_implementation(sym, kernel)
@@ -353,11 +353,12 @@ KERNELS_CALLED_WITH_VIEWS = frozenset({
 })
 
 # the CPU flash kernels take eager's strided views too (transposed heads, an expanded query), but
-# read a query, key, value or output whose last stride is not 1
-# as if it were (a head dimension sliced `x[..., ::2]`: another result, silently). Eager runs such
-# a call on its math path instead; squall decides the kernel on sizes alone, so those tensors
-# alone are copied first, as CUDA's kernels' are (KERNELS_WITH_UNIT_LAST_STRIDE)
-CPU_FLASH_KERNELS = frozenset({flash_attention_for_cpu.id, flash_attention_for_cpu_backward.id})
+# read a query, key, value or output whose last stride is not 1 as if it were (a head dimension
+# sliced `x[..., ::2]`: another result, silently). Eager runs such a call on its math path instead;
+# squall decides the kernel on sizes alone, so those tensors alone (by position) are copied first,
+# as CUDA's kernels' are (KERNELS_WITH_UNIT_LAST_STRIDE). The backward's incoming gradient (a sum's,
+# expanded) and the log-sum-exp (laid out so by the forward kernel) are read by their strides, as eager hands them
+CPU_FLASH_KERNELS = {flash_attention_for_cpu.id: (0, 1, 2), flash_attention_for_cpu_backward.id: (1, 2, 3, 4)}
 
 
 # CUDA's flash and memory-efficient attention kernels take any strides but a last one other than 1
@@ -385,9 +386,11 @@ def _aligned_bias(bias: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.pad(mask, (0, -length % _BIAS_ALIGNMENT))[..., :length].expand(bias.shape)
 
 
-def _with_unit_last_stride(kernel: Callable, bias_at: int | None = None, below_autograd: bool = True) -> Callable:
+def _with_unit_last_stride(kernel: Callable, bias_at: int | None = None, below_autograd: bool = True,
+                           only: tuple[int, ...] | None = None) -> Callable:
     def call(*args, **kwargs):
-        args = [a.contiguous() if real_tensor(a) and a.ndim and a.stride(-1) != 1 else a for a in args]
+        args = [a.contiguous() if real_tensor(a) and a.ndim and a.stride(-1) != 1 and (only is None or i in only) else a
+                for i, a in enumerate(args)]
         if bias_at is not None and real_tensor(args[bias_at]):
             args[bias_at] = _aligned_bias(args[bias_at])
         if not below_autograd:
