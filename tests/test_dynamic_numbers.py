@@ -89,15 +89,24 @@ def test_an_int_that_must_be_concrete_is_specialised_with_a_guard_and_matches(pr
         warnings.simplefilter("error", squall.SquallWarning)  # never the eager fallback
         jf = _calls_match(program, [(x, n) for n in values])
     assert jf.cache_info().size <= len(set(values)) + 1
-    assert not _number_inputs(jf)  # keyed by value again: no variants, no eager fallback
+    # keyed by value again, or (a slice bound, a shape, a factory's size: tests/test_int_bounds.py)
+    # a size symbol: no run-time number, no eager fallback
+    assert set(_number_inputs(jf)) <= _size_inputs(jf)
 
 
-def test_an_int_read_for_a_shape_goes_back_to_being_keyed_by_value():
+def _size_inputs(jf) -> set[str]:
+    """The int inputs the last trace reads as size symbols (`DynamicDims.number_size`)."""
+    env = squall.last_traces(jf).traced.context.shapes
+    return {name for _, name, dim in env.symbols.values() if dim is None}
+
+
+def test_an_int_read_for_a_shape_becomes_a_size_symbol():
     x = torch.randn(6, 4)
     jf = _calls_match(lambda x, n: x.reshape(n, -1) * n, [(x, n) for n in (1, 2, 3, 1, 2, 3)])
     info = jf.cache_info()
-    assert info.hits == 3 and info.guard_failures == 0  # one entry per value, as before dynamic numbers
-    assert not _number_inputs(jf)
+    # 1 by value, 2 and 3 one entry (n a size symbol: tests/test_int_bounds.py); one entry per value before
+    assert info.hits == 4 and info.size == 2 and info.guard_failures == 0
+    assert _number_inputs(jf) == ["n"] and _size_inputs(jf) == {"n"}
 
 
 @pytest.mark.parametrize("first", [1.0, 0.0, -0.0])

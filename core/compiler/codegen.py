@@ -150,8 +150,11 @@ def _size_prologue(trace: Trace, bindings: list[InputBinding], bsyms: list[Bound
     if env is None or not env.symbols:
         return []
     readers = {symbol: f"{bindings[i].proxy.name}.shape[{d}]" for symbol, (i, d) in symbol_reads([b.proxy for b in bindings]).items()}
+    inputs = {b.proxy.name for b in bindings}
     for symbol, (_, input_name, dim) in env.symbols.items():
-        if dim is None:  # an int an argument object holds, read as a binding: the size itself
+        # an int (an argument, or one an argument object holds), read as a binding: the size itself;
+        # a function it is no input of (a backward) reads it from a tensor dimension that carries it
+        if dim is None and input_name in inputs:
             readers[symbol] = input_name  # (the tensor dimensions that alias it are checked against it)
     used: set[str] = set()
     for bsym in bsyms:

@@ -534,6 +534,14 @@ def _size_carrier(d: _Differentiator, recorded: list[BoundSymbol], backward_inpu
                 name = lone_symbol(n)
                 if name in missing:
                     sizes.setdefault(name, n)
+    # a symbol no tensor has as a dimension (an int argument made a size: `x[n : n + 2]`'s
+    # backward pads its cotangent at n) as the calls give it
+    for top in recorded:
+        for b in top.walk():
+            for x in tree_flatten((b.args, b.kwargs))[0]:
+                name = lone_symbol(x) if type(x) is SymInt else None
+                if name in missing:
+                    sizes.setdefault(name, x)
     if set(sizes) != missing:
         return None  # the backward's code generation names what it cannot read
     anchor = next(p for p in d.trace.inputs if isinstance(p, TensorProxy))

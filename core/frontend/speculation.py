@@ -317,10 +317,10 @@ def inputs_reached(bsyms: list[BoundSymbol], inputs: dict[str, Any], names: list
     return found
 
 
-def specialised_numbers(compilation: Any) -> set[tuple]:
+def specialised_numbers(compilation: Any, hows: tuple[str, ...] | None = None) -> set[tuple]:
     """The paths of the dynamic number arguments whose exact value the program read (a guard on
     the number, or on one computed from it, that is not a comparison's truth: a shape, a dim,
-    an op that takes only constants)."""
+    an op that takes only constants); with `hows`, only by those reads ("number": an op given it)."""
     inputs = {b.proxy.name: b.path for b in compilation.bindings if type(b.proxy) is NumberProxy}
     if not inputs:
         return set()
@@ -328,7 +328,7 @@ def specialised_numbers(compilation: Any) -> set[tuple]:
     found = set()
     for g in guards_of(compilation):
         how, read = g.args[0], g.args[1]
-        if how != "bool" and len(read) == 1 and type(read[0]) is NumberProxy:
+        if how != "bool" and (hows is None or how in hows) and len(read) == 1 and type(read[0]) is NumberProxy:
             # a value computed from number arguments (`n // 2` as a shape) specialises them all
             found.update(inputs[n] for n in sources.get(read[0].name, {read[0].name}) if n in inputs)
     return found

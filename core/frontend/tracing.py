@@ -510,6 +510,13 @@ def trace_program(
             if ctx.speculation is not None:
                 ctx.speculation.bind(p, x)
             return p
+        if type(x) is int and x >= 2 and dims and dims.get(path) is NUMBER_SIZE:
+            # an int argument whose run-time number was read as a size (a slice bound, `arange(n)`):
+            # a size symbol read from it at every call (0 and 1 are keyed apart, as sizes are)
+            name = _local_name(hint, taken)
+            ctx.inputs.append(NumberProxy(name, int, x))
+            paths.append(path)
+            return ctx.shapes.symbol(x, name, None, share=False)
         if path in dynamic and type(x) in (int, float):
             p = numbers.number_input(ctx, _local_name(hint, taken), x)
             ctx.inputs.append(p)

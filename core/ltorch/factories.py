@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten
 
 from .. import prims
 from .base import torchsymbol
@@ -20,7 +20,7 @@ from .helpers import cast_number, check, is_number, is_tensor, number_dtype, on_
 from ..proxies import TensorProxy, current_context
 from ..symbol import Tags, called_from_torch
 from ..prims.base import is_size
-from ..symbolic import SymInt, guarded_int
+from ..symbolic import SymInt, concrete_value, guarded_int
 
 __all__ = [
     "zeros", "ones", "empty", "full", "scalar_tensor", "zeros_like", "ones_like", "empty_like",
@@ -201,9 +201,14 @@ def _constant_from_data(name: str, data, *, dtype, device) -> TensorProxy:
             f"squall: {name}() was given data containing traced tensors; its values are not known "
             "while tracing. Use torch.stack / torch.cat (or .to(dtype)) to build a tensor from tensors."
         )
-    # a symbolic size in the data (torch.tensor(x.shape)) becomes its value, guarded: a call at
-    # another size recompiles rather than reuse this constant
-    data = tree_map(guarded_int, data)
+    flat = tree_flatten(data)[0]
+    if any(type(x) is SymInt for x in flat):
+        # a symbolic size in the data (torch.tensor(n), torch.tensor([pos]) with an int argument
+        # made a size, `DynamicDims.number_size`): filled at run time, not a constant of its value
+        with torch._C.DisableTorchFunction():
+            like = torch.tensor(concrete_value(data), dtype=dtype, device=device)
+        items = [prims.full((1,), x, device=like.device, dtype=like.dtype) for x in flat]
+        return prims.reshape(items[0] if len(items) == 1 else prims.cat(items, 0), tuple(like.shape))
     with torch._C.DisableTorchFunction():
         t = torch.tensor(data, dtype=dtype, device=device)
     return current_context().constant(t)

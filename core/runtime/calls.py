@@ -219,6 +219,12 @@ class Runtime(Replans, Upgrades):
             guarded_numbers = specialised_numbers(compilation)
             if guarded_numbers:  # its dynamic trace needed the number's exact value: keyed by value again
                 self._numbers.specialise(guarded_numbers)
+                # an int an op was given (a slice bound, `arange(n)`; not `float(n)`, `range(n)`, which
+                # need the value whatever it is) is tried as a size symbol first: keyed by value
+                # only where that trace too reads its exact value (`specialised_dims`)
+                for path in specialised_numbers(compilation, hows=("number",)):
+                    if type(_argument_at(path, args, kwargs)) is int:
+                        self._dims.number_size(path)
                 return self._compile(args, kwargs, exact, params)
             sized = specialised_dims(compilation)
             if sized:  # its trace needed a symbolic size's exact value: that dimension is keyed by value again
@@ -672,3 +678,14 @@ class Runtime(Replans, Upgrades):
                 stacklevel=4,
             )
 
+
+def _argument_at(path: tuple, args: tuple, kwargs: dict) -> Any:
+    """The value at an argument path (("args", i) or ("kwargs", name), then indexes into the
+    lists, tuples and dicts it nests); None where this call has no such value."""
+    try:
+        x = args[path[1]] if path[0] == "args" else kwargs[path[1]]
+        for k in path[2:]:
+            x = x[k]
+    except (IndexError, KeyError, TypeError):
+        return None
+    return x

@@ -99,8 +99,9 @@ class DynamicDims:
         # by value again), so a decoding loop compiles its step once, not again when the cache grows
         self.dims[("state",)] = ALL_DIMS
         tensors = tensor_paths(args, kwargs)
+        sized_numbers = any(v is NUMBER_SIZE and p[0] != "state" for p, v in self.dims.items())
         if not tensors:
-            return key
+            return dynamic_key(key, args, kwargs, set(), self.dims) if sized_numbers else key
         shapes = {path: tuple(t.shape) for path, t in tensors.items()}
         changed: dict[tuple, set[int]] = {}
         varied: dict[tuple, set[int]] = {}  # of those, the dimensions that changed between calls
@@ -141,7 +142,7 @@ class DynamicDims:
                 self.sizes_vary = self.sizes_vary or bool(ds & varied.get(path, set()))
                 if self.code is not None and ds & varied.get(path, set()):
                     dims_profile.learn(self.code, path, self.dims[path])
-        if not any(path in self.dims for path in tensors):
+        if not sized_numbers and not any(path in self.dims for path in tensors):
             return key
         return dynamic_key(key, args, kwargs, set(), self.dims)
 
@@ -181,6 +182,15 @@ class DynamicDims:
             path = state_dims_path(None, name, (*route, ("attr", name)))  # (as tracing's `state_size` keys it)
             if type(now) is int and now != traced and now >= 2 and None not in self._static.get(path, set()):
                 self.dims[path] = NUMBER_SIZE
+
+    def number_size(self, path: tuple) -> bool:
+        """Make the int argument at `path` (a dynamic number whose value the trace read as a size:
+        a slice bound, `arange(n)`, a narrow's length) a size symbol from the next compile on
+        (`NUMBER_SIZE`), unless it was keyed by value as a size already; whether it did."""
+        if self.mode is False or None in self._static.get(path, set()):
+            return False
+        self.dims[path] = NUMBER_SIZE
+        return True
 
     def specialise(self, path: tuple, dim: int | None) -> None:
         """Key dimension `dim` of the argument at `path` by value again, for good (dim None: the

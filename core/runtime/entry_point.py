@@ -514,8 +514,8 @@ def dynamic_key(key: tuple, args: tuple, kwargs: dict, paths: set | frozenset, d
                 parts[at] = masked_shape(a.shape, dims[("args", i)])
             at += 4
         elif t in _SCALARS:
-            if (t is int or t is float) and ("args", i) in paths:
-                parts[at + 1] = DYNAMIC
+            if (t is int or t is float) and ("args", i) in paths or t is int and a >= 2 and ("args", i) in dims:
+                parts[at + 1] = DYNAMIC  # (an int at a path of `dims`: a size symbol, `DynamicDims.number_size`)
             at += 2
         else:
             if t is list or t is tuple or t is dict or isinstance(a, _Tensor) or pytree_container(a):
@@ -537,7 +537,7 @@ def _masked(part: Any, x: Any, path: tuple, paths: set | frozenset, dims: dict) 
     masked, walking x's plain containers."""
     t = type(x)
     if t is int or t is float:
-        return (t, DYNAMIC) if path in paths else part
+        return (t, DYNAMIC) if path in paths or t is int and x >= 2 and path in dims else part
     if isinstance(x, _Tensor):
         return (masked_shape(x.shape, dims[path]), *part[1:]) if path in dims else part
     if (t is list or t is tuple or t is dict or pytree_container(x)) and (any(p[: len(path)] == path and len(p) > len(path) for p in paths)

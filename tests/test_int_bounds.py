@@ -1,0 +1,85 @@
+"""An int argument that changes from call to call used as a size (a slice bound, `narrow`'s
+length, `arange(n)`, `torch.tensor([pos])`): after one trace as a run-time number that had to
+read it, it is a size symbol (`DynamicDims.number_size`), so its values of 2 or more share one
+program, answering as eager at every value (negative, zero, past the end, equal to the size)."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import squall
+
+# negative, 0, 1, inside, equal to the size (8), past it, and back
+VALUES = [1, 2, 3, 4, 5, 6, 7, 0, -1, -3, 8, 9, 2, 20, 5]
+
+
+def _misses(fn, calls):
+    jf = squall.jit(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", squall.SquallWarning)  # the recompiles before it is a size
+        for args in calls:
+            assert_close(jf(*args), fn(*args))
+    return jf.cache_info().misses
+
+
+@pytest.mark.parametrize("name, fn, most", [
+    # compiles: 1 and 2 by value, the trace as a number, the size, then 0, -1, -3, and past the end
+    ("x[:, :n]", lambda x, n: x[:, :n] * 2, 8),
+    ("x[n:]", lambda x, n: x[n:] * 2, 8),
+    ("x[n:n+2]", lambda x, n: x[n : n + 2] + 1, 8),
+])
+def test_a_changing_int_as_a_slice_bound_compiles_once_for_its_sizes(name, fn, most):
+    calls = [(torch.randn(8, 8), n) for n in VALUES]
+    assert _misses(fn, calls) <= most  # 15 calls: one compile per value before
+
+
+def test_narrow_and_arange_with_a_changing_length():
+    calls = [(torch.randn(12, 3), n) for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 3)]
+    assert _misses(lambda x, n: x.narrow(0, 1, n) * 2, calls) <= 5
+    assert _misses(lambda x, n: x.sum() + torch.arange(n), calls) <= 5
+    assert _misses(lambda x, n: x * torch.tensor(n), calls) <= 5
+
+
+def test_a_slice_bound_under_gradients():
+    def fn(x, n):
+        return (x[:, :n] * x[:, :n]).sum()
+
+    jf = squall.jit(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", squall.SquallWarning)
+        for n in VALUES:
+            x = torch.randn(4, 8, requires_grad=True)
+            xj = x.detach().clone().requires_grad_()
+            assert_close(jf(xj, n), fn(x, n))
+            fn(x, n).backward()
+            jf(xj, n).backward()
+            assert_close(xj.grad, x.grad)
+    assert jf.cache_info().misses <= 8
+
+
+@pytest.mark.parametrize("how", ["slice", "index_copy_"])
+def test_a_static_cache_written_at_pos_compiles_once_for_its_positions(how):
+    def step(cache, kv, pos):
+        if how == "slice":
+            cache[:, pos : pos + 1] = kv
+        else:
+            cache.index_copy_(1, torch.tensor([pos]), kv)
+        return cache[:, : pos + 1].sum(1)
+
+    jf = squall.jit(step)
+    eager_cache, jit_cache = torch.zeros(2, 20, 4), torch.zeros(2, 20, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", squall.SquallWarning)
+        for pos in range(20):
+            kv = torch.randn(2, 1, 4)
+            assert_close(jf(jit_cache, kv, pos), step(eager_cache, kv, pos))
+            assert torch.equal(jit_cache, eager_cache)
+    assert jf.cache_info().misses <= 4  # 0, 1, the trace as a number, the size (21 before)
+
+
+def test_a_float_read_of_an_int_stays_keyed_by_value_without_a_size_detour():
+    calls = [(torch.randn(3), n) for n in range(1, 9)]
+    assert _misses(lambda x, n: x * float(n), calls) == 9  # float(n) needs the value: 1, the trace as a number, then by value: as before, no size detour
