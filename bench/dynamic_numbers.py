@@ -3,7 +3,20 @@ eager, in one process: with `s` a run-time number (dynamic, the default since it
 and with `s` keyed by value (what squall did before dynamic numbers: trace, plan and generate
 again at every call, bounded by the cache's LRU eviction).
 
-Run: python bench/dynamic_numbers.py [--calls N] [--rounds R]
+A second table: a static KV cache written at an int `pos` (`cache[:, pos:pos+1] = kv`), one
+decoding pass of --steps tokens: the first pass of a fresh jit (its compiles included) and the best
+later pass, with `pos` a size symbol (tests/test_int_bounds.py) and keyed by value (before).
+
+Measured 2026-11-28, 2-core CPU, torch 2.13.0, --calls 4000:
+- default (upgrades in the background), load 4.6-5.5: first pass 117.0 ms (size, 4 compiles)
+  against 1010.4 ms (keyed, 48 compiles), eager 11.1 ms; later passes are noisy here (background
+  upgrades still running): 13.6 ms size, 3.5 ms keyed, 2.0 ms eager.
+- SQUALL_WAIT=1 (every upgrade finished before its call returns), load 5.3 falling to 1.1,
+  --rounds 5: first pass 18.1 s (size) against 244.1 s (keyed); later passes 4.43 ms (1.81x
+  eager) size against 2.92 ms (1.19x eager) keyed, eager 2.44 ms: a program per position is
+  faster per step once all are compiled, a symbolic one is 13x cheaper to get there.
+
+Run: python bench/dynamic_numbers.py [--calls N] [--rounds R] [--steps S]
 Contenders are measured in turn within each round (load on the machine falls on all alike);
 each prints its best per-call time over R rounds and its ratio to eager. Every call gets a value
 it has not had before.
@@ -25,10 +38,10 @@ def scale_shift(x, s):
     return x * s + 1
 
 
-def keyed_by_value(fn):
-    """`fn` jitted with its number argument kept out of the dynamic ones: keyed by value."""
+def keyed_by_value(fn, position: int = 1):
+    """`fn` jitted with its number argument (at `position`) kept out of the dynamic ones: keyed by value."""
     jf = squall.jit(fn)
-    jitted_state(jf)._numbers.specialise({("args", 1)})
+    jitted_state(jf)._numbers.specialise({("args", position)})
     return jf
 
 
@@ -53,6 +66,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=48, help="the static-cache decoding pass's tokens")
     opts = parser.parse_args()
     torch.set_num_threads(1)
     warnings.simplefilter("ignore", squall.SquallWarning)  # the keyed-by-value contender warns of its recompiles
@@ -67,6 +81,37 @@ def main() -> None:
         print(f"  {name:30}{t * 1e6:>10.2f}us{t / eager:>9.2f}x")
     compiles = {name: jitted_state(fn).cache_info().misses for name, fn in contenders.items() if name != "eager"}
     print("compilations:", compiles)
+    static_cache_rows(opts.steps, opts.rounds)
+
+
+def cache_step(cache, kv, pos):
+    """One decoding step writing a preallocated (static) KV cache at `pos`, reading its filled part."""
+    cache[:, pos : pos + 1] = kv
+    return cache[:, : pos + 1].softmax(1).sum(1)
+
+
+def decoding_pass(fn, steps: int) -> float:
+    """Seconds for one generation of `steps` tokens through `fn` on a fresh cache."""
+    cache = torch.zeros(4, steps, 64)
+    kvs = [torch.randn(4, 1, 64) for _ in range(steps)]
+    start = time.perf_counter()
+    for pos, kv in enumerate(kvs):
+        fn(cache, kv, pos)
+    return time.perf_counter() - start
+
+
+def static_cache_rows(steps: int, rounds: int) -> None:
+    """A freshly jitted static-cache step's first generation (its compiles included), then its
+    best later one, next to eager's: with `pos` a size symbol (an int a slice bound reads,
+    tests/test_int_bounds.py) and keyed by value (a compile per position, as before 2026-11-28)."""
+    makers = {"eager": lambda: cache_step, "squall.jit (pos a size)": lambda: squall.jit(cache_step), "squall.jit (pos keyed by value)": lambda: keyed_by_value(cache_step, 2)}
+    fns = {name: make() for name, make in makers.items()}
+    first = {name: decoding_pass(fn, steps) for name, fn in fns.items()}
+    later = {name: min(decoding_pass(fn, steps) for _ in range(rounds)) for name, fn in fns.items()}
+    print(f"{f'static cache, {steps} steps':32}{'1st pass':>12}{'vs eager':>10}{'later':>12}{'vs eager':>10}")
+    for name in fns:
+        print(f"  {name:30}{first[name] * 1e3:>10.1f}ms{first[name] / first['eager']:>9.1f}x{later[name] * 1e3:>10.2f}ms{later[name] / later['eager']:>9.2f}x")
+    print("compilations:", {name: jitted_state(fn).cache_info().misses for name, fn in fns.items() if name != "eager"})
 
 
 if __name__ == "__main__":
