@@ -9,6 +9,7 @@ on the meta device, with one warning naming the op.
 """
 from __future__ import annotations
 
+import collections
 import sys
 import types
 import warnings
@@ -420,7 +421,9 @@ class TorchLanguage:
         if caller.f_code is func.__code__ or _named_now(caller) is not func:
             return func, None  # not a rebinding (a function handing over another one of torch's)
         if self._by_code is None:
-            self._by_code = {f.__code__: f for f in self.table if type(f) is types.FunctionType}
+            functions = [f for f in self.table if type(f) is types.FunctionType]
+            shared = {c for c, n in collections.Counter(f.__code__ for f in functions).items() if n > 1}  # (boolean_dispatch's)
+            self._by_code = {f.__code__: f for f in functions if f.__code__ not in shared}
         original = self._by_code.get(caller.f_code)
         if original is None:
             # run opaque, the wrapper would be applied twice: once traced, once inside the opaque call
