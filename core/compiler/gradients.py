@@ -508,14 +508,19 @@ def _refuse_overwritten_saved_leaves(forward: list[BoundSymbol], saved: list[Ten
         )
 
 
-def _symbols_in_calls(recorded: list[BoundSymbol]) -> set[str]:
-    """The size symbols the calls compute with (a gradient's shape given to `full` or `expand`)."""
-    found: set[str] = set()
+def _symbols_in_calls(recorded: list[BoundSymbol]) -> dict[str, SymInt | None]:
+    """The size symbols the calls compute with (a gradient's shape given to `full` or `expand`),
+    each with an argument that is that symbol alone where a call has one (`x[n : n + 2]`'s backward
+    pads its cotangent at n), else None."""
+    found: dict[str, SymInt | None] = {}
     for top in recorded:
         for b in top.walk():
             for x in tree_flatten((b.args, b.kwargs))[0]:
                 if type(x) is SymInt:
-                    found |= symbols_of(x)
+                    lone = lone_symbol(x)
+                    for name in symbols_of(x):
+                        if found.get(name) is None:
+                            found[name] = x if name == lone else None
     return found
 
 
@@ -524,7 +529,8 @@ def _size_carrier(d: _Differentiator, recorded: list[BoundSymbol], backward_inpu
     none of its inputs has as a dimension (`(a * 2).sum()` with `a`'s sizes symbolic: the backward
     expands a scalar cotangent to `(s0, s1)`, and its generated code reads sizes from its inputs).
     One element, expanded: it costs no memory."""
-    missing = _symbols_in_calls(recorded) - set(symbol_reads(backward_inputs))
+    in_calls = _symbols_in_calls(recorded)
+    missing = set(in_calls) - set(symbol_reads(backward_inputs))
     if not missing:
         return None
     sizes: dict[str, Any] = {}
@@ -534,14 +540,10 @@ def _size_carrier(d: _Differentiator, recorded: list[BoundSymbol], backward_inpu
                 name = lone_symbol(n)
                 if name in missing:
                     sizes.setdefault(name, n)
-    # a symbol no tensor has as a dimension (an int argument made a size: `x[n : n + 2]`'s
-    # backward pads its cotangent at n) as the calls give it
-    for top in recorded:
-        for b in top.walk():
-            for x in tree_flatten((b.args, b.kwargs))[0]:
-                name = lone_symbol(x) if type(x) is SymInt else None
-                if name in missing:
-                    sizes.setdefault(name, x)
+    # a symbol no tensor has as a dimension (an int argument made a size) as the calls give it
+    for name in missing - sizes.keys():
+        if in_calls[name] is not None:
+            sizes[name] = in_calls[name]
     if set(sizes) != missing:
         return None  # the backward's code generation names what it cannot read
     anchor = next(p for p in d.trace.inputs if isinstance(p, TensorProxy))
@@ -618,7 +620,7 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
             d.forward, regions, recorded, list(_forward_values_read(recorded, cotangents, grad_outputs).values()))
         if not {p.name for p in reads} <= {p.name for p in saved_list}:
             return None
-        if _symbols_in_calls(recorded) - set(symbol_reads(saved_list + list(cotangents.values()))):
+        if set(_symbols_in_calls(recorded)) - set(symbol_reads(saved_list + list(cotangents.values()))):
             # it computes with sizes only an absent cotangent carried (`return x, x[0]`: x is
             # returned as itself, so its slot never gets a gradient and s0 is in no input)
             return None
