@@ -36,7 +36,7 @@ from .aliasing import AliasPattern, alias_pattern, describe_path, input_tensors,
 from .cache import EntryCache
 from .dynamic_dims import DynamicDims, admits_ones, has_shape_guards, one_variants, specialised_dims
 from .entry import CacheEntry, CompiledEntry, entry_guards
-from .entry_point import DynamicNumbers, ParameterKey, key_parts, remember_own_code, training_reader
+from .entry_point import DynamicNumbers, ParameterKey, argument_leaves, key_parts, remember_own_code, training_reader
 from .exclusions import excluding
 from .policy import SPECULATION_LIMIT, Action, decide
 from .rage import record_compilation
@@ -222,9 +222,9 @@ class Runtime(Replans, Upgrades):
                 # an int an op was given (a slice bound, `arange(n)`; not `float(n)`, `range(n)`, which
                 # need the value whatever it is) is tried as a size symbol first: keyed by value
                 # only where that trace too reads its exact value (`specialised_dims`)
-                for path in specialised_numbers(compilation, hows=("number",)):
-                    if type(_argument_at(path, args, kwargs)) is int:
-                        self._dims.number_size(path)
+                ints = argument_leaves(args, kwargs, lambda x: x if type(x) is int else None)
+                for path in specialised_numbers(compilation, hows=("number",)) & ints.keys():
+                    self._dims.number_size(path)
                 return self._compile(args, kwargs, exact, params)
             sized = specialised_dims(compilation)
             if sized:  # its trace needed a symbolic size's exact value: that dimension is keyed by value again
@@ -677,15 +677,3 @@ class Runtime(Replans, Upgrades):
                 SquallWarning,
                 stacklevel=4,
             )
-
-
-def _argument_at(path: tuple, args: tuple, kwargs: dict) -> Any:
-    """The value at an argument path (("args", i) or ("kwargs", name), then indexes into the
-    lists, tuples and dicts it nests); None where this call has no such value."""
-    try:
-        x = args[path[1]] if path[0] == "args" else kwargs[path[1]]
-        for k in path[2:]:
-            x = x[k]
-    except (IndexError, KeyError, TypeError):
-        return None
-    return x
