@@ -61,6 +61,7 @@ from real_models import import_torchvision  # noqa: E402  (transformers imports 
 
 V = 97
 DEVICE = torch.device("cpu")  # --device: where the models, prompts and batches live
+GENERATE_OPTIONS: dict = {}  # --static-cache: transformers' static-cache recipe (cache_implementation="static")
 
 
 def _synchronize() -> None:
@@ -71,19 +72,23 @@ def _synchronize() -> None:
 # family -> (config class, model class, extra config): tiny, random weights, nothing downloaded
 DECODERS = {
     "llama": ("LlamaConfig", "LlamaForCausalLM", dict(num_key_value_heads=2)),
-    "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(n_embd=32, n_layer=2, n_head=2, n_positions=128)),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(n_layer=2, n_head=2)),
     "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(num_key_value_heads=2, pad_token_id=0)),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(num_key_value_heads=2)),
 }
+
+
+DECODER_SIZES = {"hidden": 32, "positions": 128}  # --hidden; positions: enough for the longest prompt and --tokens
 
 
 def build_decoder(family: str) -> torch.nn.Module:
     import transformers
 
     config_name, model_name, extra = DECODERS[family]
-    common = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=128)
+    hidden = DECODER_SIZES["hidden"]
+    common = dict(vocab_size=V, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=DECODER_SIZES["positions"])
     if family == "gpt2":
-        common = dict(vocab_size=V)
+        common = dict(vocab_size=V, n_embd=hidden, n_positions=DECODER_SIZES["positions"])
     config = getattr(transformers, config_name)(**common, **extra)
     return getattr(transformers, model_name)(config).eval().to(DEVICE)
 
@@ -101,7 +106,8 @@ def generate_once(model, forward_owner, prompt: torch.Tensor, tokens: int) -> tu
     mask = torch.ones_like(prompt)
     _synchronize()
     start = time.perf_counter()
-    out = forward_owner.generate(prompt, attention_mask=mask, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0)
+    out = forward_owner.generate(prompt, attention_mask=mask, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0,
+                                 **GENERATE_OPTIONS)
     _synchronize()
     return out, time.perf_counter() - start
 
@@ -116,8 +122,8 @@ def bench_decoder(family: str, tokens: int, rounds: int, with_torch_compile: boo
         compiled.forward = torch.compile(compiled.forward, dynamic=True)
         contenders["torch.compile(dynamic=True)"] = compiled
     prompts = [torch.randint(1, V, (1, n), device=DEVICE) for n in lengths]
-    expected = [model.generate(p, attention_mask=torch.ones_like(p), max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0) for p in prompts]
-    print(f"\n{family}: generate {tokens} tokens (prompt {lengths[0]}, again {lengths[1]}, then {lengths[2]})")
+    expected = [generate_once(model, model, p, tokens)[0] for p in prompts]
+    print(f"\n{family}: generate {tokens} tokens (prompt {lengths[0]}, again {lengths[1]}, then {lengths[2]}){' '.join(['', *map(str, GENERATE_OPTIONS.items())])}")
     print(f"  {'':30}{'first':>9}{'tok/s same len':>16}{'tok/s new len':>15}{'compiles':>16}{'tokens':>8}")
     jitted = contenders["squall"]
     firsts, equal, per_generate = {}, {}, []
@@ -157,6 +163,8 @@ def bench_decoder(family: str, tokens: int, rounds: int, with_torch_compile: boo
     for name, rates in rows.items():
         if name != "eager":
             print(f"  {name} vs eager: {rates[0] / eager[0]:.2f}x (same length), {rates[1] / eager[1]:.2f}x (new length)")
+    if GENERATE_OPTIONS:
+        return
     # the steady state of a decoding loop that keeps its cache (generate makes a new cache object
     # per call, which squall keys by identity): the median time of one step, all compiled
     steps = {name: decode_step_seconds(fn, tokens) for name, fn in contenders.items()}
@@ -225,7 +233,12 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="where models and inputs live (e.g. cuda)")
     parser.add_argument("--prompts", default="12,12,20", help="the three prompts' lengths (1,1,20: a one-token prompt)")
     parser.add_argument("--no-stream", action="store_true", help="skip the DistilBERT length stream")
+    parser.add_argument("--static-cache", action="store_true", help='generate with cache_implementation="static" (a preallocated cache written in place)')
+    parser.add_argument("--hidden", type=int, default=32, help="the decoders' hidden size (their caches grow with it)")
     opts = parser.parse_args()
+    if opts.static_cache:
+        GENERATE_OPTIONS["cache_implementation"] = "static"
+    DECODER_SIZES["hidden"] = opts.hidden
     # each round's jits start afresh, as a first run does (what earlier jits of the same code
     # learned is remembered by default: squall.runtime.dims_profile)
     os.environ.setdefault("SQUALL_REMEMBER_DYNAMIC", "0")
@@ -237,6 +250,7 @@ def main() -> None:
     lengths = tuple(int(n) for n in opts.prompts.split(","))
     if len(lengths) != 3 or min(lengths) < 1:
         parser.error(f"--prompts takes three lengths of 1 or more, got {opts.prompts!r}")
+    DECODER_SIZES["positions"] = max(128, max(lengths) + opts.tokens)
     for family in opts.models.split(","):
         bench_decoder(family, opts.tokens, opts.rounds, not opts.no_torch_compile, lengths)
     if not opts.no_stream:

@@ -272,17 +272,22 @@ def test_an_encoder_over_a_stream_of_lengths_compiles_two_or_three_times():
 def test_generate_with_hf_static_cache_matches_eager_and_reuses_its_programs():
     """transformers' static-cache recipe (`cache_implementation="static"`, a StaticCache made per
     generate, written in place): tokens as eager's, prefill and decode compiled once, nothing
-    compiled by a second generate with a new cache of the same layout."""
+    compiled by a second generate with a new cache of the same layout. Each decoding step writes
+    its keys and values into the cache in place, as eager does, not the whole cache into a copy
+    and back (squall.compiler.passes.write_backs_folded)."""
     (model,) = [m for m in TRANSFORMERS_MODELS if m.name == "llama"]
     torch.manual_seed(0)
     module = model.build()
-    assert _compiles_per_generate(module, prompt_length=6, max_new_tokens=6, cache_implementation="static") == [2, 0]
+    jitted = squall.jit(module, executors=["torch"])
+    assert _compiles_per_generate(module, prompt_length=6, max_new_tokens=6, jitted=jitted, cache_implementation="static") == [2, 0]
+    decoding_step = squall.last_traces(jitted).source
+    assert decoding_step.count("index_copy_(") == 4 and "torch_copy_(" not in decoding_step, decoding_step
 
 
-def _compiles_per_generate(module: torch.nn.Module, prompt_length: int, max_new_tokens: int, **options) -> list[int]:
-    """Two greedy `generate`s of a fresh squall.jit of `module` from random prompts of `prompt_length`:
-    each one's tokens asserted equal to eager's, and how many compiles each took."""
-    jitted = squall.jit(module)
+def _compiles_per_generate(module: torch.nn.Module, prompt_length: int, max_new_tokens: int, jitted=None, **options) -> list[int]:
+    """Two greedy `generate`s of `jitted` (by default a fresh squall.jit of `module`) from random
+    prompts of `prompt_length`: each one's tokens asserted equal to eager's, and how many compiles each took."""
+    jitted = squall.jit(module) if jitted is None else jitted
     compiles = []
     for _ in range(2):
         prompt = torch.randint(1, 97, (1, prompt_length))

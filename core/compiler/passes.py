@@ -5,6 +5,7 @@ Each takes a trace and returns a new one; the trace it was given is left as it w
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -41,11 +42,16 @@ def write_backs_folded(trace: Trace) -> Trace:
     """`trace` (planned) with the write-backs into its inputs (the `copy_(input, result)` a traced
     in-place update ends with) folded into the calls that compute them, where the executor of
     such a call runs it in place (`Executor.in_place_form`): batch norm's running statistics
-    updated by its kernel, as eager's, not copied in after it (two copies per batch norm).
+    updated by its kernel, as eager's, not copied in after it (two copies per batch norm); a
+    preallocated KV cache written at one position (`cache.index_copy_`, `cache[:, pos] = kv`)
+    in place, as eager writes it, not copied whole into a new tensor and back at every step.
 
-    Only where nothing reads the input between that call and the write-back, the result has no
-    reader but the write-back, their dtypes agree, and no guard or checked call follows (either
-    can stop the run and run the call again, which must find its inputs as they were)."""
+    Only where nothing between that call and the write-back reads the input's old value (the input
+    itself or a view of it); the result (and any view of it), which becomes the input's memory, is
+    neither returned nor read after a later write into the input; the call reads no other view of
+    the input; their dtypes and shapes agree; and no guard or checked call follows (either can
+    stop the run and run the call again, which must find its inputs as they were). Later readers
+    of the result read the input instead."""
     bsyms = trace.bsyms
     returned = {p.name for p in flat_proxies(trace.output)}
     readers: dict[str, list[int]] = {}
@@ -60,16 +66,32 @@ def write_backs_folded(trace: Trace) -> Trace:
         """The index of the write-back of call i's `result` into `target`, where it may be folded."""
         if not (isinstance(result, TensorProxy) and isinstance(target, TensorProxy)) or result.name in returned:
             return None
-        uses = readers.get(result.name, [])
-        if len(uses) != 1 or bsyms[uses[0]].sym.id != prims.copy_.id:
+        copies = [r for r in readers.get(result.name, ()) if bsyms[r].sym.id == prims.copy_.id and bsyms[r].args[1].name == result.name]
+        if len(copies) != 1:
             return None
-        dst, src = bsyms[uses[0]].args
-        if dst.name != target.name or src.name != result.name or result.dtype != target.dtype:
+        write_back = copies[0]
+        dst, src = bsyms[write_back].args
+        if dst.name != target.name or result.dtype != target.dtype or tuple(result.shape) != tuple(target.shape):
             return None
-        return None if any(i < r < uses[0] for r in readers.get(target.name, ())) else uses[0]
+        old = _sharing_memory(bsyms, 0, target.name)
+        if any(p.name in old and p.name != target.name for p in bsyms[i].input_proxies()):
+            return None  # the call reads a view of what it writes
+        if any(p.name in old for j in range(i + 1, write_back) for p in bsyms[j].input_proxies()):
+            return None  # a call before the write-back reads the input's old value, which the call in place overwrites
+        # the result (and its views) becomes the input's memory: never returned (nor saved for a
+        # backward), nor read after a later write into the input
+        result_views = _sharing_memory(bsyms, i + 1, result.name)
+        if returned & result_views:
+            return None
+        later_write = next((j for j in range(write_back + 1, len(bsyms))
+                            if Tags.SIDE_EFFECT in bsyms[j].sym.tags and any(p.name in old for p in bsyms[j].input_proxies())), None)
+        if later_write is not None and any(p.name in result_views for b in bsyms[later_write + 1 :] for p in b.input_proxies()):
+            return None
+        return write_back
 
     folded: dict[int, BoundSymbol] = {}
     dropped: set[int] = set()
+    becomes: dict[str, TensorProxy] = {}  # a folded call's result -> the input it was written into
     for i, bsym in enumerate(bsyms):
         form = bsym.executor.in_place_form(bsym) if bsym.executor is not None and i > last_stop else None
         if form is None:
@@ -83,10 +105,61 @@ def write_backs_folded(trace: Trace) -> Trace:
         folded[i] = BoundSymbol(form.sym, bsym.args, bsym.kwargs, output, source=bsym.source, executor=bsym.executor,
                                 impl=form.impl, call_keywords=bsym.call_keywords, grad_enabled=bsym.grad_enabled)
         dropped.update(copies)
+        becomes.update((outputs[k].name, bsym.args[a]) for k, a in form.writes.items())
     if not folded:
         return trace
     bsyms = [folded.get(i, b) for i, b in enumerate(bsyms) if i not in dropped]
+    # (a name's proxies are several objects: one per call that reads it)
+    renamed = {id(p): becomes[p.name] for b in bsyms for p in _named_proxies(b) if p.name in becomes}
+    bsyms = [b.swap_proxies(renamed) for b in bsyms]
     return Trace.from_trace(trace, bsyms=bsyms, provenance="write-backs folded into the calls that compute them")
+
+
+def _named_proxies(bsym: BoundSymbol) -> Iterator[TensorProxy]:
+    """The proxies `bsym` names, in its arguments and in its decomposition where that was copied
+    (what `BoundSymbol.swap_proxies` replaces)."""
+    yield from bsym.input_proxies()
+    if type(bsym._subsymbols) is tuple:
+        for sub in bsym._subsymbols:
+            yield from _named_proxies(sub)
+
+
+def _sharing_memory(bsyms: list[BoundSymbol], start: int, name: str) -> set[str]:
+    """The names of the values that may share memory with the value `name` (itself included), as
+    the calls from `start` on compute them: through the views their decompositions make."""
+    sharing = {name}
+    for bsym in bsyms[start:]:
+        if any(p.name in sharing for p in bsym.input_proxies()):
+            sharing |= _outputs_sharing(bsym, sharing)
+    return sharing
+
+
+# prims whose torch kernels may return their operand's memory: views, and a conversion to the
+# dtype it has (`.to` returns its input)
+def _prim_may_alias(bsym: BoundSymbol) -> bool:
+    tags = bsym.sym.tags
+    if Tags.SHAPE_ONLY in tags or Tags.SIDE_EFFECT in tags or Tags.OPAQUE in tags or Tags.OPAQUE_VIEW in tags:
+        return True
+    if bsym.sym.id == prims.convert_element_type.id:
+        return isinstance(bsym.args[0], TensorProxy) and bsym.args[0].dtype == bsym.output.dtype
+    return bsym.sym.id in _VIEWING_ELEMENTWISE
+
+
+def _outputs_sharing(bsym: BoundSymbol, names: set[str]) -> set[str]:
+    """The names of `bsym`'s outputs that may share memory with its inputs named in `names`: all of
+    them for a prim that may return a view, and for a call with no decomposition (an opaque call,
+    a kernel squall cannot see into); otherwise as its decomposition's calls pass them on."""
+    outputs = {p.name for p in bsym.output_proxies()}
+    if bsym.sym.is_prim:
+        return outputs if _prim_may_alias(bsym) else outputs & names
+    subsymbols = bsym.subsymbols
+    if not subsymbols or Tags.OPAQUE in bsym.sym.tags or Tags.OPAQUE_VIEW in bsym.sym.tags:
+        return outputs
+    inner = set(names)
+    for sub in subsymbols:
+        if any(p.name in inner for p in sub.input_proxies()):
+            inner |= _outputs_sharing(sub, inner)
+    return outputs & inner
 
 
 # elementwise prims whose torch call returns a view of its operand (a complex tensor's real part)

@@ -334,11 +334,22 @@ def _add_(a, b, *, alpha=1):
     a.add_(b, alpha=alpha)
 
 
+def _index_copy_(input, dim, index, source):
+    input.index_copy_(dim, index, source)
+
+
+def _setitem_(a, key, value):
+    a[key] = value
+
+
 # id of an operation -> how it writes results into its arguments, where a write-back follows it
 _IN_PLACE_FORMS = {
     batch_norm_functional.id: _in_place(batch_norm_functional, "batch_norm_updating", _batch_norm_updating, {3: 3, 4: 4}),
     batch_norm_with_update_functional.id: _in_place(batch_norm_with_update_functional, "batch_norm_with_update", _batch_norm_with_update, {4: 3, 5: 4}),
     "torch.add": _in_place(ltorch.all_symbols()["torch.add"], "add_", _add_, {0: 0}),
+    # a preallocated (static) KV cache written at its positions: a write of those, not a copy of the whole
+    "torch.index_copy": _in_place(ltorch.all_symbols()["torch.index_copy"], "index_copy_", _index_copy_, {0: 0}),
+    "ltorch.setitem": _in_place(ltorch.all_symbols()["ltorch.setitem"], "setitem_", _setitem_, {0: 0}),
 }
 
 

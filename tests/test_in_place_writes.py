@@ -1,0 +1,118 @@
+"""A program that writes part of an input in place (a preallocated KV cache at a position) runs
+that write in place on the torch plan, as eager does, instead of computing the whole input's new
+value into a new tensor and copying it back (squall.compiler.passes.write_backs_folded): and it
+answers as eager does wherever the old value, or a view of the new one, is still read."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import squall
+from kernel_calls import AtenCalls, launching
+
+
+def _cache_step(cache, kv, pos):
+    cache[:, pos : pos + 1] = kv
+    return cache[:, : pos + 1].softmax(1).sum(1)
+
+
+def _index_copy_step(cache, kv, pos):
+    # transformers' StaticCache writes its keys and values so
+    cache.index_copy_(1, torch.tensor([pos]), kv)
+    return (cache[:, : pos + 1] * 2).sum(1)
+
+
+def _calls(fn, *args) -> dict:
+    with AtenCalls() as counter:
+        fn(*args)
+    return dict(launching(counter.calls))
+
+
+@pytest.mark.parametrize("step", [_cache_step, _index_copy_step], ids=["setitem", "index_copy_"])
+def test_a_cache_written_at_a_position_is_written_in_place_as_eager(step):
+    jitted = squall.jit(step, executors=["torch"])
+    cache, expected_cache = torch.zeros(2, 16, 8), torch.zeros(2, 16, 8)
+    for pos in range(6):
+        kv = torch.randn(2, 1, 8)
+        torch.testing.assert_close(jitted(cache, kv, pos), step(expected_cache, kv, pos))
+        torch.testing.assert_close(cache, expected_cache)
+    kv = torch.randn(2, 1, 8)
+    eager_calls, calls = _calls(step, cache.clone(), kv, 7), _calls(jitted, cache, kv, 7)
+    assert "clone" not in calls and "copy_" not in calls.keys() - eager_calls.keys(), f"squall {calls} against eager {eager_calls}"
+    assert sum(calls.values()) <= sum(eager_calls.values()), f"squall {calls} against eager {eager_calls}"
+
+
+def _read_through_an_earlier_view(cache, kv):
+    head = cache[:, :2]  # a view: eager's sees the write below
+    cache[:, 1:2] = kv
+    return head * 1
+
+
+def _read_an_earlier_copy(cache, kv):
+    before = cache * 1  # its own memory: the old values
+    cache[:, 1:2] = kv
+    return before + cache[:, :2].sum()
+
+
+def _returns_a_view_of_the_written_input(cache, kv):
+    cache[:, 1:2] = kv
+    return cache[:, :3]
+
+
+def _returns_a_view_of_a_functional_copy_written_back(cache, kv):
+    new = cache.index_copy(1, torch.tensor([1]), kv)  # memory of its own, in eager
+    cache.copy_(new)
+    return new[:, :3]
+
+
+def _writes_from_a_view_of_itself(cache, kv):
+    cache[:, 3:4] = cache[:, 1:2]
+    return cache.sum(1) + kv.sum()
+
+
+def _reads_the_old_value_after_the_write(cache, kv):
+    old = cache.clone()
+    cache[:, 0:1] = kv
+    return old - cache
+
+
+@pytest.mark.parametrize(
+    "program",
+    [_read_through_an_earlier_view, _read_an_earlier_copy, _returns_a_view_of_the_written_input, _writes_from_a_view_of_itself,
+     _reads_the_old_value_after_the_write, _returns_a_view_of_a_functional_copy_written_back],
+)
+def test_writes_into_an_input_answer_as_eager_wherever_its_old_or_new_memory_is_read(program):
+    jitted = squall.jit(program, executors=["torch"])
+    for _ in range(2):
+        start, kv = torch.randn(2, 5, 3), torch.randn(2, 1, 3)
+        cache, expected_cache = start.clone(), start.clone()
+        torch.testing.assert_close(jitted(cache, kv), program(expected_cache, kv))
+        torch.testing.assert_close(cache, expected_cache)
+
+
+@pytest.mark.parametrize(("program", "shares"), [(_returns_a_view_of_the_written_input, True), (_returns_a_view_of_a_functional_copy_written_back, False)],
+                         ids=["view_of_input", "view_of_copy"])
+def test_a_returned_view_shares_the_written_inputs_memory_where_eagers_does(program, shares):
+    jitted = squall.jit(program, executors=["torch"])
+    for fn in (program, jitted):
+        cache = torch.zeros(2, 5, 3)
+        out = fn(cache, torch.ones(2, 1, 3))
+        cache.zero_()
+        assert out[:, 1].eq(0 if shares else 1).all(), fn
+
+
+def test_a_write_into_an_input_under_gradients_matches_eagers_gradients():
+    def step(cache, kv, w):
+        cache[:, 1:2] = kv.detach()
+        return (cache[:, :3] * w).sum()
+
+    w, expected_w = torch.randn(2, 3, 4, requires_grad=True), None
+    expected_w = w.detach().clone().requires_grad_()
+    jitted = squall.jit(step, executors=["torch"])
+    cache, expected_cache = torch.zeros(2, 5, 4), torch.zeros(2, 5, 4)
+    for _ in range(2):
+        kv = torch.randn(2, 1, 4)
+        jitted(cache, kv, w).backward()
+        step(expected_cache, kv, expected_w).backward()
+        torch.testing.assert_close(cache, expected_cache)
+        torch.testing.assert_close(w.grad, expected_w.grad)
