@@ -99,6 +99,8 @@ def _parse(a: TensorProxy, key) -> _Key:
             k.selected.append(dim)
             dim += 1
         elif isinstance(item, builtins.slice):
+            if bool in (type(item.start), type(item.stop), type(item.step)):  # eager reads a bool bound as its int
+                item = builtins.slice(*(int(b) if type(b) is bool else b for b in (item.start, item.stop, item.step)))
             check(item.step is None or item.step != 0, lambda: "slice step cannot be zero", ValueError)
             check(item.step is None or item.step > 0, lambda: "step must be greater than zero", ValueError)
             for bound in (item.start, item.stop, item.step):
