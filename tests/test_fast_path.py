@@ -130,6 +130,44 @@ def test_an_entry_with_symbolic_sizes_takes_the_fast_path_and_sizes_0_and_1_do_n
         assert_close(jf(torch.ones(6), torch.ones(6)), f(torch.ones(6), torch.ones(6)))  # back to the symbolic entry
 
 
+# --- positional tensors and numbers (`step(cache, kv, pos)`) --------------------------------------
+
+
+def _slot_hit_last():
+    from squall.runtime.jit import jitted_state
+
+    return lambda jf: (jitted_state(jf).cache.last[0] or (None,))[0]
+
+
+def test_numbers_as_the_key_holds_them_take_the_recent_entry():
+    """A call of tensors and numbers found by its key becomes the fast path's recent entry, its
+    numbers checked as the key holds them: a dynamic number (a scale that changes) any value of its
+    type, a size symbol (a slice bound) any value of 2 or more, a number keyed by value (a flag)
+    that value. Anything else goes to the key, and answers as eager."""
+    hit_last = _slot_hit_last()
+
+    def step(x, scale, n, flag):
+        y = x[:n] * scale
+        return y + 1 if flag else y
+
+    jf = squall.jit(step)
+    x = torch.randn(16)
+    for scale, n in [(2.0, 3), (3.0, 4), (0.5, 5)]:  # scale a dynamic number, n a size symbol
+        assert_close(jf(x, scale, n, True), step(x, scale, n, True))
+    slot, misses = hit_last(jf), jf.cache_info().misses
+    assert slot is not None
+    for scale, n in [(1.5, 7), (-2.0, 2), (4.0, 16)]:
+        assert_close(jf(x, scale, n, True), step(x, scale, n, True))
+        assert hit_last(jf) is slot
+    assert jf.cache_info().misses == misses
+    for args in [(x, 2.0, 1, True), (x, 2.0, 0, True), (x, 2.0, 5, False), (x, 2, 5, True), (x, 2.0, True, True), (x.double(), 2.0, 5, True)]:
+        hits = slot[1]
+        assert_close(jf(*args), step(*args))
+        assert slot[1] == hits, args  # not served by the recent entry
+        assert_close(jf(x, 1.25, 6, True), step(x, 1.25, 6, True))  # and back
+        assert slot[1] == hits + 1
+
+
 # --- keyword tensors (a transformers model's `model(input_ids=..., attention_mask=...)`) --------
 
 

@@ -83,3 +83,13 @@ def test_a_static_cache_written_at_pos_compiles_once_for_its_positions(how):
 def test_a_float_read_of_an_int_stays_keyed_by_value_without_a_size_detour():
     calls = [(torch.randn(3), n) for n in range(1, 9)]
     assert _misses(lambda x, n: x * float(n), calls) == 9  # float(n) needs the value: 1, the trace as a number, then by value: as before, no size detour
+
+
+def test_a_bool_slice_bound_is_read_as_its_int_as_eager():
+    def f(x, flag):
+        return x[:flag], x[flag:3], x[::True]
+
+    jf, x = squall.jit(f), torch.arange(5.0)
+    for flag in (True, False, True):
+        for got, want in zip(jf(x, flag), f(x, flag)):
+            torch.testing.assert_close(got, want)

@@ -178,8 +178,14 @@ def compiled(*args, **kwargs):
     entry[1] += 1
     if kwargs and not args:
         last[1] = _recent_keywords(cache, checks, entry, found, kwargs)
+{positional_recent}
     return entry[0]({params_arg}*args, **kwargs)
 """
+
+# A positional call of tensors and numbers (`f(cache, kv, pos)`) found by its key makes its entry
+# the fast path's `recent`, its numbers checked as the key holds them (`_recent`)
+_POSITIONAL_RECENT = """    elif len(args) == {n} and not kwargs:
+        last[0] = _recent(cache, checks, entry, found, args, None, dynamic)"""
 
 # A call of keyword tensors alone (a transformers model's `model(input_ids=..., attention_mask=...)`)
 # tries the entry it last found by its key (`last[1]`) the same way: the same names in the same
@@ -258,31 +264,60 @@ def _recent_keywords(cache: dict, checks: dict, entry: list, key: tuple, kwargs:
     return recent + (tuple(kwargs),) if recent is not None else None
 
 
-def _recent(cache: dict, checks: dict, entry: list, key: tuple, tensors: tuple, shapes: list | None = None) -> tuple | None:
-    """What the fast path keeps of the entry it hit: the entry, a C check of the tensors'
-    metadata against these (built once per key, kept in `checks`), its grad mode and its
-    default dtype; None if another thread took the entry out of the cache meanwhile.
+def _recent(cache: dict, checks: dict, entry: list, key: tuple, values: tuple, shapes: list | None = None,
+            number_paths: set | frozenset = frozenset()) -> tuple | None:
+    """What the fast path keeps of the entry it hit: the entry, a check of the call's values against
+    these (built once per key, kept in `checks`), its grad mode and its default dtype; None if
+    another thread took the entry out of the cache meanwhile, or a value is neither a plain tensor
+    nor an int, float or bool.
 
-    Where the key holds symbolic sizes (DYNAMIC: any of 2 or more), the C check leaves those
-    sizes and the strides of those tensors open, and a generated check of each such size being
-    2 or more completes it: a call of new lengths takes this path too, not the key's."""
+    The check of the tensors is torch's C check of their metadata. Where the key holds symbolic
+    sizes (DYNAMIC: any of 2 or more), it leaves those sizes and the strides of those tensors open,
+    and a generated check of each such size being 2 or more completes it: a call of new lengths
+    takes this path too, not the key's. A positional number (`values` of a call by position, with
+    `shapes` None) is checked as its key part holds it: its exact type, and its value, or for a
+    dynamic number (at a path in `number_paths`) nothing more, for a size symbol that it is 2 or
+    more (`dynamic_key`): a call of `f(cache, kv, pos)` with a new `pos` takes this path too."""
     if _TensorGuards is None or cache.get(key) is not entry:
         return None
     check = checks.get(key)
     if check is None:
-        if shapes is None:
-            shapes = [key[2 + 4 * i] for i in range(len(tensors))]  # (shape, dtype, device, requires_grad) per tensor
-        sizes = [[None if n is DYNAMIC else n for n in shape] for shape in shapes]
-        strides = [[None] * t.dim() if DYNAMIC in shape else list(t.stride()) for t, shape in zip(tensors, shapes)]
-        check = _metadata_check(tensors, sizes, strides)
-        open_sizes = [f"a{i}.shape[{d}] >= 2" for i, shape in enumerate(shapes) for d, n in enumerate(shape) if n is DYNAMIC]
-        if open_sizes:
-            names = ", ".join(f"a{i}" for i in range(len(tensors)))
-            namespace = {"_metadata_check": check}
-            load_source(f"def check({names}):\n    return _metadata_check({names}) and {' and '.join(open_sizes)}\n", "symbolic-fast-check", namespace)
-            check = namespace["check"]
-        checks[key] = check
-    return (entry, check, key[0], key[1], key[-1])  # (the last item: a module's state, for its fast path)
+        check = checks[key] = _recent_check(key, values, shapes, number_paths)
+    return (entry, check, key[0], key[1], key[-1]) if check is not None else None  # (the last item: a module's state, for its fast path)
+
+
+def _recent_check(key: tuple, values: tuple, shapes: list | None, number_paths: set | frozenset) -> Callable | None:
+    """The check `_recent` keeps for `key` (see there), or None where a value is not one it checks."""
+    tensors, conditions, at = [], [], 2  # key: grad mode, default dtype, then each value's part
+    names = [f"a{i}" for i in range(len(values))]
+    for i, (name, value) in enumerate(zip(names, values)):
+        t = type(value)
+        if t is _Tensor:
+            shape = shapes[len(tensors)] if shapes is not None else key[at]
+            tensors.append((name, value, shape))
+            conditions.extend(f"{name}.shape[{d}] >= 2" for d, n in enumerate(shape) if n is DYNAMIC)
+            at += 4
+        elif t in (int, float, bool) and shapes is None:
+            kind, part = key[at], key[at + 1]
+            conditions.append(f"type({name}) is {kind.__name__}")
+            if part is not DYNAMIC and kind is float:
+                return None  # (a float keyed by value: -0.0 and nan keyed apart, `scalar_key`)
+            if part is not DYNAMIC:
+                conditions.append(f"{name} == {part!r}")
+            elif kind is int and ("args", i) not in number_paths:
+                conditions.append(f"{name} >= 2")  # a size symbol
+            at += 2
+        else:
+            return None
+    sizes = [[None if n is DYNAMIC else n for n in shape] for _, _, shape in tensors]
+    strides = [[None] * t.dim() if DYNAMIC in shape else list(t.stride()) for _, t, shape in tensors]
+    check = _metadata_check([t for _, t, _ in tensors], sizes, strides)
+    if not conditions and len(tensors) == len(values):
+        return check
+    namespace = {"_metadata_check": check}
+    load_source(f"def check({', '.join(names)}):\n    return _metadata_check({', '.join(n for n, _, _ in tensors)}) and {' and '.join(conditions)}\n",
+                "fast-check", namespace)
+    return namespace["check"]
 
 
 def forget_recent(last: list, checks: dict, key: Any, entry: list) -> None:
@@ -293,17 +328,23 @@ def forget_recent(last: list, checks: dict, key: Any, entry: list) -> None:
             last[i] = None
 
 
-def _fast_path(fn: Callable, parts: dict[str, str]) -> str:
-    """The fast path of the entry point, for functions (and module forwards) whose positional
-    arity is fixed; `parts` are the function's or the module's (`_FUNCTION_PARTS`, `_MODULE_PARTS`)."""
+def _fixed_arity(fn: Callable) -> int:
+    """How many positional parameters `fn` takes, where every one is required and there are no
+    others and 1 to 8 of them (the calls a fast path serves); else 0."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
-        return ""
+        return 0
     fixed = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in params)
-    if not fixed or not 1 <= len(params) <= 8:
+    return len(params) if fixed and 1 <= len(params) <= 8 else 0
+
+
+def _fast_path(arity: int, parts: dict[str, str]) -> str:
+    """The fast path of the entry point, for functions (and module forwards) of a fixed positional
+    `arity` (`_fixed_arity`; none for 0); `parts` are the function's or the module's (`_FUNCTION_PARTS`, `_MODULE_PARTS`)."""
+    if not arity:
         return ""
-    names = [f"a{i}" for i in range(len(params))]
+    names = [f"a{i}" for i in range(arity)]
     return _FAST_PATH.format(
         n=len(names),
         names=", ".join(names),
@@ -478,7 +519,10 @@ def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Calla
         parts = {**parts, "module_state": _OWN_CODE}
         namespace.update(own=own, own_code=own.__code__, own_defaults=own.__defaults__, recode=recode)
     keyword_path = _KEYWORD_PATH.format(state_check=parts["state_check"], params_arg=parts["params_arg"])
-    source = _ENTRY_POINT.format(fast_path=_fast_path(fn.forward if module else fn, parts), keyword_path=keyword_path, **parts)
+    arity = _fixed_arity(fn.forward if module else fn)
+    fast_path = _fast_path(arity, parts)
+    positional_recent = _POSITIONAL_RECENT.format(n=arity) if fast_path else ""
+    source = _ENTRY_POINT.format(fast_path=fast_path, keyword_path=keyword_path, positional_recent=positional_recent, **parts)
     load_source(source, "entry-point", namespace)
     return namespace["compiled"]
 
