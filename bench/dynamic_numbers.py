@@ -15,6 +15,11 @@ Measured 2026-11-28, 2-core CPU, torch 2.13.0, --calls 4000:
   --rounds 5: first pass 18.1 s (size) against 244.1 s (keyed); later passes 4.43 ms (1.81x
   eager) size against 2.92 ms (1.19x eager) keyed, eager 2.44 ms: a program per position is
   faster per step once all are compiled, a symbolic one is 13x cheaper to get there.
+- After the cache's write-back was folded into an in-place write (both contenders wrote the whole
+  cache into a copy and back at every step before) and a call with a new `pos` took the entry
+  point's fast path, SQUALL_WAIT=1, load 2.4-3.1, --calls 2000 --rounds 5: first pass 47.5 ms
+  (size, 4 compiles) against 574.1 ms (keyed, 48), eager 2.6 ms; later passes 2.33 ms (1.32x
+  eager) against 2.37 ms (1.35x), eager 1.76 ms: the symbolic program is now as fast per step.
 
 A third: attention over a long preallocated cache (--cache-length positions, 8 heads of 64,
 float32), written with `index_copy_` as transformers' StaticCache writes it, eager against
