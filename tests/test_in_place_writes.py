@@ -116,3 +116,15 @@ def test_a_write_into_an_input_under_gradients_matches_eagers_gradients():
         step(expected_cache, kv, expected_w).backward()
         torch.testing.assert_close(cache, expected_cache)
         torch.testing.assert_close(w.grad, expected_w.grad)
+
+
+def test_a_cache_of_symbolic_length_is_written_in_place():
+    jitted = squall.jit(_index_copy_step, dynamic=True, executors=["torch"])
+    for length in (12, 16, 20):
+        cache, expected_cache = torch.zeros(2, length, 8), torch.zeros(2, length, 8)
+        kv = torch.randn(2, 1, 8)
+        torch.testing.assert_close(jitted(cache, kv, 5), _index_copy_step(expected_cache, kv, 5))
+        torch.testing.assert_close(cache, expected_cache)
+    source = squall.last_traces(jitted).source
+    assert "index_copy_(" in source and "torch_copy_(" not in source, source
+    assert jitted.cache_info().misses == 1

@@ -14,6 +14,7 @@ from torch.utils._pytree import tree_map
 from .. import prims
 from ..proxies import TensorProxy, size_leaf
 from ..symbol import DEL, BoundSymbol, Tags, flat_proxies
+from ..symbolic import same_shape
 from ..trace import Trace
 from .checking import needs_check
 
@@ -71,7 +72,7 @@ def write_backs_folded(trace: Trace) -> Trace:
             return None
         write_back = copies[0]
         dst, src = bsyms[write_back].args
-        if dst.name != target.name or result.dtype != target.dtype or tuple(result.shape) != tuple(target.shape):
+        if dst.name != target.name or result.dtype != target.dtype or not same_shape(result.shape, target.shape):
             return None
         old = _sharing_memory(bsyms, 0, target.name)
         if any(p.name in old and p.name != target.name for p in bsyms[i].input_proxies()):
