@@ -5,13 +5,13 @@ divided by, `int(n)`), so the symbolic trace was thrown away and every length co
 gradients where differentiable) at every length, 1 and 2 included, and the compile count."""
 from __future__ import annotations
 
-import os
 import warnings
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
+from torch.utils._pytree import tree_leaves
 
 import squall
 
@@ -37,8 +37,9 @@ def _check(fn, make, *, grad: bool, lengths=LENGTHS, small=(2, 1), compiles=1):
             if grad:
                 leaves = [a for a in eager_args if isinstance(a, torch.Tensor) and a.requires_grad]
                 jit_leaves = [a for a in jit_args if isinstance(a, torch.Tensor) and a.requires_grad]
-                cotangent = torch.randn_like(expected)
-                assert_close(torch.autograd.grad(out, jit_leaves, cotangent), torch.autograd.grad(expected, leaves, cotangent), equal_nan=True)
+                outs, expecteds = tree_leaves(out), tree_leaves(expected)
+                cotangents = [torch.randn_like(e) for e in expecteds]
+                assert_close(torch.autograd.grad(outs, jit_leaves, cotangents), torch.autograd.grad(expecteds, leaves, cotangents), equal_nan=True)
             if i == len(lengths) - 1:
                 assert jf.cache_info().misses == compiles
 
@@ -84,3 +85,42 @@ def test_layer_norm_training_over_a_changing_hidden_size_under_the_default_polic
         cotangent = torch.randn_like(expected)
         assert_close(torch.autograd.grad(out, jit_args, cotangent), torch.autograd.grad(expected, eager_args, cotangent))
     assert jf.cache_info().misses == 2  # one a size before (training: its grad rule read the count)
+
+
+# --- a size that was read where the op can carry it: a scaled size, a fill value, linspace's steps ---
+
+_SIZED = {
+    # floor(L * 2) as the size 2*s0, not floor(float(L) * 2.0) of its value
+    "interpolate nearest x2": (lambda x: F.interpolate(x, scale_factor=2), lambda n: (torch.randn(1, 2, n),), True),
+    "interpolate linear x1.5": (lambda x: F.interpolate(x, scale_factor=1.5, mode="linear"), lambda n: (torch.randn(1, 2, n),), True),
+    "interpolate nearest-exact x0.5": (lambda x: F.interpolate(x, scale_factor=0.5, mode="nearest-exact"), lambda n: (torch.randn(1, 2, n),), False),
+    "interpolate bilinear x2": (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), lambda n: (torch.randn(1, 2, n, 5),), True),
+    # a size as a fill value: filled with this call's value, not a constant of the traced one
+    "full with a size": (lambda x: x.sum() + torch.full((2,), x.shape[1]), lambda n: (torch.randn(6, n),), False),
+    "full float16 with a size": (lambda x: torch.full((2, x.shape[1]), x.shape[1], dtype=torch.float16), lambda n: (torch.randn(6, n),), False),
+    "new_full with a size": (lambda x: x * x.new_full((1,), x.shape[1] * 2), lambda n: (torch.randn(6, n),), True),
+    # the step computed by the program from steps, in the kernel's dtype (bitwise eager's)
+    "linspace over a size": (lambda x: x + torch.linspace(-3.3, 7.1, x.shape[-1]), lambda n: (torch.randn(6, n),), True),
+    "linspace int64 over a size": (lambda x: torch.linspace(0, 100, x.shape[-1], dtype=torch.int64), lambda n: (torch.randn(6, n),), False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SIZED))
+def test_an_op_given_a_symbolic_size_compiles_once_with_eager_s_values(name):
+    fn, make, grad = _SIZED[name]
+    # a scale of 0.5 makes 0 of 1: an error in eager and squall alike, so no length 1 there
+    _check(fn, make, grad=grad, small=(2,) if "x0.5" in name else (2, 1))
+
+
+def test_split_into_chunks_of_a_size_compiles_once_per_number_of_chunks():
+    # how many pieces is the program's structure: guarded as the relation (s0 + 1) // 2 == 3,
+    # not the length's value, so 5 and 6 share a program (the last piece 1 or 2 long), as do 7 and 8
+    def pieces(x):
+        return [p * i for i, p in enumerate(x.split(2, 1))]
+
+    _check(pieces, lambda n: (torch.randn(3, n),), grad=False, lengths=(5, 6, 7, 8), compiles=2)  # 5 before
+
+    def chunked(x):
+        return [p.sum(0) for p in x.split(3)]
+
+    _check(chunked, lambda n: (torch.randn(n, 10),), grad=True, lengths=(7, 8, 9, 4, 5, 6), compiles=2)

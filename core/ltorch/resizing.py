@@ -11,6 +11,7 @@ from .unmodelled import NotModelled
 from .helpers import check, computation_dtype, is_tensor, to_dtype
 from .pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 from ..proxies import TensorProxy
+from ..symbolic import SymInt
 
 __all__ = [
     "pixel_shuffle", "pixel_unshuffle", "interpolate",
@@ -94,8 +95,22 @@ def _output_sizes(input: TensorProxy, n: int, size, scale_factor, recompute_scal
         lambda: f"Input and scale_factor must have the same number of spatial dimensions, but got input with spatial dimensions of {spatial} and scale_factor of shape {scales}. Please provide input tensor in (N, C, d1, d2, ...,dK) format and scale_factor in (s1, s2, ...,sK) format.",
         ValueError,
     )
-    sizes = [math.floor(float(L) * float(s)) for L, s in zip(spatial, scales)]
+    sizes = [_scaled_size(L, float(s)) for L, s in zip(spatial, scales)]
     return sizes, ([None] * n if recompute_scale_factor else [float(s) for s in scales])
+
+
+def _scaled_size(L: int | SymInt, scale: float) -> int | SymInt:
+    """floor(L * scale), as torch computes it in double. A symbolic L stays a size expression
+    (`2*s0`, `(3*s0) // 2`) where the scale is a ratio p / 2**k with a small p (any double is one
+    with a power of two below): L * p / 2**k is then exact in double, so the floor is eager's, for
+    every L the guard below admits. Else the value of L is read (guarded)."""
+    num, den = scale.as_integer_ratio() if math.isfinite(scale) else (0, 0)
+    if type(L) is SymInt and 0 < num <= _EXACT_NUMERATOR and L < 2**53 // _EXACT_NUMERATOR:  # (a shape guard)
+        return L * num if den == 1 else (L * num) // den
+    return math.floor(float(L) * scale)
+
+
+_EXACT_NUMERATOR = 2**20  # (2, 0.5, 1.5, 2.25, 0.3125, ...)
 
 
 def _source_positions(L: int, out: int, scale: float | None, align_corners: bool, *, nearest: str | None, device, dtype) -> TensorProxy:
