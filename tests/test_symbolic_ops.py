@@ -124,3 +124,39 @@ def test_split_into_chunks_of_a_size_compiles_once_per_number_of_chunks():
         return [p.sum(0) for p in x.split(3)]
 
     _check(chunked, lambda n: (torch.randn(n, 10),), grad=True, lengths=(7, 8, 9, 4, 5, 6), compiles=2)
+
+
+# --- torch calls that run opaque: the meta device learnt their outputs at sizes read and guarded ---
+
+_OPAQUE = {
+    "kthvalue": (lambda x: x.kthvalue(2, -1), lambda n: (torch.randn(6, n),), False),
+    "kthvalue keepdim": (lambda x: torch.kthvalue(x, 1, 0, keepdim=True), lambda n: (torch.randn(n, 6),), False),
+    "median along a dim": (lambda x: x.median(1), lambda n: (torch.randn(6, n),), False),
+    "median of all": (lambda x: x.median() + x.shape[1], lambda n: (torch.randn(6, n),), False),
+    "mode": (lambda x: torch.mode(x, -1), lambda n: (torch.randint(0, 3, (6, n)).float(),), False),
+    "cummax": (lambda x: x.cummax(1).values * 2, lambda n: (torch.randn(6, n),), True),
+    "cummin's indices gathered": (lambda x: x.gather(1, x.cummin(1).indices), lambda n: (torch.randn(6, n),), True),
+    "logcumsumexp": (lambda x: torch.logcumsumexp(x, dim=1), lambda n: (torch.randn(6, n),), True),
+    "diag_embed": (lambda x: torch.diag_embed(x) * 3, lambda n: (torch.randn(6, n),), True),
+    "diag_embed off the diagonal": (lambda x: x.diag_embed(-1, 0, 2), lambda n: (torch.randn(6, n),), False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_OPAQUE))
+def test_an_opaque_call_with_a_known_output_shape_compiles_once_over_symbolic_sizes(name):
+    fn, make, grad = _OPAQUE[name]
+    # kthvalue's k past the end is torch's error, at every length: no length 1 for k == 2
+    _check(fn, make, grad=grad, small=(2,) if name == "kthvalue" else (2, 1))
+
+
+def test_kthvalue_past_a_symbolic_length_is_eager_s_error():
+    # the program relies on k <= the length (a shape guard): a shorter call runs eagerly and raises there
+    jf = squall.jit(lambda x: x.kthvalue(3, -1), dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", squall.SquallWarning)
+        for n in (5, 8):
+            x = torch.randn(6, n)
+            assert_close(jf(x), x.kthvalue(3, -1))
+        with pytest.raises(RuntimeError, match="out of range"):
+            jf(torch.randn(6, 2))
+    assert jf.cache_info().misses == 1
