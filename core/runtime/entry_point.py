@@ -489,13 +489,24 @@ def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Calla
 class _Dynamic:
     """What a dynamic number's key holds in place of its value (one object, compared by identity)."""
 
-    __slots__ = ()
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
 
     def __repr__(self) -> str:
-        return "<dynamic>"
+        return self.text
 
 
-DYNAMIC = _Dynamic()
+DYNAMIC = _Dynamic("<dynamic>")
+# an int argument made a size whose value is -2 or less (`x[:, :n]` with n = -3): traced as the
+# negation of a size symbol, so keyed apart from its values of 2 or more (and from -1, 0 and 1)
+DYNAMIC_NEGATIVE = _Dynamic("<dynamic negative>")
+
+
+def _sized_int(a: int) -> _Dynamic | None:
+    """What an int at a size symbol's path (`DynamicDims.number_size`) is keyed as: None where by its value."""
+    return DYNAMIC if a >= 2 else DYNAMIC_NEGATIVE if a <= -2 else None
 _DYNAMIC_TYPES = (int, float)  # not bool: a flag picks a program, it is not data
 
 
@@ -514,8 +525,10 @@ def dynamic_key(key: tuple, args: tuple, kwargs: dict, paths: set | frozenset, d
                 parts[at] = masked_shape(a.shape, dims[("args", i)])
             at += 4
         elif t in _SCALARS:
-            if (t is int or t is float) and ("args", i) in paths or t is int and a >= 2 and ("args", i) in dims:
-                parts[at + 1] = DYNAMIC  # (an int at a path of `dims`: a size symbol, `DynamicDims.number_size`)
+            if (t is int or t is float) and ("args", i) in paths:
+                parts[at + 1] = DYNAMIC
+            elif t is int and ("args", i) in dims and _sized_int(a) is not None:
+                parts[at + 1] = _sized_int(a)  # (an int at a path of `dims`: a size symbol, `DynamicDims.number_size`)
             at += 2
         else:
             if t is list or t is tuple or t is dict or isinstance(a, _Tensor) or pytree_container(a):
@@ -537,7 +550,9 @@ def _masked(part: Any, x: Any, path: tuple, paths: set | frozenset, dims: dict) 
     masked, walking x's plain containers."""
     t = type(x)
     if t is int or t is float:
-        return (t, DYNAMIC) if path in paths or t is int and x >= 2 and path in dims else part
+        if path in paths:
+            return (t, DYNAMIC)
+        return (t, _sized_int(x)) if t is int and path in dims and _sized_int(x) is not None else part
     if isinstance(x, _Tensor):
         return (masked_shape(x.shape, dims[path]), *part[1:]) if path in dims else part
     if (t is list or t is tuple or t is dict or pytree_container(x)) and (any(p[: len(path)] == path and len(p) > len(path) for p in paths)
