@@ -108,6 +108,10 @@ class ShapeEnv:
                 self.at_least_two({name})  # a dimension keyed as 2 or more shares it
         return SymInt(((((("s", name),), 1),)), value, self)
 
+    def size(self, name: str) -> SymInt:
+        """The symbol `name` alone, as a size (with its value in the traced call)."""
+        return SymInt(((((("s", name),), 1),)), self.symbols[name][0], self)
+
     def at_least_two(self, names: set[str]) -> None:
         """The trace relies on each of the symbols `names` being 2 or more: guarded so (a call of
         size 1 then misses this program), and decided so from here on. One traced at 1

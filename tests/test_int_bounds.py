@@ -9,6 +9,7 @@ import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.testing import assert_close
 
 import squall
@@ -118,3 +119,23 @@ def test_a_negative_slice_bound_under_gradients():
             jf(xj, n).backward()
             assert_close(xj.grad, x.grad)
     assert jf.cache_info().misses <= 5  # 8 before: -2 by value, the number trace, the size, the positive ones
+
+
+@pytest.mark.parametrize("mode", ["constant", "replicate", "reflect", "circular"])
+def test_a_changing_int_as_a_pad_trains_as_eager(mode):
+    # the backward computes only with 8 + s0 (a slice of the cotangent), never s0 alone: its
+    # generated code had no input to read s0 from, and raised NotImplementedError at the third call
+    def fn(x, n):
+        return F.pad(x[None], (0, n), mode=mode)[0] * 2
+
+    jf = squall.jit(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", squall.SquallWarning)
+        for n in (2, 3, 4, 5, 6, 7, 3):
+            x = torch.randn(4, 8, requires_grad=True)
+            xj = x.detach().clone().requires_grad_()
+            assert_close(jf(xj, n), fn(x, n))
+            fn(x, n).sum().backward()
+            jf(xj, n).sum().backward()
+            assert_close(xj.grad, x.grad)
+    assert jf.cache_info().misses <= 3  # 2 by value, the trace as a number, the size
