@@ -128,6 +128,15 @@ def test_split_into_chunks_of_a_size_compiles_once_per_number_of_chunks():
     _check(chunked, lambda n: (torch.randn(n, 10),), grad=True, lengths=(7, 8, 9, 4, 5, 6), compiles=2)
 
 
+def test_a_split_into_thirds_of_a_symbolic_width_compiles_once():
+    # the piece count, (4*s0 - 1) // s0 == 3, holds for every width: one program (one per width before)
+    def attention_like(x):
+        q, k, v = x.split(x.shape[-1] // 3, -1)
+        return q * k + v
+
+    _check(attention_like, lambda n: (torch.randn(2, 3 * n),), grad=True, small=(1,))
+
+
 # --- torch calls that run opaque: the meta device learnt their outputs at sizes read and guarded ---
 
 _OPAQUE = {
