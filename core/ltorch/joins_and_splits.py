@@ -116,8 +116,10 @@ def _split_sizes(a: TensorProxy, d: int, split_size) -> list[int | SymInt]:
         if n == 0:
             return [0]
         # how many pieces it makes is the program's structure: guarded as the relation it is
-        # (`(s0 + 1) // 2 == 3`), not by reading the sizes (a compile per length); the last
-        # piece is what is left, 1 to split_size long, as the size expression it is
+        # (`(s0 + 1) // 2 == 3`), not by reading the sizes (a compile per length), so the lengths
+        # with one piece count share a program (and `x.split(x.shape[-1] // 3, -1)` has one for
+        # every width); past a few piece counts the policy runs the signature eagerly, saying so
+        # (squall.runtime.policy). The last piece is what is left, 1 to split_size long.
         count = guarded_residue((n + split_size - 1) // split_size)
         return [split_size] * (count - 1) + [n - (count - 1) * split_size]
     n = guarded_int(n)  # (sizes given one by one: read, guarded, as they are compared one by one)
