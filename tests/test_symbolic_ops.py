@@ -95,6 +95,12 @@ _SIZED = {
     "interpolate linear x1.5": (lambda x: F.interpolate(x, scale_factor=1.5, mode="linear"), lambda n: (torch.randn(1, 2, n),), True),
     "interpolate nearest-exact x0.5": (lambda x: F.interpolate(x, scale_factor=0.5, mode="nearest-exact"), lambda n: (torch.randn(1, 2, n),), False),
     "interpolate bilinear x2": (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), lambda n: (torch.randn(1, 2, n, 5),), True),
+    # to another tensor's size (a U-Net's skip connection): the ratio computed by the program as
+    # the kernel does, (float) L / out (bitwise eager's over 42 pairs of sizes, 1d and 2d)
+    "interpolate nearest to a size": (lambda x, y: F.interpolate(x, size=y.shape[-1]), lambda n: (torch.randn(1, 2, n), torch.zeros(1, 1, 2 * n + 1, dtype=torch.long)), True),
+    "interpolate linear to a size": (lambda x, y: F.interpolate(x, size=y.shape[-1], mode="linear"), lambda n: (torch.randn(1, 2, n), torch.zeros(1, 1, 3 * n - 1, dtype=torch.long)), True),
+    "interpolate bicubic to a size": (lambda x, y: F.interpolate(x, size=y.shape[-2:], mode="bicubic"), lambda n: (torch.randn(1, 2, n, 7), torch.zeros(1, 1, 2 * n + 3, 11, dtype=torch.long)), False),
+    "interpolate with its scale recomputed": (lambda x: F.interpolate(x, scale_factor=1.5, recompute_scale_factor=True), lambda n: (torch.randn(1, 2, n),), False),
     # a size as a fill value: filled with this call's value, not a constant of the traced one
     "full with a size": (lambda x: x.sum() + torch.full((2,), x.shape[1]), lambda n: (torch.randn(6, n),), False),
     "full float16 with a size": (lambda x: torch.full((2, x.shape[1]), x.shape[1], dtype=torch.float16), lambda n: (torch.randn(6, n),), False),

@@ -88,7 +88,7 @@ def _output_sizes(input: TensorProxy, n: int, size, scale_factor, recompute_scal
             lambda: f"Input and output must have the same number of spatial dimensions, but got input with spatial dimensions of {spatial} and output size of {sizes}. Please provide input tensor in (N, C, d1, d2, ...,dK) format and output size in (o1, o2, ...,oK) format.",
             ValueError,
         )
-        return [int(s) for s in sizes], [None] * n
+        return [s if type(s) is SymInt else int(s) for s in sizes], [None] * n
     scales = list(scale_factor) if isinstance(scale_factor, (list, tuple)) else [scale_factor] * n
     check(
         len(scales) == n,
@@ -117,15 +117,26 @@ def _source_positions(L: int, out: int, scale: float | None, align_corners: bool
     """For each output position, the (fractional) input position it samples, as torch computes it."""
     i = prims.iota(out, start=0, step=1, device=device, dtype=dtype)
     if nearest is not None:
-        ratio = 1.0 / scale if scale is not None and scale > 0 else L / out
+        ratio = 1.0 / scale if scale is not None and scale > 0 else _size_ratio(L, out, device, dtype)
         offset = 0.5 if nearest == "nearest-exact" else 0.0
         return prims.mul(prims.add(i, offset), ratio) if offset else prims.mul(i, ratio)
     if align_corners:
         ratio = (L - 1) / (out - 1) if out > 1 else 0.0
         return prims.mul(i, ratio)
-    ratio = 1.0 / scale if scale is not None and scale > 0 else L / out
+    ratio = 1.0 / scale if scale is not None and scale > 0 else _size_ratio(L, out, device, dtype)
     src = prims.sub(prims.mul(prims.add(i, 0.5), ratio), 0.5)
     return prims.maximum(src, 0.0)  # linear modes clamp negative positions to 0
+
+
+def _size_ratio(L: int | SymInt, out: int | SymInt, device, dtype) -> float | TensorProxy:
+    """L / out, by which an output position scales to an input one where no scale factor is
+    given: a number where both are constants; where a size is symbolic, computed by the program
+    as the kernel does, `(float) L / out` in `dtype`, broadcast over the `out` positions (its
+    value read would compile once per size)."""
+    if type(L) is not SymInt and type(out) is not SymInt:
+        return L / out
+    ratio = prims.div(prims.full((), L, device=device, dtype=dtype), out)
+    return prims.broadcast_in_dim(ratio, (out,), ())
 
 
 def _gather(x: TensorProxy, dim: int, index: TensorProxy) -> TensorProxy:
@@ -153,7 +164,7 @@ def _resize_dim_cubic(x: TensorProxy, dim: int, out: int, scale, align_corners: 
     if align_corners:
         src = prims.mul(i, (L - 1) / (out - 1) if out > 1 else 0.0)
     else:  # (unlike the linear modes', a negative position is not clamped)
-        ratio = 1.0 / scale if scale is not None and scale > 0 else L / out
+        ratio = 1.0 / scale if scale is not None and scale > 0 else _size_ratio(L, out, x.device, pos_dtype)
         src = prims.sub(prims.mul(prims.add(i, 0.5), ratio), 0.5)
     floor = prims.floor(src)
     t = prims.sub(src, floor)
