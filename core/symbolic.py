@@ -36,9 +36,10 @@ from .size_polynomials import Poly
 __all__ = ["BelowPythonAPI", "SizeBelowPythonAPI", "SymInt", "ShapeEnv", "is_symbolic", "source", "symbols_of", "concrete_shape", "concrete_value", "slice_indices", "guarded_int", "guarded_residue", "same_shape", "same_size", "lone_symbol", "size_read"]
 
 
-def size_read(input_name: str, dim: int | None) -> str:
-    """The Python that reads a size symbol's value from where `ShapeEnv.symbols` says it is."""
-    return input_name if dim is None else f"{input_name}.shape[{dim}]"
+def size_read(input_name: str, dim: int | None, negated: bool = False) -> str:
+    """The Python that reads a size symbol's value from where `ShapeEnv.symbols` says it is
+    (`negated`: one of `ShapeEnv.negated`)."""
+    return (f"-{input_name}" if negated else input_name) if dim is None else f"{input_name}.shape[{dim}]"
 
 
 class ShapeEnv:
@@ -61,9 +62,12 @@ class ShapeEnv:
         # of those, the symbols whose value in the traced call is 1 (a KV cache one token long):
         # always in `ones`; a comparison that 1 and "2 or more" answer apart is answered for 1
         self.traced_at_one: frozenset[str] = frozenset()
+        # symbols read as the negation of the int input they come from (an int argument made a
+        # size whose value is -2 or less: `x[:, :n]` with n = -3 is `x[:, :-s0]`)
+        self.negated: set[str] = set()
         self._by_value: dict[int, str] = {}
 
-    def symbol(self, value: int, input_name: str, dim: int | None, *, share: bool = True, may_be_one: bool = False) -> SymInt:
+    def symbol(self, value: int, input_name: str, dim: int | None, *, share: bool = True, may_be_one: bool = False, negated: bool = False) -> SymInt:
         """The size symbol for dimension `dim` of the input `input_name` (None: the input itself,
         an int an argument object holds), whose value is `value` (>= 2, or 1 with `may_be_one`
         and not `share`: `traced_at_one`); inputs' dimensions of
@@ -80,7 +84,10 @@ class ShapeEnv:
         A symbol whose value is 1 stands for 1 or more from this call on: the trace answers
         every comparison as it holds at 1, guarded where 2 or more would answer otherwise, so
         the program serves the later sizes wherever nothing in it depended on this one being 1
-        (a decoding step traced with a cache one token long serves the longer ones)."""
+        (a decoding step traced with a cache one token long serves the longer ones).
+
+        With `negated` (an int input, `dim` None, not shared) the symbol is read as the negation
+        of that input, whose value is then -`value`."""
         if value < 2 and not (value == 1 and may_be_one and not share):
             raise ValueError(f"squall: a size symbol of value {value} (sizes 0 and 1 are constants but for a tensor's own symbol that may be 1)")
         name = self._by_value.get(value) if share else None
@@ -89,6 +96,8 @@ class ShapeEnv:
             if share:
                 self._by_value[value] = name
             self.symbols[name] = (value, input_name, dim)
+            if negated:
+                self.negated.add(name)
             if may_be_one:
                 self.ones = self.ones | {name}
             if value == 1:
@@ -98,6 +107,10 @@ class ShapeEnv:
             if not may_be_one and name in self.ones:
                 self.at_least_two({name})  # a dimension keyed as 2 or more shares it
         return SymInt(((((("s", name),), 1),)), value, self)
+
+    def size(self, name: str) -> SymInt:
+        """The symbol `name` alone, as a size (with its value in the traced call)."""
+        return SymInt(((((("s", name),), 1),)), self.symbols[name][0], self)
 
     def at_least_two(self, names: set[str]) -> None:
         """The trace relies on each of the symbols `names` being 2 or more: guarded so (a call of

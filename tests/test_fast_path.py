@@ -281,3 +281,24 @@ def test_a_keyword_call_under_autocast_is_not_served_by_the_recent_entry():
     assert_close(again, out, rtol=0, atol=0)
     assert not torch.equal(out, m(x=x, mask=mask))  # (that rounding shows)
     assert_close(jm(x=x, mask=mask), m(x=x, mask=mask), rtol=0, atol=0)  # and the plain call's recent entry is still its own
+
+
+def test_a_negative_size_takes_the_recent_entry_only_for_negative_values():
+    # an int bound of -2 or less is a negated size symbol (keyed apart from its values of 2 or more)
+    hit_last = _slot_hit_last()
+
+    def head(x, n):
+        return x[:n] * 2
+
+    jf, x = squall.jit(head), torch.randn(16)
+    for n in (-3, -4, -5, -6):
+        assert_close(jf(x, n), head(x, n))
+    slot, misses = hit_last(jf), jf.cache_info().misses
+    for n in (-2, -7, -15):
+        hits = slot[1]
+        assert_close(jf(x, n), head(x, n))
+        assert slot[1] == hits + 1 and jf.cache_info().misses == misses
+    for n in (5, -1, 1, 0, -16, -40):
+        hits = slot[1]
+        assert_close(jf(x, n), head(x, n))
+        assert slot[1] == hits or n <= -16, n  # past the start the negated symbol's guards fail: not this program

@@ -1,13 +1,15 @@
 """An int argument that changes from call to call used as a size (a slice bound, `narrow`'s
 length, `arange(n)`, `torch.tensor([pos])`): after one trace as a run-time number that had to
 read it, it is a size symbol (`DynamicDims.number_size`), so its values of 2 or more share one
-program, answering as eager at every value (negative, zero, past the end, equal to the size)."""
+program, answering as eager at every value (negative, zero, past the end, equal to the size).
+Its values of -2 or less share another (the negation of a size symbol, keyed apart)."""
 from __future__ import annotations
 
 import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.testing import assert_close
 
 import squall
@@ -93,3 +95,57 @@ def test_a_bool_slice_bound_is_read_as_its_int_as_eager():
     for flag in (True, False, True):
         for got, want in zip(jf(x, flag), f(x, flag)):
             torch.testing.assert_close(got, want)
+
+
+NEGATIVE = (-1, -2, -3, -4, -5, -6, -7, -8, -9, -20, -3)
+
+
+@pytest.mark.parametrize("name, fn, values, most", [
+    # compiles: -1 and -2 by value, the trace as a number, the size, then past the start
+    ("x[:, :n]", lambda x, n: x[:, :n] * 2, NEGATIVE, 5),
+    ("x[n:]", lambda x, n: x[n:] * 2, NEGATIVE, 5),
+    ("x[:, n:-1]", lambda x, n: x[:, n:-1] * 2, NEGATIVE, 5),
+    ("x.narrow(0, n, 2)", lambda x, n: x.narrow(0, n, 2) * 2, NEGATIVE[1:8], 3),
+])
+def test_a_negative_int_as_a_slice_bound_compiles_once_for_its_values(name, fn, values, most):
+    # a value of -2 or less is the negation of a size symbol (`x[:, :-s0]`), keyed apart from the
+    # positive ones: one program for -2 .. -8; -1 by value, as 1 is
+    calls = [(torch.randn(8, 8), n) for n in values]
+    assert _misses(fn, calls) <= most  # one compile per value before
+
+
+def test_a_negative_slice_bound_under_gradients():
+    def fn(x, n):
+        return (x[n:] * x[n:]).sum()
+
+    jf = squall.jit(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", squall.SquallWarning)
+        for n in (-2, -3, -4, -5, -7, 3, -6, 4):
+            x = torch.randn(8, 4, requires_grad=True)
+            xj = x.detach().clone().requires_grad_()
+            assert_close(jf(xj, n), fn(x, n))
+            fn(x, n).backward()
+            jf(xj, n).backward()
+            assert_close(xj.grad, x.grad)
+    assert jf.cache_info().misses <= 5  # 8 before: -2 by value, the number trace, the size, the positive ones
+
+
+@pytest.mark.parametrize("mode", ["constant", "replicate", "reflect", "circular"])
+def test_a_changing_int_as_a_pad_trains_as_eager(mode):
+    # the backward computes only with 8 + s0 (a slice of the cotangent), never s0 alone: its
+    # generated code had no input to read s0 from, and raised NotImplementedError at the third call
+    def fn(x, n):
+        return F.pad(x[None], (0, n), mode=mode)[0] * 2
+
+    jf = squall.jit(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", squall.SquallWarning)
+        for n in (2, 3, 4, 5, 6, 7, 3):
+            x = torch.randn(4, 8, requires_grad=True)
+            xj = x.detach().clone().requires_grad_()
+            assert_close(jf(xj, n), fn(x, n))
+            fn(x, n).sum().backward()
+            jf(xj, n).sum().backward()
+            assert_close(xj.grad, x.grad)
+    assert jf.cache_info().misses <= 3  # 2 by value, the trace as a number, the size

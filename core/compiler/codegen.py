@@ -15,7 +15,7 @@ from ..guards import GuardFailed
 from ..proxies import symbol_reads, type_string
 from ..sources import load_source
 from ..symbol import DEL, BoundSymbol, flat_proxies
-from ..symbolic import SymInt, symbols_of
+from ..symbolic import SymInt, size_read, symbols_of
 from ..symshape import SymShape
 from ..trace import Trace, ValuePrinter, route_source
 
@@ -155,7 +155,7 @@ def _size_prologue(trace: Trace, bindings: list[InputBinding], bsyms: list[Bound
         # an int (an argument, or one an argument object holds), read as a binding: the size itself;
         # a function it is no input of (a backward) reads it from a tensor dimension that carries it
         if dim is None and input_name in inputs:
-            readers[symbol] = input_name  # (the tensor dimensions that alias it are checked against it)
+            readers[symbol] = size_read(input_name, dim, symbol in env.negated)  # (the tensor dimensions that alias it are checked against it)
     used: set[str] = set()
     for bsym in bsyms:
         used |= _symbols_in((bsym.args, bsym.kwargs))

@@ -540,10 +540,14 @@ def _size_carrier(d: _Differentiator, recorded: list[BoundSymbol], backward_inpu
                 name = lone_symbol(n)
                 if name in missing:
                     sizes.setdefault(name, n)
-    # a symbol no tensor has as a dimension (an int argument made a size) as the calls give it
+    # a symbol no tensor has as a dimension (an int argument made a size) as the calls give it, or
+    # alone where they compute only with expressions of it (`F.pad(x, (0, n))`'s backward slices at 8 + s0)
+    env = getattr(d.trace.context, "shapes", None)
     for name in missing - sizes.keys():
         if in_calls[name] is not None:
             sizes[name] = in_calls[name]
+        elif env is not None and name in env.symbols:
+            sizes[name] = env.size(name)
     if set(sizes) != missing:
         return None  # the backward's code generation names what it cannot read
     anchor = next(p for p in d.trace.inputs if isinstance(p, TensorProxy))

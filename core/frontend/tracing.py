@@ -510,12 +510,15 @@ def trace_program(
             if ctx.speculation is not None:
                 ctx.speculation.bind(p, x)
             return p
-        if type(x) is int and x >= 2 and dims and dims.get(path) is NUMBER_SIZE:
+        if type(x) is int and (x >= 2 or x <= -2) and dims and dims.get(path) is NUMBER_SIZE:
             # an int argument whose run-time number was read as a size (a slice bound, `arange(n)`):
-            # a size symbol read from it at every call (0 and 1 are keyed apart, as sizes are)
+            # a size symbol read from it at every call (-1, 0 and 1 are keyed apart, as sizes are);
+            # a negative one (`x[:, :n]` with n = -3, keyed apart) the negation of a symbol read as -n
             name = _local_name(hint, taken)
             ctx.inputs.append(NumberProxy(name, int, x))
             paths.append(path)
+            if x < 0:
+                return -ctx.shapes.symbol(-x, name, None, share=False, negated=True)
             return ctx.shapes.symbol(x, name, None, share=False)
         if path in dynamic and type(x) in (int, float):
             p = numbers.number_input(ctx, _local_name(hint, taken), x)

@@ -23,12 +23,13 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from ..proxies import GRADIENT_NOT_MODELLED, TensorProxy, current_context, real_tensor
 from ..proxy_methods import TENSOR_METHODS
 from ..symbol import Symbol, Tags, running_inside, snapshot_call
-from ..symbolic import SymInt, guarded_int
+from ..symbolic import SymInt, concrete_shape, concrete_value, guarded_int
 from . import numbers
 from .autocast import AutocastCasts, autocast_state
 from .eager_identity import may_return_an_input, returned_inputs
 from .functionalization import opaque_writes
 from .inlined import INLINED
+from .opaque_shapes import output_shapes
 from .python_arguments import DATA_FACTORIES, numpy_scalars, plain_arguments, refuse_numpy_arrays
 from .torchnames import TORCH_KEYWORD_ALIASES, qualified_name, torch_keywords
 from .unmodelled import NotModelled, UndecidedOverlap, UnmodelledMode  # noqa: F401 - where squall.runtime and the frontend take them from
@@ -458,10 +459,15 @@ class TorchLanguage:
         proxies = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, TensorProxy)]
         device = proxies[0].device
 
+        # where squall knows the outputs' shapes as expressions of the inputs' (squall.ltorch.opaque_shapes),
+        # the meta device runs at this call's sizes unread; else it learns the output shape at these
+        # sizes, each read and guarded
+        shapes = output_shapes(func, args, kwargs)
+        size = concrete_value if shapes is not None else guarded_int
+
         def to_meta(x):
             if isinstance(x, TensorProxy):
-                # the op's output shape is learnt at these sizes: each is read and guarded
-                return torch.empty(tuple(map(guarded_int, x.shape)), dtype=x.dtype, device="meta")
+                return torch.empty(tuple(map(size, x.shape)), dtype=x.dtype, device="meta")
             if real_tensor(x):
                 return x.to("meta")
             if type(x) is SymInt:  # a size as a number argument (fill_(x.shape[1])): torch takes ints only
@@ -501,16 +507,22 @@ class TorchLanguage:
                 stacklevel=4,
             )
 
+        results = [r for r in tree_flatten(meta_out)[0] if isinstance(r, torch.Tensor)]
+        if shapes is not None and (len(shapes) != len(results) or any(concrete_shape(s) != tuple(r.shape) for s, r in zip(shapes, results))):
+            for x, _, _ in metas:  # (a rule that disagrees with torch: its sizes read and guarded, as without one)
+                tuple(map(guarded_int, x.shape))
+            shapes = None
+        symbolic = {id(r): s for r, s in zip(results, shapes)} if shapes is not None else {}
+
         def from_meta(x):
             if real_tensor(x):
-                return TensorProxy(shape=x.shape, dtype=x.dtype, device=device, requires_grad=x.requires_grad)
+                return TensorProxy(shape=symbolic.get(id(x), x.shape), dtype=x.dtype, device=device, requires_grad=x.requires_grad)
             return x
 
         if all(m._version == version for _, m, version in metas):
             # eager returns its argument itself (atleast_1d of a matrix, real of a real tensor): so does the
             # program, and a gradient reaches the argument through it as in eager, whatever the grad mode
             argument = {id(m): x for x, m, _ in metas}
-            results = [r for r in tree_flatten(meta_out)[0] if isinstance(r, torch.Tensor)]
             if results and all(id(r) in argument for r in results):
                 return tree_map(lambda r: argument[id(r)] if isinstance(r, torch.Tensor) else r, meta_out)
 

@@ -7,6 +7,7 @@ dtype=, device=, layout=, pin_memory=, requires_grad= keywords torch accepts.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -20,7 +21,7 @@ from .helpers import cast_number, check, is_number, is_tensor, number_dtype, on_
 from ..proxies import TensorProxy, current_context
 from ..symbol import Tags, called_from_torch
 from ..prims.base import is_size
-from ..symbolic import SymInt, concrete_value, guarded_int
+from ..symbolic import SymInt, concrete_value
 
 __all__ = [
     "zeros", "ones", "empty", "full", "scalar_tensor", "zeros_like", "ones_like", "empty_like",
@@ -290,7 +291,6 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     check_factory_kwargs("linspace", layout=layout, out=out, pin_memory=pin_memory, requires_grad=requires_grad)
     _scalar_arg("linspace", "start", start)
     _scalar_arg("linspace", "end", end)
-    steps = guarded_int(steps)  # the values depend on it, not only the shape: read and guarded
     check(isinstance(steps, int) and not isinstance(steps, bool), lambda: f"linspace(): argument 'steps' must be int, not {type(steps).__name__}", TypeError)
     check(steps >= 0, lambda: "number of steps must be non-negative", RuntimeError)
     dtype = torch.get_default_dtype() if dtype is None else dtype
@@ -302,11 +302,18 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     compute = torch.float64 if not dtype.is_floating_point else (torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype)
     if not dtype.is_floating_point:
         start, end = int(start), int(end)  # torch truncates the bounds to the integer dtype first
-    step = (float(end) - float(start)) / (steps - 1)
+    last = steps - 1
+    if type(steps) is SymInt:
+        # a size: the program computes the step at this call's steps, in `compute` as the kernel
+        # does, rather than read and guard it (a compile per length)
+        bound = functools.partial(prims.full, (), device=device, dtype=compute)
+        step = prims.broadcast_in_dim(prims.div(prims.sub(bound(float(end)), bound(float(start))), last), (steps,), ())
+    else:
+        step, last = (float(end) - float(start)) / last, float(last)
     idx = prims.iota(steps, start=0, step=1, device=device, dtype=torch.int64)
     fidx = prims.convert_element_type(idx, compute)
     from_start = prims.add(prims.mul(fidx, step), float(start))
-    from_end = prims.sub(float(end), prims.mul(prims.sub(float(steps - 1), fidx), step))
+    from_end = prims.sub(float(end), prims.mul(prims.sub(last, fidx), step))
     values = prims.where(prims.lt(idx, steps // 2), from_start, from_end)
     return values if values.dtype == dtype else prims.convert_element_type(values, dtype)
 

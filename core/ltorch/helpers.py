@@ -61,6 +61,10 @@ def cast_number(x, dtype: torch.dtype):
     A run-time number stays one where no truncation can happen (else its value is read)."""
     if type(x) is NumberProxy and (dtype == torch.bool or dtype_category(dtype) >= dtype_category(number_dtype(x))):
         return _number_to_dtype(x, dtype)
+    if type(x) is SymInt and dtype != torch.bool and not dtype.is_complex:
+        # a size (`torch.full(shape, x.shape[1])`): filled at run time with this call's value, which
+        # torch converts to `dtype` as eager's call does, not read and guarded (a compile per size)
+        return x
     if dtype == torch.bool:
         return bool(x)
     if dtype.is_complex:

@@ -12,7 +12,7 @@ from .unmodelled import NotModelled
 from .helpers import canonical_dim, check, is_tensor
 from .shape import _sizes, _slice_dim, clone, unsqueeze
 from ..proxies import TensorProxy
-from ..symbolic import guarded_int
+from ..symbolic import SymInt, guarded_int, guarded_residue, source
 
 __all__ = [
     "cat", "concatenate", "stack", "hstack", "vstack", "dstack", "split", "split_method", "chunk",
@@ -108,15 +108,21 @@ def dstack(tensors):
 # --- splits ---------------------------------------------------------------------------------
 
 
-def _split_sizes(a: TensorProxy, d: int, split_size) -> list[int]:
-    # how many pieces a split makes depends on the sizes' values: read, guarded
-    n, split_size = guarded_int(a.shape[d]), guarded_int(split_size)
-    if isinstance(split_size, int):
-        check(split_size >= 0, lambda: f"split expects split_size be non-negative, but got split_size={split_size}")
-        check(split_size > 0 or n == 0, lambda: f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
+def _split_sizes(a: TensorProxy, d: int, split_size) -> list[int | SymInt]:
+    n = a.shape[d]
+    if isinstance(split_size, int):  # (a symbolic size too)
+        check(split_size >= 0, lambda: f"split expects split_size be non-negative, but got split_size={source(split_size)}")
+        check(split_size > 0 or n == 0, lambda: f"split_size can only be 0 if dimension size is 0, but got dimension size of {source(n)}")
         if n == 0:
             return [0]
-        return [split_size] * (n // split_size) + ([n % split_size] if n % split_size else [])
+        # how many pieces it makes is the program's structure: guarded as the relation it is
+        # (`(s0 + 1) // 2 == 3`), not by reading the sizes (a compile per length), so the lengths
+        # with one piece count share a program (and `x.split(x.shape[-1] // 3, -1)` has one for
+        # every width); past a few piece counts the policy runs the signature eagerly, saying so
+        # (squall.runtime.policy). The last piece is what is left, 1 to split_size long.
+        count = guarded_residue((n + split_size - 1) // split_size)
+        return [split_size] * (count - 1) + [n - (count - 1) * split_size]
+    n = guarded_int(n)  # (sizes given one by one: read, guarded, as they are compared one by one)
     sizes = _sizes("split", (split_size,))
     check(
         sum(sizes) == n and all(s >= 0 for s in sizes),

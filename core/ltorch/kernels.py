@@ -95,7 +95,7 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     dims = _trailing(input, normalized_shape)
     x = _up(input)
     n = math.prod(x.shape[d] for d in dims)
-    mean = prims.div(prims.sum(x, dims), float(max(n, 1)))
+    mean = prims.div(prims.sum(x, dims), count_operand(max(n, 1)))
     rstd = prims.rsqrt(prims.add(prims.var(x, dims, correction=0), float(eps)))
     out = prims.mul(prims.sub(x, _keep(mean, x.shape, dims)), _keep(rstd, x.shape, dims))
     if weight is not None:
@@ -144,7 +144,7 @@ def fused_rms_norm(input, normalized_shape, weight, eps):
     x = _up(input)
     eps = torch.finfo(x.dtype).eps if eps is None else float(eps)
     n = math.prod(x.shape[d] for d in dims)
-    rstd = prims.rsqrt(prims.add(prims.div(prims.sum(prims.mul(x, x), dims), float(max(n, 1))), eps))
+    rstd = prims.rsqrt(prims.add(prims.div(prims.sum(prims.mul(x, x), dims), count_operand(max(n, 1))), eps))
     out = prims.mul(x, _keep(rstd, x.shape, dims))
     if weight is not None:
         out = prims.mul(out, prims.broadcast_in_dim(_up(weight), x.shape, dims))
@@ -534,7 +534,7 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     """Group norm of (N, C, *) input; also the (N, group) mean and rstd the backward reads."""
     x = _up(input)
     grouped = _grouped(x, N, group)
-    mean = prims.div(prims.sum(grouped, (2,)), float(max(grouped.shape[2], 1)))
+    mean = prims.div(prims.sum(grouped, (2,)), count_operand(max(grouped.shape[2], 1)))
     rstd = prims.rsqrt(prims.add(prims.var(grouped, (2,), correction=0), float(eps)))
     out = prims.mul(prims.sub(grouped, _keep(mean, grouped.shape, (2,))), _keep(rstd, grouped.shape, (2,)))
     out = prims.reshape(out, tuple(input.shape))

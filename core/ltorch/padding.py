@@ -19,8 +19,8 @@ def _edge_pad(a: TensorProxy, d: int, lo: int, hi: int, mode: str) -> TensorProx
     n = a.shape[d]
     if mode == "replicate":
         check(n > 0 or lo + hi == 0, lambda: f"padding size should be less than the corresponding input dimension, but got: padding ({lo}, {hi}) at dimension {d} of input {list(a.shape)}")
-        left = [_slice_dim(a, d, 0, 1)] * lo
-        right = [_slice_dim(a, d, n - 1, n)] * hi
+        left = [_edge_repeated(a, d, 0, lo)] if lo else []
+        right = [_edge_repeated(a, d, n - 1, hi)] if hi else []
     elif mode == "reflect":
         check(lo < n and hi < n, lambda: f"Argument #4: Padding size should be less than the corresponding input dimension, but got: padding ({lo}, {hi}) at dimension {d} of input {list(a.shape)}")
         left = [prims.flip(_slice_dim(a, d, 1, lo + 1), (d,))] if lo else []
@@ -30,6 +30,13 @@ def _edge_pad(a: TensorProxy, d: int, lo: int, hi: int, mode: str) -> TensorProx
         left = [_slice_dim(a, d, n - lo, n)] if lo else []
         right = [_slice_dim(a, d, 0, hi)] if hi else []
     return prims.cat([*left, a, *right], d) if left or right else a
+
+
+def _edge_repeated(a: TensorProxy, d: int, at: int, count: int) -> TensorProxy:
+    """The slice of `a` at `at` along `d`, `count` times over: a broadcast, so a symbolic count
+    stays a size (a list of `count` slices read its value)."""
+    edge = _slice_dim(a, d, at, at + 1)
+    return prims.broadcast_in_dim(edge, tuple(count if i == d else n for i, n in enumerate(edge.shape)), tuple(range(edge.ndim)))
 
 
 @torchsymbol(torch.nn.functional.pad)

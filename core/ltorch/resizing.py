@@ -11,6 +11,7 @@ from .unmodelled import NotModelled
 from .helpers import check, computation_dtype, is_tensor, to_dtype
 from .pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 from ..proxies import TensorProxy
+from ..symbolic import SymInt
 
 __all__ = [
     "pixel_shuffle", "pixel_unshuffle", "interpolate",
@@ -87,30 +88,55 @@ def _output_sizes(input: TensorProxy, n: int, size, scale_factor, recompute_scal
             lambda: f"Input and output must have the same number of spatial dimensions, but got input with spatial dimensions of {spatial} and output size of {sizes}. Please provide input tensor in (N, C, d1, d2, ...,dK) format and output size in (o1, o2, ...,oK) format.",
             ValueError,
         )
-        return [int(s) for s in sizes], [None] * n
+        return [s if type(s) is SymInt else int(s) for s in sizes], [None] * n
     scales = list(scale_factor) if isinstance(scale_factor, (list, tuple)) else [scale_factor] * n
     check(
         len(scales) == n,
         lambda: f"Input and scale_factor must have the same number of spatial dimensions, but got input with spatial dimensions of {spatial} and scale_factor of shape {scales}. Please provide input tensor in (N, C, d1, d2, ...,dK) format and scale_factor in (s1, s2, ...,sK) format.",
         ValueError,
     )
-    sizes = [math.floor(float(L) * float(s)) for L, s in zip(spatial, scales)]
+    sizes = [_scaled_size(L, float(s)) for L, s in zip(spatial, scales)]
     return sizes, ([None] * n if recompute_scale_factor else [float(s) for s in scales])
+
+
+def _scaled_size(L: int | SymInt, scale: float) -> int | SymInt:
+    """floor(L * scale), as torch computes it in double. A symbolic L stays a size expression
+    (`2*s0`, `(3*s0) // 2`) where the scale is a ratio p / 2**k with a small p (any double is one
+    with a power of two below): L * p / 2**k is then exact in double, so the floor is eager's, for
+    every L the guard below admits. Else the value of L is read (guarded)."""
+    num, den = scale.as_integer_ratio() if math.isfinite(scale) else (0, 0)
+    if type(L) is SymInt and 0 < num <= _EXACT_NUMERATOR and L < 2**53 // _EXACT_NUMERATOR:  # (a shape guard)
+        return L * num if den == 1 else (L * num) // den
+    return math.floor(float(L) * scale)
+
+
+_EXACT_NUMERATOR = 2**20  # (2, 0.5, 1.5, 2.25, 0.3125, ...)
 
 
 def _source_positions(L: int, out: int, scale: float | None, align_corners: bool, *, nearest: str | None, device, dtype) -> TensorProxy:
     """For each output position, the (fractional) input position it samples, as torch computes it."""
     i = prims.iota(out, start=0, step=1, device=device, dtype=dtype)
     if nearest is not None:
-        ratio = 1.0 / scale if scale is not None and scale > 0 else L / out
+        ratio = 1.0 / scale if scale is not None and scale > 0 else _size_ratio(L, out, device, dtype)
         offset = 0.5 if nearest == "nearest-exact" else 0.0
         return prims.mul(prims.add(i, offset), ratio) if offset else prims.mul(i, ratio)
     if align_corners:
         ratio = (L - 1) / (out - 1) if out > 1 else 0.0
         return prims.mul(i, ratio)
-    ratio = 1.0 / scale if scale is not None and scale > 0 else L / out
+    ratio = 1.0 / scale if scale is not None and scale > 0 else _size_ratio(L, out, device, dtype)
     src = prims.sub(prims.mul(prims.add(i, 0.5), ratio), 0.5)
     return prims.maximum(src, 0.0)  # linear modes clamp negative positions to 0
+
+
+def _size_ratio(L: int | SymInt, out: int | SymInt, device, dtype) -> float | TensorProxy:
+    """L / out, by which an output position scales to an input one where no scale factor is
+    given: a number where both are constants; where a size is symbolic, computed by the program
+    as the kernel does, `(float) L / out` in `dtype`, broadcast over the `out` positions (its
+    value read would compile once per size)."""
+    if type(L) is not SymInt and type(out) is not SymInt:
+        return L / out
+    ratio = prims.div(prims.full((), L, device=device, dtype=dtype), out)
+    return prims.broadcast_in_dim(ratio, (out,), ())
 
 
 def _gather(x: TensorProxy, dim: int, index: TensorProxy) -> TensorProxy:
@@ -138,7 +164,7 @@ def _resize_dim_cubic(x: TensorProxy, dim: int, out: int, scale, align_corners: 
     if align_corners:
         src = prims.mul(i, (L - 1) / (out - 1) if out > 1 else 0.0)
     else:  # (unlike the linear modes', a negative position is not clamped)
-        ratio = 1.0 / scale if scale is not None and scale > 0 else L / out
+        ratio = 1.0 / scale if scale is not None and scale > 0 else _size_ratio(L, out, x.device, pos_dtype)
         src = prims.sub(prims.mul(prims.add(i, 0.5), ratio), 0.5)
     floor = prims.floor(src)
     t = prims.sub(src, floor)

@@ -277,7 +277,7 @@ def _recent(cache: dict, checks: dict, entry: list, key: tuple, values: tuple, s
     takes this path too, not the key's. A positional number (`values` of a call by position, with
     `shapes` None) is checked as its key part holds it: its exact type, and its value, or for a
     dynamic number (at a path in `number_paths`) nothing more, for a size symbol that it is 2 or
-    more (`dynamic_key`): a call of `f(cache, kv, pos)` with a new `pos` takes this path too."""
+    more, or -2 or less for a negated one (`dynamic_key`): a call of `f(cache, kv, pos)` with a new `pos` takes this path too."""
     if _TensorGuards is None or cache.get(key) is not entry:
         return None
     check = checks.get(key)
@@ -300,9 +300,11 @@ def _recent_check(key: tuple, values: tuple, shapes: list | None, number_paths: 
         elif t in (int, float, bool) and shapes is None:
             kind, part = key[at], key[at + 1]
             conditions.append(f"type({name}) is {kind.__name__}")
-            if part is not DYNAMIC and kind is float:
+            if part is DYNAMIC_NEGATIVE:
+                conditions.append(f"{name} <= -2")  # a negated size symbol
+            elif type(part) is _Dynamic and part is not DYNAMIC or part is not DYNAMIC and kind is float:
                 return None  # (a float keyed by value: -0.0 and nan keyed apart, `scalar_key`)
-            if part is not DYNAMIC:
+            elif part is not DYNAMIC:
                 conditions.append(f"{name} == {part!r}")
             elif kind is int and ("args", i) not in number_paths:
                 conditions.append(f"{name} >= 2")  # a size symbol
@@ -533,13 +535,24 @@ def make_entry_point(fn: Callable, *, module: bool, cache: dict, compile_: Calla
 class _Dynamic:
     """What a dynamic number's key holds in place of its value (one object, compared by identity)."""
 
-    __slots__ = ()
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
 
     def __repr__(self) -> str:
-        return "<dynamic>"
+        return self.text
 
 
-DYNAMIC = _Dynamic()
+DYNAMIC = _Dynamic("<dynamic>")
+# an int argument made a size whose value is -2 or less (`x[:, :n]` with n = -3): traced as the
+# negation of a size symbol, so keyed apart from its values of 2 or more (and from -1, 0 and 1)
+DYNAMIC_NEGATIVE = _Dynamic("<dynamic negative>")
+
+
+def _sized_int(a: int) -> _Dynamic | None:
+    """What an int at a size symbol's path (`DynamicDims.number_size`) is keyed as: None where by its value."""
+    return DYNAMIC if a >= 2 else DYNAMIC_NEGATIVE if a <= -2 else None
 _DYNAMIC_TYPES = (int, float)  # not bool: a flag picks a program, it is not data
 
 
@@ -558,8 +571,10 @@ def dynamic_key(key: tuple, args: tuple, kwargs: dict, paths: set | frozenset, d
                 parts[at] = masked_shape(a.shape, dims[("args", i)])
             at += 4
         elif t in _SCALARS:
-            if (t is int or t is float) and ("args", i) in paths or t is int and a >= 2 and ("args", i) in dims:
-                parts[at + 1] = DYNAMIC  # (an int at a path of `dims`: a size symbol, `DynamicDims.number_size`)
+            if (t is int or t is float) and ("args", i) in paths:
+                parts[at + 1] = DYNAMIC
+            elif t is int and ("args", i) in dims and _sized_int(a) is not None:
+                parts[at + 1] = _sized_int(a)  # (an int at a path of `dims`: a size symbol, `DynamicDims.number_size`)
             at += 2
         else:
             if t is list or t is tuple or t is dict or isinstance(a, _Tensor) or pytree_container(a):
@@ -581,7 +596,9 @@ def _masked(part: Any, x: Any, path: tuple, paths: set | frozenset, dims: dict) 
     masked, walking x's plain containers."""
     t = type(x)
     if t is int or t is float:
-        return (t, DYNAMIC) if path in paths or t is int and x >= 2 and path in dims else part
+        if path in paths:
+            return (t, DYNAMIC)
+        return (t, _sized_int(x)) if t is int and path in dims and _sized_int(x) is not None else part
     if isinstance(x, _Tensor):
         return (masked_shape(x.shape, dims[path]), *part[1:]) if path in dims else part
     if (t is list or t is tuple or t is dict or pytree_container(x)) and (any(p[: len(path)] == path and len(p) > len(path) for p in paths)

@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ... import prims
+from ...ltorch.helpers import count_operand, times_ratio
 from ...prims.base import PrimIDs
 from ...proxies import TensorProxy
+from ...symbolic import SymInt
 from ..gradients import GradCall
 from .support import expand, last_two_swapped, moved_last, per_argument, real_only, restored, zeros
 
@@ -72,10 +74,16 @@ def _var(call: GradCall) -> tuple:
     n = 1
     for d in dims:
         n *= a.shape[d]
-    mean = expand(prims.div(prims.sum(a, dims), float(n)), a.shape, dims)
+    mean = expand(prims.div(prims.sum(a, dims), count_operand(n)), a.shape, dims)
     # 2 (a - mean) / (n - correction); PyTorch divides by zero too when n == correction
-    scale = 2.0 / (n - correction) if n != correction else float("inf")
-    return (prims.mul(expand(call.g, a.shape, dims), prims.mul(prims.sub(a, mean), scale)),)
+    centered = prims.sub(a, mean)
+    if type(n) is SymInt and type(correction) is int:
+        # the program divides by this call's n - correction, not by its value read (a compile per
+        # size); whether they are equal is a shape guard (n == 1 with correction 1: inf, as PyTorch)
+        scaled = times_ratio(centered, 2, n - correction) if n != correction else prims.mul(centered, float("inf"))
+    else:
+        scaled = prims.mul(centered, 2.0 / (n - correction) if n != correction else float("inf"))
+    return (prims.mul(expand(call.g, a.shape, dims), scaled),)
 
 
 def _reverse_cumsum(x: TensorProxy, dim: int) -> TensorProxy:
