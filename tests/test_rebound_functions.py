@@ -76,3 +76,21 @@ def test_a_wrapped_tensor_method_runs_the_users_wrapper_once(monkeypatch, name, 
     torch.testing.assert_close(torch.autograd.grad(actual.sum(), x), torch.autograd.grad(expected.sum(), x))
     monkeypatch.undo()  # the wrapper taken away: the program is guarded on it, and compiles anew
     torch.testing.assert_close(jitted(x), program(x))
+
+
+@pytest.mark.parametrize("name", ["__mul__", "__add__", "__sub__", "__truediv__", "__gt__"])
+def test_a_wrapped_tensor_operator_is_not_called_by_squalls_own_kernels(monkeypatch, name):
+    # the backward's (and the torch plan's own) elementwise kernels call torch's C operators, as
+    # eager's C++ derivative formulas do, never the user's replacement on torch.Tensor
+    original = getattr(torch.Tensor, name)
+    monkeypatch.setattr(torch.Tensor, name, lambda a, b: original(original(a, b), 2))
+
+    def program(x, y):
+        return ((x * y).sin() / (y - x) + (x > 0.5)).sum()
+
+    x, y = torch.randn(6, requires_grad=True), torch.randn(6, requires_grad=True)
+    expected = program(x, y)
+    expected_grads = torch.autograd.grad(expected, (x, y))
+    actual = squall.jit(program, executors=["torch"])(x, y)
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(torch.autograd.grad(actual, (x, y)), expected_grads)

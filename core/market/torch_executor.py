@@ -6,6 +6,7 @@ which is why a torch-only plan costs no more than eager.
 """
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 
 import torch
@@ -27,11 +28,36 @@ from .operations import OperationRegistry
 __all__ = ["TorchExecutor", "PRIM_IMPLS", "make_executor"]
 
 
+# The kernels call torch's own C methods (TensorBase's), never torch.Tensor's attributes: a user's
+# replacement of one (`torch.Tensor.__mul__ = wrapped`) is traced where the program calls it, and
+# a kernel calling it again would apply it twice (a backward's kernels stand for eager's C++
+# derivative formulas, which never call it)
+_BASE = torch._C.TensorBase
+_VF = torch._C._VariableFunctions
+
+
+def _operator(forward: Callable, reflected: Callable, on_numbers: Callable) -> Callable:
+    """A binary Python operator as torch's C method: `forward(tensor, other)`, `reflected(tensor,
+    number)` for a number on the left (as torch.Tensor's reflected operator computes it), and
+    `on_numbers` for two run-time numbers."""
+
+    def run(a, b):
+        if isinstance(a, torch.Tensor):
+            return forward(a, b)
+        return reflected(b, a) if isinstance(b, torch.Tensor) else on_numbers(a, b)
+
+    return run
+
+
+# `number / tensor` as torch.Tensor's reflected division computes it: the reciprocal times the number
+_true_divide = _operator(_BASE.__truediv__, lambda t, n: _BASE.__mul__(_BASE.reciprocal(t), n), operator.truediv)
+
+
 def _broadcast_in_dim(a, shape, broadcast_dimensions):
     view = [1] * len(shape)
     for d, n in zip(broadcast_dimensions, a.shape):
         view[d] = n
-    return a.reshape(view).expand(shape)
+    return _BASE.expand(_BASE.reshape(a, view), shape)
 
 
 def _numbers_as_tensors(fn):
@@ -49,7 +75,7 @@ def _numbers_as_tensors(fn):
 
 # --- shape impl helpers ---
 def _slice(a, start_indices, end_indices, strides):
-    return a[tuple(slice(lo, hi, st) for lo, hi, st in zip(start_indices, end_indices, strides))]
+    return _BASE.__getitem__(a, tuple(slice(lo, hi, st) for lo, hi, st in zip(start_indices, end_indices, strides)))
 
 
 def _pad(a, padding_value, padding_config):
@@ -178,14 +204,14 @@ PRIM_IMPLS = {
     PrimIDs.REAL: torch.real,
     PrimIDs.IMAG: torch.imag,
     # elementwise binary: Python operators accept a number on either side
-    PrimIDs.ADD: lambda a, b: a + b,
-    PrimIDs.SUB: lambda a, b: a - b,
-    PrimIDs.MUL: lambda a, b: a * b,
+    PrimIDs.ADD: _operator(_BASE.__add__, _BASE.__radd__, operator.add),
+    PrimIDs.SUB: _operator(_BASE.__sub__, _VF.rsub, operator.sub),
+    PrimIDs.MUL: _operator(_BASE.__mul__, _BASE.__rmul__, operator.mul),
     PrimIDs.DIV: lambda a, b, rounding_mode=None: (
-        a / b if rounding_mode is None else _numbers_as_tensors(lambda x, y: torch.div(x, y, rounding_mode=rounding_mode))(a, b)
+        _true_divide(a, b) if rounding_mode is None else _numbers_as_tensors(lambda x, y: _VF.div(x, y, rounding_mode=rounding_mode))(a, b)
     ),
-    PrimIDs.POW: lambda a, b: a**b,
-    PrimIDs.REMAINDER: lambda a, b: a % b,
+    PrimIDs.POW: _operator(_BASE.pow, lambda t, n: _VF.pow(n, t), operator.pow),
+    PrimIDs.REMAINDER: _operator(_BASE.__mod__, lambda t, n: _VF.remainder(n, t), operator.mod),
     PrimIDs.FMOD: _numbers_as_tensors(torch.fmod),
     PrimIDs.ATAN2: _numbers_as_tensors(torch.atan2),
     PrimIDs.HYPOT: _numbers_as_tensors(torch.hypot),
@@ -193,25 +219,25 @@ PRIM_IMPLS = {
     PrimIDs.NEXTAFTER: _numbers_as_tensors(torch.nextafter),
     PrimIDs.MAXIMUM: _numbers_as_tensors(torch.maximum),
     PrimIDs.MINIMUM: _numbers_as_tensors(torch.minimum),
-    PrimIDs.EQ: lambda a, b: a == b,
-    PrimIDs.NE: lambda a, b: a != b,
-    PrimIDs.LT: lambda a, b: a < b,
-    PrimIDs.LE: lambda a, b: a <= b,
-    PrimIDs.GT: lambda a, b: a > b,
-    PrimIDs.GE: lambda a, b: a >= b,
+    PrimIDs.EQ: _operator(_BASE.__eq__, _BASE.__eq__, operator.eq),
+    PrimIDs.NE: _operator(_BASE.__ne__, _BASE.__ne__, operator.ne),
+    PrimIDs.LT: _operator(_BASE.__lt__, _BASE.__gt__, operator.lt),
+    PrimIDs.LE: _operator(_BASE.__le__, _BASE.__ge__, operator.le),
+    PrimIDs.GT: _operator(_BASE.__gt__, _BASE.__lt__, operator.gt),
+    PrimIDs.GE: _operator(_BASE.__ge__, _BASE.__le__, operator.ge),
     PrimIDs.LOGICAL_AND: _numbers_as_tensors(torch.logical_and),
     PrimIDs.LOGICAL_OR: _numbers_as_tensors(torch.logical_or),
     PrimIDs.LOGICAL_XOR: _numbers_as_tensors(torch.logical_xor),
-    PrimIDs.BITWISE_AND: lambda a, b: a & b,
-    PrimIDs.BITWISE_OR: lambda a, b: a | b,
-    PrimIDs.BITWISE_XOR: lambda a, b: a ^ b,
-    PrimIDs.BITWISE_LEFT_SHIFT: lambda a, b: a << b,
-    PrimIDs.BITWISE_RIGHT_SHIFT: lambda a, b: a >> b,
+    PrimIDs.BITWISE_AND: _operator(_BASE.__and__, _BASE.__rand__, operator.and_),
+    PrimIDs.BITWISE_OR: _operator(_BASE.__or__, _BASE.__ror__, operator.or_),
+    PrimIDs.BITWISE_XOR: _operator(_BASE.__xor__, _BASE.__rxor__, operator.xor),
+    PrimIDs.BITWISE_LEFT_SHIFT: _operator(_BASE.__lshift__, lambda t, n: _VF.bitwise_left_shift(n, t), operator.lshift),
+    PrimIDs.BITWISE_RIGHT_SHIFT: _operator(_BASE.__rshift__, lambda t, n: _VF.bitwise_right_shift(n, t), operator.rshift),
     PrimIDs.WHERE: torch.where,
     # a new tensor even of the same dtype (Tensor.to(copy=True) records one): `a.to(dtype)` returns `a`
-    PrimIDs.CONVERT_ELEMENT_TYPE: lambda a, dtype: a.to(dtype, copy=True),
-    PrimIDs.COPY_: lambda dst, src: dst.copy_(src),
-    PrimIDs.DEVICE_PUT: lambda a, device, *, non_blocking: a.to(device, non_blocking=non_blocking),
+    PrimIDs.CONVERT_ELEMENT_TYPE: lambda a, dtype: _BASE.to(a, dtype, copy=True),
+    PrimIDs.COPY_: lambda dst, src: _BASE.copy_(dst, src),
+    PrimIDs.DEVICE_PUT: lambda a, device, *, non_blocking: _BASE.to(a, device, non_blocking=non_blocking),
     # --- shape prims ---
     PrimIDs.BROADCAST_IN_DIM: _broadcast_in_dim,
     PrimIDs.RESHAPE: torch.reshape,
@@ -221,7 +247,7 @@ PRIM_IMPLS = {
     PrimIDs.CAT: lambda tensors, dim: torch.cat(tuple(tensors), dim),
     PrimIDs.PAD: _pad,
     PrimIDs.FLIP: lambda a, dims: torch.flip(a, tuple(dims)),
-    PrimIDs.UNFOLD: lambda a, dim, size, step: a.unfold(dim, size, step),
+    PrimIDs.UNFOLD: lambda a, dim, size, step: _BASE.unfold(a, dim, size, step),
     # --- end shape prims ---
     # --- reduction prims ---
     PrimIDs.SUM: _sum_impl,
@@ -331,15 +357,15 @@ def _batch_norm_with_update(input, weight, bias, running_mean, running_var, mome
 
 
 def _add_(a, b, *, alpha=1):
-    a.add_(b, alpha=alpha)
+    _BASE.add_(a, b, alpha=alpha)
 
 
 def _index_copy_(input, dim, index, source):
-    input.index_copy_(dim, index, source)
+    _BASE.index_copy_(input, dim, index, source)
 
 
 def _setitem_(a, key, value):
-    a[key] = value
+    _BASE.__setitem__(a, key, value)
 
 
 # id of an operation -> how it writes results into its arguments, where a write-back follows it
