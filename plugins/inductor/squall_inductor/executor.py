@@ -41,6 +41,7 @@ from squall.extend import (
     SquallWarning,
     Symbol,
     Tags,
+    TensorProxy,
     all_prims,
     compiling_stopped,
     concrete_shape,
@@ -100,6 +101,22 @@ _INDUCTOR_REFUSES: dict[str, tuple[Callable[[BoundSymbol], bool], str]] = {
         "inductor's torch._grouped_mm takes bfloat16 operands only (its meta function refuses others)",
     ),
 }
+
+
+def _truncates_integers_unchecked(bsym: BoundSymbol) -> bool:
+    """Whether the call divides integers rounding toward zero (`torch.div(a, b, rounding_mode="trunc")`)
+    by a tensor or by 0. inductor's CPU kernel for that divides unchecked, so a zero divisor kills the
+    process with SIGFPE where eager raises ZeroDivisionError (torch 2.13; its floor division, fmod
+    and remainder of integers do check)."""
+    for p in _walk_prims(bsym):
+        if p.sym.id != PrimIDs.DIV:
+            continue
+        divisor = p.args[1]
+        rounding = p.args[2] if len(p.args) > 2 else p.kwargs.get("rounding_mode")
+        integral = not (p.output.dtype.is_floating_point or p.output.dtype.is_complex)
+        if rounding == "trunc" and integral and (isinstance(divisor, TensorProxy) or divisor == 0):
+            return True
+    return False
 
 
 def cpp_compiler() -> str | None:
@@ -249,6 +266,9 @@ class InductorExecutor(FusionExecutor):
         refuses, why = _INDUCTOR_REFUSES.get(bsym.sym.id, (None, ""))
         if refuses is not None and refuses(bsym):
             return None, f"{CHECKER_DECLINED}: {why}"
+        if _truncates_integers_unchecked(bsym):
+            return None, (f"{CHECKER_DECLINED}: integers divided rounding toward zero by a tensor: inductor's kernel does "
+                          "not check for a zero divisor (SIGFPE, where eager raises ZeroDivisionError)")
         inputs, outputs = bsym.input_proxies(), bsym.output_proxies()
         if any(type(p) is NumberProxy for p in inputs + outputs):
             # regions are compiled for constant scalars (dynamic=False): a number read at run time stays with torch

@@ -1,0 +1,70 @@
+"""Fused plans agree with eager where values, dtypes and layouts are awkward (found by a differential
+hunt over inductor regions forced in with `wait=True`): each test fails on the code before its fix."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from squall.extend import resolve_operation
+from squall.frontend.tracing import TracingContext
+from squall.proxies import TensorProxy, tracing
+
+squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor is not installed (pip install -e plugins/inductor)")
+from squall_inductor import InductorExecutor  # noqa: E402
+
+HAS_CPU_BACKEND = squall_inductor.cpp_compiler() is not None
+needs_cpu_inductor = pytest.mark.skipif(not HAS_CPU_BACKEND, reason="no C++ compiler for inductor's CPU backend (g++ or clang++)")
+
+
+def _div_call(a, b, rounding_mode):
+    ctx = TracingContext()
+    with tracing(ctx):
+        resolve_operation("torch.div")(a, b, rounding_mode=rounding_mode)
+    return ctx.scopes[0][-1]
+
+
+def test_integer_division_toward_zero_by_a_tensor_is_not_claimed():
+    # inductor's CPU kernel for it divides unchecked: a zero divisor killed the process (SIGFPE)
+    ex = InductorExecutor(choices_path=None)
+    with tracing(TracingContext()):
+        i, j = TensorProxy(shape=(4,), dtype=torch.int64, device="cpu"), TensorProxy(shape=(4,), dtype=torch.int32, device="cpu")
+        x = TensorProxy(shape=(4,), dtype=torch.float32, device="cpu")
+    for bsym in (_div_call(i, j, "trunc"), _div_call(j, j, "trunc"), _div_call(i, 0, "trunc")):
+        impl, reason = ex.offer(bsym)
+        assert impl is None and "zero divisor" in reason, reason
+    # a nonzero number, floats, and floor division (whose kernel checks) stay claimed
+    for bsym in (_div_call(i, 3, "trunc"), _div_call(x, x, "trunc"), _div_call(i, j, "floor")):
+        impl, reason = ex.offer(bsym)
+        assert (impl is not None) is HAS_CPU_BACKEND, reason
+
+
+_TRUNCATING_PROGRAM = textwrap.dedent("""
+    import tempfile, os
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
+    import torch, squall
+    from squall_inductor import InductorExecutor
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    def f(a, b):
+        return torch.div(a * 3, b, rounding_mode="trunc") * 2 + (a - b).abs()
+    a, b = torch.tensor([5, -7, 3, 4, 9, -2]), torch.tensor([2, 3, -1, 1, 4, 5])
+    jf = squall.jit(f, executors=[ex, "torch"], wait=True)
+    assert torch.equal(jf(a, b), f(a, b))
+    b[1] = 0
+    try:
+        jf(a, b)
+    except RuntimeError as e:
+        assert "ZeroDivisionError" in str(e), e
+        print("raised as eager does")
+""")
+
+
+@needs_cpu_inductor
+def test_a_fused_program_dividing_integers_toward_zero_raises_on_a_zero_divisor_as_eager_does(tmp_path):
+    done = subprocess.run([sys.executable, "-c", _TRUNCATING_PROGRAM], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "SQUALL_CACHE_DIR": str(tmp_path)})
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split("\n")[-2] == "raised as eager does"
