@@ -81,6 +81,24 @@ def test_a_fused_program_taking_a_remainder_of_large_values_agrees_with_eager(tm
     torch.testing.assert_close(jf(t), wrap_phase(t))  # inductor's remainder was off by up to 0.02 here
 
 
+@needs_cpu_inductor
+def test_a_fused_region_rounds_to_bfloat16_and_float16_where_eager_does(tmp_path, monkeypatch):
+    # inductor's default keeps float32 values where eager rounds: a down-then-up cast was dropped
+    monkeypatch.setenv("SQUALL_CACHE_DIR", str(tmp_path))
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+
+    def fake_quantize(x):
+        q = (x * 3).to(torch.bfloat16).float()
+        return q * 2 + 1, ((x.half() * 3).exp() + 1).float()
+
+    jf = squall.jit(fake_quantize, executors=[ex, "torch"], wait=True)
+    x = torch.zeros(64)  # a warm-up call of zeros: the judge sees values that round exactly
+    torch.testing.assert_close(jf(x), fake_quantize(x), rtol=0, atol=0)
+    assert squall.last_traces(jf).plan.regions
+    x = torch.randn(64)
+    torch.testing.assert_close(jf(x), fake_quantize(x), rtol=0, atol=0)
+
+
 _TRUNCATING_PROGRAM = textwrap.dedent("""
     import tempfile, os
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
