@@ -41,6 +41,7 @@ from squall.extend import (
     SquallWarning,
     Symbol,
     Tags,
+    TensorProxy,
     all_prims,
     compiling_stopped,
     concrete_shape,
@@ -100,6 +101,31 @@ _INDUCTOR_REFUSES: dict[str, tuple[Callable[[BoundSymbol], bool], str]] = {
         "inductor's torch._grouped_mm takes bfloat16 operands only (its meta function refuses others)",
     ),
 }
+
+
+def _computed_otherwise_than_eager(bsym: BoundSymbol) -> str:
+    """Why inductor's CPU kernel for the call would not compute what eager does ("" where it would), for
+    divisions whose results eager's kernels round exactly (torch 2.13):
+    - integers divided rounding toward zero by a tensor or by 0: inductor divides unchecked, so a zero
+      divisor kills the process with SIGFPE where eager raises ZeroDivisionError (its integer floor
+      division, fmod and remainder check);
+    - floating-point floor division and remainder: inductor computes floor(a / b) and a - floor(a / b) * b
+      in the tensor's dtype, where eager's are exact (from fmod): `x % 0.7` of values near 1e6 differed by
+      up to 0.11, near 1e3 by 1e-4, `-1e30 % 5.5` gave 7.6e22 for eager's 1.5, and infinities differ
+      (`inf // 2.5`: eager nan, inductor inf; `0 % inf`: eager 0, inductor nan)."""
+    for p in _walk_prims(bsym):
+        if p.sym.id not in (PrimIDs.DIV, PrimIDs.REMAINDER):
+            continue
+        floating = p.output.dtype.is_floating_point or p.output.dtype.is_complex
+        rounding = (p.args[2] if len(p.args) > 2 else p.kwargs.get("rounding_mode")) if p.sym.id == PrimIDs.DIV else None
+        divisor = p.args[1]
+        if rounding == "trunc" and not floating and (isinstance(divisor, TensorProxy) or divisor == 0):
+            return ("integers divided rounding toward zero by a tensor: inductor's kernel does not check for a zero divisor "
+                    "(SIGFPE, where eager raises ZeroDivisionError)")
+        if floating and (p.sym.id == PrimIDs.REMAINDER or rounding == "floor"):
+            return ("floating-point floor division or remainder: inductor computes a - floor(a / b) * b in the tensor's dtype, "
+                    "where eager's kernel is exact (from fmod): they differ for large magnitudes and infinities")
+    return ""
 
 
 def cpp_compiler() -> str | None:
@@ -249,6 +275,9 @@ class InductorExecutor(FusionExecutor):
         refuses, why = _INDUCTOR_REFUSES.get(bsym.sym.id, (None, ""))
         if refuses is not None and refuses(bsym):
             return None, f"{CHECKER_DECLINED}: {why}"
+        unlike_eager = _computed_otherwise_than_eager(bsym)
+        if unlike_eager:
+            return None, f"{CHECKER_DECLINED}: {unlike_eager}"
         inputs, outputs = bsym.input_proxies(), bsym.output_proxies()
         if any(type(p) is NumberProxy for p in inputs + outputs):
             # regions are compiled for constant scalars (dynamic=False): a number read at run time stays with torch

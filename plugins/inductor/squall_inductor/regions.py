@@ -115,6 +115,13 @@ def load_region(payload: bytes) -> Callable:
     return names["region"]
 
 
+# inductor settings every region compiles under, so that it rounds as eager does: by default a fused
+# kernel keeps float32 values where eager rounds them to float16 or bfloat16 (an explicit
+# `x.to(torch.bfloat16).float()` was dropped: off by 0.0018 against eager's rounding, 1.0 in a
+# bfloat16 exp chain), and the judge, comparing one call's values, passes it where they round exactly
+# (zeros, small integers) and refuses the fused plan elsewhere
+EAGER_NUMERICS = {"emulate_precision_casts": True}
+
 _PRIM_IDS = {id(fn): pid for pid, fn in TORCH_PRIM_IMPLS.items()}
 
 
@@ -195,7 +202,9 @@ def compile_with_inductor(fn: Callable, args: Sequence[torch.Tensor]) -> Callabl
     # a shape environment, without which inductor bypasses its FX graph and AOTAutograd caches
     # (a region compiled by an earlier process is then loaded, not compiled again)
     context = torch._guards.TracingContext(FakeTensorMode(shape_env=ShapeEnv()))
-    with torch._guards.tracing(context):
+    from torch._inductor import config as inductor_config
+
+    with torch._guards.tracing(context), inductor_config.patch(EAGER_NUMERICS):
         return compile_fx(graph, list(args), ignore_shape_env=True)
 
 

@@ -36,7 +36,7 @@ import torch
 
 from squall.extend import SquallWarning, SymInt, compiling_stopped, stop_compiling, TensorProxy, example_tensor, size_source, symbol_reads, symbols_of
 
-from squall_inductor.regions import CompiledRegion, examples_for, layout, layout_of, views_as_reshapes
+from squall_inductor.regions import EAGER_NUMERICS, CompiledRegion, examples_for, layout, layout_of, views_as_reshapes
 
 __all__ = [
     "SYMBOLIC_CONFIG", "SymbolicSpec", "symbolic_spec", "memory_order", "memory_orders", "spec_examples", "trace_symbolically", "compile_in_process", "guard_function",
@@ -180,7 +180,7 @@ def compile_in_process(fn: Callable, spec: SymbolicSpec) -> tuple[Callable, str]
     context = torch._guards.TracingContext(fake_mode)
     with (
         torch._guards.tracing(context),
-        inductor_config.patch(fx_graph_cache=False, **SYMBOLIC_CONFIG),
+        inductor_config.patch(fx_graph_cache=False, **EAGER_NUMERICS, **SYMBOLIC_CONFIG),
         torch._functorch.config.patch(enable_autograd_cache=False),
     ):
         compiled = compile_fx(graph, fakes)

@@ -41,7 +41,7 @@ import torch
 from squall.extend import SquallWarning, compiling_stopped, stop_compiling
 
 from squall_inductor.direct_load import DIRECT_SUFFIX, inductor_cache_dir, keep_direct, load_direct
-from squall_inductor.regions import compile_with_inductor, layout_of, region_payload
+from squall_inductor.regions import EAGER_NUMERICS, compile_with_inductor, layout_of, region_payload
 from squall_inductor.symbolic import SymbolicSpec, compile_in_process
 from squall_inductor.timeline import mark
 
@@ -474,6 +474,7 @@ def _inductor_config() -> dict:
     the defaults."""
     environment = {k: v for k, v in os.environ.items() if k.startswith("TORCHINDUCTOR_") and k != "TORCHINDUCTOR_CACHE_DIR"}
     environment["one unit"] = one_unit_enabled()
+    environment["eager numerics"] = sorted(EAGER_NUMERICS.items())  # regions kept before it rounded otherwise
     config = sys.modules.get("torch._inductor.config")
     if config is None:
         return {"environment": environment}

@@ -1,0 +1,127 @@
+"""Fused plans agree with eager where values, dtypes and layouts are awkward (found by a differential
+hunt over inductor regions forced in with `wait=True`): each test fails on the code before its fix."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import squall
+from squall.extend import resolve_operation
+from squall.frontend.tracing import TracingContext
+from squall.proxies import TensorProxy, tracing
+
+squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor is not installed (pip install -e plugins/inductor)")
+from squall_inductor import InductorExecutor  # noqa: E402
+
+HAS_CPU_BACKEND = squall_inductor.cpp_compiler() is not None
+needs_cpu_inductor = pytest.mark.skipif(not HAS_CPU_BACKEND, reason="no C++ compiler for inductor's CPU backend (g++ or clang++)")
+
+
+def _div_call(a, b, rounding_mode):
+    ctx = TracingContext()
+    with tracing(ctx):
+        resolve_operation("torch.div")(a, b, rounding_mode=rounding_mode)
+    return ctx.scopes[0][-1]
+
+
+def test_integer_division_toward_zero_by_a_tensor_is_not_claimed():
+    # inductor's CPU kernel for it divides unchecked: a zero divisor killed the process (SIGFPE)
+    ex = InductorExecutor(choices_path=None)
+    with tracing(TracingContext()):
+        i, j = TensorProxy(shape=(4,), dtype=torch.int64, device="cpu"), TensorProxy(shape=(4,), dtype=torch.int32, device="cpu")
+        x = TensorProxy(shape=(4,), dtype=torch.float32, device="cpu")
+    for bsym in (_div_call(i, j, "trunc"), _div_call(j, j, "trunc"), _div_call(i, 0, "trunc")):
+        impl, reason = ex.offer(bsym)
+        assert impl is None and "zero divisor" in reason, reason
+    # a nonzero number, floats, and floor division (whose kernel checks) stay claimed
+    for bsym in (_div_call(i, 3, "trunc"), _div_call(x, x, "trunc"), _div_call(i, j, "floor")):
+        impl, reason = ex.offer(bsym)
+        assert (impl is not None) is HAS_CPU_BACKEND, reason
+
+
+def _call(op, *args, **kwargs):
+    ctx = TracingContext()
+    with tracing(ctx):
+        resolve_operation(op)(*args, **kwargs)
+    return ctx.scopes[0][-1]
+
+
+def test_floating_point_floor_division_and_remainder_are_not_claimed():
+    # inductor computes a - floor(a / b) * b in the dtype; eager's kernels are exact (from fmod)
+    ex = InductorExecutor(choices_path=None)
+    with tracing(TracingContext()):
+        x, y = TensorProxy(shape=(4,), dtype=torch.float32, device="cpu"), TensorProxy(shape=(4,), dtype=torch.float16, device="cpu")
+        i = TensorProxy(shape=(4,), dtype=torch.int64, device="cpu")
+    for bsym in (_call("torch.remainder", x, 0.7), _call("torch.remainder", y, y), _call("torch.floor_divide", x, x),
+                 _div_call(x, 2.5, "floor")):
+        impl, reason = ex.offer(bsym)
+        assert impl is None and "floating-point floor division or remainder" in reason, reason
+    # fmod (inductor's is eager's), and integers (exact either way) stay claimed
+    for bsym in (_call("torch.fmod", x, 0.7), _call("torch.remainder", i, 3), _call("torch.floor_divide", i, i)):
+        impl, reason = ex.offer(bsym)
+        assert (impl is not None) is HAS_CPU_BACKEND, reason
+
+
+@needs_cpu_inductor
+def test_a_fused_program_taking_a_remainder_of_large_values_agrees_with_eager(tmp_path, monkeypatch):
+    monkeypatch.setenv("SQUALL_CACHE_DIR", str(tmp_path))
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+
+    def wrap_phase(t):
+        return (t % 0.7) * 2 + 1
+
+    jf = squall.jit(wrap_phase, executors=[ex, "torch"], wait=True)
+    t = torch.randn(64)  # the judge runs on this first call's values, where the two agree
+    torch.testing.assert_close(jf(t), wrap_phase(t))
+    t = torch.linspace(-2e5, 3e5, 64)
+    torch.testing.assert_close(jf(t), wrap_phase(t))  # inductor's remainder was off by up to 0.02 here
+
+
+@needs_cpu_inductor
+def test_a_fused_region_rounds_to_bfloat16_and_float16_where_eager_does(tmp_path, monkeypatch):
+    # inductor's default keeps float32 values where eager rounds: a down-then-up cast was dropped
+    monkeypatch.setenv("SQUALL_CACHE_DIR", str(tmp_path))
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+
+    def fake_quantize(x):
+        q = (x * 3).to(torch.bfloat16).float()
+        return q * 2 + 1, ((x.half() * 3).exp() + 1).float()
+
+    jf = squall.jit(fake_quantize, executors=[ex, "torch"], wait=True)
+    x = torch.zeros(64)  # a warm-up call of zeros: the judge sees values that round exactly
+    torch.testing.assert_close(jf(x), fake_quantize(x), rtol=0, atol=0)
+    assert squall.last_traces(jf).plan.regions
+    x = torch.randn(64)
+    torch.testing.assert_close(jf(x), fake_quantize(x), rtol=0, atol=0)
+
+
+_TRUNCATING_PROGRAM = textwrap.dedent("""
+    import tempfile, os
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
+    import torch, squall
+    from squall_inductor import InductorExecutor
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    def f(a, b):
+        return torch.div(a * 3, b, rounding_mode="trunc") * 2 + (a - b).abs()
+    a, b = torch.tensor([5, -7, 3, 4, 9, -2]), torch.tensor([2, 3, -1, 1, 4, 5])
+    jf = squall.jit(f, executors=[ex, "torch"], wait=True)
+    assert torch.equal(jf(a, b), f(a, b))
+    b[1] = 0
+    try:
+        jf(a, b)
+    except RuntimeError as e:
+        assert "ZeroDivisionError" in str(e), e
+        print("raised as eager does")
+""")
+
+
+@needs_cpu_inductor
+def test_a_fused_program_dividing_integers_toward_zero_raises_on_a_zero_divisor_as_eager_does(tmp_path):
+    done = subprocess.run([sys.executable, "-c", _TRUNCATING_PROGRAM], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "SQUALL_CACHE_DIR": str(tmp_path)})
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split("\n")[-2] == "raised as eager does"
