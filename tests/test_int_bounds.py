@@ -49,17 +49,7 @@ def test_a_slice_bound_under_gradients():
     def fn(x, n):
         return (x[:, :n] * x[:, :n]).sum()
 
-    jf = squall.jit(fn)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", squall.SquallWarning)
-        for n in VALUES:
-            x = torch.randn(4, 8, requires_grad=True)
-            xj = x.detach().clone().requires_grad_()
-            assert_close(jf(xj, n), fn(x, n))
-            fn(x, n).backward()
-            jf(xj, n).backward()
-            assert_close(xj.grad, x.grad)
-    assert jf.cache_info().misses <= 8
+    assert _gradients_as_eagers(fn, VALUES, (4, 8)).cache_info().misses <= 8
 
 
 @pytest.mark.parametrize("how", ["slice", "index_copy_"])
@@ -118,17 +108,7 @@ def test_a_negative_slice_bound_under_gradients():
     def fn(x, n):
         return (x[n:] * x[n:]).sum()
 
-    jf = squall.jit(fn)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", squall.SquallWarning)
-        for n in (-2, -3, -4, -5, -7, 3, -6, 4):
-            x = torch.randn(8, 4, requires_grad=True)
-            xj = x.detach().clone().requires_grad_()
-            assert_close(jf(xj, n), fn(x, n))
-            fn(x, n).backward()
-            jf(xj, n).backward()
-            assert_close(xj.grad, x.grad)
-    assert jf.cache_info().misses <= 5  # 8 before: -2 by value, the number trace, the size, the positive ones
+    assert _gradients_as_eagers(fn, (-2, -3, -4, -5, -7, 3, -6, 4), (8, 4)).cache_info().misses <= 5  # 8 before: -2 by value, the number trace, the size, the positive ones
 
 
 @pytest.mark.parametrize("mode", ["constant", "replicate", "reflect", "circular"])
@@ -149,3 +129,19 @@ def test_a_changing_int_as_a_pad_trains_as_eager(mode):
             jf(xj, n).sum().backward()
             assert_close(xj.grad, x.grad)
     assert jf.cache_info().misses <= 3  # 2 by value, the trace as a number, the size
+
+
+def _gradients_as_eagers(fn, values, shape):
+    """squall.jit(fn) called with x of `shape` and each int of `values`: its answers and x's
+    gradients asserted equal to eager's; the jitted function."""
+    jf = squall.jit(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", squall.SquallWarning)
+        for n in values:
+            x = torch.randn(*shape, requires_grad=True)
+            xj = x.detach().clone().requires_grad_()
+            assert_close(jf(xj, n), fn(x, n))
+            fn(x, n).backward()
+            jf(xj, n).backward()
+            assert_close(xj.grad, x.grad)
+    return jf
