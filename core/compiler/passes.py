@@ -74,19 +74,20 @@ def write_backs_folded(trace: Trace) -> Trace:
         dst, src = bsyms[write_back].args
         if dst.name != target.name or result.dtype != target.dtype or not same_shape(result.shape, target.shape):
             return None
-        old = _sharing_memory(bsyms, 0, target.name)
+        # (views of a tensor only its own call and its write-back read cannot exist: no walk for them)
+        old = _sharing_memory(bsyms, 0, target.name) if set(readers.get(target.name, ())) - {i, write_back} else {target.name}
         if any(p.name in old and p.name != target.name for p in bsyms[i].input_proxies()):
             return None  # the call reads a view of what it writes
-        if any(p.name in old for j in range(i + 1, write_back) for p in bsyms[j].input_proxies()):
+        if any(i < r < write_back for name in old for r in readers.get(name, ())):
             return None  # a call before the write-back reads the input's old value, which the call in place overwrites
         # the result (and its views) becomes the input's memory: never returned (nor saved for a
         # backward), nor read after a later write into the input
-        result_views = _sharing_memory(bsyms, i + 1, result.name)
+        result_views = _sharing_memory(bsyms, i + 1, result.name) if len(readers[result.name]) > 1 else {result.name}
         if returned & result_views:
             return None
-        later_write = next((j for j in range(write_back + 1, len(bsyms))
-                            if Tags.SIDE_EFFECT in bsyms[j].sym.tags and any(p.name in old for p in bsyms[j].input_proxies())), None)
-        if later_write is not None and any(p.name in result_views for b in bsyms[later_write + 1 :] for p in b.input_proxies()):
+        last_read = max((r for name in result_views for r in readers.get(name, ())), default=-1)
+        if last_read > write_back and any(Tags.SIDE_EFFECT in bsyms[w].sym.tags and w < last_read
+                                          for name in old for w in readers.get(name, ()) if w > write_back):
             return None
         return write_back
 
@@ -109,10 +110,11 @@ def write_backs_folded(trace: Trace) -> Trace:
         becomes.update((outputs[k].name, bsym.args[a]) for k, a in form.writes.items())
     if not folded:
         return trace
-    bsyms = [folded.get(i, b) for i, b in enumerate(bsyms) if i not in dropped]
-    # (a name's proxies are several objects: one per call that reads it)
-    renamed = {id(p): becomes[p.name] for b in bsyms for p in _named_proxies(b) if p.name in becomes}
-    bsyms = [b.swap_proxies(renamed) for b in bsyms]
+    # the calls that read a folded result read the input it was written into (a name's proxies are
+    # several objects: one per call that reads it)
+    reading = {r for name in becomes for r in readers.get(name, ())} - dropped
+    renamed = {id(p): becomes[p.name] for r in reading for p in _named_proxies(bsyms[r]) if p.name in becomes}
+    bsyms = [folded.get(i, b).swap_proxies(renamed) if i in reading else folded.get(i, b) for i, b in enumerate(bsyms) if i not in dropped]
     return Trace.from_trace(trace, bsyms=bsyms, provenance="write-backs folded into the calls that compute them")
 
 
