@@ -256,7 +256,7 @@ def fusion_offers(executors: Sequence[Executor]) -> list[tuple[str, Sequence[Exe
 
 def _input_gradients(out: Any, leaves: list[torch.Tensor], without_gradient: frozenset[int] = frozenset()) -> tuple:
     """The gradients of `leaves` (the judge's example inputs that require them) from the outputs
-    of a differentiated program, each output's gradient all ones but for the outputs of squall's
+    of a differentiated program, each output's gradient `judge_cotangent`'s but for the outputs of squall's
     autograd.Function at the positions `without_gradient` names, which get none (as the user's
     calls gave them none); () where nothing is differentiated."""
     if not leaves or not torch.is_grad_enabled():
@@ -265,7 +265,16 @@ def _input_gradients(out: Any, leaves: list[torch.Tensor], without_gradient: fro
             and not (without_gradient and t.output_nr in without_gradient and isinstance(t.grad_fn, BackwardCFunction))]
     if not outs:
         return ()
-    return torch.autograd.grad(outs, leaves, grad_outputs=[torch.ones_like(t) for t in outs], allow_unused=True)
+    return torch.autograd.grad(outs, leaves, grad_outputs=[judge_cotangent(t) for t in outs], allow_unused=True)
+
+
+def judge_cotangent(t: torch.Tensor) -> torch.Tensor:
+    """The gradient the judge gives an output `t`: values in [0.5, 1.5) drawn from a generator
+    seeded the same for every plan (so the plans it compares get the same one). Not all ones: a
+    program ending in a softmax has an input gradient of exactly zero for those (every row's
+    gradient sums to zero), and the judge would compare rounding noise with rounding noise."""
+    generator = torch.Generator().manual_seed(t.numel())
+    return (torch.rand(t.shape, generator=generator, dtype=t.dtype) + 0.5).to(t.device)
 
 
 def _backward_the_calls_run(compilation: Compilation) -> tuple[frozenset[str], frozenset[int], dict[str, tuple[int, ...]]]:
