@@ -257,10 +257,10 @@ def test_when_planning_the_first_offer_raises_the_later_offers_are_still_planned
 def test_the_judges_output_gradient_tells_a_softmax_s_plans_apart():
     # all-ones output gradients give a softmax an input gradient of exactly zero (each row's sums to
     # zero): the judge compared two plans' rounding noise, and refused fused plans for it
-    from squall.runtime.tiers import _input_gradients, judge_cotangent
+    from squall.runtime.judge_inputs import input_gradients, judge_cotangent
 
     x = torch.randn(4, 8, requires_grad=True)
-    (grad,) = _input_gradients(torch.softmax(x, -1), [x])
+    (grad,) = input_gradients(torch.softmax(x, -1), [x])
     assert grad.abs().max() > 1e-3
     out = torch.randn(3, 5, dtype=torch.bfloat16)
     assert torch.equal(judge_cotangent(out), judge_cotangent(out.clone()))  # the same for every plan compared

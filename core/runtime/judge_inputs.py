@@ -7,7 +7,8 @@ it runs), and past that budget a weak reference to each input the program never 
 place when the judge runs (a model's weights: drawn unit-normal weights grow a deep model's
 activations until the plans differ by rounding alone). What the program reads from objects (a
 KV cache's tensors) is taken at the call, since the objects change after it. The job keeps no
-user data alive.
+user data alive. A differentiated program's outputs get the same seeded gradients in every plan
+the judge runs (`judge_cotangent`).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.autograd.function import BackwardCFunction
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ..compiler.pipeline import STATE_KEYWORD
@@ -25,7 +27,7 @@ from ..market.fusion import example_tensor
 from ..proxies import real_tensor
 from ..trace import route_value
 
-__all__ = ["TensorSpec", "call_specs", "example_inputs", "JUDGE_KEEP_MAX_BYTES", "JUDGE_KEEP_OTHERS_MAX_BYTES"]
+__all__ = ["TensorSpec", "call_specs", "example_inputs", "input_gradients", "judge_cotangent", "JUDGE_KEEP_MAX_BYTES", "JUDGE_KEEP_OTHERS_MAX_BYTES"]
 
 # the most a job keeps copies of the inputs its program's value guards read (a mask, token ids)
 JUDGE_KEEP_MAX_BYTES = 64 << 20
@@ -167,3 +169,26 @@ def example_inputs(tree: Any, borrow: bool = True) -> tuple[Any, list[torch.Tens
         return live
 
     return tree_map(one, tree), lent
+
+
+def input_gradients(out: Any, leaves: list[torch.Tensor], without_gradient: frozenset[int] = frozenset()) -> tuple:
+    """The gradients of `leaves` (the judge's example inputs that require them) from the outputs
+    of a differentiated program, each output's gradient `judge_cotangent`'s but for the outputs of squall's
+    autograd.Function at the positions `without_gradient` names, which get none (as the user's
+    calls gave them none); () where nothing is differentiated."""
+    if not leaves or not torch.is_grad_enabled():
+        return ()
+    outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None
+            and not (without_gradient and t.output_nr in without_gradient and isinstance(t.grad_fn, BackwardCFunction))]
+    if not outs:
+        return ()
+    return torch.autograd.grad(outs, leaves, grad_outputs=[judge_cotangent(t) for t in outs], allow_unused=True)
+
+
+def judge_cotangent(t: torch.Tensor) -> torch.Tensor:
+    """The gradient the judge gives an output `t`: values in [0.5, 1.5) drawn from a generator
+    seeded the same for every plan (so the plans it compares get the same one). Not all ones: a
+    program ending in a softmax has an input gradient of exactly zero for those (every row's
+    gradient sums to zero), and the judge would compare rounding noise with rounding noise."""
+    generator = torch.Generator().manual_seed(t.numel())
+    return (torch.rand(t.shape, generator=generator, dtype=t.dtype) + 0.5).to(t.device)

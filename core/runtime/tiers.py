@@ -55,7 +55,6 @@ from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten
-from torch.autograd.function import BackwardCFunction
 
 from ..proxies import real_tensor
 from ..compiler.pipeline import STATE_KEYWORD, Compilation, compile_traced, state_as_keywords
@@ -66,7 +65,7 @@ from ..market.executor import Executor
 from ..market.fusion import PACE_PAUSE, FusionExecutor, compiling_stopped, pace, upgrades_are_awaited
 from ..sources import cache_root
 from .choices import ChoiceStore, timing_clock
-from .judge_inputs import TensorSpec, call_specs, example_inputs
+from .judge_inputs import TensorSpec, call_specs, example_inputs, input_gradients
 
 __all__ = ["Upgrade", "Verdict", "judge", "fusion_offers", "background_priority", "prepare_background", "call_specs", "UpgradeJob"]
 
@@ -252,29 +251,6 @@ def fusion_offers(executors: Sequence[Executor]) -> list[tuple[str, Sequence[Exe
             planned = [swap(ex) for ex in executors]
         out.append((" + ".join(label for label, _ in chosen.values()) or "regions", planned))
     return out
-
-
-def _input_gradients(out: Any, leaves: list[torch.Tensor], without_gradient: frozenset[int] = frozenset()) -> tuple:
-    """The gradients of `leaves` (the judge's example inputs that require them) from the outputs
-    of a differentiated program, each output's gradient `judge_cotangent`'s but for the outputs of squall's
-    autograd.Function at the positions `without_gradient` names, which get none (as the user's
-    calls gave them none); () where nothing is differentiated."""
-    if not leaves or not torch.is_grad_enabled():
-        return ()
-    outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None
-            and not (without_gradient and t.output_nr in without_gradient and isinstance(t.grad_fn, BackwardCFunction))]
-    if not outs:
-        return ()
-    return torch.autograd.grad(outs, leaves, grad_outputs=[judge_cotangent(t) for t in outs], allow_unused=True)
-
-
-def judge_cotangent(t: torch.Tensor) -> torch.Tensor:
-    """The gradient the judge gives an output `t`: values in [0.5, 1.5) drawn from a generator
-    seeded the same for every plan (so the plans it compares get the same one). Not all ones: a
-    program ending in a softmax has an input gradient of exactly zero for those (every row's
-    gradient sums to zero), and the judge would compare rounding noise with rounding noise."""
-    generator = torch.Generator().manual_seed(t.numel())
-    return (torch.rand(t.shape, generator=generator, dtype=t.dtype) + 0.5).to(t.device)
 
 
 def _backward_the_calls_run(compilation: Compilation) -> tuple[frozenset[str], frozenset[int], dict[str, tuple[int, ...]]]:
@@ -649,7 +625,7 @@ class UpgradeJob:
                         tensor.copy_(values)
                     held[2] = tensor._version
             out = fn(*lead, *args, **kwargs)
-            return out, _input_gradients(out, leaves, self._outputs_without_gradient)
+            return out, input_gradients(out, leaves, self._outputs_without_gradient)
 
         return run, lent
 
