@@ -280,8 +280,9 @@ def _recent(cache: dict, checks: dict, entry: list, key: tuple, values: tuple, s
     more, or -2 or less for a negated one (`dynamic_key`): a call of `f(cache, kv, pos)` with a new `pos` takes this path too."""
     if _TensorGuards is None or cache.get(key) is not entry:
         return None
-    check = checks.get(key)
-    if check is None:
+    if key in checks:  # (None: a key no check can be built for, remembered so)
+        check = checks[key]
+    else:
         check = checks[key] = _recent_check(key, values, shapes, number_paths)
     return (entry, check, key[0], key[1], key[-1]) if check is not None else None  # (the last item: a module's state, for its fast path)
 
