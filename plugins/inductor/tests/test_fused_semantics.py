@@ -21,11 +21,15 @@ HAS_CPU_BACKEND = squall_inductor.cpp_compiler() is not None
 needs_cpu_inductor = pytest.mark.skipif(not HAS_CPU_BACKEND, reason="no C++ compiler for inductor's CPU backend (g++ or clang++)")
 
 
-def _div_call(a, b, rounding_mode):
+def _call(op, *args, **kwargs):
     ctx = TracingContext()
     with tracing(ctx):
-        resolve_operation("torch.div")(a, b, rounding_mode=rounding_mode)
+        resolve_operation(op)(*args, **kwargs)
     return ctx.scopes[0][-1]
+
+
+def _div_call(a, b, rounding_mode):
+    return _call("torch.div", a, b, rounding_mode=rounding_mode)
 
 
 def test_integer_division_toward_zero_by_a_tensor_is_not_claimed():
@@ -41,13 +45,6 @@ def test_integer_division_toward_zero_by_a_tensor_is_not_claimed():
     for bsym in (_div_call(i, 3, "trunc"), _div_call(x, x, "trunc"), _div_call(i, j, "floor")):
         impl, reason = ex.offer(bsym)
         assert (impl is not None) is HAS_CPU_BACKEND, reason
-
-
-def _call(op, *args, **kwargs):
-    ctx = TracingContext()
-    with tracing(ctx):
-        resolve_operation(op)(*args, **kwargs)
-    return ctx.scopes[0][-1]
 
 
 def test_floating_point_floor_division_and_remainder_are_not_claimed():
