@@ -128,3 +128,131 @@ def test_a_cache_of_symbolic_length_is_written_in_place():
     source = squall.last_traces(jitted).source
     assert "index_copy_(" in source and "torch_copy_(" not in source, source
     assert jitted.cache_info().misses == 1
+
+
+def _moving_average(average, x):
+    # an exponential moving average kept in a buffer, as eager updates it: one chain of writes
+    average.mul_(0.9).add_(x, alpha=0.1)
+    return average.sum()
+
+
+def _scaled_and_masked(x, mask):
+    x.mul_(2)
+    x.masked_fill_(mask, 0.0)
+    x.sub_(mask.float()).div_(3)
+    return x
+
+
+@pytest.mark.parametrize("program", [_moving_average, _scaled_and_masked], ids=["add_after_mul_", "four_writes"])
+def test_elementwise_writes_into_an_input_run_in_place_as_eagers(program):
+    jitted = squall.jit(program, executors=["torch"])
+    for _ in range(2):
+        start, other = torch.randn(4, 6), torch.randn(4, 6)
+        other = other if program is _moving_average else other > 0
+        state, expected_state = start.clone(), start.clone()
+        torch.testing.assert_close(jitted(state, other), program(expected_state, other))
+        torch.testing.assert_close(state, expected_state)
+    eager_calls, calls = _calls(program, start.clone(), other), _calls(jitted, start.clone(), other)
+    # each write into the input's own memory, as eager's: no new tensor per write and no copy back
+    assert "copy_" not in calls and calls == eager_calls, f"squall {calls} against eager {eager_calls}"
+
+
+def _chain_read_between(x, y):
+    scaled = x.mul_(2)
+    seen = scaled * 1  # reads the chain's middle value: its own memory in eager too
+    x.add_(y)
+    return seen
+
+
+def _chain_returns_its_middle(x, y):
+    middle = x * 2  # a new tensor: eager's x is untouched by it
+    x.copy_(middle.add_(y))
+    return middle
+
+
+@pytest.mark.parametrize("program", [_chain_read_between, _chain_returns_its_middle])
+def test_a_chain_of_writes_answers_as_eager_where_its_middle_is_read(program):
+    jitted = squall.jit(program, executors=["torch"])
+    for _ in range(2):
+        start, y = torch.randn(3, 5), torch.randn(3, 5)
+        state, expected_state = start.clone(), start.clone()
+        out, expected = jitted(state, y), program(expected_state, y)
+        torch.testing.assert_close(out, expected)
+        torch.testing.assert_close(state, expected_state)
+        state.zero_(), expected_state.zero_()
+        torch.testing.assert_close(out, expected)  # the result's memory is not the input's where eager's is not
+
+
+def _rolled_and_set(x, v):
+    shifted = x.roll(1, 1)  # a new tensor the program then writes, as a rolling buffer's update does
+    shifted[:, -1] = v
+    return shifted * 2
+
+
+def _masked_then_rows_set(x, v):
+    t = x * 3
+    t[0] = v
+    t[2] = v
+    return t
+
+
+def test_a_write_into_an_intermediate_writes_its_memory_as_eagers():
+    for program, v in ((_rolled_and_set, torch.randn(4)), (_masked_then_rows_set, torch.randn(6))):
+        jitted = squall.jit(program, executors=["torch"])
+        x = torch.randn(4, 6)
+        torch.testing.assert_close(jitted(x, v), program(x, v))
+        eager_calls, calls = _calls(program, x, v), _calls(jitted, x, v)
+        assert "clone" not in calls and calls == eager_calls, f"squall {calls} against eager {eager_calls}"
+
+
+def _view_returned_before_the_write(x, v):
+    t = x * 3
+    row = t[1]  # a view: eager's sees the write
+    t[1] = v
+    return row * 1, t
+
+
+def _old_value_returned(x, v):
+    t = x * 3
+    kept = t.clone()
+    t[1] = v
+    return kept, t
+
+
+def _view_read_after_the_write(x, v):
+    t = x * 3
+    head = t[:2]
+    t[1] = v
+    return head.sum(0)
+
+
+def _opaque_reader_keeps_it(x, v):
+    t = x * 3
+    _KEPT.append(torch.Tensor.clone(t))  # (stands for any user function reading it)
+    t[1] = v
+    return t
+
+
+_KEPT: list = []
+
+
+@pytest.mark.parametrize("program", [_view_returned_before_the_write, _old_value_returned, _view_read_after_the_write])
+def test_a_write_into_an_intermediate_answers_as_eager_where_its_views_or_old_value_are_read(program):
+    jitted = squall.jit(program, executors=["torch"])
+    for _ in range(2):
+        x, v = torch.randn(3, 4), torch.randn(4)
+        torch.testing.assert_close(jitted(x, v), program(x, v))
+
+
+def test_a_write_into_an_intermediate_under_gradients_matches_eagers_gradients():
+    def program(x, v):
+        t = x * x
+        t[1] = v
+        return (t * t.sin()).sum()
+
+    x, v = torch.randn(3, 4, requires_grad=True), torch.randn(4, requires_grad=True)
+    ex, ev = x.detach().clone().requires_grad_(), v.detach().clone().requires_grad_()
+    jitted = squall.jit(program, executors=["torch"])
+    jitted(x, v).backward()
+    program(ex, ev).backward()
+    torch.testing.assert_close((x.grad, v.grad), (ex.grad, ev.grad))

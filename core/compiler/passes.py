@@ -18,7 +18,7 @@ from ..symbolic import same_shape
 from ..trace import Trace
 from .checking import needs_check
 
-__all__ = ["remove_dead_code", "dead_code_removed", "write_backs_folded", "lossless_round_trips_removed",
+__all__ = ["remove_dead_code", "dead_code_removed", "write_backs_folded", "fresh_values_written_in_place", "lossless_round_trips_removed",
            "narrow_ops_on_torch", "free_after_last_use"]
 
 
@@ -45,7 +45,10 @@ def write_backs_folded(trace: Trace) -> Trace:
     such a call runs it in place (`Executor.in_place_form`): batch norm's running statistics
     updated by its kernel, as eager's, not copied in after it (two copies per batch norm); a
     preallocated KV cache written at one position (`cache.index_copy_`, `cache[:, pos] = kv`)
-    in place, as eager writes it, not copied whole into a new tensor and back at every step.
+    in place, as eager writes it, not copied whole into a new tensor and back at every step; an
+    elementwise update (`x.mul_(2)`) or a chain of them (a moving average's `buf.mul_(d).add_(x)`:
+    each call's only reader the next, `chain_from`) in one pass over the input's memory, each link
+    in place, not a new tensor per link and a copy back.
 
     Only where nothing between that call and the write-back reads the input's old value (the input
     itself or a view of it); the result (and any view of it), which becomes the input's memory, is
@@ -63,9 +66,34 @@ def write_backs_folded(trace: Trace) -> Trace:
     # variant, a replan): it must find the inputs unwritten, so nothing before one is folded
     last_stop = max((i for i, b in enumerate(bsyms) if Tags.BARRIER in b.sym.tags or needs_check(b)), default=-1)
 
-    def write_back_of(i: int, result: Any, target: Any) -> int | None:
-        """The index of the write-back of call i's `result` into `target`, where it may be folded."""
+    def chain_from(result: Any) -> tuple[list[int], Any]:
+        """The calls that go on updating `result` as one in-place chain (`buf.mul_(d).add_(x)`:
+        each takes the last one's result as its first argument, is its only reader, and keeps its
+        dtype and shape, so in place it writes the same memory), and the chain's last result."""
+        links = []
+        while isinstance(result, TensorProxy) and result.name not in returned:
+            found = readers.get(result.name, ())
+            if len(found) != 1:
+                break
+            link = bsyms[found[0]]
+            form = link.executor.in_place_form(link) if link.executor is not None else None
+            if (form is None or form.writes != {0: 0} or not isinstance(link.args[0], TensorProxy) or link.args[0].name != result.name
+                    or sum(p.name == result.name for p in link.input_proxies()) != 1):
+                break
+            out = link.output
+            if not (isinstance(out, TensorProxy) and out.dtype == result.dtype and same_shape(out.shape, result.shape)):
+                break
+            links.append(found[0])
+            result = out
+        return links, result
+
+    def write_back_of(i: int, result: Any, target: Any) -> tuple[int, list[int]] | None:
+        """The index of the write-back of call i's `result` into `target`, where it may be folded,
+        and the calls of an in-place chain between them (`chain_from`), folded with it."""
         if not (isinstance(result, TensorProxy) and isinstance(target, TensorProxy)) or result.name in returned:
+            return None
+        links, result = chain_from(result)
+        if result.name in returned:
             return None
         copies = [r for r in readers.get(result.name, ()) if bsyms[r].sym.id == prims.copy_.id and bsyms[r].args[1].name == result.name]
         if len(copies) != 1:
@@ -89,7 +117,7 @@ def write_backs_folded(trace: Trace) -> Trace:
         if last_read > write_back and any(Tags.SIDE_EFFECT in bsyms[w].sym.tags and w < last_read
                                           for name in old for w in readers.get(name, ()) if w > write_back):
             return None
-        return write_back
+        return write_back, links
 
     folded: dict[int, BoundSymbol] = {}
     dropped: set[int] = set()
@@ -99,15 +127,16 @@ def write_backs_folded(trace: Trace) -> Trace:
         if form is None:
             continue
         outputs = bsym.output if isinstance(bsym.output, tuple) else (bsym.output,)
-        copies = [write_back_of(i, outputs[k], bsym.args[a]) for k, a in form.writes.items()]
-        if None in copies:
+        found = [write_back_of(i, outputs[k], bsym.args[a]) for k, a in form.writes.items()]
+        if None in found or any(link in folded for _, links in found for link in links):
             continue
-        kept = tuple(o for k, o in enumerate(outputs) if k not in form.writes)
-        output = kept if len(kept) > 1 else (kept[0] if kept else None)
-        folded[i] = BoundSymbol(form.sym, bsym.args, bsym.kwargs, output, source=bsym.source, executor=bsym.executor,
-                                impl=form.impl, call_keywords=bsym.call_keywords, grad_enabled=bsym.grad_enabled)
-        dropped.update(copies)
-        becomes.update((outputs[k].name, bsym.args[a]) for k, a in form.writes.items())
+        folded[i] = _in_place_call(bsym, form)
+        for (write_back, links), (k, a) in zip(found, form.writes.items()):
+            dropped.add(write_back)
+            becomes[outputs[k].name] = bsym.args[a]
+            for link in links:  # each link of the chain writes the same memory: the input's
+                folded[link] = _in_place_call(bsyms[link], bsyms[link].executor.in_place_form(bsyms[link]))
+                becomes[bsyms[link].output.name] = bsym.args[a]
     if not folded:
         return trace
     # the calls that read a folded result read the input it was written into (a name's proxies are
@@ -116,6 +145,78 @@ def write_backs_folded(trace: Trace) -> Trace:
     renamed = {id(p): becomes[p.name] for r in reading for p in _named_proxies(bsyms[r]) if p.name in becomes}
     bsyms = [folded.get(i, b).swap_proxies(renamed) if i in reading else folded.get(i, b) for i, b in enumerate(bsyms) if i not in dropped]
     return Trace.from_trace(trace, bsyms=bsyms, provenance="write-backs folded into the calls that compute them")
+
+
+def fresh_values_written_in_place(trace: Trace) -> Trace:
+    """`trace` (planned, its write-backs folded) with each write into an intermediate the program
+    computed (`x = y.roll(1); x[0] = v`, a mask's rows set in a new tensor) made in that tensor's
+    memory where the write is its last use, as eager writes it, instead of into a copy of it: for
+    the calls whose executor's in-place form says their functional result is such a copy
+    (`InPlaceForm.fresh`: setitem, index_copy). Later readers of the result read the intermediate.
+
+    Only where the intermediate is memory of its own (its call's decomposition makes it, no view
+    of another value: `_outputs_sharing`), computed by the same executor, neither an input nor
+    returned (nor saved for a backward); nothing that may share its memory (a view of it) is read
+    by the write or after it; and no opaque call reads it (a user's function could keep it). Not
+    for a program run under PyTorch's autograd, which may have saved the intermediate (the caller
+    leaves this pass out there)."""
+    bsyms = trace.bsyms
+    inputs = {p.name for p in trace.inputs}
+    returned = {p.name for p in flat_proxies(trace.output)}
+    readers: dict[str, list[int]] = {}
+    made_by: dict[str, int] = {}
+    for i, bsym in enumerate(bsyms):
+        for p in bsym.input_proxies():
+            readers.setdefault(p.name, []).append(i)
+        for p in bsym.output_proxies():
+            made_by.setdefault(p.name, i)
+
+    def writable(i: int, bsym: BoundSymbol, form: Any) -> bool:
+        target = bsym.args[0] if bsym.args else None
+        if form.writes != {0: 0} or not isinstance(target, TensorProxy) or not isinstance(bsym.output, TensorProxy):
+            return False
+        name = target.name
+        maker = made_by.get(name)
+        if name in inputs or maker is None or max(readers[name]) != i:
+            return False
+        if bsyms[maker].executor is not bsym.executor or name in _outputs_sharing(bsyms[maker], {p.name for p in bsyms[maker].input_proxies()}):
+            return False  # not memory of its own
+        out = bsym.output
+        if out.dtype != target.dtype or not same_shape(out.shape, target.shape):
+            return False
+        sharing = _sharing_memory(bsyms, maker + 1, name)
+        if sharing & returned:
+            return False  # it, or a view of it, is returned with the values it had before the write
+        if any(p.name in sharing for p in bsym.input_proxies() if p.name != name) or sum(p.name == name for p in bsym.input_proxies()) != 1:
+            return False  # the write reads a view of what it writes
+        return not any((r > i and n != name) or Tags.OPAQUE in bsyms[r].sym.tags or Tags.OPAQUE_VIEW in bsyms[r].sym.tags
+                       for n in sharing for r in readers.get(n, ()))
+
+    folded: dict[int, BoundSymbol] = {}
+    becomes: dict[str, TensorProxy] = {}  # a folded call's result -> the intermediate it was written into
+    for i, bsym in enumerate(bsyms):
+        form = bsym.executor.in_place_form(bsym) if bsym.executor is not None else None
+        if form is None or not form.fresh or not writable(i, bsym, form):
+            continue
+        folded[i] = _in_place_call(bsym, form)
+        target = bsym.args[0]
+        becomes[bsym.output.name] = becomes.get(target.name, target)  # (a chain of writes: the first intermediate's memory)
+    if not folded:
+        return trace
+    reading = {r for name in becomes for r in readers.get(name, ())}
+    renamed = {id(p): becomes[p.name] for r in reading for p in _named_proxies(bsyms[r]) if p.name in becomes}
+    new = [folded.get(i, b).swap_proxies(renamed) if i in reading else folded.get(i, b) for i, b in enumerate(bsyms)]
+    output = tree_map(lambda x: becomes.get(x.name, x) if isinstance(x, TensorProxy) else x, trace.output, is_leaf=size_leaf)
+    return Trace.from_trace(trace, bsyms=new, output=output, provenance="writes into intermediates made in place")
+
+
+def _in_place_call(bsym: BoundSymbol, form: Any) -> BoundSymbol:
+    """`bsym` run by its executor's in-place form: its results written into its arguments (`form.writes`) are no results."""
+    outputs = bsym.output if isinstance(bsym.output, tuple) else (bsym.output,)
+    kept = tuple(o for k, o in enumerate(outputs) if k not in form.writes)
+    output = kept if len(kept) > 1 else (kept[0] if kept else None)
+    return BoundSymbol(form.sym, bsym.args, bsym.kwargs, output, source=bsym.source, executor=bsym.executor,
+                       impl=form.impl, call_keywords=bsym.call_keywords, grad_enabled=bsym.grad_enabled)
 
 
 def _named_proxies(bsym: BoundSymbol) -> Iterator[TensorProxy]:

@@ -30,7 +30,7 @@ from .codegen import GeneratedFunction, generate
 from .collection import collection_paused
 from .grad_rules import default_grad_rules
 from .gradients import Differentiated, GradRule, NoGradRule, differentiate
-from .passes import free_after_last_use, lossless_round_trips_removed, narrow_ops_on_torch, write_backs_folded
+from .passes import free_after_last_use, fresh_values_written_in_place, lossless_round_trips_removed, narrow_ops_on_torch, write_backs_folded
 from .planner import Plan, plan
 
 __all__ = ["Compilation", "compile_program", "compile_traced", "STATE_KEYWORD", "state_as_keywords"]
@@ -267,6 +267,8 @@ def _compile_traced(traced, bindings, layout, executors, generate_code, seconds,
             seconds["differentiate"] = (start := time.perf_counter()) - now
             return _compile_differentiated(traced, diff, bindings, executors, layout, seconds, start, generate_code, backward_for, later_on)
     planned = write_backs_folded(plan(traced, executors, autograd=needs_grad))
+    if not needs_grad:  # (under PyTorch's autograd an intermediate may be saved for its backward)
+        planned = fresh_values_written_in_place(planned)
     seconds["plan"] = (start := time.perf_counter()) - now
     if not generate_code:
         return Compilation([traced, planned], bindings, None, seconds)
@@ -366,7 +368,7 @@ def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, 
     `backward_for` the backward for calls that leave those outputs without a gradient, the full
     one then planned at its first use. A fusion executor compiles what it plans, so the upgrade
     (squall.runtime.tiers), which knows which backward the user's calls ran, compiles only that one."""
-    forward = write_backs_folded(_planned_differentiated(diff.forward, executors))
+    forward = fresh_values_written_in_place(write_backs_folded(_planned_differentiated(diff.forward, executors)))
     partial = diff.backward_without(backward_for) if backward_for else None
     backward = _planned_differentiated(partial if partial is not None else diff.backward, executors)
     seconds["plan"] = (now := time.perf_counter()) - start

@@ -111,11 +111,15 @@ class InPlaceForm:
 
     `sym` names the call in the trace (tagged SIDE_EFFECT), `impl` runs it with the
     operation's arguments and returns its other results; `writes` maps each written result's
-    index to the index of the argument it is written into (a single result is index 0)."""
+    index to the index of the argument it is written into (a single result is index 0).
+    `fresh`: the operation's result is a copy of the argument it writes (its layout included)
+    with the write applied, so the form may also run on an intermediate the call is the last
+    to read, writing it where the copy would have been made (`x = y.roll(1); x[0] = v`)."""
 
     sym: Symbol
     impl: Callable
     writes: dict[int, int]
+    fresh: bool = False
 
 
 def _run_checker(impl: Implementation, bsym: BoundSymbol) -> tuple[Implementation | None, str]:

@@ -333,7 +333,7 @@ class TorchExecutor(OperatorExecutor):
         return _IN_PLACE_FORMS.get(bsym.sym.id)
 
 
-def _in_place(of: Symbol, name: str, impl: Callable, writes: dict[int, int]) -> InPlaceForm:
+def _in_place(of: Symbol, name: str, impl: Callable, writes: dict[int, int], fresh: bool = False) -> InPlaceForm:
     """The in-place form of `of`: its meta, less the results written into arguments."""
 
     def meta(*args, **kwargs):
@@ -342,7 +342,7 @@ def _in_place(of: Symbol, name: str, impl: Callable, writes: dict[int, int]) -> 
         return kept if len(kept) > 1 else (kept[0] if kept else None)
 
     sym = Symbol(f"torch.{name}", name, meta, is_prim=False, tags=(Tags.SIDE_EFFECT,))
-    return InPlaceForm(sym, impl, writes)
+    return InPlaceForm(sym, impl, writes, fresh)
 
 
 def _batch_norm_updating(input, weight, bias, running_mean, running_var, training, momentum, eps):
@@ -360,6 +360,22 @@ def _add_(a, b, *, alpha=1):
     _BASE.add_(a, b, alpha=alpha)
 
 
+def _sub_(a, b, *, alpha=1):
+    _BASE.sub_(a, b, alpha=alpha)
+
+
+def _mul_(a, b):
+    _BASE.mul_(a, b)
+
+
+def _div_(a, b, *, rounding_mode=None):
+    _BASE.div_(a, b, rounding_mode=rounding_mode)
+
+
+def _masked_fill_(a, mask, value):
+    _BASE.masked_fill_(a, mask, value)
+
+
 def _index_copy_(input, dim, index, source):
     _BASE.index_copy_(input, dim, index, source)
 
@@ -372,10 +388,16 @@ def _setitem_(a, key, value):
 _IN_PLACE_FORMS = {
     batch_norm_functional.id: _in_place(batch_norm_functional, "batch_norm_updating", _batch_norm_updating, {3: 3, 4: 4}),
     batch_norm_with_update_functional.id: _in_place(batch_norm_with_update_functional, "batch_norm_with_update", _batch_norm_with_update, {4: 3, 5: 4}),
+    # a write-back of these into an input (`x.mul_(2)`, `buf.mul_(d).add_(x)` an in-place chain): one pass, not a new tensor and a copy
     "torch.add": _in_place(ltorch.all_symbols()["torch.add"], "add_", _add_, {0: 0}),
+    "torch.sub": _in_place(ltorch.all_symbols()["torch.sub"], "sub_", _sub_, {0: 0}),
+    "torch.mul": _in_place(ltorch.all_symbols()["torch.mul"], "mul_", _mul_, {0: 0}),
+    "torch.div": _in_place(ltorch.all_symbols()["torch.div"], "div_", _div_, {0: 0}),
+    "torch.masked_fill": _in_place(ltorch.all_symbols()["torch.masked_fill"], "masked_fill_", _masked_fill_, {0: 0}),
     # a preallocated (static) KV cache written at its positions: a write of those, not a copy of the whole
-    "torch.index_copy": _in_place(ltorch.all_symbols()["torch.index_copy"], "index_copy_", _index_copy_, {0: 0}),
-    "ltorch.setitem": _in_place(ltorch.all_symbols()["ltorch.setitem"], "setitem_", _setitem_, {0: 0}),
+    # (their functional forms copy the tensor they write, layout included: `fresh`)
+    "torch.index_copy": _in_place(ltorch.all_symbols()["torch.index_copy"], "index_copy_", _index_copy_, {0: 0}, fresh=True),
+    "ltorch.setitem": _in_place(ltorch.all_symbols()["ltorch.setitem"], "setitem_", _setitem_, {0: 0}, fresh=True),
 }
 
 
