@@ -161,6 +161,10 @@ def fresh_values_written_in_place(trace: Trace) -> Trace:
     for a program run under PyTorch's autograd, which may have saved the intermediate (the caller
     leaves this pass out there)."""
     bsyms = trace.bsyms
+    forms = {i: form for i, b in enumerate(bsyms)
+             if b.executor is not None and (form := b.executor.in_place_form(b)) is not None and form.fresh}
+    if not forms:
+        return trace
     inputs = {p.name for p in trace.inputs}
     returned = {p.name for p in flat_proxies(trace.output)}
     readers: dict[str, list[int]] = {}
@@ -194,9 +198,9 @@ def fresh_values_written_in_place(trace: Trace) -> Trace:
 
     folded: dict[int, BoundSymbol] = {}
     becomes: dict[str, TensorProxy] = {}  # a folded call's result -> the intermediate it was written into
-    for i, bsym in enumerate(bsyms):
-        form = bsym.executor.in_place_form(bsym) if bsym.executor is not None else None
-        if form is None or not form.fresh or not writable(i, bsym, form):
+    for i, form in forms.items():
+        bsym = bsyms[i]
+        if not writable(i, bsym, form):
             continue
         folded[i] = _in_place_call(bsym, form)
         target = bsym.args[0]
