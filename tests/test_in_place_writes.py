@@ -256,3 +256,18 @@ def test_a_write_into_an_intermediate_under_gradients_matches_eagers_gradients()
     jitted(x, v).backward()
     program(ex, ev).backward()
     torch.testing.assert_close((x.grad, v.grad), (ex.grad, ev.grad))
+
+
+def test_a_chain_of_writes_at_positions_of_an_input_runs_in_place():
+    def two_positions(cache, a, b):
+        cache[:, 0] = a
+        cache.index_copy_(1, torch.tensor([2]), b)
+        return cache.sum()
+
+    jitted = squall.jit(two_positions, executors=["torch"])
+    a, b = torch.randn(3), torch.randn(3, 1)
+    cache, expected_cache = torch.zeros(3, 4), torch.zeros(3, 4)
+    torch.testing.assert_close(jitted(cache, a, b), two_positions(expected_cache, a, b))
+    torch.testing.assert_close(cache, expected_cache)
+    eager_calls, calls = _calls(two_positions, cache.clone(), a, b), _calls(jitted, cache, a, b)
+    assert "clone" not in calls and "copy_" not in calls.keys() - eager_calls.keys(), f"squall {calls} against eager {eager_calls}"
