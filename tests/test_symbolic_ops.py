@@ -148,6 +148,7 @@ def test_a_split_into_thirds_of_a_symbolic_width_compiles_once():
 _OPAQUE = {
     "kthvalue": (lambda x: x.kthvalue(2, -1), lambda n: (torch.randn(6, n),), False),
     "kthvalue keepdim": (lambda x: torch.kthvalue(x, 1, 0, keepdim=True), lambda n: (torch.randn(n, 6),), False),
+    "kthvalue at a symbolic k": (lambda x: x.kthvalue((x.shape[-1] + 1) // 2, -1), lambda n: (torch.randn(6, n),), False),
     "median along a dim": (lambda x: x.median(1), lambda n: (torch.randn(6, n),), False),
     "median of all": (lambda x: x.median() + x.shape[1], lambda n: (torch.randn(6, n),), False),
     "mode": (lambda x: torch.mode(x, -1), lambda n: (torch.randint(0, 3, (6, n)).float(),), False),
@@ -164,6 +165,20 @@ def test_an_opaque_call_with_a_known_output_shape_compiles_once_over_symbolic_si
     fn, make, grad = _OPAQUE[name]
     # kthvalue's k past the end is torch's error, at every length: no length 1 for k == 2
     _check(fn, make, grad=grad, small=(2,) if name == "kthvalue" else (2, 1))
+
+
+def test_kthvalue_at_a_symbolic_k_past_the_length_is_eager_s_error():
+    # k = length - 3 relies on 1 <= k (a shape guard): a length of 3 or less runs anew and raises as eager
+    fn = lambda x: x.kthvalue(x.shape[-1] - 3, -1)
+    jf = squall.jit(fn, dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", squall.SquallWarning)
+        for n in (5, 8, 11):
+            x = torch.randn(6, n)
+            assert_close(jf(x), fn(x))
+        assert jf.cache_info().misses == 1
+        with pytest.raises(RuntimeError, match="out of range"):
+            jf(torch.randn(6, 3))
 
 
 def test_kthvalue_past_a_symbolic_length_is_eager_s_error():

@@ -18,6 +18,7 @@ import torch
 
 from ..prims.base import canonical_dim
 from ..proxies import TensorProxy
+from ..symbolic import SymInt
 
 __all__ = ["output_shapes"]
 
@@ -50,7 +51,9 @@ def _values_and_indices_along(first_dim_at: int, default_dim: Any = -1, k_at: in
             k = _argument(args, kwargs, k_at, "k", None)
             size = input.shape[canonical_dim(input.ndim, dim)] if input.ndim else 1
             # valid for the sizes k falls within (torch refuses the others): a shape guard
-            if type(k) is not int or not 1 <= k <= size:
+            if type(k) is not int and type(k) is not SymInt:
+                return None
+            if not (1 <= k and k <= size):  # (a symbolic k: both relations recorded as shape guards)
                 return None
         shape = _reduced_along(tuple(input.shape), dim, keepdim)
         return [shape, shape]
