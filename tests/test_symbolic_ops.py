@@ -143,6 +143,14 @@ def test_a_split_into_thirds_of_a_symbolic_width_compiles_once():
     _check(attention_like, lambda n: (torch.randn(2, 3 * n),), grad=True, small=(1,))
 
 
+def test_tensor_split_into_sections_compiles_once_over_lengths():
+    # piece i is ceil((length - i) / 3) long: the first length % 3 pieces one longer, no value read
+    def thirds(x):
+        return [p * (i + 1) for i, p in enumerate(torch.tensor_split(x, 3, 1))]
+
+    _check(thirds, lambda n: (torch.randn(2, n),), grad=True, lengths=(3, 5, 7, 8, 13), small=(2, 1))
+
+
 # --- torch calls that run opaque: the meta device learnt their outputs at sizes read and guarded ---
 
 _OPAQUE = {

@@ -180,11 +180,13 @@ def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indic
         raise data_dependent_error("torch.tensor_split with a tensor of indices or sections")
     check(input.ndim > 0, lambda: f"tensor_split expected at least a 1-dimensional tensor, but got a tensor with {input.ndim} dims")
     d = canonical_dim(input.ndim, dim)
-    n = guarded_int(input.shape[d])  # the pieces' bounds depend on its value: read, guarded
     if isinstance(arg, int):
         check(arg > 0, lambda: f"number of sections must be larger than 0, got {arg}")
-        small, extra = divmod(n, arg)
-        return _pieces(input, d, [small + 1] * extra + [small] * (arg - extra))
+        # piece i holds ceil((length - i) / sections) elements (the first length % sections one more
+        # than the rest): an expression of a symbolic length, no value read
+        length = input.shape[d]
+        return _pieces(input, d, [(length + arg - 1 - i) // arg for i in range(arg)])
+    n = guarded_int(input.shape[d])  # the pieces' bounds depend on its value: read, guarded
     bounds = list(_sizes("tensor_split", (arg,)))
     out, prev = [], 0
     for stop in [*bounds, n]:
