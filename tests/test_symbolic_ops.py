@@ -105,6 +105,8 @@ _SIZED = {
     "full with a size": (lambda x: x.sum() + torch.full((2,), x.shape[1]), lambda n: (torch.randn(6, n),), False),
     "full float16 with a size": (lambda x: torch.full((2, x.shape[1]), x.shape[1], dtype=torch.float16), lambda n: (torch.randn(6, n),), False),
     "new_full with a size": (lambda x: x * x.new_full((1,), x.shape[1] * 2), lambda n: (torch.randn(6, n),), True),
+    "complex full with a size": (lambda x: torch.full((2, x.shape[1]), x.shape[1], dtype=torch.complex64), lambda n: (torch.randn(6, n),), False),
+    "complex times a size": (lambda x: (x * 1j + x.shape[1]) / x.shape[1], lambda n: (torch.randn(6, n),), False),
     # replicate padding by a size: the edge broadcast to it, not a list of that many slices
     "pad replicate by a size": (lambda x: F.pad(x, (1, x.shape[-1] // 2), mode="replicate"), lambda n: (torch.randn(2, 6, n),), True),
     # the step computed by the program from steps, in the kernel's dtype (bitwise eager's)

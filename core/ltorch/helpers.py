@@ -61,7 +61,7 @@ def cast_number(x, dtype: torch.dtype):
     A run-time number stays one where no truncation can happen (else its value is read)."""
     if type(x) is NumberProxy and (dtype == torch.bool or dtype_category(dtype) >= dtype_category(number_dtype(x))):
         return _number_to_dtype(x, dtype)
-    if type(x) is SymInt and dtype != torch.bool and not dtype.is_complex:
+    if type(x) is SymInt and dtype != torch.bool:
         # a size (`torch.full(shape, x.shape[1])`): filled at run time with this call's value, which
         # torch converts to `dtype` as eager's call does, not read and guarded (a compile per size)
         return x
@@ -163,8 +163,8 @@ def to_dtype(x, dtype: torch.dtype):
         return x
     if type(x) is NumberProxy:
         return _number_to_dtype(x, dtype)
-    if type(x) is SymInt and not dtype.is_complex and dtype != torch.bool:
-        return x  # a symbolic size stays one: the op is run with its value at each call
+    if type(x) is SymInt and dtype != torch.bool:
+        return x  # a symbolic size stays one: the op is run with its value at each call (an exact integer in any dtype's number)
     if dtype == torch.bool:
         return bool(x)
     if dtype.is_complex:
