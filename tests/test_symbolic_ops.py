@@ -95,6 +95,8 @@ _SIZED = {
     "interpolate linear x1.5": (lambda x: F.interpolate(x, scale_factor=1.5, mode="linear"), lambda n: (torch.randn(1, 2, n),), True),
     "interpolate nearest-exact x0.5": (lambda x: F.interpolate(x, scale_factor=0.5, mode="nearest-exact"), lambda n: (torch.randn(1, 2, n),), False),
     "interpolate bilinear x2": (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), lambda n: (torch.randn(1, 2, n, 5),), True),
+    "interpolate bilinear x2 corners aligned": (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True), lambda n: (torch.randn(1, 2, n, 5),), True),
+    "interpolate bicubic x1.5 corners aligned": (lambda x: F.interpolate(x, scale_factor=1.5, mode="bicubic", align_corners=True), lambda n: (torch.randn(1, 2, n, n),), True),
     # to another tensor's size (a U-Net's skip connection): the ratio computed by the program as
     # the kernel does, (float) L / out (bitwise eager's over 42 pairs of sizes, 1d and 2d)
     "interpolate nearest to a size": (lambda x, y: F.interpolate(x, size=y.shape[-1]), lambda n: (torch.randn(1, 2, n), torch.zeros(1, 1, 2 * n + 1, dtype=torch.long)), True),

@@ -121,8 +121,7 @@ def _source_positions(L: int, out: int, scale: float | None, align_corners: bool
         offset = 0.5 if nearest == "nearest-exact" else 0.0
         return prims.mul(prims.add(i, offset), ratio) if offset else prims.mul(i, ratio)
     if align_corners:
-        ratio = (L - 1) / (out - 1) if out > 1 else 0.0
-        return prims.mul(i, ratio)
+        return prims.mul(i, _corner_ratio(L, out, device, dtype))
     ratio = 1.0 / scale if scale is not None and scale > 0 else _size_ratio(L, out, device, dtype)
     src = prims.sub(prims.mul(prims.add(i, 0.5), ratio), 0.5)
     return prims.maximum(src, 0.0)  # linear modes clamp negative positions to 0
@@ -136,6 +135,18 @@ def _size_ratio(L: int | SymInt, out: int | SymInt, device, dtype) -> float | Te
     if type(L) is not SymInt and type(out) is not SymInt:
         return L / out
     ratio = prims.div(prims.full((), L, device=device, dtype=dtype), out)
+    return prims.broadcast_in_dim(ratio, (out,), ())
+
+
+def _corner_ratio(L: int | SymInt, out: int | SymInt, device, dtype) -> float | TensorProxy:
+    """(L - 1) / (out - 1), align_corners' scale (0 for a single output): as `_size_ratio`, a
+    number where both sizes are constants, else computed by the program in `dtype` as the kernel
+    computes it, broadcast over the `out` positions."""
+    if not out > 1:  # (a shape guard where out is symbolic)
+        return 0.0
+    if type(L) is not SymInt and type(out) is not SymInt:
+        return (L - 1) / (out - 1)
+    ratio = prims.div(prims.full((), L - 1, device=device, dtype=dtype), out - 1)
     return prims.broadcast_in_dim(ratio, (out,), ())
 
 
@@ -162,7 +173,7 @@ def _resize_dim_cubic(x: TensorProxy, dim: int, out: int, scale, align_corners: 
     L = x.shape[dim]
     i = prims.iota(out, start=0, step=1, device=x.device, dtype=pos_dtype)
     if align_corners:
-        src = prims.mul(i, (L - 1) / (out - 1) if out > 1 else 0.0)
+        src = prims.mul(i, _corner_ratio(L, out, x.device, pos_dtype))
     else:  # (unlike the linear modes', a negative position is not clamped)
         ratio = 1.0 / scale if scale is not None and scale > 0 else _size_ratio(L, out, x.device, pos_dtype)
         src = prims.sub(prims.mul(prims.add(i, 0.5), ratio), 0.5)
