@@ -271,3 +271,25 @@ def test_a_chain_of_writes_at_positions_of_an_input_runs_in_place():
     torch.testing.assert_close(cache, expected_cache)
     eager_calls, calls = _calls(two_positions, cache.clone(), a, b), _calls(jitted, cache, a, b)
     assert "clone" not in calls and "copy_" not in calls.keys() - eager_calls.keys(), f"squall {calls} against eager {eager_calls}"
+
+
+class _Holder:
+    """An object a program returns (no pytree node: rebuilt through its copy protocol)."""
+
+    def __init__(self):
+        self.rows = None
+
+
+def test_an_intermediate_written_in_place_reaches_a_returned_object_as_a_tensor():
+    def program(x, v):
+        t = x * 3
+        t[0] = v  # written in t's memory: the object's attribute is that memory
+        held = _Holder()
+        held.rows = t
+        return held
+
+    jitted = squall.jit(program, executors=["torch"])
+    x, v = torch.randn(3, 4), torch.randn(4)
+    out = jitted(x, v)
+    assert type(out.rows) is torch.Tensor, type(out.rows)
+    torch.testing.assert_close(out.rows, program(x, v).rows)

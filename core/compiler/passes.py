@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_map
 
 from .. import prims
-from ..proxies import TensorProxy, size_leaf
+from ..frontend.outputs import output_with_proxies_replaced
+from ..proxies import TensorProxy
 from ..symbol import DEL, BoundSymbol, Tags, flat_proxies
 from ..symbolic import same_shape
 from ..trace import Trace
@@ -210,7 +210,7 @@ def fresh_values_written_in_place(trace: Trace) -> Trace:
     reading = {r for name in becomes for r in readers.get(name, ())}
     renamed = {id(p): becomes[p.name] for r in reading for p in _named_proxies(bsyms[r]) if p.name in becomes}
     new = [folded.get(i, b).swap_proxies(renamed) if i in reading else folded.get(i, b) for i, b in enumerate(bsyms)]
-    output = tree_map(lambda x: becomes.get(x.name, x) if isinstance(x, TensorProxy) else x, trace.output, is_leaf=size_leaf)
+    output = output_with_proxies_replaced(trace.output, lambda x: becomes.get(x.name, x))
     return Trace.from_trace(trace, bsyms=new, output=output, provenance="writes into intermediates made in place")
 
 
@@ -311,7 +311,7 @@ def lossless_round_trips_removed(trace: Trace) -> Trace:
         bsyms.append(bsym)
     if not mapping:
         return trace
-    output = tree_map(lambda x: mapping.get(id(x), x) if isinstance(x, TensorProxy) else x, trace.output, is_leaf=size_leaf)
+    output = output_with_proxies_replaced(trace.output, lambda x: mapping.get(id(x), x))
     return Trace.from_trace(trace, bsyms=remove_dead_code(bsyms, output), output=output,
                             provenance="conversions back to a widened value's dtype removed")
 

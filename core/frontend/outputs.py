@@ -33,9 +33,9 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from ..proxies import TensorProxy, real_tensor
+from ..proxies import NumberProxy, TensorProxy, real_tensor, size_leaf
 
-__all__ = ["capture_output", "ObjectNode", "OutputError"]
+__all__ = ["capture_output", "ObjectNode", "OutputError", "output_with_proxies_replaced"]
 
 
 class OutputError(TypeError):
@@ -105,6 +105,22 @@ def _flatten_object_with_keys(node: ObjectNode):
     children, context = _flatten_object(node)
     names = ("args", "state", "listitems", "dictitems")[-len(children):]
     return [(pytree.GetAttrKey(n), c) for n, c in zip(names, children)], context
+
+
+def output_with_proxies_replaced(output: Any, replace: Callable[[Any], Any]) -> Any:
+    """A traced output with each proxy `p` in it replaced by `replace(p)`, its structure kept:
+    an ObjectNode stays one (`pytree.tree_map` would unflatten it into the user's object, whose
+    proxies no later stage could then see)."""
+
+    def leaf(x: Any) -> Any:
+        if isinstance(x, ObjectNode):
+            return ObjectNode(x.constructor, *(mapped(c) for c in (x.args, x.state, x.listitems, x.dictitems)), x.type_name)
+        return replace(x) if isinstance(x, (TensorProxy, NumberProxy)) else x
+
+    def mapped(tree: Any) -> Any:
+        return pytree.tree_map(leaf, tree, is_leaf=lambda x: isinstance(x, ObjectNode) or size_leaf(x))
+
+    return mapped(output)
 
 
 # Unflattening an ObjectNode builds the user's object, not an ObjectNode: a compiled
