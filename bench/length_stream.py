@@ -237,6 +237,16 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   same stream in two fresh processes sharing one squall cache folder, the default, torch executor
   only (load 3-5): 2 compiles, 1.48x eager's CPU, then 1 compile, 1.05x. A first run still
   compiles twice: its total stays above eager's (about 1.1x quiet).
+- 2026-11-28, main (dd82063), --no-torch-compile, three sittings (load 0.3-0.9, quiet; eager's
+  40 batches took 0.15-0.17 s on this day's machine, about 3.5x the 2026-11-26 machine's), wall /
+  CPU time against eager: squall 1.51x / 1.37x (best of 3), 0.94x / 0.89x (best of 2, its
+  upgrade's judgement and regions remembered on disk from the first sitting), 1.07x / 1.07x (best
+  of 4); torch only 1.11x / 1.09x, 1.11x / 1.09x, 0.96x / 0.98x; squall(dynamic=True) 1.03x /
+  0.89x. Two compiles took 65.6 ms of CPU (call by call); the warm stream 0.58-0.71x eager's. So a
+  first run sits at eager's total within this machine's spread, not reliably under it. One
+  compile, profiled (bench/compile_phases.py --executors torch: static 31 ms, its trace 19 ms, 353
+  µs per traced op): no call stands out; a first process also compiles the 12 KB state check
+  (`compile()` 5.2 ms, about 17 µs per condition), which later processes load from disk.
 """
 from __future__ import annotations
 
