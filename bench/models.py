@@ -32,7 +32,7 @@ its upgrade per call, as a fraction of torch.compile's, median 0.80 (eager 1.78,
 after inductor stopped being offered float32 `_grouped_mm`, whose regions failed to compile: 0.95
 before). Kept: large regions on 25, the torch plan on test_convnext and deit_tiny.
 
-Again 2026-11-28 (all 28 rows, --rounds 10, load 0.4-2.8, thread CPU time; inductor's caches warm
+Again 2026-11-28 (all 27 rows, --rounds 10, load 0.4-2.8, thread CPU time; inductor's caches warm
 from earlier runs for both, torch.compile's first calls 2.3-150 s): squall after its upgrade per
 call, as a fraction of torch.compile's, median 0.65, worst 0.88 (timm/test_nfnet), every model
 under 1.00 (eager median 1.87, squall torch only 1.34); large regions kept on all 28; time to fused
