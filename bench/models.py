@@ -35,7 +35,7 @@ before). Kept: large regions on 25, the torch plan on test_convnext and deit_tin
 Again 2026-11-28 (all 27 rows, --rounds 10, load 0.4-2.8, thread CPU time; inductor's caches warm
 from earlier runs for both, torch.compile's first calls 2.3-150 s): squall after its upgrade per
 call, as a fraction of torch.compile's, median 0.65, worst 0.88 (timm/test_nfnet), every model
-under 1.00 (eager median 1.87, squall torch only 1.34); large regions kept on all 28; time to fused
+under 1.00 (eager median 1.87, squall torch only 1.34); large regions kept on all 27; time to fused
 speed against torch.compile's first call median 0.67, worst 1.84 (llama: torch.compile's first
 call 2.3 s from its warm cache, squall's upgrade 4.3 s).
 """
