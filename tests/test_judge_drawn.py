@@ -53,3 +53,77 @@ def test_a_right_fused_plan_says_it_was_compared_on_the_calls_and_on_drawn_value
     (upgrade,) = squall.upgrades(f)
     assert upgrade.status == "upgraded", upgrade
     assert "on the call's values and on drawn values" in upgrade.reason, upgrade
+
+
+def test_drawn_values_spread_where_the_calls_do_not_and_keep_their_sign_and_masks():
+    from squall.runtime.judge_inputs import drawn_values
+
+    zeros = drawn_values(torch.zeros(1000), seed=1)
+    assert zeros.std() > 0.5 and (zeros >= 0).all()  # non-negative, as the call's were; spread by one
+    weights = torch.randn(1000) * 0.02 - 3.0
+    drawn = drawn_values(weights, seed=1)
+    assert abs(drawn.std() - 0.02) < 0.005 and abs(drawn.mean() + 3.0) < 0.01 and not torch.equal(drawn, weights)
+    assert not torch.equal(drawn_values(weights, seed=1), drawn_values(weights, seed=2))
+    assert torch.equal(drawn_values(weights, seed=1), drawn)  # seeded
+    mask = torch.tensor([0.0, float("-inf"), 0.0])
+    assert torch.equal(drawn_values(mask, seed=1), mask)  # an additive mask stays the call's
+    half = drawn_values(torch.ones(8, dtype=torch.bfloat16, requires_grad=True), seed=1)
+    assert half.dtype == torch.bfloat16 and half.requires_grad
+
+
+def test_the_inputs_a_value_guard_reads_and_the_integers_stay_the_calls_on_drawn_values(fused_faster):
+    """x decides the branch and ids index: drawn, the one would take the other branch, the other
+    index out of range; y alone is drawn."""
+
+    def gathered(x, ids, y):
+        picked = torch.exp(y[ids]) * 2.0
+        return picked + 1.0 if bool(x.sum() > 0) else picked - 1.0
+
+    fuser = BfloatRounding()
+    f = squall.jit(gathered, executors=[fuser, make_executor()], wait=True)
+    x, ids, y = torch.zeros(4) + 0.25, torch.tensor([3, 0, 2]), torch.zeros(4)
+    with pytest.warns(squall.SquallWarning, match="on drawn values"):
+        torch.testing.assert_close(f(x, ids, y), gathered(x, ids, y))
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "kept the torch plan" and "on drawn values" in upgrade.reason, upgrade
+    assert "guard failed" not in upgrade.reason and "raised" not in upgrade.reason, upgrade
+
+
+def test_a_program_writing_its_zero_input_is_compared_on_drawn_values_from_the_same_start(fused_faster):
+    """A KV cache of zeros, written by the program: each plan's drawn run starts from the same drawn values."""
+
+    def appends(cache, x):
+        cache.add_(x)
+        return torch.exp(cache) * 2.0 + 1.0
+
+    fuser = SlowFuser()
+    fuser.gate.set()
+    f = squall.jit(appends, executors=[fuser, make_executor()], wait=True)
+    cache, eager_cache, x = torch.zeros(16), torch.zeros(16), torch.zeros(16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        torch.testing.assert_close(f(cache, x), appends(eager_cache, x))
+    torch.testing.assert_close(cache, eager_cache)
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "upgraded" and "on the call's values and on drawn values" in upgrade.reason, upgrade
+
+
+def test_a_guard_failing_on_drawn_values_refuses_no_plan(fused_faster, monkeypatch):
+    from squall.runtime import judge_inputs
+    from squall.runtime.tiers import GuardFailed
+
+    real = judge_inputs.example_inputs
+
+    def failing_when_drawn(tree, borrow=True, drawn=False):
+        if drawn:
+            raise GuardFailed("bool(x.sum() > 0)", "program:1", True, False)  # a drawn value took another branch
+        return real(tree, borrow, drawn)
+
+    monkeypatch.setattr(tiers, "example_inputs", failing_when_drawn)
+    fuser = SlowFuser()
+    fuser.gate.set()
+    f = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+    x = torch.randn(16)
+    torch.testing.assert_close(f(x), program(x))
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "upgraded" and "not compared on drawn values: a value guard failed" in upgrade.reason, upgrade
