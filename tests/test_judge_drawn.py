@@ -59,7 +59,9 @@ def test_drawn_values_spread_where_the_calls_do_not_and_keep_their_sign_and_mask
     from squall.runtime.judge_inputs import drawn_values
 
     zeros = drawn_values(torch.zeros(1000), seed=1)
-    assert zeros.std() > 0.5 and (zeros >= 0).all()  # non-negative, as the call's were; spread by one
+    assert zeros.std() > 0.5 and (zeros < 0).any()  # spread by one, both signs: zeros say nothing of one
+    ones = drawn_values(torch.ones(1000), seed=1)
+    assert ones.std() > 0.5 and (ones >= 0).all()  # non-negative, as the call's were (a variance)
     weights = torch.randn(1000) * 0.02 - 3.0
     drawn = drawn_values(weights, seed=1)
     assert abs(drawn.std() - 0.02) < 0.005 and abs(drawn.mean() + 3.0) < 0.01 and not torch.equal(drawn, weights)
@@ -127,3 +129,15 @@ def test_a_guard_failing_on_drawn_values_refuses_no_plan(fused_faster, monkeypat
     torch.testing.assert_close(f(x), program(x))
     (upgrade,) = squall.upgrades(f)
     assert upgrade.status == "upgraded" and "not compared on drawn values: a value guard failed" in upgrade.reason, upgrade
+
+
+def test_a_differentiated_program_has_its_gradients_compared_on_drawn_values_too(fused_faster):
+    fuser = SlowFuser()
+    fuser.gate.set()
+    f = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+    x = torch.zeros(16, requires_grad=True)
+    f(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((16,), 2.0))
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "upgraded" and "per call and its backward" in upgrade.reason, upgrade
+    assert "on the call's values and on drawn values" in upgrade.reason, upgrade

@@ -15,7 +15,7 @@ tiny values give both plans the same results even where the fused plan is wrong 
 float `%` computed as `a - floor(a / b) * b`, a bfloat16 cast dropped inside a kernel). So the judge
 compares the plans a second time, on `example_inputs(..., drawn=True)`: every floating input drawn
 from a seeded generator of its own (`drawn_values`), at the call's values' mean and spread where they
-spread (a model's weights), else at unit spread; non-negative where the call's are (variances), the
+spread (a model's weights), else at unit spread; non-negative where the call's are and not all zero (variances), the
 call's values where they hold NaNs or infinities (an additive mask). Integers, booleans and the
 inputs the program's value guards read stay the call's: indices and masks stay valid, and the
 branches taken the same.
@@ -121,7 +121,7 @@ def drawn_values(t: torch.Tensor, seed: int) -> torch.Tensor:
     `t`'s mean and spread (a model's weights: unit normal ones grow a deep model's activations until
     plans differ by their rounding alone), at unit spread around its mean where `t`'s values hardly
     spread (zeros, ones, tiny values: what made the first comparison vacuous), non-negative where
-    `t`'s are (a variance, a probability); `t`'s own values where it holds NaNs or infinities (an
+    `t`'s are and are not all zero (a variance, a probability); `t`'s own values where it holds NaNs or infinities (an
     additive mask of -inf: drawn values would unmask what the program masks)."""
     with torch.no_grad():
         values = t.detach().float()
@@ -132,7 +132,7 @@ def drawn_values(t: torch.Tensor, seed: int) -> torch.Tensor:
             std, mean = torch.std_mean(values) if t.numel() > 1 else (values.new_zeros(()), values.mean())
             spread = std if bool(std > DEGENERATE_SPREAD) else torch.ones_like(std)
             drawn = drawn * spread + mean
-            if bool(values.min() >= 0):
+            if bool(values.min() >= 0) and bool(values.max() > 0):  # (zeros say nothing of a sign)
                 drawn = drawn.abs()
     return drawn.to(t.dtype).requires_grad_(t.requires_grad)
 
