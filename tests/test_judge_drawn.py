@@ -141,3 +141,20 @@ def test_a_differentiated_program_has_its_gradients_compared_on_drawn_values_too
     (upgrade,) = squall.upgrades(f)
     assert upgrade.status == "upgraded" and "per call and its backward" in upgrade.reason, upgrade
     assert "on the call's values and on drawn values" in upgrade.reason, upgrade
+
+
+def test_tensors_the_judge_reads_in_place_are_not_drawn_and_copies_are(monkeypatch):
+    """Past the copies' budget the judge reads the caller's tensors in place (a large model's weights):
+    drawing them would make a second copy of each; within it, the copies are drawn."""
+    from squall.runtime import judge_inputs
+
+    weight, x = torch.randn(8) * 0.02, torch.zeros(8)
+    params, args, kwargs = judge_inputs.call_specs(None, (x, weight), {})
+    assert all(s.drawable for s in args)
+    (_, drawn_args, _), lent = judge_inputs.example_inputs((params, args, kwargs), drawn=True)
+    assert not lent and not torch.equal(drawn_args[0], x) and not torch.equal(drawn_args[1], weight)
+    monkeypatch.setattr(judge_inputs, "JUDGE_KEEP_MAX_BYTES", 0)
+    params, args, kwargs = judge_inputs.call_specs(None, (x, weight), {})
+    assert not any(s.drawable for s in args)
+    (_, drawn_args, _), lent = judge_inputs.example_inputs((params, args, kwargs), drawn=True)
+    assert [t.data_ptr() for t in drawn_args] == [x.data_ptr(), weight.data_ptr()] and len(lent) == 2

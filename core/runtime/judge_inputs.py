@@ -18,7 +18,7 @@ from a seeded generator of its own (`drawn_values`), at the call's values' mean 
 spread (a model's weights), else at unit spread; non-negative where the call's are and not all zero (variances), the
 call's values where they hold NaNs or infinities (an additive mask). Integers, booleans and the
 inputs the program's value guards read stay the call's: indices and masks stay valid, and the
-branches taken the same.
+branches taken the same; so do the tensors read in place (a large model's weights: no second copy).
 """
 from __future__ import annotations
 
@@ -81,6 +81,13 @@ class TensorSpec:
         for s in self.shape:
             n *= s
         return n
+
+    @property
+    def drawable(self) -> bool:
+        """Drawn in the judge's second comparison (`example_inputs(..., drawn=True)`): a float the value
+        guards do not read, of which the job holds a copy or nothing (a tensor read in place, a model's
+        weights past the copies' budget, stays the caller's: drawing it would double a large model's memory)."""
+        return self.dtype.is_floating_point and not self.guarded and (self.value is not None or self.lent() is None)
 
     def lent(self) -> torch.Tensor | None:
         """The caller's tensor, read in place, while it lives and still has this metadata."""
@@ -206,12 +213,11 @@ def example_inputs(tree: Any, borrow: bool = True, drawn: bool = False) -> tuple
     def one(s: Any) -> Any:
         if not isinstance(s, TensorSpec):
             return s
-        if drawn and s.dtype.is_floating_point and not s.guarded:
-            source = s.value if s.value is not None else s.lent()
+        if drawn and s.drawable:
             seed = next(seeds)
-            if source is None:
+            if s.value is None:
                 return example_tensor(s.shape, s.dtype, s.device, requires_grad=s.requires_grad, seed=seed)
-            return drawn_values(source, seed)
+            return drawn_values(s.value, seed)
         live = s.lent() if borrow and s.value is None else None
         if live is None:
             return s.example(borrow=False)
