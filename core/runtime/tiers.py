@@ -666,7 +666,7 @@ class UpgradeJob:
                     compared += f" ({not_drawn})" if not_drawn else " and on drawn values"
             if differ:
                 warnings.warn(f"squall: the fused plan of {self.upgrade.function} computes other results than its "
-                              f"torch plan on example inputs ({differ}); the torch plan keeps running",
+                              f"torch plan ({differ}); the torch plan keeps running",
                               SquallWarning, stacklevel=2)
                 return Verdict("torch", None, None, f"its results differ from the torch plan's: {differ}")
             if untimed:
@@ -696,19 +696,24 @@ class UpgradeJob:
         them, refuses no plan."""
         if not any(isinstance(s, TensorSpec) and s.drawable for s in tree_flatten(self.call_specs)[0]):
             return "", "not compared on drawn values: it has no floating input of its own to draw"
-        try:
-            run, _ = self._runner(borrow=True, drawn=True)
-            torch_out, torch_grads = run(torch_fn)
-        except GuardFailed as failed:
-            return "", f"not compared on drawn values: a value guard failed on them ({failed})"
-        except Exception as e:  # noqa: BLE001 - the program itself rejects the drawn values (a check on them)
-            return "", f"not compared on drawn values: the torch plan raised on them ({type(e).__name__}: {_first_line(e)})"
-        try:
-            fused_out, fused_grads = run(fused_fn)
-        except GuardFailed as failed:
-            return "", f"not compared on drawn values: a value guard failed on them ({failed})"
-        except Exception as e:  # noqa: BLE001 - where the torch plan ran, the fused plan must too
-            return f"it raised on drawn values where the torch plan did not ({type(e).__name__}: {_first_line(e)})", ""
+        for borrow in (True, False):
+            try:
+                run, lent = self._runner(borrow=borrow, drawn=True)
+                versions = [t._version for t in lent]
+                torch_out, torch_grads = run(torch_fn)
+            except GuardFailed as failed:
+                return "", f"not compared on drawn values: a value guard failed on them ({failed})"
+            except Exception as e:  # noqa: BLE001 - the program itself rejects the drawn values (a check on them)
+                return "", f"not compared on drawn values: the torch plan raised on them ({type(e).__name__}: {_first_line(e)})"
+            try:
+                fused_out, fused_grads = run(fused_fn)
+            except GuardFailed as failed:
+                return "", f"not compared on drawn values: a value guard failed on them ({failed})"
+            except Exception as e:  # noqa: BLE001 - where the torch plan ran, the fused plan must too
+                return f"it raised on drawn values where the torch plan did not ({type(e).__name__}: {_first_line(e)})", ""
+            if [t._version for t in lent] == versions:
+                break
+            # (as on the call's values) the user's program wrote a tensor read in place between the runs
         differ = _outputs_differ(torch_out, fused_out)
         if not differ:
             differ = _outputs_differ(torch_grads, fused_grads, looser=GRADIENT_LOOSER, shared_scale=True)
