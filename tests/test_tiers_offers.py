@@ -66,8 +66,9 @@ def test_offers_are_judged_in_turn_and_one_slower_than_torch_is_not_kept(monkeyp
     fn, x, upgrade = _upgraded(fuser)
     assert upgrade.status == "upgraded" and len(judged) == 2
     # every offer's time shows in the reason (and so in squall.explain), then the one kept
-    assert upgrade.reason == ("wide: the fused plan was not faster in context: torch plan 2.000 ms, fused 3.000 ms per call (best of 3 batches each); "
-                              "narrow: in context: torch plan 2.000 ms, fused 1.000 ms per call (best of 3 batches each); kept narrow")
+    matched = ", its results matching the torch plan's on the call's values and on drawn values"
+    assert upgrade.reason == ("wide: the fused plan was not faster in context: torch plan 2.000 ms, fused 3.000 ms per call (best of 3 batches each)" + matched + "; "
+                              "narrow: in context: torch plan 2.000 ms, fused 1.000 ms per call (best of 3 batches each)" + matched + "; kept narrow")
     assert fuser.compiled_sources and fuser.wide.compiled_sources  # both planned, "narrow" runs
     assert upgrade.verdict.fused_s == pytest.approx(1e-3)
 

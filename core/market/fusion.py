@@ -161,15 +161,17 @@ def note_strides(proxies: Sequence[TensorProxy], values: Sequence[Any]) -> None:
             met[p.name] = tuple(v.stride())
 
 
-def example_tensor(shape: Sequence[int], dtype: torch.dtype, device: torch.device | str, *, requires_grad: bool = False) -> torch.Tensor:
+def example_tensor(shape: Sequence[int], dtype: torch.dtype, device: torch.device | str, *, requires_grad: bool = False,
+                   seed: int = 0) -> torch.Tensor:
     """A tensor to time or check a compiled region on: normal floats, zero integers and booleans
     (zeros are valid indices and class targets, so a region that gathers runs).
 
     The floats come from a generator of its own: timing runs beside the user's program (in the
-    background tier too) and must not move the random stream the program draws from.
+    background tier too) and must not move the random stream the program draws from; `seed` seeds it
+    (the same for every tensor by default: tensors of one shape get equal values).
     """
     if dtype.is_floating_point or dtype.is_complex:
-        generator = torch.Generator(device=device).manual_seed(0)
+        generator = torch.Generator(device=device).manual_seed(seed)
         t = torch.randn(tuple(shape), dtype=dtype, device=device, generator=generator)
     else:
         t = torch.zeros(tuple(shape), dtype=dtype, device=device)

@@ -9,6 +9,16 @@ activations until the plans differ by rounding alone). What the program reads fr
 KV cache's tensors) is taken at the call, since the objects change after it. The job keeps no
 user data alive. A differentiated program's outputs get the same seeded gradients in every plan
 the judge runs (`judge_cotangent`).
+
+The call's values alone can make the comparison vacuous: a warm-up with `torch.zeros`, all-equal or
+tiny values give both plans the same results even where the fused plan is wrong away from them (a
+float `%` computed as `a - floor(a / b) * b`, a bfloat16 cast dropped inside a kernel). So the judge
+compares the plans a second time, on `example_inputs(..., drawn=True)`: every floating input drawn
+from a seeded generator of its own (`drawn_values`), at the call's values' mean and spread where they
+spread (a model's weights), else at unit spread; non-negative where the call's are and not all zero (variances), the
+call's values where they hold NaNs or infinities (an additive mask). Integers, booleans and the
+inputs the program's value guards read stay the call's: indices and masks stay valid, and the
+branches taken the same; so do the tensors read in place (a large model's weights: no second copy).
 """
 from __future__ import annotations
 
@@ -27,7 +37,7 @@ from ..market.fusion import example_tensor
 from ..proxies import real_tensor
 from ..trace import route_value
 
-__all__ = ["TensorSpec", "call_specs", "example_inputs", "input_gradients", "judge_cotangent", "JUDGE_KEEP_MAX_BYTES", "JUDGE_KEEP_OTHERS_MAX_BYTES"]
+__all__ = ["TensorSpec", "call_specs", "drawn_values", "example_inputs", "input_gradients", "judge_cotangent", "JUDGE_KEEP_MAX_BYTES", "JUDGE_KEEP_OTHERS_MAX_BYTES"]
 
 # the most a job keeps copies of the inputs its program's value guards read (a mask, token ids)
 JUDGE_KEEP_MAX_BYTES = 64 << 20
@@ -36,14 +46,16 @@ JUDGE_KEEP_MAX_BYTES = 64 << 20
 JUDGE_KEEP_OTHERS_MAX_BYTES = 16 << 20
 
 
-def _spec(x: Any, kept: dict[int, torch.Tensor], borrowable: set[int]) -> Any:
+def _spec(x: Any, kept: dict[int, torch.Tensor], borrowable: set[int], guarded: set[int]) -> Any:
     """A tensor's metadata in place of the tensor, with a copy of its values where `kept` has it,
-    else a weak reference to it where `borrowable` has its id: the job keeps no user data alive."""
+    else a weak reference to it where `borrowable` has its id: the job keeps no user data alive.
+    `guarded`: the ids of the tensors the program's value guards read."""
     if real_tensor(x):
         value = kept.get(id(x))
         return TensorSpec(tuple(x.shape), x.dtype, x.device, x.requires_grad,
                            value.detach().clone() if value is not None else None,
-                           weakref.ref(x) if value is None and id(x) in borrowable else None)
+                           weakref.ref(x) if value is None and id(x) in borrowable else None,
+                           id(x) in guarded)
     return x
 
 
@@ -60,6 +72,8 @@ class TensorSpec:
     # model's weights): drawn examples (unit normal weights) blow the activations of a deep model
     # up until the fused and the torch plan differ by their rounding alone
     borrowed: weakref.ReferenceType | None = field(default=None, compare=False, repr=False)
+    # the program's value guards read it: drawn values would take other branches, or fail a guard
+    guarded: bool = field(default=False, compare=False)
 
     @property
     def nbytes(self) -> int:
@@ -67,6 +81,13 @@ class TensorSpec:
         for s in self.shape:
             n *= s
         return n
+
+    @property
+    def drawable(self) -> bool:
+        """Drawn in the judge's second comparison (`example_inputs(..., drawn=True)`): a float the value
+        guards do not read, of which the job holds a copy or nothing (a tensor read in place, a model's
+        weights past the copies' budget, stays the caller's: drawing it would double a large model's memory)."""
+        return self.dtype.is_floating_point and not self.guarded and (self.value is not None or self.lent() is None)
 
     def lent(self) -> torch.Tensor | None:
         """The caller's tensor, read in place, while it lives and still has this metadata."""
@@ -97,6 +118,32 @@ def _drawn_like(t: torch.Tensor) -> torch.Tensor:
     return drawn.requires_grad_(t.requires_grad)
 
 
+# below this spread the call's values are degenerate (all equal, or tiny): drawn values spread by one
+DEGENERATE_SPREAD = 1e-3
+
+
+def drawn_values(t: torch.Tensor, seed: int) -> torch.Tensor:
+    """Values for the judge's second comparison in place of a floating tensor `t` of the call: drawn
+    from a generator seeded with `seed` (one per input: tensors of one shape get different values), at
+    `t`'s mean and spread (a model's weights: unit normal ones grow a deep model's activations until
+    plans differ by their rounding alone), at unit spread around its mean where `t`'s values hardly
+    spread (zeros, ones, tiny values: what made the first comparison vacuous), non-negative where
+    `t`'s are and are not all zero (a variance, a probability); `t`'s own values where it holds NaNs or infinities (an
+    additive mask of -inf: drawn values would unmask what the program masks)."""
+    with torch.no_grad():
+        values = t.detach().float()
+        if not bool(torch.isfinite(values).all()):
+            return t.detach().clone().requires_grad_(t.requires_grad)
+        drawn = example_tensor(t.shape, torch.float32, t.device, seed=seed)
+        if t.numel():
+            std, mean = torch.std_mean(values) if t.numel() > 1 else (values.new_zeros(()), values.mean())
+            spread = std if bool(std > DEGENERATE_SPREAD) else torch.ones_like(std)
+            drawn = drawn * spread + mean
+            if bool(values.min() >= 0) and bool(values.max() > 0):  # (zeros say nothing of a sign)
+                drawn = drawn.abs()
+    return drawn.to(t.dtype).requires_grad_(t.requires_grad)
+
+
 def call_specs(params: list | None, args: tuple, kwargs: dict, *, keep: Sequence[tuple] = (),
                state: Sequence[InputBinding] = (), written: Sequence[tuple] = ()) -> tuple[Any, tuple, dict]:
     """A call's (params, args, kwargs) with every tensor replaced by its metadata; the tensors
@@ -125,6 +172,7 @@ def call_specs(params: list | None, args: tuple, kwargs: dict, *, keep: Sequence
         return value
 
     kept: dict[int, torch.Tensor] = {}
+    guarded = {id(v) for v in map(at, keep) if real_tensor(v)}
     room = JUDGE_KEEP_MAX_BYTES
     for path in keep:
         value = at(path)
@@ -145,7 +193,7 @@ def call_specs(params: list | None, args: tuple, kwargs: dict, *, keep: Sequence
             kept[id(value)] = value
     # the judge runs the plans on a borrowed tensor itself: never one the program writes into
     unwritten = {id(v) for v in leaves} - {id(at(path)) for path in written}
-    return tree_map(lambda x: _spec(x, kept, unwritten), (params, args, {**kwargs, **snapshot}))
+    return tree_map(lambda x: _spec(x, kept, unwritten, guarded), (params, args, {**kwargs, **snapshot}))
 
 
 def _state_value(path: tuple, args: tuple, kwargs: dict) -> Any:
@@ -154,14 +202,22 @@ def _state_value(path: tuple, args: tuple, kwargs: dict) -> Any:
     return route_value(route, args, kwargs) if route is not None else owner[key]
 
 
-def example_inputs(tree: Any, borrow: bool = True) -> tuple[Any, list[torch.Tensor]]:
+def example_inputs(tree: Any, borrow: bool = True, drawn: bool = False) -> tuple[Any, list[torch.Tensor]]:
     """Example inputs for the specs in `tree` (not reading the caller's tensors unless `borrow`),
-    and those of them that are the caller's own tensors, read in place."""
+    and those of them that are the caller's own tensors, read in place. With `drawn`, the floating
+    inputs the program's value guards do not read are `drawn_values` in place of the call's (the
+    judge's second comparison); the others as without it."""
     lent: list[torch.Tensor] = []
+    seeds = iter(range(1, 1 << 30))  # seed 0 is example_tensor's default: the call's own drawn examples
 
     def one(s: Any) -> Any:
         if not isinstance(s, TensorSpec):
             return s
+        if drawn and s.drawable:
+            seed = next(seeds)
+            if s.value is None:
+                return example_tensor(s.shape, s.dtype, s.device, requires_grad=s.requires_grad, seed=seed)
+            return drawn_values(s.value, seed)
         live = s.lent() if borrow and s.value is None else None
         if live is None:
             return s.example(borrow=False)

@@ -299,8 +299,9 @@ GRADIENT_LOOSER = 10.0
 
 # raised when the judge's checks change, so that no judgement made by the old ones is remembered
 # (2: each plan run from the call's values where the program writes its inputs; gradients measured
-# against the largest of them; 3: float32 on CUDA with TF32 allowed judged at float16's tolerance)
-JUDGE_REVISION = 3
+# against the largest of them; 3: float32 on CUDA with TF32 allowed judged at float16's tolerance;
+# 4: compared on drawn values too, as a zeros warm-up let plans wrong away from zero through)
+JUDGE_REVISION = 4
 
 
 def _outputs_differ(expected: Any, actual: Any, looser: float = 1.0, shared_scale: bool = False) -> str:
@@ -601,11 +602,11 @@ class UpgradeJob:
             return compilation.fn
         return state_as_keywords(compilation, self.layout).fn
 
-    def _runner(self, borrow: bool) -> tuple[Callable[[Callable], tuple[Any, tuple]], list[torch.Tensor]]:
+    def _runner(self, borrow: bool, drawn: bool = False) -> tuple[Callable[[Callable], tuple[Any, tuple]], list[torch.Tensor]]:
         """A function running a plan on example inputs (the caller's own tensors where `borrow` and
-        the job holds them: `_example`), returning its outputs and its inputs' gradients; and
-        those inputs that are the caller's tensors."""
-        (params, args, kwargs), lent = example_inputs(self.call_specs, borrow)
+        the job holds them: `_example`; drawn floats where `drawn`: `example_inputs`), returning its
+        outputs and its inputs' gradients; and those inputs that are the caller's tensors."""
+        (params, args, kwargs), lent = example_inputs(self.call_specs, borrow, drawn)
         lead = (params,) if self.layout.get("takes_params") else ()
         # a differentiated program runs its backward after every call: the judge runs it too (its
         # results checked, its time counted), so a fused backward is never installed unseen
@@ -656,14 +657,21 @@ class UpgradeJob:
                 differ = differ and f"the gradients of its inputs: {differ}"
             backward = bool(torch_grads)
             del torch_out, fused_out, torch_grads, fused_grads
+            compared = "on example inputs"
+            if compare:
+                compared = "on the call's values"
+                differ = differ and f"{differ} on the call's values"
+                if not differ:
+                    differ, not_drawn = self._differ_on_drawn_values(torch_fn, fused_fn)
+                    compared += f" ({not_drawn})" if not_drawn else " and on drawn values"
             if differ:
                 warnings.warn(f"squall: the fused plan of {self.upgrade.function} computes other results than its "
-                              f"torch plan on example inputs ({differ}); the torch plan keeps running",
+                              f"torch plan ({differ}); the torch plan keeps running",
                               SquallWarning, stacklevel=2)
                 return Verdict("torch", None, None, f"its results differ from the torch plan's: {differ}")
             if untimed:
                 matched = "its results matched the torch plan's" if compare else "no NaNs or infinities where the torch plan has none"
-                return Verdict("fused", None, None, f"{untimed}; {matched} on example inputs")
+                return Verdict("fused", None, None, f"{untimed}; {matched} {compared}")
             cuda = any(s.device.type == "cuda" for s in specs)
             # short batches (stopping early once the verdict is clear), with pauses beside the user's calls
             polite = dict(slice_s=JUDGE_SLICE_S, pause=JUDGE_PAUSE if self.background else 0.0)
@@ -671,9 +679,47 @@ class UpgradeJob:
                 polite["running"] = (running_fn[0], lambda: run(running_fn[1]))
             verdict = judge(lambda: run(torch_fn), lambda: run(fused_fn),
                             sync=torch.cuda.synchronize if cuda else (lambda: None), device_type="cuda" if cuda else "cpu", **polite)
+        if compare:
+            verdict = replace(verdict, reason=f"{verdict.reason}, its results matching the torch plan's {compared}")
         if not backward:
             return verdict
         # the backward timed is the one the user's calls ran
         n = len(self._backward_for)
         which = f" (for calls leaving {n} output{'s' if n > 1 else ''} without a gradient, as the user's did)" if n else ""
         return replace(verdict, reason=verdict.reason.replace(" per call ", f" per call and its backward{which} "))
+
+    def _differ_on_drawn_values(self, torch_fn: Callable, fused_fn: Callable) -> tuple[str, str]:
+        """The plans' results compared a second time, on drawn floats (judge_inputs.example_inputs):
+        the call's values may be degenerate (a warm-up with zeros), and a plan wrong away from them
+        would pass. Returns why they differ ("" where they agree), and why they were not compared
+        ("" where they were): a guard failing on the drawn values, or the torch plan raising on
+        them, refuses no plan."""
+        if not any(isinstance(s, TensorSpec) and s.drawable for s in tree_flatten(self.call_specs)[0]):
+            return "", "not compared on drawn values: it has no floating input of its own to draw"
+        for borrow in (True, False):
+            try:
+                run, lent = self._runner(borrow=borrow, drawn=True)
+                versions = [t._version for t in lent]
+                torch_out, torch_grads = run(torch_fn)
+            except GuardFailed as failed:
+                return "", f"not compared on drawn values: a value guard failed on them ({failed})"
+            except Exception as e:  # noqa: BLE001 - the program itself rejects the drawn values (a check on them)
+                return "", f"not compared on drawn values: the torch plan raised on them ({type(e).__name__}: {_first_line(e)})"
+            try:
+                fused_out, fused_grads = run(fused_fn)
+            except GuardFailed as failed:
+                return "", f"not compared on drawn values: a value guard failed on them ({failed})"
+            except Exception as e:  # noqa: BLE001 - where the torch plan ran, the fused plan must too
+                return f"it raised on drawn values where the torch plan did not ({type(e).__name__}: {_first_line(e)})", ""
+            if [t._version for t in lent] == versions:
+                break
+            # (as on the call's values) the user's program wrote a tensor read in place between the runs
+        differ = _outputs_differ(torch_out, fused_out)
+        if not differ:
+            differ = _outputs_differ(torch_grads, fused_grads, looser=GRADIENT_LOOSER, shared_scale=True)
+            differ = differ and f"the gradients of its inputs: {differ}"
+        return (f"{differ} on drawn values" if differ else ""), ""
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else ""
