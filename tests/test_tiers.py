@@ -16,7 +16,7 @@ import torch
 import squall
 from squall.market.config import PyprojectError, resolve_wait
 from squall.market.torch_executor import make_executor
-from squall.runtime import tiers, upgrade_worker
+from squall.runtime import judge_compare, tiers, upgrade_worker
 from squall.runtime.choices import timing_clock
 from test_planner import PyFuser
 
@@ -169,27 +169,27 @@ def test_gradients_are_compared_at_the_scale_of_the_largest_so_cancellation_nois
     summation orders differ by more than the noise itself, not by more than its terms' rounding."""
     weight = torch.randn(16, 3, 3, 3)
     noise = torch.full((16,), 2e-8)
-    assert tiers._outputs_differ((weight, noise), (weight, noise + 3e-8), looser=tiers.GRADIENT_LOOSER, shared_scale=True) == ""
-    assert "output 1" in tiers._outputs_differ((weight, noise), (weight, noise + 0.5), looser=tiers.GRADIENT_LOOSER, shared_scale=True)
-    assert "output 1" in tiers._outputs_differ((weight, noise), (weight, noise + 3e-8), looser=tiers.GRADIENT_LOOSER)
+    assert judge_compare.outputs_differ((weight, noise), (weight, noise + 3e-8), looser=judge_compare.GRADIENT_LOOSER, shared_scale=True) == ""
+    assert "output 1" in judge_compare.outputs_differ((weight, noise), (weight, noise + 0.5), looser=judge_compare.GRADIENT_LOOSER, shared_scale=True)
+    assert "output 1" in judge_compare.outputs_differ((weight, noise), (weight, noise + 3e-8), looser=judge_compare.GRADIENT_LOOSER)
 
 
 def test_float32_is_judged_at_float32_tolerance_where_tf32_cannot_apply(monkeypatch):
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)  # cuDNN's default; it does not reach the CPU
     expected = torch.ones(4)
-    assert "differs by up to" in tiers._outputs_differ(expected, expected * (1 + 3e-3))
-    assert tiers._outputs_differ(expected, expected * (1 + 3e-5)) == ""
+    assert "differs by up to" in judge_compare.outputs_differ(expected, expected * (1 + 3e-3))
+    assert judge_compare.outputs_differ(expected, expected * (1 + 3e-5)) == ""
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: TF32 is how CUDA computes float32 convolutions and matmuls")
 def test_float32_on_cuda_with_tf32_allowed_is_judged_at_float16_tolerance(monkeypatch):
     expected = torch.ones(4, device="cuda")
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
-    assert tiers._outputs_differ(expected, expected * (1 + 3e-3)) == ""  # what TF32's 10-bit mantissa gives
-    assert "differs by up to" in tiers._outputs_differ(expected, expected * (1 + 3e-2))
+    assert judge_compare.outputs_differ(expected, expected * (1 + 3e-3)) == ""  # what TF32's 10-bit mantissa gives
+    assert "differs by up to" in judge_compare.outputs_differ(expected, expected * (1 + 3e-2))
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
-    assert "differs by up to" in tiers._outputs_differ(expected, expected * (1 + 3e-3))
+    assert "differs by up to" in judge_compare.outputs_differ(expected, expected * (1 + 3e-3))
 
 
 class WrongBackwardFuser(SlowFuser):

@@ -56,7 +56,6 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-from ..proxies import real_tensor
 from ..compiler.pipeline import STATE_KEYWORD, Compilation, compile_traced, state_as_keywords
 from ..guards import GuardFailed
 from ..ltorch.base import SquallWarning
@@ -65,6 +64,7 @@ from ..market.executor import Executor
 from ..market.fusion import PACE_PAUSE, FusionExecutor, compiling_stopped, pace, upgrades_are_awaited
 from ..sources import cache_root
 from .choices import ChoiceStore, timing_clock
+from .judge_compare import results_differ
 from .judge_inputs import TensorSpec, call_specs, example_inputs, input_gradients
 
 __all__ = ["Upgrade", "Verdict", "judge", "fusion_offers", "background_priority", "prepare_background", "call_specs", "UpgradeJob"]
@@ -273,86 +273,11 @@ def _region_executors(compilation: Compilation) -> set[str]:
     return {r.executor for t in compilation if t.plan is not None for r in t.plan.regions}
 
 
-# a fused kernel rounds and sums in another order than eager, and example inputs have any
-# scale: outputs agree when their largest difference is within this fraction of the largest
-# magnitude (NaNs and infinities where eager has them); the half-precision dtypes get more
-_TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 2e-2}
-_FLOAT_TOLERANCE = 1e-4
-
-
-def _tolerance(t: torch.Tensor) -> float:
-    """The fraction of the largest magnitude by which two plans' `t` may differ. float32 on CUDA
-    where TF32 is allowed (cuDNN's convolutions allow it by default) is computed with float16's
-    10-bit mantissa inside convolutions and matmuls, by eager too: it gets float16's tolerance. On an
-    H100, eager's own ResNet-50 gradients moved by 5.8% of the largest between TF32 and IEEE float32;
-    inductor's differed from the torch plan's by 1.4%, and float32's tolerance refused them."""
-    if t.dtype == torch.float32 and t.device.type == "cuda" and (
-            torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32):
-        return _TOLERANCE[torch.float16]
-    return _TOLERANCE.get(t.dtype, _FLOAT_TOLERANCE)
-
-
-# a weight's gradient sums a product over every row of the batch, and the judge's example values
-# (normal weights, equal tokens) cancel much of it: summed in another order, it spreads wider
-GRADIENT_LOOSER = 10.0
-
-
 # raised when the judge's checks change, so that no judgement made by the old ones is remembered
 # (2: each plan run from the call's values where the program writes its inputs; gradients measured
 # against the largest of them; 3: float32 on CUDA with TF32 allowed judged at float16's tolerance;
 # 4: compared on drawn values too, as a zeros warm-up let plans wrong away from zero through)
 JUDGE_REVISION = 4
-
-
-def _outputs_differ(expected: Any, actual: Any, looser: float = 1.0, shared_scale: bool = False) -> str:
-    """Why two program outputs differ beyond a fused kernel's tolerance, `looser` times wider ("" if
-    they do not); with `shared_scale`, each measured against the largest magnitude of them all
-    (gradients: a bias's before a batch norm sums terms that cancel to rounding noise, whose size is
-    the terms', not the sum's)."""
-    exp, _ = tree_flatten(expected)
-    act, _ = tree_flatten(actual)
-    if len(exp) != len(act):
-        return f"{len(act)} outputs where the torch plan returns {len(exp)}"
-    largest = max((_largest(e) for e in exp if real_tensor(e) and (e.dtype.is_floating_point or e.dtype.is_complex)), default=0.0) if shared_scale else 0.0
-    for i, (e, a) in enumerate(zip(exp, act)):
-        if not real_tensor(e):
-            continue
-        if not real_tensor(a) or (a.shape, a.dtype, a.device) != (e.shape, e.dtype, e.device):
-            return f"output {i} is {_meta(a)} where the torch plan's is {_meta(e)}"
-        if not (e.dtype.is_floating_point or e.dtype.is_complex):
-            if not torch.equal(a, e):
-                return f"output {i}: {int((a != e).sum())} of {e.numel()} elements differ"
-            continue
-        finite = torch.isfinite(e)
-        if not torch.equal(finite, torch.isfinite(a)) or not torch.equal(e[~finite].isnan(), a[~finite].isnan()):
-            return f"output {i}: NaNs or infinities where the torch plan has none, or the reverse"
-        if finite.any():
-            scale = e[finite].abs().max().item()
-            worst = (a[finite] - e[finite]).abs().max().item()
-            tolerance = looser * _tolerance(e) * max(scale, largest, 1e-6)
-            if worst > tolerance:
-                return f"output {i}: differs by up to {worst:.3g} where its values reach {scale:.3g}"
-    return ""
-
-
-def _non_finite_differ(expected: Any, actual: Any) -> str:
-    """Where a plan has NaNs or infinities in an output that the torch plan has none in ("" if
-    nowhere): what is compared of a program drawing random numbers, whose values differ between plans."""
-    exp, act = tree_flatten(expected)[0], tree_flatten(actual)[0]
-    for i, (e, a) in enumerate(zip(exp, act)):
-        if real_tensor(e) and real_tensor(a) and e.dtype.is_floating_point and a.dtype.is_floating_point:
-            if bool(torch.isfinite(e).all()) and not bool(torch.isfinite(a).all()):
-                return f"output {i}: NaNs or infinities where the torch plan has none"
-    return ""
-
-
-def _largest(t: torch.Tensor) -> float:
-    finite = t[torch.isfinite(t)]
-    return finite.abs().max().item() if finite.numel() else 0.0
-
-
-def _meta(x: Any) -> str:
-    return f"{x.dtype} {tuple(x.shape)} on {x.device}" if real_tensor(x) else type(x).__name__
 
 
 # --- judgements remembered on disk ------------------------------------------------------------------
@@ -650,11 +575,7 @@ class UpgradeJob:
                 run, _ = self._runner(borrow=False)
                 (torch_out, torch_grads), (fused_out, fused_grads) = run(torch_fn), run(fused_fn)
             # values drawn at random differ between plans; where NaNs and infinities are does not
-            differ = _outputs_differ(torch_out, fused_out) if compare else _non_finite_differ(torch_out, fused_out)
-            if not differ:
-                differ = (_outputs_differ(torch_grads, fused_grads, looser=GRADIENT_LOOSER, shared_scale=True) if compare
-                          else _non_finite_differ(torch_grads, fused_grads))
-                differ = differ and f"the gradients of its inputs: {differ}"
+            differ = results_differ((torch_out, torch_grads), (fused_out, fused_grads), values=compare)
             backward = bool(torch_grads)
             del torch_out, fused_out, torch_grads, fused_grads
             compared = "on example inputs"
@@ -714,10 +635,7 @@ class UpgradeJob:
             if [t._version for t in lent] == versions:
                 break
             # (as on the call's values) the user's program wrote a tensor read in place between the runs
-        differ = _outputs_differ(torch_out, fused_out)
-        if not differ:
-            differ = _outputs_differ(torch_grads, fused_grads, looser=GRADIENT_LOOSER, shared_scale=True)
-            differ = differ and f"the gradients of its inputs: {differ}"
+        differ = results_differ((torch_out, torch_grads), (fused_out, fused_grads))
         return (f"{differ} on drawn values" if differ else ""), ""
 
 

@@ -1,0 +1,105 @@
+"""Whether two plans of a program computed the same results (squall.runtime.tiers' judge).
+
+A fused kernel rounds and sums in another order than eager, so results are compared within a
+tolerance of their largest magnitude, NaNs and infinities where the torch plan has them; the
+gradients of the inputs a plan differentiated are compared after its outputs, looser, against
+the largest of them all. A program drawing random numbers has only where its NaNs and
+infinities are compared (a fused kernel may draw other numbers than torch's).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from ..proxies import real_tensor
+
+__all__ = ["results_differ", "outputs_differ", "GRADIENT_LOOSER"]
+
+
+# a fused kernel rounds and sums in another order than eager, and example inputs have any
+# scale: outputs agree when their largest difference is within this fraction of the largest
+# magnitude (NaNs and infinities where eager has them); the half-precision dtypes get more
+_TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 2e-2}
+_FLOAT_TOLERANCE = 1e-4
+
+
+def _tolerance(t: torch.Tensor) -> float:
+    """The fraction of the largest magnitude by which two plans' `t` may differ. float32 on CUDA
+    where TF32 is allowed (cuDNN's convolutions allow it by default) is computed with float16's
+    10-bit mantissa inside convolutions and matmuls, by eager too: it gets float16's tolerance. On an
+    H100, eager's own ResNet-50 gradients moved by 5.8% of the largest between TF32 and IEEE float32;
+    inductor's differed from the torch plan's by 1.4%, and float32's tolerance refused them."""
+    if t.dtype == torch.float32 and t.device.type == "cuda" and (
+            torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32):
+        return _TOLERANCE[torch.float16]
+    return _TOLERANCE.get(t.dtype, _FLOAT_TOLERANCE)
+
+
+# a weight's gradient sums a product over every row of the batch, and the judge's example values
+# (normal weights, equal tokens) cancel much of it: summed in another order, it spreads wider
+GRADIENT_LOOSER = 10.0
+
+
+def outputs_differ(expected: Any, actual: Any, looser: float = 1.0, shared_scale: bool = False) -> str:
+    """Why two program outputs differ beyond a fused kernel's tolerance, `looser` times wider ("" if
+    they do not); with `shared_scale`, each measured against the largest magnitude of them all
+    (gradients: a bias's before a batch norm sums terms that cancel to rounding noise, whose size is
+    the terms', not the sum's)."""
+    exp, _ = tree_flatten(expected)
+    act, _ = tree_flatten(actual)
+    if len(exp) != len(act):
+        return f"{len(act)} outputs where the torch plan returns {len(exp)}"
+    largest = max((_largest(e) for e in exp if real_tensor(e) and (e.dtype.is_floating_point or e.dtype.is_complex)), default=0.0) if shared_scale else 0.0
+    for i, (e, a) in enumerate(zip(exp, act)):
+        if not real_tensor(e):
+            continue
+        if not real_tensor(a) or (a.shape, a.dtype, a.device) != (e.shape, e.dtype, e.device):
+            return f"output {i} is {_meta(a)} where the torch plan's is {_meta(e)}"
+        if not (e.dtype.is_floating_point or e.dtype.is_complex):
+            if not torch.equal(a, e):
+                return f"output {i}: {int((a != e).sum())} of {e.numel()} elements differ"
+            continue
+        finite = torch.isfinite(e)
+        if not torch.equal(finite, torch.isfinite(a)) or not torch.equal(e[~finite].isnan(), a[~finite].isnan()):
+            return f"output {i}: NaNs or infinities where the torch plan has none, or the reverse"
+        if finite.any():
+            scale = e[finite].abs().max().item()
+            worst = (a[finite] - e[finite]).abs().max().item()
+            tolerance = looser * _tolerance(e) * max(scale, largest, 1e-6)
+            if worst > tolerance:
+                return f"output {i}: differs by up to {worst:.3g} where its values reach {scale:.3g}"
+    return ""
+
+
+def _non_finite_differ(expected: Any, actual: Any) -> str:
+    """Where a plan has NaNs or infinities in an output that the torch plan has none in ("" if
+    nowhere): what is compared of a program drawing random numbers, whose values differ between plans."""
+    exp, act = tree_flatten(expected)[0], tree_flatten(actual)[0]
+    for i, (e, a) in enumerate(zip(exp, act)):
+        if real_tensor(e) and real_tensor(a) and e.dtype.is_floating_point and a.dtype.is_floating_point:
+            if bool(torch.isfinite(e).all()) and not bool(torch.isfinite(a).all()):
+                return f"output {i}: NaNs or infinities where the torch plan has none"
+    return ""
+
+
+def _largest(t: torch.Tensor) -> float:
+    finite = t[torch.isfinite(t)]
+    return finite.abs().max().item() if finite.numel() else 0.0
+
+
+def _meta(x: Any) -> str:
+    return f"{x.dtype} {tuple(x.shape)} on {x.device}" if real_tensor(x) else type(x).__name__
+
+
+def results_differ(torch_result: tuple[Any, Any], fused_result: tuple[Any, Any], values: bool = True) -> str:
+    """Why a fused plan's (outputs, input gradients) differ from the torch plan's ("" if they do
+    not): their values with `values`, else only where NaNs and infinities are."""
+    (torch_out, torch_grads), (fused_out, fused_grads) = torch_result, fused_result
+    differ = outputs_differ(torch_out, fused_out) if values else _non_finite_differ(torch_out, fused_out)
+    if not differ:
+        differ = (outputs_differ(torch_grads, fused_grads, looser=GRADIENT_LOOSER, shared_scale=True) if values
+                  else _non_finite_differ(torch_grads, fused_grads))
+        differ = differ and f"the gradients of its inputs: {differ}"
+    return differ
