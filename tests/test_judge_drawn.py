@@ -131,18 +131,6 @@ def test_a_guard_failing_on_drawn_values_refuses_no_plan(fused_faster, monkeypat
     assert upgrade.status == "upgraded" and "not compared on drawn values: a value guard failed" in upgrade.reason, upgrade
 
 
-def test_a_differentiated_program_has_its_gradients_compared_on_drawn_values_too(fused_faster):
-    fuser = SlowFuser()
-    fuser.gate.set()
-    f = squall.jit(program, executors=[fuser, make_executor()], wait=True)
-    x = torch.zeros(16, requires_grad=True)
-    f(x).sum().backward()
-    torch.testing.assert_close(x.grad, torch.full((16,), 2.0))
-    (upgrade,) = squall.upgrades(f)
-    assert upgrade.status == "upgraded" and "per call and its backward" in upgrade.reason, upgrade
-    assert "on the call's values and on drawn values" in upgrade.reason, upgrade
-
-
 def test_tensors_the_judge_reads_in_place_are_not_drawn_and_copies_are(monkeypatch):
     """Past the copies' budget the judge reads the caller's tensors in place (a large model's weights):
     drawing them would make a second copy of each; within it, the copies are drawn."""

@@ -212,6 +212,8 @@ def test_a_differentiated_program_is_judged_with_its_backward(fused_faster):
     torch.testing.assert_close(x.grad, torch.exp(x.detach()) * 2.0)
     (upgrade,) = squall.upgrades(fn)
     assert upgrade.status == "upgraded" and "per call and its backward" in upgrade.reason, upgrade
+    # its outputs and gradients compared on drawn values too (tests/test_judge_drawn.py)
+    assert "on the call's values and on drawn values" in upgrade.reason, upgrade
 
 
 def test_an_upgrade_whose_backward_differs_keeps_the_torch_plan_and_warns(fused_faster):
