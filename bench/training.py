@@ -74,6 +74,31 @@ cnn squall defaults 4.045 ms against torch.compile's 4.097 (0.99x; large regions
 6.99; resnet 18.28 against 16.14 (1.13x; islands kept, the judge timing large regions at 19.0 and
 islands at 16.5 in context), eager 21.97, squall torch only 20.80 (0.95x eager).
 
+Why squall's regions miss inductor's layout, 2026-11-28 (resnettrain; checked with compile_fx on
+two small graphs, torch 2.13, not timed): a region's graph is compiled by `compile_fx` alone, forward
+and backward apart. A forward region with a convolution does get inductor's channels-last plan inside
+(`GraphLowering.decide_layout_opt` is True) but returns its outputs, saved activations included, in
+the eager strides (`keep_output_stride`): a conv2d + relu region's two outputs come back contiguous,
+so each saved activation is converted back at the region's edge. A backward region calls
+`aten.convolution_backward`, not `aten.convolution`, so `decide_layout_opt` (which counts only
+`convolution` nodes) is False there and every backward convolution runs contiguous; under
+AOTAutograd the backward inherits channels-last from the saved tensors' strides. The way to close
+it: let a forward region containing a convolution return the tensors only its backward reads in
+the layout inductor chose (keep_output_stride off for those outputs; `note_strides` already hands
+their strides to the backward region's compile), user-visible outputs keeping eager's strides;
+the judge's gradient check then decides (channels-last gradients are further from float64's, as
+above). Not built in that session. Its profile (--only resnet --cpu-time --rounds 3 --profile, load
+3.3-4.5, thread CPU time): eager 32.3 ms, torch.compile 23.5 (0.73x), squall torch only 32.4, squall
+defaults 26.8 (0.83x; 1.14 of torch.compile's; islands kept: judged in context torch plan 31.7 ms,
+large regions 27.5, islands 26.5). Self time per step, torch.compile against squall defaults:
+convolution_backward 8.55 ms against 10.64 (15 calls each), mkldnn_convolution 4.08 against 5.33,
+the compiled code itself 4.57 + 2.96 (CompiledFxGraph forward, backward) against 4.21 + 2.64
+(SquallFunction_computation and its backward), copy_ 1.09 against 0.23 (torch.compile's
+channels-last copies of the weights), ops squall's islands leave out of its regions 2.05
+(native_batch_norm_backward once, avg_pool2d_backward, fill_, threshold_backward, max_pool2d's
+backward); all ops 24.3 against 27.3. The convolutions, forward and backward, are 3.3 ms of the 3.0
+ms gap: the layout; squall's fused kernels are already faster than inductor's.
+
 Kernels per step, 2026-11-27 (trainplan). On an H100 (bench/gpu_models.py --train-only) squall's
 torch plan took 1.21x eager's ResNet-50 step and 1.07x its LLaMA step: there a step is its kernels
 and their launches. bench/kernel_counts.py counts the aten ops a step calls below autograd (views
