@@ -169,6 +169,9 @@ _OPAQUE = {
     "logcumsumexp": (lambda x: torch.logcumsumexp(x, dim=1), lambda n: (torch.randn(6, n),), True),
     "diag_embed": (lambda x: torch.diag_embed(x) * 3, lambda n: (torch.randn(6, n),), True),
     "diag_embed off the diagonal": (lambda x: x.diag_embed(-1, 0, 2), lambda n: (torch.randn(6, n),), False),
+    "real of a complex full": (lambda x: x * torch.full((x.shape[-1],), 1 + 2j).real, lambda n: (torch.randn(6, n),), True),
+    "imag of a complex tensor": (lambda x: (x.to(torch.complex64) * (2 - 1j)).imag, lambda n: (torch.randn(6, n),), True),
+    "view_as_real": (lambda x: torch.view_as_real(x.to(torch.complex64) * (1 + 3j)), lambda n: (torch.randn(n, 6),), True),
 }
 
 
