@@ -169,6 +169,9 @@ _OPAQUE = {
     "logcumsumexp": (lambda x: torch.logcumsumexp(x, dim=1), lambda n: (torch.randn(6, n),), True),
     "diag_embed": (lambda x: torch.diag_embed(x) * 3, lambda n: (torch.randn(6, n),), True),
     "diag_embed off the diagonal": (lambda x: x.diag_embed(-1, 0, 2), lambda n: (torch.randn(6, n),), False),
+    "real of a complex full": (lambda x: x * torch.full((x.shape[-1],), 1 + 2j).real, lambda n: (torch.randn(6, n),), True),
+    "imag of a complex tensor": (lambda x: (x.to(torch.complex64) * (2 - 1j)).imag, lambda n: (torch.randn(6, n),), True),
+    "view_as_real": (lambda x: torch.view_as_real(x.to(torch.complex64) * (1 + 3j)), lambda n: (torch.randn(n, 6),), True),
 }
 
 
@@ -204,3 +207,20 @@ def test_kthvalue_past_a_symbolic_length_is_eager_s_error():
         with pytest.raises(RuntimeError, match="out of range"):
             jf(torch.randn(6, 2))
     assert jf.cache_info().misses == 1
+
+
+
+_ADAPTIVE = {  # (the function, whether its gradients are checked too)
+    "avg 1d": (lambda x: F.adaptive_avg_pool1d(x, 4), True),
+    "avg 2d": (lambda x: F.adaptive_avg_pool2d(x, (1, 4)), False),
+    "area interpolate": (lambda x: F.interpolate(x[None], size=(3, 4), mode="area"), False),
+    "max 1d": (lambda x: F.adaptive_max_pool1d(x, 4), True),
+    "max 1d with indices": (lambda x: F.adaptive_max_pool1d(x, 4, return_indices=True)[1], False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ADAPTIVE))
+def test_adaptive_pooling_over_uneven_symbolic_lengths_compiles_once(name):
+    # cells of unequal widths (the length not a multiple of 4): the widest cell is bounded, not read
+    fn, grad = _ADAPTIVE[name]
+    _check(fn, lambda n: (torch.randn(2, 2, n),), grad=grad, lengths=(5, 7, 11, 13), small=(3, 2, 1))

@@ -87,7 +87,20 @@ def _diag_embed(input: TensorProxy, *args: Any, **kwargs: Any) -> list[Shape] | 
     return [tuple(side if i in (d1, d2) else next(rest) for i in range(rank))]
 
 
+def _same_shape(input: TensorProxy, *args: Any, **kwargs: Any) -> list[Shape] | None:
+    # real, imag: a view of the (complex) input's real or imaginary parts, the input's shape
+    return [tuple(input.shape)]
+
+
+def _view_as_real(input: TensorProxy, *args: Any, **kwargs: Any) -> list[Shape] | None:
+    # each complex element as its (real, imaginary) pair: a new last dimension of 2
+    return [(*input.shape, 2)]
+
+
 _RULES: dict[Callable, Callable] = {
+    # (`x.real` reaches the dispatcher as the property's bound getter, which compares equal to itself)
+    **dict.fromkeys((torch.real, torch.Tensor.real.__get__, torch.imag, torch.Tensor.imag.__get__), _same_shape),
+    torch.view_as_real: _view_as_real,
     **dict.fromkeys((torch.kthvalue, torch.Tensor.kthvalue), _values_and_indices_along(1, k_at=0)),
     **dict.fromkeys((torch.median, torch.Tensor.median, torch.nanmedian, torch.Tensor.nanmedian), _values_and_indices_along(0, default_dim=None)),
     **dict.fromkeys((torch.mode, torch.Tensor.mode), _values_and_indices_along(0)),

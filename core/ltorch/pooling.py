@@ -11,7 +11,7 @@ from .reductions import mean
 from .helpers import check, computation_dtype, count_operand, is_tensor, to_dtype
 from .windows import batched, sizes_text, unbatch, window_counts, windows
 from ..proxies import TensorProxy
-from ..symbolic import guarded_int
+from ..symbolic import SymInt, guarded_int
 
 __all__ = [
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
@@ -56,7 +56,13 @@ def _bounds(L: int, out: int, device) -> tuple[TensorProxy, TensorProxy]:
 def _cell_positions(L: int, out: int, device) -> tuple[TensorProxy, TensorProxy, TensorProxy]:
     """(out, widest) input positions of every cell, padded to the widest cell by repeating its last
     position; with the (out, widest) mask of real positions and the cell sizes."""
-    widest = max(-(-((i + 1) * L) // out) - (i * L) // out for i in range(out)) if out else 1
+    if type(L) is SymInt and out:
+        # a symbolic length: a bound, not the exact widest cell (reading it would guard L, a
+        # compile per length): a cell spans fewer than L/out + 2 positions, so at most
+        # L // out + 2; the positions past a cell's end repeat its last and are masked out
+        widest = L // out + 2
+    else:
+        widest = max(-(-((i + 1) * L) // out) - (i * L) // out for i in range(out)) if out else 1
     start, end = _bounds(L, out, device)
     k = prims.broadcast_in_dim(prims.iota(widest, start=0, step=1, device=device, dtype=torch.int64), (out, widest), [1])
     first = prims.add(prims.broadcast_in_dim(start, (out, widest), [0]), k)
