@@ -26,6 +26,7 @@ from .attention_kernels import (
 )
 from .helpers import count_operand, is_tensor, times_ratio
 from .losses import nll, nll_parts
+from .pooling import _bounds
 from .kernel_support import _compute_dtype, _dim, _keep, _stat_dtype, _sum_keep, _swap_last, _to, _up, _zeros
 from .windows import window_counts
 
@@ -363,17 +364,6 @@ def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, pad
     return prims.reshape(gi, tuple(self.shape))
 
 
-def _constant_vector(values: list[int], device, dtype) -> TensorProxy:
-    """A 1-D tensor of `values` known at trace time, built from iota comparisons (no captured constant)."""
-    pos = prims.iota(len(values), start=0, step=1, device=device, dtype=torch.int64)
-    out = prims.full((len(values),), values[0], device=device, dtype=dtype)
-    for i in range(1, len(values)):
-        if values[i] != values[i - 1]:
-            step = prims.convert_element_type(prims.ge(pos, i), dtype)
-            out = prims.add(out, prims.mul(step, values[i] - values[i - 1]))
-    return out
-
-
 @torchsymbol(aten.avg_pool2d_backward.default, id="aten.avg_pool2d_backward")
 def avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
     """Each output's gradient, divided by its window's divisor, spread over its window: a transposed
@@ -405,15 +395,16 @@ def avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mo
     return _to(prims.reshape(spread, tuple(self.shape)), self.dtype)
 
 
-def _adaptive_cells(L: int, out: int, device, dtype) -> tuple[TensorProxy, list[int]]:
-    """The (out, L) indicator of which input positions each adaptive-pooling cell averages, and the cell sizes."""
-    starts = [(i * L) // out for i in range(out)]
-    ends = [-(-((i + 1) * L) // out) for i in range(out)]
+def _adaptive_cells(L: int, out: int, device, dtype) -> tuple[TensorProxy, TensorProxy]:
+    """The (out, L) indicator of which input positions each adaptive-pooling cell averages, and the
+    (out,) cell sizes: computed by the program from the cells' bounds (`pooling._bounds`), so a
+    symbolic length is never read."""
+    starts, ends = _bounds(L, out, device)
     pos = prims.broadcast_in_dim(prims.iota(L, start=0, step=1, device=device, dtype=torch.int64), (out, L), (1,))
-    lo = prims.broadcast_in_dim(_constant_vector(starts, device, torch.int64), (out, L), (0,))
-    hi = prims.broadcast_in_dim(_constant_vector(ends, device, torch.int64), (out, L), (0,))
+    lo = prims.broadcast_in_dim(starts, (out, L), (0,))
+    hi = prims.broadcast_in_dim(ends, (out, L), (0,))
     inside = prims.logical_and(prims.ge(pos, lo), prims.lt(pos, hi))
-    return prims.convert_element_type(inside, dtype), [e - s for s, e in zip(starts, ends)]
+    return prims.convert_element_type(inside, dtype), prims.convert_element_type(prims.sub(ends, starts), dtype)
 
 
 @torchsymbol(aten._adaptive_avg_pool2d_backward.default, id="aten._adaptive_avg_pool2d_backward")
@@ -423,10 +414,7 @@ def adaptive_avg_pool2d_backward(grad_output, self):
     (oh, ow), (h, w) = tuple(g.shape[-2:]), tuple(self.shape[-2:])
     rows, row_sizes = _adaptive_cells(h, oh, g.device, g.dtype)
     cols, col_sizes = _adaptive_cells(w, ow, g.device, g.dtype)
-    sizes = prims.mul(
-        prims.broadcast_in_dim(_constant_vector(row_sizes, g.device, g.dtype), (oh, ow), (0,)),
-        prims.broadcast_in_dim(_constant_vector(col_sizes, g.device, g.dtype), (oh, ow), (1,)),
-    )
+    sizes = prims.mul(prims.broadcast_in_dim(row_sizes, (oh, ow), (0,)), prims.broadcast_in_dim(col_sizes, (oh, ow), (1,)))
     g = prims.div(g, prims.broadcast_in_dim(sizes, tuple(g.shape), (g.ndim - 2, g.ndim - 1)))
     spread = ltorch.matmul(ltorch.matmul(_swap_last(rows), g), cols)
     return _to(spread, self.dtype)
