@@ -58,10 +58,7 @@ def write_backs_folded(trace: Trace) -> Trace:
     of the result read the input instead."""
     bsyms = trace.bsyms
     returned = {p.name for p in flat_proxies(trace.output)}
-    readers: dict[str, list[int]] = {}
-    for i, bsym in enumerate(bsyms):
-        for p in bsym.input_proxies():
-            readers.setdefault(p.name, []).append(i)
+    readers = _readers(bsyms)
     # a failed guard, or a checked call's fault, stops the run and runs the call again (another
     # variant, a replan): it must find the inputs unwritten, so nothing before one is folded
     last_stop = max((i for i, b in enumerate(bsyms) if Tags.BARRIER in b.sym.tags or needs_check(b)), default=-1)
@@ -77,14 +74,10 @@ def write_backs_folded(trace: Trace) -> Trace:
                 break
             link = bsyms[found[0]]
             form = link.executor.in_place_form(link) if link.executor is not None else None
-            if (form is None or form.writes != {0: 0} or not isinstance(link.args[0], TensorProxy) or link.args[0].name != result.name
-                    or sum(p.name == result.name for p in link.input_proxies()) != 1):
-                break
-            out = link.output
-            if not (isinstance(out, TensorProxy) and out.dtype == result.dtype and same_shape(out.shape, result.shape)):
+            if form is None or not _writes_in_place(link, form, result.name):
                 break
             links.append(found[0])
-            result = out
+            result = link.output
         return links, result
 
     def write_back_of(i: int, result: Any, target: Any) -> tuple[int, list[int]] | None:
@@ -139,11 +132,7 @@ def write_backs_folded(trace: Trace) -> Trace:
                 becomes[bsyms[link].output.name] = bsym.args[a]
     if not folded:
         return trace
-    # the calls that read a folded result read the input it was written into (a name's proxies are
-    # several objects: one per call that reads it)
-    reading = {r for name in becomes for r in readers.get(name, ())} - dropped
-    renamed = {id(p): becomes[p.name] for r in reading for p in _named_proxies(bsyms[r]) if p.name in becomes}
-    bsyms = [folded.get(i, b).swap_proxies(renamed) if i in reading else folded.get(i, b) for i, b in enumerate(bsyms) if i not in dropped]
+    bsyms = _with_folded(bsyms, readers, folded, becomes, dropped)
     return Trace.from_trace(trace, bsyms=bsyms, provenance="write-backs folded into the calls that compute them")
 
 
@@ -167,17 +156,15 @@ def fresh_values_written_in_place(trace: Trace) -> Trace:
         return trace
     inputs = {p.name for p in trace.inputs}
     returned = {p.name for p in flat_proxies(trace.output)}
-    readers: dict[str, list[int]] = {}
+    readers = _readers(bsyms)
     made_by: dict[str, int] = {}
     for i, bsym in enumerate(bsyms):
-        for p in bsym.input_proxies():
-            readers.setdefault(p.name, []).append(i)
         for p in bsym.output_proxies():
             made_by.setdefault(p.name, i)
 
     def writable(i: int, bsym: BoundSymbol, form: Any) -> bool:
         target = bsym.args[0] if bsym.args else None
-        if form.writes != {0: 0} or not isinstance(target, TensorProxy) or not isinstance(bsym.output, TensorProxy):
+        if not isinstance(target, TensorProxy) or not _writes_in_place(bsym, form, target.name):
             return False
         name = target.name
         maker = made_by.get(name)
@@ -185,13 +172,10 @@ def fresh_values_written_in_place(trace: Trace) -> Trace:
             return False
         if bsyms[maker].executor is not bsym.executor or name in _outputs_sharing(bsyms[maker], {p.name for p in bsyms[maker].input_proxies()}):
             return False  # not memory of its own
-        out = bsym.output
-        if out.dtype != target.dtype or not same_shape(out.shape, target.shape):
-            return False
         sharing = _sharing_memory(bsyms, maker + 1, name)
         if sharing & returned:
             return False  # it, or a view of it, is returned with the values it had before the write
-        if any(p.name in sharing for p in bsym.input_proxies() if p.name != name) or sum(p.name == name for p in bsym.input_proxies()) != 1:
+        if any(p.name in sharing for p in bsym.input_proxies() if p.name != name):
             return False  # the write reads a view of what it writes
         return not any((r > i and n != name) or Tags.OPAQUE in bsyms[r].sym.tags or Tags.OPAQUE_VIEW in bsyms[r].sym.tags
                        for n in sharing for r in readers.get(n, ()))
@@ -207,11 +191,38 @@ def fresh_values_written_in_place(trace: Trace) -> Trace:
         becomes[bsym.output.name] = becomes.get(target.name, target)  # (a chain of writes: the first intermediate's memory)
     if not folded:
         return trace
-    reading = {r for name in becomes for r in readers.get(name, ())}
-    renamed = {id(p): becomes[p.name] for r in reading for p in _named_proxies(bsyms[r]) if p.name in becomes}
-    new = [folded.get(i, b).swap_proxies(renamed) if i in reading else folded.get(i, b) for i, b in enumerate(bsyms)]
     output = output_with_proxies_replaced(trace.output, lambda x: becomes.get(x.name, x))
-    return Trace.from_trace(trace, bsyms=new, output=output, provenance="writes into intermediates made in place")
+    return Trace.from_trace(trace, bsyms=_with_folded(bsyms, readers, folded, becomes), output=output,
+                            provenance="writes into intermediates made in place")
+
+
+def _readers(bsyms: list[BoundSymbol]) -> dict[str, list[int]]:
+    """Each value's name -> the indices of the calls that read it, in order."""
+    readers: dict[str, list[int]] = {}
+    for i, bsym in enumerate(bsyms):
+        for p in bsym.input_proxies():
+            readers.setdefault(p.name, []).append(i)
+    return readers
+
+
+def _writes_in_place(bsym: BoundSymbol, form: Any, name: str) -> bool:
+    """Whether `bsym`, run by its in-place `form`, writes its result into the memory of its first
+    argument, the value `name`: a single result of that value's dtype and shape, and `name` read
+    once (`add(t, t)` in place would read what it writes)."""
+    target, out = bsym.args[0] if bsym.args else None, bsym.output
+    return (form.writes == {0: 0} and isinstance(target, TensorProxy) and target.name == name
+            and sum(p.name == name for p in bsym.input_proxies()) == 1
+            and isinstance(out, TensorProxy) and out.dtype == target.dtype and same_shape(out.shape, target.shape))
+
+
+def _with_folded(bsyms: list[BoundSymbol], readers: dict[str, list[int]], folded: dict[int, BoundSymbol],
+                 becomes: dict[str, TensorProxy], dropped: frozenset[int] | set[int] = frozenset()) -> list[BoundSymbol]:
+    """`bsyms` with the `folded` calls in place of theirs, the `dropped` ones left out, and the calls
+    that read a folded result (`becomes`: its name -> the tensor it was written into) reading that
+    tensor instead (a name's proxies are several objects: one per call that reads it)."""
+    reading = {r for name in becomes for r in readers.get(name, ())} - dropped
+    renamed = {id(p): becomes[p.name] for r in reading for p in _named_proxies(bsyms[r]) if p.name in becomes}
+    return [folded.get(i, b).swap_proxies(renamed) if i in reading else folded.get(i, b) for i, b in enumerate(bsyms) if i not in dropped]
 
 
 def _in_place_call(bsym: BoundSymbol, form: Any) -> BoundSymbol:
