@@ -356,32 +356,19 @@ def _batch_norm_with_update(input, weight, bias, running_mean, running_var, mome
     return torch.ops.aten._batch_norm_with_update.default(_dense(input), weight, bias, running_mean, running_var, momentum, eps)
 
 
-def _add_(a, b, *, alpha=1):
-    _BASE.add_(a, b, alpha=alpha)
+def _writing(method: Callable) -> Callable:
+    """An in-place form's impl from one of torch's in-place methods: it writes its first argument
+    and has no other result (the method's return, that argument, is not one)."""
+
+    def impl(*args, **kwargs):
+        method(*args, **kwargs)
+
+    return impl
 
 
-def _sub_(a, b, *, alpha=1):
-    _BASE.sub_(a, b, alpha=alpha)
-
-
-def _mul_(a, b):
-    _BASE.mul_(a, b)
-
-
-def _div_(a, b, *, rounding_mode=None):
-    _BASE.div_(a, b, rounding_mode=rounding_mode)
-
-
-def _masked_fill_(a, mask, value):
-    _BASE.masked_fill_(a, mask, value)
-
-
-def _index_copy_(input, dim, index, source):
-    _BASE.index_copy_(input, dim, index, source)
-
-
-def _setitem_(a, key, value):
-    _BASE.__setitem__(a, key, value)
+def _writing_first(op: str, name: str, method: Callable, fresh: bool = False) -> InPlaceForm:
+    """The in-place form of the ltorch op `op` whose result is written into its first argument by `method`."""
+    return _in_place(ltorch.all_symbols()[op], name, _writing(method), {0: 0}, fresh)
 
 
 # id of an operation -> how it writes results into its arguments, where a write-back follows it
@@ -389,15 +376,15 @@ _IN_PLACE_FORMS = {
     batch_norm_functional.id: _in_place(batch_norm_functional, "batch_norm_updating", _batch_norm_updating, {3: 3, 4: 4}),
     batch_norm_with_update_functional.id: _in_place(batch_norm_with_update_functional, "batch_norm_with_update", _batch_norm_with_update, {4: 3, 5: 4}),
     # a write-back of these into an input (`x.mul_(2)`, `buf.mul_(d).add_(x)` an in-place chain): one pass, not a new tensor and a copy
-    "torch.add": _in_place(ltorch.all_symbols()["torch.add"], "add_", _add_, {0: 0}),
-    "torch.sub": _in_place(ltorch.all_symbols()["torch.sub"], "sub_", _sub_, {0: 0}),
-    "torch.mul": _in_place(ltorch.all_symbols()["torch.mul"], "mul_", _mul_, {0: 0}),
-    "torch.div": _in_place(ltorch.all_symbols()["torch.div"], "div_", _div_, {0: 0}),
-    "torch.masked_fill": _in_place(ltorch.all_symbols()["torch.masked_fill"], "masked_fill_", _masked_fill_, {0: 0}),
+    "torch.add": _writing_first("torch.add", "add_", _BASE.add_),
+    "torch.sub": _writing_first("torch.sub", "sub_", _BASE.sub_),
+    "torch.mul": _writing_first("torch.mul", "mul_", _BASE.mul_),
+    "torch.div": _writing_first("torch.div", "div_", _BASE.div_),
+    "torch.masked_fill": _writing_first("torch.masked_fill", "masked_fill_", _BASE.masked_fill_),
     # a preallocated (static) KV cache written at its positions: a write of those, not a copy of the whole
     # (their functional forms copy the tensor they write, layout included: `fresh`)
-    "torch.index_copy": _in_place(ltorch.all_symbols()["torch.index_copy"], "index_copy_", _index_copy_, {0: 0}, fresh=True),
-    "ltorch.setitem": _in_place(ltorch.all_symbols()["ltorch.setitem"], "setitem_", _setitem_, {0: 0}, fresh=True),
+    "torch.index_copy": _writing_first("torch.index_copy", "index_copy_", _BASE.index_copy_, fresh=True),
+    "ltorch.setitem": _writing_first("ltorch.setitem", "setitem_", _BASE.__setitem__, fresh=True),
 }
 
 
