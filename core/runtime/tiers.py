@@ -434,7 +434,7 @@ class UpgradeJob:
         except Exception as e:  # noqa: BLE001 - an offer whose program raises on the judge's inputs is not kept
             if self._offer_count == 1:
                 raise
-            self._tried.append(f"{named}its plan raised on the judge's inputs ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+            self._tried.append(f"{named}its plan raised on the judge's inputs ({type(e).__name__}: {_first_line(e)})")
             return True
         self._tried.append(named + verdict.reason)
         self._judged = True
