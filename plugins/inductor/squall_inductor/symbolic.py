@@ -15,8 +15,10 @@ inductor may assume more than squall guarded: a size bound (`s0 <= 4096`, its ch
 index width or reduction strategy), contiguous strides, equal sizes. Those assumptions are
 its shape environment's guards; `produce_guards_expression` writes them, with every input's
 sizes and strides, as one Python expression, checked at each call (a few microseconds). A
-call where it fails runs a static compilation for its exact shapes and strides
-(`CompiledRegion`), as Dynamo would recompile, never the symbolic kernel.
+call where it fails runs another compilation, never the symbolic kernel: a symbolic one for
+its inputs' memory order, or with the symbols that are 1 in it the constant 1 (inductor
+specialises a size of 1: a batch of 1 at every length is one more compilation), else a static
+one for its exact shapes and strides (`CompiledRegion`), as Dynamo would recompile.
 
 inductor's FX-graph and AOT caches are bypassed for these compilations (in the worker: a fresh,
 empty cache folder for each): a cache hit returns the compiled graph without putting the guards
@@ -79,6 +81,29 @@ class SymbolicSpec(NamedTuple):
     def with_orders(self, orders: Sequence[tuple[int, ...]]) -> SymbolicSpec:
         """The same sizes with each input laid out in memory in the given order."""
         return SymbolicSpec(self.hints, [(dims, dtype, device, order) for (dims, dtype, device, _), order in zip(self.inputs, orders)])
+
+    def with_ones(self, names: frozenset[str]) -> SymbolicSpec:
+        """The same spec with the size symbols `names` the constant 1 (a batch of 1 at every length:
+        inductor specialises a size of 1, so the symbolic compilation's guards refuse it)."""
+        if not names:
+            return self
+        left = {name: hint for name, hint in self.hints.items() if name not in names}
+        ones, others = _names_pattern(names), _names_pattern(left)
+
+        def size(n: int | str) -> int | str:
+            if type(n) is int:
+                return n
+            text = ones.sub("1", n)
+            # an expression of no symbol left is a constant: an int, as the spec writes constants
+            # (every symbol of the sizes has a hint)
+            return text if left and others.search(text) else int(eval(text, {"__builtins__": {}}, {}))  # noqa: S307 - squall's own size source
+
+        return SymbolicSpec(left, [(tuple(size(n) for n in dims), dtype, device, order) for dims, dtype, device, order in self.inputs])
+
+
+def _names_pattern(names: Any) -> re.Pattern:
+    """A pattern matching any of the symbol `names` as a whole word in a size expression."""
+    return re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b")
 
 
 def memory_order(t: torch.Tensor) -> tuple[int, ...]:
@@ -266,9 +291,11 @@ def output_shape_check(inputs: Sequence[TensorProxy], outputs: Sequence[Any]) ->
 class SymbolicRegion:
     """A region compiled once for its symbolic sizes, and once more for each other memory order
     of its inputs it is called with (a decoding step's first cache is a transposed view, later
-    ones are contiguous); a call no such compilation's guards admit (a size 1, a bound inductor
-    assumed, a strided view) runs a static compilation for its own shapes and strides, for the
-    first MAX_STATIC_LAYOUTS such layouts; the later ones run the region's torch calls.
+    ones are contiguous) and for each set of its symbols a call has at 1 (a batch of 1, which
+    inductor specialises: that compilation serves it at every length); a call no such
+    compilation's guards admit (a bound inductor assumed, a strided view) runs a static
+    compilation for its own shapes and strides, for the first MAX_STATIC_LAYOUTS such layouts;
+    the later ones run the region's torch calls.
 
     `compile(spec)` returns (compiled, guard source): `compile_in_process` by default, or
     squall_inductor.worker's RegionCompiler.symbolic, in its worker process; `compile_ordered`
@@ -296,12 +323,15 @@ class SymbolicRegion:
         self.compile_static = compile_static
         self.background = background
         self.compiled, self.holds = self._guarded(compile(self.spec))
-        # memory orders -> (compiled, holds): the symbolic compilations for other memory orders
+        # (memory orders, symbols at 1) -> (compiled, holds): the symbolic compilations for other
+        # memory orders, and for sizes of 1 (a batch of 1, every length one compilation)
         self.ordered: dict[tuple, tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]]] = {}
         self.static: dict[tuple, Callable] = {}  # layout -> a static compilation, for calls no guards admit
         self._pending: set[tuple] = set()  # the compilations under way in the background
         self._lock = threading.Lock()
         self.fits = output_shape_check(proxies, outputs) if outputs is not None else None
+        # where a call's inputs hold each size symbol as a dimension: which of them are 1 in a call
+        self._lone = [(name, i, d) for name, (i, d) in symbol_reads(proxies).items() if name in self.spec.hints and d is not None]
 
     def _guarded(self, compiled_and_source: tuple[Callable, str]) -> tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]]:
         compiled, source = compiled_and_source
@@ -341,10 +371,15 @@ class SymbolicRegion:
 
     def _other(self, args: Sequence[torch.Tensor]) -> Callable:
         """What runs a call the first symbolic compilation's guards refuse."""
+        for compiled, holds in tuple(self.ordered.values()):  # a later symbolic compilation whose guards admit it
+            if holds(args):
+                return compiled
         orders = memory_orders(args)
-        if any(order != tuple(range(len(order))) for order in orders):
-            spec = self.spec.with_orders(orders)
-            ordered = self._get(self.ordered, orders, lambda: self._guarded(self.compile_ordered(spec)), (self.fn, _never), "memory order")
+        ones = frozenset(name for name, i, d in self._lone if args[i].shape[d] == 1)
+        if ones or any(order != tuple(range(len(order))) for order in orders):
+            spec = self.spec.with_orders(orders).with_ones(ones)
+            what = "memory order" if not ones else f"sizes of 1 ({', '.join(sorted(ones))})"
+            ordered = self._get(self.ordered, (orders, ones), lambda: self._guarded(self.compile_ordered(spec)), (self.fn, _never), what)
             if ordered is None:
                 return self.fn  # its compilation is under way
             if ordered[1](args):

@@ -21,7 +21,7 @@ from squall.symbolic import ShapeEnv
 
 squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor is not installed (pip install -e plugins/inductor)")
 from squall_inductor import InductorExecutor  # noqa: E402
-from squall_inductor.symbolic import SymbolicRegion  # noqa: E402
+from squall_inductor.symbolic import SymbolicRegion, SymbolicSpec, spec_examples  # noqa: E402
 from squall_inductor.regions import CompiledRegion, layout  # noqa: E402
 from squall_inductor.worker import CompileWorker, RegionCompiler, default_worker  # noqa: E402
 
@@ -88,13 +88,18 @@ def test_a_call_its_guards_refuse_runs_a_compilation_for_its_memory_order_or_its
         transposed = torch.randn(8, n, 3).permute(2, 1, 0)
         assert not region.holds([transposed])
         torch.testing.assert_close(region(transposed), _sigmoid_chain(transposed))
-    assert list(region.ordered) == [((2, 1, 0),)] and not region.static
-    one = torch.randn(1, 5, 8)  # a size 1: never symbolic, so not the symbolic kernel's to run
-    assert not region.holds([one])
-    torch.testing.assert_close(region(one), _sigmoid_chain(one))
+    assert list(region.ordered) == [(((2, 1, 0),), frozenset())] and not region.static
+    # a batch of 1: inductor specialises a size of 1, so the symbolic kernel's guards refuse it;
+    # one more symbolic compilation, with that symbol the constant 1, serves it at every length
+    for n in (5, 9, 2):
+        one = torch.randn(1, n, 8)
+        assert not region.holds([one])
+        torch.testing.assert_close(region(one), _sigmoid_chain(one))
+    assert list(region.ordered)[1:] == [(((0, 1, 2),), frozenset({"s0"}))] and not region.static
+    assert region.ordered[(((0, 1, 2),), frozenset({"s0"}))][1]([torch.randn(1, 7, 8)])
     strided = torch.randn(3, 10, 8)[:, ::2]  # not dense: no symbolic compilation takes it
     torch.testing.assert_close(region(strided), _sigmoid_chain(strided))
-    assert len(region.static) == 2 and len(region.ordered) == 1
+    assert len(region.static) == 1 and len(region.ordered) == 2
     if "L['t0'].size()[1] <= 4096" in region.holds.source:  # a bound inductor chose for its reduction
         long = torch.randn(2, 5000, 8)
         assert not region.holds([long])
@@ -103,9 +108,22 @@ def test_a_call_its_guards_refuse_runs_a_compilation_for_its_memory_order_or_its
         torch.testing.assert_close(region(long), _sigmoid_chain(long), rtol=1e-5, atol=1e-5)
 
 
+def test_a_spec_with_symbols_at_one_keeps_the_others_symbolic_and_makes_constants_ints():
+    cpu = torch.device("cpu")
+    spec = SymbolicSpec({"s0": 4, "s1": 6, "s10": 3}, [(("s1", "s10", 8), torch.float32, cpu, (0, 1, 2)),
+                                                        (("(2*s1 + 1)", "s10*s1"), torch.float32, cpu, (1, 0))])
+    ones = spec.with_ones(frozenset({"s1"}))  # `s10` is another symbol
+    assert ones.hints == {"s0": 4, "s10": 3}
+    assert [dims for dims, *_ in ones.inputs] == [(1, "s10", 8), (3, "s10*1")]
+    assert [order for *_, order in ones.inputs] == [(0, 1, 2), (1, 0)]
+    assert [tuple(t.shape) for t in spec_examples(ones)] == [(1, 3, 8), (3, 3)]
+    assert spec.with_ones(frozenset()) is spec
+    assert [dims for dims, *_ in spec.with_ones(frozenset({"s1", "s10"})).inputs] == [(1, 1, 8), (3, 1)]
+
+
 def test_a_symbolic_region_compiles_a_few_static_fallbacks_and_runs_later_layouts_on_its_torch_calls():
-    # a batch of 1 at a new length each call: every call a layout no guard admits, and each was a
-    # static compile (49 queued behind a 200-batch DistilBERT stream)
+    # a strided view at a new length each call: every call a layout no guard admits, each a static
+    # compile (so was a batch of 1 once: 49 queued behind a 200-batch DistilBERT stream)
     env = ShapeEnv()
     with tracing(TracingContext()):
         proxy = _symbolic_proxy(env, "x", (4, 6, 8))  # f32[s0, s1, 8]
@@ -117,11 +135,12 @@ def test_a_symbolic_region_compiles_a_few_static_fallbacks_and_runs_later_layout
 
     region = SymbolicRegion(_sigmoid_chain, [proxy], compile_static=compile_static)
     for n in range(3, 3 + 2 * squall_inductor.symbolic.MAX_STATIC_LAYOUTS + 3):
-        one = torch.randn(1, n, 8)
-        assert not region.holds([one])
-        torch.testing.assert_close(region(one), _sigmoid_chain(one))
+        strided = torch.randn(3, 2 * n, 8)[:, ::2]
+        assert not region.holds([strided])
+        torch.testing.assert_close(region(strided), _sigmoid_chain(strided))
     assert len(compiled) == len(region.static) == squall_inductor.symbolic.MAX_STATIC_LAYOUTS
-    again = torch.randn(1, 3, 8)  # a layout compiled before still runs its compilation
+    assert not region.ordered
+    again = torch.randn(3, 6, 8)[:, ::2]  # a layout compiled before still runs its compilation
     assert region._other([again]) is region.static[next(iter(region.static))]
 
 
@@ -149,8 +168,8 @@ def test_background_compilations_under_way_at_exit_are_stopped_and_waited_for():
         with tracing(TracingContext()):
             proxy = TensorProxy(shape=(env.symbol(4, "x", 0), env.symbol(6, "x", 1), 8), dtype=torch.float32, device="cpu")
         region = SymbolicRegion(fn, [proxy], compile_static=compile_static, background=True)
-        one = torch.randn(1, 5, 8)
-        torch.testing.assert_close(region(one), fn(one))  # its torch calls, while the compile runs
+        strided = torch.randn(3, 10, 8)[:, ::2]  # a layout no symbolic compilation takes
+        torch.testing.assert_close(region(strided), fn(strided))  # its torch calls, while the compile runs
     """)
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -282,19 +301,24 @@ def test_the_compilations_for_calls_the_guards_refuse_run_in_the_worker_in_the_b
                             compile_ordered=ordered.symbolic, compile_static=static, background=True)
     transposed = torch.randn(8, 5, 3).permute(2, 1, 0)
     one = torch.randn(1, 5, 8)
+    strided = torch.randn(3, 10, 8)[:, ::2]
     # while their compilations run, the calls run the region's torch calls
     torch.testing.assert_close(region(transposed), _sigmoid_chain(transposed))
     torch.testing.assert_close(region(one), _sigmoid_chain(one))
+    torch.testing.assert_close(region(strided), _sigmoid_chain(strided))
     assert region.wait(timeout=300)
-    assert len(region.ordered) == 1 and len(region.static) == 1
-    assert isinstance(region.static[layout([one])], CompiledRegion)
+    assert len(region.ordered) == 2 and len(region.static) == 1
+    assert isinstance(region.static[layout([strided])], CompiledRegion)
     assert ordered.where == static.where == f"in the compile worker process (pid {worker.pid})"
     assert worker.pid != os.getpid()
     for n in (5, 9):  # served by the compilation for their memory order, at any length
         transposed = torch.randn(8, n, 3).permute(2, 1, 0)
-        assert region.ordered[((2, 1, 0),)][1]([transposed])
+        assert region.ordered[(((2, 1, 0),), frozenset())][1]([transposed])
         torch.testing.assert_close(region(transposed), _sigmoid_chain(transposed))
-    torch.testing.assert_close(region(one), _sigmoid_chain(one))
+    for n in (5, 9):  # and a batch of 1 by the compilation for a size of 1, at any length
+        one = torch.randn(1, n, 8)
+        assert region.ordered[(((0, 1, 2),), frozenset({"s0"}))][1]([one])
+        torch.testing.assert_close(region(one), _sigmoid_chain(one))
 
 
 def test_a_background_compilation_never_falls_back_to_tracing_in_this_process():
@@ -306,12 +330,18 @@ def test_a_background_compilation_never_falls_back_to_tracing_in_this_process():
     fn = _loaded(source)
     worker = CompileWorker()
     worker.close()
-    region = SymbolicRegion(fn, [proxy], compile_static=RegionCompiler(fn, source, worker=worker, in_process=False), background=True)
-    one = torch.randn(1, 5, 8)
+    dead = RegionCompiler(fn, source, worker=worker, in_process=False)
+    region = SymbolicRegion(fn, [proxy], compile_ordered=dead.symbolic, compile_static=dead, background=True)
+    one, strided = torch.randn(1, 5, 8), torch.randn(3, 10, 8)[:, ::2]
     with pytest.warns(squall.SquallWarning, match="could not compile a symbolic region for its inputs' shapes and strides.*torch calls"):
+        torch.testing.assert_close(region(strided), _sigmoid_chain(strided))
+        assert region.wait(timeout=60)
+    assert region.static[layout([strided])] is fn
+    with pytest.warns(squall.SquallWarning, match=r"could not compile a symbolic region for its inputs' sizes of 1 \(s0\).*torch calls"):
         torch.testing.assert_close(region(one), _sigmoid_chain(one))
         assert region.wait(timeout=60)
-    assert region.static[layout([one])] is fn
+    assert region.ordered[(((0, 1, 2),), frozenset({"s0"}))][0] is fn
+    torch.testing.assert_close(region(strided), _sigmoid_chain(strided))
     torch.testing.assert_close(region(one), _sigmoid_chain(one))
 
 
@@ -413,8 +443,8 @@ def test_a_compilation_returning_other_sizes_than_the_trace_is_never_returned():
 
 def test_a_batch_of_one_sharing_a_symbolic_entry_runs_its_later_background_upgrade(monkeypatch):
     # the batch of 1 shares the symbolic entry's torch plan before the background upgrade; once the
-    # upgrade is installed it runs the fused plan too, where inductor's guards send it to a static
-    # compilation of its own shapes (never the symbolic kernel)
+    # upgrade is installed it runs the fused plan too, where inductor's guards send it to a
+    # compilation with that size the constant 1 (never the symbolic kernel)
     from squall.runtime import upgrade_worker
     from squall.runtime.jit import jitted_state
 
@@ -436,13 +466,14 @@ def test_a_batch_of_one_sharing_a_symbolic_entry_runs_its_later_background_upgra
     assert jfn.cache_info().misses == 2
     (symbolic,) = [c for c in ex._compiled.values() if type(c) is SymbolicRegion]
     assert symbolic.wait(120)
-    assert {shapes[0][0][0] for shapes in symbolic.static} == {1}, list(symbolic.static)  # the batches of 1 ran it
+    assert not symbolic.static and [ones for _, ones in symbolic.ordered] == [frozenset({"s0"})]  # the batches of 1 ran it
 
 
 def test_a_batch_of_one_the_squall_entry_serves_runs_a_compilation_inductor_s_guards_admit():
     # squall's symbolic trace never asked whether the batch is 1, so a batch of 1 runs its entry's
     # program; inductor specialises sizes 0 and 1 in its compile, whose guards refuse that call:
-    # it runs a static compilation for its shapes, never the symbolic kernel
+    # it runs one more symbolic compilation, with the batch the constant 1, for every length,
+    # never the symbolic kernel (it was a static compilation per length)
     ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
     jfn = squall.jit(_softmax_then_flatten, executors=[ex, "torch"], wait=True)
     for b, n in [(2, 5), (3, 7), (1, 9), (1, 4), (4, 6)]:
@@ -452,7 +483,9 @@ def test_a_batch_of_one_the_squall_entry_serves_runs_a_compilation_inductor_s_gu
     symbolic = [c for c in ex._compiled.values() if type(c) is SymbolicRegion]
     assert len(symbolic) == 1 and not symbolic[0].holds([torch.randn(1, 9, 16)])
     assert symbolic[0].wait(120)  # compiled in the background (the region's torch calls meanwhile)
-    assert len(_static_fallbacks(ex)) == 2  # one per batch of 1's shapes
+    assert not _static_fallbacks(ex)
+    (ones,) = symbolic[0].ordered.values()
+    assert ones[1]([torch.randn(1, 9, 16)]) and ones[1]([torch.randn(1, 4, 16)]) and not ones[1]([torch.randn(2, 4, 16)])
     x = torch.randn(1, 9, 16)
     torch.testing.assert_close(jfn(x), _softmax_then_flatten(x))  # now on its static compilation
 
