@@ -2,10 +2,12 @@
 vs torch.compile, in one process: total wall time (compiles included) and compiles.
 
 Run: python bench/length_stream.py [--batches 40] [--rounds 3] [--no-torch-compile] [--dim 32] [--calls]
-     [--only CONTENDER ...]  (e.g. --only squall "squall, torch only": those and eager)
+     [--only CONTENDER ...]  (e.g. --only squall "squall, torch only": those and eager) [--fused-warm]
 (--calls: each contender's first pass call by call on the calling thread's CPU time: its
 compiles, the calls rented eagerly (squall.runtime.ski_rental) and its hits, then per batch
-size its warm pass against eager's)
+size its warm pass against eager's; --fused-warm: squall's warm pass once its background upgrade,
+and the compilations the fused regions start for calls their guards refuse, are done: the fused
+plan's speed at each batch size)
 
 The stream: DistilBERT (random weights, --dim wide, 2 layers) over --batches batches, each of a
 batch size drawn from 1/4/8 and a length from 8-128. Each round builds every contender afresh
@@ -247,6 +249,15 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   compile, profiled (bench/compile_phases.py --executors torch: static 31 ms, its trace 19 ms, 353
   µs per traced op): no call stands out; a first process also compiles the 12 KB state check
   (`compile()` 5.2 ms, about 17 µs per condition), which later processes load from disk.
+- A batch of 1 on the fused plan (2026-11-28, --no-torch-compile --rounds 3 --only squall "squall,
+  torch only" --fused-warm --calls, load 0.5-0.9, the warm pass's CPU time against eager's, per
+  batch size 1 / 4 / 8). Before (8c23ec8's parent, its symbolic.py): the fused plan 0.74x / 0.56x
+  / 0.60x, the torch plan 0.61x / 0.69x / 0.72x: a batch of 1 ran slower fused than on the torch
+  plan, since inductor's symbolic regions specialise a size of 1 and their guards sent it to static
+  compilations (four lengths), then to the regions' torch calls behind a Python check of every
+  input's memory order. After (one more symbolic compilation with the batch the constant 1, for
+  every length): 0.50x / 0.56x / 0.62x, the torch plan 0.65x / 0.73x / 0.76x; the whole warm stream
+  0.57x eager (torch plan 0.72x), before 0.56x at a noisier eager (0.62x).
 """
 from __future__ import annotations
 
@@ -389,6 +400,18 @@ def _first_call_eager(fn: Callable, model: torch.nn.Module) -> Callable:
     return call
 
 
+def _settle(fn: Callable, stream: list[torch.Tensor]) -> None:
+    """Wait for `fn`'s background upgrade, run the stream once more (the calls its fused regions'
+    guards refuse, a batch of 1, start their own compilations) and wait for those compilations."""
+    squall.wait_for_upgrades(fn)
+    run_stream(fn, stream)
+    try:
+        from squall_inductor.symbolic import wait_for_variants
+    except ImportError:  # no inductor plugin: nothing compiles later
+        return
+    wait_for_variants()
+
+
 def run_stream(fn: Callable, stream: list[torch.Tensor]) -> tuple[float, list[torch.Tensor], list[tuple[str, float]]]:
     """The stream through `fn`: its wall time, its outputs, and per call what it did (for squall:
     "compile", "rented" (eager while a 0/1 variant waits, squall.runtime.ski_rental) or "hit";
@@ -436,6 +459,8 @@ def main() -> None:
     parser.add_argument("--no-torch-compile", action="store_true")
     parser.add_argument("--calls", action="store_true", help="also each contender's calls: compiles, rented, hits, per batch size")
     parser.add_argument("--only", nargs="*", default=None, help="these contenders only (by name; eager always runs)")
+    parser.add_argument("--fused-warm", action="store_true",
+                        help="time the warm stream once squall's background upgrade and the compilations it starts are done (the fused plan at every batch size)")
     opts = parser.parse_args()
     # every round of every contender a first run (but the remembered dims' own, which turns it on)
     os.environ[dims_profile.REMEMBER_ENV] = "0"
@@ -467,6 +492,8 @@ def main() -> None:
                 cpu[name].append(sum(c for _, c in calls))
                 compiles[name] = count()
                 worst[name] = max(float((a - e).abs().max()) for a, e in zip(outs, expected))
+                if opts.fused_warm and name.startswith("squall"):
+                    _settle(getattr(fn, "__wrapped__", fn), stream)
                 seconds, _, again = run_stream(fn, stream)
                 warm[name].append(seconds)
                 warm_calls[name].append(again)

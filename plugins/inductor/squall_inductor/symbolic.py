@@ -41,7 +41,7 @@ from squall.extend import SquallWarning, SymInt, compiling_stopped, stop_compili
 from squall_inductor.regions import EAGER_NUMERICS, CompiledRegion, examples_for, layout, layout_of, views_as_reshapes
 
 __all__ = [
-    "SYMBOLIC_CONFIG", "SymbolicSpec", "symbolic_spec", "memory_order", "memory_orders", "spec_examples", "trace_symbolically", "compile_in_process", "guard_function",
+    "SYMBOLIC_CONFIG", "wait_for_variants", "SymbolicSpec", "symbolic_spec", "memory_order", "memory_orders", "spec_examples", "trace_symbolically", "compile_in_process", "guard_function",
     "output_shape_check", "SymbolicRegion",
 ]
 
@@ -67,6 +67,16 @@ def _join_at_exit() -> None:
     deadline = time.monotonic() + EXIT_JOIN_S
     for thread in list(_under_way):
         thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def wait_for_variants(timeout: float | None = None) -> bool:
+    """Wait for the later compilations under way in the background (a symbolic region's
+    compilations for calls its guards refuse, every region's); whether none is left. For
+    benchmarks and tests that time what those compilations serve."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for thread in list(_under_way):
+        thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    return not _under_way
 
 
 class SymbolicSpec(NamedTuple):
