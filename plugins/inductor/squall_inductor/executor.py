@@ -53,7 +53,7 @@ from squall.extend import (
 from squall_inductor.choices import ChoiceStore, best_time, default_choices_path, region_key
 from squall_inductor.meta_dtypes import dtypes_differ
 from squall_inductor.regions import CompiledRegion, example_inputs, region_function, size_reads, torch_callable
-from squall_inductor.symbolic import SymbolicRegion
+from squall_inductor.symbolic import SymbolicRegion, wait_for_variants
 from squall_inductor.worker import CompileUnsupported, RegionCompiler, WorkerCompileError, default_worker, dynamo_unsupported, env_flag, subprocess_enabled
 
 __all__ = ["InductorExecutor", "FUSIBLE_PRIMS", "MATMUL_PRIMS", "PRIMS_WITHIN", "cpp_compiler", "env_flag"]
@@ -91,6 +91,9 @@ _MARGIN = 0.97
 CALL_OVERHEAD_S = 8e-6
 # each contender's share of timing one region against torch (choices.best_time)
 _REGION_TIMING_S = 0.1
+# the judge waits at most this long for a symbolic region's later compilations (`settle`): a compile
+# in the worker takes seconds; past this the judge times what runs meanwhile, the region's torch calls
+SETTLE_TIMEOUT_S = 300.0
 
 
 # torch calls eager runs that inductor's tracing cannot take (its meta function refuses them): a
@@ -262,6 +265,11 @@ class InductorExecutor(FusionExecutor):
         SQUALL_INDUCTOR_SUBPROCESS=0 or where squall.jit's executors leave inductor out."""
         if subprocess_enabled():
             default_worker().start()
+
+    def settle(self) -> None:
+        """Wait (at most SETTLE_TIMEOUT_S) for the later compilations symbolic regions started in the
+        background (squall_inductor.symbolic: a size of 1, another memory order, a static fallback)."""
+        wait_for_variants(SETTLE_TIMEOUT_S)
 
     def offer(self, bsym: BoundSymbol) -> tuple[Implementation | None, str]:
         if self.implementation_for(bsym.sym) is None:

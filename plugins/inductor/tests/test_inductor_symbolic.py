@@ -417,6 +417,29 @@ def test_a_held_cache_one_token_long_is_compiled_for_every_longer_length():
     assert {shapes[held][0][2] for shapes in symbolic.static} <= {1}, list(symbolic.static)
 
 
+def _scale_held_cache(holder, key):
+    return torch.cat([holder.cache * 3, torch.sigmoid(key)], dim=2), holder.cache.amax(-1)
+
+
+def test_the_judge_compares_and_times_the_compilation_a_cache_one_token_long_runs():
+    # the judge runs the traced call, a cache of length 1, which the symbolic kernel does not take:
+    # the compilation for that size of 1 its first run starts is waited for (InductorExecutor.settle),
+    # so the judge compares and times what later calls run, not the region's torch calls meanwhile
+    # (a decoding step's large regions judged so lost to the torch plan, and were remembered so)
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    jfn = squall.jit(_scale_held_cache, executors=[ex, "torch"], wait=True)
+    holder, key = _Holder(torch.randn(1, 2, 1, 16)), torch.randn(1, 2, 1, 16)
+    torch.testing.assert_close(jfn(holder, key), _scale_held_cache(holder, key))
+    assert [u.status for u in squall.upgrades(jfn)] == ["upgraded"], squall.upgrades(jfn)
+    (symbolic,) = [c for c in ex._compiled.values() if type(c) is SymbolicRegion]
+    assert not symbolic._pending, "the judge waited for the compilation its call needs"
+    ((compiled, holds),) = symbolic.ordered.values()
+    assert compiled is not symbolic.fn and holds([torch.randn(1, 2, 1, 16)] * len(symbolic.spec.inputs))  # the cache and the key
+    for length in (1, 4):
+        holder = _Holder(torch.randn(1, 2, length, 16))
+        torch.testing.assert_close(jfn(holder, key), _scale_held_cache(holder, key))
+
+
 def test_a_compilation_returning_other_sizes_than_the_trace_is_never_returned():
     env = ShapeEnv()
     with tracing(TracingContext()):
