@@ -55,6 +55,9 @@ SYMBOLIC_CONFIG = {"size_asserts": False}
 # static compile per length (49 queued in the worker behind a 200-batch DistilBERT stream, each
 # seconds of compiler CPU beside the user's calls, and threads left waiting as the interpreter exits)
 MAX_STATIC_LAYOUTS = 4
+# and at most this many later symbolic compilations (other memory orders, symbols at 1): past them,
+# a call no compilation admits takes the static fallbacks' way
+MAX_SYMBOLIC_VARIANTS = 8
 # at exit the later compilations still under way are stopped and waited for this long at most: a
 # thread left in them as the interpreter finalises aborted it ("terminate called without an active exception")
 EXIT_JOIN_S = 5.0
@@ -386,25 +389,27 @@ class SymbolicRegion:
                 return compiled
         orders = memory_orders(args)
         ones = frozenset(name for name, i, d in self._lone if args[i].shape[d] == 1)
-        if ones or any(order != tuple(range(len(order))) for order in orders):
+        key = (orders, ones)
+        if (ones or any(order != tuple(range(len(order))) for order in orders)) and (key in self.ordered or self._count(static=False) < MAX_SYMBOLIC_VARIANTS):
             spec = self.spec.with_orders(orders).with_ones(ones)
             what = "memory order" if not ones else f"sizes of 1 ({', '.join(sorted(ones))})"
-            ordered = self._get(self.ordered, (orders, ones), lambda: self._guarded(self.compile_ordered(spec)), (self.fn, _never), what)
+            ordered = self._get(self.ordered, key, lambda: self._guarded(self.compile_ordered(spec)), (self.fn, _never), what)
             if ordered is None:
                 return self.fn  # its compilation is under way
             if ordered[1](args):
                 return ordered[0]
         shapes = layout(args)
-        if shapes not in self.static and self._static_count() >= MAX_STATIC_LAYOUTS:
+        if shapes not in self.static and self._count(static=True) >= MAX_STATIC_LAYOUTS:
             return self.fn
         layouts = layout_of(args)  # not the tensors: a background compile makes its own examples
         static = self._get(self.static, shapes, lambda: CompiledRegion(self.fn, examples_for(layouts), compile=self.compile_static),
                            self.fn, "shapes and strides")
         return self.fn if static is None else static
 
-    def _static_count(self) -> int:
-        """The static fallbacks compiled or under way."""
-        return len(self.static) + sum(1 for what, _ in list(self._pending) if what == "shapes and strides")
+    def _count(self, static: bool) -> int:
+        """The static fallbacks (or the later symbolic compilations) compiled or under way."""
+        pending = sum(1 for what, _ in list(self._pending) if (what == "shapes and strides") == static)
+        return len(self.static if static else self.ordered) + pending
 
     def _get(self, table: dict, key: tuple, build: Callable[[], Any], torch_calls: Any, what: str) -> Any:
         """table[key], compiled by `build` where missing: now, or in the background (None meanwhile)."""

@@ -144,6 +144,34 @@ def test_a_symbolic_region_compiles_a_few_static_fallbacks_and_runs_later_layout
     assert region._other([again]) is region.static[next(iter(region.static))]
 
 
+def test_a_symbolic_region_compiles_a_few_later_symbolic_compilations_then_takes_the_static_fallbacks_way():
+    # each call in another memory order (or with other symbols at 1) is one more symbolic compilation,
+    # up to MAX_SYMBOLIC_VARIANTS; past them such a call is a static fallback's, which are bounded too
+    import itertools
+
+    env = ShapeEnv()
+    with tracing(TracingContext()):
+        proxy = _symbolic_proxy(env, "x", (4, 5, 6, 8))  # f32[s0, s1, s2, 8]
+    ordered: list[tuple] = []
+    static: list[tuple] = []
+
+    def compile_ordered(spec):
+        ordered.append(tuple(order for *_, order in spec.inputs))
+        return _sigmoid_chain, "False"  # guards that admit nothing: every new order asks again
+
+    def compile_static(args):
+        static.append(tuple(a.shape for a in args))
+        return _sigmoid_chain
+
+    region = SymbolicRegion(_sigmoid_chain, [proxy], compile_ordered=compile_ordered, compile_static=compile_static)
+    limit = squall_inductor.symbolic.MAX_SYMBOLIC_VARIANTS
+    for order in list(itertools.permutations(range(4)))[1 : limit + 4]:
+        x = torch.randn([(3, 5, 7, 8)[d] for d in order]).permute([order.index(d) for d in range(4)])
+        torch.testing.assert_close(region(x), _sigmoid_chain(x))
+    assert len(ordered) == len(region.ordered) == limit
+    assert len(static) == squall_inductor.symbolic.MAX_STATIC_LAYOUTS  # (these guards admit nothing: every call went on to them)
+
+
 def test_background_compilations_under_way_at_exit_are_stopped_and_waited_for():
     # a thread left in a static fallback's compile as the interpreter finalised aborted it
     # ("terminate called without an active exception") or hung it
