@@ -116,8 +116,8 @@ load 1.4-3.5: resnet 25.83 against 27.01 (0.96x; large regions kept at 0.68x the
 8.09 against 8.88 (0.91x); branch 11:32-11:39, load 2.3-4.7: resnet 41.40 against 43.40 (0.95x;
 large regions, 0.67x the torch plan), cnn 11.22 against 11.99 (0.94x); main 11:41-11:48, load 1.5-3.8: resnet 28.82 against 25.32
 (1.14x; islands kept, large regions 27.9 in context), cnn 7.07 against 6.89 (1.03x). So on main the
-judge picks islands (large regions lose by their layout conversions), and on this branch large regions
-win outright (islands are not compiled). Not a ResNet rule: any region with a convolution, forward
+judge picks islands (in context 26.9 against large regions' 27.9), and on this branch large regions
+win outright (0.67-0.68x the torch plan: islands are not compiled). Not a ResNet rule: any region with a convolution, forward
 and backward. Left: a backward region's weight gradient follows its channels-last input, so
 `torch.autograd.grad` of such a weight comes back channels-last where eager's is contiguous (equal
 values; `.grad` through `backward()` keeps the weight's layout, as AccumulateGrad restrides it).
