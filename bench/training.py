@@ -122,8 +122,9 @@ and backward. Left: a backward region's weight gradient follows its channels-las
 `torch.autograd.grad` of such a weight comes back channels-last where eager's is contiguous (equal
 values; `.grad` through `backward()` keeps the weight's layout, as AccumulateGrad restrides it).
 --only gpt llama --cpu-time --rounds 3, branch 11:42-11:46, load 2.8-3.8: gpt squall defaults 82.93
-ms against torch.compile 83.31 (1.00x), llama 6.96 against 8.69 (0.80x) (no convolution: no
-layout-free outputs there).
+ms against torch.compile 83.31 (1.00x), llama 6.96 against 8.69 (0.80x); main 11:50-11:52, load
+0.2-2.1: gpt 78.59 against 79.06 (0.99x), llama 11.04 against 12.23 (0.90x): no change beyond noise
+(no convolution: no output of theirs is laid out otherwise).
 
 Kernels per step, 2026-11-27 (trainplan). On an H100 (bench/gpu_models.py --train-only) squall's
 torch plan took 1.21x eager's ResNet-50 step and 1.07x its LLaMA step: there a step is its kernels
