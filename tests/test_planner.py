@@ -383,3 +383,31 @@ def test_a_planned_copy_of_a_call_keeps_every_field_but_its_executor():
         assert getattr(planned, name) is expected, name
         assert getattr(renamed, name) is (False if name == "grad_enabled" else getattr(bsym, name)), name
     assert bsym.call_keywords == {"approximate"} and planned.input_proxies() == bsym.input_proxies()
+
+
+def test_a_forward_region_marks_the_values_only_its_backward_reads_as_layout_free():
+    """FusionRegion.layout_free: a value the forward returns only for its backward, read by no call
+    outside its region, may come back in the executor's own layout; a value another forward call
+    reads, or the user gets, keeps eager's strides."""
+    seen = []
+
+    class Recording(PyFuser):
+        def compile_region(self, region):
+            seen.append(([p.name for p in region.outputs], region.layout_free))
+            return super().compile_region(region)
+
+    def program(x):
+        e = torch.exp(x)  # saved for exp's backward, read by nothing outside the region
+        a = e * 2.0  # read by sin (torch), saved for sin's backward
+        return torch.sin(a), e * 3.0  # the second output is the user's
+
+    x = torch.randn(8, requires_grad=True)
+    fn = squall.jit(program, executors=[Recording(), make_executor()])
+    s, t = fn(x)
+    (s.sum() + t.sum()).backward()
+    expected = torch.exp(x.detach()) * (2.0 * torch.cos(torch.exp(x.detach()) * 2.0) + 3.0)
+    torch.testing.assert_close(x.grad, expected)
+    # the forward region (exp, mul, mul) returns e, a and the user's e * 3.0: only e is layout-free
+    (forward_outputs, free), (backward_outputs, backward_free) = seen
+    assert len(forward_outputs) == 3 and free == (0,), seen
+    assert backward_free == (), seen  # a backward's values are no forward's saved ones

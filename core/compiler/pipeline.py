@@ -20,7 +20,7 @@ from ..frontend.tracing import InputBinding, ModuleLayout, trace_program
 from ..ltorch.autocast import without_autocast
 from ..ltorch.base import SquallWarning, UnmodelledMode
 from ..market.executor import Executor
-from ..market.fusion import strides_met
+from ..market.fusion import saved_for_backward, strides_met
 from ..proxies import TensorProxy
 from ..symbol import Tags, flat_proxies, user_stacklevel
 from ..trace import Trace
@@ -368,7 +368,8 @@ def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, 
     `backward_for` the backward for calls that leave those outputs without a gradient, the full
     one then planned at its first use. A fusion executor compiles what it plans, so the upgrade
     (squall.runtime.tiers), which knows which backward the user's calls ran, compiles only that one."""
-    forward = fresh_values_written_in_place(write_backs_folded(_planned_differentiated(diff.forward, executors)))
+    with saved_for_backward(_only_saved(diff)):
+        forward = fresh_values_written_in_place(write_backs_folded(_planned_differentiated(diff.forward, executors)))
     partial = diff.backward_without(backward_for) if backward_for else None
     backward = _planned_differentiated(partial if partial is not None else diff.backward, executors)
     seconds["plan"] = (now := time.perf_counter()) - start
@@ -395,6 +396,12 @@ def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, 
         compilation.checked = _autocast_off(traced, checked)
     seconds["generate"] = time.perf_counter() - now
     return compilation
+
+
+def _only_saved(diff: Differentiated) -> frozenset[str]:
+    """The values the forward returns only for its backward: saved, and not among the user's outputs."""
+    users = {p.name for p in flat_proxies(diff.forward.output[0])}
+    return frozenset(p.name for p in diff.saved if p.name not in users)
 
 
 def _built_at_first_call(build: Callable[[], Callable]) -> Callable:

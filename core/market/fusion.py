@@ -30,7 +30,7 @@ from ..symbolic import SymInt, concrete_shape, symbols_of
 from .executor import Executor, Implementation
 from .operations import CustomOperation, symbol_id
 
-__all__ = ["symbolic_sizes", "declines_symbolic", "FusionExecutor", "FusionRegion", "Declined", "RegionCost", "form_regions", "FUSION_REGION", "LEFT_OUT", "NOT_WORTH_IT", "stop_compiling", "compiling_stopped", "mark_background_upgrade_thread", "in_background_upgrade", "pace", "upgrades_awaited", "upgrades_are_awaited"]
+__all__ = ["symbolic_sizes", "declines_symbolic", "FusionExecutor", "FusionRegion", "Declined", "RegionCost", "form_regions", "FUSION_REGION", "LEFT_OUT", "saved_for_backward", "only_saved", "NOT_WORTH_IT", "stop_compiling", "compiling_stopped", "mark_background_upgrade_thread", "in_background_upgrade", "pace", "upgrades_awaited", "upgrades_are_awaited"]
 
 # set at interpreter exit (squall.runtime.tiers): a background upgrade still planning must not start
 # region compiles then (their compilers' thread pools are shutting down, and a thread still
@@ -161,6 +161,28 @@ def note_strides(proxies: Sequence[TensorProxy], values: Sequence[Any]) -> None:
             met[p.name] = tuple(v.stride())
 
 
+# the values a differentiated program's forward returns only for its backward (saved, and not among
+# the user's outputs), by name, while that forward is planned (squall.compiler.pipeline): no user
+# sees their strides, so a fusion executor may return them in the layout its kernels prefer
+# (inductor's channels-last plan for a convolution region) where no other forward call reads them
+_ONLY_SAVED: ContextVar[frozenset[str]] = ContextVar("squall_only_saved", default=frozenset())
+
+
+@contextlib.contextmanager
+def saved_for_backward(names: frozenset[str]):
+    """Within the block, `only_saved` answers from `names`: values only the backward reads."""
+    token = _ONLY_SAVED.set(frozenset(names))
+    try:
+        yield
+    finally:
+        _ONLY_SAVED.reset(token)
+
+
+def only_saved() -> frozenset[str]:
+    """The names of the values the program being planned returns only for its backward (`saved_for_backward`)."""
+    return _ONLY_SAVED.get()
+
+
 def example_tensor(shape: Sequence[int], dtype: torch.dtype, device: torch.device | str, *, requires_grad: bool = False,
                    seed: int = 0) -> torch.Tensor:
     """A tensor to time or check a compiled region on: normal floats, zero integers and booleans
@@ -191,6 +213,10 @@ class FusionRegion:
     calls: list[BoundSymbol]
     inputs: list[TensorProxy]
     outputs: list[TensorProxy]
+    # positions in `outputs` of the values only the backward reads (`only_saved`, and read by no call
+    # outside the region): the executor may return those in the layout its kernels chose; every
+    # other output keeps the strides eager's calls would give it
+    layout_free: tuple[int, ...] = ()
 
     def signature(self) -> tuple:
         """Equal for regions with the same operations, arguments and input metadata."""
@@ -208,7 +234,9 @@ class FusionRegion:
                 local[p.name] = ("local", len(local))
             parts.append((b.sym.id, str(spec), tuple(norm)))
         meta = tuple((tuple(n.poly if type(n) is SymInt else n for n in p.shape), p.dtype, p.device, p.requires_grad) for p in self.inputs)
-        return (tuple(parts), tuple(local[p.name] for p in self.outputs), meta)
+        outputs = tuple(local[p.name] for p in self.outputs)
+        # (a region with no layout-free output keeps the signature it had before they existed: regions remembered on disk stay found)
+        return (tuple(parts), outputs, meta, self.layout_free) if self.layout_free else (tuple(parts), outputs, meta)
 
 
 def _value_key(x: Any) -> tuple:
@@ -627,7 +655,9 @@ class FusionExecutor(Executor):
                 if p.name in returned or consumers.get(p.name, set()) - inside:
                     outputs.setdefault(p.name, p)
         calls = [c for b in members for c in self._expand(b)]
-        region = FusionRegion(self.name, members, calls, list(inputs.values()), list(outputs.values()))
+        saved = only_saved()
+        layout_free = tuple(k for k, p in enumerate(outputs.values()) if p.name in saved and not consumers.get(p.name, set()) - inside)
+        region = FusionRegion(self.name, members, calls, list(inputs.values()), list(outputs.values()), layout_free)
         key = region.signature()
         if key not in self._compiled:
             try:

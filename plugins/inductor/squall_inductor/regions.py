@@ -15,6 +15,7 @@ wrapper, not a Dynamo frame (bench/region_call.py measures both).
 """
 from __future__ import annotations
 
+import functools
 import io
 import pickle
 import sys
@@ -46,7 +47,7 @@ from squall_inductor.direct_load import memory_extent
 
 __all__ = [
     "torch_callable", "size_reads", "region_function", "example_inputs", "compile_with_inductor", "views_as_reshapes", "CompiledRegion",
-    "layout", "like", "Layout", "layout_of", "examples_for", "region_payload", "load_region",
+    "layout", "like", "Layout", "layout_of", "examples_for", "region_payload", "load_region", "output_layouts", "LAYOUT_FREE",
 ]
 
 # one input's (sizes, strides, dtype, device): what a compilation in another process is specialised to
@@ -89,6 +90,9 @@ def region_function(region: FusionRegion) -> tuple[Callable, str]:
         lines.append(f"  {target + ' = ' if target else ''}{printer.call(callee, b)}")
         lines.extend(f"  {line}" for line in picks)
     lines.append(f"  return ({''.join(p.name + ', ' for p in region.outputs)})")
+    if region.layout_free:
+        # a global, not an attribute: it travels with the function to the worker, and keys what is kept on disk
+        printer.globals[LAYOUT_FREE] = (tuple(region.layout_free), len(region.outputs))
     source = "\n".join(lines) + "\n"
     # registered with linecache so dynamo's and Python's tracebacks show the region's source
     load_source(source, "inductor-region", printer.globals)
@@ -113,6 +117,59 @@ def load_region(payload: bytes) -> Callable:
     source, names = _RegionUnpickler(io.BytesIO(payload)).load()
     load_source(source, "inductor-region", names)
     return names["region"]
+
+
+# the region function's global naming (positions, count) of its outputs only the backward reads
+# (squall.extend.FusionRegion.layout_free): `output_layouts` lets inductor lay those out as it prefers
+LAYOUT_FREE = "_squall_layout_free_outputs"
+
+
+def output_layouts(fn: Callable) -> dict[str, Any]:
+    """The inductor settings that compile `fn` with its layout-free outputs in inductor's own layout
+    ({} where it has none): every other output keeps eager's strides.
+
+    compile_fx keeps every output of a graph compiled alone in its traced (eager's) strides
+    (`keep_output_stride`: all of an inference graph's outputs are "user visible"); a forward
+    region with a convolution then computes channels-last inside (`decide_layout_opt`) and converts
+    each saved activation back at its edge, and the backward region reading it runs its
+    convolution backwards contiguous. A post-grad pass, run after compile_fx marked the visible
+    outputs and before the graph is lowered, takes the layout-free ones off that list (what
+    AOTAutograd does for the activations a forward saves): inductor then returns them as it laid
+    them out (channels-last where its layout plan prefers it, eager's strides elsewhere).
+    """
+    free = fn.__globals__.get(LAYOUT_FREE) if hasattr(fn, "__globals__") else None
+    if not free:
+        return {}
+    from torch._inductor import config as inductor_config
+    from torch._inductor.custom_graph_pass import get_custom_graph_passes
+
+    others = get_custom_graph_passes(inductor_config.post_grad_custom_post_pass)
+    return {"post_grad_custom_post_pass": [*others, _layout_free_outputs_pass()(*free)]}
+
+
+@functools.cache
+def _layout_free_outputs_pass() -> type:
+    # a class made at first use: it derives from inductor's CustomGraphPass, whose import costs seconds
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    class LayoutFreeOutputs(CustomGraphPass):
+        """Takes the outputs at `positions` off the graph's user-visible outputs (see `output_layouts`)."""
+
+        def __init__(self, positions: Sequence[int], count: int):
+            self.positions, self.count = tuple(positions), count
+
+        def __call__(self, graph: torch.fx.Graph) -> None:
+            (node,) = graph.find_nodes(op="output")
+            visible = node.meta.get("user_visible_output_idxs")
+            outputs = tree_flatten(node.args)[0]
+            if visible is None or len(outputs) != self.count:
+                return  # not the region's outputs one to one (AOTAutograd added some): eager's strides for all
+            node.meta["user_visible_output_idxs"] = [i for i in visible if i not in self.positions]
+
+        def uuid(self) -> Any:
+            return ("squall layout-free outputs", 1, self.positions, self.count)
+
+    return LayoutFreeOutputs
 
 
 # inductor settings every region compiles under, so that it rounds as eager does: by default a fused
@@ -204,7 +261,7 @@ def compile_with_inductor(fn: Callable, args: Sequence[torch.Tensor]) -> Callabl
     context = torch._guards.TracingContext(FakeTensorMode(shape_env=ShapeEnv()))
     from torch._inductor import config as inductor_config
 
-    with torch._guards.tracing(context), inductor_config.patch(EAGER_NUMERICS):
+    with torch._guards.tracing(context), inductor_config.patch({**EAGER_NUMERICS, **output_layouts(fn)}):
         return compile_fx(graph, list(args), ignore_shape_env=True)
 
 

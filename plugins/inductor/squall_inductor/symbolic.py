@@ -38,7 +38,7 @@ import torch
 
 from squall.extend import SquallWarning, SymInt, compiling_stopped, stop_compiling, TensorProxy, example_tensor, size_source, symbol_reads, symbols_of
 
-from squall_inductor.regions import EAGER_NUMERICS, CompiledRegion, examples_for, layout, layout_of, views_as_reshapes
+from squall_inductor.regions import EAGER_NUMERICS, CompiledRegion, examples_for, layout, layout_of, output_layouts, views_as_reshapes
 
 __all__ = [
     "SYMBOLIC_CONFIG", "wait_for_variants", "SymbolicSpec", "symbolic_spec", "memory_order", "memory_orders", "spec_examples", "trace_symbolically", "compile_in_process", "guard_function",
@@ -220,6 +220,7 @@ def compile_in_process(fn: Callable, spec: SymbolicSpec) -> tuple[Callable, str]
         torch._guards.tracing(context),
         inductor_config.patch(fx_graph_cache=False, **EAGER_NUMERICS, **SYMBOLIC_CONFIG),
         torch._functorch.config.patch(enable_autograd_cache=False),
+        inductor_config.patch(output_layouts(fn)),
     ):
         compiled = compile_fx(graph, fakes)
     return compiled, guards_source(fake_mode, fakes)

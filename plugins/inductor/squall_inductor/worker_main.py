@@ -41,7 +41,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from squall_inductor.choices import best_time
 from squall_inductor.direct_build import direct_bundle
-from squall_inductor.regions import EAGER_NUMERICS, Layout, examples_for, load_region, views_as_reshapes
+from squall_inductor.regions import EAGER_NUMERICS, Layout, examples_for, load_region, output_layouts, views_as_reshapes
 from squall_inductor.split_build import side_by_side, split_build_settings
 from squall_inductor.warm_up import HEADER_AFTER_IDLE_S, WarmUp
 from squall_inductor.worker import compile_threads, dynamo_unsupported
@@ -263,7 +263,8 @@ def main(fd: int, started: float | None = None, parent: int | None = None) -> No
             torch.set_num_threads(num_threads)
             fn = load_region(payload)
             # the user's process's inductor settings; compiler processes as compile_threads() allows
-            with inductor_config.patch({**EAGER_NUMERICS, **config.get("changed", {}), "compile_threads": compile_threads()}):
+            with (inductor_config.patch({**EAGER_NUMERICS, **config.get("changed", {}), "compile_threads": compile_threads()}),
+                  inductor_config.patch(output_layouts(fn))):
                 if kind == "compile_symbolic":
                     on_cpu = all(device.type == "cpu" for _, _, device, _ in shapes.inputs)
                     guards, constants, bundle = warm_up.compile(lambda: compile_symbolic(fn, shapes, path), on_cpu=on_cpu)
