@@ -8,7 +8,7 @@ on the inputs behave as in eager, whichever executors the two traces were planne
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import torch
@@ -19,7 +19,7 @@ from ..symbol import BoundSymbol, Symbol, flat_proxies
 from ..trace import Trace
 from .gradients import Differentiated
 
-__all__ = ["BackwardRun", "autograd_function", "calling_trace"]
+__all__ = ["BackwardRun", "autograd_function", "calling_trace", "same_layout"]
 
 
 class BackwardRun(NamedTuple):
@@ -29,6 +29,12 @@ class BackwardRun(NamedTuple):
     # each input of the backward trace that ran (saved values, then the cotangents given): its
     # tensor's strides, None for a number; a fusion executor compiles for these layouts
     input_strides: tuple[tuple[int, ...] | None, ...]
+
+def same_layout(shape: Sequence[int], strides: Sequence[int], others: Sequence[int]) -> bool:
+    """Whether two strides lay a tensor of `shape` out alike: equal at every dimension of 2 or
+    more elements (a dimension of size 1 is stepped over whatever its stride)."""
+    return all(a == b for n, a, b in zip(shape, strides, others) if n > 1)
+
 
 # the one call the program's generated function makes: the autograd.Function's apply
 _APPLY = Symbol("squall.autograd_function", "autograd_function", lambda *inputs: None, is_prim=True)
@@ -42,6 +48,7 @@ def autograd_function(
     name: str,
     backward_without: Callable[[frozenset[str]], Callable | None] | None = None,
     backwards_run: dict[frozenset[str], BackwardRun] | None = None,
+    gradient_layouts: Sequence[tuple[int, ...] | None] | None = None,
 ) -> type[torch.autograd.Function]:
     """A torch.autograd.Function running `forward_fn` (inputs -> (outputs, saved)) and
     `backward_fn` ((a list of the saved tensors, which it may empty), *cotangents -> gradients)
@@ -53,6 +60,10 @@ def autograd_function(
     `loss.backward()`) runs that backward: no zeros are made for the missing cotangents and
     nothing is computed from them, as in eager's autograd. Without it, missing cotangents
     are zeros.
+
+    `gradient_layouts` (strides per gradient, in `diff.grads_for`'s order; None: any) lays each
+    gradient out so where the backward computed it otherwise (squall.compiler.pipeline's
+    `_gradient_layouts`: after a forward region kept its saved values in its own layout).
 
     `backwards_run` (filled as backwards run) maps the names of the outputs each backward run so
     far found without a gradient (the empty set: the full backward) to what its first run met
@@ -144,6 +155,11 @@ def autograd_function(
         result = [None] * n_inputs
         for position, g in zip(grad_positions, computed):
             result[position] = g
+        if gradient_layouts is not None:
+            for position, strides in zip(grad_positions, gradient_layouts):
+                g = result[position]
+                if strides is not None and isinstance(g, torch.Tensor) and not same_layout(g.shape, g.stride(), strides):
+                    result[position] = torch.empty_strided(g.shape, strides, dtype=g.dtype, device=g.device).copy_(g)
         return tuple(result)
 
     # an input that requires grad, other than a parameter, which no differentiated call reads (a

@@ -15,12 +15,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
+from torch._prims_common import make_contiguous_strides_for
 
 from ..frontend.tracing import InputBinding, ModuleLayout, trace_program
 from ..ltorch.autocast import without_autocast
 from ..ltorch.base import SquallWarning, UnmodelledMode
 from ..market.executor import Executor
-from ..market.fusion import saved_for_backward, strides_met
+from ..market.fusion import saved_for_backward, stride_met, strides_met
 from ..proxies import TensorProxy
 from ..symbol import Tags, flat_proxies, user_stacklevel
 from ..trace import Trace
@@ -368,7 +369,8 @@ def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, 
     `backward_for` the backward for calls that leave those outputs without a gradient, the full
     one then planned at its first use. A fusion executor compiles what it plans, so the upgrade
     (squall.runtime.tiers), which knows which backward the user's calls ran, compiles only that one."""
-    with saved_for_backward(_only_saved(diff)):
+    only_saved = _only_saved(diff)
+    with saved_for_backward(only_saved):
         forward = fresh_values_written_in_place(write_backs_folded(_planned_differentiated(diff.forward, executors)))
     partial = diff.backward_without(backward_for) if backward_for else None
     backward = _planned_differentiated(partial if partial is not None else diff.backward, executors)
@@ -384,7 +386,7 @@ def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, 
     else:
         full = _built_at_first_call(lambda: _backward_function(diff, diff.backward, later_on))
         without = _backward_without(diff, later_on, {backward_for: backward_fn.fn})
-    function = autograd_function(diff, forward_fn.fn, full, traced.name, without, backwards_run)
+    function = autograd_function(diff, forward_fn.fn, full, traced.name, without, backwards_run, _gradient_layouts(diff, forward, only_saved))
     program = free_after_last_use(calling_trace(traced, function))
     generated = _autocast_off(traced, generate(program, bindings, **layout, shape_guards=True))
     generated.parts = {"forward": forward_fn, "backward": backward_fn}
@@ -396,6 +398,24 @@ def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, 
         compilation.checked = _autocast_off(traced, checked)
     seconds["generate"] = time.perf_counter() - now
     return compilation
+
+
+def _gradient_layouts(diff: Differentiated, forward: Trace, only_saved: frozenset[str]) -> tuple[tuple[int, ...] | None, ...] | None:
+    """The strides each input's gradient is returned in, where a forward region returned values
+    only the backward reads, which it may lay out its own way (`FusionRegion.layout_free`: a
+    convolution's saved activations channels-last,
+    whose backward then computes its weight's gradient channels-last): each input's own, as the
+    call met it (`stride_met`) or contiguous, as eager's backward gives a contiguous weight's and as
+    `.grad` keeps it (None for an input of symbolic sizes: left as computed). None where no region did."""
+    if forward.plan is None or not any(name in only_saved for r in forward.plan.regions for name in r.outputs):
+        return None
+    inputs = {p.name: p for p in diff.forward.inputs if type(p) is TensorProxy}
+    layouts = []
+    for name in diff.grads_for:
+        p = inputs.get(name)
+        concrete = p is not None and all(type(n) is int for n in p.shape)
+        layouts.append((stride_met(p) or make_contiguous_strides_for(p.shape)) if concrete else None)
+    return tuple(layouts)
 
 
 def _only_saved(diff: Differentiated) -> frozenset[str]:

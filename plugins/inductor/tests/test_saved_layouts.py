@@ -85,3 +85,23 @@ def test_a_saved_value_the_user_also_gets_keeps_eagers_strides():
     expected = w1.detach().clone().requires_grad_()
     conv_relu_returned(x, expected).sum().backward()
     torch.testing.assert_close(w1.grad, expected.grad, rtol=1e-4, atol=1e-4)
+
+
+@needs_cpu_inductor
+def test_gradients_asked_of_autograd_grad_keep_eagers_strides():
+    # the backward region computes the second weight's gradient from the channels-last activation,
+    # channels-last; `.grad` is restrided by AccumulateGrad, but `torch.autograd.grad` returns what the
+    # backward gave: it is laid out as the weight is, as eager's is (a `.view(-1)` of it works as in eager)
+    ex = InductorExecutor(include_matmuls=True, autotune=False, choices_path=None, min_eager_seconds=0)
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 12, 12)
+    w1, w2 = torch.randn(16, 8, 3, 3, requires_grad=True), torch.randn(16, 16, 3, 3, requires_grad=True)
+    jfn = squall.jit(conv_relu_conv, executors=[ex, "torch"], wait=True)
+    jfn(x, w1, w2).sum().backward()
+    assert squall.upgrades(jfn)[0].verdict.keep == "fused" and squall.last_traces(jfn).backward.plan.regions
+    grads = torch.autograd.grad(jfn(x, w1, w2).sum(), (w1, w2))
+    expected = torch.autograd.grad(conv_relu_conv(x, w1, w2).sum(), (w1, w2))
+    for got, want in zip(grads, expected):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        assert got.stride() == want.stride() == (got.shape[1] * 9, 9, 3, 1)
+        assert got.view(-1).shape == (got.numel(),)
