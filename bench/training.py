@@ -125,6 +125,11 @@ values; `.grad` through `backward()` keeps the weight's layout, as AccumulateGra
 ms against torch.compile 83.31 (1.00x), llama 6.96 against 8.69 (0.80x); main 11:50-11:52, load
 0.2-2.1: gpt 78.59 against 79.06 (0.99x), llama 11.04 against 12.23 (0.90x): no change beyond noise
 (no convolution: no output of theirs is laid out otherwise).
+After merging, each gradient is returned in its input's layout where a forward region kept saved
+values its own way (75bdcfa; the `torch.autograd.grad` case above), main 2026-11-28 12:00,
+--only resnet --cpu-time --rounds 3, load 0.9-3.2 (CI's suite beside it): eager 36.38 ms,
+torch.compile 29.21 (0.80x), squall torch only 38.40, squall defaults 26.94 (0.74x eager, 0.92 of
+torch.compile's; large regions kept at 0.70x the torch plan in context).
 
 Kernels per step, 2026-11-27 (trainplan). On an H100 (bench/gpu_models.py --train-only) squall's
 torch plan took 1.21x eager's ResNet-50 step and 1.07x its LLaMA step: there a step is its kernels
