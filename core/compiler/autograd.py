@@ -19,7 +19,7 @@ from ..symbol import BoundSymbol, Symbol, flat_proxies
 from ..trace import Trace
 from .gradients import Differentiated
 
-__all__ = ["BackwardRun", "autograd_function", "calling_trace", "same_layout"]
+__all__ = ["BackwardRun", "autograd_function", "calling_trace"]
 
 
 class BackwardRun(NamedTuple):
@@ -30,7 +30,8 @@ class BackwardRun(NamedTuple):
     # tensor's strides, None for a number; a fusion executor compiles for these layouts
     input_strides: tuple[tuple[int, ...] | None, ...]
 
-def same_layout(shape: Sequence[int], strides: Sequence[int], others: Sequence[int]) -> bool:
+
+def _same_layout(shape: Sequence[int], strides: Sequence[int], others: Sequence[int]) -> bool:
     """Whether two strides lay a tensor of `shape` out alike: equal at every dimension of 2 or
     more elements (a dimension of size 1 is stepped over whatever its stride)."""
     return all(a == b for n, a, b in zip(shape, strides, others) if n > 1)
@@ -158,7 +159,7 @@ def autograd_function(
         if gradient_layouts is not None:
             for position, strides in zip(grad_positions, gradient_layouts):
                 g = result[position]
-                if strides is not None and isinstance(g, torch.Tensor) and not same_layout(g.shape, g.stride(), strides):
+                if strides is not None and isinstance(g, torch.Tensor) and not _same_layout(g.shape, g.stride(), strides):
                     result[position] = torch.empty_strided(g.shape, strides, dtype=g.dtype, device=g.device).copy_(g)
         return tuple(result)
 

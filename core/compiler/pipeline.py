@@ -403,10 +403,10 @@ def _compile_differentiated(traced, diff, bindings, executors, layout, seconds, 
 def _gradient_layouts(diff: Differentiated, forward: Trace, only_saved: frozenset[str]) -> tuple[tuple[int, ...] | None, ...] | None:
     """The strides each input's gradient is returned in, where a forward region returned values
     only the backward reads, which it may lay out its own way (`FusionRegion.layout_free`: a
-    convolution's saved activations channels-last,
-    whose backward then computes its weight's gradient channels-last): each input's own, as the
-    call met it (`stride_met`) or contiguous, as eager's backward gives a contiguous weight's and as
-    `.grad` keeps it (None for an input of symbolic sizes: left as computed). None where no region did."""
+    convolution's saved activations channels-last, from which the backward computes its weight's
+    gradient channels-last): each input's own, as the call met it (`stride_met`) or contiguous, as
+    eager's backward gives a contiguous weight's and as `.grad` keeps it (None for an input of
+    symbolic sizes: left as computed). None where no region returned such values."""
     if forward.plan is None or not any(name in only_saved for r in forward.plan.regions for name in r.outputs):
         return None
     inputs = {p.name: p for p in diff.forward.inputs if type(p) is TensorProxy}
