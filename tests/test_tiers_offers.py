@@ -146,6 +146,52 @@ def test_the_winning_offer_is_remembered_and_alone_planned_in_the_next_process(m
     assert squall.upgrades(fn)[0].reason.startswith("remembered: wide: in context")
 
 
+def test_a_remembered_win_whose_plan_now_computes_other_results_is_refused_and_forgotten(monkeypatch):
+    # the regions a remembered verdict runs are compiled anew in each process (or loaded from a cache
+    # folder another machine may share): a remembered win is not timed again, but still compared
+    judged = _judge_in_turn(monkeypatch, 1e-3)
+    x = torch.randn(16)
+    fuser = TwoOffers()
+    fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+    fn(x)
+    assert squall.upgrades(fn)[0].status == "upgraded" and len(judged) == 1
+    for wrong in (True, False):  # then two later processes: in the first, its regions compute wrongly
+        tiers._stores.clear()  # as a fresh process: read from the file
+        fuser = TwoOffers()
+        fuser.wide.wrong = wrong
+        fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.testing.assert_close(fn(x), program(x))
+        (upgrade,) = squall.upgrades(fn)
+        if wrong:
+            assert [str(w.message) for w in caught if "other results" in str(w.message)], caught
+            assert upgrade.status == "kept the torch plan" and "its results differ" in upgrade.reason, upgrade
+            assert "slowfuse" not in squall.last_traces(fn).source
+        else:  # what the wrong one found is remembered in its place: the torch plan, nothing compiled
+            assert upgrade.status == "kept the torch plan" and upgrade.reason.startswith("remembered: its results differ"), upgrade
+            assert not fuser.wide.compiled_sources
+    assert len(judged) == 1  # never timed again
+
+
+def test_a_remembered_win_is_compared_again_and_a_new_executor_version_is_judged_afresh(monkeypatch):
+    judged = _judge_in_turn(monkeypatch, 1e-3, 1e-3)
+    x = torch.randn(16)
+    reasons = []
+    for version in ("1.0", "1.0", "1.1"):  # three processes, the third with a new release of the fuser
+        tiers._stores.clear()  # as a fresh process: read from the file
+        fuser = TwoOffers()
+        fuser.version = fuser.wide.version = version
+        fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
+        torch.testing.assert_close(fn(x), program(x))
+        (upgrade,) = squall.upgrades(fn)
+        assert upgrade.status == "upgraded", upgrade
+        reasons.append(upgrade.reason)
+    assert len(judged) == 2  # timed in the first process and under the new version
+    assert reasons[1].startswith("remembered: wide: in context") and "its results matched the torch plan's" in reasons[1], reasons
+    assert reasons[2].startswith("wide: in context"), reasons
+
+
 def test_fusion_offers_swap_each_fusion_executor_for_its_offer_in_the_priority_list():
     fuser, torch_ex = TwoOffers(), make_executor()
     priority = squall.market.config.ExecutorPriority([fuser, torch_ex], per_op={"torch.exp": [fuser, torch_ex]}, source="test")

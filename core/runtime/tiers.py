@@ -23,8 +23,10 @@ decisions, paid up front (benchmarks, ahead-of-time warm-up, tests of fused plan
 `wait_for_upgrades(fn)` blocks until `fn`'s pending upgrades are done (tests, benchmarks).
 
 A judgement is remembered on disk (`program_choices.json` in squall's cache folder), keyed
-by the traced program, its executors, the torch version and the thread count: a later
-process skips the in-context timing, and where the torch plan won, the whole upgrade.
+by the traced program, its executors and their versions, the torch version and the thread
+count: a later process skips the in-context timing (still comparing a remembered winner's
+results with the torch plan's before installing it), and where the torch plan won, the whole
+upgrade.
 
 Offers (`FusionExecutor.offers`, e.g. inductor's large regions, then islands) are tried in
 order, and the first that beats the torch plan is installed at once: the user's calls run
@@ -293,7 +295,8 @@ def _verdict_store() -> ChoiceStore:
 
 
 def _program_key(compilation: Compilation, executors: Sequence[Executor], num_threads: int) -> str:
-    names = (tuple(ex.name for ex in executors), getattr(executors, "key", None))
+    # each executor's version too: a new release of a plugin compiles other regions, judged afresh
+    names = (tuple((ex.name, ex.version) for ex in executors), getattr(executors, "key", None))
     text = repr((str(compilation.traced), names, torch.__version__, num_threads, JUDGE_REVISION))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -484,9 +487,17 @@ class UpgradeJob:
         return False
 
     def _verdict(self, fused: Compilation, fusers: set[str], remembered: dict | None) -> Verdict:
-        """The judgement of one offer's fused plan: remembered, timed in context, or not judged."""
+        """The judgement of one offer's fused plan: remembered, timed in context, or not judged. A
+        remembered win is not timed again, but its results are still compared: the regions it runs
+        were compiled in this process (or loaded from inductor's caches, perhaps built on another
+        machine sharing the folder), and no plan runs unseen. Where they differ, that verdict is
+        replaced by this one."""
         if remembered is not None:
-            return Verdict("fused", remembered.get("torch_s"), remembered.get("fused_s"), f"remembered: {remembered['reason']}")
+            checked = self._judge(fused, untimed="timed in an earlier process")
+            if checked.keep != "fused":
+                self._remembered = None  # (`_conclude` remembers the torch plan's win instead)
+                return checked
+            return Verdict("fused", remembered.get("torch_s"), remembered.get("fused_s"), f"remembered: {remembered['reason']} ({checked.reason})")
         if any(ex.name in fusers and getattr(ex, "judge_in_context", True) for ex in self.executors):
             return self._judge(fused)
         # not timed, but its results are compared: a plan nobody ran is never installed unseen
