@@ -310,6 +310,31 @@ class Row:
     training: str = "-"
     warnings: list[str] = field(default_factory=list)
     compile_s: str = "-"
+    plans: list[str] = field(default_factory=list)  # with --fused: each jit's upgrades, as `squall.upgrades` says
+
+
+# with --fused: every jit compiled with the installed fusion executors and wait=True
+JIT_OPTIONS: dict[str, Any] = {}
+_jits: list[Any] = []
+
+
+def _jit(module: Any) -> Any:
+    """`squall.jit(module)` as the sweep's mode asks (kept, so that its upgrades can be reported)."""
+    jitted = squall.jit(module, **JIT_OPTIONS)
+    _jits.append(jitted)
+    return jitted
+
+
+def _plans() -> str:
+    """Per jit made since the last report, the statuses of its entries' upgrades (u: upgraded to a fused
+    plan, t: kept the torch plan, n: nothing to fuse, f: failed, other: its first letter)."""
+    codes = {"upgraded": "u", "kept the torch plan": "t", "nothing to fuse": "n", "failed": "f"}
+    report = []
+    for jitted in _jits:
+        statuses = [codes.get(u.status, u.status[:1]) for u in squall.upgrades(jitted)]
+        report.append("".join(statuses) or "-")
+    _jits.clear()
+    return " ".join(report)
 
 
 def _caught(fn, warned: list[str]):
@@ -363,7 +388,7 @@ def sweep_one(model: SweptModel, verbose: bool = False) -> Row:
     try:
         with torch.no_grad():
             expected = module(**inputs)
-            jitted = squall.jit(module)
+            jitted = _jit(module)
             start = time.perf_counter()
             first = _caught(lambda: jitted(**inputs), row.warnings)
             compile_times.append(time.perf_counter() - start)
@@ -404,7 +429,7 @@ def sweep_one(model: SweptModel, verbose: bool = False) -> Row:
             padded = {**inputs, "attention_mask": _padding_mask(*inputs["input_ids"].shape)}
             with torch.no_grad():
                 expected = _eager(lambda: module(**padded))
-                actual = _caught(lambda: squall.jit(module)(**padded), row.warnings)
+                actual = _caught(lambda: _jit(module)(**padded), row.warnings)
             difference, where = worst([(p, a, e) for (p, a), (_, e) in zip(_tensors(actual), _tensors(expected))])
             row.padded = _verdict(difference, OUTPUT_TOLERANCE, where)
         except Exception as e:  # noqa: BLE001
@@ -423,12 +448,14 @@ def sweep_one(model: SweptModel, verbose: bool = False) -> Row:
             options = dict(max_new_tokens=4, do_sample=False, pad_token_id=1)
             with torch.no_grad():
                 expected = _eager(lambda: module.generate(**prompt, **options))
-                actual = _caught(lambda: squall.jit(module).generate(**prompt, **options), row.warnings)
+                actual = _caught(lambda: _jit(module).generate(**prompt, **options), row.warnings)
             row.generate = "ok" if torch.equal(actual, expected) else f"DIFF ({(actual != expected).sum().item()} tokens differ)" if actual.shape == expected.shape else "DIFF (lengths)"
         except Exception as e:  # noqa: BLE001
             row.generate = _error(e)
             if verbose:
                 traceback.print_exc()
+
+    row.plans.append(_plans())
 
     # training step
     eager_model = _without_dropout(copy.deepcopy(built).train())
@@ -439,9 +466,10 @@ def sweep_one(model: SweptModel, verbose: bool = False) -> Row:
     except Exception as e:  # noqa: BLE001
         row.training = f"eager fails: {_error(e)}"
         row.compile_s = " / ".join(f"{t:.1f}" for t in compile_times)
+        row.plans.append(_plans())
         return row
     try:
-        jitted = squall.jit(squall_model)
+        jitted = _jit(squall_model)
 
         def step():
             loss = _loss(jitted(**inputs))
@@ -463,6 +491,7 @@ def sweep_one(model: SweptModel, verbose: bool = False) -> Row:
             traceback.print_exc()
     if row.training.startswith("ERROR"):
         row.compile_s = " / ".join(f"{t:.1f}" for t in compile_times)
+        row.plans.append(_plans())
         return row
     # two more steps with SGD between, at other sizes (the second makes them symbolic), against eager's
     try:
@@ -475,6 +504,7 @@ def sweep_one(model: SweptModel, verbose: bool = False) -> Row:
         if verbose:
             traceback.print_exc()
     row.compile_s = " / ".join(f"{t:.1f}" for t in compile_times)
+    row.plans.append(_plans())
     return row
 
 
@@ -483,17 +513,23 @@ def main(argv=None) -> None:
     parser.add_argument("names", nargs="*", help="substrings of model names (default: all)")
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--verbose", action="store_true", help="print the traceback of every exception")
+    parser.add_argument("--fused", action="store_true",
+                        help="compile with the installed fusion executors and wait=True: the fused plans the upgrades keep are checked")
     args = parser.parse_args(argv)
+    if args.fused:
+        JIT_OPTIONS.update(executors=["inductor", "torch"], wait=True)
     models = [m for m in MODELS if not args.names or any(n in m.name for n in args.names)]
     if args.list:
         print("\n".join(m.name for m in models))
         return
     print(f"# load average before: {os.getloadavg()}", flush=True)
-    print("| model | inference | other sizes | padded | generate | training step | 3 SGD steps | SquallWarnings | compile s (inference / training) |")
-    print("|---|---|---|---|---|---|---|---|---|", flush=True)
+    fused = " | upgrades (inference; training)" if args.fused else ""
+    print(f"| model | inference | other sizes | padded | generate | training step | 3 SGD steps | SquallWarnings | compile s (inference / training){fused} |")
+    print("|---|---|---|---|---|---|---|---|---|" + "---|" * bool(fused), flush=True)
     for model in models:
         row = sweep_one(model, args.verbose)
-        print(f"| {row.name} | {row.inference} | {row.resized} | {row.padded} | {row.generate} | {row.training} | {row.steps} | {'; '.join(row.warnings) or '-'} | {row.compile_s} |", flush=True)
+        print(f"| {row.name} | {row.inference} | {row.resized} | {row.padded} | {row.generate} | {row.training} | {row.steps} | {'; '.join(row.warnings) or '-'} | {row.compile_s} |"
+              + (f" {'; '.join(row.plans)} |" if args.fused else ""), flush=True)
     print(f"# load average after: {os.getloadavg()}")
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -134,6 +135,9 @@ def test_discovered_through_installed_metadata_and_used_by_the_planner(site):
     assert _ours(market.names()) == ["example", "torch"]
     ex = market.get("example")
     assert (ex.distribution, ex.version, market.plugin_of("example")) == ("squall-example-executor", "0.3.1", "example")
+    # what choices remembered on disk are keyed by: a new release of the plugin is judged afresh
+    assert ex.release() == "0.3.1 squall-example-executor==0.3.1"
+    assert market.get("torch").release() == f"{torch.__version__} squall=={importlib.metadata.version('squall')}"  # squall's own
 
     fn = squall.jit(lambda x: torch.exp(x) * 2)
     x = torch.randn(3, 4)

@@ -181,7 +181,8 @@ def test_a_remembered_win_is_compared_again_and_a_new_executor_version_is_judged
     for version in ("1.0", "1.0", "1.1"):  # three processes, the third with a new release of the fuser
         tiers._stores.clear()  # as a fresh process: read from the file
         fuser = TwoOffers()
-        fuser.version = fuser.wide.version = version
+        fuser.distribution = fuser.wide.distribution = "squall-slowfuse"  # (as the plugin registry sets it)
+        fuser._release = fuser.wide._release = version  # the installed release of that distribution
         fn = squall.jit(program, executors=[fuser, make_executor()], wait=True)
         torch.testing.assert_close(fn(x), program(x))
         (upgrade,) = squall.upgrades(fn)

@@ -170,6 +170,20 @@ class Executor:
         self.needs_cuda = needs_cuda
         self._availability: Availability | None = None
 
+    def release(self) -> str:
+        """Its `version` and the installed release of the distribution that provides it (the
+        plugin's own, found once): what choices remembered on disk are keyed by, since a new
+        release may compile or plan otherwise."""
+        if getattr(self, "_release", None) is None:
+            installed = ""
+            if self.distribution:
+                try:
+                    installed = importlib.metadata.version(self.distribution)
+                except importlib.metadata.PackageNotFoundError:
+                    pass
+            self._release = f"{self.version} {self.distribution}=={installed}" if self.distribution else self.version
+        return self._release
+
     def is_available(self) -> Availability:
         """Whether this executor can run here; the default checks `requires` and `needs_cuda`."""
         for requirement in self.requires:

@@ -295,8 +295,8 @@ def _verdict_store() -> ChoiceStore:
 
 
 def _program_key(compilation: Compilation, executors: Sequence[Executor], num_threads: int) -> str:
-    # each executor's version too: a new release of a plugin compiles other regions, judged afresh
-    names = (tuple((ex.name, ex.version) for ex in executors), getattr(executors, "key", None))
+    # each executor's release too: a new release of a plugin compiles other regions, judged afresh
+    names = (tuple((ex.name, ex.release()) for ex in executors), getattr(executors, "key", None))
     text = repr((str(compilation.traced), names, torch.__version__, num_threads, JUDGE_REVISION))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 

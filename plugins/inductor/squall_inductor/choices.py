@@ -3,7 +3,7 @@
 When inductor and the torch executor both can run a region, the executor times both
 on example inputs with the region's exact metadata and keeps the faster one. The winner
 is written to a small JSON file keyed by the region's signature, the torch version, the
-device and the thread count, so a later process skips both the timing and, where torch
+device, the thread count and the plugin's version, so a later process skips both the timing and, where torch
 won, inductor's compilation.
 """
 from __future__ import annotations
@@ -28,9 +28,10 @@ def default_choices_path() -> Path:
     return Path(root) / "inductor_choices.json"
 
 
-def region_key(signature: tuple, device: str) -> str:
-    """A stable key for a region's signature on this machine's configuration."""
-    text = repr((signature, torch.__version__, device, torch.get_num_threads()))
+def region_key(signature: tuple, device: str, release: str = "") -> str:
+    """A stable key for a region's signature on this machine's configuration and the plugin's
+    `release` (`Executor.release`: a new one compiles regions otherwise, so they are timed afresh)."""
+    text = repr((signature, torch.__version__, device, torch.get_num_threads(), release))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

@@ -322,7 +322,7 @@ class InductorExecutor(FusionExecutor):
             return self._declined(ops, why)
         device = str(region.inputs[0].device if region.inputs else region.outputs[0].device)
         # a region remembered as faster on torch stays there in either offer; only islands measure
-        key = region_key(region.signature(), device) if self.autotune else ""
+        key = region_key(region.signature(), device, self.release()) if self.autotune else ""
         remembered = self.choices.get(key) if self.autotune else None
         if remembered is not None and remembered["winner"] == "torch":
             return self._declined(ops, _torch_won(remembered, "remembered"))

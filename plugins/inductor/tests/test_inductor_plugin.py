@@ -237,6 +237,12 @@ def test_a_region_remembered_as_slower_is_not_compiled(tmp_path):
     (sigmoid,) = [r for r in report.rows if r.op == "torch.sigmoid"]
     assert sigmoid.declined == [("inductor", f"fusion pass left it out: {why}")]
     assert f"handed back by inductor (torch.mul, torch.add, torch.sigmoid): {why}" in str(report)
+    # a new release of the plugin times the region afresh: what an older one measured is not its own
+    newer = InductorExecutor(choices_path=path, min_eager_seconds=0)
+    newer._release = fresh.release() + ".1"
+    squall.explain(squall.jit(fn, executors=[newer, "torch"]), x)
+    assert not any("remembered" in why for _, why in newer.outcomes), newer.outcomes
+    assert len(json.loads(path.read_text())) == 2  # its own measurement, beside the older one
 
 
 # --- real inductor regions (CPU, a C++ compiler) ---------------------------------------------------
