@@ -4,6 +4,11 @@ checked against eager.
 
 Run: python bench/sweep_models.py [name-substring ...]   (default: every model of bench/sweep_model_list.py; prints a markdown table)
      python bench/sweep_models.py --list                 (the models' names)
+     python bench/sweep_models.py --fused [name ...]     (every jit with the installed fusion executors
+                                                          and wait=True: what is checked is the fused plan
+                                                          each upgrade kept; the last column says, per jit,
+                                                          what its entries' upgrades did: u upgraded, t kept
+                                                          the torch plan, n nothing to fuse, f failed)
 
 Per model:
 - inference: `squall.jit(model)(**inputs)` twice under no_grad, eval mode, against eager's output
