@@ -29,7 +29,8 @@ def timing_clock(device_type: str) -> Callable[[], float]:
 
 
 class ChoiceStore:
-    """Winners by key, read once from `path` and rewritten (atomically) when one is added.
+    """Winners by key, read once from `path` and rewritten (atomically) when one is added,
+    merged with the file as it is then.
 
     A choice is a dict with at least the field `required` ("winner"). A missing or damaged
     file, or a folder that cannot be written, only costs measuring again.
@@ -57,8 +58,13 @@ class ChoiceStore:
         return self._load().get(key)
 
     def put(self, key: str, choice: dict) -> None:
-        """Remember `choice` for `key`."""
-        self._load()[key] = choice
+        """Remember `choice` for `key`, beside what other processes wrote to the file meanwhile
+        (ranks of one job, two runs side by side): each rewrites the whole file, and one that
+        wrote only what it read at its start would drop the others' choices."""
+        mine = self._load()
+        self._choices = None
+        self._load().update(mine)
+        self._choices[key] = choice
         self._write()
 
     def clear(self) -> None:
