@@ -169,6 +169,7 @@ class Executor:
         self.requires = tuple(requires)
         self.needs_cuda = needs_cuda
         self._availability: Availability | None = None
+        self._release: str | None = None
 
     def release(self) -> str:
         """Its `version` and the installed release of the distribution that provides it (the

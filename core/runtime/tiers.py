@@ -23,7 +23,7 @@ decisions, paid up front (benchmarks, ahead-of-time warm-up, tests of fused plan
 `wait_for_upgrades(fn)` blocks until `fn`'s pending upgrades are done (tests, benchmarks).
 
 A judgement is remembered on disk (`program_choices.json` in squall's cache folder), keyed
-by the traced program, its executors and their versions, the torch version and the thread
+by the traced program, its executors and their releases, the torch version and the thread
 count: a later process skips the in-context timing (still comparing a remembered winner's
 results with the torch plan's before installing it), and where the torch plan won, the whole
 upgrade.

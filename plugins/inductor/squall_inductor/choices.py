@@ -3,8 +3,8 @@
 When inductor and the torch executor both can run a region, the executor times both
 on example inputs with the region's exact metadata and keeps the faster one. The winner
 is written to a small JSON file keyed by the region's signature, the torch version, the
-device, the thread count and the plugin's version, so a later process skips both the timing and, where torch
-won, inductor's compilation.
+device, the thread count and this plugin's release, so a later process skips both the timing
+and, where torch won, inductor's compilation.
 """
 from __future__ import annotations
 
