@@ -258,6 +258,16 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   input's memory order. After (one more symbolic compilation with the batch the constant 1, for
   every length): 0.50x / 0.56x / 0.62x, the torch plan 0.65x / 0.73x / 0.76x; the whole warm stream
   0.57x eager (torch plan 0.72x), before 0.56x at a noisier eager (0.62x).
+- 2026-11-28 (second session, 0a55eff), --no-torch-compile --rounds 3 --only squall "squall, torch
+  only" "squall(dynamic=True)", load 1.2-1.4 (this day's machine: eager's 40 batches 0.088 s), wall /
+  CPU against eager: squall 1.21x / 1.20x (2 compiles), warm 0.83x; torch only 1.18x / 1.17x (2),
+  warm 0.72x; squall(dynamic=True) 0.99x / 0.98x (1), warm 0.83x. bench/compile_phases.py
+  --executors torch beside a background job (load 1.6): a compile 21 ms best, 14.4 of it the trace
+  (267 µs per traced op on this machine). "Trace symbolic, key static" (the symfirst branch,
+  rebased, not merged) with `$SQUALL_SYMBOLIC_FIRST=1` over the whole suite: 120 of 10,144 tests
+  fail; most because the upgrade then plans the symbolic trace of a fixed-shape program, which a
+  fuser without symbolic sizes declines (the tests' fusers), and an entry sharing the program with
+  a symbolic key would share its upgrade too, so a static compile of the regions cannot stand in.
 """
 from __future__ import annotations
 
