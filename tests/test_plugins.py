@@ -1,7 +1,6 @@
 """Discovery through real package metadata, custom operations, faults, add_operator_executor."""
 from __future__ import annotations
 
-import ast
 import importlib.metadata
 import json
 import os

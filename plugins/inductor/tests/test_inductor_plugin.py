@@ -6,7 +6,6 @@ executor shared across the tests that need it (identical regions compile once).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import warnings
@@ -22,11 +21,9 @@ from squall.ltorch import kernels
 from squall.market.plugins import Marketplace
 from squall.proxies import TensorProxy, tracing
 from squall.runtime import tiers
-from squall.tools.cli import main
 
 squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor is not installed (pip install -e plugins/inductor)")
 from squall_inductor import InductorExecutor, region_function  # noqa: E402
-from squall_inductor.choices import region_key  # noqa: E402
 from squall_inductor.executor import _torch_won  # noqa: E402
 
 HAS_CPU_BACKEND = squall_inductor.cpp_compiler() is not None
