@@ -186,3 +186,52 @@ def test_a_tensor_read_in_place_written_between_the_drawn_runs_is_drawn_instead(
     assert fuser.runs >= 4  # the drawn runs ran again, on w drawn at its scale
     (upgrade,) = squall.upgrades(f)
     assert upgrade.status == "upgraded" and "on the call's values and on drawn values" in upgrade.reason, upgrade
+
+
+def chaotic(x):
+    return torch.sin(torch.exp(x) * 2e5)  # a rounding error of the product (0.016 at 2e5) moves the sine by as much
+
+
+class InFloat64(SlowFuser):
+    """A right fusion executor that computes its regions in float64, rounding only their outputs: on
+    `chaotic`, whose sine amplifies the last bit of its argument, apart from the torch plan by float32's
+    rounding of that argument."""
+
+    def __init__(self):
+        super().__init__("f64fuse")
+        self.gate.set()
+
+    def compile_region(self, region):
+        fn = super().compile_region(region)
+
+        def in_float64(*inputs):
+            outputs = fn(*(i.double() if i.is_floating_point() else i for i in inputs))
+            return tuple(o.to(p.dtype) for o, p in zip(outputs, region.outputs))
+
+        return in_float64
+
+
+def test_plans_apart_by_rounding_on_drawn_values_where_the_program_is_ill_conditioned_are_not_refused(fused_faster):
+    # zeros at the call (exp(0) * 2e5 is exact in both plans); on drawn values the plans' sines differ by
+    # float32's rounding, and inputs changed by a few rounding errors move the torch plan's by as much: the
+    # drawn comparison cannot tell (timm's LeViT training step, on drawn weights, was refused so)
+    x = torch.zeros(64)
+    fuser = InFloat64()
+    f = squall.jit(chaotic, executors=[fuser, make_executor()], wait=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        torch.testing.assert_close(f(x), chaotic(x))
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "upgraded" and fuser.compiled_sources, upgrade
+    assert "not compared on drawn values: there the plans differ by" in upgrade.reason, upgrade
+    assert "the program is ill-conditioned at those values" in upgrade.reason, upgrade
+
+
+def test_a_wrong_plan_is_still_refused_on_drawn_values_where_rounding_moves_the_torch_plan_little(fused_faster):
+    # bfloat16's rounding (0.4%) on a well-conditioned program: inputs changed by a few rounding errors move
+    # its torch plan by about 1e-6, far under the plans' distance
+    f = squall.jit(program, executors=[BfloatRounding(), make_executor()], wait=True)
+    with pytest.warns(squall.SquallWarning, match="computes other results than its torch plan"):
+        f(torch.zeros(64))
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "kept the torch plan" and "ill-conditioned" not in upgrade.reason, upgrade

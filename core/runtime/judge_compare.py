@@ -15,7 +15,7 @@ from torch.utils._pytree import tree_flatten
 
 from ..proxies import real_tensor
 
-__all__ = ["results_differ", "outputs_differ", "GRADIENT_LOOSER"]
+__all__ = ["results_differ", "outputs_differ", "largest_difference", "GRADIENT_LOOSER"]
 
 
 # a fused kernel rounds and sums in another order than eager, and example inputs have any
@@ -71,6 +71,21 @@ def outputs_differ(expected: Any, actual: Any, looser: float = 1.0, shared_scale
             if worst > tolerance:
                 return f"output {i}: differs by up to {worst:.3g} where its values reach {scale:.3g}"
     return ""
+
+
+def largest_difference(expected: Any, actual: Any) -> float:
+    """The largest difference between two plans' results (outputs and gradients, flattened), each
+    floating tensor's measured against its own largest finite magnitude: how far apart they are,
+    as one number (0 where they hold no floating values)."""
+    worst = 0.0
+    for e, a in zip(tree_flatten(expected)[0], tree_flatten(actual)[0]):
+        if not (real_tensor(e) and real_tensor(a) and e.dtype.is_floating_point and e.shape == a.shape):
+            continue
+        finite = torch.isfinite(e) & torch.isfinite(a)
+        if finite.any():
+            scale = max(e[finite].abs().max().item(), 1e-30)
+            worst = max(worst, (a[finite].double() - e[finite].double()).abs().max().item() / scale)
+    return worst
 
 
 def _non_finite_differ(expected: Any, actual: Any) -> str:
