@@ -134,6 +134,32 @@ torch.autograd.Function under gradients (recurrent_gemma, reformer: PyTorch's au
 (switch_transformers), Tensor.new and a generator reseed (reformer). hubert's 3-step row is from a
 rerun after layerdrop (random in train mode) was set to 0 here as dropout is; the full run had
 compared different dropped layers.
+
+--fused, 2026-11-28 (fresh squall and inductor cache folders, load 1-3 with other jobs beside it;
+the sweep was stopped after nine models, each taking 3-14 minutes of inductor compiles):
+
+| model | inference | other sizes | padded | generate | step | 3 SGD steps | upgrades (inference; training) |
+|---|---|---|---|---|---|---|---|
+| qwen3 | ok 2.0e-07 | ok 0.0e+00 | ok 2.5e-07 | ok | ok 5.2e-07 | ok 1.2e-07 | ut u uu; ut |
+| qwen3_moe | ok 2.1e-07 | ok 2.1e-07 | ok 3.0e-07 | ok | ok 1.0e-06 | ok 1.1e-07 | uu u uu; u |
+| gptj | ok 2.8e-07 | ok 2.7e-07 | ok 2.6e-07 | ok | ok 6.3e-07 | ok 7.1e-07 | uu u uu; u |
+| bart | ok 1.8e-07 | ok 2.3e-07 | ok 1.8e-07 | ok | ok 3.4e-06 | ok 4.8e-07 | uu u u; u |
+| whisper | ok 3.0e-07 | ok 3.0e-07 | - | ok | ok 1.2e-06 | ok 1.6e-06 | uu u; u |
+| distilbert | ok 2.4e-07 | ok 2.6e-07 | ok 2.4e-07 | - | ok 1.1e-06 | ok 4.2e-07 | uu u; u |
+| deberta_v2 | ok 3.0e-07 | ok 3.0e-07 | ok 2.6e-07 | - | ok 1.1e-06 | ok 3.4e-07 | uu u; u |
+| timm/efficientvit_b0 | ok 2.8e-07 | ok 2.8e-07 | - | - | ok* 5.3e-01 (8 tensors) | DIFF 8.3e-02 | uu; u |
+| timm/levit_128s | ok 4.4e-07 | ok 4.8e-07 | - | - | ok 3.0e-04 | ok* 2.0e+00 (116 tensors) | uu; t |
+
+Every output equals eager's within 1e-4 on the fused plans. efficientvit_b0's DIFF is a batch
+norm's bias after 3 steps whose values reach about 5e-4: squall's error against float64 3.8e-5,
+eager's 4.3e-6, which is 0.93% of that tensor's largest exact value, just under the 1% counted as
+float32 noise (on the torch plan the same row is ok* with 5 tensors counted as noise); not
+investigated further. levit_128s's training upgrade kept the torch plan, with a warning that its
+fused plan "computes other results" on drawn values: there its batch norms over drawn weights
+make the program chaotic (eager's own float32 answer is 23-35% off float64's). Since the judge's
+conditioning check (squall.runtime.tiers.CONDITIONING_FACTOR) the same step is fused, without a
+warning: 0.53x the torch plan's time, its gradients ok* against eager (73 tensors over
+tolerance, each as close to float64 as eager's or noise, as on the torch plan).
 """
 from __future__ import annotations
 
