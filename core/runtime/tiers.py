@@ -94,7 +94,7 @@ JUDGE_PAUSE = PACE_PAUSE
 DECISIVE = 0.15
 # where two plans differ on drawn values, the torch plan is run again on them changed by a few
 # rounding errors (ROUNDING_CHANGE times each dtype's epsilon, at random): where that moves its own
-# results within CONDITIONING_FACTOR of how far the plans are apart, the program is ill-conditioned
+# results by at least 1/CONDITIONING_FACTOR of how far the plans are apart, the program is ill-conditioned
 # there (a training-mode batch norm over drawn weights: eager's own float32 answer was 23-35% off
 # float64's on timm's LeViT), and the drawn comparison cannot tell a wrong plan from rounding
 ROUNDING_CHANGE = 4
