@@ -235,3 +235,16 @@ def test_a_wrong_plan_is_still_refused_on_drawn_values_where_rounding_moves_the_
         f(torch.zeros(64))
     (upgrade,) = squall.upgrades(f)
     assert upgrade.status == "kept the torch plan" and "ill-conditioned" not in upgrade.reason, upgrade
+
+
+def test_plans_apart_otherwise_than_by_finite_values_are_infinitely_apart():
+    # so that no amount of rounding noise in the torch plan excuses a NaN, a changed integer or shape
+    from squall.runtime.judge_compare import largest_difference
+
+    x = torch.tensor([1.0, 2.0, float("inf")])
+    assert largest_difference((x,), (x + torch.tensor([0.0, 0.5, 0.0]),)) == 0.25
+    assert largest_difference((x,), (torch.tensor([1.0, float("nan"), float("inf")]),)) == float("inf")
+    assert largest_difference((x,), (torch.tensor([1.0, 2.0, float("nan")]),)) == float("inf")
+    assert largest_difference((torch.arange(3),), (torch.arange(3) * 2,)) == float("inf")
+    assert largest_difference((x,), (x[:2],)) == float("inf")
+    assert largest_difference((x, x), (x,)) == float("inf")

@@ -76,12 +76,25 @@ def outputs_differ(expected: Any, actual: Any, looser: float = 1.0, shared_scale
 def largest_difference(expected: Any, actual: Any) -> float:
     """The largest difference between two plans' results (outputs and gradients, flattened), each
     floating tensor's measured against its own largest finite magnitude: how far apart they are,
-    as one number (0 where they hold no floating values)."""
+    as one number (0 where they hold no floating values). Infinite where they differ otherwise
+    than by finite values: in structure, shape or dtype, in an integer result, or in where their
+    NaNs and infinities are."""
+    exp, act = tree_flatten(expected)[0], tree_flatten(actual)[0]
+    if len(exp) != len(act):
+        return float("inf")
     worst = 0.0
-    for e, a in zip(tree_flatten(expected)[0], tree_flatten(actual)[0]):
-        if not (real_tensor(e) and real_tensor(a) and e.dtype.is_floating_point and e.shape == a.shape):
+    for e, a in zip(exp, act):
+        if not (real_tensor(e) and real_tensor(a)):
             continue
-        finite = torch.isfinite(e) & torch.isfinite(a)
+        if (e.shape, e.dtype) != (a.shape, a.dtype):
+            return float("inf")
+        if not e.dtype.is_floating_point:
+            if not torch.equal(e, a):
+                return float("inf")
+            continue
+        finite = torch.isfinite(e)
+        if not torch.equal(finite, torch.isfinite(a)) or not torch.equal(e[~finite].isnan(), a[~finite].isnan()):
+            return float("inf")
         if finite.any():
             scale = max(e[finite].abs().max().item(), 1e-30)
             worst = max(worst, (a[finite].double() - e[finite].double()).abs().max().item() / scale)
