@@ -175,7 +175,7 @@ class Executor:
         """Its `version` and the installed release of the distribution that provides it (the
         plugin's own, found once): what choices remembered on disk are keyed by, since a new
         release may compile or plan otherwise."""
-        if getattr(self, "_release", None) is None:
+        if self._release is None:
             installed = ""
             if self.distribution:
                 try:

@@ -62,7 +62,7 @@ def outputs_differ(expected: Any, actual: Any, looser: float = 1.0, shared_scale
                 return f"output {i}: {int((a != e).sum())} of {e.numel()} elements differ"
             continue
         finite = torch.isfinite(e)
-        if not torch.equal(finite, torch.isfinite(a)) or not torch.equal(e[~finite].isnan(), a[~finite].isnan()):
+        if not _same_non_finite(e, a, finite):
             return f"output {i}: NaNs or infinities where the torch plan has none, or the reverse"
         if finite.any():
             scale = e[finite].abs().max().item()
@@ -93,12 +93,17 @@ def largest_difference(expected: Any, actual: Any) -> float:
                 return float("inf")
             continue
         finite = torch.isfinite(e)
-        if not torch.equal(finite, torch.isfinite(a)) or not torch.equal(e[~finite].isnan(), a[~finite].isnan()):
+        if not _same_non_finite(e, a, finite):
             return float("inf")
         if finite.any():
             scale = max(e[finite].abs().max().item(), 1e-30)
             worst = max(worst, (a[finite].double() - e[finite].double()).abs().max().item() / scale)
     return worst
+
+
+def _same_non_finite(e: torch.Tensor, a: torch.Tensor, finite: torch.Tensor) -> bool:
+    """Whether `a` has NaNs and infinities where `e` has them (`finite`: `torch.isfinite(e)`), the same ones."""
+    return torch.equal(finite, torch.isfinite(a)) and torch.equal(e[~finite].isnan(), a[~finite].isnan())
 
 
 def _non_finite_differ(expected: Any, actual: Any) -> str:
