@@ -54,7 +54,8 @@ from squall_inductor.choices import ChoiceStore, best_time, default_choices_path
 from squall_inductor.meta_dtypes import dtypes_differ
 from squall_inductor.regions import CompiledRegion, example_inputs, region_function, size_reads, torch_callable
 from squall_inductor.symbolic import SymbolicRegion, wait_for_variants
-from squall_inductor.worker import CompileUnsupported, RegionCompiler, WorkerCompileError, default_worker, dynamo_unsupported, env_flag, subprocess_enabled
+from squall_inductor.worker import (CompileUnsupported, RegionCompiler, WorkerCompileError, default_worker, described, dynamo_unsupported, env_flag,
+                                    subprocess_enabled)
 
 __all__ = ["InductorExecutor", "FUSIBLE_PRIMS", "MATMUL_PRIMS", "PRIMS_WITHIN", "cpp_compiler", "env_flag"]
 
@@ -365,7 +366,7 @@ class InductorExecutor(FusionExecutor):
             return self._declined(ops, str(e))
         except Exception as e:  # noqa: BLE001 - any inductor failure means "run it with torch"
             text = str(e).strip()
-            message = text if isinstance(e, WorkerCompileError) else f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
+            message = text if isinstance(e, WorkerCompileError) else described(e)
             if compiling_stopped():  # the interpreter began exiting mid-compile: nobody runs this plan
                 return self._declined(ops, f"the interpreter is exiting ({message})")
             if message not in self._warned:  # its parts often fail alike (a missing compiler): said once

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
@@ -45,7 +46,7 @@ from squall_inductor.regions import EAGER_NUMERICS, compile_with_inductor, layou
 from squall_inductor.symbolic import SymbolicSpec, compile_in_process
 from squall_inductor.timeline import mark
 
-__all__ = ["CompileWorker", "CompileUnsupported", "WorkerCompileError", "RegionCompiler", "default_worker", "dynamo_unsupported", "env_flag", "kept_artifact", "kept_folder", "load_kept", "one_unit_enabled", "subprocess_enabled"]
+__all__ = ["CompileWorker", "CompileUnsupported", "described", "WorkerCompileError", "RegionCompiler", "default_worker", "dynamo_unsupported", "env_flag", "kept_artifact", "kept_folder", "load_kept", "one_unit_enabled", "subprocess_enabled"]
 
 # how long a worker may take to start (import torch and inductor) before it counts as failed
 START_TIMEOUT_S = 120.0
@@ -81,6 +82,15 @@ def env_flag(name: str, default: bool) -> bool:
     if value in ("0", "false", "no", "off"):
         return False
     return default
+
+
+def described(error: BaseException) -> str:
+    """An error of a compile, as the user's process reports it: its type, its message's first line, and
+    where it was raised (the innermost frame), so that a warning about a failed region says where to look."""
+    text = str(error).strip()
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" (raised at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}{where}"
 
 
 def one_unit_enabled() -> bool:

@@ -44,7 +44,7 @@ from squall_inductor.direct_build import direct_bundle
 from squall_inductor.regions import EAGER_NUMERICS, Layout, examples_for, load_region, output_layouts, views_as_reshapes
 from squall_inductor.split_build import side_by_side, split_build_settings
 from squall_inductor.warm_up import HEADER_AFTER_IDLE_S, WarmUp
-from squall_inductor.worker import compile_threads, dynamo_unsupported
+from squall_inductor.worker import compile_threads, described, dynamo_unsupported
 from squall_inductor.symbolic import SYMBOLIC_CONFIG, SymbolicSpec, guards_source, spec_examples, trace_symbolically
 from squall_inductor.timeline import mark
 
@@ -276,8 +276,7 @@ def main(fd: int, started: float | None = None, parent: int | None = None) -> No
                         lambda: compile_static(fn, shapes, time_budget_s, path, one_unit=one_unit), on_cpu=on_cpu)
                     reply = ("ok", torch_s, inductor_s, pickle.dumps(constants), bundle)
         except Exception as e:  # noqa: BLE001 - any failure is the parent's to report (it falls back to torch)
-            text = str(e).strip()
-            reply = ("error", f"{type(e).__name__}: {text.splitlines()[0] if text else ''}")
+            reply = ("error", described(e))
         mark("worker: reply ready")
         try:
             conn.send(reply)
