@@ -352,10 +352,13 @@ def _compare(actual: Any, expected: Any, path: str = "result") -> None:
         assert actual == expected, f"{path}: {actual!r} where eager returns {expected!r}"
 
 
-def check_program(seed: int, jit: Callable[[Callable], Callable], transposed: bool = False) -> list[str]:
+def check_program(seed: int, jit: Callable[[Callable], Callable], transposed: bool = False, squall_warnings: bool = False) -> list[str]:
     """Program `seed` jitted with `jit` and called over its size sets beside eager: what went
     wrong at each call (a different result, an error where eager runs, a result where eager
-    raises), in words; [] where every call answered as eager did."""
+    raises), in words; [] where every call answered as eager did. UserWarnings raised during
+    the calls are silenced, squall's own too unless `squall_warnings`."""
+    from squall.ltorch.base import SquallWarning
+
     namespace: dict[str, Any] = {"torch": torch}
     exec(generate(seed), namespace)  # noqa: S102 - the program this module generated
     fn = namespace["f"]
@@ -365,6 +368,8 @@ def check_program(seed: int, jit: Callable[[Callable], Callable], transposed: bo
         args = inputs_for(sizes, seed * 100 + i, transposed=transposed and i % 2 == 1)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # eager's own (var of one element)
+            if squall_warnings:
+                warnings.simplefilter("always", SquallWarning)
             try:
                 expected, eager_error = fn(*args), None
             except Exception as e:  # noqa: BLE001 - eager is the judge of what is valid
@@ -388,18 +393,36 @@ def check_program(seed: int, jit: Callable[[Callable], Callable], transposed: bo
     return problems
 
 
-if __name__ == "__main__":  # python tests/random_programs.py FIRST COUNT: every mode, problems printed
+if __name__ == "__main__":  # python tests/random_programs.py FIRST COUNT [--fused]: problems printed
     import squall
+    from squall.ltorch.base import SquallWarning
 
     first, count = int(sys.argv[1]), int(sys.argv[2])
-    modes = {"auto": (squall.jit, False), "dynamic": (lambda f: squall.jit(f, dynamic=True), False), "strides": (squall.jit, True)}
+    if "--fused" in sys.argv[3:]:
+        # inductor's claims: every region it can take (matmuls too, however small) compiled at the call,
+        # without the judge or the cost model that would keep small programs on torch; a SquallWarning
+        # (a region inductor could not compile, a call run eagerly) is reported beside the program
+        from squall_inductor import InductorExecutor
+
+        def fused(f):
+            inductor = InductorExecutor(include_matmuls=True, autotune=False, choices_path=None, min_eager_seconds=0)
+            inductor.compiles_in_background = False
+            return squall.jit(f, executors=[inductor, "torch"])
+
+        modes = {"fused": (fused, False), "fused, strides": (fused, True)}
+    else:
+        modes = {"auto": (squall.jit, False), "dynamic": (lambda f: squall.jit(f, dynamic=True), False), "strides": (squall.jit, True)}
     failed = 0
     for seed in range(first, first + count):
         for mode, (jit, transposed) in modes.items():
-            problems = check_program(seed, jit, transposed)
-            if problems:
-                failed += 1
-                print(f"### program {seed} ({mode})\n{generate(seed)}" + "\n".join(problems), flush=True)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", SquallWarning)
+                problems = check_program(seed, jit, transposed, squall_warnings=True)
+            warned = sorted({str(w.message) for w in caught if issubclass(w.category, SquallWarning)})
+            if problems or warned:
+                failed += bool(problems)
+                said = "".join(f"\nwarned: {w}" for w in warned)
+                print(f"### program {seed} ({mode})\n{generate(seed)}" + "\n".join(problems) + said, flush=True)
         if (seed - first + 1) % 100 == 0:
             print(f"{seed - first + 1} programs: {failed} failed", flush=True)
     print(f"{count} programs, {len(modes)} modes: {failed} failed")
