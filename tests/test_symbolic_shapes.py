@@ -74,6 +74,24 @@ def test_a_fusion_regions_signature_keys_a_symbolic_slice_bound_by_its_expressio
     assert env.guards == {} and not env.specialised
 
 
+def test_a_fusion_regions_signature_tells_apart_splits_into_another_number_of_pieces():
+    # x.split(2) over a symbolic length: its trace holds how many pieces there are (a guard), its
+    # arguments do not. Two regions that used only the first piece had one signature, so a fusion
+    # executor's region compiled for 3 pieces served a recompile for 4 (inductor: the region's
+    # function then raised "too many values to unpack" at a later call, and the call was planned again)
+    def split_region(length):
+        jitted = squall.jit(lambda w: w.neg().split(2, 0)[0], dynamic=True, executors=["torch"])
+        jitted(torch.randn(length, 4))
+        (split,) = [b for b in squall.last_traces(jitted).traced.bsyms if b.sym.id == "torch.Tensor.split"]
+        return FusionRegion("fuser", [split], [split], list(split.input_proxies()), [split.output_proxies()[0]])
+
+    three, four = split_region(6), split_region(8)
+    assert len(three.calls[0].output_proxies()) == 3 and len(four.calls[0].output_proxies()) == 4
+    assert three.signature()[2] == four.signature()[2]  # the same input metadata: f32[s0, 4]
+    assert three.signature() != four.signature()
+    assert three.signature() == split_region(5).signature()  # 3 pieces too, the last s0 - 4 long
+
+
 def test_dimensions_of_one_value_share_a_symbol_and_are_checked_equal():
     env = ShapeEnv()
     a, b = env.symbol(5, "x", 1), env.symbol(5, "mask", 1)

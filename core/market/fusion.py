@@ -219,7 +219,8 @@ class FusionRegion:
     layout_free: tuple[int, ...] = ()
 
     def signature(self) -> tuple:
-        """Equal for regions with the same operations, arguments and input metadata."""
+        """Equal for regions with the same operations, arguments and input metadata (and, for a call of
+        several outputs, the same outputs' shapes)."""
         local: dict[str, tuple] = {p.name: ("in", k) for k, p in enumerate(self.inputs)}
         parts = []
         for b in self.calls:
@@ -230,13 +231,24 @@ class FusionRegion:
                     norm.append(local.get(x.name, ("free", x.name)))
                 else:
                     norm.append(_value_key(x))
-            for p in b.output_proxies():
+            produced = b.output_proxies()
+            for p in produced:
                 local[p.name] = ("local", len(local))
-            parts.append((b.sym.id, str(spec), tuple(norm)))
-        meta = tuple((tuple(n.poly if type(n) is SymInt else n for n in p.shape), p.dtype, p.device, p.requires_grad) for p in self.inputs)
+            part = (b.sym.id, str(spec), tuple(norm))
+            if len(produced) > 1:
+                # how many pieces `x.split(2)` returns, and their sizes, follow from the guards its trace
+                # holds, not from its arguments: a region whose unused last pieces differ is another region
+                part += (tuple(_shape_key(p.shape) for p in produced),)
+            parts.append(part)
+        meta = tuple((_shape_key(p.shape), p.dtype, p.device, p.requires_grad) for p in self.inputs)
         outputs = tuple(local[p.name] for p in self.outputs)
         # (a region with no layout-free output keeps the signature it had before they existed: regions remembered on disk stay found)
         return (tuple(parts), outputs, meta, self.layout_free) if self.layout_free else (tuple(parts), outputs, meta)
+
+
+def _shape_key(shape) -> tuple:
+    """A shape in a region signature: each symbolic size by its expression (reading none's value)."""
+    return tuple(n.poly if type(n) is SymInt else n for n in shape)
 
 
 def _value_key(x: Any) -> tuple:
