@@ -227,6 +227,21 @@ def test_plans_apart_by_rounding_on_drawn_values_where_the_program_is_ill_condit
     assert "the program is ill-conditioned at those values" in upgrade.reason, upgrade
 
 
+def test_plans_apart_by_rounding_on_the_calls_values_keep_the_torch_plan_without_calling_the_fused_one_wrong(fused_faster):
+    # on the call's own values the comparison stays strict: the torch plan is kept. But where rounding explains
+    # the difference there too (MobileNetV2's training step, its batch norms over 2 images: eager's own float32
+    # output 80% off float64's), the user is not warned that the fused plan computes other results
+    x = torch.randn(64)
+    f = squall.jit(chaotic, executors=[InFloat64(), make_executor()], wait=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        torch.testing.assert_close(f(x), chaotic(x))
+    (upgrade,) = squall.upgrades(f)
+    assert upgrade.status == "kept the torch plan", upgrade
+    assert "on the call's values, and there the plans differ by" in upgrade.reason, upgrade
+    assert "the program is ill-conditioned at those values; the call's values decide, strictly" in upgrade.reason, upgrade
+
+
 def test_a_wrong_plan_is_still_refused_on_drawn_values_where_rounding_moves_the_torch_plan_little(fused_faster):
     # bfloat16's rounding (0.4%) on a well-conditioned program: inputs changed by a few rounding errors move
     # its torch plan by about 1e-6, far under the plans' distance
