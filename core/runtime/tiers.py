@@ -609,7 +609,7 @@ class UpgradeJob:
             # the call's values decide strictly; where rounding explains the difference there, the torch plan is
             # kept without warning that the fused plan is wrong (MobileNetV2's batch norms over 2 images)
             rounding = differ and compare and self._rounding_explains(torch_fn, (torch_out, torch_grads), (fused_out, fused_grads),
-                                                                      borrow=False, drawn=False)
+                                                                      borrow=True, drawn=False)
             backward = bool(torch_grads)
             del torch_out, fused_out, torch_grads, fused_grads
             if rounding:
