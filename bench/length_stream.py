@@ -268,6 +268,14 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   fail; most because the upgrade then plans the symbolic trace of a fixed-shape program, which a
   fuser without symbolic sizes declines (the tests' fusers), and an entry sharing the program with
   a symbolic key would share its upgrade too, so a static compile of the regions cannot stand in.
+- 2026-11-28 (third session, 5eb0158), --no-torch-compile --rounds 3 --only squall "squall, torch only"
+  "squall(dynamic=True)", load 0.7-1.9, wall / CPU against eager (eager 0.099 s): squall 1.25x / 1.24x
+  (2 compiles), warm 0.87x; torch only 1.07x / 1.07x (2), warm 0.70x; squall(dynamic=True) 0.95x /
+  0.94x (1), warm 0.75x. With --calls (load 0.9-1.9): the default's 2 compiles 64 ms of CPU and its 38
+  hits 98 ms, torch only's 42 and 65 ms; with SQUALL_INDUCTOR_SUBPROCESS=0 (no compile worker) the
+  default's 48 and 75 ms, torch only's 63 and 68 ms. Whether the worker, busy on the other core, slows
+  the calling thread was not settled: eager's 40 batches alone took 93-168 ms of CPU (best of 5, four
+  rounds), beside a nice-19 busy loop 86-175 ms, beside a nice-19 import of inductor 93-150 ms.
 """
 from __future__ import annotations
 
