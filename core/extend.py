@@ -33,7 +33,7 @@ from .market.executor import (
     Implementation,
     OperatorExecutor,
 )
-from .market.fusion import FUSION_REGION, LEFT_OUT, Declined, FusionExecutor, FusionRegion, compiling_stopped, example_tensor, form_regions, in_background_upgrade, stop_compiling, stride_met, note_strides
+from .market.fusion import FUSION_REGION, LEFT_OUT, Declined, FusionExecutor, FusionRegion, compiling_stopped, example_tensor, form_regions, in_background_upgrade, stop_compiling, stride_met, note_strides, upgrades_are_awaited
 from .market.hookspecs import hookimpl
 from .market.operations import CustomOperation, OperationRegistry, resolve_operation
 from .market.plugins import Marketplace, default_marketplace
@@ -57,6 +57,7 @@ __all__ = [
     "ChoiceStore",
     "timing_clock",
     "in_background_upgrade",
+    "upgrades_are_awaited",
     "FusionRegion",
     "example_tensor",
     "stride_met",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+import threading
 from types import SimpleNamespace
 
 import torch
@@ -411,3 +412,58 @@ def test_a_forward_region_marks_the_values_only_its_backward_reads_as_layout_fre
     (forward_outputs, free), (backward_outputs, backward_free) = seen
     assert len(forward_outputs) == 3 and free == (0,), seen
     assert backward_free == (), seen  # a backward's values are no forward's saved ones
+
+
+class SideBySideFuser(PyFuser):
+    """PyFuser compiling up to two regions at once (`parallel_compiles`): its first two compiles each
+    wait for the other at a barrier, so they complete only where they ran side by side."""
+
+    def __init__(self):
+        super().__init__("sidefuse")
+        self.barrier = threading.Barrier(2, timeout=5)
+        self.compiled_in: list[tuple[str, list[str]]] = []  # (thread name, the region's input names)
+        self._lock = threading.Lock()
+
+    def parallel_compiles(self) -> int:
+        return 2
+
+    def compile_region(self, region):
+        with self._lock:
+            self.compiled_in.append((threading.current_thread().name, [p.name for p in region.inputs]))
+            first_two = len(self.compiled_in) <= 2
+        if first_two:
+            self.barrier.wait()  # one region after another: BrokenBarrierError, the region declined
+        return super().compile_region(region)
+
+
+def test_a_fusion_executor_compiles_independent_regions_side_by_side_and_a_region_reading_another_after_it():
+    fuser = SideBySideFuser()
+
+    def program(x):
+        a = torch.exp(x) * 2.0  # region A
+        b = torch.exp(torch.sin(a)) * 3.0  # region B: reads sin's output, not a region's
+        return torch.exp(torch.sin(b)) * a  # region C reads A's output: compiled after A, in the pass
+
+    fn = squall.jit(program, executors=[fuser, make_executor()])
+    x = torch.randn(8)
+    torch.testing.assert_close(fn(x), program(x))
+    assert fuser.compile_errors == []
+    assert len(squall.last_traces(fn).plan.regions) == 3
+    ahead, after = fuser.compiled_in[:2], fuser.compiled_in[2:]
+    assert all(name.startswith("squall-sidefuse-compile") for name, _ in ahead), ahead
+    assert after == [(threading.current_thread().name, after[0][1])] and len(after[0][1]) == 2, after
+
+
+def test_a_fusion_executor_that_compiles_one_region_at_a_time_compiles_in_the_passs_thread():
+    fuser = PyFuser()
+    seen: list[str] = []
+    compile_region = fuser.compile_region
+    fuser.compile_region = lambda region: seen.append(threading.current_thread().name) or compile_region(region)
+
+    def program(x):
+        return torch.exp(torch.sin(torch.exp(x) * 2.0)) * 3.0
+
+    fn = squall.jit(program, executors=[fuser, make_executor()])
+    x = torch.randn(8)
+    torch.testing.assert_close(fn(x), program(x))
+    assert seen == [threading.current_thread().name] * 2

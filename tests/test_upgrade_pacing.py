@@ -9,7 +9,7 @@ import torch
 
 import squall
 from squall.compiler.planner import plan
-from squall.market import fusion
+from squall.market import fusion, pacing
 from squall.market.config import resolve_executors
 from squall.runtime import tiers, upgrade_worker
 from test_planner import PyFuser
@@ -48,9 +48,9 @@ def _scripted_pacing(monkeypatch) -> list[float]:
     """`pace`'s sleeps, recorded (not slept), with CPU time running on as a scripted clock says: 0.4
     ms per reading, so every few calls planned make a slice."""
     slept: list[float] = []
-    monkeypatch.setattr(fusion, "_sleep", slept.append)
+    monkeypatch.setattr(pacing, "_sleep", slept.append)
     ticks = iter(range(10**6))
-    monkeypatch.setattr(fusion, "_cpu_time", lambda: next(ticks) * 4e-4)
+    monkeypatch.setattr(pacing, "_cpu_time", lambda: next(ticks) * 4e-4)
     return slept
 
 

@@ -5,6 +5,8 @@ whole decomposition it supports). Its `fusion_pass` groups the claimed calls int
 regions along data flow, never creating a cycle between regions (`form_regions`), and asks
 `compile_region` for one callable per `FusionRegion`; identical regions compile once. A
 region it hands back, with or without a reason (`Declined`), runs on the other executors.
+An executor whose compiles run elsewhere may have several regions compiled at once
+(`FusionExecutor.parallel_compiles`: those that read no other region's outputs).
 
 Before compiling, a cost model (`FusionExecutor.skip_reason`) leaves out regions that cannot
 pay back their compilation: pure metadata, one cheap op, or an estimated eager time below what
@@ -13,10 +15,11 @@ calling the executor's compiled region costs by itself; the reason shows in `squ
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import heapq
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -29,23 +32,10 @@ from ..symbol import BoundSymbol, Symbol, Tags, flat_proxies
 from ..symbolic import SymInt, concrete_shape, symbols_of
 from .executor import Executor, Implementation
 from .operations import CustomOperation, symbol_id
+from .pacing import (PACE_PAUSE, PACE_SLICE_S, _exiting, compiling_stopped, in_background_upgrade, mark_background_upgrade_thread, pace,
+                     stop_compiling, upgrades_are_awaited, upgrades_awaited)
 
-__all__ = ["symbolic_sizes", "declines_symbolic", "FusionExecutor", "FusionRegion", "Declined", "RegionCost", "form_regions", "FUSION_REGION", "LEFT_OUT", "saved_for_backward", "only_saved", "NOT_WORTH_IT", "stop_compiling", "compiling_stopped", "mark_background_upgrade_thread", "in_background_upgrade", "pace", "upgrades_awaited", "upgrades_are_awaited"]
-
-# set at interpreter exit (squall.runtime.tiers): a background upgrade still planning must not start
-# region compiles then (their compilers' thread pools are shutting down, and a thread still
-# inside one as the interpreter finalises aborts the process)
-_exiting = threading.Event()
-
-
-def stop_compiling() -> None:
-    """From now on every region not yet compiled is declined (called once, at interpreter exit)."""
-    _exiting.set()
-
-
-def compiling_stopped() -> bool:
-    """Whether the interpreter is exiting: a region compile that fails now is no fault to report."""
-    return _exiting.is_set()
+__all__ = ["symbolic_sizes", "declines_symbolic", "FusionExecutor", "FusionRegion", "Declined", "RegionCost", "form_regions", "FUSION_REGION", "LEFT_OUT", "saved_for_backward", "only_saved", "NOT_WORTH_IT", "stop_compiling", "compiling_stopped", "mark_background_upgrade_thread", "in_background_upgrade", "pace", "upgrades_awaited", "upgrades_are_awaited", "PACE_PAUSE", "PACE_SLICE_S"]
 
 FUSION_REGION = Tags.FUSION_REGION  # the tag on a fusion region's symbol
 LEFT_OUT = "fusion pass left it out"  # a fusion executor claimed a call, then handed it back
@@ -58,67 +48,6 @@ SPLIT_DEPTH = 5
 # dispatch one op, bytes per second it moves). Deliberately generous to eager (a high per-op
 # cost, a low bandwidth): an estimate that errs makes the cost model skip less, not more.
 _EAGER_COST = {"cpu": (3e-6, 10e9), "cuda": (6e-6, 500e9)}
-
-
-_upgrade_thread = threading.local()
-# the background upgrade thread holds the interpreter in slices of about PACE_SLICE_S of its CPU
-# time and sleeps PACE_PAUSE times as long after each (`pace`): at most a tenth of the time. A user's
-# thread waits for the interpreter at the end of every torch op it runs (ops release it) while the
-# upgrade runs Python, up to the 5 ms switch interval each time: beside a thread running Python flat
-# out a GPT block's torch-plan calls took 3-7x as long, beside one holding it a quarter of the time 1.6-1.9x
-PACE_SLICE_S = 1e-3
-PACE_PAUSE = 9.0
-_sleep, _cpu_time = time.sleep, time.thread_time
-
-
-def mark_background_upgrade_thread() -> None:
-    """Called by squall.runtime.tiers' worker thread as it starts: `in_background_upgrade()` is True there."""
-    _upgrade_thread.active = True
-    _upgrade_thread.since = _cpu_time()
-
-
-# threads blocked in `upgrades_awaited` (squall.wait_for_upgrades): while one waits for the upgrades,
-# they pace nothing (the waiting thread has no call to run, and the pauses would only delay it)
-_awaiting = 0
-_awaiting_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def upgrades_awaited():
-    """While a thread waits here for background upgrades to finish, `pace` and the judge's pauses give way to no one."""
-    global _awaiting
-    with _awaiting_lock:
-        _awaiting += 1
-    try:
-        yield
-    finally:
-        with _awaiting_lock:
-            _awaiting -= 1
-
-
-def upgrades_are_awaited() -> bool:
-    """Whether a thread is blocked waiting for background upgrades (`upgrades_awaited`)."""
-    return _awaiting > 0
-
-
-def pace() -> None:
-    """Called between steps of an upgrade's work (the planner's calls, the fusion pass's regions, the
-    upgrade's stages): in the background upgrade thread, once it has run PACE_SLICE_S of CPU time
-    since it last slept, sleep PACE_PAUSE times as long, so the user's threads have the interpreter
-    nine tenths of the time; elsewhere (a compile in the user's thread), or while a thread waits for
-    the upgrades (`upgrades_awaited`), nothing but a thread-local read."""
-    if not getattr(_upgrade_thread, "active", False) or _awaiting:
-        return
-    ran = _cpu_time() - _upgrade_thread.since
-    if ran >= PACE_SLICE_S:
-        _sleep(PACE_PAUSE * ran)
-        _upgrade_thread.since = _cpu_time()
-
-
-def in_background_upgrade() -> bool:
-    """Whether the calling thread is squall's background upgrade worker: work done here (a region
-    compile) runs beside the user's own threads, not in one of them."""
-    return getattr(_upgrade_thread, "active", False)
 
 
 # the strides of a program's values as its calls met them, by proxy name, while the program is
@@ -604,6 +533,13 @@ class FusionExecutor(Executor):
         """One callable for `region`, or `Declined(reason)` (or None) to hand it back; subclasses compile here."""
         return None
 
+    def parallel_compiles(self) -> int:
+        """How many regions the fusion pass may compile at once, each `compile_region` in a thread of
+        its own (asked once a pass): more than 1 only for an executor whose `compile_region` may run
+        in several threads at once and whose compiles run elsewhere (inductor: in worker processes,
+        where the caller waits for them). Default 1: one region after another, in the pass's thread."""
+        return 1
+
     def fusion_pass(self, bsyms: list[BoundSymbol], output: Any) -> list[BoundSymbol]:
         """Replace the calls this executor claimed by region calls; `output` is the program's output."""
         mine = lambda b: b.executor is self and b.impl is None
@@ -616,6 +552,9 @@ class FusionExecutor(Executor):
             for p in b.input_proxies():
                 consumers.setdefault(p.name, set()).add(i)
         returned = {p.name for p in flat_proxies(output)}
+        parallel = self.parallel_compiles()
+        if parallel > 1:
+            self._compile_ahead(bsyms, [unit for unit in order if mine(bsyms[unit[0]])], consumers, returned, parallel)
         result: list[BoundSymbol] = []
         for unit in order:
             pace()
@@ -651,7 +590,7 @@ class FusionExecutor(Executor):
             members[0].source, self, fn,
         )]
 
-    def _region(self, bsyms, unit: list[int], consumers: dict[str, set[int]], returned: set[str]) -> tuple[FusionRegion, Callable | Declined | None]:
+    def _form_region(self, bsyms, unit: list[int], consumers: dict[str, set[int]], returned: set[str]) -> FusionRegion:
         inside = set(unit)
         members = [bsyms[i] for i in unit]
         produced: set[str] = set()
@@ -669,16 +608,59 @@ class FusionExecutor(Executor):
         calls = [c for b in members for c in self._expand(b)]
         saved = only_saved()
         layout_free = tuple(k for k, p in enumerate(outputs.values()) if p.name in saved and not consumers.get(p.name, set()) - inside)
-        region = FusionRegion(self.name, members, calls, list(inputs.values()), list(outputs.values()), layout_free)
+        return FusionRegion(self.name, members, calls, list(inputs.values()), list(outputs.values()), layout_free)
+
+    def _compiled_or_declined(self, region: FusionRegion) -> Callable | Declined | None:
+        """`compile_region`'s answer for `region`, or why it was not asked (the cost model, the exiting
+        interpreter) or failed."""
+        try:
+            why = self.skip_reason(region)
+            if _exiting.is_set():
+                return Declined("the interpreter is exiting")
+            return Declined(f"{NOT_WORTH_IT}: {why}") if why else self.compile_region(region)
+        except Exception as e:  # noqa: BLE001 - a region that fails to compile runs unfused
+            self.compile_errors.append(f"compile_region raised {type(e).__name__}: {e}")
+            return Declined(f"compile_region raised {type(e).__name__}: {e}")
+
+    def _compile_ahead(self, bsyms, units: list[list[int]], consumers: dict[str, set[int]], returned: set[str], parallel: int) -> None:
+        """Compile the regions of `units` that read no other unit's outputs, `parallel` at a time, each
+        in a thread of its own, into the table the pass then reads (`_region`). A region that reads
+        another's outputs is left to the pass, which compiles it after that one: it is compiled for
+        the strides that one's example run met (`note_strides`), which an independent region never reads."""
+        produced = {p.name for unit in units for i in unit for p in bsyms[i].output_proxies()}
+        ahead: dict[tuple, FusionRegion] = {}
+        for unit in units:
+            if len(unit) < self.min_region_size:
+                continue
+            region = self._form_region(bsyms, unit, consumers, returned)
+            key = region.signature()
+            if key not in self._compiled and key not in ahead and not any(p.name in produced for p in region.inputs) \
+                    and not self.skip_reason(region):
+                ahead[key] = region
+        if len(ahead) < 2:
+            return  # nothing to compile side by side: the pass compiles it
+        # each thread runs in a copy of this one's context (the strides met, the values only saved)
+        # and as a background upgrade's where this is one
+        background = in_background_upgrade()
+
+        def compile_one(context: contextvars.Context, region: FusionRegion) -> Callable | Declined | None:
+            if background:
+                mark_background_upgrade_thread()
+            return context.run(self._compiled_or_declined, region)
+
+        pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix=f"squall-{self.name}-compile")
+        try:
+            futures = {key: pool.submit(compile_one, contextvars.copy_context(), region) for key, region in ahead.items()}
+            for key, future in futures.items():
+                self._compiled[key] = future.result()
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)  # (an interrupt waits for no compile)
+            raise
+        pool.shutdown()
+
+    def _region(self, bsyms, unit: list[int], consumers: dict[str, set[int]], returned: set[str]) -> tuple[FusionRegion, Callable | Declined | None]:
+        region = self._form_region(bsyms, unit, consumers, returned)
         key = region.signature()
         if key not in self._compiled:
-            try:
-                why = self.skip_reason(region)
-                if _exiting.is_set():
-                    self._compiled[key] = Declined("the interpreter is exiting")
-                else:
-                    self._compiled[key] = Declined(f"{NOT_WORTH_IT}: {why}") if why else self.compile_region(region)
-            except Exception as e:  # noqa: BLE001 - a region that fails to compile runs unfused
-                self.compile_errors.append(f"compile_region raised {type(e).__name__}: {e}")
-                self._compiled[key] = Declined(f"compile_region raised {type(e).__name__}: {e}")
+            self._compiled[key] = self._compiled_or_declined(region)
         return region, self._compiled[key]

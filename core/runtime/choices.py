@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +41,8 @@ class ChoiceStore:
         self.path = path
         self.required = required
         self._choices: dict[str, dict] | None = None
+        # regions compiled side by side (FusionExecutor.parallel_compiles) put from several threads
+        self._lock = threading.RLock()
 
     def _load(self) -> dict[str, dict]:
         if self._choices is None:
@@ -55,17 +58,19 @@ class ChoiceStore:
 
     def get(self, key: str) -> dict | None:
         """The remembered choice for `key`, or None."""
-        return self._load().get(key)
+        with self._lock:
+            return self._load().get(key)
 
     def put(self, key: str, choice: dict) -> None:
         """Remember `choice` for `key`, beside what other processes wrote to the file meanwhile
         (ranks of one job, two runs side by side): each rewrites the whole file, and one that
         wrote only what it read at its start would drop the others' choices."""
-        mine = self._load()
-        self._choices = None
-        self._load().update(mine)
-        self._choices[key] = choice
-        self._write()
+        with self._lock:
+            mine = self._load()
+            self._choices = None
+            self._load().update(mine)
+            self._choices[key] = choice
+            self._write()
 
     def clear(self) -> None:
         """Forget every choice: the file too."""

@@ -39,7 +39,7 @@ compile elsewhere (inductor: in a worker process, `FusionExecutor.compile_site` 
 and `upgrades(fn)` shows it). Its in-context judge times short batches and pauses between
 them (`judge`'s slice_s and pause), so it holds the GIL the user's calls need only in short
 stretches, a tenth of the time at most, as the job's other work here does (its planning, between
-its stages: squall.market.fusion.pace), and stops after a few rounds where the verdict is
+its stages: squall.market.pacing.pace), and stops after a few rounds where the verdict is
 clear (DECISIVE): a judge is part of every cold time to fused speed.
 """
 from __future__ import annotations
