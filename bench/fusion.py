@@ -7,7 +7,8 @@ One thread, best of three rounds. Per-call times are measured in this process, w
 and inductor's caches in fresh temporary folders; squall's entries are measured after their
 background upgrade (squall.runtime.tiers) is done. Each contender's first call is measured in a
 fresh process of its own (`--first-call-only`), so no contender warms a cache for another:
-"cold" with empty inductor and squall caches (fresh temporary folders), then "warm disk" in a
+"cold" with empty inductor and squall caches and temporary folder (where inductor keeps its
+precompiled headers), then "warm disk" in a
 second fresh process sharing that contender's now-filled caches (what a user's next run pays).
 For squall with inductor (tiered, the default) the child then keeps calling, as a user's loop
 would, until the background upgrade is done: the calls it took and the wall time from the
@@ -188,6 +189,9 @@ def first_calls_in_fresh_processes(keys, labels) -> dict:
             env = dict(os.environ)
             env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-first-inductor-")
             env["SQUALL_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-first-squall-")
+            # inductor keeps its precompiled C++ headers under TMPDIR, outside its cache folder: a
+            # contender's cold run would otherwise include the headers an earlier one built
+            env["TMPDIR"] = tempfile.mkdtemp(prefix="bench-first-tmp-")
             runs = []
             for _ in ("cold", "warm disk"):
                 done = subprocess.run([sys.executable, os.path.abspath(__file__), "--first-call-only", label, key],

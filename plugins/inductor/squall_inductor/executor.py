@@ -45,17 +45,19 @@ from squall.extend import (
     all_prims,
     compiling_stopped,
     concrete_shape,
+    in_background_upgrade,
     note_strides,
     symbols_of,
     tensor_problem,
+    upgrades_are_awaited,
 )
 
 from squall_inductor.choices import ChoiceStore, best_time, default_choices_path, region_key
 from squall_inductor.meta_dtypes import dtypes_differ
 from squall_inductor.regions import CompiledRegion, example_inputs, region_function, size_reads, torch_callable
 from squall_inductor.symbolic import SymbolicRegion, wait_for_variants
-from squall_inductor.worker import (CompileUnsupported, RegionCompiler, WorkerCompileError, default_worker, described, dynamo_unsupported, env_flag,
-                                    subprocess_enabled)
+from squall_inductor.worker import (CompileUnsupported, RegionCompiler, WorkerCompileError, claim_worker, default_worker, described, dynamo_unsupported,
+                                    env_flag, release_worker, start_spare_workers, subprocess_enabled, worker_limit)
 
 __all__ = ["InductorExecutor", "FUSIBLE_PRIMS", "MATMUL_PRIMS", "PRIMS_WITHIN", "cpp_compiler", "env_flag"]
 
@@ -272,6 +274,20 @@ class InductorExecutor(FusionExecutor):
         background (squall_inductor.symbolic: a size of 1, another memory order, a static fallback)."""
         wait_for_variants(SETTLE_TIMEOUT_S)
 
+    def parallel_compiles(self) -> int:
+        """Regions compile side by side, each in a worker process of its own (worker_limit: 2 where
+        the machine has 2 cores or more), where the caller waits for them (wait=True,
+        squall.wait_for_upgrades); one at a time beside the user's calls (a background upgrade, so
+        the user's thread keeps its core), and where they compile in this process. Where several,
+        the spare workers start now: their imports overlap the compiles of the pass that asked (the
+        large regions'), before the islands' pass compiles side by side."""
+        if not subprocess_enabled() or (in_background_upgrade() and not upgrades_are_awaited()):
+            return 1
+        count = worker_limit()
+        if count > 1:
+            start_spare_workers(count)
+        return count
+
     def offer(self, bsym: BoundSymbol) -> tuple[Implementation | None, str]:
         if self.implementation_for(bsym.sym) is None:
             hint = f" ({_MATMUL_HINT})" if bsym.sym.id in MATMUL_PRIMS else ""
@@ -340,7 +356,7 @@ class InductorExecutor(FusionExecutor):
         # user's process only loads it, and never runs torch.fx's trace, which patches
         # torch.nn.Module process-wide while it runs (a user's thread calling a model meanwhile
         # would go through the patch)
-        worker = default_worker() if subprocess_enabled() else None
+        worker = claim_worker() if subprocess_enabled() else None  # (a worker of its own where regions compile side by side)
         compiler = RegionCompiler(eager, source, worker=worker, time_budget_s=_REGION_TIMING_S if timed and not symbolic else None,
                                   unsupported=self._dynamo_unsupported)
         try:
@@ -382,6 +398,8 @@ class InductorExecutor(FusionExecutor):
             return self._declined(ops, f"inductor could not compile it{how}: {message}", split=True)
         finally:
             self.compile_site = compiler.where or "in this process"
+            if worker is not None:
+                release_worker(worker)
         if timed:
             torch_s, inductor_s = compiler.timings or (best_time(eager, args, device=device, budget_s=_REGION_TIMING_S),
                                                        best_time(compiled, args, device=device, budget_s=_REGION_TIMING_S))

@@ -46,7 +46,7 @@ from squall_inductor.regions import EAGER_NUMERICS, compile_with_inductor, layou
 from squall_inductor.symbolic import SymbolicSpec, compile_in_process
 from squall_inductor.timeline import mark
 
-__all__ = ["CompileWorker", "CompileUnsupported", "described", "WorkerCompileError", "RegionCompiler", "default_worker", "dynamo_unsupported", "env_flag", "kept_artifact", "kept_folder", "load_kept", "one_unit_enabled", "subprocess_enabled"]
+__all__ = ["CompileWorker", "CompileUnsupported", "described", "WorkerCompileError", "RegionCompiler", "default_worker", "dynamo_unsupported", "env_flag", "kept_artifact", "kept_folder", "load_kept", "one_unit_enabled", "subprocess_enabled", "claim_worker", "release_worker", "start_spare_workers", "worker_limit"]
 
 # how long a worker may take to start (import torch and inductor) before it counts as failed
 START_TIMEOUT_S = 120.0
@@ -58,7 +58,7 @@ _POLL_S = 0.1
 # (Linux's weights: 1024 against 15; at +10, 110, it got 90%): a compile only takes longer
 WORKER_NICE = 19
 _WORKER_MAIN = (f"import os, sys, time\nstarted = time.time()\ntry:\n    os.nice({WORKER_NICE})\nexcept OSError:\n    pass\n"
-                "from squall_inductor.worker_main import main\nmain(int(sys.argv[1]), started, int(sys.argv[2]))\n")
+                "from squall_inductor.worker_main import main\nmain(int(sys.argv[1]), started, int(sys.argv[2]), sys.argv[3] == 'spare')\n")
 
 
 class WorkerCompileError(Exception):
@@ -119,7 +119,8 @@ def subprocess_enabled() -> bool:
 class CompileWorker:
     """One worker process, started on demand; requests are served one at a time, in order."""
 
-    def __init__(self):
+    def __init__(self, *, spare: bool = False):
+        self.spare = spare  # started beside the default worker (`start_spare_workers`): it builds no precompiled header
         self._lock = threading.Lock()  # one request at a time
         self._process: subprocess.Popen | None = None
         self._conn: Connection | None = None
@@ -130,6 +131,7 @@ class CompileWorker:
         self.pid: int | None = None
         self.broken: str | None = None  # why regions compile in this process now; None while the worker serves
         self.closed = False
+        self.claims = 0  # region compiles holding this worker now (`claim_worker`)
 
     def start(self) -> None:
         """Start the worker process unless it runs (does not wait for it to be ready, nor for a
@@ -150,7 +152,7 @@ class CompileWorker:
             # and raises: a region's inputs are all tensors, so inductor computes those floats itself
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), TENSORIFY_PYTHON_SCALARS="0")
             self._process = subprocess.Popen(
-                [sys.executable, "-c", _WORKER_MAIN, str(theirs.fileno()), str(os.getpid())],
+                [sys.executable, "-c", _WORKER_MAIN, str(theirs.fileno()), str(os.getpid()), "spare" if self.spare else "default"],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=self._stderr, env=env, start_new_session=True)  # the terminal's Ctrl-C is not its
             theirs.close()
@@ -499,13 +501,65 @@ _worker: CompileWorker | None = None
 _worker_lock = threading.Lock()
 
 
+# the workers started beside the default one, where regions compile side by side (`start_spare_workers`)
+_spare_workers: list[CompileWorker] = []
+
+
 def default_worker() -> CompileWorker:
     """The process's compile worker (its process starts at the first `start` or compile)."""
-    global _worker
     with _worker_lock:
-        if _worker is None:
-            _worker = CompileWorker()
-        return _worker
+        return _default_worker()
+
+
+def _default_worker() -> CompileWorker:
+    global _worker
+    if _worker is None:
+        _worker = CompileWorker()
+    return _worker
+
+
+def worker_limit() -> int:
+    """How many compile workers may compile regions at once where the caller waits for them
+    (SQUALL_INDUCTOR_WORKERS, a positive integer): by default 2 where this process may run on 2
+    cores or more, else 1. Each is a process with torch and inductor imported (a few hundred MB)."""
+    value = os.environ.get("SQUALL_INDUCTOR_WORKERS", "").strip()
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(2, cores)
+
+
+def start_spare_workers(count: int) -> None:
+    """Start workers beside the default one until `count` serve in all (waiting for none of them)."""
+    with _worker_lock:
+        while 1 + len(_spare_workers) < count:
+            _spare_workers.append(CompileWorker(spare=True))
+        spares = _spare_workers[:count - 1]
+    for worker in spares:
+        worker.start()
+
+
+def claim_worker() -> CompileWorker:
+    """The worker the fewest region compiles hold now (the default one among equals), held for one
+    region's compile until `release_worker`: regions compiled side by side each get a worker of
+    their own where enough were started (`start_spare_workers`). A broken or closed spare is passed over."""
+    with _worker_lock:
+        default = _default_worker()
+        serving = [w for w in _spare_workers if not w.broken and not w.closed]
+        worker = min([default, *serving], key=lambda w: w.claims)
+        worker.claims += 1
+        return worker
+
+
+def release_worker(worker: CompileWorker) -> None:
+    """The end of a region compile's hold on `worker` (`claim_worker`)."""
+    with _worker_lock:
+        worker.claims -= 1
+
+
+# inductor's compile in this process is not thread-safe: regions compiled side by side whose
+# workers broke (FusionExecutor.parallel_compiles) compile here one at a time
+_in_process_compiles = threading.RLock()
 
 
 class RegionCompiler:
@@ -529,7 +583,8 @@ class RegionCompiler:
     def __call__(self, args: Sequence[torch.Tensor]) -> Callable:
         done = self._in_worker(lambda payload: self.worker.compile(payload, args, time_budget_s=self.time_budget_s))
         if done is None:
-            return compile_with_inductor(self.fn, self._here(args))
+            with _in_process_compiles:
+                return compile_with_inductor(self.fn, self._here(args))
         compiled, torch_s, inductor_s, kept = done
         if torch_s is not None and inductor_s is not None and self.timings is None:
             self.timings = (torch_s, inductor_s)
@@ -542,7 +597,8 @@ class RegionCompiler:
         """(compiled, guard source) for the spec's symbolic sizes (squall_inductor.symbolic)."""
         done = self._in_worker(lambda payload: self.worker.compile_symbolic(payload, spec))
         if done is None:
-            return compile_in_process(self.fn, self._here(spec))
+            with _in_process_compiles:
+                return compile_in_process(self.fn, self._here(spec))
         compiled, guards, kept = done
         if kept:
             self.where = f"before, loaded from {kept_folder()}"

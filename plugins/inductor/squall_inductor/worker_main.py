@@ -225,10 +225,13 @@ def exit_with_parent(parent: int, poll_s: float = PARENT_POLL_S) -> threading.Th
     return thread
 
 
-def main(fd: int, started: float | None = None, parent: int | None = None) -> None:
+def main(fd: int, started: float | None = None, parent: int | None = None, spare: bool = False) -> None:
     """Serve compile requests on the socket `fd` until it closes (`started`: when the worker's
     interpreter started, seconds since the epoch, for the timeline; `parent`: the user's process,
-    whose end this process does not outlive)."""
+    whose end this process does not outlive; `spare`: a worker started beside the default one for
+    regions compiled side by side, which never builds the precompiled header: cold, that costs
+    more than it saves the few regions a spare compiles, and it would hold the core the default
+    worker's compile needs)."""
     mark("worker: interpreter started", at=started, cpu=0.0)
     # torch's and inductor's modules, about 440k objects, live as long as the worker: out of the
     # collector's sight, a full collection during a region's lowering costs 30-60 ms, not 200+
@@ -243,7 +246,7 @@ def main(fd: int, started: float | None = None, parent: int | None = None) -> No
     warm_up.start()
     unsupported: str | None = None  # why torch.compile cannot run here (worker.dynamo_unsupported), asked at the first request
     while True:
-        if not conn.poll(HEADER_AFTER_IDLE_S):  # idle: the precompiled header, for the compiles after (once)
+        if not spare and not conn.poll(HEADER_AFTER_IDLE_S):  # idle: the precompiled header, for the compiles after (once)
             warm_up.build_header()
         try:
             request = conn.recv()

@@ -569,3 +569,60 @@ def test_a_worker_busy_compiling_dies_with_the_process_that_started_it(tmp_path)
         parent.kill()
         if worker_pid is not None and _state(worker_pid) not in ("", "Z"):
             os.kill(worker_pid, signal.SIGKILL)  # this test's failure leaves no spinning process behind
+
+
+@pytest.fixture
+def fresh_workers(monkeypatch):
+    """A fresh default worker and no spare ones; every worker the test started is closed after it."""
+    monkeypatch.setattr(squall_inductor.worker, "_worker", None)
+    monkeypatch.setattr(squall_inductor.worker, "_spare_workers", [])
+    yield squall_inductor.worker
+    for worker in [squall_inductor.worker._worker, *squall_inductor.worker._spare_workers]:
+        if worker is not None:
+            worker.close()
+
+
+def test_regions_compile_side_by_side_only_where_the_caller_waits_for_them(fresh_workers, monkeypatch):
+    monkeypatch.setenv("SQUALL_INDUCTOR_WORKERS", "2")  # (a 1-core machine would say 1)
+    executor = InductorExecutor(autotune=False, choices_path=None)
+    answers: dict[str, int] = {}
+
+    def asked(label: str, background: bool, awaited: bool) -> None:
+        def ask():
+            if background:
+                squall.market.fusion.mark_background_upgrade_thread()
+            if awaited:
+                with squall.market.fusion.upgrades_awaited():
+                    answers[label] = executor.parallel_compiles()
+            else:
+                answers[label] = executor.parallel_compiles()
+        thread = threading.Thread(target=ask)
+        thread.start()
+        thread.join()
+
+    asked("beside the user's calls", True, False)
+    assert fresh_workers._spare_workers == []  # none started: the user's thread keeps its core
+    asked("awaited", True, True)
+    asked("in the caller's thread", False, False)
+    monkeypatch.setenv("SQUALL_INDUCTOR_SUBPROCESS", "0")
+    asked("in this process", False, False)
+    assert answers == {"beside the user's calls": 1, "awaited": 2, "in the caller's thread": 2, "in this process": 1}
+    assert len(fresh_workers._spare_workers) == 1  # started by the first answer of 2, for the compiles after it
+
+
+@needs_cpu_inductor
+def test_two_islands_compile_side_by_side_each_in_a_worker_of_its_own(fresh_workers, monkeypatch):
+    monkeypatch.setenv("SQUALL_INDUCTOR_WORKERS", "2")
+    executor = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+    executor.compiles_in_background = False  # regions compiled at the first call, in this thread
+
+    def program(x, w):
+        return torch.tanh((torch.relu(x * 2 + 1) @ w) - 1) * 3  # two islands, the matmul between them with torch
+
+    jfn = squall.jit(program, executors=[executor, "torch"])
+    x, w = torch.randn(8, 16), torch.randn(16, 4)
+    torch.testing.assert_close(jfn(x, w), program(x, w))
+    assert len(squall.last_traces(jfn).plan.regions) == 2, squall.explain(jfn, x, w)
+    (spare,) = fresh_workers._spare_workers
+    assert fresh_workers._worker._count == 1 and spare._count == 1  # one region each
+    assert fresh_workers._worker.pid != spare.pid and spare.pid is not None
