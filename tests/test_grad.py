@@ -91,6 +91,11 @@ _MAX_POOL_NAN = (
     "a nan in a window: PyTorch's max-pool backward sends the gradient to the nan's index, "
     "the decomposition's amax rule (as PyTorch's amax backward) gives the window nan"
 )
+_LOGIT_LOOPS = (
+    "eager's logit backward answers -0.0 (+inf or -inf) and, with eps, NaN (NaN or 0) differently in its "
+    "scalar and vectorized loops (torch 2.13 CPU), so a tensor's length and the CPU's vector width "
+    "decide: squall follows the scalar loop, which test_logit_gradient_follows_eagers_scalar_loop_at_its_edges checks"
+)
 _ZERO_STD = (
     "a 0-d input has zero deviation: PyTorch's std backward masks sqrt'(0) to 0, the "
     "decomposition gives nan: needs an ltorch grad rule"
@@ -121,6 +126,7 @@ NOT_YET_SAMPLES: dict[str, tuple[str, Callable[[SampleInput], bool]]] = {
         "denominator at an epsilon; the decomposition's gradient is nan there",
         lambda s: bool(((s.args[0] == 0) | (s.args[0] == 1)).any()),
     ),
+    **{name: (_LOGIT_LOOPS, _non_finite) for name in ("logit", "logit_eps", "special.logit")},
     "nn.functional.normalize": (_ZERO_NORM, _all_zero_tensor),
     "cosine_similarity": (_ZERO_NORM, _all_zero_tensor),
 }
@@ -405,3 +411,18 @@ def test_an_op_that_returns_its_input_passes_its_gradient_once(name: str):
     info = OpInfo(name, fn, lambda dtype, device: [sample])
     for config in CONFIGS:
         assert check_gradients(info, config, sample, torch.float64) == "compared"
+
+
+@pytest.mark.parametrize("eps", [None, 0.2])
+def test_logit_gradient_follows_eagers_scalar_loop_at_its_edges(eps):
+    # each value alone: eager's scalar loop (NOT_YET_SAMPLES' _LOGIT_LOOPS: its vectorized loop
+    # differs at -0.0, and at NaN with eps), against squall's gradient of all of them at once
+    values = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, 1.5, -2.5, 0.5, -0.5, 0.1, 0.9]
+    expected = []
+    for v in values:
+        x = torch.tensor([v], dtype=torch.float64, requires_grad=True)
+        torch.logit(x, eps).backward(torch.ones(1, dtype=torch.float64))
+        expected.append(x.grad.item())
+    x = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    squall.jit(lambda t: torch.logit(t, eps))(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.tensor(expected, dtype=torch.float64), equal_nan=True)
