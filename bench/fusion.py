@@ -26,7 +26,15 @@ cross_entropy 0.31x (0.32x): squall with inductor at or under torch.compile's pe
 every workload. First call, cold / warm disk, seconds: softmax torch.compile 22.3 / 4.2,
 squall(inductor,wait) 10.3 / 0.16; GPT block 21.1 / 5.6 against 23.2 / 0.44 (its large regions
 and then its islands compiled: 4.5 s of the worker's imports, 6.4 s the one large region, 3 x
-3.3 s the islands, one at a time); cross_entropy 15.4 / 4.0 against 12.3 / 1.15.
+3.3 s the islands, one at a time); cross_entropy 15.4 / 4.0 against 12.3 / 1.15. (Those "cold"
+runs shared inductor's precompiled headers, kept under TMPDIR: each cold process now gets its own.)
+Two workers where the caller waits (2026-11-28, squall_inductor.worker.worker_limit; GPT block,
+cold first calls, each process with its own empty caches and TMPDIR, the three alternating, 3
+rounds, load 1.1-1.3): squall(inductor,wait) with one worker (SQUALL_INDUCTOR_WORKERS=1, as
+before) 35.2 / 36.9 / 32.3 s, with two 29.6 / 20.4 / 27.7 s, torch.compile 28.4 / 27.0 / 25.5 s:
+1.24-1.37x torch.compile's first call before, 0.75-1.08x now. The islands (3 regions, none kept:
+each slower than its torch calls here) compile two at a time; the large region is one compile
+either way (10-12 s cold, of the worker's 8 s imports before it).
 """
 from __future__ import annotations
 

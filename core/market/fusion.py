@@ -19,7 +19,6 @@ import contextvars
 import heapq
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -639,24 +638,29 @@ class FusionExecutor(Executor):
                 ahead[key] = region
         if len(ahead) < 2:
             return  # nothing to compile side by side: the pass compiles it
-        # each thread runs in a copy of this one's context (the strides met, the values only saved)
-        # and as a background upgrade's where this is one
+        # each thread runs in a copy of this one's context (the strides met, the values only saved),
+        # as a background upgrade's where this is one; daemons, so an interpreter exiting while they
+        # compile (a caller that stopped waiting) does not wait for them (`stop_compiling` ends them)
         background = in_background_upgrade()
+        pending = list(ahead.items())
+        taken = threading.Lock()
 
-        def compile_one(context: contextvars.Context, region: FusionRegion) -> Callable | Declined | None:
+        def compile_some(context: contextvars.Context) -> None:
             if background:
                 mark_background_upgrade_thread()
-            return context.run(self._compiled_or_declined, region)
+            while True:
+                with taken:
+                    if not pending:
+                        return
+                    key, region = pending.pop(0)
+                self._compiled[key] = context.run(self._compiled_or_declined, region)
 
-        pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix=f"squall-{self.name}-compile")
-        try:
-            futures = {key: pool.submit(compile_one, contextvars.copy_context(), region) for key, region in ahead.items()}
-            for key, future in futures.items():
-                self._compiled[key] = future.result()
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)  # (an interrupt waits for no compile)
-            raise
-        pool.shutdown()
+        threads = [threading.Thread(target=compile_some, args=(contextvars.copy_context(),), daemon=True,
+                                    name=f"squall-{self.name}-compile-{n}") for n in range(min(parallel, len(ahead)))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
 
     def _region(self, bsyms, unit: list[int], consumers: dict[str, set[int]], returned: set[str]) -> tuple[FusionRegion, Callable | Declined | None]:
         region = self._form_region(bsyms, unit, consumers, returned)
