@@ -31,7 +31,7 @@ from ..symbol import BoundSymbol, Symbol, Tags, flat_proxies
 from ..symbolic import SymInt, concrete_shape, symbols_of
 from .executor import Executor, Implementation
 from .operations import CustomOperation, symbol_id
-from .pacing import (PACE_PAUSE, PACE_SLICE_S, _exiting, compiling_stopped, in_background_upgrade, mark_background_upgrade_thread, pace,
+from .pacing import (PACE_PAUSE, PACE_SLICE_S, compiling_stopped, in_background_upgrade, mark_background_upgrade_thread, pace,
                      stop_compiling, upgrades_are_awaited, upgrades_awaited)
 
 __all__ = ["symbolic_sizes", "declines_symbolic", "FusionExecutor", "FusionRegion", "Declined", "RegionCost", "form_regions", "FUSION_REGION", "LEFT_OUT", "saved_for_backward", "only_saved", "NOT_WORTH_IT", "stop_compiling", "compiling_stopped", "mark_background_upgrade_thread", "in_background_upgrade", "pace", "upgrades_awaited", "upgrades_are_awaited", "PACE_PAUSE", "PACE_SLICE_S"]
@@ -614,7 +614,7 @@ class FusionExecutor(Executor):
         interpreter) or failed."""
         try:
             why = self.skip_reason(region)
-            if _exiting.is_set():
+            if compiling_stopped():
                 return Declined("the interpreter is exiting")
             return Declined(f"{NOT_WORTH_IT}: {why}") if why else self.compile_region(region)
         except Exception as e:  # noqa: BLE001 - a region that fails to compile runs unfused

@@ -542,11 +542,12 @@ def start_spare_workers(count: int) -> None:
 def claim_worker() -> CompileWorker:
     """The worker the fewest region compiles hold now (the default one among equals), held for one
     region's compile until `release_worker`: regions compiled side by side each get a worker of
-    their own where enough were started (`start_spare_workers`). A broken or closed spare is passed over."""
+    their own where enough were started (`start_spare_workers`). A broken or closed one is passed
+    over while another serves (the default one is taken where none does: its compile then runs here)."""
     with _worker_lock:
         default = _default_worker()
-        serving = [w for w in _spare_workers if not w.broken and not w.closed]
-        worker = min([default, *serving], key=lambda w: w.claims)
+        serving = [w for w in (default, *_spare_workers) if not w.broken and not w.closed] or [default]
+        worker = min(serving, key=lambda w: w.claims)
         worker.claims += 1
         return worker
 

@@ -626,3 +626,19 @@ def test_two_islands_compile_side_by_side_each_in_a_worker_of_its_own(fresh_work
     (spare,) = fresh_workers._spare_workers
     assert fresh_workers._worker._count == 1 and spare._count == 1  # one region each
     assert fresh_workers._worker.pid != spare.pid and spare.pid is not None
+
+
+def test_concurrent_compiles_claim_different_workers_and_pass_over_a_broken_one(fresh_workers):
+    # (no process starts: workers start at their first compile)
+    default, spare = fresh_workers.default_worker(), CompileWorker(spare=True)
+    fresh_workers._spare_workers.append(spare)
+    first, second = fresh_workers.claim_worker(), fresh_workers.claim_worker()
+    assert (first, second) == (default, spare)
+    fresh_workers.release_worker(first)
+    assert fresh_workers.claim_worker() is default  # the one no compile holds
+    fresh_workers.release_worker(default)
+    fresh_workers.release_worker(spare)
+    default.broken = "it stopped"
+    assert fresh_workers.claim_worker() is spare and fresh_workers.claim_worker() is spare  # not the broken one, while one serves
+    spare.broken = "it stopped too"
+    assert fresh_workers.claim_worker() is default  # none serves: its compiles run in this process, one at a time
