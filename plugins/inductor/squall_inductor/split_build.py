@@ -31,7 +31,7 @@ from torch._inductor import codecache
 from torch.utils._filelock import FileLock
 
 from squall_inductor.timeline import mark
-from squall_inductor.worker import env_flag
+from squall_inductor.worker import env_flag, usable_cores
 
 __all__ = ["SPLIT_BUILD_ENV", "spare_cores", "split_build_settings", "side_by_side"]
 
@@ -46,7 +46,7 @@ def spare_cores() -> int:
     """How many of the cores this process may run on no runnable task uses now: those cores less
     the runnable tasks the kernel counts (/proc/loadavg's fourth field, this process included),
     the largest count of a few looks 10 ms apart. 0 where the count cannot be read (not Linux)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     busiest = 0
     try:
         for look in range(_LOOKS):

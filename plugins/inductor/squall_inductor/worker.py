@@ -46,7 +46,7 @@ from squall_inductor.regions import EAGER_NUMERICS, compile_with_inductor, layou
 from squall_inductor.symbolic import SymbolicSpec, compile_in_process
 from squall_inductor.timeline import mark
 
-__all__ = ["CompileWorker", "CompileUnsupported", "described", "WorkerCompileError", "RegionCompiler", "default_worker", "dynamo_unsupported", "env_flag", "kept_artifact", "kept_folder", "load_kept", "one_unit_enabled", "subprocess_enabled", "claim_worker", "release_worker", "start_spare_workers", "worker_limit"]
+__all__ = ["CompileWorker", "CompileUnsupported", "described", "WorkerCompileError", "RegionCompiler", "default_worker", "dynamo_unsupported", "env_flag", "kept_artifact", "kept_folder", "load_kept", "one_unit_enabled", "subprocess_enabled", "claim_worker", "release_worker", "start_spare_workers", "worker_limit", "positive_int_env", "usable_cores"]
 
 # how long a worker may take to start (import torch and inductor) before it counts as failed
 START_TIMEOUT_S = 120.0
@@ -84,6 +84,17 @@ def env_flag(name: str, default: bool) -> bool:
     return default
 
 
+def positive_int_env(name: str) -> int | None:
+    """The positive integer the environment variable `name` holds; None where it is unset or holds none."""
+    value = os.environ.get(name, "").strip()
+    return int(value) if value.isdigit() and int(value) >= 1 else None
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the OS tells it, else the machine's."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def described(error: BaseException) -> str:
     """An error of a compile, as the user's process reports it: its type, its message's first line, and
     where it was raised (the innermost frame), so that a warning about a failed region says where to look."""
@@ -105,10 +116,7 @@ def compile_threads() -> int:
     kernels then compile side by side on a many-core GPU host (one at a time, llama's whole-model
     region took 4x torch.compile's compile time on an H100), while a 2-core machine keeps its other
     core for the user's calls."""
-    value = os.environ.get("SQUALL_INDUCTOR_COMPILE_THREADS", "").strip()
-    if value.isdigit() and int(value) >= 1:
-        return int(value)
-    return max(1, (os.cpu_count() or 2) // 2)
+    return positive_int_env("SQUALL_INDUCTOR_COMPILE_THREADS") or max(1, (os.cpu_count() or 2) // 2)
 
 
 def subprocess_enabled() -> bool:
@@ -522,11 +530,7 @@ def worker_limit() -> int:
     """How many compile workers may compile regions at once where the caller waits for them
     (SQUALL_INDUCTOR_WORKERS, a positive integer): by default 2 where this process may run on 2
     cores or more, else 1. Each is a process with torch and inductor imported (a few hundred MB)."""
-    value = os.environ.get("SQUALL_INDUCTOR_WORKERS", "").strip()
-    if value.isdigit() and int(value) >= 1:
-        return int(value)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return min(2, cores)
+    return positive_int_env("SQUALL_INDUCTOR_WORKERS") or min(2, usable_cores())
 
 
 def start_spare_workers(count: int) -> None:
