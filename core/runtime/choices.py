@@ -74,12 +74,13 @@ class ChoiceStore:
 
     def clear(self) -> None:
         """Forget every choice: the file too."""
-        self._choices = {}
-        if self.path is not None:
-            try:
-                self.path.unlink(missing_ok=True)
-            except OSError:
-                pass  # a folder that cannot be written: nothing was kept there
+        with self._lock:
+            self._choices = {}
+            if self.path is not None:
+                try:
+                    self.path.unlink(missing_ok=True)
+                except OSError:
+                    pass  # a folder that cannot be written: nothing was kept there
 
     def _write(self) -> None:
         if self.path is None:
