@@ -566,3 +566,37 @@ def test_a_batch_norm_in_training_compiles_for_symbolic_sizes_in_the_worker():
     torch.testing.assert_close(ours[0].running_var, theirs[0].running_var)
     assert not ex.compile_errors, ex.compile_errors
     assert _region_compiles(ex) >= 1, ex.outcomes
+
+
+def _matmul_then_gelu(x, w):
+    return (torch.nn.functional.gelu(x @ w) * 2 - 1,)
+
+
+def _gelu_island(x, w):
+    return (torch.nn.functional.gelu(x * 2) - w.sum(),)
+
+
+@pytest.mark.parametrize("fn, one_unit, entries", [
+    (_matmul_then_gelu, True, {"inductor_entry_cpp"}),  # the C++ wrapper's one library: one compiler run
+    (_matmul_then_gelu, False, {"kernel"}),  # SQUALL_INDUCTOR_ONE_UNIT=0: the Python wrapper's kernels
+    (_gelu_island, True, {"kernel"}),  # an island: its few kernels without ATen's operator headers
+])
+def test_a_symbolic_region_with_a_matmul_compiles_as_one_unit_and_serves_every_length(tmp_path, fn, one_unit, entries):
+    """A symbolic region compiled kernel by kernel, each kernel a compiler run with its own copy of
+    the headers, took 51 s of worker CPU for a llama decoding step (about 25 kernels)."""
+    import pickle
+
+    from squall_inductor import worker_main
+    from squall_inductor.direct_load import keep_direct, load_direct
+
+    cpu = torch.device("cpu")
+    spec = SymbolicSpec({"s0": 6}, [(("s0", 8), torch.float32, cpu, (0, 1)), ((8, 4), torch.float32, cpu, (0, 1))])
+    kept = str(tmp_path / "region.bin")
+    guards, constants, bundle = worker_main.compile_symbolic(fn, spec, kept, one_unit=one_unit)
+    assert set(pickle.loads(bundle).entries.values()) == entries
+    keep_direct(kept, bundle)
+    region = load_direct(kept)
+    w = torch.randn(8, 4)
+    for n in (2, 6, 11):
+        x = torch.randn(n, 8)
+        torch.testing.assert_close(region(x, w, *constants)[0], fn(x, w)[0])
