@@ -55,6 +55,19 @@ between prompts, so read ratios loosely): llama squall 1.81x / 1.74x eager, torc
 phi3 3.15x / 1.71x against 0.74x / 0.78x (it hits its recompile limit), one step 2.04x against
 0.23x; 2/0/0 compiles and tokens equal on all three; first generate 0.23-0.34 s (torch.compile
 13.7-22.7 s).
+Symbolic regions as one C++ unit (2026-11-28, 6dbb0a3; --no-stream, best of 2, load 0.3-1.5, fresh
+squall and inductor cache folders): a symbolic region with matmuls took inductor's Python wrapper,
+one compiler run per kernel, so llama's decoding step (about 25 kernels) took 51 s of worker CPU
+and its time to fused speed was 114-121 s (three runs before the change, --no-torch-compile); now
+it compiles as one unit, as static regions do (12.2-12.6 s). Fused after: llama 35.0 s (its
+worker's start and imports, 7.5 s, included) against torch.compile(dynamic=True)'s first generate
+51.6 s (0.68); gpt2 16.0 against 37.2 s (0.43), phi3 15.2 against 26.9 s (0.57), each with the
+worker llama started. Steady tokens/s against eager (same / new prompt length): llama squall
+2.58x / 2.05x (before the change, the same day: 2.12x / 2.02x), torch.compile 2.37x / 1.67x;
+gpt2 1.86x / 1.99x against 1.53x / 1.18x; phi3 2.28x / 2.23x against 0.72x / 0.81x (its recompile
+limit). One decoding step, cache kept: squall 6.25x / 2.50x / 5.20x eager, torch.compile 3.58x /
+1.93x / 0.82x. The large regions ran in 0.24-0.37x the torch plan's time (llama's 0.42-0.48x
+before). 2/0/0 compiles, tokens equal on all three.
 """
 from __future__ import annotations
 
