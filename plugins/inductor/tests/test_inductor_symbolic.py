@@ -600,3 +600,26 @@ def test_a_symbolic_region_with_a_matmul_compiles_as_one_unit_and_serves_every_l
     for n in (2, 6, 11):
         x = torch.randn(n, 8)
         torch.testing.assert_close(region(x, w, *constants)[0], fn(x, w)[0])
+
+
+def test_a_symbolic_region_the_cpp_wrapper_cannot_compile_is_traced_again_and_compiled_with_the_python_wrapper(tmp_path, monkeypatch):
+    import pickle
+
+    from squall_inductor import worker_main
+
+    compiled_symbolic, tried = worker_main._compiled_symbolic, []
+
+    def failing_cpp_wrapper(graph, fakes, fake_mode, spec, path, settings):
+        tried.append((settings.get("cpp_wrapper", False), fake_mode))
+        if settings.get("cpp_wrapper"):
+            raise RuntimeError("the C++ wrapper failed")
+        return compiled_symbolic(graph, fakes, fake_mode, spec, path, settings)
+
+    monkeypatch.setattr(worker_main, "_compiled_symbolic", failing_cpp_wrapper)
+    monkeypatch.setattr(worker_main, "split_build_settings", lambda: {})
+    cpu = torch.device("cpu")
+    spec = SymbolicSpec({"s0": 6}, [(("s0", 8), torch.float32, cpu, (0, 1)), ((8, 4), torch.float32, cpu, (0, 1))])
+    _, _, bundle = worker_main.compile_symbolic(_matmul_then_gelu, spec, str(tmp_path / "region.bin"), one_unit=True)
+    assert [cpp for cpp, _ in tried] == [True, False]
+    assert tried[0][1] is not tried[1][1]  # a fresh shape environment, without the failed compile's guards
+    assert set(pickle.loads(bundle).entries.values()) == {"kernel"}
