@@ -276,6 +276,14 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   default's 48 and 75 ms, torch only's 63 and 68 ms. Whether the worker, busy on the other core, slows
   the calling thread was not settled: eager's 40 batches alone took 93-168 ms of CPU (best of 5, four
   rounds), beside a nice-19 busy loop 86-175 ms, beside a nice-19 import of inductor 93-150 ms.
+- 2026-11-28 (fourth session, 76d9ac8), --no-torch-compile --rounds 3, load 0.7-1.1: eager 0.102 s;
+  squall 1.10x (2 compiles), warm 0.72x; torch only 1.50x; squall(dynamic=True) 1.39x wall / 1.26x
+  CPU (1 compile); the what-if with the first call eager 1.20x / 1.14x. --calls, eager 120.7 ms of
+  CPU: the default's 2 compiles 76.5 ms and 38 hits 88.1 ms; dynamic=True's one compile 40.3 ms and
+  39 hits 104.9 ms. This machine's Python is slow: bench/compile_phases.py --executors torch gave a
+  static trace of 12.7-18.4 ms, the same for d4d5c7f (2026-11-26, whose docstring has 6-7 ms) run
+  alternately with it here, so not a regression. At that cost one compile outweighs what the hits
+  save over 40 batches, whichever the policy.
 """
 from __future__ import annotations
 
