@@ -42,6 +42,11 @@ compile, and its first call; squall's holds the worker's spawn and imports, the 
 lowering and C++ compile, the load, the judge and the install.
 
 History (2-core CPU, torch 2.13, one sample each unless said):
+- 2026-11-28 (fourth session, 5833f73), --cold-headers, load 0.7-1.2, a machine whose Python runs
+  about 2.5x slower than the one below (a fresh worker's imports 5.3-7.5 s): gpt2 16.45 against
+  25.64 s (0.64); again with --timeline 19.03 against 26.63 s (0.71): imports 5.3 s, make_fx 0.2 s,
+  lowering and the C++ as one unit 12.3 s (no core counted spare: the child's 10 ms polling loop
+  is runnable in some of `spare_cores`' looks), load and install 1.1 s; warm 0.22-0.23.
 - last session, quiet (load 0.3-0.8), --cold-headers: gpt2 10.67 s against torch.compile's 25.99 s
   (0.41), llama 12.88 against 28.00 s (0.46); warm 0.03-0.04; per call 0.56-0.64 of torch.compile's.
 - cold21, load 5-7 (other jobs on both cores), --cold-headers --timeline: gpt2 15.59 against
