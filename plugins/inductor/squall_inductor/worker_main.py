@@ -28,7 +28,7 @@ import signal
 import threading
 import time
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, TypeVar
 
 import tempfile
 from collections.abc import Callable, Sequence
@@ -128,6 +128,9 @@ def is_island(graph: Any) -> bool:
                    for n in graph.graph.nodes if n.op == "call_function")
 
 
+T = TypeVar("T")
+
+
 def wrapper_attempts(graph: Any, one_unit: bool, on_cpu: bool) -> list[dict]:
     """The inductor settings a region is compiled with, each tried where the one before failed: for a
     CPU region with matmuls where `one_unit`, inductor's C++ wrapper (built as two units side by side
@@ -136,6 +139,17 @@ def wrapper_attempts(graph: Any, one_unit: bool, on_cpu: bool) -> list[dict]:
         return [{}]
     split = split_build_settings()
     return [*([{"cpp_wrapper": True, **split}] if split else []), {"cpp_wrapper": True}, {}]
+
+
+def first_that_compiles(attempts: list[dict], compile: Callable[[dict], T]) -> T:
+    """`compile(settings)` for the first of `attempts` (`wrapper_attempts`) that does not raise; the
+    last one's error is raised."""
+    for settings in attempts[:-1]:
+        try:
+            return compile(settings)
+        except Exception:  # noqa: BLE001 - what the C++ wrapper cannot compile, the Python wrapper may
+            pass
+    return compile(attempts[-1])
 
 
 def compile_static(fn: Callable, layouts: Sequence[Layout], time_budget_s: float | None, path: str,
@@ -154,15 +168,13 @@ def compile_static(fn: Callable, layouts: Sequence[Layout], time_budget_s: float
     graph = views_as_reshapes(make_fx(fn, tracing_mode="fake")(*args))
     constants = lift_constants(graph)
     mark("worker: FX graph traced (make_fx)")
+
+    def compile(settings: dict) -> tuple[Callable, bytes | None]:
+        with inductor_config.patch(settings), side_by_side():
+            return _compiled(graph, args, constants, path)
+
     attempts = wrapper_attempts(graph, one_unit, all(torch.device(device).type == "cpu" for *_, device in layouts))
-    for settings in attempts:
-        try:
-            with inductor_config.patch(settings), side_by_side():
-                compiled, bundle = _compiled(graph, args, constants, path)
-            break
-        except Exception:  # noqa: BLE001 - what the C++ wrapper cannot compile, the Python wrapper may
-            if settings is attempts[-1]:
-                raise
+    compiled, bundle = first_that_compiles(attempts, compile)
     torch_s = inductor_s = None
     if time_budget_s:
         device = str(layouts[0][3]) if layouts else "cpu"
@@ -196,18 +208,17 @@ def compile_symbolic(fn: Callable, spec: SymbolicSpec, path: str, *, one_unit: b
     The compile runs against a fresh, empty inductor cache folder: a cache hit would not put the
     guards it was compiled under into the shape environment (squall_inductor.symbolic), and an
     empty cache still records what the artifact saves."""
-    graph, fakes, fake_mode = trace_symbolically(fn, spec)
-    attempts = wrapper_attempts(graph, one_unit, all(torch.device(device).type == "cpu" for _, _, device, _ in spec.inputs))
-    for settings in attempts:
-        if settings is not attempts[0]:  # a fresh shape environment: a failed compile leaves its guards in one
-            graph, fakes, fake_mode = trace_symbolically(fn, spec)
-        try:
-            with side_by_side():
-                return _compiled_symbolic(graph, fakes, fake_mode, spec, path, settings)
-        except Exception:  # noqa: BLE001 - what the C++ wrapper cannot compile, the Python wrapper may
-            if settings is attempts[-1]:
-                raise
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    traced = [trace_symbolically(fn, spec)]
+
+    def compile(settings: dict) -> tuple[str, list, bytes | None]:
+        # the first attempt takes the first trace; a later one traces again, in a fresh shape
+        # environment (a failed compile leaves its guards in the one it used)
+        graph, fakes, fake_mode = traced.pop() if traced else trace_symbolically(fn, spec)
+        with side_by_side():
+            return _compiled_symbolic(graph, fakes, fake_mode, spec, path, settings)
+
+    on_cpu = all(torch.device(device).type == "cpu" for _, _, device, _ in spec.inputs)
+    return first_that_compiles(wrapper_attempts(traced[0][0], one_unit, on_cpu), compile)
 
 
 def _compiled_symbolic(graph: torch.fx.GraphModule, fakes: list, fake_mode: Any, spec: SymbolicSpec, path: str,
@@ -295,13 +306,12 @@ def main(fd: int, started: float | None = None, parent: int | None = None, spare
             # the user's process's inductor settings; compiler processes as compile_threads() allows
             with (inductor_config.patch({**EAGER_NUMERICS, **config.get("changed", {}), "compile_threads": compile_threads()}),
                   inductor_config.patch(output_layouts(fn))):
+                one_unit = config.get("environment", {}).get("one unit", False)
                 if kind == "compile_symbolic":
                     on_cpu = all(device.type == "cpu" for _, _, device, _ in shapes.inputs)
-                    one_unit = config.get("environment", {}).get("one unit", False)
                     guards, constants, bundle = warm_up.compile(lambda: compile_symbolic(fn, shapes, path, one_unit=one_unit), on_cpu=on_cpu)
                     reply: tuple = ("ok", guards, None, pickle.dumps(constants), bundle)
                 else:
-                    one_unit = config.get("environment", {}).get("one unit", False)
                     on_cpu = all(device.type == "cpu" for *_, device in shapes)
                     torch_s, inductor_s, constants, bundle = warm_up.compile(
                         lambda: compile_static(fn, shapes, time_budget_s, path, one_unit=one_unit), on_cpu=on_cpu)
