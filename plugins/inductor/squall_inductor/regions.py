@@ -240,8 +240,9 @@ def example_inputs(proxies: list[TensorProxy]) -> list[torch.Tensor]:
     return examples
 
 
-def compile_with_inductor(fn: Callable, args: Sequence[torch.Tensor]) -> Callable:
-    """`fn` compiled by inductor for inputs like `args` (their shapes, strides, dtypes, devices).
+def compile_with_inductor(fn: Callable, args: Sequence[torch.Tensor], *, one_unit: bool = False) -> Callable:
+    """`fn` compiled by inductor for inputs like `args` (their shapes, strides, dtypes, devices);
+    with `one_unit`, a CPU region with matmuls as one C++ unit (squall_inductor.wrappers).
 
     The result takes the inputs positionally and returns a list of `fn`'s outputs; no
     Dynamo frame runs when it is called. Raises whatever inductor raises when it cannot
@@ -249,20 +250,29 @@ def compile_with_inductor(fn: Callable, args: Sequence[torch.Tensor]) -> Callabl
     """
     # imported here, not at the top: importing inductor costs seconds (it loads Dynamo), and the
     # plugin is imported by every squall.jit that merely asks which executors exist
+    from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    graph = views_as_reshapes(make_fx(fn, tracing_mode="fake")(*args))
-    # the context torch._inductor.standalone_compile sets up for static shapes: a fake mode with
-    # a shape environment, without which inductor bypasses its FX graph and AOTAutograd caches
-    # (a region compiled by an earlier process is then loaded, not compiled again)
-    context = torch._guards.TracingContext(FakeTensorMode(shape_env=ShapeEnv()))
-    from torch._inductor import config as inductor_config
+    from squall_inductor.wrappers import first_that_compiles, wrapper_attempts
 
-    with torch._guards.tracing(context), inductor_config.patch({**EAGER_NUMERICS, **output_layouts(fn)}):
-        return compile_fx(graph, list(args), ignore_shape_env=True)
+    graph = views_as_reshapes(make_fx(fn, tracing_mode="fake")(*args))
+    # the fake mode make_fx traced in, as the context: it has a shape environment (static sizes), without
+    # which inductor bypasses its FX graph and AOTAutograd caches (a region compiled by an earlier process
+    # is then loaded, not compiled again), and its C++ wrapper takes the placeholders' fake values, which
+    # must come from the context's mode (torch 2.10 asserts it)
+    fake_mode = (torch._guards.detect_fake_mode([n.meta.get("val") for n in graph.graph.nodes if n.op == "placeholder"])
+                 or FakeTensorMode(shape_env=ShapeEnv()))  # (a region without inputs)
+
+    def compile(settings: dict) -> Callable:
+        context = torch._guards.TracingContext(fake_mode)
+        with torch._guards.tracing(context), inductor_config.patch({**EAGER_NUMERICS, **output_layouts(fn), **settings}):
+            return compile_fx(graph, list(args), ignore_shape_env=True)
+
+    on_cpu = all(a.device.type == "cpu" for a in args)
+    return first_that_compiles(wrapper_attempts(graph, one_unit, on_cpu, split_build=False), compile)
 
 
 def views_as_reshapes(graph: torch.fx.GraphModule) -> torch.fx.GraphModule:

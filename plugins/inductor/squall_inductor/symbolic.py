@@ -208,22 +208,32 @@ def guards_source(fake_mode, fakes: Sequence[torch.Tensor]) -> str:
     return fake_mode.shape_env.produce_guards_expression(list(fakes), ignore_static=False) or "True"
 
 
-def compile_in_process(fn: Callable, spec: SymbolicSpec) -> tuple[Callable, str]:
+def compile_in_process(fn: Callable, spec: SymbolicSpec, *, one_unit: bool = False) -> tuple[Callable, str]:
     """(compiled, guard source): `fn` compiled by inductor in this process for the spec's
-    symbolic sizes. Raises what inductor raises where it cannot compile `fn`."""
+    symbolic sizes; with `one_unit`, a CPU region with matmuls as one C++ unit (squall_inductor.wrappers).
+    Raises what inductor raises where it cannot compile `fn`."""
     from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx
 
-    graph, fakes, fake_mode = trace_symbolically(fn, spec)
-    context = torch._guards.TracingContext(fake_mode)
-    with (
-        torch._guards.tracing(context),
-        inductor_config.patch(fx_graph_cache=False, **EAGER_NUMERICS, **SYMBOLIC_CONFIG),
-        torch._functorch.config.patch(enable_autograd_cache=False),
-        inductor_config.patch(output_layouts(fn)),
-    ):
-        compiled = compile_fx(graph, fakes)
-    return compiled, guards_source(fake_mode, fakes)
+    from squall_inductor.wrappers import first_that_compiles, wrapper_attempts
+
+    traced = [trace_symbolically(fn, spec)]
+
+    def compile(settings: dict) -> tuple[Callable, str]:
+        # a later attempt traces again, in a fresh shape environment (a failed compile leaves its guards in the one it used)
+        graph, fakes, fake_mode = traced.pop() if traced else trace_symbolically(fn, spec)
+        context = torch._guards.TracingContext(fake_mode)
+        with (
+            torch._guards.tracing(context),
+            inductor_config.patch(fx_graph_cache=False, **EAGER_NUMERICS, **SYMBOLIC_CONFIG, **settings),
+            torch._functorch.config.patch(enable_autograd_cache=False),
+            inductor_config.patch(output_layouts(fn)),
+        ):
+            compiled = compile_fx(graph, fakes)
+        return compiled, guards_source(fake_mode, fakes)
+
+    on_cpu = all(torch.device(device).type == "cpu" for _, _, device, _ in spec.inputs)
+    return first_that_compiles(wrapper_attempts(traced[0][0], one_unit, on_cpu, split_build=False), compile)
 
 
 _READ = re.compile(r"L\['t(\d+)'\]\.(size|stride)\(\)")

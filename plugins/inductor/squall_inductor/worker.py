@@ -589,7 +589,7 @@ class RegionCompiler:
         done = self._in_worker(lambda payload: self.worker.compile(payload, args, time_budget_s=self.time_budget_s))
         if done is None:
             with _in_process_compiles:
-                return compile_with_inductor(self.fn, self._here(args))
+                return compile_with_inductor(self.fn, self._here(args), one_unit=one_unit_enabled())
         compiled, torch_s, inductor_s, kept = done
         if torch_s is not None and inductor_s is not None and self.timings is None:
             self.timings = (torch_s, inductor_s)
@@ -603,7 +603,7 @@ class RegionCompiler:
         done = self._in_worker(lambda payload: self.worker.compile_symbolic(payload, spec))
         if done is None:
             with _in_process_compiles:
-                return compile_in_process(self.fn, self._here(spec))
+                return compile_in_process(self.fn, self._here(spec), one_unit=one_unit_enabled())
         compiled, guards, kept = done
         if kept:
             self.where = f"before, loaded from {kept_folder()}"

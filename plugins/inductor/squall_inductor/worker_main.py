@@ -28,7 +28,7 @@ import signal
 import threading
 import time
 from multiprocessing.connection import Connection
-from typing import Any, TypeVar
+from typing import Any
 
 import tempfile
 from collections.abc import Callable, Sequence
@@ -42,8 +42,9 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from squall_inductor.choices import best_time
 from squall_inductor.direct_build import direct_bundle
 from squall_inductor.regions import EAGER_NUMERICS, Layout, examples_for, load_region, output_layouts, views_as_reshapes
-from squall_inductor.split_build import side_by_side, split_build_settings
+from squall_inductor.split_build import side_by_side
 from squall_inductor.warm_up import HEADER_AFTER_IDLE_S, WarmUp
+from squall_inductor.wrappers import first_that_compiles, wrapper_attempts
 from squall_inductor.worker import compile_threads, described, dynamo_unsupported
 from squall_inductor.symbolic import SYMBOLIC_CONFIG, SymbolicSpec, guards_source, spec_examples, trace_symbolically
 from squall_inductor.timeline import mark
@@ -112,44 +113,6 @@ def _fake_like(graph: Any, value: torch.Tensor) -> Any:
     fakes = [n.meta.get("val") for n in graph.graph.nodes if n.op == "placeholder"]
     mode = next((f.fake_mode for f in fakes if hasattr(f, "fake_mode")), None)
     return mode.from_tensor(value, static_shapes=True) if mode is not None else value
-
-
-# the aten ops squall's matmul prims (squall_inductor.executor.MATMUL_PRIMS) become under make_fx:
-# inductor calls a library for them, and compiles the epilogues between them as many kernels
-_MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "convolution", "_convolution"})
-
-
-def is_island(graph: Any) -> bool:
-    """Whether a traced region holds no matmul or convolution: an island of elementwise and
-    reduction kernels (one to a few), which inductor's Python wrapper compiles in about half the
-    compiler time of one C++ unit, whose wrapper includes ATen's operator headers (a layer_norm +
-    gelu island: 0.7-1.2 against 2.0-2.6 s of compiler CPU, the same time per call)."""
-    return not any(getattr(getattr(n.target, "overloadpacket", None), "__name__", None) in _MATMUL_OPS
-                   for n in graph.graph.nodes if n.op == "call_function")
-
-
-T = TypeVar("T")
-
-
-def wrapper_attempts(graph: Any, one_unit: bool, on_cpu: bool) -> list[dict]:
-    """The inductor settings a region is compiled with, each tried where the one before failed: for a
-    CPU region with matmuls where `one_unit`, inductor's C++ wrapper (built as two units side by side
-    where a core is spare, then as one unit), then its Python wrapper; for any other, the Python wrapper."""
-    if not (one_unit and on_cpu and not is_island(graph) and not inductor_config.cpp_wrapper):
-        return [{}]
-    split = split_build_settings()
-    return [*([{"cpp_wrapper": True, **split}] if split else []), {"cpp_wrapper": True}, {}]
-
-
-def first_that_compiles(attempts: list[dict], compile: Callable[[dict], T]) -> T:
-    """`compile(settings)` for the first of `attempts` (`wrapper_attempts`) that does not raise; the
-    last one's error is raised."""
-    for settings in attempts[:-1]:
-        try:
-            return compile(settings)
-        except Exception:  # noqa: BLE001 - what the C++ wrapper cannot compile, the Python wrapper may
-            pass
-    return compile(attempts[-1])
 
 
 def compile_static(fn: Callable, layouts: Sequence[Layout], time_budget_s: float | None, path: str,

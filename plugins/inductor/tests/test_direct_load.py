@@ -321,7 +321,7 @@ _ISLAND_SOURCE = "def region(x):\n  return (torch.tanh(x * 2 + 1) * torch.sigmoi
 def test_a_region_without_matmuls_is_an_island():
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from squall_inductor.worker_main import is_island
+    from squall_inductor.wrappers import is_island
 
     x, w = torch.randn(4, 5), torch.randn(5, 3)
     assert is_island(make_fx(lambda x: torch.softmax(x * 2, -1).sum(0))(x))

@@ -147,7 +147,7 @@ def test_a_split_build_that_fails_is_built_again_as_one_unit(tmp_path, monkeypat
         finally:
             codecache._worker_compile_cpp = inductor_build
 
-    monkeypatch.setattr(worker_main, "split_build_settings", lambda: {"cpp_wrapper_build_separate": True})
+    monkeypatch.setattr(squall_inductor.split_build, "split_build_settings", lambda: {"cpp_wrapper_build_separate": True})
     monkeypatch.setattr(worker_main, "side_by_side", failing_split)
 
     def fn(x, w):
