@@ -284,6 +284,16 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   static trace of 12.7-18.4 ms, the same for d4d5c7f (2026-11-26, whose docstring has 6-7 ms) run
   alternately with it here, so not a regression. At that cost one compile outweighs what the hits
   save over 40 batches, whichever the policy.
+- 2026-11-29 (e0ad836), --no-torch-compile --only squall "squall, torch only" "squall(dynamic=True)",
+  fresh caches per run, four runs in a row (best of 3, 5, 5 and 5 rounds; load 0.9-1.7), wall time
+  against eager (eager 0.098-0.128 s): squall 0.88x, 1.00x, 1.28x, 1.21x (2 compiles each), warm
+  0.48-0.80x; torch only 1.12x, 1.02x, 0.98x, 1.00x (2); squall(dynamic=True) 0.59x, 0.92x, 0.74x
+  (1 compile). The default's first pass straddles eager's total from run to run on this machine;
+  dynamic=True's stays under it. With --calls (load 1.0): the default's 2 compiles 59.7 ms of CPU
+  and 38 hits 62.4 ms, torch only's 48.4 and 53.4 ms, eager's 40 calls 101.4 ms. The symbolic
+  entry's calls reach upgrade_worker.HOT_S (50 ms) near the stream's end on this machine, so its
+  background upgrade (paced to a tenth of the interpreter, squall.market.pacing) starts inside
+  some rounds and not others.
 """
 from __future__ import annotations
 
