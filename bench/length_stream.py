@@ -291,9 +291,9 @@ Measured (2 shared cores, one thread, ratios to eager; the machine was loaded, 1
   (1 compile). The default's first pass straddles eager's total from run to run on this machine;
   dynamic=True's stays under it. With --calls (load 1.0): the default's 2 compiles 59.7 ms of CPU
   and 38 hits 62.4 ms, torch only's 48.4 and 53.4 ms, eager's 40 calls 101.4 ms. The symbolic
-  entry's calls reach upgrade_worker.HOT_S (50 ms) near the stream's end on this machine, so its
-  background upgrade (paced to a tenth of the interpreter, squall.market.pacing) starts inside
-  some rounds and not others.
+  entry's calls reach upgrade_worker.HOT_S (50 ms) near the stream's end on this machine: in a probe
+  beside another job (so slower calls), its background upgrade (paced to a tenth of the
+  interpreter, squall.market.pacing) was queued inside the stream in 3 of 4 rounds.
 """
 from __future__ import annotations
 
