@@ -13,6 +13,7 @@ loads the region through inductor, as before.
 from __future__ import annotations
 
 import ast
+import functools
 import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -119,14 +120,23 @@ class _RecordingCompile:
         return self._record(kernel_key(argtypes, main_code + (kernel_code or "")), kernel)
 
     def _record(self, key: str, kernel: Callable) -> Callable:
-        with open(kernel.__self__.__file__, "rb") as f:  # the extension module inductor loaded it from
-            self.libraries[key] = f.read()
+        self.libraries[key] = _library(kernel.__self__.__file__)  # the extension module inductor loaded it from
         self.kernels[key] = kernel
         self.entries[key] = kernel.__name__
         return kernel
 
     def wait(self, scope: dict) -> None:
         pass
+
+
+@functools.lru_cache(maxsize=512)
+def _library(path: str) -> bytes:
+    """The bytes of the library at `path`, kept once read. A symbolic region compiles in a fresh
+    temporary cache folder (worker_main.compile_symbolic); on torch 2.10 a kernel a compile before it
+    built (the same source) is found loaded, its module's file that compile's folder, deleted since.
+    A library's path holds the hash of its source and build, so the bytes kept are the ones asked for."""
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def _compiled_graph(fn: Callable) -> CompiledFxGraph | None:

@@ -22,8 +22,8 @@ pytestmark = pytest.mark.skipif(squall_inductor.cpp_compiler() is None, reason="
 CPU = torch.device("cpu")
 
 
-# regions of their own: inductor keeps compiled kernels in memory by their source, and on torch 2.10
-# a kernel another test compiled is found there, not in this test's cache folder
+# regions of their own: inductor keeps what it compiled in memory, by source, so a region another test
+# compiled in this process could be found there, with nothing written into this test's cache folder
 def _matmul_then_tanh(x, w):
     return (torch.tanh(x @ w) * 3 + 1,)
 

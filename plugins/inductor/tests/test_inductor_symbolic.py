@@ -576,12 +576,6 @@ def _gelu_island(x, w):
     return (torch.nn.functional.gelu(x * 2) - w.sum(),)
 
 
-def _matmul_then_silu(x, w):
-    # a region no other test compiles: on torch 2.10 a kernel compiled before in this process is found in
-    # inductor's memory, not in this compile's fresh cache folder, and no direct bundle can be made of it
-    return (torch.nn.functional.silu(x @ w) + 1,)
-
-
 @pytest.mark.parametrize("fn, one_unit, entries", [
     (_matmul_then_gelu, True, {"inductor_entry_cpp"}),  # the C++ wrapper's one library: one compiler run
     (_matmul_then_gelu, False, {"kernel"}),  # SQUALL_INDUCTOR_ONE_UNIT=0: the Python wrapper's kernels
@@ -625,7 +619,33 @@ def test_a_symbolic_region_the_cpp_wrapper_cannot_compile_is_traced_again_and_co
     monkeypatch.setattr(split_build, "split_build_settings", lambda: {})
     cpu = torch.device("cpu")
     spec = SymbolicSpec({"s0": 6}, [(("s0", 8), torch.float32, cpu, (0, 1)), ((8, 4), torch.float32, cpu, (0, 1))])
-    _, _, bundle = worker_main.compile_symbolic(_matmul_then_silu, spec, str(tmp_path / "region.bin"), one_unit=True)
+    _, _, bundle = worker_main.compile_symbolic(_matmul_then_gelu, spec, str(tmp_path / "region.bin"), one_unit=True)
     assert [cpp for cpp, _ in tried] == [True, False]
     assert tried[0][1] is not tried[1][1]  # a fresh shape environment, without the failed compile's guards
     assert set(pickle.loads(bundle).entries.values()) == {"kernel"}
+
+
+def _matmul_then_hardswish(x, w):
+    return (torch.nn.functional.hardswish(x @ w) - 2,)
+
+
+def test_a_symbolic_region_compiled_again_in_the_same_worker_still_gets_its_direct_bundle(tmp_path):
+    """Each symbolic compile runs in a fresh temporary cache folder; torch 2.10 finds a kernel built by
+    an earlier compile loaded, its library in that compile's folder, deleted since. It had no direct
+    bundle then, and the user's process loaded the region through inductor (importing Dynamo there)."""
+    import pickle
+
+    from squall_inductor import worker_main
+    from squall_inductor.direct_load import keep_direct, load_direct
+
+    spec = SymbolicSpec({"s0": 6}, [(("s0", 8), torch.float32, torch.device("cpu"), (0, 1)), ((8, 4), torch.float32, torch.device("cpu"), (0, 1))])
+    w = torch.randn(8, 4)
+    for attempt in range(2):
+        kept = str(tmp_path / f"region{attempt}.bin")
+        _, constants, bundle = worker_main.compile_symbolic(_matmul_then_hardswish, spec, kept, one_unit=False)
+        assert bundle is not None and set(pickle.loads(bundle).entries.values()) == {"kernel"}
+        keep_direct(kept, bundle)
+        region = load_direct(kept)
+        for n in (3, 9):
+            x = torch.randn(n, 8)
+            torch.testing.assert_close(region(x, w, *constants)[0], _matmul_then_hardswish(x, w)[0])
