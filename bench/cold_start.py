@@ -41,6 +41,13 @@ policy. torch.compile's clock holds Dynamo's and inductor's imports, its lowerin
 compile, and its first call; squall's holds the worker's spawn and imports, the region's trace,
 lowering and C++ compile, the load, the judge and the install.
 
+This machine's environment sets PYTHONDONTWRITEBYTECODE=1, and squall (an editable install) has
+no bytecode on disk, so every fresh process compiles squall's 145 modules from source: `import
+squall` after torch took 1.24-1.91 s against 0.91-1.28 s with bytecode (2026-11-29, five pairs
+alternating, load 0.7-1.1, the bytecode under PYTHONPYCACHEPREFIX). The compile worker pays it
+too, inside squall's clock; torch's and inductor's modules have their bytecode. A user's pip
+install writes it, so squall's cold seconds below are a little high (about 0.3-1 s).
+
 History (2-core CPU, torch 2.13, one sample each unless said):
 - 2026-11-28 (fourth session, 5833f73), --cold-headers, load 0.7-1.2, a machine whose Python runs
   about 2.5x slower than the one below (a fresh worker's imports 5.3-7.5 s): gpt2 16.45 against
