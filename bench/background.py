@@ -48,7 +48,15 @@ and took 31.9 / 63.1 s (the "fused ms" column: the median of the calls timed aft
 one call). After, the upgrade compiles the backward the user's calls ran (2 region compiles, not 3:
 the backward region is compiled for the strides the forward region returns, where a compile for
 contiguous examples met the judge's transposed attention values and compiled again), and no step
-after it compiles: 3.4 / 8.8 ms. The judge's in-context times: torch plan 7.2-9.7 ms, fused 2.4-2.9 ms."""
+after it compiles: 3.4 / 8.8 ms. The judge's in-context times: torch plan 7.2-9.7 ms, fused 2.4-2.9 ms.
+
+Measured 2026-11-29 (--only gpt2 --modes in-process --skip-torch-compile, one run each, load 1.0-1.1):
+in-process regions as one C++ unit (squall_inductor.wrappers, now the default) against the Python
+wrapper (SQUALL_INDUCTOR_ONE_UNIT=0, every in-process compile before): during/plan 0.88x / 0.78x,
+mean/plan 1.11x / 1.06x, fused after 87.6 / 91.5 s, the judge's fused plan 0.45x / 0.59x the torch
+plan's time. In-process, lowering shares the interpreter with the user's loop: the worker's
+reason for being.
+"""
 from __future__ import annotations
 
 import argparse
