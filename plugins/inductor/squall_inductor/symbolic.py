@@ -32,18 +32,21 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 
 from squall.extend import SquallWarning, SymInt, compiling_stopped, stop_compiling, TensorProxy, example_tensor, size_source, symbol_reads, symbols_of
 
+from squall_inductor.wrappers import first_that_compiles, wrapper_attempts
 from squall_inductor.regions import EAGER_NUMERICS, CompiledRegion, examples_for, layout, layout_of, output_layouts, views_as_reshapes
 
 __all__ = [
-    "SYMBOLIC_CONFIG", "wait_for_variants", "SymbolicSpec", "symbolic_spec", "memory_order", "memory_orders", "spec_examples", "trace_symbolically", "compile_in_process", "guard_function",
+    "SYMBOLIC_CONFIG", "wait_for_variants", "SymbolicSpec", "symbolic_spec", "memory_order", "memory_orders", "spec_examples", "trace_symbolically", "compile_in_process", "compile_symbolically", "guard_function",
     "output_shape_check", "SymbolicRegion",
 ]
+
+T = TypeVar("T")
 
 
 # inductor settings for a symbolic compile: its code's own checks of each input's sizes and
@@ -90,6 +93,11 @@ class SymbolicSpec(NamedTuple):
 
     hints: dict[str, int]
     inputs: list[tuple[tuple[int | str, ...], torch.dtype, torch.device, tuple[int, ...]]]
+
+    @property
+    def on_cpu(self) -> bool:
+        """Whether every input is on the CPU."""
+        return all(torch.device(device).type == "cpu" for _, _, device, _ in self.inputs)
 
     def with_orders(self, orders: Sequence[tuple[int, ...]]) -> SymbolicSpec:
         """The same sizes with each input laid out in memory in the given order."""
@@ -208,6 +216,19 @@ def guards_source(fake_mode, fakes: Sequence[torch.Tensor]) -> str:
     return fake_mode.shape_env.produce_guards_expression(list(fakes), ignore_static=False) or "True"
 
 
+def compile_symbolically(fn: Callable, spec: SymbolicSpec, one_unit: bool, compile: Callable[..., T], *, split_build: bool = True) -> T:
+    """`compile(graph, fakes, fake_mode, settings)` for `fn` traced at the spec's symbolic sizes,
+    with the first of the wrapper attempts (squall_inductor.wrappers) that compiles. The first attempt
+    takes the first trace; a later one traces again, in a fresh shape environment (a failed compile
+    leaves its guards in the one it used)."""
+    traced = [trace_symbolically(fn, spec)]
+
+    def attempt(settings: dict) -> T:
+        return compile(*(traced.pop() if traced else trace_symbolically(fn, spec)), settings)
+
+    return first_that_compiles(wrapper_attempts(traced[0][0], one_unit, spec.on_cpu, split_build=split_build), attempt)
+
+
 def compile_in_process(fn: Callable, spec: SymbolicSpec, *, one_unit: bool = False) -> tuple[Callable, str]:
     """(compiled, guard source): `fn` compiled by inductor in this process for the spec's
     symbolic sizes; with `one_unit`, a CPU region with matmuls as one C++ unit (squall_inductor.wrappers).
@@ -215,13 +236,7 @@ def compile_in_process(fn: Callable, spec: SymbolicSpec, *, one_unit: bool = Fal
     from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx
 
-    from squall_inductor.wrappers import first_that_compiles, wrapper_attempts
-
-    traced = [trace_symbolically(fn, spec)]
-
-    def compile(settings: dict) -> tuple[Callable, str]:
-        # a later attempt traces again, in a fresh shape environment (a failed compile leaves its guards in the one it used)
-        graph, fakes, fake_mode = traced.pop() if traced else trace_symbolically(fn, spec)
+    def compile(graph: torch.fx.GraphModule, fakes: list, fake_mode: Any, settings: dict) -> tuple[Callable, str]:
         context = torch._guards.TracingContext(fake_mode)
         with (
             torch._guards.tracing(context),
@@ -232,8 +247,7 @@ def compile_in_process(fn: Callable, spec: SymbolicSpec, *, one_unit: bool = Fal
             compiled = compile_fx(graph, fakes)
         return compiled, guards_source(fake_mode, fakes)
 
-    on_cpu = all(torch.device(device).type == "cpu" for _, _, device, _ in spec.inputs)
-    return first_that_compiles(wrapper_attempts(traced[0][0], one_unit, on_cpu, split_build=False), compile)
+    return compile_symbolically(fn, spec, one_unit, compile, split_build=False)
 
 
 _READ = re.compile(r"L\['t(\d+)'\]\.(size|stride)\(\)")

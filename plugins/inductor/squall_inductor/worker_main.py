@@ -46,7 +46,7 @@ from squall_inductor.split_build import side_by_side
 from squall_inductor.warm_up import HEADER_AFTER_IDLE_S, WarmUp
 from squall_inductor.wrappers import first_that_compiles, wrapper_attempts
 from squall_inductor.worker import compile_threads, described, dynamo_unsupported
-from squall_inductor.symbolic import SYMBOLIC_CONFIG, SymbolicSpec, guards_source, spec_examples, trace_symbolically
+from squall_inductor.symbolic import SYMBOLIC_CONFIG, SymbolicSpec, compile_symbolically, guards_source, spec_examples
 from squall_inductor.timeline import mark
 
 
@@ -171,17 +171,11 @@ def compile_symbolic(fn: Callable, spec: SymbolicSpec, path: str, *, one_unit: b
     The compile runs against a fresh, empty inductor cache folder: a cache hit would not put the
     guards it was compiled under into the shape environment (squall_inductor.symbolic), and an
     empty cache still records what the artifact saves."""
-    traced = [trace_symbolically(fn, spec)]
-
-    def compile(settings: dict) -> tuple[str, list, bytes | None]:
-        # the first attempt takes the first trace; a later one traces again, in a fresh shape
-        # environment (a failed compile leaves its guards in the one it used)
-        graph, fakes, fake_mode = traced.pop() if traced else trace_symbolically(fn, spec)
+    def compile(graph: torch.fx.GraphModule, fakes: list, fake_mode: Any, settings: dict) -> tuple[str, list, bytes | None]:
         with side_by_side():
             return _compiled_symbolic(graph, fakes, fake_mode, spec, path, settings)
 
-    on_cpu = all(torch.device(device).type == "cpu" for _, _, device, _ in spec.inputs)
-    return first_that_compiles(wrapper_attempts(traced[0][0], one_unit, on_cpu), compile)
+    return compile_symbolically(fn, spec, one_unit, compile)
 
 
 def _compiled_symbolic(graph: torch.fx.GraphModule, fakes: list, fake_mode: Any, spec: SymbolicSpec, path: str,
@@ -271,8 +265,7 @@ def main(fd: int, started: float | None = None, parent: int | None = None, spare
                   inductor_config.patch(output_layouts(fn))):
                 one_unit = config.get("environment", {}).get("one unit", False)
                 if kind == "compile_symbolic":
-                    on_cpu = all(device.type == "cpu" for _, _, device, _ in shapes.inputs)
-                    guards, constants, bundle = warm_up.compile(lambda: compile_symbolic(fn, shapes, path, one_unit=one_unit), on_cpu=on_cpu)
+                    guards, constants, bundle = warm_up.compile(lambda: compile_symbolic(fn, shapes, path, one_unit=one_unit), on_cpu=shapes.on_cpu)
                     reply: tuple = ("ok", guards, None, pickle.dumps(constants), bundle)
                 else:
                     on_cpu = all(device.type == "cpu" for *_, device in shapes)
