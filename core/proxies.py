@@ -241,14 +241,11 @@ class TensorProxy(torch.Tensor):
         return self
 
     def _program_sets_requires_grad(self, value: Any) -> None:
-        # `x.requires_grad = v` in the program: eager changes the flag (or raises, for a non-leaf
-        # set to False), and the caller's tensor sees it where x is an input; squall's trace does
-        # not model that, so a change runs the call eagerly, as `x.requires_grad_(v)` does
-        # (squall.ltorch.base). squall's own code sets `_requires_grad`.
+        # `x.requires_grad = v` in the program: modelled where x is a value the program computed
+        # that becomes a leaf requiring grad; anything else runs the call eagerly
+        # (squall.frontend.grad_roots). squall's own code sets `_requires_grad`.
         if bool(value) != self._requires_grad:
-            _require_context().refuse("squall: the program changes whether a traced tensor requires grad "
-                                      "(x.requires_grad = ...): eager's later ops and the caller's tensor see that change, "
-                                      "squall's program would not")
+            _require_context().set_requires_grad(self, value)
 
     # read as fast as a slot (the getter runs in C); set by the program through the check above
     requires_grad = property(operator.attrgetter("_requires_grad"), _program_sets_requires_grad)

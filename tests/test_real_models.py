@@ -6,6 +6,7 @@ calls 13 of them with padding masks. The full CLIP and T5 encoder-decoder are ca
 and a LLaMA decoder generates with its KV cache."""
 from __future__ import annotations
 
+import copy
 import warnings
 
 import pytest
@@ -200,6 +201,31 @@ def test_timm_training_step_matches_eager(name):
         torch.testing.assert_close(a.grad, e.grad, atol=1e-4, rtol=1e-3, msg=lambda m: f"{name_}.grad: {m}")
     for (name_, a), e in zip(compiled_model.named_buffers(), eager.buffers()):
         torch.testing.assert_close(a, e, msg=lambda m: f"{name_}: {m}")
+
+
+def test_wav2vec2_training_step_compiles_whole_and_matches_eager():
+    """In training, wav2vec2's feature encoder makes its input's view require grad
+    (`hidden_states.requires_grad = True`): squall compiles and differentiates the whole model
+    (it ran the model's forwards eagerly around their compiled submodules before, 2026-11-29)."""
+    (model,) = [m for m in TRANSFORMERS_MODELS if m.name == "wav2vec2"]
+    torch.manual_seed(0)
+    eager, inputs = model.build().train(), model.inputs()
+    for module in eager.modules():  # its dropouts and layer drop off: both runs then compute the same
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    eager.config.layerdrop = eager.config.mask_time_prob = 0.0
+    compiled_model = copy.deepcopy(eager)
+    jitted = squall.jit(compiled_model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        loss = jitted(**inputs).logits.square().mean()
+    loss.backward()
+    expected = eager(**inputs).logits.square().mean()
+    expected.backward()
+    torch.testing.assert_close(loss, expected)
+    assert squall.last_traces(jitted).backward is not None  # squall's own gradients, not PyTorch's autograd
+    for (name, a), e in zip(compiled_model.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(a.grad, e.grad, atol=1e-4, rtol=1e-3, msg=lambda m: f"{name}.grad: {m}")
 
 
 # mistral: its cache is sliding-window layers, each counting the tokens it saw in an int (a size symbol)

@@ -569,6 +569,9 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
     that call (its grad transform), which wins over the table's.
     """
     needs_grad = {p.name for p in trace.inputs if p.requires_grad and is_differentiable(p)}
+    # and the values the program made require grad (squall.frontend.grad_roots): the gradient
+    # reaching one is dead code, as eager's lands in a .grad nothing reads
+    needs_grad |= getattr(trace.context, "grad_roots", set())
     d = _Differentiator(trace, rules, needs_grad, overrides)
     regions: list[int] = []  # per forward call, the checkpoint region of the program's call it came from
     for bsym in trace.bsyms:

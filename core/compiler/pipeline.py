@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch._prims_common import make_contiguous_strides_for
 
+from ..frontend.grad_roots import refuse_unmodelled_roots
 from ..frontend.tracing import InputBinding, ModuleLayout, trace_program
 from ..ltorch.autocast import without_autocast
 from ..ltorch.base import SquallWarning, UnmodelledMode
@@ -238,6 +239,7 @@ def _compile_traced(traced, bindings, layout, executors, generate_code, seconds,
     # program: where one requires grad, only PyTorch's autograd carries a gradient to it
     captured = [f"{name} {tuple(t.shape)}" for name, t in traced.constants.items() if isinstance(t, torch.Tensor) and t.requires_grad]
     needs_grad = torch.is_grad_enabled() and (bool(captured) or any(p.requires_grad for p in traced.inputs))
+    refuse_unmodelled_roots(traced, differentiated_by_squall=needs_grad and not captured)
     if needs_grad and captured:
         _refuse_writes_without_grad(traced)
         warnings.warn(
@@ -258,6 +260,7 @@ def _compile_traced(traced, bindings, layout, executors, generate_code, seconds,
                 diff = differentiate(traced, default_grad_rules(), overrides=overrides)
         except NoGradRule as e:
             _refuse_writes_without_grad(traced)
+            refuse_unmodelled_roots(traced, differentiated_by_squall=False)
             warnings.warn(
                 f"{e}: this program is differentiated by PyTorch's autograd instead, on the executors "
                 "autograd can differentiate through (torch)",

@@ -157,7 +157,7 @@ def _state(ctx: Any, recorder: Any) -> tuple:
     r = recorder
     return (
         len(ctx.constants), len(ctx.number_roots), len(ctx.mutated_inputs), len(ctx.inputs), len(ctx.gradient_passes),
-        len(ctx.substitutes), len(ctx.shapes.symbols), len(ctx.views.stale), ctx.rebinds, len(ctx.layouts_guarded),
+        len(ctx.grad_roots), len(ctx.substitutes), len(ctx.shapes.symbols), len(ctx.views.stale), ctx.rebinds, len(ctx.layouts_guarded),
         len(speculation.values) if speculation is not None else 0,
         len(r._write_order), sum(len(i.writes) for i in r._write_order),
         # (a container read, shared by both modules, is read through one copy: what was written to any)

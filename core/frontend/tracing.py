@@ -30,6 +30,7 @@ from ..proxies import NumberProxy, TensorProxy, size_leaf, tracing, real_tensor
 from ..symbolic import ShapeEnv, SymInt
 from ..trace import Trace, container_items, pytree_container, rebuilt_container
 from .module_replays import ModuleReplays, replays_enabled
+from .grad_roots import set_requires_grad
 from .layouts import traced_is_contiguous, traced_storage_offset, traced_strides
 from .outputs import capture_output
 from .random_state import random_state_kept
@@ -65,6 +66,8 @@ class TracingContext:
         # the name of a value an in-place op wrote under no_grad -> the value it replaced, which
         # the gradient reaching it passes to (as eager's autograd does)
         self.gradient_passes: dict[str, TensorProxy] = {}
+        # the names of values the program computed and then made require grad (squall.frontend.grad_roots)
+        self.grad_roots: set[str] = set()
         # whether the program is traced with grad mode on (a gradient may be taken of it); only
         # then does what a no_grad region inside it returns decide a gradient (squall.ltorch.eager_identity)
         self.traced_with_grad = torch.is_grad_enabled()
@@ -98,7 +101,7 @@ class TracingContext:
         """What a call may change in this context besides recording calls: where it differs after
         an op's body from before, the body did more (squall.replays), and is not replayed."""
         return (
-            len(self.constants), len(self.number_roots), len(self.mutated_inputs), len(self.inputs), len(self.gradient_passes),
+            len(self.constants), len(self.number_roots), len(self.mutated_inputs), len(self.inputs), len(self.gradient_passes), len(self.grad_roots),
             len(self.substitutes), len(self.shapes.symbols), len(self.views.root), len(self.views.stale), self.rebinds,
         )
 
@@ -183,6 +186,10 @@ class TracingContext:
             self._written_storages.add(storage)
             if any(c is not real and _storage(c) == storage for c in self.constants.values()):
                 self.refuse(_SHARED_MEMORY)
+
+    def set_requires_grad(self, proxy: TensorProxy, value: bool) -> TensorProxy:
+        """`proxy.requires_grad = value` in the program (squall.frontend.grad_roots)."""
+        return set_requires_grad(self, proxy, value)
 
     def refuse(self, why: str) -> None:
         """Stop the trace: the program does what squall's traces do not model, and runs eagerly (a

@@ -42,6 +42,7 @@ from ..ltorch.subscript import setitem
 from ..prims.base import canonical_dim
 from ..proxies import TensorProxy
 from ..symbol import Tags
+from .grad_roots import refuse_write_into_root
 from .layouts import traced_is_contiguous, traced_overlap, traced_reshape_is_view, traced_to_aliases
 
 __all__ = ["ViewStep", "ViewTracker", "VIEW_OPS"]
@@ -271,6 +272,8 @@ class ViewTracker:
     def write(self, a: TensorProxy, value: TensorProxy) -> TensorProxy:
         """`a` gets `value` (an in-place op wrote it); its root and other views follow."""
         root = self.root.get(id(a))
+        if self.ctx.grad_roots:
+            refuse_write_into_root(self.ctx, self.family.get(id(root if root is not None else a), (a,)))
         if root is None:
             self._mark_stale(a, keep=None)
             return self.ctx.rebind(a, value)
@@ -345,6 +348,8 @@ class ViewTracker:
         returned a view (contiguous() of a value squall computed contiguous), which the write must
         neither reach through the copy nor leave the copy sharing."""
         root = self.root.get(id(a), a)
+        if self.ctx.grad_roots:
+            refuse_write_into_root(self.ctx, self.family.get(id(root), (root,)))
         for member in list(self.family.get(id(root), ())[1:]):
             steps = self.steps.get(id(member))
             if self.root.get(id(member)) is not root or steps[-1].op.id not in _LAYOUT_DEPENDENT or self._view_in_eager(steps[-1]):

@@ -236,7 +236,10 @@ class TorchLanguage:
             raise UnmodelledMode(f"squall: the program calls {qualified_name(func)} on a traced tensor: that belongs to eager's "
                                  "autograd graph, which squall's compiled program does not build tensor by tensor (jit the "
                                  "forward and call backward outside it to have squall differentiate it)")
-        if has_proxy and _changes_grad_flag(func, args, kwargs):
+        if func is torch.Tensor.requires_grad_ and args and type(args[0]) is TensorProxy:
+            # modelled where it makes a computed value a leaf requiring grad (squall.frontend.grad_roots)
+            return ctx.set_requires_grad(args[0], args[1] if len(args) > 1 else kwargs.get("requires_grad", True))
+        if has_proxy and _detaches_in_place(func, args):
             raise UnmodelledMode(f"squall: the program changes whether a traced tensor requires grad ({qualified_name(func)}): "
                                  "eager's later ops and the caller's tensor see that change, squall's program would not")
         if has_proxy and ctx.traced_with_grad and not torch.is_grad_enabled() and _requires_grad((args, kwargs)) and _inside_function_apply():
@@ -607,15 +610,11 @@ def _writes_into_given(func) -> str:
             "support; assign the result (y = torch.add(a, b)) or copy it in (y.copy_(torch.add(a, b)))")
 
 
-def _changes_grad_flag(func: Callable, args: tuple, kwargs: dict) -> bool:
-    """Whether the call changes a traced tensor's requires_grad: `x.requires_grad_(v)` to another
-    flag, or `x.detach_()` of one that requires grad (it also cuts x from the graph: eager's later
-    ops on x pass no gradient back, squall's, which kept x's name, passed it)."""
-    if not args or type(args[0]) is not TensorProxy:
-        return False
-    if func is torch.Tensor.requires_grad_:
-        return bool(args[1] if len(args) > 1 else kwargs.get("requires_grad", True)) != args[0].requires_grad
-    return func in (torch.Tensor.detach_, torch.detach_) and args[0].requires_grad
+def _detaches_in_place(func: Callable, args: tuple) -> bool:
+    """Whether the call is `x.detach_()` of a traced tensor that requires grad: it cuts x from the
+    graph, so eager's later ops on x pass no gradient back, where squall's, which kept x's name,
+    would pass it."""
+    return func in (torch.Tensor.detach_, torch.detach_) and bool(args) and type(args[0]) is TensorProxy and args[0].requires_grad
 
 
 _FUNCTION_APPLY = torch.autograd.Function.apply.__func__.__code__
