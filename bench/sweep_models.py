@@ -167,6 +167,79 @@ make the program chaotic (eager's own float32 answer is 23-35% off float64's). S
 conditioning check (squall.runtime.tiers.CONDITIONING_FACTOR) the same step is fused, without a
 warning: 0.53x the torch plan's time, its gradients ok* against eager (73 tensors over
 tolerance, each as close to float64 as eager's or noise, as on the torch plan).
+
+The third batch (THIRD_BATCH in bench/sweep_model_list.py: 54 models added 2026-11-29), with
+hubert and gpt_neox again, after 1bb7c31 (CPU, torch 2.13, transformers 5.24, timm 1.0.31; load
+1.1-2.1; the torch plan):
+
+| model | inference | other sizes | padded | generate | step | 3 SGD steps | SquallWarnings | compile s |
+|---|---|---|---|---|---|---|---|---|
+| gpt_neox | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 0.0e+00 | ok 0.0e+00 | - | 0.1 / 0.8 |
+| hubert | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 2.6e-07 | ok 4.0e-09 | - | 0.4 / 0.3 |
+| gpt_neo | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 0.0e+00 | ok 0.0e+00 | - | 0.3 / 1.6 |
+| stablelm | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 0.0e+00 | ok 0.0e+00 | - | 0.1 / 0.6 |
+| starcoder2 | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 0.0e+00 | ok 0.0e+00 | - | 0.1 / 0.2 |
+| cohere | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 0.0e+00 | ok 0.0e+00 | - | 0.0 / 0.2 |
+| granite | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 0.0e+00 | ok 0.0e+00 | - | 0.0 / 0.4 |
+| nemotron | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 0.0e+00 | ok 0.0e+00 | - | 0.1 / 0.3 |
+| persimmon | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 0.0e+00 | ok 0.0e+00 | - | 0.1 / 0.2 |
+| qwen2_moe | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 2.5e-07 | ok 3.6e-07 | - | 0.2 / 1.5 |
+| olmoe | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 3.9e-07 | ok 1.1e-07 | - | 0.2 / 0.3 |
+| biogpt | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 0.0e+00 | ok 0.0e+00 | - | 0.0 / 0.1 |
+| xglm | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 3.6e-07 | ok 2.6e-08 | - | 0.0 / 0.1 |
+| ctrl | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 0.0e+00 | ok 0.0e+00 | - | 0.0 / 0.1 |
+| diffllama | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 7.5e-05 | ok 1.1e-07 | - | 0.0 / 0.7 |
+| falcon_mamba | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 1.6e-07 | ok 1.6e-07 | - | 0.1 / 0.3 |
+| bamba | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 3.6e-09 | ok 0.0e+00 | - | 0.1 / 0.4 |
+| lfm2 | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 0.0e+00 | ok 0.0e+00 | - | 0.0 / 0.1 |
+| bitnet | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 0.0e+00 | ok 0.0e+00 | - | 0.0 / 0.2 |
+| glm4 | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 0.0e+00 | ok 0.0e+00 | - | 0.1 / 0.4 |
+| granitemoe | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 4.1e-07 | ok 1.1e-07 | - | 0.2 / 0.4 |
+| mbart | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 0.0e+00 | ok 0.0e+00 | - | 0.2 / 2.6 |
+| umt5 | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | ok | ok 5.5e-07 | ok 1.2e-07 | - | 0.2 / 1.6 |
+| roformer | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | - | ok 7.0e-07 | ok 1.4e-07 | - | 0.0 / 0.2 |
+| megatron_bert | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | - | ok 2.5e-05 | ok 2.1e-06 | - | 0.1 / 0.2 |
+| rembert | ok 0.0e+00 | ok 0.0e+00 | ok 0.0e+00 | - | ok 7.5e-07 | ok 5.0e-08 | - | 0.1 / 0.3 |
+| wav2vec2 | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 4.6e-07 | ok 6.4e-08 | - | 0.1 / 0.2 |
+| segformer | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 0.0e+00 | ok 3.7e-05 | - | 0.1 / 0.0 |
+| mobilevitv2 | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 0.0e+00 | ok 0.0e+00 | - | 0.1 / 0.5 |
+| convnextv2 | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 3.2e-08 | ok 1.2e-07 | - | 0.0 / 0.1 |
+| timm/mixer_s16_224 | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 0.0e+00 | ok 0.0e+00 | - | 0.1 / 0.6 |
+| timm/ghostnet_050 | ok 0.0e+00 | ok 0.0e+00 | - | - | ok* 2.3e+00 (13 tensors) | ok* 2.2e+00 (413 tensors) | - | 0.6 / 3.7 |
+| timm/rexnet_100 | ok 0.0e+00 | ok 0.0e+00 | - | - | ok* 4.0e+00 (15 tensors) | ok* 4.0e+00 (58 tensors) | - | 0.4 / 1.0 |
+| timm/cait_xxs24_224 | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 2.2e-13 | ok 3.5e-12 | - | 0.0 / 0.1 |
+| timm/pit_ti_224 | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 6.0e-07 | ok 5.4e-07 | - | 0.1 / 0.3 |
+| timm/fastvit_t8 | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 3.1e-04 | ok* 2.9e-02 (6 tensors) | - | 0.2 / 2.5 |
+| timm/repvit_m1 | ok 0.0e+00 | ok 0.0e+00 | - | - | ok* 2.8e-02 (3 tensors) | ok* 1.4e-01 (202 tensors) | - | 0.2 / 2.0 |
+| timm/edgenext_xx_small | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 3.6e-09 | ok 1.4e-08 | - | 0.1 / 0.3 |
+| timm/hiera_tiny_224 | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 0.0e+00 | ok 0.0e+00 | - | 0.2 / 0.7 |
+| timm/mambaout_femto | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 6.5e-07 | ok 7.9e-07 | - | 0.1 / 0.3 |
+| timm/pvt_v2_b0 | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 0.0e+00 | ok 0.0e+00 | - | 0.1 / 0.3 |
+| timm/gcvit_xxtiny | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 1.2e-06 | ok 8.3e-07 | - | 0.3 / 2.8 |
+| timm/sequencer2d_s | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 0.0e+00 | ok 0.0e+00 | torch.lstm opaque (autograd fallback) | 1.1 / 1.4 |
+| timm/volo_d1_224 | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 5.1e-07 | ok 1.2e-06 | - | 0.2 / 0.6 |
+| timm/visformer_tiny | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 0.0e+00 | ok 0.0e+00 | - | 0.1 / 0.4 |
+| timm/inception_next_tiny | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 0.0e+00 | ok 0.0e+00 | - | 0.1 / 0.7 |
+| timm/convit_tiny | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 6.0e-04 | ok 1.9e-05 | - | 0.0 / 0.1 |
+| timm/res2net50_14w_8s | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 0.0e+00 | ok 0.0e+00 | - | 0.9 / 7.8 |
+| timm/coat_lite_tiny | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 1.8e-06 | ok 8.9e-07 | - | 0.1 / 0.4 |
+| timm/davit_tiny | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 1.3e-06 | ok 1.4e-06 | - | 0.2 / 0.9 |
+| torchvision/inception_v3 | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 0.0e+00 | ok 0.0e+00 | - | 0.5 / 2.1 |
+| torchvision/mobilenet_v3_small | ok 0.0e+00 | ok 0.0e+00 | - | - | ok* 1.4e-03 (2 tensors) | ok* 2.0e-01 (67 tensors) | - | 0.2 / 1.0 |
+| torchvision/resnext50_32x4d | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 0.0e+00 | ok 0.0e+00 | - | 0.4 / 1.1 |
+| torchvision/efficientnet_v2_s | ok 0.0e+00 | ok 0.0e+00 | - | - | ok* 2.0e+00 (30 tensors) | ok* 2.3e+00 (60 tensors) | - | 0.8 / 3.3 |
+| torchvision/swin_v2_t | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 1.3e-06 | ok 1.2e-05 | - | 0.4 / 1.1 |
+| torchvision/regnet_x_400mf | ok 0.0e+00 | ok 0.0e+00 | - | - | ok 0.0e+00 | ok 0.0e+00 | - | 0.3 / 1.5 |
+
+Every row ok or ok*: no wrong answer. The ok* rows are batch norms' biases and running statistics
+whose gradients are float32 noise in eager too (checked against float64, as above). Found and
+fixed on the way: wav2vec2's and hubert's feature encoders set `hidden_states.requires_grad =
+True` in training, which ran their forwards eagerly around their compiled submodules (hubert's
+"requires_grad set (eager split)" above); a computed tensor made to require grad is now modelled
+(squall.frontend.grad_roots), and both train as one squall program. Left as it is:
+sequencer2d_s's nn.LSTM is `torch.lstm`, which is not in squall's torch language: it runs as an
+opaque torch call with no gradient rule, so that program's training is differentiated by
+PyTorch's autograd (correct, with a warning).
 """
 from __future__ import annotations
 

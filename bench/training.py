@@ -32,14 +32,13 @@ Measured 2026-11-26 (--only gpt llama --cpu-time --rounds 7, load 3-4, thread CP
 only 7.10 ms (0.96x), squall defaults 3.84 ms (0.52x; 0.76 of torch.compile's). squall's own
 gradients on both; torch.compile's first step 30-39 s.
 
-`llama_input_grads` is that Llama set up as PEFT sets a model up for fine-tuning
-(`enable_input_require_grads()`: a forward hook makes the input embeddings' output require grad;
-only the attention's q and v projections trainable). Measured 2026-11-29 (--only llama
-llama_input_grads --skip-defaults --cpu-time --rounds 7, load 0.5-0.9): eager 9.29 ms,
-torch.compile 7.40 ms (0.80x), squall torch only 7.93 ms (0.85x); llama in the same run 0.92x and
-torch.compile 0.79x. Before squall modelled the hook's `requires_grad_` (squall.frontend.grad_roots),
-LlamaForCausalLM's and LlamaModel's forwards ran eagerly around their compiled submodules: 1.27x
-eager (12.72 against 10.03 ms, the same command without torch.compile).
+`llama_lora` is that Llama fine-tuned with PEFT's LoRA (`LoraLoss`), when peft is installed.
+Measured 2026-11-29 (--only llama llama_lora --skip-defaults --cpu-time --rounds 7, load 1.6-1.9):
+llama_lora eager 11.15 ms, torch.compile 8.91 ms (0.80x), squall torch only 9.31 ms (0.83x); llama
+in the same run 0.89x and torch.compile 0.76x. Before squall modelled `requires_grad_` on a
+computed tensor (squall.frontend.grad_roots, which the hook calls), LlamaForCausalLM's and
+LlamaModel's forwards ran eagerly around their compiled submodules: 1.25x eager (14.30 against
+11.45 ms, the same command at 9dafd06 without torch.compile, load 1.1-1.6).
 
 `resnet` is timm's test_resnet (batch norms in training mode, 8 images of 64x64, 10 classes).
 Measured 2026-11-26 (--only resnet cnn --cpu-time --rounds 5, load 1-2, thread CPU time), after the
@@ -247,16 +246,22 @@ class CausalLMLoss(nn.Module):
         return self.lm(input_ids=ids, labels=labels).loss
 
 
-class InputGradsLoss(CausalLMLoss):
-    """The tiny Llama fine-tuned as PEFT sets a model up for it: `enable_input_require_grads()` (a
-    forward hook making the input embeddings' output require grad) and only the attention's query
-    and value projections trainable, the rest frozen."""
+class LoraLoss(CausalLMLoss):
+    """The tiny Llama fine-tuned with PEFT's LoRA (rank 4 on the attention's q and v projections),
+    set up as PEFT's docs do it: `enable_input_require_grads()`, a forward hook making the input
+    embeddings' output require grad. LoRA's B starts at zero; it is drawn here, so that every
+    adapter gets a gradient."""
 
     def __init__(self):
         super().__init__()
+        import peft  # optional: only this workload needs it
+
+        self.lm = peft.get_peft_model(self.lm, peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0))
         self.lm.enable_input_require_grads()
-        for name, p in self.lm.named_parameters():
-            p.requires_grad_(name.endswith(("q_proj.weight", "v_proj.weight")))
+        with torch.no_grad():
+            for name, p in self.lm.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(0, 0.02)
 
 
 class ImageClassifierLoss(nn.Module):
@@ -284,7 +289,8 @@ def workloads() -> dict:
         "cross_entropy": (CrossEntropy(), (torch.randint(0, 8192, (4096,)),)),
         "cnn": (SmallCNN().train(), (torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,)))),
         **({"llama": (CausalLMLoss(), (torch.randint(0, 1024, (4, 64)), torch.randint(0, 1024, (4, 64)))),
-            "llama_input_grads": (InputGradsLoss(), (torch.randint(0, 1024, (4, 64)), torch.randint(0, 1024, (4, 64))))}
+            **({"llama_lora": (LoraLoss(), (torch.randint(0, 1024, (4, 64)), torch.randint(0, 1024, (4, 64))))}
+               if importlib.util.find_spec("peft") else {})}
            if importlib.util.find_spec("transformers") else {}),
         **({"resnet": (ImageClassifierLoss(), (torch.randn(8, 3, 64, 64), torch.randint(0, 10, (8,))))}
            if importlib.util.find_spec("timm") else {}),

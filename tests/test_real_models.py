@@ -228,6 +228,36 @@ def test_wav2vec2_training_step_compiles_whole_and_matches_eager():
         torch.testing.assert_close(a.grad, e.grad, atol=1e-4, rtol=1e-3, msg=lambda m: f"{name}.grad: {m}")
 
 
+def test_peft_lora_fine_tuning_step_compiles_whole_and_matches_eager():
+    """PEFT's LoRA on the tiny Llama, set up as its docs fine-tune (`enable_input_require_grads`,
+    whose hook makes the embeddings' output require grad): one squall program differentiated by
+    squall, the adapters' gradients as eager's (the whole forward ran eagerly before, 2026-11-29)."""
+    peft = pytest.importorskip("peft", reason="peft is a test extra: pip install -e '.[test]'")
+    (model,) = [m for m in TRANSFORMERS_MODELS if m.name == "llama"]
+    torch.manual_seed(0)
+    eager = peft.get_peft_model(model.build().train(), peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0))
+    eager.enable_input_require_grads()
+    with torch.no_grad():  # LoRA's B starts at zero, which would leave A without a gradient
+        for name, p in eager.named_parameters():
+            if "lora_B" in name:
+                p.normal_()
+    compiled_model = copy.deepcopy(eager)
+    inputs = model.inputs()
+    jitted = squall.jit(compiled_model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", squall.SquallWarning)
+        loss = jitted(**inputs, labels=inputs["input_ids"]).loss
+    loss.backward()
+    expected = eager(**inputs, labels=inputs["input_ids"]).loss
+    expected.backward()
+    torch.testing.assert_close(loss, expected)
+    assert squall.last_traces(jitted).backward is not None
+    trained = [(name, p.grad, e.grad) for (name, p), e in zip(compiled_model.named_parameters(), eager.parameters()) if p.requires_grad]
+    assert len(trained) == 8  # A and B of q_proj and v_proj in both layers
+    for name, a, e in trained:
+        torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-4, msg=lambda m: f"{name}.grad: {m}")
+
+
 # mistral: its cache is sliding-window layers, each counting the tokens it saw in an int (a size symbol)
 @pytest.mark.parametrize("name", ["llama", "gpt2", "qwen2", "mistral"])
 def test_generate_compiles_prefill_and_decode_once_and_later_generates_reuse_them(name):
