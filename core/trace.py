@@ -397,6 +397,9 @@ class Trace:
         for name, value in self.constants.items():
             if real_tensor(value):
                 lines.append(f'  # {name}: "{value.device} {value.dtype}{list(value.shape)}" (a captured constant)')
+        roots = getattr(self.context, "grad_roots", None)
+        if roots:  # (squall.frontend.grad_roots)
+            lines.append(f"  # made to require grad by the program (x.requires_grad = True), a gradient starts at: {', '.join(sorted(roots))}")
 
         def emit(bsym: BoundSymbol, depth: int) -> None:
             if bsym.sym is DEL:

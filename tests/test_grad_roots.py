@@ -74,7 +74,9 @@ def test_a_computed_tensor_made_to_require_grad_is_compiled_and_differentiated_b
     expected.backward()
     torch.testing.assert_close(loss, expected)
     torch.testing.assert_close(_grads(model), _grads(reference))
-    assert squall.last_traces(jitted).backward is not None  # squall's own differentiation, not PyTorch's autograd
+    traces = squall.last_traces(jitted)
+    assert traces.backward is not None  # squall's own differentiation, not PyTorch's autograd
+    assert "made to require grad by the program" in str(traces[0])  # shown in the trace (and explain)
 
 
 def test_a_result_computed_only_from_the_root_requires_grad_as_eagers():
