@@ -3,6 +3,8 @@ models of tests/test_real_models.py (small configs, random weights, inference).
 
 Run: python bench/models.py [name ...]          (default: every model; prints a markdown table)
      python bench/models.py --no-torch-compile --no-inductor resnet   (squall's torch plan only)
+     python bench/models.py --sweep stablelm timm/ghostnet_050        (models of bench/sweep_model_list.py,
+                                                                       which squall's tests do not run)
 
 Per model: the cached per-call time of eager, torch.compile (default mode), squall with the torch
 executor alone, and squall with the inductor plugin after its upgrade, each as a ratio to
@@ -52,7 +54,7 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from real_models import TIMM_MODELS, TORCHVISION_MODELS, TRANSFORMERS_MODELS, assert_same_output, import_torchvision  # noqa: E402
+from real_models import TIMM_MODELS, TORCHVISION_MODELS, TRANSFORMERS_MODELS, RealModel, assert_same_output, import_torchvision  # noqa: E402
 
 import squall  # noqa: E402
 from squall.frontend.speculation import guards_of  # noqa: E402
@@ -76,6 +78,8 @@ def main() -> None:
     parser.add_argument("--no-inductor", action="store_true", help="leave squall with the inductor plugin out")
     parser.add_argument("--why", action="store_true", help="print each upgrade's reason (every offer's time) under the table")
     parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu", help="per-call time: the thread's CPU time, or wall clock")
+    parser.add_argument("--sweep", action="store_true",
+                        help="take the models, by name, from bench/sweep_model_list.py (in eval mode, without their labels)")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--number", type=int, default=3)
     args = parser.parse_args()
@@ -91,8 +95,8 @@ def main() -> None:
     if len(contenders) > 1:
         _warm_inductor()
     base = "torch.compile" if "torch.compile" in contenders else "eager"
-    models = [m for m in TIMM_MODELS + TORCHVISION_MODELS + TRANSFORMERS_MODELS
-              if not args.names or m.name in args.names or m.name.split("/")[-1] in args.names]
+    candidates = _sweep_models() if args.sweep else TIMM_MODELS + TORCHVISION_MODELS + TRANSFORMERS_MODELS
+    models = [m for m in candidates if not args.names or m.name in args.names or m.name.split("/")[-1] in args.names]
     missing = set(args.names) - {n for m in models for n in (m.name, m.name.split("/")[-1])}
     if missing:
         parser.error(f"unknown models: {', '.join(sorted(missing))}")
@@ -151,6 +155,17 @@ def main() -> None:
     print(f"\nload average at the end: {_load()}")
     if args.why:
         print("\n" + "\n".join(reasons))
+
+
+def _sweep_models() -> list[RealModel]:
+    """bench/sweep_model_list.py's models as this script runs them: inference in eval mode, their
+    inputs without the labels (which only a training step reads), tests/real_models.py's tolerance."""
+    from sweep_model_list import MODELS
+
+    def without_labels(inputs):
+        return lambda: {k: v for k, v in inputs().items() if k != "labels"}
+
+    return [RealModel(m.name, (lambda build: lambda: build().eval())(m.build), without_labels(m.inputs)) for m in MODELS]
 
 
 def _load() -> str:

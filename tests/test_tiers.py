@@ -232,6 +232,35 @@ def test_an_upgrade_whose_backward_differs_keeps_the_torch_plan_and_warns(fused_
     torch.testing.assert_close(x.grad, torch.exp(x.detach()) * 2.0)
 
 
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.linspace(0.5, 1.5, 16))
+
+    def forward(self, x):
+        return program(x * self.w)
+
+
+def test_a_remembered_inference_verdict_still_compares_the_backward_of_the_same_program_with_gradients(fused_faster):
+    """A module's program traced under no_grad prints as in training (its parameters require grad
+    either way), so training finds the inference verdict remembered: that verdict compared the
+    forward only, and the backward (which this fuser gets wrong) is compared before any install."""
+    fuser = WrongBackwardFuser()
+    fuser.gate.set()
+    module, x = _Scaled(), torch.randn(16)
+    with torch.no_grad():
+        inference = squall.jit(module, executors=[fuser, make_executor()], wait=True)
+        torch.testing.assert_close(inference(x), module(x))
+    assert squall.upgrades(inference)[0].status == "upgraded"  # its forward is right
+    training = squall.jit(module, executors=[fuser, make_executor()], wait=True)
+    with pytest.warns(squall.SquallWarning, match="gradients of its inputs"):
+        out = training(x)
+    out.sum().backward()
+    torch.testing.assert_close(module.w.grad, torch.exp(x * module.w.detach()) * 2.0 * x)
+    (upgrade,) = squall.upgrades(training)
+    assert upgrade.status == "kept the torch plan" and not upgrade.reason.startswith("remembered"), upgrade
+
+
 def test_judgements_are_remembered_on_disk_for_the_next_process(monkeypatch, tmp_path):
     real_judge = tiers.judge
     judged = []
