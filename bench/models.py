@@ -40,6 +40,25 @@ call, as a fraction of torch.compile's, median 0.65, worst 0.88 (timm/test_nfnet
 under 1.00 (eager median 1.87, squall torch only 1.34); large regions kept on all 27; time to fused
 speed against torch.compile's first call median 0.67, worst 1.84 (llama: torch.compile's first
 call 2.3 s from its warm cache, squall's upgrade 4.3 s).
+
+Models squall's tests do not run (--sweep, bench/sweep_model_list.py's third batch; 2026-11-29,
+--rounds 10, load 1.0-1.5, thread CPU time, fresh inductor cache), per call as a fraction of
+torch.compile's, and time to fused speed against torch.compile's first call:
+
+| model | eager | squall | squall+inductor | torch.compile ms | torch.compile first s | to fused s | to fused / first |
+|---|---|---|---|---|---|---|---|
+| stablelm | 2.32 | 1.50 | 0.52 | 0.783 | 10.55 | 10.42 | 0.99 |
+| nemotron | 2.36 | 1.44 | 0.51 | 0.688 | 8.60 | 5.73 | 0.67 |
+| qwen2_moe | 1.92 | 1.19 | 0.76 | 1.359 | 12.23 | 12.47 | 1.02 |
+| roformer | 2.83 | 1.66 | 0.56 | 0.672 | 10.06 | 12.81 | 1.27 |
+| convnextv2 | 1.57 | 1.15 | 0.64 | 0.817 | 8.33 | 4.37 | 0.52 |
+| timm/ghostnet_050 | 1.68 | 1.32 | 0.77 | 7.852 | 55.07 | 55.49 | 1.01 |
+| timm/pvt_v2_b0 | 1.12 | 0.95 | 0.86 | 11.453 | 27.93 | 14.69 | 0.53 |
+| torchvision/mobilenet_v3_small | 1.40 | 1.16 | 0.79 | 5.347 | 32.79 | 13.24 | 0.40 |
+
+squall after its upgrade: median 0.70 of torch.compile's per-call time, worst 0.86 (pvt_v2_b0);
+large regions kept on all 8; time to fused speed median 0.83 of torch.compile's first call, worst
+1.27 (roformer: 12.8 against 10.1 s).
 """
 from __future__ import annotations
 
