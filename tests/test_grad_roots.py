@@ -98,6 +98,32 @@ def test_a_result_computed_only_from_the_root_requires_grad_as_eagers():
     torch.testing.assert_close((loss, side), (eager_loss, eager_side))
 
 
+def test_what_was_computed_from_the_tensor_before_its_flag_was_set_requires_no_grad_its_views_do_as_eagers():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            h = x * 2
+            before, view_before = h.exp(), h[0]
+            h.requires_grad = True
+            return self.lin(h).sum(), before * 3, view_before + 1, h.sin()
+
+    model = M()
+    x = torch.randn(2, 3)
+    got = _no_squall_warning(squall.jit(model), x)
+    expected = model(x)
+    # (eager's view answers for its base's flag, set after the view was taken)
+    assert [t.requires_grad for t in got] == [t.requires_grad for t in expected] == [True, False, True, True]
+    torch.testing.assert_close(got, expected)
+    got[0].backward()
+    weight_grad = model.lin.weight.grad.clone()
+    model.lin.weight.grad = None
+    expected[0].backward()
+    torch.testing.assert_close(weight_grad, model.lin.weight.grad)
+
+
 def test_setting_the_flag_inside_no_grad_changes_only_the_flag():
     def fn(x):
         h = x * 2

@@ -214,6 +214,11 @@ class _Differentiator:
         self.overrides = overrides or {}  # id(top-level bsym) -> the rule its executor supplies
         self.needs_grad = needs_grad  # names of the values a gradient flows back to
         self.leaves = {p.name for p in trace.inputs if p.requires_grad}
+        # the values the program made require grad (squall.frontend.grad_roots): a gradient flows
+        # from one into the calls made after the flag was set (their results require grad), not
+        # into those made before; the gradient reaching the root itself is dead code, as eager's
+        # lands in a .grad nothing reads
+        self.roots: set[str] = set(getattr(trace.context, "grad_roots", ()))
         self.forward: list[BoundSymbol] = []
         self.tape: list[_TapeEntry] = []
         self.rules_used: list[str] = []
@@ -227,6 +232,8 @@ class _Differentiator:
         `top` is the program's own call `bsym` is a piece of (for error messages)."""
         top = top or bsym
         inputs = bsym.input_proxies()
+        if self.roots:
+            self._reach_roots(bsym, inputs)
         if bsym.sym.id == prims.copy_.id and inputs[0].name in self.leaves:
             if inputs[1].name not in getattr(self.trace.context, "gradient_passes", {}):
                 # eager refuses this on a leaf and records it on a non-leaf; PyTorch's autograd knows which
@@ -279,6 +286,14 @@ class _Differentiator:
                 self.needs_grad.add(p.name)
         call = GradCall(bsym.args, bsym.kwargs, output, tuple(residuals), ())
         self.tape.append(_TapeEntry(rule, call, bsym, top))
+
+    def _reach_roots(self, bsym: BoundSymbol, inputs: list) -> None:
+        """Where `bsym` reads a gradient root and its results require grad (it was called after the
+        program set the flag), the gradient flows to that root from here on."""
+        reached = [p.name for p in inputs if p.name in self.roots]
+        if reached and any(getattr(p, "requires_grad", False) for p in bsym.output_proxies()):
+            self.needs_grad.update(reached)
+            self.roots.difference_update(reached)
 
     def _pass_to_written(self, bsym: BoundSymbol) -> None:
         """Where `bsym` made the value an in-place op wrote under no_grad into a tensor a gradient
@@ -569,9 +584,6 @@ def differentiate(trace: Trace, rules: GradRules, *, overrides: Mapping[int, Gra
     that call (its grad transform), which wins over the table's.
     """
     needs_grad = {p.name for p in trace.inputs if p.requires_grad and is_differentiable(p)}
-    # and the values the program made require grad (squall.frontend.grad_roots): the gradient
-    # reaching one is dead code, as eager's lands in a .grad nothing reads
-    needs_grad |= getattr(trace.context, "grad_roots", set())
     d = _Differentiator(trace, rules, needs_grad, overrides)
     regions: list[int] = []  # per forward call, the checkpoint region of the program's call it came from
     for bsym in trace.bsyms:

@@ -7,9 +7,10 @@ transformers' speech encoders do this to their input in training (wav2vec2, HuBE
 = True`, for gradient checkpointing), and PEFT's `enable_input_require_grads` does it to the
 input embeddings' output in a forward hook. squall models it: the value's name becomes a
 *gradient root* (TracingContext.grad_roots), its proxy requires grad from there on (so do the
-values computed from it, and reads of the flag answer as eager's), and differentiation starts a
-gradient there as at an input that requires grad (squall.compiler.gradients); the gradient that
-reaches the root itself is dead code.
+values computed from it afterwards, not those computed before, and reads of the flag answer as
+eager's; its views, those taken before too, answer for its flag, as eager's do), and
+differentiation starts a gradient there for the calls made after the flag was set
+(squall.compiler.gradients); the gradient that reaches the root itself is dead code.
 
 Everything else that changes the flag runs the call eagerly, with a warning, as before, where a
 trace would differ from eager: an input's or a captured tensor's flag (the caller's tensor
@@ -49,6 +50,13 @@ def set_requires_grad(ctx: Any, x: TensorProxy, value: bool) -> TensorProxy:
         raise UnmodelledMode(f"{_CHANGES} (of {x.name}, a {x.dtype} tensor, which eager refuses): {_NOT_MODELLED}")
     ctx.grad_roots.add(x.name)
     x._requires_grad = True
+    # eager's views of x answer for x's flag, those taken before it was set too: a gradient
+    # flows from them into the calls made from here on
+    views = ctx.views
+    for view in views.family.get(id(views.root.get(id(x), x)), ())[1:]:
+        if any(step.args[step.at] is x for step in views.steps.get(id(view), ())):
+            ctx.grad_roots.add(view.name)
+            view._requires_grad = True
     return x
 
 
