@@ -79,18 +79,25 @@ def test_a_computed_tensor_made_to_require_grad_is_compiled_and_differentiated_b
     assert "made to require grad by the program" in str(traces[0])  # shown in the trace (and explain)
 
 
+class _LinearProgram(nn.Module):
+    """A Linear(3, 3) whose forward is `body(self, x)`: each test's program around one module."""
+
+    def __init__(self, body):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.body = body
+
+    def forward(self, x):
+        return self.body(self, x)
+
+
 def test_a_result_computed_only_from_the_root_requires_grad_as_eagers():
-    class M(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = nn.Linear(3, 3)
+    def body(self, x):
+        h = x * 2
+        h.requires_grad_()
+        return self.lin(x).sum(), h.exp()
 
-        def forward(self, x):
-            h = x * 2
-            h.requires_grad_()
-            return self.lin(x).sum(), h.exp()
-
-    model = M()
+    model = _LinearProgram(body)
     x = torch.randn(2, 3)
     loss, side = _no_squall_warning(squall.jit(model), x)
     eager_loss, eager_side = model(x)
@@ -99,18 +106,13 @@ def test_a_result_computed_only_from_the_root_requires_grad_as_eagers():
 
 
 def test_what_was_computed_from_the_tensor_before_its_flag_was_set_requires_no_grad_its_views_do_as_eagers():
-    class M(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = nn.Linear(3, 3)
+    def body(self, x):
+        h = x * 2
+        before, view_before = h.exp(), h[0]
+        h.requires_grad = True
+        return self.lin(h).sum(), before * 3, view_before + 1, h.sin()
 
-        def forward(self, x):
-            h = x * 2
-            before, view_before = h.exp(), h[0]
-            h.requires_grad = True
-            return self.lin(h).sum(), before * 3, view_before + 1, h.sin()
-
-    model = M()
+    model = _LinearProgram(body)
     x = torch.randn(2, 3)
     got = _no_squall_warning(squall.jit(model), x)
     expected = model(x)
@@ -139,16 +141,6 @@ def test_setting_the_flag_inside_no_grad_changes_only_the_flag():
     torch.testing.assert_close(got, expected)
 
 
-class _Refused(nn.Module):
-    def __init__(self, body):
-        super().__init__()
-        self.lin = nn.Linear(3, 3)
-        self.body = body
-
-    def forward(self, x):
-        return self.body(self, x)
-
-
 def _root_returned(self, x):
     h = x * 2
     h.requires_grad = True
@@ -175,7 +167,7 @@ def _no_input_requires_grad(self, x):  # (run on a frozen model)
     (_no_input_requires_grad, "squall does not differentiate this program"),
 ])
 def test_where_a_trace_would_differ_the_program_runs_eagerly_and_answers_as_eager(body, why):
-    model = _Refused(body).requires_grad_(body is not _no_input_requires_grad)
+    model = _LinearProgram(body).requires_grad_(body is not _no_input_requires_grad)
     x_eager, x_squall = torch.randn(2, 3), torch.randn(2, 3)
     x_squall.copy_(x_eager)
     expected = body(model, x_eager)
@@ -196,7 +188,7 @@ def test_writing_into_a_root_raises_eagers_error(write):
         write(h)
         return self.lin(h).sum()
 
-    model = _Refused(body)
+    model = _LinearProgram(body)
     with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
         body(model, torch.randn(2, 3))
     with pytest.warns(squall.SquallWarning, match="writes in place into it"):
@@ -210,7 +202,7 @@ def test_an_integer_tensor_made_to_require_grad_raises_eagers_error():
         ids.requires_grad = True
         return self.lin(x).sum() + ids.sum()
 
-    model = _Refused(body)
+    model = _LinearProgram(body)
     with pytest.warns(squall.SquallWarning, match="torch.int64 tensor"):
         with pytest.raises(RuntimeError, match="only Tensors of floating point"):
             squall.jit(model)(torch.randn(2, 3))
