@@ -181,10 +181,13 @@ def _sweep_models() -> list[RealModel]:
     inputs without the labels (which only a training step reads), tests/real_models.py's tolerance."""
     from sweep_model_list import MODELS
 
+    def in_eval_mode(build):
+        return lambda: build().eval()
+
     def without_labels(inputs):
         return lambda: {k: v for k, v in inputs().items() if k != "labels"}
 
-    return [RealModel(m.name, (lambda build: lambda: build().eval())(m.build), without_labels(m.inputs)) for m in MODELS]
+    return [RealModel(m.name, in_eval_mode(m.build), without_labels(m.inputs)) for m in MODELS]
 
 
 def _load() -> str:
