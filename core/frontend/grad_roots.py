@@ -53,7 +53,7 @@ def set_requires_grad(ctx: Any, x: TensorProxy, value: bool) -> TensorProxy:
     # eager's views of x answer for x's flag, those taken before it was set too: a gradient
     # flows from them into the calls made from here on
     views = ctx.views
-    for view in views.family.get(id(views.root.get(id(x), x)), ())[1:]:
+    for view in views.family_of(x)[1:]:
         if any(step.args[step.at] is x for step in views.steps.get(id(view), ())):
             ctx.grad_roots.add(view.name)
             view._requires_grad = True

@@ -269,11 +269,16 @@ class ViewTracker:
             start += piece.shape[d]
         return keys
 
+    def family_of(self, a: TensorProxy) -> list[TensorProxy]:
+        """`a`'s root, then every view noted of that root (`a` itself, where no view was taken of it)."""
+        root = self.root.get(id(a), a)
+        return self.family.get(id(root), [root])
+
     def write(self, a: TensorProxy, value: TensorProxy) -> TensorProxy:
         """`a` gets `value` (an in-place op wrote it); its root and other views follow."""
-        root = self.root.get(id(a))
         if self.ctx.grad_roots:
-            refuse_write_into_root(self.ctx, self.family.get(id(root if root is not None else a), (a,)))
+            refuse_write_into_root(self.ctx, self.family_of(a))
+        root = self.root.get(id(a))
         if root is None:
             self._mark_stale(a, keep=None)
             return self.ctx.rebind(a, value)
@@ -347,9 +352,9 @@ class ViewTracker:
         it before their next use). At run time the torch call that made such a copy may have
         returned a view (contiguous() of a value squall computed contiguous), which the write must
         neither reach through the copy nor leave the copy sharing."""
-        root = self.root.get(id(a), a)
         if self.ctx.grad_roots:
-            refuse_write_into_root(self.ctx, self.family.get(id(root), (root,)))
+            refuse_write_into_root(self.ctx, self.family_of(a))
+        root = self.root.get(id(a), a)
         for member in list(self.family.get(id(root), ())[1:]):
             steps = self.steps.get(id(member))
             if self.root.get(id(member)) is not root or steps[-1].op.id not in _LAYOUT_DEPENDENT or self._view_in_eager(steps[-1]):
