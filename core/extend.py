@@ -37,7 +37,7 @@ from .market.fusion import FUSION_REGION, LEFT_OUT, Declined, FusionExecutor, Fu
 from .market.hookspecs import hookimpl
 from .market.operations import CustomOperation, OperationRegistry, resolve_operation
 from .market.plugins import Marketplace, default_marketplace
-from .market.torch_executor import PRIM_IMPLS as TORCH_PRIM_IMPLS
+from .market.torch_executor import KERNEL_IMPLS as TORCH_KERNEL_IMPLS, PRIM_IMPLS as TORCH_PRIM_IMPLS
 from .prims import all_prims
 from .prims.base import PrimIDs
 from .proxies import NumberProxy, TensorProxy, current_context, symbol_reads, symbol_values
@@ -93,6 +93,7 @@ __all__ = [
     "PrimIDs",
     "all_prims",
     "TORCH_PRIM_IMPLS",
+    "TORCH_KERNEL_IMPLS",
     "ValuePrinter",
     "load_source",
     "trace_program",

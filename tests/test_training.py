@@ -266,6 +266,40 @@ def test_fused_backward_kernels_take_the_expanded_gradient_a_sum_gives(norm):
         torch.testing.assert_close(b.grad, a.grad)
 
 
+def _norm_statistics(which: str):
+    """(aten backward, its arguments with the saved statistics laid out as a fused forward may lay them
+    out, the positions of those statistics) for a layer norm over (3, 5, 5, 8) and a group norm."""
+    aten = torch.ops.aten
+    w, b = torch.randn(8), torch.randn(8)
+    if which == "layer":
+        x, dy = torch.randn(3, 5, 5, 8), torch.randn(3, 5, 5, 8)
+        _, mean, rstd = aten.native_layer_norm(x, [8], w, b, 1e-5)
+        # (3, 5, 5, 1) laid out channels-last: "dense", so only the statistics' own rule copies it
+        laid = [t.contiguous(memory_format=torch.channels_last) for t in (mean, rstd)]
+        return aten.native_layer_norm_backward.default, [dy, x, [8], mean, rstd, w, b, [True] * 3], laid, (3, 4)
+    x, dy = torch.randn(3, 8, 5, 5), torch.randn(3, 8, 5, 5)
+    _, mean, rstd = aten.native_group_norm(x, w, b, 3, 8, 25, 4, 1e-5)
+    laid = [t.t().contiguous().t() for t in (mean, rstd)]  # (3, 4) column-major
+    return aten.native_group_norm_backward.default, [dy, x, mean, rstd, w, 3, 8, 25, 4, [True] * 3], laid, (2, 3)
+
+
+@pytest.mark.parametrize("which", ["layer", "group"])
+def test_the_torch_executors_norm_backward_reads_saved_statistics_in_any_layout(which):
+    # aten's CPU kernels read mean and rstd in memory order whatever their strides: a fused forward
+    # returning them channels-last (convnextv2's layer norms, through inductor) paired each row with
+    # another's statistics, and the stem's gradients came out off by half their size
+    from squall.extend import TORCH_KERNEL_IMPLS
+
+    op, args, laid, positions = _norm_statistics(which)
+    expected = op(*args)
+    for k, t in zip(positions, laid):
+        assert not t.is_contiguous() and torch.equal(t, args[k])
+        args[k] = t
+    got = TORCH_KERNEL_IMPLS[f"aten.{op._opname}"](*args)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e)
+
+
 def test_a_second_backward_without_retain_graph_fails_as_in_eager():
     # the backward frees its saved tensors as it goes (unless retain_graph), as eager's autograd does
     def f(x):

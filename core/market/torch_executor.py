@@ -16,7 +16,8 @@ from ..guards import GUARD, READ, guard_impl, read_impl
 from ..ltorch.kernels import (
     all_kernels, batch_norm_functional, batch_norm_with_update_functional, efficient_attention, efficient_attention_backward,
     flash_attention, flash_attention_backward, flash_attention_for_cpu, flash_attention_for_cpu_backward, gelu_backward,
-    native_dropout, native_dropout_backward, silu_backward, tanh_backward, threshold_backward,
+    fused_rms_norm_backward, native_dropout, native_dropout_backward, native_group_norm_backward, native_layer_norm_backward,
+    silu_backward, tanh_backward, threshold_backward,
 )
 from ..prims.base import PrimIDs
 from ..proxies import real_tensor
@@ -312,14 +313,7 @@ class TorchExecutor(OperatorExecutor):
         for sym in ltorch.all_symbols().values():
             self.register_implementation(sym, sym.torchfns[0])
         for sym in all_kernels().values():
-            kernel = sym.torchfns[0]
-            if sym.id in KERNELS_WITH_UNIT_LAST_STRIDE:
-                kernel = _with_unit_last_stride(kernel, _BIAS_ARGUMENT.get(sym.id))
-            elif sym.id in CPU_FLASH_KERNELS:
-                kernel = _with_unit_last_stride(kernel, below_autograd=False, only=CPU_FLASH_KERNELS[sym.id])
-            elif sym.id not in KERNELS_CALLED_WITH_VIEWS:
-                kernel = _with_dense_tensors(kernel)
-            self.register_implementation(sym, kernel)
+            self.register_implementation(sym, KERNEL_IMPLS[sym.id])
         self.register_implementation(GUARD, guard_impl)
         self.register_implementation(READ, read_impl)
 
@@ -449,16 +443,19 @@ def _with_unit_last_stride(kernel: Callable, bias_at: int | None = None, below_a
     return call
 
 
-def _with_dense_tensors(kernel: Callable) -> Callable:
+def _with_dense_tensors(kernel: Callable, contiguous: tuple[int, ...] = ()) -> Callable:
     """An aten backward kernel called with dense tensors, as eager's autograd formulas call them:
     some CPU kernels (native_group_norm_backward) read a gradient that `expand` made (stride 0, as
     the backward of a sum gives) as if it were dense, and return garbage. A tensor laid out
     contiguous or channels-last goes as it is, as eager hands it over: copying a channels-last
     model's activations to contiguous ones made every kernel after it run on that layout (timm's
-    resnet's training step in 1.5x eager's time, and its convolutions and pools on their slower path)."""
+    resnet's training step in 1.5x eager's time, and its convolutions and pools on their slower path).
+    The arguments at the positions `contiguous` are made contiguous whatever their layout
+    (STATISTICS_READ_IN_ORDER)."""
 
     def call(*args, **kwargs):
-        return kernel(*(_dense(a) if real_tensor(a) else a for a in args), **kwargs)
+        return kernel(*(a.contiguous() if i in contiguous and real_tensor(a) else _dense(a) if real_tensor(a) else a
+                        for i, a in enumerate(args)), **kwargs)
 
     call.__name__ = getattr(kernel, "__name__", "kernel")
     call.__wrapped__ = kernel
@@ -471,6 +468,34 @@ def _dense(t: torch.Tensor) -> torch.Tensor:
             or (t.ndim == 5 and t.is_contiguous(memory_format=torch.channels_last_3d)):
         return t
     return t.contiguous()
+
+
+# the normalisations' backward kernels read their forward's saved statistics (mean, rstd) in memory
+# order whatever their strides: eager's forward returns them contiguous, but a fused forward may lay
+# them out as its kernels prefer (a channels-last layer norm's mean, (N, H, W, 1) with strides
+# (HW, 1, H, H), is channels-last "dense"), and the kernel then pairs each row with another row's
+# statistics, silently (convnextv2's stem gradients off by half their size). Copied when they are not
+# contiguous; a no-op otherwise. (CUDA's RMS norm backward is layer norm's kernel without the mean.)
+STATISTICS_READ_IN_ORDER = {native_layer_norm_backward.id: (3, 4), native_group_norm_backward.id: (2, 3),
+                            fused_rms_norm_backward.id: (3,)}
+
+
+def _kernel_impl(sym: Symbol) -> Callable:
+    """The callable the torch executor runs for the backward kernel `sym` (its aten op, with the
+    arguments its kernels need laid out otherwise copied first)."""
+    kernel = sym.torchfns[0]
+    if sym.id in KERNELS_WITH_UNIT_LAST_STRIDE:
+        return _with_unit_last_stride(kernel, _BIAS_ARGUMENT.get(sym.id))
+    if sym.id in CPU_FLASH_KERNELS:
+        return _with_unit_last_stride(kernel, below_autograd=False, only=CPU_FLASH_KERNELS[sym.id])
+    if sym.id in KERNELS_CALLED_WITH_VIEWS:
+        return kernel
+    return _with_dense_tensors(kernel, STATISTICS_READ_IN_ORDER.get(sym.id, ()))
+
+
+# each backward kernel's callable, by id: what the torch executor runs, and what a fusion region's
+# torch calls run (a region's inputs are its fused neighbours' outputs, laid out as their kernels chose)
+KERNEL_IMPLS: dict[str, Callable] = {sym.id: _kernel_impl(sym) for sym in all_kernels().values()}
 
 
 def make_executor() -> TorchExecutor:

@@ -29,6 +29,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from squall.extend import (
+    TORCH_KERNEL_IMPLS,
     TORCH_PRIM_IMPLS,
     BoundSymbol,
     FusionRegion,
@@ -55,10 +56,12 @@ Layout = tuple[tuple[int, ...], tuple[int, ...], torch.dtype, torch.device]
 
 
 def torch_callable(bsym: BoundSymbol) -> Callable:
-    """The torch callable the built-in torch executor runs for this call."""
+    """The torch callable the built-in torch executor runs for this call (a backward kernel's, with
+    the arguments its kernels misread copied first: a region's inputs are laid out as its fused
+    neighbours' kernels chose, a layer norm's saved statistics channels-last)."""
     if bsym.sym.is_prim:
         return TORCH_PRIM_IMPLS[bsym.sym.id]
-    return bsym.sym.torchfns[0]
+    return TORCH_KERNEL_IMPLS.get(bsym.sym.id) or bsym.sym.torchfns[0]
 
 
 def size_reads(region: FusionRegion) -> tuple[dict[str, tuple[str, int]], set[str]]:
@@ -180,13 +183,15 @@ def _layout_free_outputs_pass() -> type:
 EAGER_NUMERICS = {"emulate_precision_casts": True}
 
 _PRIM_IDS = {id(fn): pid for pid, fn in TORCH_PRIM_IMPLS.items()}
+_KERNEL_IDS = {id(fn): kid for kid, fn in TORCH_KERNEL_IMPLS.items()}
 
 
 _METHOD_WRAPPER = type(torch.Tensor.T.__get__)
 
 
 class _RegionPickler(pickle.Pickler):
-    # prim callables are lambdas and closures: they travel as their prim id, modules as their name,
+    # prim callables are lambdas and closures: they travel as their prim id (the torch executor's
+    # backward kernels, closures too, as their kernel id), modules as their name,
     # aten operators (a training program's backward calls them: torch._ops.OpOverload, which
     # pickle cannot take) as their namespace, name and overload, a property's getter as its
     # class and name, and a function made inside
@@ -200,6 +205,9 @@ class _RegionPickler(pickle.Pickler):
         pid = _PRIM_IDS.get(id(obj))
         if pid is not None and TORCH_PRIM_IMPLS[pid] is obj:
             return ("prim", pid)
+        kid = _KERNEL_IDS.get(id(obj))
+        if kid is not None and TORCH_KERNEL_IMPLS[kid] is obj:
+            return ("kernel", kid)
         if type(obj) is _METHOD_WRAPPER and type(getattr(obj, "__self__", None)) is types.GetSetDescriptorType:
             # a tensor property's getter (`torch.Tensor.T.__get__`, how the torch executor reads `x.T`)
             owner = obj.__self__.__objclass__
@@ -225,6 +233,8 @@ class _RegionUnpickler(pickle.Unpickler):
             for part in ref[2].split("."):
                 owner = getattr(owner, part)
             return vars(owner)[ref[3]].__get__
+        if kind == "kernel":
+            return TORCH_KERNEL_IMPLS[name]
         return TORCH_PRIM_IMPLS[name]
 
 

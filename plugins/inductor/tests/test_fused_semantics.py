@@ -122,3 +122,37 @@ def test_a_fused_program_dividing_integers_toward_zero_raises_on_a_zero_divisor_
                           env={**__import__("os").environ, "SQUALL_CACHE_DIR": str(tmp_path)})
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert done.stdout.split("\n")[-2] == "raised as eager does"
+
+
+def test_a_regions_torch_calls_read_a_layer_norms_statistics_laid_out_channels_last():
+    # a fused forward returns the statistics its backward alone reads in the layout its kernels chose
+    # (channels-last, around convnextv2's convolutions); a backward region running its torch calls (a
+    # symbolic region while its compilation for that layout is under way) handed them to aten's layer
+    # norm backward, which reads them in memory order: the stem's gradients were off by half their size
+    from squall_inductor.regions import load_region, region_function, region_payload
+
+    from squall.extend import FusionRegion
+
+    norm = torch.nn.LayerNorm(8)
+    traced = squall.jit(norm, executors=["torch"])
+    traced(torch.randn(3, 5, 5, 8)).sum().backward()
+    call = next(b for t in squall.last_traces(traced) for b in t.bsyms if b.sym.id == "aten.native_layer_norm_backward")
+    region = FusionRegion("inductor", [call], [call], list(call.input_proxies()), [p for p in call.output_proxies() if p is not None])
+    fn, source = region_function(region)
+
+    aten = torch.ops.aten
+    x, dy = torch.randn(3, 5, 5, 8), torch.randn(3, 5, 5, 8)
+    _, mean, rstd = aten.native_layer_norm(x, [8], norm.weight.detach(), norm.bias.detach(), 1e-5)
+    grad_out, saved_input, _, saved_mean, saved_rstd, weight, bias, mask = call.args
+    expected = [g for g in aten.native_layer_norm_backward(dy, x, [8], mean, rstd, norm.weight.detach(), norm.bias.detach(), mask)
+                if g is not None]
+    assert len(expected) == len(region.outputs) == 2  # the weight's and the bias's (the input requires none)
+    values = {grad_out.name: dy, saved_input.name: x, weight.name: norm.weight.detach(), bias.name: norm.bias.detach(),
+              saved_mean.name: mean.contiguous(memory_format=torch.channels_last),
+              saved_rstd.name: rstd.contiguous(memory_format=torch.channels_last)}
+    args = [values[p.name] for p in region.inputs]
+    for run in (fn, load_region(region_payload(fn, source))):  # here, and as the compile worker rebuilds it
+        got = run(*args)
+        assert len(got) == 2
+        for g, want in zip(got, expected):
+            torch.testing.assert_close(g, want)
