@@ -266,37 +266,47 @@ def test_fused_backward_kernels_take_the_expanded_gradient_a_sum_gives(norm):
         torch.testing.assert_close(b.grad, a.grad)
 
 
-def _norm_statistics(which: str):
-    """(aten backward, its arguments with the saved statistics laid out as a fused forward may lay them
-    out, the positions of those statistics) for a layer norm over (3, 5, 5, 8) and a group norm."""
+def _laid_out_otherwise(case: str):
+    """(aten backward kernel, its arguments as eager's autograd hands them over, {position: the same
+    value laid out as squall may hand it over}): a fused forward returns the values only its backward
+    reads in the layout its kernels chose, and the torch plan's gradients stay contiguous."""
     aten = torch.ops.aten
     w, b = torch.randn(8), torch.randn(8)
-    if which == "layer":
+    channels_last = lambda t: t.contiguous(memory_format=torch.channels_last)  # noqa: E731
+    if case == "layer norm statistics":
         x, dy = torch.randn(3, 5, 5, 8), torch.randn(3, 5, 5, 8)
         _, mean, rstd = aten.native_layer_norm(x, [8], w, b, 1e-5)
-        # (3, 5, 5, 1) laid out channels-last: "dense", so only the statistics' own rule copies it
-        laid = [t.contiguous(memory_format=torch.channels_last) for t in (mean, rstd)]
-        return aten.native_layer_norm_backward.default, [dy, x, [8], mean, rstd, w, b, [True] * 3], laid, (3, 4)
+        # (3, 5, 5, 1) laid out channels-last: "dense", so only the kernel's own rule copies it
+        return aten.native_layer_norm_backward.default, [dy, x, [8], mean, rstd, w, b, [True] * 3], {3: channels_last(mean), 4: channels_last(rstd)}
     x, dy = torch.randn(3, 8, 5, 5), torch.randn(3, 8, 5, 5)
     _, mean, rstd = aten.native_group_norm(x, w, b, 3, 8, 25, 4, 1e-5)
-    laid = [t.t().contiguous().t() for t in (mean, rstd)]  # (3, 4) column-major
-    return aten.native_group_norm_backward.default, [dy, x, mean, rstd, w, 3, 8, 25, 4, [True] * 3], laid, (2, 3)
+    args = [dy, x, mean, rstd, w, 3, 8, 25, 4, [True] * 3]
+    if case == "group norm statistics":
+        return aten.native_group_norm_backward.default, args, {2: mean.t().contiguous().t(), 3: rstd.t().contiguous().t()}
+    if case == "group norm input channels-last, gradient contiguous":
+        return aten.native_group_norm_backward.default, args, {1: channels_last(x)}
+    logits = torch.randn(2, 5, 3, 3).log_softmax(1)  # "nll_loss2d input channels-last"
+    target = torch.randint(0, 5, (2, 3, 3))
+    _, total = aten.nll_loss2d_forward(logits, target, None, 1, -100)
+    return aten.nll_loss2d_backward.default, [torch.tensor(1.0), logits, target, None, 1, -100, total], {1: channels_last(logits)}
 
 
-@pytest.mark.parametrize("which", ["layer", "group"])
-def test_the_torch_executors_norm_backward_reads_saved_statistics_in_any_layout(which):
-    # aten's CPU kernels read mean and rstd in memory order whatever their strides: a fused forward
-    # returning them channels-last (convnextv2's layer norms, through inductor) paired each row with
-    # another's statistics, and the stem's gradients came out off by half their size
+@pytest.mark.parametrize("case", ["layer norm statistics", "group norm statistics", "group norm input channels-last, gradient contiguous",
+                                  "nll_loss2d input channels-last"])
+def test_the_torch_executors_backward_kernels_take_values_laid_out_as_a_fused_forward_returns_them(case):
+    # aten's CPU norm kernels read mean and rstd in memory order whatever their strides (a fused
+    # forward returning them channels-last, convnextv2's layer norms through inductor, paired each row
+    # with another's statistics: the stem's gradients off by half their size), group norm's reads its
+    # gradient in its input's layout, and nll_loss2d's refuses a channels-last input
     from squall.extend import TORCH_KERNEL_IMPLS
 
-    op, args, laid, positions = _norm_statistics(which)
+    op, args, relaid = _laid_out_otherwise(case)
     expected = op(*args)
-    for k, t in zip(positions, laid):
+    for k, t in relaid.items():
         assert not t.is_contiguous() and torch.equal(t, args[k])
         args[k] = t
     got = TORCH_KERNEL_IMPLS[f"aten.{op._opname}"](*args)
-    for g, e in zip(got, expected):
+    for g, e in zip(got if isinstance(got, tuple) else (got,), expected if isinstance(expected, tuple) else (expected,)):
         torch.testing.assert_close(g, e)
 
 

@@ -17,7 +17,7 @@ from ..ltorch.kernels import (
     all_kernels, batch_norm_functional, batch_norm_with_update_functional, efficient_attention, efficient_attention_backward,
     flash_attention, flash_attention_backward, flash_attention_for_cpu, flash_attention_for_cpu_backward, gelu_backward,
     fused_rms_norm_backward, native_dropout, native_dropout_backward, native_group_norm_backward, native_layer_norm_backward,
-    silu_backward, tanh_backward, threshold_backward,
+    nll_loss2d_backward, silu_backward, tanh_backward, threshold_backward,
 )
 from ..prims.base import PrimIDs
 from ..proxies import real_tensor
@@ -443,19 +443,22 @@ def _with_unit_last_stride(kernel: Callable, bias_at: int | None = None, below_a
     return call
 
 
-def _with_dense_tensors(kernel: Callable, contiguous: tuple[int, ...] = ()) -> Callable:
+def _with_dense_tensors(kernel: Callable, contiguous: tuple[int, ...] = (), one_layout: tuple[int, ...] = ()) -> Callable:
     """An aten backward kernel called with dense tensors, as eager's autograd formulas call them:
     some CPU kernels (native_group_norm_backward) read a gradient that `expand` made (stride 0, as
     the backward of a sum gives) as if it were dense, and return garbage. A tensor laid out
     contiguous or channels-last goes as it is, as eager hands it over: copying a channels-last
     model's activations to contiguous ones made every kernel after it run on that layout (timm's
     resnet's training step in 1.5x eager's time, and its convolutions and pools on their slower path).
-    The arguments at the positions `contiguous` are made contiguous whatever their layout
-    (STATISTICS_READ_IN_ORDER)."""
+    The arguments at the positions `contiguous` are made contiguous whatever their layout, and those
+    at `one_layout` contiguous unless all of them are laid out alike (KERNEL_LAYOUT_NEEDS)."""
 
     def call(*args, **kwargs):
-        return kernel(*(a.contiguous() if i in contiguous and real_tensor(a) else _dense(a) if real_tensor(a) else a
-                        for i, a in enumerate(args)), **kwargs)
+        args = [a.contiguous() if i in contiguous and real_tensor(a) else _dense(a) if real_tensor(a) else a
+                for i, a in enumerate(args)]
+        if one_layout and len({args[i].is_contiguous() for i in one_layout if real_tensor(args[i])}) > 1:
+            args = [a.contiguous() if i in one_layout and real_tensor(a) else a for i, a in enumerate(args)]
+        return kernel(*args, **kwargs)
 
     call.__name__ = getattr(kernel, "__name__", "kernel")
     call.__wrapped__ = kernel
@@ -470,14 +473,25 @@ def _dense(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous()
 
 
-# the normalisations' backward kernels read their forward's saved statistics (mean, rstd) in memory
-# order whatever their strides: eager's forward returns them contiguous, but a fused forward may lay
-# them out as its kernels prefer (a channels-last layer norm's mean, (N, H, W, 1) with strides
-# (HW, 1, H, H), is channels-last "dense"), and the kernel then pairs each row with another row's
-# statistics, silently (convnextv2's stem gradients off by half their size). Copied when they are not
-# contiguous; a no-op otherwise. (CUDA's RMS norm backward is layer norm's kernel without the mean.)
-STATISTICS_READ_IN_ORDER = {native_layer_norm_backward.id: (3, 4), native_group_norm_backward.id: (2, 3),
-                            fused_rms_norm_backward.id: (3,)}
+# what some kernels need of the layouts of their arguments (by position) beyond density, where eager
+# always hands them tensors laid out so but squall may not: a fused forward returns the values only
+# its backward reads in the layout its kernels chose, and the torch plan's gradients stay contiguous.
+# Each entry is (made contiguous, made contiguous unless all laid out alike).
+# - The normalisations' backward kernels read their forward's saved statistics (mean, rstd) in memory
+#   order whatever their strides: a channels-last layer norm's mean, (N, H, W, 1) with strides
+#   (HW, 1, H, H), is channels-last "dense", and the kernel paired each row with another row's
+#   statistics, silently (convnextv2's stem gradients off by half their size). (CUDA's RMS norm
+#   backward is layer norm's kernel without the mean.)
+# - CPU group norm's backward reads its gradient in its input's layout: a channels-last input with a
+#   contiguous gradient, or the reverse, gave other gradients, silently.
+# - nll_loss2d's backward raises "grad_input must be contiguous" for a channels-last input.
+# A copy where one is needed; a no-op otherwise.
+KERNEL_LAYOUT_NEEDS = {
+    native_layer_norm_backward.id: ((3, 4), ()),
+    native_group_norm_backward.id: ((2, 3), (0, 1)),
+    fused_rms_norm_backward.id: ((3,), ()),
+    nll_loss2d_backward.id: ((1,), ()),
+}
 
 
 def _kernel_impl(sym: Symbol) -> Callable:
@@ -490,7 +504,7 @@ def _kernel_impl(sym: Symbol) -> Callable:
         return _with_unit_last_stride(kernel, below_autograd=False, only=CPU_FLASH_KERNELS[sym.id])
     if sym.id in KERNELS_CALLED_WITH_VIEWS:
         return kernel
-    return _with_dense_tensors(kernel, STATISTICS_READ_IN_ORDER.get(sym.id, ()))
+    return _with_dense_tensors(kernel, *KERNEL_LAYOUT_NEEDS.get(sym.id, ((), ())))
 
 
 # each backward kernel's callable, by id: what the torch executor runs, and what a fusion region's
