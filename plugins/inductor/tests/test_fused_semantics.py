@@ -156,3 +156,46 @@ def test_a_regions_torch_calls_read_a_layer_norms_statistics_laid_out_channels_l
         assert len(got) == 2
         for g, want in zip(got, expected):
             torch.testing.assert_close(g, want)
+
+
+@needs_cpu_inductor
+def test_a_region_computing_other_values_than_its_torch_calls_is_not_used_where_the_judge_cannot_compare(tmp_path, monkeypatch):
+    # the judge compares a program drawing random numbers by its NaNs alone (a fused kernel may draw
+    # others than torch's), so each region is compared with its own torch calls as it is compiled.
+    # Here inductor compiles with its default numerics (no emulated rounding: a region then keeps
+    # float32 values where eager rounds to bfloat16), in this process, where the setting is changed
+    from squall_inductor import regions
+
+    monkeypatch.setenv("SQUALL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("SQUALL_INDUCTOR_SUBPROCESS", "0")
+    monkeypatch.setitem(regions.EAGER_NUMERICS, "emulate_precision_casts", False)
+    ex = InductorExecutor(autotune=False, choices_path=None, min_eager_seconds=0)
+
+    def noisy_quantize(x):
+        q = (x * 3).to(torch.bfloat16).float() * 2 + 1
+        return torch.nn.functional.dropout(q, 0.5), q.exp()
+
+    jf = squall.jit(noisy_quantize, executors=[ex, "torch"], wait=True)
+    x = torch.randn(256)
+    for _ in range(2):  # the call that upgrades, and one on the plan it installed
+        torch.manual_seed(0)
+        got = jf(x)
+        torch.manual_seed(0)
+        torch.testing.assert_close(got, noisy_quantize(x))  # (a region of exp alone may be kept: it rounds as eager's, within an ulp)
+    (upgrade,) = squall.upgrades(jf)
+    assert "computes other values than its torch calls on example inputs" in str(squall.explain(jf)), upgrade
+
+
+def test_the_region_check_compares_an_output_drawn_values_overflowed_where_both_runs_are_finite():
+    from squall_inductor.executor import _unlike_torch_calls
+
+    expected = torch.tensor([1.0, float("nan"), 3.0, float("inf")])
+    torch_calls = lambda x: (expected.clone(), x)  # noqa: E731 - the region's torch calls, returning the input too
+    x = torch.tensor([0.5, -1.0, 2.0, -0.3])
+    # NaN in a few more places in one run (drawn values overflowed in both): compared where both are finite
+    assert _unlike_torch_calls(torch_calls, [x], (torch.tensor([1.0, float("nan"), float("nan"), 5.0]), x)) == ""
+    why = _unlike_torch_calls(torch_calls, [x], (torch.tensor([1.5, float("nan"), 3.0, float("inf")]), x))
+    assert "output 0: differs by up to 0.5" in why, why
+    # an output the torch calls keep finite is compared everywhere: NaN where they have none is refused
+    why = _unlike_torch_calls(torch_calls, [x], (expected, torch.where(x > 0, float("nan"), x)))
+    assert "output 1: NaNs or infinities where the torch plan has none" in why, why
