@@ -29,7 +29,6 @@ import torch
 
 from squall.extend import (
     CHECKER_DECLINED,
-    GRADIENT_LOOSER,
     NOT_IMPLEMENTED,
     Availability,
     BoundSymbol,
@@ -48,7 +47,6 @@ from squall.extend import (
     concrete_shape,
     in_background_upgrade,
     note_strides,
-    outputs_differ,
     symbols_of,
     tensor_problem,
     upgrades_are_awaited,
@@ -56,7 +54,7 @@ from squall.extend import (
 
 from squall_inductor.choices import ChoiceStore, best_time, default_choices_path, region_key
 from squall_inductor.meta_dtypes import dtypes_differ
-from squall_inductor.regions import CompiledRegion, example_inputs, region_function, size_reads, torch_callable
+from squall_inductor.regions import CompiledRegion, example_inputs, region_function, size_reads, torch_callable, unlike_torch_calls
 from squall_inductor.symbolic import SymbolicRegion, wait_for_variants
 from squall_inductor.worker import (CompileUnsupported, RegionCompiler, WorkerCompileError, claim_worker, default_worker, described, dynamo_unsupported,
                                     env_flag, release_worker, start_spare_workers, subprocess_enabled, worker_limit)
@@ -374,7 +372,7 @@ class InductorExecutor(FusionExecutor):
             # a region that compiles but cannot run falls back here too; its outputs' layouts are
             # those the regions planned after it take
             outputs = compiled(*args)
-            unlike = _unlike_trace(region.outputs, outputs) or _unlike_torch_calls(eager, args, outputs)
+            unlike = _unlike_trace(region.outputs, outputs) or unlike_torch_calls(eager, args, outputs)
             if unlike:
                 # the calls planned after it were planned (and compiled) for the trace's metadata: a
                 # region compiled for float32 reads a bfloat16 tensor's buffer as floats, past its end
@@ -447,26 +445,6 @@ def _unlike_trace(expected: list, outputs: Any) -> str:
         if problem:
             return problem
     return ""
-
-
-def _unlike_torch_calls(eager: Callable, args: list[torch.Tensor], outputs: Any) -> str:
-    """How a compiled region's outputs on its example inputs differ in value from its own torch
-    calls' beyond a fused kernel's rounding ("" where they agree): the judge's check of a whole
-    plan, made of each region as it is compiled, so that a region installed where the judge does
-    not compare (a program drawing random numbers, judged in the background; inputs too large to
-    draw) was still seen to compute what its calls do. Regions draw no random numbers (not claimed).
-
-    Drawn values overflow in a long backward region (efficientvit's: NaN in most of its gradients,
-    in both runs, in a few more places in one): an output the torch calls make NaN or infinite
-    somewhere is compared where both runs are finite."""
-    expected, actual = list(eager(*args)), list(outputs)
-    for k, (e, a) in enumerate(zip(expected, actual)):
-        if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor) and e.shape == a.shape \
-                and (e.is_floating_point() or e.is_complex()) and not torch.isfinite(e).all():
-            both = torch.isfinite(e) & torch.isfinite(a)
-            expected[k], actual[k] = e[both], a[both]
-    why = outputs_differ(expected, actual, looser=GRADIENT_LOOSER)
-    return f"computes other values than its torch calls on example inputs ({why})" if why else ""
 
 
 def _torch_won(choice: dict, how: str) -> str:

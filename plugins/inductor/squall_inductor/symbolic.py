@@ -39,7 +39,7 @@ import torch
 from squall.extend import SquallWarning, SymInt, compiling_stopped, stop_compiling, TensorProxy, example_tensor, size_source, symbol_reads, symbols_of
 
 from squall_inductor.wrappers import first_that_compiles, wrapper_attempts
-from squall_inductor.regions import EAGER_NUMERICS, CompiledRegion, examples_for, layout, layout_of, output_layouts, views_as_reshapes
+from squall_inductor.regions import EAGER_NUMERICS, CompiledRegion, checked, examples_for, layout, layout_of, output_layouts, views_as_reshapes
 
 __all__ = [
     "SYMBOLIC_CONFIG", "wait_for_variants", "SymbolicSpec", "symbolic_spec", "memory_order", "memory_orders", "spec_examples", "trace_symbolically", "compile_in_process", "compile_symbolically", "guard_function",
@@ -343,6 +343,10 @@ class SymbolicRegion:
     process) while the calls that need them run the region's torch calls, so a user's call
     never waits seconds for inductor.
 
+    Each compilation is run once beside the region's torch calls on examples like the inputs it
+    is for, before it serves a call (squall_inductor.regions.checked): one that computes other
+    values serves none, its calls run the torch calls, with a warning.
+
     With `outputs` (the region's output proxies), every call compares its results' sizes with
     the trace's, evaluated for the call (`output_shape_check`): a compilation whose result
     disagrees (its guards admitted a call it cannot serve) is never returned; the call, and
@@ -360,7 +364,7 @@ class SymbolicRegion:
         self.compile_ordered = compile_ordered or compile
         self.compile_static = compile_static
         self.background = background
-        self.compiled, self.holds = self._guarded(compile(self.spec))
+        self.compiled, self.holds = self._checked(self._guarded(compile(self.spec)), self.spec)
         # (memory orders, symbols at 1) -> (compiled, holds): the symbolic compilations for other
         # memory orders, and for sizes of 1 (a batch of 1, every length one compilation)
         self.ordered: dict[tuple, tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]]] = {}
@@ -374,6 +378,16 @@ class SymbolicRegion:
     def _guarded(self, compiled_and_source: tuple[Callable, str]) -> tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]]:
         compiled, source = compiled_and_source
         return compiled, guard_function(source, [len(dims) for dims, *_ in self.spec.inputs])
+
+    def _checked(self, guarded: tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]], spec: SymbolicSpec) -> tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]]:
+        """A symbolic compilation for `spec`, having run it beside the region's torch calls on
+        examples at the spec's sizes and memory orders, where its guards admit them (squall_inductor.
+        regions.checked: raises OtherValues where they differ)."""
+        compiled, holds = guarded
+        examples = spec_examples(spec)
+        if holds(examples):
+            checked(compiled, self.fn, examples)
+        return guarded
 
     def __call__(self, *args: torch.Tensor):
         run = self.compiled if self.holds(args) else self._other(args)
@@ -418,7 +432,7 @@ class SymbolicRegion:
         if (ones or any(order != tuple(range(len(order))) for order in orders)) and (key in self.ordered or self._count(static=False) < MAX_SYMBOLIC_VARIANTS):
             spec = self.spec.with_orders(orders).with_ones(ones)
             what = "memory order" if not ones else f"sizes of 1 ({', '.join(sorted(ones))})"
-            ordered = self._get(self.ordered, key, lambda: self._guarded(self.compile_ordered(spec)), (self.fn, _never), what)
+            ordered = self._get(self.ordered, key, lambda: self._checked(self._guarded(self.compile_ordered(spec)), spec), (self.fn, _never), what)
             if ordered is None:
                 return self.fn  # its compilation is under way
             if ordered[1](args):
@@ -427,8 +441,12 @@ class SymbolicRegion:
         if shapes not in self.static and self._count(static=True) >= MAX_STATIC_LAYOUTS:
             return self.fn
         layouts = layout_of(args)  # not the tensors: a background compile makes its own examples
-        static = self._get(self.static, shapes, lambda: CompiledRegion(self.fn, examples_for(layouts), compile=self.compile_static),
-                           self.fn, "shapes and strides")
+
+        def compile_static() -> Callable:
+            examples = examples_for(layouts)
+            return checked(CompiledRegion(self.fn, examples, compile=self.compile_static), self.fn, examples)
+
+        static = self._get(self.static, shapes, compile_static, self.fn, "shapes and strides")
         return self.fn if static is None else static
 
     def _count(self, static: bool) -> int:

@@ -563,6 +563,25 @@ def test_a_region_inductor_cannot_compile_for_new_strides_runs_its_torch_calls_f
 
 
 @needs_cpu_inductor
+def test_a_later_compilation_computing_other_values_than_the_regions_torch_calls_is_not_used(monkeypatch):
+    # a region's first compilation is checked beside its torch calls where it is compiled; one made
+    # later for other strides serves calls nobody compares, so it is checked before it serves one.
+    # Here the later one is compiled with inductor's default numerics (no emulated rounding: it keeps
+    # float32 values where eager rounds to bfloat16)
+    from squall_inductor import regions
+
+    fn = lambda x: ((x * 3).to(torch.bfloat16).float() * 2 + 1,)  # noqa: E731
+    region = regions.CompiledRegion(fn, [torch.randn(64, 32)])
+    monkeypatch.setitem(regions.EAGER_NUMERICS, "emulate_precision_casts", False)
+    transposed = torch.randn(32, 64).t()
+    with pytest.warns(squall.SquallWarning, match="strides .inductor's compilation computes other values than its torch calls"):
+        (out,) = region(transposed)
+    torch.testing.assert_close(out, fn(transposed)[0], rtol=0, atol=0)
+    x = torch.randn(64, 32)
+    torch.testing.assert_close(region(x)[0], fn(x)[0], rtol=0, atol=0)  # its first compilation rounds as eager
+
+
+@needs_cpu_inductor
 def test_a_reshape_that_make_fx_recorded_as_a_view_compiles_where_inductor_lays_its_input_out_otherwise():
     """BLOOM's attention: a cat of an empty cache and a transposed key, then reshape. make_fx records
     the reshape as a view of the cat's fake layout; inductor's cat has another, where a view fails."""

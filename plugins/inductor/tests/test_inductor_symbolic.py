@@ -649,3 +649,24 @@ def test_a_symbolic_region_compiled_again_in_the_same_worker_still_gets_its_dire
         for n in (3, 9):
             x = torch.randn(n, 8)
             torch.testing.assert_close(region(x, w, *constants)[0], _matmul_then_hardswish(x, w)[0])
+
+
+def test_a_later_symbolic_compilation_computing_other_values_serves_no_call(monkeypatch):
+    # each compilation is checked beside the region's torch calls before it serves a call; here the
+    # one for a transposed memory order is compiled (in this process) with inductor's default
+    # numerics, which keep float32 values where eager rounds to bfloat16
+    from squall_inductor import regions
+
+    env = ShapeEnv()
+    with tracing(TracingContext()):
+        proxy = _symbolic_proxy(env, "x", (4, 6, 8))
+    fn = _loaded("def region(x):\n  return ((x * 3).to(torch.bfloat16).float() * 2 + 1,)\n")
+    region = SymbolicRegion(fn, [proxy])
+    x = torch.randn(4, 9, 8)
+    torch.testing.assert_close(region(x), fn(x), rtol=0, atol=0)  # its first compilation rounds as eager
+    monkeypatch.setitem(regions.EAGER_NUMERICS, "emulate_precision_casts", False)
+    transposed = torch.randn(8, 9, 4).permute(2, 1, 0)
+    with pytest.warns(squall.SquallWarning, match="memory order .OtherValues: inductor's compilation computes other values"):
+        torch.testing.assert_close(region(transposed), fn(transposed), rtol=0, atol=0)
+    assert all(compiled is fn for compiled, _ in region.ordered.values())
+    torch.testing.assert_close(region(transposed), fn(transposed), rtol=0, atol=0)
