@@ -187,15 +187,15 @@ def test_a_region_computing_other_values_than_its_torch_calls_is_not_used_where_
 
 
 def test_the_region_check_compares_an_output_drawn_values_overflowed_where_both_runs_are_finite():
-    from squall_inductor.executor import _unlike_torch_calls
+    from squall_inductor.regions import unlike_torch_calls
 
     expected = torch.tensor([1.0, float("nan"), 3.0, float("inf")])
     torch_calls = lambda x: (expected.clone(), x)  # noqa: E731 - the region's torch calls, returning the input too
     x = torch.tensor([0.5, -1.0, 2.0, -0.3])
     # NaN in a few more places in one run (drawn values overflowed in both): compared where both are finite
-    assert _unlike_torch_calls(torch_calls, [x], (torch.tensor([1.0, float("nan"), float("nan"), 5.0]), x)) == ""
-    why = _unlike_torch_calls(torch_calls, [x], (torch.tensor([1.5, float("nan"), 3.0, float("inf")]), x))
+    assert unlike_torch_calls(torch_calls, [x], (torch.tensor([1.0, float("nan"), float("nan"), 5.0]), x)) == ""
+    why = unlike_torch_calls(torch_calls, [x], (torch.tensor([1.5, float("nan"), 3.0, float("inf")]), x))
     assert "output 0: differs by up to 0.5" in why, why
     # an output the torch calls keep finite is compared everywhere: NaN where they have none is refused
-    why = _unlike_torch_calls(torch_calls, [x], (expected, torch.where(x > 0, float("nan"), x)))
+    why = unlike_torch_calls(torch_calls, [x], (expected, torch.where(x > 0, float("nan"), x)))
     assert "output 1: NaNs or infinities where the torch plan has none" in why, why

@@ -476,8 +476,11 @@ def test_a_compilation_returning_other_sizes_than_the_trace_is_never_returned():
     served = []
 
     def one_row_short(*args):  # a compilation whose guards admit calls it serves wrongly
+        full = _sigmoid_chain(*args)[0]
+        if args[0].shape[0] == 4:  # right at the traced sizes, where it is checked before it serves a call
+            return [full]
         served.append(1)
-        return [_sigmoid_chain(*args)[0][:-1]]
+        return [full[:-1]]
 
     region = SymbolicRegion(_sigmoid_chain, [x], outputs=[summed], compile=lambda spec: (one_row_short, "True"))
     y = torch.randn(5, 3, 8)
