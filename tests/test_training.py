@@ -285,7 +285,8 @@ def _laid_out_otherwise(case: str):
         return aten.native_group_norm_backward.default, args, {2: mean.t().contiguous().t(), 3: rstd.t().contiguous().t()}
     if case == "group norm input channels-last, gradient contiguous":
         return aten.native_group_norm_backward.default, args, {1: channels_last(x)}
-    logits = torch.randn(2, 5, 3, 3).log_softmax(1)  # "nll_loss2d input channels-last"
+    assert case == "nll_loss2d input channels-last", case
+    logits = torch.randn(2, 5, 3, 3).log_softmax(1)
     target = torch.randint(0, 5, (2, 3, 3))
     _, total = aten.nll_loss2d_forward(logits, target, None, 1, -100)
     return aten.nll_loss2d_backward.default, [torch.tensor(1.0), logits, target, None, 1, -100, total], {1: channels_last(logits)}
