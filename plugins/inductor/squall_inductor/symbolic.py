@@ -39,7 +39,7 @@ import torch
 from squall.extend import SquallWarning, SymInt, compiling_stopped, stop_compiling, TensorProxy, example_tensor, size_source, symbol_reads, symbols_of
 
 from squall_inductor.wrappers import first_that_compiles, wrapper_attempts
-from squall_inductor.regions import EAGER_NUMERICS, CompiledRegion, checked, examples_for, layout, layout_of, output_layouts, views_as_reshapes
+from squall_inductor.regions import EAGER_NUMERICS, CompiledRegion, OtherValues, checked, examples_for, layout, layout_of, output_layouts, views_as_reshapes
 
 __all__ = [
     "SYMBOLIC_CONFIG", "wait_for_variants", "SymbolicSpec", "symbolic_spec", "memory_order", "memory_orders", "spec_examples", "trace_symbolically", "compile_in_process", "compile_symbolically", "guard_function",
@@ -61,6 +61,10 @@ MAX_STATIC_LAYOUTS = 4
 # and at most this many later symbolic compilations (other memory orders, symbols at 1): past them,
 # a call no compilation admits takes the static fallbacks' way
 MAX_SYMBOLIC_VARIANTS = 8
+# what each size symbol is moved by for a symbolic compilation's second check, at sizes it was
+# not traced at (a kernel right at its traced sizes can be wrong at others: a vector loop's tail):
+# the first move whose sizes inductor's guards admit and the region's torch calls take is run
+OTHER_SIZES_BY = (3, 1, 2)
 # at exit the later compilations still under way are stopped and waited for this long at most: a
 # thread left in them as the interpreter finalises aborted it ("terminate called without an active exception")
 EXIT_JOIN_S = 5.0
@@ -120,6 +124,10 @@ class SymbolicSpec(NamedTuple):
             return text if left and others.search(text) else int(eval(text, {"__builtins__": {}}, {}))  # noqa: S307 - squall's own size source
 
         return SymbolicSpec(left, [(tuple(size(n) for n in dims), dtype, device, order) for dims, dtype, device, order in self.inputs])
+
+    def moved(self, by: int) -> SymbolicSpec:
+        """The same spec with each size symbol's value `by` more than its traced one."""
+        return SymbolicSpec({name: hint + by for name, hint in self.hints.items()}, self.inputs)
 
 
 def _names_pattern(names: Any) -> re.Pattern:
@@ -381,12 +389,20 @@ class SymbolicRegion:
 
     def _checked(self, guarded: tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]], spec: SymbolicSpec) -> tuple[Callable, Callable[[Sequence[torch.Tensor]], bool]]:
         """A symbolic compilation for `spec`, having run it beside the region's torch calls on
-        examples at the spec's sizes and memory orders, where its guards admit them (squall_inductor.
-        regions.checked: raises OtherValues where they differ)."""
+        examples in the spec's memory orders, at the spec's sizes and at other sizes (each symbol
+        moved by the first of OTHER_SIZES_BY its guards admit), where its guards admit them
+        (squall_inductor.regions.checked: raises OtherValues where they differ): it serves every
+        length, and the judge compares a plan at one call's lengths only."""
         compiled, holds = guarded
         examples = spec_examples(spec)
         if holds(examples):
             checked(compiled, self.fn, examples)
+        if spec.hints:
+            for by in OTHER_SIZES_BY:
+                examples = spec_examples(spec.moved(by))
+                if holds(examples):
+                    _checked_where_torch_runs(compiled, self.fn, examples)
+                    break
         return guarded
 
     def __call__(self, *args: torch.Tensor):
@@ -493,6 +509,23 @@ class SymbolicRegion:
             warnings.warn(f"squall-inductor: inductor could not compile a symbolic region for its inputs' {what} "
                           f"({_first_line(e)}); calls with them run its torch calls", SquallWarning, stacklevel=4)
             return torch_calls
+
+
+def _checked_where_torch_runs(compiled: Callable, fn: Callable, examples: Sequence[torch.Tensor]) -> None:
+    """`checked(compiled, fn, examples)` where the torch calls `fn` take these examples (sizes a
+    symbolic region was not traced at may break a relation its trace relied on: nothing to
+    compare there); a compilation that raises where they run raises OtherValues."""
+    try:
+        expected = tuple(fn(*examples))
+    except Exception:  # noqa: BLE001 - sizes no call of the program has
+        return
+    try:
+        checked(compiled, lambda *args: expected, examples)
+    except OtherValues:
+        raise
+    except Exception as e:  # noqa: BLE001 - a call its guards admit would raise where the torch calls do not
+        raise OtherValues(f"inductor's compilation raised {_first_line(e)} at sizes "
+                          f"{[list(a.shape) for a in examples]} its guards admit, where its torch calls run") from e
 
 
 def _never(args: Sequence[torch.Tensor]) -> bool:

@@ -22,7 +22,7 @@ from squall.symbolic import ShapeEnv
 squall_inductor = pytest.importorskip("squall_inductor", reason="squall-inductor is not installed (pip install -e plugins/inductor)")
 from squall_inductor import InductorExecutor  # noqa: E402
 from squall_inductor.symbolic import SymbolicRegion, SymbolicSpec, spec_examples  # noqa: E402
-from squall_inductor.regions import CompiledRegion, layout  # noqa: E402
+from squall_inductor.regions import CompiledRegion, OtherValues, layout  # noqa: E402
 from squall_inductor.worker import CompileWorker, RegionCompiler, default_worker  # noqa: E402
 
 pytestmark = pytest.mark.skipif(squall_inductor.cpp_compiler() is None, reason="no C++ compiler for inductor's CPU backend")
@@ -477,7 +477,7 @@ def test_a_compilation_returning_other_sizes_than_the_trace_is_never_returned():
 
     def one_row_short(*args):  # a compilation whose guards admit calls it serves wrongly
         full = _sigmoid_chain(*args)[0]
-        if args[0].shape[0] == 4:  # right at the traced sizes, where it is checked before it serves a call
+        if args[0].shape[0] != 5:  # right at the sizes it is checked at before it serves a call (4, and 7)
             return [full]
         served.append(1)
         return [full[:-1]]
@@ -493,6 +493,58 @@ def test_a_compilation_returning_other_sizes_than_the_trace_is_never_returned():
     assert served == [1]
     healthy = SymbolicRegion(_sigmoid_chain, [x], outputs=[summed])
     assert healthy.fits([z], healthy(z)) and not healthy.fits([z], (torch.zeros(6, 8),))
+
+
+def _symbolic_rows(shape: tuple = (4, 6, 8)) -> list[TensorProxy]:
+    with tracing(TracingContext()):
+        return [_symbolic_proxy(ShapeEnv(), "x", shape)]  # f32[s0, s1, 8]
+
+
+def test_a_symbolic_compilation_right_only_at_its_traced_sizes_serves_no_call():
+    # it serves every length, and the judge compares a plan at one call's lengths: it is run beside
+    # the region's torch calls at other sizes too (each symbol moved by 3: 7 rows of 9) before it serves
+    seen = []
+
+    def off_elsewhere(*args):
+        seen.append(tuple(args[0].shape))
+        out = _sigmoid_chain(*args)[0]
+        return [out if args[0].shape[0] == 4 else out + 0.1]
+
+    with pytest.raises(OtherValues, match="computes other values than its torch calls on example inputs"):
+        SymbolicRegion(_sigmoid_chain, _symbolic_rows(), compile=lambda spec: (off_elsewhere, "True"))
+    assert seen == [(4, 6, 8), (7, 9, 8)]
+    SymbolicRegion(_sigmoid_chain, _symbolic_rows(), compile=lambda spec: (_sigmoid_chain, "True"))  # a right one serves
+
+
+def test_a_symbolic_compilation_raising_at_other_sizes_its_guards_admit_serves_no_call():
+    def raises_elsewhere(*args):
+        if args[0].shape[0] != 4:
+            raise IndexError("index 7 is out of bounds")
+        return _sigmoid_chain(*args)
+
+    with pytest.raises(OtherValues, match=r"raised IndexError: index 7 is out of bounds at sizes \[\[7, 9, 8\]\] its guards admit"):
+        SymbolicRegion(_sigmoid_chain, _symbolic_rows(), compile=lambda spec: (raises_elsewhere, "True"))
+
+
+def test_the_second_check_runs_at_the_first_other_sizes_the_guards_admit_and_the_torch_calls_take():
+    seen = []
+
+    def right(fn):
+        def compiled(*args):
+            seen.append(tuple(args[0].shape))
+            return fn(*args)
+        return compiled
+
+    # inductor's guards ask for an even length: moved by 3 they refuse, by 1 too, by 2 they admit
+    SymbolicRegion(_sigmoid_chain, _symbolic_rows(), compile=lambda spec: (right(_sigmoid_chain), "L['t0'].size()[1] % 2 == 0"))
+    assert seen == [(4, 6, 8), (6, 8, 8)]
+    seen.clear()
+
+    def needs_six_rows(x):  # torch calls that take one length only: nothing to compare at others
+        return (torch.sigmoid(x.reshape(6, 4, 8)),)
+
+    SymbolicRegion(needs_six_rows, _symbolic_rows((6, 4, 8)), compile=lambda spec: (right(needs_six_rows), "True"))
+    assert seen == [(6, 4, 8)]  # nothing run at other sizes
 
 
 def test_a_batch_of_one_sharing_a_symbolic_entry_runs_its_later_background_upgrade(monkeypatch):
