@@ -146,6 +146,34 @@ def test_the_winning_offer_is_remembered_and_alone_planned_in_the_next_process(m
     assert squall.upgrades(fn)[0].reason.startswith("remembered: wide: in context")
 
 
+@pytest.mark.parametrize("wide_sitting, kept", [((40e-3, 40e-3), "narrow"), ((2e-3, 1.7e-3), "wide")])
+def test_a_judgement_whose_sittings_timed_the_torch_plan_far_apart_is_not_remembered(monkeypatch, wide_sitting, kept):
+    # "wide" judged on a busy machine (the torch plan 20x its time in the next sitting: lfm2's 238 ms
+    # against 1.6 ms beside another job's compiles), or "narrow" so: a later process judges again
+    wide_torch_s, wide_s = wide_sitting
+    narrow = (2e-3, None, 1e-3) if kept == "narrow" else (40e-3, 1.7e-3, 50e-3)
+    judged = _judge_in_turn(monkeypatch, (wide_torch_s, None, wide_s), narrow, (wide_torch_s, None, wide_s), narrow)
+    x = torch.randn(16)
+    for process in range(2):
+        tiers._stores.clear()  # as a fresh process: read from the file
+        fn, x, upgrade = _upgraded(TwoOffers())
+        assert upgrade.status == "upgraded" and upgrade.reason.endswith(
+            f"; kept {kept}; not remembered: the torch plan's time differed 20.0x between sittings "
+            "(a busy machine), a later process judges again"), upgrade.reason
+        assert len(judged) == 2 * (process + 1)  # both offers judged again in the second process
+    torch.testing.assert_close(fn(x), program(x))
+
+
+def test_a_torch_plan_win_from_sittings_far_apart_is_not_remembered(monkeypatch):
+    judged = _judge_in_turn(monkeypatch, (40e-3, None, 50e-3), 3e-3, (40e-3, None, 50e-3), 3e-3)  # both lose, twice
+    for process in range(2):
+        tiers._stores.clear()  # as a fresh process: read from the file
+        fn, x, upgrade = _upgraded(TwoOffers())
+        assert upgrade.status == "kept the torch plan" and upgrade.reason.endswith("differed 20.0x between sittings "
+                                                                                    "(a busy machine), a later process judges again"), upgrade
+        assert len(judged) == 2 * (process + 1)  # not skipped as a remembered torch win
+
+
 def test_a_remembered_win_whose_plan_now_computes_other_results_is_refused_and_forgotten(monkeypatch):
     # the regions a remembered verdict runs are compiled anew in each process (or loaded from a cache
     # folder another machine may share): a remembered win is not timed again, but still compared

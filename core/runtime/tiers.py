@@ -24,7 +24,7 @@ A judgement is remembered on disk (`program_choices.json` in squall's cache fold
 by the traced program, its executors and their releases, the torch version and the thread
 count: a later process skips the in-context timing (still comparing a remembered winner's
 results with the torch plan's before installing it), and where the torch plan won, the whole
-upgrade.
+upgrade. Not remembered: a judgement whose sittings timed the torch plan far apart (DISTURBED).
 
 Offers (`FusionExecutor.offers`, e.g. inductor's large regions, then islands) are tried in
 order, and the first that beats the torch plan is installed at once: the user's calls run
@@ -40,7 +40,7 @@ and `upgrades(fn)` shows it). Its in-context judge times short batches and pause
 them (`judge`'s slice_s and pause), so it holds the GIL the user's calls need only in short
 stretches, a tenth of the time at most, as the job's other work here does (its planning, between
 its stages: squall.market.pacing.pace), and stops after a few rounds where the verdict is
-clear (DECISIVE): a judge is part of every cold time to fused speed.
+clear (judge_timing.DECISIVE): a judge is part of every cold time to fused speed.
 """
 from __future__ import annotations
 
@@ -61,19 +61,22 @@ from ..guards import GuardFailed
 from ..ltorch.base import SquallWarning
 from ..market.config import ExecutorPriority, background_fusers, background_priority
 from ..market.executor import Executor
-from ..market.fusion import PACE_PAUSE, FusionExecutor, compiling_stopped, pace, upgrades_are_awaited
+from ..market.fusion import PACE_PAUSE, FusionExecutor, compiling_stopped, pace
 from ..sources import cache_root
-from .choices import ChoiceStore, timing_clock
+from .choices import ChoiceStore
 from .judge_compare import largest_difference, results_differ
+from .judge_timing import Verdict, judge
 from .judge_inputs import TensorSpec, call_specs, example_inputs, input_gradients
 
 __all__ = ["Upgrade", "Verdict", "judge", "fusion_offers", "background_priority", "prepare_background", "call_specs", "UpgradeJob"]
 
-# the fused program must beat the torch plan by this factor in context: timing noise is not a win
-MARGIN = 0.97
 # an offer that runs in at most this fraction of the torch plan's time in context wins outright:
 # the offers after it (inductor: islands, after large regions) are not compiled
 CLEAR_WIN = 0.8
+# one upgrade's sittings time the same torch plan: where its best times differ by this factor, a sitting
+# was disturbed (lfm2's took 238 ms a call beside another job's compiles, 1.6 ms in the next sitting), and
+# the judgement is not remembered: a later process judges again rather than keep a noisy verdict for good
+DISTURBED = 2.0
 # programs whose drawn example inputs would take more memory than this are not judged in context
 # (the copies the job holds and the caller's tensors it reads in place do not count)
 JUDGE_MAX_BYTES = 1 << 30
@@ -84,27 +87,12 @@ SETTLE_S = 0.02
 # as long after each: it holds the GIL at most a tenth of the time, as the upgrade's other work here does (pace)
 JUDGE_SLICE_S = 2e-3
 JUDGE_PAUSE = PACE_PAUSE
-# a sliced judge stops once its first `rounds` rounds leave no doubt: the fused plan's best batch beats the
-# torch plan's by this fraction beyond the margin, or loses by it (gpt2's whole-model region ran in 0.5-0.6x
-# the torch plan's time, and the background judge's 30 rounds and pauses took 1.2 s of the cold time to fused)
-DECISIVE = 0.15
 # where two plans differ, the torch plan runs again on the values changed by ROUNDING_CHANGE rounding errors
 # each: where that moves its results by 1/CONDITIONING_FACTOR of the plans' distance, the program is
 # ill-conditioned there (timm's LeViT in training on drawn weights: eager's float32 23-35% off float64's),
 # so no plan is refused on drawn values, nor called wrong on the call's (`_rounding_explains`)
 ROUNDING_CHANGE = 4
 CONDITIONING_FACTOR = 10.0
-
-
-@dataclass
-class Verdict:
-    """The in-context judgement: which plan runs, its per-call times, and why."""
-
-    keep: str  # "fused", "torch", or "running" (the fused plan running now beat it)
-    torch_s: float | None
-    fused_s: float | None
-    reason: str
-    running_s: float | None = None  # the fused plan running now, where it was timed in the same sitting
 
 
 @dataclass
@@ -151,91 +139,6 @@ def prepare_background(executors: Sequence[Executor]) -> None:
     its priority list, so an executor's seconds of start-up overlap the first calls, not the upgrade."""
     for ex in background_fusers(executors):
         ex.prepare()
-
-
-# --- judging a fused program in context -----------------------------------------------------------
-
-
-def judge(
-    torch_run: Callable[[], Any],
-    fused_run: Callable[[], Any],
-    *,
-    clock: Callable[[], float] | None = None,
-    sync: Callable[[], None] = lambda: None,
-    device_type: str = "cpu",
-    rounds: int = 3,
-    budget_s: float = 0.3,
-    margin: float = MARGIN,
-    slice_s: float | None = None,
-    pause: float = 0.0,
-    sleep: Callable[[float], None] = time.sleep,
-    decisive: float = DECISIVE,
-    running: tuple[str, Callable[[], Any]] | None = None,
-) -> Verdict:
-    """Time both plans, interleaved batch by batch (so load changes hit both), best batch
-    each; keep the fused plan only when it is faster than `margin` times the torch plan.
-
-    `running` is (label, run) of another fused plan, the one running now: it is timed in the same
-    rounds, between the two, and the new fused plan is kept only when it also beats it by `margin`.
-    Offers timed in separate sittings are not compared by their ratios to the torch plan: where
-    the host is loaded, a plan making fewer calls slows less than one making many (a GPU's launch
-    overhead), so ratios from two sittings disagree with what runs faster.
-
-    By default `rounds` batches each, together about `budget_s` long. With `slice_s` (squall's
-    upgrade judge), batches last about `slice_s` (at least one call) and there are as many as
-    `budget_s` holds (at least `rounds`), but the judge stops after `rounds` rounds, or any round
-    after, once the best batches leave no doubt: the fused plan's below `margin * (1 - decisive)`
-    times the fastest other plan's, or above `1 + decisive` times it; only a close call uses the whole
-    budget. After each batch the judge sleeps `pause` times as long as the batch took (a judge
-    beside the user's calls): inductor's CPU kernels hold the GIL while they run, so a judge that
-    ran flat out would stall the user's thread for whole batches; this one holds it at most
-    1 / (1 + pause) of the time, in stretches of about `slice_s`, and its best batch is one the
-    user's calls did not slow. `clock` defaults to `timing_clock(device_type)` (CPU time where
-    that is fair to both)."""
-    clock = clock or timing_clock(device_type)
-    plans = {"torch": torch_run, **({"running": running[1]} if running else {}), "fused": fused_run}
-    sync()
-    start = clock()
-    for run in plans.values():
-        run()
-    sync()
-    once = max(clock() - start, 1e-7)
-    at_least = rounds  # a sliced judge's rounds before it may stop early
-    if slice_s is None:
-        number = max(1, min(1000, int(budget_s / rounds / once)))
-    else:
-        number = max(1, min(1000, int(2 * slice_s / once)))  # `once` is a call of each
-        rounds = max(rounds, min(1000, int(budget_s / (number * once))))
-    best = dict.fromkeys(plans, float("inf"))
-    for done in range(1, rounds + 1):
-        for name, run in plans.items():
-            start = clock()
-            for _ in range(number):
-                run()
-            sync()
-            took = clock() - start
-            best[name] = min(best[name], took / number)
-            if pause and not upgrades_are_awaited():
-                sleep(pause * took)
-        if slice_s is not None and done >= at_least and _decided(best, margin, decisive):
-            break
-    torch_s, fused_s, running_s = best["torch"], best["fused"], best.get("running")
-    beside = f", {running[0]} (running) {running_s * 1e3:.3f} ms" if running else ""
-    times = (f"in context: torch plan {torch_s * 1e3:.3f} ms{beside}, fused {fused_s * 1e3:.3f} ms per call "
-             f"(best of {done} batches each)")
-    if fused_s >= torch_s * margin:
-        return Verdict("torch", torch_s, fused_s, f"the fused plan was not faster {times}", running_s)
-    if running_s is not None and fused_s >= running_s * margin:
-        return Verdict("running", torch_s, fused_s, f"the fused plan was not faster than {running[0]} {times}", running_s)
-    return Verdict("fused", torch_s, fused_s, times, running_s)
-
-
-def _decided(best: dict[str, float], margin: float, decisive: float) -> bool:
-    """Whether best times this far apart settle the verdict (`judge`'s early stop): the new fused
-    plan's against the fastest other plan's."""
-    fused_s = best["fused"]
-    rival_s = min(t for name, t in best.items() if name != "fused")
-    return fused_s < rival_s * margin * (1 - decisive) or fused_s > rival_s * (1 + decisive)
 
 
 def fusion_offers(executors: Sequence[Executor]) -> list[tuple[str, Sequence[Executor]]]:
@@ -328,6 +231,7 @@ class UpgradeJob:
         self._tried: list[str] = []
         self._seconds = 0.0
         self._judged = False  # some offer kept regions and was judged
+        self._torch_times: list[float] = []  # the torch plan's time in each sitting
         self._last_plan: Compilation | None = None
         # (ratio to the torch plan, label, verdict, plan) of the offer running now
         self._installed: tuple[float | None, str, Verdict, Compilation] | None = None
@@ -444,6 +348,8 @@ class UpgradeJob:
             return True
         self._tried.append(named + verdict.reason)
         self._judged = True
+        if verdict.torch_s:
+            self._torch_times.append(verdict.torch_s)
         if verdict.keep != "fused":
             if self._installed is None:
                 self.upgrade.verdict = Verdict("torch", verdict.torch_s, verdict.fused_s, "; ".join(self._tried))
@@ -462,12 +368,17 @@ class UpgradeJob:
         return True
 
     def _conclude(self) -> bool:
-        remembered = self._remembered
+        times = self._torch_times
+        disturbed = len(times) > 1 and max(times) > DISTURBED * min(times)
+        # a judgement from disturbed sittings is not remembered (and one remembered is not remembered again)
+        remembered = self._remembered or disturbed
+        tail = (f"; not remembered: the torch plan's time differed {max(times) / min(times):.1f}x between sittings "
+                "(a busy machine), a later process judges again") if disturbed else ""
         if self._installed is not None:
             _, label, verdict, _ = self._installed
-            reason = self._reason()
+            reason = self._reason(tail)
             self.upgrade.verdict = Verdict("fused", verdict.torch_s, verdict.fused_s, reason)
-            if remembered is None and verdict.torch_s is not None:
+            if not remembered and verdict.torch_s is not None:
                 _verdict_store().put(self._key, {"winner": "fused", "offer": label, "torch_s": verdict.torch_s,
                                                  "fused_s": verdict.fused_s, "reason": reason})
             self.upgrade.finish("upgraded", reason)
@@ -482,10 +393,10 @@ class UpgradeJob:
             self.upgrade.finish("nothing to fuse", "no fusion region was kept (squall explain says why for each)")
             return False
         verdict = self.upgrade.verdict
-        if remembered is None and verdict is not None:  # every offer with regions was judged, and lost or computed other results
+        if not remembered and verdict is not None:  # every offer with regions was judged, and lost or computed other results
             _verdict_store().put(self._key, {"winner": "torch", "torch_s": verdict.torch_s,
                                              "fused_s": verdict.fused_s, "reason": "; ".join(self._tried)})
-        self.upgrade.finish("kept the torch plan", "; ".join(self._tried))
+        self.upgrade.finish("kept the torch plan", "; ".join(self._tried) + tail)
         return False
 
     def _verdict(self, fused: Compilation, fusers: set[str], remembered: dict | None) -> Verdict:
