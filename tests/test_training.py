@@ -311,6 +311,53 @@ def test_the_torch_executors_backward_kernels_take_values_laid_out_as_a_fused_fo
         torch.testing.assert_close(g, e)
 
 
+def _two_heads(x, y):
+    return (x.sin() * 2).exp(), torch.tanh(y @ y.T)
+
+
+def _one_trunk(x, y):
+    h = x.sin() * y.sum(1)
+    return h.exp(), h.tanh()
+
+
+@pytest.mark.parametrize("program, eager_raises", [(_two_heads, False), (_one_trunk, True)])
+def test_outputs_backpropagated_in_separate_calls_run_as_eager(program, eager_raises):
+    # eager frees only the nodes a backward reached: the second output's backward runs where its
+    # graph shares no node with the first's, and raises where it does; squall's one node per call
+    # keeps what the first backward left unread for the other outputs' backward
+    x, y = torch.randn(5, requires_grad=True), torch.randn(5, 3, requires_grad=True)
+    results = []
+    for fn in (program, squall.jit(program), squall.jit(program, dynamic=True)):  # (sizes read from saved tensors too)
+        x.grad = y.grad = None
+        a, b = fn(x, y)
+        a.sum().backward()
+        if eager_raises:
+            with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+                b.sum().backward()
+        else:
+            b.sum().backward()
+        results.append((x.grad, y.grad))
+    torch.testing.assert_close(results[1], results[0])
+    torch.testing.assert_close(results[2], results[0])
+
+
+def test_a_backward_that_reached_every_saved_tensor_keeps_none_for_another_output():
+    # logits, loss = model(...), then loss.backward(): the loss's backward reads what the logits'
+    # would, so nothing is kept for it (eager frees the logits' graph too), while the logits live on
+    def logits_and_loss(x, w):
+        logits = torch.tanh(x @ w)
+        return logits, logits.logsumexp(-1).mean()
+
+    x, w = torch.randn(4, 3), torch.randn(3, 5, requires_grad=True)
+    jf = squall.jit(logits_and_loss)
+    logits, loss = jf(x, w)
+    loss.backward()
+    assert _differentiated_by_squall(jf)
+    assert not getattr(logits.grad_fn, "kept", None)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        logits.sum().backward()
+
+
 def test_a_second_backward_without_retain_graph_fails_as_in_eager():
     # the backward frees its saved tensors as it goes (unless retain_graph), as eager's autograd does
     def f(x):

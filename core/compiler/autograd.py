@@ -14,7 +14,7 @@ from typing import NamedTuple
 import torch
 
 from ..market.executor import Executor
-from ..proxies import NumberProxy, TensorProxy
+from ..proxies import NumberProxy, TensorProxy, symbol_reads
 from ..symbol import BoundSymbol, Symbol, flat_proxies
 from ..trace import Trace
 from .gradients import Differentiated
@@ -90,6 +90,27 @@ def autograd_function(
     numbers_at = [i for i, p in enumerate(diff.saved) if type(p) is NumberProxy]
     run_so_far = {} if backwards_run is None else backwards_run
     full = frozenset()
+    # by the outputs a backward runs without: the saved tensors it reads, and those it leaves unread.
+    # A backward keeps the ones it leaves unread for a later backward of this call's other outputs,
+    # as eager's autograd frees only the nodes its backward reached (`a, b = f(x)`, then `a.backward()`
+    # and `b.backward()`, their graphs disjoint): that later backward runs where it reads none freed.
+    # The saved tensors every backward reads its size symbols from (the first holding each) are kept
+    # with them: a few tensors eager would have freed, in this case only
+    tensor_positions = frozenset(range(len(diff.saved))) - set(numbers_at)
+    sized = frozenset(i for i, _ in symbol_reads(diff.saved).values()) & tensor_positions
+    reads: dict[frozenset[str], tuple[frozenset[int], frozenset[int]]] = {}
+
+    def read_and_unread(key: frozenset[str]) -> tuple[frozenset[int], frozenset[int]]:
+        found = reads.get(key)
+        if found is None:
+            # the backward that runs for `key`: its own, or the full one (absent cotangents made zeros)
+            read = _saved_read((diff.backward_without(key) if key else None) or diff.backward, diff.saved) & tensor_positions
+            # (the full backward reached every output: eager frees all, whatever it left unread)
+            found = reads[key] = (read, tensor_positions - read if key else frozenset())
+        return found
+
+    def keep(ctx, values: dict[int, torch.Tensor]) -> None:
+        ctx.kept = values if values.keys() - sized else None
 
     def forward(ctx, *args):
         if backward_without is not None:
@@ -137,10 +158,22 @@ def autograd_function(
                     cotangents[slot] = torch.zeros(shape, dtype=dtype, device=device)
             else:
                 cotangents = [g for g in cotangents if g is not None]
-        saved = list(ctx.saved_tensors)
-        # as eager's autograd frees a node's saved tensors once it has run (unless retain_graph):
-        # the backward then frees each after its last use, and its peak memory stays eager's
-        ctx.maybe_clear_saved_tensors()
+        read, unread = read_and_unread(key)
+        try:
+            saved = list(ctx.saved_tensors)
+        except RuntimeError:
+            # freed by an earlier backward of this call: this one runs where that one left every
+            # tensor it reads (else eager's error: its graph shared a node with the earlier one's)
+            kept = getattr(ctx, "kept", None) or {}
+            if not read | sized <= kept.keys():
+                raise
+            saved = [kept.get(i) for i in range(len(diff.saved)) if i not in numbers_at]
+            keep(ctx, {i: t for i, t in kept.items() if i not in read or i in sized})
+        else:
+            # as eager's autograd frees a node's saved tensors once it has run (unless retain_graph):
+            # the backward then frees each after its last use, and its peak memory stays eager's
+            ctx.maybe_clear_saved_tensors()
+            keep(ctx, {i: saved[i - sum(1 for n in numbers_at if n < i)] for i in unread | sized} if unread else {})
         for i, value in zip(numbers_at, ctx.saved_numbers if numbers_at else ()):
             saved.insert(i, value)
         if first_of_its_kind:
@@ -172,6 +205,12 @@ def autograd_function(
     return type(f"SquallFunction_{name}", (torch.autograd.Function,), {
         "forward": staticmethod(forward), "backward": staticmethod(backward), "inputs_cut_from_graph": ungraded,
     })
+
+
+def _saved_read(backward: Trace, saved: Sequence[object]) -> frozenset[int]:
+    """The positions in `saved` of the values the backward trace reads or returns."""
+    used = {p.name for bsym in backward.bsyms for p in bsym.input_proxies()} | {p.name for p in flat_proxies(backward.output)}
+    return frozenset(i for i, p in enumerate(saved) if getattr(p, "name", None) in used)
 
 
 def calling_trace(traced: Trace, function: type[torch.autograd.Function]) -> Trace:
