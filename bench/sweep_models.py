@@ -164,7 +164,7 @@ regions upgraded, 30.5 against 44.9 ms a step) was within the changed weights' s
 tensor. The verdict now asks that question itself (ok* then). levit_128s's training upgrade kept the torch plan, with a warning that its
 fused plan "computes other results" on drawn values: there its batch norms over drawn weights
 make the program chaotic (eager's own float32 answer is 23-35% off float64's). Since the judge's
-conditioning check (squall.runtime.tiers.CONDITIONING_FACTOR) the same step is fused, without a
+conditioning check (squall.runtime.judge_compare.CONDITIONING_FACTOR) the same step is fused, without a
 warning: 0.53x the torch plan's time, its gradients ok* against eager (73 tensors over
 tolerance, each as close to float64 as eager's or noise, as on the torch plan).
 

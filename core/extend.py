@@ -42,7 +42,7 @@ from .prims import all_prims
 from .prims.base import PrimIDs
 from .proxies import NumberProxy, TensorProxy, current_context, symbol_reads, symbol_values
 from .runtime.choices import ChoiceStore, timing_clock
-from .runtime.judge_compare import GRADIENT_LOOSER, outputs_differ
+from .runtime.judge_compare import GRADIENT_LOOSER, ill_conditioned, largest_difference, outputs_differ, rounding_change
 from .sources import load_source
 from .symbol import BoundSymbol, Symbol, Tags
 from .symbolic import SymInt, concrete_shape, lone_symbol, source as size_source, symbols_of
@@ -66,6 +66,9 @@ __all__ = [
     "tensor_problem",
     "outputs_differ",
     "GRADIENT_LOOSER",
+    "largest_difference",
+    "rounding_change",
+    "ill_conditioned",
     "Declined",
     "form_regions",
     "compiling_stopped",

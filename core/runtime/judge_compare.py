@@ -15,7 +15,8 @@ from torch.utils._pytree import tree_flatten
 
 from ..proxies import real_tensor
 
-__all__ = ["results_differ", "outputs_differ", "largest_difference", "GRADIENT_LOOSER"]
+__all__ = ["results_differ", "outputs_differ", "largest_difference", "GRADIENT_LOOSER", "ROUNDING_CHANGE", "CONDITIONING_FACTOR",
+           "rounding_change", "ill_conditioned"]
 
 
 # a fused kernel rounds and sums in another order than eager, and example inputs have any
@@ -40,6 +41,32 @@ def _tolerance(t: torch.Tensor) -> float:
 # a weight's gradient sums a product over every row of the batch, and the judge's example values
 # (normal weights, equal tokens) cancel much of it: summed in another order, it spreads wider
 GRADIENT_LOOSER = 10.0
+
+
+# where two plans differ, the torch plan runs again on the values changed by ROUNDING_CHANGE rounding errors
+# each: where that moves its results by 1/CONDITIONING_FACTOR of the plans' distance, the program is
+# ill-conditioned there (timm's LeViT in training on drawn weights: eager's float32 23-35% off float64's),
+# so no plan is refused on drawn values, nor called wrong on the call's (`ill_conditioned`)
+ROUNDING_CHANGE = 4
+CONDITIONING_FACTOR = 10.0
+
+
+def rounding_change(t: torch.Tensor, seed: int = 0) -> torch.Tensor:
+    """Factors changing each of `t`'s floating values by up to ROUNDING_CHANGE rounding errors (from a
+    generator of their own, seeded by `t`'s size and `seed`: the user's random stream is not touched;
+    give tensors of one size other seeds for other changes)."""
+    generator = torch.Generator(device=t.device).manual_seed(t.numel() + seed)
+    change = torch.rand(t.shape, generator=generator, dtype=t.dtype, device=t.device) * 2 - 1
+    return 1 + change * (ROUNDING_CHANGE * torch.finfo(t.dtype).eps)
+
+
+def ill_conditioned(apart: float, moved: float) -> str:
+    """Why rounding alone can explain two plans' results `apart` (largest_difference) where the torch
+    plan's own moved by `moved` when its inputs changed by ROUNDING_CHANGE rounding errors ("" where it cannot)."""
+    if apart > CONDITIONING_FACTOR * moved:
+        return ""
+    return (f"there the plans differ by {apart:.2g} of their largest values, and a change of its inputs by {ROUNDING_CHANGE} "
+            f"rounding errors moves the torch plan's own results by {moved:.2g}: the program is ill-conditioned at those values")
 
 
 def outputs_differ(expected: Any, actual: Any, looser: float = 1.0, shared_scale: bool = False) -> str:

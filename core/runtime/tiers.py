@@ -64,7 +64,7 @@ from ..market.executor import Executor
 from ..market.fusion import PACE_PAUSE, FusionExecutor, compiling_stopped, pace
 from ..sources import cache_root
 from .choices import ChoiceStore
-from .judge_compare import largest_difference, results_differ
+from .judge_compare import ill_conditioned, largest_difference, results_differ, rounding_change
 from .judge_timing import Verdict, judge
 from .judge_inputs import TensorSpec, call_specs, example_inputs, input_gradients
 
@@ -87,12 +87,6 @@ SETTLE_S = 0.02
 # as long after each: it holds the GIL at most a tenth of the time, as the upgrade's other work here does (pace)
 JUDGE_SLICE_S = 2e-3
 JUDGE_PAUSE = PACE_PAUSE
-# where two plans differ, the torch plan runs again on the values changed by ROUNDING_CHANGE rounding errors
-# each: where that moves its results by 1/CONDITIONING_FACTOR of the plans' distance, the program is
-# ill-conditioned there (timm's LeViT in training on drawn weights: eager's float32 23-35% off float64's),
-# so no plan is refused on drawn values, nor called wrong on the call's (`_rounding_explains`)
-ROUNDING_CHANGE = 4
-CONDITIONING_FACTOR = 10.0
 
 
 @dataclass
@@ -457,7 +451,7 @@ class UpgradeJob:
         the job holds them: `_example`; drawn floats where `drawn`: `example_inputs`), returning its
         outputs and its inputs' gradients; and those inputs that are the caller's tensors. With
         `rounded`, each floating input the job made (none of the caller's) is changed by a few
-        rounding errors (ROUNDING_CHANGE), from a generator of its own."""
+        rounding errors (judge_compare.rounding_change)."""
         (params, args, kwargs), lent = example_inputs(self.call_specs, borrow, drawn)
         lead = (params,) if self.layout.get("takes_params") else ()
         # a differentiated program runs its backward after every call: the judge runs it too (its
@@ -471,10 +465,8 @@ class UpgradeJob:
         if rounded:
             for t in tensors:
                 if t.is_floating_point() and id(t) not in lent_ids:
-                    generator = torch.Generator(device=t.device).manual_seed(t.numel())
-                    change = torch.rand(t.shape, generator=generator, dtype=t.dtype, device=t.device) * 2 - 1
                     with torch.no_grad():
-                        t.mul_(1 + change * (ROUNDING_CHANGE * torch.finfo(t.dtype).eps))
+                        t.mul_(rounding_change(t))
         restore = [[t, t.detach().clone(), t._version] for t in tensors if id(t) not in lent_ids] if self.base.writes_inputs else []
 
         def run(fn: Callable) -> tuple[Any, tuple]:
@@ -593,18 +585,15 @@ class UpgradeJob:
 
     def _rounding_explains(self, torch_fn: Callable, torch_results: Any, fused_results: Any, *, borrow: bool, drawn: bool) -> str:
         """Why rounding alone can explain how far the plans' results are apart ("" where it cannot): the torch
-        plan, run again on the same values each changed by ROUNDING_CHANGE rounding errors, moves its own
-        results by at least 1/CONDITIONING_FACTOR of that distance."""
+        plan, run again on the same values each changed by a few rounding errors (judge_compare.ill_conditioned), moves its own
+        results by at least a tenth of that distance."""
         apart = largest_difference(torch_results, fused_results)
         try:
             rounded, _ = self._runner(borrow=borrow, drawn=drawn, rounded=True)
             moved = largest_difference(torch_results, rounded(torch_fn))
         except Exception:  # noqa: BLE001 - (a guard failing on the changed values) no measure of the noise: they differ
             return ""
-        if apart > CONDITIONING_FACTOR * moved:
-            return ""
-        return (f"there the plans differ by {apart:.2g} of their largest values, and a change of its inputs by {ROUNDING_CHANGE} "
-                f"rounding errors moves the torch plan's own results by {moved:.2g}: the program is ill-conditioned at those values")
+        return ill_conditioned(apart, moved)
 
 
 def _first_line(e: BaseException) -> str:

@@ -520,7 +520,7 @@ def _checked_where_torch_runs(compiled: Callable, fn: Callable, examples: Sequen
     except Exception:  # noqa: BLE001 - sizes no call of the program has
         return
     try:
-        checked(compiled, lambda *args: expected, examples)
+        checked(compiled, fn, examples, expected)
     except OtherValues:
         raise
     except Exception as e:  # noqa: BLE001 - a call its guards admit would raise where the torch calls do not
