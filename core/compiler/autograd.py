@@ -103,8 +103,10 @@ def autograd_function(
     def read_and_unread(key: frozenset[str]) -> tuple[frozenset[int], frozenset[int]]:
         found = reads.get(key)
         if found is None:
-            # the backward that runs for `key`: its own, or the full one (absent cotangents made zeros)
-            read = _saved_read((diff.backward_without(key) if key else None) or diff.backward, diff.saved) & tensor_positions
+            # the backward that runs for `key`: its own where one was built, else the full one (absent
+            # cotangents made zeros)
+            own = diff.backward_without(key) if key and variants.get(key) is not None else None
+            read = _saved_read(own or diff.backward, diff.saved) & tensor_positions
             # (the full backward reached every output: eager frees all, whatever it left unread)
             found = reads[key] = (read, tensor_positions - read if key else frozenset())
         return found
