@@ -8,6 +8,7 @@ infinities are compared (a fused kernel may draw other numbers than torch's).
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -62,8 +63,9 @@ def rounding_change(t: torch.Tensor, seed: int = 0) -> torch.Tensor:
 
 def ill_conditioned(apart: float, moved: float) -> str:
     """Why rounding alone can explain two plans' results `apart` (largest_difference) where the torch
-    plan's own moved by `moved` when its inputs changed by ROUNDING_CHANGE rounding errors ("" where it cannot)."""
-    if apart > CONDITIONING_FACTOR * moved:
+    plan's own moved by `moved` when its inputs changed by ROUNDING_CHANGE rounding errors ("" where it cannot).
+    Never an infinite distance: results of other shapes, dtypes or integer values, or NaNs elsewhere."""
+    if not math.isfinite(apart) or apart > CONDITIONING_FACTOR * moved:
         return ""
     return (f"there the plans differ by {apart:.2g} of their largest values, and a change of its inputs by {ROUNDING_CHANGE} "
             f"rounding errors moves the torch plan's own results by {moved:.2g}: the program is ill-conditioned at those values")
