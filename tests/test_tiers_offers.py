@@ -153,7 +153,6 @@ def test_a_judgement_whose_sittings_timed_the_torch_plan_far_apart_is_not_rememb
     wide_torch_s, wide_s = wide_sitting
     narrow = (2e-3, None, 1e-3) if kept == "narrow" else (40e-3, 1.7e-3, 50e-3)
     judged = _judge_in_turn(monkeypatch, (wide_torch_s, None, wide_s), narrow, (wide_torch_s, None, wide_s), narrow)
-    x = torch.randn(16)
     for process in range(2):
         tiers._stores.clear()  # as a fresh process: read from the file
         fn, x, upgrade = _upgraded(TwoOffers())
