@@ -333,7 +333,7 @@ def unlike_torch_calls(eager: Callable, args: list[torch.Tensor], outputs: Any, 
     Drawn values overflow in a long backward region (efficientvit's: NaN in most of its gradients,
     in both runs, in a few more places in one): an output the torch calls make NaN or infinite
     somewhere is compared where both runs are finite. And they make a long chain ill-conditioned
-    (biogpt's whole backward: gradients of 8e13, 0.13% apart): where the torch calls, run again on
+    (biogpt's 127-op backward region: gradients of 8e13, 0.13% apart): where the torch calls, run again on
     the inputs changed by a few rounding errors, move their own results by a tenth of the distance,
     rounding explains it (the judge's rule, squall.extend.ill_conditioned). `expected`: the torch
     calls' results on `args`, where the caller has them."""
