@@ -54,7 +54,7 @@ from squall.extend import (
 
 from squall_inductor.choices import ChoiceStore, best_time, default_choices_path, region_key
 from squall_inductor.meta_dtypes import dtypes_differ
-from squall_inductor.regions import CompiledRegion, example_inputs, region_function, size_reads, torch_callable, unlike_torch_calls
+from squall_inductor.regions import CompiledRegion, OtherValues, example_inputs, region_function, size_reads, torch_callable, unlike_torch_calls
 from squall_inductor.symbolic import SymbolicRegion, wait_for_variants
 from squall_inductor.worker import (CompileUnsupported, RegionCompiler, WorkerCompileError, claim_worker, default_worker, described, dynamo_unsupported,
                                     env_flag, release_worker, start_spare_workers, subprocess_enabled, worker_limit)
@@ -380,6 +380,8 @@ class InductorExecutor(FusionExecutor):
             note_strides(region.outputs, outputs)
         except CompileUnsupported as e:
             return self._declined(ops, str(e))
+        except OtherValues as e:  # a symbolic region's first compilation, checked as it is made: declined as above
+            return self._declined(ops, f"{CHECKER_DECLINED}: {e}", split=True)
         except Exception as e:  # noqa: BLE001 - any inductor failure means "run it with torch"
             text = str(e).strip()
             message = text if isinstance(e, WorkerCompileError) else described(e)
