@@ -341,6 +341,21 @@ def test_outputs_backpropagated_in_separate_calls_run_as_eager(program, eager_ra
     torch.testing.assert_close(results[2], results[0])
 
 
+def test_a_value_kept_for_a_later_backward_and_written_in_place_meanwhile_raises_as_in_eager():
+    # tanh saves its result, the output itself: eager's unpacking sees the write and raises
+    def two_heads(x, y):
+        return x.exp(), torch.tanh(y)
+
+    x, y = torch.randn(5, requires_grad=True), torch.randn(5, requires_grad=True)
+    for fn in (two_heads, squall.jit(two_heads)):
+        a, b = fn(x, y)
+        a.sum().backward()
+        with torch.no_grad():
+            b.add_(1)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            b.sum().backward()
+
+
 def test_a_backward_that_reached_every_saved_tensor_keeps_none_for_another_output():
     # logits, loss = model(...), then loss.backward(): the loss's backward reads what the logits'
     # would, so nothing is kept for it (eager frees the logits' graph too), while the logits live on

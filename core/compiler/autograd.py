@@ -111,7 +111,8 @@ def autograd_function(
             found = reads[key] = (read, tensor_positions - read if key else frozenset())
         return found
 
-    def keep(ctx, values: dict[int, torch.Tensor]) -> None:
+    def keep(ctx, values: dict[int, tuple[torch.Tensor, int]]) -> None:
+        # each with its version when kept: a later write in place into it raises as eager's unpacking does
         ctx.kept = values if values.keys() - sized else None
 
     def forward(ctx, *args):
@@ -169,13 +170,18 @@ def autograd_function(
             kept = getattr(ctx, "kept", None) or {}
             if not read | sized <= kept.keys():
                 raise
-            saved = [kept.get(i) for i in range(len(diff.saved)) if i not in numbers_at]
+            if any(kept[i][0]._version != kept[i][1] for i in read):
+                raise RuntimeError("one of the variables needed for gradient computation has been modified by an inplace "
+                                   "operation (a value a compiled call saved for its backward, written after an earlier backward "
+                                   "of the call)") from None
+            saved = [kept[i][0] if i in kept else None for i in range(len(diff.saved)) if i not in numbers_at]
             keep(ctx, {i: t for i, t in kept.items() if i not in read or i in sized})
         else:
             # as eager's autograd frees a node's saved tensors once it has run (unless retain_graph):
             # the backward then frees each after its last use, and its peak memory stays eager's
             ctx.maybe_clear_saved_tensors()
-            keep(ctx, {i: saved[i - sum(1 for n in numbers_at if n < i)] for i in unread | sized} if unread else {})
+            kept = {i: saved[i - sum(1 for n in numbers_at if n < i)] for i in unread | sized} if unread else {}
+            keep(ctx, {i: (t, t._version) for i, t in kept.items()})
         for i, value in zip(numbers_at, ctx.saved_numbers if numbers_at else ()):
             saved.insert(i, value)
         if first_of_its_kind:
