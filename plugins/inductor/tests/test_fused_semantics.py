@@ -217,6 +217,11 @@ def test_the_region_check_lets_rounding_explain_a_difference_where_the_torch_cal
     scaling = lambda x, y: (x * 2,)  # noqa: E731
     off = (cancelling(x, y)[0] * 1.05,)  # 5% of the largest value apart
     assert unlike_torch_calls(cancelling, [x, y], off) == ""
+    # one ill-conditioned output excuses no other output's difference
+    both = lambda x, y: (*cancelling(x, y), *scaling(x, y))  # noqa: E731
+    why = unlike_torch_calls(both, [x, y], (off[0], scaling(x, y)[0] * 1.05))
+    assert "computes other values than its torch calls" in why, why  # (naming the first output that differs)
+    assert unlike_torch_calls(both, [x, y], (off[0], scaling(x, y)[0])) == ""
     # never a difference in shape (or dtype, integer values, where NaNs are), however ill-conditioned
     why = unlike_torch_calls(cancelling, [x, y], (cancelling(x, y)[0][:32],))
     assert "output 0 is torch.float32 (32,) on cpu where the torch plan's is torch.float32 (64,)" in why, why
